@@ -1,0 +1,20 @@
+# Warnings, hardening and the optional sanitizer build, applied per target.
+set(SH_WARNINGS
+  -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla -Wpointer-arith -Wmissing-prototypes
+  -Wstrict-prototypes -Wundef -Wno-unused-parameter -Werror=implicit-function-declaration
+  -Werror=return-type -Werror=incompatible-pointer-types -Werror=int-conversion)
+set(SH_HARDENING -fstack-protector-strong -fno-strict-aliasing -fPIE)
+
+function(sh_apply_warnings target)
+  target_compile_options(${target} PRIVATE ${SH_WARNINGS} ${SH_HARDENING})
+  if(NOT SH_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
+    target_compile_definitions(${target} PRIVATE _FORTIFY_SOURCE=2)
+  endif()
+  target_link_options(${target} PRIVATE -Wl,-z,relro -Wl,-z,now -Wl,-z,noexecstack -pie)
+endfunction()
+
+if(SH_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined
+    -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

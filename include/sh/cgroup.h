@@ -1,0 +1,108 @@
+/* cgroup.h: per-sandbox and per-exec cgroups behind one interface, with a cgroup v2 backend
+ * (unified hierarchy) and a v1 backend (memory, pids, cpu, freezer hierarchies), detected once
+ * at start. Everything lives below the daemon's own cgroup, in a subtree named for this
+ * daemon instance ("sandbox-host.<instance>"), so that a restarted daemon with the same
+ * state root finds and removes what a killed one left, and the cgroups around it are never
+ * touched. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sh/error.h"
+
+typedef enum { SH_CG_NONE = 0, SH_CG_V1, SH_CG_V2 } sh_cg_mode;
+
+typedef struct sh_cg_limits {
+        uint64_t memory_max;    /* bytes, 0: none */
+        uint64_t pids_max;      /* 0: none */
+        uint64_t cpu_max_milli; /* milli-cores, 0: none */
+} sh_cg_limits;
+
+typedef struct sh_cgroup_root sh_cgroup_root;
+typedef struct sh_cgroup sh_cgroup;
+
+/* --- pure parsers (unit-tested with fixtures) --- */
+
+/* From /proc/self/cgroup text: the v2 path ("0::/a/b") and, for v1, the path of a named
+ * controller ("4:memory:/a/b" or a comma list "2:cpu,cpuacct:/x"). 0 and a new string, or
+ * -ENOENT. */
+int sh_cg_parse_proc_self(const char *text, const char *controller /* NULL: v2 */, char **ret_path);
+
+/* From /proc/self/mountinfo text: where the v2 hierarchy is mounted (controller NULL) or the
+ * v1 hierarchy holding `controller`. 0 and a new string, or -ENOENT. */
+int sh_cg_parse_mountinfo(const char *text, const char *controller, char **ret_mountpoint);
+
+/* The same, also returning the mount's root inside the hierarchy (mountinfo field 4, "/" unless
+ * only a sub-tree is mounted, as in a container without a cgroup namespace). Either out
+ * pointer may be NULL. Octal escapes (\040) are decoded. 0, -ENOENT or -ENOMEM. */
+int sh_cg_parse_mountinfo_ex(const char *text, const char *controller, char **ret_mountpoint,
+                             char **ret_root);
+
+/* The directory of cgroup `cgpath` (as /proc/self/cgroup shows it) on a mount of its hierarchy
+ * at `mountpoint` whose root is `mount_root`. -ENOENT when the mount does not show that
+ * cgroup (cgpath not below mount_root), -EINVAL for a relative path or a ".." component. */
+int sh_cg_path_join(const char *mountpoint, const char *mount_root, const char *cgpath, char **ret);
+
+/* From a flat keyed cgroup file ("key value" lines: memory.events, cgroup.events,
+ * memory.oom_control), the unsigned value of `key`. 0, -ENOENT, or -EBADMSG (not a number,
+ * overflow). */
+int sh_cg_parse_keyed(const char *text, const char *key, uint64_t *ret);
+
+/* --- the daemon's subtree --- */
+
+/* Detect the mode (v2 when /sys/fs/cgroup is cgroup2 with the memory, pids and cpu
+ * controllers available to us; v1 when the memory, pids, cpu and freezer v1 hierarchies are
+ * mounted), create our subtree below our own cgroup, and kill and remove whatever an earlier
+ * daemon with the same `instance` left there. v2: the daemon moves itself into a leaf
+ * ("<subtree>/daemon") before enabling controllers (no internal processes). */
+int sh_cgroup_root_open(const char *instance, sh_cgroup_root **ret, sh_error **err);
+/* Kill and remove every cgroup below the subtree, then the subtree itself (v2: the daemon
+ * first moves back to its own cgroup, and the controllers it enabled there are disabled again
+ * when no other child cgroup is left). For a clean shutdown and for tests. Does not free r. */
+int sh_cgroup_root_destroy(sh_cgroup_root *r, sh_error **err);
+/* Free the handle (closing its fds) without touching any cgroup. Accepts NULL. Every
+ * sh_cgroup created from r must be freed first. */
+void sh_cgroup_root_free(sh_cgroup_root *r);
+sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r);
+
+/* --- one cgroup (a sandbox, or an exec inside a sandbox) --- */
+
+/* Create `name` below `parent` (NULL: the subtree root) with `lim` (NULL: inherit). `name` is
+ * one component of [A-Za-z0-9._-], not starting with '.', at most 64 bytes; an existing
+ * cgroup of that name is -EEXIST. The handle refers to r, which must outlive it. v1: a
+ * memory limit also caps memory+swap when swap accounting exists; v2: memory.swap.max = 0
+ * when it exists (a sandbox never swaps past its limit). cpu: quota = milli * 100 us per
+ * 100 ms period (at least the kernel's 1 ms). */
+int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
+                     const sh_cg_limits *lim, sh_cgroup **ret, sh_error **err);
+
+/* fds of cgroup.procs, one per hierarchy (O_WRONLY|O_CLOEXEC), for a child to move itself in
+ * by writing "0" to each before it execs. Returns how many (<= max) or -errno. */
+int sh_cgroup_open_procs(sh_cgroup *cg, int *fds, int max);
+
+/* v2: a borrowed O_DIRECTORY fd of cg, for clone3(CLONE_INTO_CGROUP); v1: -EOPNOTSUPP. */
+int sh_cgroup_dirfd(sh_cgroup *cg);
+
+/* Move process `pid` (in the caller's pid namespace) into cg. */
+int sh_cgroup_attach(sh_cgroup *cg, pid_t pid, sh_error **err);
+
+/* Kill every process in cg and below, however many it forked (v2: cgroup.kill, else freeze,
+ * SIGKILL each, thaw; v1: freezer: freeze, SIGKILL each, always thaw). Does not wait. */
+int sh_cgroup_kill(sh_cgroup *cg, sh_error **err);
+
+/* Freeze or thaw (persist's quiet point); thaw is always safe to call. */
+int sh_cgroup_freeze(sh_cgroup *cg, bool frozen, sh_error **err);
+
+/* True when no process is left in cg or below. */
+int sh_cgroup_is_empty(sh_cgroup *cg, bool *ret, sh_error **err);
+
+/* How many times the OOM killer has killed a process in cg (v2 memory.events oom_kill; v1
+ * memory.oom_control oom_kill). */
+int sh_cgroup_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err);
+
+/* Remove cg (and empty child cgroups). -EBUSY while processes remain: kill, then retry. */
+int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err);
+/* Free the handle without touching the cgroup. */
+void sh_cgroup_free(sh_cgroup *cg);

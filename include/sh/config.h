@@ -1,0 +1,46 @@
+/* config.h: the daemon's settings (CONTRACT.md section 10), described once in a declarative
+ * table from which parsing (defaults, then SANDBOX_HOST_* variables, then --flags), validation,
+ * --help and docs/configuration.md are derived. Parsing is pure: no I/O, no exit. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct sh_config {
+        char *listen;  /* "host:port", "[v6]:port" or ":port" */
+        char *pod_url; /* NULL: "http://" + the bound address */
+        char *root;
+        char *nfs_root; /* NULL: persist/restore are no-ops */
+        char *images;   /* NULL: default image only */
+        uint64_t max_sandboxes;
+        uint64_t memory_max;
+        uint64_t pids_max;
+        uint64_t cpu_max_milli; /* cores x 1000 */
+        uint64_t exec_output_max;
+        uint64_t upload_max;
+        uint64_t exec_grace_ms;
+        uint64_t uid_base; /* first sandbox uid; sandbox n gets uid_base + n */
+        char *log_level;   /* debug, info, warn, error */
+} sh_config;
+
+typedef enum {
+        SH_CONFIG_OK = 0,
+        SH_CONFIG_HELP,    /* --help given: print sh_config_help() and exit 0 */
+        SH_CONFIG_VERSION, /* --version given */
+        SH_CONFIG_INVALID, /* *ret_msg names the setting; exit 2 */
+} sh_config_result;
+
+/* Fill *c from defaults, then `envp` (NULL-terminated "NAME=value" list), then argv[1..].
+ * On SH_CONFIG_INVALID, *ret_msg is a one-line message to free. */
+sh_config_result sh_config_parse(sh_config *c, int argc, char *const *argv, char *const *envp,
+                                 char **ret_msg);
+
+/* Free the strings of *c. */
+void sh_config_done(sh_config *c);
+
+/* The --help text (static). */
+const char *sh_config_help(void);
+
+/* Split a listen address ("127.0.0.1:8080", "[::1]:0", ":0") into host (newly allocated,
+ * "" for any) and port. 0 or -EINVAL. */
+int sh_config_split_listen(const char *listen, char **ret_host, uint16_t *ret_port);

@@ -1,0 +1,102 @@
+/* fsops.h: workspace file operations (CONTRACT.md section 3) built on safe_open. Every path
+ * argument is already normalised (sh_path_normalize); "" is the workspace root. Errors carry
+ * an errno that the HTTP layer maps: ENOENT -> 404 FileNotFoundError, EISDIR -> 400
+ * IsADirectoryError, ENOTDIR -> 400 NotADirectoryError, EEXIST -> 400 FileExistsError,
+ * EINVAL -> 400 BadRequest; or an explicit http status/type. None of these functions logs. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sh/error.h"
+
+/* Owner of everything the host creates in a workspace (the sandbox uid). Functions taking a
+ * `const sh_fs_owner *` accept NULL: keep the daemon's own ids (tests, start-up). */
+typedef struct sh_fs_owner {
+        uid_t uid;
+        gid_t gid;
+} sh_fs_owner;
+
+/* mkdir -p: create `path` and missing parents (mode 0755, owned by *own). An existing
+ * directory is fine; an existing non-directory at `path` is EEXIST; a non-directory in the
+ * middle is ENOTDIR. The root ("") is fine (nothing to do). */
+int sh_fs_mkdir_p(int rootfd, const char *path, const sh_fs_owner *own, sh_error **err);
+
+/* Like sh_safe_open_parent, but creates missing parents first (as sh_fs_mkdir_p). */
+int sh_fs_open_parent_p(int rootfd, const char *path, const sh_fs_owner *own, const char **ret_base,
+                        sh_error **err);
+
+/* Upload staging: an unnamed file (O_TMPFILE) on the workspace's filesystem, written as the
+ * body arrives, then linked in and renamed over the target in one step. Until commit
+ * nothing is visible; abort leaves no trace. */
+typedef struct sh_fs_upload sh_fs_upload;
+int sh_fs_upload_begin(int rootfd, sh_fs_upload **ret, sh_error **err);
+int sh_fs_upload_write(sh_fs_upload *u, const void *buf, size_t len, sh_error **err);
+uint64_t sh_fs_upload_size(const sh_fs_upload *u);
+/* Create missing parents, set owner and mode 0644, replace `path` atomically (whatever
+ * non-directory stood there; a directory there is EISDIR and nothing changes; the root is
+ * EISDIR). Frees u in every case. */
+int sh_fs_upload_commit(sh_fs_upload *u, int rootfd, const char *path, const sh_fs_owner *own,
+                        sh_error **err);
+/* Discard (accepts NULL). */
+void sh_fs_upload_abort(sh_fs_upload *u);
+
+/* Open a regular file for reading without ever blocking on a FIFO or touching a device:
+ * O_PATH first, fstat, then reopen of that very inode. A directory is EISDIR, any other
+ * non-regular file an explicit 400 BadRequest, absent ENOENT. */
+int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err);
+
+/* Any entry at `path`, links resolved inside the root; a dangling link is false. Never fails
+ * for absence (ENOENT/ENOTDIR/ELOOP are false). */
+int sh_fs_exists(int rootfd, const char *path, bool *ret, sh_error **err);
+
+/* Size of a regular file, or -1 (JSON null) when absent or not a regular file. */
+int sh_fs_size(int rootfd, const char *path, int64_t *ret, sh_error **err);
+
+/* Remove a non-directory entry (a link itself, never its target). Absent ENOENT, a
+ * directory (or the root) EISDIR. */
+int sh_fs_unlink_file(int rootfd, const char *path, sh_error **err);
+
+/* rename(2) semantics inside the root; missing parents of dst created; absent src ENOENT;
+ * src or dst the root EINVAL. */
+int sh_fs_rename(int rootfd, const char *src, const char *dst, const sh_fs_owner *own,
+                 sh_error **err);
+
+/* Move the directory at `path` out of the workspace, to `trash_name` inside `trashfd` (a
+ * directory on the same filesystem), so that it disappears at once and can be removed in
+ * the background. Absent ENOENT; not a directory ENOTDIR; the root EINVAL. A link to a
+ * directory is not a directory here (links are never followed for the last component). */
+int sh_fs_detach_dir(int rootfd, const char *path, int trashfd, const char *trash_name,
+                     sh_error **err);
+
+/* Remove `name` below `dirfd` and everything under it; never follows links; keeps going past
+ * entries it cannot remove and reports the first error. Absent is 0. Cost grows with the
+ * tree: run it where blocking is fine (a child process, start-up). */
+int sh_fs_remove_tree(int dirfd, const char *name, sh_error **err);
+
+/* Walk: every regular file below `root_path`, depth first, links not followed, yielded in
+ * bytewise order of the full path (a directory sorts as "name/"), with memory bounded by the
+ * depth times the widest directory, never by the number of files. */
+typedef struct sh_fs_entry {
+        const char *path; /* relative to the workspace root, '/'-separated; valid until next */
+        uint64_t size;    /* st_size */
+        int64_t mtime_ns; /* st_mtime in ns */
+        dev_t dev;
+        ino_t ino;
+        nlink_t nlink;
+} sh_fs_entry;
+
+typedef struct sh_fs_walker sh_fs_walker;
+/* A root that does not exist, or is not a directory, yields nothing (not an error). */
+int sh_fs_walk_open(int rootfd, const char *root_path, sh_fs_walker **ret, sh_error **err);
+/* 1 and *ret filled, 0 at the end, <0 on error. Entries that vanish mid-walk are skipped. */
+int sh_fs_walk_next(sh_fs_walker *w, sh_fs_entry *ret, sh_error **err);
+void sh_fs_walk_free(sh_fs_walker *w);
+
+/* disk-usage accumulator: st_size of each regular file, each inode once. */
+typedef struct sh_fs_usage sh_fs_usage;
+sh_fs_usage *sh_fs_usage_new(void);
+int sh_fs_usage_add(sh_fs_usage *u, const sh_fs_entry *e); /* 0 or -ENOMEM */
+uint64_t sh_fs_usage_bytes(const sh_fs_usage *u);
+void sh_fs_usage_free(sh_fs_usage *u);

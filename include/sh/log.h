@@ -1,0 +1,24 @@
+/* log.h: structured logs, one JSON object per line on stderr
+ * ({"time","level","event","sandbox","msg",...}). Only the layer that decides logs
+ * (http/, sandbox/manager, main); lower layers return sh_error instead. */
+#pragma once
+
+#include "sh/macro.h"
+
+typedef enum { SH_LOG_DEBUG = 0, SH_LOG_INFO, SH_LOG_WARN, SH_LOG_ERROR } sh_log_level;
+
+void sh_log_set_level(sh_log_level level);
+sh_log_level sh_log_get_level(void);
+
+/* A log line with an event name, an optional sandbox id (NULL: none) and a message. */
+void sh_log(sh_log_level level, const char *event, const char *sandbox, const char *fmt, ...)
+        _printf_(4, 5);
+
+/* The access-log line of one finished request. */
+void sh_log_request(const char *method, const char *path, int status, double duration_ms,
+                    const char *sandbox);
+
+#define log_debug(ev, sb, ...) sh_log(SH_LOG_DEBUG, ev, sb, __VA_ARGS__)
+#define log_info(ev, sb, ...)  sh_log(SH_LOG_INFO, ev, sb, __VA_ARGS__)
+#define log_warn(ev, sb, ...)  sh_log(SH_LOG_WARN, ev, sb, __VA_ARGS__)
+#define log_error(ev, sb, ...) sh_log(SH_LOG_ERROR, ev, sb, __VA_ARGS__)

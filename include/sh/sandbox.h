@@ -1,0 +1,94 @@
+/* sandbox.h: the sandbox registry (id -> sandbox), its limits and lifecycle. A sandbox is
+ * {root}/{id}/ holding `workspace/` (the agent's files) and `.ready` (the readiness marker,
+ * outside the workspace so no sandbox process can forge it). Sandbox objects are refcounted:
+ * requests and (later) execs hold references across suspensions. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sh/config.h"
+#include "sh/error.h"
+#include "sh/fsops.h"
+#include "sh/loop.h"
+#include "sh/util.h"
+
+typedef struct sh_sandbox {
+        unsigned refs;
+        char id[SH_ID_LEN + 1];
+        unsigned slot;     /* index in the uid range */
+        sh_fs_owner owner; /* uid/gid of the sandbox's processes and files */
+        int dirfd;         /* O_PATH {root}/{id} */
+        int wsfd;          /* O_PATH {root}/{id}/workspace */
+        char *item_id;     /* NULL: none */
+        char *image;       /* image name, "default" for the default */
+        cJSON *env;        /* create-time env: object of strings (owned) */
+        bool deleted;
+        uint64_t created_ms;
+
+        /* isolation (issue 3) */
+        struct sh_cgroup *cg;     /* the sandbox's cgroup */
+        struct sh_worker *worker; /* PID 1 of its namespaces */
+        bool worker_ready;
+        bool worker_dead;
+        struct sh_exec *execs; /* live exec sessions (list) */
+        uint32_t next_exec_id;
+        struct sh_manager *mgr;
+        /* create completion (suspended create request) */
+        void (*on_ready)(struct sh_sandbox *sb, const sh_error *err, void *data);
+        void *on_ready_data;
+} sh_sandbox;
+
+typedef struct sh_manager sh_manager;
+
+typedef struct sh_create_opts {
+        const char *image;   /* NULL or "default": the default image */
+        const char *item_id; /* NULL: none (validated by the caller) */
+        const cJSON *env;    /* NULL or an object of strings (validated by the caller) */
+} sh_create_opts;
+
+/* Open (creating) the state root, remove leftovers of an earlier run. */
+int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_error **err);
+/* Deletes every sandbox, waits for background removals. */
+void sh_manager_free(sh_manager *m);
+
+/* Create a sandbox. Unavailable (503) when draining or full; BadRequest for an unknown
+ * image. On success *ret holds a reference and the sandbox's worker is starting:
+ * `on_ready` runs from the loop once it serves (err NULL) or failed (err set; the sandbox is
+ * then already deleted). */
+int sh_manager_create(sh_manager *m, const sh_create_opts *o,
+                      void (*on_ready)(sh_sandbox *sb, const sh_error *err, void *data), void *data,
+                      sh_sandbox **ret, sh_error **err);
+
+/* The manager's shared isolation state for exec sessions. */
+struct sh_cgroup_root *sh_manager_cgroups(sh_manager *m);
+const sh_config *sh_manager_config(const sh_manager *m);
+sh_loop *sh_manager_loop(const sh_manager *m);
+/* Queue a cgroup for removal once it is empty (retried from the loop). Takes ownership. */
+void sh_manager_bury_cgroup(sh_manager *m, struct sh_cgroup *cg);
+
+/* Look up a live sandbox by id bytes; a new reference or NULL. */
+sh_sandbox *sh_manager_get(sh_manager *m, const char *id, size_t len);
+
+/* Delete: marker first, then the tree (moved out at once, removed in the background). */
+int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err);
+void sh_manager_delete_all(sh_manager *m);
+
+/* DELETE /dir: move the directory at workspace path `path` out of the workspace at once (into
+ * the state root's trash, same filesystem) and remove it in the background. */
+int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err);
+
+unsigned sh_manager_count(const sh_manager *m);
+bool sh_manager_full(const sh_manager *m);
+bool sh_manager_draining(const sh_manager *m);
+void sh_manager_set_draining(sh_manager *m, bool on);
+/* Visit every live sandbox. */
+void sh_manager_foreach(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data);
+
+sh_sandbox *sh_sandbox_ref(sh_sandbox *sb);
+void sh_sandbox_unref(sh_sandbox *sb);
+
+int sh_sandbox_mark_ready(sh_sandbox *sb, sh_error **err);
+int sh_sandbox_clear_ready(sh_sandbox *sb, sh_error **err);
+int sh_sandbox_is_ready(sh_sandbox *sb, bool *ret, sh_error **err);

@@ -1,0 +1,42 @@
+/* spawn.h: child processes of the daemon, watched by pidfd from the event loop and reaped
+ * there (never in a signal handler). A child keeps only the fds it is given. */
+#pragma once
+
+#include <sys/types.h>
+
+#include "sh/loop.h"
+
+typedef struct sh_child sh_child;
+/* Called from the loop once the child has exited; `status` is a waitpid(2) status. */
+typedef void (*sh_child_done_fn)(sh_child *c, pid_t pid, int status, void *data);
+/* Runs in the child; its return value becomes the exit code. */
+typedef int (*sh_child_main_fn)(void *arg);
+
+/* Fork a child that keeps stdin/stdout/stderr and `keep_fd` (moved to fd 3 when >= 0; -1 for
+ * none), closes every other fd, resets signal handling and runs fn(arg, ...). `done` may be
+ * NULL. Returns the handle (owned by the loop until done has run) or NULL with errno. */
+sh_child *sh_child_fork(sh_loop *l, int keep_fd, sh_child_main_fn fn, void *arg,
+                        sh_child_done_fn done, void *data);
+
+/* The same with `n` fds kept, moved to 3, 4, ... 3 + n - 1 in the order given. */
+sh_child *sh_child_fork_fds(sh_loop *l, const int *keep, int n, sh_child_main_fn fn, void *arg,
+                            sh_child_done_fn done, void *data);
+
+pid_t sh_child_pid(const sh_child *c);
+
+/* Drop the done callback: the child is still reaped, nobody is told. */
+void sh_child_forget(sh_child *c);
+
+/* Reap `pid` (a child of ours, or an orphan reparented to us as child subreaper) from the
+ * loop once it exits; nobody is told. */
+int sh_child_reap_later(sh_loop *l, pid_t pid);
+
+/* Number of children not yet reaped. */
+unsigned sh_child_count(void);
+
+/* Block until every child has exited and been reaped (their done callbacks run). For
+ * shutdown only. */
+void sh_child_wait_all(sh_loop *l);
+
+/* Send a signal to a live child (by its pidfd; no pid reuse race). */
+int sh_child_kill(sh_child *c, int sig);

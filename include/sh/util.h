@@ -1,0 +1,77 @@
+/* util.h: pure helpers with no side effects beyond memory: checked number parsing, URL
+ * decoding, query strings, workspace path normalisation, id validation. Unit-tested with
+ * canned input (tests/unit/test_util.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sh/macro.h"
+
+#define SH_PATH_MAX 4096 /* longest workspace path a client may send (CONTRACT.md 3) */
+#define SH_ID_LEN   32   /* remote_id: 128 random bits as lower-case hex */
+
+/* Parse a non-negative decimal integer, whole string, no sign, no overflow. 0 or -EINVAL. */
+int sh_parse_u64(const char *s, uint64_t *ret);
+
+/* Parse a byte size with optional binary suffix K/M/G/T (either case, `K` = 1024),
+ * optionally followed by `B`/`iB`. 0 or -EINVAL / -ERANGE. */
+int sh_parse_size(const char *s, uint64_t *ret);
+
+/* Parse a CPU amount in cores ("0.5", "2", up to 3 decimals) into milli-cores (> 0). */
+int sh_parse_millicores(const char *s, uint64_t *ret);
+
+/* Percent-decode `len` bytes of `in` into a new NUL-terminated buffer (the decoded data may
+ * itself hold NUL bytes; *ret_len is its true length). With `plus_is_space`, '+' becomes ' '
+ * (application/x-www-form-urlencoded). An invalid `%` escape is -EINVAL. */
+int sh_url_decode(const char *in, size_t len, bool plus_is_space, char **ret, size_t *ret_len);
+
+typedef struct sh_query_param {
+        char *key;
+        size_t key_len;
+        char *val;
+        size_t val_len;
+} sh_query_param;
+
+typedef struct sh_query {
+        sh_query_param *v;
+        size_t n;
+} sh_query;
+
+/* Decode a whole query string (without the '?') as an HTML form. Any invalid escape anywhere
+ * is -EINVAL; on error *ret is left empty. */
+int sh_query_parse(const char *qs, sh_query *ret);
+/* First parameter named `key` (keys compared bytewise), or NULL. */
+const sh_query_param *sh_query_find(const sh_query *q, const char *key);
+void sh_query_done(sh_query *q);
+
+/* Normalise a client workspace path (CONTRACT.md 3): `len` bytes, may be anything. A leading
+ * '/' means the root; empty and `.` components are dropped; `..` pops. Returns 0 and a new
+ * string that is "" for the root or "a/b/c" (no leading, trailing or double '/'), or
+ * -EINVAL for an empty path, a NUL byte, more than SH_PATH_MAX bytes, or a `..` that climbs
+ * above the root. */
+int sh_path_normalize(const char *in, size_t len, char **ret);
+
+/* Split a normalised non-root path into a newly allocated parent ("" for the root) and a
+ * pointer to its last component inside `path`. */
+int sh_path_split(const char *path, char **ret_parent, const char **ret_base);
+
+/* item_id syntax: [A-Za-z0-9][A-Za-z0-9._-]{0,127} */
+bool sh_item_id_valid(const char *s);
+
+/* remote_id syntax: exactly SH_ID_LEN lower-case hex digits */
+bool sh_remote_id_valid(const char *s, size_t len);
+
+/* Append `n` bytes of `s` to `out` as a JSON string (with quotes). Valid UTF-8 passes through;
+ * each byte of an invalid sequence becomes \udcXX (Python's surrogateescape, so a client's
+ * os.fsencode gets the original bytes back); control characters are escaped. `out` must have
+ * room for 6 * n + 3 bytes. Returns the number of bytes written (no terminator). */
+size_t sh_json_quote_bytes(const char *s, size_t n, char *out);
+
+/* Replace, in place, every byte of `s` that is not part of valid UTF-8 (and every control
+ * character) with '?', so a message quoting client bytes is always valid JSON text. */
+void sh_utf8_sanitize(char *s);
+
+/* True when the n bytes at s are valid UTF-8 (no overlong forms, no surrogates). */
+bool sh_utf8_valid(const char *s, size_t n);

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install every dependency from Debian's archive and build the daemon (build/) and, with
+# --asan, the sanitizer build too (build-asan/). Idempotent: re-running only rebuilds what
+# changed. Needs root for apt-get (a non-root user gets sudo when it is there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(build-essential cmake pkg-config git libmicrohttpd-dev libcjson-dev libseccomp-dev
+      libcap-dev libsodium-dev check libcurl4-openssl-dev rsync python3 python3-pytest
+      clang-format)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs"
+if [ "${1:-}" = "--asan" ]; then
+    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSH_SANITIZE=ON >/dev/null
+    cmake --build build-asan -j"$jobs"
+fi

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set everything up, then run the whole test suite twice: on the normal build and on the
+# ASan+UBSan build. Each pass runs the C suites (unit, wire: ctest) and the contract suite
+# (pytest against the built binary over real HTTP). Ends with one summary line
+# "N passed, N failed, N skipped". Exit 0 only when nothing failed. Debian's own python3 runs
+# pytest (python3-pytest), whatever other python3 comes first on PATH.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --asan || { echo "0 passed, 1 failed"; exit 1; }
+
+out=build/test-results
+rm -rf "$out"
+mkdir -p "$out"
+status=0
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=86:strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+
+for b in build build-asan; do
+    echo "=== C suites ($b) ==="
+    ctest --test-dir "$b" --output-on-failure --timeout 600 \
+        --output-junit "$PWD/$out/ctest-$b.xml" || status=1
+    echo "=== contract suite ($b) ==="
+    SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/contract \
+        --junitxml="$out/pytest-$b.xml" || status=1
+done
+
+/usr/bin/python3 scripts/summarize.py "$out"/*.xml || status=1
+exit $status

@@ -1,0 +1,343 @@
+/* config.c: declarative settings table; defaults -> environment -> flags; validation. Pure. */
+#include "sh/config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sh/macro.h"
+#include "sh/util.h"
+
+typedef enum {
+        T_STRING,
+        T_OPT_STRING,
+        T_UINT,
+        T_SIZE,
+        T_CPU,
+        T_MS,
+        T_LISTEN,
+        T_URL,
+        T_PATH,
+        T_OPT_PATH,
+        T_LEVEL
+} opt_type;
+
+typedef struct opt {
+        const char *env; /* SANDBOX_HOST_... */
+        opt_type type;
+        size_t offset;
+        const char *def;   /* NULL: unset */
+        uint64_t min, max; /* numeric bounds (inclusive) */
+        const char *help;
+} opt;
+
+#define OFF(f) offsetof(sh_config, f)
+static const opt options[] = {
+        {"SANDBOX_HOST_LISTEN", T_LISTEN, OFF(listen), "127.0.0.1:8080", 0, 0,
+         "address:port to listen on (:0 = any free port)"},
+        {"SANDBOX_HOST_POD_URL", T_URL, OFF(pod_url), NULL, 0, 0,
+         "URL returned as pod_url (default: http:// + the bound address)"},
+        {"SANDBOX_HOST_ROOT", T_PATH, OFF(root), "/var/lib/sandbox-host", 0, 0,
+         "state directory: {root}/{id}/workspace, {root}/{id}/.ready, the tool store"},
+        {"SANDBOX_HOST_NFS_ROOT", T_OPT_PATH, OFF(nfs_root), NULL, 0, 0,
+         "archive root for item_id restore and persist (unset: both are no-ops)"},
+        {"SANDBOX_HOST_IMAGES", T_OPT_PATH, OFF(images), NULL, 0, 0,
+         "directory of named root filesystem images ({images}/{name}/)"},
+        {"SANDBOX_HOST_MAX_SANDBOXES", T_UINT, OFF(max_sandboxes), "256", 1, 65536,
+         "sandboxes held at once before create answers 503"},
+        {"SANDBOX_HOST_MEMORY_MAX", T_SIZE, OFF(memory_max), "1G", 1 << 20, UINT64_MAX / 2,
+         "memory limit of one sandbox, bytes (suffixes K, M, G, T)"},
+        {"SANDBOX_HOST_PIDS_MAX", T_UINT, OFF(pids_max), "512", 1, 4194304,
+         "process limit of one sandbox"},
+        {"SANDBOX_HOST_CPU_MAX", T_CPU, OFF(cpu_max_milli), "1", 1, 1024000,
+         "CPU limit of one sandbox, in cores (0.5, 2)"},
+        {"SANDBOX_HOST_EXEC_OUTPUT_MAX", T_SIZE, OFF(exec_output_max), "16M", 0, 1ULL << 32,
+         "bytes kept for each of out and err in the exit frame"},
+        {"SANDBOX_HOST_UPLOAD_MAX", T_SIZE, OFF(upload_max), "1G", 0, UINT64_MAX / 2,
+         "largest upload body, bytes"},
+        {"SANDBOX_HOST_EXEC_GRACE_MS", T_MS, OFF(exec_grace_ms), "1000", 0, 86400000,
+         "how long an exec waits, after its command exited, for descendants holding its pipes"},
+        {"SANDBOX_HOST_UID_BASE", T_UINT, OFF(uid_base), "200000", 1000, 4000000000ULL,
+         "first uid of the sandbox uid range (sandbox slot n runs as uid_base + n)"},
+        {"SANDBOX_HOST_LOG_LEVEL", T_LEVEL, OFF(log_level), "info", 0, 0,
+         "least severe log level written: debug, info, warn, error"},
+};
+
+const char *sh_config_help(void)
+{
+        static char buf[4096];
+        size_t off;
+        size_t i;
+
+        if (buf[0])
+                return buf;
+        off = (size_t)snprintf(buf, sizeof(buf),
+                               "Usage: sandbox-host [--name=value | --name value]...\n\n"
+                               "Each setting is a flag or a SANDBOX_HOST_* variable; the flag "
+                               "wins.\n\n");
+        for (i = 0; i < ARRAY_SIZE(options) && off < sizeof(buf); i++) {
+                char flag[64];
+                size_t j, k = 0;
+                const char *n = options[i].env + strlen("SANDBOX_HOST_");
+
+                for (j = 0; n[j] && k + 1 < sizeof(flag); j++)
+                        flag[k++] = n[j] == '_' ? '-' : (char)(n[j] | 0x20);
+                flag[k] = '\0';
+                off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+                                        "  --%-18s %s\n  %-20s %s (default: %s)\n", flag,
+                                        options[i].env, "", options[i].help,
+                                        options[i].def ? options[i].def : "unset");
+        }
+        if (off < sizeof(buf))
+                snprintf(buf + off, sizeof(buf) - off,
+                         "  --help               this text\n"
+                         "  --version            print the version and exit\n");
+        return buf;
+}
+
+int sh_config_split_listen(const char *listen, char **ret_host, uint16_t *ret_port)
+{
+        const char *colon, *host_start, *host_end;
+        uint64_t port;
+        char *host;
+
+        if (!listen || !*listen)
+                return -EINVAL;
+        if (listen[0] == '[') {
+                host_end = strchr(listen, ']');
+                if (!host_end || host_end[1] != ':')
+                        return -EINVAL;
+                host_start = listen + 1;
+                colon = host_end + 1;
+        } else {
+                colon = strrchr(listen, ':');
+                if (!colon || memchr(listen, ':', (size_t)(colon - listen)))
+                        return -EINVAL;
+                host_start = listen;
+                host_end = colon;
+        }
+        if (sh_parse_u64(colon + 1, &port) < 0 || port > 65535)
+                return -EINVAL;
+        host = strndup(host_start, (size_t)(host_end - host_start));
+        if (!host)
+                return -ENOMEM;
+        *ret_host = host;
+        *ret_port = (uint16_t)port;
+        return 0;
+}
+
+/* Check one value and store it. Returns 0 or -EINVAL. */
+static int set_option(sh_config *c, const opt *o, const char *value)
+{
+        char **sp = (char **)((char *)c + o->offset);
+        uint64_t *up = (uint64_t *)((char *)c + o->offset);
+        uint64_t v;
+        char *copy;
+        int r;
+
+        if (!*value && (o->type == T_OPT_PATH || o->type == T_URL)) {
+                free(*sp); /* an empty optional setting is the same as an unset one */
+                *sp = NULL;
+                return 0;
+        }
+        switch (o->type) {
+        case T_UINT:
+        case T_MS:
+                r = sh_parse_u64(value, &v);
+                goto numeric;
+        case T_SIZE:
+                r = sh_parse_size(value, &v);
+                goto numeric;
+        case T_CPU:
+                r = sh_parse_millicores(value, &v);
+        numeric:
+                if (r < 0 || v < o->min || v > o->max)
+                        return -EINVAL;
+                *up = v;
+                return 0;
+        case T_LISTEN: {
+                char *host = NULL;
+                uint16_t port;
+
+                if (sh_config_split_listen(value, &host, &port) < 0)
+                        return -EINVAL;
+                free(host);
+                break;
+        }
+        case T_URL: {
+                size_t n = strlen(value);
+
+                if (strncmp(value, "http://", 7) != 0 && strncmp(value, "https://", 8) != 0)
+                        return -EINVAL;
+                if (strpbrk(value, " \t\r\n\"\\"))
+                        return -EINVAL;
+                copy = strdup(value);
+                if (!copy)
+                        return -ENOMEM;
+                while (n > 8 && copy[n - 1] == '/') /* pod_url has no trailing slash */
+                        copy[--n] = '\0';
+                free(*sp);
+                *sp = copy;
+                return 0;
+        }
+        case T_PATH:
+        case T_OPT_PATH:
+                if (value[0] != '/' || strlen(value) >= 4096)
+                        return -EINVAL;
+                break;
+        case T_LEVEL:
+                if (strcmp(value, "debug") && strcmp(value, "info") && strcmp(value, "warn") &&
+                    strcmp(value, "error"))
+                        return -EINVAL;
+                break;
+        case T_STRING:
+        case T_OPT_STRING:
+                break;
+        }
+        copy = strdup(value);
+        if (!copy)
+                return -ENOMEM;
+        free(*sp);
+        *sp = copy;
+        return 0;
+}
+
+static void flag_name(const opt *o, char *buf, size_t size)
+{
+        const char *n = o->env + strlen("SANDBOX_HOST_");
+        size_t k = 0;
+
+        for (; *n && k + 1 < size; n++)
+                buf[k++] = *n == '_' ? '-' : (char)(*n | 0x20);
+        buf[k] = '\0';
+}
+
+static const opt *find_flag(const char *name, size_t len)
+{
+        size_t i;
+
+        for (i = 0; i < ARRAY_SIZE(options); i++) {
+                char flag[64];
+
+                flag_name(&options[i], flag, sizeof(flag));
+                if (strlen(flag) == len && memcmp(flag, name, len) == 0)
+                        return &options[i];
+        }
+        return NULL;
+}
+
+static int invalid(char **ret_msg, const char *setting, const char *value, const char *why)
+{
+        char *m = NULL;
+
+        if (asprintf(&m, "invalid %s: '%s': %s", setting, value ? value : "", why) < 0)
+                m = NULL;
+        *ret_msg = m;
+        return SH_CONFIG_INVALID;
+}
+
+sh_config_result sh_config_parse(sh_config *c, int argc, char *const *argv, char *const *envp,
+                                 char **ret_msg)
+{
+        size_t i;
+        int a;
+
+        memset(c, 0, sizeof(*c));
+        *ret_msg = NULL;
+        for (i = 0; i < ARRAY_SIZE(options); i++)
+                if (options[i].def && set_option(c, &options[i], options[i].def) < 0)
+                        return invalid(ret_msg, options[i].env, options[i].def, "bad default");
+
+        /* A flag wins over the variable: a variable is not even judged when its flag is
+         * given, so an invalid leftover in the environment cannot stop a corrected flag. */
+        bool by_flag[ARRAY_SIZE(options)] = {false};
+
+        for (a = 1; a < argc; a++) {
+                const char *arg = argv[a], *eq;
+                const opt *o;
+
+                if (strncmp(arg, "--", 2) != 0)
+                        continue;
+                eq = strchr(arg + 2, '=');
+                o = find_flag(arg + 2, eq ? (size_t)(eq - arg - 2) : strlen(arg + 2));
+                if (o) {
+                        by_flag[o - options] = true;
+                        if (!eq)
+                                a++; /* its value */
+                }
+        }
+        for (; envp && *envp; envp++) {
+                const char *eq = strchr(*envp, '=');
+
+                if (!eq || strncmp(*envp, "SANDBOX_HOST_", 13) != 0)
+                        continue;
+                for (i = 0; i < ARRAY_SIZE(options); i++) {
+                        size_t n = strlen(options[i].env);
+
+                        if ((size_t)(eq - *envp) != n || memcmp(*envp, options[i].env, n) != 0)
+                                continue;
+                        if (!by_flag[i] && set_option(c, &options[i], eq + 1) < 0)
+                                return invalid(ret_msg, options[i].env, eq + 1, options[i].help);
+                        break;
+                }
+        }
+
+        for (a = 1; a < argc; a++) {
+                const char *arg = argv[a], *eq, *value;
+                const opt *o;
+                size_t nlen;
+
+                if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
+                        return SH_CONFIG_HELP;
+                if (strcmp(arg, "--version") == 0)
+                        return SH_CONFIG_VERSION;
+                if (strncmp(arg, "--", 2) != 0)
+                        return invalid(ret_msg, "argument", arg, "not a --flag");
+                eq = strchr(arg + 2, '=');
+                nlen = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+                o = find_flag(arg + 2, nlen);
+                if (!o)
+                        return invalid(ret_msg, "flag", arg, "unknown flag (see --help)");
+                if (eq) {
+                        value = eq + 1;
+                } else {
+                        if (a + 1 >= argc)
+                                return invalid(ret_msg, arg, "", "missing value");
+                        value = argv[++a];
+                }
+                if (set_option(c, o, value) < 0) {
+                        char flag[80];
+
+                        snprintf(flag, sizeof(flag), "--%.*s", (int)nlen, arg + 2);
+                        return invalid(ret_msg, flag, value, o->help);
+                }
+        }
+        return SH_CONFIG_OK;
+}
+
+void sh_config_done(sh_config *c)
+{
+        size_t i;
+
+        for (i = 0; i < ARRAY_SIZE(options); i++) {
+                switch (options[i].type) {
+                case T_STRING:
+                case T_OPT_STRING:
+                case T_LISTEN:
+                case T_URL:
+                case T_PATH:
+                case T_OPT_PATH:
+                case T_LEVEL: {
+                        char **sp = (char **)((char *)c + options[i].offset);
+
+                        free(*sp);
+                        *sp = NULL;
+                        break;
+                }
+                default:
+                        break;
+                }
+        }
+}

@@ -1,0 +1,431 @@
+/* util.c: pure parsing and path helpers (no syscalls). */
+#include "sh/util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sh_parse_u64(const char *s, uint64_t *ret)
+{
+        uint64_t v = 0;
+
+        if (!s || !*s)
+                return -EINVAL;
+        for (; *s; s++) {
+                if (*s < '0' || *s > '9')
+                        return -EINVAL;
+                if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+                        return -ERANGE;
+                v = v * 10 + (uint64_t)(*s - '0');
+        }
+        *ret = v;
+        return 0;
+}
+
+int sh_parse_size(const char *s, uint64_t *ret)
+{
+        char digits[32];
+        size_t n = 0;
+        unsigned shift = 0;
+        uint64_t v;
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        while (s[n] >= '0' && s[n] <= '9')
+                n++;
+        if (n == 0 || n >= sizeof(digits))
+                return -EINVAL;
+        memcpy(digits, s, n);
+        digits[n] = '\0';
+        s += n;
+        switch (*s) {
+        case '\0':
+                break;
+        case 'k':
+        case 'K':
+                shift = 10;
+                break;
+        case 'm':
+        case 'M':
+                shift = 20;
+                break;
+        case 'g':
+        case 'G':
+                shift = 30;
+                break;
+        case 't':
+        case 'T':
+                shift = 40;
+                break;
+        default:
+                return -EINVAL;
+        }
+        if (shift) {
+                s++;
+                if (*s == 'i')
+                        s++;
+                if (*s == 'b' || *s == 'B')
+                        s++;
+        }
+        if (*s)
+                return -EINVAL;
+        r = sh_parse_u64(digits, &v);
+        if (r < 0)
+                return r;
+        if (shift && v > (UINT64_MAX >> shift))
+                return -ERANGE;
+        *ret = v << shift;
+        return 0;
+}
+
+int sh_parse_millicores(const char *s, uint64_t *ret)
+{
+        uint64_t whole = 0, frac = 0;
+        unsigned frac_digits = 0;
+        const char *p = s;
+
+        if (!s || !*s)
+                return -EINVAL;
+        if (*p < '0' || *p > '9')
+                return -EINVAL;
+        for (; *p >= '0' && *p <= '9'; p++) {
+                whole = whole * 10 + (uint64_t)(*p - '0');
+                if (whole > 1000000)
+                        return -ERANGE;
+        }
+        if (*p == '.') {
+                p++;
+                if (*p < '0' || *p > '9')
+                        return -EINVAL;
+                for (; *p >= '0' && *p <= '9'; p++) {
+                        if (frac_digits == 3)
+                                return -EINVAL; /* finer than a milli-core */
+                        frac = frac * 10 + (uint64_t)(*p - '0');
+                        frac_digits++;
+                }
+        }
+        if (*p)
+                return -EINVAL;
+        while (frac_digits < 3) {
+                frac *= 10;
+                frac_digits++;
+        }
+        if (whole * 1000 + frac == 0)
+                return -EINVAL;
+        *ret = whole * 1000 + frac;
+        return 0;
+}
+
+static int hexval(char c)
+{
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+int sh_url_decode(const char *in, size_t len, bool plus_is_space, char **ret, size_t *ret_len)
+{
+        char *out = malloc(len + 1);
+        size_t i, o = 0;
+
+        if (!out)
+                return -ENOMEM;
+        for (i = 0; i < len; i++) {
+                if (in[i] == '%') {
+                        int hi, lo;
+
+                        if (i + 2 >= len) {
+                                free(out);
+                                return -EINVAL;
+                        }
+                        hi = hexval(in[i + 1]);
+                        lo = hexval(in[i + 2]);
+                        if (hi < 0 || lo < 0) {
+                                free(out);
+                                return -EINVAL;
+                        }
+                        out[o++] = (char)(hi << 4 | lo);
+                        i += 2;
+                } else if (plus_is_space && in[i] == '+') {
+                        out[o++] = ' ';
+                } else {
+                        out[o++] = in[i];
+                }
+        }
+        out[o] = '\0';
+        *ret = out;
+        if (ret_len)
+                *ret_len = o;
+        return 0;
+}
+
+void sh_query_done(sh_query *q)
+{
+        size_t i;
+
+        if (!q)
+                return;
+        for (i = 0; i < q->n; i++) {
+                free(q->v[i].key);
+                free(q->v[i].val);
+        }
+        free(q->v);
+        q->v = NULL;
+        q->n = 0;
+}
+
+int sh_query_parse(const char *qs, sh_query *ret)
+{
+        sh_query q = {0};
+        const char *p = qs;
+
+        *ret = q;
+        if (!qs)
+                return 0;
+        while (*p) {
+                const char *amp = strchr(p, '&');
+                const char *end = amp ? amp : p + strlen(p);
+                const char *eq = memchr(p, '=', (size_t)(end - p));
+                sh_query_param prm = {0};
+                sh_query_param *nv;
+                int r;
+
+                if (end == p) { /* empty field ("a=1&&b=2") */
+                        p = amp ? amp + 1 : end;
+                        continue;
+                }
+                r = sh_url_decode(p, (size_t)((eq ? eq : end) - p), true, &prm.key, &prm.key_len);
+                if (r == 0 && eq)
+                        r = sh_url_decode(eq + 1, (size_t)(end - eq - 1), true, &prm.val,
+                                          &prm.val_len);
+                else if (r == 0)
+                        r = sh_url_decode("", 0, true, &prm.val, &prm.val_len);
+                if (r == 0) {
+                        nv = realloc(q.v, (q.n + 1) * sizeof(*q.v));
+                        if (!nv)
+                                r = -ENOMEM;
+                        else
+                                q.v = nv;
+                }
+                if (r < 0) {
+                        free(prm.key);
+                        free(prm.val);
+                        sh_query_done(&q);
+                        return r;
+                }
+                q.v[q.n++] = prm;
+                p = amp ? amp + 1 : end;
+        }
+        *ret = q;
+        return 0;
+}
+
+const sh_query_param *sh_query_find(const sh_query *q, const char *key)
+{
+        size_t i, kl = strlen(key);
+
+        for (i = 0; i < q->n; i++)
+                if (q->v[i].key_len == kl && memcmp(q->v[i].key, key, kl) == 0)
+                        return &q->v[i];
+        return NULL;
+}
+
+int sh_path_normalize(const char *in, size_t len, char **ret)
+{
+        char *out;
+        size_t i = 0, o = 0;
+
+        if (len == 0 || len > SH_PATH_MAX || memchr(in, '\0', len))
+                return -EINVAL;
+        out = malloc(len + 1);
+        if (!out)
+                return -ENOMEM;
+        while (i < len) {
+                size_t start, clen;
+
+                while (i < len && in[i] == '/')
+                        i++;
+                start = i;
+                while (i < len && in[i] != '/')
+                        i++;
+                clen = i - start;
+                if (clen == 0 || (clen == 1 && in[start] == '.'))
+                        continue;
+                if (clen == 2 && in[start] == '.' && in[start + 1] == '.') {
+                        if (o == 0) {
+                                free(out);
+                                return -EINVAL; /* climbs above the root */
+                        }
+                        while (o > 0 && out[o - 1] != '/')
+                                o--;
+                        if (o > 0)
+                                o--; /* drop the separator too */
+                        continue;
+                }
+                if (o > 0)
+                        out[o++] = '/';
+                memcpy(out + o, in + start, clen);
+                o += clen;
+        }
+        out[o] = '\0';
+        *ret = out;
+        return 0;
+}
+
+int sh_path_split(const char *path, char **ret_parent, const char **ret_base)
+{
+        const char *slash = strrchr(path, '/');
+        char *parent;
+
+        if (!*path)
+                return -EINVAL;
+        if (!slash) {
+                parent = strdup("");
+                *ret_base = path;
+        } else {
+                parent = strndup(path, (size_t)(slash - path));
+                *ret_base = slash + 1;
+        }
+        if (!parent)
+                return -ENOMEM;
+        *ret_parent = parent;
+        return 0;
+}
+
+static bool id_char(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+bool sh_item_id_valid(const char *s)
+{
+        size_t n;
+
+        if (!s || !id_char(s[0]))
+                return false;
+        for (n = 1; s[n]; n++) {
+                if (n > 127)
+                        return false;
+                if (!id_char(s[n]) && s[n] != '.' && s[n] != '_' && s[n] != '-')
+                        return false;
+        }
+        return true;
+}
+
+bool sh_remote_id_valid(const char *s, size_t len)
+{
+        size_t i;
+
+        if (len != SH_ID_LEN)
+                return false;
+        for (i = 0; i < len; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if it is not valid. */
+static size_t utf8_valid_len(const unsigned char *s, size_t n)
+{
+        unsigned c = s[0];
+        size_t len, i;
+        unsigned cp;
+
+        if (c < 0x80)
+                return 1;
+        if (c >= 0xc2 && c <= 0xdf) {
+                len = 2;
+                cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+                len = 3;
+                cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+                len = 4;
+                cp = c & 0x07;
+        } else {
+                return 0;
+        }
+        if (len > n)
+                return 0;
+        for (i = 1; i < len; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (s[i] & 0x3f);
+        }
+        /* overlong forms, surrogates, beyond U+10FFFF */
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return len;
+}
+
+size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
+{
+        static const char hex[] = "0123456789abcdef";
+        const unsigned char *u = (const unsigned char *)s;
+        size_t i = 0, o = 0;
+
+        out[o++] = '"';
+        while (i < n) {
+                unsigned char c = u[i];
+                size_t vl;
+
+                if (c == '"' || c == '\\') {
+                        out[o++] = '\\';
+                        out[o++] = (char)c;
+                        i++;
+                } else if (c < 0x20 || c == 0x7f) {
+                        memcpy(out + o, "\\u00", 4);
+                        out[o + 4] = hex[c >> 4];
+                        out[o + 5] = hex[c & 15];
+                        o += 6;
+                        i++;
+                } else if ((vl = utf8_valid_len(u + i, n - i)) > 0) {
+                        memcpy(out + o, u + i, vl);
+                        o += vl;
+                        i += vl;
+                } else {
+                        memcpy(out + o, "\\udc", 4);
+                        out[o + 4] = hex[c >> 4];
+                        out[o + 5] = hex[c & 15];
+                        o += 6;
+                        i++;
+                }
+        }
+        out[o++] = '"';
+        return o;
+}
+
+void sh_utf8_sanitize(char *s)
+{
+        size_t n = strlen(s), i = 0;
+
+        while (i < n) {
+                size_t vl = utf8_valid_len((const unsigned char *)s + i, n - i);
+
+                if (vl == 0 || (unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+                        s[i++] = '?';
+                        continue;
+                }
+                i += vl;
+        }
+}
+
+bool sh_utf8_valid(const char *s, size_t n)
+{
+        size_t i = 0;
+
+        while (i < n) {
+                size_t vl = utf8_valid_len((const unsigned char *)s + i, n - i);
+
+                if (vl == 0)
+                        return false;
+                i += vl;
+        }
+        return true;
+}

@@ -1,0 +1,134 @@
+/* daemon.c: assembles loop, manager and server; runs the graceful shutdown. */
+#include "sh/daemon.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "sh/http.h"
+#include "sh/log.h"
+#include "sh/loop.h"
+#include "sh/sandbox.h"
+
+#define SHUTDOWN_GRACE_MS 10000 /* in-flight requests get this long to finish */
+
+struct sh_daemon {
+        sh_loop *loop;
+        sh_manager *mgr;
+        sh_server *srv;
+        int stopfd; /* eventfd: sh_daemon_request_stop from any thread */
+        bool stopping;
+        uint64_t stop_deadline_ms;
+};
+
+static void shutdown_poll(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_daemon *d = data;
+
+        /* Idle keep-alive connections are not waited for: MHD closes them at stop. */
+        if (!sh_server_busy(d->srv) || sh_now_ms() >= d->stop_deadline_ms) {
+                sh_loop_stop(l);
+                return;
+        }
+        if (!sh_loop_add_timer(l, 20, shutdown_poll, d))
+                sh_loop_stop(l);
+}
+
+static void begin_shutdown(sh_daemon *d, const char *why)
+{
+        if (d->stopping)
+                return;
+        d->stopping = true;
+        log_info("shutdown", NULL, "%s: no new connections; deleting every sandbox", why);
+        sh_server_quiesce(d->srv);
+        sh_manager_set_draining(d->mgr, true);
+        sh_server_abort_suspended(d->srv);
+        sh_manager_delete_all(d->mgr);
+        d->stop_deadline_ms = sh_now_ms() + SHUTDOWN_GRACE_MS;
+        if (!sh_loop_add_timer(d->loop, 0, shutdown_poll, d))
+                sh_loop_stop(d->loop);
+}
+
+static void on_signal(sh_loop *l, sh_io *io, int fd, uint32_t signo, void *data)
+{
+        begin_shutdown(data, signo == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+static void on_stopfd(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        uint64_t v;
+
+        if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                log_warn("stopfd", NULL, "read: %s, ignoring", strerror(errno));
+        begin_shutdown(data, "stop requested");
+}
+
+int sh_daemon_new(const sh_config *cfg, bool signals, sh_daemon **ret, sh_error **err)
+{
+        static const int sigs[] = {SIGTERM, SIGINT};
+        sh_daemon *d = calloc(1, sizeof(*d));
+        int r;
+
+        if (!d)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        d->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (d->stopfd < 0) {
+                r = sh_error_make(err, errno, "eventfd");
+                free(d);
+                return r;
+        }
+        r = sh_loop_new(&d->loop);
+        if (r < 0) {
+                sh_error_make(err, -r, "creating the event loop");
+                goto fail;
+        }
+        if (!sh_loop_add_io(d->loop, d->stopfd, EPOLLIN, on_stopfd, d)) {
+                r = sh_error_make(err, errno, "registering the stop fd");
+                goto fail;
+        }
+        if (signals && (r = sh_loop_add_signals(d->loop, sigs, 2, on_signal, d)) < 0) {
+                sh_error_make(err, -r, "signalfd");
+                goto fail;
+        }
+        if (sh_manager_new(cfg, d->loop, &d->mgr, err) < 0)
+                goto fail;
+        if (sh_server_new(cfg, d->loop, d->mgr, &d->srv, err) < 0)
+                goto fail;
+        *ret = d;
+        return 0;
+fail:
+        sh_daemon_free(d);
+        return -1;
+}
+
+const char *sh_daemon_url(const sh_daemon *d)
+{
+        return sh_server_url(d->srv);
+}
+
+int sh_daemon_run(sh_daemon *d)
+{
+        return sh_loop_run(d->loop);
+}
+
+void sh_daemon_request_stop(sh_daemon *d)
+{
+        uint64_t one = 1;
+
+        if (write(d->stopfd, &one, sizeof(one)) < 0)
+                log_warn("stopfd", NULL, "write: %s", strerror(errno));
+}
+
+void sh_daemon_free(sh_daemon *d)
+{
+        if (!d)
+                return;
+        sh_server_free(d->srv);
+        sh_manager_free(d->mgr); /* deletes what is left and waits for removals */
+        sh_loop_free(d->loop);
+        sh_close(d->stopfd);
+        free(d);
+}

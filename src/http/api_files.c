@@ -1,0 +1,465 @@
+/* api_files.c: the file endpoints of CONTRACT.md section 3: upload (streamed to an unnamed
+ * file, then renamed into place), download (sendfile from the file), exists, size,
+ * disk-usage (walked in slices between other work), walk (streamed as it is walked), delete
+ * file, mkdir, delete dir (moved out, removed in the background), rename. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sh/http.h"
+#include "sh/log.h"
+
+SH_CAPABILITY(files, "files")
+SH_CAPABILITY(upload_atomic, "files.upload-atomic")
+SH_CAPABILITY(walk_stream, "files.walk-stream")
+SH_CAPABILITY(download_sendfile, "files.download-sendfile")
+
+/* ---- upload ---------------------------------------------------------------------------- */
+
+int sh_api_upload_begin(sh_request *r)
+{
+        sh_error *err = NULL;
+
+        r->upload_path = sh_request_path_param(r, "path", false);
+        if (!r->upload_path)
+                return -1;
+        if (sh_fs_upload_begin(r->sb->wsfd, &r->upload, &err) < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return -1;
+        }
+        return 0;
+}
+
+void sh_api_upload_data(sh_request *r, const char *data, size_t len)
+{
+        uint64_t max = sh_server_config(r->srv)->upload_max;
+
+        if (r->body_failed || r->body_too_large || !r->upload)
+                return;
+        if (len > max || sh_fs_upload_size(r->upload) > max - len) {
+                /* Over the limit: drop what was staged now; the rest of the body is read and
+                 * discarded, then answered with 413. The old file is untouched. */
+                r->body_too_large = true;
+                sh_fs_upload_abort(TAKE_PTR(r->upload));
+                return;
+        }
+        if (sh_fs_upload_write(r->upload, data, len, &r->body_err) < 0) {
+                r->body_failed = true;
+                sh_fs_upload_abort(TAKE_PTR(r->upload));
+        }
+}
+
+void sh_api_upload(sh_request *r)
+{
+        sh_error *err = NULL;
+
+        if (r->body_failed) {
+                sh_reply_error(r, r->body_err);
+                return;
+        }
+        if (sh_fs_upload_commit(TAKE_PTR(r->upload), r->sb->wsfd, r->upload_path, &r->sb->owner,
+                                &err) < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        sh_reply_empty(r, 204);
+}
+
+/* ---- download, exists, size ------------------------------------------------------------ */
+
+void sh_api_download(sh_request *r)
+{
+        _cleanup_free_ char *path = sh_request_path_param(r, "path", false);
+        struct MHD_Response *resp;
+        sh_error *err = NULL;
+        uint64_t size;
+        int fd;
+
+        if (!path)
+                return;
+        if (sh_fs_open_read(r->sb->wsfd, path, &fd, &size, &err) < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        /* MHD sends it with sendfile(2) and closes fd when the response is destroyed. */
+        resp = MHD_create_response_from_fd64(size, fd);
+        if (!resp) {
+                close(fd);
+                sh_reply_errorf(r, 500, "Internal", "cannot create the response");
+                return;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+        sh_reply(r, 200, resp);
+}
+
+void sh_api_exists(sh_request *r)
+{
+        _cleanup_free_ char *path = sh_request_path_param(r, "path", false);
+        sh_error *err = NULL;
+        bool exists = false;
+        cJSON *o;
+
+        if (!path)
+                return;
+        if (sh_fs_exists(r->sb->wsfd, path, &exists, &err) < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        o = cJSON_CreateObject();
+        cJSON_AddBoolToObject(o, "exists", exists);
+        sh_reply_json(r, 200, o);
+}
+
+void sh_api_size(sh_request *r)
+{
+        _cleanup_free_ char *path = sh_request_path_param(r, "path", false);
+        sh_error *err = NULL;
+        int64_t size = -1;
+        cJSON *o;
+
+        if (!path)
+                return;
+        if (sh_fs_size(r->sb->wsfd, path, &size, &err) < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        o = cJSON_CreateObject();
+        if (size < 0)
+                cJSON_AddNullToObject(o, "size");
+        else
+                cJSON_AddNumberToObject(o, "size", (double)size);
+        sh_reply_json(r, 200, o);
+}
+
+/* ---- disk-usage: walked in slices so a huge workspace never stalls the loop ------------- */
+
+#define SLICE_ENTRIES 4096
+#define SLICE_NS      (5 * 1000 * 1000ULL)
+
+typedef struct du_job {
+        sh_fs_walker *w;
+        sh_fs_usage *u;
+        sh_timer *t;
+        sh_loop *loop;
+} du_job;
+
+static void du_free(sh_request *r, bool aborted)
+{
+        du_job *j = r->hstate;
+
+        sh_loop_cancel_timer(j->loop, j->t);
+        sh_fs_walk_free(j->w);
+        sh_fs_usage_free(j->u);
+        free(j);
+        r->hstate = NULL;
+}
+
+/* Returns true when the request was answered. */
+static bool du_slice(sh_request *r)
+{
+        du_job *j = r->hstate;
+        uint64_t start = sh_now_ns();
+        sh_error *err = NULL;
+        sh_fs_entry e;
+        unsigned n = 0;
+        int k;
+
+        while ((k = sh_fs_walk_next(j->w, &e, &err)) > 0) {
+                if (sh_fs_usage_add(j->u, &e) < 0) {
+                        sh_reply_errorf(r, 500, "Internal", "out of memory");
+                        return true;
+                }
+                if (++n >= SLICE_ENTRIES || sh_now_ns() - start > SLICE_NS)
+                        return false;
+        }
+        if (k < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return true;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "bytes", (double)sh_fs_usage_bytes(j->u));
+        sh_reply_json(r, 200, o);
+        return true;
+}
+
+static void du_timer(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_request *r = data;
+        du_job *j = r->hstate;
+
+        j->t = NULL; /* the loop frees a fired timer */
+        if (!du_slice(r))
+                j->t = sh_loop_add_timer(l, 0, du_timer, r);
+        if (!j->t && !r->responded)
+                sh_reply_errorf(r, 500, "Internal", "cannot schedule the walk");
+}
+
+void sh_api_disk_usage(sh_request *r)
+{
+        du_job *j = calloc(1, sizeof(*j));
+        sh_error *err = NULL;
+
+        if (!j || !(j->u = sh_fs_usage_new())) {
+                free(j);
+                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                return;
+        }
+        j->loop = sh_server_loop(r->srv);
+        r->hstate = j;
+        r->hstate_free = du_free;
+        if (sh_fs_walk_open(r->sb->wsfd, "", &j->w, &err) < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        if (du_slice(r))
+                return;
+        j->t = sh_loop_add_timer(j->loop, 0, du_timer, r);
+        if (!j->t) {
+                sh_reply_errorf(r, 500, "Internal", "cannot schedule the walk");
+                return;
+        }
+        sh_request_suspend(r);
+}
+
+/* ---- walk: streamed as it is walked; memory bounded by the walker, not the tree -------- */
+
+typedef struct walk_stream {
+        sh_fs_walker *w;
+        char *buf; /* encoded bytes not yet handed to MHD */
+        size_t len, off, cap;
+        int phase; /* 0: header, 1: entries, 2: footer written, 3: done */
+        bool first;
+} walk_stream;
+
+static void walk_stream_free(void *cls)
+{
+        walk_stream *ws = cls;
+
+        sh_fs_walk_free(ws->w);
+        free(ws->buf);
+        free(ws);
+}
+
+static int ws_reserve(walk_stream *ws, size_t more)
+{
+        if (ws->len + more > ws->cap) {
+                size_t cap = ws->cap ? ws->cap : 65536;
+                char *nb;
+
+                while (cap < ws->len + more)
+                        cap *= 2;
+                nb = realloc(ws->buf, cap);
+                if (!nb)
+                        return -1;
+                ws->buf = nb;
+                ws->cap = cap;
+        }
+        return 0;
+}
+
+static int ws_append_entry(walk_stream *ws, const sh_fs_entry *e)
+{
+        size_t plen = strlen(e->path);
+        int n;
+
+        if (ws_reserve(ws, 6 * plen + 96) < 0)
+                return -1;
+        if (!ws->first)
+                ws->buf[ws->len++] = ',';
+        ws->first = false;
+        memcpy(ws->buf + ws->len, "{\"path\":", 8);
+        ws->len += 8;
+        ws->len += sh_json_quote_bytes(e->path, plen, ws->buf + ws->len);
+        n = snprintf(ws->buf + ws->len, ws->cap - ws->len, ",\"size\":%llu,\"version\":%lld}",
+                     (unsigned long long)e->size, (long long)e->mtime_ns);
+        ws->len += (size_t)n;
+        return 0;
+}
+
+static ssize_t walk_reader(void *cls, uint64_t pos, char *out, size_t max)
+{
+        walk_stream *ws = cls;
+        size_t copied = 0;
+
+        for (;;) {
+                if (ws->off < ws->len) {
+                        size_t n = ws->len - ws->off;
+
+                        if (n > max - copied)
+                                n = max - copied;
+                        memcpy(out + copied, ws->buf + ws->off, n);
+                        ws->off += n;
+                        copied += n;
+                        if (copied == max)
+                                return (ssize_t)copied;
+                        continue;
+                }
+                ws->off = ws->len = 0;
+                if (ws->phase == 0) {
+                        if (ws_reserve(ws, 16) < 0)
+                                return MHD_CONTENT_READER_END_WITH_ERROR;
+                        memcpy(ws->buf, "{\"entries\":[", 12);
+                        ws->len = 12;
+                        ws->phase = 1;
+                } else if (ws->phase == 1) {
+                        sh_error *err = NULL;
+                        sh_fs_entry e;
+                        int k = 0;
+
+                        /* Encode a batch of entries, about as much as MHD asked for. */
+                        while (ws->len < max && (k = sh_fs_walk_next(ws->w, &e, &err)) > 0)
+                                if (ws_append_entry(ws, &e) < 0)
+                                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                        if (ws->len < max) {
+                                if (k < 0) {
+                                        /* The status line is gone already: cut the stream, so
+                                         * the client sees invalid JSON, never a short list. */
+                                        log_warn("walk-failed", NULL, "%s",
+                                                 err && err->msg ? err->msg : "");
+                                        sh_error_release(&err);
+                                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                                }
+                                if (ws_reserve(ws, 4) < 0)
+                                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                                memcpy(ws->buf + ws->len, "]}", 2);
+                                ws->len += 2;
+                                ws->phase = 2;
+                        }
+                } else {
+                        return copied ? (ssize_t)copied : MHD_CONTENT_READER_END_OF_STREAM;
+                }
+        }
+}
+
+void sh_api_walk(sh_request *r)
+{
+        _cleanup_free_ char *root = sh_request_path_param(r, "root", true);
+        walk_stream *ws;
+        struct MHD_Response *resp;
+        sh_error *err = NULL;
+
+        if (!root)
+                return;
+        ws = calloc(1, sizeof(*ws));
+        if (!ws) {
+                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                return;
+        }
+        ws->first = true;
+        if (sh_fs_walk_open(r->sb->wsfd, root, &ws->w, &err) < 0) {
+                walk_stream_free(ws);
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, walk_reader, ws,
+                                                 walk_stream_free);
+        if (!resp) {
+                walk_stream_free(ws);
+                sh_reply_errorf(r, 500, "Internal", "cannot create the response");
+                return;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        sh_reply(r, 200, resp);
+}
+
+/* ---- delete file, mkdir, delete dir, rename -------------------------------------------- */
+
+void sh_api_delete_file(sh_request *r)
+{
+        _cleanup_free_ char *path = sh_request_path_param(r, "path", false);
+        sh_error *err = NULL;
+
+        if (!path)
+                return;
+        if (sh_fs_unlink_file(r->sb->wsfd, path, &err) < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        sh_reply_empty(r, 204);
+}
+
+/* A required string field of a JSON body normalised as a workspace path; NULL after a 400. */
+static char *json_path_field(sh_request *r, cJSON *body, const char *name)
+{
+        cJSON *f = cJSON_GetObjectItemCaseSensitive(body, name);
+        char *path = NULL;
+
+        if (!cJSON_IsString(f)) {
+                sh_reply_errorf(r, 400, "BadRequest", "'%s' must be a string", name);
+                return NULL;
+        }
+        if (sh_path_normalize(f->valuestring, strlen(f->valuestring), &path) < 0) {
+                sh_reply_errorf(r, 400, "BadRequest", "invalid path in '%s'", name);
+                return NULL;
+        }
+        return path;
+}
+
+void sh_api_mkdir(sh_request *r)
+{
+        cJSON *body = sh_request_json(r);
+        _cleanup_free_ char *path = NULL;
+        sh_error *err = NULL;
+
+        if (!body)
+                return;
+        path = json_path_field(r, body, "path");
+        cJSON_Delete(body);
+        if (!path)
+                return;
+        if (sh_fs_mkdir_p(r->sb->wsfd, path, &r->sb->owner, &err) < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        sh_reply_empty(r, 204);
+}
+
+void sh_api_delete_dir(sh_request *r)
+{
+        _cleanup_free_ char *path = sh_request_path_param(r, "path", false);
+        sh_error *err = NULL;
+
+        if (!path)
+                return;
+        if (!*path) {
+                sh_reply_errorf(r, 400, "BadRequest", "the workspace root cannot be removed");
+                return;
+        }
+        if (sh_manager_remove_dir(sh_server_manager(r->srv), r->sb, path, &err) < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        sh_reply_empty(r, 204);
+}
+
+void sh_api_rename(sh_request *r)
+{
+        cJSON *body = sh_request_json(r);
+        _cleanup_free_ char *src = NULL, *dst = NULL;
+        sh_error *err = NULL;
+
+        if (!body)
+                return;
+        src = json_path_field(r, body, "src");
+        if (src)
+                dst = json_path_field(r, body, "dst");
+        cJSON_Delete(body);
+        if (!src || !dst)
+                return;
+        if (sh_fs_rename(r->sb->wsfd, src, dst, &r->sb->owner, &err) < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        sh_reply_empty(r, 204);
+}

@@ -1,0 +1,160 @@
+/* request.c: request helpers shared by the handlers: JSON body parsing with the contract's
+ * rules (empty = {}, must be an object), workspace path parameters, and the capability list
+ * of /healthz. */
+#include <string.h>
+
+#include "sh/http.h"
+
+/* cJSON cannot carry a NUL inside a string, accepts raw control characters and refuses lone
+ * surrogates. Before parsing, scan the text: a raw control character or a \u0000 escape inside
+ * a string makes the body a 400 (paths may not hold NUL), and
+ * \udc80..\udcff (how Python's surrogateescape spells a non-UTF-8 byte) becomes that raw byte,
+ * so byte-string paths survive a JSON body. Returns false for a \u0000 or a control byte. */
+static bool json_prepass(char *text, size_t *len)
+{
+        size_t i = 0, o = 0, n = *len;
+        bool in_string = false;
+
+        while (i < n) {
+                char c = text[i];
+
+                if (!in_string) {
+                        if (c == '"')
+                                in_string = true;
+                        text[o++] = text[i++];
+                        continue;
+                }
+                if (c == '"') {
+                        in_string = false;
+                        text[o++] = text[i++];
+                        continue;
+                }
+                if ((unsigned char)c < 0x20)
+                        return false; /* JSON forbids raw control characters in strings */
+                if (c == '\\' && i + 1 < n) {
+                        if (text[i + 1] == 'u' && i + 5 < n) {
+                                char hex[5] = {text[i + 2], text[i + 3], text[i + 4], text[i + 5],
+                                               0};
+                                unsigned long v = strtoul(hex, NULL, 16);
+                                bool all_hex = strspn(hex, "0123456789abcdefABCDEF") == 4;
+
+                                if (all_hex && v == 0)
+                                        return false;
+                                if (all_hex && v >= 0xdc80 && v <= 0xdcff) {
+                                        text[o++] = (char)(v & 0xff);
+                                        i += 6;
+                                        continue;
+                                }
+                        }
+                        text[o++] = text[i++];
+                        text[o++] = text[i++];
+                        continue;
+                }
+                text[o++] = text[i++];
+        }
+        text[o] = '\0';
+        *len = o;
+        return true;
+}
+
+cJSON *sh_request_json(sh_request *r)
+{
+        const char *end = NULL;
+        size_t len = r->body_len, i;
+        cJSON *j;
+
+        for (i = 0; i < len && r->body[i] && strchr(" \t\r\n", r->body[i]); i++)
+                ;
+        if (i == len)
+                return cJSON_CreateObject(); /* empty or whitespace-only body is {} */
+        /* JSON text is UTF-8 (RFC 8259): anything else, NUL bytes included, is not JSON. */
+        if (memchr(r->body, '\0', len) || !sh_utf8_valid(r->body, len)) {
+                sh_reply_errorf(r, 400, "BadRequest", "the body is not valid JSON");
+                return NULL;
+        }
+        if (!json_prepass(r->body, &len)) {
+                sh_reply_errorf(r, 400, "BadRequest",
+                                "the body is not valid JSON (a control character or NUL in a "
+                                "string)");
+                return NULL;
+        }
+        j = cJSON_ParseWithLengthOpts(r->body, len, &end, false);
+        if (j && end) {
+                while ((size_t)(end - r->body) < len && *end && strchr(" \t\r\n", *end))
+                        end++;
+                if ((size_t)(end - r->body) != len) {
+                        cJSON_Delete(j);
+                        j = NULL;
+                }
+        }
+        if (!j) {
+                sh_reply_errorf(r, 400, "BadRequest", "the body is not valid JSON");
+                return NULL;
+        }
+        if (!cJSON_IsObject(j)) {
+                cJSON_Delete(j);
+                sh_reply_errorf(r, 400, "BadRequest", "the body must be a JSON object");
+                return NULL;
+        }
+        return j;
+}
+
+char *sh_request_path_param(sh_request *r, const char *name, bool optional)
+{
+        const sh_query_param *p = sh_query_find(&r->query, name);
+        char *path = NULL;
+
+        if (!p || p->val_len == 0) {
+                if (optional)
+                        return strdup("");
+                sh_reply_errorf(r, 400, "BadRequest", "missing query parameter '%s'", name);
+                return NULL;
+        }
+        if (sh_path_normalize(p->val, p->val_len, &path) < 0) {
+                sh_reply_errorf(r, 400, "BadRequest",
+                                "invalid path (empty, NUL byte, longer than %d bytes, or "
+                                "climbing above the workspace)",
+                                SH_PATH_MAX);
+                return NULL;
+        }
+        return path;
+}
+
+/* ---- capabilities ---------------------------------------------------------------------- */
+
+static struct {
+        const char *name;
+        bool (*available)(void);
+} caps[64];
+static unsigned n_caps;
+
+void sh_capability_register(const char *name, bool (*available)(void))
+{
+        if (n_caps < sizeof(caps) / sizeof(caps[0])) {
+                caps[n_caps].name = name;
+                caps[n_caps].available = available;
+                n_caps++;
+        }
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+cJSON *sh_capabilities_json(void)
+{
+        const char *names[64];
+        unsigned i, n = 0;
+        cJSON *arr = cJSON_CreateArray();
+
+        if (!arr)
+                return NULL;
+        for (i = 0; i < n_caps; i++)
+                if (!caps[i].available || caps[i].available())
+                        names[n++] = caps[i].name;
+        qsort(names, n, sizeof(names[0]), cmp_str);
+        for (i = 0; i < n; i++)
+                cJSON_AddItemToArray(arr, cJSON_CreateString(names[i]));
+        return arr;
+}

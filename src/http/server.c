@@ -1,0 +1,624 @@
+/* server.c: libmicrohttpd in external-epoll mode inside our loop (STYLE.md section 3.3): MHD's
+ * epoll fd is one of our fds, MHD_run runs before every sleep when its fd fired, its deadline
+ * passed or a connection was resumed, and the wait is bounded by MHD_get_timeout. Also the
+ * per-request lifecycle: first call (route, query, sandbox lookup), body, dispatch,
+ * suspend/resume, completion. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "sh/http.h"
+#include "sh/log.h"
+
+struct sh_server {
+        const sh_config *cfg;
+        sh_loop *loop;
+        sh_manager *mgr;
+        struct MHD_Daemon *d;
+        int listen_fd; /* owned until quiesce hands it back */
+        bool quiesced;
+        sh_io *mhd_io;
+        bool need_run;
+        uint64_t mhd_deadline_ms; /* 0: none */
+        uint16_t port;
+        char url[128];
+        char *pod_url;
+        sh_request *requests;
+        unsigned connections;
+};
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+        char buf[512];
+
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        buf[strcspn(buf, "\n")] = '\0';
+        log_debug("mhd", NULL, "%s", buf);
+}
+
+/* ---- request lifecycle ---------------------------------------------------------------- */
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+        sh_server *s = cls;
+        sh_request *r = calloc(1, sizeof(*r));
+
+        if (!r)
+                return NULL;
+        r->srv = s;
+        r->conn = conn;
+        r->uri = strdup(uri ? uri : "");
+        r->start_ns = sh_now_ns();
+        r->next = s->requests;
+        if (s->requests)
+                s->requests->prev = r;
+        s->requests = r;
+        return r;
+}
+
+static void request_free(sh_request *r, bool aborted)
+{
+        sh_server *s = r->srv;
+
+        if (r->hstate_free)
+                r->hstate_free(r, aborted);
+        if (r->pending)
+                MHD_destroy_response(r->pending);
+        sh_fs_upload_abort(r->upload);
+        sh_error_release(&r->body_err);
+        sh_sandbox_unref(r->sb);
+        sh_query_done(&r->query);
+        if (r->prev)
+                r->prev->next = r->next;
+        else
+                s->requests = r->next;
+        if (r->next)
+                r->next->prev = r->prev;
+        free(r->upload_path);
+        free(r->body);
+        free(r->path);
+        free(r->uri);
+        free(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+        sh_request *r = *con_cls;
+
+        if (!r)
+                return;
+        if (r->started)
+                sh_log_request(r->method, r->path ? r->path : r->uri,
+                               toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? r->status : 499,
+                               (double)(sh_now_ns() - r->start_ns) / 1e6, r->log_id);
+        request_free(r, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
+        *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+        sh_server *s = cls;
+
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+                s->connections++;
+        else if (s->connections > 0)
+                s->connections--;
+}
+
+void sh_request_suspend(sh_request *r)
+{
+        if (r->responded || r->suspended)
+                return;
+        r->suspended = true;
+        MHD_suspend_connection(r->conn);
+}
+
+void sh_reply(sh_request *r, unsigned status, struct MHD_Response *resp)
+{
+        if (r->responded) { /* a bug: answer once; keep the first */
+                if (resp)
+                        MHD_destroy_response(resp);
+                return;
+        }
+        r->responded = true;
+        r->status = (int)status;
+        if (!resp) {
+                r->status = 500;
+                r->no_response = true;
+                if (r->suspended) {
+                        r->suspended = false;
+                        MHD_resume_connection(r->conn);
+                        sh_server_kick(r->srv);
+                }
+                return;
+        }
+        if (r->in_handler) {
+                if (MHD_queue_response(r->conn, status, resp) != MHD_YES)
+                        log_warn("queue-failed", r->log_id, "cannot queue a %u response", status);
+                MHD_destroy_response(resp);
+                return;
+        }
+        r->pending = resp;
+        r->pending_status = status;
+        if (r->suspended) {
+                r->suspended = false;
+                MHD_resume_connection(r->conn);
+                sh_server_kick(r->srv);
+        }
+}
+
+static struct MHD_Response *json_response(cJSON *body)
+{
+        char *text = body ? cJSON_PrintUnformatted(body) : NULL;
+        struct MHD_Response *resp;
+
+        cJSON_Delete(body);
+        if (!text)
+                return NULL;
+        resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(text);
+                return NULL;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        return resp;
+}
+
+void sh_reply_json(sh_request *r, unsigned status, cJSON *body)
+{
+        sh_reply(r, status, json_response(body));
+}
+
+void sh_reply_empty(sh_request *r, unsigned status)
+{
+        sh_reply(r, status, MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
+}
+
+static void reply_error_text(sh_request *r, unsigned status, const char *type, const char *detail,
+                             const char *allow)
+{
+        cJSON *o = cJSON_CreateObject();
+        struct MHD_Response *resp;
+        char *clean = strdup(detail ? detail : "");
+
+        /* A detail may quote client bytes (a path): keep the body valid JSON text. */
+        if (clean)
+                sh_utf8_sanitize(clean);
+        if (o) {
+                cJSON_AddStringToObject(o, "error", type);
+                cJSON_AddStringToObject(o, "detail", clean ? clean : "");
+        }
+        free(clean);
+        resp = json_response(o);
+        if (resp && allow)
+                MHD_add_response_header(resp, "Allow", allow);
+        if (resp && status == 503)
+                MHD_add_response_header(resp, "Retry-After", "5");
+        sh_reply(r, status, resp);
+}
+
+void sh_reply_errorf(sh_request *r, unsigned status, const char *type, const char *fmt, ...)
+{
+        char buf[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        reply_error_text(r, status, type, buf, NULL);
+}
+
+void sh_reply_error(sh_request *r, const sh_error *err)
+{
+        int status = sh_error_status(err);
+
+        if (status >= 500)
+                log_error("request-failed", r->log_id, "%s %s: %s", r->method,
+                          r->path ? r->path : "", err && err->msg ? err->msg : "");
+        reply_error_text(r, (unsigned)status, sh_error_type(err),
+                         err && err->msg ? err->msg : "internal error", NULL);
+}
+
+/* Strip an absolute-form target ("http://host/path") to its path. */
+static const char *origin_form(const char *uri)
+{
+        const char *p = strstr(uri, "://");
+
+        if (uri[0] != '/' && p) {
+                p = strchr(p + 3, '/');
+                return p ? p : "/";
+        }
+        return uri;
+}
+
+static bool content_length_over(sh_request *r, uint64_t max)
+{
+        const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        uint64_t n;
+
+        return cl && sh_parse_u64(cl, &n) == 0 && n > max;
+}
+
+/* First call: headers are in. Route, decode, look up the sandbox, start the body. */
+static void request_start(sh_request *r)
+{
+        sh_server *s = r->srv;
+        const char *target = origin_form(r->uri), *q, *id = NULL, *allow = NULL;
+        size_t id_len = 0, plen;
+        int status = 404;
+        char *qs;
+
+        r->m = sh_method_from_string(r->method);
+        q = strchr(target, '?');
+        plen = q ? (size_t)(q - target) : strlen(target);
+        if (sh_url_decode(target, plen, false, &r->path, NULL) < 0) {
+                r->path = strndup(target, plen);
+                sh_reply_errorf(r, 400, "BadRequest", "invalid %% escape in the path");
+                return;
+        }
+        r->route = sh_route_match(r->path, r->m, &id, &id_len, &status, &allow);
+        if (!r->route) {
+                if (status == 405)
+                        reply_error_text(r, 405, "MethodNotAllowed", "method not allowed", allow);
+                else
+                        sh_reply_errorf(r, 404, "NotFound", "no such route");
+                return;
+        }
+        qs = q ? (char *)q + 1 : NULL;
+        if (sh_query_parse(qs, &r->query) < 0) {
+                sh_reply_errorf(r, 400, "BadRequest", "invalid %% escape in the query string");
+                return;
+        }
+        if (r->route->needs_sandbox) {
+                r->sb = sh_manager_get(s->mgr, id, id_len);
+                if (!r->sb) {
+                        sh_reply_errorf(r, 404, "SandboxNotFound", "no such sandbox");
+                        return;
+                }
+                r->log_id = r->sb->id;
+        }
+        switch (r->route->body) {
+        case SH_BODY_JSON:
+                if (content_length_over(r, SH_JSON_BODY_MAX))
+                        sh_reply_errorf(r, 413, "PayloadTooLarge", "request body too large");
+                break;
+        case SH_BODY_UPLOAD:
+                if (content_length_over(r, s->cfg->upload_max)) {
+                        sh_reply_errorf(r, 413, "PayloadTooLarge",
+                                        "upload larger than the limit of %llu bytes",
+                                        (unsigned long long)s->cfg->upload_max);
+                        break;
+                }
+                sh_api_upload_begin(r);
+                break;
+        case SH_BODY_NONE:
+                break;
+        }
+}
+
+static void body_data(sh_request *r, const char *data, size_t len)
+{
+        switch (r->route->body) {
+        case SH_BODY_NONE:
+                return; /* endpoints that take no body ignore one */
+        case SH_BODY_UPLOAD:
+                sh_api_upload_data(r, data, len);
+                return;
+        case SH_BODY_JSON:
+                if (r->body_too_large)
+                        return;
+                if (len > SH_JSON_BODY_MAX - r->body_len) {
+                        r->body_too_large = true;
+                        return;
+                }
+                if (r->body_len + len + 1 > r->body_cap) {
+                        size_t cap = r->body_cap ? r->body_cap : 1024;
+                        char *nb;
+
+                        while (cap < r->body_len + len + 1)
+                                cap *= 2;
+                        nb = realloc(r->body, cap);
+                        if (!nb) {
+                                r->body_too_large = true;
+                                return;
+                        }
+                        r->body = nb;
+                        r->body_cap = cap;
+                }
+                memcpy(r->body + r->body_len, data, len);
+                r->body_len += len;
+                r->body[r->body_len] = '\0';
+                return;
+        }
+}
+
+static void dispatch(sh_request *r)
+{
+        if (r->body_too_large) {
+                sh_reply_errorf(r, 413, "PayloadTooLarge", "request body too large");
+                return;
+        }
+        r->route->fn(r);
+        if (!r->responded && !r->suspended) {
+                log_error("handler-bug", r->log_id, "handler for %s answered nothing", r->path);
+                sh_reply_errorf(r, 500, "Internal", "the handler did not answer");
+        }
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
+{
+        sh_request *r = *con_cls;
+        enum MHD_Result ret = MHD_YES;
+
+        if (!r)
+                return MHD_NO; /* out of memory in on_uri */
+        r->in_handler = true;
+        if (!r->started) {
+                r->started = true;
+                r->conn = conn;
+                r->method = method;
+                request_start(r);
+                /* A response queued now is sent without reading the body (MHD then closes the
+                 * connection): right for early errors such as 413 on Content-Length. */
+        } else if (r->pending) {
+                struct MHD_Response *resp = TAKE_PTR(r->pending);
+
+                if (MHD_queue_response(conn, r->pending_status, resp) != MHD_YES)
+                        ret = MHD_NO;
+                MHD_destroy_response(resp);
+        } else if (*upload_data_size) {
+                if (!r->responded)
+                        body_data(r, upload_data, *upload_data_size);
+                *upload_data_size = 0;
+        } else if (!r->responded && !r->suspended) {
+                dispatch(r);
+        }
+        if (r->no_response)
+                ret = MHD_NO; /* no response object could be made: MHD closes the connection */
+        r->in_handler = false;
+        return ret;
+}
+
+/* ---- the loop side --------------------------------------------------------------------- */
+
+void sh_server_kick(sh_server *s)
+{
+        s->need_run = true;
+}
+
+static void mhd_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        sh_server *s = data;
+
+        s->need_run = true;
+}
+
+static int64_t server_hook(sh_loop *l, void *data)
+{
+        sh_server *s = data;
+        MHD_UNSIGNED_LONG_LONG to;
+        int spins = 0;
+
+        if (!s->d)
+                return -1;
+        if (s->mhd_deadline_ms && sh_now_ms() >= s->mhd_deadline_ms)
+                s->need_run = true;
+        /* A resume during MHD_run (from a callback) sets need_run again: run until quiet, as
+         * GNU Taler's mhd_run does, so no resumed connection waits for unrelated traffic. */
+        while (s->need_run && spins++ < 16) {
+                s->need_run = false;
+                MHD_run(s->d);
+        }
+        if (s->need_run)
+                return 0;
+        if (MHD_get_timeout(s->d, &to) == MHD_YES) {
+                if (to > 3600000)
+                        to = 3600000;
+                s->mhd_deadline_ms = sh_now_ms() + to;
+                return (int64_t)to;
+        }
+        s->mhd_deadline_ms = 0;
+        return -1;
+}
+
+static int bind_listen(const char *listen_addr, int *ret_fd, char *url, size_t url_size,
+                       uint16_t *ret_port, sh_error **err)
+{
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+        struct addrinfo *ai = NULL;
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        char host_txt[INET6_ADDRSTRLEN], portbuf[8];
+        _cleanup_free_ char *host = NULL;
+        uint16_t port;
+        int fd, one = 1, r;
+
+        if (sh_config_split_listen(listen_addr, &host, &port) < 0)
+                return sh_error_make(err, EINVAL, "invalid listen address '%s'", listen_addr);
+        snprintf(portbuf, sizeof(portbuf), "%u", port);
+        if (!*host)
+                hints.ai_family = AF_INET;
+        r = getaddrinfo(*host ? host : NULL, portbuf, &hints, &ai);
+        if (r != 0)
+                return sh_error_make(err, EINVAL, "cannot resolve '%s': %s", host, gai_strerror(r));
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+                r = sh_error_make(err, errno, "socket");
+                freeaddrinfo(ai);
+                return r;
+        }
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
+                r = sh_error_make(err, errno, "cannot listen on %s", listen_addr);
+                freeaddrinfo(ai);
+                close(fd);
+                return r;
+        }
+        freeaddrinfo(ai);
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+                r = sh_error_make(err, errno, "getsockname");
+                close(fd);
+                return r;
+        }
+        if (ss.ss_family == AF_INET6) {
+                struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+                inet_ntop(AF_INET6, &s6->sin6_addr, host_txt, sizeof(host_txt));
+                *ret_port = ntohs(s6->sin6_port);
+                snprintf(url, url_size, "http://[%s]:%u", host_txt, *ret_port);
+        } else {
+                struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+                inet_ntop(AF_INET, &s4->sin_addr, host_txt, sizeof(host_txt));
+                *ret_port = ntohs(s4->sin_port);
+                snprintf(url, url_size, "http://%s:%u", host_txt, *ret_port);
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_server **ret,
+                  sh_error **err)
+{
+        sh_server *s = calloc(1, sizeof(*s));
+        const union MHD_DaemonInfo *info;
+
+        if (!s)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        s->cfg = cfg;
+        s->loop = loop;
+        s->mgr = mgr;
+        s->listen_fd = -1;
+        if (bind_listen(cfg->listen, &s->listen_fd, s->url, sizeof(s->url), &s->port, err) < 0)
+                goto fail;
+        s->pod_url = strdup(cfg->pod_url ? cfg->pod_url : s->url);
+        if (!s->pod_url) {
+                sh_error_make(err, ENOMEM, "out of memory");
+                goto fail;
+        }
+        s->d = MHD_start_daemon(
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                on_access, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd, MHD_OPTION_URI_LOG_CALLBACK,
+                on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER,
+                mhd_logger, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                (size_t)(128 * 1024), MHD_OPTION_END);
+        if (!s->d) {
+                sh_error_make(err, EIO, "cannot start the HTTP server");
+                goto fail;
+        }
+        info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_EPOLL_FD);
+        if (!info) {
+                sh_error_make(err, EIO, "no epoll fd from the HTTP server");
+                goto fail;
+        }
+        s->mhd_io = sh_loop_add_io(loop, info->epoll_fd, EPOLLIN, mhd_readable, s);
+        if (!s->mhd_io || sh_loop_add_hook(loop, server_hook, s) < 0) {
+                sh_error_make(err, errno, "registering the HTTP server in the loop");
+                goto fail;
+        }
+        s->need_run = true;
+        *ret = s;
+        return 0;
+fail:
+        sh_server_free(s);
+        return -1;
+}
+
+void sh_server_quiesce(sh_server *s)
+{
+        MHD_socket fd;
+
+        if (s->quiesced || !s->d)
+                return;
+        s->quiesced = true;
+        fd = MHD_quiesce_daemon(s->d);
+        if (fd != MHD_INVALID_SOCKET)
+                close(fd);
+        s->listen_fd = -1;
+}
+
+void sh_server_abort_suspended(sh_server *s)
+{
+        sh_request *r, *next;
+
+        for (r = s->requests; r; r = next) {
+                next = r->next;
+                if (r->suspended && !r->responded)
+                        sh_reply_errorf(r, 503, "Unavailable", "the host is shutting down");
+        }
+}
+
+unsigned sh_server_connections(const sh_server *s)
+{
+        return s->connections;
+}
+
+bool sh_server_busy(const sh_server *s)
+{
+        return s->requests != NULL;
+}
+
+void sh_server_free(sh_server *s)
+{
+        if (!s)
+                return;
+        if (s->d) {
+                sh_request *r;
+
+                /* MHD_stop_daemon with suspended connections is an API violation: resume all. */
+                for (r = s->requests; r; r = r->next)
+                        if (r->suspended) {
+                                r->suspended = false;
+                                MHD_resume_connection(r->conn);
+                        }
+                MHD_stop_daemon(s->d);
+        }
+        sh_loop_del_io(s->loop, s->mhd_io);
+        if (!s->d)
+                sh_close(s->listen_fd); /* MHD closes it when it was started */
+        free(s->pod_url);
+        free(s);
+}
+
+const char *sh_server_url(const sh_server *s)
+{
+        return s->url;
+}
+
+const char *sh_server_pod_url(const sh_server *s)
+{
+        return s->pod_url;
+}
+
+uint16_t sh_server_port(const sh_server *s)
+{
+        return s->port;
+}
+
+const sh_config *sh_server_config(const sh_server *s)
+{
+        return s->cfg;
+}
+
+sh_manager *sh_server_manager(const sh_server *s)
+{
+        return s->mgr;
+}
+
+sh_loop *sh_server_loop(const sh_server *s)
+{
+        return s->loop;
+}

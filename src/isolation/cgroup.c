@@ -1,0 +1,1085 @@
+/* cgroup.c: cgroup front end: pure parsers, mode detection, the daemon's subtree, generic create/attach/destroy, and dispatch to the v1/v2 backends. */
+#include "cgroup-internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+
+#ifndef CGROUP_SUPER_MAGIC
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#endif
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Pure parsers: strings in, strings out, no system calls.                                    */
+
+/* Parse `len` decimal digits at s into *ret, refusing overflow and empty input. */
+static int parse_u64_span(const char *s, size_t len, uint64_t *ret)
+{
+        uint64_t v = 0;
+
+        if (len == 0 || len > 20)
+                return -EBADMSG;
+        for (size_t i = 0; i < len; i++) {
+                unsigned d;
+
+                if (s[i] < '0' || s[i] > '9')
+                        return -EBADMSG;
+                d = (unsigned)(s[i] - '0');
+                if (v > (UINT64_MAX - d) / 10)
+                        return -EBADMSG;
+                v = v * 10 + d;
+        }
+        *ret = v;
+        return 0;
+}
+
+/* Is `tok` one of the `sep`-separated items of the span [s, s+len)? */
+static bool span_has_item(const char *s, size_t len, char sep, const char *tok)
+{
+        size_t tl = strlen(tok);
+        const char *end = s + len;
+
+        while (s < end) {
+                const char *e = memchr(s, sep, (size_t)(end - s));
+                size_t il;
+
+                if (!e)
+                        e = end;
+                il = (size_t)(e - s);
+                if (il == tl && memcmp(s, tok, tl) == 0)
+                        return true;
+                s = e + 1;
+        }
+        return false;
+}
+
+bool sh_cg_has_token(const char *text, const char *token)
+{
+        const char *s = text;
+
+        /* cgroup.controllers: "cpuset cpu io memory pids\n" */
+        while (*s) {
+                size_t n;
+
+                while (*s == ' ' || *s == '\n' || *s == '\t')
+                        s++;
+                n = strcspn(s, " \n\t");
+                if (n == 0)
+                        break;
+                if (n == strlen(token) && memcmp(s, token, n) == 0)
+                        return true;
+                s += n;
+        }
+        return false;
+}
+
+int sh_cg_parse_proc_self(const char *text, const char *controller, char **ret_path)
+{
+        const char *line = text;
+
+        if (!text || !ret_path)
+                return -EINVAL;
+        while (*line) {
+                const char *nl = strchrnul(line, '\n');
+                const char *c1 = memchr(line, ':', (size_t)(nl - line));
+                const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(nl - c1 - 1)) : NULL;
+
+                /* "hierarchy-ID:controller-list:cgroup-path"; the path is the rest of the
+                 * line and may itself hold ':' */
+                if (c2) {
+                        const char *list = c1 + 1, *path = c2 + 1;
+                        size_t list_len = (size_t)(c2 - list), path_len = (size_t)(nl - path);
+                        bool match;
+
+                        if (controller)
+                                match = list_len > 0 &&
+                                        span_has_item(list, list_len, ',', controller);
+                        else
+                                match = list_len == 0 && c1 - line == 1 && line[0] == '0';
+                        if (match && path_len > 0 && path_len < PATH_MAX && path[0] == '/') {
+                                char *p = strndup(path, path_len);
+
+                                if (!p)
+                                        return -ENOMEM;
+                                *ret_path = p;
+                                return 0;
+                        }
+                }
+                line = *nl ? nl + 1 : nl;
+        }
+        return -ENOENT;
+}
+
+/* Decode mountinfo's octal escapes ("\040" for a space) of a field into a new string. */
+static char *mountinfo_unescape(const char *s, size_t len)
+{
+        char *out = malloc(len + 1), *o = out;
+
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < len; i++) {
+                if (s[i] == '\\' && i + 3 < len && s[i + 1] >= '0' && s[i + 1] <= '3' &&
+                    s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+                        *o++ = (char)(((s[i + 1] - '0') << 6) | ((s[i + 2] - '0') << 3) |
+                                      (s[i + 3] - '0'));
+                        i += 3;
+                } else {
+                        *o++ = s[i];
+                }
+        }
+        *o = '\0';
+        return out;
+}
+
+int sh_cg_parse_mountinfo_ex(const char *text, const char *controller, char **ret_mountpoint,
+                             char **ret_root)
+{
+        const char *line = text;
+
+        if (!text)
+                return -EINVAL;
+        while (*line) {
+                const char *nl = strchrnul(line, '\n');
+                const char *f[6] = {0};
+                size_t fl[6] = {0};
+                const char *p = line, *fstype = NULL, *opts = NULL;
+                size_t fstype_len = 0, opts_len = 0;
+                int n = 0;
+                bool after_sep = false;
+
+                /* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER" */
+                while (p < nl) {
+                        const char *e = memchr(p, ' ', (size_t)(nl - p));
+                        size_t l;
+
+                        if (!e)
+                                e = nl;
+                        l = (size_t)(e - p);
+                        if (l > 0) {
+                                if (!after_sep && n < 6) {
+                                        f[n] = p;
+                                        fl[n] = l;
+                                        n++;
+                                } else if (!after_sep && l == 1 && *p == '-') {
+                                        after_sep = true;
+                                        n = 0;
+                                } else if (after_sep) {
+                                        if (n == 0) {
+                                                fstype = p;
+                                                fstype_len = l;
+                                        } else if (n == 2) {
+                                                opts = p;
+                                                opts_len = l;
+                                        }
+                                        n++;
+                                }
+                        }
+                        p = e + 1;
+                }
+                if (after_sep && f[4] && fstype && opts) {
+                        bool match;
+
+                        if (!controller)
+                                match = fstype_len == 7 && memcmp(fstype, "cgroup2", 7) == 0;
+                        else
+                                match = fstype_len == 6 && memcmp(fstype, "cgroup", 6) == 0 &&
+                                        span_has_item(opts, opts_len, ',', controller);
+                        if (match) {
+                                _cleanup_free_ char *mp = mountinfo_unescape(f[4], fl[4]);
+                                _cleanup_free_ char *root = mountinfo_unescape(f[3], fl[3]);
+
+                                if (!mp || !root)
+                                        return -ENOMEM;
+                                if (ret_mountpoint)
+                                        *ret_mountpoint = TAKE_PTR(mp);
+                                if (ret_root)
+                                        *ret_root = TAKE_PTR(root);
+                                return 0;
+                        }
+                }
+                line = *nl ? nl + 1 : nl;
+        }
+        return -ENOENT;
+}
+
+int sh_cg_parse_mountinfo(const char *text, const char *controller, char **ret_mountpoint)
+{
+        return sh_cg_parse_mountinfo_ex(text, controller, ret_mountpoint, NULL);
+}
+
+int sh_cg_path_join(const char *mountpoint, const char *mount_root, const char *cgpath, char **ret)
+{
+        size_t rl;
+        const char *rest;
+        char *out;
+
+        if (!mountpoint || !mount_root || !cgpath || cgpath[0] != '/' || mount_root[0] != '/')
+                return -EINVAL;
+        /* a cgroup namespace shows cgroups outside it as "/..": never follow those */
+        for (const char *s = cgpath; (s = strstr(s, "..")); s += 2)
+                if ((s == cgpath || s[-1] == '/') && (s[2] == '/' || s[2] == '\0'))
+                        return -EINVAL;
+        rl = strlen(mount_root);
+        while (rl > 1 && mount_root[rl - 1] == '/')
+                rl--;
+        if (rl == 1) {
+                rest = cgpath;
+        } else {
+                if (strncmp(cgpath, mount_root, rl) != 0 || (cgpath[rl] != '/' && cgpath[rl]))
+                        return -ENOENT;
+                rest = cgpath + rl;
+        }
+        while (rest[0] == '/' && rest[1] == '/')
+                rest++;
+        if (STREQ(rest, "/"))
+                rest = "";
+        if (asprintf(&out, "%s%s", mountpoint, rest) < 0)
+                return -ENOMEM;
+        /* "/sys/fs/cgroup/" + "" stays as it is; strip one trailing '/' for tidiness */
+        if (strlen(out) > 1 && out[strlen(out) - 1] == '/')
+                out[strlen(out) - 1] = '\0';
+        *ret = out;
+        return 0;
+}
+
+int sh_cg_parse_keyed(const char *text, const char *key, uint64_t *ret)
+{
+        size_t kl = strlen(key);
+        const char *line = text;
+
+        while (*line) {
+                const char *nl = strchrnul(line, '\n');
+
+                if ((size_t)(nl - line) > kl && strncmp(line, key, kl) == 0 && line[kl] == ' ')
+                        return parse_u64_span(line + kl + 1, (size_t)(nl - line - kl - 1), ret);
+                line = *nl ? nl + 1 : nl;
+        }
+        return -ENOENT;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* File helpers shared by the backends.                                                        */
+
+int sh_cg_read_file(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len)
+{
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, cap = 0;
+
+        if (fd < 0)
+                return -errno;
+        for (;;) {
+                ssize_t n;
+
+                if (cap - len < 4096) {
+                        size_t ncap = cap ? cap * 2 : 8192;
+                        char *nb;
+
+                        if (ncap > max + 1)
+                                ncap = max + 1;
+                        if (ncap <= len + 1)
+                                return -EFBIG;
+                        nb = realloc(buf, ncap);
+                        if (!nb)
+                                return -ENOMEM;
+                        buf = nb;
+                        cap = ncap;
+                }
+                n = read(fd, buf + len, cap - len - 1);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        buf[len] = '\0';
+        if (ret_len)
+                *ret_len = len;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+int sh_cg_write_file(int dirfd, const char *name, const char *val)
+{
+        _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        size_t len = strlen(val);
+        ssize_t n;
+
+        if (fd < 0)
+                return -errno;
+        do
+                n = write(fd, val, len);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        return (size_t)n == len ? 0 : -EIO;
+}
+
+int sh_cg_open_dir(int dirfd, const char *name)
+{
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+
+        return fd < 0 ? -errno : fd;
+}
+
+int sh_cg_check_magic(int dirfd, unsigned long magic)
+{
+        struct statfs sfs;
+
+        if (fstatfs(dirfd, &sfs) < 0)
+                return -errno;
+        return (unsigned long)sfs.f_type == magic ? 0 : -EMEDIUMTYPE;
+}
+
+void sh_cg_sleep_ms(unsigned ms)
+{
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+uint64_t sh_cg_now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void closedirp(DIR **d)
+{
+        if (*d)
+                closedir(*d);
+}
+
+int sh_cg_for_each_child(int dirfd, sh_cg_dir_cb cb, void *userdata)
+{
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d) {
+                int r = -errno;
+
+                close(fd);
+                return r;
+        }
+        /* cgroupfs has d_type; a directory is a child cgroup, everything else a control file */
+        while ((errno = 0, de = readdir(d))) {
+                int r;
+
+                if (de->d_type != DT_DIR || STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
+                        continue;
+                r = cb(dirfd, de->d_name, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return errno ? -errno : 0;
+}
+
+/* Stream cgroup.procs of one cgroup: it can be long (a fork bomb up to pids.max), so it is
+ * parsed in chunks rather than read whole. Each line is one decimal pid. */
+static int for_each_pid_one(int dirfd, sh_cg_pid_cb cb, void *userdata)
+{
+        _cleanup_close_ int fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        char buf[4096];
+        char num[24];
+        size_t nl = 0;
+
+        if (fd < 0)
+                return -errno;
+        for (;;) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                for (ssize_t i = 0; i < n; i++) {
+                        if (buf[i] == '\n') {
+                                uint64_t v;
+                                int r;
+
+                                if (nl == 0)
+                                        continue;
+                                if (parse_u64_span(num, nl, &v) < 0 || v == 0 || v > INT_MAX)
+                                        return -EBADMSG;
+                                nl = 0;
+                                r = cb((pid_t)v, userdata);
+                                if (r < 0)
+                                        return r;
+                        } else {
+                                if (nl >= sizeof(num))
+                                        return -EBADMSG;
+                                num[nl++] = buf[i];
+                        }
+                }
+        }
+        return nl ? -EBADMSG : 0;
+}
+
+typedef struct pid_walk {
+        sh_cg_pid_cb cb;
+        void *userdata;
+        unsigned depth;
+} pid_walk;
+
+static int pid_walk_child(int dirfd, const char *name, void *userdata);
+
+static int pid_walk_dir(int dirfd, pid_walk *w)
+{
+        int r = for_each_pid_one(dirfd, w->cb, w->userdata);
+
+        if (r < 0)
+                return r;
+        if (w->depth >= SH_CG_DEPTH_MAX)
+                return -ELOOP;
+        w->depth++;
+        r = sh_cg_for_each_child(dirfd, pid_walk_child, w);
+        w->depth--;
+        return r;
+}
+
+static int pid_walk_child(int dirfd, const char *name, void *userdata)
+{
+        _cleanup_close_ int fd = sh_cg_open_dir(dirfd, name);
+
+        if (fd < 0)
+                return fd == -ENOENT ? 0 : fd; /* removed meanwhile */
+        return pid_walk_dir(fd, userdata);
+}
+
+int sh_cg_for_each_pid(int dirfd, bool recursive, sh_cg_pid_cb cb, void *userdata)
+{
+        pid_walk w = {.cb = cb, .userdata = userdata};
+
+        if (!recursive)
+                return for_each_pid_one(dirfd, cb, userdata);
+        return pid_walk_dir(dirfd, &w);
+}
+
+typedef struct kill_walk {
+        const char *controller;
+        const char *cgpath;
+        int count;
+} kill_walk;
+
+/* pidfd first, then check that the pid is still in our cgroup: if the process we hold died
+ * and its pid went to someone else between the two steps, the check looks at the newcomer but
+ * the signal goes to the pidfd's (dead) process and fails with ESRCH. So a recycled pid
+ * outside the sandbox is never signalled. */
+static int kill_one(pid_t pid, void *userdata)
+{
+        kill_walk *k = userdata;
+        _cleanup_close_ int pidfd = -1;
+        _cleanup_free_ char *text = NULL, *path = NULL;
+        char proc[64];
+        size_t cl;
+        int r;
+
+        if (pid == getpid())
+                return 0;
+        pidfd = sh_cg_pidfd_open(pid);
+        if (pidfd < 0 && errno != ENOSYS)
+                return 0; /* gone already */
+        snprintf(proc, sizeof(proc), "/proc/%d/cgroup", (int)pid);
+        r = sh_cg_read_file(AT_FDCWD, proc, SH_CG_SMALL_MAX, &text, NULL);
+        if (r < 0)
+                return 0;
+        if (sh_cg_parse_proc_self(text, k->controller, &path) < 0)
+                return 0;
+        cl = strlen(k->cgpath);
+        if (strncmp(path, k->cgpath, cl) != 0 || (path[cl] != '\0' && path[cl] != '/'))
+                return 0;
+        if (pidfd >= 0)
+                r = sh_cg_pidfd_send_signal(pidfd, SIGKILL);
+        else
+                r = kill(pid, SIGKILL); /* kernel < 5.3: no pidfd, the check is best effort */
+        if (r == 0)
+                k->count++;
+        return 0;
+}
+
+static char *cg_cgpath(sh_cgroup *cg, size_t h)
+{
+        char *p;
+
+        if (asprintf(&p, "%s/%s", cg->root->h[h].base_cgpath, cg->relpath) < 0)
+                return NULL;
+        return p;
+}
+
+int sh_cg_kill_all_in(sh_cgroup *cg, size_t h)
+{
+        _cleanup_free_ char *cgpath = NULL;
+        kill_walk k = {.controller = cg->root->h[h].controller};
+        int r;
+
+        if (cg->fd[h] < 0)
+                return 0;
+        cgpath = cg_cgpath(cg, h);
+        if (!cgpath)
+                return -ENOMEM;
+        k.cgpath = cgpath;
+        r = sh_cg_for_each_pid(cg->fd[h], true, kill_one, &k);
+        return r < 0 ? r : k.count;
+}
+
+typedef struct sum_walk {
+        const char *name;
+        const char *key;
+        uint64_t sum;
+        unsigned depth;
+} sum_walk;
+
+static int sum_dir(int dirfd, sum_walk *s);
+
+static int sum_child(int dirfd, const char *name, void *userdata)
+{
+        _cleanup_close_ int fd = sh_cg_open_dir(dirfd, name);
+
+        if (fd < 0)
+                return fd == -ENOENT ? 0 : fd;
+        return sum_dir(fd, userdata);
+}
+
+static int sum_dir(int dirfd, sum_walk *s)
+{
+        _cleanup_free_ char *text = NULL;
+        uint64_t v;
+        int r;
+
+        r = sh_cg_read_file(dirfd, s->name, SH_CG_SMALL_MAX, &text, NULL);
+        if (r < 0)
+                return r;
+        r = sh_cg_parse_keyed(text, s->key, &v);
+        if (r < 0)
+                return r;
+        if (s->sum > UINT64_MAX - v)
+                return -EOVERFLOW;
+        s->sum += v;
+        if (s->depth >= SH_CG_DEPTH_MAX)
+                return -ELOOP;
+        s->depth++;
+        r = sh_cg_for_each_child(dirfd, sum_child, s);
+        s->depth--;
+        return r;
+}
+
+int sh_cg_sum_keyed(int dirfd, const char *name, const char *key, uint64_t *ret)
+{
+        sum_walk s = {.name = name, .key = key};
+        int r = sum_dir(dirfd, &s);
+
+        if (r < 0)
+                return r;
+        *ret = s.sum;
+        return 0;
+}
+
+/* Remove the cgroup `name` below dirfd, its descendants first (a cgroup directory holds only
+ * control files, which rmdir ignores, and child cgroups, which it does not). */
+static int rmdir_tree(int dirfd, const char *name, unsigned depth);
+
+static int rmdir_child(int dirfd, const char *name, void *userdata)
+{
+        unsigned *depth = userdata;
+
+        return rmdir_tree(dirfd, name, *depth + 1);
+}
+
+static int rmdir_tree(int dirfd, const char *name, unsigned depth)
+{
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        if (depth > SH_CG_DEPTH_MAX)
+                return -ELOOP;
+        fd = sh_cg_open_dir(dirfd, name);
+        if (fd < 0)
+                return fd == -ENOENT ? 0 : fd;
+        r = sh_cg_for_each_child(fd, rmdir_child, &depth);
+        if (r < 0)
+                return r;
+        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                return -errno;
+        return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Mode detection and the subtree.                                                             */
+
+static bool valid_name(const char *s, size_t max)
+{
+        size_t n = strlen(s);
+
+        if (n == 0 || n > max || s[0] == '.')
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-'))
+                        return false;
+        }
+        return true;
+}
+
+/* Fill h for one hierarchy from the two /proc texts: own_dir and base_cgpath. */
+static int hier_init(sh_cg_hier *h, const char *controller, const char *selfcg,
+                     const char *mountinfo, const char *subtree)
+{
+        _cleanup_free_ char *mp = NULL, *mroot = NULL, *cgpath = NULL;
+        int r;
+
+        h->controller = controller;
+        r = sh_cg_parse_mountinfo_ex(mountinfo, controller, &mp, &mroot);
+        if (r < 0)
+                return r;
+        r = sh_cg_parse_proc_self(selfcg, controller, &cgpath);
+        if (r < 0)
+                return r;
+        r = sh_cg_path_join(mp, mroot, cgpath, &h->own_dir);
+        if (r < 0)
+                return r;
+        h->mountpoint = TAKE_PTR(mp);
+        if (asprintf(&h->base_cgpath, "%s/%s", STREQ(cgpath, "/") ? "" : cgpath, subtree) < 0) {
+                h->base_cgpath = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static void hier_done(sh_cg_hier *h)
+{
+        free(h->mountpoint);
+        free(h->own_dir);
+        free(h->base_cgpath);
+        h->mountpoint = h->own_dir = h->base_cgpath = NULL;
+        h->own_fd = sh_close(h->own_fd);
+        h->subtree_fd = sh_close(h->subtree_fd);
+}
+
+/* v2 is usable when the cgroup2 mount's root offers memory, pids and cpu; an empty cgroup2
+ * beside v1 hierarchies (hybrid, as on the development machine) is not. */
+static bool v2_usable(const char *selfcg, const char *mountinfo)
+{
+        _cleanup_free_ char *mp = NULL, *ctl = NULL;
+        _cleanup_close_ int fd = -1;
+
+        if (sh_cg_parse_mountinfo(mountinfo, NULL, &mp) < 0)
+                return false;
+        fd = open(mp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || sh_cg_check_magic(fd, CGROUP2_SUPER_MAGIC) < 0)
+                return false;
+        if (sh_cg_read_file(fd, "cgroup.controllers", SH_CG_SMALL_MAX, &ctl, NULL) < 0)
+                return false;
+        (void)selfcg;
+        return sh_cg_has_token(ctl, "memory") && sh_cg_has_token(ctl, "pids") &&
+               sh_cg_has_token(ctl, "cpu");
+}
+
+static int detect(sh_cgroup_root *r, const char *selfcg, const char *mountinfo, sh_error **err)
+{
+        static const char *const v1[] = {"memory", "pids", "cpu", "freezer"};
+        int k;
+
+        if (v2_usable(selfcg, mountinfo)) {
+                k = hier_init(&r->h[0], NULL, selfcg, mountinfo, r->subtree_name);
+                if (k < 0)
+                        return sh_error_make(err, -k, "cgroup v2: cannot locate our own cgroup");
+                r->mode = SH_CG_V2;
+                r->ops = &sh_cg_v2_ops;
+                r->nhier = 1;
+                return 0;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(v1); i++) {
+                k = hier_init(&r->h[i], v1[i], selfcg, mountinfo, r->subtree_name);
+                if (k < 0)
+                        return sh_error_make(
+                                err, k == -ENOENT ? EOPNOTSUPP : -k,
+                                "no usable cgroup hierarchy: no cgroup2 with memory, pids and cpu, "
+                                "and the v1 '%s' hierarchy is %s",
+                                v1[i], k == -ENOENT ? "not mounted or not ours" : "unreadable");
+        }
+        r->mode = SH_CG_V1;
+        r->ops = &sh_cg_v1_ops;
+        r->nhier = ARRAY_SIZE(v1);
+        return 0;
+}
+
+static sh_cgroup *cg_new(sh_cgroup_root *r, const char *relpath)
+{
+        sh_cgroup *cg = calloc(1, sizeof(*cg));
+
+        if (!cg)
+                return NULL;
+        cg->root = r;
+        cg->relpath = strdup(relpath);
+        if (!cg->relpath) {
+                free(cg);
+                return NULL;
+        }
+        for (size_t h = 0; h < SH_CG_MAX_HIER; h++)
+                cg->fd[h] = -1;
+        return cg;
+}
+
+void sh_cgroup_free(sh_cgroup *cg)
+{
+        if (!cg)
+                return;
+        for (size_t h = 0; h < SH_CG_MAX_HIER; h++)
+                sh_close(cg->fd[h]);
+        free(cg->relpath);
+        free(cg);
+}
+
+static void cgroup_freep(sh_cgroup **cg)
+{
+        sh_cgroup_free(*cg);
+}
+
+/* Kill everything in cg, wait (bounded) until it is empty, and remove it. */
+static int purge(sh_cgroup *cg, sh_error **err)
+{
+        uint64_t deadline = sh_cg_now_ms() + SH_CG_LEFTOVER_TIMEOUT_MS;
+        bool empty = false;
+
+        for (;;) {
+                int r = cg->root->ops->kill(cg, err);
+
+                if (r < 0)
+                        return r;
+                r = cg->root->ops->is_empty(cg, &empty, err);
+                if (r < 0)
+                        return r;
+                if (empty || sh_cg_now_ms() >= deadline)
+                        break;
+                sh_cg_sleep_ms(10);
+        }
+        if (!empty)
+                return sh_error_make(err, EBUSY, "cgroup '%s' still has processes after SIGKILL",
+                                     cg->relpath);
+        return sh_cgroup_destroy(cg, err);
+}
+
+typedef struct name_list {
+        char **v;
+        size_t n;
+} name_list;
+
+static int collect_name(int dirfd, const char *name, void *userdata)
+{
+        name_list *l = userdata;
+        char **nv;
+
+        (void)dirfd;
+        if (l->n >= 65536)
+                return -E2BIG;
+        nv = realloc(l->v, (l->n + 1) * sizeof(*nv));
+        if (!nv)
+                return -ENOMEM;
+        l->v = nv;
+        l->v[l->n] = strdup(name);
+        if (!l->v[l->n])
+                return -ENOMEM;
+        l->n++;
+        return 0;
+}
+
+static void name_list_done(name_list *l)
+{
+        for (size_t i = 0; i < l->n; i++)
+                free(l->v[i]);
+        free(l->v);
+        l->v = NULL;
+        l->n = 0;
+}
+
+/* Kill and remove every cgroup directly below the subtree (v2: but the daemon's leaf), in
+ * every hierarchy: what a killed daemon left, or everything at shutdown. */
+static int purge_children(sh_cgroup_root *r, sh_error **err)
+{
+        for (size_t h = 0; h < r->nhier; h++) {
+                _cleanup_(name_list_done) name_list l = {0};
+                int k = sh_cg_for_each_child(r->h[h].subtree_fd, collect_name, &l);
+
+                if (k < 0)
+                        return sh_error_make(err, -k, "cannot list cgroup '%s/%s'", r->h[h].own_dir,
+                                             r->subtree_name);
+                for (size_t i = 0; i < l.n; i++) {
+                        _cleanup_(cgroup_freep) sh_cgroup *cg = NULL;
+
+                        if (r->mode == SH_CG_V2 && STREQ(l.v[i], "daemon"))
+                                continue;
+                        cg = cg_new(r, l.v[i]);
+                        if (!cg)
+                                return sh_error_make(err, ENOMEM, "out of memory");
+                        /* a crash may have left it in some hierarchies only */
+                        for (size_t j = 0; j < r->nhier; j++) {
+                                cg->fd[j] = sh_cg_open_dir(r->h[j].subtree_fd, l.v[i]);
+                                if (cg->fd[j] < 0 && cg->fd[j] != -ENOENT)
+                                        return sh_error_make(err, -cg->fd[j],
+                                                             "cannot open cgroup '%s'", l.v[i]);
+                        }
+                        k = purge(cg, err);
+                        if (k < 0)
+                                return sh_error_wrap(err, "removing leftover cgroup");
+                }
+        }
+        return 0;
+}
+
+int sh_cgroup_root_open(const char *instance, sh_cgroup_root **ret, sh_error **err)
+{
+        _cleanup_free_ char *selfcg = NULL, *mountinfo = NULL;
+        sh_cgroup_root *r;
+        int k;
+
+        if (!instance || !valid_name(instance, SH_CG_NAME_MAX))
+                return sh_error_make(err, EINVAL, "invalid cgroup instance name");
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        r->v2_daemon_fd = -1;
+        for (size_t h = 0; h < SH_CG_MAX_HIER; h++)
+                r->h[h].own_fd = r->h[h].subtree_fd = -1;
+        if (asprintf(&r->subtree_name, "sandbox-host.%s", instance) < 0) {
+                r->subtree_name = NULL;
+                k = sh_error_make(err, ENOMEM, "out of memory");
+                goto fail;
+        }
+        k = sh_cg_read_file(AT_FDCWD, "/proc/self/cgroup", SH_CG_SMALL_MAX, &selfcg, NULL);
+        if (k < 0) {
+                k = sh_error_make(err, -k, "cannot read /proc/self/cgroup");
+                goto fail;
+        }
+        k = sh_cg_read_file(AT_FDCWD, "/proc/self/mountinfo", SH_CG_MOUNTINFO_MAX, &mountinfo,
+                            NULL);
+        if (k < 0) {
+                k = sh_error_make(err, -k, "cannot read /proc/self/mountinfo");
+                goto fail;
+        }
+        k = detect(r, selfcg, mountinfo, err);
+        if (k < 0)
+                goto fail;
+        k = r->ops->open(r, err);
+        if (k < 0)
+                goto fail;
+        k = purge_children(r, err);
+        if (k < 0)
+                goto fail;
+        *ret = r;
+        return 0;
+fail:
+        sh_cgroup_root_free(r);
+        return k;
+}
+
+int sh_cgroup_root_destroy(sh_cgroup_root *r, sh_error **err)
+{
+        int k = purge_children(r, err);
+
+        if (k < 0)
+                return k;
+        return r->ops->destroy_root(r, err);
+}
+
+void sh_cgroup_root_free(sh_cgroup_root *r)
+{
+        if (!r)
+                return;
+        for (size_t h = 0; h < SH_CG_MAX_HIER; h++)
+                hier_done(&r->h[h]);
+        sh_close(r->v2_daemon_fd);
+        free(r->subtree_name);
+        free(r);
+}
+
+sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r)
+{
+        return r ? r->mode : SH_CG_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* One cgroup.                                                                                 */
+
+int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
+                     const sh_cg_limits *lim, sh_cgroup **ret, sh_error **err)
+{
+        _cleanup_(cgroup_freep) sh_cgroup *cg = NULL;
+        _cleanup_free_ char *rel = NULL;
+        size_t made = 0;
+        int k;
+
+        if (!name || !valid_name(name, SH_CG_NAME_MAX))
+                return sh_error_make(err, EINVAL, "invalid cgroup name");
+        if (parent && parent->root != r)
+                return sh_error_make(err, EINVAL, "parent cgroup of another root");
+        if (r->mode == SH_CG_V2 && !parent && STREQ(name, "daemon"))
+                return sh_error_make(err, EEXIST, "cgroup name 'daemon' is reserved");
+        if (asprintf(&rel, "%s%s%s", parent ? parent->relpath : "", parent ? "/" : "", name) < 0) {
+                rel = NULL;
+                return sh_error_make(err, ENOMEM, "out of memory");
+        }
+        cg = cg_new(r, rel);
+        if (!cg)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        if (parent && r->ops->prepare_parent) {
+                k = r->ops->prepare_parent(parent, lim != NULL, err);
+                if (k < 0)
+                        return k;
+        }
+        for (; made < r->nhier; made++) {
+                int pfd = parent ? parent->fd[made] : r->h[made].subtree_fd;
+
+                if (pfd < 0) {
+                        k = sh_error_make(err, ENOENT, "parent cgroup '%s' is incomplete",
+                                          parent->relpath);
+                        goto undo;
+                }
+                if (mkdirat(pfd, name, 0755) < 0) {
+                        k = sh_error_make(err, errno, "cannot create cgroup '%s' in %s", rel,
+                                          r->h[made].controller ? r->h[made].controller
+                                                                : "cgroup2");
+                        goto undo;
+                }
+                cg->fd[made] = sh_cg_open_dir(pfd, name);
+                if (cg->fd[made] < 0) {
+                        made++;
+                        k = sh_error_make(err, -cg->fd[made - 1], "cannot open cgroup '%s'", rel);
+                        goto undo;
+                }
+        }
+        if (lim) {
+                k = r->ops->set_limits(cg, lim, err);
+                if (k < 0)
+                        goto undo;
+        }
+        *ret = TAKE_PTR(cg);
+        return 0;
+undo:
+        /* nothing runs in a cgroup we just made: removing it cannot fail with EBUSY */
+        while (made-- > 0) {
+                int pfd = parent ? parent->fd[made] : r->h[made].subtree_fd;
+
+                (void)unlinkat(pfd, name, AT_REMOVEDIR);
+        }
+        return k;
+}
+
+int sh_cgroup_open_procs(sh_cgroup *cg, int *fds, int max)
+{
+        int n = 0;
+
+        for (size_t h = 0; h < cg->root->nhier; h++) {
+                if (cg->fd[h] < 0)
+                        continue;
+                if (n >= max) {
+                        while (n > 0)
+                                sh_close(fds[--n]);
+                        return -ENOBUFS;
+                }
+                fds[n] = openat(cg->fd[h], "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (fds[n] < 0) {
+                        int r = -errno;
+
+                        while (n > 0)
+                                sh_close(fds[--n]);
+                        return r;
+                }
+                n++;
+        }
+        return n;
+}
+
+int sh_cgroup_dirfd(sh_cgroup *cg)
+{
+        if (cg->root->mode != SH_CG_V2)
+                return -EOPNOTSUPP;
+        return cg->fd[0] >= 0 ? cg->fd[0] : -EBADF;
+}
+
+int sh_cgroup_attach(sh_cgroup *cg, pid_t pid, sh_error **err)
+{
+        char buf[32];
+
+        if (pid <= 0)
+                return sh_error_make(err, EINVAL, "invalid pid %d", (int)pid);
+        snprintf(buf, sizeof(buf), "%d", (int)pid);
+        for (size_t h = 0; h < cg->root->nhier; h++) {
+                int k;
+
+                if (cg->fd[h] < 0)
+                        return sh_error_make(err, ENOENT, "cgroup '%s' is incomplete", cg->relpath);
+                k = sh_cg_write_file(cg->fd[h], "cgroup.procs", buf);
+                if (k < 0)
+                        return sh_error_make(err, -k, "cannot move pid %d into cgroup '%s' (%s)",
+                                             (int)pid, cg->relpath,
+                                             cg->root->h[h].controller ? cg->root->h[h].controller
+                                                                       : "cgroup2");
+        }
+        return 0;
+}
+
+int sh_cgroup_kill(sh_cgroup *cg, sh_error **err)
+{
+        return cg->root->ops->kill(cg, err);
+}
+
+int sh_cgroup_freeze(sh_cgroup *cg, bool frozen, sh_error **err)
+{
+        return cg->root->ops->freeze(cg, frozen, err);
+}
+
+int sh_cgroup_is_empty(sh_cgroup *cg, bool *ret, sh_error **err)
+{
+        return cg->root->ops->is_empty(cg, ret, err);
+}
+
+int sh_cgroup_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err)
+{
+        return cg->root->ops->oom_kills(cg, ret, err);
+}
+
+int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err)
+{
+        int first = 0;
+
+        for (size_t h = 0; h < cg->root->nhier; h++) {
+                int k;
+
+                if (cg->fd[h] < 0)
+                        continue;
+                k = rmdir_tree(cg->root->h[h].subtree_fd, cg->relpath, 0);
+                if (k < 0 && first == 0)
+                        first = k;
+                if (k == 0)
+                        cg->fd[h] = sh_close(cg->fd[h]);
+        }
+        if (first < 0)
+                return sh_error_make(err, -first, "cannot remove cgroup '%s'%s", cg->relpath,
+                                     first == -EBUSY ? ": processes remain" : "");
+        return 0;
+}

@@ -1,0 +1,555 @@
+/* child.c: everything that runs inside a sandbox, as ordered lists of small steps: the
+ * intermediate (join the sandbox cgroup, unshare the namespaces, fork PID 1), the worker (PID
+ * 1: hostname, root filesystem, loopback, then serve execs and reap orphans) and the exec
+ * child (exec cgroup, session, stdio, privileges dropped, seccomp last, execve). No logging
+ * here: failures travel to the daemon as (step, errno) records. */
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sh/caps.h"
+#include "sh/macro.h"
+#include "sh/seccomp.h"
+#include "sh/worker.h"
+
+#define CTL_FD 3 /* the control socket, placed by sh_child_fork_fds */
+
+enum {
+        STEP_CGROUP_JOIN = 1,
+        STEP_UNSHARE,
+        STEP_FORK,
+        STEP_MOUNT_PRIVATE,
+        STEP_HOSTNAME,
+        STEP_ROOT_TMPFS,
+        STEP_IMAGE,
+        STEP_WORKSPACE,
+        STEP_TMP,
+        STEP_PROC,
+        STEP_DEV,
+        STEP_TOOLS,
+        STEP_PIVOT,
+        STEP_LOOPBACK,
+        STEP_SIGNALS,
+};
+
+const char *sh_worker_step_name(int step)
+{
+        static const char *const names[] = {
+                "?",
+                "join the sandbox cgroup",
+                "unshare namespaces",
+                "fork PID 1",
+                "make mounts private",
+                "set the hostname",
+                "mount the root tmpfs",
+                "bind the image",
+                "bind the workspace",
+                "mount /tmp",
+                "mount /proc",
+                "populate /dev",
+                "bind /tools",
+                "pivot_root",
+                "bring up loopback",
+                "set up signals",
+        };
+
+        if (step < 0 || step >= (int)ARRAY_SIZE(names))
+                return "?";
+        return names[step];
+}
+
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#define MOUNT_ATTR_NOSUID 0x00000002
+#define MOUNT_ATTR_NODEV  0x00000004
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+struct sh_mount_attr {
+        uint64_t attr_set;
+        uint64_t attr_clr;
+        uint64_t propagation;
+        uint64_t userns_fd;
+};
+
+static void send_msg(uint32_t type, uint32_t id, int a, int b)
+{
+        sh_msg m = {.type = type, .id = id, .a = a, .b = b};
+
+        /* Nothing to do if the daemon is gone: the worker then exits on EOF. */
+        (void)!send(CTL_FD, &m, sizeof(m), MSG_NOSIGNAL);
+}
+
+static _Noreturn void fail(int step)
+{
+        send_msg(SH_MSG_SETUP_FAILED, 0, step, errno);
+        _exit(1);
+}
+
+/* ---- the root filesystem --------------------------------------------------------------- */
+
+static int path_join(char *out, size_t size, const char *a, const char *b)
+{
+        int n = snprintf(out, size, "%s/%s", a, b);
+
+        if (n < 0 || (size_t)n >= size) {
+                errno = ENAMETOOLONG;
+                return -1;
+        }
+        return 0;
+}
+
+/* Make the mount at `path` (and, where the kernel allows, every mount below it) read-only,
+ * nosuid and nodev. Recursive matters in a pod: kubelet bind-mounts /etc/hosts and friends
+ * into /etc, and a plain remount would leave those writable. */
+static int lock_down(const char *path, bool readonly)
+{
+        struct sh_mount_attr attr = {
+                .attr_set =
+                        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0),
+        };
+        unsigned long flags =
+                MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (readonly ? MS_RDONLY : 0);
+
+        if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof(attr)) == 0)
+                return 0;
+        if (errno != ENOSYS && errno != EINVAL)
+                return -1;
+        return mount(NULL, path, NULL, flags, NULL);
+}
+
+static int bind_mount(const char *src, const char *dst, bool readonly)
+{
+        if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+                return -1;
+        return lock_down(dst, readonly);
+}
+
+static int make_dir(const char *root, const char *name, mode_t mode, char *out, size_t size)
+{
+        if (path_join(out, size, root, name) < 0)
+                return -1;
+        if (mkdir(out, mode) < 0 && errno != EEXIST)
+                return -1;
+        return 0;
+}
+
+static int setup_image(const sh_worker_spec *s)
+{
+        char p[SH_WORKER_PATH_MAX + 300];
+        int i;
+
+        for (i = 0; i < s->n_entries; i++) {
+                const sh_root_entry *e = &s->entries[i];
+
+                if (e->is_link) {
+                        if (path_join(p, sizeof(p), s->rootfs, e->name) < 0 ||
+                            symlink(e->target, p) < 0)
+                                return -1;
+                        continue;
+                }
+                if (make_dir(s->rootfs, e->name, 0755, p, sizeof(p)) < 0 ||
+                    bind_mount(e->src, p, true) < 0)
+                        return -1;
+        }
+        return 0;
+}
+
+static int setup_dev(const sh_worker_spec *s)
+{
+        static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+        char dev[SH_WORKER_PATH_MAX + 16], p[SH_WORKER_PATH_MAX + 64], src[32];
+        size_t i;
+        int fd;
+
+        if (make_dir(s->rootfs, "dev", 0755, dev, sizeof(dev)) < 0 ||
+            mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=65536") < 0)
+                return -1;
+        /* Only these device nodes exist; each is a bind of the host's node, so no mknod (and
+         * no CAP_MKNOD) is ever needed, and nothing else of the host's /dev is reachable. */
+        for (i = 0; i < ARRAY_SIZE(nodes); i++) {
+                if (path_join(p, sizeof(p), dev, nodes[i]) < 0)
+                        return -1;
+                fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+                if (fd < 0)
+                        return -1;
+                close(fd);
+                snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
+                if (mount(src, p, NULL, MS_BIND, NULL) < 0)
+                        return -1;
+        }
+        if (make_dir(dev, "shm", 01777, p, sizeof(p)) < 0 ||
+            mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=67108864") < 0)
+                return -1;
+        /* A private devpts instance: the sandbox's ptys are its own. */
+        if (make_dir(dev, "pts", 0755, p, sizeof(p)) < 0 ||
+            mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=0620") < 0)
+                return -1;
+        if (path_join(p, sizeof(p), dev, "ptmx") < 0 || symlink("pts/ptmx", p) < 0 ||
+            path_join(p, sizeof(p), dev, "fd") < 0 || symlink("/proc/self/fd", p) < 0 ||
+            path_join(p, sizeof(p), dev, "stdin") < 0 || symlink("/proc/self/fd/0", p) < 0 ||
+            path_join(p, sizeof(p), dev, "stdout") < 0 || symlink("/proc/self/fd/1", p) < 0 ||
+            path_join(p, sizeof(p), dev, "stderr") < 0 || symlink("/proc/self/fd/2", p) < 0)
+                return -1;
+        return 0;
+}
+
+/* pivot_root(".", ".") then detach the old root: afterwards no path leads to the host's
+ * filesystem, not even through "..". */
+static int pivot(const char *root)
+{
+        if (chdir(root) < 0)
+                return -1;
+        if (syscall(SYS_pivot_root, ".", ".") < 0)
+                return -1;
+        if (umount2(".", MNT_DETACH) < 0)
+                return -1;
+        if (chdir("/") < 0)
+                return -1;
+        /* The root tmpfs only holds mount points: read-only from now on. */
+        return mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+}
+
+static int loopback_up(void)
+{
+        struct ifreq ifr = {0};
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), r = -1;
+
+        if (fd < 0)
+                return -1;
+        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+                ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+                r = ioctl(fd, SIOCSIFFLAGS, &ifr);
+        }
+        close(fd);
+        return r;
+}
+
+static void setup_sandbox(const sh_worker_spec *s)
+{
+        char p[SH_WORKER_PATH_MAX + 64], opts[64];
+
+        /* Nothing we mount may propagate back to the host's namespace. */
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                fail(STEP_MOUNT_PRIVATE);
+        if (sethostname(s->hostname, strlen(s->hostname)) < 0)
+                fail(STEP_HOSTNAME);
+        if (mount("tmpfs", s->rootfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1048576") < 0)
+                fail(STEP_ROOT_TMPFS);
+        if (setup_image(s) < 0)
+                fail(STEP_IMAGE);
+        if (make_dir(s->rootfs, "workspace", 0755, p, sizeof(p)) < 0 ||
+            bind_mount(s->workspace, p, false) < 0)
+                fail(STEP_WORKSPACE);
+        snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)s->tmp_size);
+        if (make_dir(s->rootfs, "tmp", 01777, p, sizeof(p)) < 0 ||
+            mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                fail(STEP_TMP);
+        /* A /proc of the sandbox's own PID namespace: it shows the sandbox's processes only. */
+        if (make_dir(s->rootfs, "proc", 0555, p, sizeof(p)) < 0 ||
+            mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                fail(STEP_PROC);
+        if (setup_dev(s) < 0)
+                fail(STEP_DEV);
+        if (make_dir(s->rootfs, "tools", 0755, p, sizeof(p)) < 0 ||
+            bind_mount(s->tools, p, true) < 0)
+                fail(STEP_TOOLS);
+        if (pivot(s->rootfs) < 0)
+                fail(STEP_PIVOT);
+        if (loopback_up() < 0)
+                fail(STEP_LOOPBACK);
+}
+
+/* ---- exec children ------------------------------------------------------------------- */
+
+static void write_err(const char *a, const char *b, const char *c)
+{
+        (void)!write(2, a, strlen(a));
+        (void)!write(2, b, strlen(b));
+        (void)!write(2, c, strlen(c));
+}
+
+/* execvpe() searches the caller's PATH, not the command's: search the command's own. */
+static _Noreturn void exec_path(char **argv, char **envp)
+{
+        const char *path = "/usr/local/bin:/usr/bin:/bin", *p;
+        char buf[4096];
+        bool denied = false;
+        int e;
+        char **v;
+
+        for (v = envp; *v; v++)
+                if (strncmp(*v, "PATH=", 5) == 0)
+                        path = *v + 5;
+        if (strchr(argv[0], '/')) {
+                execve(argv[0], argv, envp);
+                e = errno;
+        } else {
+                e = ENOENT;
+                for (p = path; *p || p == path;) {
+                        const char *colon = strchr(p, ':');
+                        size_t dl = colon ? (size_t)(colon - p) : strlen(p);
+                        int n = snprintf(buf, sizeof(buf), "%.*s%s%s", (int)dl, p, dl ? "/" : "",
+                                         argv[0]);
+
+                        if (n > 0 && (size_t)n < sizeof(buf)) {
+                                execve(buf, argv, envp);
+                                if (errno == EACCES)
+                                        denied = true;
+                                else if (errno != ENOENT && errno != ENOTDIR)
+                                        e = errno;
+                        }
+                        if (!colon)
+                                break;
+                        p = colon + 1;
+                }
+                if (denied && e == ENOENT)
+                        e = EACCES;
+        }
+        /* As a shell would: 127 when it cannot be found, 126 when it cannot be executed. */
+        if (e == ENOENT || e == ENOTDIR) {
+                write_err("sandbox-host: ", argv[0], ": command not found\n");
+                _exit(127);
+        }
+        write_err("sandbox-host: ", argv[0], ": ");
+        write_err(strerror(e), "", "\n");
+        _exit(126);
+}
+
+static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **envp, int out_w,
+                                 int err_w, const int *procs, int nprocs)
+{
+        sigset_t none;
+        const char *step = "?";
+        int i, devnull, r;
+
+        /* Into its own exec cgroup first, so that whatever it starts, however it detaches
+         * (setsid, double fork), can be found and killed with the exec. */
+        for (i = 0; i < nprocs; i++)
+                if (write(procs[i], "0", 1) != 1) {
+                        dup2(err_w, 2);
+                        write_err("sandbox-host: cannot join the exec cgroup: ", strerror(errno),
+                                  "\n");
+                        _exit(125);
+                }
+        setsid();
+        devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+                _exit(125);
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (i = 1; i < NSIG; i++)
+                signal(i, SIG_DFL);
+        umask(022);
+        if (chdir("/workspace") < 0) {
+                write_err("sandbox-host: chdir /workspace: ", strerror(errno), "\n");
+                _exit(125);
+        }
+        /* Only fds 0, 1 and 2 reach the command: no socket, epoll or directory fd of the
+         * daemon or the worker. */
+        if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+                for (i = 3; i < 65536; i++)
+                        close(i);
+        r = sh_caps_drop_to(s->uid, s->gid, &step);
+        if (r < 0) {
+                write_err("sandbox-host: dropping privileges failed at ", step, "\n");
+                _exit(125);
+        }
+        /* The seccomp filter goes last: everything above needed calls it forbids. */
+        r = sh_seccomp_load(s->seccomp);
+        if (r < 0) {
+                write_err("sandbox-host: loading the seccomp filter: ", strerror(-r), "\n");
+                _exit(125);
+        }
+        exec_path(argv, envp);
+}
+
+/* ---- the worker (PID 1) ---------------------------------------------------------------- */
+
+typedef struct running {
+        uint32_t id;
+        pid_t pid;
+} running;
+
+static running *execs;
+static size_t n_execs, cap_execs;
+
+static void start_exec(const sh_worker_spec *s, char *buf, size_t len, int *fds, int nfds)
+{
+        char **argv = NULL, **envp = NULL;
+        uint32_t id = 0;
+        pid_t pid;
+        int i;
+
+        if (nfds < 2 || sh_proto_decode_exec(buf, len, &id, &argv, &envp) < 0) {
+                send_msg(SH_MSG_EXITED, id, W_EXITCODE(125, 0), 0);
+                goto out;
+        }
+        if (n_execs == cap_execs) {
+                size_t nc = cap_execs ? cap_execs * 2 : 16;
+                running *nr = realloc(execs, nc * sizeof(*nr));
+
+                if (!nr) {
+                        send_msg(SH_MSG_EXITED, id, W_EXITCODE(125, 0), 0);
+                        goto out;
+                }
+                execs = nr;
+                cap_execs = nc;
+        }
+        pid = fork();
+        if (pid < 0) {
+                send_msg(SH_MSG_EXITED, id, W_EXITCODE(125, 0), errno);
+                goto out;
+        }
+        if (pid == 0)
+                exec_child(s, argv, envp, fds[0], fds[1], fds + 2, nfds - 2);
+        execs[n_execs].id = id;
+        execs[n_execs].pid = pid;
+        n_execs++;
+        send_msg(SH_MSG_STARTED, id, pid, 0);
+out:
+        for (i = 0; i < nfds; i++)
+                close(fds[i]);
+        free(argv);
+        free(envp);
+}
+
+/* PID 1 of the namespace: every orphan is ours to reap; execs we started are reported. */
+static void reap_all(void)
+{
+        int status;
+        pid_t pid;
+        size_t i;
+
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+                for (i = 0; i < n_execs; i++) {
+                        if (execs[i].pid != pid)
+                                continue;
+                        send_msg(SH_MSG_EXITED, execs[i].id, status, 0);
+                        execs[i] = execs[--n_execs];
+                        break;
+                }
+        }
+}
+
+_Noreturn void sh_worker_main(const sh_worker_spec *s)
+{
+        static char buf[SH_EXEC_MSG_MAX];
+        sigset_t mask;
+        int sfd;
+
+        setup_sandbox(s);
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
+            (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
+                fail(STEP_SIGNALS);
+        send_msg(SH_MSG_READY, 0, 0, 0);
+
+        for (;;) {
+                struct pollfd pfd[2] = {{.fd = CTL_FD, .events = POLLIN},
+                                        {.fd = sfd, .events = POLLIN}};
+
+                if (poll(pfd, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        _exit(1);
+                }
+                if (pfd[1].revents) {
+                        struct signalfd_siginfo si;
+
+                        while (read(sfd, &si, sizeof(si)) > 0)
+                                ;
+                        reap_all();
+                }
+                if (pfd[0].revents) {
+                        union {
+                                char buf[CMSG_SPACE(sizeof(int) * (2 + SH_EXEC_MAX_PROCS_FDS))];
+                                struct cmsghdr align;
+                        } cbuf;
+                        struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+                        struct msghdr mh = {.msg_iov = &iov,
+                                            .msg_iovlen = 1,
+                                            .msg_control = cbuf.buf,
+                                            .msg_controllen = sizeof(cbuf.buf)};
+                        int fds[2 + SH_EXEC_MAX_PROCS_FDS], nfds = 0;
+                        struct cmsghdr *c;
+                        ssize_t n = recvmsg(CTL_FD, &mh, MSG_CMSG_CLOEXEC);
+
+                        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                                continue;
+                        /* EOF: the daemon is gone. PID 1 exits, and the kernel kills every
+                         * process of the namespace with it. */
+                        if (n <= 0)
+                                _exit(0);
+                        for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+                                        if (k > ARRAY_SIZE(fds) - (size_t)nfds)
+                                                k = ARRAY_SIZE(fds) - (size_t)nfds;
+                                        memcpy(fds + nfds, CMSG_DATA(c), k * sizeof(int));
+                                        nfds += (int)k;
+                                }
+                        if (n >= (ssize_t)sizeof(uint32_t) &&
+                            ((const sh_msg *)(const void *)buf)->type == SH_MSG_EXEC &&
+                            !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+                                start_exec(s, buf, (size_t)n, fds, nfds);
+                        } else {
+                                for (int i = 0; i < nfds; i++)
+                                        close(fds[i]);
+                        }
+                }
+        }
+}
+
+/* ---- the intermediate ------------------------------------------------------------------ */
+
+/* fd 3: control socket; fds 4..: cgroup.procs of the sandbox cgroup. Runs in a child of the
+ * daemon; its only job is to give the worker its cgroup and namespaces, then leave (the
+ * daemon is a child subreaper, so the worker becomes the daemon's child). */
+int sh_worker_intermediate(const sh_worker_spec *s, int nprocs);
+int sh_worker_intermediate(const sh_worker_spec *s, int nprocs)
+{
+        pid_t pid;
+        int i;
+
+        for (i = 0; i < nprocs; i++) {
+                if (write(4 + i, "0", 1) != 1)
+                        fail(STEP_CGROUP_JOIN);
+                close(4 + i);
+        }
+        /* The cgroup namespace is unshared after joining, so the sandbox sees its own cgroup
+         * as its root and nothing above it. */
+        if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWCGROUP |
+                    CLONE_NEWPID) < 0)
+                fail(STEP_UNSHARE);
+        pid = fork();
+        if (pid < 0)
+                fail(STEP_FORK);
+        if (pid == 0)
+                sh_worker_main(s);
+        send_msg(SH_MSG_PID, 0, pid, 0);
+        return 0;
+}

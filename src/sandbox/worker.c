@@ -1,0 +1,402 @@
+/* worker.c: the daemon's side of a sandbox worker: preparing its spec (the image's top-level
+ * entries), forking it through the intermediate, the SEQPACKET control protocol (exec
+ * requests out with their fds, events in), and its death. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sh/spawn.h"
+#include "sh/worker.h"
+
+struct sh_worker {
+        sh_loop *loop;
+        int sock; /* our end of the control socketpair */
+        sh_io *sock_io;
+        pid_t pid; /* the worker, once the intermediate told us */
+        int pidfd;
+        sh_io *pid_io;
+        sh_child *inter; /* the intermediate while it runs */
+        const sh_worker_spec *spec;
+        int nprocs;
+        sh_worker_fn fn;
+        void *data;
+        bool dead;
+        bool reported_dead;
+};
+
+int sh_worker_intermediate(const sh_worker_spec *s, int nprocs);
+
+/* ---- spec ------------------------------------------------------------------------------ */
+
+static int add_entry(sh_worker_spec *spec, const char *dir, const char *name, sh_error **err)
+{
+        sh_root_entry *e;
+        struct stat st;
+        char path[SH_ENTRY_PATH_MAX];
+        ssize_t n;
+
+        if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+                return sh_error_make(err, ENAMETOOLONG, "image path too long");
+        if (lstat(path, &st) < 0)
+                return errno == ENOENT ? 0 : sh_error_make(err, errno, "stat '%s'", path);
+        if (!S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
+                return 0; /* only directories and links make a root */
+        if (spec->n_entries >= SH_WORKER_MAX_ENTRIES)
+                return sh_error_make(err, E2BIG, "image '%s' has too many top-level entries", dir);
+        if (strlen(name) >= sizeof(e->name))
+                return 0;
+        e = &spec->entries[spec->n_entries];
+        memset(e, 0, sizeof(*e));
+        snprintf(e->name, sizeof(e->name), "%s", name);
+        if (S_ISLNK(st.st_mode)) {
+                n = readlink(path, e->target, sizeof(e->target) - 1);
+                if (n < 0)
+                        return sh_error_make(err, errno, "readlink '%s'", path);
+                e->target[n] = '\0';
+                e->is_link = true;
+        } else {
+                memcpy(e->src, path, strlen(path) + 1);
+        }
+        spec->n_entries++;
+        return 0;
+}
+
+int sh_worker_spec_image(sh_worker_spec *spec, const char *image_dir, sh_error **err)
+{
+        /* The default image: the host's own system directories, read-only. */
+        static const char *const host[] = {"usr",   "bin",   "sbin",   "lib",
+                                           "lib32", "lib64", "libx32", "etc"};
+        size_t i;
+
+        spec->n_entries = 0;
+        if (!image_dir) {
+                for (i = 0; i < ARRAY_SIZE(host); i++)
+                        if (add_entry(spec, "", host[i], err) < 0)
+                                return -1;
+                return 0;
+        }
+        {
+                DIR *d = opendir(image_dir);
+                struct dirent *de;
+
+                if (!d)
+                        return sh_error_make(err, errno, "opening image '%s'", image_dir);
+                while ((de = readdir(d))) {
+                        /* These are the sandbox's own: never taken from an image. */
+                        static const char *const own[] = {".",    "..",  "workspace", "tmp",
+                                                          "proc", "dev", "tools"};
+                        bool skip = false;
+
+                        for (i = 0; i < ARRAY_SIZE(own); i++)
+                                skip |= STREQ(de->d_name, own[i]);
+                        if (!skip && add_entry(spec, image_dir, de->d_name, err) < 0) {
+                                closedir(d);
+                                return -1;
+                        }
+                }
+                closedir(d);
+        }
+        return 0;
+}
+
+/* ---- protocol codec -------------------------------------------------------------------- */
+
+int sh_proto_encode_exec(uint32_t id, char *const *argv, char *const *envp, char **ret_buf,
+                         size_t *ret_len)
+{
+        uint32_t argc = 0, envc = 0;
+        size_t len = 16, off;
+        char *buf;
+        uint32_t hdr[4];
+
+        for (; argv[argc]; argc++)
+                len += strlen(argv[argc]) + 1;
+        for (; envp[envc]; envc++)
+                len += strlen(envp[envc]) + 1;
+        if (len > SH_EXEC_MSG_MAX)
+                return -E2BIG;
+        buf = malloc(len);
+        if (!buf)
+                return -ENOMEM;
+        hdr[0] = SH_MSG_EXEC;
+        hdr[1] = id;
+        hdr[2] = argc;
+        hdr[3] = envc;
+        memcpy(buf, hdr, sizeof(hdr));
+        off = sizeof(hdr);
+        for (uint32_t i = 0; i < argc; i++) {
+                size_t n = strlen(argv[i]) + 1;
+
+                memcpy(buf + off, argv[i], n);
+                off += n;
+        }
+        for (uint32_t i = 0; i < envc; i++) {
+                size_t n = strlen(envp[i]) + 1;
+
+                memcpy(buf + off, envp[i], n);
+                off += n;
+        }
+        *ret_buf = buf;
+        *ret_len = len;
+        return 0;
+}
+
+int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, char ***ret_argv,
+                         char ***ret_envp)
+{
+        uint32_t hdr[4], i;
+        char **argv, **envp;
+        size_t off = sizeof(hdr);
+
+        if (len < sizeof(hdr))
+                return -EBADMSG;
+        memcpy(hdr, buf, sizeof(hdr));
+        if (hdr[0] != SH_MSG_EXEC || hdr[2] == 0 || hdr[2] > len || hdr[3] > len)
+                return -EBADMSG;
+        *ret_id = hdr[1];
+        argv = calloc((size_t)hdr[2] + 1, sizeof(char *));
+        envp = calloc((size_t)hdr[3] + 1, sizeof(char *));
+        if (!argv || !envp) {
+                free(argv);
+                free(envp);
+                return -ENOMEM;
+        }
+        for (i = 0; i < hdr[2] + hdr[3]; i++) {
+                char *nul = off < len ? memchr(buf + off, '\0', len - off) : NULL;
+
+                if (!nul) {
+                        free(argv);
+                        free(envp);
+                        return -EBADMSG;
+                }
+                if (i < hdr[2])
+                        argv[i] = buf + off;
+                else
+                        envp[i - hdr[2]] = buf + off;
+                off = (size_t)(nul - buf) + 1;
+        }
+        *ret_argv = argv;
+        *ret_envp = envp;
+        return 0;
+}
+
+/* ---- parent side ----------------------------------------------------------------------- */
+
+static void report_dead(sh_worker *w)
+{
+        if (w->reported_dead)
+                return;
+        w->reported_dead = true;
+        w->fn(w, SH_WORKER_EV_DEAD, 0, 0, 0, w->data);
+}
+
+static void on_pidfd(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        sh_worker *w = data;
+        int status;
+
+        /* The daemon is the worker's reaper (child subreaper). */
+        if (waitpid(w->pid, &status, WNOHANG) == 0)
+                return;
+        sh_loop_del_io(l, w->pid_io);
+        w->pid_io = NULL;
+        w->dead = true;
+        report_dead(w);
+}
+
+static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        sh_worker *w = data;
+        sh_msg m;
+
+        for (;;) {
+                ssize_t n = recv(w->sock, &m, sizeof(m), MSG_DONTWAIT);
+
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        return;
+                if (n <= 0) { /* EOF: the worker is gone (or going) */
+                        sh_loop_del_io(l, w->sock_io);
+                        w->sock_io = NULL;
+                        report_dead(w);
+                        return;
+                }
+                if (n != (ssize_t)sizeof(m))
+                        continue; /* not ours: a sandbox cannot reach this socket, but be strict */
+                switch (m.type) {
+                case SH_MSG_PID:
+                        if (w->pid > 0 || m.a <= 0)
+                                break;
+                        w->pid = m.a;
+                        w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
+                        if (w->pidfd >= 0)
+                                w->pid_io = sh_loop_add_io(l, w->pidfd, EPOLLIN, on_pidfd, w);
+                        break;
+                case SH_MSG_READY:
+                        w->fn(w, SH_WORKER_EV_READY, 0, 0, 0, w->data);
+                        break;
+                case SH_MSG_SETUP_FAILED:
+                        w->fn(w, SH_WORKER_EV_FAILED, 0, m.a, m.b, w->data);
+                        break;
+                case SH_MSG_STARTED:
+                        w->fn(w, SH_WORKER_EV_STARTED, m.id, m.a, 0, w->data);
+                        break;
+                case SH_MSG_EXITED:
+                        w->fn(w, SH_WORKER_EV_EXITED, m.id, m.a, m.b, w->data);
+                        break;
+                default:
+                        break;
+                }
+                if (w->reported_dead)
+                        return;
+        }
+}
+
+static void inter_done(sh_child *c, pid_t pid, int status, void *data)
+{
+        sh_worker *w = data;
+
+        w->inter = NULL;
+        /* The intermediate failed before it could fork the worker. */
+        if (w->pid <= 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+                w->fn(w, SH_WORKER_EV_FAILED, 0, 0, 0, w->data);
+                report_dead(w);
+        }
+}
+
+static int inter_main(void *arg)
+{
+        sh_worker *w = arg;
+
+        return sh_worker_intermediate(w->spec, w->nprocs);
+}
+
+int sh_worker_start(sh_loop *l, const sh_worker_spec *spec, const int *procs, int nprocs,
+                    sh_worker_fn fn, void *data, sh_worker **ret, sh_error **err)
+{
+        sh_worker *w = calloc(1, sizeof(*w));
+        int sv[2], keep[1 + SH_EXEC_MAX_PROCS_FDS], i;
+
+        if (!w)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        if (nprocs > SH_EXEC_MAX_PROCS_FDS) {
+                free(w);
+                return sh_error_make(err, EINVAL, "too many cgroup hierarchies");
+        }
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+                free(w);
+                return sh_error_make(err, errno, "socketpair");
+        }
+        w->loop = l;
+        w->sock = sv[0];
+        w->pidfd = -1;
+        w->spec = spec;
+        w->nprocs = nprocs;
+        w->fn = fn;
+        w->data = data;
+        keep[0] = sv[1];
+        for (i = 0; i < nprocs; i++)
+                keep[1 + i] = procs[i];
+        w->inter = sh_child_fork_fds(l, keep, 1 + nprocs, inter_main, w, inter_done, w);
+        close(sv[1]);
+        if (!w->inter) {
+                int r = sh_error_make(err, errno, "forking the sandbox worker");
+
+                close(w->sock);
+                free(w);
+                return r;
+        }
+        w->sock_io = sh_loop_add_io(l, w->sock, EPOLLIN, on_sock, w);
+        if (!w->sock_io) {
+                int r = sh_error_make(err, errno, "watching the worker socket");
+
+                sh_worker_free(w);
+                return r;
+        }
+        *ret = w;
+        return 0;
+}
+
+int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *envp, int out_w,
+                   int err_w, const int *procs, int nprocs, sh_error **err)
+{
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * (2 + SH_EXEC_MAX_PROCS_FDS))];
+                struct cmsghdr align;
+        } cbuf;
+        struct iovec iov;
+        struct msghdr mh = {0};
+        struct cmsghdr *c;
+        int fds[2 + SH_EXEC_MAX_PROCS_FDS], n = 2, i, r;
+        _cleanup_free_ char *payload = NULL;
+        size_t len;
+
+        if (w->dead || w->reported_dead)
+                return sh_error_http(err, 404, "SandboxNotFound", "the sandbox worker is gone");
+        if (nprocs > SH_EXEC_MAX_PROCS_FDS)
+                return sh_error_make(err, EINVAL, "too many cgroup hierarchies");
+        r = sh_proto_encode_exec(id, argv, envp, &payload, &len);
+        if (r == -E2BIG)
+                return sh_error_http(err, 400, "BadRequest", "cmd and env together exceed %d bytes",
+                                     SH_EXEC_MSG_MAX);
+        if (r < 0)
+                return sh_error_make(err, -r, "encoding the exec request");
+        fds[0] = out_w;
+        fds[1] = err_w;
+        for (i = 0; i < nprocs; i++)
+                fds[n++] = procs[i];
+        iov.iov_base = payload;
+        iov.iov_len = len;
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = cbuf.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+        c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+        /* SEQPACKET keeps the request whole; the worker answers STARTED and later EXITED. */
+        if (sendmsg(w->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+                return sh_error_make(err, errno, "sending the exec request to the worker");
+        return 0;
+}
+
+void sh_worker_kill(sh_worker *w)
+{
+        if (w->pidfd >= 0 && !w->dead)
+                (void)syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
+        if (w->inter)
+                sh_child_kill(w->inter, SIGKILL);
+}
+
+bool sh_worker_alive(const sh_worker *w)
+{
+        return w && !w->dead && !w->reported_dead;
+}
+
+void sh_worker_free(sh_worker *w)
+{
+        if (!w)
+                return;
+        sh_worker_kill(w);
+        if (w->pid_io) {
+                /* SIGKILL is on its way; PID 1's exit waits for the namespace to empty, so it
+                 * is reaped from the loop, not waited for here. */
+                sh_loop_del_io(w->loop, w->pid_io);
+                if (sh_child_reap_later(w->loop, w->pid) < 0)
+                        (void)waitpid(w->pid, NULL, WNOHANG);
+        }
+        sh_loop_del_io(w->loop, w->sock_io);
+        sh_close(w->sock);
+        sh_close(w->pidfd);
+        if (w->inter)
+                sh_child_forget(w->inter); /* its done callback must not see w */
+        free(w);
+}

@@ -1,0 +1,86 @@
+"""Fixtures for the sandbox-host contract suite.
+
+The daemon binary comes from $SH_BIN, default <repo>/build/sandbox-host. Each daemon gets
+SANDBOX_HOST_LISTEN=127.0.0.1:0 and a fresh SANDBOX_HOST_ROOT, announces its port on stderr
+("listening on http://ADDRESS:PORT"), and is stopped with SIGTERM by pid; a clean stop must
+exit 0 (section 10 / the brief).
+
+Run: python3 -m pytest tests/contract   (Debian's python3-pytest)
+"""
+import os
+import shutil
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import shlib  # noqa: E402
+
+
+def _start(env=None, args=(), root=None):
+    try:
+        return shlib.Daemon(env=env, args=args, root=root)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    """One daemon shared by the cheap tests of a module."""
+    d = _start()
+    yield d
+    rc = d.stop()
+    if d.own_root:
+        shutil.rmtree(d.root, ignore_errors=True)
+    assert rc == 0, "shared daemon exited %r on SIGTERM; stderr tail:\n%s" % (
+        rc, d.stderr_text()[-3000:])
+
+
+@pytest.fixture
+def client(daemon):
+    return daemon.client
+
+
+@pytest.fixture
+def sb(daemon):
+    """A fresh sandbox on the module daemon, deleted afterwards (best effort)."""
+    s = daemon.client.new_sandbox()
+    s.ws = daemon.ws(s.rid)
+    yield s
+    try:
+        s.delete()
+    except Exception:
+        pass
+
+
+@pytest.fixture
+def start_daemon():
+    """Factory for fresh daemons (config, shutdown, capacity tests). Leftovers are stopped
+    (by pid) at teardown; tests that care about the exit code call d.stop() themselves."""
+    started = []
+
+    def start(env=None, args=(), root=None):
+        d = _start(env=env, args=args, root=root)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        if d.proc.poll() is None:
+            d.stop()
+        if d.own_root:
+            shutil.rmtree(d.root, ignore_errors=True)
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """A host directory outside every workspace, with a secret in it."""
+    o = tmp_path / "outside"
+    o.mkdir()
+    (o / "secret").write_bytes(b"HOST-SECRET-" + os.urandom(8).hex().encode())
+    (o / "sub").mkdir()
+    (o / "sub" / "deep").write_bytes(b"HOST-DEEP")
+    return o
+
+

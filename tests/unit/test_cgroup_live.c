@@ -1,0 +1,787 @@
+/* test_cgroup_live.c: the cgroup layer on this machine's live hierarchy (v1 here, v2 in the VM): subtree placement, limits, attach, OOM, pids, kill, freeze, destroy, leftovers; needs root, else exits 77. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sh/cgroup.h"
+
+#define MAXH 4
+
+/* Computed once in main(), before anything moves us (v2 moves the daemon into a leaf). */
+static char instance[64];
+static char subtree[96];
+static sh_cg_mode mode;
+static size_t nh;
+static const char *ctl[MAXH];       /* controller per hierarchy, NULL for v2 */
+static char mnt[MAXH][512];         /* mount point */
+static char own[MAXH][1024];        /* our own cgroup directory */
+static char own_cgpath[MAXH][1024]; /* our own cgroup as /proc/self/cgroup shows it */
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+        nanosleep(&ts, NULL);
+}
+
+static char *read_all(const char *path)
+{
+        static char buf[1 << 20];
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        size_t len = 0;
+        ssize_t n;
+
+        if (fd < 0)
+                return NULL;
+        while (len < sizeof(buf) - 1 && (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+                len += (size_t)n;
+        close(fd);
+        buf[len] = '\0';
+        return buf;
+}
+
+/* Path of cgroup `rel` ("" for the subtree itself) in hierarchy h. */
+static const char *cgdir(size_t h, const char *rel)
+{
+        static char bufs[8][4096];
+        static unsigned k;
+        char *b = bufs[k++ % 8];
+
+        if (snprintf(b, sizeof(bufs[0]), "%s/%s%s%s", own[h], subtree, *rel ? "/" : "", rel) >=
+            (int)sizeof(bufs[0]))
+                abort();
+        return b;
+}
+
+static const char *cgfile(size_t h, const char *rel, const char *file)
+{
+        static char bufs[8][8192];
+        static unsigned k;
+        char *b = bufs[k++ % 8];
+
+        if (snprintf(b, sizeof(bufs[0]), "%s/%s", cgdir(h, rel), file) >= (int)sizeof(bufs[0]))
+                abort();
+        return b;
+}
+
+static bool exists(const char *p)
+{
+        struct stat st;
+
+        return stat(p, &st) == 0;
+}
+
+static sh_cgroup_root *open_root(void)
+{
+        sh_cgroup_root *r = NULL;
+        sh_error *err = NULL;
+        int k = sh_cgroup_root_open(instance, &r, &err);
+
+        ck_assert_msg(k == 0, "root_open: %s", err && err->msg ? err->msg : "?");
+        return r;
+}
+
+static void destroy_root(sh_cgroup_root *r)
+{
+        sh_error *err = NULL;
+        int k = sh_cgroup_root_destroy(r, &err);
+
+        ck_assert_msg(k == 0, "root_destroy: %s", err && err->msg ? err->msg : "?");
+        sh_cgroup_root_free(r);
+        for (size_t h = 0; h < nh; h++)
+                ck_assert_msg(!exists(cgdir(h, "")), "%s left behind", cgdir(h, ""));
+}
+
+static sh_cgroup *create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
+                         const sh_cg_limits *lim)
+{
+        sh_cgroup *cg = NULL;
+        sh_error *err = NULL;
+        int k = sh_cgroup_create(r, parent, name, lim, &cg, &err);
+
+        ck_assert_msg(k == 0, "create %s: %s", name, err && err->msg ? err->msg : "?");
+        return cg;
+}
+
+/* Fork a child that waits until we release it (after attaching it), then runs fn. */
+typedef void (*child_fn)(int wfd);
+
+static pid_t spawn_held(int *release_fd, int *out_fd, child_fn fn)
+{
+        int go[2], out[2];
+        pid_t pid;
+
+        ck_assert_int_eq(pipe2(go, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                char c;
+
+                close(go[1]);
+                close(out[0]);
+                if (read(go[0], &c, 1) != 1)
+                        _exit(99);
+                fn(out[1]);
+                _exit(0);
+        }
+        close(go[0]);
+        close(out[1]);
+        *release_fd = go[1];
+        *out_fd = out[0];
+        return pid;
+}
+
+static void release(int fd)
+{
+        ck_assert_int_eq(write(fd, "x", 1), 1);
+        close(fd);
+}
+
+static void attach(sh_cgroup *cg, pid_t pid)
+{
+        sh_error *err = NULL;
+        int k = sh_cgroup_attach(cg, pid, &err);
+
+        ck_assert_msg(k == 0, "attach: %s", err && err->msg ? err->msg : "?");
+}
+
+/* Read exactly `len` bytes from fd within `ms`. */
+static bool read_timeout(int fd, void *buf, size_t len, unsigned ms)
+{
+        uint64_t deadline = now_ms() + ms;
+        size_t got = 0;
+
+        while (got < len) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                int64_t left = (int64_t)(deadline - now_ms());
+                ssize_t n;
+
+                if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+                        return false;
+                n = read(fd, (char *)buf + got, len - got);
+                if (n <= 0)
+                        return false;
+                got += (size_t)n;
+        }
+        return true;
+}
+
+/* waitpid with a bound; -1 on timeout (the pid is then SIGKILLed and reaped). */
+static int wait_timeout(pid_t pid, unsigned ms)
+{
+        uint64_t deadline = now_ms() + ms;
+        int st;
+
+        for (;;) {
+                pid_t w = waitpid(pid, &st, WNOHANG);
+
+                if (w == pid)
+                        return st;
+                if (w < 0 || now_ms() >= deadline)
+                        break;
+                sleep_ms(5);
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        return -1;
+}
+
+static bool wait_empty(sh_cgroup *cg, unsigned ms)
+{
+        uint64_t deadline = now_ms() + ms;
+
+        for (;;) {
+                sh_error *err = NULL;
+                bool empty = false;
+
+                ck_assert_int_eq(sh_cgroup_is_empty(cg, &empty, &err), 0);
+                if (empty)
+                        return true;
+                if (now_ms() >= deadline)
+                        return false;
+                sleep_ms(5);
+        }
+}
+
+static void kill_and_destroy(sh_cgroup *cg)
+{
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
+        ck_assert(wait_empty(cg, 5000));
+        ck_assert_int_eq(sh_cgroup_destroy(cg, &err), 0);
+        sh_cgroup_free(cg);
+}
+
+static void child_pause(int wfd)
+{
+        pid_t me = getpid();
+
+        if (write(wfd, &me, sizeof(me)) != sizeof(me))
+                _exit(98);
+        for (;;)
+                pause();
+}
+
+/* --------------------------------------------------------------------------------------- */
+
+/* Count the directories named like our subtree below `dir` (up to `depth` levels). */
+static int count_named(const char *dir, const char *name, int depth, char *found, size_t fsz)
+{
+        DIR *d;
+        struct dirent *de;
+        int n = 0;
+
+        if (depth < 0 || !(d = opendir(dir)))
+                return 0;
+        while ((de = readdir(d))) {
+                char p[2048];
+
+                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+                if (strcmp(de->d_name, name) == 0) {
+                        n++;
+                        snprintf(found, fsz, "%s", p);
+                        continue;
+                }
+                n += count_named(p, name, depth - 1, found, fsz);
+        }
+        closedir(d);
+        return n;
+}
+
+START_TEST(root_open_places_subtree_below_own_cgroup)
+{
+        sh_cgroup_root *r = open_root();
+
+        ck_assert_int_eq(sh_cgroup_mode(r), mode);
+        for (size_t h = 0; h < nh; h++) {
+                char found[2048] = "";
+
+                /* exactly one, and it is where our own cgroup is */
+                ck_assert_int_eq(count_named(mnt[h], subtree, 6, found, sizeof(found)), 1);
+                ck_assert_str_eq(found, cgdir(h, ""));
+        }
+        if (mode == SH_CG_V2) {
+                /* the daemon moved into its leaf */
+                char want[1200];
+
+                snprintf(want, sizeof(want), "0::%s/%s/daemon\n",
+                         strcmp(own_cgpath[0], "/") == 0 ? "" : own_cgpath[0], subtree);
+                ck_assert_str_eq(read_all("/proc/self/cgroup"), want);
+        }
+        destroy_root(r);
+}
+END_TEST
+
+START_TEST(create_writes_limits)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cg_limits lim = {.memory_max = 32u << 20, .pids_max = 16, .cpu_max_milli = 500};
+        sh_cgroup *cg = create(r, NULL, "lim", &lim), *sub, *dup = NULL;
+        sh_error *err = NULL;
+
+        if (mode == SH_CG_V1) {
+                const char *memsw = cgfile(0, "lim", "memory.memsw.limit_in_bytes");
+
+                ck_assert_str_eq(read_all(cgfile(0, "lim", "memory.limit_in_bytes")), "33554432\n");
+                if (exists(memsw))
+                        ck_assert_str_eq(read_all(memsw), "33554432\n");
+                ck_assert_str_eq(read_all(cgfile(1, "lim", "pids.max")), "16\n");
+                ck_assert_str_eq(read_all(cgfile(2, "lim", "cpu.cfs_period_us")), "100000\n");
+                ck_assert_str_eq(read_all(cgfile(2, "lim", "cpu.cfs_quota_us")), "50000\n");
+                ck_assert(exists(cgfile(3, "lim", "freezer.state")));
+                ck_assert_int_eq(sh_cgroup_dirfd(cg), -EOPNOTSUPP);
+        } else {
+                ck_assert_str_eq(read_all(cgfile(0, "lim", "memory.max")), "33554432\n");
+                ck_assert_str_eq(read_all(cgfile(0, "lim", "pids.max")), "16\n");
+                ck_assert_str_eq(read_all(cgfile(0, "lim", "cpu.max")), "50000 100000\n");
+                ck_assert_int_ge(sh_cgroup_dirfd(cg), 0);
+        }
+        /* a child below it, inheriting */
+        sub = create(r, cg, "sub", NULL);
+        for (size_t h = 0; h < nh; h++)
+                ck_assert(exists(cgdir(h, "lim/sub")));
+        /* names are single safe components, and unique */
+        ck_assert_int_eq(sh_cgroup_create(r, NULL, "lim", NULL, &dup, &err), -EEXIST);
+        sh_error_release(&err);
+        static const char *const bad[] = {"", ".", "..", "../x", "a/b", ".hidden", "a b", "x\n"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                ck_assert_int_eq(sh_cgroup_create(r, NULL, bad[i], NULL, &dup, &err), -EINVAL);
+                sh_error_release(&err);
+        }
+        ck_assert_ptr_null(dup);
+        /* destroying the parent removes the empty child too */
+        ck_assert_int_eq(sh_cgroup_destroy(cg, &err), 0);
+        for (size_t h = 0; h < nh; h++)
+                ck_assert(!exists(cgdir(h, "lim")));
+        sh_cgroup_free(sub);
+        sh_cgroup_free(cg);
+        destroy_root(r);
+}
+END_TEST
+
+/* Is pid in cgroup `rel` in every hierarchy, per /proc/<pid>/cgroup? */
+static bool pid_in(pid_t pid, const char *rel)
+{
+        char p[64];
+        const char *text;
+
+        snprintf(p, sizeof(p), "/proc/%d/cgroup", (int)pid);
+        text = read_all(p);
+        if (!text)
+                return false;
+        for (size_t h = 0; h < nh; h++) {
+                char *path = NULL;
+                char want[1400];
+                bool ok;
+
+                if (sh_cg_parse_proc_self(text, ctl[h], &path) < 0)
+                        return false;
+                snprintf(want, sizeof(want), "%s/%s/%s",
+                         strcmp(own_cgpath[h], "/") == 0 ? "" : own_cgpath[h], subtree, rel);
+                ok = strcmp(path, want) == 0;
+                free(path);
+                if (!ok)
+                        return false;
+        }
+        return true;
+}
+
+static int procs_fds[MAXH];
+static int nprocs_fds;
+
+static void child_join_self(int wfd)
+{
+        /* what a sandbox child does before exec: write "0" to each cgroup.procs fd */
+        for (int i = 0; i < nprocs_fds; i++)
+                if (write(procs_fds[i], "0", 1) != 1)
+                        _exit(97);
+        child_pause(wfd);
+}
+
+START_TEST(attach_moves_process)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *cg = create(r, NULL, "att", NULL);
+        int go, out;
+        pid_t pid, got = 0;
+
+        pid = spawn_held(&go, &out, child_pause);
+        attach(cg, pid);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        ck_assert_int_eq(got, pid);
+        ck_assert(pid_in(pid, "att"));
+        close(out);
+
+        /* the child moves itself through fds opened before fork */
+        nprocs_fds = sh_cgroup_open_procs(cg, procs_fds, MAXH);
+        ck_assert_int_eq(nprocs_fds, (int)nh);
+        pid_t pid2 = spawn_held(&go, &out, child_join_self);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        for (int i = 0; i < nprocs_fds; i++)
+                close(procs_fds[i]);
+        ck_assert(pid_in(pid2, "att"));
+        close(out);
+
+        bool empty = true;
+        sh_error *err = NULL;
+        ck_assert_int_eq(sh_cgroup_is_empty(cg, &empty, &err), 0);
+        ck_assert(!empty);
+        /* not empty: destroy refuses with EBUSY and leaves everything */
+        ck_assert_int_eq(sh_cgroup_destroy(cg, &err), -EBUSY);
+        sh_error_release(&err);
+        for (size_t h = 0; h < nh; h++)
+                ck_assert(exists(cgdir(h, "att")));
+        ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
+        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
+        ck_assert(WIFSIGNALED(wait_timeout(pid2, 5000)));
+        kill_and_destroy(cg);
+        destroy_root(r);
+}
+END_TEST
+
+static void child_hog(int wfd)
+{
+        size_t len = 128u << 20;
+        char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+        (void)wfd;
+        if (p == MAP_FAILED)
+                _exit(96);
+        for (size_t i = 0; i < len; i += 4096)
+                p[i] = 1;
+        _exit(0); /* survived: the limit did not hold */
+}
+
+START_TEST(memory_limit_oom_kills)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cg_limits lim = {.memory_max = 32u << 20};
+        sh_cgroup *cg = create(r, NULL, "oom", &lim);
+        sh_error *err = NULL;
+        uint64_t kills = 99;
+        int go, out, st;
+        pid_t pid;
+
+        ck_assert_int_eq(sh_cgroup_oom_kills(cg, &kills, &err), 0);
+        ck_assert_uint_eq(kills, 0);
+        pid = spawn_held(&go, &out, child_hog);
+        attach(cg, pid);
+        release(go);
+        st = wait_timeout(pid, 30000);
+        close(out);
+        ck_assert_msg(st != -1, "hog did not end");
+        ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "hog status 0x%x", st);
+        ck_assert_int_eq(sh_cgroup_oom_kills(cg, &kills, &err), 0);
+        ck_assert_uint_ge(kills, 1);
+        kill_and_destroy(cg);
+        destroy_root(r);
+}
+END_TEST
+
+static void child_fork_loop(int wfd)
+{
+        int res[2] = {0, 0};
+
+        for (int i = 0; i < 32; i++) {
+                pid_t p = fork();
+
+                if (p == 0) {
+                        for (;;)
+                                pause();
+                }
+                if (p < 0) {
+                        res[1] = errno;
+                        break;
+                }
+                res[0]++;
+        }
+        if (write(wfd, res, sizeof(res)) != sizeof(res))
+                _exit(95);
+        for (;;)
+                pause();
+}
+
+START_TEST(pids_limit_stops_fork_loop)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cg_limits lim = {.pids_max = 8};
+        sh_cgroup *cg = create(r, NULL, "pids", &lim);
+        int go, out, res[2] = {-1, -1};
+        pid_t pid;
+
+        prctl(PR_SET_CHILD_SUBREAPER, 1);
+        pid = spawn_held(&go, &out, child_fork_loop);
+        attach(cg, pid);
+        release(go);
+        ck_assert(read_timeout(out, res, sizeof(res), 10000));
+        close(out);
+        /* the loop's own process counts: 7 children, then EAGAIN */
+        ck_assert_int_eq(res[0], 7);
+        ck_assert_int_eq(res[1], EAGAIN);
+        kill_and_destroy(cg);
+        /* reap the child and its orphans (we are their subreaper) */
+        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
+        for (uint64_t end = now_ms() + 5000; now_ms() < end;) {
+                if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+                        break;
+                sleep_ms(5);
+        }
+        destroy_root(r);
+}
+END_TEST
+
+static void spawn_sleeper(int wfd)
+{
+        pid_t p = fork();
+
+        if (p == 0)
+                child_pause(wfd);
+}
+
+static void child_tree(int wfd)
+{
+        pid_t me = getpid();
+
+        for (int i = 0; i < 3; i++)
+                spawn_sleeper(wfd);
+        /* a daemon's escape: setsid and double fork, the middle one exits */
+        if (fork() == 0) {
+                setsid();
+                spawn_sleeper(wfd);
+                _exit(0);
+        }
+        if (write(wfd, &me, sizeof(me)) != sizeof(me))
+                _exit(94);
+        for (;;)
+                pause();
+}
+
+START_TEST(kill_reaches_every_descendant)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *cg = create(r, NULL, "tree", NULL);
+        sh_error *err = NULL;
+        pid_t pids[5], pid;
+        int go, out, killed = 0;
+
+        ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+        pid = spawn_held(&go, &out, child_tree);
+        attach(cg, pid);
+        release(go);
+        ck_assert(read_timeout(out, pids, sizeof(pids), 5000));
+        close(out);
+        for (int i = 0; i < 5; i++)
+                ck_assert(pid_in(pids[i], "tree"));
+        ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
+        /* as subreaper we inherit the orphans: reap until every one of the five is seen */
+        for (uint64_t end = now_ms() + 5000; killed < 5 && now_ms() < end;) {
+                int st;
+                pid_t w = waitpid(-1, &st, WNOHANG);
+
+                if (w <= 0) {
+                        sleep_ms(5);
+                        continue;
+                }
+                for (int i = 0; i < 5; i++)
+                        if (pids[i] == w) {
+                                ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+                                              "pid %d status 0x%x", (int)w, st);
+                                killed++;
+                        }
+        }
+        ck_assert_int_eq(killed, 5);
+        ck_assert(wait_empty(cg, 5000));
+        ck_assert_int_eq(sh_cgroup_destroy(cg, &err), 0);
+        sh_cgroup_free(cg);
+        destroy_root(r);
+}
+END_TEST
+
+static volatile uint64_t *counter;
+
+static void child_spin(int wfd)
+{
+        pid_t me = getpid();
+
+        if (write(wfd, &me, sizeof(me)) != sizeof(me))
+                _exit(93);
+        for (;;)
+                (*counter)++;
+}
+
+static bool is_frozen_file(void)
+{
+        const char *t;
+
+        if (mode == SH_CG_V1)
+                return (t = read_all(cgfile(3, "frz", "freezer.state"))) &&
+                       strcmp(t, "FROZEN\n") == 0;
+        return (t = read_all(cgfile(0, "frz", "cgroup.events"))) && strstr(t, "frozen 1");
+}
+
+START_TEST(freeze_and_thaw)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *cg = create(r, NULL, "frz", NULL);
+        sh_error *err = NULL;
+        int go, out;
+        pid_t pid, got;
+        uint64_t a, b;
+
+        counter = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        ck_assert_ptr_ne((void *)counter, MAP_FAILED);
+        pid = spawn_held(&go, &out, child_spin);
+        attach(cg, pid);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        close(out);
+
+        ck_assert_int_eq(sh_cgroup_freeze(cg, true, &err), 0);
+        ck_assert(is_frozen_file());
+        a = *counter;
+        sleep_ms(100);
+        b = *counter;
+        ck_assert_uint_eq(a, b);
+
+        ck_assert_int_eq(sh_cgroup_freeze(cg, false, &err), 0);
+        ck_assert(!is_frozen_file());
+        for (uint64_t end = now_ms() + 2000; *counter == b && now_ms() < end;)
+                sleep_ms(5);
+        ck_assert_uint_gt(*counter, b);
+        /* thaw is always safe, also twice */
+        ck_assert_int_eq(sh_cgroup_freeze(cg, false, &err), 0);
+
+        /* a frozen cgroup can be killed, and ends thawed */
+        ck_assert_int_eq(sh_cgroup_freeze(cg, true, &err), 0);
+        ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
+        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
+        ck_assert(!is_frozen_file());
+        ck_assert(wait_empty(cg, 5000));
+        ck_assert_int_eq(sh_cgroup_destroy(cg, &err), 0);
+        sh_cgroup_free(cg);
+        destroy_root(r);
+}
+END_TEST
+
+START_TEST(second_open_removes_leftovers)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *left = create(r, NULL, "left", NULL);
+        sh_cgroup *inner = create(r, left, "inner", NULL);
+        int go, out;
+        pid_t p1, p2, got;
+
+        /* a daemon SIGKILLed with sandboxes running: processes in nested cgroups */
+        p1 = spawn_held(&go, &out, child_pause);
+        attach(left, p1);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        close(out);
+        p2 = spawn_held(&go, &out, child_pause);
+        attach(inner, p2);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        close(out);
+        sh_cgroup_free(inner);
+        sh_cgroup_free(left);
+        sh_cgroup_root_free(r);
+        for (size_t h = 0; h < nh; h++)
+                ck_assert(exists(cgdir(h, "left/inner")));
+
+        r = open_root();
+        for (size_t h = 0; h < nh; h++)
+                ck_assert(!exists(cgdir(h, "left")));
+        ck_assert(WIFSIGNALED(wait_timeout(p1, 5000)));
+        ck_assert(WIFSIGNALED(wait_timeout(p2, 5000)));
+        destroy_root(r);
+}
+END_TEST
+
+/* Runs in the runner process after every test, also a failed one: whatever the test left
+ * (processes, cgroups) is killed and removed the way a restarted daemon would. */
+static void cleanup(void)
+{
+        sh_cgroup_root *r = NULL;
+        sh_error *err = NULL;
+
+        if (sh_cgroup_root_open(instance, &r, &err) == 0) {
+                if (sh_cgroup_root_destroy(r, &err) < 0)
+                        fprintf(stderr, "cleanup: %s\n", err && err->msg ? err->msg : "?");
+                sh_cgroup_root_free(r);
+        } else {
+                fprintf(stderr, "cleanup open: %s\n", err && err->msg ? err->msg : "?");
+        }
+        sh_error_release(&err);
+}
+
+static int probe(void)
+{
+        static char selfc[64 * 1024], mi[1 << 20];
+        const char *self = read_all("/proc/self/cgroup"), *t;
+        sh_cgroup_root *r = NULL;
+        sh_error *err = NULL;
+        static const char *const v1[] = {"memory", "pids", "cpu", "freezer"};
+
+        if (geteuid() != 0) {
+                printf("SKIP: needs root to create cgroups\n");
+                return 77;
+        }
+        if (!self) {
+                printf("SKIP: no /proc/self/cgroup\n");
+                return 77;
+        }
+        snprintf(selfc, sizeof(selfc), "%s", self);
+        t = read_all("/proc/self/mountinfo");
+        if (!t)
+                return 1;
+        snprintf(mi, sizeof(mi), "%s", t);
+        snprintf(instance, sizeof(instance), "test-%d", (int)getpid());
+        snprintf(subtree, sizeof(subtree), "sandbox-host.%s", instance);
+        if (sh_cgroup_root_open(instance, &r, &err) < 0) {
+                printf("SKIP: no usable cgroup hierarchy: %s\n", err && err->msg ? err->msg : "?");
+                return 77;
+        }
+        mode = sh_cgroup_mode(r);
+        if (sh_cgroup_root_destroy(r, &err) < 0) {
+                printf("FAIL: cannot remove the probe's subtree: %s\n", err->msg);
+                return 1;
+        }
+        sh_cgroup_root_free(r);
+        nh = mode == SH_CG_V1 ? 4 : 1;
+        for (size_t h = 0; h < nh; h++) {
+                _cleanup_free_ char *mp = NULL, *root = NULL, *path = NULL, *dir = NULL;
+
+                ctl[h] = mode == SH_CG_V1 ? v1[h] : NULL;
+                if (sh_cg_parse_mountinfo_ex(mi, ctl[h], &mp, &root) < 0 ||
+                    sh_cg_parse_proc_self(selfc, ctl[h], &path) < 0 ||
+                    sh_cg_path_join(mp, root, path, &dir) < 0)
+                        return 1;
+                snprintf(mnt[h], sizeof(mnt[h]), "%s", mp);
+                snprintf(own[h], sizeof(own[h]), "%s", dir);
+                snprintf(own_cgpath[h], sizeof(own_cgpath[h]), "%s", path);
+        }
+        printf("cgroup mode: %s, instance %s\n", mode == SH_CG_V1 ? "v1" : "v2", instance);
+        return 0;
+}
+
+int main(void)
+{
+        Suite *s = suite_create("cgroup_live");
+        TCase *tc = tcase_create("live");
+        SRunner *sr;
+        int failed, k = probe();
+
+        if (k)
+                return k;
+        tcase_set_timeout(tc, 60);
+        tcase_add_unchecked_fixture(tc, NULL, cleanup);
+        tcase_add_test(tc, root_open_places_subtree_below_own_cgroup);
+        tcase_add_test(tc, create_writes_limits);
+        tcase_add_test(tc, attach_moves_process);
+        tcase_add_test(tc, memory_limit_oom_kills);
+        tcase_add_test(tc, pids_limit_stops_fork_loop);
+        tcase_add_test(tc, kill_reaches_every_descendant);
+        tcase_add_test(tc, freeze_and_thaw);
+        tcase_add_test(tc, second_open_removes_leftovers);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_set_fork_status(sr, CK_FORK);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        /* nothing of ours may remain anywhere */
+        for (size_t h = 0; h < nh; h++)
+                if (exists(cgdir(h, ""))) {
+                        fprintf(stderr, "left behind: %s\n", cgdir(h, ""));
+                        failed++;
+                }
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,1147 @@
+/* test_fsops.c: workspace operations (CONTRACT.md section 3): mkdir -p, atomic upload, read,
+ * exists/size, unlink/rename/detach, remove_tree, walk order, disk usage, and a race where a
+ * process swaps a directory for escaping links while the API works through it. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sh/fsops.h"
+#include "sh/safe_open.h"
+
+static char base_dir[256];
+static char tdir[512];
+static int rootfd = -1;
+static sh_fs_owner own;
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+        (void)st;
+        (void)flag;
+        (void)f;
+        remove(p);
+        return 0;
+}
+
+static void rm_rf(const char *p)
+{
+        nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* A path below the test dir (rotating buffers so several can be used in one call). */
+static const char *tp(const char *fmt, ...)
+{
+        static char bufs[8][2048];
+        static unsigned k;
+        char *b = bufs[k++ % 8];
+        char rel[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(rel, sizeof(rel), fmt, ap);
+        va_end(ap);
+        snprintf(b, sizeof(bufs[0]), "%s/%s", tdir, rel);
+        return b;
+}
+
+static void write_file(const char *path, const char *content)
+{
+        FILE *f = fopen(path, "we");
+        ck_assert_ptr_nonnull(f);
+        fputs(content, f);
+        ck_assert_int_eq(fclose(f), 0);
+}
+
+static const char *read_path(const char *path)
+{
+        static char buf[256];
+        ssize_t n;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+        if (fd < 0)
+                return NULL;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n < 0)
+                return NULL;
+        buf[n] = '\0';
+        return buf;
+}
+
+static bool lexists(const char *path)
+{
+        struct stat st;
+        return lstat(path, &st) == 0;
+}
+
+/* Number of entries in a directory (without . and ..). */
+static int count_entries(const char *path)
+{
+        DIR *d = opendir(path);
+        struct dirent *de;
+        int n = 0;
+
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        n++;
+        closedir(d);
+        return n;
+}
+
+static void base_setup(void)
+{
+        snprintf(base_dir, sizeof(base_dir), "/tmp/sh-test-fsops-XXXXXX");
+        if (!mkdtemp(base_dir))
+                abort();
+}
+
+static void base_teardown(void)
+{
+        rm_rf(base_dir);
+}
+
+/* Layout: tdir/ws is the workspace root, tdir/outside a sibling the tests must never
+ * touch through the API, tdir/trash the detach target. */
+static void setup(void)
+{
+        snprintf(tdir, sizeof(tdir), "%s/tXXXXXX", base_dir);
+        ck_assert_ptr_nonnull(mkdtemp(tdir));
+        ck_assert_int_eq(mkdir(tp("ws"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("outside"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("trash"), 0700), 0);
+        write_file(tp("outside/secret"), "SECRET");
+        rootfd = open(tp("ws"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(rootfd, 0);
+        /* a foreign owner proves the chown; without root, keep our own ids */
+        own = geteuid() == 0 ? (sh_fs_owner){.uid = 12345, .gid = 23456}
+                             : (sh_fs_owner){.uid = getuid(), .gid = getgid()};
+}
+
+static void setup_fallback(void)
+{
+        setup();
+        sh_safe_force_fallback(true);
+}
+
+static void teardown(void)
+{
+        close(rootfd);
+        sh_safe_force_fallback(false);
+}
+
+/* Upload `content` to `path`; returns the commit's result, error released. */
+static int upload(const char *path, const char *content)
+{
+        sh_fs_upload *u = NULL;
+        sh_error *err = NULL;
+        int r;
+
+        r = sh_fs_upload_begin(rootfd, &u, &err);
+        if (r < 0)
+                goto out;
+        r = sh_fs_upload_write(u, content, strlen(content), &err);
+        if (r < 0) {
+                sh_fs_upload_abort(u);
+                goto out;
+        }
+        r = sh_fs_upload_commit(u, rootfd, path, &own, &err);
+out:
+        sh_error_release(&err);
+        return r;
+}
+
+static int err_errno(int r, sh_error **err)
+{
+        int e = *err ? (*err)->errnum : 0;
+        ck_assert_int_lt(r, 0);
+        sh_error_release(err);
+        return e;
+}
+
+/* ---- mkdir -------------------------------------------------------------------------- */
+
+START_TEST(test_mkdir_p_creates_parents_0755_owned)
+{
+        sh_error *err = NULL;
+        struct stat st;
+
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "a/b/c", &own, &err), 0);
+        ck_assert_ptr_null(err);
+        for (int i = 0; i < 3; i++) {
+                const char *p = i == 0 ? tp("ws/a") : i == 1 ? tp("ws/a/b") : tp("ws/a/b/c");
+                ck_assert_int_eq(lstat(p, &st), 0);
+                ck_assert(S_ISDIR(st.st_mode));
+                ck_assert_int_eq(st.st_mode & 07777, 0755);
+                ck_assert_int_eq(st.st_uid, own.uid);
+                ck_assert_int_eq(st.st_gid, own.gid);
+        }
+}
+END_TEST
+
+START_TEST(test_mkdir_p_existing_directory_is_fine)
+{
+        sh_error *err = NULL;
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0700), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "d", &own, &err), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "", &own, &err), 0);
+        ck_assert_ptr_null(err);
+}
+END_TEST
+
+START_TEST(test_mkdir_p_existing_file_is_eexist)
+{
+        sh_error *err = NULL;
+        write_file(tp("ws/f"), "x");
+        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(rootfd, "f", &own, &err), &err), EEXIST);
+}
+END_TEST
+
+START_TEST(test_mkdir_p_file_in_middle_is_enotdir)
+{
+        sh_error *err = NULL;
+        write_file(tp("ws/f"), "x");
+        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(rootfd, "f/x/y", &own, &err), &err), ENOTDIR);
+}
+END_TEST
+
+START_TEST(test_mkdir_p_through_escaping_link_stays_inside)
+{
+        sh_error *err = NULL;
+
+        /* the link names tdir/outside on the host, ws/<tdir>/outside inside the root */
+        ck_assert_int_eq(symlink(tp("outside"), tp("ws/l")), 0);
+        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(rootfd, "l/newdir", &own, &err), &err),
+                         ENOTDIR); /* dangling inside the root, like mkdir -p */
+        ck_assert(!lexists(tp("outside/newdir")));
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, tp("outside") + 1, NULL, &err), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "l/newdir", &own, &err), 0);
+        ck_assert(!lexists(tp("outside/newdir")));
+        ck_assert(lexists(tp("ws%s/newdir", tp("outside"))));
+}
+END_TEST
+
+START_TEST(test_mkdir_p_dangling_link_at_end_is_eexist)
+{
+        sh_error *err = NULL;
+        ck_assert_int_eq(symlink("../../nowhere", tp("ws/dl")), 0);
+        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(rootfd, "dl", &own, &err), &err), EEXIST);
+}
+END_TEST
+
+/* ---- upload ------------------------------------------------------------------------- */
+
+START_TEST(test_upload_creates_file_0644_owned_with_parents)
+{
+        struct stat st;
+
+        ck_assert_int_eq(upload("x/y/z.txt", "hello"), 0);
+        ck_assert_str_eq(read_path(tp("ws/x/y/z.txt")), "hello");
+        ck_assert_int_eq(lstat(tp("ws/x/y/z.txt"), &st), 0);
+        ck_assert_int_eq(st.st_mode & 07777, 0644);
+        ck_assert_int_eq(st.st_uid, own.uid);
+        ck_assert_int_eq(st.st_gid, own.gid);
+        ck_assert_int_eq(lstat(tp("ws/x/y"), &st), 0);
+        ck_assert_int_eq(st.st_mode & 07777, 0755);
+        ck_assert_int_eq(st.st_uid, own.uid);
+        ck_assert_int_eq(count_entries(tp("ws/x/y")), 1); /* no temporary left */
+}
+END_TEST
+
+START_TEST(test_upload_replaces_existing_file)
+{
+        write_file(tp("ws/f"), "old");
+        ck_assert_int_eq(upload("f", "new"), 0);
+        ck_assert_str_eq(read_path(tp("ws/f")), "new");
+        ck_assert_int_eq(count_entries(tp("ws")), 1);
+}
+END_TEST
+
+START_TEST(test_upload_size_counts_written_bytes)
+{
+        sh_fs_upload *u = NULL;
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
+        ck_assert_int_eq(sh_fs_upload_write(u, "abc", 3, &err), 0);
+        ck_assert_int_eq(sh_fs_upload_write(u, "de", 2, &err), 0);
+        ck_assert_uint_eq(sh_fs_upload_size(u), 5);
+        sh_fs_upload_abort(u);
+}
+END_TEST
+
+START_TEST(test_upload_invisible_until_commit_old_content_kept)
+{
+        sh_fs_upload *u = NULL;
+        sh_error *err = NULL;
+
+        write_file(tp("ws/f"), "old");
+        ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
+        ck_assert_int_eq(sh_fs_upload_write(u, "new", 3, &err), 0);
+        ck_assert_str_eq(read_path(tp("ws/f")), "old");
+        ck_assert_int_eq(count_entries(tp("ws")), 1);
+        ck_assert_int_eq(sh_fs_upload_commit(u, rootfd, "f", &own, &err), 0);
+        ck_assert_str_eq(read_path(tp("ws/f")), "new");
+}
+END_TEST
+
+START_TEST(test_upload_abort_leaves_no_trace)
+{
+        sh_fs_upload *u = NULL;
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
+        ck_assert_int_eq(sh_fs_upload_write(u, "data", 4, &err), 0);
+        sh_fs_upload_abort(u);
+        sh_fs_upload_abort(NULL);
+        ck_assert_int_eq(count_entries(tp("ws")), 0);
+}
+END_TEST
+
+START_TEST(test_upload_over_directory_is_eisdir_nothing_changed)
+{
+        sh_fs_upload *u = NULL;
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        write_file(tp("ws/d/keep"), "k");
+        ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
+        ck_assert_int_eq(err_errno(sh_fs_upload_commit(u, rootfd, "d", &own, &err), &err), EISDIR);
+        ck_assert_int_eq(count_entries(tp("ws")), 1);
+        ck_assert_str_eq(read_path(tp("ws/d/keep")), "k");
+}
+END_TEST
+
+START_TEST(test_upload_to_root_is_eisdir)
+{
+        sh_fs_upload *u = NULL;
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
+        ck_assert_int_eq(err_errno(sh_fs_upload_commit(u, rootfd, "", &own, &err), &err), EISDIR);
+}
+END_TEST
+
+START_TEST(test_upload_replaces_link_not_its_target)
+{
+        struct stat st;
+
+        ck_assert_int_eq(symlink(tp("outside/secret"), tp("ws/l")), 0);
+        ck_assert_int_eq(upload("l", "PWNED"), 0);
+        ck_assert_str_eq(read_path(tp("outside/secret")), "SECRET");
+        ck_assert_int_eq(lstat(tp("ws/l"), &st), 0);
+        ck_assert(S_ISREG(st.st_mode));
+}
+END_TEST
+
+START_TEST(test_upload_through_escaping_parent_link_stays_inside)
+{
+        ck_assert_int_eq(symlink("../outside", tp("ws/up")), 0);
+        /* dangling inside the root: the parent is not a directory */
+        ck_assert_int_eq(upload("up/secret", "PWNED"), -ENOTDIR);
+        ck_assert_str_eq(read_path(tp("outside/secret")), "SECRET");
+        ck_assert_int_eq(mkdir(tp("ws/outside"), 0755), 0);
+        ck_assert_int_eq(upload("up/secret", "PWNED"), 0);
+        ck_assert_str_eq(read_path(tp("outside/secret")), "SECRET");
+        ck_assert_str_eq(read_path(tp("ws/outside/secret")), "PWNED");
+}
+END_TEST
+
+START_TEST(test_upload_replaces_fifo)
+{
+        ck_assert_int_eq(mkfifo(tp("ws/p"), 0644), 0);
+        ck_assert_int_eq(upload("p", "now a file"), 0);
+        ck_assert_str_eq(read_path(tp("ws/p")), "now a file");
+}
+END_TEST
+
+/* ---- read and queries --------------------------------------------------------------- */
+
+START_TEST(test_open_read_returns_content_and_size)
+{
+        sh_error *err = NULL;
+        uint64_t size = 0;
+        char buf[16] = {0};
+        int fd = -1;
+
+        write_file(tp("ws/f"), "hello");
+        ck_assert_int_eq(sh_fs_open_read(rootfd, "f", &fd, &size, &err), 0);
+        ck_assert_uint_eq(size, 5);
+        ck_assert_int_ne(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+        ck_assert_int_eq(read(fd, buf, sizeof(buf) - 1), 5);
+        ck_assert_str_eq(buf, "hello");
+        close(fd);
+}
+END_TEST
+
+START_TEST(test_open_read_directory_is_eisdir)
+{
+        sh_error *err = NULL;
+        uint64_t size;
+        int fd;
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        ck_assert_int_eq(err_errno(sh_fs_open_read(rootfd, "d", &fd, &size, &err), &err), EISDIR);
+        ck_assert_int_eq(err_errno(sh_fs_open_read(rootfd, "", &fd, &size, &err), &err), EISDIR);
+}
+END_TEST
+
+START_TEST(test_open_read_fifo_is_400_without_blocking)
+{
+        sh_error *err = NULL;
+        uint64_t size;
+        int fd;
+
+        /* no writer ever opens it: a plain open(O_RDONLY) would hang until the timeout */
+        ck_assert_int_eq(mkfifo(tp("ws/p"), 0644), 0);
+        ck_assert_int_lt(sh_fs_open_read(rootfd, "p", &fd, &size, &err), 0);
+        ck_assert_ptr_nonnull(err);
+        ck_assert_int_eq(sh_error_status(err), 400);
+        ck_assert_str_eq(sh_error_type(err), "BadRequest");
+        sh_error_release(&err);
+}
+END_TEST
+
+START_TEST(test_open_read_absent_is_enoent)
+{
+        sh_error *err = NULL;
+        uint64_t size;
+        int fd;
+
+        ck_assert_int_eq(err_errno(sh_fs_open_read(rootfd, "nope", &fd, &size, &err), &err),
+                         ENOENT);
+}
+END_TEST
+
+START_TEST(test_open_read_escaping_link_is_enoent)
+{
+        sh_error *err = NULL;
+        uint64_t size;
+        int fd;
+
+        ck_assert_int_eq(symlink(tp("outside/secret"), tp("ws/abs")), 0);
+        ck_assert_int_eq(symlink("../outside/secret", tp("ws/rel")), 0);
+        ck_assert_int_eq(err_errno(sh_fs_open_read(rootfd, "abs", &fd, &size, &err), &err), ENOENT);
+        ck_assert_int_eq(err_errno(sh_fs_open_read(rootfd, "rel", &fd, &size, &err), &err), ENOENT);
+}
+END_TEST
+
+START_TEST(test_open_read_follows_link_inside_root)
+{
+        sh_error *err = NULL;
+        uint64_t size = 0;
+        int fd = -1;
+
+        write_file(tp("ws/f"), "hello");
+        ck_assert_int_eq(symlink("/f", tp("ws/l")), 0);
+        ck_assert_int_eq(sh_fs_open_read(rootfd, "l", &fd, &size, &err), 0);
+        ck_assert_uint_eq(size, 5);
+        close(fd);
+}
+END_TEST
+
+START_TEST(test_exists_for_file_dir_fifo_and_root)
+{
+        sh_error *err = NULL;
+        bool e = false;
+
+        write_file(tp("ws/f"), "x");
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        ck_assert_int_eq(mkfifo(tp("ws/p"), 0644), 0);
+        ck_assert_int_eq(sh_fs_exists(rootfd, "f", &e, &err), 0);
+        ck_assert(e);
+        e = false;
+        ck_assert_int_eq(sh_fs_exists(rootfd, "d", &e, &err), 0);
+        ck_assert(e);
+        e = false;
+        ck_assert_int_eq(sh_fs_exists(rootfd, "p", &e, &err), 0);
+        ck_assert(e);
+        e = false;
+        ck_assert_int_eq(sh_fs_exists(rootfd, "", &e, &err), 0);
+        ck_assert(e);
+}
+END_TEST
+
+START_TEST(test_exists_false_for_absent_dangling_and_escaping)
+{
+        sh_error *err = NULL;
+        bool e = true;
+
+        write_file(tp("ws/f"), "x");
+        ck_assert_int_eq(symlink("nowhere", tp("ws/dl")), 0);
+        ck_assert_int_eq(symlink(tp("outside/secret"), tp("ws/esc")), 0);
+        ck_assert_int_eq(sh_fs_exists(rootfd, "nope", &e, &err), 0);
+        ck_assert(!e);
+        e = true;
+        ck_assert_int_eq(sh_fs_exists(rootfd, "dl", &e, &err), 0);
+        ck_assert(!e);
+        e = true;
+        ck_assert_int_eq(sh_fs_exists(rootfd, "esc", &e, &err), 0);
+        ck_assert(!e);
+        e = true;
+        ck_assert_int_eq(sh_fs_exists(rootfd, "f/x", &e, &err), 0);
+        ck_assert(!e);
+}
+END_TEST
+
+START_TEST(test_size_of_regular_file_else_minus_one)
+{
+        sh_error *err = NULL;
+        int64_t sz = 0;
+
+        write_file(tp("ws/f"), "12345");
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        ck_assert_int_eq(mkfifo(tp("ws/p"), 0644), 0);
+        ck_assert_int_eq(sh_fs_size(rootfd, "f", &sz, &err), 0);
+        ck_assert_int_eq(sz, 5);
+        ck_assert_int_eq(sh_fs_size(rootfd, "d", &sz, &err), 0);
+        ck_assert_int_eq(sz, -1);
+        ck_assert_int_eq(sh_fs_size(rootfd, "p", &sz, &err), 0);
+        ck_assert_int_eq(sz, -1);
+        ck_assert_int_eq(sh_fs_size(rootfd, "nope", &sz, &err), 0);
+        ck_assert_int_eq(sz, -1);
+}
+END_TEST
+
+/* ---- unlink, rename, detach --------------------------------------------------------- */
+
+START_TEST(test_unlink_removes_link_not_target)
+{
+        sh_error *err = NULL;
+
+        write_file(tp("ws/f"), "x");
+        ck_assert_int_eq(symlink("/f", tp("ws/l")), 0);
+        ck_assert_int_eq(sh_fs_unlink_file(rootfd, "l", &err), 0);
+        ck_assert(!lexists(tp("ws/l")));
+        ck_assert(lexists(tp("ws/f")));
+        ck_assert_int_eq(sh_fs_unlink_file(rootfd, "f", &err), 0);
+        ck_assert(!lexists(tp("ws/f")));
+}
+END_TEST
+
+START_TEST(test_unlink_directory_is_eisdir_absent_is_enoent)
+{
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "d", &err), &err), EISDIR);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "", &err), &err), EISDIR);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "nope", &err), &err), ENOENT);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "nope/x", &err), &err), ENOENT);
+        ck_assert(lexists(tp("ws/d")));
+}
+END_TEST
+
+START_TEST(test_unlink_through_escaping_link_touches_nothing_outside)
+{
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(symlink("../outside", tp("ws/up")), 0);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "up/secret", &err), &err), ENOENT);
+        ck_assert(lexists(tp("outside/secret")));
+}
+END_TEST
+
+START_TEST(test_rename_moves_and_creates_dst_parents)
+{
+        sh_error *err = NULL;
+        struct stat st;
+
+        write_file(tp("ws/f"), "x");
+        ck_assert_int_eq(sh_fs_rename(rootfd, "f", "n/m/g", &own, &err), 0);
+        ck_assert(!lexists(tp("ws/f")));
+        ck_assert_str_eq(read_path(tp("ws/n/m/g")), "x");
+        ck_assert_int_eq(lstat(tp("ws/n/m"), &st), 0);
+        ck_assert_int_eq(st.st_uid, own.uid);
+}
+END_TEST
+
+START_TEST(test_rename_replaces_existing_dst_file)
+{
+        sh_error *err = NULL;
+
+        write_file(tp("ws/a"), "A");
+        write_file(tp("ws/b"), "B");
+        ck_assert_int_eq(sh_fs_rename(rootfd, "a", "b", &own, &err), 0);
+        ck_assert_str_eq(read_path(tp("ws/b")), "A");
+        ck_assert_int_eq(count_entries(tp("ws")), 1);
+}
+END_TEST
+
+START_TEST(test_rename_absent_src_is_enoent_and_creates_nothing)
+{
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "nope", "x/y", &own, &err), &err), ENOENT);
+        ck_assert_int_eq(count_entries(tp("ws")), 0);
+}
+END_TEST
+
+START_TEST(test_rename_root_is_einval)
+{
+        sh_error *err = NULL;
+
+        write_file(tp("ws/f"), "x");
+        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "", "x", &own, &err), &err), EINVAL);
+        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "f", "", &own, &err), &err), EINVAL);
+}
+END_TEST
+
+START_TEST(test_detach_dir_moves_it_to_trash)
+{
+        sh_error *err = NULL;
+        int trashfd = open(tp("trash"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+        ck_assert_int_ge(trashfd, 0);
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        write_file(tp("ws/d/f"), "x");
+        ck_assert_int_eq(sh_fs_detach_dir(rootfd, "d", trashfd, "t1", &err), 0);
+        ck_assert(!lexists(tp("ws/d")));
+        ck_assert_str_eq(read_path(tp("trash/t1/f")), "x");
+        close(trashfd);
+}
+END_TEST
+
+START_TEST(test_detach_dir_link_or_file_is_enotdir)
+{
+        sh_error *err = NULL;
+        int trashfd = open(tp("trash"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+        ck_assert_int_ge(trashfd, 0);
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        ck_assert_int_eq(symlink("d", tp("ws/l")), 0);
+        write_file(tp("ws/f"), "x");
+        ck_assert_int_eq(err_errno(sh_fs_detach_dir(rootfd, "l", trashfd, "t", &err), &err),
+                         ENOTDIR);
+        ck_assert_int_eq(err_errno(sh_fs_detach_dir(rootfd, "f", trashfd, "t", &err), &err),
+                         ENOTDIR);
+        ck_assert(lexists(tp("ws/l")) && lexists(tp("ws/d")));
+        close(trashfd);
+}
+END_TEST
+
+START_TEST(test_detach_dir_absent_enoent_root_einval)
+{
+        sh_error *err = NULL;
+        int trashfd = open(tp("trash"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+        ck_assert_int_ge(trashfd, 0);
+        ck_assert_int_eq(err_errno(sh_fs_detach_dir(rootfd, "nope", trashfd, "t", &err), &err),
+                         ENOENT);
+        ck_assert_int_eq(err_errno(sh_fs_detach_dir(rootfd, "", trashfd, "t", &err), &err), EINVAL);
+        close(trashfd);
+}
+END_TEST
+
+/* ---- remove_tree -------------------------------------------------------------------- */
+
+START_TEST(test_remove_tree_removes_nested_tree)
+{
+        sh_error *err = NULL;
+        int dfd = open(tp("ws"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/a/b/c", NULL, &err), 0);
+        write_file(tp("ws/t/a/f"), "x");
+        write_file(tp("ws/t/a/b/c/g"), "y");
+        ck_assert_int_eq(mkfifo(tp("ws/t/p"), 0644), 0);
+        ck_assert_int_eq(sh_fs_remove_tree(dfd, "t", &err), 0);
+        ck_assert_ptr_null(err);
+        ck_assert(!lexists(tp("ws/t")));
+        close(dfd);
+}
+END_TEST
+
+START_TEST(test_remove_tree_never_follows_links)
+{
+        sh_error *err = NULL;
+        int dfd = open(tp("ws"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+        ck_assert_int_eq(mkdir(tp("ws/t"), 0755), 0);
+        ck_assert_int_eq(symlink(tp("outside"), tp("ws/t/dirlink")), 0);
+        ck_assert_int_eq(symlink(tp("outside/secret"), tp("ws/t/filelink")), 0);
+        ck_assert_int_eq(symlink(tp("outside"), tp("ws/top")), 0);
+        ck_assert_int_eq(sh_fs_remove_tree(dfd, "t", &err), 0);
+        ck_assert_int_eq(sh_fs_remove_tree(dfd, "top", &err), 0);
+        ck_assert(!lexists(tp("ws/t")) && !lexists(tp("ws/top")));
+        ck_assert_str_eq(read_path(tp("outside/secret")), "SECRET");
+        close(dfd);
+}
+END_TEST
+
+START_TEST(test_remove_tree_absent_is_success)
+{
+        sh_error *err = NULL;
+        int dfd = open(tp("ws"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+        ck_assert_int_eq(sh_fs_remove_tree(dfd, "nope", &err), 0);
+        ck_assert_ptr_null(err);
+        close(dfd);
+}
+END_TEST
+
+START_TEST(test_remove_tree_deeper_than_open_limit)
+{
+        sh_error *err = NULL;
+        int dfd = open(tp("ws"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int cur = open(tp("ws"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        /* 300 levels, built relative to fds (the full path exceeds what paths allow) */
+        for (int i = 0; i < 300; i++) {
+                int next;
+                ck_assert_int_eq(mkdirat(cur, i == 0 ? "deep" : "dddddddddddddddd", 0755), 0);
+                next = openat(cur, i == 0 ? "deep" : "dddddddddddddddd",
+                              O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                ck_assert_int_ge(next, 0);
+                close(cur);
+                cur = next;
+                if (i % 50 == 0) {
+                        int f = openat(cur, "file", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                        ck_assert_int_ge(f, 0);
+                        close(f);
+                }
+        }
+        close(cur);
+        ck_assert_int_eq(sh_fs_remove_tree(dfd, "deep", &err), 0);
+        ck_assert_ptr_null(err);
+        ck_assert_int_eq(count_entries(tp("ws")), 0);
+        close(dfd);
+}
+END_TEST
+
+/* ---- walk and disk usage ------------------------------------------------------------ */
+
+static int walk_all(const char *root, char out[][64], int max)
+{
+        sh_fs_walker *w = NULL;
+        sh_error *err = NULL;
+        sh_fs_entry e;
+        int n = 0, r;
+
+        ck_assert_int_eq(sh_fs_walk_open(rootfd, root, &w, &err), 0);
+        while ((r = sh_fs_walk_next(w, &e, &err)) == 1) {
+                ck_assert_int_lt(n, max);
+                snprintf(out[n++], 64, "%s", e.path);
+        }
+        ck_assert_int_eq(r, 0);
+        sh_fs_walk_free(w);
+        return n;
+}
+
+START_TEST(test_walk_yields_bytewise_sorted_full_paths)
+{
+        /* '-' (0x2d) < '/' (0x2f) < '0' (0x30): "a-c" and "a.d" sort before the files below
+         * directory "a", and "a0" after them; 'A' < 'a' bytewise */
+        static const char *const want[] = {"A", "a-c", "a.d", "a/b-x", "a/b/c", "a/b0", "a0", "z"};
+        char got[16][64];
+        int n;
+
+        ck_assert_int_eq(mkdir(tp("ws/a"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/a/b"), 0755), 0);
+        write_file(tp("ws/z"), "");
+        write_file(tp("ws/a0"), "");
+        write_file(tp("ws/a-c"), "");
+        write_file(tp("ws/a.d"), "");
+        write_file(tp("ws/A"), "");
+        write_file(tp("ws/a/b/c"), "");
+        write_file(tp("ws/a/b-x"), "");
+        write_file(tp("ws/a/b0"), "");
+        n = walk_all("", got, 16);
+        ck_assert_int_eq(n, (int)(sizeof(want) / sizeof(want[0])));
+        for (int i = 0; i < n; i++)
+                ck_assert_str_eq(got[i], want[i]);
+}
+END_TEST
+
+START_TEST(test_walk_skips_links_fifos_and_empty_dirs)
+{
+        char got[16][64];
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/empty"), 0755), 0);
+        write_file(tp("ws/d/f"), "x");
+        ck_assert_int_eq(symlink("d", tp("ws/dirlink")), 0);
+        ck_assert_int_eq(symlink("d/f", tp("ws/filelink")), 0);
+        ck_assert_int_eq(symlink(tp("outside"), tp("ws/outlink")), 0);
+        ck_assert_int_eq(mkfifo(tp("ws/p"), 0644), 0);
+        ck_assert_int_eq(walk_all("", got, 16), 1);
+        ck_assert_str_eq(got[0], "d/f");
+}
+END_TEST
+
+START_TEST(test_walk_subdir_root_gives_paths_from_workspace_root)
+{
+        char got[16][64];
+
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "x/y", NULL, &(sh_error *){NULL}), 0);
+        write_file(tp("ws/x/y/f"), "x");
+        write_file(tp("ws/top"), "x");
+        ck_assert_int_eq(walk_all("x", got, 16), 1);
+        ck_assert_str_eq(got[0], "x/y/f");
+}
+END_TEST
+
+START_TEST(test_walk_absent_file_or_link_root_yields_nothing)
+{
+        char got[4][64];
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        write_file(tp("ws/d/f"), "x");
+        write_file(tp("ws/file"), "x");
+        ck_assert_int_eq(symlink("d", tp("ws/dl")), 0);
+        ck_assert_int_eq(walk_all("nope", got, 4), 0);
+        ck_assert_int_eq(walk_all("file", got, 4), 0);
+        ck_assert_int_eq(walk_all("dl", got, 4), 0);
+}
+END_TEST
+
+START_TEST(test_walk_empty_root_yields_nothing)
+{
+        char got[4][64];
+        ck_assert_int_eq(walk_all("", got, 4), 0);
+}
+END_TEST
+
+START_TEST(test_walk_reports_size_and_mtime_ns)
+{
+        sh_fs_walker *w = NULL;
+        sh_error *err = NULL;
+        struct timespec ts[2] = {{.tv_sec = 1700000000, .tv_nsec = 123456789},
+                                 {.tv_sec = 1700000000, .tv_nsec = 123456789}};
+        sh_fs_entry e;
+
+        write_file(tp("ws/f"), "12345");
+        ck_assert_int_eq(utimensat(AT_FDCWD, tp("ws/f"), ts, 0), 0);
+        ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
+        ck_assert_int_eq(sh_fs_walk_next(w, &e, &err), 1);
+        ck_assert_str_eq(e.path, "f");
+        ck_assert_uint_eq(e.size, 5);
+        ck_assert_int_eq(e.mtime_ns, 1700000000123456789LL);
+        ck_assert_uint_eq(e.nlink, 1);
+        ck_assert_int_eq(sh_fs_walk_next(w, &e, &err), 0);
+        sh_fs_walk_free(w);
+}
+END_TEST
+
+START_TEST(test_walk_skips_entries_removed_mid_walk)
+{
+        sh_fs_walker *w = NULL;
+        sh_error *err = NULL;
+        sh_fs_entry e;
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        write_file(tp("ws/a"), "");
+        write_file(tp("ws/b"), "");
+        write_file(tp("ws/d/c"), "");
+        write_file(tp("ws/e"), "");
+        ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
+        ck_assert_int_eq(sh_fs_walk_next(w, &e, &err), 1);
+        ck_assert_str_eq(e.path, "a");
+        ck_assert_int_eq(unlink(tp("ws/b")), 0);
+        ck_assert_int_eq(unlink(tp("ws/d/c")), 0);
+        ck_assert_int_eq(rmdir(tp("ws/d")), 0);
+        ck_assert_int_eq(sh_fs_walk_next(w, &e, &err), 1);
+        ck_assert_str_eq(e.path, "e");
+        ck_assert_int_eq(sh_fs_walk_next(w, &e, &err), 0);
+        sh_fs_walk_free(w);
+}
+END_TEST
+
+START_TEST(test_walk_many_files_in_order)
+{
+        sh_fs_walker *w = NULL;
+        sh_error *err = NULL;
+        char prev[64] = "";
+        sh_fs_entry e;
+        int n = 0, r;
+
+        for (int d = 0; d < 10; d++) {
+                ck_assert_int_eq(mkdir(tp("ws/d%d", d), 0755), 0);
+                for (int f = 0; f < 30; f++)
+                        write_file(tp("ws/d%d/f%d", d, f), "x");
+        }
+        ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
+        while ((r = sh_fs_walk_next(w, &e, &err)) == 1) {
+                ck_assert_int_lt(strcmp(prev, e.path), 0);
+                snprintf(prev, sizeof(prev), "%s", e.path);
+                n++;
+        }
+        ck_assert_int_eq(r, 0);
+        ck_assert_int_eq(n, 300);
+        sh_fs_walk_free(w);
+}
+END_TEST
+
+START_TEST(test_usage_counts_hard_linked_inode_once)
+{
+        sh_fs_usage *u = sh_fs_usage_new();
+        sh_fs_walker *w = NULL;
+        sh_error *err = NULL;
+        sh_fs_entry e;
+        int r;
+
+        ck_assert_ptr_nonnull(u);
+        write_file(tp("ws/a"), "1234567890");
+        write_file(tp("ws/b"), "123");
+        ck_assert_int_eq(link(tp("ws/a"), tp("ws/a2")), 0);
+        ck_assert_int_eq(link(tp("ws/a"), tp("ws/a3")), 0);
+        ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
+        while ((r = sh_fs_walk_next(w, &e, &err)) == 1)
+                ck_assert_int_eq(sh_fs_usage_add(u, &e), 0);
+        ck_assert_int_eq(r, 0);
+        ck_assert_uint_eq(sh_fs_usage_bytes(u), 13);
+        sh_fs_walk_free(w);
+        sh_fs_usage_free(u);
+}
+END_TEST
+
+START_TEST(test_usage_set_grows_past_many_linked_inodes)
+{
+        sh_fs_usage *u = sh_fs_usage_new();
+
+        for (uint64_t i = 0; i < 5000; i++) {
+                sh_fs_entry e = {.path = "x", .size = 1, .dev = 1, .ino = i + 1, .nlink = 2};
+                ck_assert_int_eq(sh_fs_usage_add(u, &e), 0);
+                ck_assert_int_eq(sh_fs_usage_add(u, &e), 0);
+        }
+        ck_assert_uint_eq(sh_fs_usage_bytes(u), 5000);
+        sh_fs_usage_free(u);
+}
+END_TEST
+
+/* ---- the race ----------------------------------------------------------------------- */
+
+/* A child swaps ws/d between a real directory and links that point out of the workspace
+ * (absolute host path, "../" chains, /etc, the parent of the root) as fast as it can, while
+ * the parent drives every API call through ws/d. Afterwards nothing outside the workspace
+ * may have appeared, changed or vanished. */
+static void race_child(void)
+{
+        char out[1024], deep[1100], d[1024], real[1024];
+        const char *targets[] = {
+                out, "../outside", "../../../../../../../../../../..", "/etc", "..", "/", deep};
+        struct timespec start, now;
+        unsigned i = 0;
+
+        /* own copies: tp() hands out rotating buffers */
+        snprintf(out, sizeof(out), "%s", tp("outside"));
+        snprintf(deep, sizeof(deep), "../../../../../../../..%s", out);
+        snprintf(d, sizeof(d), "%s", tp("ws/d"));
+        snprintf(real, sizeof(real), "%s", tp("ws/d.real"));
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        do {
+                /* errors are expected whenever the parent moved or removed something */
+                if (rename(d, real) == 0 || errno == ENOENT) {
+                        if (symlink(targets[i % 7], d) == 0 && unlink(d) < 0)
+                                _exit(1);
+                }
+                if (rename(real, d) < 0 && mkdir(d, 0755) < 0 && errno != EEXIST)
+                        _exit(2);
+                i++;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+        } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) <
+                 1000000000L);
+        _exit(0);
+}
+
+static void run_race(void)
+{
+        char victim[64], vpath[128], etcpath[160];
+        int trashfd = open(tp("trash"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int status, ops = 0;
+        bool read_outside = false;
+        pid_t pid;
+
+        ck_assert_int_ge(trashfd, 0);
+        snprintf(victim, sizeof(victim), "sh-race-victim-%d", (int)getpid());
+        snprintf(vpath, sizeof(vpath), "d/%s", victim);
+        snprintf(etcpath, sizeof(etcpath), "/etc/%s", victim);
+        write_file(tp("outside/%s", victim), "ORIGINAL");
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        write_file(tp("ws/d/%s", victim), "INSIDE");
+
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+                race_child();
+
+        while (waitpid(pid, &status, WNOHANG) == 0) {
+                sh_error *err = NULL;
+                uint64_t size;
+                bool ex;
+                int64_t sz;
+                int fd;
+                char sub[160], tname[32];
+
+                (void)upload(vpath, "PWNED");
+                if (sh_fs_open_read(rootfd, vpath, &fd, &size, &err) == 0) {
+                        char buf[16] = {0};
+                        /* never the outside file (checked after the clean-up below) */
+                        if (read(fd, buf, sizeof(buf) - 1) > 0 && !strcmp(buf, "ORIGINAL"))
+                                read_outside = true;
+                        close(fd);
+                }
+                sh_error_release(&err);
+                (void)sh_fs_exists(rootfd, vpath, &ex, &err);
+                sh_error_release(&err);
+                (void)sh_fs_size(rootfd, vpath, &sz, &err);
+                sh_error_release(&err);
+                snprintf(sub, sizeof(sub), "d/%s-dir/x", victim);
+                (void)sh_fs_mkdir_p(rootfd, sub, &own, &err);
+                sh_error_release(&err);
+                snprintf(sub, sizeof(sub), "d/%s-dir", victim);
+                snprintf(tname, sizeof(tname), "t%d", ops);
+                (void)sh_fs_detach_dir(rootfd, sub, trashfd, tname, &err);
+                sh_error_release(&err);
+                (void)sh_fs_remove_tree(trashfd, tname, &err);
+                sh_error_release(&err);
+                snprintf(sub, sizeof(sub), "d/%s-moved", victim);
+                (void)sh_fs_rename(rootfd, vpath, sub, &own, &err);
+                sh_error_release(&err);
+                (void)sh_fs_unlink_file(rootfd, sub, &err);
+                sh_error_release(&err);
+                (void)sh_fs_unlink_file(rootfd, vpath, &err);
+                sh_error_release(&err);
+                {
+                        sh_fs_walker *w = NULL;
+                        sh_fs_entry e;
+                        if (sh_fs_walk_open(rootfd, "d", &w, &err) == 0) {
+                                while (sh_fs_walk_next(w, &e, &err) == 1)
+                                        ;
+                                sh_fs_walk_free(w);
+                        }
+                        sh_error_release(&err);
+                }
+                ops++;
+        }
+        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        close(trashfd);
+
+        /* nothing appeared in /etc (removed again before failing: never leave debris) */
+        {
+                char etcdir[192];
+                bool escaped_etc;
+
+                snprintf(etcdir, sizeof(etcdir), "%s-dir", etcpath);
+                escaped_etc = lexists(etcpath) || lexists(etcdir);
+                unlink(etcpath);
+                rm_rf(etcdir);
+                ck_assert_msg(!escaped_etc, "an entry was created in /etc");
+        }
+        ck_assert_msg(!read_outside, "a download read a file outside the workspace");
+        /* the outside dir holds exactly what it held, unchanged */
+        ck_assert_int_eq(count_entries(tp("outside")), 2);
+        ck_assert_str_eq(read_path(tp("outside/secret")), "SECRET");
+        ck_assert_str_eq(read_path(tp("outside/%s", victim)), "ORIGINAL");
+        /* nothing appeared next to the workspace */
+        ck_assert_int_eq(count_entries(tdir), 3);
+        ck_assert_int_gt(ops, 10);
+}
+
+START_TEST(test_race_swapping_dir_for_escaping_links_never_escapes)
+{
+        run_race();
+}
+END_TEST
+
+START_TEST(test_race_fallback_walker_never_escapes)
+{
+        sh_safe_force_fallback(true);
+        run_race();
+}
+END_TEST
+
+static Suite *fsops_suite(void)
+{
+        Suite *s = suite_create("fsops");
+        TCase *tc = tcase_create("ops");
+        TCase *fb = tcase_create("ops_fallback");
+        TCase *race = tcase_create("race");
+        TCase *both[] = {tc, fb};
+
+        for (size_t i = 0; i < 2; i++) {
+                TCase *t = both[i];
+                tcase_set_timeout(t, 30);
+                tcase_add_unchecked_fixture(t, base_setup, base_teardown);
+                tcase_add_checked_fixture(t, i == 0 ? setup : setup_fallback, teardown);
+                tcase_add_test(t, test_mkdir_p_creates_parents_0755_owned);
+                tcase_add_test(t, test_mkdir_p_existing_directory_is_fine);
+                tcase_add_test(t, test_mkdir_p_existing_file_is_eexist);
+                tcase_add_test(t, test_mkdir_p_file_in_middle_is_enotdir);
+                tcase_add_test(t, test_mkdir_p_through_escaping_link_stays_inside);
+                tcase_add_test(t, test_mkdir_p_dangling_link_at_end_is_eexist);
+                tcase_add_test(t, test_upload_creates_file_0644_owned_with_parents);
+                tcase_add_test(t, test_upload_replaces_existing_file);
+                tcase_add_test(t, test_upload_size_counts_written_bytes);
+                tcase_add_test(t, test_upload_invisible_until_commit_old_content_kept);
+                tcase_add_test(t, test_upload_abort_leaves_no_trace);
+                tcase_add_test(t, test_upload_over_directory_is_eisdir_nothing_changed);
+                tcase_add_test(t, test_upload_to_root_is_eisdir);
+                tcase_add_test(t, test_upload_replaces_link_not_its_target);
+                tcase_add_test(t, test_upload_through_escaping_parent_link_stays_inside);
+                tcase_add_test(t, test_upload_replaces_fifo);
+                tcase_add_test(t, test_open_read_returns_content_and_size);
+                tcase_add_test(t, test_open_read_directory_is_eisdir);
+                tcase_add_test(t, test_open_read_fifo_is_400_without_blocking);
+                tcase_add_test(t, test_open_read_absent_is_enoent);
+                tcase_add_test(t, test_open_read_escaping_link_is_enoent);
+                tcase_add_test(t, test_open_read_follows_link_inside_root);
+                tcase_add_test(t, test_exists_for_file_dir_fifo_and_root);
+                tcase_add_test(t, test_exists_false_for_absent_dangling_and_escaping);
+                tcase_add_test(t, test_size_of_regular_file_else_minus_one);
+                tcase_add_test(t, test_unlink_removes_link_not_target);
+                tcase_add_test(t, test_unlink_directory_is_eisdir_absent_is_enoent);
+                tcase_add_test(t, test_unlink_through_escaping_link_touches_nothing_outside);
+                tcase_add_test(t, test_rename_moves_and_creates_dst_parents);
+                tcase_add_test(t, test_rename_replaces_existing_dst_file);
+                tcase_add_test(t, test_rename_absent_src_is_enoent_and_creates_nothing);
+                tcase_add_test(t, test_rename_root_is_einval);
+                tcase_add_test(t, test_detach_dir_moves_it_to_trash);
+                tcase_add_test(t, test_detach_dir_link_or_file_is_enotdir);
+                tcase_add_test(t, test_detach_dir_absent_enoent_root_einval);
+                tcase_add_test(t, test_remove_tree_removes_nested_tree);
+                tcase_add_test(t, test_remove_tree_never_follows_links);
+                tcase_add_test(t, test_remove_tree_absent_is_success);
+                tcase_add_test(t, test_remove_tree_deeper_than_open_limit);
+                tcase_add_test(t, test_walk_yields_bytewise_sorted_full_paths);
+                tcase_add_test(t, test_walk_skips_links_fifos_and_empty_dirs);
+                tcase_add_test(t, test_walk_subdir_root_gives_paths_from_workspace_root);
+                tcase_add_test(t, test_walk_absent_file_or_link_root_yields_nothing);
+                tcase_add_test(t, test_walk_empty_root_yields_nothing);
+                tcase_add_test(t, test_walk_reports_size_and_mtime_ns);
+                tcase_add_test(t, test_walk_skips_entries_removed_mid_walk);
+                tcase_add_test(t, test_walk_many_files_in_order);
+                tcase_add_test(t, test_usage_counts_hard_linked_inode_once);
+                tcase_add_test(t, test_usage_set_grows_past_many_linked_inodes);
+                suite_add_tcase(s, t);
+        }
+
+        tcase_set_timeout(race, 60);
+        tcase_add_unchecked_fixture(race, base_setup, base_teardown);
+        tcase_add_checked_fixture(race, setup, teardown);
+        tcase_add_test(race, test_race_swapping_dir_for_escaping_links_never_escapes);
+        tcase_add_test(race, test_race_fallback_walker_never_escapes);
+        suite_add_tcase(s, race);
+        return s;
+}
+
+int main(void)
+{
+        SRunner *sr = srunner_create(fsops_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,795 @@
+/* test_util.c: util.h helpers: paths, URL and query decoding, numbers, ids, JSON quoting. */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sh/util.h"
+
+/* ---- helpers --------------------------------------------------------------------------- */
+
+/* Normalise a C string; returns the errno result, *out the new string (or NULL). */
+static int norm(const char *in, char **out)
+{
+        *out = NULL;
+        return sh_path_normalize(in, strlen(in), out);
+}
+
+static void assert_norm(const char *in, const char *want)
+{
+        char *out = NULL;
+        int r = norm(in, &out);
+
+        ck_assert_msg(r == 0, "normalize('%s') = %d, want 0", in, r);
+        ck_assert_str_eq(out, want);
+        free(out);
+}
+
+static void assert_norm_invalid(const char *in, size_t len)
+{
+        char *out = NULL;
+        int r = sh_path_normalize(in, len, &out);
+
+        ck_assert_msg(r == -EINVAL, "normalize(%zu bytes) = %d, want -EINVAL", len, r);
+        ck_assert_ptr_null(out);
+}
+
+/* JSON-quote `n` bytes into a static buffer (NUL-terminated for comparison). */
+static const char *quote(const char *s, size_t n)
+{
+        static char buf[1024];
+        size_t w;
+
+        ck_assert_uint_le(6 * n + 3, sizeof(buf));
+        w = sh_json_quote_bytes(s, n, buf);
+        ck_assert_uint_lt(w, sizeof(buf));
+        buf[w] = '\0';
+        return buf;
+}
+
+/* ---- sh_path_normalize ------------------------------------------------------------------ */
+
+START_TEST(test_path_plain_relative_path_is_unchanged)
+{
+        assert_norm("a", "a");
+        assert_norm("a/b/c", "a/b/c");
+}
+END_TEST
+
+START_TEST(test_path_leading_slash_means_root)
+{
+        assert_norm("/a/b", "a/b");
+        assert_norm("///a", "a");
+}
+END_TEST
+
+START_TEST(test_path_double_slash_collapses)
+{
+        assert_norm("a//b", "a/b");
+        assert_norm("a////b//c", "a/b/c");
+}
+END_TEST
+
+START_TEST(test_path_dot_components_are_dropped)
+{
+        assert_norm("a/./b", "a/b");
+        assert_norm("./a", "a");
+        assert_norm("a/.", "a");
+        assert_norm(".", "");
+}
+END_TEST
+
+START_TEST(test_path_dotdot_pops_one_component)
+{
+        assert_norm("a/b/../c", "a/c");
+        assert_norm("a/b/c/../../d", "a/d");
+        assert_norm("a/..", "");
+        assert_norm("ab/cd/..", "ab");
+        assert_norm("a/../b/../c", "c");
+}
+END_TEST
+
+START_TEST(test_path_dotdot_above_root_is_invalid)
+{
+        const char *bad[] = {"..", "/..", "../a", "a/../..", "a/b/../../../c", "./..", "a/../../a"};
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                assert_norm_invalid(bad[i], strlen(bad[i]));
+}
+END_TEST
+
+START_TEST(test_path_dots_in_names_are_not_special)
+{
+        assert_norm("...", "...");
+        assert_norm("a/..b/.c", "a/..b/.c");
+        assert_norm("a../b", "a../b");
+}
+END_TEST
+
+START_TEST(test_path_empty_is_invalid)
+{
+        assert_norm_invalid("", 0);
+}
+END_TEST
+
+START_TEST(test_path_nul_byte_inside_is_invalid)
+{
+        assert_norm_invalid("a\0b", 3);
+        assert_norm_invalid("\0", 1);
+        assert_norm_invalid("abc\0", 4);
+}
+END_TEST
+
+START_TEST(test_path_4096_bytes_ok_4097_invalid)
+{
+        char *buf = malloc(SH_PATH_MAX + 2);
+        char *out = NULL;
+
+        ck_assert_int_eq(SH_PATH_MAX, 4096);
+        memset(buf, 'x', SH_PATH_MAX + 1);
+        /* "x/x/x/..." keeps every component short */
+        for (size_t i = 1; i < SH_PATH_MAX + 1; i += 2)
+                buf[i] = '/';
+        buf[SH_PATH_MAX - 1] = 'x'; /* no trailing slash at 4096 */
+        ck_assert_int_eq(sh_path_normalize(buf, SH_PATH_MAX, &out), 0);
+        ck_assert_uint_eq(strlen(out), SH_PATH_MAX);
+        ck_assert_int_eq(memcmp(out, buf, SH_PATH_MAX), 0);
+        free(out);
+        out = NULL;
+        assert_norm_invalid(buf, SH_PATH_MAX + 1);
+        /* a 4097-byte path that would normalise to something short is still too long */
+        memset(buf, '/', SH_PATH_MAX + 1);
+        buf[SH_PATH_MAX] = 'a';
+        assert_norm_invalid(buf, SH_PATH_MAX + 1);
+        free(buf);
+}
+END_TEST
+
+START_TEST(test_path_root_forms_normalise_to_empty)
+{
+        assert_norm("/", "");
+        assert_norm("//", "");
+        assert_norm("/./", "");
+}
+END_TEST
+
+START_TEST(test_path_trailing_slash_is_dropped)
+{
+        assert_norm("a/b/", "a/b");
+        assert_norm("a/", "a");
+        assert_norm("/a/b//", "a/b");
+}
+END_TEST
+
+START_TEST(test_path_non_utf8_bytes_pass_through)
+{
+        assert_norm("a/\xff\xfe/b", "a/\xff\xfe/b");
+}
+END_TEST
+
+START_TEST(test_path_length_counts_not_strlen)
+{
+        char *out = NULL;
+
+        /* Only the first 3 bytes are the path. */
+        ck_assert_int_eq(sh_path_normalize("a/bXYZ", 3, &out), 0);
+        ck_assert_str_eq(out, "a/b");
+        free(out);
+}
+END_TEST
+
+/* ---- sh_path_split ---------------------------------------------------------------------- */
+
+START_TEST(test_split_top_level_has_empty_parent)
+{
+        char *parent = NULL;
+        const char *base = NULL;
+        const char *p = "file.txt";
+
+        ck_assert_int_eq(sh_path_split(p, &parent, &base), 0);
+        ck_assert_str_eq(parent, "");
+        ck_assert_str_eq(base, "file.txt");
+        ck_assert_ptr_eq(base, p);
+        free(parent);
+}
+END_TEST
+
+START_TEST(test_split_nested_path)
+{
+        char *parent = NULL;
+        const char *base = NULL;
+        const char *p = "a/b/c";
+
+        ck_assert_int_eq(sh_path_split(p, &parent, &base), 0);
+        ck_assert_str_eq(parent, "a/b");
+        ck_assert_str_eq(base, "c");
+        ck_assert_ptr_eq(base, p + 4);
+        free(parent);
+}
+END_TEST
+
+START_TEST(test_split_root_is_invalid)
+{
+        char *parent = NULL;
+        const char *base = NULL;
+
+        ck_assert_int_eq(sh_path_split("", &parent, &base), -EINVAL);
+        ck_assert_ptr_null(parent);
+}
+END_TEST
+
+/* ---- sh_url_decode ---------------------------------------------------------------------- */
+
+static void assert_decode(const char *in, bool plus, const char *want, size_t want_len)
+{
+        char *out = NULL;
+        size_t n = 12345;
+        int r = sh_url_decode(in, strlen(in), plus, &out, &n);
+
+        ck_assert_msg(r == 0, "decode('%s') = %d", in, r);
+        ck_assert_uint_eq(n, want_len);
+        ck_assert_mem_eq(out, want, want_len);
+        ck_assert_int_eq(out[n], '\0');
+        free(out);
+}
+
+static void assert_decode_invalid(const char *in)
+{
+        char *out = NULL;
+        size_t n = 0;
+
+        ck_assert_int_eq(sh_url_decode(in, strlen(in), true, &out, &n), -EINVAL);
+        ck_assert_ptr_null(out);
+        ck_assert_int_eq(sh_url_decode(in, strlen(in), false, &out, &n), -EINVAL);
+        ck_assert_ptr_null(out);
+}
+
+START_TEST(test_decode_plain_text_unchanged)
+{
+        assert_decode("abc/def", false, "abc/def", 7);
+        assert_decode("", false, "", 0);
+}
+END_TEST
+
+START_TEST(test_decode_percent_escapes_either_case)
+{
+        assert_decode("a%20b", false, "a b", 3);
+        assert_decode("%2f%2F", false, "//", 2);
+        assert_decode("%e4%B8%AD", false, "\xe4\xb8\xad", 3);
+        assert_decode("%41", false, "A", 1);
+        assert_decode("x%41", false, "xA", 2);
+}
+END_TEST
+
+START_TEST(test_decode_plus_is_space_only_in_form_mode)
+{
+        assert_decode("a+b", true, "a b", 3);
+        assert_decode("a+b", false, "a+b", 3);
+        assert_decode("%2B", true, "+", 1); /* an escaped plus stays a plus */
+}
+END_TEST
+
+START_TEST(test_decode_invalid_escapes_rejected)
+{
+        assert_decode_invalid("%");
+        assert_decode_invalid("%4");
+        assert_decode_invalid("%zz");
+        assert_decode_invalid("%%");
+        assert_decode_invalid("%4g");
+        assert_decode_invalid("%g4");
+        assert_decode_invalid("abc%");
+        assert_decode_invalid("abc%2");
+        assert_decode_invalid("%%41");
+}
+END_TEST
+
+START_TEST(test_decode_embedded_nul_keeps_length)
+{
+        assert_decode("a%00b", false, "a\0b", 3);
+        assert_decode("%00", true, "\0", 1);
+}
+END_TEST
+
+START_TEST(test_decode_respects_len_argument)
+{
+        char *out = NULL;
+        size_t n = 0;
+
+        /* "%4" cut from "%41" must be invalid, not read past len */
+        ck_assert_int_eq(sh_url_decode("%41", 2, false, &out, &n), -EINVAL);
+        ck_assert_int_eq(sh_url_decode("ab%41", 2, false, &out, &n), 0);
+        ck_assert_uint_eq(n, 2);
+        ck_assert_str_eq(out, "ab");
+        free(out);
+}
+END_TEST
+
+/* ---- sh_query_parse / sh_query_find ----------------------------------------------------- */
+
+START_TEST(test_query_simple_pairs)
+{
+        sh_query q;
+        const sh_query_param *p;
+
+        ck_assert_int_eq(sh_query_parse("path=a/b&root=x", &q), 0);
+        ck_assert_uint_eq(q.n, 2);
+        p = sh_query_find(&q, "path");
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_eq(p->val_len, 3);
+        ck_assert_str_eq(p->val, "a/b");
+        p = sh_query_find(&q, "root");
+        ck_assert_ptr_nonnull(p);
+        ck_assert_str_eq(p->val, "x");
+        ck_assert_ptr_null(sh_query_find(&q, "missing"));
+        ck_assert_ptr_null(sh_query_find(&q, "pat"));
+        sh_query_done(&q);
+        ck_assert_uint_eq(q.n, 0);
+}
+END_TEST
+
+START_TEST(test_query_null_and_empty_string_are_empty)
+{
+        sh_query q;
+
+        ck_assert_int_eq(sh_query_parse(NULL, &q), 0);
+        ck_assert_uint_eq(q.n, 0);
+        ck_assert_ptr_null(sh_query_find(&q, "path"));
+        sh_query_done(&q);
+        ck_assert_int_eq(sh_query_parse("", &q), 0);
+        ck_assert_uint_eq(q.n, 0);
+        sh_query_done(&q);
+}
+END_TEST
+
+START_TEST(test_query_repeated_key_first_wins)
+{
+        sh_query q;
+        const sh_query_param *p;
+
+        ck_assert_int_eq(sh_query_parse("path=first&path=second", &q), 0);
+        p = sh_query_find(&q, "path");
+        ck_assert_ptr_nonnull(p);
+        ck_assert_str_eq(p->val, "first");
+        sh_query_done(&q);
+}
+END_TEST
+
+START_TEST(test_query_empty_fields_skipped)
+{
+        sh_query q;
+
+        ck_assert_int_eq(sh_query_parse("&&a=1&&b=2&", &q), 0);
+        ck_assert_uint_eq(q.n, 2);
+        ck_assert_str_eq(sh_query_find(&q, "a")->val, "1");
+        ck_assert_str_eq(sh_query_find(&q, "b")->val, "2");
+        sh_query_done(&q);
+}
+END_TEST
+
+START_TEST(test_query_key_without_equals_has_empty_value)
+{
+        sh_query q;
+        const sh_query_param *p;
+
+        ck_assert_int_eq(sh_query_parse("flag&path=", &q), 0);
+        p = sh_query_find(&q, "flag");
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_eq(p->val_len, 0);
+        ck_assert_str_eq(p->val, "");
+        p = sh_query_find(&q, "path");
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_eq(p->val_len, 0);
+        sh_query_done(&q);
+}
+END_TEST
+
+START_TEST(test_query_values_form_decoded)
+{
+        sh_query q;
+        const sh_query_param *p;
+
+        ck_assert_int_eq(sh_query_parse("path=a+b%2Bc%00d&k%61y=v=w", &q), 0);
+        p = sh_query_find(&q, "path");
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_eq(p->val_len, 7);
+        ck_assert_mem_eq(p->val, "a b+c\0d", 7);
+        /* keys are decoded too, and only the first '=' separates */
+        p = sh_query_find(&q, "kay");
+        ck_assert_ptr_nonnull(p);
+        ck_assert_str_eq(p->val, "v=w");
+        sh_query_done(&q);
+}
+END_TEST
+
+START_TEST(test_query_invalid_escape_anywhere_rejected)
+{
+        const char *bad[] = {"path=%zz", "a=1&b=%4", "%zz=1", "a=1&%=2", "a=1&path=ok&x=%", "a=%%"};
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                sh_query q = {(sh_query_param *)1, 99};
+
+                ck_assert_msg(sh_query_parse(bad[i], &q) == -EINVAL, "'%s' accepted", bad[i]);
+                ck_assert_uint_eq(q.n, 0);
+                ck_assert_ptr_null(q.v);
+        }
+}
+END_TEST
+
+/* ---- sh_parse_u64 ----------------------------------------------------------------------- */
+
+START_TEST(test_u64_valid_numbers)
+{
+        uint64_t v = 1;
+
+        ck_assert_int_eq(sh_parse_u64("0", &v), 0);
+        ck_assert_uint_eq(v, 0);
+        ck_assert_int_eq(sh_parse_u64("12345", &v), 0);
+        ck_assert_uint_eq(v, 12345);
+        ck_assert_int_eq(sh_parse_u64("18446744073709551615", &v), 0);
+        ck_assert_uint_eq(v, UINT64_MAX);
+}
+END_TEST
+
+START_TEST(test_u64_overflow_is_erange)
+{
+        uint64_t v = 7;
+
+        ck_assert_int_eq(sh_parse_u64("18446744073709551616", &v), -ERANGE);
+        ck_assert_int_eq(sh_parse_u64("99999999999999999999999", &v), -ERANGE);
+        ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
+START_TEST(test_u64_garbage_is_einval)
+{
+        const char *bad[] = {"", "-1", "+1", " 1", "1 ", "1a", "0x10", "1.0"};
+        uint64_t v = 7;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                ck_assert_msg(sh_parse_u64(bad[i], &v) == -EINVAL, "'%s' accepted", bad[i]);
+        ck_assert_int_eq(sh_parse_u64(NULL, &v), -EINVAL);
+        ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
+/* ---- sh_parse_size ---------------------------------------------------------------------- */
+
+static uint64_t size_ok(const char *s)
+{
+        uint64_t v = 0;
+        int r = sh_parse_size(s, &v);
+
+        ck_assert_msg(r == 0, "parse_size('%s') = %d", s, r);
+        return v;
+}
+
+START_TEST(test_size_plain_bytes)
+{
+        ck_assert_uint_eq(size_ok("0"), 0);
+        ck_assert_uint_eq(size_ok("1"), 1);
+        ck_assert_uint_eq(size_ok("1000"), 1000);
+}
+END_TEST
+
+START_TEST(test_size_binary_suffixes_either_case)
+{
+        ck_assert_uint_eq(size_ok("1K"), 1024ULL);
+        ck_assert_uint_eq(size_ok("1k"), 1024ULL);
+        ck_assert_uint_eq(size_ok("3M"), 3ULL << 20);
+        ck_assert_uint_eq(size_ok("3m"), 3ULL << 20);
+        ck_assert_uint_eq(size_ok("1G"), 1ULL << 30);
+        ck_assert_uint_eq(size_ok("1g"), 1ULL << 30);
+        ck_assert_uint_eq(size_ok("2T"), 2ULL << 40);
+        ck_assert_uint_eq(size_ok("2t"), 2ULL << 40);
+        ck_assert_uint_eq(size_ok("16M"), 16ULL << 20);
+}
+END_TEST
+
+START_TEST(test_size_i_and_b_forms)
+{
+        ck_assert_uint_eq(size_ok("1Ki"), 1024ULL);
+        ck_assert_uint_eq(size_ok("1KiB"), 1024ULL);
+        ck_assert_uint_eq(size_ok("1KB"), 1024ULL);
+        ck_assert_uint_eq(size_ok("4MiB"), 4ULL << 20);
+        ck_assert_uint_eq(size_ok("1gb"), 1ULL << 30);
+}
+END_TEST
+
+START_TEST(test_size_overflow_rejected)
+{
+        uint64_t v = 7;
+
+        ck_assert_uint_eq(size_ok("16777215T"), 16777215ULL << 40);
+        ck_assert_int_eq(sh_parse_size("16777216T", &v), -ERANGE);
+        ck_assert_int_eq(sh_parse_size("17179869184G", &v), -ERANGE);
+        ck_assert_int_eq(sh_parse_size("18446744073709551616", &v), -ERANGE);
+        ck_assert_int_lt(sh_parse_size("99999999999999999999999999999999999K", &v), 0);
+        ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
+START_TEST(test_size_garbage_rejected)
+{
+        const char *bad[] = {"",    "K",   "-1",   "1X",  "1KK",  "1KBB", "1 K",
+                             " 1K", "1K ", "1.5G", "1iB", "1Kb2", "0x10", "1Bi"};
+        uint64_t v = 7;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                ck_assert_msg(sh_parse_size(bad[i], &v) == -EINVAL, "'%s' accepted", bad[i]);
+        ck_assert_int_eq(sh_parse_size(NULL, &v), -EINVAL);
+        ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
+/* ---- sh_parse_millicores ---------------------------------------------------------------- */
+
+static uint64_t milli_ok(const char *s)
+{
+        uint64_t v = 0;
+        int r = sh_parse_millicores(s, &v);
+
+        ck_assert_msg(r == 0, "parse_millicores('%s') = %d", s, r);
+        return v;
+}
+
+START_TEST(test_millicores_valid)
+{
+        ck_assert_uint_eq(milli_ok("0.5"), 500);
+        ck_assert_uint_eq(milli_ok("2"), 2000);
+        ck_assert_uint_eq(milli_ok("1"), 1000);
+        ck_assert_uint_eq(milli_ok("0.001"), 1);
+        ck_assert_uint_eq(milli_ok("1.25"), 1250);
+        ck_assert_uint_eq(milli_ok("1.234"), 1234);
+        ck_assert_uint_eq(milli_ok("16.0"), 16000);
+}
+END_TEST
+
+START_TEST(test_millicores_invalid)
+{
+        const char *bad[] = {"0",  "0.0", "0.000", "1.2345", ".5", "1.",    "",
+                             "-1", "1,5", "1.5x",  "abc",    " 1", "0.0001"};
+        uint64_t v = 7;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                ck_assert_msg(sh_parse_millicores(bad[i], &v) < 0, "'%s' accepted", bad[i]);
+        ck_assert_int_lt(sh_parse_millicores(NULL, &v), 0);
+        ck_assert_int_lt(sh_parse_millicores("99999999999999999999999", &v), 0);
+        ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
+/* ---- ids -------------------------------------------------------------------------------- */
+
+START_TEST(test_item_id_lengths)
+{
+        char id[200];
+
+        memset(id, 'a', sizeof(id));
+        id[128] = '\0';
+        ck_assert(sh_item_id_valid(id));
+        id[128] = 'a';
+        id[129] = '\0';
+        ck_assert(!sh_item_id_valid(id));
+        ck_assert(sh_item_id_valid("a"));
+        ck_assert(!sh_item_id_valid(""));
+        ck_assert(!sh_item_id_valid(NULL));
+}
+END_TEST
+
+START_TEST(test_item_id_first_char_rules)
+{
+        ck_assert(sh_item_id_valid("A"));
+        ck_assert(sh_item_id_valid("Z9"));
+        ck_assert(sh_item_id_valid("0abc"));
+        ck_assert(!sh_item_id_valid(".a"));
+        ck_assert(!sh_item_id_valid("_a"));
+        ck_assert(!sh_item_id_valid("-a"));
+        ck_assert(!sh_item_id_valid(".."));
+        ck_assert(!sh_item_id_valid("/a"));
+}
+END_TEST
+
+START_TEST(test_item_id_later_chars)
+{
+        ck_assert(sh_item_id_valid("a.b_c-d"));
+        ck_assert(sh_item_id_valid("a.."));
+        ck_assert(!sh_item_id_valid("a/b"));
+        ck_assert(!sh_item_id_valid("a b"));
+        ck_assert(!sh_item_id_valid("a\xc3\xa9"));
+        ck_assert(!sh_item_id_valid("a~"));
+        ck_assert(!sh_item_id_valid("a\n"));
+}
+END_TEST
+
+START_TEST(test_remote_id_exactly_32_lower_hex)
+{
+        const char *good = "0123456789abcdef0123456789abcdef";
+
+        ck_assert_int_eq(SH_ID_LEN, 32);
+        ck_assert(sh_remote_id_valid(good, 32));
+        ck_assert(!sh_remote_id_valid(good, 31));
+        ck_assert(!sh_remote_id_valid("0123456789abcdef0123456789abcdef0", 33));
+        ck_assert(!sh_remote_id_valid("0123456789ABCDEF0123456789abcdef", 32));
+        ck_assert(!sh_remote_id_valid("0123456789abcdeg0123456789abcdef", 32));
+        ck_assert(!sh_remote_id_valid("0123456789abcdef\0"
+                                      "123456789abcdef",
+                                      32));
+        ck_assert(!sh_remote_id_valid("", 0));
+}
+END_TEST
+
+/* ---- sh_json_quote_bytes ---------------------------------------------------------------- */
+
+START_TEST(test_quote_ascii)
+{
+        ck_assert_str_eq(quote("hello world", 11), "\"hello world\"");
+        ck_assert_str_eq(quote("", 0), "\"\"");
+        ck_assert_uint_eq(sh_json_quote_bytes("ab", 2, (char[16]){0}), 4);
+}
+END_TEST
+
+START_TEST(test_quote_quotes_and_backslash)
+{
+        ck_assert_str_eq(quote("a\"b\\c", 5), "\"a\\\"b\\\\c\"");
+        ck_assert_str_eq(quote("/", 1), "\"/\"");
+}
+END_TEST
+
+START_TEST(test_quote_control_chars_escaped)
+{
+        ck_assert_str_eq(quote("\n", 1), "\"\\u000a\"");
+        ck_assert_str_eq(quote("\t\x01\x1f", 3), "\"\\u0009\\u0001\\u001f\"");
+        ck_assert_str_eq(quote("\0", 1), "\"\\u0000\"");
+        ck_assert_str_eq(quote("\x7f", 1), "\"\\u007f\"");
+}
+END_TEST
+
+START_TEST(test_quote_valid_utf8_passes_through)
+{
+        const char *s2 = "\xc3\xa9";           /* é */
+        const char *s3 = "\xe4\xb8\xad";       /* 中 */
+        const char *s4 = "\xf0\x9f\x98\x80";   /* 😀 */
+        const char *smax = "\xf4\x8f\xbf\xbf"; /* U+10FFFF */
+
+        ck_assert_str_eq(quote(s2, 2), "\"\xc3\xa9\"");
+        ck_assert_str_eq(quote(s3, 3), "\"\xe4\xb8\xad\"");
+        ck_assert_str_eq(quote(s4, 4), "\"\xf0\x9f\x98\x80\"");
+        ck_assert_str_eq(quote(smax, 4), "\"\xf4\x8f\xbf\xbf\"");
+        ck_assert_str_eq(quote("a\xc3\xa9z", 4), "\"a\xc3\xa9z\"");
+}
+END_TEST
+
+START_TEST(test_quote_invalid_bytes_become_surrogate_escapes)
+{
+        ck_assert_str_eq(quote("\xff", 1), "\"\\udcff\"");
+        ck_assert_str_eq(quote("a\x80z", 3), "\"a\\udc80z\"");
+        /* a lead byte without its continuation: each byte on its own */
+        ck_assert_str_eq(quote("\xe4\xb8", 2), "\"\\udce4\\udcb8\"");
+        ck_assert_str_eq(quote("\xc3(", 2), "\"\\udcc3(\"");
+        ck_assert_str_eq(quote("\xf5\x80\x80\x80", 4), "\"\\udcf5\\udc80\\udc80\\udc80\"");
+}
+END_TEST
+
+START_TEST(test_quote_overlong_forms_are_invalid)
+{
+        /* "/" as 2, 3 and 4 bytes */
+        ck_assert_str_eq(quote("\xc0\xaf", 2), "\"\\udcc0\\udcaf\"");
+        ck_assert_str_eq(quote("\xc1\xbf", 2), "\"\\udcc1\\udcbf\"");
+        ck_assert_str_eq(quote("\xe0\x80\xaf", 3), "\"\\udce0\\udc80\\udcaf\"");
+        ck_assert_str_eq(quote("\xf0\x80\x80\xaf", 4), "\"\\udcf0\\udc80\\udc80\\udcaf\"");
+        /* the smallest valid 3-byte form is fine */
+        ck_assert_str_eq(quote("\xe0\xa0\x80", 3), "\"\xe0\xa0\x80\"");
+}
+END_TEST
+
+START_TEST(test_quote_surrogate_encodings_are_invalid)
+{
+        ck_assert_str_eq(quote("\xed\xa0\x80", 3), "\"\\udced\\udca0\\udc80\"");
+        ck_assert_str_eq(quote("\xed\xbf\xbf", 3), "\"\\udced\\udcbf\\udcbf\"");
+        /* just below the surrogates is valid */
+        ck_assert_str_eq(quote("\xed\x9f\xbf", 3), "\"\xed\x9f\xbf\"");
+        /* beyond U+10FFFF */
+        ck_assert_str_eq(quote("\xf4\x90\x80\x80", 4), "\"\\udcf4\\udc90\\udc80\\udc80\"");
+}
+END_TEST
+
+START_TEST(test_quote_worst_case_fits_bound)
+{
+        char in[64], out[6 * 64 + 3];
+
+        memset(in, '\xff', sizeof(in));
+        ck_assert_uint_eq(sh_json_quote_bytes(in, sizeof(in), out), 6 * sizeof(in) + 2);
+}
+END_TEST
+
+static Suite *util_suite(void)
+{
+        Suite *s = suite_create("util");
+        TCase *tc;
+
+        tc = tcase_create("path_normalize");
+        tcase_add_test(tc, test_path_plain_relative_path_is_unchanged);
+        tcase_add_test(tc, test_path_leading_slash_means_root);
+        tcase_add_test(tc, test_path_double_slash_collapses);
+        tcase_add_test(tc, test_path_dot_components_are_dropped);
+        tcase_add_test(tc, test_path_dotdot_pops_one_component);
+        tcase_add_test(tc, test_path_dotdot_above_root_is_invalid);
+        tcase_add_test(tc, test_path_dots_in_names_are_not_special);
+        tcase_add_test(tc, test_path_empty_is_invalid);
+        tcase_add_test(tc, test_path_nul_byte_inside_is_invalid);
+        tcase_add_test(tc, test_path_4096_bytes_ok_4097_invalid);
+        tcase_add_test(tc, test_path_root_forms_normalise_to_empty);
+        tcase_add_test(tc, test_path_trailing_slash_is_dropped);
+        tcase_add_test(tc, test_path_non_utf8_bytes_pass_through);
+        tcase_add_test(tc, test_path_length_counts_not_strlen);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("path_split");
+        tcase_add_test(tc, test_split_top_level_has_empty_parent);
+        tcase_add_test(tc, test_split_nested_path);
+        tcase_add_test(tc, test_split_root_is_invalid);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("url_decode");
+        tcase_add_test(tc, test_decode_plain_text_unchanged);
+        tcase_add_test(tc, test_decode_percent_escapes_either_case);
+        tcase_add_test(tc, test_decode_plus_is_space_only_in_form_mode);
+        tcase_add_test(tc, test_decode_invalid_escapes_rejected);
+        tcase_add_test(tc, test_decode_embedded_nul_keeps_length);
+        tcase_add_test(tc, test_decode_respects_len_argument);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("query");
+        tcase_add_test(tc, test_query_simple_pairs);
+        tcase_add_test(tc, test_query_null_and_empty_string_are_empty);
+        tcase_add_test(tc, test_query_repeated_key_first_wins);
+        tcase_add_test(tc, test_query_empty_fields_skipped);
+        tcase_add_test(tc, test_query_key_without_equals_has_empty_value);
+        tcase_add_test(tc, test_query_values_form_decoded);
+        tcase_add_test(tc, test_query_invalid_escape_anywhere_rejected);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("numbers");
+        tcase_add_test(tc, test_u64_valid_numbers);
+        tcase_add_test(tc, test_u64_overflow_is_erange);
+        tcase_add_test(tc, test_u64_garbage_is_einval);
+        tcase_add_test(tc, test_size_plain_bytes);
+        tcase_add_test(tc, test_size_binary_suffixes_either_case);
+        tcase_add_test(tc, test_size_i_and_b_forms);
+        tcase_add_test(tc, test_size_overflow_rejected);
+        tcase_add_test(tc, test_size_garbage_rejected);
+        tcase_add_test(tc, test_millicores_valid);
+        tcase_add_test(tc, test_millicores_invalid);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("ids");
+        tcase_add_test(tc, test_item_id_lengths);
+        tcase_add_test(tc, test_item_id_first_char_rules);
+        tcase_add_test(tc, test_item_id_later_chars);
+        tcase_add_test(tc, test_remote_id_exactly_32_lower_hex);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("json_quote");
+        tcase_add_test(tc, test_quote_ascii);
+        tcase_add_test(tc, test_quote_quotes_and_backslash);
+        tcase_add_test(tc, test_quote_control_chars_escaped);
+        tcase_add_test(tc, test_quote_valid_utf8_passes_through);
+        tcase_add_test(tc, test_quote_invalid_bytes_become_surrogate_escapes);
+        tcase_add_test(tc, test_quote_overlong_forms_are_invalid);
+        tcase_add_test(tc, test_quote_surrogate_encodings_are_invalid);
+        tcase_add_test(tc, test_quote_worst_case_fits_bound);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        SRunner *sr = srunner_create(util_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

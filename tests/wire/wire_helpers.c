@@ -1,0 +1,417 @@
+/* wire_helpers.c: the real daemon in a thread on a temp root, and a small libcurl client. */
+#include "wire_helpers.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sh/config.h"
+#include "sh/daemon.h"
+#include "sh/log.h"
+
+#define MAX_FLAGS      32
+#define JOIN_TIMEOUT_S 20
+
+static struct {
+        bool running;
+        bool atexit_set;
+        char root[256];
+        char url[128];
+        uint16_t port;
+        sh_config cfg;
+        sh_daemon *d;
+        pthread_t thread;
+        int run_rc;
+} W;
+
+/* ---- daemon ----------------------------------------------------------------------------- */
+
+static void *daemon_thread(void *arg)
+{
+        W.run_rc = sh_daemon_run(arg);
+        return NULL;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+        (void)st;
+        (void)f;
+        if (flag == FTW_DP)
+                rmdir(p);
+        else
+                unlink(p);
+        return 0;
+}
+
+static void rm_rf(const char *p)
+{
+        nftw(p, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+static void stop_daemon(bool from_atexit);
+
+/* A failed assertion exits the test process with the daemon still running: clean up then,
+ * without asserting anything more (exit() must not be re-entered). */
+static void wire_atexit(void)
+{
+        stop_daemon(true);
+}
+
+void wire_start(const char *const *flags)
+{
+        const char *tmp = getenv("TMPDIR");
+        char *argv[MAX_FLAGS + 4];
+        char listen_arg[] = "--listen=127.0.0.1:0";
+        char root_arg[300];
+        char *envp[] = {NULL};
+        char *msg = NULL;
+        sh_error *err = NULL;
+        const char *lvl = getenv("WIRE_LOG");
+        int argc = 0, r;
+
+        ck_assert_msg(!W.running, "wire_start: a daemon is already running");
+        if (!W.atexit_set) {
+                atexit(wire_atexit);
+                W.atexit_set = true;
+        }
+        signal(SIGPIPE, SIG_IGN);
+        ck_assert_int_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
+        sh_log_set_level(lvl && !strcmp(lvl, "debug")  ? SH_LOG_DEBUG
+                         : lvl && !strcmp(lvl, "info") ? SH_LOG_INFO
+                                                       : SH_LOG_ERROR);
+
+        snprintf(W.root, sizeof(W.root), "%s/sh-wire-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        ck_assert_msg(mkdtemp(W.root) != NULL, "mkdtemp: %s", strerror(errno));
+        snprintf(root_arg, sizeof(root_arg), "--root=%s/state", W.root);
+
+        argv[argc++] = (char *)"sandbox-host";
+        argv[argc++] = listen_arg;
+        argv[argc++] = root_arg;
+        for (int i = 0; flags && flags[i] && argc < MAX_FLAGS + 3; i++)
+                argv[argc++] = (char *)flags[i];
+        argv[argc] = NULL;
+        r = sh_config_parse(&W.cfg, argc, argv, envp, &msg);
+        if (r != SH_CONFIG_OK) {
+                rm_rf(W.root);
+                ck_abort_msg("sh_config_parse: %d: %s", r, msg ? msg : "");
+        }
+        if (sh_daemon_new(&W.cfg, false, &W.d, &err) < 0) {
+                rm_rf(W.root);
+                ck_abort_msg("sh_daemon_new: %s", err && err->msg ? err->msg : "?");
+        }
+        snprintf(W.url, sizeof(W.url), "%s", sh_daemon_url(W.d));
+        {
+                const char *colon = strrchr(W.url, ':');
+
+                W.port = (uint16_t)atoi(colon + 1);
+        }
+        ck_assert_int_eq(pthread_create(&W.thread, NULL, daemon_thread, W.d), 0);
+        W.running = true;
+}
+
+void wire_stop(void)
+{
+        stop_daemon(false);
+}
+
+static void stop_daemon(bool from_atexit)
+{
+        struct timespec ts;
+
+        if (!W.running)
+                return;
+        W.running = false;
+        sh_daemon_request_stop(W.d);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += JOIN_TIMEOUT_S;
+        if (pthread_timedjoin_np(W.thread, NULL, &ts) != 0) {
+                /* A daemon that does not stop is a failure; leave it, but clean the disk. */
+                rm_rf(W.root);
+                if (!from_atexit)
+                        ck_abort_msg("the daemon did not stop within %d s", JOIN_TIMEOUT_S);
+                return;
+        }
+        sh_daemon_free(W.d);
+        W.d = NULL;
+        sh_config_done(&W.cfg);
+        rm_rf(W.root);
+        curl_global_cleanup();
+        if (!from_atexit)
+                ck_assert_msg(W.run_rc == 0, "sh_daemon_run returned %d", W.run_rc);
+}
+
+const char *wire_url(void)
+{
+        return W.url;
+}
+
+uint16_t wire_port(void)
+{
+        return W.port;
+}
+
+const char *wire_root(void)
+{
+        static char buf[320];
+
+        snprintf(buf, sizeof(buf), "%s/state", W.root);
+        return buf;
+}
+
+const char *wire_workspace(const char *id)
+{
+        static char buf[400];
+
+        snprintf(buf, sizeof(buf), "%s/state/%s/workspace", W.root, id);
+        return buf;
+}
+
+/* ---- HTTP client ------------------------------------------------------------------------ */
+
+typedef struct buf {
+        char *p;
+        size_t len;
+} buf;
+
+static size_t append(buf *b, const char *data, size_t n)
+{
+        char *np = realloc(b->p, b->len + n + 1);
+
+        if (!np)
+                return 0;
+        memcpy(np + b->len, data, n);
+        b->p = np;
+        b->len += n;
+        b->p[b->len] = '\0';
+        return n;
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
+{
+        return append(userdata, data, size * nmemb);
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
+{
+        buf *b = userdata;
+        size_t n = size * nmemb;
+
+        /* A new status line (after 100 Continue) starts the block afresh. */
+        if (n >= 5 && memcmp(data, "HTTP/", 5) == 0)
+                b->len = 0;
+        return append(b, data, n);
+}
+
+void wire_http_ex(const char *method, const char *path, const void *body, size_t body_len,
+                  const char *content_type, const char *const *extra_headers, long timeout_ms,
+                  wire_resp *resp)
+{
+        CURL *c = curl_easy_init();
+        struct curl_slist *hdrs = NULL;
+        buf b = {0}, h = {0};
+        char url[8192], ct[256];
+        CURLcode rc;
+
+        memset(resp, 0, sizeof(*resp));
+        ck_assert_ptr_nonnull(c);
+        snprintf(url, sizeof(url), "%s%s", W.url, path);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : WIRE_TIMEOUT_MS);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+        curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+        curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
+        if (strcmp(method, "HEAD") == 0)
+                curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+        else
+                curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+        if (body || body_len) {
+                curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
+                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+                snprintf(ct, sizeof(ct), "Content-Type: %s",
+                         content_type ? content_type : "application/json");
+                hdrs = curl_slist_append(hdrs, ct);
+        }
+        hdrs = curl_slist_append(hdrs, "Expect:"); /* no 100-continue unless asked for */
+        for (int i = 0; extra_headers && extra_headers[i]; i++)
+                hdrs = curl_slist_append(hdrs, extra_headers[i]);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+
+        rc = curl_easy_perform(c);
+        resp->curl_rc = (int)rc;
+        if (rc == CURLE_OK)
+                curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
+        curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &resp->seconds);
+        resp->body = b.p ? b.p : calloc(1, 1);
+        resp->body_len = b.len;
+        resp->headers = h.p ? h.p : calloc(1, 1);
+        curl_slist_free_all(hdrs);
+        curl_easy_cleanup(c);
+}
+
+void wire_http(const char *method, const char *path, const char *json_body, wire_resp *resp)
+{
+        wire_http_ex(method, path, json_body, json_body ? strlen(json_body) : 0, NULL, NULL, 0,
+                     resp);
+}
+
+void wire_resp_free(wire_resp *resp)
+{
+        free(resp->body);
+        free(resp->headers);
+        memset(resp, 0, sizeof(*resp));
+}
+
+bool wire_header(const wire_resp *resp, const char *name, char *out, size_t size)
+{
+        size_t nl = strlen(name);
+        const char *p = resp->headers;
+
+        while (p && *p) {
+                const char *eol = strstr(p, "\r\n");
+                size_t ll = eol ? (size_t)(eol - p) : strlen(p);
+
+                if (ll > nl && p[nl] == ':' && strncasecmp(p, name, nl) == 0) {
+                        const char *v = p + nl + 1;
+                        size_t vl;
+
+                        while (*v == ' ' || *v == '\t')
+                                v++;
+                        vl = (size_t)(p + ll - v);
+                        while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+                                vl--;
+                        if (out && size) {
+                                if (vl >= size)
+                                        vl = size - 1;
+                                memcpy(out, v, vl);
+                                out[vl] = '\0';
+                        }
+                        return true;
+                }
+                p = eol ? eol + 2 : NULL;
+        }
+        return false;
+}
+
+cJSON *wire_json(const wire_resp *resp)
+{
+        cJSON *j = cJSON_ParseWithLength(resp->body, resp->body_len);
+
+        ck_assert_msg(j != NULL, "status %ld: body is not JSON: '%.300s'", resp->status,
+                      resp->body);
+        return j;
+}
+
+void wire_assert_error(const wire_resp *resp, long status, const char *type)
+{
+        char ct[128] = "";
+        cJSON *j, *e, *d;
+
+        ck_assert_msg(resp->status == status, "status %ld (curl %d), want %ld; body '%.300s'",
+                      resp->status, resp->curl_rc, status, resp->body);
+        ck_assert_msg(wire_header(resp, "Content-Type", ct, sizeof(ct)),
+                      "error without Content-Type");
+        ck_assert_msg(strncmp(ct, "application/json", 16) == 0, "Content-Type '%s'", ct);
+        j = wire_json(resp);
+        e = cJSON_GetObjectItemCaseSensitive(j, "error");
+        d = cJSON_GetObjectItemCaseSensitive(j, "detail");
+        ck_assert_msg(cJSON_IsString(e), "no \"error\" string in '%s'", resp->body);
+        ck_assert_msg(strcmp(e->valuestring, type) == 0, "error '%s', want '%s'", e->valuestring,
+                      type);
+        ck_assert_msg(cJSON_IsString(d), "no \"detail\" string in '%s'", resp->body);
+        cJSON_Delete(j);
+}
+
+void wire_create(char id[33])
+{
+        wire_resp r;
+        cJSON *j, *rid;
+
+        wire_http("POST", "/sandboxes", "{}", &r);
+        ck_assert_msg(r.status == 200, "create: status %ld (curl %d): %s", r.status, r.curl_rc,
+                      r.body);
+        j = wire_json(&r);
+        rid = cJSON_GetObjectItemCaseSensitive(j, "remote_id");
+        ck_assert_msg(cJSON_IsString(rid) && strlen(rid->valuestring) == 32, "remote_id in '%s'",
+                      r.body);
+        memcpy(id, rid->valuestring, 33);
+        cJSON_Delete(j);
+        wire_resp_free(&r);
+}
+
+long wire_upload(const char *id, const char *path, const void *data, size_t len)
+{
+        char p[4096];
+        wire_resp r;
+        long status;
+
+        snprintf(p, sizeof(p), "/sandboxes/%s/file?path=%s", id, path);
+        wire_http_ex("PUT", p, data ? data : "", len, "application/octet-stream", NULL, 0, &r);
+        status = r.status;
+        wire_resp_free(&r);
+        return status;
+}
+
+cJSON *wire_get_json(const char *id, const char *what, const char *query)
+{
+        char p[4096];
+        wire_resp r;
+        cJSON *j;
+
+        snprintf(p, sizeof(p), "/sandboxes/%s/%s%s%s", id, what, query ? "?" : "",
+                 query ? query : "");
+        wire_http("GET", p, NULL, &r);
+        ck_assert_msg(r.status == 200, "GET %s: status %ld: %s", p, r.status, r.body);
+        j = wire_json(&r);
+        wire_resp_free(&r);
+        return j;
+}
+
+/* ---- raw sockets ------------------------------------------------------------------------ */
+
+int wire_connect_raw(void)
+{
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(W.port)};
+        struct timeval tv = {.tv_sec = 5};
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        ck_assert_int_ge(fd, 0);
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: %s",
+                      strerror(errno));
+        return fd;
+}
+
+void wire_send_all(int fd, const void *s, size_t len)
+{
+        const char *p = s;
+
+        while (len > 0) {
+                ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                ck_assert_msg(n > 0, "send: %s", strerror(errno));
+                p += n;
+                len -= (size_t)n;
+        }
+}

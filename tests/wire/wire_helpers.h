@@ -1,0 +1,64 @@
+/* wire_helpers.h: the real daemon in-process (one per test, in a thread), a libcurl client. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_TIMEOUT_MS 10000 /* bound on every HTTP exchange */
+
+typedef struct wire_resp {
+        long status; /* 0 when the transfer failed (see curl_rc) */
+        int curl_rc; /* CURLcode */
+        char *body;  /* NUL-terminated, body_len bytes */
+        size_t body_len;
+        char *headers;  /* raw header block of the final response, NUL-terminated */
+        double seconds; /* total time of the exchange */
+} wire_resp;
+
+/* Start the daemon on 127.0.0.1:0 with a fresh state root under $TMPDIR and these extra
+ * flags (NULL-terminated list, may be NULL), e.g. {"--max-sandboxes=1", NULL}. Must be
+ * called inside the test (the forked child). Fails the test on error. */
+void wire_start(const char *const *flags);
+/* Graceful stop, join (bounded), free, remove the state root. Idempotent. Also run at exit
+ * of the test process if a failed test left a daemon running. */
+void wire_stop(void);
+
+const char *wire_url(void); /* "http://127.0.0.1:PORT" */
+uint16_t wire_port(void);
+const char *wire_root(void); /* the state root */
+
+/* One HTTP exchange on a fresh connection (closed afterwards). `body` may be NULL (then no
+ * body is sent unless body_len > 0); `content_type` NULL means application/json when a body
+ * is given. Extra request headers: NULL-terminated list or NULL. Never fails the test by
+ * itself (resp->status is 0 on transport failure). */
+void wire_http_ex(const char *method, const char *path, const void *body, size_t body_len,
+                  const char *content_type, const char *const *extra_headers, long timeout_ms,
+                  wire_resp *resp);
+void wire_http(const char *method, const char *path, const char *json_body, wire_resp *resp);
+void wire_resp_free(wire_resp *resp);
+
+/* Value of response header `name` (case-insensitive) into out; false if absent. */
+bool wire_header(const wire_resp *resp, const char *name, char *out, size_t size);
+
+/* Parse the body as JSON (fails the test if it is not). Free with cJSON_Delete. */
+cJSON *wire_json(const wire_resp *resp);
+/* Assert an error response: this status, Content-Type application/json and a body
+ * {"error": type, "detail": string}. */
+void wire_assert_error(const wire_resp *resp, long status, const char *type);
+
+/* Create a sandbox (asserting 200) and return its remote_id in id[33]. */
+void wire_create(char id[33]);
+/* PUT a file; returns the status. `path` is put in the query as given (percent-encode it). */
+long wire_upload(const char *id, const char *path, const void *data, size_t len);
+/* GET /sandboxes/{id}/{what}?{query} and parse the 200 JSON answer (fails otherwise). */
+cJSON *wire_get_json(const char *id, const char *what, const char *query);
+
+/* The workspace directory of a sandbox on disk: {root}/{id}/workspace (static buffer). */
+const char *wire_workspace(const char *id);
+
+/* A raw TCP connection to the daemon (blocking, with 5 s send/receive timeouts). */
+int wire_connect_raw(void);
+/* Write all of `s` to fd (MSG_NOSIGNAL); fails the test on error. */
+void wire_send_all(int fd, const void *s, size_t len);
