@@ -7,6 +7,7 @@
 #include "sh/config.h"
 #include "sh/daemon.h"
 #include "sh/log.h"
+#include "sh/proctitle.h"
 
 extern char **environ;
 
@@ -43,6 +44,7 @@ int main(int argc, char **argv)
                 sh_config_done(&cfg);
                 return 2;
         }
+        sh_proctitle_init(argc, argv);
         sh_log_set_level(STREQ(cfg.log_level, "debug")   ? SH_LOG_DEBUG
                          : STREQ(cfg.log_level, "warn")  ? SH_LOG_WARN
                          : STREQ(cfg.log_level, "error") ? SH_LOG_ERROR

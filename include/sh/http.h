@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sh/capability.h"
 #include "sh/config.h"
 #include "sh/error.h"
 #include "sh/fsops.h"
@@ -123,21 +124,6 @@ cJSON *sh_request_json(sh_request *r);
 /* The query parameter `name` normalised as a workspace path; NULL after replying 400.
  * `optional`: absent or empty means the root (""). */
 char *sh_request_path_param(sh_request *r, const char *name, bool optional);
-
-/* Capabilities for /healthz, declared next to the code that implements them. */
-void sh_capability_register(const char *name, bool (*available)(void));
-#define SH_CAPABILITY(ident, name)                                                                 \
-        __attribute__((constructor)) static void sh_cap_##ident(void)                              \
-        {                                                                                          \
-                sh_capability_register(name, NULL);                                                \
-        }
-#define SH_CAPABILITY_IF(ident, name, fn)                                                          \
-        __attribute__((constructor)) static void sh_cap_##ident(void)                              \
-        {                                                                                          \
-                sh_capability_register(name, fn);                                                  \
-        }
-/* A new cJSON array of the available capability names. */
-cJSON *sh_capabilities_json(void);
 
 /* Route handlers (api_*.c). */
 void sh_api_create(sh_request *r);

@@ -24,6 +24,7 @@
 
 #include "sh/caps.h"
 #include "sh/macro.h"
+#include "sh/proctitle.h"
 #include "sh/seccomp.h"
 #include "sh/worker.h"
 
@@ -459,6 +460,9 @@ _Noreturn void sh_worker_main(const sh_worker_spec *s)
         sigset_t mask;
         int sfd;
 
+        /* The daemon's argv names its state root and settings: PID 1's command line is
+         * readable from inside the sandbox. */
+        sh_proctitle_set("sandbox-init");
         setup_sandbox(s);
         sigemptyset(&mask);
         sigaddset(&mask, SIGCHLD);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sh/capability.h"
 #include "sh/cgroup.h"
 #include "sh/exec.h"
 #include "sh/log.h"
@@ -41,6 +42,21 @@ struct sh_manager {
         size_t n_graves, cap_graves;
         sh_timer *grave_t;
 };
+
+/* Which cgroup hierarchy this daemon drives, for /healthz. */
+static sh_cg_mode cg_mode;
+static bool cap_cgroup_v1(void)
+{
+        return cg_mode == SH_CG_V1;
+}
+static bool cap_cgroup_v2(void)
+{
+        return cg_mode == SH_CG_V2;
+}
+SH_CAPABILITY_IF(cgroup_v1, "cgroup.v1", cap_cgroup_v1)
+SH_CAPABILITY_IF(cgroup_v2, "cgroup.v2", cap_cgroup_v2)
+SH_CAPABILITY(isolation, "isolation.namespaces")
+SH_CAPABILITY(seccomp, "isolation.seccomp")
 
 sh_cgroup_root *sh_manager_cgroups(sh_manager *m)
 {
@@ -304,6 +320,7 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 snprintf(instance, sizeof(instance), "%016llx", (unsigned long long)h);
                 if (sh_cgroup_root_open(instance, &m->cgroot, err) < 0)
                         goto fail;
+                cg_mode = sh_cgroup_mode(m->cgroot);
         }
         cleanup_leftovers(m);
         *ret = m;

@@ -29,7 +29,26 @@ struct sh_worker {
         void *data;
         bool dead;
         bool reported_dead;
+        bool in_callback; /* fn may free us (sandbox deleted): defer the free */
+        bool free_pending;
 };
+
+static void worker_free_now(sh_worker *w);
+
+/* Call the owner; it may call sh_worker_free on us, which is deferred until we return. */
+static bool call(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, int value2)
+{
+        bool was = w->in_callback;
+
+        w->in_callback = true;
+        w->fn(w, ev, id, value, value2, w->data);
+        w->in_callback = was;
+        if (!was && w->free_pending) {
+                worker_free_now(w);
+                return false;
+        }
+        return true;
+}
 
 int sh_worker_intermediate(const sh_worker_spec *s, int nprocs);
 
@@ -189,12 +208,13 @@ int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, char ***ret_ar
 
 /* ---- parent side ----------------------------------------------------------------------- */
 
-static void report_dead(sh_worker *w)
+/* Returns false when w was freed. */
+static bool report_dead(sh_worker *w)
 {
         if (w->reported_dead)
-                return;
+                return true;
         w->reported_dead = true;
-        w->fn(w, SH_WORKER_EV_DEAD, 0, 0, 0, w->data);
+        return call(w, SH_WORKER_EV_DEAD, 0, 0, 0);
 }
 
 static void on_pidfd(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
@@ -218,6 +238,7 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
 
         for (;;) {
                 ssize_t n = recv(w->sock, &m, sizeof(m), MSG_DONTWAIT);
+                bool alive = true;
 
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
                         return;
@@ -239,21 +260,21 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                                 w->pid_io = sh_loop_add_io(l, w->pidfd, EPOLLIN, on_pidfd, w);
                         break;
                 case SH_MSG_READY:
-                        w->fn(w, SH_WORKER_EV_READY, 0, 0, 0, w->data);
+                        alive = call(w, SH_WORKER_EV_READY, 0, 0, 0);
                         break;
                 case SH_MSG_SETUP_FAILED:
-                        w->fn(w, SH_WORKER_EV_FAILED, 0, m.a, m.b, w->data);
+                        alive = call(w, SH_WORKER_EV_FAILED, 0, m.a, m.b);
                         break;
                 case SH_MSG_STARTED:
-                        w->fn(w, SH_WORKER_EV_STARTED, m.id, m.a, 0, w->data);
+                        alive = call(w, SH_WORKER_EV_STARTED, m.id, m.a, 0);
                         break;
                 case SH_MSG_EXITED:
-                        w->fn(w, SH_WORKER_EV_EXITED, m.id, m.a, m.b, w->data);
+                        alive = call(w, SH_WORKER_EV_EXITED, m.id, m.a, m.b);
                         break;
                 default:
                         break;
                 }
-                if (w->reported_dead)
+                if (!alive || w->reported_dead)
                         return;
         }
 }
@@ -265,8 +286,8 @@ static void inter_done(sh_child *c, pid_t pid, int status, void *data)
         w->inter = NULL;
         /* The intermediate failed before it could fork the worker. */
         if (w->pid <= 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-                w->fn(w, SH_WORKER_EV_FAILED, 0, 0, 0, w->data);
-                report_dead(w);
+                if (call(w, SH_WORKER_EV_FAILED, 0, 0, 0))
+                        report_dead(w);
         }
 }
 
@@ -385,6 +406,16 @@ void sh_worker_free(sh_worker *w)
 {
         if (!w)
                 return;
+        if (w->in_callback) {
+                w->free_pending = true;
+                sh_worker_kill(w);
+                return;
+        }
+        worker_free_now(w);
+}
+
+static void worker_free_now(sh_worker *w)
+{
         sh_worker_kill(w);
         if (w->pid_io) {
                 /* SIGKILL is on its way; PID 1's exit waits for the namespace to empty, so it

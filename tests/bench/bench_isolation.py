@@ -129,6 +129,10 @@ def main():
             t0 = time.perf_counter()
             subprocess.run(["/bin/true"], check=True)
             fe.append(time.perf_counter() - t0)
+        rows.append(("exec true p50 (ms) vs bwrap true", pct(ex, .5) * 1e3,
+                     pct(bw, .5) * 1e3 if bw else None))
+        rows.append(("exec true p99 (ms) vs bwrap true", pct(ex, .99) * 1e3,
+                     pct(bw, .99) * 1e3 if bw else None))
         rows.append(("exec true p50 (ms) vs fork+exec", pct(ex, .5) * 1e3, pct(fe, .5) * 1e3))
         rows.append(("exec true p99 (ms) vs fork+exec", pct(ex, .99) * 1e3, pct(fe, .99) * 1e3))
 

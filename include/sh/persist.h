@@ -1,0 +1,37 @@
+/* persist.h: restore and persist of a sandbox's workspace through rsync (CONTRACT.md section
+ * 5): {nfs_root}/{item_id}/ <-> {root}/{id}/workspace/. rsync runs as confined child processes
+ * (never blocking the loop); persists of one sandbox are serialized, persists of different
+ * sandboxes run in parallel up to a limit, the rest queue. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "sh/config.h"
+#include "sh/error.h"
+#include "sh/loop.h"
+#include "sh/sandbox.h"
+
+typedef struct sh_persister sh_persister;
+
+/* Called from the loop when the operation has ended: err NULL on success. */
+typedef void (*sh_persist_done_fn)(sh_sandbox *sb, const sh_error *err, void *data);
+
+int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_persister **ret, sh_error **err);
+/* Kills running rsyncs, drops queued work (their callbacks are not called). */
+void sh_persister_free(sh_persister *p);
+
+/* Restore the item's archive into sb's (empty) workspace and re-own everything to sb->owner.
+ * No archive directory yet: success, nothing copied. An archive path that is not a
+ * directory, or an rsync failure: err set. */
+int sh_persist_restore(sh_persister *p, sh_sandbox *sb, sh_persist_done_fn done, void *data,
+                       sh_error **err);
+
+/* Persist sb's workspace to its item's archive: additive (delete false) or reconciling
+ * (delete true: the archive ends equal to the workspace; the sandbox's cgroup is frozen for
+ * the duration and always thawed). Failures are 500 PersistFailed with the tail of rsync's
+ * stderr in the message. */
+int sh_persist_save(sh_persister *p, sh_sandbox *sb, bool delete_extra, sh_persist_done_fn done,
+                    void *data, sh_error **err);
+
+/* sb is going away: cancel its queued work and kill its running rsync; no callbacks. */
+void sh_persist_forget(sh_persister *p, sh_sandbox *sb);

@@ -1,0 +1,97 @@
+"""Crash safety (issue 3, point 7): a daemon killed with SIGKILL leaves sandbox processes,
+cgroups, mounts and directories behind it for at most a moment; the next start with the same
+state root finds and removes every one of them."""
+import http.client
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from shlib import is_root, wait_until
+
+pytestmark = pytest.mark.skipif(not is_root(), reason="sandboxes need root (CI runs as root)")
+
+UID_BASE = 377000  # a range no other test uses, so "a process of this uid" is ours
+
+
+def start_exec(port, rid, cmd):
+    """Start an exec and leave its stream open (returns the connection)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("POST", f"/sandboxes/{rid}/exec", body=json.dumps({"cmd": cmd}))
+    r = c.getresponse()
+    assert r.status == 200
+    return c, r
+
+
+def uid_pids(uid):
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            st = os.stat(f"/proc/{d}")
+        except FileNotFoundError:
+            continue
+        if st.st_uid == uid:
+            out.append(int(d))
+    return out
+
+
+def cgroup_dirs_named(name):
+    found = []
+    for ctl in ("pids", "memory", "cpu", "freezer", ""):
+        base = Path("/sys/fs/cgroup") / ctl
+        if not base.is_dir():
+            continue
+        for dirpath, dirnames, _ in os.walk(base):
+            if dirpath.count("/") - str(base).count("/") > 5:
+                dirnames[:] = []
+                continue
+            if os.path.basename(dirpath) == name:
+                found.append(dirpath)
+    return found
+
+
+def test_restart_after_sigkill_removes_leftover_processes_cgroups_mounts_and_dirs(start_daemon):
+    d = start_daemon(args=[f"--uid-base={UID_BASE}"])
+    root = d.root
+    r = d.client.create({})
+    assert r.status == 200, r
+    rid = r.json()["remote_id"]
+    conn, resp = start_exec(d.port, rid, ["sh", "-c", "sleep 1000 & sleep 1000"])
+    assert wait_until(lambda: len(uid_pids(UID_BASE)) >= 2, 5), "the sandbox's sleeps never ran"
+    d.kill()  # SIGKILL by pid
+    conn.close()
+
+    d2 = start_daemon(root=str(root), args=[f"--uid-base={UID_BASE}"])
+    try:
+        assert wait_until(lambda: not uid_pids(UID_BASE), 10), \
+            f"sandbox processes survived: {uid_pids(UID_BASE)}"
+        assert wait_until(lambda: not (root / rid).exists(), 10), "sandbox directory left"
+        assert wait_until(lambda: not cgroup_dirs_named(rid), 10), \
+            f"sandbox cgroups left: {cgroup_dirs_named(rid)}"
+        with open("/proc/self/mountinfo") as f:
+            assert str(root) not in f.read(), "a mount below the state root is visible"
+        # and the restarted daemon works
+        r = d2.client.create({})
+        assert r.status == 200, r
+    finally:
+        d2.stop_ok("restart")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_worker_exits_when_the_daemon_is_killed(start_daemon):
+    d = start_daemon(args=[f"--uid-base={UID_BASE + 500}"])
+    r = d.client.create({})
+    assert r.status == 200, r
+    rid = r.json()["remote_id"]
+    conn, _ = start_exec(d.port, rid, ["sleep", "1000"])
+    assert wait_until(lambda: len(uid_pids(UID_BASE + 500)) >= 1, 5)
+    d.kill()
+    conn.close()
+    # No restart: the sandbox's processes die with their worker on their own.
+    assert wait_until(lambda: not uid_pids(UID_BASE + 500), 10), \
+        f"sandbox processes outlived the daemon: {uid_pids(UID_BASE + 500)}"
