@@ -1511,11 +1511,5 @@ static Suite *wire_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(wire_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return wire_main(wire_suite());
 }

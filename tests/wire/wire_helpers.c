@@ -4,8 +4,10 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,7 +29,6 @@
 
 static struct {
         bool running;
-        bool atexit_set;
         char root[256];
         char url[128];
         uint16_t port;
@@ -61,18 +62,17 @@ static void rm_rf(const char *p)
         nftw(p, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
-static void stop_daemon(bool from_atexit);
+static pid_t runner_pid; /* the Check runner process (parent of the forked tests) */
 
-/* A failed assertion exits the test process with the daemon still running: clean up then,
- * without asserting anything more (exit() must not be re-entered). */
-static void wire_atexit(void)
+static const char *tmp_dir(void)
 {
-        stop_daemon(true);
+        const char *tmp = getenv("TMPDIR");
+
+        return tmp && *tmp ? tmp : "/tmp";
 }
 
 void wire_start(const char *const *flags)
 {
-        const char *tmp = getenv("TMPDIR");
         char *argv[MAX_FLAGS + 4];
         char listen_arg[] = "--listen=127.0.0.1:0";
         char root_arg[300];
@@ -83,17 +83,14 @@ void wire_start(const char *const *flags)
         int argc = 0, r;
 
         ck_assert_msg(!W.running, "wire_start: a daemon is already running");
-        if (!W.atexit_set) {
-                atexit(wire_atexit);
-                W.atexit_set = true;
-        }
         signal(SIGPIPE, SIG_IGN);
         ck_assert_int_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
         sh_log_set_level(lvl && !strcmp(lvl, "debug")  ? SH_LOG_DEBUG
                          : lvl && !strcmp(lvl, "info") ? SH_LOG_INFO
                                                        : SH_LOG_ERROR);
 
-        snprintf(W.root, sizeof(W.root), "%s/sh-wire-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        snprintf(W.root, sizeof(W.root), "%s/sh-wire-%ld-XXXXXX", tmp_dir(),
+                 (long)(runner_pid ? runner_pid : getpid()));
         ck_assert_msg(mkdtemp(W.root) != NULL, "mkdtemp: %s", strerror(errno));
         snprintf(root_arg, sizeof(root_arg), "--root=%s/state", W.root);
 
@@ -122,12 +119,42 @@ void wire_start(const char *const *flags)
         W.running = true;
 }
 
-void wire_stop(void)
+/* A failed assertion ends the forked test with _exit(): its state root stays behind. The
+ * runner removes the roots its children left (they carry its pid in their name). */
+static void remove_leftovers(void)
 {
-        stop_daemon(false);
+        char prefix[64];
+        struct dirent *de;
+        DIR *d = opendir(tmp_dir());
+
+        if (!d)
+                return;
+        snprintf(prefix, sizeof(prefix), "sh-wire-%ld-", (long)runner_pid);
+        while ((de = readdir(d))) {
+                char path[PATH_MAX];
+
+                if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", tmp_dir(), de->d_name);
+                rm_rf(path);
+        }
+        closedir(d);
 }
 
-static void stop_daemon(bool from_atexit)
+int wire_main(Suite *s)
+{
+        SRunner *sr = srunner_create(s);
+        int failed;
+
+        runner_pid = getpid();
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        remove_leftovers();
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+void wire_stop(void)
 {
         struct timespec ts;
 
@@ -140,17 +167,14 @@ static void stop_daemon(bool from_atexit)
         if (pthread_timedjoin_np(W.thread, NULL, &ts) != 0) {
                 /* A daemon that does not stop is a failure; leave it, but clean the disk. */
                 rm_rf(W.root);
-                if (!from_atexit)
-                        ck_abort_msg("the daemon did not stop within %d s", JOIN_TIMEOUT_S);
-                return;
+                ck_abort_msg("the daemon did not stop within %d s", JOIN_TIMEOUT_S);
         }
         sh_daemon_free(W.d);
         W.d = NULL;
         sh_config_done(&W.cfg);
         rm_rf(W.root);
         curl_global_cleanup();
-        if (!from_atexit)
-                ck_assert_msg(W.run_rc == 0, "sh_daemon_run returned %d", W.run_rc);
+        ck_assert_msg(W.run_rc == 0, "sh_daemon_run returned %d", W.run_rc);
 }
 
 const char *wire_url(void)

@@ -1,6 +1,7 @@
 /* wire_helpers.h: the real daemon in-process (one per test, in a thread), a libcurl client. */
 #pragma once
 
+#include <check.h>
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,9 +22,12 @@ typedef struct wire_resp {
  * flags (NULL-terminated list, may be NULL), e.g. {"--max-sandboxes=1", NULL}. Must be
  * called inside the test (the forked child). Fails the test on error. */
 void wire_start(const char *const *flags);
-/* Graceful stop, join (bounded), free, remove the state root. Idempotent. Also run at exit
- * of the test process if a failed test left a daemon running. */
+/* Graceful stop, join (bounded), free, remove the state root. Idempotent. */
 void wire_stop(void);
+
+/* Run the suite (fork mode) and afterwards remove the state roots that failed tests left
+ * behind. Returns the process exit code. */
+int wire_main(Suite *s);
 
 const char *wire_url(void); /* "http://127.0.0.1:PORT" */
 uint16_t wire_port(void);
