@@ -6,8 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake pkg-config git libmicrohttpd-dev libcjson-dev libseccomp-dev
-      libcap-dev libsodium-dev check libcurl4-openssl-dev rsync python3 python3-pytest
-      clang-format)
+      libcap-dev libsodium-dev check libcurl4-openssl-dev libarchive-dev rsync python3 python3-pytest
+      clang-format qemu-system-x86 cpio busybox-static bubblewrap haproxy)
+# Node.js and npm for tests/k8s (manifest validation, `npm ci --prefix tests/k8s`). Any node
+# >= 18 with its npm does; a NodeSource nodejs (bundles npm, conflicts with Debian's npm
+# package) is left as it is.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    PKGS+=(nodejs npm)
+fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

@@ -7,6 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --asan || { echo "0 passed, 1 failed"; exit 1; }
+npm ci --prefix tests/k8s --no-audit --no-fund >/dev/null || { echo "0 passed, 1 failed"; exit 1; }
 
 out=build/test-results
 rm -rf "$out"
@@ -23,7 +24,14 @@ for b in build build-asan; do
     echo "=== contract suite ($b) ==="
     SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/contract \
         --junitxml="$out/pytest-$b.xml" || status=1
+    echo "=== k8s suite ($b) ==="
+    SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/k8s \
+        --junitxml="$out/pytest-k8s-$b.xml" || status=1
 done
+
+echo "=== cgroup v2 VM suite (qemu) ==="
+/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/vm --junitxml="$out/pytest-vm.xml" \
+    || status=1
 
 /usr/bin/python3 scripts/summarize.py "$out"/*.xml || status=1
 exit $status

@@ -341,8 +341,12 @@ static int v2_kill(sh_cgroup *cg, sh_error **err)
         if (cg->root->v2_kill) {
                 /* the kernel kills the whole subtree, forks in flight included */
                 k = sh_cg_write_file(fd, "cgroup.kill", "1");
-                if (k == 0)
+                if (k == 0) {
+                        /* A frozen cgroup stays frozen after cgroup.kill: thaw it, so the
+                         * killed tasks can run their exit and the cgroup can empty. */
+                        (void)sh_cg_write_file(fd, "cgroup.freeze", "0");
                         return 0;
+                }
                 if (k != -ENOENT)
                         return sh_error_make(err, -k, "cannot kill cgroup '%s'", cg->relpath);
         }

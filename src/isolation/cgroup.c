@@ -659,6 +659,24 @@ static int hier_init(sh_cg_hier *h, const char *controller, const char *selfcg,
         r = sh_cg_parse_proc_self(selfcg, controller, &cgpath);
         if (r < 0)
                 return r;
+        if (!controller) {
+                /* v2: a daemon that already moved itself into its leaf
+                 * ("<own>/<subtree>/daemon") must find <own> again, not nest a new subtree
+                 * inside its leaf (a second open in one process, or a re-exec). */
+                _cleanup_free_ char *leaf = NULL;
+                size_t cl = strlen(cgpath), ll;
+
+                if (asprintf(&leaf, "/%s/daemon", subtree) < 0)
+                        return -ENOMEM;
+                ll = strlen(leaf);
+                if (cl >= ll && STREQ(cgpath + cl - ll, leaf)) {
+                        cgpath[cl - ll] = '\0';
+                        if (!*cgpath) {
+                                cgpath[0] = '/';
+                                cgpath[1] = '\0';
+                        }
+                }
+        }
         r = sh_cg_path_join(mp, mroot, cgpath, &h->own_dir);
         if (r < 0)
                 return r;

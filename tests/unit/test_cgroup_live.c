@@ -656,12 +656,15 @@ START_TEST(second_open_removes_leftovers)
         sh_cgroup_root *r = open_root();
         sh_cgroup *left = create(r, NULL, "left", NULL);
         sh_cgroup *inner = create(r, left, "inner", NULL);
+        /* processes live in leaves, as the daemon lays them out (v2: no internal processes) */
+        sh_cgroup *init = create(r, left, "init", NULL);
         int go, out;
         pid_t p1, p2, got;
 
         /* a daemon SIGKILLed with sandboxes running: processes in nested cgroups */
         p1 = spawn_held(&go, &out, child_pause);
-        attach(left, p1);
+        attach(init, p1);
+        sh_cgroup_free(init);
         release(go);
         ck_assert(read_timeout(out, &got, sizeof(got), 5000));
         close(out);

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Build everything the cgroup-v2 VM test boots (tests/vm/README.md):
+#   usage: tests/vm/build.sh [BUILD_DIR]        (default: <repo>/build, built by cmake beforehand)
+# Output in BUILD_DIR/vm/: vmlinuz (a stock Debian cloud kernel, downloaded once and cached
+# there, never committed), vmtest (the static e2e client and in-sandbox helper), initrd.gz.
+# Needs: apt-get (first run only, for the kernel), gcc with a static libc, cpio, gzip,
+# busybox-static (/bin/busybox). Takes about a second when the kernel is cached.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+BUILD=$(cd "${1:-$REPO/build}" && pwd)
+VM="$BUILD/vm"
+mkdir -p "$VM"
+
+DAEMON="$BUILD/sandbox-host"
+LIVE="$BUILD/tests/test_cgroup_live"
+for f in "$DAEMON" "$LIVE"; do
+        [ -x "$f" ] || { echo "build.sh: $f is missing: build the project first" >&2; exit 1; }
+done
+BUSYBOX=/bin/busybox # busybox-static's; a dynamic busybox would need its libraries too
+if [ ! -x "$BUSYBOX" ] || ldd "$BUSYBOX" >/dev/null 2>&1; then
+        echo "build.sh: $BUSYBOX is missing or not static: install busybox-static" >&2
+        exit 1
+fi
+
+# 1. The kernel: linux-image-cloud-amd64 (a meta package) names the versioned image package.
+#    Cached: a rerun reuses it; it is refreshed only when the archive moves to a new version.
+if [ ! -s "$VM/vmlinuz" ]; then
+        kpkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null |
+                awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+        if [ -z "$kpkg" ]; then
+                apt-get update -q >/dev/null
+                kpkg=$(apt-cache depends linux-image-cloud-amd64 |
+                        awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+        fi
+        [ -n "$kpkg" ] || { echo "build.sh: cannot resolve linux-image-cloud-amd64" >&2; exit 1; }
+        tmp=$(mktemp -d "$VM/kernel.XXXXXX")
+        trap 'rm -rf "$tmp"' EXIT
+        (cd "$tmp" && apt-get download -q "$kpkg" >/dev/null 2>&1 ||
+                { chmod 777 "$tmp" && apt-get download -q "$kpkg"; })
+        dpkg -x "$tmp/${kpkg}"_*.deb "$tmp/x"
+        cp "$tmp"/x/boot/vmlinuz-* "$VM/vmlinuz.new"
+        echo "$kpkg" > "$VM/kernel-package"
+        mv "$VM/vmlinuz.new" "$VM/vmlinuz"
+        rm -rf "$tmp"
+        trap - EXIT
+fi
+
+# 2. The e2e client, which is also the helper that runs inside the sandboxes: static, so it
+#    needs nothing from the VM's /lib.
+gcc -std=gnu17 -static -O2 -D_FORTIFY_SOURCE=2 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla \
+        -Wmissing-prototypes -Wstrict-prototypes -Wundef -o "$VM/vmtest.new" "$HERE/vmtest.c"
+mv "$VM/vmtest.new" "$VM/vmtest"
+
+# 3. The root file system: merged /usr like Debian's (/bin, /sbin, /lib, /lib64 are links),
+#    busybox for every command, the daemon and the Check test with their shared libraries.
+#    The daemon binds the VM's /usr, /bin, /sbin, /lib*, /etc into each sandbox.
+R="$VM/root"
+rm -rf "$R"
+mkdir -p "$R"/{usr/bin,usr/sbin,usr/lib/x86_64-linux-gnu,usr/lib64,etc,proc,sys,dev,tmp,run,var/lib,opt/sh,newroot,root}
+ln -s usr/bin "$R/bin"
+ln -s usr/sbin "$R/sbin"
+ln -s usr/lib "$R/lib"
+ln -s usr/lib64 "$R/lib64"
+cp "$BUSYBOX" "$R/usr/bin/busybox"
+for a in $("$BUSYBOX" --list); do
+        [ "$a" = busybox ] || ln -sf busybox "$R/usr/bin/$a"
+done
+cp "$VM/vmtest" "$R/usr/bin/vmtest"
+cp "$DAEMON" "$R/opt/sh/sandbox-host"
+cp "$LIVE" "$R/opt/sh/test_cgroup_live"
+# shared libraries of both binaries (resolved on this machine, copied under the VM's own
+# /usr/lib/x86_64-linux-gnu, the dynamic loader under /usr/lib64 = /lib64)
+ldd "$DAEMON" "$LIVE" | awk '$2 == "=>" && $3 ~ /^\//{print $3} $1 ~ /^\/.*ld-linux/{print $1}' | sort -u |
+        while read -r lib; do
+                case "$lib" in
+                */ld-linux-x86-64.so.2) cp -L "$lib" "$R/usr/lib64/ld-linux-x86-64.so.2" ;;
+                *) cp -L "$lib" "$R/usr/lib/x86_64-linux-gnu/" ;;
+                esac
+        done
+printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$R/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' > "$R/etc/group"
+echo sh-vm > "$R/etc/hostname"
+cp "$HERE/init.sh" "$R/init"
+chmod 755 "$R/init" "$R/usr/bin/vmtest" "$R/opt/sh/"*
+(cd "$R" && find . | cpio -o -H newc -R 0:0 --quiet | gzip -1) > "$VM/initrd.gz.new"
+mv "$VM/initrd.gz.new" "$VM/initrd.gz"
+rm -rf "$R"
+echo "build.sh: $VM/initrd.gz ($(du -k "$VM/initrd.gz" | cut -f1) KiB), kernel $(cat "$VM/kernel-package" 2>/dev/null || echo cached)"

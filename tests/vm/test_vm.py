@@ -1,0 +1,190 @@
+"""cgroup v2 tier: boot a stock Debian cloud kernel under qemu (TCG) with cgroup2 as its only
+hierarchy and run, inside it, test_cgroup_live (the Check test of the cgroup layer) and an
+end-to-end test of the real daemon (tests/vm/vmtest.c). See tests/vm/README.md.
+
+The VM boots once per module (about 15 s); every RESULT line it writes to its second serial
+port becomes one test here. The run is judged by those lines and the ALLDONE marker, never by
+qemu's exit code (a kernel panic also exits 0).
+
+Binaries come from $SH_VM_BUILD, default <repo>/build (cmake); the kernel is downloaded once
+(apt-get download) and cached in $SH_VM_BUILD/vm/, with the console log and results of the
+last run. Skipped only when qemu-system-x86_64 cannot be installed or run.
+
+Run: /usr/bin/python3 -m pytest tests/vm
+"""
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.path.abspath(os.environ.get("SH_VM_BUILD", os.path.join(REPO, "build")))
+VMDIR = os.path.join(BUILD, "vm")
+QEMU_TIMEOUT = 300  # seconds, around qemu (a hung guest)
+PACKAGES = ["qemu-system-x86", "cpio", "busybox-static"]
+
+LIVE_TESTS = [
+    "root_open_places_subtree_below_own_cgroup",
+    "create_writes_limits",
+    "attach_moves_process",
+    "memory_limit_oom_kills",
+    "pids_limit_stops_fork_loop",
+    "kill_reaches_every_descendant",
+    "freeze_and_thaw",
+    "second_open_removes_leftovers",
+]
+E2E_CHECKS = [
+    "e2e_daemon_start",
+    "e2e_daemon_in_leaf",
+    "e2e_healthz_v2",
+    "e2e_create",
+    "e2e_sandbox_limits",
+    "e2e_exec_exit_codes",
+    "e2e_exec_output",
+    "e2e_exec_own_cgroup",
+    "e2e_exec_cgroup_outside",
+    "e2e_disconnect_kills",
+    "e2e_memory_oom_kill",
+    "e2e_memory_oom_pipeline",
+    "e2e_healthz_after_oom",
+    "e2e_pids_limit",
+    "e2e_healthz_after_fork_loop",
+    "e2e_healthz_during_fork_bomb",
+    "e2e_exec_cgroups_removed",
+    "e2e_delete",
+    "e2e_exec_after_delete_404",
+    "e2e_sigterm_exit_0",
+    "e2e_sigterm_cleans_up",
+    "e2e_crash_restart_cleans_leftovers",
+    "e2e_crash_restart_sigterm",
+]
+EXPECTED = (["vm_cgroup2_only"] + ["cgroup_live." + t for t in LIVE_TESTS] + ["cgroup_live"]
+            + E2E_CHECKS)
+
+RESULT_RE = re.compile(r"^RESULT (\S+) (ok|fail)(?: (.*))?$")
+
+
+def _have_qemu():
+    q = shutil.which("qemu-system-x86_64")
+    return q and shutil.which("cpio") and os.path.exists("/bin/busybox")
+
+
+def _install_packages():
+    """Install what the VM needs (CI runs as root); returns a reason string on failure."""
+    if _have_qemu():
+        return None
+    if os.geteuid() != 0:
+        return "not root, cannot apt-get install " + " ".join(PACKAGES)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        subprocess.run(["apt-get", "update", "-q"], env=env, timeout=300,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends"]
+                           + PACKAGES, env=env, timeout=600, capture_output=True, text=True)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "apt-get install failed: %s" % e
+    if p.returncode != 0 or not _have_qemu():
+        return "apt-get install %s failed: %s" % (" ".join(PACKAGES), p.stderr.strip()[-500:])
+    return None
+
+
+def _tail(path, n=60):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return "(no %s)" % path
+
+
+class VmRun:
+    def __init__(self, results, alldone, console_path, results_path, seconds):
+        self.results = results  # name -> (status, detail)
+        self.alldone = alldone
+        self.console_path = console_path
+        self.results_path = results_path
+        self.seconds = seconds
+
+    def context(self):
+        return "VM run %.1f s; console %s, results %s; console tail:\n%s" % (
+            self.seconds, self.console_path, self.results_path, _tail(self.console_path))
+
+
+@pytest.fixture(scope="module")
+def vm():
+    why = _install_packages()
+    if why:
+        pytest.skip("qemu-system-x86_64 unavailable: " + why)
+    try:
+        v = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True,
+                           timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        pytest.skip("qemu-system-x86_64 cannot run: %s" % e)
+    if v.returncode != 0:
+        pytest.skip("qemu-system-x86_64 cannot run: %s" % v.stderr.strip()[-300:])
+
+    for f in ("sandbox-host", "tests/test_cgroup_live"):
+        if not os.access(os.path.join(BUILD, f), os.X_OK):
+            pytest.fail("%s/%s is missing: build the project first (scripts/setup.sh)"
+                        % (BUILD, f), pytrace=False)
+    b = subprocess.run(["bash", os.path.join(HERE, "build.sh"), BUILD], capture_output=True,
+                       text=True, timeout=900)
+    if b.returncode != 0:
+        pytest.fail("tests/vm/build.sh failed (%d):\n%s\n%s"
+                    % (b.returncode, b.stdout[-2000:], b.stderr[-4000:]), pytrace=False)
+
+    console = os.path.join(VMDIR, "console.txt")
+    results = os.path.join(VMDIR, "results.txt")
+    for p in (console, results):
+        if os.path.exists(p):
+            os.unlink(p)
+    cmd = ["timeout", "-s", "KILL", str(QEMU_TIMEOUT), "qemu-system-x86_64",
+           "-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "1G",
+           "-nographic", "-no-reboot", "-nodefaults",
+           "-serial", "file:" + console, "-serial", "file:" + results,
+           "-kernel", os.path.join(VMDIR, "vmlinuz"),
+           "-initrd", os.path.join(VMDIR, "initrd.gz"),
+           "-append", "console=ttyS0 quiet panic=-1 cgroup_no_v1=all"]
+    t0 = time.monotonic()
+    # qemu's exit code says nothing (a panic exits 0 too): only the markers count
+    q = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=QEMU_TIMEOUT + 60)
+    seconds = time.monotonic() - t0
+    if q.stdout or q.stderr:
+        with open(os.path.join(VMDIR, "qemu.txt"), "w") as f:
+            f.write("rc=%d\n%s\n%s" % (q.returncode, q.stdout, q.stderr))
+    parsed, alldone = {}, False
+    try:
+        with open(results, "rb") as f:
+            text = f.read().decode("utf-8", "replace").replace("\r", "")
+    except OSError:
+        text = ""
+    for line in text.split("\n"):
+        if line.strip() == "ALLDONE":
+            alldone = True
+        m = RESULT_RE.match(line)
+        if m:
+            name, status, detail = m.group(1), m.group(2), m.group(3) or ""
+            # a repeated name counts as failed if any of its lines failed
+            if parsed.get(name, ("ok",))[0] != "fail":
+                parsed[name] = (status, detail)
+    return VmRun(parsed, alldone, console, results, seconds)
+
+
+def test_vm_alldone(vm):
+    assert vm.alldone, "no ALLDONE marker (guest hung, panicked or was killed)\n" + vm.context()
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_vm_check(vm, name):
+    assert name in vm.results, "no RESULT %s line\n%s" % (name, vm.context())
+    status, detail = vm.results[name]
+    assert status == "ok", "RESULT %s fail %s\n(console: %s)" % (name, detail, vm.console_path)
+
+
+def test_vm_no_other_failures(vm):
+    extra = {n: d for n, (s, d) in vm.results.items() if s != "ok" and n not in EXPECTED}
+    assert not extra, "unexpected failed checks: %r" % extra

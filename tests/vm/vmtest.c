@@ -1,0 +1,1185 @@
+/* vmtest.c: the end-to-end test of sandbox-host on cgroup v2, run inside the test VM
+ * (tests/vm/README.md), and the helper commands it runs inside the sandboxes. Static, libc
+ * only (the VM has no Python, no curl).
+ *
+ *   vmtest e2e DAEMON CGDIR   start DAEMON in cgroup CGDIR (empty, of its own), drive it over
+ *                             HTTP/1.1 and print "RESULT <name> ok|fail <detail>" per check
+ *   vmtest memhog MIB         touch MIB MiB of anonymous memory; "survived" if not killed
+ *   vmtest forkloop N [MS]    fork up to N children (each pauses, fds closed), print
+ *                             "forked=K errno=E", hold them MS ms, kill them, exit 0
+ *
+ * Every wait is bounded. Checks that need an earlier step that failed report fail, so the
+ * host always sees every name. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HTTP_TIMEOUT_MS 60000 /* TCG is slow; the daemon answers in milliseconds normally */
+#define PIDS_MAX        32
+
+/* ---- helpers run inside a sandbox ------------------------------------------------------- */
+
+static int cmd_memhog(int mib)
+{
+        size_t len = (size_t)mib << 20;
+        char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+        if (p == MAP_FAILED) {
+                perror("mmap");
+                return 2;
+        }
+        for (size_t i = 0; i < len; i += 4096)
+                p[i] = 1;
+        puts("survived");
+        return 0;
+}
+
+static int cmd_forkloop(int n, int hold_ms)
+{
+        pid_t *kids = calloc((size_t)n, sizeof(pid_t));
+        int forked = 0, err = 0;
+
+        if (!kids)
+                return 2;
+        for (int i = 0; i < n; i++) {
+                pid_t p = fork();
+
+                if (p == 0) {
+                        /* hold a pid, nothing else: the exec must not wait for our pipes */
+                        for (int fd = 0; fd < 3; fd++)
+                                close(fd);
+                        for (;;)
+                                pause();
+                }
+                if (p < 0) {
+                        err = errno;
+                        break;
+                }
+                kids[forked++] = p;
+        }
+        printf("forked=%d errno=%d\n", forked, err);
+        fflush(stdout);
+        if (hold_ms > 0)
+                usleep((useconds_t)hold_ms * 1000);
+        for (int i = 0; i < forked; i++)
+                kill(kids[i], SIGKILL);
+        for (int i = 0; i < forked; i++)
+                waitpid(kids[i], NULL, 0);
+        return 0;
+}
+
+/* ---- small utilities -------------------------------------------------------------------- */
+
+static uint64_t now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+        nanosleep(&ts, NULL);
+}
+
+static int n_fail;
+
+/* One RESULT line; the detail is flattened to a single line. */
+__attribute__((format(printf, 3, 4))) static void result(const char *name, bool ok, const char *fmt,
+                                                         ...)
+{
+        char d[1500];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(d, sizeof(d), fmt, ap);
+        va_end(ap);
+        for (char *p = d; *p; p++)
+                if (*p == '\n' || *p == '\r' || (unsigned char)*p < 0x20)
+                        *p = ' ';
+        printf("RESULT %s %s %s\n", name, ok ? "ok" : "fail", d);
+        fflush(stdout);
+        if (!ok)
+                n_fail++;
+}
+
+/* Whole file into a static buffer (trailing newline kept); NULL if it cannot be read. */
+static char *slurp(const char *path)
+{
+        static char bufs[16][65536];
+        static unsigned k;
+        char *b = bufs[k++ % 16];
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        size_t len = 0;
+        ssize_t n;
+
+        if (fd < 0)
+                return NULL;
+        while (len < sizeof(bufs[0]) - 1 && (n = read(fd, b + len, sizeof(bufs[0]) - 1 - len)) > 0)
+                len += (size_t)n;
+        close(fd);
+        b[len] = '\0';
+        return b;
+}
+
+static const char *slurp_or(const char *path, const char *dflt)
+{
+        const char *s = slurp(path);
+
+        return s ? s : dflt;
+}
+
+__attribute__((format(printf, 1, 2))) static const char *pathf(const char *fmt, ...)
+{
+        static char bufs[8][4096];
+        static unsigned k;
+        char *b = bufs[k++ % 8];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(b, sizeof(bufs[0]), fmt, ap);
+        va_end(ap);
+        return b;
+}
+
+static bool exists(const char *p)
+{
+        struct stat st;
+
+        return lstat(p, &st) == 0;
+}
+
+/* Value of `key` in a flat keyed file ("key value" lines), or -1. */
+static long long keyed(const char *path, const char *key)
+{
+        const char *t = slurp(path);
+        size_t kl = strlen(key);
+
+        for (const char *l = t; l && *l;) {
+                if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
+                        return atoll(l + kl + 1);
+                l = strchr(l, '\n');
+                if (l)
+                        l++;
+        }
+        return -1;
+}
+
+/* Subdirectories of dir, space separated, sorted as readdir gives them. */
+static const char *subdirs(const char *dir)
+{
+        static char b[4096];
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        size_t off = 0;
+
+        b[0] = '\0';
+        if (!d)
+                return "(none: cannot open)";
+        while ((de = readdir(d)) && off < sizeof(b) - 80) {
+                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                        continue;
+                off += (size_t)snprintf(b + off, sizeof(b) - off, "%s%s", off ? " " : "",
+                                        de->d_name);
+        }
+        closedir(d);
+        return b;
+}
+
+static size_t b64dec(const char *in, size_t inlen, char *out, size_t outmax)
+{
+        uint32_t acc = 0;
+        int bits = 0;
+        size_t n = 0;
+
+        for (size_t i = 0; i < inlen; i++) {
+                int c = (unsigned char)in[i], v;
+
+                if (c >= 'A' && c <= 'Z')
+                        v = c - 'A';
+                else if (c >= 'a' && c <= 'z')
+                        v = c - 'a' + 26;
+                else if (c >= '0' && c <= '9')
+                        v = c - '0' + 52;
+                else if (c == '+')
+                        v = 62;
+                else if (c == '/')
+                        v = 63;
+                else
+                        continue;
+                acc = (acc << 6) | (uint32_t)v;
+                bits += 6;
+                if (bits >= 8) {
+                        bits -= 8;
+                        if (n + 1 < outmax)
+                                out[n++] = (char)((acc >> bits) & 0xff);
+                }
+        }
+        out[n] = '\0';
+        return n;
+}
+
+/* ---- a minimal HTTP/1.1 client ---------------------------------------------------------- */
+
+static int port;
+
+typedef struct {
+        int status;
+        char *body; /* de-chunked, NUL-terminated */
+        size_t len;
+        char err[200]; /* why the request failed (status 0) */
+} resp;
+
+static void resp_free(resp *r)
+{
+        free(r->body);
+        memset(r, 0, sizeof(*r));
+}
+
+static int http_connect(void)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd < 0)
+                return -1;
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+static int http_send(int fd, const char *method, const char *path, const char *body)
+{
+        char *req = NULL;
+        size_t blen = body ? strlen(body) : 0;
+        int n = asprintf(&req,
+                         "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n"
+                         "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                         method, path, port, blen, body ? body : "");
+        size_t off = 0;
+
+        if (n < 0)
+                return -1;
+        while (off < (size_t)n) {
+                ssize_t w = write(fd, req + off, (size_t)n - off);
+
+                if (w <= 0) {
+                        free(req);
+                        return -1;
+                }
+                off += (size_t)w;
+        }
+        free(req);
+        return 0;
+}
+
+/* De-chunk in place; returns the new length, or -1 on a malformed body. */
+static long dechunk(char *b, size_t len)
+{
+        size_t in = 0, out = 0;
+
+        for (;;) {
+                char *end;
+                unsigned long sz;
+
+                if (in >= len)
+                        return -1; /* cut before the last chunk */
+                sz = strtoul(b + in, &end, 16);
+                end = strstr(end, "\r\n");
+                if (!end)
+                        return -1;
+                in = (size_t)(end - b) + 2;
+                if (sz == 0)
+                        return (long)out;
+                if (in + sz > len)
+                        return -1;
+                memmove(b + out, b + in, sz);
+                out += sz;
+                in += sz + 2;
+        }
+}
+
+/* Read the whole response (the server closes: Connection: close) within timeout_ms. */
+static void http_read(int fd, resp *r, unsigned timeout_ms)
+{
+        uint64_t deadline = now_ms() + timeout_ms;
+        size_t cap = 65536, len = 0;
+        char *buf = malloc(cap), *hend, *line;
+        bool chunked;
+
+        if (!buf) {
+                snprintf(r->err, sizeof(r->err), "out of memory");
+                return;
+        }
+        for (;;) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                int64_t left = (int64_t)(deadline - now_ms());
+                ssize_t n;
+
+                if (left <= 0 || poll(&p, 1, (int)left) <= 0) {
+                        snprintf(r->err, sizeof(r->err), "timeout after %u ms (%zu bytes read)",
+                                 timeout_ms, len);
+                        free(buf);
+                        return;
+                }
+                if (len + 4096 > cap) {
+                        char *nb = realloc(buf, cap * 2);
+
+                        if (!nb) {
+                                free(buf);
+                                snprintf(r->err, sizeof(r->err), "out of memory");
+                                return;
+                        }
+                        buf = nb;
+                        cap *= 2;
+                }
+                n = read(fd, buf + len, cap - len - 1);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                len += (size_t)n;
+        }
+        buf[len] = '\0';
+        hend = strstr(buf, "\r\n\r\n");
+        if (len < 12 || strncmp(buf, "HTTP/1.", 7) != 0 || !hend) {
+                snprintf(r->err, sizeof(r->err), "malformed response (%zu bytes)", len);
+                free(buf);
+                return;
+        }
+        r->status = atoi(buf + 9);
+        *hend = '\0';
+        chunked = false;
+        for (line = strstr(buf, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
+                char *eol = strstr(line + 2, "\r\n"), *c;
+
+                if (strncasecmp(line + 2, "transfer-encoding:", 18) == 0 &&
+                    (c = strcasestr(line + 2, "chunked")) && (!eol || c < eol))
+                        chunked = true;
+        }
+        r->len = len - (size_t)(hend + 4 - buf);
+        r->body = malloc(r->len + 1);
+        if (!r->body) {
+                r->status = 0;
+                free(buf);
+                return;
+        }
+        memcpy(r->body, hend + 4, r->len);
+        r->body[r->len] = '\0';
+        free(buf);
+        if (chunked) {
+                long k = dechunk(r->body, r->len);
+
+                if (k < 0) {
+                        snprintf(r->err, sizeof(r->err), "bad or cut chunked body (%d)", r->status);
+                        r->status = 0;
+                        return;
+                }
+                r->len = (size_t)k;
+                r->body[r->len] = '\0';
+        }
+}
+
+static resp http(const char *method, const char *path, const char *body)
+{
+        resp r = {0};
+        int fd = http_connect();
+
+        if (fd < 0) {
+                snprintf(r.err, sizeof(r.err), "connect: %s", strerror(errno));
+                return r;
+        }
+        if (http_send(fd, method, path, body) < 0)
+                snprintf(r.err, sizeof(r.err), "send: %s", strerror(errno));
+        else
+                http_read(fd, &r, HTTP_TIMEOUT_MS);
+        close(fd);
+        return r;
+}
+
+/* ---- tiny JSON field extraction (the daemon's frames are flat objects) -------------------- */
+
+static const char *json_field(const char *obj, const char *key)
+{
+        char pat[80];
+        const char *p;
+
+        snprintf(pat, sizeof(pat), "\"%s\"", key);
+        p = strstr(obj, pat);
+        if (!p)
+                return NULL;
+        p += strlen(pat);
+        while (*p == ' ' || *p == ':')
+                p++;
+        return p;
+}
+
+static bool json_int(const char *obj, const char *key, long *ret)
+{
+        const char *p = json_field(obj, key);
+
+        if (!p || !(isdigit((unsigned char)*p) || *p == '-'))
+                return false;
+        *ret = strtol(p, NULL, 10);
+        return true;
+}
+
+static bool json_true(const char *obj, const char *key)
+{
+        const char *p = json_field(obj, key);
+
+        return p && strncmp(p, "true", 4) == 0;
+}
+
+/* A string value without escapes (ids, base64) into out. */
+static bool json_str(const char *obj, const char *key, char *out, size_t outsz)
+{
+        const char *p = json_field(obj, key), *e;
+
+        if (!p || *p != '"')
+                return false;
+        e = strchr(p + 1, '"');
+        if (!e || (size_t)(e - p - 1) >= outsz)
+                return false;
+        memcpy(out, p + 1, (size_t)(e - p - 1));
+        out[e - p - 1] = '\0';
+        return true;
+}
+
+/* ---- the exec API --------------------------------------------------------------------- */
+
+typedef struct {
+        bool ok;     /* an exit frame was read */
+        long exit;   /* its code */
+        long signal; /* 0 if absent */
+        bool oom;
+        char out[8192]; /* decoded */
+        char err[8192];
+        char frame[1024]; /* the last line, or why there is none */
+} execres;
+
+/* POST /sandboxes/{id}/exec with `cmd` (a JSON array) and read to the end. */
+static execres run(const char *id, const char *cmd)
+{
+        execres x = {0};
+        char body[2048], path[256], *last = NULL, *p;
+        resp r;
+        char b64[12000];
+
+        snprintf(body, sizeof(body), "{\"cmd\":%s}", cmd);
+        snprintf(path, sizeof(path), "/sandboxes/%s/exec", id);
+        r = http("POST", path, body);
+        if (r.status != 200) {
+                snprintf(x.frame, sizeof(x.frame), "status %d %s %.300s", r.status, r.err,
+                         r.body ? r.body : "");
+                resp_free(&r);
+                return x;
+        }
+        /* the last non-empty line */
+        for (p = strtok(r.body, "\n"); p; p = strtok(NULL, "\n"))
+                if (*p)
+                        last = p;
+        if (!last) {
+                snprintf(x.frame, sizeof(x.frame), "empty stream");
+                resp_free(&r);
+                return x;
+        }
+        snprintf(x.frame, sizeof(x.frame), "%.1000s", last);
+        if (json_int(last, "exit", &x.exit)) {
+                x.ok = true;
+                json_int(last, "signal", &x.signal);
+                x.oom = json_true(last, "oom");
+                if (json_str(last, "out", b64, sizeof(b64)))
+                        b64dec(b64, strlen(b64), x.out, sizeof(x.out));
+                if (json_str(last, "err", b64, sizeof(b64)))
+                        b64dec(b64, strlen(b64), x.err, sizeof(x.err));
+        }
+        resp_free(&r);
+        return x;
+}
+
+/* Start an exec and leave it streaming: the connected socket, or -1. */
+static int run_open(const char *id, const char *cmd)
+{
+        char body[2048], path[256];
+        int fd = http_connect();
+
+        if (fd < 0)
+                return -1;
+        snprintf(body, sizeof(body), "{\"cmd\":%s}", cmd);
+        snprintf(path, sizeof(path), "/sandboxes/%s/exec", id);
+        if (http_send(fd, "POST", path, body) < 0) {
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+/* ---- processes seen from the VM (the initial pid namespace) ----------------------------- */
+
+/* pid of the (first) process whose argv is exactly {a0, a1}, 0 if none. */
+static pid_t find_proc(const char *a0, const char *a1)
+{
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        pid_t found = 0;
+
+        if (!d)
+                return 0;
+        while (!found && (de = readdir(d))) {
+                char p[300], buf[256];
+                ssize_t n;
+                int fd;
+
+                if (!isdigit((unsigned char)de->d_name[0]))
+                        continue;
+                snprintf(p, sizeof(p), "/proc/%s/cmdline", de->d_name);
+                fd = open(p, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                n = read(fd, buf, sizeof(buf) - 1);
+                close(fd);
+                if (n <= 0)
+                        continue;
+                buf[n] = '\0';
+                if (strcmp(buf, a0) == 0 && (size_t)n > strlen(a0) + 1 &&
+                    strcmp(buf + strlen(a0) + 1, a1) == 0)
+                        found = (pid_t)atoi(de->d_name);
+        }
+        closedir(d);
+        return found;
+}
+
+static pid_t wait_proc(const char *a0, const char *a1, unsigned ms)
+{
+        uint64_t deadline = now_ms() + ms;
+        pid_t p;
+
+        while (!(p = find_proc(a0, a1)) && now_ms() < deadline)
+                sleep_ms(20);
+        return p;
+}
+
+/* Dead: gone, or a zombie (killed, not yet reaped by the sandbox's init). */
+static bool proc_dead(pid_t pid)
+{
+        const char *st = slurp(pathf("/proc/%d/stat", (int)pid));
+        const char *c;
+
+        if (!st)
+                return true;
+        c = strrchr(st, ')');
+        return c && (c[2] == 'Z' || c[2] == 'X');
+}
+
+static bool wait_dead(pid_t pid, unsigned ms)
+{
+        uint64_t deadline = now_ms() + ms;
+
+        while (!proc_dead(pid)) {
+                if (now_ms() >= deadline)
+                        return false;
+                sleep_ms(20);
+        }
+        return true;
+}
+
+static bool wait_gone(const char *path, unsigned ms)
+{
+        uint64_t deadline = now_ms() + ms;
+
+        while (exists(path)) {
+                if (now_ms() >= deadline)
+                        return false;
+                sleep_ms(20);
+        }
+        return true;
+}
+
+/* The v2 cgroup path of pid ("/a/b"), or "?" */
+static const char *cg_of(pid_t pid)
+{
+        static char b[4][1024];
+        static unsigned k;
+        char *o = b[k++ % 4];
+        const char *t = slurp(pid ? pathf("/proc/%d/cgroup", (int)pid) : "/proc/self/cgroup");
+
+        if (!t || strncmp(t, "0::", 3) != 0)
+                return "?";
+        snprintf(o, sizeof(b[0]), "%s", t + 3);
+        o[strcspn(o, "\n")] = '\0';
+        return o;
+}
+
+/* ---- the daemon ------------------------------------------------------------------------- */
+
+static pid_t daemon_pid;
+static int daemon_err = -1; /* the daemon's stderr until it listens */
+
+/* Start the daemon in cgroup `cgdir` (it must be alone there, as v2 requires before it can
+ * hand controllers down); wait for "listening on http://127.0.0.1:PORT". */
+static bool start_daemon(const char *bin, const char *cgdir, char *why, size_t whysz)
+{
+        int pfd[2];
+        char line[4096];
+        size_t len = 0;
+        uint64_t deadline;
+
+        port = 0;
+        if (pipe2(pfd, O_CLOEXEC) < 0) {
+                snprintf(why, whysz, "pipe: %s", strerror(errno));
+                return false;
+        }
+        daemon_pid = fork();
+        if (daemon_pid < 0) {
+                snprintf(why, whysz, "fork: %s", strerror(errno));
+                return false;
+        }
+        if (daemon_pid == 0) {
+                int fd = open(pathf("%s/cgroup.procs", cgdir), O_WRONLY | O_CLOEXEC);
+
+                if (fd < 0 || write(fd, "0", 1) != 1) {
+                        dprintf(pfd[1], "vmtest: cannot join %s: %s\n", cgdir, strerror(errno));
+                        _exit(120);
+                }
+                close(fd);
+                dup2(pfd[1], 1);
+                dup2(pfd[1], 2);
+                fd = open("/dev/null", O_RDONLY);
+                dup2(fd, 0);
+                execl(bin, bin, "--listen=127.0.0.1:0", "--root=/var/lib/sandbox-host",
+                      "--memory-max=32M", "--pids-max=32", "--cpu-max=0.5", "--log-level=debug",
+                      (char *)NULL);
+                dprintf(2, "vmtest: exec %s: %s\n", bin, strerror(errno));
+                _exit(127);
+        }
+        close(pfd[1]);
+        daemon_err = pfd[0];
+        deadline = now_ms() + 60000;
+        line[0] = '\0';
+        while (now_ms() < deadline) {
+                struct pollfd p = {.fd = daemon_err, .events = POLLIN};
+                ssize_t n;
+                char *l;
+
+                if (poll(&p, 1, 500) <= 0)
+                        continue;
+                n = read(daemon_err, line + len, sizeof(line) - 1 - len);
+                if (n <= 0) {
+                        snprintf(why, whysz, "daemon exited before listening: %.800s", line);
+                        return false;
+                }
+                len += (size_t)n;
+                line[len] = '\0';
+                if ((l = strstr(line, "listening on http://127.0.0.1:"))) {
+                        port = atoi(l + strlen("listening on http://127.0.0.1:"));
+                        break;
+                }
+                if (len > sizeof(line) - 512) { /* keep the tail */
+                        memmove(line, line + len - 256, 256);
+                        len = 256;
+                        line[len] = '\0';
+                }
+        }
+        fputs(line, stderr);
+        if (!port) {
+                snprintf(why, whysz, "no 'listening on' within 60 s: %.800s", line);
+                return false;
+        }
+        /* from now on copy its log to the console, in a child of ours */
+        if (fork() == 0) {
+                char b[4096];
+                ssize_t n;
+
+                while ((n = read(daemon_err, b, sizeof(b))) > 0)
+                        if (write(2, b, (size_t)n) < 0)
+                                break;
+                _exit(0);
+        }
+        close(daemon_err);
+        return true;
+}
+
+/* waitpid with a bound: the status, or -1 on timeout. */
+static int wait_exit(pid_t pid, unsigned ms)
+{
+        uint64_t deadline = now_ms() + ms;
+        int st;
+
+        for (;;) {
+                pid_t w = waitpid(pid, &st, WNOHANG);
+
+                if (w == pid)
+                        return st;
+                if (w < 0 || now_ms() >= deadline)
+                        return -1;
+                sleep_ms(20);
+        }
+}
+
+/* ---- the checks ------------------------------------------------------------------------- */
+
+static char svc[512];     /* the daemon's own cgroup (directory) */
+static char svc_rel[512]; /* the same as /proc/<pid>/cgroup shows it */
+static char sub[1024];    /* its subtree, svc/sandbox-host.<instance> */
+static char sub_rel[1024];
+
+static bool create(char *id, size_t idsz, char *why, size_t whysz)
+{
+        resp r = http("POST", "/sandboxes", "{}");
+        bool ok = r.status == 200 && r.body && json_str(r.body, "remote_id", id, idsz) && *id;
+
+        if (!ok)
+                snprintf(why, whysz, "POST /sandboxes: %d %s %.300s", r.status, r.err,
+                         r.body ? r.body : "");
+        resp_free(&r);
+        return ok;
+}
+
+/* The daemon's subtree, "<own cgroup>/sandbox-host.<instance>", from the leaf it moved
+ * itself into ("<subtree>/daemon"), as a directory. */
+static bool daemon_subtree(char *out, size_t outsz)
+{
+        const char *cg = cg_of(daemon_pid);
+        size_t n = strlen(cg);
+
+        if (n < 8 || strcmp(cg + n - 7, "/daemon") != 0)
+                return false;
+        snprintf(out, outsz, "/sys/fs/cgroup%.*s", (int)(n - 7), cg);
+        return strstr(out, "/sandbox-host.") != NULL;
+}
+
+static bool healthz_ok(void)
+{
+        resp r = http("GET", "/healthz", NULL);
+        bool ok = r.status == 200;
+
+        resp_free(&r);
+        return ok;
+}
+
+/* Crash safety, at the VM's root cgroup: on v2 a non-root cgroup whose controllers a killed
+ * daemon had enabled for its subtree takes no process any more (no internal processes), so
+ * a supervisor can restart a daemon into the very same cgroup only at the root. The next
+ * start with the same state root must remove the killed one's sandbox processes, cgroups,
+ * mounts and directories. */
+static void crash_restart(const char *bin)
+{
+        char why[1200] = "", id[128] = "", subroot[1024] = "", sbcg[1200] = "";
+        bool up, have, dead = false, cg_gone = false, dir_gone = false, mounts_gone = false;
+        bool alive_after_kill = false, left_before = false, h = false;
+        pid_t a, sl = 0;
+        int fd = -1, st = -1;
+        const char *m;
+
+        up = start_daemon(bin, "/sys/fs/cgroup", why, sizeof(why));
+        a = daemon_pid;
+        have = up && daemon_subtree(subroot, sizeof(subroot)) &&
+               create(id, sizeof(id), why, sizeof(why));
+        if (have) {
+                snprintf(sbcg, sizeof(sbcg), "%s/%s", subroot, id);
+                fd = run_open(id, "[\"sleep\",\"1006\"]");
+                sl = fd >= 0 ? wait_proc("sleep", "1006", 20000) : 0;
+        }
+        if (up) {
+                kill(a, SIGKILL);
+                wait_exit(a, 10000);
+        }
+        if (fd >= 0)
+                close(fd);
+        if (!sl) {
+                result("e2e_crash_restart_cleans_leftovers", false,
+                       "setup: daemon up=%d sandbox=%d sleep=%d %s", up, have, (int)sl, why);
+                result("e2e_crash_restart_sigterm", false, "no restart");
+                return;
+        }
+        sleep_ms(200);
+        alive_after_kill = !proc_dead(sl);
+        left_before = exists(sbcg); /* nobody removed it: the restart must */
+        up = start_daemon(bin, "/sys/fs/cgroup", why, sizeof(why));
+        if (up) {
+                const char *mi;
+
+                dead = wait_dead(sl, 10000);
+                cg_gone = wait_gone(sbcg, 10000);
+                dir_gone = wait_gone(pathf("/var/lib/sandbox-host/%s", id), 10000);
+                mi = slurp_or("/proc/self/mountinfo", "?");
+                mounts_gone = !strstr(mi, id);
+                h = healthz_ok();
+        }
+        m = slurp_or("/proc/self/mountinfo", "");
+        result("e2e_crash_restart_cleans_leftovers",
+               left_before && up && dead && cg_gone && dir_gone && mounts_gone && h,
+               "SIGKILLed daemon left sandbox %s (cgroup left=%d, 'sleep 1006' pid %d "
+               "alive=%d); restart up=%d "
+               "%s; then: sleep dead=%d, cgroup %s removed=%d, state dir removed=%d, mounts "
+               "removed=%d%s%.300s, healthz=%d",
+               id, left_before, (int)sl, alive_after_kill, up, up ? "" : why, dead, sbcg, cg_gone,
+               dir_gone, mounts_gone, mounts_gone ? "" : " ",
+               mounts_gone ? "" : (strstr(m, id) ?: ""), h);
+        if (up) {
+                kill(daemon_pid, SIGTERM);
+                st = wait_exit(daemon_pid, 60000);
+                if (st == -1) {
+                        kill(daemon_pid, SIGKILL);
+                        wait_exit(daemon_pid, 5000);
+                }
+        }
+        result("e2e_crash_restart_sigterm",
+               up && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && wait_gone(subroot, 10000),
+               "status=0x%x, %s removed=%d, root cgroup children now [%s]", st, subroot,
+               !exists(subroot), subdirs("/sys/fs/cgroup"));
+}
+
+static int e2e(const char *bin, const char *cgdir)
+{
+        char why[1200] = "", id[128] = "", id2[128] = "", exec_cg[256] = "";
+        bool up, have_sb = false;
+        execres x;
+        resp r;
+
+        snprintf(svc, sizeof(svc), "%s", cgdir);
+        snprintf(svc_rel, sizeof(svc_rel), "%s", cgdir + strlen("/sys/fs/cgroup"));
+
+        /* -- the daemon starts, alone in its cgroup, and moves itself into a leaf */
+        up = start_daemon(bin, cgdir, why, sizeof(why));
+        result("e2e_daemon_start", up, "port=%d pid=%d %s", port, (int)daemon_pid, why);
+        if (up && daemon_subtree(sub, sizeof(sub)))
+                snprintf(sub_rel, sizeof(sub_rel), "%s", sub + strlen("/sys/fs/cgroup"));
+        else if (up)
+                snprintf(sub, sizeof(sub), "%s/(no sandbox-host.* subtree: %s)", svc, subdirs(svc));
+        {
+                const char *cg = up ? cg_of(daemon_pid) : "?";
+                char want[1200];
+                const char *sc = slurp_or(pathf("%s/cgroup.subtree_control", svc), "?");
+                const char *procs = slurp_or(pathf("%s/cgroup.procs", svc), "?");
+
+                size_t sl = strlen(svc_rel);
+
+                snprintf(want, sizeof(want), "%s/sandbox-host.<instance>/daemon", svc_rel);
+                result("e2e_daemon_in_leaf",
+                       up && strncmp(cg, svc_rel, sl) == 0 &&
+                               strncmp(cg + sl, "/sandbox-host.", 14) == 0 &&
+                               strchr(cg + sl + 14, '/') &&
+                               strcmp(strchr(cg + sl + 14, '/'), "/daemon") == 0 && exists(sub) &&
+                               strstr(sc, "memory") && strstr(sc, "pids") && strstr(sc, "cpu") &&
+                               procs[0] == '\0',
+                       "daemon cgroup=%s want=%s; %s: subtree_control=[%s] procs=[%s]", cg, want,
+                       svc_rel, sc, procs);
+        }
+        r = up ? http("GET", "/healthz", NULL) : (resp){0};
+        result("e2e_healthz_v2",
+               r.status == 200 && r.body && strstr(r.body, "\"cgroup.v2\"") &&
+                       !strstr(r.body, "\"cgroup.v1\""),
+               "status=%d %s %.600s", r.status, r.err, r.body ? r.body : "");
+        resp_free(&r);
+
+        /* -- create: a cgroup of its own below the subtree, with the configured limits, the
+         *    worker in a leaf ("init") beside the exec cgroups */
+        why[0] = '\0';
+        have_sb = up && create(id, sizeof(id), why, sizeof(why));
+        if (have_sb) {
+                const char *sb = pathf("%s/%s", sub, id);
+
+                result("e2e_create", exists(sb), "id=%s cgroup %s exists=%d children=[%s]", id, sb,
+                       exists(sb), subdirs(sb));
+        } else {
+                result("e2e_create", false, "%s", why);
+        }
+        {
+                const char *sb = pathf("%s/%s", sub, id);
+                const char *mem = slurp_or(pathf("%s/memory.max", sb), "?\n");
+                const char *pids = slurp_or(pathf("%s/pids.max", sb), "?\n");
+                const char *cpu = slurp_or(pathf("%s/cpu.max", sb), "?\n");
+                const char *swp = slurp_or(pathf("%s/memory.swap.max", sb), "0\n");
+                const char *iprocs = slurp_or(pathf("%s/init/cgroup.procs", sb), "");
+                const char *sprocs = slurp_or(pathf("%s/cgroup.procs", sb), "?");
+
+                result("e2e_sandbox_limits",
+                       have_sb && strcmp(mem, "33554432\n") == 0 && strcmp(pids, "32\n") == 0 &&
+                               strcmp(cpu, "50000 100000\n") == 0 && strcmp(swp, "0\n") == 0 &&
+                               iprocs[0] && sprocs[0] == '\0',
+                       "memory.max=%.20s pids.max=%.20s cpu.max=%.30s memory.swap.max=%.20s "
+                       "init.procs=[%.60s] sandbox.procs=[%.60s]",
+                       mem, pids, cpu, swp, iprocs, sprocs);
+        }
+
+        /* -- exit codes and output */
+        {
+                static const struct {
+                        const char *cmd;
+                        long code, sig;
+                } cases[] = {
+                        {"[\"true\"]", 0, 0},
+                        {"[\"false\"]", 1, 0},
+                        {"[\"sh\",\"-c\",\"exit 7\"]", 7, 0},
+                        {"[\"/nonexistent/cmd\"]", 127, 0},
+                        {"[\"/etc/passwd\"]", 126, 0},
+                        {"[\"sh\",\"-c\",\"kill -9 $$\"]", 137, 9},
+                        {"[\"sh\",\"-c\",\"kill -TERM $$\"]", 143, 15},
+                };
+                char d[1200] = "";
+                size_t off = 0;
+                bool ok = have_sb;
+
+                for (size_t i = 0; have_sb && i < sizeof(cases) / sizeof(cases[0]); i++) {
+                        bool c;
+
+                        x = run(id, cases[i].cmd);
+                        c = x.ok && x.exit == cases[i].code && x.signal == cases[i].sig && !x.oom;
+                        ok &= c;
+                        off += (size_t)snprintf(d + off, sizeof(d) - off, "%s=%ld%s ", cases[i].cmd,
+                                                x.exit, c ? "" : " (WRONG)");
+                        if (!c && off < sizeof(d))
+                                off += (size_t)snprintf(d + off, sizeof(d) - off, "[%.200s] ",
+                                                        x.frame);
+                        if (off >= sizeof(d))
+                                break;
+                }
+                result("e2e_exec_exit_codes", ok, "%s", have_sb ? d : "no sandbox");
+        }
+        x = have_sb ? run(id, "[\"sh\",\"-c\",\"echo out; echo err >&2; exit 3\"]") : (execres){0};
+        result("e2e_exec_output",
+               x.ok && x.exit == 3 && strcmp(x.out, "out\n") == 0 && strcmp(x.err, "err\n") == 0,
+               "exit=%ld out=[%s] err=[%s] frame=%.300s", x.exit, x.out, x.err, x.frame);
+
+        /* -- each exec in a cgroup of its own below the sandbox's: seen from inside (the
+         *    sandbox's cgroup namespace is rooted at its worker's leaf "init") */
+        {
+                execres a = have_sb ? run(id, "[\"cat\",\"/proc/self/cgroup\"]") : (execres){0};
+                execres b = have_sb ? run(id, "[\"cat\",\"/proc/self/cgroup\"]") : (execres){0};
+                unsigned na = 0, nb = 0;
+                char ea[8] = "", eb[8] = "";
+                bool ok = a.ok && b.ok && a.exit == 0 && b.exit == 0 &&
+                          sscanf(a.out, "0::/../exec-%u%1[\n]", &na, ea) == 2 &&
+                          sscanf(b.out, "0::/../exec-%u%1[\n]", &nb, eb) == 2 && na != nb &&
+                          strchr(a.out, '\n') == a.out + strlen(a.out) - 1;
+
+                result("e2e_exec_own_cgroup", ok, "inside: first=[%s] second=[%s]", a.out, b.out);
+        }
+
+        /* -- ... and from outside, with the disconnect: the command, a background child and a
+         *    setsid double-forked escapee all sit in the exec's cgroup; closing the connection
+         *    kills all three and the exec cgroup goes */
+        {
+                int fd = have_sb ? run_open(id, "[\"sh\",\"-c\",\"sleep 1001 & setsid sh -c "
+                                                "'sleep 1002 >/dev/null 2>&1 </dev/null &'; "
+                                                "exec sleep 1003\"]")
+                                 : -1;
+                pid_t p1 = fd >= 0 ? wait_proc("sleep", "1001", 20000) : 0;
+                pid_t p2 = fd >= 0 ? wait_proc("sleep", "1002", 20000) : 0;
+                pid_t p3 = fd >= 0 ? wait_proc("sleep", "1003", 20000) : 0;
+                const char *c1 = cg_of(p1), *c2 = cg_of(p2), *c3 = cg_of(p3);
+                char want_prefix[1400];
+                bool placed, dead, gone, alive_after;
+                const char *leaf = strrchr(c3, '/');
+
+                snprintf(want_prefix, sizeof(want_prefix), "%s/%s/exec-", sub_rel, id);
+                placed = p1 && p2 && p3 && strcmp(c1, c3) == 0 && strcmp(c2, c3) == 0 &&
+                         strncmp(c3, want_prefix, strlen(want_prefix)) == 0 && leaf &&
+                         !strchr(c3 + strlen(want_prefix), '/');
+                snprintf(exec_cg, sizeof(exec_cg), "%s", leaf ? leaf + 1 : "?");
+                result("e2e_exec_cgroup_outside", placed,
+                       "pids %d %d %d; cgroups %s | %s | %s; want %s<N>", (int)p1, (int)p2, (int)p3,
+                       c1, c2, c3, want_prefix);
+                if (fd >= 0)
+                        close(fd);
+                dead = p1 && p2 && p3 && wait_dead(p1, 20000) && wait_dead(p2, 5000) &&
+                       wait_dead(p3, 5000);
+                gone = placed && wait_gone(pathf("%s/%s/%s", sub, id, exec_cg), 20000);
+                x = have_sb ? run(id, "[\"true\"]") : (execres){0};
+                alive_after = x.ok && x.exit == 0;
+                result("e2e_disconnect_kills", dead && gone && alive_after,
+                       "after close: all three dead=%d (%d %d %d), cgroup %s removed=%d; sandbox "
+                       "still runs execs=%d; sandbox children=[%s]",
+                       dead, p1 && proc_dead(p1), p2 && proc_dead(p2), p3 && proc_dead(p3), exec_cg,
+                       gone, alive_after, subdirs(pathf("%s/%s", sub, id)));
+        }
+
+        /* -- memory.max: the hog is OOM-killed, the frame says so */
+        {
+                long long before = keyed(pathf("%s/%s/memory.events", sub, id), "oom_kill");
+
+                x = have_sb ? run(id, "[\"vmtest\",\"memhog\",\"64\"]") : (execres){0};
+                long long after = keyed(pathf("%s/%s/memory.events", sub, id), "oom_kill");
+
+                result("e2e_memory_oom_kill",
+                       x.ok && x.exit == 137 && x.signal == 9 && x.oom && after > before &&
+                               before >= 0,
+                       "frame=%.300s; sandbox memory.events oom_kill %lld -> %lld", x.frame, before,
+                       after);
+        }
+        x = have_sb ? run(id, "[\"sh\",\"-c\",\"vmtest memhog 64 | cat\"]") : (execres){0};
+        result("e2e_memory_oom_pipeline", x.ok && x.exit == 0 && x.oom && x.signal == 0,
+               "a pipeline whose first stage is OOM-killed, last stage exits 0: frame=%.300s",
+               x.frame);
+        r = have_sb ? http("GET", "/healthz", NULL) : (resp){0};
+        result("e2e_healthz_after_oom", r.status == 200, "status=%d %s", r.status, r.err);
+        resp_free(&r);
+
+        /* -- pids.max: a fork loop stops at the limit, with EAGAIN */
+        {
+                long long before = keyed(pathf("%s/%s/pids.events", sub, id), "max");
+                int forked = -1, e = -1;
+
+                x = have_sb ? run(id, "[\"vmtest\",\"forkloop\",\"64\"]") : (execres){0};
+                long long after = keyed(pathf("%s/%s/pids.events", sub, id), "max");
+
+                sscanf(x.out, "forked=%d errno=%d", &forked, &e);
+                /* (Linux 6.1 counts pids.events "max" in the forking task's cgroup, the
+                 * exec's, which is gone by now: the sandbox's count is information only) */
+                result("e2e_pids_limit",
+                       x.ok && x.exit == 0 && forked > 0 && forked < PIDS_MAX && e == EAGAIN,
+                       "forked=%d errno=%d (pids.max=%d) exit=%ld; sandbox pids.events max %lld "
+                       "-> %lld; frame=%.200s",
+                       forked, e, PIDS_MAX, x.exit, before, after, x.frame);
+        }
+        r = have_sb ? http("GET", "/healthz", NULL) : (resp){0};
+        result("e2e_healthz_after_fork_loop", r.status == 200, "status=%d %s", r.status, r.err);
+        resp_free(&r);
+
+        /* -- the daemon keeps answering while a sandbox sits at its pids limit */
+        {
+                int fd = have_sb ? run_open(id, "[\"vmtest\",\"forkloop\",\"64\",\"3000\"]") : -1;
+                const char *pc = pathf("%s/%s/pids.current", sub, id);
+                uint64_t deadline = now_ms() + 20000, t0, dt = 0;
+                long cur = 0;
+                resp rest = {0};
+
+                while (fd >= 0 && (cur = atol(slurp_or(pc, "0"))) < PIDS_MAX && now_ms() < deadline)
+                        sleep_ms(10);
+                t0 = now_ms();
+                r = fd >= 0 ? http("GET", "/healthz", NULL) : (resp){0};
+                dt = now_ms() - t0;
+                if (fd >= 0) {
+                        http_read(fd, &rest, HTTP_TIMEOUT_MS);
+                        close(fd);
+                }
+                result("e2e_healthz_during_fork_bomb",
+                       cur >= PIDS_MAX && r.status == 200 && dt < 1000 && rest.status == 200,
+                       "sandbox pids.current=%ld (max %d); GET /healthz %d in %llu ms; exec "
+                       "stream %d %.100s",
+                       cur, PIDS_MAX, r.status, (unsigned long long)dt, rest.status,
+                       rest.body ? rest.body : rest.err);
+                resp_free(&r);
+                resp_free(&rest);
+        }
+
+        /* -- finished execs leave no cgroup behind: only the worker's leaf remains */
+        {
+                const char *sb = pathf("%s/%s", sub, id);
+                uint64_t deadline = now_ms() + 20000;
+                const char *kids = subdirs(sb);
+
+                while (have_sb && strcmp(kids, "init") != 0 && now_ms() < deadline) {
+                        sleep_ms(50);
+                        kids = subdirs(sb);
+                }
+                result("e2e_exec_cgroups_removed", have_sb && strcmp(kids, "init") == 0,
+                       "children of the sandbox cgroup: [%s]", kids);
+        }
+
+        /* -- delete: kills everything (an escapee that setsid'd and outlived its exec too) and
+         *    removes the sandbox's cgroup */
+        {
+                pid_t esc;
+                bool dead, gone;
+                const char *sb = pathf("%s/%s", sub, id);
+
+                x = have_sb ? run(id, "[\"sh\",\"-c\",\"setsid sleep 1004 >/dev/null 2>&1 "
+                                      "</dev/null &\"]")
+                            : (execres){0};
+                esc = have_sb ? wait_proc("sleep", "1004", 20000) : 0;
+                r = have_sb ? http("DELETE", pathf("/sandboxes/%s", id), NULL) : (resp){0};
+                dead = esc && wait_dead(esc, 20000);
+                gone = have_sb && wait_gone(sb, 20000);
+                result("e2e_delete", r.status == 204 && dead && gone,
+                       "DELETE=%d %s; escapee pid %d (cgroup %s) dead=%d; %s removed=%d "
+                       "(subtree children now [%s])",
+                       r.status, r.err, (int)esc, esc ? cg_of(esc) : "-", dead, sb, gone,
+                       subdirs(sub));
+                resp_free(&r);
+                x = have_sb ? run(id, "[\"true\"]") : (execres){0};
+                result("e2e_exec_after_delete_404", have_sb && strstr(x.frame, "status 404"),
+                       "%.300s", x.frame);
+        }
+
+        /* -- SIGTERM with a sandbox running a command: exit 0, nothing of ours left, our
+         *    cgroup as it was before (no process, no controllers enabled) */
+        {
+                bool have2 = up && create(id2, sizeof(id2), why, sizeof(why));
+                int fd = have2 ? run_open(id2, "[\"sleep\",\"1005\"]") : -1;
+                pid_t sl = fd >= 0 ? wait_proc("sleep", "1005", 20000) : 0;
+                int st = -1;
+                bool dead, gone;
+                const char *sc, *procs;
+
+                if (up) {
+                        kill(daemon_pid, SIGTERM);
+                        st = wait_exit(daemon_pid, 60000);
+                        if (st == -1) {
+                                kill(daemon_pid, SIGKILL);
+                                wait_exit(daemon_pid, 5000);
+                        }
+                }
+                if (fd >= 0)
+                        close(fd);
+                dead = sl && wait_dead(sl, 10000);
+                gone = up && wait_gone(sub, 10000);
+                sc = slurp_or(pathf("%s/cgroup.subtree_control", svc), "?");
+                procs = slurp_or(pathf("%s/cgroup.procs", svc), "?");
+                result("e2e_sigterm_exit_0", st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                       "status=0x%x (%s) with sandbox %s running 'sleep 1005'", st,
+                       st == -1        ? "did not exit in 60 s"
+                       : WIFEXITED(st) ? "exited"
+                                       : "signaled",
+                       have2 ? id2 : why);
+                result("e2e_sigterm_cleans_up",
+                       sl && dead && gone && sc[0] == '\0' && procs[0] == '\0',
+                       "sleep pid %d dead=%d; %s removed=%d; %s: children=[%s] "
+                       "subtree_control=[%s] procs=[%s]",
+                       (int)sl, dead, sub, gone, svc_rel, subdirs(svc), sc, procs);
+        }
+        crash_restart(bin);
+        return n_fail ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        if (argc == 3 && strcmp(argv[1], "memhog") == 0)
+                return cmd_memhog(atoi(argv[2]));
+        if ((argc == 3 || argc == 4) && strcmp(argv[1], "forkloop") == 0)
+                return cmd_forkloop(atoi(argv[2]), argc == 4 ? atoi(argv[3]) : 0);
+        if (argc == 4 && strcmp(argv[1], "e2e") == 0) {
+                signal(SIGPIPE, SIG_IGN);
+                return e2e(argv[2], argv[3]);
+        }
+        fprintf(stderr, "usage: vmtest e2e DAEMON CGDIR | memhog MIB | forkloop N\n");
+        return 2;
+}
