@@ -12,6 +12,7 @@
 #include "sh/log.h"
 #include "sh/loop.h"
 #include "sh/sandbox.h"
+#include "sh/tools.h"
 
 #define SHUTDOWN_GRACE_MS 10000 /* in-flight requests get this long to finish */
 
@@ -128,6 +129,7 @@ void sh_daemon_free(sh_daemon *d)
                 return;
         sh_server_free(d->srv);
         sh_manager_free(d->mgr); /* deletes what is left and waits for removals */
+        sh_tools_shutdown(d->loop);
         sh_loop_free(d->loop);
         sh_close(d->stopfd);
         free(d);

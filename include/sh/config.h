@@ -21,6 +21,7 @@ typedef struct sh_config {
         uint64_t exec_grace_ms;
         uint64_t uid_base; /* first sandbox uid; sandbox n gets uid_base + n */
         char *log_level;   /* debug, info, warn, error */
+        char *tool_keys;   /* NULL: tool manifests need no signature */
 } sh_config;
 
 typedef enum {

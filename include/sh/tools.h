@@ -1,4 +1,4 @@
-/* tools.h: third-party tools (CONTRACT.md section 6): libcurl multi fetches on the loop, manifest and signature checks, confined unpacking, the store and the stale cache. */
+/* tools.h: third-party tools (CONTRACT.md section 6): fetch, verify, unpack, store, cache. */
 #pragma once
 
 #include <cjson/cJSON.h>

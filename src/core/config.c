@@ -63,6 +63,9 @@ static const opt options[] = {
          "first uid of the sandbox uid range (sandbox slot n runs as uid_base + n)"},
         {"SANDBOX_HOST_LOG_LEVEL", T_LEVEL, OFF(log_level), "info", 0, 0,
          "least severe log level written: debug, info, warn, error"},
+        {"SANDBOX_HOST_TOOL_KEYS", T_OPT_PATH, OFF(tool_keys), NULL, 0, 0,
+         "file of trusted ed25519 publisher keys, base64, one per line; when set, tool "
+         "manifests must be signed"},
 };
 
 const char *sh_config_help(void)

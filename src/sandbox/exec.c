@@ -401,6 +401,8 @@ size_t sh_exec_read(sh_exec *e, char *out, size_t max)
 
         if (n > max)
                 n = max;
+        if (n == 0)
+                return 0;
         memcpy(out, e->q.p + e->q.off, n);
         e->q.off += n;
         if (e->q.off == e->q.len)

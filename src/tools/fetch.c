@@ -1,4 +1,4 @@
-/* fetch.c: libcurl's multi interface driven by our epoll loop (socket and timer callbacks), so a slow artifact store never stalls the daemon. */
+/* fetch.c: libcurl multi transfers driven by our epoll loop; a slow store never stalls us. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <sodium.h>

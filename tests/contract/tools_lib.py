@@ -1,0 +1,223 @@
+"""Helpers for the /tools/resolve tests (CONTRACT.md section 6): a local artifact store
+(http.server on 127.0.0.1, port 0, in a thread), bundle and manifest builders (tarfile),
+ed25519 publisher keys through the openssl command line, and a small NDJSON exec reader.
+
+Python stdlib only; every wait is bounded.
+"""
+import base64
+import gzip
+import hashlib
+import http.client
+import http.server
+import io
+import json
+import os
+import subprocess
+import tarfile
+import threading
+import time
+
+
+class ArtifactServer:
+    """Serves `routes[path] = (status, body_bytes, delay_s, headers)`; counts hits per path."""
+
+    def __init__(self):
+        self.routes = {}
+        self.hits = {}
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                path = self.path.split("?", 1)[0]
+                with outer.lock:
+                    outer.hits[path] = outer.hits.get(path, 0) + 1
+                    route = outer.routes.get(path)
+                if route is None:
+                    route = (404, b"not found", 0, {})
+                status, body, delay, headers = route
+                if delay:
+                    time.sleep(delay)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(body)))
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+        self.thread.start()
+        self.alive = True
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def put(self, path, body, status=200, delay=0, headers=None):
+        with self.lock:
+            self.routes[path] = (status, body, delay, dict(headers or {}))
+        return self.url(path)
+
+    def stop(self):
+        """The store dies: the listening socket is closed, connections are refused."""
+        if self.alive:
+            self.alive = False
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
+
+def sha256(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def _add(tf, name, data=b"", mode=0o644, **kw):
+    ti = tarfile.TarInfo(name)
+    ti.size = len(data)
+    ti.mode = mode
+    ti.mtime = 1700000000
+    for k, v in kw.items():
+        setattr(ti, k, v)
+    if ti.type in (tarfile.REGTYPE, tarfile.AREGTYPE):
+        tf.addfile(ti, io.BytesIO(data))
+    else:
+        ti.size = 0
+        tf.addfile(ti)
+
+
+def make_bundle(files=None, members=None):
+    """A .tar.gz: `files` {name: bytes or (bytes, mode)}; `members` extra raw TarInfo dicts
+    [{"name", "type", "linkname", "data", "mode", "devmajor", "devminor"}]."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.GNU_FORMAT) as tf:
+        for name, v in (files or {}).items():
+            data, mode = v if isinstance(v, tuple) else (v, 0o644)
+            _add(tf, name, data, mode)
+        for m in members or []:
+            m = dict(m)
+            name = m.pop("name")
+            data = m.pop("data", b"")
+            mode = m.pop("mode", 0o644)
+            _add(tf, name, data, mode, **m)
+    return buf.getvalue()
+
+
+def make_header_only_bundle(name, claimed_size):
+    """A tar.gz whose one header claims `claimed_size` bytes, with little data behind it: the
+    size limit must be enforced from the header, before anything is written."""
+    ti = tarfile.TarInfo(name)
+    ti.size = claimed_size
+    ti.mode = 0o644
+    raw = ti.tobuf(format=tarfile.GNU_FORMAT) + b"\0" * 65536
+    return gzip.compress(raw)
+
+
+def make_manifest(bundle_url, sha, name="tool", version="1.0.0", commands=None):
+    if commands is None:
+        commands = [{"name": "hello", "argv": ["bin/hello"],
+                     "parameters": {"type": "object", "properties": {"x": {"type": "integer"}},
+                                    "required": []}, "unicode": "h\u00e9llo \u2603"}]
+    return json.dumps({"name": name, "version": version,
+                       "bundle": {"url": bundle_url, "sha256": sha},
+                       "commands": commands}).encode()
+
+
+HELLO_SCRIPT = b"#!/bin/sh\necho hello-tool \"$@\"\n"
+
+
+def standard_bundle(tag="a"):
+    """A small valid bundle: an executable script, a data file, a relative link inside."""
+    return make_bundle(
+        files={"./bin/hello": (HELLO_SCRIPT, 0o755), "share/data.txt": b"data-" + tag.encode()},
+        members=[{"name": "bin/hello-link", "type": tarfile.SYMTYPE, "linkname": "hello"},
+                 {"name": "share/up", "type": tarfile.SYMTYPE, "linkname": "../bin/hello"}])
+
+
+def publish(srv, prefix, bundle, **mkw):
+    """Put a bundle and its manifest on the store; returns (manifest_url, sha, manifest)."""
+    sha = sha256(bundle)
+    burl = srv.put(prefix + "/bundle.tar.gz", bundle)
+    man = make_manifest(burl, sha, **mkw)
+    murl = srv.put(prefix + "/manifest.json", man)
+    return murl, sha, man
+
+
+class Ed25519Key:
+    """A publisher key made by `openssl genpkey -algorithm ed25519`."""
+
+    def __init__(self, tmpdir, name="key"):
+        self.pem = os.path.join(str(tmpdir), name + ".pem")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", self.pem],
+                       check=True, capture_output=True, timeout=30)
+        der = subprocess.run(["openssl", "pkey", "-in", self.pem, "-pubout", "-outform", "DER"],
+                             check=True, capture_output=True, timeout=30).stdout
+        self.public_raw = der[-32:]  # SubjectPublicKeyInfo ends with the 32 key bytes
+        self.public_b64 = base64.b64encode(self.public_raw).decode()
+        self.tmpdir = str(tmpdir)
+
+    def sign(self, data):
+        """Base64 of the detached ed25519 signature over exactly `data`."""
+        path = os.path.join(self.tmpdir, "to-sign-%d" % os.getpid())
+        with open(path, "wb") as f:
+            f.write(data)
+        sig = subprocess.run(["openssl", "pkeyutl", "-sign", "-inkey", self.pem, "-rawin", "-in",
+                              path], check=True, capture_output=True, timeout=30).stdout
+        os.unlink(path)
+        assert len(sig) == 64
+        return base64.b64encode(sig) + b"\n"
+
+
+def resolve(client, tools, timeout=90):
+    return client.post("/tools/resolve", body={"tools": tools}, timeout=timeout)
+
+
+def resolve_ok(client, tools, timeout=90):
+    r = resolve(client, tools, timeout=timeout)
+    assert r.status == 200, r
+    body = r.json()
+    assert set(body) == {"tools", "refused"}, body
+    # one entry per requested name, in exactly one of the two maps
+    assert set(body["tools"]) | set(body["refused"]) == set(tools), body
+    assert not (set(body["tools"]) & set(body["refused"])), body
+    for name, t in body["tools"].items():
+        assert set(t) == {"sha", "version", "stale", "commands"}, t
+        assert isinstance(t["stale"], bool), t
+        assert len(t["sha"]) == 64 and t["sha"] == t["sha"].lower(), t
+    for name, reason in body["refused"].items():
+        assert isinstance(reason, str) and reason, body
+    return body
+
+
+def exec_final(client, rid, cmd, timeout=30):
+    """Run cmd in the sandbox; return the final NDJSON frame (exit or error) as a dict."""
+    data = json.dumps({"cmd": cmd}).encode()
+    conn = http.client.HTTPConnection(client.host, client.port, timeout=timeout)
+    try:
+        conn.request("POST", "/sandboxes/%s/exec" % rid, body=data,
+                     headers={"Content-Type": "application/json",
+                              "Content-Length": str(len(data))})
+        resp = conn.getresponse()
+        body = resp.read()
+    finally:
+        conn.close()
+    assert resp.status == 200, (resp.status, body)
+    final = None
+    for line in body.splitlines():
+        if not line.strip():
+            continue
+        frame = json.loads(line)
+        if "exit" in frame or "error" in frame:
+            final = frame
+    assert final is not None, body
+    if "exit" in final:
+        final["out_bytes"] = base64.b64decode(final["out"])
+        final["err_bytes"] = base64.b64decode(final["err"])
+    return final
