@@ -127,7 +127,7 @@ void sh_api_exec(sh_request *r)
         }
         r->hstate = st;
         r->hstate_free = request_gone;
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, reader, st,
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 256 * 1024, reader, st,
                                                  response_free);
         if (!resp) {
                 stream_unref(st); /* the response's reference that never was */

@@ -84,3 +84,7 @@ def outside(tmp_path):
     return o
 
 
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes several seconds (heartbeats, fork bombs)")

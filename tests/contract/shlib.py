@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -313,8 +314,17 @@ def run_to_exit(args=(), env=None, root="__tmp__", timeout=START_TIMEOUT):
     """Run the binary expecting it to exit on its own (bad config, --help, --version).
     Returns (rc, stdout, stderr). If it starts listening instead, it is stopped at once and
     AssertionError is raised (fail fast rather than wait out the timeout)."""
-    if root == "__tmp__":
+    own_tmp = root == "__tmp__"
+    if own_tmp:
         root = tempfile.mkdtemp(prefix="sh-ct-root-")
+    try:
+        return _run_to_exit(args, env, root, timeout)
+    finally:
+        if own_tmp:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _run_to_exit(args, env, root, timeout):
     d = Daemon(env=env, args=args, root=root, wait_listen=False)
     deadline = time.monotonic() + timeout
     started = False
