@@ -11,11 +11,17 @@ import time
 
 import pytest
 
-from shlib import Daemon, is_root
+from shlib import Daemon, binary, is_root
 
 pytestmark = pytest.mark.skipif(not is_root(), reason="mounting a tmpfs needs root")
 
 N_DIRS, PER_DIR = 100, 1000
+
+
+def sanitized():
+    """ASan keeps freed memory in quarantine: RSS says nothing about our bounds there."""
+    out = subprocess.run(["ldd", binary()], capture_output=True, text=True).stdout
+    return "libasan" in out
 
 
 def vm_hwm_kib(pid):
@@ -75,8 +81,9 @@ def test_walk_of_100000_files_is_complete_sorted_and_streamed_in_bounded_memory(
     assert paths == sorted(paths)
     grown = vm_hwm_kib(d.proc.pid) - before
     # The JSON of the answer alone is ~6 MB; a daemon that buffered it (or the tree) would
-    # grow by at least that much.
-    assert grown < 4096, f"peak RSS grew by {grown} KiB during a streamed walk"
+    # grow by at least that much. Judged on the normal build only (see sanitized()).
+    if not sanitized():
+        assert grown < 4096, f"peak RSS grew by {grown} KiB during a streamed walk"
     print(f"walk of {len(entries)} files: {took:.2f} s")
 
 
