@@ -11,6 +11,7 @@
 #include "sh/http.h"
 #include "sh/log.h"
 #include "sh/loop.h"
+#include "sh/persist.h"
 #include "sh/sandbox.h"
 #include "sh/tools.h"
 
@@ -129,6 +130,7 @@ void sh_daemon_free(sh_daemon *d)
                 return;
         sh_server_free(d->srv);
         sh_manager_free(d->mgr); /* deletes what is left and waits for removals */
+        sh_persist_shutdown(d->loop);
         sh_tools_shutdown(d->loop);
         sh_loop_free(d->loop);
         sh_close(d->stopfd);

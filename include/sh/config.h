@@ -19,9 +19,11 @@ typedef struct sh_config {
         uint64_t exec_output_max;
         uint64_t upload_max;
         uint64_t exec_grace_ms;
-        uint64_t uid_base; /* first sandbox uid; sandbox n gets uid_base + n */
-        char *log_level;   /* debug, info, warn, error */
-        char *tool_keys;   /* NULL: tool manifests need no signature */
+        uint64_t uid_base;           /* first sandbox uid; sandbox n gets uid_base + n */
+        char *log_level;             /* debug, info, warn, error */
+        char *tool_keys;             /* NULL: tool manifests need no signature */
+        uint64_t persist_parallel;   /* rsyncs at once; the rest queue */
+        uint64_t persist_timeout_ms; /* one rsync run at most, then killed */
 } sh_config;
 
 typedef enum {

@@ -79,6 +79,10 @@ void sh_manager_delete_all(sh_manager *m);
  * the state root's trash, same filesystem) and remove it in the background. */
 int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err);
 
+/* Called by sh_manager_delete for every sandbox deleted, before its processes are killed
+ * (persist uses it to cancel the sandbox's rsync work). One hook. */
+void sh_manager_set_delete_hook(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data);
+
 unsigned sh_manager_count(const sh_manager *m);
 bool sh_manager_full(const sh_manager *m);
 bool sh_manager_draining(const sh_manager *m);

@@ -63,6 +63,10 @@ static const opt options[] = {
          "first uid of the sandbox uid range (sandbox slot n runs as uid_base + n)"},
         {"SANDBOX_HOST_LOG_LEVEL", T_LEVEL, OFF(log_level), "info", 0, 0,
          "least severe log level written: debug, info, warn, error"},
+        {"SANDBOX_HOST_PERSIST_PARALLEL", T_UINT, OFF(persist_parallel), "4", 1, 256,
+         "rsync transfers (persist, restore) running at once; the rest queue"},
+        {"SANDBOX_HOST_PERSIST_TIMEOUT_MS", T_MS, OFF(persist_timeout_ms), "3600000", 1000,
+         604800000, "longest one rsync transfer may run before it is killed"},
         {"SANDBOX_HOST_TOOL_KEYS", T_OPT_PATH, OFF(tool_keys), NULL, 0, 0,
          "file of trusted ed25519 publisher keys, base64, one per line; when set, tool "
          "manifests must be signed"},

@@ -1,8 +1,10 @@
 /* api_ops.c: operations endpoints (CONTRACT.md section 7): /healthz, /readyz, /drain. */
 #include "sh/http.h"
 #include "sh/log.h"
+#include "sh/persist.h"
 
 SH_CAPABILITY(drain, "drain")
+SH_CAPABILITY(drain_checkpoint, "drain.checkpoint")
 
 void sh_api_healthz(sh_request *r)
 {
@@ -32,17 +34,109 @@ void sh_api_readyz(sh_request *r)
         sh_reply_json(r, 200, o);
 }
 
+/* One drain: answered when its last checkpoint has ended. The request and the checkpoints may
+ * end in either order: whichever ends last frees this. */
+typedef struct drain_ctx {
+        sh_request *r; /* NULL once the request is gone */
+        sh_persister *p;
+        unsigned sandboxes, pending, persisted, failed;
+} drain_ctx;
+
+static void drain_reply(drain_ctx *c)
+{
+        sh_request *r = c->r;
+        cJSON *o;
+
+        if (r) {
+                r->hstate = NULL;
+                r->hstate_free = NULL;
+                log_info("drain-checkpoint", NULL, "%u sandbox(es), %u persisted, %u failed",
+                         c->sandboxes, c->persisted, c->failed);
+                o = cJSON_CreateObject();
+                cJSON_AddNumberToObject(o, "sandboxes", c->sandboxes);
+                cJSON_AddNumberToObject(o, "persisted", c->persisted);
+                cJSON_AddNumberToObject(o, "failed", c->failed);
+                sh_reply_json(r, 200, o);
+        }
+        free(c);
+}
+
+static void drain_one_done(sh_sandbox *sb, const sh_error *err, void *data)
+{
+        drain_ctx *c = data;
+
+        /* A sandbox deleted meanwhile is neither checkpointed nor a failed checkpoint. */
+        if (!err)
+                c->persisted++;
+        else if (sh_error_status(err) != 404) {
+                c->failed++;
+                log_warn("persist-failed", sb->id, "drain checkpoint: %s",
+                         err->msg ? err->msg : "");
+        }
+        if (--c->pending == 0)
+                drain_reply(c);
+}
+
+static void drain_one(sh_sandbox *sb, void *data)
+{
+        drain_ctx *c = data;
+        sh_error *err = NULL;
+        bool ready = false;
+
+        if (!sb->item_id || sb->deleted)
+                return;
+        if (sh_sandbox_is_ready(sb, &ready, &err) < 0 || !ready) {
+                sh_error_release(&err);
+                return;
+        }
+        if (!c->p || sh_persist_save(c->p, sb, false, drain_one_done, c, &err) < 0) {
+                log_warn("persist-failed", sb->id, "drain checkpoint: %s",
+                         err && err->msg ? err->msg : "out of memory");
+                sh_error_release(&err);
+                c->failed++;
+                return;
+        }
+        c->pending++;
+}
+
+static void drain_free(sh_request *r, bool aborted)
+{
+        drain_ctx *c = r->hstate;
+
+        if (c)
+                c->r = NULL;
+        r->hstate = NULL;
+}
+
 void sh_api_drain(sh_request *r)
 {
         sh_manager *m = sh_server_manager(r->srv);
-        cJSON *o;
+        drain_ctx *c;
 
         if (!sh_manager_draining(m))
                 log_info("draining", NULL, "no new sandboxes are accepted from now on");
         sh_manager_set_draining(m, true);
-        o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "sandboxes", sh_manager_count(m));
-        cJSON_AddNumberToObject(o, "persisted", 0);
-        cJSON_AddNumberToObject(o, "failed", 0);
-        sh_reply_json(r, 200, o);
+        c = calloc(1, sizeof(*c));
+        if (!c) {
+                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                return;
+        }
+        c->r = r;
+        c->sandboxes = sh_manager_count(m);
+        /* Without an archive root there is nothing to checkpoint (section 5: no-ops). */
+        if (sh_server_config(r->srv)->nfs_root) {
+                c->p = sh_persister_get(m);
+                /* One reference held by the walk itself, so that no checkpoint can answer
+                 * before every one has been queued (they end from the loop anyway). */
+                c->pending = 1;
+                sh_manager_foreach(m, drain_one, c);
+                c->pending--;
+        }
+        if (c->pending == 0) {
+                drain_reply(c);
+                return;
+        }
+        r->hstate = c;
+        r->hstate_free = drain_free;
+        sh_request_suspend(r);
 }

@@ -41,7 +41,15 @@ struct sh_manager {
         } * graves;
         size_t n_graves, cap_graves;
         sh_timer *grave_t;
+        void (*delete_hook)(sh_sandbox *sb, void *data);
+        void *delete_hook_data;
 };
+
+void sh_manager_set_delete_hook(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data)
+{
+        m->delete_hook = fn;
+        m->delete_hook_data = data;
+}
 
 /* Which cgroup hierarchy this daemon drives, for /healthz. */
 static sh_cg_mode cg_mode;
@@ -630,6 +638,8 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         sb->deleted = true;
         m->slots[sb->slot] = NULL;
         m->count--;
+        if (m->delete_hook)
+                m->delete_hook(sb, m->delete_hook_data);
         /* Running execs end with an in-band error; then the worker dies, and with PID 1 every
          * process of the namespace; the cgroup kill catches anything that raced. */
         sh_exec_fail_all(sb, "SandboxNotFound", "the sandbox was deleted");

@@ -1,0 +1,589 @@
+/* confine.c: persist/restore child: rsync confined to a root of rsync, workspace, archive item. */
+#include "persist-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sh/macro.h"
+
+/*
+ * Why a minimal root and not just "everything read-only": rsync runs as root and reads (persist)
+ * or writes (restore) a tree that hostile code rewrites while rsync walks it. rsync copies links
+ * as links, but between its lstat of "d" and its open of "d/x" the sandbox can turn "d" into a
+ * link to "/" or to any host directory, and rsync then opens "/x" — with the host's root that
+ * could be /etc/shadow read into the archive, or a host file overwritten on restore. Here "/" is
+ * a read-only tmpfs holding nothing but rsync, the libraries it loads, and two bind mounts:
+ * /workspace and /archive, the source of the transfer read-only. Whatever a link points at
+ * resolves inside that root, and the only writable place in it is the destination of this
+ * very transfer. Neither /proc nor /dev exist, so no magic link leads out.
+ *
+ * The steps run top to bottom; a failure writes "persist setup: <step>: <error>" to fd 2 (the
+ * pipe the daemon reads) and exits SH_PERSIST_EXIT_SETUP.
+ */
+
+#define NEWROOT   "/tmp" /* shadowed by our tmpfs in our own mount namespace only */
+#define WS_FD     3
+#define OUT_FD    4
+#define MAX_LIBS  64
+#define TRACE_MAX (64 * 1024)
+
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#define MOUNT_ATTR_NOSUID 0x00000002
+#define MOUNT_ATTR_NODEV  0x00000004
+#define MOUNT_ATTR_NOEXEC 0x00000008
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+struct mount_attr_compat {
+        uint64_t attr_set;
+        uint64_t attr_clr;
+        uint64_t propagation;
+        uint64_t userns_fd;
+};
+
+static _Noreturn void die(const char *step, int e)
+{
+        dprintf(2, "persist setup: %s: %s\n", step, strerror(e));
+        _exit(SH_PERSIST_EXIT_SETUP);
+}
+
+static _Noreturn void die_msg(const char *step, const char *msg)
+{
+        dprintf(2, "persist setup: %s: %s\n", step, msg);
+        _exit(SH_PERSIST_EXIT_SETUP);
+}
+
+/* ---- the libraries rsync loads ---------------------------------------------------------- */
+
+typedef struct libset {
+        char *path[MAX_LIBS];
+        int n;
+} libset;
+
+/* Add the absolute path at s (up to the first space or end) to *ls. Only plain absolute paths
+ * without ".." are taken: they name host files we bind read-only into the new root. */
+static void libs_add(libset *ls, const char *s)
+{
+        size_t n = strcspn(s, " \t\n");
+
+        if (n == 0 || s[0] != '/' || n >= PATH_MAX - sizeof(NEWROOT))
+                die_msg("trace libraries", "unexpected loader output");
+        if (ls->n >= MAX_LIBS)
+                die_msg("trace libraries", "too many libraries");
+        ls->path[ls->n] = strndup(s, n);
+        if (!ls->path[ls->n])
+                die("trace libraries", ENOMEM);
+        if (strstr(ls->path[ls->n], "/../") || strstr(ls->path[ls->n], "/./"))
+                die_msg("trace libraries", "unexpected library path");
+        ls->n++;
+}
+
+/* The dynamic loader's own listing (what ldd prints): "name => /path (addr)" for each library
+ * and "/path (addr)" for the loader itself; the vDSO has no path. */
+static void libs_parse(libset *ls, char *text)
+{
+        char *line, *save = NULL;
+
+        for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char *arrow = strstr(line, "=> ");
+
+                line += strspn(line, " \t");
+                if (arrow) {
+                        if (strncmp(arrow + 3, "not found", 9) == 0)
+                                die_msg("trace libraries", line);
+                        libs_add(ls, arrow + 3);
+                } else if (line[0] == '/') {
+                        libs_add(ls, line);
+                }
+        }
+}
+
+/* Ask the loader which libraries rsync needs (LD_TRACE_LOADED_OBJECTS: it maps them, prints
+ * and exits without running rsync). Done per run, so an upgraded rsync is picked up. */
+static void trace_libraries(const char *rsync, libset *ls)
+{
+        char *const argv[] = {(char *)rsync, NULL};
+        char *const envp[] = {"LD_TRACE_LOADED_OBJECTS=1", NULL};
+        char *buf = malloc(TRACE_MAX + 1);
+        size_t len = 0;
+        int p[2], status;
+        pid_t pid;
+
+        if (!buf)
+                die("trace libraries", ENOMEM);
+        if (pipe2(p, O_CLOEXEC) < 0)
+                die("trace libraries: pipe", errno);
+        pid = fork();
+        if (pid < 0)
+                die("trace libraries: fork", errno);
+        if (pid == 0) {
+                if (dup2(p[1], 1) < 0)
+                        _exit(127);
+                execve(rsync, argv, envp);
+                _exit(127);
+        }
+        close(p[1]);
+        for (;;) {
+                ssize_t n = read(p[0], buf + len, TRACE_MAX - len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        die("trace libraries: read", errno);
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+                if (len == TRACE_MAX)
+                        die_msg("trace libraries", "loader output too long");
+        }
+        close(p[0]);
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        die("trace libraries: wait", errno);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                die_msg("trace libraries", "the loader failed (is rsync a dynamic executable?)");
+        buf[len] = '\0';
+        libs_parse(ls, buf);
+        free(buf);
+}
+
+/* ---- the archive side ------------------------------------------------------------------ */
+
+/* {nfs_root}/{item_id}, never through a link: the item component is opened O_NOFOLLOW, so a
+ * link planted there (by anyone) fails instead of redirecting the transfer. rsync keeps its
+ * temporary files beside their targets inside the item (a temporary directory elsewhere would
+ * be another mount: rename(2) across mounts fails, and rsync then copies non-atomically and
+ * loses sparseness). */
+static int open_item(const sh_persist_child_arg *a)
+{
+        int rootfd, fd;
+
+        rootfd = open(a->nfs_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (rootfd < 0)
+                die("open the archive root", errno);
+        if (!a->restore && mkdirat(rootfd, a->item_id, 0700) < 0 && errno != EEXIST)
+                die("create the archive directory", errno);
+        fd = openat(rootfd, a->item_id, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno == ENOENT && a->restore)
+                        _exit(SH_PERSIST_EXIT_NO_ARCHIVE);
+                if (errno == ENOTDIR || errno == ELOOP)
+                        die_msg("open the archive directory", "it exists and is not a directory");
+                die("open the archive directory", errno);
+        }
+        close(rootfd);
+        return fd;
+}
+
+/* ---- the workspace ---------------------------------------------------------------------- */
+
+/* fd 3 is the daemon's fd of the workspace, a mount of the host's namespace: the kernel binds
+ * only mounts of our own namespace, so the directory is opened again by its path once we have
+ * our namespace, and must be the very same inode (the daemon owns every component of the
+ * path; the check makes a swap anywhere in it fail instead of redirect). */
+static char *workspace_path(struct stat *ret_st)
+{
+        char link[64], *path = malloc(PATH_MAX);
+        ssize_t n;
+
+        if (!path)
+                die("workspace", ENOMEM);
+        if (fstat(WS_FD, ret_st) < 0)
+                die("stat the workspace", errno);
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", WS_FD);
+        n = readlink(link, path, PATH_MAX - 1);
+        if (n < 0)
+                die("locate the workspace", errno);
+        path[n] = '\0';
+        if (path[0] != '/')
+                die_msg("locate the workspace", "not a path (deleted?)");
+        return path;
+}
+
+static int reopen_workspace(const char *path, const struct stat *want)
+{
+        struct stat st;
+        int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0)
+                die("open the workspace", errno);
+        if (fstat(fd, &st) < 0)
+                die("stat the workspace", errno);
+        if (st.st_dev != want->st_dev || st.st_ino != want->st_ino)
+                die_msg("open the workspace", "the path no longer leads to the workspace");
+        return fd;
+}
+
+/* ---- the new root ---------------------------------------------------------------------- */
+
+/* Add flags to the mount at path (never clearing any the source mount had: the kernel refuses
+ * that for locked mounts, and we only ever want to tighten). */
+static void lock_mount(const char *path, bool readonly, bool noexec)
+{
+        struct mount_attr_compat attr = {
+                .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                            (readonly ? MOUNT_ATTR_RDONLY : 0) | (noexec ? MOUNT_ATTR_NOEXEC : 0),
+        };
+        unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV |
+                              (readonly ? MS_RDONLY : 0) | (noexec ? MS_NOEXEC : 0);
+
+        if (syscall(SYS_mount_setattr, AT_FDCWD, path, 0, &attr, sizeof(attr)) == 0)
+                return;
+        if (errno != ENOSYS && errno != EINVAL)
+                die("lock a mount", errno);
+        if (mount(NULL, path, NULL, flags, NULL) < 0)
+                die("lock a mount", errno);
+}
+
+static void mkdir_p(char *path)
+{
+        char *s;
+
+        for (s = path + 1; *s; s++) {
+                if (*s != '/')
+                        continue;
+                *s = '\0';
+                if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                        die("create a mount point", errno);
+                *s = '/';
+        }
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                die("create a mount point", errno);
+}
+
+/* Bind the host file at `host` read-only to the same path inside the new root. Host paths come
+ * from the loader and name system files: following their links is intended (/lib64/ld-linux
+ * is one). */
+static void bind_host_file(const char *host)
+{
+        char dst[PATH_MAX], *slash;
+        int fd;
+
+        if (snprintf(dst, sizeof(dst), "%s%s", NEWROOT, host) >= (int)sizeof(dst))
+                die("bind a library", ENAMETOOLONG);
+        slash = strrchr(dst, '/');
+        *slash = '\0';
+        mkdir_p(dst);
+        *slash = '/';
+        fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+                die("create a mount point", errno);
+        close(fd);
+        if (mount(host, dst, NULL, MS_BIND, NULL) < 0)
+                die("bind a library", errno);
+        lock_mount(dst, true, false);
+}
+
+/* Bind the directory behind fd at NEWROOT/name. Not recursive: mounts below the source (none
+ * are expected) stay outside. */
+static void bind_dir_fd(int fd, const char *name, bool readonly)
+{
+        char src[64], dst[PATH_MAX];
+
+        snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+        snprintf(dst, sizeof(dst), "%s/%s", NEWROOT, name);
+        if (mkdir(dst, 0755) < 0)
+                die("create a mount point", errno);
+        if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+                die("bind a directory", errno);
+        /* noexec: rsync never runs anything from the trees it copies. */
+        lock_mount(dst, readonly, true);
+}
+
+/* Nothing we mount may propagate to the host, and nothing the host mounts later may appear
+ * here. */
+static void own_mount_namespace(void)
+{
+        if (unshare(CLONE_NEWNS) < 0)
+                die("unshare the mount namespace", errno);
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                die("make mounts private", errno);
+}
+
+/* Every fd here belongs to our namespace; the tmpfs over NEWROOT may hide the paths they were
+ * opened by (a state root below /tmp), not the fds. */
+static void build_root(const sh_persist_child_arg *a, const libset *ls, int wsfd, int itemfd)
+{
+        int i;
+
+        if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1048576") < 0)
+                die("mount the root tmpfs", errno);
+        bind_host_file(a->rsync);
+        for (i = 0; i < ls->n; i++)
+                bind_host_file(ls->path[i]);
+        /* The source of the transfer is read-only: rsync can never change what it copies. */
+        bind_dir_fd(wsfd, "workspace", !a->restore);
+        bind_dir_fd(itemfd, "archive", a->restore);
+}
+
+/* pivot_root(".", ".") and detach the old root: afterwards no path, not even "..", leads back
+ * to the host's file system. The root tmpfs only holds mount points: read-only. */
+static void enter_root(void)
+{
+        if (chdir(NEWROOT) < 0)
+                die("enter the new root", errno);
+        if (syscall(SYS_pivot_root, ".", ".") < 0)
+                die("pivot_root", errno);
+        if (umount2(".", MNT_DETACH) < 0)
+                die("detach the old root", errno);
+        if (chdir("/") < 0)
+                die("enter the new root", errno);
+        if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+                die("make the root read-only", errno);
+}
+
+/* ---- rsync itself ----------------------------------------------------------------------- */
+
+/* What rsync as root needs and no more: read any file of the workspace (DAC_OVERRIDE,
+ * DAC_READ_SEARCH), set owners on restore (CHOWN), set modes and times on files it does not
+ * own (FOWNER), keep set-group-id directories (FSETID). Gone: SYS_ADMIN (no unmounting our
+ * root away), SYS_CHROOT, SYS_PTRACE, MKNOD, NET_*, and the rest. */
+static const cap_value_t keep_caps[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
+                                        CAP_FOWNER, CAP_FSETID};
+
+static bool kept(cap_value_t cap)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(keep_caps); i++)
+                if (keep_caps[i] == cap)
+                        return true;
+        return false;
+}
+
+static int drop_privileges(void)
+{
+        cap_t c;
+        int r;
+
+        for (cap_value_t cap = 0; cap < 64; cap++) {
+                if (cap >= (cap_value_t)cap_max_bits() &&
+                    prctl(PR_CAPBSET_READ, (unsigned long)cap, 0, 0, 0) < 0)
+                        break;
+                if (!kept(cap) && cap_drop_bound(cap) < 0)
+                        return -1;
+        }
+        c = cap_init();
+        if (!c)
+                return -1;
+        if (cap_set_flag(c, CAP_EFFECTIVE, ARRAY_SIZE(keep_caps), keep_caps, CAP_SET) < 0 ||
+            cap_set_flag(c, CAP_PERMITTED, ARRAY_SIZE(keep_caps), keep_caps, CAP_SET) < 0) {
+                cap_free(c);
+                return -1;
+        }
+        r = cap_set_proc(c);
+        cap_free(c);
+        if (r < 0)
+                return -1;
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+                return -1;
+        return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+}
+
+/* Whether the directory of ls->path[i] is that of an earlier library (exact comparison). */
+static bool dir_seen(const libset *ls, int i)
+{
+        size_t dl = (size_t)(strrchr(ls->path[i], '/') - ls->path[i]);
+
+        for (int k = 0; k < i; k++) {
+                size_t kl = (size_t)(strrchr(ls->path[k], '/') - ls->path[k]);
+
+                if (kl == dl && memcmp(ls->path[k], ls->path[i], dl) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* LD_LIBRARY_PATH: the directories of the bound libraries (there is no ld.so.cache in the new
+ * root). The buffer is sized from the paths themselves. */
+static char *library_path(const libset *ls)
+{
+        size_t cap = sizeof("LD_LIBRARY_PATH="), len;
+        char *s;
+        int i;
+
+        for (i = 0; i < ls->n; i++)
+                cap += strlen(ls->path[i]) + 1;
+        s = calloc(1, cap);
+        if (!s)
+                die("environment", ENOMEM);
+        len = (size_t)snprintf(s, cap, "LD_LIBRARY_PATH=");
+        for (i = 0; i < ls->n; i++) {
+                size_t dl = (size_t)(strrchr(ls->path[i], '/') - ls->path[i]);
+
+                if (dl == 0 || dir_seen(ls, i))
+                        continue;
+                len += (size_t)snprintf(s + len, cap - len, "%s%.*s", s[16] ? ":" : "", (int)dl,
+                                        ls->path[i]);
+        }
+        return s;
+}
+
+/* The rsync command line. Nothing in it comes from a client: the paths are fixed names in the
+ * new root, the owner is a number.
+ *  -r -l -p -t   recursive, links as links (never -L/-k/-K), modes, times; no -o/-g on persist
+ *                (the archive's owner is whoever writes it; restore re-owns with --chown)
+ *  -H -S         hard links stay hard links, sparse files stay sparse
+ *  --no-D        no device or special files; no -A/-X: no ACLs, no extended attributes
+ *  --modify-window=-1  compare times to the nanosecond: a file rewritten within the same
+ *                second with the same size is still copied
+ *  --chmod=Fug-s no set-user/group-id file ever lands in the archive as root's, nor back */
+static void build_argv(const sh_persist_child_arg *a, const char **argv, char *chown_buf,
+                       size_t chown_size)
+{
+        int n = 0;
+
+        argv[n++] = "rsync";
+        argv[n++] = "-rlptHS";
+        argv[n++] = "--no-D";
+        argv[n++] = "--numeric-ids";
+        argv[n++] = "--modify-window=-1";
+        argv[n++] = "--chmod=Fug-s";
+        if (a->restore) {
+                snprintf(chown_buf, chown_size, "--chown=%u:%u", (unsigned)a->uid,
+                         (unsigned)a->gid);
+                argv[n++] = chown_buf;
+                argv[n++] = "/archive/";
+                argv[n++] = "/workspace/";
+        } else {
+                /* Deletions only after every transfer went through; rsync also skips them
+                 * after an I/O error. */
+                if (a->delete_extra)
+                        argv[n++] = "--delete-after";
+                argv[n++] = "/workspace/";
+                argv[n++] = "/archive/";
+        }
+        argv[n] = NULL;
+}
+
+static _Noreturn void exec_rsync(const sh_persist_child_arg *a, const libset *ls)
+{
+        const char *argv[16];
+        char chown_buf[64];
+        char *envp[] = {"PATH=/usr/bin:/bin", library_path(ls), "LC_ALL=C", NULL};
+        sigset_t none;
+
+        /* PID 1 of its namespace: when rsync dies, the kernel kills and reaps everything it
+         * forked. When the helper dies, rsync goes too. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                die("parent death signal", errno);
+        if (setpgid(0, 0) < 0)
+                die("process group", errno);
+        sigemptyset(&none);
+        if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+                die("signal mask", errno);
+        build_argv(a, argv, chown_buf, sizeof(chown_buf));
+        if (drop_privileges() < 0)
+                die("drop privileges", errno);
+        execve(a->rsync, (char *const *)argv, envp);
+        die("execute rsync", errno);
+}
+
+/* Wait for rsync. A SIGTERM from the daemon (cancel, timeout) goes on to every rsync process
+ * (one process group): on SIGTERM rsync removes the temporary file it was writing, so a
+ * cancelled persist leaves no stray ".name.XXXXXX" in the archive. Whatever still runs after
+ * KILL_GRACE_S gets SIGKILL (to PID 1: the kernel then kills the whole namespace). Signals
+ * are blocked and taken with sigtimedwait: no handler runs. */
+#define KILL_GRACE_S 3
+
+static int wait_rsync(pid_t pid, const sigset_t *set)
+{
+        struct timespec grace = {.tv_sec = KILL_GRACE_S};
+        bool terminating = false;
+        int status;
+
+        for (;;) {
+                pid_t r = waitpid(pid, &status, WNOHANG);
+                int sig;
+
+                if (r == pid)
+                        break;
+                if (r < 0 && errno != EINTR)
+                        die("wait for rsync", errno);
+                sig = terminating ? sigtimedwait(set, NULL, &grace) : sigwaitinfo(set, NULL);
+                if (sig == SIGTERM && !terminating) {
+                        terminating = true;
+                        (void)kill(-pid, SIGTERM);
+                } else if (sig < 0 && errno == EAGAIN) {
+                        (void)kill(pid, SIGKILL);
+                }
+        }
+        if (WIFSIGNALED(status))
+                return 128 + WTERMSIG(status);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : SH_PERSIST_EXIT_SETUP;
+}
+
+int sh_persist_child_main(void *arg)
+{
+        const sh_persist_child_arg *a = arg;
+        libset ls = {.n = 0};
+        struct stat ws_st;
+        sigset_t set;
+        int wsfd, itemfd, devnull;
+        char *ws_path;
+        pid_t pid;
+
+        /* SIGTERM waits until we can pass it on to rsync; SIGCHLD is taken synchronously. */
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGCHLD);
+        if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+                die("signal mask", errno);
+        /* The daemon gone (killed), this helper and its rsync go too. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                die("parent death signal", errno);
+        /* Everything rsync and the setup say goes to the daemon through the pipe. */
+        if (dup2(OUT_FD, 1) < 0 || dup2(OUT_FD, 2) < 0)
+                _exit(SH_PERSIST_EXIT_SETUP);
+        close(OUT_FD);
+        devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (devnull < 0 || dup2(devnull, 0) < 0)
+                die("open /dev/null", errno);
+        close(devnull);
+
+        trace_libraries(a->rsync, &ls);
+        ws_path = workspace_path(&ws_st);
+        own_mount_namespace();
+        wsfd = reopen_workspace(ws_path, &ws_st);
+        itemfd = open_item(a);
+        build_root(a, &ls, wsfd, itemfd);
+        enter_root();
+        close(wsfd);
+        close(itemfd);
+        close(WS_FD);
+
+        /* A cancel that arrived during the setup: do not start rsync at all. */
+        {
+                sigset_t pending;
+
+                if (sigpending(&pending) == 0 && sigismember(&pending, SIGTERM))
+                        _exit(128 + SIGTERM);
+        }
+        if (unshare(CLONE_NEWPID) < 0)
+                die("unshare the PID namespace", errno);
+        pid = fork();
+        if (pid < 0)
+                die("fork rsync", errno);
+        if (pid == 0)
+                exec_rsync(a, &ls);
+        /* rsync's processes form one group (set on both sides of the fork: no race). */
+        (void)setpgid(pid, pid);
+        return wait_rsync(pid, &set);
+}
