@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sh/buf.h"
 #include "sh/capability.h"
 #include "sh/config.h"
 #include "sh/error.h"
@@ -61,8 +62,7 @@ struct sh_request {
         const char *log_id; /* sandbox id for the access log, or NULL */
 
         /* body */
-        char *body;
-        size_t body_len, body_cap;
+        sh_buf body; /* JSON bodies (NUL-terminated past len) */
         bool body_too_large;
         bool body_failed; /* upload write failed: err holds why */
         sh_error *body_err;

@@ -231,9 +231,8 @@ void sh_api_disk_usage(sh_request *r)
 
 typedef struct walk_stream {
         sh_fs_walker *w;
-        char *buf; /* encoded bytes not yet handed to MHD */
-        size_t len, off, cap;
-        int phase; /* 0: header, 1: entries, 2: footer written, 3: done */
+        sh_buf b;  /* encoded bytes not yet handed to MHD */
+        int phase; /* 0: header, 1: entries, 2: footer written */
         bool first;
 } walk_stream;
 
@@ -242,25 +241,8 @@ static void walk_stream_free(void *cls)
         walk_stream *ws = cls;
 
         sh_fs_walk_free(ws->w);
-        free(ws->buf);
+        sh_buf_done(&ws->b);
         free(ws);
-}
-
-static int ws_reserve(walk_stream *ws, size_t more)
-{
-        if (ws->len + more > ws->cap) {
-                size_t cap = ws->cap ? ws->cap : 65536;
-                char *nb;
-
-                while (cap < ws->len + more)
-                        cap *= 2;
-                nb = realloc(ws->buf, cap);
-                if (!nb)
-                        return -1;
-                ws->buf = nb;
-                ws->cap = cap;
-        }
-        return 0;
 }
 
 static int ws_append_entry(walk_stream *ws, const sh_fs_entry *e)
@@ -268,17 +250,17 @@ static int ws_append_entry(walk_stream *ws, const sh_fs_entry *e)
         size_t plen = strlen(e->path);
         int n;
 
-        if (ws_reserve(ws, 6 * plen + 96) < 0)
+        if (sh_buf_reserve(&ws->b, 6 * plen + 96) < 0)
                 return -1;
         if (!ws->first)
-                ws->buf[ws->len++] = ',';
+                ws->b.p[ws->b.len++] = ',';
         ws->first = false;
-        memcpy(ws->buf + ws->len, "{\"path\":", 8);
-        ws->len += 8;
-        ws->len += sh_json_quote_bytes(e->path, plen, ws->buf + ws->len);
-        n = snprintf(ws->buf + ws->len, ws->cap - ws->len, ",\"size\":%llu,\"version\":%lld}",
+        memcpy(ws->b.p + ws->b.len, "{\"path\":", 8);
+        ws->b.len += 8;
+        ws->b.len += sh_json_quote_bytes(e->path, plen, ws->b.p + ws->b.len);
+        n = snprintf(ws->b.p + ws->b.len, ws->b.cap - ws->b.len, ",\"size\":%llu,\"version\":%lld}",
                      (unsigned long long)e->size, (long long)e->mtime_ns);
-        ws->len += (size_t)n;
+        ws->b.len += (size_t)n;
         return 0;
 }
 
@@ -288,24 +270,24 @@ static ssize_t walk_reader(void *cls, uint64_t pos, char *out, size_t max)
         size_t copied = 0;
 
         for (;;) {
-                if (ws->off < ws->len) {
-                        size_t n = ws->len - ws->off;
+                if (ws->b.off < ws->b.len) {
+                        size_t n = ws->b.len - ws->b.off;
 
                         if (n > max - copied)
                                 n = max - copied;
-                        memcpy(out + copied, ws->buf + ws->off, n);
-                        ws->off += n;
+                        memcpy(out + copied, ws->b.p + ws->b.off, n);
+                        ws->b.off += n;
                         copied += n;
                         if (copied == max)
                                 return (ssize_t)copied;
                         continue;
                 }
-                ws->off = ws->len = 0;
+                ws->b.off = ws->b.len = 0;
                 if (ws->phase == 0) {
-                        if (ws_reserve(ws, 16) < 0)
+                        if (sh_buf_reserve(&ws->b, 16) < 0)
                                 return MHD_CONTENT_READER_END_WITH_ERROR;
-                        memcpy(ws->buf, "{\"entries\":[", 12);
-                        ws->len = 12;
+                        memcpy(ws->b.p, "{\"entries\":[", 12);
+                        ws->b.len = 12;
                         ws->phase = 1;
                 } else if (ws->phase == 1) {
                         sh_error *err = NULL;
@@ -313,10 +295,10 @@ static ssize_t walk_reader(void *cls, uint64_t pos, char *out, size_t max)
                         int k = 0;
 
                         /* Encode a batch of entries, about as much as MHD asked for. */
-                        while (ws->len < max && (k = sh_fs_walk_next(ws->w, &e, &err)) > 0)
+                        while (ws->b.len < max && (k = sh_fs_walk_next(ws->w, &e, &err)) > 0)
                                 if (ws_append_entry(ws, &e) < 0)
                                         return MHD_CONTENT_READER_END_WITH_ERROR;
-                        if (ws->len < max) {
+                        if (ws->b.len < max) {
                                 if (k < 0) {
                                         /* The status line is gone already: cut the stream, so
                                          * the client sees invalid JSON, never a short list. */
@@ -325,10 +307,10 @@ static ssize_t walk_reader(void *cls, uint64_t pos, char *out, size_t max)
                                         sh_error_release(&err);
                                         return MHD_CONTENT_READER_END_WITH_ERROR;
                                 }
-                                if (ws_reserve(ws, 4) < 0)
+                                if (sh_buf_reserve(&ws->b, 4) < 0)
                                         return MHD_CONTENT_READER_END_WITH_ERROR;
-                                memcpy(ws->buf + ws->len, "]}", 2);
-                                ws->len += 2;
+                                memcpy(ws->b.p + ws->b.len, "]}", 2);
+                                ws->b.len += 2;
                                 ws->phase = 2;
                         }
                 } else {

@@ -60,29 +60,29 @@ static bool json_prepass(char *text, size_t *len)
 cJSON *sh_request_json(sh_request *r)
 {
         const char *end = NULL;
-        size_t len = r->body_len, i;
+        size_t len = r->body.len, i;
         cJSON *j;
 
-        for (i = 0; i < len && r->body[i] && strchr(" \t\r\n", r->body[i]); i++)
+        for (i = 0; i < len && r->body.p[i] && strchr(" \t\r\n", r->body.p[i]); i++)
                 ;
         if (i == len)
                 return cJSON_CreateObject(); /* empty or whitespace-only body is {} */
         /* JSON text is UTF-8 (RFC 8259): anything else, NUL bytes included, is not JSON. */
-        if (memchr(r->body, '\0', len) || !sh_utf8_valid(r->body, len)) {
+        if (memchr(r->body.p, '\0', len) || !sh_utf8_valid(r->body.p, len)) {
                 sh_reply_errorf(r, 400, "BadRequest", "the body is not valid JSON");
                 return NULL;
         }
-        if (!json_prepass(r->body, &len)) {
+        if (!json_prepass(r->body.p, &len)) {
                 sh_reply_errorf(r, 400, "BadRequest",
                                 "the body is not valid JSON (a control character or NUL in a "
                                 "string)");
                 return NULL;
         }
-        j = cJSON_ParseWithLengthOpts(r->body, len, &end, false);
+        j = cJSON_ParseWithLengthOpts(r->body.p, len, &end, false);
         if (j && end) {
-                while ((size_t)(end - r->body) < len && *end && strchr(" \t\r\n", *end))
+                while ((size_t)(end - r->body.p) < len && *end && strchr(" \t\r\n", *end))
                         end++;
-                if ((size_t)(end - r->body) != len) {
+                if ((size_t)(end - r->body.p) != len) {
                         cJSON_Delete(j);
                         j = NULL;
                 }

@@ -81,7 +81,7 @@ static void request_free(sh_request *r, bool aborted)
         if (r->next)
                 r->next->prev = r->prev;
         free(r->upload_path);
-        free(r->body);
+        sh_buf_done(&r->body);
         free(r->path);
         free(r->uri);
         free(r);
@@ -316,27 +316,17 @@ static void body_data(sh_request *r, const char *data, size_t len)
         case SH_BODY_JSON:
                 if (r->body_too_large)
                         return;
-                if (len > SH_JSON_BODY_MAX - r->body_len) {
+                if (len > SH_JSON_BODY_MAX - r->body.len) {
                         r->body_too_large = true;
                         return;
                 }
-                if (r->body_len + len + 1 > r->body_cap) {
-                        size_t cap = r->body_cap ? r->body_cap : 1024;
-                        char *nb;
-
-                        while (cap < r->body_len + len + 1)
-                                cap *= 2;
-                        nb = realloc(r->body, cap);
-                        if (!nb) {
-                                r->body_too_large = true;
-                                return;
-                        }
-                        r->body = nb;
-                        r->body_cap = cap;
+                /* one byte more for the terminator cJSON's error paths rely on */
+                if (sh_buf_reserve(&r->body, len + 1) < 0) {
+                        r->body_too_large = true;
+                        return;
                 }
-                memcpy(r->body + r->body_len, data, len);
-                r->body_len += len;
-                r->body[r->body_len] = '\0';
+                sh_buf_append(&r->body, data, len);
+                r->body.p[r->body.len] = '\0';
                 return;
         }
 }

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sh/buf.h"
 #include "sh/cgroup.h"
 #include "sh/log.h"
 #include "sh/worker.h"
@@ -20,11 +21,6 @@
 #define QUEUE_HIGH   (1u << 20) /* stop reading the pipes above this much unread NDJSON */
 #define READ_CHUNK   (256 * 1024)
 #define PIPE_SIZE    (1024 * 1024) /* exec pipes: fewer wake-ups per MB */
-
-typedef struct buf {
-        char *p;
-        size_t len, off, cap;
-} buf;
 
 struct sh_exec {
         unsigned refs; /* the sandbox's list + the consumer */
@@ -35,8 +31,8 @@ struct sh_exec {
         int fd[2]; /* read ends: stdout, stderr (-1 once at EOF) */
         sh_io *io[2];
         bool paused;
-        buf q;      /* NDJSON not yet read by the consumer */
-        buf out[2]; /* kept stdout / stderr, up to exec_output_max */
+        sh_buf q;      /* NDJSON not yet read by the consumer */
+        sh_buf out[2]; /* kept stdout / stderr, up to exec_output_max */
         bool truncated;
         bool started, exited, final_queued, detached, killed, list_released;
         int status;
@@ -46,47 +42,6 @@ struct sh_exec {
         void *data;
         sh_exec *prev, *next; /* in sb->execs */
 };
-
-static int buf_reserve(buf *b, size_t more)
-{
-        if (b->off > 0 && b->off == b->len)
-                b->off = b->len = 0;
-        if (b->len + more > b->cap) {
-                size_t cap = b->cap ? b->cap : 4096;
-                char *np;
-
-                if (b->off > 0) { /* compact first */
-                        memmove(b->p, b->p + b->off, b->len - b->off);
-                        b->len -= b->off;
-                        b->off = 0;
-                }
-                while (cap < b->len + more)
-                        cap *= 2;
-                if (cap > b->cap) {
-                        np = realloc(b->p, cap);
-                        if (!np)
-                                return -ENOMEM;
-                        b->p = np;
-                        b->cap = cap;
-                }
-        }
-        return 0;
-}
-
-static int buf_append(buf *b, const void *data, size_t n)
-{
-        if (buf_reserve(b, n) < 0)
-                return -ENOMEM;
-        memcpy(b->p + b->len, data, n);
-        b->len += n;
-        return 0;
-}
-
-static void buf_free(buf *b)
-{
-        free(b->p);
-        memset(b, 0, sizeof(*b));
-}
 
 static void exec_unref(sh_exec *e);
 
@@ -98,12 +53,12 @@ static void notify(sh_exec *e)
 }
 
 /* Append `{"<key>":"<base64>"` (no closing brace) to q. */
-static int append_b64(buf *q, const char *key, const void *data, size_t n)
+static int append_b64(sh_buf *q, const char *key, const void *data, size_t n)
 {
         size_t b64 = 4 * ((n + 2) / 3) + 1; /* with EVP_EncodeBlock's terminator */
         int w;
 
-        if (n > INT_MAX / 2 || buf_reserve(q, b64 + strlen(key) + 8) < 0)
+        if (n > INT_MAX / 2 || sh_buf_reserve(q, b64 + strlen(key) + 8) < 0)
                 return -ENOMEM;
         q->len += (size_t)sprintf(q->p + q->len, "\"%s\":\"", key);
         w = EVP_EncodeBlock((unsigned char *)q->p + q->len, (const unsigned char *)data, (int)n);
@@ -114,8 +69,8 @@ static int append_b64(buf *q, const char *key, const void *data, size_t n)
 
 static void queue_chunk(sh_exec *e, const char *data, size_t n)
 {
-        if (buf_append(&e->q, "{", 1) < 0 || append_b64(&e->q, "o", data, n) < 0 ||
-            buf_append(&e->q, "}\n", 2) < 0)
+        if (sh_buf_append(&e->q, "{", 1) < 0 || append_b64(&e->q, "o", data, n) < 0 ||
+            sh_buf_append(&e->q, "}\n", 2) < 0)
                 log_error("exec-oom", e->sb->id, "cannot queue output");
         notify(e);
 }
@@ -172,7 +127,7 @@ static void on_pipe(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                 size_t room = e->out[i].len < max ? max - e->out[i].len : 0;
                 size_t keep = (size_t)n < room ? (size_t)n : room;
 
-                if (keep && buf_append(&e->out[i], chunk, keep) < 0)
+                if (keep && sh_buf_append(&e->out[i], chunk, keep) < 0)
                         keep = 0;
                 if (keep < (size_t)n)
                         e->truncated = true;
@@ -216,7 +171,7 @@ static void on_heartbeat(sh_loop *l, sh_timer *t, void *data)
         if (now - e->last_frame_ms >= HEARTBEAT_MS) {
                 /* An empty chunk: harmless to the client, and the write that tells us a
                  * vanished client is gone. */
-                if (buf_append(&e->q, "{\"o\":\"\"}\n", 9) == 0)
+                if (sh_buf_append(&e->q, "{\"o\":\"\"}\n", 9) == 0)
                         notify(e);
                 e->hb_t = sh_loop_add_timer(l, HEARTBEAT_MS, on_heartbeat, e);
         } else {
@@ -263,9 +218,9 @@ static void finish(sh_exec *e)
                 sh_error_release(&err);
         }
         snprintf(tail, sizeof(tail), "{\"exit\":%d,", code);
-        if (buf_append(&e->q, tail, strlen(tail)) < 0 ||
+        if (sh_buf_append(&e->q, tail, strlen(tail)) < 0 ||
             append_b64(&e->q, "out", e->out[0].p ? e->out[0].p : "", e->out[0].len) < 0 ||
-            buf_append(&e->q, ",", 1) < 0 ||
+            sh_buf_append(&e->q, ",", 1) < 0 ||
             append_b64(&e->q, "err", e->out[1].p ? e->out[1].p : "", e->out[1].len) < 0)
                 log_error("exec-oom", e->sb->id, "cannot queue the exit frame");
         tail[0] = '\0';
@@ -276,10 +231,10 @@ static void finish(sh_exec *e)
         if (e->truncated)
                 snprintf(tail + strlen(tail), sizeof(tail) - strlen(tail), ",\"truncated\":true");
         snprintf(tail + strlen(tail), sizeof(tail) - strlen(tail), "}\n");
-        if (buf_append(&e->q, tail, strlen(tail)) < 0)
+        if (sh_buf_append(&e->q, tail, strlen(tail)) < 0)
                 log_error("exec-oom", e->sb->id, "cannot queue the exit frame");
-        buf_free(&e->out[0]);
-        buf_free(&e->out[1]);
+        sh_buf_done(&e->out[0]);
+        sh_buf_done(&e->out[1]);
         notify(e);
 }
 
@@ -296,7 +251,8 @@ static void fail_frame(sh_exec *e, const char *type, const char *detail)
         cJSON_AddStringToObject(o, "detail", detail);
         text = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
-        if (!text || buf_append(&e->q, text, strlen(text)) < 0 || buf_append(&e->q, "\n", 1) < 0)
+        if (!text || sh_buf_append(&e->q, text, strlen(text)) < 0 ||
+            sh_buf_append(&e->q, "\n", 1) < 0)
                 log_error("exec-oom", e->sb->id, "cannot queue the error frame");
         free(text);
         notify(e);
@@ -329,9 +285,9 @@ static void exec_free(sh_exec *e)
                 e->sb->execs = e->next;
         if (e->next)
                 e->next->prev = e->prev;
-        buf_free(&e->q);
-        buf_free(&e->out[0]);
-        buf_free(&e->out[1]);
+        sh_buf_done(&e->q);
+        sh_buf_done(&e->out[0]);
+        sh_buf_done(&e->out[1]);
         sh_sandbox_unref(e->sb);
         free(e);
 }
