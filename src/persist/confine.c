@@ -423,7 +423,8 @@ static char *library_path(const libset *ls)
                 cap += strlen(ls->path[i]) + 1;
         s = calloc(1, cap);
         if (!s)
-                die("environment", ENOMEM);
+                die("environment", ENOMEM); /* does not return */
+        /* cppcheck-suppress nullPointerRedundantCheck */
         len = (size_t)snprintf(s, cap, "LD_LIBRARY_PATH=");
         for (i = 0; i < ls->n; i++) {
                 size_t dl = (size_t)(strrchr(ls->path[i], '/') - ls->path[i]);

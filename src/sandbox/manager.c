@@ -502,7 +502,7 @@ static int start_worker(sh_manager *m, sh_sandbox *sb, sh_error **err)
         if (!spec)
                 return sh_error_make(err, ENOMEM, "out of memory");
         if (sh_cgroup_create(m->cgroot, NULL, sb->id, &lim, &sb->cg, err) < 0)
-                return -1;
+                return -1; /* cppcheck-suppress memleak ; spec is _cleanup_free_ */
         snprintf(spec->hostname, sizeof(spec->hostname), "%s", sb->id);
         snprintf(spec->rootfs, sizeof(spec->rootfs), "%s/%s/.rootfs", m->cfg->root, sb->id);
         snprintf(spec->workspace, sizeof(spec->workspace), "%s/%s/workspace", m->cfg->root, sb->id);
