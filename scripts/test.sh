@@ -24,6 +24,11 @@ for b in build build-asan; do
     echo "=== contract suite ($b) ==="
     SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/contract \
         --junitxml="$out/pytest-$b.xml" || status=1
+    if [ "$b" = build ]; then
+        echo "=== bench smoke ($b) ==="
+        SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+            tests/bench/test_bench_smoke.py --junitxml="$out/pytest-bench-$b.xml" || status=1
+    fi
     echo "=== k8s suite ($b) ==="
     SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/k8s \
         --junitxml="$out/pytest-k8s-$b.xml" || status=1

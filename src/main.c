@@ -1,6 +1,8 @@
 /* main.c: process entry: configuration, logging, signals, the daemon, exit codes
  * (0 after a graceful shutdown, 1 on a start-up failure, 2 on an invalid setting). */
+#include <errno.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,16 +13,23 @@
 
 extern char **environ;
 
-/* SIGPIPE gets a no-op handler, not SIG_IGN: an ignored disposition would be inherited by
- * every process exec'd from here, a handler is reset by execve. */
-static void on_sigpipe(int sig)
+/* Each sandbox holds a few fds (its directories, its worker's socket and pidfd, cgroup
+ * directories): raise the soft limit to the hard one so capacity is set by
+ * SANDBOX_HOST_MAX_SANDBOXES, not by a default of 1024. */
+static void raise_fd_limit(void)
 {
-        (void)sig;
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        log_warn("rlimit", NULL, "cannot raise RLIMIT_NOFILE: %s, ignoring",
+                                 strerror(errno));
+        }
 }
 
 int main(int argc, char **argv)
 {
-        struct sigaction sa = {.sa_handler = on_sigpipe};
         sh_config cfg;
         sh_daemon *d = NULL;
         sh_error *err = NULL;
@@ -45,15 +54,11 @@ int main(int argc, char **argv)
                 return 2;
         }
         sh_proctitle_init(argc, argv);
+        raise_fd_limit();
         sh_log_set_level(STREQ(cfg.log_level, "debug")   ? SH_LOG_DEBUG
                          : STREQ(cfg.log_level, "warn")  ? SH_LOG_WARN
                          : STREQ(cfg.log_level, "error") ? SH_LOG_ERROR
                                                          : SH_LOG_INFO);
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(SIGPIPE, &sa, NULL) < 0) {
-                perror("sandbox-host: sigaction");
-                return 1;
-        }
         if (sh_daemon_new(&cfg, true, &d, &err) < 0) {
                 fprintf(stderr, "sandbox-host: %s\n", err && err->msg ? err->msg : "start failed");
                 log_error("start-failed", NULL, "%s", err && err->msg ? err->msg : "");

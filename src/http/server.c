@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -478,6 +479,19 @@ static int bind_listen(const char *listen_addr, int *ret_fd, char *url, size_t u
         return 0;
 }
 
+static void on_sigpipe(int sig)
+{
+        (void)sig;
+}
+
+static int install_sigpipe_handler(void)
+{
+        struct sigaction sa = {.sa_handler = on_sigpipe};
+
+        sigemptyset(&sa.sa_mask);
+        return sigaction(SIGPIPE, &sa, NULL);
+}
+
 int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_server **ret,
                   sh_error **err)
 {
@@ -497,14 +511,21 @@ int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_serve
                 sh_error_make(err, ENOMEM, "out of memory");
                 goto fail;
         }
+        /* MHD uses sendfile(2) for file responses only when the application handles SIGPIPE
+         * (sendfile has no MSG_NOSIGNAL): a no-op handler, not SIG_IGN, which exec'd
+         * children would inherit. */
+        if (install_sigpipe_handler() < 0) {
+                sh_error_make(err, errno, "installing the SIGPIPE handler");
+                goto fail;
+        }
         s->d = MHD_start_daemon(
                 MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                on_access, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd, MHD_OPTION_URI_LOG_CALLBACK,
-                on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER,
-                mhd_logger, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
-                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                (size_t)(128 * 1024), MHD_OPTION_END);
+                on_access, s, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1, MHD_OPTION_LISTEN_SOCKET,
+                s->listen_fd, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED,
+                on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_CONNECTION_LIMIT,
+                (unsigned)1000, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_END);
         if (!s->d) {
                 sh_error_make(err, EIO, "cannot start the HTTP server");
                 goto fail;

@@ -23,6 +23,9 @@ enum { SH_CG_V1_MEMORY = 0, SH_CG_V1_PIDS, SH_CG_V1_CPU, SH_CG_V1_FREEZER };
 #define SH_CG_DEPTH_MAX     16 /* how deep below the subtree we ever walk */
 /* How long freezing may take before we give up (the daemon's loop is blocked meanwhile). */
 #define SH_CG_FREEZE_TIMEOUT_MS 1000
+/* A kill runs in the event loop: it waits for a freeze this long at most, then falls back to
+ * repeated SIGKILL passes (a task with SIGKILL pending cannot fork, so they converge). */
+#define SH_CG_KILL_FREEZE_MS 50
 /* How long root_open waits for a killed leftover cgroup to empty. */
 #define SH_CG_LEFTOVER_TIMEOUT_MS 5000
 

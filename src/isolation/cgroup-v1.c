@@ -132,9 +132,9 @@ static int v1_set_limits(sh_cgroup *cg, const sh_cg_limits *lim, sh_error **err)
 /* Write FROZEN and poll freezer.state until the kernel reports FROZEN (it says FREEZING while
  * a task has not reached the refrigerator yet, e.g. in an uninterruptible sleep). Writing
  * FROZEN again on each poll retries the tasks that were busy. -ETIMEDOUT after the bound. */
-static int freeze_wait(int fd)
+static int freeze_wait(int fd, uint64_t timeout_ms)
 {
-        uint64_t deadline = sh_cg_now_ms() + SH_CG_FREEZE_TIMEOUT_MS;
+        uint64_t deadline = sh_cg_now_ms() + timeout_ms;
         unsigned delay = 1;
 
         for (;;) {
@@ -167,7 +167,7 @@ static int v1_freeze(sh_cgroup *cg, bool frozen, sh_error **err)
                 k = sh_cg_write_file(fd, "freezer.state", "THAWED");
                 return k < 0 ? sh_error_make(err, -k, "cannot thaw cgroup '%s'", cg->relpath) : 0;
         }
-        k = freeze_wait(fd);
+        k = freeze_wait(fd, SH_CG_FREEZE_TIMEOUT_MS);
         if (k < 0) {
                 /* never leave a half-frozen sandbox behind */
                 (void)sh_cg_write_file(fd, "freezer.state", "THAWED");
@@ -202,7 +202,7 @@ static int v1_kill(sh_cgroup *cg, sh_error **err)
         /* Frozen, nothing can fork between our reading cgroup.procs and the SIGKILL, and no
          * pid can be recycled (frozen tasks do not exit). The SIGKILLs land at the thaw. */
         if (fd >= 0)
-                frozen = freeze_wait(fd) == 0;
+                frozen = freeze_wait(fd, SH_CG_KILL_FREEZE_MS) == 0;
         kill_pass(cg, &first);
         if (fd >= 0) {
                 int k = sh_cg_write_file(fd, "freezer.state", "THAWED");
@@ -212,7 +212,7 @@ static int v1_kill(sh_cgroup *cg, sh_error **err)
         }
         /* Not frozen in time: a process may have forked before its SIGKILL arrived. A task with
          * SIGKILL pending cannot fork any more, so each pass shrinks the set; a few suffice. */
-        for (int pass = 0; !frozen && pass < 4; pass++)
+        for (int pass = 0; !frozen && pass < 16; pass++)
                 if (kill_pass(cg, &first) == 0)
                         break;
         if (first < 0)

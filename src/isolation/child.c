@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -363,6 +364,16 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
         for (i = 1; i < NSIG; i++)
                 signal(i, SIG_DFL);
         umask(022);
+        {
+                /* The daemon raised its soft fd limit for itself; a command gets the usual
+                 * 1024 (some programs walk every possible fd up to the soft limit). */
+                struct rlimit rl;
+
+                if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 1024) {
+                        rl.rlim_cur = 1024;
+                        (void)setrlimit(RLIMIT_NOFILE, &rl);
+                }
+        }
         if (chdir("/workspace") < 0) {
                 write_err("sandbox-host: chdir /workspace: ", strerror(errno), "\n");
                 _exit(125);

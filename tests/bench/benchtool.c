@@ -1,0 +1,432 @@
+/* benchtool.c: the benchmark's C client and C peers, so that neither side of a figure is
+ * measured through a Python interpreter. Built by tests/bench/run.sh (cc -O2), never linked
+ * into the daemon. Subcommands (times in nanoseconds, one number per line unless stated):
+ *
+ *   forkloop N                       fork+execve+waitpid of /bin/true N times: N latencies
+ *   execloop HOST PORT RID N         N execs of `true` on one keep-alive connection: latencies
+ *   stream HOST PORT RID ARG...      one exec of ARG...: decodes every NDJSON "o" frame
+ *                                    (base64, a table decoder) and prints
+ *                                    "BYTES SECONDS EXIT"
+ *   pipecat FILE                     `cat FILE` into a pipe read by us: "BYTES SECONDS"
+ *
+ * The HTTP client is minimal on purpose: HTTP/1.1, keep-alive, Content-Length or chunked
+ * bodies, nothing else. Every loop is bounded by its count; a read that stalls 120 s fails.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+        fprintf(stderr, "benchtool: %s: %s\n", what, errno ? strerror(errno) : "failed");
+        exit(1);
+}
+
+/* ---- a buffered reader over a socket ---------------------------------------------------- */
+
+typedef struct rd {
+        int fd;
+        char *b;
+        size_t len, off, cap;
+} rd;
+
+static int rd_fill(rd *r)
+{
+        ssize_t n;
+
+        if (r->off > 0) {
+                memmove(r->b, r->b + r->off, r->len - r->off);
+                r->len -= r->off;
+                r->off = 0;
+        }
+        if (r->len == r->cap) {
+                r->cap = r->cap ? r->cap * 2 : (1 << 20);
+                r->b = realloc(r->b, r->cap);
+                if (!r->b)
+                        die("realloc");
+        }
+        for (;;) {
+                n = read(r->fd, r->b + r->len, r->cap - r->len);
+                if (n > 0) {
+                        r->len += (size_t)n;
+                        return 1;
+                }
+                if (n == 0)
+                        return 0;
+                if (errno == EINTR)
+                        continue;
+                die(errno == EAGAIN ? "read timed out (120 s)" : "read");
+        }
+}
+
+/* The next line (without CRLF) into *line; the pointer stays valid until the next call. */
+static char *rd_line(rd *r)
+{
+        for (;;) {
+                char *nl = memchr(r->b + r->off, '\n', r->len - r->off);
+
+                if (nl) {
+                        char *s = r->b + r->off;
+
+                        *nl = '\0';
+                        if (nl > s && nl[-1] == '\r')
+                                nl[-1] = '\0';
+                        r->off = (size_t)(nl - r->b) + 1;
+                        return s;
+                }
+                if (!rd_fill(r))
+                        die("connection closed in the headers");
+        }
+}
+
+/* ---- NDJSON exec frames ----------------------------------------------------------------- */
+
+static signed char b64[256];
+
+static void b64_init(void)
+{
+        const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+        memset(b64, -1, sizeof(b64));
+        for (int i = 0; i < 64; i++)
+                b64[(unsigned char)a[i]] = (signed char)i;
+}
+
+/* Decode base64 text s[0..n) into out; returns the decoded length or -1. */
+static long b64_decode(const unsigned char *s, size_t n, unsigned char *out)
+{
+        size_t i, o = 0;
+
+        if (n % 4)
+                return -1;
+        for (i = 0; i + 4 <= n; i += 4) {
+                int a = b64[s[i]], b = b64[s[i + 1]], c, d;
+
+                if (a < 0 || b < 0)
+                        return -1;
+                out[o++] = (unsigned char)(a << 2 | b >> 4);
+                if (s[i + 2] == '=')
+                        break;
+                c = b64[s[i + 2]];
+                if (c < 0)
+                        return -1;
+                out[o++] = (unsigned char)(b << 4 | c >> 2);
+                if (s[i + 3] == '=')
+                        break;
+                d = b64[s[i + 3]];
+                if (d < 0)
+                        return -1;
+                out[o++] = (unsigned char)(c << 6 | d);
+        }
+        return (long)o;
+}
+
+typedef struct sink {
+        char *line;
+        size_t len, cap;
+        unsigned char *dec;
+        size_t dec_cap;
+        uint64_t bytes;
+        int exit_code; /* -1: no exit frame yet */
+        int frames;
+} sink;
+
+static void sink_line(sink *k, char *s, size_t n)
+{
+        k->frames++;
+        if (n >= 8 && memcmp(s, "{\"o\":\"", 6) == 0) {
+                char *end = memchr(s + 6, '"', n - 6);
+                long d;
+
+                if (!end)
+                        die("bad o frame");
+                if ((size_t)(end - s) > k->dec_cap) {
+                        k->dec_cap = (size_t)(end - s) * 2;
+                        k->dec = realloc(k->dec, k->dec_cap);
+                        if (!k->dec)
+                                die("realloc");
+                }
+                d = b64_decode((unsigned char *)s + 6, (size_t)(end - s - 6), k->dec);
+                if (d < 0)
+                        die("bad base64");
+                k->bytes += (uint64_t)d;
+        } else if (n >= 8 && memcmp(s, "{\"exit\":", 8) == 0) {
+                k->exit_code = atoi(s + 8);
+        } else {
+                fprintf(stderr, "benchtool: frame: %.*s\n", (int)(n > 200 ? 200 : n), s);
+                k->exit_code = 1000;
+        }
+}
+
+static void sink_data(sink *k, const char *p, size_t n)
+{
+        while (n > 0) {
+                const char *nl = memchr(p, '\n', n);
+                size_t take = nl ? (size_t)(nl - p) : n;
+
+                if (k->len == 0 && nl) { /* a whole line in the input: no copy */
+                        sink_line(k, (char *)p, take);
+                } else {
+                        if (k->len + take > k->cap) {
+                                k->cap = (k->len + take) * 2;
+                                k->line = realloc(k->line, k->cap);
+                                if (!k->line)
+                                        die("realloc");
+                        }
+                        memcpy(k->line + k->len, p, take);
+                        k->len += take;
+                        if (nl) {
+                                sink_line(k, k->line, k->len);
+                                k->len = 0;
+                        }
+                }
+                if (!nl)
+                        break;
+                p += take + 1;
+                n -= take + 1;
+        }
+}
+
+/* ---- HTTP ------------------------------------------------------------------------------- */
+
+static int http_connect(const char *host, int port)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+        if (fd < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1)
+                die("socket");
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+                die("connect");
+        struct timeval tv = {.tv_sec = 120};
+
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        return fd;
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+        while (n > 0) {
+                ssize_t w = write(fd, p, n);
+
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0)
+                        die("write");
+                p += w;
+                n -= (size_t)w;
+        }
+}
+
+static void post_exec(int fd, const char *rid, int argc, char **argv)
+{
+        char body[8192], req[9000];
+        size_t bl = 0;
+        int i, n;
+
+        bl += (size_t)snprintf(body, sizeof(body), "{\"cmd\":[");
+        for (i = 0; i < argc; i++) {
+                const char *s = argv[i];
+
+                if (strpbrk(s, "\"\\") || bl + strlen(s) + 8 > sizeof(body))
+                        die("argument not supported");
+                bl += (size_t)snprintf(body + bl, sizeof(body) - bl, "%s\"%s\"", i ? "," : "", s);
+        }
+        bl += (size_t)snprintf(body + bl, sizeof(body) - bl, "]}");
+        n = snprintf(req, sizeof(req),
+                     "POST /sandboxes/%s/exec HTTP/1.1\r\nHost: bench\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     rid, bl, body);
+        write_all(fd, req, (size_t)n);
+}
+
+/* Read one response; its body goes to the sink. Returns the status. */
+static int read_response(rd *r, sink *k)
+{
+        char *l = rd_line(r);
+        int status = 0, chunked = 0;
+        long long clen = -1;
+
+        if (sscanf(l, "HTTP/1.%*d %d", &status) != 1)
+                die("bad status line");
+        while (*(l = rd_line(r))) {
+                if (strncasecmp(l, "content-length:", 15) == 0)
+                        clen = atoll(l + 15);
+                else if (strncasecmp(l, "transfer-encoding:", 18) == 0 && strcasestr(l, "chunked"))
+                        chunked = 1;
+        }
+        if (chunked) {
+                for (;;) {
+                        unsigned long long sz = strtoull(rd_line(r), NULL, 16);
+
+                        if (sz == 0) {
+                                while (*rd_line(r)) /* trailers */
+                                        ;
+                                break;
+                        }
+                        while (sz > 0) {
+                                size_t have;
+
+                                if (r->off == r->len && !rd_fill(r))
+                                        die("cut chunk");
+                                have = r->len - r->off;
+                                if (have > sz)
+                                        have = (size_t)sz;
+                                sink_data(k, r->b + r->off, have);
+                                r->off += have;
+                                sz -= have;
+                        }
+                        rd_line(r); /* CRLF after the chunk */
+                }
+        } else if (clen >= 0) {
+                while (clen > 0) {
+                        size_t have;
+
+                        if (r->off == r->len && !rd_fill(r))
+                                die("cut body");
+                        have = r->len - r->off;
+                        if ((long long)have > clen)
+                                have = (size_t)clen;
+                        sink_data(k, r->b + r->off, have);
+                        r->off += have;
+                        clen -= (long long)have;
+                }
+        } else {
+                die("response without a length");
+        }
+        if (k->len > 0) /* a last line without its newline */
+                sink_line(k, k->line, k->len), k->len = 0;
+        return status;
+}
+
+/* ---- subcommands ------------------------------------------------------------------------ */
+
+static int cmd_forkloop(long n)
+{
+        char *argv[] = {"/bin/true", NULL};
+
+        for (long i = 0; i < n; i++) {
+                uint64_t t0 = now_ns();
+                int st;
+                pid_t p = fork();
+
+                if (p < 0)
+                        die("fork");
+                if (p == 0) {
+                        execve(argv[0], argv, environ);
+                        _exit(127);
+                }
+                if (waitpid(p, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+                        die("true failed");
+                printf("%llu\n", (unsigned long long)(now_ns() - t0));
+        }
+        return 0;
+}
+
+static int cmd_execloop(const char *host, int port, const char *rid, long n)
+{
+        int fd = http_connect(host, port);
+        rd r = {.fd = fd};
+        sink k = {0};
+        char *argv[] = {"true"};
+
+        for (long i = 0; i < n; i++) {
+                uint64_t t0 = now_ns();
+                int st;
+
+                k.exit_code = -1;
+                post_exec(fd, rid, 1, argv);
+                st = read_response(&r, &k);
+                if (st != 200 || k.exit_code != 0) {
+                        fprintf(stderr, "benchtool: exec answered %d, exit %d\n", st, k.exit_code);
+                        return 1;
+                }
+                printf("%llu\n", (unsigned long long)(now_ns() - t0));
+        }
+        return 0;
+}
+
+static int cmd_stream(const char *host, int port, const char *rid, int argc, char **argv)
+{
+        int fd = http_connect(host, port), st;
+        rd r = {.fd = fd};
+        sink k = {.exit_code = -1};
+        uint64_t t0 = now_ns();
+
+        post_exec(fd, rid, argc, argv);
+        st = read_response(&r, &k);
+        printf("%llu %.6f %d\n", (unsigned long long)k.bytes, (double)(now_ns() - t0) / 1e9,
+               st == 200 ? k.exit_code : -st);
+        return st == 200 && k.exit_code == 0 ? 0 : 1;
+}
+
+static int cmd_pipecat(const char *file)
+{
+        int p[2], st;
+        pid_t pid;
+        posix_spawn_file_actions_t fa;
+        char *argv[] = {"cat", (char *)file, NULL};
+        static char buf[1 << 16];
+        uint64_t t0 = now_ns(), bytes = 0;
+        ssize_t n;
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                die("pipe");
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+        if (posix_spawnp(&pid, "cat", &fa, NULL, argv, environ) != 0)
+                die("spawn cat");
+        close(p[1]);
+        while ((n = read(p[0], buf, sizeof(buf))) != 0) {
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        die("read");
+                bytes += (uint64_t)n;
+        }
+        if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+                die("cat failed");
+        printf("%llu %.6f\n", (unsigned long long)bytes, (double)(now_ns() - t0) / 1e9);
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        b64_init();
+        setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+        if (argc == 3 && strcmp(argv[1], "forkloop") == 0)
+                return cmd_forkloop(atol(argv[2]));
+        if (argc == 6 && strcmp(argv[1], "execloop") == 0)
+                return cmd_execloop(argv[2], atoi(argv[3]), argv[4], atol(argv[5]));
+        if (argc >= 6 && strcmp(argv[1], "stream") == 0)
+                return cmd_stream(argv[2], atoi(argv[3]), argv[4], argc - 5, argv + 5);
+        if (argc == 3 && strcmp(argv[1], "pipecat") == 0)
+                return cmd_pipecat(argv[2]);
+        fprintf(stderr, "usage: benchtool forkloop N | execloop HOST PORT RID N | "
+                        "stream HOST PORT RID ARG... | pipecat FILE\n");
+        return 2;
+}
