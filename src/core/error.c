@@ -107,6 +107,8 @@ int sh_error_status(const sh_error *err)
                 return 413;
         case EAGAIN:
         case EBUSY:
+        case EMFILE: /* out of descriptors or processes: at capacity, try again later */
+        case ENFILE:
                 return 503;
         default:
                 return 500;
@@ -132,6 +134,8 @@ const char *sh_error_type(const sh_error *err)
                 return "PayloadTooLarge";
         case EAGAIN:
         case EBUSY:
+        case EMFILE:
+        case ENFILE:
                 return "Unavailable";
         default:
                 return sh_error_status(err) == 400 ? "BadRequest" : "Internal";
