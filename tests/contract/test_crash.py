@@ -95,3 +95,51 @@ def test_worker_exits_when_the_daemon_is_killed(start_daemon):
     # No restart: the sandbox's processes die with their worker on their own.
     assert wait_until(lambda: not uid_pids(UID_BASE + 500), 10), \
         f"sandbox processes outlived the daemon: {uid_pids(UID_BASE + 500)}"
+
+
+def workers_of(daemon_pid):
+    """The daemon's sandbox workers: its children named sandbox-init (found by pid)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        if ppid == daemon_pid and comm == "sandbox-init":
+            out.append(int(d))
+    return out
+
+
+def test_worker_killed_mid_exec_ends_the_stream_with_an_error_frame(start_daemon):
+    d = start_daemon(args=[f"--uid-base={UID_BASE + 1000}"])
+    r = d.client.create({})
+    assert r.status == 200, r
+    rid = r.json()["remote_id"]
+    conn, resp = start_exec(d.port, rid, ["sh", "-c", "echo started; sleep 1000"])
+    first = json.loads(resp.readline())
+    assert "o" in first
+    workers = workers_of(d.proc.pid)
+    assert len(workers) == 1, workers
+    os.kill(workers[0], 9)  # by pid
+    frames = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        line = resp.readline()
+        if not line:
+            break
+        frames.append(json.loads(line))
+        if "exit" in frames[-1] or "error" in frames[-1]:
+            break
+    conn.close()
+    assert frames and "error" in frames[-1], frames
+    assert frames[-1]["error"] == "SandboxNotFound"
+    # the daemon lives on; the broken sandbox answers exec with SandboxNotFound, and goes
+    r = d.client.post(f"/sandboxes/{rid}/exec", body={"cmd": ["true"]})
+    assert r.status == 404 and r.json()["error"] == "SandboxNotFound", r
+    assert d.client.request("DELETE", f"/sandboxes/{rid}").status == 204
+    assert d.client.get("/healthz").status == 200
