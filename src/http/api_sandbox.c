@@ -33,14 +33,6 @@ static bool env_valid(const cJSON *env)
         return true;
 }
 
-static bool ports_valid(const cJSON *ports)
-{
-        const cJSON *v;
-
-        cJSON_ArrayForEach(v, ports) if (!cJSON_IsNumber(v)) return false;
-        return true;
-}
-
 /* One create: the request and a restore job may end in either order; whichever ends last
  * frees this. */
 typedef struct create_ctx {
@@ -200,9 +192,10 @@ void sh_api_create(sh_request *r)
                 sh_reply_errorf(r, 400, "BadRequest", "'env' must be an object of strings");
                 goto out;
         }
-        if (!optional_field(body, "exposed_ports", cJSON_IsArray, &ports) ||
-            (ports && !ports_valid(ports))) {
-                sh_reply_errorf(r, 400, "BadRequest", "'exposed_ports' must be a list of ports");
+        /* Accepted and ignored in v1 (no network path into a sandbox); only its type is
+         * checked, a list, whatever it holds. */
+        if (!optional_field(body, "exposed_ports", cJSON_IsArray, &ports)) {
+                sh_reply_errorf(r, 400, "BadRequest", "'exposed_ports' must be a list");
                 goto out;
         }
         if (!optional_field(body, "item_id", cJSON_IsString, &item) ||
