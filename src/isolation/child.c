@@ -93,6 +93,22 @@ struct sh_mount_attr {
         uint64_t userns_fd;
 };
 
+/* Write a short string to a file (procfs knobs). 0 or -1 with errno. */
+static int write_file(const char *path, const char *text)
+{
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        ssize_t n;
+        int saved;
+
+        if (fd < 0)
+                return -1;
+        n = write(fd, text, strlen(text));
+        saved = errno;
+        close(fd);
+        errno = saved;
+        return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
 static void send_msg(uint32_t type, uint32_t id, int a, int b)
 {
         sh_msg m = {.type = type, .id = id, .a = a, .b = b};
@@ -364,6 +380,14 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
         for (i = 1; i < NSIG; i++)
                 signal(i, SIG_DFL);
         umask(022);
+        /* The worker shares the sandbox's memory cgroup: the OOM killer must pick one of the
+         * sandbox's commands, never its PID 1 (whose death would end the whole sandbox). Every
+         * command is the first choice (raising the score needs no privilege; lowering the
+         * worker's would need CAP_SYS_RESOURCE, which pods rarely have). */
+        if (write_file("/proc/self/oom_score_adj", "1000") < 0) {
+                write_err("sandbox-host: resetting oom_score_adj: ", strerror(errno), "\n");
+                _exit(125);
+        }
         {
                 /* The daemon raised its soft fd limit for itself; a command gets the usual
                  * 1024 (some programs walk every possible fd up to the soft limit). */

@@ -507,9 +507,11 @@ static int start_worker(sh_manager *m, sh_sandbox *sb, sh_error **err)
         snprintf(spec->rootfs, sizeof(spec->rootfs), "%s/%s/.rootfs", m->cfg->root, sb->id);
         snprintf(spec->workspace, sizeof(spec->workspace), "%s/%s/workspace", m->cfg->root, sb->id);
         snprintf(spec->tools, sizeof(spec->tools), "%s", m->tools);
+        /* tmpfs pages count against the sandbox's memory: a full /tmp must leave room for
+         * the commands themselves. */
         spec->tmp_size = 256ULL << 20;
-        if (spec->tmp_size > m->cfg->memory_max)
-                spec->tmp_size = m->cfg->memory_max; /* tmpfs pages count against memory */
+        if (spec->tmp_size > m->cfg->memory_max / 2)
+                spec->tmp_size = m->cfg->memory_max / 2;
         spec->uid = sb->owner.uid;
         spec->gid = sb->owner.gid;
         spec->seccomp = sh_seccomp_prog(m->filter);
