@@ -13,6 +13,16 @@ SH_CAPABILITY(upload_atomic, "files.upload-atomic")
 SH_CAPABILITY(walk_stream, "files.walk-stream")
 SH_CAPABILITY(download_sendfile, "files.download-sendfile")
 
+/* An exact JSON integer: cJSON numbers are doubles, which round sizes above 2^53 (a sparse
+ * file in a workspace can claim any size) and may print them in exponent form. */
+static void add_u64(cJSON *o, const char *name, uint64_t v)
+{
+        char text[24];
+
+        snprintf(text, sizeof(text), "%llu", (unsigned long long)v);
+        cJSON_AddRawToObject(o, name, text);
+}
+
 /* ---- upload ---------------------------------------------------------------------------- */
 
 int sh_api_upload_begin(sh_request *r)
@@ -131,7 +141,7 @@ void sh_api_size(sh_request *r)
         if (size < 0)
                 cJSON_AddNullToObject(o, "size");
         else
-                cJSON_AddNumberToObject(o, "size", (double)size);
+                add_u64(o, "size", (uint64_t)size);
         sh_reply_json(r, 200, o);
 }
 
@@ -182,7 +192,7 @@ static bool du_slice(sh_request *r)
                 return true;
         }
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "bytes", (double)sh_fs_usage_bytes(j->u));
+        add_u64(o, "bytes", sh_fs_usage_bytes(j->u));
         sh_reply_json(r, 200, o);
         return true;
 }
