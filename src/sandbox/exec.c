@@ -246,6 +246,9 @@ static void fail_frame(sh_exec *e, const char *type, const char *detail)
         if (e->final_queued)
                 return;
         e->final_queued = true;
+        /* Paused by backpressure or not: from now on the pipes are drained and dropped, so
+         * their EOF is seen and the session can end. */
+        resume_reading(e);
         o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "error", type);
         cJSON_AddStringToObject(o, "detail", detail);
