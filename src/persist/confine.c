@@ -481,12 +481,10 @@ static _Noreturn void exec_rsync(const sh_persist_child_arg *a, const libset *ls
         char *envp[] = {"PATH=/usr/bin:/bin", library_path(ls), "LC_ALL=C", NULL};
         sigset_t none;
 
-        /* PID 1 of its namespace: when rsync dies, the kernel kills and reaps everything it
-         * forked. When the helper dies, rsync goes too. */
+        /* When the namespace's init dies, rsync goes too. rsync stays in init's process
+         * group, which the helper signals as a whole. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 die("parent death signal", errno);
-        if (setpgid(0, 0) < 0)
-                die("process group", errno);
         sigemptyset(&none);
         if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
                 die("signal mask", errno);
@@ -497,11 +495,44 @@ static _Noreturn void exec_rsync(const sh_persist_child_arg *a, const libset *ls
         die("execute rsync", errno);
 }
 
-/* Wait for rsync. A SIGTERM from the daemon (cancel, timeout) goes on to every rsync process
- * (one process group): on SIGTERM rsync removes the temporary file it was writing, so a
- * cancelled persist leaves no stray ".name.XXXXXX" in the archive. Whatever still runs after
- * KILL_GRACE_S gets SIGKILL (to PID 1: the kernel then kills the whole namespace). Signals
- * are blocked and taken with sigtimedwait: no handler runs. */
+/* PID 1 of rsync's PID namespace. rsync itself must not be PID 1: when PID 1 exits the
+ * kernel kills every other process of the namespace at once, and rsync's receiver, still
+ * removing the temporary file it was writing after a SIGTERM, would be killed first and leave
+ * ".name.XXXXXX" in the archive. This init starts rsync, reaps every process of the
+ * namespace until none is left, and exits with rsync's result. (A SIGTERM from the helper
+ * does not touch it: a namespace init ignores signals it has no handler for.) */
+static _Noreturn void ns_init(const sh_persist_child_arg *a, const libset *ls)
+{
+        int status, code = SH_PERSIST_EXIT_SETUP;
+        pid_t rsync_pid;
+
+        if (setpgid(0, 0) < 0)
+                die("process group", errno);
+        rsync_pid = fork();
+        if (rsync_pid < 0)
+                die("fork rsync", errno);
+        if (rsync_pid == 0)
+                exec_rsync(a, ls);
+        for (;;) {
+                pid_t r = waitpid(-1, &status, 0);
+
+                if (r < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        break; /* ECHILD: the namespace is empty */
+                }
+                if (r == rsync_pid)
+                        code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+        }
+        _exit(code);
+}
+
+/* Wait for the namespace's init (rsync's result). A SIGTERM from the daemon (cancel,
+ * timeout) goes on to every rsync process (one process group): on SIGTERM rsync removes the
+ * temporary file it was writing, so a cancelled persist leaves no stray ".name.XXXXXX" in
+ * the archive. Whatever still runs after KILL_GRACE_S gets SIGKILL (to PID 1: the kernel then
+ * kills the whole namespace). Signals are blocked and taken with sigtimedwait: no handler
+ * runs. */
 #define KILL_GRACE_S 3
 
 static int wait_rsync(pid_t pid, const sigset_t *set)
@@ -581,10 +612,11 @@ int sh_persist_child_main(void *arg)
                 die("unshare the PID namespace", errno);
         pid = fork();
         if (pid < 0)
-                die("fork rsync", errno);
+                die("fork the namespace's init", errno);
         if (pid == 0)
-                exec_rsync(a, &ls);
-        /* rsync's processes form one group (set on both sides of the fork: no race). */
+                ns_init(a, &ls);
+        /* init and rsync's processes form one group (set on both sides of the fork: no
+         * race). */
         (void)setpgid(pid, pid);
         return wait_rsync(pid, &set);
 }

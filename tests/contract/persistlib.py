@@ -192,11 +192,12 @@ def _ns_pid1(pid):
 
 
 def top_rsyncs_of(daemon_pid):
-    """The rsync of each run: PID 1 of its own PID namespace below the daemon (the helper's
-    short loader trace, also named rsync, is not)."""
+    """The rsync of each run: the child of PID 1 of its own PID namespace below the daemon
+    (PID 1 is the helper's small init; the helper's short loader trace, also named rsync, is
+    not in a namespace of its own)."""
     t = proc_table()
     return [p for p in descendants(daemon_pid, t)
-            if p in t and t[p][1] == b"rsync" and _ns_pid1(p)]
+            if p in t and t[p][1] == b"rsync" and t[p][0] in t and _ns_pid1(t[p][0])]
 
 
 class Sampler(threading.Thread):
