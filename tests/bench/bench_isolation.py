@@ -16,21 +16,25 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
 
-def start_daemon(binary, root):
+def start_daemon(binary, root, *extra):
+    """Start the daemon on 127.0.0.1:0; returns (process, host, port)."""
     p = subprocess.Popen([binary, "--listen=127.0.0.1:0", f"--root={root}",
-                          "--log-level=warn", "--max-sandboxes=64"],
+                          "--log-level=warn", "--max-sandboxes=64", *extra],
                          stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 10
     while time.time() < deadline:
         line = p.stderr.readline()
         if line.startswith("listening on http://"):
             host, port = line.strip().rsplit("/", 1)[1].rsplit(":", 1)
+            # keep reading stderr, or a full pipe would stall the daemon's logging
+            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
             return p, host, int(port)
     p.kill()
     raise SystemExit("daemon did not start")

@@ -21,27 +21,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
-
-def start_daemon(binary, root, nfs):
-    p = subprocess.Popen([binary, "--listen=127.0.0.1:0", f"--root={root}", f"--nfs-root={nfs}",
-                          "--log-level=warn", "--max-sandboxes=64"],
-                         stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        if line.startswith("listening on http://"):
-            host, port = line.strip().rsplit("/", 1)[1].rsplit(":", 1)
-            # keep reading stderr, or a full pipe would stall the daemon's logging
-            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-            return p, host, int(port)
-    p.kill()
-    raise SystemExit("daemon did not start")
+from bench_isolation import start_daemon  # noqa: E402
 
 
 class Client:
@@ -159,7 +145,7 @@ def main():
     root, nfs, scratch = (os.path.join(base, x) for x in ("root", "nfs", "scratch"))
     for d in (root, nfs, scratch):
         os.makedirs(d)
-    p, host, port = start_daemon(a.bin, root, nfs)
+    p, host, port = start_daemon(a.bin, root, f"--nfs-root={nfs}")
     try:
         cli = Client(host, port)
         res = bench_case(cli, root, nfs, scratch, "%d small files" % n_small,

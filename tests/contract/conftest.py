@@ -42,9 +42,7 @@ def client(daemon):
     return daemon.client
 
 
-@pytest.fixture
-def sb(daemon):
-    """A fresh sandbox on the module daemon, deleted afterwards (best effort)."""
+def _fresh_sandbox(daemon):
     s = daemon.client.new_sandbox()
     s.ws = daemon.ws(s.rid)
     yield s
@@ -52,6 +50,18 @@ def sb(daemon):
         s.delete()
     except Exception:
         pass
+
+
+@pytest.fixture
+def sb(daemon):
+    """A fresh sandbox on the module daemon, deleted afterwards (best effort)."""
+    yield from _fresh_sandbox(daemon)
+
+
+@pytest.fixture
+def sb2(daemon):
+    """A second fresh sandbox (tests that need two at once)."""
+    yield from _fresh_sandbox(daemon)
 
 
 @pytest.fixture

@@ -32,17 +32,6 @@ UID_BASE = 200000  # SANDBOX_HOST_UID_BASE default
 
 
 @pytest.fixture
-def sb2(daemon):
-    s = daemon.client.new_sandbox()
-    s.ws = daemon.ws(s.rid)
-    yield s
-    try:
-        s.delete()
-    except Exception:
-        pass
-
-
-@pytest.fixture
 def small_daemon():
     """64M memory, 64 pids per sandbox, 500 ms grace."""
     try:
