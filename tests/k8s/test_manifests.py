@@ -304,7 +304,7 @@ def test_service_and_policies_select_the_pods_on_the_listen_port(docs, container
     assert named_port(container, sp["targetPort"]) == port
     np = docs["NetworkPolicy"]["spec"]
     assert np["podSelector"]["matchLabels"].items() <= labels.items()
-    assert np["policyTypes"] == ["Ingress"]
+    assert sorted(np["policyTypes"]) == ["Egress", "Ingress"]
     (rule,) = np["ingress"]
     assert rule["from"], "an empty from would admit everyone"
     for peer in rule["from"]:
@@ -314,6 +314,87 @@ def test_service_and_policies_select_the_pods_on_the_listen_port(docs, container
     pdb = docs["PodDisruptionBudget"]["spec"]
     assert pdb["selector"]["matchLabels"].items() <= labels.items()
     assert pdb.get("maxUnavailable") == 1 or pdb.get("minAvailable") is not None
+
+
+# ---- egress (issue 10, item 15) -----------------------------------------------------------
+
+
+def egress_allows(np, ip, port, proto="TCP", pod_labels=None, ns_labels=None):
+    """Whether the policy's egress rules admit a connection to ip:port (an address outside
+    the cluster unless pod_labels/ns_labels say which pod it is), as NetworkPolicy reads them:
+    a rule without `to` or without `ports` admits every peer or every port."""
+    import ipaddress
+
+    addr = ipaddress.ip_address(ip)
+    for rule in np.get("egress", []):
+        ports = rule.get("ports")
+        if ports is not None and not any(
+                p.get("protocol", "TCP") == proto and p.get("port") == port for p in ports):
+            continue
+        peers = rule.get("to")
+        if peers is None:
+            return True
+        for peer in peers:
+            if "ipBlock" in peer and pod_labels is None:
+                block = peer["ipBlock"]
+                net = ipaddress.ip_network(block["cidr"])
+                if addr.version == net.version and addr in net and not any(
+                        addr in ipaddress.ip_network(e) for e in block.get("except", [])
+                        if ipaddress.ip_network(e).version == addr.version):
+                    return True
+            elif pod_labels is not None and "podSelector" in peer:
+                want = peer["podSelector"].get("matchLabels", {})
+                want_ns = peer.get("namespaceSelector", {}).get("matchLabels")
+                if want.items() <= pod_labels.items() and (
+                        want_ns is None or want_ns.items() <= (ns_labels or {}).items()):
+                    return True
+    return False
+
+
+def test_egress_is_refused_by_default_and_every_rule_names_its_ports(docs):
+    np = docs["NetworkPolicy"]["spec"]
+    assert "Egress" in np["policyTypes"], "an ingress-only policy leaves egress wide open"
+    assert np.get("egress"), "Egress without rules would refuse DNS and the artifact store"
+    for rule in np["egress"]:
+        assert rule.get("to"), "a rule without `to` admits every destination: %r" % rule
+        assert rule.get("ports"), "a rule without `ports` admits every port: %r" % rule
+
+
+@pytest.mark.parametrize("ip", ["169.254.169.254", "100.100.100.200", "fd00:ec2::254",
+                                "169.254.170.2"])
+@pytest.mark.parametrize("port", [80, 443, 53])
+def test_egress_never_reaches_the_cloud_metadata_services(docs, ip, port):
+    np = docs["NetworkPolicy"]["spec"]
+    for proto in ("TCP", "UDP"):
+        assert not egress_allows(np, ip, port, proto), (ip, port, proto)
+
+
+@pytest.mark.parametrize("ip,port", [("10.96.0.1", 443), ("10.0.0.5", 6443), ("172.20.1.1", 443),
+                                     ("192.168.1.1", 443), ("127.0.0.1", 443),
+                                     ("8.8.8.8", 80), ("8.8.8.8", 22)])
+def test_egress_refuses_cluster_services_private_ranges_and_other_ports(docs, ip, port):
+    assert not egress_allows(docs["NetworkPolicy"]["spec"], ip, port)
+
+
+def test_egress_admits_dns_only_to_the_cluster_dns_pods(docs):
+    np = docs["NetworkPolicy"]["spec"]
+    dns = {"k8s-app": "kube-dns"}
+    ns = {"kubernetes.io/metadata.name": "kube-system"}
+    assert egress_allows(np, "10.96.0.10", 53, "UDP", pod_labels=dns, ns_labels=ns)
+    assert egress_allows(np, "10.96.0.10", 53, "TCP", pod_labels=dns, ns_labels=ns)
+    assert not egress_allows(np, "10.96.0.10", 53, "UDP", pod_labels=dns,
+                             ns_labels={"kubernetes.io/metadata.name": "workspace"})
+    assert not egress_allows(np, "8.8.8.8", 53, "UDP"), "DNS to an outside resolver"
+
+
+def test_egress_admits_https_to_a_public_artifact_store_and_the_nfs_port(docs):
+    np = docs["NetworkPolicy"]["spec"]
+    assert egress_allows(np, "203.0.113.7", 443)
+    assert egress_allows(np, "2001:db8::7", 443)
+    nfs = [r for r in np["egress"] if any(p.get("port") == 2049 for p in r["ports"])]
+    assert nfs, "no rule for the NFS archive"
+    for r in nfs:
+        assert all("ipBlock" in peer and "/" in peer["ipBlock"]["cidr"] for peer in r["to"])
 
 
 # ---- privileges ---------------------------------------------------------------------------
