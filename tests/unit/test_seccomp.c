@@ -1421,8 +1421,8 @@ static void expect_sweep(enum sweep_abi abi)
 {
         /* What the child needs after the witness (load the filter, report, exit; and what
          * the sanitizer runtime calls on the way out: sigaltstack, mmap, munmap), and
-         * uretprobe (335) and uprobe (336), which the kernel passes by seccomp entirely
-         * (their only effect outside the kernel's own trampoline is a SIGILL). */
+         * uretprobe (335) and uprobe (336), which the kernel runs without consulting seccomp
+         * (outside the kernel's own trampoline they do nothing: SIGILL, ENXIO). */
         static const uint32_t native_skip[] = {
                 SYS_seccomp,     SYS_prctl, SYS_write,  SYS_exit, SYS_exit_group,
                 SYS_sigaltstack, SYS_mmap,  SYS_munmap, 335,      336,
