@@ -1,9 +1,11 @@
-/* seccomp.h: the sandbox's system call filter. Built once in the daemon with libseccomp
- * (modelled on Docker's default profile, plus refusals for new user namespaces, mount,
- * keyctl, bpf, perf_event_open, io_uring_*, userfaultfd, ptrace, TIOCSTI/TIOCLINUX, through
- * the native, 32-bit and x32 ABIs; clone3 answers ENOSYS so libc falls back to the filtered
- * clone) and exported as a BPF program; a sandbox child only loads it, as the last step
- * before execve. */
+/* seccomp.h: the sandbox's system call filter, built once in the daemon and exported as one
+ * BPF program; a sandbox child only loads it, as the last step before execve. A guard
+ * generated from libseccomp's syscall table answers ENOSYS for every number libseccomp does
+ * not know (or newer than the reviewed one), then libseccomp's filter refuses what Docker's
+ * default profile refuses plus new user namespaces, mount, keyctl, bpf, perf_event_open,
+ * io_uring_*, userfaultfd, ptrace, the TIOCSTI/TIOCLINUX and project-quota ioctls, and every
+ * socket family but AF_UNIX, AF_INET, AF_INET6 and NETLINK_ROUTE, through the native,
+ * 32-bit and x32 ABIs (clone3 answers ENOSYS so libc falls back to the filtered clone). */
 #pragma once
 
 #include <linux/filter.h>
