@@ -75,6 +75,7 @@ struct sh_request {
         bool suspended;
         bool responded;
         bool no_response; /* out of memory making the response: the connection is dropped */
+        bool close;       /* the answer says "Connection: close" (the framing is not trusted) */
         struct MHD_Response *pending; /* queued at the next handler call after resume */
         unsigned pending_status;
         int status;
@@ -117,6 +118,18 @@ void sh_reply_errorf(sh_request *r, unsigned status, const char *type, const cha
 void sh_reply_error(sh_request *r, const sh_error *err);
 /* Suspend the connection until the handler replies from the loop. */
 void sh_request_suspend(sh_request *r);
+
+/* One request header field as libmicrohttpd parsed it. */
+typedef struct sh_http_field {
+        const char *name;
+        const char *value;
+} sh_http_field;
+
+/* The framing rules MHD 0.9.75 leaves to us (RFC 9112 section 6; framing.c, pure): header
+ * names are tokens, values hold no control character, at most one Transfer-Encoding and only
+ * "chunked" (never in HTTP/1.0), Content-Length all digits and every copy the same, never
+ * both. Returns 0, or < 0 with a 400 BadRequest in *err. */
+int sh_http_check_framing(const sh_http_field *f, size_t n, bool http10, sh_error **err);
 
 /* Request helpers. */
 /* Parse the JSON body (empty/whitespace = {}); must be an object. 400 replied on failure. */

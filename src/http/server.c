@@ -52,9 +52,13 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 
         if (!r)
                 return NULL;
+        r->uri = strdup(uri ? uri : "");
+        if (!r->uri) {
+                free(r);
+                return NULL; /* on_access then drops the connection */
+        }
         r->srv = s;
         r->conn = conn;
-        r->uri = strdup(uri ? uri : "");
         r->start_ns = sh_now_ns();
         r->next = s->requests;
         if (s->requests)
@@ -131,6 +135,8 @@ void sh_reply(sh_request *r, unsigned status, struct MHD_Response *resp)
         }
         r->responded = true;
         r->status = (int)status;
+        if (resp && r->close)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
         if (!resp) {
                 r->status = 500;
                 r->no_response = true;
@@ -249,6 +255,132 @@ static bool content_length_over(sh_request *r, uint64_t max)
         return cl && sh_parse_u64(cl, &n) == 0 && n > max;
 }
 
+static enum MHD_Result count_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+        size_t *n = cls;
+
+        (*n)++;
+        return MHD_YES;
+}
+
+struct field_list {
+        sh_http_field *f;
+        size_t n, cap;
+};
+
+static enum MHD_Result collect_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+        struct field_list *l = cls;
+
+        if (l->n == l->cap)
+                return MHD_NO;
+        l->f[l->n].name = key ? key : "";
+        l->f[l->n].value = value ? value : "";
+        l->n++;
+        return MHD_YES;
+}
+
+#if MHD_VERSION < 0x01000000
+/* libmicrohttpd before 1.0 hands out the request line's parts and the header fields as C
+ * strings cut at the first NUL byte: "GET /file?path=a\0b HTTP/1.1" reaches us as the target
+ * "/file?path=a", a shorter path than the client sent, and "X: a\0b" as the value "a". It
+ * parses the header block in place in one buffer, replacing CR and LF by NUL: request line,
+ * then each field as name NUL [OWS] value, each line ending in one or two NULs. So a string
+ * that ends earlier than the next one begins (by more than a line end) had bytes hidden
+ * behind a NUL. Only pointers are compared; the one read is within the request line. A
+ * folded (obs-fold) line also breaks the layout: refused too, as RFC 9112 section 5.2
+ * allows. MHD 1.0 refuses NUL bytes itself. */
+struct layout_walk {
+        uintptr_t end; /* where the previous string of the block ended */
+        bool ok;
+};
+
+static bool gap_ok(uintptr_t from, uintptr_t to, uintptr_t min, uintptr_t max)
+{
+        return to >= from && to - from >= min && to - from <= max;
+}
+
+static enum MHD_Result walk_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+        struct layout_walk *w = cls;
+
+        /* one line end (LF or CRLF) between the previous string and this name */
+        if (!key || !value || !gap_ok(w->end, (uintptr_t)key, 1, 2) ||
+            (uintptr_t)value <= (uintptr_t)key + strlen(key)) {
+                w->ok = false;
+                return MHD_NO;
+        }
+        w->end = (uintptr_t)value + strlen(value);
+        return MHD_YES;
+}
+
+static bool header_block_intact(const sh_request *r, const char *url, const char *method,
+                                const char *version)
+{
+        const union MHD_ConnectionInfo *info;
+        size_t ml = strlen(method);
+        struct layout_walk w = {.ok = true};
+        const char *p;
+
+        /* method NUL(the space MHD cut at) [spaces it skipped] target */
+        if ((uintptr_t)url <= (uintptr_t)method + ml || (uintptr_t)url - (uintptr_t)method > 4096)
+                return false;
+        for (p = method + ml + 1; p < url; p++)
+                if (*p != ' ')
+                        return false;
+        /* target NUL version: r->uri is the raw target copied before MHD unescaped it */
+        if ((uintptr_t)version != (uintptr_t)url + strlen(r->uri) + 1 || strlen(version) != 8)
+                return false;
+        w.end = (uintptr_t)version + 8;
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, walk_field, &w);
+        if (!w.ok)
+                return false;
+        /* the last line's end and the empty line's end close the block */
+        info = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        return info && gap_ok(w.end, (uintptr_t)method + info->header_size, 2, 4);
+}
+#endif
+
+/* Before anything else: a request whose framing or bytes MHD would read otherwise than the
+ * client (or a proxy in front) meant is refused, and its connection closed after the answer,
+ * since where its body ends cannot be trusted. */
+static bool request_framing_ok(sh_request *r, const char *url, const char *version)
+{
+        _cleanup_free_ sh_http_field *f = NULL;
+        struct field_list l = {0};
+        sh_error *err = NULL;
+        size_t n = 0;
+
+#if MHD_VERSION < 0x01000000
+        if (!header_block_intact(r, url, r->method, version)) {
+                r->close = true;
+                sh_reply_errorf(r, 400, "BadRequest",
+                                "a NUL byte or a folded line in the request header");
+                return false;
+        }
+#endif
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_field, &n);
+        f = calloc(n ? n : 1, sizeof(*f));
+        if (!f) {
+                r->close = true;
+                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                return false;
+        }
+        l.f = f;
+        l.cap = n;
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect_field, &l);
+        if (sh_http_check_framing(f, l.n, strcmp(version, MHD_HTTP_VERSION_1_0) == 0, &err) < 0) {
+                r->close = true;
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return false;
+        }
+        return true;
+}
+
 /* First call: headers are in. Route, decode, look up the sandbox, start the body. */
 static void request_start(sh_request *r)
 {
@@ -359,7 +491,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 r->started = true;
                 r->conn = conn;
                 r->method = method;
-                request_start(r);
+                if (request_framing_ok(r, url, version))
+                        request_start(r);
                 /* A response queued now is sent without reading the body (MHD then closes the
                  * connection): right for early errors such as 413 on Content-Length. */
         } else if (r->pending) {
