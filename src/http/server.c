@@ -17,13 +17,28 @@
 #include "sh/http.h"
 #include "sh/log.h"
 
+#define ACCEPT_BATCH    32  /* accepts per loop iteration: MHD reads in between */
+#define ACCEPT_PAUSE_MS 100 /* out of fds or memory: accept again after this */
+#define SWEEP_MS        1000
+#define EVICT_LOG_MS    10000
+/* MHD's own bound, above ours: probes answered past SH_HTTP_ACTIVE_MAX need a socket too. */
+#define MHD_CONN_LIMIT (SH_HTTP_ACTIVE_MAX + SH_HTTP_WAITING_MAX + 64)
+
 struct sh_server {
         const sh_config *cfg;
         sh_loop *loop;
         sh_manager *mgr;
         struct MHD_Daemon *d;
-        int listen_fd; /* owned until quiesce hands it back */
+        int listen_fd; /* ours: we accept, MHD gets each connection with MHD_add_connection */
+        sh_io *listen_io;
+        sh_timer *accept_t; /* accepting paused (EMFILE and the like) until it fires */
         bool quiesced;
+        sh_conntrack ct;
+        sh_conn *adding; /* handed to MHD_add_connection, claimed by on_connection */
+        sh_timer *sweep_t;
+        unsigned evicted_unlogged;
+        uint64_t evict_log_ms;
+        uint64_t accept_log_ms;
         sh_io *mhd_io;
         bool need_run;
         uint64_t mhd_deadline_ms; /* 0: none */
@@ -43,13 +58,190 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
         log_debug("mhd", NULL, "%s", buf);
 }
 
+/* ---- connections ------------------------------------------------------------------------ */
+
+static sh_conn *conn_of(struct MHD_Connection *conn)
+{
+        const union MHD_ConnectionInfo *info =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+        return info ? info->socket_context : NULL;
+}
+
+static void sweep_arm(sh_server *s);
+
+/* Close a waiting connection under MHD: shutdown(2) makes its socket readable at EOF, MHD
+ * reads that and drops the connection (and closes the fd) in its next run. */
+static void evict(sh_server *s, sh_conn *c, const char *why)
+{
+        uint64_t now = sh_now_ms();
+
+        sh_conntrack_unwait(&s->ct, c);
+        c->evicted = true;
+        if (shutdown(c->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
+                log_warn("evict-failed", NULL, "shutdown of a waiting connection: %s, ignoring",
+                         strerror(errno));
+        s->need_run = true;
+        /* One line per interval, not per connection: a flood must not flood the log too. */
+        s->evicted_unlogged++;
+        if (now - s->evict_log_ms >= EVICT_LOG_MS || s->evict_log_ms == 0) {
+                log_warn("slow-clients", NULL,
+                         "closed %u connection(s) that had not sent their request headers "
+                         "(last: %s)",
+                         s->evicted_unlogged, why);
+                s->evicted_unlogged = 0;
+                s->evict_log_ms = now;
+        }
+}
+
+static void on_sweep(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_server *s = data;
+        uint64_t now = sh_now_ms();
+        sh_conn *c;
+
+        s->sweep_t = NULL;
+        /* The deadline runs from the accept, not from the last byte: a client that sends a
+         * byte now and then (slowloris) is not idle to MHD's timeout but is cut here. */
+        while ((c = sh_conntrack_expired(&s->ct, now)))
+                evict(s, c, "header deadline");
+        sweep_arm(s);
+}
+
+static void sweep_arm(sh_server *s)
+{
+        if (s->sweep_t || !sh_conntrack_any_due(&s->ct))
+                return;
+        s->sweep_t = sh_loop_add_timer(s->loop, SWEEP_MS, on_sweep, s);
+        if (!s->sweep_t)
+                log_warn("sweep-timer", NULL, "cannot arm the header deadline timer: %s",
+                         strerror(errno));
+}
+
+static void addr_key(const struct sockaddr_storage *ss, unsigned char key[16])
+{
+        memset(key, 0, 16);
+        if (ss->ss_family == AF_INET) {
+                const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+
+                key[10] = key[11] = 0xff;
+                memcpy(key + 12, &s4->sin_addr, 4);
+        } else if (ss->ss_family == AF_INET6) {
+                const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+
+                memcpy(key, &s6->sin6_addr, 16);
+        }
+}
+
+static void accept_resume(sh_loop *l, sh_timer *t, void *data);
+
+static void accept_pause(sh_server *s, int e)
+{
+        uint64_t now = sh_now_ms();
+
+        if (now - s->accept_log_ms >= EVICT_LOG_MS || s->accept_log_ms == 0) {
+                log_warn("accept-failed", NULL, "accept: %s; pausing new connections %d ms",
+                         strerror(e), ACCEPT_PAUSE_MS);
+                s->accept_log_ms = now;
+        }
+        /* Level-triggered: a listen socket left watched would spin the loop. */
+        sh_loop_del_io(s->loop, s->listen_io);
+        s->listen_io = NULL;
+        s->accept_t = sh_loop_add_timer(s->loop, ACCEPT_PAUSE_MS, accept_resume, s);
+}
+
+static void on_listen(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data);
+
+static void accept_resume(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_server *s = data;
+
+        s->accept_t = NULL;
+        if (s->quiesced || s->listen_fd < 0 || s->listen_io)
+                return;
+        s->listen_io = sh_loop_add_io(l, s->listen_fd, EPOLLIN, on_listen, s);
+        if (!s->listen_io)
+                accept_pause(s, errno);
+}
+
+/* Accept it, make room among the waiting connections (closing the oldest if needed: a new
+ * connection, such as a probe, always gets in), book it, hand it to MHD. */
+static void take_connection(sh_server *s, int fd, const struct sockaddr_storage *ss, socklen_t sl)
+{
+        sh_conn *c = calloc(1, sizeof(*c)), *v;
+
+        if (!c) {
+                close(fd);
+                return;
+        }
+        c->fd = fd;
+        addr_key(ss, c->addr);
+        while ((v = sh_conntrack_victim(&s->ct, c->addr)))
+                evict(s, v, "too many waiting connections");
+        sh_conntrack_add(&s->ct, c, sh_now_ms());
+        s->adding = c;
+        /* MHD takes the socket in any case: on failure it has closed it. */
+        if (MHD_add_connection(s->d, fd, (const struct sockaddr *)ss, sl) != MHD_YES)
+                log_debug("add-connection", NULL, "MHD refused a connection: %s", strerror(errno));
+        if (s->adding == c) { /* never started: MHD closed the socket */
+                sh_conntrack_remove(&s->ct, c);
+                free(c);
+        }
+        s->adding = NULL;
+        s->need_run = true;
+        sweep_arm(s);
+}
+
+static void on_listen(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        sh_server *s = data;
+        int i;
+
+        /* A bounded batch: the level-triggered listen socket brings us back, and MHD reads
+         * what these sent before the next batch can push them out of the waiting set. */
+        for (i = 0; i < ACCEPT_BATCH; i++) {
+                struct sockaddr_storage ss;
+                socklen_t sl = sizeof(ss);
+                int c = accept4(fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+                if (c >= 0) {
+                        take_connection(s, c, &ss, sl);
+                        continue;
+                }
+                switch (errno) {
+                case EAGAIN:
+                        return;
+                case EINTR:
+                case ECONNABORTED:
+                case EPROTO:
+                case ENETDOWN:
+                case ENOPROTOOPT:
+                case EHOSTDOWN:
+                case ENONET:
+                case EHOSTUNREACH:
+                case EOPNOTSUPP:
+                case ENETUNREACH:
+                case EPERM:
+                        continue; /* that connection's trouble (accept(2) "Error handling") */
+                default:
+                        accept_pause(s, errno); /* EMFILE, ENFILE, ENOBUFS, ENOMEM */
+                        return;
+                }
+        }
+}
+
 /* ---- request lifecycle ---------------------------------------------------------------- */
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
         sh_server *s = cls;
         sh_request *r = calloc(1, sizeof(*r));
+        sh_conn *c = conn_of(conn);
 
+        if (c) { /* a keep-alive connection's next request line: headers due from now */
+                sh_conntrack_headers_due(&s->ct, c, sh_now_ms());
+                sweep_arm(s);
+        }
         if (!r)
                 return NULL;
         r->uri = strdup(uri ? uri : "");
@@ -95,8 +287,14 @@ static void request_free(sh_request *r, bool aborted)
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+        sh_server *s = cls;
         sh_request *r = *con_cls;
+        sh_conn *c = conn_of(conn);
 
+        /* Kept alive, the connection waits for its next request (closed, it leaves the book
+         * in on_connection). */
+        if (c)
+                sh_conntrack_idle(&s->ct, c, sh_now_ms());
         if (!r)
                 return;
         if (r->started)
@@ -111,11 +309,23 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                           enum MHD_ConnectionNotificationCode toe)
 {
         sh_server *s = cls;
+        sh_conn *c;
 
-        if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
                 s->connections++;
-        else if (s->connections > 0)
+                /* Called from inside MHD_add_connection for the socket we are adding. */
+                *socket_context = TAKE_PTR(s->adding);
+                return;
+        }
+        if (s->connections > 0)
                 s->connections--;
+        /* MHD closes the socket after this call: the fd is never shut down once reused. */
+        c = *socket_context;
+        *socket_context = NULL;
+        if (c) {
+                sh_conntrack_remove(&s->ct, c);
+                free(c);
+        }
 }
 
 void sh_request_suspend(sh_request *r)
@@ -406,6 +616,13 @@ static void request_start(sh_request *r)
                         sh_reply_errorf(r, 404, "NotFound", "no such route");
                 return;
         }
+        /* Past the bound on requests in progress, only probes are served: they end at once,
+         * and the kubelet must never take a full host for a dead one. */
+        if (s->ct.n_active > SH_HTTP_ACTIVE_MAX && !r->route->probe) {
+                r->close = true;
+                sh_reply_errorf(r, 503, "Unavailable", "too many requests in progress");
+                return;
+        }
         qs = q ? (char *)q + 1 : NULL;
         if (sh_query_parse(qs, &r->query) < 0) {
                 sh_reply_errorf(r, 400, "BadRequest", "invalid %% escape in the query string");
@@ -488,6 +705,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 return MHD_NO; /* out of memory in on_uri */
         r->in_handler = true;
         if (!r->started) {
+                sh_conn *c = conn_of(conn);
+
+                /* Evicted while MHD still held its bytes: its answer could not be sent, so
+                 * it must not run either. */
+                if (c && c->evicted) {
+                        r->in_handler = false;
+                        return MHD_NO;
+                }
+                if (c)
+                        sh_conntrack_activate(&r->srv->ct, c);
                 r->started = true;
                 r->conn = conn;
                 r->method = method;
@@ -651,14 +878,19 @@ int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_serve
                 sh_error_make(err, errno, "installing the SIGPIPE handler");
                 goto fail;
         }
+        /* We accept on the listen socket ourselves (on_listen), so that a flood of
+         * connections that never finish their headers closes its own oldest instead of
+         * locking everybody out (MHD's per-IP limit would refuse a kubelet probe sharing the
+         * attacker's node address). */
         s->d = MHD_start_daemon(
-                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                on_access, s, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1, MHD_OPTION_LISTEN_SOCKET,
-                s->listen_fd, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED,
-                on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_CONNECTION_LIMIT,
-                (unsigned)1000, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_END);
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                        MHD_USE_NO_LISTEN_SOCKET,
+                0, NULL, NULL, on_access, s, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1,
+                MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+                s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER,
+                mhd_logger, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)MHD_CONN_LIMIT,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                (size_t)(128 * 1024), MHD_OPTION_END);
         if (!s->d) {
                 sh_error_make(err, EIO, "cannot start the HTTP server");
                 goto fail;
@@ -669,7 +901,8 @@ int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_serve
                 goto fail;
         }
         s->mhd_io = sh_loop_add_io(loop, info->epoll_fd, EPOLLIN, mhd_readable, s);
-        if (!s->mhd_io || sh_loop_add_hook(loop, server_hook, s) < 0) {
+        s->listen_io = sh_loop_add_io(loop, s->listen_fd, EPOLLIN, on_listen, s);
+        if (!s->mhd_io || !s->listen_io || sh_loop_add_hook(loop, server_hook, s) < 0) {
                 sh_error_make(err, errno, "registering the HTTP server in the loop");
                 goto fail;
         }
@@ -681,17 +914,22 @@ fail:
         return -1;
 }
 
+static void close_listen(sh_server *s)
+{
+        sh_loop_del_io(s->loop, s->listen_io);
+        s->listen_io = NULL;
+        sh_loop_cancel_timer(s->loop, s->accept_t);
+        s->accept_t = NULL;
+        sh_close(s->listen_fd);
+        s->listen_fd = -1;
+}
+
 void sh_server_quiesce(sh_server *s)
 {
-        MHD_socket fd;
-
         if (s->quiesced || !s->d)
                 return;
         s->quiesced = true;
-        fd = MHD_quiesce_daemon(s->d);
-        if (fd != MHD_INVALID_SOCKET)
-                close(fd);
-        s->listen_fd = -1;
+        close_listen(s);
 }
 
 void sh_server_abort_suspended(sh_server *s)
@@ -712,7 +950,14 @@ unsigned sh_server_connections(const sh_server *s)
 
 bool sh_server_busy(const sh_server *s)
 {
-        return s->requests != NULL;
+        const sh_request *r;
+
+        /* A request still sending its headers is not in flight: a slow client does not hold
+         * up a shutdown (MHD_stop_daemon closes it). */
+        for (r = s->requests; r; r = r->next)
+                if (r->started)
+                        return true;
+        return false;
 }
 
 void sh_server_free(sh_server *s)
@@ -731,8 +976,14 @@ void sh_server_free(sh_server *s)
                 MHD_stop_daemon(s->d);
         }
         sh_loop_del_io(s->loop, s->mhd_io);
-        if (!s->d)
-                sh_close(s->listen_fd); /* MHD closes it when it was started */
+        close_listen(s);
+        sh_loop_cancel_timer(s->loop, s->sweep_t);
+        while (s->ct.all) { /* MHD_stop_daemon reported every close; nothing should be left */
+                sh_conn *c = s->ct.all;
+
+                sh_conntrack_remove(&s->ct, c);
+                free(c);
+        }
         free(s->pod_url);
         free(s);
 }
