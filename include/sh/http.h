@@ -20,6 +20,52 @@
 #define SH_JSON_BODY_MAX (1u << 20) /* largest JSON request body */
 
 typedef struct sh_server sh_server;
+
+/* Client connections (conntrack.c; docs/configuration.md "Limits that are not settings"). A
+ * connection is *waiting* from its accept until its headers are complete, and again between
+ * two requests of a keep-alive connection; *active* while a request is past its headers. */
+#define SH_HTTP_ACTIVE_MAX         1000  /* active at once; past it non-probes get 503 */
+#define SH_HTTP_WAITING_MAX        1024  /* waiting at once; a newcomer closes the oldest */
+#define SH_HTTP_WAITING_PER_CLIENT 256   /* waiting from one client address */
+#define SH_HTTP_HEADER_TIMEOUT_MS  10000 /* accept (or a keep-alive request line) to headers */
+
+typedef struct sh_conn sh_conn;
+struct sh_conn {
+        unsigned char addr[16]; /* the client's address, IPv4 as v4-mapped IPv6 */
+        int fd;                 /* the socket (MHD's once added: only shut down, never closed) */
+        uint64_t since_ms;      /* when it began waiting */
+        uint64_t deadline_ms;   /* its headers are due by then; 0: idle between requests */
+        bool waiting, active;
+        bool evicted;                 /* shut down by us: MHD drops it */
+        sh_conn *prev, *next;         /* the waiting list, oldest first */
+        sh_conn *all_prev, *all_next; /* every connection */
+};
+
+typedef struct sh_conntrack {
+        sh_conn *all;
+        sh_conn *wait_head, *wait_tail;
+        unsigned n_waiting, n_active;
+} sh_conntrack;
+
+/* A new connection: booked, waiting, headers due in SH_HTTP_HEADER_TIMEOUT_MS. */
+void sh_conntrack_add(sh_conntrack *t, sh_conn *c, uint64_t now_ms);
+/* Closed: out of the book (the caller frees it). */
+void sh_conntrack_remove(sh_conntrack *t, sh_conn *c);
+void sh_conntrack_wait(sh_conntrack *t, sh_conn *c, uint64_t now_ms, uint64_t deadline_ms);
+void sh_conntrack_unwait(sh_conntrack *t, sh_conn *c);
+/* A keep-alive connection's next request line arrived: its headers are due from now. */
+void sh_conntrack_headers_due(sh_conntrack *t, sh_conn *c, uint64_t now_ms);
+/* Headers complete: waiting -> active. */
+void sh_conntrack_activate(sh_conntrack *t, sh_conn *c);
+/* Request done, connection kept: active -> waiting, idle. */
+void sh_conntrack_idle(sh_conntrack *t, sh_conn *c, uint64_t now_ms);
+/* The waiting connection to close before a new one from `addr` is let in, or NULL if there
+ * is room: over the per-client share that client's oldest, over the total the oldest of
+ * all; connections still sending headers go before idle ones. */
+sh_conn *sh_conntrack_victim(const sh_conntrack *t, const unsigned char addr[16]);
+/* A waiting connection whose header deadline has passed, or NULL. */
+sh_conn *sh_conntrack_expired(const sh_conntrack *t, uint64_t now_ms);
+bool sh_conntrack_any_due(const sh_conntrack *t);
 typedef struct sh_request sh_request;
 
 enum {
@@ -40,6 +86,7 @@ typedef struct sh_route {
         sh_body_kind body;
         bool needs_sandbox; /* look up the id before the handler runs: 404 SandboxNotFound */
         sh_handler_fn fn;
+        bool probe; /* a kubelet probe: answered even past SH_HTTP_ACTIVE_MAX */
 } sh_route;
 
 /* Route lookup (pure). On a match returns the route and points *ret_id and *ret_id_len at the
@@ -75,6 +122,7 @@ struct sh_request {
         bool suspended;
         bool responded;
         bool no_response; /* out of memory making the response: the connection is dropped */
+        bool close;       /* the answer says "Connection: close" (the framing is not trusted) */
         struct MHD_Response *pending; /* queued at the next handler call after resume */
         unsigned pending_status;
         int status;
@@ -95,7 +143,8 @@ void sh_server_quiesce(sh_server *s);
 /* Resume every suspended request with an error (shutdown). */
 void sh_server_abort_suspended(sh_server *s);
 unsigned sh_server_connections(const sh_server *s);
-/* Whether any request is in flight (idle keep-alive connections do not count). */
+/* Whether any request is in flight (idle keep-alive connections and requests still sending
+ * their headers do not count). */
 bool sh_server_busy(const sh_server *s);
 void sh_server_free(sh_server *s);
 const char *sh_server_url(const sh_server *s); /* "http://127.0.0.1:PORT" */
@@ -117,6 +166,18 @@ void sh_reply_errorf(sh_request *r, unsigned status, const char *type, const cha
 void sh_reply_error(sh_request *r, const sh_error *err);
 /* Suspend the connection until the handler replies from the loop. */
 void sh_request_suspend(sh_request *r);
+
+/* One request header field as libmicrohttpd parsed it. */
+typedef struct sh_http_field {
+        const char *name;
+        const char *value;
+} sh_http_field;
+
+/* The framing rules MHD 0.9.75 leaves to us (RFC 9112 section 6; framing.c, pure): header
+ * names are tokens, values hold no control character, at most one Transfer-Encoding and only
+ * "chunked" (never in HTTP/1.0), Content-Length all digits and every copy the same, never
+ * both. Returns 0, or < 0 with a 400 BadRequest in *err. */
+int sh_http_check_framing(const sh_http_field *f, size_t n, bool http10, sh_error **err);
 
 /* Request helpers. */
 /* Parse the JSON body (empty/whitespace = {}); must be an object. 400 replied on failure. */

@@ -17,13 +17,28 @@
 #include "sh/http.h"
 #include "sh/log.h"
 
+#define ACCEPT_BATCH    32  /* accepts per loop iteration: MHD reads in between */
+#define ACCEPT_PAUSE_MS 100 /* out of fds or memory: accept again after this */
+#define SWEEP_MS        1000
+#define EVICT_LOG_MS    10000
+/* MHD's own bound, above ours: probes answered past SH_HTTP_ACTIVE_MAX need a socket too. */
+#define MHD_CONN_LIMIT (SH_HTTP_ACTIVE_MAX + SH_HTTP_WAITING_MAX + 64)
+
 struct sh_server {
         const sh_config *cfg;
         sh_loop *loop;
         sh_manager *mgr;
         struct MHD_Daemon *d;
-        int listen_fd; /* owned until quiesce hands it back */
+        int listen_fd; /* ours: we accept, MHD gets each connection with MHD_add_connection */
+        sh_io *listen_io;
+        sh_timer *accept_t; /* accepting paused (EMFILE and the like) until it fires */
         bool quiesced;
+        sh_conntrack ct;
+        sh_conn *adding; /* handed to MHD_add_connection, claimed by on_connection */
+        sh_timer *sweep_t;
+        unsigned evicted_unlogged;
+        uint64_t evict_log_ms;
+        uint64_t accept_log_ms;
         sh_io *mhd_io;
         bool need_run;
         uint64_t mhd_deadline_ms; /* 0: none */
@@ -43,18 +58,199 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
         log_debug("mhd", NULL, "%s", buf);
 }
 
+/* ---- connections ------------------------------------------------------------------------ */
+
+static sh_conn *conn_of(struct MHD_Connection *conn)
+{
+        const union MHD_ConnectionInfo *info =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+        return info ? info->socket_context : NULL;
+}
+
+static void sweep_arm(sh_server *s);
+
+/* Close a waiting connection under MHD: shutdown(2) makes its socket readable at EOF, MHD
+ * reads that and drops the connection (and closes the fd) in its next run. */
+static void evict(sh_server *s, sh_conn *c, const char *why)
+{
+        uint64_t now = sh_now_ms();
+
+        sh_conntrack_unwait(&s->ct, c);
+        c->evicted = true;
+        if (shutdown(c->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
+                log_warn("evict-failed", NULL, "shutdown of a waiting connection: %s, ignoring",
+                         strerror(errno));
+        s->need_run = true;
+        /* One line per interval, not per connection: a flood must not flood the log too. */
+        s->evicted_unlogged++;
+        if (now - s->evict_log_ms >= EVICT_LOG_MS || s->evict_log_ms == 0) {
+                log_warn("slow-clients", NULL,
+                         "closed %u connection(s) that had not sent their request headers "
+                         "(last: %s)",
+                         s->evicted_unlogged, why);
+                s->evicted_unlogged = 0;
+                s->evict_log_ms = now;
+        }
+}
+
+static void on_sweep(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_server *s = data;
+        uint64_t now = sh_now_ms();
+        sh_conn *c;
+
+        s->sweep_t = NULL;
+        /* The deadline runs from the accept, not from the last byte: a client that sends a
+         * byte now and then (slowloris) is not idle to MHD's timeout but is cut here. */
+        while ((c = sh_conntrack_expired(&s->ct, now)))
+                evict(s, c, "header deadline");
+        sweep_arm(s);
+}
+
+static void sweep_arm(sh_server *s)
+{
+        if (s->sweep_t || !sh_conntrack_any_due(&s->ct))
+                return;
+        s->sweep_t = sh_loop_add_timer(s->loop, SWEEP_MS, on_sweep, s);
+        if (!s->sweep_t)
+                log_warn("sweep-timer", NULL, "cannot arm the header deadline timer: %s",
+                         strerror(errno));
+}
+
+static void addr_key(const struct sockaddr_storage *ss, unsigned char key[16])
+{
+        memset(key, 0, 16);
+        if (ss->ss_family == AF_INET) {
+                const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+
+                key[10] = key[11] = 0xff;
+                memcpy(key + 12, &s4->sin_addr, 4);
+        } else if (ss->ss_family == AF_INET6) {
+                const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+
+                memcpy(key, &s6->sin6_addr, 16);
+        }
+}
+
+static void accept_resume(sh_loop *l, sh_timer *t, void *data);
+
+static void accept_pause(sh_server *s, int e)
+{
+        uint64_t now = sh_now_ms();
+
+        if (now - s->accept_log_ms >= EVICT_LOG_MS || s->accept_log_ms == 0) {
+                log_warn("accept-failed", NULL, "accept: %s; pausing new connections %d ms",
+                         strerror(e), ACCEPT_PAUSE_MS);
+                s->accept_log_ms = now;
+        }
+        /* Level-triggered: a listen socket left watched would spin the loop. */
+        sh_loop_del_io(s->loop, s->listen_io);
+        s->listen_io = NULL;
+        s->accept_t = sh_loop_add_timer(s->loop, ACCEPT_PAUSE_MS, accept_resume, s);
+}
+
+static void on_listen(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data);
+
+static void accept_resume(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_server *s = data;
+
+        s->accept_t = NULL;
+        if (s->quiesced || s->listen_fd < 0 || s->listen_io)
+                return;
+        s->listen_io = sh_loop_add_io(l, s->listen_fd, EPOLLIN, on_listen, s);
+        if (!s->listen_io)
+                accept_pause(s, errno);
+}
+
+/* Accept it, make room among the waiting connections (closing the oldest if needed: a new
+ * connection, such as a probe, always gets in), book it, hand it to MHD. */
+static void take_connection(sh_server *s, int fd, const struct sockaddr_storage *ss, socklen_t sl)
+{
+        sh_conn *c = calloc(1, sizeof(*c)), *v;
+
+        if (!c) {
+                close(fd);
+                return;
+        }
+        c->fd = fd;
+        addr_key(ss, c->addr);
+        while ((v = sh_conntrack_victim(&s->ct, c->addr)))
+                evict(s, v, "too many waiting connections");
+        sh_conntrack_add(&s->ct, c, sh_now_ms());
+        s->adding = c;
+        /* MHD takes the socket in any case: on failure it has closed it. */
+        if (MHD_add_connection(s->d, fd, (const struct sockaddr *)ss, sl) != MHD_YES)
+                log_debug("add-connection", NULL, "MHD refused a connection: %s", strerror(errno));
+        if (s->adding == c) { /* never started: MHD closed the socket */
+                sh_conntrack_remove(&s->ct, c);
+                free(c);
+        }
+        s->adding = NULL;
+        s->need_run = true;
+        sweep_arm(s);
+}
+
+static void on_listen(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        sh_server *s = data;
+        int i;
+
+        /* A bounded batch: the level-triggered listen socket brings us back, and MHD reads
+         * what these sent before the next batch can push them out of the waiting set. */
+        for (i = 0; i < ACCEPT_BATCH; i++) {
+                struct sockaddr_storage ss;
+                socklen_t sl = sizeof(ss);
+                int c = accept4(fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+                if (c >= 0) {
+                        take_connection(s, c, &ss, sl);
+                        continue;
+                }
+                switch (errno) {
+                case EAGAIN:
+                        return;
+                case EINTR:
+                case ECONNABORTED:
+                case EPROTO:
+                case ENETDOWN:
+                case ENOPROTOOPT:
+                case EHOSTDOWN:
+                case ENONET:
+                case EHOSTUNREACH:
+                case EOPNOTSUPP:
+                case ENETUNREACH:
+                case EPERM:
+                        continue; /* that connection's trouble (accept(2) "Error handling") */
+                default:
+                        accept_pause(s, errno); /* EMFILE, ENFILE, ENOBUFS, ENOMEM */
+                        return;
+                }
+        }
+}
+
 /* ---- request lifecycle ---------------------------------------------------------------- */
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
         sh_server *s = cls;
         sh_request *r = calloc(1, sizeof(*r));
+        sh_conn *c = conn_of(conn);
 
+        if (c) { /* a keep-alive connection's next request line: headers due from now */
+                sh_conntrack_headers_due(&s->ct, c, sh_now_ms());
+                sweep_arm(s);
+        }
         if (!r)
                 return NULL;
+        r->uri = strdup(uri ? uri : "");
+        if (!r->uri) {
+                free(r);
+                return NULL; /* on_access then drops the connection */
+        }
         r->srv = s;
         r->conn = conn;
-        r->uri = strdup(uri ? uri : "");
         r->start_ns = sh_now_ns();
         r->next = s->requests;
         if (s->requests)
@@ -91,8 +287,14 @@ static void request_free(sh_request *r, bool aborted)
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+        sh_server *s = cls;
         sh_request *r = *con_cls;
+        sh_conn *c = conn_of(conn);
 
+        /* Kept alive, the connection waits for its next request (closed, it leaves the book
+         * in on_connection). */
+        if (c)
+                sh_conntrack_idle(&s->ct, c, sh_now_ms());
         if (!r)
                 return;
         if (r->started)
@@ -107,11 +309,23 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                           enum MHD_ConnectionNotificationCode toe)
 {
         sh_server *s = cls;
+        sh_conn *c;
 
-        if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
                 s->connections++;
-        else if (s->connections > 0)
+                /* Called from inside MHD_add_connection for the socket we are adding. */
+                *socket_context = TAKE_PTR(s->adding);
+                return;
+        }
+        if (s->connections > 0)
                 s->connections--;
+        /* MHD closes the socket after this call: the fd is never shut down once reused. */
+        c = *socket_context;
+        *socket_context = NULL;
+        if (c) {
+                sh_conntrack_remove(&s->ct, c);
+                free(c);
+        }
 }
 
 void sh_request_suspend(sh_request *r)
@@ -131,6 +345,8 @@ void sh_reply(sh_request *r, unsigned status, struct MHD_Response *resp)
         }
         r->responded = true;
         r->status = (int)status;
+        if (resp && r->close)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
         if (!resp) {
                 r->status = 500;
                 r->no_response = true;
@@ -249,6 +465,132 @@ static bool content_length_over(sh_request *r, uint64_t max)
         return cl && sh_parse_u64(cl, &n) == 0 && n > max;
 }
 
+static enum MHD_Result count_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+        size_t *n = cls;
+
+        (*n)++;
+        return MHD_YES;
+}
+
+struct field_list {
+        sh_http_field *f;
+        size_t n, cap;
+};
+
+static enum MHD_Result collect_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+        struct field_list *l = cls;
+
+        if (l->n == l->cap)
+                return MHD_NO;
+        l->f[l->n].name = key ? key : "";
+        l->f[l->n].value = value ? value : "";
+        l->n++;
+        return MHD_YES;
+}
+
+#if MHD_VERSION < 0x01000000
+/* libmicrohttpd before 1.0 hands out the request line's parts and the header fields as C
+ * strings cut at the first NUL byte: "GET /file?path=a\0b HTTP/1.1" reaches us as the target
+ * "/file?path=a", a shorter path than the client sent, and "X: a\0b" as the value "a". It
+ * parses the header block in place in one buffer, replacing CR and LF by NUL: request line,
+ * then each field as name NUL [OWS] value, each line ending in one or two NULs. So a string
+ * that ends earlier than the next one begins (by more than a line end) had bytes hidden
+ * behind a NUL. Only pointers are compared; the one read is within the request line. A
+ * folded (obs-fold) line also breaks the layout: refused too, as RFC 9112 section 5.2
+ * allows. MHD 1.0 refuses NUL bytes itself. */
+struct layout_walk {
+        uintptr_t end; /* where the previous string of the block ended */
+        bool ok;
+};
+
+static bool gap_ok(uintptr_t from, uintptr_t to, uintptr_t min, uintptr_t max)
+{
+        return to >= from && to - from >= min && to - from <= max;
+}
+
+static enum MHD_Result walk_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+        struct layout_walk *w = cls;
+
+        /* one line end (LF or CRLF) between the previous string and this name */
+        if (!key || !value || !gap_ok(w->end, (uintptr_t)key, 1, 2) ||
+            (uintptr_t)value <= (uintptr_t)key + strlen(key)) {
+                w->ok = false;
+                return MHD_NO;
+        }
+        w->end = (uintptr_t)value + strlen(value);
+        return MHD_YES;
+}
+
+static bool header_block_intact(const sh_request *r, const char *url, const char *method,
+                                const char *version)
+{
+        const union MHD_ConnectionInfo *info;
+        size_t ml = strlen(method);
+        struct layout_walk w = {.ok = true};
+        const char *p;
+
+        /* method NUL(the space MHD cut at) [spaces it skipped] target */
+        if ((uintptr_t)url <= (uintptr_t)method + ml || (uintptr_t)url - (uintptr_t)method > 4096)
+                return false;
+        for (p = method + ml + 1; p < url; p++)
+                if (*p != ' ')
+                        return false;
+        /* target NUL version: r->uri is the raw target copied before MHD unescaped it */
+        if ((uintptr_t)version != (uintptr_t)url + strlen(r->uri) + 1 || strlen(version) != 8)
+                return false;
+        w.end = (uintptr_t)version + 8;
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, walk_field, &w);
+        if (!w.ok)
+                return false;
+        /* the last line's end and the empty line's end close the block */
+        info = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        return info && gap_ok(w.end, (uintptr_t)method + info->header_size, 2, 4);
+}
+#endif
+
+/* Before anything else: a request whose framing or bytes MHD would read otherwise than the
+ * client (or a proxy in front) meant is refused, and its connection closed after the answer,
+ * since where its body ends cannot be trusted. */
+static bool request_framing_ok(sh_request *r, const char *url, const char *version)
+{
+        _cleanup_free_ sh_http_field *f = NULL;
+        struct field_list l = {0};
+        sh_error *err = NULL;
+        size_t n = 0;
+
+#if MHD_VERSION < 0x01000000
+        if (!header_block_intact(r, url, r->method, version)) {
+                r->close = true;
+                sh_reply_errorf(r, 400, "BadRequest",
+                                "a NUL byte or a folded line in the request header");
+                return false;
+        }
+#endif
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_field, &n);
+        f = calloc(n ? n : 1, sizeof(*f));
+        if (!f) {
+                r->close = true;
+                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                return false;
+        }
+        l.f = f;
+        l.cap = n;
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect_field, &l);
+        if (sh_http_check_framing(f, l.n, strcmp(version, MHD_HTTP_VERSION_1_0) == 0, &err) < 0) {
+                r->close = true;
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                return false;
+        }
+        return true;
+}
+
 /* First call: headers are in. Route, decode, look up the sandbox, start the body. */
 static void request_start(sh_request *r)
 {
@@ -272,6 +614,13 @@ static void request_start(sh_request *r)
                         reply_error_text(r, 405, "MethodNotAllowed", "method not allowed", allow);
                 else
                         sh_reply_errorf(r, 404, "NotFound", "no such route");
+                return;
+        }
+        /* Past the bound on requests in progress, only probes are served: they end at once,
+         * and the kubelet must never take a full host for a dead one. */
+        if (s->ct.n_active > SH_HTTP_ACTIVE_MAX && !r->route->probe) {
+                r->close = true;
+                sh_reply_errorf(r, 503, "Unavailable", "too many requests in progress");
                 return;
         }
         qs = q ? (char *)q + 1 : NULL;
@@ -356,10 +705,21 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 return MHD_NO; /* out of memory in on_uri */
         r->in_handler = true;
         if (!r->started) {
+                sh_conn *c = conn_of(conn);
+
+                /* Evicted while MHD still held its bytes: its answer could not be sent, so
+                 * it must not run either. */
+                if (c && c->evicted) {
+                        r->in_handler = false;
+                        return MHD_NO;
+                }
+                if (c)
+                        sh_conntrack_activate(&r->srv->ct, c);
                 r->started = true;
                 r->conn = conn;
                 r->method = method;
-                request_start(r);
+                if (request_framing_ok(r, url, version))
+                        request_start(r);
                 /* A response queued now is sent without reading the body (MHD then closes the
                  * connection): right for early errors such as 413 on Content-Length. */
         } else if (r->pending) {
@@ -518,14 +878,19 @@ int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_serve
                 sh_error_make(err, errno, "installing the SIGPIPE handler");
                 goto fail;
         }
+        /* We accept on the listen socket ourselves (on_listen), so that a flood of
+         * connections that never finish their headers closes its own oldest instead of
+         * locking everybody out (MHD's per-IP limit would refuse a kubelet probe sharing the
+         * attacker's node address). */
         s->d = MHD_start_daemon(
-                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                on_access, s, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1, MHD_OPTION_LISTEN_SOCKET,
-                s->listen_fd, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED,
-                on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_CONNECTION_LIMIT,
-                (unsigned)1000, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_END);
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                        MHD_USE_NO_LISTEN_SOCKET,
+                0, NULL, NULL, on_access, s, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1,
+                MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+                s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER,
+                mhd_logger, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)MHD_CONN_LIMIT,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                (size_t)(128 * 1024), MHD_OPTION_END);
         if (!s->d) {
                 sh_error_make(err, EIO, "cannot start the HTTP server");
                 goto fail;
@@ -536,7 +901,8 @@ int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_serve
                 goto fail;
         }
         s->mhd_io = sh_loop_add_io(loop, info->epoll_fd, EPOLLIN, mhd_readable, s);
-        if (!s->mhd_io || sh_loop_add_hook(loop, server_hook, s) < 0) {
+        s->listen_io = sh_loop_add_io(loop, s->listen_fd, EPOLLIN, on_listen, s);
+        if (!s->mhd_io || !s->listen_io || sh_loop_add_hook(loop, server_hook, s) < 0) {
                 sh_error_make(err, errno, "registering the HTTP server in the loop");
                 goto fail;
         }
@@ -548,17 +914,22 @@ fail:
         return -1;
 }
 
+static void close_listen(sh_server *s)
+{
+        sh_loop_del_io(s->loop, s->listen_io);
+        s->listen_io = NULL;
+        sh_loop_cancel_timer(s->loop, s->accept_t);
+        s->accept_t = NULL;
+        sh_close(s->listen_fd);
+        s->listen_fd = -1;
+}
+
 void sh_server_quiesce(sh_server *s)
 {
-        MHD_socket fd;
-
         if (s->quiesced || !s->d)
                 return;
         s->quiesced = true;
-        fd = MHD_quiesce_daemon(s->d);
-        if (fd != MHD_INVALID_SOCKET)
-                close(fd);
-        s->listen_fd = -1;
+        close_listen(s);
 }
 
 void sh_server_abort_suspended(sh_server *s)
@@ -579,7 +950,14 @@ unsigned sh_server_connections(const sh_server *s)
 
 bool sh_server_busy(const sh_server *s)
 {
-        return s->requests != NULL;
+        const sh_request *r;
+
+        /* A request still sending its headers is not in flight: a slow client does not hold
+         * up a shutdown (MHD_stop_daemon closes it). */
+        for (r = s->requests; r; r = r->next)
+                if (r->started)
+                        return true;
+        return false;
 }
 
 void sh_server_free(sh_server *s)
@@ -598,8 +976,14 @@ void sh_server_free(sh_server *s)
                 MHD_stop_daemon(s->d);
         }
         sh_loop_del_io(s->loop, s->mhd_io);
-        if (!s->d)
-                sh_close(s->listen_fd); /* MHD closes it when it was started */
+        close_listen(s);
+        sh_loop_cancel_timer(s->loop, s->sweep_t);
+        while (s->ct.all) { /* MHD_stop_daemon reported every close; nothing should be left */
+                sh_conn *c = s->ct.all;
+
+                sh_conntrack_remove(&s->ct, c);
+                free(c);
+        }
         free(s->pod_url);
         free(s);
 }

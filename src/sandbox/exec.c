@@ -121,7 +121,7 @@ static void on_pipe(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                 return;
         }
         if (e->final_queued)
-                return; /* after the grace: descendants' output is drained and dropped */
+                return; /* the final frame is queued: nothing more is kept */
         {
                 size_t max = sh_manager_config(e->m)->exec_output_max;
                 size_t room = e->out[i].len < max ? max - e->out[i].len : 0;
@@ -180,15 +180,32 @@ static void on_heartbeat(sh_loop *l, sh_timer *t, void *data)
         }
 }
 
+/* After the final frame nothing of the pipes is wanted any more: close the daemon's read
+ * ends. Draining them instead would let a sandbox's background writers keep the daemon busy
+ * reading and dropping their output for as long as they live (`yes &` held ~80% of a core);
+ * now their writes fail with EPIPE (or SIGPIPE), which is their business, and nothing of
+ * theirs is left in the daemon. */
+static void close_pipes(sh_exec *e)
+{
+        int k;
+
+        for (k = 0; k < 2; k++)
+                if (e->fd[k] >= 0)
+                        stop_reading(e, k);
+        e->paused = false;
+}
+
 static void on_grace(sh_loop *l, sh_timer *t, void *data)
 {
         sh_exec *e = data;
 
         e->grace_t = NULL;
-        /* Descendants still hold the pipes: answer now; they keep running in the sandbox and
-         * their output is drained and dropped until they close the pipes. */
-        if (!e->final_queued)
+        /* Descendants still hold the pipes: answer now; they keep running in the sandbox
+         * (finish closes our ends of their pipes). */
+        if (!e->final_queued) {
                 finish(e);
+                maybe_release(e);
+        }
 }
 
 static void finish(sh_exec *e)
@@ -206,7 +223,7 @@ static void finish(sh_exec *e)
         e->grace_t = NULL;
         sh_loop_cancel_timer(l, e->hb_t);
         e->hb_t = NULL;
-        resume_reading(e); /* keep draining whatever descendants still write */
+        close_pipes(e);
         if (WIFSIGNALED(e->status)) {
                 sig = WTERMSIG(e->status);
                 code = 128 + sig;
@@ -246,9 +263,9 @@ static void fail_frame(sh_exec *e, const char *type, const char *detail)
         if (e->final_queued)
                 return;
         e->final_queued = true;
-        /* Paused by backpressure or not: from now on the pipes are drained and dropped, so
-         * their EOF is seen and the session can end. */
-        resume_reading(e);
+        /* Paused by backpressure or not, the session no longer waits for the pipes' EOF:
+         * it ends once the command has exited (maybe_release). */
+        close_pipes(e);
         o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "error", type);
         cJSON_AddStringToObject(o, "detail", detail);
@@ -340,8 +357,10 @@ void sh_exec_on_exited(sh_sandbox *sb, uint32_t id, int status)
         if (!e->final_queued) {
                 grace = sh_manager_config(e->m)->exec_grace_ms;
                 e->grace_t = sh_loop_add_timer(sh_manager_loop(e->m), grace, on_grace, e);
-                if (!e->grace_t)
+                if (!e->grace_t) {
                         finish(e);
+                        maybe_release(e);
+                }
         }
 }
 

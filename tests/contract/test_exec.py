@@ -291,6 +291,39 @@ def test_output_written_within_the_grace_is_kept(tsb):
     assert st.out == b"early\nlate\n", st.describe()
 
 
+def _cpu_ticks(pid):
+    """utime + stime of one process (not its children), in clock ticks."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
+
+
+def _fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def test_background_writers_after_the_exit_frame_cost_the_daemon_nothing(tight, tsb):
+    # Issue 10 item 10: after the grace the exit frame is sent and the descendants keep
+    # running; the daemon must not keep reading (and dropping) what they write. Four `yes`
+    # writers used to hold the daemon at ~80% of a core for as long as they lived.
+    pid = tight.proc.pid
+    ok(tsb, ["true"])  # whatever a sandbox's first exec opens for good is in the baseline
+    fds_before = _fd_count(pid)
+    st = ok(tsb, ["sh", "-c", "yes & yes >&2 & yes & yes >&2 & exit 0"], timeout=30)
+    assert st.final.get("truncated") is True  # the writers did write during the grace
+    assert shlib.wait_until(lambda: _fd_count(pid) <= fds_before, timeout=5), \
+        "the daemon still holds %d more fds (the writers' pipes): %r" % (
+            _fd_count(pid) - fds_before, sorted(os.listdir("/proc/%d/fd" % pid)))
+    interval = 2.0
+    t0 = _cpu_ticks(pid)
+    time.sleep(interval)
+    used = (_cpu_ticks(pid) - t0) / os.sysconf("SC_CLK_TCK")
+    assert used < 0.1 * interval, \
+        "the daemon used %.2f s of CPU in %.1f s after the exit frame" % (used, interval)
+    # the sandbox is still usable
+    ok(tsb, ["true"])
+
+
 def _spawn_daemons_script(m):
     # $$ (the command), a background child, a setsid'd session leader with its own child,
     # and a double-forked setsid daemon reparented to the sandbox's init; every pid goes to
