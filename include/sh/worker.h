@@ -24,6 +24,7 @@
 #define SH_WORKER_SPEC_MAX    (1 << 20) /* bytes of an encoded spec */
 #define SH_WORKER_FILTER_MAX  4096      /* BPF_MAXINSNS */
 #define SH_WORKER_PTYS_MAX    16        /* ptys of one sandbox's private devpts */
+#define SH_WORKER_NOFILE      1024      /* RLIMIT_NOFILE, soft and hard (worker.c) */
 
 /* fds of a starting worker (sandbox-init): the control socket, the spec memfd, then the
  * spec's nprocs cgroup.procs fds of the sandbox's init cgroup. */

@@ -126,15 +126,78 @@ int sh_worker_spec_image(sh_worker_spec *spec, const char *image_dir, sh_error *
         return 0;
 }
 
-/* The daemon raised its soft fd limit for itself; a command gets the usual 1024 (some
- * programs walk every possible fd up to the soft limit). */
+/*
+ * The resource limits of every sandbox process, soft and hard. PID 1 sets them on itself
+ * before it gives up CAP_SYS_RESOURCE, so every exec inherits them and nothing in the
+ * sandbox can raise a hard limit again; a value above the daemon's own hard limit is lowered
+ * to it (PID 1 never raises one). Nothing of the daemon's own limits reaches a sandbox: it
+ * raised its soft RLIMIT_NOFILE, and a pod may hand it unlimited memlock or core sizes.
+ *
+ * What a limit cannot bound the cgroup does (memory.max, pids.max, cpu.max), so address
+ * space, data, stack, CPU time and file size stay unlimited: bounding them would only break
+ * programs (runtimes reserve address space; long jobs are legitimate; a file's size is the
+ * disk's business). What the cgroup does not bound, or bounds per node, is limited here:
+ */
+#define INF RLIM_INFINITY
+static const struct {
+        int resource;
+        uint64_t cur, max;
+} sandbox_limits[] = {
+        /* Files held through fds: SH_WORKER_NOFILE per process, so pids_max x 1024 per
+         * sandbox (524,288 with the defaults: a fifth of a 2.4M fs.file-max, what a 24 GiB
+         * node gets). The daemon's hard limit is far higher, and one sandbox filled the
+         * node's file table with it (ENFILE for every other sandbox). */
+        {RLIMIT_NOFILE, SH_WORKER_NOFILE, SH_WORKER_NOFILE},
+        /* No core dumps: core_pattern is the node's, often a pipe to a host program that
+         * runs as root outside every namespace, or a file that fills the disk. */
+        {RLIMIT_CORE, 0, 0},
+        /* Locked memory cannot be reclaimed or swapped under node pressure: the kernel's
+         * default since 5.16. */
+        {RLIMIT_MEMLOCK, 8 << 20, 8 << 20},
+        /* POSIX message queue bytes per uid, kernel memory: the kernel's default. */
+        {RLIMIT_MSGQUEUE, 819200, 819200},
+        /* Queued signals per uid, kernel memory. Standard signals are delivered beyond it
+         * (without their siginfo); only real-time signal queueing is bounded. */
+        {RLIMIT_SIGPENDING, 4096, 4096},
+        /* No real-time scheduling (an RT task can take a CPU from the node) and no
+         * priority above normal (nice below 0). */
+        {RLIMIT_RTPRIO, 0, 0},
+        {RLIMIT_NICE, 0, 0},
+        /* With RTPRIO 0 no sandbox task is real-time, so there is nothing to bound; and 0
+         * would SIGKILL ordinary tasks whenever a CPU timer of theirs fires (the kernel
+         * checks it on that path too). */
+        {RLIMIT_RTTIME, INF, INF},
+        /* Not enforced by Linux (file lock memory is charged to the memory cgroup). */
+        {RLIMIT_LOCKS, INF, INF},
+        /* Not enforced since Linux 2.6. */
+        {RLIMIT_RSS, INF, INF},
+        {RLIMIT_AS, INF, INF},
+        {RLIMIT_DATA, INF, INF},
+        {RLIMIT_CPU, INF, INF},
+        {RLIMIT_FSIZE, INF, INF},
+        /* The usual 8 MiB soft stack; the pages count against memory.max. */
+        {RLIMIT_STACK, 8 << 20, INF},
+        /* RLIMIT_NPROC: set below to pids_max. It counts the processes of a uid on the
+         * whole node, and each sandbox has a uid of its own (SANDBOX_HOST_UID_BASE + slot),
+         * so it repeats the pids cgroup's bound per uid (PID 1, uid 0, is not counted). */
+};
+#undef INF
+
 void sh_worker_spec_limits(sh_worker_spec *spec, uint64_t pids_max)
 {
+        size_t i;
+
         spec->n_rlimits = 0;
+        for (i = 0; i < ARRAY_SIZE(sandbox_limits); i++)
+                spec->rlimits[spec->n_rlimits++] = (sh_rlimit_spec){
+                        .resource = (uint32_t)sandbox_limits[i].resource,
+                        .cur = sandbox_limits[i].cur,
+                        .max = sandbox_limits[i].max,
+                };
         spec->rlimits[spec->n_rlimits++] = (sh_rlimit_spec){
-                .resource = RLIMIT_NOFILE,
-                .cur = 1024,
-                .max = RLIM_INFINITY,
+                .resource = RLIMIT_NPROC,
+                .cur = pids_max,
+                .max = pids_max,
         };
 }
 

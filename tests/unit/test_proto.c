@@ -224,6 +224,29 @@ START_TEST(test_hand_made_spec_decodes)
 }
 END_TEST
 
+START_TEST(test_limits_bound_every_resource_once)
+{
+        sh_worker_spec *s = sample();
+        unsigned seen = 0;
+        int i;
+
+        ck_assert_int_eq(s->n_rlimits, RLIMIT_NLIMITS);
+        for (i = 0; i < s->n_rlimits; i++) {
+                ck_assert_uint_lt(s->rlimits[i].resource, RLIMIT_NLIMITS);
+                ck_assert(!(seen & (1U << s->rlimits[i].resource)));
+                seen |= 1U << s->rlimits[i].resource;
+                ck_assert_uint_le(s->rlimits[i].cur, s->rlimits[i].max);
+                if (s->rlimits[i].resource == RLIMIT_NOFILE)
+                        ck_assert_uint_eq(s->rlimits[i].max, SH_WORKER_NOFILE);
+                if (s->rlimits[i].resource == RLIMIT_NPROC)
+                        ck_assert_uint_eq(s->rlimits[i].max, 512);
+                if (s->rlimits[i].resource == RLIMIT_CORE)
+                        ck_assert_uint_eq(s->rlimits[i].max, 0);
+        }
+        free(s);
+}
+END_TEST
+
 /* ---- the decoder refuses ----------------------------------------------------------------- */
 
 START_TEST(test_every_truncation_is_refused)
@@ -418,6 +441,7 @@ static Suite *proto_suite(void)
 
         tcase_add_test(tc, test_spec_round_trips);
         tcase_add_test(tc, test_hand_made_spec_decodes);
+        tcase_add_test(tc, test_limits_bound_every_resource_once);
         tcase_add_test(tc, test_every_truncation_is_refused);
         tcase_add_test(tc, test_trailing_bytes_and_bad_magic_are_refused);
         tcase_add_test(tc, test_strings_that_do_not_fit_or_hold_nul_are_refused);
