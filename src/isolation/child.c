@@ -152,7 +152,7 @@ static int setup_image(const sh_worker_spec *s)
 static int setup_dev(const sh_worker_spec *s)
 {
         static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
-        char dev[SH_WORKER_PATH_MAX + 16], p[SH_WORKER_PATH_MAX + 64], src[32];
+        char dev[SH_WORKER_PATH_MAX + 16], p[SH_WORKER_PATH_MAX + 64], src[32], opts[96];
         size_t i;
         int fd;
 
@@ -175,10 +175,13 @@ static int setup_dev(const sh_worker_spec *s)
         if (make_dir(dev, "shm", 01777, p, sizeof(p)) < 0 ||
             mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=67108864") < 0)
                 return -1;
-        /* A private devpts instance: the sandbox's ptys are its own. */
+        /* A private devpts instance: the sandbox's ptys are its own. `max` bounds them: every
+         * devpts instance but the host's draws from one node-wide pool (kernel.pty.max minus
+         * kernel.pty.reserve, 3072 by default), which one sandbox could otherwise empty for
+         * every other sandbox and container on the node (openpty: ENOSPC). */
+        snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,max=%u", s->ptys_max);
         if (make_dir(dev, "pts", 0755, p, sizeof(p)) < 0 ||
-            mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC,
-                  "newinstance,ptmxmode=0666,mode=0620") < 0)
+            mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
                 return -1;
         if (path_join(p, sizeof(p), dev, "ptmx") < 0 || symlink("pts/ptmx", p) < 0 ||
             path_join(p, sizeof(p), dev, "fd") < 0 || symlink("/proc/self/fd", p) < 0 ||

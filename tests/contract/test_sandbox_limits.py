@@ -1,6 +1,7 @@
-"""Node-wide resources one sandbox must not exhaust for the others (issue 10, item 8): open
-files (the node's fs.file-max), and every other resource limit a sandbox process could raise if
-PID 1 left the daemon's hard limits in place.
+"""Node-wide resources one sandbox must not exhaust for the others (issue 10, items 7 and 8):
+ptys (every devpts instance but the host's draws from one node-wide pool, kernel.pty.max minus
+kernel.pty.reserve) and open files (the node's fs.file-max), and every other resource limit a
+sandbox process could raise if PID 1 left the daemon's hard limits in place.
 
 Each test performs the attack from inside a sandbox: raise the limit, take the resource until
 the kernel refuses, then check the bound and that a neighbour is unharmed. The values are the
@@ -18,6 +19,7 @@ from shlib import is_root
 
 pytestmark = pytest.mark.skipif(not is_root(), reason="sandboxes need root (CI runs as root)")
 
+PTYS_MAX = 16     # SH_WORKER_PTYS_MAX
 NOFILE = 1024     # SH_WORKER_NOFILE
 PIDS_MAX = 512    # SANDBOX_HOST_PIDS_MAX default (the module daemon's)
 INF = resource.RLIM_INFINITY
@@ -57,6 +59,47 @@ def expected(name):
     lo = lambda a, b: b if a == INF else a if b == INF else min(a, b)
     hard = lo(hard, ours)
     return lo(soft, hard), hard
+
+
+# -- ptys (item 7) ------------------------------------------------------------------------------
+
+PTY_HOG = r"""
+import errno, os, resource, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+fds, err = [], None
+while len(fds) < 5000:            # the node's whole pool is 3072 by default
+    try:
+        fds.append(os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY))
+    except OSError as e:
+        err = e.errno
+        break
+print("HELD", len(fds), errno.errorcode.get(err, err), flush=True)
+time.sleep(60)
+"""
+
+
+def test_one_sandbox_cannot_take_every_pty_on_the_node(sb, sb2):
+    hog = execlib.start(sb, ["python3", "-c", PTY_HOG])
+    try:
+        hog.wait_output(b"\n", timeout=30)
+        held, why = hog.o.split()[1:3]
+        # the neighbour, while the hog holds all it could get
+        out = py(sb2, "import os\nm, s = os.openpty()\nprint('PTY', os.ttyname(s))")
+        assert out.startswith("PTY /dev/pts/"), out
+        assert why == b"ENOSPC", hog.o
+        assert int(held) <= PTYS_MAX, "one sandbox held %s ptys" % held.decode()
+    finally:
+        hog.abort()
+
+
+def test_a_sandbox_gets_its_ptys_back_after_closing_them(sb):
+    # the per-sandbox bound counts ptys in use, not ptys ever opened
+    out = py(sb, "import os\n"
+                 "for i in range(%d):\n"
+                 "    m, s = os.openpty(); os.close(m); os.close(s)\n"
+                 "print('OK')" % (3 * PTYS_MAX))
+    assert out.strip() == "OK"
 
 
 # -- open files (item 8) ------------------------------------------------------------------------
