@@ -23,6 +23,7 @@
 #define SH_WORKER_MAX_RLIMITS 16        /* RLIMIT_NLIMITS on Linux */
 #define SH_WORKER_SPEC_MAX    (1 << 20) /* bytes of an encoded spec */
 #define SH_WORKER_FILTER_MAX  4096      /* BPF_MAXINSNS */
+#define SH_WORKER_HOSTNAME    "sandbox" /* never the remote_id: that is the API's credential */
 #define SH_WORKER_PTYS_MAX    16        /* ptys of one sandbox's private devpts */
 #define SH_WORKER_NOFILE      1024      /* RLIMIT_NOFILE, soft and hard (worker.c) */
 

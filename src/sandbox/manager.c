@@ -509,7 +509,8 @@ static int start_worker(sh_manager *m, sh_sandbox *sb, sh_error **err)
                 return sh_error_make(err, ENOMEM, "out of memory");
         if (sh_cgroup_create(m->cgroot, NULL, sb->id, &lim, &sb->cg, err) < 0)
                 return -1; /* cppcheck-suppress memleak ; spec is _cleanup_free_ */
-        snprintf(spec->hostname, sizeof(spec->hostname), "%s", sb->id);
+        /* Not the id: it is the API's only credential, and uname is readable by all. */
+        snprintf(spec->hostname, sizeof(spec->hostname), "%s", SH_WORKER_HOSTNAME);
         snprintf(spec->rootfs, sizeof(spec->rootfs), "%s/%s/.rootfs", m->cfg->root, sb->id);
         snprintf(spec->workspace, sizeof(spec->workspace), "%s/%s/workspace", m->cfg->root, sb->id);
         snprintf(spec->tools, sizeof(spec->tools), "%s", m->tools);

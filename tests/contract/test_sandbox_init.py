@@ -161,3 +161,28 @@ def test_pid1_memory_holds_no_other_sandbox_and_no_daemon_setting(marked_daemon)
     assert b"sandbox-init" in seen  # the scan does see what is there
     found = [what for what, needle in leaks.items() if needle in seen]
     assert not found, "PID 1 of B holds %s" % ", ".join(found)
+
+
+# -- the sandbox's identity (item 14) -------------------------------------------------------
+
+# (the hostname itself: test_isolation.py::test_hostname_is_neutral_and_cannot_be_changed)
+
+IDENTITY = r"""
+uname -a
+cat /proc/sys/kernel/hostname /proc/sys/kernel/domainname
+hostname
+cat /etc/hostname
+tr '\0' '\n' < /proc/1/cmdline
+cat /proc/1/status /proc/self/status /proc/self/cgroup
+tr '\0' '\n' < /proc/self/environ
+env
+"""
+
+
+def test_remote_id_is_not_visible_from_inside(sb):
+    out = sh(sb, IDENTITY)
+    assert sb.rid not in out, "the remote_id is readable from inside:\n%s" % out
+    assert sb.rid[:12] not in out, "a prefix of the remote_id is readable from inside"
+    # /etc/hostname is the image's own (the default image is the host's /etc)
+    with open("/etc/hostname") as f:
+        assert sh(sb, "cat /etc/hostname") == f.read()
