@@ -9,7 +9,6 @@
 #include "sh/config.h"
 #include "sh/daemon.h"
 #include "sh/log.h"
-#include "sh/proctitle.h"
 
 extern char **environ;
 
@@ -53,7 +52,6 @@ int main(int argc, char **argv)
                 sh_config_done(&cfg);
                 return 2;
         }
-        sh_proctitle_init(argc, argv);
         raise_fd_limit();
         sh_log_set_level(STREQ(cfg.log_level, "debug")   ? SH_LOG_DEBUG
                          : STREQ(cfg.log_level, "warn")  ? SH_LOG_WARN

@@ -1,8 +1,11 @@
-/* caps.c: drop every privilege in a sandbox child (bounding set to no_new_privs) before execve. */
+/* caps.c: privileges in a sandbox: PID 1 keeps only what starting execs needs; each exec child
+ * drops every privilege (bounding set to no_new_privs) before execve. */
 #include "sh/caps.h"
 
 #include <errno.h>
 #include <grp.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <linux/securebits.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
@@ -39,16 +42,34 @@ static int fail(const char **ret_step, const char *step)
         return -e;
 }
 
+/* What PID 1 keeps: exactly what sh_caps_drop_to needs in an exec child (CAP_SETPCAP for
+ * the bounding set and the securebits, CAP_SETGID for setgroups and setresgid, CAP_SETUID for
+ * setresuid). Joining the exec cgroup needs none: the daemon opened cgroup.procs, and the
+ * kernel checks the opener's credentials (and PID 1 keeps uid 0 for kernels before 5.16,
+ * which check the writer's euid). */
+static const cap_value_t init_caps[] = {CAP_SETPCAP, CAP_SETGID, CAP_SETUID};
+
+static bool is_init_cap(cap_value_t cap)
+{
+        for (size_t i = 0; i < sizeof(init_caps) / sizeof(init_caps[0]); i++)
+                if (init_caps[i] == cap)
+                        return true;
+        return false;
+}
+
 /* The bounding set limits what any later execve can ever add to the permitted set (file
  * capabilities, setuid-root). Dropping a bit needs CAP_SETPCAP, so this is the first step.
  * cap_max_bits() is libcap's count of the running kernel's capabilities; the loop goes on
- * while the kernel still knows the next bit, in case the kernel is newer than libcap. */
-static int drop_bounding_set(void)
+ * while the kernel still knows the next bit, in case the kernel is newer than libcap.
+ * `keep`: leave PID 1's own capabilities in. */
+static int drop_bounding_set(bool keep)
 {
         for (cap_value_t cap = 0; cap < 64; cap++) {
                 if (cap >= (cap_value_t)cap_max_bits() &&
                     prctl(PR_CAPBSET_READ, (unsigned long)cap, 0, 0, 0) < 0)
                         break;
+                if (keep && is_init_cap(cap))
+                        continue;
                 if (cap_drop_bound(cap) < 0)
                         return -1;
         }
@@ -76,7 +97,7 @@ int sh_caps_drop_to(uid_t uid, gid_t gid, const char **ret_step)
                 *ret_step = NULL;
         errno = 0;
 
-        if (drop_bounding_set() < 0)
+        if (drop_bounding_set(false) < 0)
                 return fail(ret_step, "drop bounding set");
         /* Needs CAP_SETPCAP too, so before the sets are cleared. */
         if (cap_set_secbits(SANDBOX_SECUREBITS) < 0)
@@ -103,5 +124,50 @@ int sh_caps_drop_to(uid_t uid, gid_t gid, const char **ret_step)
          * process to load the seccomp filter, which the child does next. */
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return fail(ret_step, "set no_new_privs");
+        return 0;
+}
+
+/* Permitted and effective: PID 1's three; inheritable: none. */
+static int keep_init_caps(void)
+{
+        cap_t c = cap_init();
+        int r = -1, saved;
+
+        if (!c)
+                return -1;
+        if (cap_set_flag(c, CAP_PERMITTED, 3, init_caps, CAP_SET) == 0 &&
+            cap_set_flag(c, CAP_EFFECTIVE, 3, init_caps, CAP_SET) == 0)
+                r = cap_set_proc(c);
+        saved = errno;
+        cap_free(c);
+        errno = saved;
+        return r;
+}
+
+int sh_caps_limit_init(const char **ret_step)
+{
+        if (ret_step)
+                *ret_step = NULL;
+        errno = 0;
+
+        /* PID 1 runs no hostile code, but it is root in the sandbox's namespaces, and its
+         * capabilities are what a way into it (a kernel bug, a flaw in its few hundred
+         * lines) would hand over: keep only what starting an exec needs, in every set. */
+        if (drop_bounding_set(true) < 0)
+                return fail(ret_step, "reduce bounding set");
+        /* The same locked securebits as every exec child gets (see SANDBOX_SECUREBITS):
+         * set here they are inherited, and setting them again there is a no-op. */
+        if (cap_set_secbits(SANDBOX_SECUREBITS) < 0)
+                return fail(ret_step, "set securebits");
+        if (keep_init_caps() < 0)
+                return fail(ret_step, "reduce capability sets");
+        if (cap_reset_ambient() < 0)
+                return fail(ret_step, "clear ambient set");
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return fail(ret_step, "set no_new_privs");
+        /* Not dumpable: no core of PID 1, no ptrace or /proc/1/mem, maps, environ for
+         * anyone but a privileged host process, even of the same uid. */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return fail(ret_step, "set not dumpable");
         return 0;
 }

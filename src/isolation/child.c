@@ -1,8 +1,10 @@
-/* child.c: everything that runs inside a sandbox, as ordered lists of small steps: the
- * intermediate (join the sandbox cgroup, unshare the namespaces, fork PID 1), the worker (PID
- * 1: hostname, root filesystem, loopback, then serve execs and reap orphans) and the exec
- * child (exec cgroup, session, stdio, privileges dropped, seccomp last, execve). No logging
- * here: failures travel to the daemon as (step, errno) records. */
+/* child.c: sandbox-init, the program every sandbox worker runs (static, embedded in the daemon
+ * and exec'd from a sealed memfd: initimage.c), as ordered lists of small steps: the
+ * intermediate (read the spec, join the sandbox cgroup, unshare the namespaces, fork PID 1),
+ * the worker (PID 1: hostname, root filesystem, loopback, resource limits, privileges reduced
+ * to three capabilities, then serve execs and reap orphans) and the exec child (exec cgroup,
+ * session, stdio, privileges dropped, seccomp last, execve). No logging here: failures travel
+ * to the daemon as (step, errno) records. */
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -25,55 +27,10 @@
 
 #include "sh/caps.h"
 #include "sh/macro.h"
-#include "sh/proctitle.h"
 #include "sh/seccomp.h"
 #include "sh/worker.h"
 
-#define CTL_FD 3 /* the control socket, placed by sh_child_fork_fds */
-
-enum {
-        STEP_CGROUP_JOIN = 1,
-        STEP_UNSHARE,
-        STEP_FORK,
-        STEP_MOUNT_PRIVATE,
-        STEP_HOSTNAME,
-        STEP_ROOT_TMPFS,
-        STEP_IMAGE,
-        STEP_WORKSPACE,
-        STEP_TMP,
-        STEP_PROC,
-        STEP_DEV,
-        STEP_TOOLS,
-        STEP_PIVOT,
-        STEP_LOOPBACK,
-        STEP_SIGNALS,
-};
-
-const char *sh_worker_step_name(int step)
-{
-        static const char *const names[] = {
-                "?",
-                "join the sandbox cgroup",
-                "unshare namespaces",
-                "fork PID 1",
-                "make mounts private",
-                "set the hostname",
-                "mount the root tmpfs",
-                "bind the image",
-                "bind the workspace",
-                "mount /tmp",
-                "mount /proc",
-                "populate /dev",
-                "bind /tools",
-                "pivot_root",
-                "bring up loopback",
-                "set up signals",
-        };
-
-        if (step < 0 || step >= (int)ARRAY_SIZE(names))
-                return "?";
-        return names[step];
-}
+#define CTL_FD SH_WORKER_CTL_FD /* the control socket, placed by the daemon */
 
 #ifndef MOUNT_ATTR_RDONLY
 #define MOUNT_ATTR_RDONLY 0x00000001
@@ -195,7 +152,7 @@ static int setup_image(const sh_worker_spec *s)
 static int setup_dev(const sh_worker_spec *s)
 {
         static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
-        char dev[SH_WORKER_PATH_MAX + 16], p[SH_WORKER_PATH_MAX + 64], src[32];
+        char dev[SH_WORKER_PATH_MAX + 16], p[SH_WORKER_PATH_MAX + 64], src[32], opts[96];
         size_t i;
         int fd;
 
@@ -218,10 +175,13 @@ static int setup_dev(const sh_worker_spec *s)
         if (make_dir(dev, "shm", 01777, p, sizeof(p)) < 0 ||
             mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=67108864") < 0)
                 return -1;
-        /* A private devpts instance: the sandbox's ptys are its own. */
+        /* A private devpts instance: the sandbox's ptys are its own. `max` bounds them: every
+         * devpts instance but the host's draws from one node-wide pool (kernel.pty.max minus
+         * kernel.pty.reserve, 3072 by default), which one sandbox could otherwise empty for
+         * every other sandbox and container on the node (openpty: ENOSPC). */
+        snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,max=%u", s->ptys_max);
         if (make_dir(dev, "pts", 0755, p, sizeof(p)) < 0 ||
-            mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC,
-                  "newinstance,ptmxmode=0666,mode=0620") < 0)
+            mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
                 return -1;
         if (path_join(p, sizeof(p), dev, "ptmx") < 0 || symlink("pts/ptmx", p) < 0 ||
             path_join(p, sizeof(p), dev, "fd") < 0 || symlink("/proc/self/fd", p) < 0 ||
@@ -270,33 +230,33 @@ static void setup_sandbox(const sh_worker_spec *s)
 
         /* Nothing we mount may propagate back to the host's namespace. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-                fail(STEP_MOUNT_PRIVATE);
+                fail(SH_STEP_MOUNT_PRIVATE);
         if (sethostname(s->hostname, strlen(s->hostname)) < 0)
-                fail(STEP_HOSTNAME);
+                fail(SH_STEP_HOSTNAME);
         if (mount("tmpfs", s->rootfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1048576") < 0)
-                fail(STEP_ROOT_TMPFS);
+                fail(SH_STEP_ROOT_TMPFS);
         if (setup_image(s) < 0)
-                fail(STEP_IMAGE);
+                fail(SH_STEP_IMAGE);
         if (make_dir(s->rootfs, "workspace", 0755, p, sizeof(p)) < 0 ||
             bind_mount(s->workspace, p, false) < 0)
-                fail(STEP_WORKSPACE);
+                fail(SH_STEP_WORKSPACE);
         snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)s->tmp_size);
         if (make_dir(s->rootfs, "tmp", 01777, p, sizeof(p)) < 0 ||
             mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
-                fail(STEP_TMP);
+                fail(SH_STEP_TMP);
         /* A /proc of the sandbox's own PID namespace: it shows the sandbox's processes only. */
         if (make_dir(s->rootfs, "proc", 0555, p, sizeof(p)) < 0 ||
             mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-                fail(STEP_PROC);
+                fail(SH_STEP_PROC);
         if (setup_dev(s) < 0)
-                fail(STEP_DEV);
+                fail(SH_STEP_DEV);
         if (make_dir(s->rootfs, "tools", 0755, p, sizeof(p)) < 0 ||
             bind_mount(s->tools, p, true) < 0)
-                fail(STEP_TOOLS);
+                fail(SH_STEP_TOOLS);
         if (pivot(s->rootfs) < 0)
-                fail(STEP_PIVOT);
+                fail(SH_STEP_PIVOT);
         if (loopback_up() < 0)
-                fail(STEP_LOOPBACK);
+                fail(SH_STEP_LOOPBACK);
 }
 
 /* ---- exec children ------------------------------------------------------------------- */
@@ -388,20 +348,7 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
                 write_err("sandbox-host: resetting oom_score_adj: ", strerror(errno), "\n");
                 _exit(125);
         }
-        {
-                /* The daemon raised its soft fd limit for itself; a command gets the usual
-                 * 1024 (some programs walk every possible fd up to the soft limit). */
-                struct rlimit rl;
-
-                if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 1024) {
-                        rl.rlim_cur = 1024;
-                        (void)setrlimit(RLIMIT_NOFILE, &rl);
-                }
-        }
-        if (chdir("/workspace") < 0) {
-                write_err("sandbox-host: chdir /workspace: ", strerror(errno), "\n");
-                _exit(125);
-        }
+        /* The resource limits (hard ones too) were set in PID 1 and are inherited. */
         /* Only fds 0, 1 and 2 reach the command: no socket, epoll or directory fd of the
          * daemon or the worker. */
         if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
@@ -412,8 +359,14 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
                 write_err("sandbox-host: dropping privileges failed at ", step, "\n");
                 _exit(125);
         }
+        /* As the sandbox uid, the workspace's owner: PID 1 has no CAP_DAC_* to pass its
+         * modes with, whatever the sandbox set them to. */
+        if (chdir("/workspace") < 0) {
+                write_err("sandbox-host: chdir /workspace: ", strerror(errno), "\n");
+                _exit(125);
+        }
         /* The seccomp filter goes last: everything above needed calls it forbids. */
-        r = sh_seccomp_load(s->seccomp);
+        r = sh_seccomp_load(&s->seccomp);
         if (r < 0) {
                 write_err("sandbox-host: loading the seccomp filter: ", strerror(-r), "\n");
                 _exit(125);
@@ -489,21 +442,69 @@ static void reap_all(void)
         }
 }
 
-_Noreturn void sh_worker_main(const sh_worker_spec *s)
+/* The resource limits of the spec (worker.c says why each), on PID 1 itself so that every
+ * exec inherits them, hard limits included. Never above what the daemon had: raising a hard
+ * limit is not ours to do. */
+static int set_limits(const sh_worker_spec *s)
+{
+        for (int i = 0; i < s->n_rlimits; i++) {
+                const sh_rlimit_spec *l = &s->rlimits[i];
+                struct rlimit now, want;
+
+                if (getrlimit((int)l->resource, &now) < 0)
+                        return -1;
+                want.rlim_max = l->max < now.rlim_max ? l->max : now.rlim_max;
+                want.rlim_cur = l->cur < want.rlim_max ? l->cur : want.rlim_max;
+                if (setrlimit((int)l->resource, &want) < 0)
+                        return -1;
+        }
+        return 0;
+}
+
+/* Burn the stack the setup used: its path buffers held the state root and the sandbox's
+ * directory names. noinline so that the buffer lies below the caller's frame. */
+static __attribute__((noinline)) void wipe_stack(void)
+{
+        char junk[128 * 1024];
+
+        explicit_bzero(junk, sizeof(junk));
+        __asm__ volatile("" : : "r"(junk) : "memory");
+}
+
+/* After setup PID 1 needs the ids and the filter of the spec, nothing else: no host path stays
+ * in its memory. */
+static void forget_setup(sh_worker_spec *s)
+{
+        explicit_bzero(s->hostname, sizeof(s->hostname));
+        explicit_bzero(s->rootfs, sizeof(s->rootfs));
+        explicit_bzero(s->workspace, sizeof(s->workspace));
+        explicit_bzero(s->tools, sizeof(s->tools));
+        explicit_bzero(s->entries, sizeof(s->entries));
+        s->n_entries = 0;
+        wipe_stack();
+}
+
+static _Noreturn void worker_main(sh_worker_spec *s)
 {
         static char buf[SH_EXEC_MSG_MAX];
+        const char *step = NULL;
         sigset_t mask;
-        int sfd;
+        int sfd, r;
 
-        /* The daemon's argv names its state root and settings: PID 1's command line is
-         * readable from inside the sandbox. */
-        sh_proctitle_set("sandbox-init");
         setup_sandbox(s);
+        if (set_limits(s) < 0)
+                fail(SH_STEP_LIMITS);
+        r = sh_caps_limit_init(&step);
+        if (r < 0) {
+                errno = -r;
+                fail(SH_STEP_PRIVILEGES);
+        }
+        forget_setup(s);
         sigemptyset(&mask);
         sigaddset(&mask, SIGCHLD);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
             (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
-                fail(STEP_SIGNALS);
+                fail(SH_STEP_SIGNALS);
         send_msg(SH_MSG_READY, 0, 0, 0);
 
         for (;;) {
@@ -565,30 +566,98 @@ _Noreturn void sh_worker_main(const sh_worker_spec *s)
 
 /* ---- the intermediate ------------------------------------------------------------------ */
 
-/* fd 3: control socket; fds 4..: cgroup.procs of the sandbox cgroup. Runs in a child of the
- * daemon; its only job is to give the worker its cgroup and namespaces, then leave (the
- * daemon is a child subreaper, so the worker becomes the daemon's child). */
-int sh_worker_intermediate(const sh_worker_spec *s, int nprocs);
-int sh_worker_intermediate(const sh_worker_spec *s, int nprocs)
+static sh_worker_spec spec;
+
+/* Standard streams: the daemon's (its log) are no business of the sandbox. */
+static int stdio_null(void)
+{
+        int fd = open("/dev/null", O_RDWR | O_CLOEXEC), i;
+
+        if (fd < 0)
+                return -1;
+        for (i = 0; i < 3; i++)
+                if (fd != i && dup2(fd, i) < 0)
+                        return -1;
+        if (fd > 2)
+                close(fd);
+        else if (fcntl(fd, F_SETFD, 0) < 0)
+                return -1;
+        return 0;
+}
+
+/* The spec, from the sealed memfd the daemon wrote; bounded, and decoded defensively. */
+static int read_spec(sh_worker_spec *s)
+{
+        _cleanup_free_ char *buf = NULL;
+        struct stat st;
+        size_t len, off = 0;
+        int r;
+
+        if (fstat(SH_WORKER_SPEC_FD, &st) < 0)
+                return -1;
+        if (st.st_size <= 0 || st.st_size > SH_WORKER_SPEC_MAX) {
+                errno = EMSGSIZE;
+                return -1;
+        }
+        len = (size_t)st.st_size;
+        buf = malloc(len);
+        if (!buf)
+                return -1;
+        while (off < len) {
+                ssize_t n = pread(SH_WORKER_SPEC_FD, buf + off, len - off, (off_t)off);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        errno = n < 0 ? errno : EBADMSG;
+                        return -1;
+                }
+                off += (size_t)n;
+        }
+        r = sh_worker_spec_decode(buf, len, s);
+        explicit_bzero(buf, len);
+        close(SH_WORKER_SPEC_FD);
+        if (r < 0) {
+                errno = -r;
+                return -1;
+        }
+        return 0;
+}
+
+/* fd 3: control socket; fd 4: the spec; fds 5...: cgroup.procs of the sandbox's init cgroup.
+ * Started by the daemon; its only job is to give the worker its cgroup and namespaces, then
+ * leave (the daemon is a child subreaper, so the worker becomes the daemon's child). */
+int main(void)
 {
         pid_t pid;
         int i;
 
-        for (i = 0; i < nprocs; i++) {
-                if (write(4 + i, "0", 1) != 1)
-                        fail(STEP_CGROUP_JOIN);
-                close(4 + i);
+        /* An execveat'd program is named after its fd; the daemon's tests and operators look
+         * for this name. */
+        (void)prctl(PR_SET_NAME, "sandbox-init", 0, 0, 0);
+        if (stdio_null() < 0)
+                fail(SH_STEP_STDIO);
+        if (read_spec(&spec) < 0)
+                fail(SH_STEP_SPEC);
+        /* Nothing but the fds named above, whatever the daemon's child left open. */
+        if (syscall(SYS_close_range, (unsigned)(SH_WORKER_PROCS_FD + spec.nprocs), ~0U, 0U) < 0)
+                for (i = SH_WORKER_PROCS_FD + spec.nprocs; i < 65536; i++)
+                        close(i);
+        for (i = 0; i < spec.nprocs; i++) {
+                if (write(SH_WORKER_PROCS_FD + i, "0", 1) != 1)
+                        fail(SH_STEP_CGROUP_JOIN);
+                close(SH_WORKER_PROCS_FD + i);
         }
         /* The cgroup namespace is unshared after joining, so the sandbox sees its own cgroup
          * as its root and nothing above it. */
         if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWCGROUP |
                     CLONE_NEWPID) < 0)
-                fail(STEP_UNSHARE);
+                fail(SH_STEP_UNSHARE);
         pid = fork();
         if (pid < 0)
-                fail(STEP_FORK);
+                fail(SH_STEP_FORK);
         if (pid == 0)
-                sh_worker_main(s);
+                worker_main(&spec);
         send_msg(SH_MSG_PID, 0, pid, 0);
         return 0;
 }

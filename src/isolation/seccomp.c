@@ -629,19 +629,3 @@ const struct sock_fprog *sh_seccomp_prog(const sh_seccomp *s)
 {
         return s ? &s->prog : NULL;
 }
-
-int sh_seccomp_load(const struct sock_fprog *prog)
-{
-        /* Raw syscalls only: this runs in a forked child of the daemon (async-signal-safe
-         * context). No TSYNC flag: the child is single-threaded. The seccomp(2) syscall
-         * is preferred; prctl is the pre-3.17 spelling of the same operation. */
-        if (!prog || !prog->filter || prog->len == 0)
-                return -EINVAL;
-        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) == 0)
-                return 0;
-        if (errno != ENOSYS)
-                return -errno;
-        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0) == 0)
-                return 0;
-        return -errno;
-}

@@ -33,6 +33,7 @@ struct sh_manager {
         uint64_t trash_seq;
         sh_cgroup_root *cgroot;
         sh_seccomp *filter;
+        int init_image;   /* sandbox-init's sealed memfd: every worker is exec'd from it */
         char tools[4096]; /* {root}/tools: the tool store, read-only in every sandbox */
         /* cgroups waiting to be empty before rmdir */
         struct grave {
@@ -278,7 +279,7 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 return sh_error_make(err, ENOMEM, "out of memory");
         m->cfg = cfg;
         m->loop = loop;
-        m->rootfd = m->trashfd = -1;
+        m->rootfd = m->trashfd = m->init_image = -1;
         m->slots = calloc(cfg->max_sandboxes, sizeof(*m->slots));
         if (!m->slots) {
                 free(m);
@@ -316,6 +317,9 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
         snprintf(m->tools, sizeof(m->tools), "%s/tools", cfg->root);
         if (sh_seccomp_build(&m->filter, err) < 0)
                 goto fail;
+        m->init_image = sh_init_image_open(err);
+        if (m->init_image < 0)
+                goto fail;
         {
                 /* The cgroup subtree is named for the state root, so a restarted daemon with
                  * the same root finds what a killed one left behind (FNV-1a of the path). */
@@ -335,6 +339,7 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
         return 0;
 fail:
         sh_seccomp_free(m->filter);
+        sh_close(m->init_image);
         root_destroy(m);
         sh_close(m->rootfd);
         sh_close(m->trashfd);
@@ -362,6 +367,7 @@ void sh_manager_free(sh_manager *m)
                 sh_cgroup_free(m->graves[i].cg);
         free(m->graves);
         sh_seccomp_free(m->filter);
+        sh_close(m->init_image);
         root_destroy(m);
         sh_close(m->rootfd);
         sh_close(m->trashfd);
@@ -503,7 +509,8 @@ static int start_worker(sh_manager *m, sh_sandbox *sb, sh_error **err)
                 return sh_error_make(err, ENOMEM, "out of memory");
         if (sh_cgroup_create(m->cgroot, NULL, sb->id, &lim, &sb->cg, err) < 0)
                 return -1; /* cppcheck-suppress memleak ; spec is _cleanup_free_ */
-        snprintf(spec->hostname, sizeof(spec->hostname), "%s", sb->id);
+        /* Not the id: it is the API's only credential, and uname is readable by all. */
+        snprintf(spec->hostname, sizeof(spec->hostname), "%s", SH_WORKER_HOSTNAME);
         snprintf(spec->rootfs, sizeof(spec->rootfs), "%s/%s/.rootfs", m->cfg->root, sb->id);
         snprintf(spec->workspace, sizeof(spec->workspace), "%s/%s/workspace", m->cfg->root, sb->id);
         snprintf(spec->tools, sizeof(spec->tools), "%s", m->tools);
@@ -514,7 +521,9 @@ static int start_worker(sh_manager *m, sh_sandbox *sb, sh_error **err)
                 spec->tmp_size = m->cfg->memory_max / 2;
         spec->uid = sb->owner.uid;
         spec->gid = sb->owner.gid;
-        spec->seccomp = sh_seccomp_prog(m->filter);
+        spec->seccomp = *sh_seccomp_prog(m->filter);
+        spec->ptys_max = SH_WORKER_PTYS_MAX;
+        sh_worker_spec_limits(spec, m->cfg->pids_max);
         if (STREQ(sb->image, "default")) {
                 snprintf(image_dir, sizeof(image_dir), "%s/default",
                          m->cfg->images ? m->cfg->images : "");
@@ -538,7 +547,8 @@ static int start_worker(sh_manager *m, sh_sandbox *sb, sh_error **err)
         init_cg = NULL;
         if (n < 0)
                 return sh_error_make(err, -n, "opening the sandbox cgroup");
-        r = sh_worker_start(m->loop, spec, procs, n, worker_event, sb, &sb->worker, err);
+        r = sh_worker_start(m->loop, m->init_image, spec, procs, n, worker_event, sb, &sb->worker,
+                            err);
         for (i = 0; i < n; i++)
                 close(procs[i]);
         return r;

@@ -1,17 +1,21 @@
 /* worker.c: the daemon's side of a sandbox worker: preparing its spec (the image's top-level
- * entries), forking it through the intermediate, the SEQPACKET control protocol (exec
- * requests out with their fds, events in), and its death. */
+ * entries, the resource limits), starting sandbox-init with it, the SEQPACKET control
+ * protocol (exec requests out with their fds, events in), and its death. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sh/macro.h"
 #include "sh/spawn.h"
 #include "sh/worker.h"
 
@@ -23,7 +27,6 @@ struct sh_worker {
         int pidfd;
         sh_io *pid_io;
         sh_child *inter; /* the intermediate while it runs */
-        const sh_worker_spec *spec;
         int nprocs;
         sh_worker_fn fn;
         void *data;
@@ -49,8 +52,6 @@ static bool call(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, int valu
         }
         return true;
 }
-
-int sh_worker_intermediate(const sh_worker_spec *s, int nprocs);
 
 /* ---- spec ------------------------------------------------------------------------------ */
 
@@ -125,85 +126,109 @@ int sh_worker_spec_image(sh_worker_spec *spec, const char *image_dir, sh_error *
         return 0;
 }
 
-/* ---- protocol codec -------------------------------------------------------------------- */
+/*
+ * The resource limits of every sandbox process, soft and hard. PID 1 sets them on itself
+ * before it gives up CAP_SYS_RESOURCE, so every exec inherits them and nothing in the
+ * sandbox can raise a hard limit again; a value above the daemon's own hard limit is lowered
+ * to it (PID 1 never raises one). Nothing of the daemon's own limits reaches a sandbox: it
+ * raised its soft RLIMIT_NOFILE, and a pod may hand it unlimited memlock or core sizes.
+ *
+ * What a limit cannot bound the cgroup does (memory.max, pids.max, cpu.max), so address
+ * space, data, stack, CPU time and file size stay unlimited: bounding them would only break
+ * programs (runtimes reserve address space; long jobs are legitimate; a file's size is the
+ * disk's business). What the cgroup does not bound, or bounds per node, is limited here:
+ */
+#define INF RLIM_INFINITY
+static const struct {
+        int resource;
+        uint64_t cur, max;
+} sandbox_limits[] = {
+        /* Files held through fds: SH_WORKER_NOFILE per process, so pids_max x 1024 per
+         * sandbox (524,288 with the defaults: a fifth of a 2.4M fs.file-max, what a 24 GiB
+         * node gets). The daemon's hard limit is far higher, and one sandbox filled the
+         * node's file table with it (ENFILE for every other sandbox). */
+        {RLIMIT_NOFILE, SH_WORKER_NOFILE, SH_WORKER_NOFILE},
+        /* No core dumps: core_pattern is the node's, often a pipe to a host program that
+         * runs as root outside every namespace, or a file that fills the disk. */
+        {RLIMIT_CORE, 0, 0},
+        /* Locked memory cannot be reclaimed or swapped under node pressure: the kernel's
+         * default since 5.16. */
+        {RLIMIT_MEMLOCK, 8 << 20, 8 << 20},
+        /* POSIX message queue bytes per uid, kernel memory: the kernel's default. */
+        {RLIMIT_MSGQUEUE, 819200, 819200},
+        /* Queued signals per uid, kernel memory. Standard signals are delivered beyond it
+         * (without their siginfo); only real-time signal queueing is bounded. */
+        {RLIMIT_SIGPENDING, 4096, 4096},
+        /* No real-time scheduling (an RT task can take a CPU from the node) and no
+         * priority above normal (nice below 0). */
+        {RLIMIT_RTPRIO, 0, 0},
+        {RLIMIT_NICE, 0, 0},
+        /* With RTPRIO 0 no sandbox task is real-time, so there is nothing to bound; and 0
+         * would SIGKILL ordinary tasks whenever a CPU timer of theirs fires (the kernel
+         * checks it on that path too). */
+        {RLIMIT_RTTIME, INF, INF},
+        /* Not enforced by Linux (file lock memory is charged to the memory cgroup). */
+        {RLIMIT_LOCKS, INF, INF},
+        /* Not enforced since Linux 2.6. */
+        {RLIMIT_RSS, INF, INF},
+        {RLIMIT_AS, INF, INF},
+        {RLIMIT_DATA, INF, INF},
+        {RLIMIT_CPU, INF, INF},
+        {RLIMIT_FSIZE, INF, INF},
+        /* The usual 8 MiB soft stack; the pages count against memory.max. */
+        {RLIMIT_STACK, 8 << 20, INF},
+        /* RLIMIT_NPROC: set below to pids_max. It counts the processes of a uid on the
+         * whole node, and each sandbox has a uid of its own (SANDBOX_HOST_UID_BASE + slot),
+         * so it repeats the pids cgroup's bound per uid (PID 1, uid 0, is not counted). */
+};
+#undef INF
 
-int sh_proto_encode_exec(uint32_t id, char *const *argv, char *const *envp, char **ret_buf,
-                         size_t *ret_len)
+void sh_worker_spec_limits(sh_worker_spec *spec, uint64_t pids_max)
 {
-        uint32_t argc = 0, envc = 0;
-        size_t len = 16, off;
-        char *buf;
-        uint32_t hdr[4];
+        size_t i;
 
-        for (; argv[argc]; argc++)
-                len += strlen(argv[argc]) + 1;
-        for (; envp[envc]; envc++)
-                len += strlen(envp[envc]) + 1;
-        if (len > SH_EXEC_MSG_MAX)
-                return -E2BIG;
-        buf = malloc(len);
-        if (!buf)
-                return -ENOMEM;
-        hdr[0] = SH_MSG_EXEC;
-        hdr[1] = id;
-        hdr[2] = argc;
-        hdr[3] = envc;
-        memcpy(buf, hdr, sizeof(hdr));
-        off = sizeof(hdr);
-        for (uint32_t i = 0; i < argc; i++) {
-                size_t n = strlen(argv[i]) + 1;
-
-                memcpy(buf + off, argv[i], n);
-                off += n;
-        }
-        for (uint32_t i = 0; i < envc; i++) {
-                size_t n = strlen(envp[i]) + 1;
-
-                memcpy(buf + off, envp[i], n);
-                off += n;
-        }
-        *ret_buf = buf;
-        *ret_len = len;
-        return 0;
+        spec->n_rlimits = 0;
+        for (i = 0; i < ARRAY_SIZE(sandbox_limits); i++)
+                spec->rlimits[spec->n_rlimits++] = (sh_rlimit_spec){
+                        .resource = (uint32_t)sandbox_limits[i].resource,
+                        .cur = sandbox_limits[i].cur,
+                        .max = sandbox_limits[i].max,
+                };
+        spec->rlimits[spec->n_rlimits++] = (sh_rlimit_spec){
+                .resource = RLIMIT_NPROC,
+                .cur = pids_max,
+                .max = pids_max,
+        };
 }
 
-int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, char ***ret_argv,
-                         char ***ret_envp)
+const char *sh_worker_step_name(int step)
 {
-        uint32_t hdr[4], i;
-        char **argv, **envp;
-        size_t off = sizeof(hdr);
+        static const char *const names[] = {
+                [SH_STEP_CGROUP_JOIN] = "join the sandbox cgroup",
+                [SH_STEP_UNSHARE] = "unshare namespaces",
+                [SH_STEP_FORK] = "fork PID 1",
+                [SH_STEP_MOUNT_PRIVATE] = "make mounts private",
+                [SH_STEP_HOSTNAME] = "set the hostname",
+                [SH_STEP_ROOT_TMPFS] = "mount the root tmpfs",
+                [SH_STEP_IMAGE] = "bind the image",
+                [SH_STEP_WORKSPACE] = "bind the workspace",
+                [SH_STEP_TMP] = "mount /tmp",
+                [SH_STEP_PROC] = "mount /proc",
+                [SH_STEP_DEV] = "populate /dev",
+                [SH_STEP_TOOLS] = "bind /tools",
+                [SH_STEP_PIVOT] = "pivot_root",
+                [SH_STEP_LOOPBACK] = "bring up loopback",
+                [SH_STEP_SIGNALS] = "set up signals",
+                [SH_STEP_EXEC_INIT] = "exec sandbox-init",
+                [SH_STEP_SPEC] = "read the spec",
+                [SH_STEP_LIMITS] = "set resource limits",
+                [SH_STEP_PRIVILEGES] = "drop PID 1's privileges",
+                [SH_STEP_STDIO] = "redirect standard streams",
+        };
 
-        if (len < sizeof(hdr))
-                return -EBADMSG;
-        memcpy(hdr, buf, sizeof(hdr));
-        if (hdr[0] != SH_MSG_EXEC || hdr[2] == 0 || hdr[2] > len || hdr[3] > len)
-                return -EBADMSG;
-        *ret_id = hdr[1];
-        argv = calloc((size_t)hdr[2] + 1, sizeof(char *));
-        envp = calloc((size_t)hdr[3] + 1, sizeof(char *));
-        if (!argv || !envp) {
-                free(argv);
-                free(envp);
-                return -ENOMEM;
-        }
-        for (i = 0; i < hdr[2] + hdr[3]; i++) {
-                char *nul = off < len ? memchr(buf + off, '\0', len - off) : NULL;
-
-                if (!nul) {
-                        free(argv);
-                        free(envp);
-                        return -EBADMSG;
-                }
-                if (i < hdr[2])
-                        argv[i] = buf + off;
-                else
-                        envp[i - hdr[2]] = buf + off;
-                off = (size_t)(nul - buf) + 1;
-        }
-        *ret_argv = argv;
-        *ret_envp = envp;
-        return 0;
+        if (step <= 0 || step >= (int)ARRAY_SIZE(names) || !names[step])
+                return "?";
+        return names[step];
 }
 
 /* ---- parent side ----------------------------------------------------------------------- */
@@ -291,24 +316,74 @@ static void inter_done(sh_child *c, pid_t pid, int status, void *data)
         }
 }
 
+/* The daemon's child: exec sandbox-init at once, with nothing of the daemon but the fds it is
+ * handed (sh_child_fork_fds closed the rest): 3 the control socket, 4 the spec, 5... the
+ * cgroup.procs fds, then the init image, which the exec closes. No environment, a fixed
+ * argv: PID 1's command line and environment are readable from inside the sandbox. */
 static int inter_main(void *arg)
 {
         sh_worker *w = arg;
+        char *argv[] = {"sandbox-init", NULL}, *envp[] = {NULL};
+        int image = SH_WORKER_PROCS_FD + w->nprocs;
+        sh_msg m = {.type = SH_MSG_SETUP_FAILED, .a = SH_STEP_EXEC_INIT};
 
-        return sh_worker_intermediate(w->spec, w->nprocs);
+        if (fcntl(image, F_SETFD, FD_CLOEXEC) == 0)
+                syscall(SYS_execveat, image, "", argv, envp, AT_EMPTY_PATH);
+        m.b = errno;
+        (void)!send(SH_WORKER_CTL_FD, &m, sizeof(m), MSG_NOSIGNAL);
+        return 1;
 }
 
-int sh_worker_start(sh_loop *l, const sh_worker_spec *spec, const int *procs, int nprocs,
-                    sh_worker_fn fn, void *data, sh_worker **ret, sh_error **err)
+/* The spec, encoded into a sealed memfd: the init reads it whole and cannot be handed a
+ * changing one. */
+static int spec_memfd(const sh_worker_spec *spec, sh_error **err)
 {
-        sh_worker *w = calloc(1, sizeof(*w));
-        int sv[2], keep[1 + SH_EXEC_MAX_PROCS_FDS], i;
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_close_ int fd = -1;
+        size_t len, off = 0;
+        int r = sh_worker_spec_encode(spec, &buf, &len);
 
-        if (!w)
-                return sh_error_make(err, ENOMEM, "out of memory");
-        if (nprocs > SH_EXEC_MAX_PROCS_FDS) {
-                free(w);
+        if (r < 0)
+                return sh_error_make(err, -r, "encoding the worker's spec");
+        fd = memfd_create("sandbox-spec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return sh_error_make(err, errno, "memfd_create");
+        while (off < len) {
+                ssize_t n = write(fd, buf + off, len - off);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return sh_error_make(err, n < 0 ? errno : EIO, "writing the spec");
+                off += (size_t)n;
+        }
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
+                return sh_error_make(err, errno, "sealing the spec");
+        return TAKE_FD(fd);
+}
+
+int sh_worker_start(sh_loop *l, int init_image, const sh_worker_spec *spec, const int *procs,
+                    int nprocs, sh_worker_fn fn, void *data, sh_worker **ret, sh_error **err)
+{
+        _cleanup_free_ sh_worker_spec *copy = NULL;
+        _cleanup_close_ int spec_fd = -1;
+        sh_worker *w;
+        int sv[2], keep[3 + SH_EXEC_MAX_PROCS_FDS], i, n = 0;
+
+        if (nprocs < 0 || nprocs > SH_EXEC_MAX_PROCS_FDS)
                 return sh_error_make(err, EINVAL, "too many cgroup hierarchies");
+        copy = malloc(sizeof(*copy));
+        w = calloc(1, sizeof(*w));
+        if (!copy || !w) {
+                free(w);
+                return sh_error_make(err, ENOMEM, "out of memory");
+        }
+        *copy = *spec;
+        copy->nprocs = nprocs;
+        spec_fd = spec_memfd(copy, err);
+        if (spec_fd < 0) {
+                free(w);
+                return -1;
         }
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
                 free(w);
@@ -317,14 +392,15 @@ int sh_worker_start(sh_loop *l, const sh_worker_spec *spec, const int *procs, in
         w->loop = l;
         w->sock = sv[0];
         w->pidfd = -1;
-        w->spec = spec;
         w->nprocs = nprocs;
         w->fn = fn;
         w->data = data;
-        keep[0] = sv[1];
+        keep[n++] = sv[1];
+        keep[n++] = spec_fd;
         for (i = 0; i < nprocs; i++)
-                keep[1 + i] = procs[i];
-        w->inter = sh_child_fork_fds(l, keep, 1 + nprocs, inter_main, w, inter_done, w);
+                keep[n++] = procs[i];
+        keep[n++] = init_image;
+        w->inter = sh_child_fork_fds(l, keep, n, inter_main, w, inter_done, w);
         close(sv[1]);
         if (!w->inter) {
                 int r = sh_error_make(err, errno, "forking the sandbox worker");

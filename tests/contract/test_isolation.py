@@ -93,12 +93,13 @@ def test_sysv_ipc_is_private_to_the_sandbox(sb, sb2):
         assert key not in keys(f.read()), "visible on the host"
 
 
-def test_hostname_is_remote_id(sb):
-    assert sh(sb, "uname -n").strip() == sb.rid
-    assert sh(sb, "cat /proc/sys/kernel/hostname").strip() == sb.rid
+def test_hostname_is_neutral_and_cannot_be_changed(sb):
+    # "sandbox", never the remote_id (the API's only credential: issue 10, item 14)
+    assert sh(sb, "uname -n").strip() == "sandbox"
+    assert sh(sb, "cat /proc/sys/kernel/hostname").strip() == "sandbox"
     st = run(sb, ["hostname", "evil"]).assert_exit()
     assert st.exit != 0, st.describe()
-    assert sh(sb, "uname -n").strip() == sb.rid
+    assert sh(sb, "uname -n").strip() == "sandbox"
 
 
 def test_no_capabilities_no_new_privs_seccomp_filter(sb):

@@ -1,4 +1,5 @@
-/* test_caps.c: a dropped child has no capability or group, only the sandbox ids, and no root. */
+/* test_caps.c: a dropped child has no capability or group, only the sandbox ids, and no root;
+ * PID 1's reduced set holds three capabilities, and they are all a drop needs. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -324,6 +327,88 @@ START_TEST(test_setuid_root_binary_gives_nothing_after_drop)
 }
 END_TEST
 
+/* ---- PID 1's reduced set ---------------------------------------------------------------- */
+
+static void limit_or_report(struct report *rep)
+{
+        const char *step = NULL;
+        int r = sh_caps_limit_init(&step);
+
+        if (r < 0)
+                failf(rep, 60, "sh_caps_limit_init failed at \"%s\": errno %d", step ? step : "?",
+                      -r);
+}
+
+static void child_check_init_status(struct report *rep)
+{
+        limit_or_report(rep);
+        if (rep->code)
+                return;
+        /* CAP_SETGID (6), CAP_SETUID (7), CAP_SETPCAP (8) */
+        expect_field(rep, "CapInh", "0000000000000000");
+        expect_field(rep, "CapPrm", "00000000000001c0");
+        expect_field(rep, "CapEff", "00000000000001c0");
+        expect_field(rep, "CapBnd", "00000000000001c0");
+        expect_field(rep, "CapAmb", "0000000000000000");
+        expect_field(rep, "NoNewPrivs", "1");
+        expect_field(rep, "Uid", "0\t0\t0\t0");
+        if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0)
+                failf(rep, 61, "PID 1 is dumpable");
+}
+
+START_TEST(test_init_keeps_only_setuid_setgid_setpcap)
+{
+        struct report rep = run_child(child_check_init_status);
+
+        ck_assert_msg(rep.code == 0, "%s", rep.msg);
+}
+END_TEST
+
+static void child_init_cannot_use_other_capabilities(struct report *rep)
+{
+        struct rlimit rl;
+
+        limit_or_report(rep);
+        if (rep->code)
+                return;
+        /* uid 0 alone is nothing: no CAP_SYS_ADMIN, CAP_SYS_NICE or CAP_SYS_RESOURCE (each
+         * attempt only affects this child, should it succeed). */
+        if (unshare(CLONE_NEWNS) == 0 || errno != EPERM)
+                failf(rep, 62, "unshare without CAP_SYS_ADMIN: not EPERM (errno %d)", errno);
+        else if (setpriority(PRIO_PROCESS, 0, -5) == 0)
+                failf(rep, 63, "raising the priority without CAP_SYS_NICE succeeded");
+        else if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_max == RLIM_INFINITY ||
+                 (rl.rlim_max++, setrlimit(RLIMIT_NOFILE, &rl) == 0))
+                failf(rep, 64, "raising a hard limit without CAP_SYS_RESOURCE succeeded");
+        else if (prctl(PR_CAPBSET_READ, 21 /* CAP_SYS_ADMIN */, 0, 0, 0) != 0)
+                failf(rep, 65, "CAP_SYS_ADMIN still in the bounding set");
+}
+
+START_TEST(test_init_cannot_use_other_capabilities)
+{
+        struct report rep = run_child(child_init_cannot_use_other_capabilities);
+
+        ck_assert_msg(rep.code == 0, "%s", rep.msg);
+}
+END_TEST
+
+/* What an exec child does: from PID 1's three capabilities, the full drop succeeds. */
+static void child_init_then_drop(struct report *rep)
+{
+        limit_or_report(rep);
+        if (rep->code)
+                return;
+        child_check_status(rep);
+}
+
+START_TEST(test_init_capabilities_suffice_for_a_drop)
+{
+        struct report rep = run_child(child_init_then_drop);
+
+        ck_assert_msg(rep.code == 0, "%s", rep.msg);
+}
+END_TEST
+
 static Suite *caps_suite(void)
 {
         Suite *s = suite_create("caps");
@@ -335,6 +420,13 @@ static Suite *caps_suite(void)
         tcase_add_test(tc, test_drop_locks_securebits);
         tcase_add_test(tc, test_failure_names_the_step_and_returns_errno);
         tcase_add_test(tc, test_setuid_root_binary_gives_nothing_after_drop);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("init");
+        tcase_set_timeout(tc, 30);
+        tcase_add_test(tc, test_init_keeps_only_setuid_setgid_setpcap);
+        tcase_add_test(tc, test_init_cannot_use_other_capabilities);
+        tcase_add_test(tc, test_init_capabilities_suffice_for_a_drop);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -46,6 +46,7 @@ E2E_CHECKS = [
     "e2e_exec_exit_codes",
     "e2e_exec_output",
     "e2e_exec_own_cgroup",
+    "e2e_pid1_init",
     "e2e_exec_cgroup_outside",
     "e2e_disconnect_kills",
     "e2e_memory_oom_kill",

@@ -983,6 +983,21 @@ static int e2e(const char *bin, const char *cgdir)
                 result("e2e_exec_own_cgroup", ok, "inside: first=[%s] second=[%s]", a.out, b.out);
         }
 
+        /* -- PID 1 is sandbox-init holding CAP_SETGID, CAP_SETUID and CAP_SETPCAP only (the
+         *    exec cgroup joins above needed no other on cgroup v2), and the hard fd limit of
+         *    every command is 1024 */
+        {
+                execres p = have_sb ? run(id, "[\"cat\",\"/proc/1/status\"]") : (execres){0};
+                execres n = have_sb ? run(id, "[\"sh\",\"-c\",\"ulimit -Hn\"]") : (execres){0};
+                bool ok = p.ok && p.exit == 0 && strstr(p.out, "Name:\tsandbox-init\n") &&
+                          strstr(p.out, "CapEff:\t00000000000001c0\n") &&
+                          strstr(p.out, "CapBnd:\t00000000000001c0\n") &&
+                          strstr(p.out, "NoNewPrivs:\t1\n") && n.ok && n.exit == 0 &&
+                          strcmp(n.out, "1024\n") == 0;
+
+                result("e2e_pid1_init", ok, "ulimit -Hn=[%s] status=[%.600s]", n.out, p.out);
+        }
+
         /* -- ... and from outside, with the disconnect: the command, a background child and a
          *    setsid double-forked escapee all sit in the exec's cgroup; closing the connection
          *    kills all three and the exec cgroup goes */

@@ -1,0 +1,430 @@
+/* proto.c: the daemon <-> sandbox-init wire formats (pure, no syscalls): the worker's spec,
+ * read once by the init from a sealed memfd, and the exec request sent over the control socket.
+ * Compiled into the daemon (encoders) and into sandbox-init (decoders); the decoders treat
+ * every byte as untrusted. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "sh/macro.h"
+#include "sh/worker.h"
+
+/*
+ * The spec, in host byte order (both ends are builds of one tree on one host):
+ *
+ *   magic "SHSPEC1\n"
+ *   str hostname, str rootfs, str workspace, str tools      str = u32 length + bytes, no NUL
+ *   u32 n_entries, then per entry: u8 is_link, str name, str src (dir) or target (link)
+ *   u64 tmp_size, u32 ptys_max, u32 uid, u32 gid, u32 nprocs
+ *   u32 n_rlimits, then per limit: u32 resource, u64 cur, u64 max
+ *   u32 n_filter, then per BPF instruction: u16 code, u8 jt, u8 jf, u32 k
+ *
+ * and nothing after it.
+ */
+static const char spec_magic[8] = {'S', 'H', 'S', 'P', 'E', 'C', '1', '\n'};
+
+/* ---- writer ---------------------------------------------------------------------------- */
+
+typedef struct writer {
+        char *buf;
+        size_t len, cap;
+        int err;
+} writer;
+
+static void put(writer *w, const void *p, size_t n)
+{
+        if (w->err)
+                return;
+        if (n > SH_WORKER_SPEC_MAX - w->len) {
+                w->err = -E2BIG;
+                return;
+        }
+        if (w->len + n > w->cap) {
+                size_t nc = w->cap ? w->cap : 4096;
+                char *nb;
+
+                while (nc < w->len + n)
+                        nc *= 2;
+                nb = realloc(w->buf, nc);
+                if (!nb) {
+                        w->err = -ENOMEM;
+                        return;
+                }
+                w->buf = nb;
+                w->cap = nc;
+        }
+        memcpy(w->buf + w->len, p, n);
+        w->len += n;
+}
+
+static void put_u8(writer *w, uint8_t v)
+{
+        put(w, &v, sizeof(v));
+}
+
+static void put_u16(writer *w, uint16_t v)
+{
+        put(w, &v, sizeof(v));
+}
+
+static void put_u32(writer *w, uint32_t v)
+{
+        put(w, &v, sizeof(v));
+}
+
+static void put_u64(writer *w, uint64_t v)
+{
+        put(w, &v, sizeof(v));
+}
+
+/* A string field as the decoder will check it: shorter than `field` bytes. */
+static void put_str(writer *w, const char *s, size_t field)
+{
+        size_t n = strnlen(s, field);
+
+        if (n >= field) {
+                if (!w->err)
+                        w->err = -ENAMETOOLONG;
+                return;
+        }
+        put_u32(w, (uint32_t)n);
+        put(w, s, n);
+}
+
+int sh_worker_spec_encode(const sh_worker_spec *s, char **ret_buf, size_t *ret_len)
+{
+        writer w = {0};
+        int i;
+
+        if (s->n_entries < 0 || s->n_entries > SH_WORKER_MAX_ENTRIES || s->n_rlimits < 0 ||
+            s->n_rlimits > SH_WORKER_MAX_RLIMITS || s->nprocs < 0 ||
+            s->nprocs > SH_EXEC_MAX_PROCS_FDS || !s->seccomp.filter || s->seccomp.len == 0 ||
+            s->seccomp.len > SH_WORKER_FILTER_MAX)
+                return -EINVAL;
+        put(&w, spec_magic, sizeof(spec_magic));
+        put_str(&w, s->hostname, sizeof(s->hostname));
+        put_str(&w, s->rootfs, sizeof(s->rootfs));
+        put_str(&w, s->workspace, sizeof(s->workspace));
+        put_str(&w, s->tools, sizeof(s->tools));
+        put_u32(&w, (uint32_t)s->n_entries);
+        for (i = 0; i < s->n_entries; i++) {
+                const sh_root_entry *e = &s->entries[i];
+
+                put_u8(&w, e->is_link ? 1 : 0);
+                put_str(&w, e->name, sizeof(e->name));
+                if (e->is_link)
+                        put_str(&w, e->target, sizeof(e->target));
+                else
+                        put_str(&w, e->src, sizeof(e->src));
+        }
+        put_u64(&w, s->tmp_size);
+        put_u32(&w, s->ptys_max);
+        put_u32(&w, (uint32_t)s->uid);
+        put_u32(&w, (uint32_t)s->gid);
+        put_u32(&w, (uint32_t)s->nprocs);
+        put_u32(&w, (uint32_t)s->n_rlimits);
+        for (i = 0; i < s->n_rlimits; i++) {
+                put_u32(&w, s->rlimits[i].resource);
+                put_u64(&w, s->rlimits[i].cur);
+                put_u64(&w, s->rlimits[i].max);
+        }
+        put_u32(&w, s->seccomp.len);
+        for (i = 0; i < s->seccomp.len; i++) {
+                const struct sock_filter *f = &s->seccomp.filter[i];
+
+                put_u16(&w, f->code);
+                put_u8(&w, f->jt);
+                put_u8(&w, f->jf);
+                put_u32(&w, f->k);
+        }
+        if (w.err) {
+                free(w.buf);
+                return w.err;
+        }
+        *ret_buf = w.buf;
+        *ret_len = w.len;
+        return 0;
+}
+
+/* ---- reader ---------------------------------------------------------------------------- */
+
+typedef struct reader {
+        const unsigned char *p;
+        size_t left;
+        bool bad;
+} reader;
+
+static void get(reader *r, void *out, size_t n)
+{
+        if (r->bad || n > r->left) {
+                r->bad = true;
+                memset(out, 0, n);
+                return;
+        }
+        memcpy(out, r->p, n);
+        r->p += n;
+        r->left -= n;
+}
+
+static uint8_t get_u8(reader *r)
+{
+        uint8_t v;
+
+        get(r, &v, sizeof(v));
+        return v;
+}
+
+static uint16_t get_u16(reader *r)
+{
+        uint16_t v;
+
+        get(r, &v, sizeof(v));
+        return v;
+}
+
+static uint32_t get_u32(reader *r)
+{
+        uint32_t v;
+
+        get(r, &v, sizeof(v));
+        return v;
+}
+
+static uint64_t get_u64(reader *r)
+{
+        uint64_t v;
+
+        get(r, &v, sizeof(v));
+        return v;
+}
+
+/* A string into a field of `size` bytes: shorter than the field, no NUL inside. */
+static void get_str(reader *r, char *out, size_t size)
+{
+        uint32_t n = get_u32(r);
+
+        out[0] = '\0';
+        if (r->bad || n >= size || n > r->left || memchr(r->p, '\0', n)) {
+                r->bad = true;
+                return;
+        }
+        memcpy(out, r->p, n);
+        out[n] = '\0';
+        r->p += n;
+        r->left -= n;
+}
+
+/* A host path the init mounts from or onto: absolute (the daemon's settings are). */
+static bool good_path(const char *p)
+{
+        return p[0] == '/';
+}
+
+/* A top-level entry name: one component, joined to the new root. */
+static bool good_name(const char *n)
+{
+        return n[0] && !strchr(n, '/') && !STREQ(n, ".") && !STREQ(n, "..");
+}
+
+static bool good_hostname(const char *h)
+{
+        const char *c;
+
+        if (!h[0])
+                return false;
+        for (c = h; *c; c++)
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                      (*c >= '0' && *c <= '9') || *c == '-' || *c == '.'))
+                        return false;
+        return true;
+}
+
+static int decode(reader *r, sh_worker_spec *s)
+{
+        char magic[sizeof(spec_magic)];
+        uint32_t n, i, j, limits_seen = 0;
+
+        get(r, magic, sizeof(magic));
+        if (r->bad || memcmp(magic, spec_magic, sizeof(magic)) != 0)
+                return -EBADMSG;
+        get_str(r, s->hostname, sizeof(s->hostname));
+        get_str(r, s->rootfs, sizeof(s->rootfs));
+        get_str(r, s->workspace, sizeof(s->workspace));
+        get_str(r, s->tools, sizeof(s->tools));
+        if (r->bad || !good_hostname(s->hostname) || !good_path(s->rootfs) ||
+            !good_path(s->workspace) || !good_path(s->tools))
+                return -EBADMSG;
+        n = get_u32(r);
+        if (r->bad || n > SH_WORKER_MAX_ENTRIES)
+                return -EBADMSG;
+        s->n_entries = (int)n;
+        for (i = 0; i < n; i++) {
+                sh_root_entry *e = &s->entries[i];
+                uint8_t kind = get_u8(r);
+
+                if (kind > 1)
+                        return -EBADMSG;
+                e->is_link = kind == 1;
+                get_str(r, e->name, sizeof(e->name));
+                e->src[0] = e->target[0] = '\0';
+                if (e->is_link)
+                        get_str(r, e->target, sizeof(e->target));
+                else
+                        get_str(r, e->src, sizeof(e->src));
+                if (r->bad || !good_name(e->name) ||
+                    (e->is_link ? !e->target[0] : !good_path(e->src)))
+                        return -EBADMSG;
+                for (j = 0; j < i; j++)
+                        if (STREQ(s->entries[j].name, e->name))
+                                return -EBADMSG;
+        }
+        s->tmp_size = get_u64(r);
+        s->ptys_max = get_u32(r);
+        s->uid = (uid_t)get_u32(r);
+        s->gid = (gid_t)get_u32(r);
+        n = get_u32(r);
+        /* Never root: a spec that would run commands as uid or gid 0 is not one we wrote. */
+        if (r->bad || s->tmp_size == 0 || s->ptys_max == 0 || s->ptys_max > 65536 || s->uid == 0 ||
+            s->gid == 0 || s->uid == (uid_t)-1 || s->gid == (gid_t)-1 || n > SH_EXEC_MAX_PROCS_FDS)
+                return -EBADMSG;
+        s->nprocs = (int)n;
+        n = get_u32(r);
+        if (r->bad || n > SH_WORKER_MAX_RLIMITS)
+                return -EBADMSG;
+        s->n_rlimits = (int)n;
+        for (i = 0; i < n; i++) {
+                sh_rlimit_spec *l = &s->rlimits[i];
+
+                l->resource = get_u32(r);
+                l->cur = get_u64(r);
+                l->max = get_u64(r);
+                if (r->bad || l->resource >= RLIMIT_NLIMITS || l->resource >= 32 ||
+                    (limits_seen & (1U << l->resource)) || l->cur > l->max)
+                        return -EBADMSG;
+                limits_seen |= 1U << l->resource;
+        }
+        n = get_u32(r);
+        /* Checked against what is left before allocating: a length field cannot make us
+         * allocate more than the message holds. */
+        if (r->bad || n == 0 || n > SH_WORKER_FILTER_MAX || (size_t)n * 8 > r->left)
+                return -EBADMSG;
+        s->seccomp.filter = calloc(n, sizeof(struct sock_filter));
+        if (!s->seccomp.filter)
+                return -ENOMEM;
+        s->seccomp.len = (unsigned short)n;
+        for (i = 0; i < n; i++) {
+                struct sock_filter *f = &s->seccomp.filter[i];
+
+                f->code = get_u16(r);
+                f->jt = get_u8(r);
+                f->jf = get_u8(r);
+                f->k = get_u32(r);
+        }
+        if (r->bad || r->left != 0)
+                return -EBADMSG;
+        return 0;
+}
+
+int sh_worker_spec_decode(const void *buf, size_t len, sh_worker_spec *ret)
+{
+        reader r = {.p = buf, .left = len};
+        int e;
+
+        ret->seccomp.filter = NULL;
+        ret->seccomp.len = 0;
+        if (len > SH_WORKER_SPEC_MAX)
+                return -EBADMSG;
+        e = decode(&r, ret);
+        if (e < 0)
+                sh_worker_spec_done(ret);
+        return e;
+}
+
+void sh_worker_spec_done(sh_worker_spec *s)
+{
+        free(s->seccomp.filter);
+        s->seccomp.filter = NULL;
+        s->seccomp.len = 0;
+}
+
+/* ---- exec requests --------------------------------------------------------------------- */
+
+int sh_proto_encode_exec(uint32_t id, char *const *argv, char *const *envp, char **ret_buf,
+                         size_t *ret_len)
+{
+        uint32_t argc = 0, envc = 0;
+        size_t len = 16, off;
+        char *buf;
+        uint32_t hdr[4];
+
+        for (; argv[argc]; argc++)
+                len += strlen(argv[argc]) + 1;
+        for (; envp[envc]; envc++)
+                len += strlen(envp[envc]) + 1;
+        if (len > SH_EXEC_MSG_MAX)
+                return -E2BIG;
+        buf = malloc(len);
+        if (!buf)
+                return -ENOMEM;
+        hdr[0] = SH_MSG_EXEC;
+        hdr[1] = id;
+        hdr[2] = argc;
+        hdr[3] = envc;
+        memcpy(buf, hdr, sizeof(hdr));
+        off = sizeof(hdr);
+        for (uint32_t i = 0; i < argc; i++) {
+                size_t n = strlen(argv[i]) + 1;
+
+                memcpy(buf + off, argv[i], n);
+                off += n;
+        }
+        for (uint32_t i = 0; i < envc; i++) {
+                size_t n = strlen(envp[i]) + 1;
+
+                memcpy(buf + off, envp[i], n);
+                off += n;
+        }
+        *ret_buf = buf;
+        *ret_len = len;
+        return 0;
+}
+
+int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, char ***ret_argv,
+                         char ***ret_envp)
+{
+        uint32_t hdr[4], i;
+        char **argv, **envp;
+        size_t off = sizeof(hdr);
+
+        if (len < sizeof(hdr))
+                return -EBADMSG;
+        memcpy(hdr, buf, sizeof(hdr));
+        if (hdr[0] != SH_MSG_EXEC || hdr[2] == 0 || hdr[2] > len || hdr[3] > len)
+                return -EBADMSG;
+        *ret_id = hdr[1];
+        argv = calloc((size_t)hdr[2] + 1, sizeof(char *));
+        envp = calloc((size_t)hdr[3] + 1, sizeof(char *));
+        if (!argv || !envp) {
+                free(argv);
+                free(envp);
+                return -ENOMEM;
+        }
+        for (i = 0; i < hdr[2] + hdr[3]; i++) {
+                char *nul = off < len ? memchr(buf + off, '\0', len - off) : NULL;
+
+                if (!nul) {
+                        free(argv);
+                        free(envp);
+                        return -EBADMSG;
+                }
+                if (i < hdr[2])
+                        argv[i] = buf + off;
+                else
+                        envp[i - hdr[2]] = buf + off;
+                off = (size_t)(nul - buf) + 1;
+        }
+        *ret_argv = argv;
+        *ret_envp = envp;
+        return 0;
+}

@@ -1,0 +1,471 @@
+/* test_proto.c: the daemon <-> sandbox-init wire formats: the spec round-trips, and the decoder
+ * refuses every malformed, truncated, oversized or dangerous spec without reading past it. */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "sh/worker.h"
+
+/* ---- a spec and a hand-made encoding of it ---------------------------------------------- */
+
+static struct sock_filter filter[3] = {
+        {0x20, 0, 0, 4}, {0x15, 1, 0, 0xc000003e}, {0x06, 0, 0, 0x7fff0000}};
+
+static sh_worker_spec *sample(void)
+{
+        sh_worker_spec *s = calloc(1, sizeof(*s));
+
+        ck_assert_ptr_nonnull(s);
+        snprintf(s->hostname, sizeof(s->hostname), "sandbox");
+        snprintf(s->rootfs, sizeof(s->rootfs), "/var/lib/sh/0123/.rootfs");
+        snprintf(s->workspace, sizeof(s->workspace), "/var/lib/sh/0123/workspace");
+        snprintf(s->tools, sizeof(s->tools), "/var/lib/sh/tools");
+        snprintf(s->entries[0].name, sizeof(s->entries[0].name), "usr");
+        snprintf(s->entries[0].src, sizeof(s->entries[0].src), "/usr");
+        snprintf(s->entries[1].name, sizeof(s->entries[1].name), "bin");
+        snprintf(s->entries[1].target, sizeof(s->entries[1].target), "usr/bin");
+        s->entries[1].is_link = true;
+        s->n_entries = 2;
+        s->tmp_size = 256 << 20;
+        s->ptys_max = 16;
+        s->uid = 200001;
+        s->gid = 200001;
+        s->nprocs = 2;
+        sh_worker_spec_limits(s, 512);
+        s->seccomp.filter = filter;
+        s->seccomp.len = 3;
+        return s;
+}
+
+/* The format as docs say (proto.c), written by hand, so that the tests can break one field. */
+typedef struct bld {
+        unsigned char b[8192];
+        size_t n;
+} bld;
+
+static void raw(bld *b, const void *p, size_t n)
+{
+        ck_assert_uint_le(b->n + n, sizeof(b->b));
+        memcpy(b->b + b->n, p, n);
+        b->n += n;
+}
+
+static void u8(bld *b, uint8_t v)
+{
+        raw(b, &v, 1);
+}
+
+static void u16(bld *b, uint16_t v)
+{
+        raw(b, &v, 2);
+}
+
+static void u32(bld *b, uint32_t v)
+{
+        raw(b, &v, 4);
+}
+
+static void u64(bld *b, uint64_t v)
+{
+        raw(b, &v, 8);
+}
+
+static void str(bld *b, const char *s)
+{
+        u32(b, (uint32_t)strlen(s));
+        raw(b, s, strlen(s));
+}
+
+/* Which field to break, and how. */
+typedef struct breaks {
+        const char *hostname, *rootfs, *entry_name, *entry2_name;
+        int uid /* -2: (uid_t)-1 */, gid, nprocs, n_entries, kind, n_rlimits, rl_resource, rl_swap,
+                n_filter;
+        uint64_t tmp_size;
+        uint32_t ptys_max;
+        bool trailing, bad_magic;
+} breaks;
+
+static void build(bld *b, const breaks *k)
+{
+        b->n = 0;
+        raw(b, k->bad_magic ? "SHSPEC2\n" : "SHSPEC1\n", 8);
+        str(b, k->hostname ? k->hostname : "sandbox");
+        str(b, k->rootfs ? k->rootfs : "/r/.rootfs");
+        str(b, "/r/workspace");
+        str(b, "/r/tools");
+        u32(b, k->n_entries >= 0 ? (uint32_t)k->n_entries : 2);
+        u8(b, k->kind >= 0 ? (uint8_t)k->kind : 0);
+        str(b, k->entry_name ? k->entry_name : "usr");
+        str(b, "/usr");
+        u8(b, 1);
+        str(b, k->entry2_name ? k->entry2_name : "bin");
+        str(b, "usr/bin");
+        u64(b, k->tmp_size ? k->tmp_size : 1 << 20);
+        u32(b, k->ptys_max ? k->ptys_max : 16);
+        u32(b, k->uid >= 0 ? (uint32_t)k->uid : k->uid == -2 ? 0xffffffffU : 200001);
+        u32(b, k->gid >= 0 ? (uint32_t)k->gid : 200001);
+        u32(b, k->nprocs >= 0 ? (uint32_t)k->nprocs : 1);
+        u32(b, k->n_rlimits >= 0 ? (uint32_t)k->n_rlimits : 2);
+        u32(b, k->rl_resource >= 0 ? (uint32_t)k->rl_resource : RLIMIT_NOFILE);
+        u64(b, k->rl_swap ? 2048 : 1024);
+        u64(b, k->rl_swap ? 1024 : 1024);
+        u32(b, RLIMIT_CORE);
+        u64(b, 0);
+        u64(b, 0);
+        u32(b, k->n_filter >= 0 ? (uint32_t)k->n_filter : 1);
+        u16(b, 0x06);
+        u8(b, 0);
+        u8(b, 0);
+        u32(b, 0x7fff0000);
+        if (k->trailing)
+                u8(b, 0);
+}
+
+/* Defaults first, then the test's own fields: overriding them is the point. */
+#pragma GCC diagnostic ignored "-Woverride-init"
+#define BREAKS(...)                                                                                \
+        (&(breaks){.uid = -1,                                                                      \
+                   .gid = -1,                                                                      \
+                   .nprocs = -1,                                                                   \
+                   .n_entries = -1,                                                                \
+                   .kind = -1,                                                                     \
+                   .n_rlimits = -1,                                                                \
+                   .rl_resource = -1,                                                              \
+                   .n_filter = -1,                                                                 \
+                   __VA_ARGS__})
+
+static int decode_bld(const bld *b, sh_worker_spec *out)
+{
+        /* An exact-size heap copy: ASan sees any read past the end. */
+        unsigned char *copy = malloc(b->n ? b->n : 1);
+        int r;
+
+        ck_assert_ptr_nonnull(copy);
+        memcpy(copy, b->b, b->n);
+        r = sh_worker_spec_decode(copy, b->n, out);
+        free(copy);
+        return r;
+}
+
+static void assert_refused(const breaks *k, const char *what)
+{
+        sh_worker_spec *out = calloc(1, sizeof(*out));
+        bld b;
+        int r;
+
+        build(&b, k);
+        r = decode_bld(&b, out);
+        ck_assert_msg(r == -EBADMSG, "%s: decode = %d, want -EBADMSG", what, r);
+        ck_assert_ptr_null(out->seccomp.filter);
+        free(out);
+}
+
+/* ---- round trip ------------------------------------------------------------------------ */
+
+START_TEST(test_spec_round_trips)
+{
+        sh_worker_spec *s = sample(), *d = calloc(1, sizeof(*d));
+        char *buf = NULL;
+        size_t len = 0;
+        int i;
+
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
+        ck_assert_int_eq(sh_worker_spec_decode(buf, len, d), 0);
+        ck_assert_str_eq(d->hostname, s->hostname);
+        ck_assert_str_eq(d->rootfs, s->rootfs);
+        ck_assert_str_eq(d->workspace, s->workspace);
+        ck_assert_str_eq(d->tools, s->tools);
+        ck_assert_int_eq(d->n_entries, 2);
+        ck_assert_str_eq(d->entries[0].name, "usr");
+        ck_assert_str_eq(d->entries[0].src, "/usr");
+        ck_assert(!d->entries[0].is_link);
+        ck_assert_str_eq(d->entries[1].name, "bin");
+        ck_assert_str_eq(d->entries[1].target, "usr/bin");
+        ck_assert(d->entries[1].is_link);
+        ck_assert_uint_eq(d->tmp_size, s->tmp_size);
+        ck_assert_uint_eq(d->ptys_max, 16);
+        ck_assert_uint_eq(d->uid, 200001);
+        ck_assert_uint_eq(d->gid, 200001);
+        ck_assert_int_eq(d->nprocs, 2);
+        ck_assert_int_eq(d->n_rlimits, s->n_rlimits);
+        for (i = 0; i < s->n_rlimits; i++) {
+                ck_assert_uint_eq(d->rlimits[i].resource, s->rlimits[i].resource);
+                ck_assert_uint_eq(d->rlimits[i].cur, s->rlimits[i].cur);
+                ck_assert_uint_eq(d->rlimits[i].max, s->rlimits[i].max);
+        }
+        ck_assert_uint_eq(d->seccomp.len, 3);
+        ck_assert_ptr_ne(d->seccomp.filter, filter);
+        ck_assert_mem_eq(d->seccomp.filter, filter, sizeof(filter));
+        sh_worker_spec_done(d);
+        ck_assert_ptr_null(d->seccomp.filter);
+        free(buf);
+        free(d);
+        free(s);
+}
+END_TEST
+
+START_TEST(test_hand_made_spec_decodes)
+{
+        sh_worker_spec *d = calloc(1, sizeof(*d));
+        bld b;
+
+        build(&b, BREAKS());
+        ck_assert_int_eq(decode_bld(&b, d), 0);
+        ck_assert_str_eq(d->entries[1].target, "usr/bin");
+        ck_assert_int_eq(d->n_rlimits, 2);
+        ck_assert_uint_eq(d->seccomp.len, 1);
+        sh_worker_spec_done(d);
+        free(d);
+}
+END_TEST
+
+START_TEST(test_limits_bound_every_resource_once)
+{
+        sh_worker_spec *s = sample();
+        unsigned seen = 0;
+        int i;
+
+        ck_assert_int_eq(s->n_rlimits, RLIMIT_NLIMITS);
+        for (i = 0; i < s->n_rlimits; i++) {
+                ck_assert_uint_lt(s->rlimits[i].resource, RLIMIT_NLIMITS);
+                ck_assert(!(seen & (1U << s->rlimits[i].resource)));
+                seen |= 1U << s->rlimits[i].resource;
+                ck_assert_uint_le(s->rlimits[i].cur, s->rlimits[i].max);
+                if (s->rlimits[i].resource == RLIMIT_NOFILE)
+                        ck_assert_uint_eq(s->rlimits[i].max, SH_WORKER_NOFILE);
+                if (s->rlimits[i].resource == RLIMIT_NPROC)
+                        ck_assert_uint_eq(s->rlimits[i].max, 512);
+                if (s->rlimits[i].resource == RLIMIT_CORE)
+                        ck_assert_uint_eq(s->rlimits[i].max, 0);
+        }
+        free(s);
+}
+END_TEST
+
+/* ---- the decoder refuses ----------------------------------------------------------------- */
+
+START_TEST(test_every_truncation_is_refused)
+{
+        sh_worker_spec *s = sample(), *d = calloc(1, sizeof(*d));
+        char *buf = NULL;
+        size_t len = 0, cut;
+
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
+        for (cut = 0; cut < len; cut++) {
+                char *copy = malloc(cut ? cut : 1);
+
+                memcpy(copy, buf, cut);
+                ck_assert_msg(sh_worker_spec_decode(copy, cut, d) == -EBADMSG,
+                              "a spec cut at %zu of %zu bytes was accepted", cut, len);
+                ck_assert_ptr_null(d->seccomp.filter);
+                free(copy);
+        }
+        free(buf);
+        free(d);
+        free(s);
+}
+END_TEST
+
+START_TEST(test_trailing_bytes_and_bad_magic_are_refused)
+{
+        assert_refused(BREAKS(.trailing = true), "trailing byte");
+        assert_refused(BREAKS(.bad_magic = true), "other magic");
+}
+END_TEST
+
+START_TEST(test_strings_that_do_not_fit_or_hold_nul_are_refused)
+{
+        char big[300];
+
+        memset(big, 'a', sizeof(big) - 1);
+        big[sizeof(big) - 1] = '\0';
+        assert_refused(BREAKS(.entry_name = big), "entry name longer than its field");
+        big[64] = '\0';
+        assert_refused(BREAKS(.hostname = big), "hostname of 64 bytes");
+        assert_refused(BREAKS(.hostname = ""), "empty hostname");
+        assert_refused(BREAKS(.hostname = "a b"), "hostname with a space");
+        assert_refused(BREAKS(.rootfs = "relative/path"), "relative rootfs");
+}
+END_TEST
+
+START_TEST(test_string_length_beyond_the_message_is_refused)
+{
+        sh_worker_spec *d = calloc(1, sizeof(*d));
+        bld b;
+
+        build(&b, BREAKS());
+        /* the hostname's length field, right after the magic */
+        memcpy(b.b + 8, &(uint32_t){0xffffffffU}, 4);
+        ck_assert_int_eq(decode_bld(&b, d), -EBADMSG);
+        memcpy(b.b + 8, &(uint32_t){40}, 4);
+        ck_assert_int_eq(decode_bld(&b, d), -EBADMSG);
+        /* a NUL inside: "sandbox" -> "sand\0ox" */
+        memcpy(b.b + 8, &(uint32_t){7}, 4);
+        b.b[16] = '\0';
+        ck_assert_int_eq(decode_bld(&b, d), -EBADMSG);
+        free(d);
+}
+END_TEST
+
+START_TEST(test_entry_names_must_be_single_new_components)
+{
+        assert_refused(BREAKS(.entry_name = ".."), "entry ..");
+        assert_refused(BREAKS(.entry_name = "."), "entry .");
+        assert_refused(BREAKS(.entry_name = "a/b"), "entry with a slash");
+        assert_refused(BREAKS(.entry_name = ""), "empty entry name");
+        assert_refused(BREAKS(.entry2_name = "usr"), "the same entry twice");
+        assert_refused(BREAKS(.kind = 2), "unknown entry kind");
+        assert_refused(BREAKS(.n_entries = SH_WORKER_MAX_ENTRIES + 1), "too many entries");
+        assert_refused(BREAKS(.n_entries = 3), "more entries than sent");
+}
+END_TEST
+
+START_TEST(test_root_ids_are_refused)
+{
+        assert_refused(BREAKS(.uid = 0), "uid 0");
+        assert_refused(BREAKS(.gid = 0), "gid 0");
+        assert_refused(BREAKS(.uid = -2), "uid -1");
+}
+END_TEST
+
+START_TEST(test_counts_and_values_out_of_range_are_refused)
+{
+        assert_refused(BREAKS(.nprocs = SH_EXEC_MAX_PROCS_FDS + 1), "too many procs fds");
+        assert_refused(BREAKS(.n_rlimits = SH_WORKER_MAX_RLIMITS + 1), "too many limits");
+        assert_refused(BREAKS(.n_rlimits = 3), "more limits than sent");
+        assert_refused(BREAKS(.rl_resource = RLIMIT_NLIMITS), "unknown resource");
+        assert_refused(BREAKS(.rl_resource = RLIMIT_CORE), "one resource twice");
+        assert_refused(BREAKS(.rl_swap = true), "soft limit above hard");
+        assert_refused(BREAKS(.n_filter = 0), "empty filter");
+        assert_refused(BREAKS(.n_filter = SH_WORKER_FILTER_MAX + 1), "filter too long");
+        assert_refused(BREAKS(.n_filter = 2), "more instructions than sent");
+        assert_refused(BREAKS(.ptys_max = 70000), "ptys_max too large");
+}
+END_TEST
+
+START_TEST(test_random_corruption_never_reads_past_the_message)
+{
+        sh_worker_spec *s = sample(), *d = calloc(1, sizeof(*d));
+        char *buf = NULL;
+        size_t len = 0;
+        uint32_t x = 2463534242U;
+        int round, accepted = 0;
+
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
+        for (round = 0; round < 20000; round++) {
+                char *copy = malloc(len);
+                int flips = 1 + round % 4, r;
+
+                memcpy(copy, buf, len);
+                while (flips--) {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        copy[x % len] = (char)(x >> 8);
+                }
+                r = sh_worker_spec_decode(copy, len, d);
+                ck_assert(r == 0 || r == -EBADMSG);
+                if (r == 0) {
+                        accepted++;
+                        ck_assert_uint_lt(strlen(d->hostname), sizeof(d->hostname));
+                        ck_assert_int_le(d->n_entries, SH_WORKER_MAX_ENTRIES);
+                        ck_assert_int_le(d->n_rlimits, SH_WORKER_MAX_RLIMITS);
+                        ck_assert_uint_ne(d->uid, 0);
+                        ck_assert_uint_ne(d->gid, 0);
+                        sh_worker_spec_done(d);
+                }
+                free(copy);
+        }
+        /* flips inside the path bytes stay valid specs: the loop did reach the end */
+        ck_assert_int_gt(accepted, 0);
+        free(buf);
+        free(d);
+        free(s);
+}
+END_TEST
+
+/* ---- the encoder refuses what the decoder would ------------------------------------------ */
+
+START_TEST(test_encoder_refuses_unencodable_specs)
+{
+        sh_worker_spec *s = sample();
+        char *buf = NULL;
+        size_t len = 0;
+
+        memset(s->hostname, 'h', sizeof(s->hostname)); /* no NUL in the field */
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -ENAMETOOLONG);
+        snprintf(s->hostname, sizeof(s->hostname), "sandbox");
+        s->n_entries = SH_WORKER_MAX_ENTRIES + 1;
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        s->n_entries = 2;
+        s->seccomp.filter = NULL;
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        ck_assert_ptr_null(buf);
+        free(s);
+}
+END_TEST
+
+/* ---- exec requests ----------------------------------------------------------------------- */
+
+START_TEST(test_exec_request_round_trips)
+{
+        char *argv[] = {"sh", "-c", "echo hi", NULL}, *envp[] = {"A=1", NULL};
+        char *buf = NULL, **av = NULL, **ev = NULL;
+        size_t len = 0;
+        uint32_t id = 0;
+
+        ck_assert_int_eq(sh_proto_encode_exec(7, argv, envp, &buf, &len), 0);
+        ck_assert_int_eq(sh_proto_decode_exec(buf, len, &id, &av, &ev), 0);
+        ck_assert_uint_eq(id, 7);
+        ck_assert_str_eq(av[2], "echo hi");
+        ck_assert_ptr_null(av[3]);
+        ck_assert_str_eq(ev[0], "A=1");
+        ck_assert_ptr_null(ev[1]);
+        free(av);
+        free(ev);
+        /* cut before the last string's NUL */
+        ck_assert_int_eq(sh_proto_decode_exec(buf, len - 1, &id, &av, &ev), -EBADMSG);
+        free(buf);
+}
+END_TEST
+
+static Suite *proto_suite(void)
+{
+        Suite *s = suite_create("proto");
+        TCase *tc = tcase_create("spec");
+
+        tcase_add_test(tc, test_spec_round_trips);
+        tcase_add_test(tc, test_hand_made_spec_decodes);
+        tcase_add_test(tc, test_limits_bound_every_resource_once);
+        tcase_add_test(tc, test_every_truncation_is_refused);
+        tcase_add_test(tc, test_trailing_bytes_and_bad_magic_are_refused);
+        tcase_add_test(tc, test_strings_that_do_not_fit_or_hold_nul_are_refused);
+        tcase_add_test(tc, test_string_length_beyond_the_message_is_refused);
+        tcase_add_test(tc, test_entry_names_must_be_single_new_components);
+        tcase_add_test(tc, test_root_ids_are_refused);
+        tcase_add_test(tc, test_counts_and_values_out_of_range_are_refused);
+        tcase_add_test(tc, test_random_corruption_never_reads_past_the_message);
+        tcase_add_test(tc, test_encoder_refuses_unencodable_specs);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("exec");
+        tcase_add_test(tc, test_exec_request_round_trips);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        SRunner *sr = srunner_create(proto_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
