@@ -664,7 +664,8 @@ static void tools_free(sh_tools *t, bool loop_alive)
         free(t);
 }
 
-int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_tools **ret, sh_error **err)
+int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_cgroup_root *cgroot, sh_tools **ret,
+                 sh_error **err)
 {
         sh_tools *t;
 
@@ -688,7 +689,8 @@ int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_tools **ret, sh_error *
         }
         /* The unpacker runs as the uid just below the sandbox range: no sandbox and no host
          * service has it, and it owns nothing but its staging directory. */
-        if (sh_store_open(cfg->root, loop, (uid_t)(cfg->uid_base - 1), &t->store, err) < 0) {
+        if (sh_store_open(cfg->root, loop, (uid_t)(cfg->uid_base - 1), cgroot, &t->store, err) <
+            0) {
                 sh_fetcher_free(t->fetcher, true);
                 free(t);
                 return -1;
