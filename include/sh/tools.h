@@ -59,15 +59,21 @@ typedef struct sh_fetch_result {
 /* Called once from the loop; the fetch is freed after it returns. */
 typedef void (*sh_fetch_done_fn)(sh_fetch *f, const sh_fetch_result *res, void *data);
 
-int sh_fetcher_new(sh_loop *loop, sh_fetcher **ret, sh_error **err);
+/* `plain_http`: plain http to any host (manifests are signed, or SANDBOX_HOST_TOOL_INSECURE_HTTP
+ * says so); else plain http only to a loopback host (127.0.0.0/8, [::1], localhost) and https
+ * everywhere else, for the first URL and for every redirect. */
+int sh_fetcher_new(sh_loop *loop, bool plain_http, sh_fetcher **ret, sh_error **err);
 /* Cancels every fetch in flight without calling their callbacks. `loop_alive` false: the
  * loop is already gone, so do not touch it. */
 void sh_fetcher_free(sh_fetcher *f, bool loop_alive);
 
-/* GET `url` (http or https only, also across redirects) with the contract's timeouts. With
- * fd < 0 the body is kept in memory; with fd >= 0 it is written to fd (not owned) and hashed
- * while it arrives. More than `max` bytes is refused. `what` names the artifact in reasons
- * ("manifest", "bundle"). Returns NULL with *err on failure to start. */
+/* GET `url` (http or https only, under the fetcher's transport rule, also across at most 5
+ * redirects, each checked before it is connected to) with the contract's timeouts (the total
+ * one covers every redirect). With fd < 0 the body is kept in memory; with fd >= 0 it is
+ * written to fd (not owned) and hashed while it arrives. More than `max` bytes is refused.
+ * `what` names the artifact in reasons ("manifest", "bundle"). Returns NULL with *err on
+ * failure to start, or when the URL breaks the rule (the message says why, before any
+ * connection: a refusal for that tool). */
 sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint64_t max, int fd,
                          sh_fetch_done_fn done, void *data, sh_error **err);
 /* Abort a fetch whose callback has not run yet; the callback never runs. Accepts NULL. */

@@ -683,7 +683,12 @@ int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_cgroup_root *cgroot, sh
         if (!t)
                 return sh_error_make(err, ENOMEM, "out of memory");
         t->loop = loop;
-        if (sh_fetcher_new(loop, &t->fetcher, err) < 0) {
+        load_keys(t, cfg->tool_keys);
+        if (t->keys_error[0])
+                log_debug("tools-keys", NULL, "%s", t->keys_error);
+        /* Verification is strong by default: a signature over the manifest (which holds the
+         * bundle's sha256), or else https, which no one on the way can rewrite. */
+        if (sh_fetcher_new(loop, t->keys_on || cfg->tool_insecure_http, &t->fetcher, err) < 0) {
                 free(t);
                 return -1;
         }
@@ -695,9 +700,6 @@ int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_cgroup_root *cgroot, sh
                 free(t);
                 return -1;
         }
-        load_keys(t, cfg->tool_keys);
-        if (t->keys_error[0])
-                log_debug("tools-keys", NULL, "%s", t->keys_error);
         the_tools = t;
         *ret = t;
         return 0;
