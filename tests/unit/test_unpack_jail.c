@@ -239,7 +239,45 @@ typedef struct seen {
         char cgroup[4096];
         char mountinfo[8192];
         char root_entries[256];
+        unsigned long long memory_limit; /* of the cgroup it runs in */
 } seen;
+
+/* The memory limit of the cgroup a /proc/PID/cgroup text names (v1: the memory hierarchy's
+ * memory.limit_in_bytes; v2: memory.max), found through our own mountinfo. 0 if unknown. */
+static unsigned long long memory_limit_of(const char *cgroup_text)
+{
+        static char mi[1 << 20];
+        char text[4096], path[1024] = "", file[4096], buf[64], *line, *save = NULL;
+        char *mp = NULL, *mroot = NULL, *dir = NULL;
+        bool v1 = strstr(cgroup_text, ":memory:") != NULL;
+        unsigned long long v = 0;
+
+        snprintf(text, sizeof(text), "%s", cgroup_text);
+        for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+
+                if (!c2)
+                        continue;
+                *c2 = '\0';
+                if ((v1 && strcmp(c1 + 1, "memory") == 0) || (!v1 && c1[1] == '\0'))
+                        snprintf(path, sizeof(path), "%s", c2 + 1);
+        }
+        if (!path[0] || !read_file("/proc/self/mountinfo", mi, sizeof(mi)))
+                return 0;
+        if (sh_cg_parse_mountinfo_ex(mi, v1 ? "memory" : NULL, &mp, &mroot) == 0 &&
+            sh_cg_path_join(mp, mroot, path, &dir) == 0) {
+                snprintf(file, sizeof(file), "%s/%s", dir,
+                         v1 ? "memory.limit_in_bytes" : "memory.max");
+                if (read_file(file, buf, sizeof(buf)))
+                        v = strtoull(buf, NULL, 10);
+                else
+                        fprintf(stderr, "cannot read %s\n", file);
+        }
+        free(mp);
+        free(mroot);
+        free(dir);
+        return v;
+}
 
 static void look_around(pid_t pid, void *arg)
 {
@@ -268,6 +306,7 @@ static void look_around(pid_t pid, void *arg)
         ck_assert_ptr_nonnull(read_file(path, s->cgroup, sizeof(s->cgroup)));
         snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
         ck_assert_ptr_nonnull(read_file(path, s->mountinfo, sizeof(s->mountinfo)));
+        s->memory_limit = memory_limit_of(s->cgroup);
         snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
         d = opendir(path);
         ck_assert_ptr_nonnull(d);
@@ -403,6 +442,8 @@ START_TEST(jail_runs_in_its_own_limited_cgroup)
                               "cgroup: %s", line);
                 n++;
         }
+        /* and that cgroup carries the unpack's own memory limit */
+        ck_assert_uint_eq(s.memory_limit, SH_TOOLS_UNPACK_MEMORY_MAX);
         ck_assert_uint_ge(n, 1);
 }
 END_TEST
