@@ -68,7 +68,7 @@ static void world_down(void)
 
         kill_intruder(); /* a failed test must not leave its process behind */
 
-        sh_store_free(W.store);
+        sh_store_free(W.store);    /* accepts NULL */
         sh_child_wait_all(W.loop); /* the store goes with its last child's report */
         if (sh_cgroup_root_destroy(W.cgroot, &err) < 0)
                 fprintf(stderr, "cgroup cleanup: %s\n", err->msg);
@@ -628,6 +628,48 @@ START_TEST(at_most_parallel_unpackers_at_once)
 }
 END_TEST
 
+/* ---- shutdown --------------------------------------------------------------------------- */
+
+START_TEST(store_free_kills_running_unpackers)
+{
+        outcome o[2];
+        sh_unpack *u[2];
+        int rel[2][2];
+        sh_error *err = NULL;
+        pid_t pid[2] = {-1, -1};
+        uint64_t deadline = sh_now_ms() + 20000;
+
+        memset(o, 0, sizeof(o));
+        for (int i = 0; i < 2; i++) {
+                ck_assert_int_eq(pipe2(rel[i], O_CLOEXEC), 0);
+                u[i] = sh_unpack_start_with(W.store, rel[i][0], SHA, install_payload, on_done,
+                                            &o[i], &err);
+                ck_assert_ptr_nonnull(u[i]);
+                close(rel[i][0]);
+        }
+        while ((pid[0] < 0 || pid[1] < 0) && sh_now_ms() < deadline) {
+                ck_assert_ptr_nonnull(sh_loop_add_timer(W.loop, 5, stop_loop, NULL));
+                ck_assert_int_eq(sh_loop_run(W.loop), 0);
+                for (int i = 0; i < 2; i++)
+                        if (pid[i] < 0 && sh_unpack_pid(u[i]) > 0 &&
+                            in_payload(sh_unpack_pid(u[i])))
+                                pid[i] = sh_unpack_pid(u[i]);
+        }
+        ck_assert(pid[0] > 0 && pid[1] > 0);
+        /* the daemon shuts down with both waiting forever on their "bundles" */
+        for (int i = 0; i < 2; i++)
+                sh_unpack_forget(u[i]);
+        sh_store_free(W.store);
+        sh_child_wait_all(W.loop); /* returns: they were killed */
+        W.store = NULL;
+        for (int i = 0; i < 2; i++) {
+                ck_assert(kill(pid[i], 0) < 0 && errno == ESRCH);
+                ck_assert(!o[i].done); /* forgotten: nobody is told */
+                close(rel[i][1]);
+        }
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("unpack_jail");
@@ -647,6 +689,7 @@ int main(void)
         tcase_add_test(tc, jail_runs_in_its_own_limited_cgroup);
         tcase_add_test(tc, jail_leaves_nothing_alive_at_install);
         tcase_add_test(tc, at_most_parallel_unpackers_at_once);
+        tcase_add_test(tc, store_free_kills_running_unpackers);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_set_fork_status(sr, CK_FORK);

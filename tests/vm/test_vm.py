@@ -45,6 +45,7 @@ JAIL_TESTS = [
     "jail_runs_in_its_own_limited_cgroup",
     "jail_leaves_nothing_alive_at_install",
     "at_most_parallel_unpackers_at_once",
+    "store_free_kills_running_unpackers",
 ]
 E2E_CHECKS = [
     "e2e_daemon_start",
