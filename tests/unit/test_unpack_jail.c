@@ -25,7 +25,7 @@
 
 /* One daemon-like world per test (each test runs in its own forked process). */
 typedef struct world {
-        char root[64];
+        char root[96];
         sh_loop *loop;
         sh_cgroup_root *cgroot;
         sh_store *store;
@@ -39,17 +39,21 @@ typedef struct outcome {
 
 static world W;
 
+/* Set in main(), shared by every test (they run one after the other, each in a fork): a
+ * test that fails half-way leaves its cgroups and files to the next open of the same
+ * instance, and main() removes whatever is left at the end. */
+static char instance[32];
+static char base[64];
+
 static void world_up(void)
 {
-        char inst[32];
         sh_error *err = NULL;
 
-        snprintf(W.root, sizeof(W.root), "/tmp/sh-unpack-jail-XXXXXX");
+        snprintf(W.root, sizeof(W.root), "%s/root-XXXXXX", base);
         ck_assert_ptr_nonnull(mkdtemp(W.root));
         ck_assert_int_eq(chmod(W.root, 0711), 0);
         ck_assert_int_eq(sh_loop_new(&W.loop), 0);
-        snprintf(inst, sizeof(inst), "unpack-test-%d", (int)getpid());
-        if (sh_cgroup_root_open(inst, &W.cgroot, &err) < 0)
+        if (sh_cgroup_root_open(instance, &W.cgroot, &err) < 0)
                 ck_abort_msg("cgroup root: %s", err->msg);
         if (sh_store_open(W.root, W.loop, UNPACK_UID, W.cgroot, &W.store, &err) < 0)
                 ck_abort_msg("store: %s", err->msg);
@@ -681,6 +685,12 @@ int main(void)
                 printf("SKIP: the unpacker's confinement needs root\n");
                 return 77;
         }
+        snprintf(instance, sizeof(instance), "unpack-test-%d", (int)getpid());
+        snprintf(base, sizeof(base), "/tmp/sh-unpack-jail-XXXXXX");
+        if (!mkdtemp(base) || chmod(base, 0711) < 0) {
+                perror("mkdtemp");
+                return 1;
+        }
         tcase_set_timeout(tc, 60);
         tcase_add_checked_fixture(tc, world_up, world_down);
         tcase_add_test(tc, jail_has_own_namespaces_and_no_network);
@@ -696,5 +706,19 @@ int main(void)
         srunner_run_all(sr, CK_NORMAL);
         failed = srunner_ntests_failed(sr);
         srunner_free(sr);
+        /* whatever a failed test left: its cgroups (killing what runs there) and files */
+        {
+                sh_cgroup_root *r = NULL;
+                sh_error *err = NULL;
+
+                if (sh_cgroup_root_open(instance, &r, &err) < 0 ||
+                    sh_cgroup_root_destroy(r, &err) < 0) {
+                        fprintf(stderr, "cleanup: %s\n", err && err->msg ? err->msg : "?");
+                        failed++;
+                }
+                sh_error_release(&err);
+                sh_cgroup_root_free(r);
+                nftw(base, rm_one, 32, FTW_DEPTH | FTW_PHYS);
+        }
         return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
