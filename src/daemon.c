@@ -129,9 +129,11 @@ void sh_daemon_free(sh_daemon *d)
         if (!d)
                 return;
         sh_server_free(d->srv);
+        /* Before the manager: the tool store's cgroups live in the manager's subtree. Running
+         * unpacks are killed; they report while the manager waits for every child. */
+        sh_tools_shutdown(d->loop);
         sh_manager_free(d->mgr); /* deletes what is left and waits for removals */
         sh_persist_shutdown(d->loop);
-        sh_tools_shutdown(d->loop);
         sh_loop_free(d->loop);
         sh_close(d->stopfd);
         free(d);

@@ -22,6 +22,7 @@ typedef struct sh_config {
         uint64_t uid_base;           /* first sandbox uid; sandbox n gets uid_base + n */
         char *log_level;             /* debug, info, warn, error */
         char *tool_keys;             /* NULL: tool manifests need no signature */
+        bool tool_insecure_http;     /* unsigned tools over plain http to any host */
         uint64_t persist_parallel;   /* rsyncs at once; the rest queue */
         uint64_t persist_timeout_ms; /* one rsync run at most, then killed */
 } sh_config;

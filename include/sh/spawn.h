@@ -2,6 +2,7 @@
  * there (never in a signal handler). A child keeps only the fds it is given. */
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include "sh/loop.h"
@@ -21,6 +22,15 @@ sh_child *sh_child_fork(sh_loop *l, int keep_fd, sh_child_main_fn fn, void *arg,
 /* The same with `n` fds kept, moved to 3, 4, ... 3 + n - 1 in the order given. */
 sh_child *sh_child_fork_fds(sh_loop *l, const int *keep, int n, sh_child_main_fn fn, void *arg,
                             sh_child_done_fn done, void *data);
+
+/* The same, the child born in new namespaces: `ns_flags` is a set of CLONE_NEW* flags among
+ * SH_CHILD_NS_FLAGS (others: EINVAL). With CLONE_NEWPID the child is PID 1 of its namespace:
+ * when it exits the kernel kills every process left in it, and by the time the child is
+ * reaped (done runs) none of them is alive any more. */
+sh_child *sh_child_clone_fds(sh_loop *l, unsigned long ns_flags, const int *keep, int n,
+                             sh_child_main_fn fn, void *arg, sh_child_done_fn done, void *data);
+#define SH_CHILD_NS_FLAGS                                                                          \
+        (CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
 
 pid_t sh_child_pid(const sh_child *c);
 

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sh/cgroup.h"
 #include "sh/config.h"
 #include "sh/error.h"
 #include "sh/loop.h"
@@ -24,6 +25,16 @@
 #define SH_TOOLS_KEYS_MAX           64u   /* trusted publisher keys */
 #define SH_TOOLS_UNPACK_TIMEOUT_MS  120000u
 #define SH_TOOLS_REASON_MAX         512u
+/* Unpacking's share of the node (docs/tools.md): at most this many unpackers at once (the
+ * rest queue), all of them together in the cgroup {subtree}/tools, each in its own child
+ * cgroup tools/u<n>. */
+#define SH_TOOLS_UNPACK_PARALLEL   4u
+#define SH_TOOLS_CG_MEMORY_MAX     (1ull << 30)
+#define SH_TOOLS_CG_PIDS_MAX       64u
+#define SH_TOOLS_CG_CPU_MILLI      2000u
+#define SH_TOOLS_UNPACK_MEMORY_MAX (256ull << 20)
+#define SH_TOOLS_UNPACK_PIDS_MAX   8u
+#define SH_TOOLS_UNPACK_CPU_MILLI  1000u
 
 /* ---- fetch.c: HTTP(S) GETs driven by the daemon's loop ------------------------------- */
 
@@ -48,15 +59,21 @@ typedef struct sh_fetch_result {
 /* Called once from the loop; the fetch is freed after it returns. */
 typedef void (*sh_fetch_done_fn)(sh_fetch *f, const sh_fetch_result *res, void *data);
 
-int sh_fetcher_new(sh_loop *loop, sh_fetcher **ret, sh_error **err);
+/* `plain_http`: plain http to any host (manifests are signed, or SANDBOX_HOST_TOOL_INSECURE_HTTP
+ * says so); else plain http only to a loopback host (127.0.0.0/8, [::1], localhost) and https
+ * everywhere else, for the first URL and for every redirect. */
+int sh_fetcher_new(sh_loop *loop, bool plain_http, sh_fetcher **ret, sh_error **err);
 /* Cancels every fetch in flight without calling their callbacks. `loop_alive` false: the
  * loop is already gone, so do not touch it. */
 void sh_fetcher_free(sh_fetcher *f, bool loop_alive);
 
-/* GET `url` (http or https only, also across redirects) with the contract's timeouts. With
- * fd < 0 the body is kept in memory; with fd >= 0 it is written to fd (not owned) and hashed
- * while it arrives. More than `max` bytes is refused. `what` names the artifact in reasons
- * ("manifest", "bundle"). Returns NULL with *err on failure to start. */
+/* GET `url` (http or https only, under the fetcher's transport rule, also across at most 5
+ * redirects, each checked before it is connected to) with the contract's timeouts (the total
+ * one covers every redirect). With fd < 0 the body is kept in memory; with fd >= 0 it is
+ * written to fd (not owned) and hashed while it arrives. More than `max` bytes is refused.
+ * `what` names the artifact in reasons ("manifest", "bundle"). Returns NULL with *err on
+ * failure to start, or when the URL breaks the rule (the message says why, before any
+ * connection: a refusal for that tool). */
 sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint64_t max, int fd,
                          sh_fetch_done_fn done, void *data, sh_error **err);
 /* Abort a fetch whose callback has not run yet; the callback never runs. Accepts NULL. */
@@ -103,9 +120,12 @@ typedef struct sh_store sh_store;
 typedef struct sh_unpack sh_unpack;
 
 /* Open {root}/tools (created by the manager) and its private .stage and .cache directories;
- * clears staging leftovers of an earlier run in a child. `uid` is the unprivileged owner the
- * unpacking child runs as. */
-int sh_store_open(const char *root, sh_loop *loop, uid_t uid, sh_store **ret, sh_error **err);
+ * clears staging leftovers of an earlier run in a child; creates the cgroup "tools" below
+ * the daemon's subtree `cgroot` (which must outlive the store). `uid` is the unprivileged
+ * owner the unpacking child runs as. */
+int sh_store_open(const char *root, sh_loop *loop, uid_t uid, sh_cgroup_root *cgroot,
+                  sh_store **ret, sh_error **err);
+/* Queued unpacks are dropped, running ones killed; the store goes once they have reported. */
 void sh_store_free(sh_store *s);
 /* The directory fd of {root}/tools/.cache (owned by the store). */
 int sh_store_cache_fd(const sh_store *s);
@@ -116,9 +136,11 @@ int sh_store_tmpfile(const sh_store *s);
 
 /* Called once from the loop: ok, or a reason (an unsafe bundle or a host failure). */
 typedef void (*sh_unpack_done_fn)(bool ok, const char *reason, void *data);
-/* Unpack the bundle in `fd` (not owned; its bytes are the verified ones) in a confined child
- * and move the tree to {root}/tools/{sha}. If another install of `sha` won the race, that one
- * stands and this still reports ok. Returns NULL with *err if it cannot start. */
+/* Unpack the bundle in `fd` (not owned, duplicated; its bytes are the verified ones) in a
+ * confined child, hand the tree to root and move it to {root}/tools/{sha}. Queued behind
+ * SH_TOOLS_UNPACK_PARALLEL others at most; `done` is never called before this returns. If
+ * another install of `sha` won the race, that one stands and this still reports ok. Returns
+ * NULL with *err if it cannot start. */
 sh_unpack *sh_unpack_start(sh_store *s, int fd, const char *sha, sh_unpack_done_fn done, void *data,
                            sh_error **err);
 /* Forget the callback (the child still finishes and the tree is installed or removed). */
@@ -129,8 +151,10 @@ void sh_unpack_forget(sh_unpack *u);
 typedef struct sh_tools sh_tools;
 typedef struct sh_resolve sh_resolve;
 
-/* The resolver of this loop, created on first use (store, fetcher, trusted keys). */
-int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_tools **ret, sh_error **err);
+/* The resolver of this loop, created on first use (store, fetcher, trusted keys); its cgroup
+ * goes below `cgroot` (the manager's). */
+int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_cgroup_root *cgroot, sh_tools **ret,
+                 sh_error **err);
 /* Free the resolver (the daemon at shutdown, while the loop still lives). Accepts NULL. */
 void sh_tools_shutdown(sh_loop *loop);
 

@@ -21,7 +21,8 @@ typedef enum {
         T_URL,
         T_PATH,
         T_OPT_PATH,
-        T_LEVEL
+        T_LEVEL,
+        T_BOOL
 } opt_type;
 
 typedef struct opt {
@@ -70,11 +71,14 @@ static const opt options[] = {
         {"SANDBOX_HOST_TOOL_KEYS", T_OPT_PATH, OFF(tool_keys), NULL, 0, 0,
          "file of trusted ed25519 publisher keys, base64, one per line; when set, tool "
          "manifests must be signed"},
+        {"SANDBOX_HOST_TOOL_INSECURE_HTTP", T_BOOL, OFF(tool_insecure_http), "off", 0, 0,
+         "on: unsigned tools may be fetched over plain http from any host (off: https, or a "
+         "loopback host, unless SANDBOX_HOST_TOOL_KEYS is set)"},
 };
 
 const char *sh_config_help(void)
 {
-        static char buf[4096];
+        static char buf[8192];
         size_t off;
         size_t i;
 
@@ -144,6 +148,19 @@ static int set_option(sh_config *c, const opt *o, const char *value)
         char *copy;
         int r;
 
+        if (o->type == T_BOOL) {
+                bool *bp = (bool *)((char *)c + o->offset);
+
+                if (!strcmp(value, "on") || !strcmp(value, "true") || !strcmp(value, "1") ||
+                    !strcmp(value, "yes"))
+                        *bp = true;
+                else if (!strcmp(value, "off") || !strcmp(value, "false") || !strcmp(value, "0") ||
+                         !strcmp(value, "no"))
+                        *bp = false;
+                else
+                        return -EINVAL;
+                return 0;
+        }
         if (!*value && (o->type == T_OPT_PATH || o->type == T_URL)) {
                 free(*sp); /* an empty optional setting is the same as an unset one */
                 *sp = NULL;
@@ -201,6 +218,7 @@ static int set_option(sh_config *c, const opt *o, const char *value)
                 break;
         case T_STRING:
         case T_OPT_STRING:
+        case T_BOOL: /* handled above */
                 break;
         }
         copy = strdup(value);

@@ -3,6 +3,7 @@
 
 #include "sh/http.h"
 #include "sh/log.h"
+#include "sh/sandbox.h"
 #include "sh/tools.h"
 
 SH_CAPABILITY(tools_resolve, "tools.resolve")
@@ -80,7 +81,8 @@ void sh_api_tools_resolve(sh_request *r)
                 urls[i] = v->valuestring;
                 i++;
         }
-        if (sh_tools_get(sh_server_config(r->srv), sh_server_loop(r->srv), &t, &err) < 0 ||
+        if (sh_tools_get(sh_server_config(r->srv), sh_server_loop(r->srv),
+                         sh_manager_cgroups(sh_server_manager(r->srv)), &t, &err) < 0 ||
             sh_tools_resolve_start(t, names, urls, n, resolved, r, &res, &err) < 0) {
                 log_error("tools-failed", NULL, "%s", err && err->msg ? err->msg : "unknown");
                 sh_reply_errorf(r, 500, "Internal", "the tool resolver is unavailable: %s",

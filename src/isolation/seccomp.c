@@ -538,7 +538,8 @@ static int export_bpf(scmp_filter_ctx ctx, const struct sock_filter *guard, unsi
         buf = malloc(head + size);
         if (!buf)
                 return sh_error_make(err, ENOMEM, "seccomp: allocating BPF buffer");
-        memcpy(buf, guard, head);
+        if (head)
+                memcpy(buf, guard, head);
         while (done < size) {
                 ssize_t n = pread(fd, (char *)buf + head + done, size - done, (off_t)done);
                 if (n < 0 && errno == EINTR)
@@ -628,4 +629,48 @@ void sh_seccomp_free(sh_seccomp *s)
 const struct sock_fprog *sh_seccomp_prog(const sh_seccomp *s)
 {
         return s ? &s->prog : NULL;
+}
+
+/* ---- allow-list filters for helper children ------------------------------------------- */
+
+int sh_seccomp_build_allowlist(const sh_seccomp_allow *rules, size_t n, int deny_errno,
+                               sh_seccomp **ret, sh_error **err)
+{
+        __attribute__((cleanup(ctx_releasep))) scmp_filter_ctx ctx = NULL;
+        _cleanup_free_ sh_seccomp *s = NULL;
+        int r;
+
+        *ret = NULL;
+        if (deny_errno <= 0 || deny_errno > 4095)
+                return sh_error_make(err, EINVAL, "seccomp: bad errno %d", deny_errno);
+        /* Only the native ABI is in the filter: a call through the 32-bit or x32 tables hits
+         * libseccomp's bad-arch action, which kills the process. */
+        ctx = seccomp_init(SCMP_ACT_ERRNO((uint32_t)deny_errno));
+        if (!ctx)
+                return sh_error_make(err, ENOMEM, "seccomp: seccomp_init");
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+        if (r < 0)
+                return sh_error_make(err, -r, "seccomp: clearing CTL_NNP");
+        for (size_t i = 0; i < n; i++) {
+                struct scmp_arg_cmp a;
+
+                if (rules[i].arg > 5)
+                        return sh_error_make(err, EINVAL, "seccomp: %s: bad argument index",
+                                             rules[i].name);
+                a = (struct scmp_arg_cmp){.arg = rules[i].arg < 0 ? 0 : (unsigned)rules[i].arg,
+                                          .op = SCMP_CMP_MASKED_EQ,
+                                          .datum_a = rules[i].mask,
+                                          .datum_b = rules[i].value};
+                r = add_rule(ctx, SCMP_ACT_ALLOW, rules[i].name, rules[i].arg < 0 ? 0 : 1, &a, err);
+                if (r < 0)
+                        return r;
+        }
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return sh_error_make(err, ENOMEM, "seccomp: allocating filter");
+        r = export_bpf(ctx, NULL, 0, &s->prog, err);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 0;
 }

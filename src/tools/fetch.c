@@ -1,19 +1,25 @@
 /* fetch.c: libcurl multi transfers driven by our epoll loop; a slow store never stalls us. */
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
+#include "sh/loop.h"
 #include "sh/tools.h"
+
+#define MAX_REDIRECTS 5
 
 struct sh_fetcher {
         sh_loop *loop;
         CURLM *multi;
         sh_timer *timer;
         bool loop_alive;
+        bool plain_http;   /* plain http to any host; else to loopback hosts only */
         sh_fetch *fetches; /* in flight */
 };
 
@@ -29,6 +35,8 @@ struct sh_fetch {
         char *buf;
         size_t len, cap;
         crypto_hash_sha256_state sha;
+        unsigned redirects;
+        uint64_t deadline_ms; /* the total timeout covers every redirect */
         sh_fetch_done_fn done;
         void *data;
         sh_fetch *prev, *next;
@@ -119,7 +127,7 @@ static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *s
         return sh_loop_mod_io(f->loop, k->io, ev) < 0 ? -1 : 0;
 }
 
-int sh_fetcher_new(sh_loop *loop, sh_fetcher **ret, sh_error **err)
+int sh_fetcher_new(sh_loop *loop, bool plain_http, sh_fetcher **ret, sh_error **err)
 {
         static bool global_done;
         sh_fetcher *f;
@@ -134,6 +142,7 @@ int sh_fetcher_new(sh_loop *loop, sh_fetcher **ret, sh_error **err)
                 return sh_error_make(err, ENOMEM, "out of memory");
         f->loop = loop;
         f->loop_alive = true;
+        f->plain_http = plain_http;
         f->multi = curl_multi_init();
         if (!f->multi) {
                 free(f);
@@ -186,6 +195,12 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
         sh_fetch *x = userdata;
         size_t n = size * nmemb, done = 0;
+        long code = 0;
+
+        /* The body of a redirect is not the artifact: dropped (we follow it ourselves). */
+        if (curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code >= 300 &&
+            code < 400)
+                return n;
 
         if (n > x->max || x->len > x->max - n) {
                 x->too_big = true;
@@ -229,14 +244,101 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
         return n;
 }
 
+/* Whether `host` (as curl's URL parser gives it) names this machine's loopback: 127.0.0.0/8,
+ * [::1] or "localhost" (which libcurl resolves to loopback itself, never through DNS). No
+ * network path carries such a fetch, so plain http cannot be tampered with on the way. */
+static bool host_is_loopback(const char *host)
+{
+        struct in_addr a4;
+        struct in6_addr a6;
+        char buf[64];
+        size_t n = strlen(host);
+
+        if (strcasecmp(host, "localhost") == 0)
+                return true;
+        if (inet_pton(AF_INET, host, &a4) == 1)
+                return (ntohl(a4.s_addr) >> 24) == 127;
+        if (n > 2 && n < sizeof(buf) && host[0] == '[' && host[n - 1] == ']') {
+                memcpy(buf, host + 1, n - 2);
+                buf[n - 2] = '\0';
+                return inet_pton(AF_INET6, buf, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+        }
+        return false;
+}
+
+/* The transport rule, checked before any connection for the first URL and for every redirect:
+ * http or https; plain http only to a loopback host unless the fetcher allows it (trusted keys
+ * make the signature, not the transport, the proof; or SANDBOX_HOST_TOOL_INSECURE_HTTP).
+ * Sets *ret_loopback_http when the URL is plain http allowed only as loopback. */
+static int check_url(const sh_fetcher *f, const char *url, const char *what, char *reason,
+                     size_t reason_len, bool *ret_loopback_http)
+{
+        CURLU *u = curl_url();
+        char *scheme = NULL, *host = NULL;
+        int r = -1;
+
+        *ret_loopback_http = false;
+        if (!u) {
+                snprintf(reason, reason_len, "this host is out of memory");
+                return -1;
+        }
+        if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+                snprintf(reason, reason_len,
+                         "bad %s URL: not a valid URL (only http and https URLs are fetched)",
+                         what);
+                goto out;
+        }
+        if (strcasecmp(scheme, "https") == 0) {
+                r = 0;
+        } else if (strcasecmp(scheme, "http") != 0) {
+                snprintf(reason, reason_len,
+                         "bad %s URL: scheme '%.16s' (only http and https URLs are fetched)", what,
+                         scheme);
+        } else if (f->plain_http) {
+                r = 0;
+        } else if (host_is_loopback(host)) {
+                *ret_loopback_http = true;
+                r = 0;
+        } else {
+                snprintf(reason, reason_len,
+                         "refusing plain http for the %s at %.200s: without trusted publisher "
+                         "keys (SANDBOX_HOST_TOOL_KEYS) this host fetches tools over https only "
+                         "(SANDBOX_HOST_TOOL_INSECURE_HTTP=on allows plain http)",
+                         what, url);
+        }
+out:
+        curl_free(scheme);
+        curl_free(host);
+        curl_url_cleanup(u);
+        return r;
+}
+
+/* Point the transfer at `url` (the first one, or a redirect's target) with what is left of
+ * the total timeout. */
+static bool aim(sh_fetch *x, const char *url, bool loopback_http, uint64_t left_ms)
+{
+        return curl_easy_setopt(x->easy, CURLOPT_URL, url) == CURLE_OK &&
+               curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)left_ms) == CURLE_OK &&
+               /* allowed because nothing but this machine carries it: not through a proxy */
+               curl_easy_setopt(x->easy, CURLOPT_NOPROXY, loopback_http ? "*" : NULL) == CURLE_OK;
+}
+
 sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint64_t max, int fd,
                          sh_fetch_done_fn done, void *data, sh_error **err)
 {
         sh_fetch *x = calloc(1, sizeof(*x));
-        bool ok;
+        char reason[SH_TOOLS_REASON_MAX];
+        bool ok, loopback_http;
 
         if (!x) {
                 sh_error_make(err, ENOMEM, "out of memory");
+                return NULL;
+        }
+        if (check_url(f, url, what, reason, sizeof(reason), &loopback_http) < 0) {
+                free(x);
+                sh_error_make(err, EPERM, "%s", reason);
                 return NULL;
         }
         x->f = f;
@@ -244,6 +346,7 @@ sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint6
         x->max = max;
         x->done = done;
         x->data = data;
+        x->deadline_ms = sh_now_ms() + SH_TOOLS_TOTAL_TIMEOUT_MS;
         snprintf(x->what, sizeof(x->what), "%s", what);
         crypto_hash_sha256_init(&x->sha);
         x->easy = curl_easy_init();
@@ -252,16 +355,14 @@ sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint6
                 sh_error_make(err, ENOMEM, "creating a libcurl handle");
                 return NULL;
         }
-        /* http and https only, for the first URL and for every redirect: no file://, no
-         * gopher:// and friends reaching host files or internal services by other means. */
-        ok = curl_easy_setopt(x->easy, CURLOPT_URL, url) == CURLE_OK &&
+        /* http and https only: no file://, no gopher:// and friends reaching host files or
+         * internal services by other means. Redirects are followed here, not by libcurl, so
+         * that each target passes check_url before anything connects to it. */
+        ok = aim(x, url, loopback_http, SH_TOOLS_TOTAL_TIMEOUT_MS) &&
              curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
-             curl_easy_setopt(x->easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") == CURLE_OK &&
-             curl_easy_setopt(x->easy, CURLOPT_FOLLOWLOCATION, 1L) == CURLE_OK &&
-             curl_easy_setopt(x->easy, CURLOPT_MAXREDIRS, 5L) == CURLE_OK &&
+             curl_easy_setopt(x->easy, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
              curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, SH_TOOLS_CONNECT_TIMEOUT_MS) ==
                      CURLE_OK &&
-             curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, SH_TOOLS_TOTAL_TIMEOUT_MS) == CURLE_OK &&
              /* A single-threaded daemon: no SIGALRM games inside libcurl. */
              curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
              /* >= 400 ends the transfer without reading an error page into our buffer. */
@@ -289,6 +390,70 @@ sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint6
                 f->fetches->prev = x;
         f->fetches = x;
         return x;
+}
+
+/* A 3xx answer: follow it if the rules allow (at most MAX_REDIRECTS, every target checked
+ * before it is connected to). True when the transfer goes on; false with *res set. */
+static bool follow(sh_fetch *x, long code, sh_fetch_result *res)
+{
+        char *target = NULL;
+        bool loopback_http;
+        uint64_t now = sh_now_ms();
+
+        res->kind = SH_FETCH_REFUSED;
+        if (code != 301 && code != 302 && code != 303 && code != 307 && code != 308) {
+                snprintf(res->reason, sizeof(res->reason),
+                         "the artifact store answered HTTP %ld for the %s", code, x->what);
+                return false;
+        }
+        if (curl_easy_getinfo(x->easy, CURLINFO_REDIRECT_URL, &target) != CURLE_OK || !target) {
+                snprintf(res->reason, sizeof(res->reason),
+                         "the artifact store answered HTTP %ld for the %s without a usable "
+                         "Location",
+                         code, x->what);
+                return false;
+        }
+        if (++x->redirects > MAX_REDIRECTS) {
+                snprintf(res->reason, sizeof(res->reason),
+                         "bad %s URL: more than %d redirects (only http and https URLs are "
+                         "fetched, at most %d redirects)",
+                         x->what, MAX_REDIRECTS, MAX_REDIRECTS);
+                return false;
+        }
+        if (check_url(x->f, target, x->what, res->reason, sizeof(res->reason), &loopback_http) <
+            0) {
+                size_t n = strlen(res->reason);
+
+                snprintf(res->reason + n, sizeof(res->reason) - n, " (a redirect)");
+                return false;
+        }
+        if (now >= x->deadline_ms) {
+                res->kind = SH_FETCH_UNREACHABLE;
+                snprintf(res->reason, sizeof(res->reason),
+                         "cannot reach the artifact store for the %s: timed out across redirects",
+                         x->what);
+                return false;
+        }
+        /* curl owns `target` until the handle changes: copy before re-aiming */
+        {
+                char *copy = strdup(target);
+                bool ok;
+
+                if (!copy) {
+                        snprintf(res->reason, sizeof(res->reason), "this host is out of memory");
+                        return false;
+                }
+                curl_multi_remove_handle(x->f->multi, x->easy);
+                ok = aim(x, copy, loopback_http, x->deadline_ms - now) &&
+                     curl_multi_add_handle(x->f->multi, x->easy) == CURLM_OK;
+                free(copy);
+                if (!ok) {
+                        snprintf(res->reason, sizeof(res->reason),
+                                 "this host could not follow the redirect for the %s", x->what);
+                        return false;
+                }
+        }
+        return true;
 }
 
 void sh_fetch_cancel(sh_fetch *x)
@@ -368,7 +533,17 @@ static void check_done(sh_fetcher *f)
                 curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
                 if (!x)
                         continue;
-                classify(x, msg->data.result, &res);
+                {
+                        long code = 0;
+
+                        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+                        if (msg->data.result == CURLE_OK && code >= 300 && code < 400) {
+                                if (follow(x, code, &res))
+                                        continue; /* the same fetch, aimed at the target */
+                        } else {
+                                classify(x, msg->data.result, &res);
+                        }
+                }
                 res.body = x->buf ? x->buf : (char *)"";
                 res.len = x->len;
                 if (x->fd >= 0)

@@ -664,7 +664,8 @@ static void tools_free(sh_tools *t, bool loop_alive)
         free(t);
 }
 
-int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_tools **ret, sh_error **err)
+int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_cgroup_root *cgroot, sh_tools **ret,
+                 sh_error **err)
 {
         sh_tools *t;
 
@@ -682,20 +683,23 @@ int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_tools **ret, sh_error *
         if (!t)
                 return sh_error_make(err, ENOMEM, "out of memory");
         t->loop = loop;
-        if (sh_fetcher_new(loop, &t->fetcher, err) < 0) {
+        load_keys(t, cfg->tool_keys);
+        if (t->keys_error[0])
+                log_debug("tools-keys", NULL, "%s", t->keys_error);
+        /* Verification is strong by default: a signature over the manifest (which holds the
+         * bundle's sha256), or else https, which no one on the way can rewrite. */
+        if (sh_fetcher_new(loop, t->keys_on || cfg->tool_insecure_http, &t->fetcher, err) < 0) {
                 free(t);
                 return -1;
         }
         /* The unpacker runs as the uid just below the sandbox range: no sandbox and no host
          * service has it, and it owns nothing but its staging directory. */
-        if (sh_store_open(cfg->root, loop, (uid_t)(cfg->uid_base - 1), &t->store, err) < 0) {
+        if (sh_store_open(cfg->root, loop, (uid_t)(cfg->uid_base - 1), cgroot, &t->store, err) <
+            0) {
                 sh_fetcher_free(t->fetcher, true);
                 free(t);
                 return -1;
         }
-        load_keys(t, cfg->tool_keys);
-        if (t->keys_error[0])
-                log_debug("tools-keys", NULL, "%s", t->keys_error);
         the_tools = t;
         *ret = t;
         return 0;

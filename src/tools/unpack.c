@@ -1,52 +1,76 @@
-/* unpack.c: the tool store and bundle unpacking in a chrooted, unprivileged child. */
-#include <archive.h>
-#include <archive_entry.h>
+/* unpack.c: the tool store and its queue of unpacks: cgroup, confined child, finisher, install. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sh/macro.h"
+#include "sh/seccomp.h"
 #include "sh/spawn.h"
 #include "sh/tools.h"
+#include "unpack-internal.h"
 
-#define STAGE_DIR ".stage"
-#define CACHE_DIR ".cache"
-#define MAX_DEPTH 64 /* path components of one entry */
+/* The confinement of the unpacker and why each step is there: unpack-child.c. This file is the
+ * daemon's side: the store, a queue of unpacks, each one's cgroup, its two children (the
+ * unpacker, then the finisher that hands the tree to root) and the install. */
+
+#define STAGE_DIR         ".stage"
+#define CACHE_DIR         ".cache"
+#define FINISH_TIMEOUT_MS 60000u
+#define GRAVES_MAX        64
+
+enum phase { PH_QUEUED, PH_UNPACKING, PH_FINISHING, PH_DONE };
 
 struct sh_store {
         sh_loop *loop;
         uid_t uid;
-        int toolsfd; /* {root}/tools */
-        int stagefd; /* {root}/tools/.stage: root-only, private staging */
-        int cachefd; /* {root}/tools/.cache: root-only, the stale-fallback results */
+        int toolsfd;            /* {root}/tools */
+        int stagefd;            /* {root}/tools/.stage: root-only, private staging */
+        int cachefd;            /* {root}/tools/.cache: root-only, the stale-fallback results */
+        sh_cgroup_root *cgroot; /* the daemon's subtree (borrowed) */
+        sh_cgroup *cg;          /* {subtree}/tools: every unpack's cgroup is below it */
+        sh_seccomp *filter;     /* the unpacker's allow-list, built once */
         unsigned counter;
-        unsigned busy; /* unpacks running: they need the fds until they report */
-        bool closing;  /* freed once the last unpack reported */
+        unsigned busy;    /* unpacks not yet freed: they need the fds until they report */
+        unsigned running; /* children started and not yet reported */
+        sh_timer *kick;   /* a pump of the queue from the loop */
+        sh_unpack *queue, *queue_tail; /* waiting for one of the SH_TOOLS_UNPACK_PARALLEL slots */
+        sh_unpack *active;             /* started */
+        sh_cgroup *graves[GRAVES_MAX]; /* cgroups whose removal failed: retried */
+        unsigned n_graves;
+        bool closing; /* freed once the last unpack reported */
+        bool pumping; /* inside pump() */
 };
 
 struct sh_unpack {
         sh_store *s;
         char sha[65];
         char stage[64]; /* name under .stage */
-        int dirfd;      /* the staging dir; the child's future / */
-        int errfd;      /* read end of the child's reason pipe */
+        char cgname[32];
+        enum phase phase;
+        int bundlefd;  /* our own dup of the caller's fd */
+        int dirfd;     /* the staging dir */
+        int errfd;     /* read end of the running child's reason pipe */
+        sh_cgroup *cg; /* tools/<cgname>, for the unpacker and then the finisher */
         sh_child *child;
         sh_timer *timer;
-        bool starting; /* inside sh_child_fork_fds: a synchronous reap must wait */
+        bool starting; /* inside the fork: a synchronous reap must wait */
         int status;    /* the exit status of such a synchronous reap */
+        bool ok;       /* PH_DONE: the outcome to report */
+        char reason[SH_TOOLS_REASON_MAX];
+        sh_unpack_payload_fn payload;
         sh_unpack_done_fn done;
         void *data;
+        sh_unpack *prev, *next; /* queue or active list */
 };
 
 /* ---- removing a tree (in a child: it may be big) ------------------------------------- */
@@ -60,7 +84,7 @@ static void rm_rf_at(int parent, const char *name, unsigned depth)
 
         if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
                 return;
-        if (depth > MAX_DEPTH + 4)
+        if (depth > SH_UNPACK_MAX_DEPTH + 4)
                 return;
         fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
@@ -135,16 +159,33 @@ static int open_private_dir(int parent, const char *name)
         return fd;
 }
 
-int sh_store_open(const char *root, sh_loop *loop, uid_t uid, sh_store **ret, sh_error **err)
+int sh_store_open(const char *root, sh_loop *loop, uid_t uid, sh_cgroup_root *cgroot,
+                  sh_store **ret, sh_error **err)
 {
         sh_store *s = calloc(1, sizeof(*s));
+        const sh_cg_limits lim = {
+                .memory_max = SH_TOOLS_CG_MEMORY_MAX,
+                .pids_max = SH_TOOLS_CG_PIDS_MAX,
+                .cpu_max_milli = SH_TOOLS_CG_CPU_MILLI,
+        };
         int rootfd, r;
 
         if (!s)
                 return sh_error_make(err, ENOMEM, "out of memory");
         s->loop = loop;
         s->uid = uid;
+        s->cgroot = cgroot;
         s->toolsfd = s->stagefd = s->cachefd = -1;
+        if (sh_unpack_filter_build(&s->filter, err) < 0) {
+                r = sh_error_wrap(err, "building the unpacker's system call filter");
+                goto fail;
+        }
+        /* All unpacking of this daemon together gets at most these; each unpack has its own
+         * child cgroup with its own, smaller limits. */
+        if (sh_cgroup_create(cgroot, NULL, "tools", &lim, &s->cg, err) < 0) {
+                r = sh_error_wrap(err, "creating the unpacker's cgroup");
+                goto fail;
+        }
         rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (rootfd < 0) {
                 r = sh_error_make(err, errno, "opening the state root '%s'", root);
@@ -194,14 +235,84 @@ fail:
         return r;
 }
 
+static void graves_sweep(sh_store *s)
+{
+        unsigned i = 0;
+
+        while (i < s->n_graves) {
+                sh_error *err = NULL;
+
+                (void)sh_cgroup_kill(s->graves[i], &err);
+                sh_error_release(&err);
+                if (sh_cgroup_destroy(s->graves[i], &err) == 0) {
+                        sh_cgroup_free(s->graves[i]);
+                        s->graves[i] = s->graves[--s->n_graves];
+                        continue;
+                }
+                sh_error_release(&err);
+                i++;
+        }
+}
+
+/* Remove an unpack's cgroup; one that is still busy (it cannot be: its init was reaped)
+ * is killed and retried later, and at the latest removed with the daemon's subtree. */
+static void cgroup_bury(sh_store *s, sh_cgroup *cg)
+{
+        sh_error *err = NULL;
+
+        if (!cg)
+                return;
+        if (sh_cgroup_destroy(cg, &err) == 0) {
+                sh_cgroup_free(cg);
+                return;
+        }
+        sh_error_release(&err);
+        (void)sh_cgroup_kill(cg, &err);
+        sh_error_release(&err);
+        if (s->n_graves < GRAVES_MAX)
+                s->graves[s->n_graves++] = cg;
+        else
+                sh_cgroup_free(cg); /* the subtree's removal at shutdown takes it */
+}
+
+static void unpack_free(sh_unpack *u);
+static void list_del(sh_unpack **head, sh_unpack **tail, sh_unpack *u);
+
 void sh_store_free(sh_store *s)
 {
         if (!s)
                 return;
+        /* Unpacks still waiting never start; running ones are killed (their children report
+         * from the loop, and the last report frees the store). */
+        while (s->queue) {
+                sh_unpack *u = s->queue;
+
+                list_del(&s->queue, &s->queue_tail, u);
+                if (s->stagefd >= 0)
+                        remove_later(s, s->stagefd, u->stage);
+                u->phase = PH_DONE;
+                unpack_free(u);
+        }
+        sh_loop_cancel_timer(s->loop, s->kick);
+        s->kick = NULL;
         if (s->busy) {
                 s->closing = true;
+                for (sh_unpack *u = s->active; u; u = u->next)
+                        if (u->child)
+                                (void)sh_child_kill(u->child, SIGKILL);
                 return;
         }
+        graves_sweep(s);
+        for (unsigned i = 0; i < s->n_graves; i++)
+                sh_cgroup_free(s->graves[i]);
+        if (s->cg) {
+                sh_error *err = NULL;
+
+                if (sh_cgroup_destroy(s->cg, &err) < 0)
+                        sh_error_release(&err); /* removed with the daemon's subtree */
+                sh_cgroup_free(s->cg);
+        }
+        sh_seccomp_free(s->filter);
         sh_close(s->toolsfd);
         sh_close(s->stagefd);
         sh_close(s->cachefd);
@@ -233,283 +344,48 @@ int sh_store_tmpfile(const sh_store *s)
         return fd < 0 ? -errno : fd;
 }
 
-/* ---- the child ---------------------------------------------------------------------- */
-
-typedef struct child_arg {
-        uid_t uid;
-        bool drop; /* we are root: chroot and become `uid` */
-} child_arg;
-
-enum { FD_BUNDLE = 3, FD_STAGE = 4, FD_REASON = 5 };
-
-/* Printable ASCII only, bounded: entry names are hostile and end up in JSON and logs. */
-static void quote_name(const char *in, char *out, size_t out_len)
-{
-        size_t i = 0;
-
-        for (; in && *in && i + 4 < out_len; in++)
-                out[i++] = (*in >= 0x20 && *in < 0x7f) ? *in : '?';
-        if (in && *in && i + 4 <= out_len) {
-                memcpy(out + i, "...", 3);
-                i += 3;
-        }
-        out[i] = '\0';
-}
-
-_printf_(1, 2) static int child_fail(const char *fmt, ...)
-{
-        char buf[SH_TOOLS_REASON_MAX];
-        va_list ap;
-        int n;
-
-        va_start(ap, fmt);
-        n = vsnprintf(buf, sizeof(buf), fmt, ap);
-        va_end(ap);
-        if (n > 0) /* one small write into an empty pipe: cannot block or split */
-                (void)!write(FD_REASON, buf, strlen(buf));
-        return 1;
-}
-
-/* Strip "./" prefixes; refuse absolute paths and "..". Returns the depth of the parent
- * directory (components before the last) or -1. Empty or "." gives 0 with *skip. */
-static int check_path(const char *p, bool *skip)
-{
-        int depth = 0, comps = 0;
-        size_t n;
-
-        *skip = false;
-        if (!p || strlen(p) >= 4096 || p[0] == '/')
-                return -1;
-        while (*p) {
-                const char *e = strchr(p, '/');
-
-                n = e ? (size_t)(e - p) : strlen(p);
-                if (n == 2 && p[0] == '.' && p[1] == '.')
-                        return -1;
-                if (n > 0 && !(n == 1 && p[0] == '.'))
-                        comps++;
-                p += n + (e ? 1 : 0);
-        }
-        if (comps == 0) {
-                *skip = true;
-                return 0;
-        }
-        if (comps > MAX_DEPTH)
-                return -1;
-        depth = comps - 1;
-        return depth;
-}
-
-/* A symlink target must stay inside the bundle when resolved from the link's directory.
- * Every ".." must come first: "l/.." through a link l is not what it looks like lexically
- * (l may point anywhere inside), while leading ".."s climb real directories (libarchive's
- * SECURE_SYMLINKS never writes an entry through a link), and each link is checked in turn. */
-static bool symlink_stays_inside(int depth, const char *t)
-{
-        bool descended = false;
-
-        if (!t || !*t || t[0] == '/' || strlen(t) >= 4096)
-                return false;
-        while (*t) {
-                const char *e = strchr(t, '/');
-                size_t n = e ? (size_t)(e - t) : strlen(t);
-
-                if (n == 2 && t[0] == '.' && t[1] == '.') {
-                        if (descended || --depth < 0)
-                                return false;
-                } else if (n > 0 && !(n == 1 && t[0] == '.')) {
-                        descended = true;
-                }
-                t += n + (e ? 1 : 0);
-        }
-        return true;
-}
-
-static int set_limit(int res, rlim_t v)
-{
-        struct rlimit rl = {v, v};
-
-        return setrlimit(res, &rl);
-}
-
-/* The confinement, in order. Everything before chroot is about the fd table and limits; after
- * chroot(".") the staging dir is all the filesystem the child can name, and after dropping to
- * an unprivileged uid it cannot chroot out again (no CAP_SYS_CHROOT), create device nodes (no
- * CAP_MKNOD) or write anything it does not own. */
-static int confine(const child_arg *a)
-{
-        if (fchdir(FD_STAGE) < 0)
-                return child_fail("this host could not enter the staging directory: %s",
-                                  strerror(errno));
-        if (a->drop) {
-                if (chroot(".") < 0 || chdir("/") < 0)
-                        return child_fail("this host could not confine the unpacker: chroot: %s",
-                                          strerror(errno));
-                if (setgroups(0, NULL) < 0 || setresgid(a->uid, a->uid, a->uid) < 0 ||
-                    setresuid(a->uid, a->uid, a->uid) < 0)
-                        return child_fail("this host could not drop privileges: %s",
-                                          strerror(errno));
-        }
-        close(FD_STAGE);
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-                return child_fail("this host could not confine the unpacker: prctl: %s",
-                                  strerror(errno));
-        /* A gzip bomb or a looping archive dies on these instead of filling the disk or
-         * spinning: the per-file size is bounded by the total, CPU by the deadline. */
-        if (set_limit(RLIMIT_FSIZE, (rlim_t)SH_TOOLS_UNPACKED_MAX) < 0 ||
-            set_limit(RLIMIT_CPU, SH_TOOLS_UNPACK_TIMEOUT_MS / 1000) < 0 ||
-            set_limit(RLIMIT_CORE, 0) < 0 || set_limit(RLIMIT_NOFILE, 64) < 0)
-                return child_fail("this host could not set unpacker limits: %s", strerror(errno));
-        umask(022);
-        return 0;
-}
-
-static int copy_data(struct archive *in, struct archive *out)
-{
-        const void *buf;
-        size_t size;
-        la_int64_t off;
-        int r;
-
-        for (;;) {
-                r = archive_read_data_block(in, &buf, &size, &off);
-                if (r == ARCHIVE_EOF)
-                        return ARCHIVE_OK;
-                if (r < ARCHIVE_OK)
-                        return r;
-                if (archive_write_data_block(out, buf, size, off) < ARCHIVE_OK)
-                        return ARCHIVE_FAILED;
-        }
-}
-
-static int extract(void)
-{
-        struct archive *in = archive_read_new(), *out = archive_write_disk_new();
-        struct archive_entry *e;
-        uint64_t total = 0;
-        unsigned count = 0;
-        int r, rc = 1;
-        char q[160];
-
-        if (!in || !out)
-                return child_fail("this host is out of memory");
-        /* A bundle is tar, gzip-compressed: nothing else is even tried. */
-        archive_read_support_filter_gzip(in);
-        archive_read_support_format_tar(in);
-        /* libarchive's own guards on top of ours; no owners, ACLs, xattrs or flags restored. */
-        archive_write_disk_set_options(out, ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                                                    ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                                    ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
-                                                    ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME);
-        if (lseek(FD_BUNDLE, 0, SEEK_SET) < 0) {
-                child_fail("this host could not read the bundle: %s", strerror(errno));
-                goto out;
-        }
-        if (archive_read_open_fd(in, FD_BUNDLE, 65536) != ARCHIVE_OK) {
-                child_fail("unsafe bundle: not a gzip-compressed tar archive (%s)",
-                           archive_error_string(in) ? archive_error_string(in) : "unreadable");
-                goto out;
-        }
-        while ((r = archive_read_next_header(in, &e)) == ARCHIVE_OK) {
-                const char *path = archive_entry_pathname(e);
-                const char *hl = archive_entry_hardlink(e);
-                mode_t type = archive_entry_filetype(e);
-                bool skip, hskip;
-                int depth = check_path(path, &skip);
-
-                quote_name(path, q, sizeof(q));
-                if (++count > SH_TOOLS_FILES_MAX) {
-                        child_fail("unsafe bundle: more than %u entries", SH_TOOLS_FILES_MAX);
-                        goto out;
-                }
-                if (depth < 0) {
-                        child_fail("unsafe bundle: entry '%s' is absolute, contains '..' or is "
-                                   "too deep",
-                                   q);
-                        goto out;
-                }
-                if (skip)
-                        continue; /* "./": the bundle root itself */
-                if (hl) {
-                        if (check_path(hl, &hskip) < 0 || hskip) {
-                                child_fail("unsafe bundle: hard link '%s' points outside the "
-                                           "bundle",
-                                           q);
-                                goto out;
-                        }
-                } else if (type == AE_IFLNK) {
-                        if (!symlink_stays_inside(depth, archive_entry_symlink(e))) {
-                                child_fail("unsafe bundle: symbolic link '%s' points outside "
-                                           "the bundle",
-                                           q);
-                                goto out;
-                        }
-                } else if (type != AE_IFDIR && type != AE_IFREG) {
-                        child_fail("unsafe bundle: entry '%s' is a device node, FIFO or socket "
-                                   "(only files, directories and links are allowed)",
-                                   q);
-                        goto out;
-                }
-                if (archive_entry_size(e) < 0 ||
-                    (uint64_t)archive_entry_size(e) > SH_TOOLS_UNPACKED_MAX - total) {
-                        child_fail("unsafe bundle: unpacks to more than %llu bytes",
-                                   (unsigned long long)SH_TOOLS_UNPACKED_MAX);
-                        goto out;
-                }
-                total += (uint64_t)archive_entry_size(e);
-                /* Normalised modes: readable by every sandbox uid, executable where the author
-                 * said so, never setuid/setgid/sticky or world-writable. */
-                if (type == AE_IFDIR)
-                        archive_entry_set_perm(e, 0755);
-                else if (type == AE_IFREG)
-                        archive_entry_set_perm(e, (archive_entry_perm(e) & 0111) ? 0755 : 0644);
-                if (archive_write_header(out, e) < ARCHIVE_OK) {
-                        child_fail("unsafe bundle: entry '%s' refused: %s", q,
-                                   archive_error_string(out) ? archive_error_string(out) : "");
-                        goto out;
-                }
-                if (archive_entry_size(e) > 0 && copy_data(in, out) != ARCHIVE_OK) {
-                        child_fail("unsafe bundle: entry '%s' could not be unpacked: %s", q,
-                                   archive_error_string(in) ? archive_error_string(in) : "");
-                        goto out;
-                }
-                if (archive_write_finish_entry(out) < ARCHIVE_OK) {
-                        child_fail("unsafe bundle: entry '%s' could not be finished: %s", q,
-                                   archive_error_string(out) ? archive_error_string(out) : "");
-                        goto out;
-                }
-        }
-        if (r != ARCHIVE_EOF) {
-                child_fail("unsafe bundle: corrupt or not a gzip-compressed tar archive (%s)",
-                           archive_error_string(in) ? archive_error_string(in) : "unreadable");
-                goto out;
-        }
-        if (archive_write_close(out) < ARCHIVE_OK) {
-                child_fail("unsafe bundle: finishing the unpack failed: %s",
-                           archive_error_string(out) ? archive_error_string(out) : "");
-                goto out;
-        }
-        rc = 0;
-out:
-        archive_read_free(in);
-        archive_write_free(out);
-        return rc;
-}
-
-static int unpack_main(void *arg)
-{
-        if (confine(arg) != 0)
-                return 1;
-        return extract();
-}
-
 /* ---- the parent side ---------------------------------------------------------------- */
+
+static void queue_push(sh_store *s, sh_unpack *u)
+{
+        u->next = NULL;
+        u->prev = s->queue_tail;
+        if (s->queue_tail)
+                s->queue_tail->next = u;
+        else
+                s->queue = u;
+        s->queue_tail = u;
+}
+
+static void active_add(sh_store *s, sh_unpack *u)
+{
+        u->prev = NULL;
+        u->next = s->active;
+        if (s->active)
+                s->active->prev = u;
+        s->active = u;
+}
+
+static void list_del(sh_unpack **head, sh_unpack **tail, sh_unpack *u)
+{
+        if (u->prev)
+                u->prev->next = u->next;
+        else
+                *head = u->next;
+        if (u->next)
+                u->next->prev = u->prev;
+        else if (tail)
+                *tail = u->prev;
+        u->prev = u->next = NULL;
+}
 
 static void unpack_free(sh_unpack *u)
 {
         sh_store *s = u->s;
 
         sh_loop_cancel_timer(s->loop, u->timer);
+        cgroup_bury(s, u->cg);
+        sh_close(u->bundlefd);
         sh_close(u->dirfd);
         sh_close(u->errfd);
         free(u);
@@ -519,63 +395,214 @@ static void unpack_free(sh_unpack *u)
         }
 }
 
-static void finish(sh_unpack *u, bool ok, const char *reason)
+static void pump(sh_store *s);
+
+/* The one place an unpack ends: the caller is told, the slot goes to the next in line. */
+static void report(sh_unpack *u)
 {
+        sh_store *s = u->s;
+        bool was_running = u->phase == PH_UNPACKING || u->phase == PH_FINISHING, gone;
+
+        u->phase = PH_DONE;
+        if (was_running) {
+                list_del(&s->active, NULL, u);
+                s->running--;
+        }
         if (u->done)
-                u->done(ok, reason, u->data);
+                u->done(u->ok, u->ok ? NULL : u->reason, u->data);
+        /* The last report of a closing store frees it; a report from inside pump() leaves the
+         * next start to that pump's loop. */
+        gone = s->closing && s->busy == 1;
         unpack_free(u);
+        if (!gone && !s->pumping)
+                pump(s);
 }
 
-static void complete(sh_unpack *u, int status)
+_printf_(2, 3) static void fail(sh_unpack *u, const char *fmt, ...)
 {
-        char reason[SH_TOOLS_REASON_MAX] = "";
-        ssize_t n;
+        char buf[SH_TOOLS_REASON_MAX];
+        va_list ap;
 
-        n = read(u->errfd, reason, sizeof(reason) - 1);
-        if (n > 0)
-                reason[n] = '\0';
+        va_start(ap, fmt); /* through a copy: u->reason may be an argument */
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        memcpy(u->reason, buf, sizeof(buf));
+        u->ok = false;
+        remove_later(u->s, u->s->stagefd, u->stage);
+        report(u);
+}
+
+/* The child's one-line reason. Printable ASCII only: it goes into JSON and logs, and a child
+ * is not trusted to keep to that. */
+static void read_reason(sh_unpack *u)
+{
+        ssize_t n = read(u->errfd, u->reason, sizeof(u->reason) - 1);
+
+        u->reason[n > 0 ? n : 0] = '\0';
+        for (ssize_t i = 0; i < n; i++)
+                if (u->reason[i] < 0x20 || u->reason[i] > 0x7e)
+                        u->reason[i] = '?';
+        u->errfd = sh_close(u->errfd);
+}
+
+static void on_deadline(sh_loop *l, sh_timer *t, void *data);
+
+static int arm_deadline(sh_unpack *u, uint64_t ms)
+{
+        sh_loop_cancel_timer(u->s->loop, u->timer);
+        u->timer = sh_loop_add_timer(u->s->loop, ms, on_deadline, u);
+        return u->timer ? 0 : -ENOMEM;
+}
+
+static void child_done(sh_child *c, pid_t pid, int status, void *data);
+
+/* Start a child of this unpack in its cgroup: the unpacker (clone into new namespaces) or the
+ * finisher (fork). `keep` holds the child's fds but for the reason pipe and the cgroup.procs
+ * fds, which are appended here. */
+static int start_child(sh_unpack *u, bool unpacker, int *keep, int nkeep, sh_child_main_fn fn,
+                       void *arg, int *nprocs, const char **what)
+{
+        int p[2] = {-1, -1}, procs[4], n, i;
+
+        n = sh_cgroup_open_procs(u->cg, procs, ARRAY_SIZE(procs));
+        if (n < 0) {
+                *what = "opening the unpacker's cgroup";
+                return n;
+        }
+        *nprocs = n;
+        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+                int r = -errno;
+
+                for (i = 0; i < n; i++)
+                        close(procs[i]);
+                *what = "pipe";
+                return r;
+        }
+        keep[nkeep++] = p[1];
+        for (i = 0; i < n; i++)
+                keep[nkeep++] = procs[i];
+        sh_close(u->errfd);
+        u->errfd = p[0];
+        u->starting = true;
+        u->status = -1;
+        if (unpacker)
+                u->child = sh_child_clone_fds(u->s->loop, SH_UNPACK_NS, keep, nkeep, fn, arg,
+                                              child_done, u);
+        else
+                u->child = sh_child_fork_fds(u->s->loop, keep, nkeep, fn, arg, child_done, u);
+        i = errno;
+        close(p[1]);
+        for (int k = 0; k < n; k++)
+                close(procs[k]);
+        if (!u->child && u->status == -1) {
+                u->starting = false;
+                *what = unpacker ? "starting the unpacker" : "starting the finisher";
+                return -i;
+        }
+        return 0;
+}
+
+static void child_exited(sh_unpack *u, int status);
+
+static void start_finisher(sh_unpack *u)
+{
+        sh_unpack_fin_arg a = {0};
+        int keep[8], r;
+        const char *what = "";
+
+        keep[0] = u->dirfd;
+        u->phase = PH_FINISHING;
+        r = start_child(u, false, keep, 1, sh_unpack_finisher_main, &a, &a.nprocs, &what);
+        if (r < 0) {
+                fail(u, "this host could not install the bundle: %s: %s", what, strerror(-r));
+                return;
+        }
+        u->starting = false;
+        if (!u->child) { /* no pidfd: it was waited for at once */
+                child_exited(u, u->status);
+                return;
+        }
+        (void)arm_deadline(u, FINISH_TIMEOUT_MS);
+}
+
+/* The unpacker has been reaped. As PID 1 of its namespace, everything it could have started
+ * died before it could be reaped; the cgroup is checked as well before the tree is touched:
+ * nothing of the unpacker may still be alive to change it during the install. */
+static void unpacker_exited(sh_unpack *u, int status)
+{
+        sh_error *err = NULL;
+        uint64_t ooms = 0;
+        bool empty = false;
+
+        read_reason(u);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                if (!reason[0] && WIFSIGNALED(status))
-                        snprintf(reason, sizeof(reason),
-                                 "unsafe bundle: unpacking exceeded this host's limits (%llu "
-                                 "bytes, %u s; signal %d)",
-                                 (unsigned long long)SH_TOOLS_UNPACKED_MAX,
-                                 SH_TOOLS_UNPACK_TIMEOUT_MS / 1000, WTERMSIG(status));
-                else if (!reason[0])
-                        snprintf(reason, sizeof(reason), "unpacking failed (exit %d)",
-                                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-                remove_later(u->s, u->s->stagefd, u->stage);
-                finish(u, false, reason);
+                if (u->reason[0]) {
+                        fail(u, "%s", u->reason);
+                        return;
+                }
+                if (WIFSIGNALED(status) && sh_cgroup_oom_kills(u->cg, &ooms, &err) == 0 &&
+                    ooms > 0) {
+                        fail(u,
+                             "unsafe bundle: unpacking exceeded this host's memory limit of "
+                             "%llu MiB",
+                             (unsigned long long)(SH_TOOLS_UNPACK_MEMORY_MAX >> 20));
+                        return;
+                }
+                sh_error_release(&err);
+                if (WIFSIGNALED(status))
+                        fail(u,
+                             "unsafe bundle: unpacking exceeded this host's limits (%llu "
+                             "bytes, %u s; signal %d)",
+                             (unsigned long long)SH_TOOLS_UNPACKED_MAX,
+                             SH_TOOLS_UNPACK_TIMEOUT_MS / 1000, WTERMSIG(status));
+                else
+                        fail(u, "unpacking failed (exit %d)",
+                             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
                 return;
         }
-        /* The tree is complete: hand it to root and make it readable before anyone sees it. */
-        if (geteuid() == 0 && fchown(u->dirfd, 0, 0) < 0) {
-                snprintf(reason, sizeof(reason), "this host could not install the bundle: %s",
-                         strerror(errno));
-                remove_later(u->s, u->s->stagefd, u->stage);
-                finish(u, false, reason);
+        if (sh_cgroup_is_empty(u->cg, &empty, &err) < 0 || !empty) {
+                fail(u, "this host could not confirm that the unpacker ended: %s",
+                     err && err->msg ? err->msg : "its cgroup still has processes");
+                sh_error_release(&err);
                 return;
         }
-        if (fchmod(u->dirfd, 0755) < 0) {
-                snprintf(reason, sizeof(reason), "this host could not install the bundle: %s",
-                         strerror(errno));
-                remove_later(u->s, u->s->stagefd, u->stage);
-                finish(u, false, reason);
+        start_finisher(u);
+}
+
+/* The tree is root's and complete: one atomic step into the store. The name is the
+ * content's hash, so if another install of the same sha got there first, its tree is ours
+ * byte for byte: keep it. */
+static void finisher_exited(sh_unpack *u, int status)
+{
+        read_reason(u);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                if (!u->reason[0])
+                        snprintf(u->reason, sizeof(u->reason),
+                                 "this host could not hand the bundle to root (%s %d)",
+                                 WIFSIGNALED(status) ? "signal" : "exit",
+                                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                fail(u, "%s", u->reason);
                 return;
         }
-        /* One atomic step into the store; the name is the content's hash, so if another
-         * install of the same sha got there first, its tree is ours byte for byte: keep it. */
         if (renameat2(u->s->stagefd, u->stage, u->s->toolsfd, u->sha, RENAME_NOREPLACE) < 0) {
                 if (errno != EEXIST && errno != ENOTEMPTY) {
-                        snprintf(reason, sizeof(reason),
-                                 "this host could not install the bundle: %s", strerror(errno));
-                        remove_later(u->s, u->s->stagefd, u->stage);
-                        finish(u, false, reason);
+                        fail(u, "this host could not install the bundle: %s", strerror(errno));
                         return;
                 }
                 remove_later(u->s, u->s->stagefd, u->stage);
         }
-        finish(u, true, NULL);
+        u->ok = true;
+        report(u);
+}
+
+static void child_exited(sh_unpack *u, int status)
+{
+        sh_loop_cancel_timer(u->s->loop, u->timer);
+        u->timer = NULL;
+        if (u->phase == PH_UNPACKING)
+                unpacker_exited(u, status);
+        else
+                finisher_exited(u, status);
 }
 
 static void child_done(sh_child *c, pid_t pid, int status, void *data)
@@ -587,7 +614,7 @@ static void child_done(sh_child *c, pid_t pid, int status, void *data)
                 u->status = status;
                 return;
         }
-        complete(u, status);
+        child_exited(u, status);
 }
 
 static void on_deadline(sh_loop *l, sh_timer *t, void *data)
@@ -595,36 +622,105 @@ static void on_deadline(sh_loop *l, sh_timer *t, void *data)
         sh_unpack *u = data;
 
         u->timer = NULL;
-        if (u->starting) { /* reaped during the fork: report from the loop, as promised */
-                u->starting = false;
-                complete(u, u->status);
-                return;
-        }
+        /* SIGKILL to a namespace's PID 1 from outside it: the kernel kills the whole
+         * namespace. child_done reports it. */
         if (u->child)
-                (void)sh_child_kill(u->child, SIGKILL); /* child_done reports it */
+                (void)sh_child_kill(u->child, SIGKILL);
 }
 
-sh_unpack *sh_unpack_start(sh_store *s, int fd, const char *sha, sh_unpack_done_fn done, void *data,
-                           sh_error **err)
+/* Start the unpacker of `u` in a fresh cgroup, or report why not. Runs from the loop only
+ * (never inside sh_unpack_start), so it may report at once. */
+static void launch(sh_unpack *u)
+{
+        sh_store *s = u->s;
+        const sh_cg_limits lim = {
+                .memory_max = SH_TOOLS_UNPACK_MEMORY_MAX,
+                .pids_max = SH_TOOLS_UNPACK_PIDS_MAX,
+                .cpu_max_milli = SH_TOOLS_UNPACK_CPU_MILLI,
+        };
+        sh_unpack_child_arg a = {
+                .uid = s->uid, .filter = sh_seccomp_prog(s->filter), .payload = u->payload};
+        sh_error *err = NULL;
+        const char *what = "";
+        int keep[8], r;
+
+        snprintf(u->cgname, sizeof(u->cgname), "u%u", ++s->counter);
+        if (sh_cgroup_create(s->cgroot, s->cg, u->cgname, &lim, &u->cg, &err) < 0) {
+                fail(u, "this host could not unpack the bundle: %s",
+                     err && err->msg ? err->msg : "cannot create its cgroup");
+                sh_error_release(&err);
+                return;
+        }
+        u->phase = PH_UNPACKING;
+        active_add(s, u);
+        s->running++;
+        keep[0] = u->bundlefd;
+        keep[1] = u->dirfd;
+        r = start_child(u, true, keep, 2, sh_unpack_child_main, &a, &a.nprocs, &what);
+        if (r < 0) {
+                fail(u, "this host could not unpack the bundle: %s: %s", what, strerror(-r));
+                return;
+        }
+        u->starting = false;
+        if (!u->child) { /* no pidfd: it was waited for at once */
+                child_exited(u, u->status);
+                return;
+        }
+        /* Without the timer the child's RLIMIT_CPU still ends it; not worth failing for. */
+        (void)arm_deadline(u, SH_TOOLS_UNPACK_TIMEOUT_MS + 5000);
+}
+
+static void pump(sh_store *s)
+{
+        s->pumping = true;
+        while (!s->closing && s->running < SH_TOOLS_UNPACK_PARALLEL && s->queue) {
+                sh_unpack *u = s->queue;
+
+                list_del(&s->queue, &s->queue_tail, u);
+                launch(u);
+        }
+        s->pumping = false;
+}
+
+static void on_kick(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_store *s = data;
+
+        s->kick = NULL;
+        pump(s);
+}
+
+sh_unpack *sh_unpack_start_with(sh_store *s, int fd, const char *sha, sh_unpack_payload_fn payload,
+                                sh_unpack_done_fn done, void *data, sh_error **err)
 {
         sh_unpack *u = calloc(1, sizeof(*u));
-        child_arg a = {.uid = s->uid, .drop = geteuid() == 0};
-        int p[2] = {-1, -1}, keep[3];
         uint8_t rnd[8];
 
+        if (s->closing) {
+                free(u);
+                sh_error_make(err, ESHUTDOWN, "the tool store is shutting down");
+                return NULL;
+        }
         if (!u) {
                 sh_error_make(err, ENOMEM, "out of memory");
                 return NULL;
         }
         u->s = s;
-        u->dirfd = u->errfd = -1;
+        u->bundlefd = u->dirfd = u->errfd = -1;
+        u->payload = payload;
         u->done = done;
         u->data = data;
         snprintf(u->sha, sizeof(u->sha), "%s", sha);
         randombytes_buf(rnd, sizeof(rnd));
         snprintf(u->stage, sizeof(u->stage), "%u-%u-%02x%02x%02x%02x%02x%02x%02x%02x",
-                 (unsigned)getpid(), ++s->counter, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5],
+                 (unsigned)getpid(), s->counter, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5],
                  rnd[6], rnd[7]);
+        /* Our own fd: the caller's may be closed while we wait in the queue. */
+        u->bundlefd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (u->bundlefd < 0) {
+                sh_error_make(err, errno, "holding the bundle");
+                goto fail;
+        }
         if (mkdirat(s->stagefd, u->stage, 0700) < 0) {
                 sh_error_make(err, errno, "creating a staging directory");
                 goto fail;
@@ -635,52 +731,42 @@ sh_unpack *sh_unpack_start(sh_store *s, int fd, const char *sha, sh_unpack_done_
                 goto fail_rm;
         }
         /* The unprivileged unpacker owns its staging dir and nothing else on the host. */
-        if (a.drop && fchown(u->dirfd, a.uid, a.uid) < 0) {
+        if (fchown(u->dirfd, s->uid, s->uid) < 0) {
                 sh_error_make(err, errno, "handing the staging directory to the unpacker");
                 goto fail_rm;
         }
-        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
-                sh_error_make(err, errno, "pipe");
+        /* Started from the loop, never from here: the caller must not be told anything
+         * before this returns. */
+        if (!s->kick && !(s->kick = sh_loop_add_timer(s->loop, 0, on_kick, s))) {
+                sh_error_make(err, ENOMEM, "scheduling the unpacker");
                 goto fail_rm;
         }
-        u->errfd = p[0];
-        keep[0] = fd;
-        keep[1] = u->dirfd;
-        keep[2] = p[1];
-        u->starting = true;
-        u->status = -1;
         s->busy++; /* from here on unpack_free accounts for it */
-        u->child = sh_child_fork_fds(s->loop, keep, 3, unpack_main, &a, child_done, u);
-        sh_close(p[1]);
-        if (!u->child && u->status == -1) {
-                sh_error_make(err, errno, "starting the unpacker");
-                s->busy--;
-                goto fail_rm;
-        }
-        if (!u->child) { /* no pidfd: it was waited for at once; report from the loop */
-                u->timer = sh_loop_add_timer(s->loop, 0, on_deadline, u);
-                if (!u->timer) {
-                        sh_error_make(err, ENOMEM, "scheduling the unpacker's report");
-                        s->busy--;
-                        goto fail_rm;
-                }
-                return u;
-        }
-        u->starting = false;
-        u->timer = sh_loop_add_timer(s->loop, SH_TOOLS_UNPACK_TIMEOUT_MS + 5000, on_deadline, u);
-        /* Without the timer the child's RLIMIT_CPU still ends it; not worth failing for. */
+        u->phase = PH_QUEUED;
+        queue_push(s, u);
         return u;
 fail_rm:
         remove_later(s, s->stagefd, u->stage);
 fail:
+        sh_close(u->bundlefd);
         sh_close(u->dirfd);
-        sh_close(u->errfd);
         free(u);
         return NULL;
+}
+
+sh_unpack *sh_unpack_start(sh_store *s, int fd, const char *sha, sh_unpack_done_fn done, void *data,
+                           sh_error **err)
+{
+        return sh_unpack_start_with(s, fd, sha, sh_unpack_extract, done, data, err);
 }
 
 void sh_unpack_forget(sh_unpack *u)
 {
         if (u)
                 u->done = NULL;
+}
+
+pid_t sh_unpack_pid(const sh_unpack *u)
+{
+        return u && u->child ? sh_child_pid(u->child) : -1;
 }

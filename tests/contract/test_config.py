@@ -21,6 +21,8 @@ SETTINGS = {
     "EXEC_OUTPUT_MAX": (["16M", "1k", "1024", "2m"], ["abc", "-1", "16Q", "M"]),
     "UPLOAD_MAX": (["1G", "1K", "1k", "2048", "3m"], ["abc", "-1", "1Z", "K1"]),
     "EXEC_GRACE_MS": (["0", "1000", "250"], ["-1", "1.5", "abc", "1s"]),
+    # this host's own addition (docs/configuration.md)
+    "TOOL_INSECURE_HTTP": (["on", "off", "true", "false", "1", "0"], ["maybe", "2", "onn", ""]),
 }
 
 

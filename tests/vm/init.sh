@@ -65,6 +65,23 @@ fi
 mode=$(sed -n 's/^cgroup mode: \([a-z0-9]*\),.*/\1/p' /tmp/live.out)
 r "cgroup_live $([ $rc = 0 ] && [ "$mode" = v2 ] && echo ok || echo fail) rc=$rc mode=${mode:-?} $(grep -m1 '^[0-9]*%: Checks' /tmp/live.out)"
 
+# 1b. the tool unpacker's confinement (its cgroups tools and tools/u<n> with limits below a
+#     subtree, on v2), also from the root cgroup for the same reason.
+echo "=== test_unpack_jail"
+rm -f /tmp/jail.tap
+CK_TAP_LOG_FILE_NAME=/tmp/jail.tap timeout -s KILL 150 /opt/sh/test_unpack_jail </dev/null >/tmp/jail.out 2>&1
+rc=$?
+cat /tmp/jail.out
+if [ -f /tmp/jail.tap ]; then
+        cat /tmp/jail.tap
+        sed -n 's/^\(not ok\|ok\) [0-9]* - .*:jail:\([A-Za-z0-9_]*\):\(.*\)$/\1|\2|\3/p' /tmp/jail.tap |
+                while IFS='|' read -r st name msg; do
+                        [ "$st" = ok ] && s=ok || s=fail
+                        r "unpack_jail.$name $s$msg"
+                done
+fi
+r "unpack_jail $([ $rc = 0 ] && echo ok || echo fail) rc=$rc $(grep -m1 '^[0-9]*%: Checks' /tmp/jail.out)"
+
 # 2. The real daemon in a cgroup of its own (as a systemd service or a pod would give it),
 #    driven over HTTP by the e2e client, which prints its own RESULT lines.
 echo "=== e2e: sandbox-host on cgroup v2"

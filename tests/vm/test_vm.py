@@ -1,6 +1,7 @@
 """cgroup v2 tier: boot a stock Debian cloud kernel under qemu (TCG) with cgroup2 as its only
-hierarchy and run, inside it, test_cgroup_live (the Check test of the cgroup layer) and an
-end-to-end test of the real daemon (tests/vm/vmtest.c). See tests/vm/README.md.
+hierarchy and run, inside it, test_cgroup_live (the Check test of the cgroup layer),
+test_unpack_jail (the tool unpacker's confinement and cgroups) and an end-to-end test of the
+real daemon (tests/vm/vmtest.c). See tests/vm/README.md.
 
 The VM boots once per module (about 15 s); every RESULT line it writes to its second serial
 port becomes one test here. The run is judged by those lines and the ALLDONE marker, never by
@@ -37,6 +38,15 @@ LIVE_TESTS = [
     "freeze_and_thaw",
     "second_open_removes_leftovers",
 ]
+JAIL_TESTS = [
+    "jail_has_own_namespaces_and_no_network",
+    "jail_root_holds_only_the_staging_directory",
+    "jail_is_unprivileged_and_filtered",
+    "jail_runs_in_its_own_limited_cgroup",
+    "jail_leaves_nothing_alive_at_install",
+    "at_most_parallel_unpackers_at_once",
+    "store_free_kills_running_unpackers",
+]
 E2E_CHECKS = [
     "e2e_daemon_start",
     "e2e_daemon_in_leaf",
@@ -64,7 +74,7 @@ E2E_CHECKS = [
     "e2e_crash_restart_sigterm",
 ]
 EXPECTED = (["vm_cgroup2_only"] + ["cgroup_live." + t for t in LIVE_TESTS] + ["cgroup_live"]
-            + E2E_CHECKS)
+            + ["unpack_jail." + t for t in JAIL_TESTS] + ["unpack_jail"] + E2E_CHECKS)
 
 RESULT_RE = re.compile(r"^RESULT (\S+) (ok|fail)(?: (.*))?$")
 
@@ -127,7 +137,7 @@ def vm():
     if v.returncode != 0:
         pytest.skip("qemu-system-x86_64 cannot run: %s" % v.stderr.strip()[-300:])
 
-    for f in ("sandbox-host", "tests/test_cgroup_live"):
+    for f in ("sandbox-host", "tests/test_cgroup_live", "tests/test_unpack_jail"):
         if not os.access(os.path.join(BUILD, f), os.X_OK):
             pytest.fail("%s/%s is missing: build the project first (scripts/setup.sh)"
                         % (BUILD, f), pytrace=False)

@@ -1,0 +1,584 @@
+/* unpack-child.c: the tool unpacker's children: confinement steps, extraction, the tree handed to root. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <iconv.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sh/caps.h"
+#include "sh/macro.h"
+#include "sh/minroot.h"
+#include "unpack-internal.h"
+
+/*
+ * A bundle is hostile data. The unpacker parses it with libarchive, and whatever a parser
+ * bug or a libc quirk could make of it must stay inside a process that can do nothing but
+ * write into its own staging directory. Each of these stops one way out:
+ *
+ *  - Nothing of the bundle is ever a system path of the process. glibc reads files at fixed
+ *    paths on first use (iconv's gconv-modules and the modules it names, locales, time
+ *    zones); once the root was the staging directory, a bundle shipping
+ *    usr/lib/x86_64-linux-gnu/gconv/ had glibc dlopen its code (issue 10). The unpacker's
+ *    root is an empty read-only tmpfs; the staging directory is mounted at /out, noexec,
+ *    nosuid, nodev. The libc machinery that loads files lazily is started before the root
+ *    changes, from the host's own files, in a UTF-8 locale (so that non-ASCII names are a
+ *    plain copy and iconv is never needed for them).
+ *  - New PID, network, IPC and UTS namespaces: no process of the host to signal or trace,
+ *    no network at all (a fresh namespace has only a loopback device, down), no SysV IPC
+ *    of the host. The unpacker is PID 1 of its namespace: when it exits the kernel kills
+ *    whatever is left in it, and once the daemon has reaped it nothing of it is alive.
+ *  - Its own cgroup below {subtree}/tools, with memory, pids and CPU limits.
+ *  - No privilege: the uid below the sandbox range (SANDBOX_HOST_UID_BASE - 1) that owns
+ *    nothing but the staging directory, no capabilities, no_new_privs, not dumpable,
+ *    rlimits on file size, CPU time, fds and cores.
+ *  - A seccomp allow-list of what libarchive and zlib call to read a stream and write a
+ *    tree; everything else fails with EPERM (visible in the reason), and no memory can be
+ *    mapped executable, so no code can be loaded even if something tried.
+ *
+ * After the unpacker is gone, a second child hands every entry of the tree to root (never
+ * following a link) before the tree is renamed into the store.
+ */
+
+#define NEWROOT "/tmp" /* shadowed by the unpacker's tmpfs, in its own mount namespace only */
+#define OUT_DIR "out"  /* where the staging directory appears in the unpacker's root */
+
+/* What the unpacker may call, fitted to what libarchive 3.6 and zlib call to read a tar.gz
+ * from an fd and write its entries below the working directory (traced with strace over the
+ * contract tests, sanitizer build included), plus the calls of the entry kinds the rules
+ * allow that those bundles do not reach (rmdir and unlink when a later entry replaces an
+ * earlier one, ftruncate for a sparse file's tail, chmod for a directory's mode fixed up
+ * at the end). Not there, among others: socket and every network call, execve, fork and
+ * clone, kill, ptrace, mount, chown, mknod, ioctl, setxattr, prctl, and any mapping with
+ * PROT_EXEC: no code can be loaded, whatever libc tries. */
+static const sh_seccomp_allow unpack_syscalls[] = {
+        /* the bundle, and the tree it becomes */
+        {"read", -1, 0, 0},
+        {"write", -1, 0, 0},
+        {"lseek", -1, 0, 0},
+        {"close", -1, 0, 0},
+        {"openat", -1, 0, 0},
+        {"fcntl", -1, 0, 0},
+        {"newfstatat", -1, 0, 0},
+        {"mkdir", -1, 0, 0},
+        {"symlink", -1, 0, 0},
+        {"linkat", -1, 0, 0},
+        {"unlink", -1, 0, 0},
+        {"rmdir", -1, 0, 0},
+        {"ftruncate", -1, 0, 0},
+        {"fchmod", -1, 0, 0},
+        {"chmod", -1, 0, 0},
+        {"utimensat", -1, 0, 0},
+        {"umask", -1, 0, 0},
+        {"geteuid", -1, 0, 0},
+        /* memory for libarchive and zlib, never executable */
+        {"brk", -1, 0, 0},
+        {"mmap", 2, PROT_EXEC, 0},
+        {"mprotect", 2, PROT_EXEC, 0},
+        {"munmap", -1, 0, 0},
+        {"mremap", -1, 0, 0},
+        /* libc (a once-initialiser's wake-up, abort's first steps), the sanitizer build's
+         * no-return hook (a query of the signal stack), and the end */
+        {"futex", -1, 0, 0},
+        {"getpid", -1, 0, 0},
+        {"gettid", -1, 0, 0},
+        {"rt_sigprocmask", -1, 0, 0},
+        {"sigaltstack", 0, ~0ull, 0},
+        {"exit_group", -1, 0, 0},
+};
+
+int sh_unpack_filter_build(sh_seccomp **ret, sh_error **err)
+{
+        return sh_seccomp_build_allowlist(unpack_syscalls, ARRAY_SIZE(unpack_syscalls), EPERM, ret,
+                                          err);
+}
+
+/* ---- the unpacker ------------------------------------------------------------------ */
+
+static int reason_fd = FD_REASON;
+
+_printf_(1, 2) static int child_fail(const char *fmt, ...)
+{
+        char buf[SH_TOOLS_REASON_MAX];
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        if (n > 0) /* one small write into an empty pipe: cannot block or split */
+                (void)!write(reason_fd, buf, strlen(buf));
+        return 1;
+}
+
+static int step_fail(const char *step)
+{
+        return child_fail("this host could not confine the unpacker: %s: %s", step,
+                          strerror(errno));
+}
+
+/* Into its own cgroup first, so that everything after (and anything it could start) is
+ * limited and accounted there. */
+static int join_cgroup(int first, int n)
+{
+        for (int i = 0; i < n; i++) {
+                if (write(first + i, "0", 1) != 1)
+                        return -1;
+                close(first + i);
+        }
+        return 0;
+}
+
+/* stdin and stdout lead nowhere; stderr (where libc, and the sanitizer build, report
+ * trouble) goes into the reason pipe. Nothing of the unpacker reaches the daemon's log
+ * directly. */
+static int quiet_stdio(void)
+{
+        int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+        if (fd < 0)
+                return -1;
+        if (dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(FD_REASON, 2) < 0) {
+                close(fd);
+                return -1;
+        }
+        close(fd);
+        return 0;
+}
+
+/* glibc sets up some machinery on first use by reading files at fixed paths: the locale
+ * (LC_CTYPE decides which charset libarchive converts names to) and iconv's configuration
+ * (gconv-modules, read once per process). Both are loaded here, from the host's files,
+ * before the root changes. In a UTF-8 locale libarchive copies UTF-8 names without calling
+ * iconv at all (and glibc's UTF-8 conversions are built in): legitimate non-ASCII names
+ * unpack byte for byte. Afterwards the paths glibc would look at do not exist. Nothing else
+ * is needed: no NSS (owners are never looked up by name), no time zone. */
+static int prepare_libc(void)
+{
+        iconv_t cd;
+
+        if (!setlocale(LC_CTYPE, "C.UTF-8"))
+                return child_fail("this host has no C.UTF-8 locale (glibc's libc-bin): the "
+                                  "unpacker needs it for non-ASCII names");
+        if (strcmp(nl_langinfo(CODESET), "UTF-8") != 0)
+                return child_fail("this host's C.UTF-8 locale is not UTF-8 ('%s')",
+                                  nl_langinfo(CODESET));
+        cd = iconv_open("UTF-8", "UTF-8");
+        if (cd == (iconv_t)-1)
+                return step_fail("initialise iconv");
+        iconv_close(cd);
+        return 0;
+}
+
+/* The unpacker's root: an empty tmpfs, read-only once set up, with the staging directory
+ * bound at /out (writable by the unpacker's uid, but noexec, nosuid, nodev). No /proc, no
+ * /dev, no /usr: not one path of the host, and not one file of the bundle at a system path.
+ * The staging directory is opened again by its path in our namespace (the daemon owns every
+ * component of it; the inode is checked) before the tmpfs may hide it. */
+static int build_root(void)
+{
+        int fd;
+
+        if (sh_minroot_private() < 0)
+                return step_fail("make mounts private");
+        fd = sh_minroot_reopen_dir(FD_STAGE);
+        if (fd < 0)
+                return step_fail("open the staging directory");
+        if (sh_minroot_tmpfs(NEWROOT) < 0) {
+                close(fd);
+                return step_fail("mount the root tmpfs");
+        }
+        if (sh_minroot_bind_fd(fd, NEWROOT "/" OUT_DIR, SH_MINROOT_NOEXEC) < 0) {
+                close(fd);
+                return step_fail("bind the staging directory");
+        }
+        close(fd);
+        close(FD_STAGE);
+        if (sh_minroot_enter(NEWROOT) < 0)
+                return step_fail("pivot_root");
+        if (chdir("/" OUT_DIR) < 0)
+                return step_fail("enter the staging directory");
+        return 0;
+}
+
+static int set_limit(int res, rlim_t v)
+{
+        struct rlimit rl = {v, v};
+
+        return setrlimit(res, &rl);
+}
+
+/* The steps, in order; the filter last, since every step before needs calls it forbids.
+ * RLIMIT_CPU's SIGXCPU is ignored by a namespace's PID 1, but the hard limit's SIGKILL is
+ * not; a gzip bomb or a looping archive dies on these instead of filling the disk or
+ * spinning. */
+static int confine(const sh_unpack_child_arg *a)
+{
+        const char *step = NULL;
+        int r;
+
+        if (join_cgroup(FD_PROCS, a->nprocs) < 0)
+                return step_fail("join the unpacker's cgroup");
+        /* The daemon gone, the unpacker goes too (and with PID 1, its namespace). */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                return step_fail("parent death signal");
+        if (quiet_stdio() < 0)
+                return step_fail("redirect stdio");
+        if (prepare_libc() != 0)
+                return 1;
+        if (build_root() != 0)
+                return 1;
+        if (set_limit(RLIMIT_FSIZE, (rlim_t)SH_TOOLS_UNPACKED_MAX) < 0 ||
+            set_limit(RLIMIT_CPU, SH_TOOLS_UNPACK_TIMEOUT_MS / 1000) < 0 ||
+            set_limit(RLIMIT_CORE, 0) < 0 || set_limit(RLIMIT_NOFILE, 64) < 0)
+                return step_fail("set limits");
+        /* Bounding set, securebits, groups, uid and gid, every capability set, no_new_privs. */
+        r = sh_caps_drop_to(a->uid, a->uid, &step);
+        if (r < 0) {
+                errno = -r;
+                return step_fail(step ? step : "drop privileges");
+        }
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return step_fail("prctl");
+        umask(022);
+        r = sh_seccomp_load(a->filter);
+        if (r < 0) {
+                errno = -r;
+                return step_fail("load the system call filter");
+        }
+        return 0;
+}
+
+/* Printable ASCII only, bounded: entry names are hostile and end up in JSON and logs. */
+static void quote_name(const char *in, char *out, size_t out_len)
+{
+        size_t i = 0;
+
+        for (; in && *in && i + 4 < out_len; in++)
+                out[i++] = (*in >= 0x20 && *in < 0x7f) ? *in : '?';
+        if (in && *in && i + 4 <= out_len) {
+                memcpy(out + i, "...", 3);
+                i += 3;
+        }
+        out[i] = '\0';
+}
+
+/* Strip "./" prefixes; refuse absolute paths and "..". Returns the depth of the parent
+ * directory (components before the last) or -1. Empty or "." gives 0 with *skip. */
+static int check_path(const char *p, bool *skip)
+{
+        int depth = 0, comps = 0;
+        size_t n;
+
+        *skip = false;
+        if (!p || strlen(p) >= 4096 || p[0] == '/')
+                return -1;
+        while (*p) {
+                const char *e = strchr(p, '/');
+
+                n = e ? (size_t)(e - p) : strlen(p);
+                if (n == 2 && p[0] == '.' && p[1] == '.')
+                        return -1;
+                if (n > 0 && !(n == 1 && p[0] == '.'))
+                        comps++;
+                p += n + (e ? 1 : 0);
+        }
+        if (comps == 0) {
+                *skip = true;
+                return 0;
+        }
+        if (comps > SH_UNPACK_MAX_DEPTH)
+                return -1;
+        depth = comps - 1;
+        return depth;
+}
+
+/* A symlink target must stay inside the bundle when resolved from the link's directory.
+ * Every ".." must come first: "l/.." through a link l is not what it looks like lexically
+ * (l may point anywhere inside), while leading ".."s climb real directories (libarchive's
+ * SECURE_SYMLINKS never writes an entry through a link), and each link is checked in turn. */
+static bool symlink_stays_inside(int depth, const char *t)
+{
+        bool descended = false;
+
+        if (!t || !*t || t[0] == '/' || strlen(t) >= 4096)
+                return false;
+        while (*t) {
+                const char *e = strchr(t, '/');
+                size_t n = e ? (size_t)(e - t) : strlen(t);
+
+                if (n == 2 && t[0] == '.' && t[1] == '.') {
+                        if (descended || --depth < 0)
+                                return false;
+                } else if (n > 0 && !(n == 1 && t[0] == '.')) {
+                        descended = true;
+                }
+                t += n + (e ? 1 : 0);
+        }
+        return true;
+}
+
+static int copy_data(struct archive *in, struct archive *out)
+{
+        const void *buf;
+        size_t size;
+        la_int64_t off;
+        int r;
+
+        for (;;) {
+                r = archive_read_data_block(in, &buf, &size, &off);
+                if (r == ARCHIVE_EOF)
+                        return ARCHIVE_OK;
+                if (r < ARCHIVE_OK)
+                        return r;
+                if (archive_write_data_block(out, buf, size, off) < ARCHIVE_OK)
+                        return ARCHIVE_FAILED;
+        }
+}
+
+int sh_unpack_extract(void)
+{
+        struct archive *in = archive_read_new(), *out = archive_write_disk_new();
+        struct archive_entry *e;
+        uint64_t total = 0;
+        unsigned count = 0;
+        int r, rc = 1;
+        char q[160];
+
+        if (!in || !out) {
+                child_fail("this host is out of memory");
+                goto out;
+        }
+        /* A bundle is tar, gzip-compressed: nothing else is even tried. ARCHIVE_WARN would
+         * mean "through an external gzip program": not in here. */
+        if (archive_read_support_filter_gzip(in) != ARCHIVE_OK ||
+            archive_read_support_format_tar(in) != ARCHIVE_OK) {
+                child_fail("this host's libarchive cannot read gzip-compressed tar by itself");
+                goto out;
+        }
+        /* libarchive's own guards on top of ours; no owners, ACLs, xattrs or flags restored. */
+        archive_write_disk_set_options(out, ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+                                                    ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                                    ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
+                                                    ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME);
+        if (lseek(FD_BUNDLE, 0, SEEK_SET) < 0) {
+                child_fail("this host could not read the bundle: %s", strerror(errno));
+                goto out;
+        }
+        if (archive_read_open_fd(in, FD_BUNDLE, 65536) != ARCHIVE_OK) {
+                child_fail("unsafe bundle: not a gzip-compressed tar archive (%s)",
+                           archive_error_string(in) ? archive_error_string(in) : "unreadable");
+                goto out;
+        }
+        /* libarchive's gzip support passes data that is not gzip through unchanged: a plain
+         * tar would unpack. The filter chain actually used must be exactly gzip (then the
+         * raw file, "none"), as CONTRACT.md section 6 says. */
+        if (archive_filter_count(in) != 2 || archive_filter_code(in, 0) != ARCHIVE_FILTER_GZIP) {
+                child_fail("unsafe bundle: not gzip-compressed (a bundle is a .tar.gz; this one "
+                           "is read through '%s')",
+                           archive_filter_name(in, 0) ? archive_filter_name(in, 0) : "?");
+                goto out;
+        }
+        while ((r = archive_read_next_header(in, &e)) == ARCHIVE_OK) {
+                const char *path = archive_entry_pathname(e);
+                const char *hl = archive_entry_hardlink(e);
+                mode_t type = archive_entry_filetype(e);
+                bool skip, hskip;
+                int depth = check_path(path, &skip);
+
+                quote_name(path, q, sizeof(q));
+                if (++count > SH_TOOLS_FILES_MAX) {
+                        child_fail("unsafe bundle: more than %u entries", SH_TOOLS_FILES_MAX);
+                        goto out;
+                }
+                if (depth < 0) {
+                        child_fail("unsafe bundle: entry '%s' is absolute, contains '..' or is "
+                                   "too deep",
+                                   q);
+                        goto out;
+                }
+                if (skip)
+                        continue; /* "./": the bundle root itself */
+                if (hl) {
+                        if (check_path(hl, &hskip) < 0 || hskip) {
+                                child_fail("unsafe bundle: hard link '%s' points outside the "
+                                           "bundle",
+                                           q);
+                                goto out;
+                        }
+                } else if (type == AE_IFLNK) {
+                        if (!symlink_stays_inside(depth, archive_entry_symlink(e))) {
+                                child_fail("unsafe bundle: symbolic link '%s' points outside "
+                                           "the bundle",
+                                           q);
+                                goto out;
+                        }
+                } else if (type != AE_IFDIR && type != AE_IFREG) {
+                        child_fail("unsafe bundle: entry '%s' is a device node, FIFO or socket "
+                                   "(only files, directories and links are allowed)",
+                                   q);
+                        goto out;
+                }
+                if (archive_entry_size(e) < 0 ||
+                    (uint64_t)archive_entry_size(e) > SH_TOOLS_UNPACKED_MAX - total) {
+                        child_fail("unsafe bundle: unpacks to more than %llu bytes",
+                                   (unsigned long long)SH_TOOLS_UNPACKED_MAX);
+                        goto out;
+                }
+                total += (uint64_t)archive_entry_size(e);
+                /* Normalised modes: readable by every sandbox uid, executable where the author
+                 * said so, never setuid/setgid/sticky or world-writable. */
+                if (type == AE_IFDIR)
+                        archive_entry_set_perm(e, 0755);
+                else if (type == AE_IFREG)
+                        archive_entry_set_perm(e, (archive_entry_perm(e) & 0111) ? 0755 : 0644);
+                if (archive_write_header(out, e) < ARCHIVE_OK) {
+                        child_fail("unsafe bundle: entry '%s' refused: %s", q,
+                                   archive_error_string(out) ? archive_error_string(out) : "");
+                        goto out;
+                }
+                if (archive_entry_size(e) > 0 && copy_data(in, out) != ARCHIVE_OK) {
+                        child_fail("unsafe bundle: entry '%s' could not be unpacked: %s", q,
+                                   archive_error_string(in) ? archive_error_string(in) : "");
+                        goto out;
+                }
+                if (archive_write_finish_entry(out) < ARCHIVE_OK) {
+                        child_fail("unsafe bundle: entry '%s' could not be finished: %s", q,
+                                   archive_error_string(out) ? archive_error_string(out) : "");
+                        goto out;
+                }
+        }
+        if (r != ARCHIVE_EOF) {
+                child_fail("unsafe bundle: corrupt or not a gzip-compressed tar archive (%s)",
+                           archive_error_string(in) ? archive_error_string(in) : "unreadable");
+                goto out;
+        }
+        if (archive_write_close(out) < ARCHIVE_OK) {
+                child_fail("unsafe bundle: finishing the unpack failed: %s",
+                           archive_error_string(out) ? archive_error_string(out) : "");
+                goto out;
+        }
+        rc = 0;
+out:
+        archive_read_free(in);
+        archive_write_free(out);
+        return rc;
+}
+
+int sh_unpack_child_main(void *arg)
+{
+        const sh_unpack_child_arg *a = arg;
+
+        if (confine(a) != 0)
+                return 1;
+        return a->payload();
+}
+
+/* ---- the finisher: the tree handed to root ----------------------------------------- */
+
+/* Runs as root in the daemon's namespaces, in the unpack's cgroup, once nothing of the
+ * unpacker is alive (nothing can change the tree under it). Every entry, the top directory
+ * included, is re-owned with fchownat(AT_SYMLINK_NOFOLLOW) relative to its directory, opened
+ * O_NOFOLLOW: no link is ever followed, and the tree cannot hold a link to the host anyway
+ * (the unpacker could name nothing else). A directory deeper than an entry may be, or a
+ * special file that the unpacker could not have made, refuses the bundle. One fd per level,
+ * at most SH_UNPACK_MAX_DEPTH + 1 levels. */
+static int chown_tree(int fd, unsigned depth)
+{
+        DIR *d = fdopendir(fd); /* owns fd from here on */
+        struct dirent *de;
+        int dfd, rc = 0;
+
+        if (!d) {
+                close(fd);
+                return child_fail("this host could not read the unpacked tree: %s",
+                                  strerror(errno));
+        }
+        dfd = dirfd(d);
+        for (;;) {
+                unsigned char type;
+                struct stat st;
+                int sub;
+
+                errno = 0;
+                de = readdir(d);
+                if (!de) {
+                        if (errno)
+                                rc = child_fail("this host could not read the unpacked tree: %s",
+                                                strerror(errno));
+                        break;
+                }
+                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
+                        continue;
+                if (fchownat(dfd, de->d_name, 0, 0, AT_SYMLINK_NOFOLLOW) < 0) {
+                        rc = child_fail("this host could not hand the bundle to root: %s",
+                                        strerror(errno));
+                        break;
+                }
+                type = de->d_type;
+                if (type == DT_UNKNOWN) {
+                        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                                rc = child_fail("this host could not read the unpacked tree: %s",
+                                                strerror(errno));
+                                break;
+                        }
+                        type = S_ISDIR(st.st_mode)   ? DT_DIR
+                               : S_ISREG(st.st_mode) ? DT_REG
+                               : S_ISLNK(st.st_mode) ? DT_LNK
+                                                     : DT_UNKNOWN;
+                }
+                if (type == DT_REG || type == DT_LNK)
+                        continue;
+                if (type != DT_DIR) {
+                        rc = child_fail("unsafe bundle: the unpacked tree holds a special file");
+                        break;
+                }
+                if (depth >= SH_UNPACK_MAX_DEPTH) {
+                        rc = child_fail("unsafe bundle: directories nested deeper than %u "
+                                        "levels",
+                                        SH_UNPACK_MAX_DEPTH);
+                        break;
+                }
+                sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (sub < 0) {
+                        rc = child_fail("this host could not read the unpacked tree: %s",
+                                        strerror(errno));
+                        break;
+                }
+                rc = chown_tree(sub, depth + 1);
+                if (rc)
+                        break;
+        }
+        closedir(d);
+        return rc;
+}
+
+int sh_unpack_finisher_main(void *arg)
+{
+        const sh_unpack_fin_arg *a = arg;
+
+        reason_fd = FIN_REASON;
+        if (join_cgroup(FIN_PROCS, a->nprocs) < 0)
+                return step_fail("join the unpacker's cgroup");
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                return step_fail("parent death signal");
+        if (set_limit(RLIMIT_NOFILE, SH_UNPACK_MAX_DEPTH + 32) < 0 || set_limit(RLIMIT_CORE, 0) < 0)
+                return step_fail("set limits");
+        /* The top directory, then everything below it; readable by every sandbox uid. */
+        if (fchown(FIN_STAGE, 0, 0) < 0 || fchmod(FIN_STAGE, 0755) < 0)
+                return child_fail("this host could not hand the bundle to root: %s",
+                                  strerror(errno));
+        return chown_tree(FIN_STAGE, 0);
+}
