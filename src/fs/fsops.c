@@ -24,8 +24,7 @@
 #define TMPNAME_TRIES 16
 /* remove_tree keeps at most this many directory levels open; deeper subtrees are moved up
  * (see rm_contents), so fd use is bounded whatever depth a sandbox builds. */
-#define RM_MAX_OPEN   64
-#define RM_MAX_PASSES 4096
+#define RM_MAX_OPEN 64
 
 static bool is_absent(int r)
 {
@@ -503,13 +502,16 @@ static void rm_fail(sh_error **err, int *first, int errnum, const char *what, co
  * opens relative to directory fds we hold: no link is ever followed and no path is looked up
  * twice. At most RM_MAX_OPEN levels are open at once; a directory deeper than that is moved
  * (renamed) up into `topfd` under a random name and removed in a later pass, so a
- * pathologically deep tree costs passes, never unbounded fds or stack. */
+ * pathologically deep tree costs passes, never unbounded fds or stack. The passes have no
+ * cap: a cap would leave any tree deeper than cap * RM_MAX_OPEN on disk for good. They end
+ * because each pass that moves a subtree brings it RM_MAX_OPEN - 1 levels closer to the top
+ * (and removes what it climbed through), so a tree of depth D takes about D / 63 passes. */
 static void rm_contents(int topfd, sh_error **err, int *first)
 {
         rm_level lv[RM_MAX_OPEN];
         bool moved = true;
 
-        for (int pass = 0; moved && pass < RM_MAX_PASSES; pass++) {
+        while (moved) {
                 size_t depth;
                 int fd0;
 

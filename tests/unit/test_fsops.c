@@ -1232,6 +1232,25 @@ START_TEST(test_walk_never_follows_a_link_even_to_the_level_itself)
 }
 END_TEST
 
+START_TEST(test_remove_tree_of_a_chain_deeper_than_the_fd_limit)
+{
+        /* 3000 levels under a limit of 80 fds: the remover keeps RM_MAX_OPEN (64) at most. */
+        struct rlimit old, low = {.rlim_cur = 80};
+        sh_error *err = NULL;
+        int dfd = open(tp("ws"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+        make_chain("deep", 3000, "d", 100);
+        ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+        low.rlim_max = old.rlim_max;
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+        ck_assert_int_eq(sh_fs_remove_tree(dfd, "deep", &err), 0);
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+        ck_assert_ptr_null(err);
+        ck_assert_int_eq(count_entries(tp("ws")), 0);
+        close(dfd);
+}
+END_TEST
+
 /* ---- the race ----------------------------------------------------------------------- */
 
 /* A child swaps ws/d between a real directory and links that point out of the workspace
@@ -1443,6 +1462,7 @@ static Suite *fsops_suite(void)
                 tcase_add_test(t, test_walk_never_enters_a_directory_swapped_in_for_a_closed_level);
                 tcase_add_test(t, test_walk_never_follows_a_link_swapped_in_for_a_closed_level);
                 tcase_add_test(t, test_walk_never_follows_a_link_even_to_the_level_itself);
+                tcase_add_test(t, test_remove_tree_of_a_chain_deeper_than_the_fd_limit);
                 suite_add_tcase(s, t);
         }
 
