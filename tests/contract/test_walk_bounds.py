@@ -5,7 +5,9 @@ sandbox builds (CONTRACT.md section 3 keeps its exact results).
   lowered to LIMIT: a walker holding one fd per level would run out at depth ~100 (and, with
   the default limit, took the daemon to 19,998 of 20,000 fds, so other sandboxes' exec,
   upload and download got 503). The results must be exact, the daemon's fd count must stay
-  near its baseline, and a neighbour sandbox keeps working during and after.
+  near its baseline, and a neighbour sandbox keeps working during and after. A walk whose
+  client stops reading sits paused deep in a chain for as long as the connection lasts: it
+  must hold a few fds there, not one per level.
 - 300,000 hard links in one directory and 300,000 empty directories: every visited entry is
   charged to a slice and no directory is read and sorted in one go, so /healthz keeps
   answering within PROBE_TIMEOUT (a call timeout: a probe that does not answer in time
@@ -23,6 +25,7 @@ and unmounted afterwards; trees are planted by the test as root under {root}/{ri
 import json
 import os
 import resource
+import socket
 import subprocess
 import tempfile
 import threading
@@ -118,25 +121,26 @@ class Neighbour(threading.Thread):
         self.rounds = 0
 
     def run(self):
-        i = 0
         while not self.stop.is_set():
-            i += 1
-            data = b"neighbour-%d" % i
-            try:
-                r = self.sb.put("n.txt", data, timeout=10)
-                if r.status != 204:
-                    self.failures.append(("upload", r.status, r.body[:200]))
-                r = self.sb.get("n.txt", timeout=10)
-                if r.status != 200 or r.body != data:
-                    self.failures.append(("download", r.status, r.body[:200]))
-                r = self.sb.c.post(self.sb.base + "/exec", body={"cmd": ["cat", "n.txt"]},
-                                   timeout=10)
-                frames = [json.loads(ln) for ln in r.body.splitlines() if ln.strip()]
-                if r.status != 200 or not frames or frames[-1].get("exit") != 0:
-                    self.failures.append(("exec", r.status, r.body[:200]))
-            except OSError as e:
-                self.failures.append(("error", repr(e)))
-            self.rounds += 1
+            self.run_once()
+
+    def run_once(self):
+        data = b"neighbour-%d" % (self.rounds + 1)
+        try:
+            r = self.sb.put("n.txt", data, timeout=10)
+            if r.status != 204:
+                self.failures.append(("upload", r.status, r.body[:200]))
+            r = self.sb.get("n.txt", timeout=10)
+            if r.status != 200 or r.body != data:
+                self.failures.append(("download", r.status, r.body[:200]))
+            r = self.sb.c.post(self.sb.base + "/exec", body={"cmd": ["cat", "n.txt"]},
+                               timeout=10)
+            frames = [json.loads(ln) for ln in r.body.splitlines() if ln.strip()]
+            if r.status != 200 or not frames or frames[-1].get("exit") != 0:
+                self.failures.append(("exec", r.status, r.body[:200]))
+        except OSError as e:
+            self.failures.append(("error", repr(e)))
+        self.rounds += 1
 
 
 class FdSampler(threading.Thread):
@@ -210,6 +214,67 @@ def test_disk_usage_of_a_20000_deep_chain_is_exact_with_few_fds_and_neighbours_u
     assert not n.failures, n.failures[:5]
     assert n.rounds >= 2
     assert extra <= FD_SLACK, "the daemon held %d more fds during disk-usage" % extra
+
+
+STALL_DEEP = 60       # levels of a chain a stalled walk sits at the bottom of (< LIMIT)
+STALL_FILES = 40_000  # files at its bottom: ~8 MB of answer, more than the socket buffers
+
+
+def settled_fd_count(pid, timeout=10.0):
+    """The daemon's fd count once it has stopped changing (5 equal samples 50 ms apart)."""
+    deadline = time.monotonic() + timeout
+    last, same = None, 0
+    while time.monotonic() < deadline:
+        n = fd_count(pid)
+        same = same + 1 if n == last else 0
+        if same >= 5:
+            return n
+        last = n
+        time.sleep(0.05)
+    return fd_count(pid)
+
+
+def test_a_stalled_walk_deep_in_a_chain_holds_few_fds_and_neighbours_keep_working(d):
+    """A client that asks for a walk and stops reading leaves the walker paused where it is,
+    for as long as the connection lasts: here at the bottom of a STALL_DEEP-level chain. One
+    fd per level would be STALL_DEEP fds held (the issue: 19,998 of 20,000)."""
+    attacker, neighbour = d.sandbox(), d.sandbox()
+    pid = d.proc.pid
+    sock = None
+    try:
+        top = d.ws(attacker.rid) / "stall"
+        os.mkdir(top)
+        plant_chain(str(top), STALL_DEEP)
+        bottom = os.open(str(top), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for _ in range(STALL_DEEP):
+                nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=bottom)
+                os.close(bottom)
+                bottom = nfd
+            for i in range(STALL_FILES):
+                os.close(os.open("%s%05d" % ("f" * 60, i), os.O_WRONLY | os.O_CREAT, 0o644,
+                                 dir_fd=bottom))
+        finally:
+            os.close(bottom)
+        base = settled_fd_count(pid)
+        sock = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"GET %s/walk?root=stall HTTP/1.1\r\nHost: x\r\n\r\n"
+                     % attacker.base.encode())
+        assert sock.recv(16).startswith(b"HTTP/1.1 200"), "no walk answer"
+        held = settled_fd_count(pid) - base  # the walk's socket and walker, paused
+        n = Neighbour(neighbour)
+        n.run_once()  # one round, in this thread, while the walk is paused
+        assert not n.failures, n.failures
+        assert held >= 2, "the walk is not paused (its socket and root fd are gone)"
+        assert held <= 12, "a paused walk holds %d fds" % held
+    finally:
+        if sock:
+            sock.close()
+        attacker.delete()
+        neighbour.delete()
+    assert wait_until(lambda: fd_count(pid) <= base + 2, timeout=10), \
+        "fds not released after the stalled walk: %d above" % (fd_count(pid) - base)
 
 
 def sanitized():
