@@ -688,9 +688,10 @@ typedef struct walk_run {
 typedef struct walk_level {
         walk_run **heap; /* runs not yet exhausted, a min-heap on each run's next entry */
         uint32_t nheap, heapcap;
-        int fd;      /* -1 while outside the window of open levels */
-        bool listed; /* getdents64 reached the end */
-        dev_t dev;   /* identity recorded when first entered; every reopen must match it */
+        int fd;       /* -1 while outside the window of open levels */
+        bool listed;  /* getdents64 reached the end */
+        bool visited; /* an entry was taken: w->path holds its name after plen */
+        dev_t dev;    /* identity recorded when first entered; every reopen must match it */
         ino_t ino;
         size_t plen; /* bytes of the path prefix ("root/dir/") for this level's entries */
 } walk_level;
@@ -1057,18 +1058,25 @@ static int walk_visit(sh_fs_walker *w, sh_fs_entry *ret, sh_error **err)
         const char *e = walk_run_head(run);
         size_t nl = (unsigned char)e[1], plen = l->plen;
         char type = e[0], *name;
+        bool again;
         struct stat st;
         int fd, r;
 
         if (grow(&w->path, &w->path_cap, plen + nl + 2, 1) < 0)
                 return sh_error_make(err, ENOMEM, "walk");
         name = w->path + plen;
+        /* A directory listed while a sandbox renames entries in it can show a name in two
+         * getdents64 buffers; the merge puts both copies next to each other: visit one. */
+        again = l->visited && strcspn(name, "/") == nl && memcmp(name, e + 2, nl) == 0;
         memcpy(name, e + 2, nl + 1);
+        l->visited = true;
         if (++run->next == run->n) {
                 l->heap[0] = l->heap[--l->nheap];
                 free(run);
         }
         walk_heap_down(l, 0);
+        if (again)
+                return 0;
 
         if (type == 'f') {
                 if (fstatat(l->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
