@@ -90,7 +90,8 @@ typedef struct sh_fs_entry {
         nlink_t nlink;
 } sh_fs_entry;
 
-/* Directory levels a walker keeps open below its root (so at most this + 1 fds). */
+/* Directory levels a walker keeps open below its root (so this + 1 fds, one more for a
+ * moment while it climbs back to a level it had closed). */
 #define SH_FS_WALK_OPEN 8
 
 typedef struct sh_fs_walker sh_fs_walker;
