@@ -147,8 +147,12 @@ void sh_api_size(sh_request *r)
 
 /* ---- disk-usage: walked in slices so a huge workspace never stalls the loop ------------- */
 
-#define SLICE_ENTRIES 4096
-#define SLICE_NS      (5 * 1000 * 1000ULL)
+/* One slice of a walk between other work of the loop: at most SLICE_CALLS walker steps or
+ * SLICE_NS, whichever comes first. Each step is bounded by the walker (a few hundred entries
+ * read, stat'ed or skipped, whether they yield a file or not), so the slice is bounded by
+ * time and not by the shape of the tree. */
+#define SLICE_CALLS 4096
+#define SLICE_NS    (5 * 1000 * 1000ULL)
 
 typedef struct du_job {
         sh_fs_walker *w;
@@ -179,11 +183,11 @@ static bool du_slice(sh_request *r)
         int k;
 
         while ((k = sh_fs_walk_next(j->w, &e, &err)) > 0) {
-                if (sh_fs_usage_add(j->u, &e) < 0) {
+                if (k == 1 && sh_fs_usage_add(j->u, &e) < 0) {
                         sh_reply_errorf(r, 500, "Internal", "out of memory");
                         return true;
                 }
-                if (++n >= SLICE_ENTRIES || sh_now_ns() - start > SLICE_NS)
+                if (++n >= SLICE_CALLS || sh_now_ns() - start > SLICE_NS)
                         return false;
         }
         if (k < 0) {
@@ -239,20 +243,56 @@ void sh_api_disk_usage(sh_request *r)
 
 /* ---- walk: streamed as it is walked; memory bounded by the walker, not the tree -------- */
 
+/* Each call of the content reader walks one slice at most (as disk-usage does). A slice that
+ * found nothing to send (skipped entries, empty directories) suspends the connection and
+ * resumes it from a loop timer, so other work runs in between: returning 0 without
+ * suspending would leave the connection unserved (MHD waits for socket activity). */
 typedef struct walk_stream {
+        unsigned refs; /* the request (hstate) and the response (reader cls) */
+        sh_request *r; /* NULL once the request is gone */
+        sh_loop *loop;
+        sh_timer *t; /* pending resume, or NULL */
         sh_fs_walker *w;
         sh_buf b;  /* encoded bytes not yet handed to MHD */
         int phase; /* 0: header, 1: entries, 2: footer written */
         bool first;
 } walk_stream;
 
-static void walk_stream_free(void *cls)
+static void walk_stream_unref(walk_stream *ws)
 {
-        walk_stream *ws = cls;
-
+        if (--ws->refs > 0)
+                return;
         sh_fs_walk_free(ws->w);
         sh_buf_done(&ws->b);
         free(ws);
+}
+
+static void walk_stream_free(void *cls)
+{
+        walk_stream_unref(cls);
+}
+
+static void walk_request_gone(sh_request *r, bool aborted)
+{
+        walk_stream *ws = r->hstate;
+
+        sh_loop_cancel_timer(ws->loop, ws->t);
+        ws->t = NULL;
+        ws->r = NULL;
+        r->hstate = NULL;
+        walk_stream_unref(ws);
+}
+
+static void walk_resume(sh_loop *l, sh_timer *t, void *data)
+{
+        walk_stream *ws = data;
+
+        ws->t = NULL; /* the loop frees a fired timer */
+        if (ws->r && ws->r->suspended) {
+                ws->r->suspended = false;
+                MHD_resume_connection(ws->r->conn);
+                sh_server_kick(ws->r->srv);
+        }
 }
 
 static int ws_append_entry(walk_stream *ws, const sh_fs_entry *e)
@@ -274,12 +314,59 @@ static int ws_append_entry(walk_stream *ws, const sh_fs_entry *e)
         return 0;
 }
 
+/* Suspend until the next loop iteration: a slice found nothing to send yet. */
+static ssize_t walk_yield(walk_stream *ws)
+{
+        if (!ws->r)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        ws->t = sh_loop_add_timer(ws->loop, 0, walk_resume, ws);
+        if (!ws->t)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        ws->r->suspended = true;
+        MHD_suspend_connection(ws->r->conn);
+        return 0;
+}
+
+/* Encode entries into ws->b, about as much as MHD asked for, in one slice at most; the
+ * footer (or a cut) when the walk is over. Returns 0, or an MHD end code. */
+static ssize_t walk_slice(walk_stream *ws, size_t max)
+{
+        uint64_t start = sh_now_ns();
+        sh_error *err = NULL;
+        unsigned calls = 0;
+        sh_fs_entry e;
+        int k;
+
+        while ((k = sh_fs_walk_next(ws->w, &e, &err)) > 0) {
+                if (k == 1 && ws_append_entry(ws, &e) < 0)
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                if (ws->b.len >= max || ++calls >= SLICE_CALLS || sh_now_ns() - start > SLICE_NS)
+                        return 0;
+        }
+        if (k < 0) {
+                /* The status line is gone already: cut the stream, so the client sees
+                 * invalid JSON, never a short list. */
+                log_warn("walk-failed", NULL, "%s", err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (sh_buf_reserve(&ws->b, 4) < 0)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        memcpy(ws->b.p + ws->b.len, "]}", 2);
+        ws->b.len += 2;
+        ws->phase = 2;
+        return 0;
+}
+
 static ssize_t walk_reader(void *cls, uint64_t pos, char *out, size_t max)
 {
         walk_stream *ws = cls;
+        bool sliced = false; /* one slice of walking per call, so every call is bounded */
         size_t copied = 0;
 
         for (;;) {
+                ssize_t k;
+
                 if (ws->b.off < ws->b.len) {
                         size_t n = ws->b.len - ws->b.off;
 
@@ -293,39 +380,23 @@ static ssize_t walk_reader(void *cls, uint64_t pos, char *out, size_t max)
                         continue;
                 }
                 ws->b.off = ws->b.len = 0;
+                if (ws->phase == 2 || sliced) {
+                        if (copied)
+                                return (ssize_t)copied;
+                        return ws->phase == 2 ? MHD_CONTENT_READER_END_OF_STREAM : walk_yield(ws);
+                }
                 if (ws->phase == 0) {
                         if (sh_buf_reserve(&ws->b, 16) < 0)
                                 return MHD_CONTENT_READER_END_WITH_ERROR;
                         memcpy(ws->b.p, "{\"entries\":[", 12);
                         ws->b.len = 12;
                         ws->phase = 1;
-                } else if (ws->phase == 1) {
-                        sh_error *err = NULL;
-                        sh_fs_entry e;
-                        int k = 0;
-
-                        /* Encode a batch of entries, about as much as MHD asked for. */
-                        while (ws->b.len < max && (k = sh_fs_walk_next(ws->w, &e, &err)) > 0)
-                                if (ws_append_entry(ws, &e) < 0)
-                                        return MHD_CONTENT_READER_END_WITH_ERROR;
-                        if (ws->b.len < max) {
-                                if (k < 0) {
-                                        /* The status line is gone already: cut the stream, so
-                                         * the client sees invalid JSON, never a short list. */
-                                        log_warn("walk-failed", NULL, "%s",
-                                                 err && err->msg ? err->msg : "");
-                                        sh_error_release(&err);
-                                        return MHD_CONTENT_READER_END_WITH_ERROR;
-                                }
-                                if (sh_buf_reserve(&ws->b, 4) < 0)
-                                        return MHD_CONTENT_READER_END_WITH_ERROR;
-                                memcpy(ws->b.p + ws->b.len, "]}", 2);
-                                ws->b.len += 2;
-                                ws->phase = 2;
-                        }
-                } else {
-                        return copied ? (ssize_t)copied : MHD_CONTENT_READER_END_OF_STREAM;
+                        continue;
                 }
+                sliced = true;
+                k = walk_slice(ws, max - copied);
+                if (k != 0)
+                        return k;
         }
 }
 
@@ -343,9 +414,11 @@ void sh_api_walk(sh_request *r)
                 sh_reply_errorf(r, 500, "Internal", "out of memory");
                 return;
         }
+        ws->refs = 1;
         ws->first = true;
+        ws->loop = sh_server_loop(r->srv);
         if (sh_fs_walk_open(r->sb->wsfd, root, &ws->w, &err) < 0) {
-                walk_stream_free(ws);
+                walk_stream_unref(ws);
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -353,10 +426,15 @@ void sh_api_walk(sh_request *r)
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, walk_reader, ws,
                                                  walk_stream_free);
         if (!resp) {
-                walk_stream_free(ws);
+                walk_stream_unref(ws);
                 sh_reply_errorf(r, 500, "Internal", "cannot create the response");
                 return;
         }
+        /* from here the response holds one reference and the request the other */
+        ws->refs = 2;
+        ws->r = r;
+        r->hstate = ws;
+        r->hstate_free = walk_request_gone;
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
         sh_reply(r, 200, resp);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -721,6 +722,16 @@ END_TEST
 
 /* ---- walk and disk usage ------------------------------------------------------------ */
 
+/* The next file of the walk, over the bounded steps that found none (SH_FS_WALK_AGAIN). */
+static int walk_next(sh_fs_walker *w, sh_fs_entry *e, sh_error **err)
+{
+        int r;
+
+        while ((r = sh_fs_walk_next(w, e, err)) == SH_FS_WALK_AGAIN)
+                ;
+        return r;
+}
+
 static int walk_all(const char *root, char out[][64], int max)
 {
         sh_fs_walker *w = NULL;
@@ -729,7 +740,7 @@ static int walk_all(const char *root, char out[][64], int max)
         int n = 0, r;
 
         ck_assert_int_eq(sh_fs_walk_open(rootfd, root, &w, &err), 0);
-        while ((r = sh_fs_walk_next(w, &e, &err)) == 1) {
+        while ((r = walk_next(w, &e, &err)) == 1) {
                 ck_assert_int_lt(n, max);
                 snprintf(out[n++], 64, "%s", e.path);
         }
@@ -823,12 +834,12 @@ START_TEST(test_walk_reports_size_and_mtime_ns)
         write_file(tp("ws/f"), "12345");
         ck_assert_int_eq(utimensat(AT_FDCWD, tp("ws/f"), ts, 0), 0);
         ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
-        ck_assert_int_eq(sh_fs_walk_next(w, &e, &err), 1);
+        ck_assert_int_eq(walk_next(w, &e, &err), 1);
         ck_assert_str_eq(e.path, "f");
         ck_assert_uint_eq(e.size, 5);
         ck_assert_int_eq(e.mtime_ns, 1700000000123456789LL);
         ck_assert_uint_eq(e.nlink, 1);
-        ck_assert_int_eq(sh_fs_walk_next(w, &e, &err), 0);
+        ck_assert_int_eq(walk_next(w, &e, &err), 0);
         sh_fs_walk_free(w);
 }
 END_TEST
@@ -845,14 +856,14 @@ START_TEST(test_walk_skips_entries_removed_mid_walk)
         write_file(tp("ws/d/c"), "");
         write_file(tp("ws/e"), "");
         ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
-        ck_assert_int_eq(sh_fs_walk_next(w, &e, &err), 1);
+        ck_assert_int_eq(walk_next(w, &e, &err), 1);
         ck_assert_str_eq(e.path, "a");
         ck_assert_int_eq(unlink(tp("ws/b")), 0);
         ck_assert_int_eq(unlink(tp("ws/d/c")), 0);
         ck_assert_int_eq(rmdir(tp("ws/d")), 0);
-        ck_assert_int_eq(sh_fs_walk_next(w, &e, &err), 1);
+        ck_assert_int_eq(walk_next(w, &e, &err), 1);
         ck_assert_str_eq(e.path, "e");
-        ck_assert_int_eq(sh_fs_walk_next(w, &e, &err), 0);
+        ck_assert_int_eq(walk_next(w, &e, &err), 0);
         sh_fs_walk_free(w);
 }
 END_TEST
@@ -871,7 +882,7 @@ START_TEST(test_walk_many_files_in_order)
                         write_file(tp("ws/d%d/f%d", d, f), "x");
         }
         ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
-        while ((r = sh_fs_walk_next(w, &e, &err)) == 1) {
+        while ((r = walk_next(w, &e, &err)) == 1) {
                 ck_assert_int_lt(strcmp(prev, e.path), 0);
                 snprintf(prev, sizeof(prev), "%s", e.path);
                 n++;
@@ -896,7 +907,7 @@ START_TEST(test_usage_counts_hard_linked_inode_once)
         ck_assert_int_eq(link(tp("ws/a"), tp("ws/a2")), 0);
         ck_assert_int_eq(link(tp("ws/a"), tp("ws/a3")), 0);
         ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
-        while ((r = sh_fs_walk_next(w, &e, &err)) == 1)
+        while ((r = walk_next(w, &e, &err)) == 1)
                 ck_assert_int_eq(sh_fs_usage_add(u, &e), 0);
         ck_assert_int_eq(r, 0);
         ck_assert_uint_eq(sh_fs_usage_bytes(u), 13);
@@ -916,6 +927,327 @@ START_TEST(test_usage_set_grows_past_many_linked_inodes)
         }
         ck_assert_uint_eq(sh_fs_usage_bytes(u), 5000);
         sh_fs_usage_free(u);
+}
+END_TEST
+
+/* ---- walk: bounded fds and steps, identity checks when climbing back ---------------- */
+
+static int count_fds(void)
+{
+        return count_entries("/proc/self/fd") - 1; /* minus the one opendir holds */
+}
+
+/* A chain below ws/`top`: `depth` levels, each one a directory `name` in the level above,
+ * made relative to fds (the full path outgrows PATH_MAX). Level k holds a file "z" of k + 1
+ * bytes when `every` divides k, and the bottom level always does. */
+static void make_chain(const char *top, int depth, const char *name, int every)
+{
+        int cur = open(tp("ws"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        ck_assert_int_ge(cur, 0);
+        for (int k = 0; k <= depth; k++) {
+                const char *nm = k == 0 ? top : name;
+                int next;
+
+                ck_assert_int_eq(mkdirat(cur, nm, 0755), 0);
+                next = openat(cur, nm, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                ck_assert_int_ge(next, 0);
+                close(cur);
+                cur = next;
+                if (k % every == 0 || k == depth) {
+                        char data[64] = {0};
+                        int f = openat(cur, "z", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+                        ck_assert_int_ge(f, 0);
+                        ck_assert_int_eq(write(f, data, (size_t)(k % 64) + 1), (k % 64) + 1);
+                        close(f);
+                }
+        }
+        close(cur);
+}
+
+/* "c" followed by k times "/n": level k of a chain made by make_chain("c", ..., "n", ...) */
+static const char *chain_path(int k, const char *leaf)
+{
+        static char buf[2][512];
+        static unsigned i;
+        char *b = buf[i++ % 2];
+        int n = snprintf(b, sizeof(buf[0]), "c");
+
+        for (int j = 0; j < k; j++)
+                n += snprintf(b + n, sizeof(buf[0]) - (size_t)n, "/n");
+        if (leaf)
+                snprintf(b + n, sizeof(buf[0]) - (size_t)n, "/%s", leaf);
+        return b;
+}
+
+START_TEST(test_walk_chain_deeper_than_the_fd_limit_uses_few_fds)
+{
+        /* 3000 levels under a limit of 64 fds: a walker holding a level per fd would die of
+         * EMFILE at depth ~60; this one holds the root and SH_FS_WALK_OPEN levels. */
+        struct rlimit old, low;
+        sh_fs_walker *w = NULL;
+        sh_error *err = NULL;
+        static char prev[8192];
+        int base, n = 0, r, most = 0;
+        sh_fs_entry e;
+
+        make_chain("deep", 3000, "d", 100);
+        ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+        low = (struct rlimit){.rlim_cur = 64, .rlim_max = old.rlim_max};
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+        base = count_fds();
+        prev[0] = '\0';
+        ck_assert_int_eq(sh_fs_walk_open(rootfd, "deep", &w, &err), 0);
+        while ((r = walk_next(w, &e, &err)) == 1) {
+                int fds = count_fds();
+
+                most = fds > most ? fds : most;
+                /* "d/" < "z": the deepest file first, then one per 100 levels upwards */
+                ck_assert_int_lt(strcmp(prev, e.path), 0);
+                ck_assert_uint_lt(strlen(e.path), sizeof(prev));
+                snprintf(prev, sizeof(prev), "%s", e.path);
+                n++;
+        }
+        ck_assert_msg(r == 0, "walk failed: %s", err ? err->msg : "?");
+        sh_fs_walk_free(w);
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+        ck_assert_int_eq(n, 31); /* levels 0, 100, ..., 3000 */
+        ck_assert_str_eq(prev, "deep/z");
+        ck_assert_int_le(most - base, SH_FS_WALK_OPEN + 1);
+}
+END_TEST
+
+START_TEST(test_walk_charges_empty_dirs_and_skipped_entries_to_its_steps)
+{
+        /* Nothing to yield for 3000 empty directories and 3000 links: the walker must still
+         * come back to its caller now and then (SH_FS_WALK_AGAIN), not grind through them
+         * in one call. */
+        sh_fs_walker *w = NULL;
+        sh_error *err = NULL;
+        int again = 0, r;
+        sh_fs_entry e;
+
+        ck_assert_int_eq(mkdir(tp("ws/e"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/l"), 0755), 0);
+        for (int i = 0; i < 3000; i++) {
+                ck_assert_int_eq(mkdir(tp("ws/e/%04d", i), 0755), 0);
+                ck_assert_int_eq(symlink("x", tp("ws/l/%04d", i)), 0);
+        }
+        write_file(tp("ws/z"), "x");
+        ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
+        while ((r = sh_fs_walk_next(w, &e, &err)) == SH_FS_WALK_AGAIN)
+                again++;
+        ck_assert_int_eq(r, 1);
+        ck_assert_str_eq(e.path, "z");
+        ck_assert_int_eq(walk_next(w, &e, &err), 0);
+        sh_fs_walk_free(w);
+        /* 3000 directories cost at least 4 steps each (enter, read, end, leave) */
+        ck_assert_int_ge(again, 3000 * 4 / 256);
+}
+END_TEST
+
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+START_TEST(test_walk_wide_directory_is_merged_in_bytewise_order)
+{
+        /* 20,000 names made in a scrambled order fill many getdents64 buffers: each one is
+         * sorted on its own and the level merges them. Files "NNNNN", "NNNNN-y" and
+         * directories "NNNNN" holding "x" interleave as "NNNNN-y" < "NNNNN/x" < "NNNNN0". */
+        enum { N = 20000 };
+        static char *want[2 * N];
+        sh_fs_walker *w = NULL;
+        sh_error *err = NULL;
+        int nw = 0, n = 0, r;
+        sh_fs_entry e;
+
+        ck_assert_int_eq(mkdir(tp("ws/w"), 0755), 0);
+        for (int k = 0; k < N; k++) {
+                int i = (int)(((long)k * 7919) % N); /* 7919 is prime: a permutation */
+                char rel[64];
+
+                if (i % 7 == 0) {
+                        ck_assert_int_eq(mkdir(tp("ws/w/%05d", i), 0755), 0);
+                        write_file(tp("ws/w/%05d/x", i), "");
+                        snprintf(rel, sizeof(rel), "w/%05d/x", i);
+                } else {
+                        write_file(tp("ws/w/%05d", i), "");
+                        snprintf(rel, sizeof(rel), "w/%05d", i);
+                }
+                want[nw++] = strdup(rel);
+                if (i % 11 == 0) {
+                        write_file(tp("ws/w/%05d-y", i), "");
+                        snprintf(rel, sizeof(rel), "w/%05d-y", i);
+                        want[nw++] = strdup(rel);
+                }
+        }
+        qsort(want, (size_t)nw, sizeof(want[0]), cmp_str);
+        ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
+        while ((r = walk_next(w, &e, &err)) == 1) {
+                ck_assert_int_lt(n, nw);
+                ck_assert_str_eq(e.path, want[n]);
+                n++;
+        }
+        ck_assert_int_eq(r, 0);
+        ck_assert_int_eq(n, nw);
+        sh_fs_walk_free(w);
+        for (int i = 0; i < nw; i++)
+                free(want[i]);
+}
+END_TEST
+
+/* The swap tests below use a chain c/n/n/... of SWAP_DEPTH levels, level k holding "z" of
+ * k + 1 bytes, walked from "c". "n/" < "z", so the first file is the deepest: then the walker
+ * sits at the bottom with only the root and the last SH_FS_WALK_OPEN levels open. A sandbox
+ * process then moves levels around; every "z" the walk reports afterwards must be the one
+ * of its own level (its size says which), never one from a replacement or from outside. */
+#define SWAP_DEPTH (4 * SH_FS_WALK_OPEN)
+#define SWAP_MOVED (SWAP_DEPTH - SH_FS_WALK_OPEN - 4) /* closed when the walk is at the bottom */
+#define SWAP_LEVEL (SWAP_MOVED - 5)                   /* closed as well, above it */
+
+static sh_fs_walker *swap_walk_to_bottom(void)
+{
+        sh_fs_walker *w = NULL;
+        sh_error *err = NULL;
+        sh_fs_entry e;
+
+        make_chain("c", SWAP_DEPTH, "n", 1);
+        ck_assert_int_eq(sh_fs_walk_open(rootfd, "c", &w, &err), 0);
+        ck_assert_int_eq(walk_next(w, &e, &err), 1);
+        ck_assert_str_eq(e.path, chain_path(SWAP_DEPTH, "z"));
+        ck_assert_uint_eq(e.size, SWAP_DEPTH % 64 + 1);
+        return w;
+}
+
+/* Walk on; the levels reported must be exactly `want` (deepest first), -1 terminated. */
+static void swap_expect(sh_fs_walker *w, const int *want)
+{
+        sh_error *err = NULL;
+        sh_fs_entry e;
+        int i = 0, r;
+
+        while ((r = walk_next(w, &e, &err)) == 1) {
+                ck_assert_msg(want[i] >= 0, "unexpected '%s' (%llu bytes)", e.path,
+                              (unsigned long long)e.size);
+                ck_assert_str_eq(e.path, chain_path(want[i], "z"));
+                ck_assert_uint_eq(e.size, want[i] % 64 + 1);
+                i++;
+        }
+        ck_assert_int_eq(r, 0);
+        ck_assert_msg(want[i] < 0, "level %d missing", want[i]);
+        sh_fs_walk_free(w);
+}
+
+/* A decoy "z" of 999 bytes, and a "n/z" below it, in directory `dir` (below tdir). */
+static void plant_decoy(const char *dir)
+{
+        char big[1000];
+
+        memset(big, 'X', 999);
+        big[999] = '\0';
+        write_file(tp("%s/z", dir), big);
+        ck_assert_int_eq(mkdir(tp("%s/n", dir), 0755), 0);
+        write_file(tp("%s/n/z", dir), big);
+}
+
+START_TEST(test_walk_climbing_back_checks_the_identity_of_the_parent)
+{
+        /* Level SWAP_MOVED (and everything below it, where the walker is) moves to ws/away:
+         * ".." of it is now ws, which holds a decoy "z". The walker must notice that ws is
+         * not the level it left, reopen that level by name from the root and go on there. */
+        sh_fs_walker *w = swap_walk_to_bottom();
+        int want[SWAP_DEPTH + 2], n = 0;
+
+        ck_assert_int_eq(rename(tp("ws/%s", chain_path(SWAP_MOVED, NULL)), tp("ws/away")), 0);
+        plant_decoy("ws");
+        for (int k = SWAP_DEPTH - 1; k >= 0; k--)
+                want[n++] = k;
+        want[n] = -1;
+        swap_expect(w, want);
+}
+END_TEST
+
+/* Levels SWAP_MOVED..bottom move to ws/away, and level SWAP_LEVEL (with the levels down to
+ * SWAP_MOVED - 1) to ws/old, and `replace` puts something else at the name of SWAP_LEVEL.
+ * Climbing back, the walker reaches SWAP_MOVED through ".." (the very directories it
+ * entered, moved), then must reopen SWAP_MOVED - 1 by name and finds the replacement at
+ * SWAP_LEVEL: levels SWAP_LEVEL..SWAP_MOVED - 1 count as vanished, and the walk goes on
+ * above them, never inside the replacement. */
+static void swap_level_then_expect(void (*replace)(const char *at))
+{
+        sh_fs_walker *w = swap_walk_to_bottom();
+        int want[SWAP_DEPTH + 2], n = 0;
+
+        ck_assert_int_eq(rename(tp("ws/%s", chain_path(SWAP_MOVED, NULL)), tp("ws/away")), 0);
+        ck_assert_int_eq(rename(tp("ws/%s", chain_path(SWAP_LEVEL, NULL)), tp("ws/old")), 0);
+        plant_decoy("ws");
+        replace(tp("ws/%s", chain_path(SWAP_LEVEL, NULL)));
+        for (int k = SWAP_DEPTH - 1; k >= SWAP_MOVED; k--)
+                want[n++] = k;
+        for (int k = SWAP_LEVEL - 1; k >= 0; k--)
+                want[n++] = k;
+        want[n] = -1;
+        swap_expect(w, want);
+}
+
+static void replace_with_dir(const char *at)
+{
+        char rel[600];
+
+        ck_assert_int_eq(mkdir(at, 0755), 0);
+        snprintf(rel, sizeof(rel), "%s", at + strlen(tdir) + 1);
+        plant_decoy(rel);
+}
+
+static void replace_with_link_outside(const char *at)
+{
+        plant_decoy("outside");
+        ck_assert_int_eq(symlink(tp("outside"), at), 0);
+}
+
+static void replace_with_link_to_the_level_itself(const char *at)
+{
+        /* the very directory the walk entered, now at ws/old: still a link, not followed */
+        ck_assert_int_eq(symlink(tp("ws/old"), at), 0);
+}
+
+START_TEST(test_walk_never_enters_a_directory_swapped_in_for_a_closed_level)
+{
+        swap_level_then_expect(replace_with_dir);
+}
+END_TEST
+
+START_TEST(test_walk_never_follows_a_link_swapped_in_for_a_closed_level)
+{
+        swap_level_then_expect(replace_with_link_outside);
+}
+END_TEST
+
+START_TEST(test_walk_never_follows_a_link_even_to_the_level_itself)
+{
+        swap_level_then_expect(replace_with_link_to_the_level_itself);
+}
+END_TEST
+
+START_TEST(test_remove_tree_of_a_chain_deeper_than_the_fd_limit)
+{
+        /* 3000 levels under a limit of 80 fds: the remover keeps RM_MAX_OPEN (64) at most. */
+        struct rlimit old, low = {.rlim_cur = 80};
+        sh_error *err = NULL;
+        int dfd = open(tp("ws"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+        make_chain("deep", 3000, "d", 100);
+        ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+        low.rlim_max = old.rlim_max;
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+        ck_assert_int_eq(sh_fs_remove_tree(dfd, "deep", &err), 0);
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+        ck_assert_ptr_null(err);
+        ck_assert_int_eq(count_entries(tp("ws")), 0);
+        close(dfd);
 }
 END_TEST
 
@@ -1016,7 +1348,7 @@ static void run_race(void)
                         sh_fs_walker *w = NULL;
                         sh_fs_entry e;
                         if (sh_fs_walk_open(rootfd, "d", &w, &err) == 0) {
-                                while (sh_fs_walk_next(w, &e, &err) == 1)
+                                while (walk_next(w, &e, &err) == 1)
                                         ;
                                 sh_fs_walk_free(w);
                         }
@@ -1123,6 +1455,14 @@ static Suite *fsops_suite(void)
                 tcase_add_test(t, test_walk_many_files_in_order);
                 tcase_add_test(t, test_usage_counts_hard_linked_inode_once);
                 tcase_add_test(t, test_usage_set_grows_past_many_linked_inodes);
+                tcase_add_test(t, test_walk_chain_deeper_than_the_fd_limit_uses_few_fds);
+                tcase_add_test(t, test_walk_charges_empty_dirs_and_skipped_entries_to_its_steps);
+                tcase_add_test(t, test_walk_wide_directory_is_merged_in_bytewise_order);
+                tcase_add_test(t, test_walk_climbing_back_checks_the_identity_of_the_parent);
+                tcase_add_test(t, test_walk_never_enters_a_directory_swapped_in_for_a_closed_level);
+                tcase_add_test(t, test_walk_never_follows_a_link_swapped_in_for_a_closed_level);
+                tcase_add_test(t, test_walk_never_follows_a_link_even_to_the_level_itself);
+                tcase_add_test(t, test_remove_tree_of_a_chain_deeper_than_the_fd_limit);
                 suite_add_tcase(s, t);
         }
 
