@@ -16,6 +16,11 @@ typedef struct sh_seccomp sh_seccomp;
 int sh_seccomp_build(sh_seccomp **ret, sh_error **err);
 void sh_seccomp_free(sh_seccomp *s);
 
+/* Export a filter built elsewhere with libseccomp (`ctx` is a scmp_filter_ctx: the root
+ * helpers' own filters, src/isolation/helper.c) into a new sh_seccomp. ctx stays the
+ * caller's. */
+int sh_seccomp_export(void *ctx, sh_seccomp **ret, sh_error **err);
+
 /* The exported program; valid while s lives (and in a forked child). */
 const struct sock_fprog *sh_seccomp_prog(const sh_seccomp *s);
 
