@@ -129,8 +129,10 @@ void sh_daemon_free(sh_daemon *d)
         if (!d)
                 return;
         sh_server_free(d->srv);
-        sh_manager_free(d->mgr); /* deletes what is left and waits for removals */
+        /* Persist jobs first (each thaws its sandbox and buries its helper cgroup through the
+         * manager, which must still exist), then the sandboxes. */
         sh_persist_shutdown(d->loop);
+        sh_manager_free(d->mgr); /* deletes what is left and waits for removals */
         sh_tools_shutdown(d->loop);
         sh_loop_free(d->loop);
         sh_close(d->stopfd);
