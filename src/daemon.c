@@ -129,11 +129,13 @@ void sh_daemon_free(sh_daemon *d)
         if (!d)
                 return;
         sh_server_free(d->srv);
-        /* Before the manager: the tool store's cgroups live in the manager's subtree. Running
-         * unpacks are killed; they report while the manager waits for every child. */
+        /* Persist jobs first (each thaws its sandbox and buries its helper cgroup through the
+         * manager, which must still exist); then the tool store, whose cgroups live in the
+         * manager's subtree (running unpacks are killed and report while the manager waits
+         * for every child); then the sandboxes. */
+        sh_persist_shutdown(d->loop);
         sh_tools_shutdown(d->loop);
         sh_manager_free(d->mgr); /* deletes what is left and waits for removals */
-        sh_persist_shutdown(d->loop);
         sh_loop_free(d->loop);
         sh_close(d->stopfd);
         free(d);

@@ -92,8 +92,32 @@ int sh_cgroup_attach(sh_cgroup *cg, pid_t pid, sh_error **err);
  * SIGKILL each, thaw; v1: freezer: freeze, SIGKILL each, always thaw). Does not wait. */
 int sh_cgroup_kill(sh_cgroup *cg, sh_error **err);
 
-/* Freeze or thaw (persist's quiet point); thaw is always safe to call. */
+/* Freeze or thaw cg and everything below it, waiting (bounded, blocking) for the freeze; thaw
+ * is always safe to call. */
 int sh_cgroup_freeze(sh_cgroup *cg, bool frozen, sh_error **err);
+
+/* --- a sandbox's own processes beside the root helpers working for it --- */
+
+/* A child cgroup whose name starts with this holds a root helper working for the cgroup's
+ * sandbox (rsync, a tree remover): its CPU, memory and pids count against the sandbox's
+ * limits, but it is no process of the sandbox. The freeze and kill of the sandbox's
+ * processes below spare it, so that a persist can freeze the sandbox and still run, and a
+ * deleted sandbox's rsync can still end gracefully (removing its temporary file). */
+#define SH_CG_HELPER_PREFIX "helper-"
+
+/* The sandbox's processes are those in cg itself and in every child cgroup of cg but the
+ * helpers'. Freezing them never blocks: _begin asks the kernel to freeze each such child,
+ * _poll tells whether all are frozen yet (and asks again: v1 retries tasks that were busy,
+ * and a child made since _begin is frozen too), _thaw thaws them (always safe, also after a
+ * failed _begin). cg itself must hold no process (a sandbox's never does: its worker is in
+ * "init"); else _begin fails with EBUSY. */
+int sh_cgroup_freeze_procs_begin(sh_cgroup *cg, sh_error **err);
+int sh_cgroup_freeze_procs_poll(sh_cgroup *cg, bool *ret_frozen, sh_error **err);
+int sh_cgroup_thaw_procs(sh_cgroup *cg, sh_error **err);
+
+/* Kill the sandbox's processes (as sh_cgroup_kill, per child cgroup), sparing the helpers.
+ * Does not wait. */
+int sh_cgroup_kill_procs(sh_cgroup *cg, sh_error **err);
 
 /* True when no process is left in cg or below. */
 int sh_cgroup_is_empty(sh_cgroup *cg, bool *ret, sh_error **err);

@@ -25,6 +25,9 @@ typedef struct sh_config {
         bool tool_insecure_http;     /* unsigned tools over plain http to any host */
         uint64_t persist_parallel;   /* rsyncs at once; the rest queue */
         uint64_t persist_timeout_ms; /* one rsync run at most, then killed */
+
+        uint64_t persist_io_timeout_ms; /* rsync --timeout: its longest wait for I/O */
+        uint64_t persist_max_bytes;     /* one job's source at most: apparent sizes, holes count */
 } sh_config;
 
 typedef enum {

@@ -37,6 +37,11 @@ typedef struct sh_seccomp_allow {
 int sh_seccomp_build_allowlist(const sh_seccomp_allow *rules, size_t n, int deny_errno,
                                sh_seccomp **ret, sh_error **err);
 
+/* Export a filter built elsewhere with libseccomp (`ctx` is a scmp_filter_ctx: the root
+ * helpers' own filters, src/isolation/helper.c) into a new sh_seccomp. ctx stays the
+ * caller's. */
+int sh_seccomp_export(void *ctx, sh_seccomp **ret, sh_error **err);
+
 /* The exported program; valid while s lives (and in a forked child). */
 const struct sock_fprog *sh_seccomp_prog(const sh_seccomp *s);
 

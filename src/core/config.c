@@ -68,6 +68,12 @@ static const opt options[] = {
          "rsync transfers (persist, restore) running at once; the rest queue"},
         {"SANDBOX_HOST_PERSIST_TIMEOUT_MS", T_MS, OFF(persist_timeout_ms), "3600000", 1000,
          604800000, "longest one rsync transfer may run before it is killed"},
+        {"SANDBOX_HOST_PERSIST_IO_TIMEOUT_MS", T_MS, OFF(persist_io_timeout_ms), "300000", 1000,
+         604800000, "longest rsync may wait for its own I/O (rsync --timeout, in seconds)"},
+        {"SANDBOX_HOST_PERSIST_MAX_BYTES", T_SIZE, OFF(persist_max_bytes), "64G", 1 << 20,
+         UINT64_MAX / 2,
+         "largest tree one persist or restore may read: the apparent sizes of its files "
+         "(sparse holes count); above it the job fails"},
         {"SANDBOX_HOST_TOOL_KEYS", T_OPT_PATH, OFF(tool_keys), NULL, 0, 0,
          "file of trusted ed25519 publisher keys, base64, one per line; when set, tool "
          "manifests must be signed"},

@@ -75,6 +75,12 @@ struct sh_cg_ops {
         int (*set_limits)(sh_cgroup *cg, const sh_cg_limits *lim, sh_error **err);
         int (*kill)(sh_cgroup *cg, sh_error **err);
         int (*freeze)(sh_cgroup *cg, bool frozen, sh_error **err);
+        /* The freezer of one directory of the freezer hierarchy (v1 "freezer", v2 the
+         * unified one), without waiting: ask for a freeze; ask again and tell whether it is
+         * complete (1) or not yet (0); thaw. 0/1 or -errno. */
+        int (*freeze_start)(int fd);
+        int (*freeze_check)(int fd);
+        int (*thaw)(int fd);
         int (*is_empty)(sh_cgroup *cg, bool *ret, sh_error **err);
         int (*oom_kills)(sh_cgroup *cg, uint64_t *ret, sh_error **err);
         /* Remove the (already emptied) subtree itself; v2 moves the daemon back first. */
@@ -112,6 +118,8 @@ int sh_cg_for_each_child(int dirfd, sh_cg_dir_cb cb, void *userdata);
  * (through a pidfd, so a recycled pid is never hit) that it still belongs to cg; never the
  * daemon itself. Returns how many were signalled, or -errno. */
 int sh_cg_kill_all_in(sh_cgroup *cg, size_t h);
+/* The same for the processes of cg's own directory in hierarchy h only (not below). */
+int sh_cg_kill_own_in(sh_cgroup *cg, size_t h);
 /* Sum of the `key` counter of file `name` over cg's directory in hierarchy h and below. */
 int sh_cg_sum_keyed(int dirfd, const char *name, const char *key, uint64_t *ret);
 

@@ -129,25 +129,46 @@ static int v1_set_limits(sh_cgroup *cg, const sh_cg_limits *lim, sh_error **err)
         return 0;
 }
 
-/* Write FROZEN and poll freezer.state until the kernel reports FROZEN (it says FREEZING while
- * a task has not reached the refrigerator yet, e.g. in an uninterruptible sleep). Writing
- * FROZEN again on each poll retries the tasks that were busy. -ETIMEDOUT after the bound. */
+static int v1_freeze_start(int fd)
+{
+        return sh_cg_write_file(fd, "freezer.state", "FROZEN");
+}
+
+/* The kernel says FREEZING while a task has not reached the refrigerator yet (e.g. in an
+ * uninterruptible sleep); writing FROZEN again retries the tasks that were busy. */
+static int v1_freeze_check(int fd)
+{
+        _cleanup_free_ char *state = NULL;
+        int k = sh_cg_read_file(fd, "freezer.state", SH_CG_SMALL_MAX, &state, NULL);
+
+        if (k < 0)
+                return k;
+        if (strncmp(state, "FROZEN", 6) == 0 && (state[6] == '\n' || !state[6]))
+                return 1;
+        k = v1_freeze_start(fd);
+        return k < 0 ? k : 0;
+}
+
+static int v1_thaw(int fd)
+{
+        return sh_cg_write_file(fd, "freezer.state", "THAWED");
+}
+
+/* Freeze and poll freezer.state until the kernel reports FROZEN. -ETIMEDOUT after the
+ * bound. Blocks the caller: for the short bounded waits of a kill and for tests; persist
+ * polls from a timer instead. */
 static int freeze_wait(int fd, uint64_t timeout_ms)
 {
         uint64_t deadline = sh_cg_now_ms() + timeout_ms;
         unsigned delay = 1;
+        int k = v1_freeze_start(fd);
 
+        if (k < 0)
+                return k;
         for (;;) {
-                _cleanup_free_ char *state = NULL;
-                int k = sh_cg_write_file(fd, "freezer.state", "FROZEN");
-
-                if (k < 0)
-                        return k;
-                k = sh_cg_read_file(fd, "freezer.state", SH_CG_SMALL_MAX, &state, NULL);
-                if (k < 0)
-                        return k;
-                if (strncmp(state, "FROZEN", 6) == 0 && (state[6] == '\n' || !state[6]))
-                        return 0;
+                k = v1_freeze_check(fd);
+                if (k != 0)
+                        return k < 0 ? k : 0;
                 if (sh_cg_now_ms() >= deadline)
                         return -ETIMEDOUT;
                 sh_cg_sleep_ms(delay);
@@ -164,7 +185,7 @@ static int v1_freeze(sh_cgroup *cg, bool frozen, sh_error **err)
         if (fd < 0)
                 return sh_error_make(err, ENOENT, "cgroup '%s' has no freezer", cg->relpath);
         if (!frozen) {
-                k = sh_cg_write_file(fd, "freezer.state", "THAWED");
+                k = v1_thaw(fd);
                 return k < 0 ? sh_error_make(err, -k, "cannot thaw cgroup '%s'", cg->relpath) : 0;
         }
         k = freeze_wait(fd, SH_CG_FREEZE_TIMEOUT_MS);
@@ -289,6 +310,9 @@ const sh_cg_ops sh_cg_v1_ops = {
         .set_limits = v1_set_limits,
         .kill = v1_kill,
         .freeze = v1_freeze,
+        .freeze_start = v1_freeze_start,
+        .freeze_check = v1_freeze_check,
+        .thaw = v1_thaw,
         .is_empty = v1_is_empty,
         .oom_kills = v1_oom_kills,
         .destroy_root = v1_destroy_root,

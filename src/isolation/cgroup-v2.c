@@ -287,23 +287,44 @@ static int events_value(int fd, const char *key, uint64_t *ret)
         return sh_cg_parse_keyed(text, key, ret);
 }
 
-/* Write cgroup.freeze=1 and wait (bounded) for cgroup.events to say "frozen 1". */
+static int v2_freeze_start(int fd)
+{
+        return sh_cg_write_file(fd, "cgroup.freeze", "1");
+}
+
+/* "frozen 1" in cgroup.events once every task below has stopped. Writing 1 again is
+ * harmless (and freezes a cgroup that was never asked). */
+static int v2_freeze_check(int fd)
+{
+        uint64_t frozen = 0;
+        int k = events_value(fd, "frozen", &frozen);
+
+        if (k < 0)
+                return k;
+        if (frozen == 1)
+                return 1;
+        k = v2_freeze_start(fd);
+        return k < 0 ? k : 0;
+}
+
+static int v2_thaw(int fd)
+{
+        return sh_cg_write_file(fd, "cgroup.freeze", "0");
+}
+
+/* Freeze and wait (bounded, blocking: kills and tests; persist polls from a timer). */
 static int freeze_wait(int fd)
 {
         uint64_t deadline = sh_cg_now_ms() + SH_CG_FREEZE_TIMEOUT_MS;
         unsigned delay = 1;
-        int k = sh_cg_write_file(fd, "cgroup.freeze", "1");
+        int k = v2_freeze_start(fd);
 
         if (k < 0)
                 return k;
         for (;;) {
-                uint64_t frozen = 0;
-
-                k = events_value(fd, "frozen", &frozen);
-                if (k < 0)
-                        return k;
-                if (frozen == 1)
-                        return 0;
+                k = v2_freeze_check(fd);
+                if (k != 0)
+                        return k < 0 ? k : 0;
                 if (sh_cg_now_ms() >= deadline)
                         return -ETIMEDOUT;
                 sh_cg_sleep_ms(delay);
@@ -457,6 +478,9 @@ const sh_cg_ops sh_cg_v2_ops = {
         .set_limits = v2_set_limits,
         .kill = v2_kill,
         .freeze = v2_freeze,
+        .freeze_start = v2_freeze_start,
+        .freeze_check = v2_freeze_check,
+        .thaw = v2_thaw,
         .is_empty = v2_is_empty,
         .oom_kills = v2_oom_kills,
         .destroy_root = v2_destroy_root,

@@ -529,7 +529,7 @@ static char *cg_cgpath(sh_cgroup *cg, size_t h)
         return p;
 }
 
-int sh_cg_kill_all_in(sh_cgroup *cg, size_t h)
+static int kill_in(sh_cgroup *cg, size_t h, bool recursive)
 {
         _cleanup_free_ char *cgpath = NULL;
         kill_walk k = {.controller = cg->root->h[h].controller};
@@ -541,8 +541,18 @@ int sh_cg_kill_all_in(sh_cgroup *cg, size_t h)
         if (!cgpath)
                 return -ENOMEM;
         k.cgpath = cgpath;
-        r = sh_cg_for_each_pid(cg->fd[h], true, kill_one, &k);
+        r = sh_cg_for_each_pid(cg->fd[h], recursive, kill_one, &k);
         return r < 0 ? r : k.count;
+}
+
+int sh_cg_kill_all_in(sh_cgroup *cg, size_t h)
+{
+        return kill_in(cg, h, true);
+}
+
+int sh_cg_kill_own_in(sh_cgroup *cg, size_t h)
+{
+        return kill_in(cg, h, false);
 }
 
 typedef struct sum_walk {
@@ -1069,6 +1079,184 @@ int sh_cgroup_kill(sh_cgroup *cg, sh_error **err)
 int sh_cgroup_freeze(sh_cgroup *cg, bool frozen, sh_error **err)
 {
         return cg->root->ops->freeze(cg, frozen, err);
+}
+
+/* ---- a sandbox's processes beside its helpers ---- */
+
+static size_t freezer_hier(const sh_cgroup_root *r)
+{
+        return r->mode == SH_CG_V1 ? SH_CG_V1_FREEZER : 0;
+}
+
+static bool is_helper(const char *name)
+{
+        return strncmp(name, SH_CG_HELPER_PREFIX, strlen(SH_CG_HELPER_PREFIX)) == 0;
+}
+
+typedef enum { PROCS_FREEZE, PROCS_CHECK, PROCS_THAW } procs_op;
+
+typedef struct procs_walk {
+        const sh_cg_ops *ops;
+        procs_op op;
+        int first; /* the first error */
+        bool all;  /* every child answered 1 (PROCS_CHECK) */
+} procs_walk;
+
+static int procs_child(int dirfd, const char *name, void *userdata)
+{
+        procs_walk *w = userdata;
+        _cleanup_close_ int fd = -1;
+        int k;
+
+        if (is_helper(name))
+                return 0;
+        fd = sh_cg_open_dir(dirfd, name);
+        if (fd == -ENOENT)
+                return 0; /* removed meanwhile (an exec cgroup): nothing left to freeze */
+        if (fd < 0) {
+                k = fd;
+        } else {
+                k = w->op == PROCS_FREEZE  ? w->ops->freeze_start(fd)
+                    : w->op == PROCS_CHECK ? w->ops->freeze_check(fd)
+                                           : w->ops->thaw(fd);
+                /* a cgroup removed after we opened it has no processes either */
+                if (k == -ENOENT || k == -ENODEV)
+                        return 0;
+        }
+        if (k < 0 && w->first == 0)
+                w->first = k;
+        if (k <= 0)
+                w->all = false;
+        return 0;
+}
+
+/* Apply op to every child of cg but the helpers'; the first error, after trying all. */
+static int procs_walk_children(sh_cgroup *cg, procs_op op, bool *ret_all)
+{
+        int fd = cg->fd[freezer_hier(cg->root)];
+        procs_walk w = {.ops = cg->root->ops, .op = op, .all = true};
+        int k;
+
+        if (fd < 0)
+                return -ENOENT;
+        k = sh_cg_for_each_child(fd, procs_child, &w);
+        if (k < 0 && w.first == 0)
+                w.first = k;
+        if (ret_all)
+                *ret_all = w.all;
+        return w.first;
+}
+
+static int any_pid(pid_t pid, void *userdata)
+{
+        (void)pid;
+        (void)userdata;
+        return -EBUSY;
+}
+
+int sh_cgroup_freeze_procs_begin(sh_cgroup *cg, sh_error **err)
+{
+        size_t h = freezer_hier(cg->root);
+        int k;
+
+        if (cg->fd[h] < 0)
+                return sh_error_make(err, ENOENT, "cgroup '%s' has no freezer", cg->relpath);
+        /* A process in cg itself would escape a freeze of the children (and on v2 cannot
+         * exist beside children with controllers): refuse rather than freeze half. */
+        k = sh_cg_for_each_pid(cg->fd[h], false, any_pid, NULL);
+        if (k < 0)
+                return sh_error_make(err, -k, "cannot freeze cgroup '%s'%s", cg->relpath,
+                                     k == -EBUSY ? ": it holds processes itself" : "");
+        k = procs_walk_children(cg, PROCS_FREEZE, NULL);
+        if (k < 0) {
+                (void)procs_walk_children(cg, PROCS_THAW, NULL);
+                return sh_error_make(err, -k, "cannot freeze cgroup '%s'", cg->relpath);
+        }
+        return 0;
+}
+
+int sh_cgroup_freeze_procs_poll(sh_cgroup *cg, bool *ret_frozen, sh_error **err)
+{
+        bool all = false;
+        int k = procs_walk_children(cg, PROCS_CHECK, &all);
+
+        if (k < 0)
+                return sh_error_make(err, -k, "cannot read the freezer state of cgroup '%s'",
+                                     cg->relpath);
+        *ret_frozen = all;
+        return 0;
+}
+
+int sh_cgroup_thaw_procs(sh_cgroup *cg, sh_error **err)
+{
+        int k = procs_walk_children(cg, PROCS_THAW, NULL);
+
+        if (k < 0)
+                return sh_error_make(err, -k, "cannot thaw cgroup '%s'", cg->relpath);
+        return 0;
+}
+
+typedef struct kill_procs_ctx {
+        sh_cgroup *cg;
+        sh_error *first;
+} kill_procs_ctx;
+
+static int kill_procs_child(int dirfd, const char *name, void *userdata)
+{
+        kill_procs_ctx *c = userdata;
+        sh_cgroup_root *r = c->cg->root;
+        _cleanup_(cgroup_freep) sh_cgroup *child = NULL;
+        _cleanup_free_ char *rel = NULL;
+        sh_error *e = NULL;
+
+        (void)dirfd;
+        if (is_helper(name))
+                return 0;
+        if (asprintf(&rel, "%s/%s", c->cg->relpath, name) < 0) {
+                rel = NULL;
+                return -ENOMEM;
+        }
+        child = cg_new(r, rel);
+        if (!child)
+                return -ENOMEM;
+        for (size_t h = 0; h < r->nhier; h++) {
+                int fd = c->cg->fd[h] >= 0 ? sh_cg_open_dir(c->cg->fd[h], name) : -ENOENT;
+
+                if (fd < 0 && fd != -ENOENT)
+                        return fd;
+                child->fd[h] = fd < 0 ? -1 : fd;
+        }
+        if (r->ops->kill(child, &e) < 0 && !c->first)
+                c->first = e;
+        else
+                sh_error_release(&e);
+        return 0;
+}
+
+int sh_cgroup_kill_procs(sh_cgroup *cg, sh_error **err)
+{
+        kill_procs_ctx c = {.cg = cg};
+        int first = 0, k;
+
+        /* Processes of cg's own directory (there should be none), each hierarchy. */
+        for (size_t h = 0; h < cg->root->nhier; h++) {
+                k = sh_cg_kill_own_in(cg, h);
+                if (k < 0 && first == 0)
+                        first = k;
+        }
+        /* Then every child but the helpers' (each one atomically where the backend can:
+         * v2 cgroup.kill; v1 freeze, kill, thaw). No process moves between them: only the
+         * daemon writes cgroup.procs. */
+        k = cg->fd[0] >= 0 ? sh_cg_for_each_child(cg->fd[0], kill_procs_child, &c) : 0;
+        if (k < 0 && first == 0)
+                first = k;
+        if (c.first) {
+                *err = c.first;
+                return -1;
+        }
+        if (first < 0)
+                return sh_error_make(err, -first, "cannot kill cgroup '%s'", cg->relpath);
+        return 0;
 }
 
 int sh_cgroup_is_empty(sh_cgroup *cg, bool *ret, sh_error **err)

@@ -618,6 +618,20 @@ int sh_seccomp_build(sh_seccomp **ret, sh_error **err)
         return 0;
 }
 
+int sh_seccomp_export(void *ctx, sh_seccomp **ret, sh_error **err)
+{
+        _cleanup_free_ sh_seccomp *s = calloc(1, sizeof(*s));
+        int r;
+
+        if (!s)
+                return sh_error_make(err, ENOMEM, "seccomp: allocating filter");
+        r = export_bpf(ctx, &s->prog, err);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
 void sh_seccomp_free(sh_seccomp *s)
 {
         if (!s)

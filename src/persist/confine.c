@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fts.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -17,7 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sh/helper.h"
 #include "sh/macro.h"
+#include "sh/seccomp.h"
 
 /*
  * Why a minimal root and not just "everything read-only": rsync runs as root and reads (persist)
@@ -37,6 +41,7 @@
 #define NEWROOT   "/tmp" /* shadowed by our tmpfs in our own mount namespace only */
 #define WS_FD     3
 #define OUT_FD    4
+#define PROCS_FD  5 /* and up: cgroup.procs of the helper's cgroup */
 #define MAX_LIBS  64
 #define TRACE_MAX (64 * 1024)
 
@@ -351,40 +356,124 @@ static void enter_root(void)
                 die("make the root read-only", errno);
 }
 
+/* ---- what the job may read ------------------------------------------------------------ */
+
+/* The source of the transfer (the workspace, frozen; or the archive item) is measured before
+ * rsync runs: the apparent sizes of its regular files, which is what rsync reads. A sparse
+ * file counts with its holes: 15 TiB of holes cost no disk but 15 TiB of reading (hours of
+ * CPU). Above the cap the job fails, naming the cause, rather than copying part of the tree
+ * (a silently skipped file would be a user's lost work). A hard link counts once per name.
+ * Walked without following links and without leaving the bind mount; fts descends by
+ * fchdir, so depth is not bounded by PATH_MAX. Unreadable entries are left to rsync, which
+ * reports them. The tree cannot change meanwhile: a persist froze the sandbox, and nobody
+ * writes an archive item during its restore (jobs of one item never overlap). */
+static void check_size(const sh_persist_child_arg *a)
+{
+        const char *what = a->restore ? "archive" : "workspace";
+        char *roots[] = {a->restore ? "/archive" : "/workspace", NULL};
+        uint64_t sum = 0;
+        FTSENT *e;
+        FTS *fts;
+
+        fts = fts_open(roots, FTS_PHYSICAL | FTS_XDEV, NULL);
+        if (!fts)
+                die("measure the tree", errno);
+        while ((errno = 0, e = fts_read(fts))) {
+                uint64_t size;
+
+                if (e->fts_info == FTS_ERR)
+                        die("measure the tree", e->fts_errno);
+                if (e->fts_info != FTS_F)
+                        continue;
+                size = e->fts_statp->st_size > 0 ? (uint64_t)e->fts_statp->st_size : 0;
+                if (size > a->max_bytes - sum) {
+                        dprintf(2,
+                                "the %s's files add up to more than %" PRIu64
+                                " bytes (apparent sizes: the holes of sparse files count, "
+                                "rsync reads them), the limit of one job "
+                                "(SANDBOX_HOST_PERSIST_MAX_BYTES)\n",
+                                what, a->max_bytes);
+                        _exit(SH_PERSIST_EXIT_TOO_BIG);
+                }
+                sum += size;
+        }
+        if (errno)
+                die("measure the tree", errno);
+        fts_close(fts);
+}
+
 /* ---- rsync itself ----------------------------------------------------------------------- */
 
-/* What rsync as root needs and no more: read any file of the workspace (DAC_OVERRIDE,
- * DAC_READ_SEARCH), set owners on restore (CHOWN), set modes and times on files it does not
- * own (FOWNER), keep set-group-id directories (FSETID). Gone: SYS_ADMIN (no unmounting our
- * root away), SYS_CHROOT, SYS_PTRACE, MKNOD, NET_*, and the rest. */
-static const cap_value_t keep_caps[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
-                                        CAP_FOWNER, CAP_FSETID};
+/* What rsync as root needs and no more: read any file of the workspace (DAC_OVERRIDE: it
+ * covers reading and searching directories too, so DAC_READ_SEARCH, which would also allow
+ * open_by_handle_at, is not asked for), set modes and times on files it does not own
+ * (FOWNER), keep set-group-id directories whose group is not root's (FSETID), and on restore
+ * set owners (CHOWN). Of those, only what the daemon itself holds (its permitted set: a
+ * Kubernetes pod grants a list, without FSETID for one): a missing FSETID only means that a
+ * restored set-group-id directory loses the bit. Gone: SYS_ADMIN (no unmounting our root
+ * away), SYS_CHROOT, SYS_PTRACE, MKNOD, NET_*, and the rest. */
+static const cap_value_t want_restore[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID};
+static const cap_value_t want_persist[] = {CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID};
 
-static bool kept(cap_value_t cap)
+typedef struct cap_list {
+        cap_value_t v[ARRAY_SIZE(want_restore)];
+        int n;
+} cap_list;
+
+static bool in_set(const cap_list *cs, cap_value_t cap)
 {
-        for (size_t i = 0; i < ARRAY_SIZE(keep_caps); i++)
-                if (keep_caps[i] == cap)
+        for (int i = 0; i < cs->n; i++)
+                if (cs->v[i] == cap)
                         return true;
         return false;
 }
 
-static int drop_privileges(void)
+/* The wanted capabilities the process holds (permitted). */
+static int kept_caps(const sh_persist_child_arg *a, cap_list *ret)
 {
+        const cap_value_t *want = a->restore ? want_restore : want_persist;
+        size_t n = a->restore ? ARRAY_SIZE(want_restore) : ARRAY_SIZE(want_persist);
+        cap_t cur = cap_get_proc();
+
+        if (!cur)
+                return -1;
+        ret->n = 0;
+        for (size_t i = 0; i < n; i++) {
+                cap_flag_value_t v = CAP_CLEAR;
+
+                if (cap_get_flag(cur, want[i], CAP_PERMITTED, &v) < 0) {
+                        cap_free(cur);
+                        return -1;
+                }
+                if (v == CAP_SET)
+                        ret->v[ret->n++] = want[i];
+        }
+        cap_free(cur);
+        return 0;
+}
+
+static int drop_privileges(const sh_persist_child_arg *a)
+{
+        cap_list keep;
         cap_t c;
         int r;
 
+        if (kept_caps(a, &keep) < 0)
+                return -1;
         for (cap_value_t cap = 0; cap < 64; cap++) {
-                if (cap >= (cap_value_t)cap_max_bits() &&
-                    prctl(PR_CAPBSET_READ, (unsigned long)cap, 0, 0, 0) < 0)
-                        break;
-                if (!kept(cap) && cap_drop_bound(cap) < 0)
+                int in_bound = prctl(PR_CAPBSET_READ, (unsigned long)cap, 0, 0, 0);
+
+                if (in_bound < 0)
+                        break; /* past the kernel's last capability */
+                /* what is not in the bounding set needs no dropping (nor CAP_SETPCAP) */
+                if (in_bound == 1 && !in_set(&keep, cap) && cap_drop_bound(cap) < 0)
                         return -1;
         }
         c = cap_init();
         if (!c)
                 return -1;
-        if (cap_set_flag(c, CAP_EFFECTIVE, ARRAY_SIZE(keep_caps), keep_caps, CAP_SET) < 0 ||
-            cap_set_flag(c, CAP_PERMITTED, ARRAY_SIZE(keep_caps), keep_caps, CAP_SET) < 0) {
+        if (keep.n > 0 && (cap_set_flag(c, CAP_EFFECTIVE, keep.n, keep.v, CAP_SET) < 0 ||
+                           cap_set_flag(c, CAP_PERMITTED, keep.n, keep.v, CAP_SET) < 0)) {
                 cap_free(c);
                 return -1;
         }
@@ -445,9 +534,11 @@ static char *library_path(const libset *ls)
  *  --no-D        no device or special files; no -A/-X: no ACLs, no extended attributes
  *  --modify-window=-1  compare times to the nanosecond: a file rewritten within the same
  *                second with the same size is still copied
- *  --chmod=Fug-s no set-user/group-id file ever lands in the archive as root's, nor back */
+ *  --chmod=Fug-s no set-user/group-id file ever lands in the archive as root's, nor back
+ *  --timeout=N   rsync gives up after N s without I/O (a stalled archive), before the job's
+ *                own timeout; it cannot end a blocking open(2): the freeze prevents those */
 static void build_argv(const sh_persist_child_arg *a, const char **argv, char *chown_buf,
-                       size_t chown_size)
+                       size_t chown_size, char *timeout_buf, size_t timeout_size)
 {
         int n = 0;
 
@@ -457,6 +548,8 @@ static void build_argv(const sh_persist_child_arg *a, const char **argv, char *c
         argv[n++] = "--numeric-ids";
         argv[n++] = "--modify-window=-1";
         argv[n++] = "--chmod=Fug-s";
+        snprintf(timeout_buf, timeout_size, "--timeout=%u", a->io_timeout_s ? a->io_timeout_s : 1);
+        argv[n++] = timeout_buf;
         if (a->restore) {
                 snprintf(chown_buf, chown_size, "--chown=%u:%u", (unsigned)a->uid,
                          (unsigned)a->gid);
@@ -477,9 +570,10 @@ static void build_argv(const sh_persist_child_arg *a, const char **argv, char *c
 static _Noreturn void exec_rsync(const sh_persist_child_arg *a, const libset *ls)
 {
         const char *argv[16];
-        char chown_buf[64];
+        char chown_buf[64], timeout_buf[32];
         char *envp[] = {"PATH=/usr/bin:/bin", library_path(ls), "LC_ALL=C", NULL};
         sigset_t none;
+        int r;
 
         /* When the namespace's init dies, rsync goes too. rsync stays in init's process
          * group, which the helper signals as a whole. */
@@ -488,9 +582,18 @@ static _Noreturn void exec_rsync(const sh_persist_child_arg *a, const libset *ls
         sigemptyset(&none);
         if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
                 die("signal mask", errno);
-        build_argv(a, argv, chown_buf, sizeof(chown_buf));
-        if (drop_privileges() < 0)
+        build_argv(a, argv, chown_buf, sizeof(chown_buf), timeout_buf, sizeof(timeout_buf));
+        if (drop_privileges(a) < 0)
                 die("drop privileges", errno);
+        /* Last: the sandboxes' own deny list (the kernel attack surface a sandbox may not
+         * reach), then the helpers' filter (no socket but AF_UNIX, the native ABI only). */
+        if (!a->sandbox_filter || !a->socket_filter)
+                die_msg("seccomp", "no filter");
+        r = sh_seccomp_load(a->sandbox_filter);
+        if (r == 0)
+                r = sh_seccomp_load(a->socket_filter);
+        if (r < 0)
+                die("seccomp", -r);
         execve(a->rsync, (char *const *)argv, envp);
         die("execute rsync", errno);
 }
@@ -568,7 +671,7 @@ int sh_persist_child_main(void *arg)
         libset ls = {.n = 0};
         struct stat ws_st;
         sigset_t set;
-        int wsfd, itemfd, devnull;
+        int wsfd, itemfd, devnull, r;
         char *ws_path;
         pid_t pid;
 
@@ -585,6 +688,16 @@ int sh_persist_child_main(void *arg)
         if (dup2(OUT_FD, 1) < 0 || dup2(OUT_FD, 2) < 0)
                 _exit(SH_PERSIST_EXIT_SETUP);
         close(OUT_FD);
+        /* Into the helper's cgroup (below the sandbox's) before any real work: the CPU,
+         * memory and pids of everything from here on, rsync's included, are the
+         * sandbox's. */
+        r = sh_helper_join_cgroup(PROCS_FD, a->nprocs);
+        if (r < 0)
+                die("join the helper's cgroup", -r);
+        /* No network: only a loopback of its own (the archive's NFS I/O is the kernel's). */
+        r = sh_helper_own_network();
+        if (r < 0)
+                die("unshare the network namespace", -r);
         devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (devnull < 0 || dup2(devnull, 0) < 0)
                 die("open /dev/null", errno);
@@ -600,6 +713,7 @@ int sh_persist_child_main(void *arg)
         close(wsfd);
         close(itemfd);
         close(WS_FD);
+        check_size(a);
 
         /* A cancel that arrived during the setup: do not start rsync at all. */
         {

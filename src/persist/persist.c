@@ -1,4 +1,4 @@
-/* persist.c: loop side of persist/restore: the rsync job queue, helper children, output, freeze. */
+/* persist.c: loop side of persist/restore: the job queue, the freeze, helper children, output. */
 #include "sh/persist.h"
 
 #include <errno.h>
@@ -12,13 +12,20 @@
 
 #include "persist-internal.h"
 #include "sh/cgroup.h"
+#include "sh/helper.h"
+#include "sh/seccomp.h"
 #include "sh/spawn.h"
 
 #define WATCH_MS            200  /* how often a deleted sandbox is looked for */
 #define TAIL_MAX            1024 /* bytes of rsync's output kept for `detail` */
 #define RSYNC_EXIT_VANISHED 24   /* "some files vanished before transfer" */
+/* How long a sandbox may take to freeze (a task in an uninterruptible sleep delays it), and
+ * how often the freezer is looked at meanwhile: from a timer, the loop never waits. */
+#define FREEZE_TIMEOUT_MS  5000
+#define FREEZE_POLL_MAX_MS 16
 
-typedef enum { JOB_QUEUED, JOB_RUNNING } job_state;
+/* QUEUED -> (persist: FREEZING ->) RUNNING. FREEZING and RUNNING hold a slot. */
+typedef enum { JOB_QUEUED, JOB_FREEZING, JOB_RUNNING } job_state;
 
 typedef struct job {
         sh_persister *p;
@@ -29,7 +36,7 @@ typedef struct job {
         bool cancelled; /* the sandbox went away: answer SandboxNotFound */
         bool timed_out;
         bool no_watch; /* its output could not be watched: killed at once */
-        bool frozen;   /* we froze the sandbox's cgroup and must thaw it */
+        bool frozen;   /* we asked the kernel to freeze the sandbox: thaw at the end */
         bool starting; /* inside sh_child_fork_fds (its done callback may run there) */
         bool exited;
         int status;
@@ -37,6 +44,10 @@ typedef struct job {
         int outfd;
         sh_io *out_io;
         sh_timer *timeout;
+        sh_timer *freeze_t;     /* FREEZING: the next look at the freezer */
+        uint64_t freeze_end_ms; /* FREEZING: give up then */
+        unsigned freeze_delay;
+        sh_cgroup *hcg; /* the helper's cgroup, below the sandbox's; buried at the end */
         char tail[TAIL_MAX];
         size_t tail_len;
         sh_persist_done_fn done;
@@ -48,7 +59,9 @@ struct sh_persister {
         const sh_config *cfg;
         sh_loop *loop;
         sh_manager *mgr;
-        const char *rsync; /* static string, NULL: not found */
+        const char *rsync;                      /* static string, NULL: not found */
+        sh_seccomp *sandbox_filter;             /* the sandbox's own filter, for rsync too */
+        const struct sock_fprog *socket_filter; /* the helpers' AF_UNIX-only filter */
         job *head, *tail;
         unsigned running;
         sh_timer *pump_t;
@@ -78,6 +91,14 @@ int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_persister **ret, sh
         p->cfg = cfg;
         p->loop = loop;
         p->rsync = find_rsync();
+        /* rsync runs under the sandboxes' deny list (nothing of the kernel a sandbox may not
+         * reach) plus the helpers' socket filter; both are made now, loaded in the child. */
+        if (sh_seccomp_build(&p->sandbox_filter, err) < 0 ||
+            !(p->socket_filter = sh_helper_rsync_filter(err))) {
+                sh_seccomp_free(p->sandbox_filter);
+                free(p);
+                return -1;
+        }
         *ret = p;
         return 0;
 }
@@ -205,6 +226,8 @@ static void tail_text(job *j, char *out, size_t size)
         out[k] = '\0';
 }
 
+/* Every job that froze its sandbox thaws it, on every way out (done, failed, cancelled,
+ * deleted, shutdown): job_complete is the only end of a job. */
 static void thaw(job *j)
 {
         sh_error *err = NULL;
@@ -213,7 +236,7 @@ static void thaw(job *j)
                 return;
         j->frozen = false;
         if (j->sb->cg)
-                (void)sh_cgroup_freeze(j->sb->cg, false, &err);
+                (void)sh_cgroup_thaw_procs(j->sb->cg, &err);
         sh_error_release(&err);
 }
 
@@ -222,13 +245,19 @@ static void job_complete(job *j, const sh_error *err)
 {
         sh_persister *p = j->p;
 
-        if (j->state == JOB_RUNNING)
+        if (j->state != JOB_QUEUED)
                 p->running--;
         job_unlink(p, j);
         sh_loop_cancel_timer(p->loop, j->timeout);
         j->timeout = NULL;
+        sh_loop_cancel_timer(p->loop, j->freeze_t);
+        j->freeze_t = NULL;
         close_output(j);
         thaw(j);
+        /* The helper has been reaped (or never ran): its cgroup goes once empty. */
+        if (j->hcg)
+                sh_manager_bury_cgroup(j->sb->mgr, j->hcg);
+        j->hcg = NULL;
         if (j->done)
                 j->done(j->sb, err, j->data);
         sh_sandbox_unref(j->sb);
@@ -296,7 +325,7 @@ static void job_finished(job *j)
                 job_complete(j, NULL);
                 return;
         }
-        if (code == SH_PERSIST_EXIT_SETUP)
+        if (code == SH_PERSIST_EXIT_SETUP || code == SH_PERSIST_EXIT_TOO_BIG)
                 job_fail(j, 500, "PersistFailed", "%s: %s", what(j), tail);
         else if (code > 128)
                 job_fail(j, 500, "PersistFailed", "%s: rsync was killed by signal %d%s%s", what(j),
@@ -330,75 +359,50 @@ static void job_timeout(sh_loop *l, sh_timer *t, void *data)
 static bool conflicts(sh_persister *p, job *j)
 {
         for (job *o = p->head; o; o = o->next)
-                if (o->state == JOB_RUNNING && (o->sb == j->sb || STREQ(o->item_id, j->item_id)))
+                if (o->state != JOB_QUEUED && (o->sb == j->sb || STREQ(o->item_id, j->item_id)))
                         return true;
         return false;
 }
 
-/* Start j's helper. Returns with j running, or completed (then j is freed). */
-static void job_start(sh_persister *p, job *j)
+/* Fork j's helper into a helper cgroup of the sandbox's (its CPU, memory and pids are the
+ * sandbox's; the freeze spares it). Returns with j running, or completed (then freed). */
+static void job_spawn(sh_persister *p, job *j)
 {
         sh_error *err = NULL;
-        int fds[2], keep[2];
-        bool ready = false;
+        int fds[2] = {-1, -1}, keep[2 + SH_HELPER_PROCS_MAX], n = 0;
 
-        if (j->cancelled || j->sb->deleted) {
-                job_fail(j, 404, "SandboxNotFound", "the sandbox was deleted before its %s ran",
-                         what(j));
+        if (!j->sb->cg ||
+            sh_helper_cgroup_new(sh_manager_cgroups(j->sb->mgr), j->sb->cg, 'p', 0, &j->hcg,
+                                 keep + 2, SH_HELPER_PROCS_MAX, &n, &err) < 0) {
+                job_fail(j, 500, "PersistFailed", "%s: the helper's cgroup: %s", what(j),
+                         err && err->msg ? err->msg : "the sandbox has no cgroup");
+                sh_error_release(&err);
                 return;
         }
-        if (!p->rsync) {
-                job_fail(j, 500, "PersistFailed", "%s: rsync is not installed on this host",
-                         what(j));
-                return;
-        }
-        /* Checked again here, not only when the request came: a queued persist must not write
-         * a workspace that stopped being trusted while it waited. */
-        if (!j->arg.restore) {
-                if (sh_sandbox_is_ready(j->sb, &ready, &err) < 0) {
-                        job_fail(j, 500, "PersistFailed", "persist: %s",
-                                 err && err->msg ? err->msg : "reading the readiness marker");
-                        sh_error_release(&err);
-                        return;
-                }
-                if (!ready) {
-                        job_complete(j, NULL);
-                        return;
-                }
-        }
-        if (j->arg.delete_extra) {
-                /* The quiet point: nothing in the sandbox runs while rsync takes the snapshot
-                 * that the archive is reconciled to. */
-                if (!j->sb->cg || sh_cgroup_freeze(j->sb->cg, true, &err) < 0) {
-                        job_fail(j, 500, "PersistFailed", "persist: freezing the sandbox: %s",
-                                 err && err->msg ? err->msg : "no cgroup");
-                        sh_error_release(&err);
-                        return;
-                }
-                j->frozen = true;
-        }
-        if (pipe2(fds, O_CLOEXEC) < 0) {
-                job_fail(j, 500, "PersistFailed", "%s: pipe: %s", what(j), strerror(errno));
-                return;
-        }
-        if (fcntl(fds[0], F_SETFL, O_NONBLOCK) < 0) {
+        j->arg.nprocs = n;
+        if (pipe2(fds, O_CLOEXEC) < 0 || fcntl(fds[0], F_SETFL, O_NONBLOCK) < 0) {
                 int e = errno;
 
-                close(fds[0]);
-                close(fds[1]);
+                sh_close(fds[0]); /* pipe2(2) leaves them -1 when it fails */
+                sh_close(fds[1]);
+                for (int i = 0; i < n; i++)
+                        close(keep[2 + i]);
                 job_fail(j, 500, "PersistFailed", "%s: pipe: %s", what(j), strerror(e));
                 return;
         }
         j->outfd = fds[0];
+        if (j->state == JOB_QUEUED)
+                p->running++;
         j->state = JOB_RUNNING;
-        p->running++;
         keep[0] = j->sb->wsfd;
         keep[1] = fds[1];
         j->starting = true;
-        j->child =
-                sh_child_fork_fds(p->loop, keep, 2, sh_persist_child_main, &j->arg, child_done, j);
+        j->child = sh_child_fork_fds(p->loop, keep, 2 + n, sh_persist_child_main, &j->arg,
+                                     child_done, j);
         j->starting = false;
         close(fds[1]);
+        for (int i = 0; i < n; i++)
+                close(keep[2 + i]);
         if (!j->child) {
                 if (j->exited)
                         job_finished(j);
@@ -413,6 +417,98 @@ static void job_start(sh_persister *p, job *j)
                 (void)sh_child_kill(j->child, SIGTERM);
         }
         j->timeout = sh_loop_add_timer(p->loop, p->cfg->persist_timeout_ms, job_timeout, j);
+}
+
+/* FREEZING: look at the freezer again (from a timer: a freeze can take a while, and the loop
+ * never waits for it); spawn once every process of the sandbox is frozen. */
+static void freeze_poll(sh_loop *l, sh_timer *t, void *data)
+{
+        job *j = data;
+        sh_error *err = NULL;
+        bool frozen = false;
+
+        j->freeze_t = NULL;
+        if (j->cancelled || j->sb->deleted) {
+                job_fail(j, 404, "SandboxNotFound", "the sandbox was deleted during the %s",
+                         what(j));
+                return;
+        }
+        if (sh_cgroup_freeze_procs_poll(j->sb->cg, &frozen, &err) < 0) {
+                job_fail(j, 500, "PersistFailed", "persist: freezing the sandbox: %s",
+                         err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                return;
+        }
+        if (frozen) {
+                job_spawn(j->p, j);
+                return;
+        }
+        if (sh_now_ms() >= j->freeze_end_ms) {
+                job_fail(j, 500, "PersistFailed",
+                         "persist: the sandbox did not freeze within %u ms (a process in an "
+                         "uninterruptible sleep?)",
+                         FREEZE_TIMEOUT_MS);
+                return;
+        }
+        if (j->freeze_delay < FREEZE_POLL_MAX_MS)
+                j->freeze_delay *= 2;
+        j->freeze_t = sh_loop_add_timer(l, j->freeze_delay, freeze_poll, j);
+        if (!j->freeze_t)
+                job_fail(j, 500, "PersistFailed", "persist: out of memory freezing the sandbox");
+}
+
+/* Start j. Returns with j freezing or running, or completed (then j is freed). */
+static void job_start(sh_persister *p, job *j)
+{
+        sh_error *err = NULL;
+        bool ready = false;
+
+        if (j->cancelled || j->sb->deleted) {
+                job_fail(j, 404, "SandboxNotFound", "the sandbox was deleted before its %s ran",
+                         what(j));
+                return;
+        }
+        if (!p->rsync) {
+                job_fail(j, 500, "PersistFailed", "%s: rsync is not installed on this host",
+                         what(j));
+                return;
+        }
+        if (j->arg.restore) {
+                /* Nothing of the sandbox runs yet (the create has not been answered). */
+                job_spawn(p, j);
+                return;
+        }
+        /* Checked again here, not only when the request came: a queued persist must not write
+         * a workspace that stopped being trusted while it waited. */
+        if (sh_sandbox_is_ready(j->sb, &ready, &err) < 0) {
+                job_fail(j, 500, "PersistFailed", "persist: %s",
+                         err && err->msg ? err->msg : "reading the readiness marker");
+                sh_error_release(&err);
+                return;
+        }
+        if (!ready) {
+                job_complete(j, NULL);
+                return;
+        }
+        /* The quiet point, for every persist (additive checkpoints and drain too): nothing
+         * of the sandbox runs while rsync reads its tree. A sandbox process could otherwise
+         * swap a file rsync has listed for a FIFO (rsync blocks in open(2) until the job
+         * timeout, holding a slot), or a directory for a link; and what rsync copies is a
+         * snapshot. The helpers' cgroups are spared: rsync runs beside the frozen sandbox. */
+        if (!j->sb->cg || sh_cgroup_freeze_procs_begin(j->sb->cg, &err) < 0) {
+                job_fail(j, 500, "PersistFailed", "persist: freezing the sandbox: %s",
+                         err && err->msg ? err->msg : "no cgroup");
+                sh_error_release(&err);
+                return;
+        }
+        j->frozen = true;
+        j->state = JOB_FREEZING;
+        p->running++;
+        j->freeze_end_ms = sh_now_ms() + FREEZE_TIMEOUT_MS;
+        j->freeze_delay = 1;
+        j->freeze_t = sh_loop_add_timer(p->loop, 0, freeze_poll, j);
+        if (!j->freeze_t)
+                job_fail(j, 500, "PersistFailed", "persist: out of memory freezing the sandbox");
 }
 
 static void pump(sh_loop *l, sh_timer *t, void *data)
@@ -482,6 +578,10 @@ static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_ext
         j->arg.rsync = p->rsync;
         j->arg.nfs_root = p->cfg->nfs_root;
         j->arg.item_id = j->item_id;
+        j->arg.max_bytes = p->cfg->persist_max_bytes;
+        j->arg.io_timeout_s = (unsigned)(p->cfg->persist_io_timeout_ms / 1000);
+        j->arg.sandbox_filter = sh_seccomp_prog(p->sandbox_filter);
+        j->arg.socket_filter = p->socket_filter;
         j->state = JOB_QUEUED;
         j->prev = p->tail;
         if (p->tail)
@@ -555,6 +655,10 @@ void sh_persister_free(sh_persister *p)
         sh_error_release(&err);
         sh_loop_cancel_timer(p->loop, p->pump_t);
         sh_loop_cancel_timer(p->loop, p->watch_t);
+        /* The manager may outlive us: it must not call into a freed persister. */
+        if (p->mgr)
+                sh_manager_set_delete_hook(p->mgr, NULL, NULL);
+        sh_seccomp_free(p->sandbox_filter);
         if (p == the_persister)
                 the_persister = NULL;
         free(p);

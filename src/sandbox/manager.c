@@ -20,6 +20,8 @@
 #include "sh/spawn.h"
 #include "sh/worker.h"
 
+#include "remover.h"
+
 #define TRASH_DIR ".trash"
 
 struct sh_manager {
@@ -154,66 +156,17 @@ void sh_manager_bury_cgroup(sh_manager *m, sh_cgroup *cg)
                 m->grave_t = sh_loop_add_timer(m->loop, 20, graves_sweep, m);
 }
 
-/* Background removal: a child process deletes {root}/.trash/{name} (it may take seconds on a
- * large tree; the loop never waits for it). */
-static int remover_main(void *arg)
-{
-        sh_error *err = NULL;
-        const char *name = arg;
-        int r;
-
-        r = name ? sh_fs_remove_tree(3, name, &err) : 0;
-        if (!name) {
-                /* Empty the whole trash directory. */
-                DIR *d = fdopendir(dup(3));
-                struct dirent *de;
-
-                if (!d)
-                        return 1;
-                while ((de = readdir(d))) {
-                        if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
-                                continue;
-                        if (sh_fs_remove_tree(3, de->d_name, &err) < 0)
-                                r = -1;
-                        sh_error_release(&err);
-                }
-                closedir(d);
-        }
-        sh_error_release(&err);
-        return r < 0 ? 1 : 0;
-}
-
-static void remover_done(sh_child *c, pid_t pid, int status, void *data)
-{
-        char *name = data;
-
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-                log_warn("remove-failed", NULL, "background removal of '%s' ended with status %d",
-                         name ? name : TRASH_DIR, status);
-        free(name);
-}
-
 /* Move {root}/{name} into the trash under a unique name and remove it in the background. */
 static int trash_and_remove(sh_manager *m, const char *name, sh_error **err)
 {
         char tname[96];
-        char *owned;
 
         snprintf(tname, sizeof(tname), "%s.%llu.%llu", name, (unsigned long long)getpid(),
                  (unsigned long long)++m->trash_seq);
         if (renameat(m->rootfd, name, m->trashfd, tname) < 0)
                 return sh_error_make(err, errno, "moving '%s' to the trash", name);
-        owned = strdup(tname);
-        if (!owned)
-                return sh_error_make(err, ENOMEM, "out of memory");
-        if (!sh_child_fork(m->loop, m->trashfd, remover_main, owned, remover_done, owned)) {
-                /* Could not fork: remove inline rather than leak the tree. */
-                int r = sh_fs_remove_tree(m->trashfd, tname, err);
-
-                free(owned);
-                return r;
-        }
-        return 0;
+        /* The sandbox is gone (or never ran): the remover gets a cgroup of its own. */
+        return sh_remover_start(m, m->trashfd, NULL, tname, err);
 }
 
 static void cleanup_leftovers(sh_manager *m)
@@ -246,9 +199,14 @@ static void cleanup_leftovers(sh_manager *m)
         if (found)
                 log_info("cleanup", NULL, "removing %u sandbox(es) left by an earlier run", found);
         /* Whatever an earlier run left in the trash goes too. */
-        if (!sh_child_fork(m->loop, m->trashfd, remover_main, NULL, remover_done, NULL))
-                log_warn("cleanup-failed", NULL, "cannot fork the trash remover: %s, ignoring",
-                         strerror(errno));
+        {
+                sh_error *err = NULL;
+
+                if (sh_remover_start(m, m->trashfd, NULL, NULL, &err) < 0)
+                        log_warn("cleanup-failed", NULL, "%s, ignoring",
+                                 err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+        }
 }
 
 static int mkdir_p_abs(const char *path, mode_t mode)
@@ -660,7 +618,9 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         if (sb->cg) {
                 sh_error *kerr = NULL;
 
-                if (sh_cgroup_kill(sb->cg, &kerr) < 0)
+                /* Not the helpers working for it: the persist hook above has told rsync to
+                 * stop (it removes its temporary file first), a remover may finish. */
+                if (sh_cgroup_kill_procs(sb->cg, &kerr) < 0)
                         log_warn("sandbox-kill-failed", sb->id, "%s", kerr ? kerr->msg : "");
                 sh_error_release(&kerr);
         }
@@ -677,20 +637,12 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
 int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err)
 {
         char tname[96];
-        char *owned;
 
         snprintf(tname, sizeof(tname), "dir.%s.%llu", sb->id, (unsigned long long)++m->trash_seq);
         if (sh_fs_detach_dir(sb->wsfd, path, m->trashfd, tname, err) < 0)
                 return -1;
-        owned = strdup(tname);
-        if (!owned ||
-            !sh_child_fork(m->loop, m->trashfd, remover_main, owned, remover_done, owned)) {
-                int r = sh_fs_remove_tree(m->trashfd, tname, err);
-
-                free(owned);
-                return r;
-        }
-        return 0;
+        /* The sandbox pays for removing its own tree. */
+        return sh_remover_start(m, m->trashfd, sb, tname, err);
 }
 
 void sh_manager_delete_all(sh_manager *m)

@@ -18,9 +18,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shlib  # noqa: E402
 
 
-def _start(env=None, args=(), root=None):
+def _start(env=None, args=(), root=None, prefix=()):
     try:
-        return shlib.Daemon(env=env, args=args, root=root)
+        return shlib.Daemon(env=env, args=args, root=root, prefix=prefix)
     except RuntimeError as e:
         pytest.fail(str(e), pytrace=False)
 
@@ -70,8 +70,8 @@ def start_daemon():
     (by pid) at teardown; tests that care about the exit code call d.stop() themselves."""
     started = []
 
-    def start(env=None, args=(), root=None):
-        d = _start(env=env, args=args, root=root)
+    def start(env=None, args=(), root=None, prefix=()):
+        d = _start(env=env, args=args, root=root, prefix=prefix)
         started.append(d)
         return d
 

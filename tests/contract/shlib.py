@@ -212,7 +212,9 @@ class Sandbox:
 class Daemon:
     """A sandbox-host subprocess with its own fresh state root."""
 
-    def __init__(self, env=None, args=(), root=None, wait_listen=True):
+    def __init__(self, env=None, args=(), root=None, wait_listen=True, prefix=()):
+        """`prefix`: a command that execs the daemon (e.g. setpriv with a capability set);
+        it must exec in place, so that proc.pid stays the daemon's pid."""
         self.own_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="sh-ct-root-"))
         self.env = base_env(self.root, env)
@@ -226,8 +228,9 @@ class Daemon:
         b = binary()
         if not os.path.exists(b):
             raise RuntimeError("sandbox-host binary not found at %s (set SH_BIN)" % b)
-        self.proc = subprocess.Popen([b] + self.args, env=self.env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(list(prefix) + [b] + self.args, env=self.env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
         self._t_err = threading.Thread(target=self._drain, args=(self.proc.stderr, self.lines),
                                        daemon=True)
         self._t_out = threading.Thread(target=self._drain,

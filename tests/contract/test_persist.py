@@ -330,12 +330,14 @@ def test_persists_of_one_sandbox_are_serialized_of_two_run_in_parallel(pd, nfs):
     assert most == 2, "persists of two sandboxes did not run in parallel"
 
 
+# Runs until the test creates "stop" (or argv[1] seconds pass): every persist freezes it, so
+# a fixed duration would end it early on a slow machine.
 WRITER = r"""
 import os, sys, time
 end = time.time() + float(sys.argv[1])
 os.makedirs("w", exist_ok=True)
 i = 0
-while time.time() < end:
+while time.time() < end and not os.path.exists("stop"):
     name = "w/f%03d" % (i % 300)
     data = (("%d:" % i).encode() * 40000)[:65536]
     with open(name + ".tmp", "wb") as f:
@@ -361,7 +363,7 @@ def _consistent(path):
 def test_persist_during_heavy_writes(pd, nfs):
     it = item()
     s = new(pd, it)
-    st = execlib.start(s, ["python3", "-c", WRITER, "8"])
+    st = execlib.start(s, ["python3", "-c", WRITER, "60"])
     assert st.status == 200
     time.sleep(1.0)
     hz = pl.healthz_sampler(pd.client)
@@ -369,19 +371,20 @@ def test_persist_during_heavy_writes(pd, nfs):
     try:
         for body in ({}, {}, {"delete": True}, {}):
             persist_ok(s, body)
-            if body.get("delete"):
-                # the quiet point's snapshot: every file whole (written by rename)
-                names = [n for n in os.listdir(nfs / it / "w") if not n.endswith(".tmp")]
-                assert names
-                bad = [n for n in names if not _consistent(nfs / it / "w" / n)]
-                assert not bad, bad
-                # thawed again: the writer goes on
-                t0 = os.lstat(s.ws / "w").st_mtime_ns
-                time.sleep(0.5)
-                t1 = os.lstat(s.ws / "w").st_mtime_ns
-                assert t1 > t0, "the sandbox stayed frozen after persist"
+            # every persist is a quiet point's snapshot: every file whole (written by
+            # rename)
+            names = [n for n in os.listdir(nfs / it / "w") if not n.endswith(".tmp")]
+            assert names
+            bad = [n for n in names if not _consistent(nfs / it / "w" / n)]
+            assert not bad, bad
+            # thawed again: the writer goes on
+            t0 = os.lstat(s.ws / "w").st_mtime_ns
+            time.sleep(0.5)
+            t1 = os.lstat(s.ws / "w").st_mtime_ns
+            assert t1 > t0, "the sandbox stayed frozen after persist %r" % body
     finally:
         samples = hz.stop()
+        pl.write(s.ws / "stop", b"")
     st.read_all(timeout=60)
     st.assert_exit(0)
     assert int(st.out) > 100

@@ -1,4 +1,4 @@
-/* test_cgroup_live.c: the cgroup layer on this machine's live hierarchy (v1 here, v2 in the VM): subtree placement, limits, attach, OOM, pids, kill, freeze, destroy, leftovers; needs root, else exits 77. */
+/* test_cgroup_live.c: the cgroup layer on this machine's live hierarchy (v1 here, v2 in the VM): subtree placement, limits, attach, OOM, pids, kill, freeze (also of a sandbox's processes beside its helpers), destroy, leftovers; needs root, else exits 77. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -651,6 +651,154 @@ START_TEST(freeze_and_thaw)
 }
 END_TEST
 
+/* Three spinners, each counting in its own slot of a shared page. */
+static volatile uint64_t *spins;
+static int spin_slot;
+
+static void child_spin_slot(int wfd)
+{
+        pid_t me = getpid();
+
+        if (write(wfd, &me, sizeof(me)) != sizeof(me))
+                _exit(92);
+        for (;;)
+                spins[spin_slot]++;
+}
+
+static pid_t spin_in(sh_cgroup *cg, int slot)
+{
+        int go, out;
+        pid_t pid, got;
+
+        spin_slot = slot;
+        pid = spawn_held(&go, &out, child_spin_slot);
+        attach(cg, pid);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        close(out);
+        return pid;
+}
+
+/* Whether slot i is still counting (over 100 ms). */
+static bool spinning(int i)
+{
+        uint64_t a = spins[i];
+
+        for (uint64_t end = now_ms() + 2000; now_ms() < end;) {
+                sleep_ms(20);
+                if (spins[i] != a)
+                        return true;
+        }
+        return false;
+}
+
+static bool stopped(int i)
+{
+        uint64_t a = spins[i];
+
+        sleep_ms(100);
+        return spins[i] == a;
+}
+
+static void freeze_procs_wait(sh_cgroup *cg)
+{
+        sh_error *err = NULL;
+        bool frozen = false;
+
+        for (uint64_t end = now_ms() + 5000; !frozen && now_ms() < end; sleep_ms(2))
+                ck_assert_int_eq(sh_cgroup_freeze_procs_poll(cg, &frozen, &err), 0);
+        ck_assert(frozen);
+}
+
+/* persist's quiet point: the sandbox's leaves freeze (one made after the start too), the
+ * helper cgroup beside them keeps running, and the thaw restores all. */
+START_TEST(freeze_procs_spares_helpers)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *sb = create(r, NULL, "fsb", NULL);
+        sh_cgroup *init = create(r, sb, "init", NULL);
+        sh_cgroup *helper = create(r, sb, SH_CG_HELPER_PREFIX "p1", NULL);
+        sh_cgroup *late = NULL;
+        sh_error *err = NULL;
+        pid_t p0, p1, p2;
+
+        spins = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        ck_assert_ptr_ne((void *)spins, MAP_FAILED);
+        p0 = spin_in(init, 0);
+        p1 = spin_in(helper, 1);
+        ck_assert_int_eq(sh_cgroup_freeze_procs_begin(sb, &err), 0);
+        late = create(r, sb, "exec-1", NULL);
+        p2 = spin_in(late, 2);
+        freeze_procs_wait(sb);
+        ck_assert(stopped(0));
+        ck_assert(stopped(2));
+        ck_assert(spinning(1));
+
+        ck_assert_int_eq(sh_cgroup_thaw_procs(sb, &err), 0);
+        ck_assert(spinning(0));
+        ck_assert(spinning(2));
+        /* thaw is always safe, also twice */
+        ck_assert_int_eq(sh_cgroup_thaw_procs(sb, &err), 0);
+
+        /* a process in the sandbox's own cgroup would escape: refused (v2 forbids it: a
+         * cgroup with controllers for its children takes no process) */
+        if (mode == SH_CG_V1) {
+                attach(sb, p2);
+                ck_assert_int_lt(sh_cgroup_freeze_procs_begin(sb, &err), 0);
+                ck_assert_int_eq(err->errnum, EBUSY);
+                sh_error_release(&err);
+                ck_assert_int_eq(sh_cgroup_thaw_procs(sb, &err), 0);
+        }
+        ck_assert_int_eq(sh_cgroup_kill(sb, &err), 0);
+        ck_assert(WIFSIGNALED(wait_timeout(p0, 5000)));
+        ck_assert(WIFSIGNALED(wait_timeout(p1, 5000)));
+        ck_assert(WIFSIGNALED(wait_timeout(p2, 5000)));
+        ck_assert(wait_empty(sb, 5000));
+        sh_cgroup_free(init);
+        sh_cgroup_free(helper);
+        sh_cgroup_free(late);
+        ck_assert_int_eq(sh_cgroup_destroy(sb, &err), 0);
+        sh_cgroup_free(sb);
+        destroy_root(r);
+}
+END_TEST
+
+/* A deleted sandbox's processes die at once, also frozen ones; its helpers are spared (a
+ * cancelled rsync removes its temporary file before it exits). */
+START_TEST(kill_procs_spares_helpers)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *sb = create(r, NULL, "ksb", NULL);
+        sh_cgroup *init = create(r, sb, "init", NULL);
+        sh_cgroup *ex = create(r, sb, "exec-1", NULL);
+        sh_cgroup *helper = create(r, sb, SH_CG_HELPER_PREFIX "r1", NULL);
+        sh_error *err = NULL;
+        pid_t p0, p1, p2;
+
+        spins = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        ck_assert_ptr_ne((void *)spins, MAP_FAILED);
+        p0 = spin_in(init, 0);
+        p1 = spin_in(helper, 1);
+        p2 = spin_in(ex, 2);
+        ck_assert_int_eq(sh_cgroup_freeze_procs_begin(sb, &err), 0);
+        freeze_procs_wait(sb);
+        ck_assert_int_eq(sh_cgroup_kill_procs(sb, &err), 0);
+        ck_assert(WIFSIGNALED(wait_timeout(p0, 5000)));
+        ck_assert(WIFSIGNALED(wait_timeout(p2, 5000)));
+        ck_assert(spinning(1));
+        ck_assert_int_eq(kill(p1, 0), 0);
+        ck_assert_int_eq(sh_cgroup_kill(helper, &err), 0);
+        ck_assert(WIFSIGNALED(wait_timeout(p1, 5000)));
+        ck_assert(wait_empty(sb, 5000));
+        sh_cgroup_free(init);
+        sh_cgroup_free(ex);
+        sh_cgroup_free(helper);
+        ck_assert_int_eq(sh_cgroup_destroy(sb, &err), 0);
+        sh_cgroup_free(sb);
+        destroy_root(r);
+}
+END_TEST
+
 START_TEST(second_open_removes_leftovers)
 {
         sh_cgroup_root *r = open_root();
@@ -773,6 +921,8 @@ int main(void)
         tcase_add_test(tc, pids_limit_stops_fork_loop);
         tcase_add_test(tc, kill_reaches_every_descendant);
         tcase_add_test(tc, freeze_and_thaw);
+        tcase_add_test(tc, freeze_procs_spares_helpers);
+        tcase_add_test(tc, kill_procs_spares_helpers);
         tcase_add_test(tc, second_open_removes_leftovers);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);

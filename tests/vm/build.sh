@@ -74,9 +74,14 @@ cp "$JAIL" "$R/opt/sh/test_unpack_jail"
 # the tool unpacker loads the C.UTF-8 locale (glibc's, from libc-bin) before it confines itself
 mkdir -p "$R/usr/lib/locale"
 cp -a /usr/lib/locale/C.utf8 "$R/usr/lib/locale/"
-# shared libraries of both binaries (resolved on this machine, copied under the VM's own
+# rsync for the persist checks (the daemon looks for it in /usr/bin)
+RSYNC=/usr/bin/rsync
+[ -x "$RSYNC" ] || { echo "build.sh: $RSYNC is needed (apt-get install rsync)" >&2; exit 1; }
+rm -f "$R/usr/bin/rsync"
+cp "$RSYNC" "$R/usr/bin/rsync"
+# shared libraries of the binaries (resolved on this machine, copied under the VM's own
 # /usr/lib/x86_64-linux-gnu, the dynamic loader under /usr/lib64 = /lib64)
-ldd "$DAEMON" "$LIVE" "$JAIL" | awk '$2 == "=>" && $3 ~ /^\//{print $3} $1 ~ /^\/.*ld-linux/{print $1}' | sort -u |
+ldd "$DAEMON" "$LIVE" "$JAIL" "$RSYNC" | awk '$2 == "=>" && $3 ~ /^\//{print $3} $1 ~ /^\/.*ld-linux/{print $1}' | sort -u |
         while read -r lib; do
                 case "$lib" in
                 */ld-linux-x86-64.so.2) cp -L "$lib" "$R/usr/lib64/ld-linux-x86-64.so.2" ;;

@@ -85,7 +85,7 @@ r "unpack_jail $([ $rc = 0 ] && echo ok || echo fail) rc=$rc $(grep -m1 '^[0-9]*
 # 2. The real daemon in a cgroup of its own (as a systemd service or a pod would give it),
 #    driven over HTTP by the e2e client, which prints its own RESULT lines.
 echo "=== e2e: sandbox-host on cgroup v2"
-mkdir -p $CG/sandbox-host.service
+mkdir -p $CG/sandbox-host.service /var/lib/archive
 timeout -s KILL 200 /usr/bin/vmtest e2e /opt/sh/sandbox-host $CG/sandbox-host.service 2>&1 | results
 
 echo "=== cgroup tree at the end:"

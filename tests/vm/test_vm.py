@@ -36,6 +36,8 @@ LIVE_TESTS = [
     "pids_limit_stops_fork_loop",
     "kill_reaches_every_descendant",
     "freeze_and_thaw",
+    "freeze_procs_spares_helpers",
+    "kill_procs_spares_helpers",
     "second_open_removes_leftovers",
 ]
 JAIL_TESTS = [
@@ -66,6 +68,9 @@ E2E_CHECKS = [
     "e2e_healthz_after_fork_loop",
     "e2e_healthz_during_fork_bomb",
     "e2e_exec_cgroups_removed",
+    "e2e_persist",
+    "e2e_persist_thaws",
+    "e2e_persist_helper_cgroup_removed",
     "e2e_delete",
     "e2e_exec_after_delete_404",
     "e2e_sigterm_exit_0",

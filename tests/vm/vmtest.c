@@ -673,8 +673,8 @@ static bool start_daemon(const char *bin, const char *cgdir, char *why, size_t w
                 fd = open("/dev/null", O_RDONLY);
                 dup2(fd, 0);
                 execl(bin, bin, "--listen=127.0.0.1:0", "--root=/var/lib/sandbox-host",
-                      "--memory-max=32M", "--pids-max=32", "--cpu-max=0.5", "--log-level=debug",
-                      (char *)NULL);
+                      "--nfs-root=/var/lib/archive", "--memory-max=32M", "--pids-max=32",
+                      "--cpu-max=0.5", "--log-level=debug", (char *)NULL);
                 dprintf(2, "vmtest: exec %s: %s\n", bin, strerror(errno));
                 _exit(127);
         }
@@ -749,9 +749,9 @@ static char svc_rel[512]; /* the same as /proc/<pid>/cgroup shows it */
 static char sub[1024];    /* its subtree, svc/sandbox-host.<instance> */
 static char sub_rel[1024];
 
-static bool create(char *id, size_t idsz, char *why, size_t whysz)
+static bool create_with(const char *body, char *id, size_t idsz, char *why, size_t whysz)
 {
-        resp r = http("POST", "/sandboxes", "{}");
+        resp r = http("POST", "/sandboxes", body);
         bool ok = r.status == 200 && r.body && json_str(r.body, "remote_id", id, idsz) && *id;
 
         if (!ok)
@@ -759,6 +759,20 @@ static bool create(char *id, size_t idsz, char *why, size_t whysz)
                          r.body ? r.body : "");
         resp_free(&r);
         return ok;
+}
+
+static bool create(char *id, size_t idsz, char *why, size_t whysz)
+{
+        return create_with("{}", id, idsz, why, whysz);
+}
+
+static uint64_t mtime_ns(const char *path)
+{
+        struct stat st;
+
+        if (stat(path, &st) < 0)
+                return 0;
+        return (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
 }
 
 /* The daemon's subtree, "<own cgroup>/sandbox-host.<instance>", from the leaf it moved
@@ -1117,6 +1131,57 @@ static int e2e(const char *bin, const char *cgdir)
                 }
                 result("e2e_exec_cgroups_removed", have_sb && strcmp(kids, "init") == 0,
                        "children of the sandbox cgroup: [%s]", kids);
+        }
+
+        /* -- persist: every persist freezes the sandbox's leaf cgroups while rsync runs in a
+         *    helper cgroup beside them (below the sandbox's: billed to it, not frozen with
+         *    it), then thaws them; the helper cgroup goes */
+        {
+                char id3[128] = "", why3[600] = "", path[256];
+                bool have3 = up && create_with("{\"item_id\":\"vm-item\"}", id3, sizeof(id3),
+                                               why3, sizeof(why3));
+                const char *sb3 = pathf("%s/%s", sub, id3);
+                const char *tick = pathf("/var/lib/sandbox-host/%s/workspace/tick", id3);
+                const char *kids = "?";
+                uint64_t t0 = 0, t1 = 0, deadline;
+                int fd = -1;
+
+                x = have3 ? run(id3, "[\"sh\",\"-c\",\"echo persisted > f\"]") : (execres){0};
+                fd = have3 ? run_open(id3, "[\"sh\",\"-c\",\"while :; do date > tick; "
+                                           "done\"]")
+                           : -1;
+                for (deadline = now_ms() + 20000; fd >= 0 && !exists(tick) && now_ms() < deadline;)
+                        sleep_ms(20);
+                snprintf(path, sizeof(path), "/sandboxes/%s/persist", id3);
+                r = have3 ? http("POST", path, "{}") : (resp){0};
+                result("e2e_persist", r.status == 204 &&
+                                              strcmp(slurp_or("/var/lib/archive/vm-item/f", ""),
+                                                     "persisted\n") == 0,
+                       "%s POST persist=%d %s %.200s; archive f=[%s]", have3 ? id3 : why3,
+                       r.status, r.err, r.body ? r.body : "",
+                       slurp_or("/var/lib/archive/vm-item/f", "(none)"));
+                resp_free(&r);
+                t0 = mtime_ns(tick);
+                for (deadline = now_ms() + 5000; now_ms() < deadline;) {
+                        sleep_ms(50);
+                        if ((t1 = mtime_ns(tick)) != t0)
+                                break;
+                }
+                result("e2e_persist_thaws", have3 && t0 && t1 != t0,
+                       "tick mtime %llu then %llu", (unsigned long long)t0,
+                       (unsigned long long)t1);
+                for (deadline = now_ms() + 20000; have3 && now_ms() < deadline; sleep_ms(50))
+                        if (!strstr(kids = subdirs(sb3), "helper-"))
+                                break;
+                result("e2e_persist_helper_cgroup_removed", have3 && !strstr(kids, "helper-"),
+                       "children of %s: [%s]", sb3, kids);
+                if (fd >= 0)
+                        close(fd);
+                if (have3) {
+                        snprintf(path, sizeof(path), "/sandboxes/%s", id3);
+                        r = http("DELETE", path, NULL);
+                        resp_free(&r);
+                }
         }
 
         /* -- delete: kills everything (an escapee that setsid'd and outlived its exec too) and
