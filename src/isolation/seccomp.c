@@ -625,7 +625,7 @@ int sh_seccomp_export(void *ctx, sh_seccomp **ret, sh_error **err)
 
         if (!s)
                 return sh_error_make(err, ENOMEM, "seccomp: allocating filter");
-        r = export_bpf(ctx, &s->prog, err);
+        r = export_bpf(ctx, NULL, 0, &s->prog, err);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(s);
