@@ -58,9 +58,10 @@ int sh_disk_setup(sh_disk *d, sh_loop *l, int dirfd, uid_t uid, gid_t gid, unsig
 /* SIGKILL the child; `done` still runs, with an error. */
 void sh_disk_job_cancel(sh_disk_job *j);
 
-/* Detach (MNT_DETACH) every mount at each of `paths` (absolute, in the daemon's namespace),
- * in a child: whatever the kernel then frees (writeback, the loop device, the image) is freed
- * there or by the last process that still uses the filesystem, never on the loop. The paths
+/* Unmount every mount at each of `paths` (absolute, in the daemon's namespace), in a child
+ * that waits (bounded) until nothing of this namespace uses it: whatever the kernel then
+ * frees (writeback, the loop device, the image) is freed there or by the last other process
+ * that still uses the filesystem (a dying worker's namespace), never on the loop. The paths
  * are copied. `done` runs from the loop when the child has ended (ok: every mount is gone). */
 int sh_disk_detach(sh_loop *l, char *const *paths, size_t n, void (*done)(bool ok, void *data),
                    void *data, sh_error **err);

@@ -39,13 +39,7 @@
 
 #include "sh/capability.h"
 #include "sh/spawn.h"
-
-#ifndef SYS_quotactl_fd
-#define SYS_quotactl_fd 443 /* Linux 5.14; glibc 2.36 has no wrapper */
-#endif
-#ifndef UMOUNT_NOFOLLOW
-#define UMOUNT_NOFOLLOW 0x00000008
-#endif
+#include "sh/syscalls.h"
 
 #define IMG_DIR       ".disk" /* {root}/.disk: images (unnamed) and start-up probes */
 #define MAX_EXTENTS   4096    /* data extents of the template image (mke2fs writes tens) */
@@ -115,11 +109,6 @@ sh_disk_mode sh_disk_get_mode(const sh_disk *d)
 bool sh_disk_mounted(const sh_disk *d)
 {
         return d && (d->mode == SH_DISK_LOOP || d->mode == SH_DISK_TMPFS);
-}
-
-static int quotactl_fd(int fd, unsigned cmd, int id, void *addr)
-{
-        return (int)syscall(SYS_quotactl_fd, fd, cmd, id, addr);
 }
 
 /* ---- mountinfo ------------------------------------------------------------------------- */
@@ -275,6 +264,24 @@ typedef struct detach_arg {
         bool ended_early; /* ...which already reaped it (no pidfd) */
 } detach_arg;
 
+/* A plain unmount fails with EBUSY while anything in this namespace still uses the mount (the
+ * daemon closing its last fds into it: a download's file, say). Wait for that rather than
+ * detach under it, so that the last reference, and with it the unmount's work, is ours and
+ * never the daemon's. Bounded: after 10 s (a long-running remover inside it) detach anyway. */
+static int umount_patiently(const char *path)
+{
+        struct timespec ts = {0, 20 * 1000000L};
+
+        for (int waited = 0; waited < 10000; waited += 20) {
+                if (umount2(path, UMOUNT_NOFOLLOW) == 0)
+                        return 0;
+                if (errno != EBUSY)
+                        return -1;
+                nanosleep(&ts, NULL);
+        }
+        return umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
+}
+
 static int detach_main(void *p)
 {
         detach_arg *a = p;
@@ -283,7 +290,7 @@ static int detach_main(void *p)
         for (size_t i = 0; i < a->n; i++) {
                 /* Stacked mounts come off one by one; EINVAL: nothing (more) is mounted. */
                 for (int k = 0; k < 16; k++) {
-                        if (umount2(a->paths[i], MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+                        if (umount_patiently(a->paths[i]) == 0)
                                 continue;
                         if (errno != EINVAL && errno != ENOENT)
                                 bad = 1;
@@ -615,7 +622,7 @@ static _Noreturn void setup_project(const sh_disk_job *j)
                 uint64_t use;
 
                 memset(&q, 0, sizeof(q));
-                if (quotactl_fd(ws, QCMD(Q_GETQUOTA, PRJQUOTA), (int)j->cand[i], &q) < 0) {
+                if (sh_quotactl_fd(ws, QCMD(Q_GETQUOTA, PRJQUOTA), j->cand[i], &q) < 0) {
                         if (errno != ENOENT && errno != ESRCH)
                                 setup_fail(STEP_QUOTA_GET);
                         q.dqb_curspace = q.dqb_curinodes = 0;
@@ -633,7 +640,7 @@ static _Noreturn void setup_project(const sh_disk_job *j)
         q.dqb_bhardlimit = d->size / 1024; /* in 1 KiB quota blocks */
         q.dqb_ihardlimit = d->inodes;
         q.dqb_valid = QIF_LIMITS;
-        if (quotactl_fd(ws, QCMD(Q_SETQUOTA, PRJQUOTA), (int)id, &q) < 0)
+        if (sh_quotactl_fd(ws, QCMD(Q_SETQUOTA, PRJQUOTA), id, &q) < 0)
                 setup_fail(STEP_QUOTA_SET);
         /* PROJINHERIT: everything created below inherits the id; rename(2) into the tree
          * from another project fails with EXDEV, so nothing enters uncharged. */
@@ -749,9 +756,9 @@ void sh_disk_job_cancel(sh_disk_job *j)
 
 /* ---- choosing the mechanism, at start --------------------------------------------------- */
 
-/* A quota id or a capability is lost for good: CAP_SYS_RESOURCE lets a process ignore quota
- * hard limits, and the daemon (uploads, restores by rsync, everything it forks) writes into
- * workspaces as root. Out of the bounding set too, so no helper it execs gets it back. */
+/* CAP_SYS_RESOURCE lets a process ignore quota hard limits, and the daemon (uploads, restores
+ * by rsync, everything it forks) writes into workspaces as root: drop it for good, from the
+ * bounding set too, so that no helper it execs gets it back. */
 static int drop_sys_resource(void)
 {
         cap_value_t v = CAP_SYS_RESOURCE;
@@ -809,7 +816,7 @@ static int probe_project(sh_disk *d, int rootfd, const char *root, char *why, si
 
         memset(&sv, 0, sizeof(sv));
         sv.qs_version = FS_QSTATV_VERSION1;
-        if (quotactl_fd(rootfd, QCMD(Q_XGETQSTATV, PRJQUOTA), 0, &sv) < 0) {
+        if (sh_quotactl_fd(rootfd, QCMD(Q_XGETQSTATV, PRJQUOTA), 0, &sv) < 0) {
                 snprintf(why, whysz, "no project quota on the state root (quotactl_fd: %s)",
                          strerror(errno));
                 return -1;
@@ -832,7 +839,7 @@ static int probe_project(sh_disk *d, int rootfd, const char *root, char *why, si
         q.dqb_valid = QIF_LIMITS;
         if (fd < 0)
                 snprintf(why, whysz, "opening a probe directory: %s", strerror(errno));
-        else if (quotactl_fd(fd, QCMD(Q_SETQUOTA, PRJQUOTA), (int)d->proj_base, &q) < 0)
+        else if (sh_quotactl_fd(fd, QCMD(Q_SETQUOTA, PRJQUOTA), d->proj_base, &q) < 0)
                 snprintf(why, whysz, "setting a project quota (Q_SETQUOTA): %s", strerror(errno));
         else if (ioctl(fd, FS_IOC_FSGETXATTR, &fx) < 0)
                 snprintf(why, whysz, "FS_IOC_FSGETXATTR: %s", strerror(errno));

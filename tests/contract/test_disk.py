@@ -338,3 +338,63 @@ def test_sigterm_leaves_no_mount_loop_device_or_image():
         assert vol.used() < 2 * MIB, vol.used()
     finally:
         vol.close()
+
+
+def test_a_create_whose_limit_cannot_be_set_up_fails_and_leaves_nothing():
+    """The loop image is sparse: on a host volume with no room left, copying the template
+    fails. The create answers 500 with the failed step, and leaves no mount, loop device,
+    image or directory; with room again, creates work."""
+    vol = disklib.Volume("32M")
+    d = None
+    try:
+        d = Daemon(env=limited_env("loop", {"SANDBOX_HOST_DISK_MAX": "64M"}), root=vol.root)
+        filler = os.path.join(vol.path, "filler")
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * MIB)
+                    f.flush()
+            except OSError:
+                pass
+        r = d.client.create({})
+        body = assert_error(r, 500, "Internal")
+        assert "disk limit" in body["detail"], body
+        assert wait_until(lambda: not disklib.mounts_below(vol.path), 10)
+        assert wait_until(lambda: not disklib.loops_backed_below(vol.path), 10)
+        assert wait_until(lambda: os.listdir(os.path.join(vol.root, ".sandboxes")) == [], 10)
+        assert [n for n in os.listdir(vol.root) if len(n) == 32] == []
+        os.unlink(filler)
+        s = d.client.new_sandbox()
+        s.put_ok("x", b"fine")
+        s.delete()
+    finally:
+        if d is not None:
+            d.stop_ok()
+        vol.close()
+
+
+def test_a_download_in_flight_outlives_the_delete_and_then_the_filesystem_goes(vd):
+    """The daemon still holds the file of a download when the sandbox is deleted: its
+    filesystem is unmounted only once that fd is closed (by a child, which then pays for the
+    unmount), and the download completes meanwhile."""
+    import http.client
+    vol, d = vd
+    s = d.client.new_sandbox()
+    data = os.urandom(4 * MIB)
+    s.put_ok("blob", data)
+    own = d.root / os.readlink(d.root / s.rid)
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+    try:
+        conn.request("GET", "/sandboxes/%s/file?path=blob" % s.rid)
+        resp = conn.getresponse()
+        assert resp.status == 200
+        head = resp.read(4096)
+        assert s.delete().status == 204
+        assert d.client.get("/healthz", timeout=5).status == 200
+        rest = resp.read()
+        assert head + rest == data
+    finally:
+        conn.close()
+    trash = os.path.join(vol.root, ".trash")
+    assert wait_until(lambda: not [m for m in disklib.mounts_below(trash)] and
+                      not disklib.mounts_below(own), 15), disklib.mounts_below(vol.path)
