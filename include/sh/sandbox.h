@@ -24,7 +24,7 @@ typedef struct sh_sandbox {
         sh_fs_owner owner; /* uid/gid of the sandbox's processes and files */
         int dirfd;         /* O_PATH {root}/.sandboxes/{dirname} (= {root}/{id}) */
         int wsfd;          /* O_PATH its workspace; -1 until the disk limit is set up */
-        char dirname[24];  /* below {root}/.sandboxes: a counter, nothing of the id */
+        char dirname[24];  /* below {root}/.sandboxes: its slot, nothing of the id */
         char *item_id;     /* NULL: none */
         char *image;       /* image name, "default" for the default */
         cJSON *env;        /* create-time env: object of strings (owned) */

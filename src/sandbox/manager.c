@@ -727,8 +727,17 @@ static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
         char target[64];
         int r;
 
-        snprintf(sb->dirname, sizeof(sb->dirname), "%llu", (unsigned long long)++m->sb_seq);
-        if (mkdirat(m->sbfd, sb->dirname, 0711) < 0)
+        /* Named for the slot, which the sandbox knows anyway (its uid is uid_base + slot):
+         * the name says nothing of the id nor of other tenants. A slot's old directory is
+         * normally in the trash by now; should it still be here, a second name. */
+        snprintf(sb->dirname, sizeof(sb->dirname), "%u", sb->slot);
+        r = mkdirat(m->sbfd, sb->dirname, 0711);
+        if (r < 0 && errno == EEXIST) {
+                snprintf(sb->dirname, sizeof(sb->dirname), "%u.%llu", sb->slot,
+                         (unsigned long long)++m->sb_seq);
+                r = mkdirat(m->sbfd, sb->dirname, 0711);
+        }
+        if (r < 0)
                 return sh_error_make(err, errno, "creating the sandbox directory");
         snprintf(target, sizeof(target), "%s/%s", SB_DIR, sb->dirname);
         sb->dirfd = openat(m->sbfd, sb->dirname, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
