@@ -2,6 +2,7 @@
  * (0 after a graceful shutdown, 1 on a start-up failure, 2 on an invalid setting). */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,11 +59,15 @@ int main(int argc, char **argv)
                          : STREQ(cfg.log_level, "error") ? SH_LOG_ERROR
                                                          : SH_LOG_INFO);
         if (sh_daemon_new(&cfg, true, &d, &err) < 0) {
+                /* A setting this host cannot honour (a disk limit nothing here can enforce)
+                 * is an invalid setting: exit 2, as for a bad value. */
+                bool setting = err && err->type && STREQ(err->type, SH_ERROR_SETTING);
+
                 fprintf(stderr, "sandbox-host: %s\n", err && err->msg ? err->msg : "start failed");
                 log_error("start-failed", NULL, "%s", err && err->msg ? err->msg : "");
                 sh_error_release(&err);
                 sh_config_done(&cfg);
-                return 1;
+                return setting ? 2 : 1;
         }
         fprintf(stderr, "listening on %s\n", sh_daemon_url(d));
         fflush(stderr);

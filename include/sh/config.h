@@ -25,10 +25,19 @@ typedef struct sh_config {
         bool tool_insecure_http;     /* unsigned tools over plain http to any host */
         uint64_t persist_parallel;   /* rsyncs at once; the rest queue */
         uint64_t persist_timeout_ms; /* one rsync run at most, then killed */
-
         uint64_t persist_io_timeout_ms; /* rsync --timeout: its longest wait for I/O */
         uint64_t persist_max_bytes;     /* one job's source at most: apparent sizes, holes count */
+        uint64_t disk_max;           /* bytes of one workspace; 0: no limit */
+        uint64_t disk_inodes_max;    /* inodes of one workspace (derived when unset) */
+        char *disk_quota;            /* auto, project, loop, tmpfs, none */
+        uint64_t disk_project_base;  /* first project quota id */
 } sh_config;
+
+#define SH_DISK_MIN (1ULL << 20) /* smallest SANDBOX_HOST_DISK_MAX other than 0 */
+
+/* A start-up error that is a setting the host cannot honour (exit 2, like an invalid value):
+ * the sh_error type of such an error. Never sent to a client. */
+#define SH_ERROR_SETTING "InvalidSetting"
 
 typedef enum {
         SH_CONFIG_OK = 0,

@@ -1,7 +1,10 @@
 /* sandbox.h: the sandbox registry (id -> sandbox), its limits and lifecycle. A sandbox is
  * {root}/{id}/ holding `workspace/` (the agent's files) and `.ready` (the readiness marker,
- * outside the workspace so no sandbox process can forge it). Sandbox objects are refcounted:
- * requests and (later) execs hold references across suspensions. */
+ * outside the workspace so no sandbox process can forge it). {root}/{id} is a link to the
+ * directory's real place, {root}/.sandboxes/{n}, a name with nothing of the id in it: the
+ * workspace's mount inside the sandbox shows that path, and the id is the API's only
+ * credential. Sandbox objects are refcounted: requests and execs hold references across
+ * suspensions. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -19,8 +22,9 @@ typedef struct sh_sandbox {
         char id[SH_ID_LEN + 1];
         unsigned slot;     /* index in the uid range */
         sh_fs_owner owner; /* uid/gid of the sandbox's processes and files */
-        int dirfd;         /* O_PATH {root}/{id} */
-        int wsfd;          /* O_PATH {root}/{id}/workspace */
+        int dirfd;         /* O_PATH {root}/.sandboxes/{dirname} (= {root}/{id}) */
+        int wsfd;          /* O_PATH its workspace; -1 until the disk limit is set up */
+        char dirname[24];  /* below {root}/.sandboxes: its slot, nothing of the id */
         char *item_id;     /* NULL: none */
         char *image;       /* image name, "default" for the default */
         cJSON *env;        /* create-time env: object of strings (owned) */
@@ -35,6 +39,11 @@ typedef struct sh_sandbox {
         struct sh_exec *execs; /* live exec sessions (list) */
         uint32_t next_exec_id;
         struct sh_manager *mgr;
+        /* disk limit (src/isolation/disk.c) */
+        struct sh_disk_job *disk_job; /* the limit being set up, in a child */
+        uint32_t projid;              /* project quota id (project mode), else 0 */
+        bool disk_mounted;            /* loop, tmpfs: its filesystem may be mounted */
+        char *trash_name;             /* where delete moved the directory (mounted modes) */
         /* create completion (suspended create request) */
         void (*on_ready)(struct sh_sandbox *sb, const sh_error *err, void *data);
         void *on_ready_data;

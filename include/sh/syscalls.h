@@ -54,3 +54,19 @@ static inline int sh_openat2(int dirfd, const char *path, const struct sh_open_h
 #ifndef RENAME_EXCHANGE
 #define RENAME_EXCHANGE (1 << 1)
 #endif
+
+/* quotactl_fd(2), Linux 5.14: quotactl on the filesystem of an open fd (a pod has no block
+ * device node to name). glibc has no wrapper; remove this block when the baseline has one. */
+#ifndef SYS_quotactl_fd
+#define SYS_quotactl_fd 443
+#endif
+
+static inline int sh_quotactl_fd(int fd, unsigned int cmd, unsigned int id, void *addr)
+{
+        return (int)syscall(SYS_quotactl_fd, fd, cmd, id, addr);
+}
+
+/* umount2(2) flag, glibc 2.36 has it in <sys/mount.h>; kept for older headers. */
+#ifndef UMOUNT_NOFOLLOW
+#define UMOUNT_NOFOLLOW 0x00000008
+#endif

@@ -15,6 +15,7 @@ typedef enum {
         T_OPT_STRING,
         T_UINT,
         T_SIZE,
+        T_SIZE0, /* a size that is 0 (off) or at least min */
         T_CPU,
         T_MS,
         T_LISTEN,
@@ -22,7 +23,8 @@ typedef enum {
         T_PATH,
         T_OPT_PATH,
         T_LEVEL,
-        T_BOOL
+        T_BOOL,
+        T_DISK_QUOTA
 } opt_type;
 
 typedef struct opt {
@@ -80,6 +82,14 @@ static const opt options[] = {
         {"SANDBOX_HOST_TOOL_INSECURE_HTTP", T_BOOL, OFF(tool_insecure_http), "off", 0, 0,
          "on: unsigned tools may be fetched over plain http from any host (off: https, or a "
          "loopback host, unless SANDBOX_HOST_TOOL_KEYS is set)"},
+        {"SANDBOX_HOST_DISK_MAX", T_SIZE0, OFF(disk_max), "0", SH_DISK_MIN, 1ULL << 50,
+         "disk limit of one sandbox's workspace, bytes, at least 1M (0: no limit)"},
+        {"SANDBOX_HOST_DISK_INODES_MAX", T_UINT, OFF(disk_inodes_max), "0", 0, 1ULL << 32,
+         "files, directories and links one workspace may hold (0: one per 8K of DISK_MAX)"},
+        {"SANDBOX_HOST_DISK_QUOTA", T_DISK_QUOTA, OFF(disk_quota), "auto", 0, 0,
+         "how DISK_MAX is enforced: auto, project, loop, tmpfs or none"},
+        {"SANDBOX_HOST_DISK_PROJECT_BASE", T_UINT, OFF(disk_project_base), "3000000000", 1,
+         4000000000ULL, "first project quota id (sandbox slot n uses base + n and base + max + n)"},
 };
 
 const char *sh_config_help(void)
@@ -178,7 +188,12 @@ static int set_option(sh_config *c, const opt *o, const char *value)
                 r = sh_parse_u64(value, &v);
                 goto numeric;
         case T_SIZE:
+        case T_SIZE0:
                 r = sh_parse_size(value, &v);
+                if (r == 0 && v == 0 && o->type == T_SIZE0) {
+                        *up = 0;
+                        return 0;
+                }
                 goto numeric;
         case T_CPU:
                 r = sh_parse_millicores(value, &v);
@@ -220,6 +235,11 @@ static int set_option(sh_config *c, const opt *o, const char *value)
         case T_LEVEL:
                 if (strcmp(value, "debug") && strcmp(value, "info") && strcmp(value, "warn") &&
                     strcmp(value, "error"))
+                        return -EINVAL;
+                break;
+        case T_DISK_QUOTA:
+                if (strcmp(value, "auto") && strcmp(value, "project") && strcmp(value, "loop") &&
+                    strcmp(value, "tmpfs") && strcmp(value, "none"))
                         return -EINVAL;
                 break;
         case T_STRING:
@@ -267,6 +287,33 @@ static int invalid(char **ret_msg, const char *setting, const char *value, const
                 m = NULL;
         *ret_msg = m;
         return SH_CONFIG_INVALID;
+}
+
+/* The disk settings go together; a limit that nothing would enforce is refused here, one the
+ * host cannot enforce is refused at start (src/isolation/disk.c). */
+static sh_config_result check_disk(sh_config *c, char **ret_msg)
+{
+        char v[32];
+
+        if (!c->disk_max && c->disk_inodes_max) {
+                snprintf(v, sizeof(v), "%llu", (unsigned long long)c->disk_inodes_max);
+                return invalid(ret_msg, "SANDBOX_HOST_DISK_INODES_MAX", v,
+                               "needs SANDBOX_HOST_DISK_MAX");
+        }
+        if (c->disk_max && STREQ(c->disk_quota, "none"))
+                return invalid(ret_msg, "SANDBOX_HOST_DISK_QUOTA", c->disk_quota,
+                               "'none' cannot hold SANDBOX_HOST_DISK_MAX");
+        if (!c->disk_max && !STREQ(c->disk_quota, "auto") && !STREQ(c->disk_quota, "none"))
+                return invalid(ret_msg, "SANDBOX_HOST_DISK_QUOTA", c->disk_quota,
+                               "needs SANDBOX_HOST_DISK_MAX");
+        /* Unset: one inode per 8 KiB of the limit (half ext4's default ratio: workspaces hold
+         * many small files), at least 1024. */
+        if (c->disk_max && !c->disk_inodes_max) {
+                c->disk_inodes_max = c->disk_max / 8192;
+                if (c->disk_inodes_max < 1024)
+                        c->disk_inodes_max = 1024;
+        }
+        return SH_CONFIG_OK;
 }
 
 sh_config_result sh_config_parse(sh_config *c, int argc, char *const *argv, char *const *envp,
@@ -345,7 +392,7 @@ sh_config_result sh_config_parse(sh_config *c, int argc, char *const *argv, char
                         return invalid(ret_msg, flag, value, o->help);
                 }
         }
-        return SH_CONFIG_OK;
+        return check_disk(c, ret_msg);
 }
 
 void sh_config_done(sh_config *c)
@@ -360,7 +407,8 @@ void sh_config_done(sh_config *c)
                 case T_URL:
                 case T_PATH:
                 case T_OPT_PATH:
-                case T_LEVEL: {
+                case T_LEVEL:
+                case T_DISK_QUOTA: {
                         char **sp = (char **)((char *)c + options[i].offset);
 
                         free(*sp);

@@ -2,6 +2,7 @@
  * file, then renamed into place), download (sendfile from the file), exists, size,
  * disk-usage (walked in slices between other work), walk (streamed as it is walked), delete
  * file, mkdir, delete dir (moved out, removed in the background), rename. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +24,21 @@ static void add_u64(cJSON *o, const char *name, uint64_t v)
         cJSON_AddRawToObject(o, name, text);
 }
 
+/* A workspace that is full (its disk limit, SANDBOX_HOST_DISK_MAX and _INODES_MAX: ENOSPC on
+ * a filesystem of its own, EDQUOT under project quota) cannot take what the client sent:
+ * 413 PayloadTooLarge, as for a body above the upload limit, and never 500 Internal, which
+ * would say the host failed. The old file is untouched either way. */
+static void reply_fs_error(sh_request *r, const sh_error *err)
+{
+        if (err && (err->errnum == ENOSPC || err->errnum == EDQUOT)) {
+                sh_reply_errorf(r, 413, "PayloadTooLarge",
+                                "the workspace is full (its disk limit is reached): %s",
+                                err->msg ? err->msg : strerror(err->errnum));
+                return;
+        }
+        sh_reply_error(r, err);
+}
+
 /* ---- upload ---------------------------------------------------------------------------- */
 
 int sh_api_upload_begin(sh_request *r)
@@ -33,7 +49,7 @@ int sh_api_upload_begin(sh_request *r)
         if (!r->upload_path)
                 return -1;
         if (sh_fs_upload_begin(r->sb->wsfd, &r->upload, &err) < 0) {
-                sh_reply_error(r, err);
+                reply_fs_error(r, err);
                 sh_error_release(&err);
                 return -1;
         }
@@ -64,12 +80,12 @@ void sh_api_upload(sh_request *r)
         sh_error *err = NULL;
 
         if (r->body_failed) {
-                sh_reply_error(r, r->body_err);
+                reply_fs_error(r, r->body_err);
                 return;
         }
         if (sh_fs_upload_commit(TAKE_PTR(r->upload), r->sb->wsfd, r->upload_path, &r->sb->owner,
                                 &err) < 0) {
-                sh_reply_error(r, err);
+                reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;
         }
@@ -486,7 +502,7 @@ void sh_api_mkdir(sh_request *r)
         if (!path)
                 return;
         if (sh_fs_mkdir_p(r->sb->wsfd, path, &r->sb->owner, &err) < 0) {
-                sh_reply_error(r, err);
+                reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;
         }
@@ -527,7 +543,7 @@ void sh_api_rename(sh_request *r)
         if (!src || !dst)
                 return;
         if (sh_fs_rename(r->sb->wsfd, src, dst, &r->sb->owner, &err) < 0) {
-                sh_reply_error(r, err);
+                reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;
         }

@@ -1,5 +1,6 @@
 /* manager.c: sandbox registry, limits (capacity, draining), create/delete, leftover cleanup,
- * and the background removal of deleted trees. */
+ * the workspace's disk limit around its lifetime, and the background removal of deleted
+ * trees. */
 #include "sh/sandbox.h"
 
 #include <dirent.h>
@@ -14,6 +15,7 @@
 
 #include "sh/capability.h"
 #include "sh/cgroup.h"
+#include "sh/disk.h"
 #include "sh/exec.h"
 #include "sh/log.h"
 #include "sh/seccomp.h"
@@ -23,12 +25,17 @@
 #include "remover.h"
 
 #define TRASH_DIR ".trash"
+#define SB_DIR    ".sandboxes" /* the sandbox directories, by neutral names */
 
 struct sh_manager {
         const sh_config *cfg;
         sh_loop *loop;
         int rootfd;         /* {root}, O_DIRECTORY */
         int trashfd;        /* {root}/.trash, O_DIRECTORY */
+        int sbfd;           /* {root}/.sandboxes, O_DIRECTORY */
+        char *root_real;    /* {root} with every link resolved: as mountinfo shows it */
+        uint64_t sb_seq;    /* names below .sandboxes */
+        sh_disk *disk;      /* how workspaces are limited */
         sh_sandbox **slots; /* cfg->max_sandboxes entries, NULL = free */
         unsigned count;
         bool draining;
@@ -156,57 +163,124 @@ void sh_manager_bury_cgroup(sh_manager *m, sh_cgroup *cg)
                 m->grave_t = sh_loop_add_timer(m->loop, 20, graves_sweep, m);
 }
 
-/* Move {root}/{name} into the trash under a unique name and remove it in the background. */
-static int trash_and_remove(sh_manager *m, const char *name, sh_error **err)
+/* Move fromfd/name into the trash under a new name ("label.pid.n"), returned in tname. */
+static int move_to_trash(sh_manager *m, int fromfd, const char *name, const char *label,
+                         char *tname, size_t tsize, sh_error **err)
 {
-        char tname[96];
-
-        snprintf(tname, sizeof(tname), "%s.%llu.%llu", name, (unsigned long long)getpid(),
+        snprintf(tname, tsize, "%s.%llu.%llu", label, (unsigned long long)getpid(),
                  (unsigned long long)++m->trash_seq);
-        if (renameat(m->rootfd, name, m->trashfd, tname) < 0)
+        if (renameat(fromfd, name, m->trashfd, tname) < 0)
                 return sh_error_make(err, errno, "moving '%s' to the trash", name);
-        /* The sandbox is gone (or never ran): the remover gets a cgroup of its own. */
+        return 0;
+}
+
+/* Remove {root}/.trash/{tname} in the background: the sandbox is gone (or never ran), so the
+ * remover gets a cgroup of its own (remover.c). */
+static int remove_trash(sh_manager *m, const char *tname, sh_error **err)
+{
         return sh_remover_start(m, m->trashfd, NULL, tname, err);
 }
 
-static void cleanup_leftovers(sh_manager *m)
+static int trash_and_remove(sh_manager *m, int fromfd, const char *name, sh_error **err)
+{
+        char tname[96];
+
+        if (move_to_trash(m, fromfd, name, "sb", tname, sizeof(tname), err) < 0)
+                return -1;
+        return remove_trash(m, tname, err);
+}
+
+/* Whatever an earlier run left in the trash goes, in a confined child of its own. */
+static void empty_trash(sh_manager *m)
+{
+        sh_error *err = NULL;
+
+        if (sh_remover_start(m, m->trashfd, NULL, NULL, &err) < 0)
+                log_warn("cleanup-failed", NULL, "%s, ignoring", err && err->msg ? err->msg : "");
+        sh_error_release(&err);
+}
+
+/* The mounts a killed daemon left (the workspace filesystems of loop and tmpfs) are detached
+ * first: removing the tree would otherwise empty each one file by file and then fail. */
+static void leftovers_detached(bool ok, void *data)
+{
+        sh_manager *m = data;
+
+        if (!ok)
+                log_warn("cleanup-failed", NULL,
+                         "some workspace mounts left by an earlier run "
+                         "could not be detached, ignoring");
+        empty_trash(m);
+}
+
+static unsigned trash_entries(sh_manager *m, int dirfd, bool ids_only)
 {
         DIR *d;
         struct dirent *de;
-        int fd = openat(m->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         unsigned found = 0;
 
         if (fd < 0 || !(d = fdopendir(fd))) {
                 sh_close(fd);
                 log_warn("cleanup-failed", NULL, "cannot list the state root: %s, ignoring",
                          strerror(errno));
-                return;
+                return 0;
         }
         while ((de = readdir(d))) {
                 sh_error *err = NULL;
-                char name[sizeof(de->d_name)];
+                char name[sizeof(de->d_name)], tname[300];
+                struct stat st;
 
-                if (!sh_remote_id_valid(de->d_name, strlen(de->d_name)))
+                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
+                        continue;
+                if (ids_only && !sh_remote_id_valid(de->d_name, strlen(de->d_name)))
                         continue;
                 snprintf(name, sizeof(name), "%s", de->d_name);
-                if (trash_and_remove(m, name, &err) < 0)
-                        log_warn("cleanup-failed", name, "%s, ignoring", err ? err->msg : "");
+                /* {root}/{id} is a link to the real directory, which goes with .sandboxes. */
+                if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+                        if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+                                log_warn("cleanup-failed", name, "%s, ignoring", strerror(errno));
+                        continue;
+                }
+                if (move_to_trash(m, dirfd, name, "sb", tname, sizeof(tname), &err) < 0)
+                        log_warn("cleanup-failed", NULL, "%s, ignoring", err ? err->msg : "");
                 else
                         found++;
                 sh_error_release(&err);
         }
         closedir(d);
+        return found;
+}
+
+static void cleanup_leftovers(sh_manager *m)
+{
+        char prefix[4200], **mps = NULL;
+        size_t n = 0;
+        sh_error *err = NULL;
+        unsigned found;
+
+        found = trash_entries(m, m->rootfd, true) + trash_entries(m, m->sbfd, false);
         if (found)
                 log_info("cleanup", NULL, "removing %u sandbox(es) left by an earlier run", found);
-        /* Whatever an earlier run left in the trash goes too. */
-        {
-                sh_error *err = NULL;
-
-                if (sh_remover_start(m, m->trashfd, NULL, NULL, &err) < 0)
-                        log_warn("cleanup-failed", NULL, "%s, ignoring",
-                                 err && err->msg ? err->msg : "");
+        /* Whatever an earlier run left in the trash goes too, its mounts first. The list is
+         * taken now: what this run's deletes move there later is detached by them. */
+        snprintf(prefix, sizeof(prefix), "%s/%s/", m->root_real, TRASH_DIR);
+        if (sh_disk_mounts_below_self(prefix, &mps, &n, &err) < 0) {
+                log_warn("cleanup-failed", NULL, "%s, ignoring", err ? err->msg : "");
                 sh_error_release(&err);
         }
+        if (n) {
+                log_info("cleanup", NULL, "detaching %zu workspace mount(s) left by an earlier run",
+                         n);
+                if (sh_disk_detach(m->loop, mps, n, leftovers_detached, m, &err) < 0) {
+                        log_warn("cleanup-failed", NULL, "%s, ignoring", err ? err->msg : "");
+                        sh_error_release(&err);
+                        empty_trash(m);
+                }
+        } else {
+                empty_trash(m);
+        }
+        sh_disk_strv_free(mps, n);
 }
 
 static int mkdir_p_abs(const char *path, mode_t mode)
@@ -237,7 +311,7 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 return sh_error_make(err, ENOMEM, "out of memory");
         m->cfg = cfg;
         m->loop = loop;
-        m->rootfd = m->trashfd = m->init_image = -1;
+        m->rootfd = m->trashfd = m->sbfd = m->init_image = -1;
         m->slots = calloc(cfg->max_sandboxes, sizeof(*m->slots));
         if (!m->slots) {
                 free(m);
@@ -262,6 +336,31 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 sh_error_make(err, errno, "opening '%s/%s'", cfg->root, TRASH_DIR);
                 goto fail;
         }
+        if (mkdirat(m->rootfd, SB_DIR, 0711) < 0 && errno != EEXIST) {
+                sh_error_make(err, errno, "creating '%s/%s'", cfg->root, SB_DIR);
+                goto fail;
+        }
+        m->sbfd = openat(m->rootfd, SB_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (m->sbfd < 0) {
+                sh_error_make(err, errno, "opening '%s/%s'", cfg->root, SB_DIR);
+                goto fail;
+        }
+        m->root_real = realpath(cfg->root, NULL);
+        if (!m->root_real) {
+                sh_error_make(err, errno, "resolving the state root '%s'", cfg->root);
+                goto fail;
+        }
+        /* The workspace's disk limit: chosen now, refused now if it cannot be held. */
+        if (sh_disk_open(cfg, m->rootfd, m->root_real, &m->disk, err) < 0)
+                goto fail;
+        if (sh_disk_get_mode(m->disk) == SH_DISK_NONE)
+                log_info("disk-limit", NULL,
+                         "none: SANDBOX_HOST_DISK_MAX is unset, workspaces have no disk limit");
+        else
+                log_info("disk-limit", NULL, "%s: %llu bytes, %llu inodes per workspace",
+                         sh_disk_mode_name(sh_disk_get_mode(m->disk)),
+                         (unsigned long long)cfg->disk_max,
+                         (unsigned long long)cfg->disk_inodes_max);
         /* Workers are grandchildren (the intermediate that made their namespaces exits):
          * as child subreaper the daemon stays their parent, reaps them and sees them die. */
         if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
@@ -299,8 +398,11 @@ fail:
         sh_seccomp_free(m->filter);
         sh_close(m->init_image);
         root_destroy(m);
+        sh_disk_free(m->disk);
         sh_close(m->rootfd);
         sh_close(m->trashfd);
+        sh_close(m->sbfd);
+        free(m->root_real);
         free(m->slots);
         free(m);
         return -1;
@@ -327,10 +429,73 @@ void sh_manager_free(sh_manager *m)
         sh_seccomp_free(m->filter);
         sh_close(m->init_image);
         root_destroy(m);
+        sh_disk_free(m->disk);
         sh_close(m->rootfd);
         sh_close(m->trashfd);
+        sh_close(m->sbfd);
+        free(m->root_real);
         free(m->slots);
         free(m);
+}
+
+/* loop, tmpfs: the sandbox's filesystem is detached once nothing of the daemon holds it. */
+typedef struct teardown {
+        sh_manager *m;
+        char *tname;      /* its directory in the trash; NULL: still below .sandboxes */
+        char dirname[24]; /* ...as this name */
+} teardown;
+
+static void teardown_done(bool ok, void *data)
+{
+        teardown *t = data;
+        sh_error *err = NULL;
+        char tname[96];
+
+        if (!ok)
+                log_warn("unmount-failed", NULL,
+                         "a workspace filesystem could not be detached, "
+                         "ignoring");
+        if (!t->tname) {
+                if (move_to_trash(t->m, t->m->sbfd, t->dirname, "sb", tname, sizeof(tname), &err) ==
+                    0)
+                        (void)remove_trash(t->m, tname, &err);
+        } else {
+                (void)remove_trash(t->m, t->tname, &err);
+        }
+        if (err)
+                log_warn("remove-failed", NULL, "%s, ignoring", err->msg ? err->msg : "");
+        sh_error_release(&err);
+        free(t->tname);
+        free(t);
+}
+
+/* Called with every fd of the daemon into the filesystem closed: the detach child (or the
+ * dying worker's namespace) drops the last reference, and with it the unmount's cost. */
+static void disk_teardown(sh_manager *m, sh_sandbox *sb)
+{
+        teardown *t = calloc(1, sizeof(*t));
+        char ws[4300], disk[4300];
+        char *paths[] = {ws, disk};
+        sh_error *err = NULL;
+
+        if (!t) {
+                log_warn("unmount-failed", NULL, "out of memory: a workspace stays mounted");
+                return;
+        }
+        t->m = m;
+        t->tname = TAKE_PTR(sb->trash_name);
+        snprintf(t->dirname, sizeof(t->dirname), "%s", sb->dirname);
+        snprintf(ws, sizeof(ws), "%s/%s/%s/workspace", m->root_real, t->tname ? TRASH_DIR : SB_DIR,
+                 t->tname ? t->tname : t->dirname);
+        snprintf(disk, sizeof(disk), "%s/%s/%s/disk", m->root_real, t->tname ? TRASH_DIR : SB_DIR,
+                 t->tname ? t->tname : t->dirname);
+        if (sh_disk_detach(m->loop, paths, ARRAY_SIZE(paths), teardown_done, t, &err) < 0) {
+                log_warn("unmount-failed", NULL, "%s: a workspace stays mounted",
+                         err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                free(t->tname);
+                free(t);
+        }
 }
 
 static void sandbox_free(sh_sandbox *sb)
@@ -340,6 +505,9 @@ static void sandbox_free(sh_sandbox *sb)
                 sh_manager_bury_cgroup(sb->mgr, sb->cg);
         sh_close(sb->dirfd);
         sh_close(sb->wsfd);
+        if (sb->disk_mounted)
+                disk_teardown(sb->mgr, sb);
+        free(sb->trash_name);
         free(sb->item_id);
         free(sb->image);
         cJSON_Delete(sb->env);
@@ -469,8 +637,12 @@ static int start_worker(sh_manager *m, sh_sandbox *sb, sh_error **err)
                 return -1; /* cppcheck-suppress memleak ; spec is _cleanup_free_ */
         /* Not the id: it is the API's only credential, and uname is readable by all. */
         snprintf(spec->hostname, sizeof(spec->hostname), "%s", SH_WORKER_HOSTNAME);
-        snprintf(spec->rootfs, sizeof(spec->rootfs), "%s/%s/.rootfs", m->cfg->root, sb->id);
-        snprintf(spec->workspace, sizeof(spec->workspace), "%s/%s/workspace", m->cfg->root, sb->id);
+        /* By the directory's neutral name: the sandbox sees the workspace's path in its
+         * mountinfo (a bind mount's root), and must not see its own id there. */
+        snprintf(spec->rootfs, sizeof(spec->rootfs), "%s/%s/%s/.rootfs", m->cfg->root, SB_DIR,
+                 sb->dirname);
+        snprintf(spec->workspace, sizeof(spec->workspace), "%s/%s/%s/workspace", m->cfg->root,
+                 SB_DIR, sb->dirname);
         snprintf(spec->tools, sizeof(spec->tools), "%s", m->tools);
         /* tmpfs pages count against the sandbox's memory: a full /tmp must leave room for
          * the commands themselves. */
@@ -512,6 +684,109 @@ static int start_worker(sh_manager *m, sh_sandbox *sb, sh_error **err)
         return r;
 }
 
+/* {root}/.sandboxes/{n} with `workspace` (and `disk`, the mount point of a filesystem of its
+ * own), then {root}/{id} as a link to it, last: the id's path exists only once complete. */
+static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
+{
+        bool mounted = sh_disk_mounted(m->disk);
+        char target[64];
+        int r;
+
+        /* Named for the slot, which the sandbox knows anyway (its uid is uid_base + slot):
+         * the name says nothing of the id nor of other tenants. A slot's old directory is
+         * normally in the trash by now; should it still be here, a second name. */
+        snprintf(sb->dirname, sizeof(sb->dirname), "%u", sb->slot);
+        r = mkdirat(m->sbfd, sb->dirname, 0711);
+        if (r < 0 && errno == EEXIST) {
+                snprintf(sb->dirname, sizeof(sb->dirname), "%u.%llu", sb->slot,
+                         (unsigned long long)++m->sb_seq);
+                r = mkdirat(m->sbfd, sb->dirname, 0711);
+        }
+        if (r < 0)
+                return sh_error_make(err, errno, "creating the sandbox directory");
+        snprintf(target, sizeof(target), "%s/%s", SB_DIR, sb->dirname);
+        sb->dirfd = openat(m->sbfd, sb->dirname, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        /* With a filesystem of its own, this workspace directory is only the bind's mount
+         * point, and stays root's. */
+        if (sb->dirfd < 0 || mkdirat(sb->dirfd, "workspace", 0755) < 0 ||
+            (mounted && mkdirat(sb->dirfd, "disk", 0700) < 0) ||
+            (!mounted && fchownat(sb->dirfd, "workspace", sb->owner.uid, sb->owner.gid,
+                                  AT_SYMLINK_NOFOLLOW) < 0) ||
+            (!mounted && (sb->wsfd = openat(sb->dirfd, "workspace",
+                                            O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) ||
+            symlinkat(target, m->rootfd, sb->id) < 0) {
+                sh_error *ignored = NULL;
+
+                r = sh_error_make(err, errno, "creating the workspace");
+                (void)unlinkat(m->rootfd, sb->id, 0);
+                trash_and_remove(m, m->sbfd, sb->dirname, &ignored);
+                sh_error_release(&ignored);
+                return r;
+        }
+        return 0;
+}
+
+/* The create cannot complete: the sandbox goes, and the waiting create learns why. */
+static void setup_failed(sh_sandbox *sb, const sh_error *err)
+{
+        void (*cb)(sh_sandbox *, const sh_error *, void *) = sb->on_ready;
+        sh_error *ignored = NULL;
+
+        log_error("sandbox-setup-failed", sb->id, "%s", err && err->msg ? err->msg : "");
+        sb->on_ready = NULL;
+        sh_sandbox_ref(sb);
+        if (!sb->deleted)
+                sh_manager_delete(sb->mgr, sb, &ignored);
+        sh_error_release(&ignored);
+        if (cb)
+                cb(sb, err, sb->on_ready_data);
+        sh_sandbox_unref(sb);
+}
+
+static void disk_ready(const sh_error *err, uint32_t projid, void *data)
+{
+        sh_sandbox *sb = data;
+        /* With a filesystem of its own, the daemon works through the mount of that filesystem,
+         * not the bind at dir/workspace: DELETE /dir renames into disk/.trash, and rename(2)
+         * never crosses mounts, even of one filesystem. */
+        const char *ws = sb->disk_mounted ? "disk/workspace" : "workspace";
+        sh_error *own = NULL;
+
+        sb->disk_job = NULL;
+        if (sb->deleted) {
+                /* deleted meanwhile: sandbox_free detaches whatever the child mounted */
+                sh_sandbox_unref(sb);
+                return;
+        }
+        sb->projid = projid;
+        if (err) {
+                setup_failed(sb, err);
+        } else if ((sb->wsfd = openat(sb->dirfd, ws,
+                                      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+                sh_error_make(&own, errno, "opening the workspace");
+                setup_failed(sb, own);
+        } else if (start_worker(sb->mgr, sb, &own) < 0) {
+                setup_failed(sb, own);
+        } else if (projid) {
+                log_debug("disk-limit", sb->id, "project id %u", (unsigned)projid);
+        }
+        sh_error_release(&own);
+        sh_sandbox_unref(sb);
+}
+
+/* The workspace's limit is set up in a child (mkfs-free image copy, loop device, mounts,
+ * quota writes all take time); the create stays suspended until disk_ready. */
+static int start_disk(sh_manager *m, sh_sandbox *sb, sh_error **err)
+{
+        sb->disk_mounted = sh_disk_mounted(m->disk);
+        if (sh_disk_setup(m->disk, m->loop, sb->dirfd, sb->owner.uid, sb->owner.gid, sb->slot,
+                          disk_ready, sh_sandbox_ref(sb), &sb->disk_job, err) < 0) {
+                sh_sandbox_unref(sb);
+                return -1;
+        }
+        return 0;
+}
+
 int sh_manager_create(sh_manager *m, const sh_create_opts *o,
                       void (*on_ready)(sh_sandbox *sb, const sh_error *err, void *data), void *data,
                       sh_sandbox **ret, sh_error **err)
@@ -551,30 +826,19 @@ int sh_manager_create(sh_manager *m, const sh_create_opts *o,
                 sandbox_free(sb);
                 return sh_error_make(err, -r, "getrandom");
         }
-        if (mkdirat(m->rootfd, sb->id, 0711) < 0) {
-                r = sh_error_make(err, errno, "creating the sandbox directory");
+        if (sandbox_dir_create(m, sb, err) < 0) {
                 sandbox_free(sb);
-                return r;
-        }
-        sb->dirfd = openat(m->rootfd, sb->id, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sb->dirfd < 0 || mkdirat(sb->dirfd, "workspace", 0755) < 0 ||
-            fchownat(sb->dirfd, "workspace", sb->owner.uid, sb->owner.gid, AT_SYMLINK_NOFOLLOW) <
-                    0 ||
-            (sb->wsfd = openat(sb->dirfd, "workspace",
-                               O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-                sh_error *ignored = NULL;
-
-                r = sh_error_make(err, errno, "creating the workspace");
-                trash_and_remove(m, sb->id, &ignored);
-                sh_error_release(&ignored);
-                sandbox_free(sb);
-                return r;
+                return -1;
         }
         m->slots[slot] = sb;
         m->count++;
         sb->on_ready = on_ready;
         sb->on_ready_data = data;
-        if (start_worker(m, sb, err) < 0) {
+        /* No limit: the worker starts at once, as it always did. A limit: a child sets it up
+         * first (disk_ready starts the worker). */
+        r = sh_disk_get_mode(m->disk) == SH_DISK_NONE ? start_worker(m, sb, err)
+                                                      : start_disk(m, sb, err);
+        if (r < 0) {
                 sh_error *ignored = NULL;
 
                 sb->on_ready = NULL;
@@ -613,6 +877,8 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         /* Running execs end with an in-band error; then the worker dies, and with PID 1 every
          * process of the namespace; the cgroup kill catches anything that raced. */
         sh_exec_fail_all(sb, "SandboxNotFound", "the sandbox was deleted");
+        if (sb->disk_job)
+                sh_disk_job_cancel(sb->disk_job); /* its end frees what it made */
         if (sb->worker)
                 sh_worker_kill(sb->worker);
         if (sb->cg) {
@@ -628,7 +894,19 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
          * trusted. */
         if (unlinkat(sb->dirfd, ".ready", 0) < 0 && errno != ENOENT)
                 log_warn("marker-remove-failed", sb->id, "%s, ignoring", strerror(errno));
-        r = trash_and_remove(m, sb->id, err);
+        if (unlinkat(m->rootfd, sb->id, 0) < 0 && errno != ENOENT)
+                log_warn("remove-failed", sb->id, "%s, ignoring", strerror(errno));
+        if (sb->disk_mounted) {
+                /* Its filesystem is detached when the last reference goes (sandbox_free):
+                 * until then requests in flight may still hold files of it. */
+                char tname[96];
+
+                r = move_to_trash(m, m->sbfd, sb->dirname, "sb", tname, sizeof(tname), err);
+                if (r == 0 && !(sb->trash_name = strdup(tname)))
+                        r = sh_error_make(err, ENOMEM, "out of memory");
+        } else {
+                r = trash_and_remove(m, m->sbfd, sb->dirname, err);
+        }
         log_info("sandbox-deleted", sb->id, "%s", "");
         sh_sandbox_unref(sb); /* the registry's reference */
         return r;
@@ -636,13 +914,25 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
 
 int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err)
 {
+        _cleanup_close_ int own_trash = -1;
+        int trashfd = m->trashfd;
         char tname[96];
 
-        snprintf(tname, sizeof(tname), "dir.%s.%llu", sb->id, (unsigned long long)++m->trash_seq);
-        if (sh_fs_detach_dir(sb->wsfd, path, m->trashfd, tname, err) < 0)
+        /* A workspace on a filesystem of its own has its trash there (rename(2) never leaves a
+         * filesystem), beside the workspace, out of the sandbox's sight. */
+        if (sb->disk_mounted) {
+                own_trash = openat(sb->dirfd, "disk/.trash",
+                                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (own_trash < 0)
+                        return sh_error_make(err, errno, "opening the workspace's trash");
+                trashfd = own_trash;
+        }
+        snprintf(tname, sizeof(tname), "dir.%llu.%llu", (unsigned long long)getpid(),
+                 (unsigned long long)++m->trash_seq);
+        if (sh_fs_detach_dir(sb->wsfd, path, trashfd, tname, err) < 0)
                 return -1;
         /* The sandbox pays for removing its own tree. */
-        return sh_remover_start(m, m->trashfd, sb, tname, err);
+        return sh_remover_start(m, trashfd, sb, tname, err);
 }
 
 void sh_manager_delete_all(sh_manager *m)

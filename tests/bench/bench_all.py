@@ -53,6 +53,8 @@ ROWS = [  # every row the table always prints, in order (the smoke test checks t
     "daemon RSS, 500 sandboxes (MiB)",
     "per-sandbox PSS, daemon+workers (KiB)",
     "sandboxes held before failure",
+    "create p50, 1G disk limit, loop (ms)", "create p99, 1G disk limit, loop (ms)",
+    "create p50, 1G disk limit, tmpfs (ms)", "create p99, 1G disk limit, tmpfs (ms)",
 ]
 
 # ---- plumbing ---------------------------------------------------------------------------
@@ -217,6 +219,31 @@ def fig_create(t, d, a, cfg):
         bw, peer = None, "bwrap/hyperfine not installed"
     t.add("create p50 (ms)", pct(lat, .5) * 1e3, bw and pct(bw, .5) * 1e3, peer, "lat")
     t.add("create p99 (ms)", pct(lat, .99) * 1e3, bw and pct(bw, .99) * 1e3, peer, "lat")
+
+
+def fig_create_disk(t, a, cfg):
+    """Create with SANDBOX_HOST_DISK_MAX=1G (issue 10, item 6): the disk limit is set up by a
+    child before the worker starts (loop: image copied from the template, loop device, two
+    mounts; tmpfs: a mount). The peer is this run's create without a limit."""
+    base = t.rows.get("create p50 (ms)", {}).get("ours")
+    base99 = t.rows.get("create p99 (ms)", {}).get("ours")
+    for mode in ("loop", "tmpfs"):
+        root = os.path.join(a.base, "root-disk-" + mode)
+        d = Daemon(a.bin, root, "--max-sandboxes=64", "--disk-max=1G", f"--disk-quota={mode}")
+        try:
+            c = d.client()
+            lat = []
+            for _ in range(cfg["create_n"]):
+                t0 = time.perf_counter()
+                rid = create(c)
+                lat.append(time.perf_counter() - t0)
+                c.call("DELETE", f"/sandboxes/{rid}")
+        finally:
+            d.stop()
+        t.add(f"create p50, 1G disk limit, {mode} (ms)", pct(lat, .5) * 1e3, base,
+              "create without a limit", "lat")
+        t.add(f"create p99, 1G disk limit, {mode} (ms)", pct(lat, .99) * 1e3, base99,
+              "create without a limit", "lat")
 
 
 def tool_lines(args, timeout=600):
@@ -686,7 +713,7 @@ def main():
     ap.add_argument("--logs", help="keep the daemons' logs (warn and above) in this directory")
     ap.add_argument("--hold-cap", type=int, help="cap of the held-sandboxes figure")
     ap.add_argument("--only", help="comma-separated figures to run (create, exec, stream, "
-                    "files, walk, rate, persist, memory, hold); default: all")
+                    "files, walk, rate, persist, memory, hold, create-disk); default: all")
     a = ap.parse_args()
     a.bin = os.path.abspath(a.bin)
     cfg = dict(SMOKE if a.smoke else FULL)
@@ -738,7 +765,8 @@ def main():
         d = None
         for name, rows, fn in [("persist", ROWS[13:17], fig_persist),
                                ("memory", ROWS[18:22], fig_memory),
-                               ("hold", ROWS[22:23], fig_hold)]:
+                               ("hold", ROWS[22:23], fig_hold),
+                               ("create-disk", ROWS[23:27], fig_create_disk)]:
             if want(name):
                 step(t, rows, fn, a, cfg)
     finally:

@@ -143,3 +143,41 @@ def test_worker_killed_mid_exec_ends_the_stream_with_an_error_frame(start_daemon
     assert r.status == 404 and r.json()["error"] == "SandboxNotFound", r
     assert d.client.request("DELETE", f"/sandboxes/{rid}").status == 204
     assert d.client.get("/healthz").status == 200
+
+
+def test_restart_after_sigkill_detaches_workspace_filesystems_and_loop_devices(start_daemon):
+    """Item 6: a SIGKILLed daemon leaves each sandbox's filesystem mounted (an ext4 image on a
+    loop device, or a tmpfs); the next start with the same state root detaches them all, so
+    no mount, loop device or image outlives them (the images never have a name)."""
+    import disklib
+
+    vol = disklib.Volume("192M")
+    try:
+        env = {"SANDBOX_HOST_DISK_MAX": "16M", "SANDBOX_HOST_DISK_QUOTA": "loop"}
+        d = start_daemon(env=env, args=[f"--uid-base={UID_BASE + 2000}"], root=vol.root)
+        rids = [d.client.new_sandbox().rid for _ in range(2)]
+        conn, _ = start_exec(d.port, rids[0], ["sh", "-c", "head -c 4M /dev/zero > f; sleep 1000"])
+        assert wait_until(lambda: len(uid_pids(UID_BASE + 2000)) >= 1, 5)
+        assert len(disklib.loops_backed_below(vol.path)) == 2, disklib.mountinfo()
+        d.kill()
+        conn.close()
+        assert len(disklib.mounts_below(vol.root)) == 4  # left behind: 2 filesystems + binds
+
+        d2 = start_daemon(env=env, args=[f"--uid-base={UID_BASE + 2000}"], root=vol.root)
+        try:
+            assert wait_until(lambda: not disklib.mounts_below(vol.root), 10), \
+                disklib.mounts_below(vol.root)
+            assert wait_until(lambda: not disklib.loops_backed_below(vol.path), 10), \
+                disklib.loops_backed_below(vol.path)
+            assert wait_until(lambda: os.listdir(vol.root + "/.trash") == [], 10)
+            assert os.listdir(vol.root + "/.disk") == []
+            assert not any((Path(vol.root) / rid).exists() for rid in rids)
+            # and the restarted daemon works, with a limit
+            s = d2.client.new_sandbox()
+            assert len(disklib.loops_backed_below(vol.path)) == 1
+            s.delete()
+        finally:
+            d2.stop_ok("restart")
+        assert not disklib.mounts_below(vol.path)
+    finally:
+        vol.close()

@@ -125,6 +125,9 @@ static const setting settings[] = {
          250},
         {"SANDBOX_HOST_UID_BASE", "--uid-base", "300000", K_U64, S(uid_base), NULL, 300000},
         {"SANDBOX_HOST_LOG_LEVEL", "--log-level", "debug", K_STR, S(log_level), "debug", 0},
+        {"SANDBOX_HOST_DISK_MAX", "--disk-max", "2G", K_U64, S(disk_max), NULL, 2ULL << 30},
+        {"SANDBOX_HOST_DISK_PROJECT_BASE", "--disk-project-base", "70000", K_U64,
+         S(disk_project_base), NULL, 70000},
 };
 
 static void check_setting(const sh_config *c, const setting *s, const char *how)
@@ -289,6 +292,12 @@ static const bad_value bad_values[] = {
         {"SANDBOX_HOST_EXEC_GRACE_MS", "--exec-grace-ms", "1s"},
         {"SANDBOX_HOST_UID_BASE", "--uid-base", "x"},
         {"SANDBOX_HOST_LOG_LEVEL", "--log-level", "loud"},
+        {"SANDBOX_HOST_DISK_MAX", "--disk-max", "lots"},
+        {"SANDBOX_HOST_DISK_MAX", "--disk-max", "512K"},
+        {"SANDBOX_HOST_DISK_INODES_MAX", "--disk-inodes-max", "many"},
+        {"SANDBOX_HOST_DISK_QUOTA", "--disk-quota", "xfs"},
+        {"SANDBOX_HOST_DISK_PROJECT_BASE", "--disk-project-base", "0"},
+        {"SANDBOX_HOST_DISK_PROJECT_BASE", "--disk-project-base", "4294967295"},
 };
 
 START_TEST(test_invalid_variable_names_the_setting)
@@ -411,6 +420,62 @@ START_TEST(test_help_text_lists_every_setting)
         ck_assert_ptr_nonnull(strstr(help, "--help"));
         ck_assert_ptr_nonnull(strstr(help, "--version")); /* not truncated */
         ck_assert_ptr_eq(sh_config_help(), help);
+}
+END_TEST
+
+/* ---- the disk settings go together ------------------------------------------------------ */
+
+START_TEST(test_disk_defaults_are_no_limit)
+{
+        sh_config c;
+        char *msg = NULL;
+
+        expect_ok(parse(&c, &msg, NULL, NULL), &msg);
+        ck_assert_uint_eq(c.disk_max, 0);
+        ck_assert_uint_eq(c.disk_inodes_max, 0);
+        ck_assert_str_eq(c.disk_quota, "auto");
+        ck_assert_uint_eq(c.disk_project_base, 3000000000ULL);
+        sh_config_done(&c);
+}
+END_TEST
+
+START_TEST(test_disk_inode_limit_is_derived_when_unset)
+{
+        sh_config c;
+        char *msg = NULL;
+
+        expect_ok(parse(&c, &msg, "SANDBOX_HOST_DISK_MAX=1G", NULL, NULL), &msg);
+        ck_assert_uint_eq(c.disk_inodes_max, (1ULL << 30) / 8192);
+        sh_config_done(&c);
+        expect_ok(parse(&c, &msg, NULL, "--disk-max=1M", NULL), &msg);
+        ck_assert_uint_eq(c.disk_inodes_max, 1024); /* the floor */
+        sh_config_done(&c);
+        expect_ok(parse(&c, &msg, NULL, "--disk-max=1G", "--disk-inodes-max=77", "--disk-quota",
+                        "tmpfs", NULL),
+                  &msg);
+        ck_assert_uint_eq(c.disk_inodes_max, 77);
+        ck_assert_str_eq(c.disk_quota, "tmpfs");
+        sh_config_done(&c);
+}
+END_TEST
+
+/* A limit nothing would hold, or a mechanism for no limit: refused, naming the setting. */
+START_TEST(test_disk_settings_that_contradict_are_invalid)
+{
+        sh_config c;
+        char *msg = NULL;
+
+        expect_invalid(parse(&c, &msg, NULL, "--disk-max=1G", "--disk-quota=none", NULL), &c, &msg,
+                       "SANDBOX_HOST_DISK_QUOTA");
+        expect_invalid(parse(&c, &msg, NULL, "--disk-inodes-max=100", NULL), &c, &msg,
+                       "SANDBOX_HOST_DISK_INODES_MAX");
+        expect_invalid(parse(&c, &msg, "SANDBOX_HOST_DISK_QUOTA=loop", NULL, NULL), &c, &msg,
+                       "SANDBOX_HOST_DISK_QUOTA");
+        expect_ok(parse(&c, &msg, NULL, "--disk-quota=none", NULL), &msg);
+        sh_config_done(&c);
+        expect_ok(parse(&c, &msg, NULL, "--disk-max=0", "--disk-quota=auto", NULL), &msg);
+        ck_assert_uint_eq(c.disk_inodes_max, 0);
+        sh_config_done(&c);
 }
 END_TEST
 
@@ -600,6 +665,12 @@ static Suite *config_suite(void)
         tcase_add_test(tc, test_help_flag);
         tcase_add_test(tc, test_version_flag);
         tcase_add_test(tc, test_help_text_lists_every_setting);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("disk");
+        tcase_add_test(tc, test_disk_defaults_are_no_limit);
+        tcase_add_test(tc, test_disk_inode_limit_is_derived_when_unset);
+        tcase_add_test(tc, test_disk_settings_that_contradict_are_invalid);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("values");

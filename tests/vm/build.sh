@@ -2,9 +2,11 @@
 # Build everything the cgroup-v2 VM test boots (tests/vm/README.md):
 #   usage: tests/vm/build.sh [BUILD_DIR]        (default: <repo>/build, built by cmake beforehand)
 # Output in BUILD_DIR/vm/: vmlinuz (a stock Debian cloud kernel, downloaded once and cached
-# there, never committed), vmtest (the static e2e client and in-sandbox helper), initrd.gz.
+# there, never committed) and modules/ (from the same package), vmtest (the static e2e client
+# and in-sandbox helper), initrd.gz, quota.img (the project-quota disk, made anew each run).
 # Needs: apt-get (first run only, for the kernel), gcc with a static libc, cpio, gzip,
-# busybox-static (/bin/busybox). Takes about a second when the kernel is cached.
+# busybox-static (/bin/busybox), mkfs.ext4 (e2fsprogs). Takes about a second when the kernel
+# is cached.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -26,7 +28,13 @@ fi
 
 # 1. The kernel: linux-image-cloud-amd64 (a meta package) names the versioned image package.
 #    Cached: a rerun reuses it; it is refreshed only when the archive moves to a new version.
-if [ ! -s "$VM/vmlinuz" ]; then
+#    With it, the modules the project-quota state root needs (virtio-blk for its disk, the
+#    quota format of ext4's quota feature), from the same package.
+MODS="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk
+quota_tree quota_v2"
+have_mods=1
+for m in $MODS; do [ -s "$VM/modules/$m.ko" ] || have_mods=0; done
+if [ ! -s "$VM/vmlinuz" ] || [ "$have_mods" = 0 ]; then
         kpkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null |
                 awk '/Depends: linux-image-[0-9]/{print $2; exit}')
         if [ -z "$kpkg" ]; then
@@ -40,6 +48,16 @@ if [ ! -s "$VM/vmlinuz" ]; then
         (cd "$tmp" && apt-get download -q "$kpkg" >/dev/null 2>&1 ||
                 { chmod 777 "$tmp" && apt-get download -q "$kpkg"; })
         dpkg -x "$tmp/${kpkg}"_*.deb "$tmp/x"
+        mkdir -p "$VM/modules"
+        for m in $MODS; do
+                f=$(find "$tmp/x/lib/modules" -name "$m.ko*" | head -1)
+                [ -n "$f" ] || { echo "build.sh: module $m not in $kpkg" >&2; exit 1; }
+                case "$f" in
+                *.ko.xz) xz -dc "$f" > "$VM/modules/$m.ko" ;;
+                *.ko.zst) zstd -qdc "$f" > "$VM/modules/$m.ko" ;;
+                *) cp "$f" "$VM/modules/$m.ko" ;;
+                esac
+        done
         cp "$tmp"/x/boot/vmlinuz-* "$VM/vmlinuz.new"
         echo "$kpkg" > "$VM/kernel-package"
         mv "$VM/vmlinuz.new" "$VM/vmlinuz"
@@ -68,6 +86,8 @@ for a in $("$BUSYBOX" --list); do
         [ "$a" = busybox ] || ln -sf busybox "$R/usr/bin/$a"
 done
 cp "$VM/vmtest" "$R/usr/bin/vmtest"
+mkdir -p "$R/usr/lib/modules"
+for m in $MODS; do cp "$VM/modules/$m.ko" "$R/usr/lib/modules/"; done
 cp "$DAEMON" "$R/opt/sh/sandbox-host"
 cp "$LIVE" "$R/opt/sh/test_cgroup_live"
 cp "$JAIL" "$R/opt/sh/test_unpack_jail"
@@ -96,4 +116,10 @@ chmod 755 "$R/init" "$R/usr/bin/vmtest" "$R/opt/sh/"*
 (cd "$R" && find . | cpio -o -H newc -R 0:0 --quiet | gzip -1) > "$VM/initrd.gz.new"
 mv "$VM/initrd.gz.new" "$VM/initrd.gz"
 rm -rf "$R"
+
+# 4. The project-quota state root, fresh for every boot: a sparse raw ext4 image with the
+#    quota and project features, attached as a virtio disk and mounted prjquota in the VM.
+rm -f "$VM/quota.img"
+truncate -s 256M "$VM/quota.img"
+mkfs.ext4 -q -F -b 4096 -O quota,project -E root_owner=0:0 "$VM/quota.img"
 echo "build.sh: $VM/initrd.gz ($(du -k "$VM/initrd.gz" | cut -f1) KiB), kernel $(cat "$VM/kernel-package" 2>/dev/null || echo cached)"

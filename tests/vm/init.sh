@@ -88,6 +88,25 @@ echo "=== e2e: sandbox-host on cgroup v2"
 mkdir -p $CG/sandbox-host.service /var/lib/archive
 timeout -s KILL 200 /usr/bin/vmtest e2e /opt/sh/sandbox-host $CG/sandbox-host.service 2>&1 | results
 
+# 3. Project quota (issue 10, item 6): the daemon again, its state root on an ext4 disk with
+#    the quota and project features mounted prjquota, SANDBOX_HOST_DISK_MAX set; vmtest
+#    performs each way of taking space past it from inside a sandbox.
+echo "=== quota: sandbox-host on a project-quota state root"
+for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk quota_tree quota_v2; do
+        insmod /usr/lib/modules/$m.ko || echo "insmod $m failed"
+done
+for i in $(seq 50); do [ -b /dev/vda ] && break; sleep 0.1; done
+mkdir -p /mnt/quota
+if mount -t ext4 -o prjquota /dev/vda /mnt/quota; then
+        grep /mnt/quota /proc/mounts
+        r "vm_quota_mount ok $(grep /mnt/quota /proc/mounts)"
+        mkdir -p $CG/sandbox-host-quota.service
+        timeout -s KILL 200 /usr/bin/vmtest quota /opt/sh/sandbox-host $CG/sandbox-host-quota.service /mnt/quota 2>&1 | results
+        umount /mnt/quota || echo "umount /mnt/quota failed"
+else
+        r "vm_quota_mount fail mount -o prjquota /dev/vda: $(dmesg | tail -3)"
+fi
+
 echo "=== cgroup tree at the end:"
 find $CG -type d | sed "s|^$CG||" | head -50
 echo "ALLDONE"

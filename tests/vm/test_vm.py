@@ -3,7 +3,7 @@ hierarchy and run, inside it, test_cgroup_live (the Check test of the cgroup lay
 test_unpack_jail (the tool unpacker's confinement and cgroups) and an end-to-end test of the
 real daemon (tests/vm/vmtest.c). See tests/vm/README.md.
 
-The VM boots once per module (about 15 s); every RESULT line it writes to its second serial
+The VM boots once per module (about 45 s); every RESULT line it writes to its second serial
 port becomes one test here. The run is judged by those lines and the ALLDONE marker, never by
 qemu's exit code (a kernel panic also exits 0).
 
@@ -78,8 +78,29 @@ E2E_CHECKS = [
     "e2e_crash_restart_cleans_leftovers",
     "e2e_crash_restart_sigterm",
 ]
+# Project quota (issue 10, item 6): the daemon on an ext4 disk mounted prjquota.
+QUOTA_CHECKS = [
+    "vm_quota_mount",
+    "quota_daemon_start",
+    "quota_healthz_project",
+    "quota_fill",
+    "quota_host_volume",
+    "quota_workspace_project_id",
+    "quota_neighbour_writes",
+    "quota_fallocate",
+    "quota_unlinked_file",
+    "quota_symlinks",
+    "quota_inodes",
+    "quota_upload_413",
+    "quota_mountinfo_no_id",
+    "quota_projid_change_refused",
+    "quota_projinherit_clear_refused",
+    "quota_delete_frees",
+    "quota_sigterm_exit_0",
+]
 EXPECTED = (["vm_cgroup2_only"] + ["cgroup_live." + t for t in LIVE_TESTS] + ["cgroup_live"]
-            + ["unpack_jail." + t for t in JAIL_TESTS] + ["unpack_jail"] + E2E_CHECKS)
+            + ["unpack_jail." + t for t in JAIL_TESTS] + ["unpack_jail"] + E2E_CHECKS
+            + QUOTA_CHECKS)
 
 RESULT_RE = re.compile(r"^RESULT (\S+) (ok|fail)(?: (.*))?$")
 
@@ -161,6 +182,7 @@ def vm():
            "-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "1G",
            "-nographic", "-no-reboot", "-nodefaults",
            "-serial", "file:" + console, "-serial", "file:" + results,
+           "-drive", "file=%s,format=raw,if=virtio,cache=unsafe" % os.path.join(VMDIR, "quota.img"),
            "-kernel", os.path.join(VMDIR, "vmlinuz"),
            "-initrd", os.path.join(VMDIR, "initrd.gz"),
            "-append", "console=ttyS0 quiet panic=-1 cgroup_no_v1=all"]

@@ -25,9 +25,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -85,6 +88,152 @@ static int cmd_forkloop(int n, int hold_ms)
         for (int i = 0; i < forked; i++)
                 waitpid(kids[i], NULL, 0);
         return 0;
+}
+
+/* The disk-limit attacks (issue 10, item 6), each printing one "key=value ..." line: they run
+ * inside a sandbox whose workspace has a project quota. */
+static int cmd_fill(const char *path, int mib)
+{
+        static char buf[1 << 20];
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644), err = 0;
+        long long n = 0;
+        struct stat st;
+
+        memset(buf, 'x', sizeof(buf));
+        for (int i = 0; fd >= 0 && i < mib; i++) {
+                ssize_t w = write(fd, buf, sizeof(buf));
+
+                if (w < 0) {
+                        err = errno;
+                        break;
+                }
+                n += w;
+        }
+        if (fd < 0)
+                err = errno;
+        if (fd >= 0 && fsync(fd) < 0 && !err)
+                err = errno;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                st.st_blocks = -1;
+        printf("written=%lld errno=%d allocated=%lld\n", n, err, (long long)st.st_blocks * 512);
+        return 0;
+}
+
+static int cmd_falloc(const char *path, int mib)
+{
+        int fd = open(path, O_WRONLY | O_CREAT, 0644);
+        int err = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t)mib << 20);
+        struct stat st;
+
+        if (fd < 0 || fstat(fd, &st) < 0)
+                st.st_blocks = -1;
+        printf("errno=%d allocated=%lld\n", err, (long long)st.st_blocks * 512);
+        return 0;
+}
+
+/* A file unlinked but kept open: no walk sees it. */
+static int cmd_ghost(int mib)
+{
+        static char buf[1 << 20];
+        int fd = open("ghost", O_RDWR | O_CREAT, 0644), err = 0;
+        long long n = 0;
+
+        if (fd < 0 || unlink("ghost") < 0)
+                err = errno;
+        memset(buf, 'x', sizeof(buf));
+        for (int i = 0; !err && i < mib; i++) {
+                ssize_t w = write(fd, buf, sizeof(buf));
+
+                if (w < 0) {
+                        err = errno;
+                        break;
+                }
+                n += w;
+        }
+        printf("written=%lld errno=%d\n", n, err);
+        return 0;
+}
+
+static int cmd_symlinks(int max)
+{
+        char target[4001], name[32];
+        int n = 0, err = 0;
+
+        memset(target, 't', 4000);
+        target[4000] = '\0';
+        for (; n < max; n++) {
+                snprintf(name, sizeof(name), "l%d", n);
+                if (symlink(target, name) < 0) {
+                        err = errno;
+                        break;
+                }
+        }
+        printf("links=%d errno=%d\n", n, err);
+        return 0;
+}
+
+static int cmd_files(int max)
+{
+        char name[32];
+        int n = 0, err = 0;
+
+        for (; n < max; n++) {
+                int fd;
+
+                snprintf(name, sizeof(name), "e%d", n);
+                fd = open(name, O_WRONLY | O_CREAT, 0644);
+                if (fd < 0) {
+                        err = errno;
+                        break;
+                }
+                close(fd);
+        }
+        printf("files=%d errno=%d\n", n, err);
+        return 0;
+}
+
+/* Leave the quota: give a file of ours the default project (0, no limit) with
+ * FS_IOC_FSSETXATTR, which the owner may call from the initial user namespace. */
+static int cmd_projid(const char *path, int mib)
+{
+        struct fsxattr fx;
+        int fd = open(path, O_RDWR | O_CREAT, 0644), e = 0;
+
+        if (fd < 0 || ioctl(fd, FS_IOC_FSGETXATTR, &fx) < 0) {
+                e = errno;
+        } else {
+                fx.fsx_projid = 0;
+                if (ioctl(fd, FS_IOC_FSSETXATTR, &fx) < 0)
+                        e = errno;
+        }
+        if (fd >= 0)
+                close(fd);
+        printf("setxattr=%d ", e);
+        return cmd_fill(path, mib);
+}
+
+/* Leave the quota another way: clear PROJINHERIT on a directory of ours (FS_IOC_SETFLAGS, the
+ * owner may), so what is created in it gets the default project. */
+static int cmd_noinherit(const char *dir, int mib)
+{
+        char f[512];
+        int fd, flags = 0, e = 0;
+
+        snprintf(f, sizeof(f), "%s/f", dir);
+        if (mkdir(dir, 0755) < 0 || (fd = open(dir, O_RDONLY | O_DIRECTORY)) < 0) {
+                e = errno;
+        } else {
+                if (ioctl(fd, FS_IOC_GETFLAGS, &flags) < 0) {
+                        e = errno;
+                } else {
+                        flags &= ~FS_PROJINHERIT_FL;
+                        if (ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0)
+                                e = errno;
+                }
+                close(fd);
+        }
+        printf("setflags=%d ", e);
+        return cmd_fill(f, mib);
 }
 
 /* ---- small utilities -------------------------------------------------------------------- */
@@ -640,6 +789,8 @@ static const char *cg_of(pid_t pid)
 
 static pid_t daemon_pid;
 static int daemon_err = -1; /* the daemon's stderr until it listens */
+static const char *daemon_root = "/var/lib/sandbox-host";
+static const char *const *daemon_env; /* extra NAME=value for the daemon, NULL-terminated */
 
 /* Start the daemon in cgroup `cgdir` (it must be alone there, as v2 requires before it can
  * hand controllers down); wait for "listening on http://127.0.0.1:PORT". */
@@ -672,7 +823,9 @@ static bool start_daemon(const char *bin, const char *cgdir, char *why, size_t w
                 dup2(pfd[1], 2);
                 fd = open("/dev/null", O_RDONLY);
                 dup2(fd, 0);
-                execl(bin, bin, "--listen=127.0.0.1:0", "--root=/var/lib/sandbox-host",
+                for (const char *const *e = daemon_env; e && *e; e++)
+                        putenv((char *)*e);
+                execl(bin, bin, "--listen=127.0.0.1:0", pathf("--root=%s", daemon_root),
                       "--nfs-root=/var/lib/archive", "--memory-max=32M", "--pids-max=32",
                       "--cpu-max=0.5", "--log-level=debug", (char *)NULL);
                 dprintf(2, "vmtest: exec %s: %s\n", bin, strerror(errno));
@@ -1249,6 +1402,215 @@ static int e2e(const char *bin, const char *cgdir)
         return n_fail ? 1 : 0;
 }
 
+/* ---- project quota (issue 10, item 6): the daemon on an ext4 state root with the project
+ *      and quota features, mounted prjquota ------------------------------------------------- */
+
+/* small, so that every attack ends in a second or two even under TCG */
+#define QLIMIT  (4LL << 20)
+#define QINODES 1024
+#define QSLACK  (1LL << 20) /* directories, the quota files' own blocks */
+#define QBASE   3000000000U /* SANDBOX_HOST_DISK_PROJECT_BASE's default */
+#define QMAX    256U        /* SANDBOX_HOST_MAX_SANDBOXES's default */
+
+static long long fs_used(const char *path)
+{
+        struct statvfs v;
+
+        if (statvfs(path, &v) < 0)
+                return -1;
+        return (long long)(v.f_blocks - v.f_bfree) * (long long)v.f_frsize;
+}
+
+/* PUT `size` bytes to a workspace path; the daemon may answer early (413) and close. */
+static resp http_put(const char *id, const char *wpath, size_t size)
+{
+        static char chunk[65536];
+        resp r = {0};
+        int fd = http_connect();
+        size_t off = 0;
+
+        memset(chunk, 'u', sizeof(chunk));
+        if (fd < 0) {
+                snprintf(r.err, sizeof(r.err), "connect: %s", strerror(errno));
+                return r;
+        }
+        dprintf(fd,
+                "PUT /sandboxes/%s/file?path=%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                "Connection: close\r\nContent-Type: application/octet-stream\r\n"
+                "Content-Length: %zu\r\n\r\n",
+                id, wpath, port, size);
+        while (off < size) {
+                size_t n = size - off < sizeof(chunk) ? size - off : sizeof(chunk);
+                ssize_t w = send(fd, chunk, n, MSG_NOSIGNAL);
+
+                if (w <= 0)
+                        break;
+                off += (size_t)w;
+        }
+        http_read(fd, &r, HTTP_TIMEOUT_MS);
+        close(fd);
+        return r;
+}
+
+static void drop(const char *id)
+{
+        resp r = http("DELETE", pathf("/sandboxes/%s", id), NULL);
+
+        resp_free(&r);
+}
+
+static int quota(const char *bin, const char *cgdir, const char *mnt)
+{
+        static const char *const env[] = {
+                "SANDBOX_HOST_DISK_MAX=4M", "SANDBOX_HOST_DISK_INODES_MAX=1024",
+                "SANDBOX_HOST_DISK_QUOTA=project", NULL};
+        char why[1200] = "", a[128] = "", b[128] = "", c[128] = "";
+        long long base = fs_used(mnt), n = -1, alloc = -1, used;
+        int e = -1, e2 = -1, k = -1;
+        bool up, ok;
+        execres x;
+        resp r;
+
+        /* As variables: a daemon that does not know them ignores them, and every attack
+         * below then succeeds (each check fails on the code before the limit). */
+        daemon_root = pathf("%s/root", mnt);
+        daemon_env = env;
+        up = start_daemon(bin, cgdir, why, sizeof(why));
+        result("quota_daemon_start", up, "port=%d root=%s %s", port, daemon_root, why);
+        r = up ? http("GET", "/healthz", NULL) : (resp){0};
+        result("quota_healthz_project",
+               r.status == 200 && r.body && strstr(r.body, "\"disk-quota.project\""), "%d %.600s",
+               r.status, r.body ? r.body : r.err);
+        resp_free(&r);
+
+        /* a regular file: stops at the limit, and that is all the host's volume gives (it
+         * asks for more than the whole disk: without a limit the neighbour below fails) */
+        ok = up && create(a, sizeof(a), why, sizeof(why));
+        x = ok ? run(a, "[\"vmtest\",\"fill\",\"big\",\"300\"]") : (execres){0};
+        sscanf(x.out, "written=%lld errno=%d allocated=%lld", &n, &e, &alloc);
+        used = fs_used(mnt) - base;
+        result("quota_fill", x.ok && e == EDQUOT && n <= QLIMIT && alloc <= QLIMIT,
+               "written=%lld errno=%d allocated=%lld (limit %lld) %s %.200s", n, e, alloc, QLIMIT,
+               why, x.frame);
+        result("quota_host_volume", x.ok && used <= QLIMIT + QSLACK,
+               "the state root's filesystem gave %lld bytes (limit %lld)", used, QLIMIT);
+        {
+                struct fsxattr fx = {0};
+                int fd = ok ? open(pathf("%s/%s/workspace", daemon_root, a),
+                                   O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                            : -1;
+                bool got = fd >= 0 && ioctl(fd, FS_IOC_FSGETXATTR, &fx) == 0;
+
+                if (fd >= 0)
+                        close(fd);
+                result("quota_workspace_project_id",
+                       got && fx.fsx_projid >= QBASE && fx.fsx_projid < QBASE + 2 * QMAX &&
+                               (fx.fsx_xflags & FS_XFLAG_PROJINHERIT),
+                       "workspace projid=%u xflags=0x%x", fx.fsx_projid, fx.fsx_xflags);
+        }
+
+        /* ... and a neighbour keeps writing */
+        ok = up && create(b, sizeof(b), why, sizeof(why));
+        x = ok ? run(b, "[\"vmtest\",\"fill\",\"f\",\"2\"]") : (execres){0};
+        n = -1, e = -1;
+        sscanf(x.out, "written=%lld errno=%d", &n, &e);
+        result("quota_neighbour_writes", x.ok && e == 0 && n == 2LL << 20,
+               "with a full neighbour: written=%lld errno=%d %.200s", n, e, x.frame);
+        drop(a);
+        drop(b);
+
+        /* preallocation */
+        ok = up && create(a, sizeof(a), why, sizeof(why));
+        x = ok ? run(a, "[\"vmtest\",\"falloc\",\"pre\",\"16\"]") : (execres){0};
+        e = -1, alloc = -1;
+        sscanf(x.out, "errno=%d allocated=%lld", &e, &alloc);
+        result("quota_fallocate", x.ok && e == EDQUOT && alloc <= QLIMIT,
+               "posix_fallocate 16M: errno=%d allocated=%lld %.200s", e, alloc, x.frame);
+        drop(a);
+
+        /* an unlinked file kept open */
+        ok = up && create(a, sizeof(a), why, sizeof(why));
+        x = ok ? run(a, "[\"vmtest\",\"ghost\",\"16\"]") : (execres){0};
+        n = -1, e = -1;
+        sscanf(x.out, "written=%lld errno=%d", &n, &e);
+        result("quota_unlinked_file", x.ok && e == EDQUOT && n <= QLIMIT,
+               "written=%lld errno=%d %.200s", n, e, x.frame);
+        drop(a);
+
+        /* symlink targets, empty files */
+        ok = up && create(a, sizeof(a), why, sizeof(why));
+        x = ok ? run(a, "[\"vmtest\",\"symlinks\",\"2048\"]") : (execres){0};
+        k = -1, e = -1;
+        sscanf(x.out, "links=%d errno=%d", &k, &e);
+        result("quota_symlinks", x.ok && e == EDQUOT && (long long)k * 4096 <= QLIMIT,
+               "links=%d errno=%d %.200s", k, e, x.frame);
+        drop(a);
+        ok = up && create(a, sizeof(a), why, sizeof(why));
+        x = ok ? run(a, "[\"vmtest\",\"files\",\"2048\"]") : (execres){0};
+        k = -1, e = -1;
+        sscanf(x.out, "files=%d errno=%d", &k, &e);
+        result("quota_inodes", x.ok && e == EDQUOT && k <= QINODES,
+               "files=%d errno=%d (limit %d) %.200s", k, e, QINODES, x.frame);
+        drop(a);
+
+        /* an upload past the limit: 413 PayloadTooLarge */
+        ok = up && create(c, sizeof(c), why, sizeof(why));
+        x = ok ? run(c, "[\"vmtest\",\"fill\",\"big\",\"3\"]") : (execres){0};
+        r = ok ? http_put(c, "up", 2u << 20) : (resp){0};
+        result("quota_upload_413",
+               r.status == 413 && r.body && strstr(r.body, "\"PayloadTooLarge\""),
+               "PUT 2M into a workspace holding 3M of 4M: %d %.300s", r.status,
+               r.body ? r.body : r.err);
+        resp_free(&r);
+
+        /* item 14: the workspace's mount shows no id */
+        x = ok ? run(c, "[\"cat\",\"/proc/self/mountinfo\",\"/proc/1/mountinfo\"]") : (execres){0};
+        result("quota_mountinfo_no_id", x.ok && x.exit == 0 && ok && !strstr(x.out, c),
+               "%.600s", strstr(x.out, "/workspace") ?: x.out);
+        drop(c);
+
+        /* A sandbox process must not leave its project: these depend on the seccomp filter
+         * refusing FS_IOC_FSSETXATTR and FS_IOC_SETFLAGS (src/isolation/seccomp.c). */
+        ok = up && create(a, sizeof(a), why, sizeof(why));
+        x = ok ? run(a, "[\"vmtest\",\"projid\",\"big\",\"16\"]") : (execres){0};
+        e2 = -1, n = -1, e = -1;
+        sscanf(x.out, "setxattr=%d written=%lld errno=%d", &e2, &n, &e);
+        result("quota_projid_change_refused", x.ok && e == EDQUOT && n <= QLIMIT,
+               "FS_IOC_FSSETXATTR projid=0: errno %d; then written=%lld errno=%d %.200s", e2, n,
+               e, x.frame);
+        drop(a);
+        ok = up && create(a, sizeof(a), why, sizeof(why));
+        x = ok ? run(a, "[\"vmtest\",\"noinherit\",\"d\",\"16\"]") : (execres){0};
+        e2 = -1, n = -1, e = -1;
+        sscanf(x.out, "setflags=%d written=%lld errno=%d", &e2, &n, &e);
+        result("quota_projinherit_clear_refused", x.ok && e == EDQUOT && n <= QLIMIT,
+               "FS_IOC_SETFLAGS -PROJINHERIT: errno %d; then written=%lld errno=%d %.200s", e2,
+               n, e, x.frame);
+        drop(a);
+
+        /* everything deleted: the filesystem is as before; SIGTERM exits 0 */
+        {
+                uint64_t deadline = now_ms() + 20000;
+                int st = -1;
+
+                while ((used = fs_used(mnt) - base) > QSLACK && now_ms() < deadline)
+                        sleep_ms(50);
+                result("quota_delete_frees", up && used <= QSLACK,
+                       "%lld bytes still taken after every sandbox was deleted", used);
+                if (up) {
+                        kill(daemon_pid, SIGTERM);
+                        st = wait_exit(daemon_pid, 60000);
+                        if (st == -1) {
+                                kill(daemon_pid, SIGKILL);
+                                wait_exit(daemon_pid, 5000);
+                        }
+                }
+                result("quota_sigterm_exit_0", st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                       "status=0x%x", st);
+        }
+        return n_fail ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
         setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1260,6 +1622,26 @@ int main(int argc, char **argv)
                 signal(SIGPIPE, SIG_IGN);
                 return e2e(argv[2], argv[3]);
         }
-        fprintf(stderr, "usage: vmtest e2e DAEMON CGDIR | memhog MIB | forkloop N\n");
+        if (argc == 5 && strcmp(argv[1], "quota") == 0) {
+                signal(SIGPIPE, SIG_IGN);
+                return quota(argv[2], argv[3], argv[4]);
+        }
+        if (argc == 4 && strcmp(argv[1], "fill") == 0)
+                return cmd_fill(argv[2], atoi(argv[3]));
+        if (argc == 4 && strcmp(argv[1], "falloc") == 0)
+                return cmd_falloc(argv[2], atoi(argv[3]));
+        if (argc == 3 && strcmp(argv[1], "ghost") == 0)
+                return cmd_ghost(atoi(argv[2]));
+        if (argc == 3 && strcmp(argv[1], "symlinks") == 0)
+                return cmd_symlinks(atoi(argv[2]));
+        if (argc == 3 && strcmp(argv[1], "files") == 0)
+                return cmd_files(atoi(argv[2]));
+        if (argc == 4 && strcmp(argv[1], "projid") == 0)
+                return cmd_projid(argv[2], atoi(argv[3]));
+        if (argc == 4 && strcmp(argv[1], "noinherit") == 0)
+                return cmd_noinherit(argv[2], atoi(argv[3]));
+        fprintf(stderr, "usage: vmtest e2e DAEMON CGDIR | quota DAEMON CGDIR MOUNT | memhog MIB | "
+                        "forkloop N | fill FILE MIB | falloc FILE MIB | ghost MIB | symlinks N | "
+                        "files N | projid FILE MIB | noinherit DIR MIB\n");
         return 2;
 }
