@@ -19,18 +19,18 @@ typedef struct sh_config {
         uint64_t exec_output_max;
         uint64_t upload_max;
         uint64_t exec_grace_ms;
-        uint64_t uid_base;           /* first sandbox uid; sandbox n gets uid_base + n */
-        char *log_level;             /* debug, info, warn, error */
-        char *tool_keys;             /* NULL: tool manifests need no signature */
-        bool tool_insecure_http;     /* unsigned tools over plain http to any host */
-        uint64_t persist_parallel;   /* rsyncs at once; the rest queue */
-        uint64_t persist_timeout_ms; /* one rsync run at most, then killed */
+        uint64_t uid_base;              /* first sandbox uid; sandbox n gets uid_base + n */
+        char *log_level;                /* debug, info, warn, error */
+        char *tool_keys;                /* NULL: tool manifests need no signature */
+        bool tool_insecure_http;        /* unsigned tools over plain http to any host */
+        uint64_t persist_parallel;      /* rsyncs at once; the rest queue */
+        uint64_t persist_timeout_ms;    /* one rsync run at most, then killed */
         uint64_t persist_io_timeout_ms; /* rsync --timeout: its longest wait for I/O */
         uint64_t persist_max_bytes;     /* one job's source at most: apparent sizes, holes count */
-        uint64_t disk_max;           /* bytes of one workspace; 0: no limit */
-        uint64_t disk_inodes_max;    /* inodes of one workspace (derived when unset) */
-        char *disk_quota;            /* auto, project, loop, tmpfs, none */
-        uint64_t disk_project_base;  /* first project quota id */
+        uint64_t disk_max;              /* bytes of one workspace; 0: no limit */
+        uint64_t disk_inodes_max;       /* inodes of one workspace (derived when unset) */
+        char *disk_quota;               /* auto, project, loop, tmpfs, none */
+        uint64_t disk_project_base;     /* first project quota id */
 } sh_config;
 
 #define SH_DISK_MIN (1ULL << 20) /* smallest SANDBOX_HOST_DISK_MAX other than 0 */

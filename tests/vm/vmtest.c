@@ -1291,8 +1291,8 @@ static int e2e(const char *bin, const char *cgdir)
          *    it), then thaws them; the helper cgroup goes */
         {
                 char id3[128] = "", why3[600] = "", path[256];
-                bool have3 = up && create_with("{\"item_id\":\"vm-item\"}", id3, sizeof(id3),
-                                               why3, sizeof(why3));
+                bool have3 = up && create_with("{\"item_id\":\"vm-item\"}", id3, sizeof(id3), why3,
+                                               sizeof(why3));
                 const char *sb3 = pathf("%s/%s", sub, id3);
                 const char *tick = pathf("/var/lib/sandbox-host/%s/workspace/tick", id3);
                 const char *kids = "?";
@@ -1307,11 +1307,11 @@ static int e2e(const char *bin, const char *cgdir)
                         sleep_ms(20);
                 snprintf(path, sizeof(path), "/sandboxes/%s/persist", id3);
                 r = have3 ? http("POST", path, "{}") : (resp){0};
-                result("e2e_persist", r.status == 204 &&
-                                              strcmp(slurp_or("/var/lib/archive/vm-item/f", ""),
-                                                     "persisted\n") == 0,
-                       "%s POST persist=%d %s %.200s; archive f=[%s]", have3 ? id3 : why3,
-                       r.status, r.err, r.body ? r.body : "",
+                result("e2e_persist",
+                       r.status == 204 && strcmp(slurp_or("/var/lib/archive/vm-item/f", ""),
+                                                 "persisted\n") == 0,
+                       "%s POST persist=%d %s %.200s; archive f=[%s]", have3 ? id3 : why3, r.status,
+                       r.err, r.body ? r.body : "",
                        slurp_or("/var/lib/archive/vm-item/f", "(none)"));
                 resp_free(&r);
                 t0 = mtime_ns(tick);
@@ -1320,9 +1320,8 @@ static int e2e(const char *bin, const char *cgdir)
                         if ((t1 = mtime_ns(tick)) != t0)
                                 break;
                 }
-                result("e2e_persist_thaws", have3 && t0 && t1 != t0,
-                       "tick mtime %llu then %llu", (unsigned long long)t0,
-                       (unsigned long long)t1);
+                result("e2e_persist_thaws", have3 && t0 && t1 != t0, "tick mtime %llu then %llu",
+                       (unsigned long long)t0, (unsigned long long)t1);
                 for (deadline = now_ms() + 20000; have3 && now_ms() < deadline; sleep_ms(50))
                         if (!strstr(kids = subdirs(sb3), "helper-"))
                                 break;
@@ -1461,9 +1460,9 @@ static void drop(const char *id)
 
 static int quota(const char *bin, const char *cgdir, const char *mnt)
 {
-        static const char *const env[] = {
-                "SANDBOX_HOST_DISK_MAX=4M", "SANDBOX_HOST_DISK_INODES_MAX=1024",
-                "SANDBOX_HOST_DISK_QUOTA=project", NULL};
+        static const char *const env[] = {"SANDBOX_HOST_DISK_MAX=4M",
+                                          "SANDBOX_HOST_DISK_INODES_MAX=1024",
+                                          "SANDBOX_HOST_DISK_QUOTA=project", NULL};
         char why[1200] = "", a[128] = "", b[128] = "", c[128] = "";
         long long base = fs_used(mnt), n = -1, alloc = -1, used;
         int e = -1, e2 = -1, k = -1;
@@ -1565,8 +1564,8 @@ static int quota(const char *bin, const char *cgdir, const char *mnt)
 
         /* item 14: the workspace's mount shows no id */
         x = ok ? run(c, "[\"cat\",\"/proc/self/mountinfo\",\"/proc/1/mountinfo\"]") : (execres){0};
-        result("quota_mountinfo_no_id", x.ok && x.exit == 0 && ok && !strstr(x.out, c),
-               "%.600s", strstr(x.out, "/workspace") ?: x.out);
+        result("quota_mountinfo_no_id", x.ok && x.exit == 0 && ok && !strstr(x.out, c), "%.600s",
+               strstr(x.out, "/workspace") ?: x.out);
         drop(c);
 
         /* A sandbox process must not leave its project: these depend on the seccomp filter
@@ -1576,16 +1575,16 @@ static int quota(const char *bin, const char *cgdir, const char *mnt)
         e2 = -1, n = -1, e = -1;
         sscanf(x.out, "setxattr=%d written=%lld errno=%d", &e2, &n, &e);
         result("quota_projid_change_refused", x.ok && e == EDQUOT && n <= QLIMIT,
-               "FS_IOC_FSSETXATTR projid=0: errno %d; then written=%lld errno=%d %.200s", e2, n,
-               e, x.frame);
+               "FS_IOC_FSSETXATTR projid=0: errno %d; then written=%lld errno=%d %.200s", e2, n, e,
+               x.frame);
         drop(a);
         ok = up && create(a, sizeof(a), why, sizeof(why));
         x = ok ? run(a, "[\"vmtest\",\"noinherit\",\"d\",\"16\"]") : (execres){0};
         e2 = -1, n = -1, e = -1;
         sscanf(x.out, "setflags=%d written=%lld errno=%d", &e2, &n, &e);
         result("quota_projinherit_clear_refused", x.ok && e == EDQUOT && n <= QLIMIT,
-               "FS_IOC_SETFLAGS -PROJINHERIT: errno %d; then written=%lld errno=%d %.200s", e2,
-               n, e, x.frame);
+               "FS_IOC_SETFLAGS -PROJINHERIT: errno %d; then written=%lld errno=%d %.200s", e2, n,
+               e, x.frame);
         drop(a);
 
         /* everything deleted: the filesystem is as before; SIGTERM exits 0 */
