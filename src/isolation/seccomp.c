@@ -2,6 +2,7 @@
 #include "sh/seccomp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/fs.h>
 #include <linux/netlink.h>
@@ -339,6 +340,25 @@ static int add_ioctl_rules(scmp_filter_ctx ctx, sh_error **err)
         return 0;
 }
 
+/* fcntl(F_SETLEASE): a lease holder delays every other open(2) of its file by the lease break
+ * time (45 s) unless it gives the lease back, which a sandbox frozen for a persist cannot do:
+ * a sandbox holding leases on many of its files would keep rsync, and a persist slot, for
+ * the job's whole timeout. Ordinary programs never need leases (Samba does). The command is
+ * an unsigned int in the kernel: masked to 32 bits like ioctl's request. fcntl64 is the i386
+ * spelling (absent on the other ABIs). */
+static int add_fcntl_rules(scmp_filter_ctx ctx, sh_error **err)
+{
+        static const char *const calls[] = {"fcntl", "fcntl64"};
+        struct scmp_arg_cmp a = low32_masked(1, 0xffffffffu, F_SETLEASE);
+
+        for (size_t i = 0; i < ARRAY_SIZE(calls); i++) {
+                int r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), calls[i], 1, &a, err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* personality(2) outside the allowed values. A deny list can only OR single compares, so
  * the refused set is covered by rules "bit b set and bit c clear" (one masked compare
  * each): b runs over every bit outside PERSONA_ALLOWED_BITS and points to the next such
@@ -601,6 +621,8 @@ int sh_seccomp_build(sh_seccomp **ret, sh_error **err)
                 r = add_namespace_rules(ctx, err);
         if (r >= 0)
                 r = add_ioctl_rules(ctx, err);
+        if (r >= 0)
+                r = add_fcntl_rules(ctx, err);
         if (r >= 0)
                 r = add_personality_rules(ctx, err);
         if (r >= 0)

@@ -801,6 +801,36 @@ START_TEST(test_ioctl_fs_ioc_setflags_refused_with_eperm)
 }
 END_TEST
 
+static unsigned long lease_cmd;
+
+static struct outcome probe_setlease(void)
+{
+        char path[] = "/tmp/sh-seccomp-XXXXXX";
+        int fd = mkstemp(path), rd;
+        struct outcome o;
+
+        if (fd < 0)
+                return result(-1);
+        close(fd);
+        /* A read lease needs an fd opened read-only and no writer. */
+        rd = open(path, O_RDONLY | O_CLOEXEC);
+        unlink(path);
+        if (rd < 0)
+                return result(-1);
+        o = result(syscall(SYS_fcntl, rd, lease_cmd, F_RDLCK));
+        close(rd);
+        return o;
+}
+
+START_TEST(test_fcntl_setlease_refused_with_eperm)
+{
+        lease_cmd = F_SETLEASE;
+        expect_refused(probe_setlease, EPERM, "fcntl(F_SETLEASE)");
+        lease_cmd = F_SETLEASE | (1ul << 32);
+        expect_refused(probe_setlease, EPERM, "fcntl(F_SETLEASE | 1 << 32)");
+}
+END_TEST
+
 static struct outcome probe_fs_attr_read(void)
 {
         char path[] = "/tmp/sh-seccomp-XXXXXX";
@@ -1912,6 +1942,7 @@ static Suite *seccomp_suite(void)
         tcase_add_test(tc, test_ioctl_fs_ioc_fssetxattr_refused_with_eperm);
         tcase_add_test(tc, test_ioctl_fs_ioc_setflags_refused_with_eperm);
         tcase_add_test(tc, test_ioctl_fs_ioc_fsgetxattr_and_getflags_allowed);
+        tcase_add_test(tc, test_fcntl_setlease_refused_with_eperm);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("unknown_syscalls");
