@@ -1,8 +1,13 @@
 """Helpers for the sandbox-host contract suite (CONTRACT.md is the law).
 
 Python stdlib only. Every wait is time-bounded: sockets carry timeouts and every poll loop
-has a deadline, because pytest-timeout is not available.
+has a deadline; conftest.py gives every test a hard timeout on top (pytest-timeout), so a
+hung daemon fails its test, not the run. A test proves behaviour, never speed: "it did not
+hang" is a call timeout that fails the call; how fast something is, tests/bench prints.
+Every daemon started here is removed with all it made (Daemon.close), also when its test
+fails.
 """
+import contextlib
 import http.client
 import json
 import os
@@ -210,25 +215,34 @@ class Sandbox:
 
 
 class Daemon:
-    """A sandbox-host subprocess with its own fresh state root."""
+    """A sandbox-host subprocess with its own fresh state root.
+
+    close() stops it and removes everything it made, also after a SIGKILL; prefer the
+    `running()` context manager or the conftest fixtures, which call it."""
+
+    started = []  # every Daemon not closed yet (conftest closes what a test forgot)
 
     def __init__(self, env=None, args=(), root=None, wait_listen=True, prefix=()):
         """`prefix`: a command that execs the daemon (e.g. setpriv with a capability set);
         it must exec in place, so that proc.pid stays the daemon's pid."""
         self.own_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="sh-ct-root-"))
+        self.extra_env = dict(env or {})
         self.env = base_env(self.root, env)
         self.args = list(args)
+        self.prefix = list(prefix)
         self.lines = []
         self.stdout_lines = []
         self.cond = threading.Condition()
         self.host = None
         self.port = None
         self.listen_line = None
+        self.closed = False
         b = binary()
         if not os.path.exists(b):
+            self._remove_root()
             raise RuntimeError("sandbox-host binary not found at %s (set SH_BIN)" % b)
-        self.proc = subprocess.Popen(list(prefix) + [b] + self.args, env=self.env,
+        self.proc = subprocess.Popen(self.prefix + [b] + self.args, env=self.env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         self._t_err = threading.Thread(target=self._drain, args=(self.proc.stderr, self.lines),
@@ -237,8 +251,13 @@ class Daemon:
                                        args=(self.proc.stdout, self.stdout_lines), daemon=True)
         self._t_err.start()
         self._t_out.start()
+        Daemon.started.append(self)
         if wait_listen:
-            self.wait_listening()
+            try:
+                self.wait_listening()
+            except BaseException:
+                self.close(check=False)  # a failed start leaves nothing behind either
+                raise
 
     def _drain(self, pipe, sink):
         for raw in iter(pipe.readline, b""):
@@ -312,6 +331,265 @@ class Daemon:
     def sandbox(self, body=None):
         return self.client.new_sandbox(body)
 
+    # -- removing what it made -----------------------------------------------------------
+    def state_root(self):
+        """The state root the daemon uses: a --root flag wins over the environment."""
+        root = self.env.get("SANDBOX_HOST_ROOT")
+        for i, a in enumerate(self.args):
+            if a.startswith("--root="):
+                root = a[len("--root="):]
+            elif a == "--root" and i + 1 < len(self.args):
+                root = self.args[i + 1]
+        return root
+
+    def leftovers(self):
+        """What of this daemon is still on the host: its cgroup directories, the mounts
+        below its state root, the loop devices backed by files below it."""
+        root = self.state_root()
+        if not root:
+            return []
+        return (daemon_cgroup_dirs(root) + ["mount " + m for m in mounts_below(root)] +
+                ["loop " + d for d in loops_backed_below(root)])
+
+    def close(self, check=True):
+        """Stop the daemon (SIGTERM, SIGKILL past STOP_TIMEOUT) and remove everything it made,
+        whatever state the test left it in: the leftovers of a daemon that did not stop
+        cleanly (killed, crashed) go the way the product removes them after a crash, by a
+        fresh daemon on the same root (which kills the sandboxes' processes, removes their
+        cgroups and detaches their filesystems) and, should that fail, by hand; then the
+        state root, when this object made it. Returns the exit code. With `check`, a daemon
+        that exited 0 and still left a cgroup or a mount is an AssertionError (after the
+        clean-up). Idempotent."""
+        if self.closed:
+            return self.proc.returncode
+        self.closed = True
+        if self in Daemon.started:
+            Daemon.started.remove(self)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._t_err.join(2)
+        self._t_out.join(2)
+        rc = self.proc.returncode
+        heirs = [d for d in Daemon.started
+                 if d.proc.poll() is None and d.state_root() == self.state_root()]
+        if heirs:
+            # another live daemon on the same root: what is there is its own now, and so is
+            # the root itself when this object made it
+            heirs[0].own_root = heirs[0].own_root or self.own_root
+            return rc
+        left = self.leftovers()
+        if left and rc != 0:
+            self._restart_to_clean()
+        remove_leftovers(self.state_root())
+        self._remove_root()
+        if check and left and rc == 0:
+            raise AssertionError("sandbox-host exited 0 but left %r behind; stderr tail:\n%s"
+                                 % (left, self.stderr_text()[-2500:]))
+        return rc
+
+    def _restart_to_clean(self):
+        try:
+            d = Daemon(env=self.extra_env, args=self.args, root=str(self.root),
+                       prefix=self.prefix)
+        except RuntimeError:
+            return  # the manual clean-up below removes what it can
+        d.own_root = False
+        d.close(check=False)
+
+    def _remove_root(self):
+        if self.own_root:
+            remove_leftovers(str(self.root))
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running(env=None, args=(), root=None, prefix=()):
+    """A daemon for a with-block (or a fixture's yield): a start that fails fails the test;
+    at the end it is stopped with SIGTERM and must exit 0 (section 10) and leave nothing
+    behind; everything it made is removed, also when the block fails."""
+    try:
+        d = Daemon(env=env, args=args, root=root, prefix=prefix)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield d
+    finally:
+        rc = d.close()
+    assert rc == 0, "sandbox-host exited %r on SIGTERM; stderr tail:\n%s" % (
+        rc, d.stderr_text()[-3000:])
+
+
+# -- what a daemon leaves on the host --------------------------------------------------------
+
+def daemon_cgroup_name(root):
+    """The cgroup subtree a daemon with this state root makes below its own cgroup in every
+    hierarchy: sandbox-host.<FNV-1a of the root as given> (src/sandbox/manager.c)."""
+    h = 1469598103934665603
+    for b in os.fsencode(str(root)):
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return "sandbox-host.%016x" % h
+
+
+def _own_cgroup_dirs():
+    """This process's cgroup directory in every mounted hierarchy (v1 and v2): a daemon it
+    starts sits there too, and makes its subtree below it."""
+    mounts = []
+    for mp, mroot, fstype, opts in _mounts_with_options():
+        if fstype == "cgroup2":
+            mounts.append((mp, mroot, None))
+        elif fstype == "cgroup":
+            mounts.append((mp, mroot, set(opts.split(","))))
+    res = []
+    with open("/proc/self/cgroup") as f:
+        for ln in f.read().splitlines():
+            _, ctrls, path = ln.split(":", 2)
+            for mp, mroot, copts in mounts:
+                if (ctrls == "" and copts is None) or (
+                        copts is not None and ctrls and set(ctrls.split(",")) <= copts):
+                    rel = path[len(mroot):] if mroot != "/" and path.startswith(mroot) else path
+                    res.append(mp.rstrip("/") + rel)
+    return sorted(set(res))
+
+
+def daemon_cgroup_dirs(root):
+    """The cgroup directories of the subtree of a daemon with this state root that exist."""
+    name = daemon_cgroup_name(root)
+    return [os.path.join(d, name) for d in _own_cgroup_dirs()
+            if os.path.isdir(os.path.join(d, name))]
+
+
+def _cgroup_tree_bottom_up(top):
+    out = []
+    for dirpath, _, _ in os.walk(top):
+        out.append(dirpath)
+    return sorted(out, key=lambda p: p.count("/"), reverse=True)
+
+
+def remove_cgroup_tree(top, timeout=10.0):
+    """Remove a cgroup directory and its children: thaw it, SIGKILL the processes in it (by
+    the pids the kernel lists in it: only what the daemon under test started sits there),
+    then rmdir from the leaves up. Returns the directories that could not be removed."""
+    deadline = time.monotonic() + timeout
+    left = _cgroup_tree_bottom_up(top)
+    while left and time.monotonic() < deadline:
+        for d in left:
+            try:
+                with open(os.path.join(d, "freezer.state"), "w") as f:
+                    f.write("THAWED")
+            except OSError:
+                pass
+            try:
+                with open(os.path.join(d, "cgroup.procs")) as f:
+                    pids = [int(x) for x in f.read().split()]
+            except OSError:
+                pids = []
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+        left = [d for d in _cgroup_tree_bottom_up(top) if os.path.isdir(d)] \
+            if os.path.isdir(top) else []
+        if left:
+            time.sleep(0.05)
+    return left
+
+
+def remove_leftovers(root):
+    """Detach the mounts and loop devices below `root` and remove the cgroup subtree of a
+    daemon with that state root: the safety net for a daemon that could not clean up."""
+    if not root:
+        return
+    for top in daemon_cgroup_dirs(root):
+        remove_cgroup_tree(top)
+    if os.path.exists(str(root)):
+        detach_all(root)
+
+
+def _unescape(s):
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\" and s[i + 1:i + 4].isdigit() and len(s[i + 1:i + 4]) == 3:
+            out.append(chr(int(s[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+def _mounts_with_options(pid="self"):
+    """[(mount point, root, fstype, super options)] of /proc/PID/mountinfo."""
+    res = []
+    with open("/proc/%s/mountinfo" % pid) as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            lf, rf = left.split(), right.split()
+            res.append((_unescape(lf[4]), _unescape(lf[3]), rf[0], rf[2] if len(rf) > 2 else ""))
+    return res
+
+
+def mountinfo(pid="self"):
+    """[(mount point, root, fstype, source)] of /proc/PID/mountinfo."""
+    res = []
+    with open("/proc/%s/mountinfo" % pid) as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            lf, rf = left.split(), right.split()
+            res.append((_unescape(lf[4]), _unescape(lf[3]), rf[0], _unescape(rf[1])))
+    return res
+
+
+def mounts_below(path):
+    """Mount points strictly below `path` in this process's namespace."""
+    p = os.path.realpath(str(path)).rstrip("/") + "/"
+    return [mp for mp, _, _, _ in mountinfo() if mp.startswith(p)]
+
+
+def loops_backed_below(path):
+    """Loop devices whose backing file lies below `path` (also unlinked ones: the kernel
+    shows those as 'PATH (deleted)')."""
+    p = os.path.realpath(str(path)).rstrip("/") + "/"
+    res = []
+    for dev in sorted(os.listdir("/sys/block")):
+        if not dev.startswith("loop"):
+            continue
+        try:
+            with open("/sys/block/%s/loop/backing_file" % dev) as f:
+                backing = f.read().strip()
+        except OSError:
+            continue
+        if backing.startswith(p):
+            res.append("/dev/" + dev)
+    return res
+
+
+def detach_all(path, timeout=10.0):
+    """Detach every mount below `path`, deepest first, then every loop device still backed
+    by a file below it. Returns what was found (for the caller's assertion)."""
+    found = mounts_below(path)
+    for mp in sorted(found, key=len, reverse=True):
+        subprocess.run(["umount", "-l", mp], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=30)
+    # AUTOCLEAR devices go when their filesystem does; anything else is detached by hand.
+    deadline = time.monotonic() + timeout
+    loops = loops_backed_below(path)
+    while loops and time.monotonic() < deadline:
+        time.sleep(0.1)
+        loops = loops_backed_below(path)
+    for dev in loops:
+        subprocess.run(["losetup", "-d", dev], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=30)
+    return found, loops
+
 
 def run_to_exit(args=(), env=None, root="__tmp__", timeout=START_TIMEOUT):
     """Run the binary expecting it to exit on its own (bad config, --help, --version).
@@ -329,23 +607,26 @@ def run_to_exit(args=(), env=None, root="__tmp__", timeout=START_TIMEOUT):
 
 def _run_to_exit(args, env, root, timeout):
     d = Daemon(env=env, args=args, root=root, wait_listen=False)
-    deadline = time.monotonic() + timeout
-    started = False
-    while d.proc.poll() is None:
-        with d.cond:
-            if any(LISTEN_RE.search(ln) for ln in d.lines):
-                started = True
+    try:
+        deadline = time.monotonic() + timeout
+        started = False
+        while d.proc.poll() is None:
+            with d.cond:
+                if any(LISTEN_RE.search(ln) for ln in d.lines):
+                    started = True
+                    break
+                d.cond.wait(0.05)
+            if time.monotonic() > deadline:
                 break
-            d.cond.wait(0.05)
-        if time.monotonic() > deadline:
-            break
-    if d.proc.poll() is None:
-        d.stop()
-        raise AssertionError("sandbox-host %r did not exit by itself (%s); stderr:\n%s"
-                             % (list(args), "it started listening" if started else "timeout",
-                                d.stderr_text()))
-    d.wait_exit()
-    return d.proc.returncode, "\n".join(d.stdout_lines), d.stderr_text()
+        if d.proc.poll() is None:
+            d.stop()
+            raise AssertionError("sandbox-host %r did not exit by itself (%s); stderr:\n%s"
+                                 % (list(args), "it started listening" if started else
+                                    "timeout", d.stderr_text()))
+        d.wait_exit()
+        return d.proc.returncode, "\n".join(d.stdout_lines), d.stderr_text()
+    finally:
+        d.close()
 
 
 # Section 8: every error type the contract names.

@@ -8,7 +8,6 @@ Needs root: the daemon builds namespaces, cgroups and a pivot_root for every san
 Run: SH_BIN=build/sandbox-host python3 -m pytest -q tests/contract/test_exec.py
 """
 import os
-import shutil
 import threading
 import time
 
@@ -31,16 +30,10 @@ OUTPUT_MAX = 4096
 def tight():
     """A daemon with small limits: 64M memory, 64 pids, 4 KiB exit-frame buffers, 500 ms
     grace."""
-    try:
-        d = shlib.Daemon(args=["--memory-max=64M", "--pids-max=64",
-                               "--exec-output-max=%d" % OUTPUT_MAX,
-                               "--exec-grace-ms=%d" % GRACE_MS])
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield d
-    rc = d.stop()
-    shutil.rmtree(d.root, ignore_errors=True)
-    assert rc == 0, "daemon exited %r on SIGTERM; stderr tail:\n%s" % (rc, d.stderr_text()[-3000:])
+    with shlib.running(args=["--memory-max=64M", "--pids-max=64",
+                             "--exec-output-max=%d" % OUTPUT_MAX,
+                             "--exec-grace-ms=%d" % GRACE_MS]) as d:
+        yield d
 
 
 @pytest.fixture

@@ -34,13 +34,8 @@ UID_BASE = 200000  # SANDBOX_HOST_UID_BASE default
 @pytest.fixture
 def small_daemon():
     """64M memory, 64 pids per sandbox, 500 ms grace."""
-    try:
-        d = shlib.Daemon(args=["--memory-max=64M", "--pids-max=64", "--exec-grace-ms=500"])
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield d
-    d.stop()
-    shutil.rmtree(d.root, ignore_errors=True)
+    with shlib.running(args=["--memory-max=64M", "--pids-max=64", "--exec-grace-ms=500"]) as d:
+        yield d
 
 
 def mounts(sb):

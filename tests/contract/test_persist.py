@@ -8,7 +8,6 @@ Needs root: the daemon builds namespaces, cgroups and mounts, and rsync runs con
 Run: SH_BIN=build/sandbox-host python3 -m pytest -q tests/contract/test_persist.py
 """
 import os
-import shutil
 import signal
 import stat
 import subprocess
@@ -37,14 +36,8 @@ def nfs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def pd(nfs):
     """A daemon with an archive root."""
-    try:
-        d = shlib.Daemon(args=["--nfs-root=%s" % nfs])
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield d
-    rc = d.stop()
-    shutil.rmtree(d.root, ignore_errors=True)
-    assert rc == 0, "daemon exited %r on SIGTERM:\n%s" % (rc, d.stderr_text()[-3000:])
+    with shlib.running(args=["--nfs-root=%s" % nfs]) as d:
+        yield d
 
 
 _made = []

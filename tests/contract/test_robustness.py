@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import shlib
 from shlib import (assert_204, assert_error, healthz_fast, needs_root, parse_raw_response, q,
                    raw_exchange, raw_status)
 
@@ -385,17 +386,8 @@ def test_concurrent_reader_sees_old_or_new_never_a_mix(sb):
 
 @pytest.fixture(scope="module")
 def small_daemon():
-    import shutil
-
-    import shlib
-    try:
-        d = shlib.Daemon(args=["--upload-max=1K"])
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield d
-    rc = d.stop()
-    shutil.rmtree(d.root, ignore_errors=True)
-    assert rc == 0
+    with shlib.running(args=["--upload-max=1K"]) as d:
+        yield d
 
 
 def test_upload_at_limit_is_accepted(small_daemon):

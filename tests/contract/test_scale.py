@@ -63,7 +63,7 @@ def big():
         yield d, rid, total
     finally:
         if d:
-            d.stop()
+            d.close()
         subprocess.run(["umount", "-l", mnt], check=False)
         os.rmdir(mnt)
 
