@@ -7,6 +7,8 @@ import stat
 import threading
 import time
 
+from shlib import descendants, proc_table
+
 
 def tree_entries(root):
     """{relative path (bytes): description} for every entry below root, links not followed.
@@ -140,37 +142,6 @@ def fill_rich_tree(ws, n_files=3000):
 
 
 # -- processes ----------------------------------------------------------------------------
-
-def proc_table():
-    """{pid: (ppid, comm)} of every live process."""
-    res = {}
-    for n in os.listdir("/proc"):
-        if not n.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % n, "rb") as f:
-                s = f.read()
-        except OSError:
-            continue
-        lp, rp = s.index(b"("), s.rindex(b")")
-        comm = s[lp + 1:rp]
-        fields = s[rp + 2:].split()
-        res[int(n)] = (int(fields[1]), comm)
-    return res
-
-
-def descendants(pid, table=None):
-    table = table if table is not None else proc_table()
-    kids = {}
-    for p, (pp, _) in table.items():
-        kids.setdefault(pp, []).append(p)
-    out, todo = [], [pid]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
 
 def rsyncs_of(daemon_pid):
     """[(pid, ppid)] of rsync processes descending from the daemon."""

@@ -84,6 +84,7 @@ class Client:
     def __init__(self, host, port):
         self.host = host
         self.port = port
+        self.daemon_pid = None  # set by Daemon: whose descendants a test may kill
 
     def request(self, method, url, body=None, headers=None, timeout=REQ_TIMEOUT):
         """One request on a fresh connection. `url` is an already-encoded path+query."""
@@ -278,6 +279,7 @@ class Daemon:
                         self.listen_line = line
                         self.host, self.port = m.group(1), int(m.group(2))
                         self.client = Client("127.0.0.1", self.port)
+                        self.client.daemon_pid = self.proc.pid
                         return
                 if self.proc.poll() is not None:
                     # let the drain thread finish collecting
@@ -589,6 +591,40 @@ def detach_all(path, timeout=10.0):
         subprocess.run(["losetup", "-d", dev], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=30)
     return found, loops
+
+
+# -- processes (found by pid through /proc) ---------------------------------------------------
+
+def proc_table():
+    """{pid: (ppid, comm)} of every live process."""
+    res = {}
+    for n in os.listdir("/proc"):
+        if not n.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % n, "rb") as f:
+                s = f.read()
+        except OSError:
+            continue
+        lp, rp = s.index(b"("), s.rindex(b")")
+        comm = s[lp + 1:rp]
+        fields = s[rp + 2:].split()
+        res[int(n)] = (int(fields[1]), comm)
+    return res
+
+
+def descendants(pid, table=None):
+    """The pids below `pid` in the process tree (children, their children, ...)."""
+    table = table if table is not None else proc_table()
+    kids = {}
+    for p, (pp, _) in table.items():
+        kids.setdefault(pp, []).append(p)
+    out, todo = [], [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
 
 
 def run_to_exit(args=(), env=None, root="__tmp__", timeout=START_TIMEOUT):

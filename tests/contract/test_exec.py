@@ -363,7 +363,7 @@ def test_client_disconnect_kills_the_command_and_everything_it_started(sb):
         assert not left, "still running after the client went away: %r" % left
         assert _alive_inside(sb, pids) == []
     finally:
-        execlib.kill_pids([p[0] for p in left])
+        execlib.kill_pids([p[0] for p in left], sb.c.daemon_pid)
 
 
 @pytest.mark.slow
@@ -378,7 +378,7 @@ def test_client_disconnect_during_a_silent_command_noticed_within_two_heartbeats
         st.abort()
     left = execlib.wait_gone(lambda: execlib.host_sleepers(m),
                              timeout=2 * execlib.HEARTBEAT_MAX + 2)
-    execlib.kill_pids([p[0] for p in left])
+    execlib.kill_pids([p[0] for p in left], sb.c.daemon_pid)
     assert not left, "silent command survived its client for two heartbeats: %r" % left
 
 
@@ -402,7 +402,7 @@ def test_delete_during_exec_ends_stream_with_in_band_error_frame(daemon):
     finally:
         st.close()
         left = execlib.wait_gone(lambda: execlib.host_sleepers(m), 10)
-        execlib.kill_pids([p[0] for p in left])
+        execlib.kill_pids([p[0] for p in left], s.c.daemon_pid)
     assert not left, "command survived its sandbox's delete: %r" % left
 
 

@@ -741,7 +741,7 @@ def test_fork_bomb_stays_inside_pids_limit_and_host_keeps_answering(small_daemon
     finally:
         stop.set()
         watcher.join(10)
-        execlib.kill_uid_leftovers(uid)
+        execlib.kill_uid_leftovers(c.daemon_pid, uid)
         other.delete()
     assert not bad, bad
     assert worst[0] < 1.0, "healthz took %.2fs during the fork bomb" % worst[0]
@@ -795,8 +795,8 @@ def test_delete_kills_every_process_of_the_sandbox(daemon):
         assert not execlib.host_sleepers(m)
         assert not os.path.exists(daemon.root / s.rid)
     finally:
-        execlib.kill_uid_leftovers(uid)
-        execlib.kill_pids([p[0] for p in execlib.host_sleepers(m)])
+        execlib.kill_uid_leftovers(c.daemon_pid, uid)
+        execlib.kill_pids([p[0] for p in execlib.host_sleepers(m)], c.daemon_pid)
 
 
 # -- symlink swap race -------------------------------------------------------------------------
