@@ -353,16 +353,6 @@ def wait_gone(fn, timeout=10.0, interval=0.1):
         time.sleep(interval)
 
 
-def healthz_time(client, limit=5.0):
-    t0 = time.monotonic()
-    try:
-        r = client.get("/healthz", timeout=limit)
-        st = r.status
-    except OSError as e:
-        st = repr(e)
-    return st, time.monotonic() - t0
-
-
 def marker():
     """A unique sleep duration usable as a process marker: `sleep 1000.<digits>`."""
     return "1000.%d" % (int.from_bytes(os.urandom(4), "big") % 10 ** 8 + 10 ** 8)
