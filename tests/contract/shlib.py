@@ -595,6 +595,63 @@ def detach_all(path, timeout=10.0):
     return found, loops
 
 
+# -- inotify (ctypes: the stdlib has no binding) --------------------------------------------
+
+class Inotify:
+    """An inotify instance: watches on host directories, events read with a timeout. The
+    kernel queues the events of all watches of one instance in the order they happened, so
+    a test can see in which order the daemon touched several directories."""
+
+    IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE = 0x2, 0x4, 0x8
+    IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x40, 0x80, 0x100, 0x200
+    IN_DELETE_SELF, IN_MOVE_SELF, IN_IGNORED, IN_Q_OVERFLOW = 0x400, 0x800, 0x8000, 0x4000
+    NAMES = {0x2: "MODIFY", 0x4: "ATTRIB", 0x8: "CLOSE_WRITE", 0x40: "MOVED_FROM",
+             0x80: "MOVED_TO", 0x100: "CREATE", 0x200: "DELETE", 0x400: "DELETE_SELF",
+             0x800: "MOVE_SELF", 0x8000: "IGNORED", 0x4000: "Q_OVERFLOW"}
+
+    def __init__(self):
+        import ctypes
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self._libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        self.paths = {}  # wd -> the watched directory
+
+    def watch(self, path, mask):
+        import ctypes
+        wd = self._libc.inotify_add_watch(self.fd, os.fsencode(str(path)), mask)
+        if wd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_add_watch %s" % path)
+        self.paths[wd] = str(path)
+        return wd
+
+    def read(self, timeout):
+        """Events that come within `timeout` s of silence: [(directory, event names, name)]."""
+        import select
+        import struct
+        out = []
+        while select.select([self.fd], [], [], timeout)[0]:
+            buf = os.read(self.fd, 1 << 16)
+            i = 0
+            while i < len(buf):
+                wd, mask, _, n = struct.unpack_from("iIII", buf, i)
+                name = buf[i + 16:i + 16 + n].rstrip(b"\0").decode("utf-8", "surrogateescape")
+                i += 16 + n
+                names = {v for k, v in self.NAMES.items() if mask & k}
+                out.append((self.paths.get(wd, "?"), names, name))
+        return out
+
+    def close(self):
+        os.close(self.fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
 # -- processes (found by pid through /proc) ---------------------------------------------------
 
 def proc_table():

@@ -7,8 +7,10 @@ found through /proc as descendants of the daemon's pid and killed by pid, never 
 Needs root: the daemon builds namespaces, cgroups and mounts, and rsync runs confined.
 Run: SH_BIN=build/sandbox-host python3 -m pytest -q tests/contract/test_persist.py
 """
+import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import threading
@@ -305,6 +307,22 @@ def _signal_all(pids, sig):
             pass
 
 
+def _hold_rsync(daemon_pid, rid, thread, timeout=60):
+    """Stop (SIGSTOP, by pid) the rsync of the persist of `rid` that `thread` asked for, as
+    soon as it shows; returns its pids (empty if the persist ended first). The caller sends
+    SIGCONT to them in a finally."""
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and time.monotonic() < deadline:
+        held = _rsync_tree(daemon_pid, rid)
+        if held:
+            _signal_all(held, signal.SIGSTOP)
+            held = _rsync_tree(daemon_pid, rid)  # and a child forked meanwhile
+            _signal_all(held, signal.SIGSTOP)
+            return held
+        time.sleep(0.002)
+    return []
+
+
 def test_persists_of_one_sandbox_are_serialized_of_two_run_in_parallel(pd, nfs):
     # a's first persist is held mid-copy: the test stops its rsync (SIGSTOP, by pid: the
     # test's own daemon's child). Meanwhile b's persist must run and answer, and a's second
@@ -316,16 +334,7 @@ def test_persists_of_one_sandbox_are_serialized_of_two_run_in_parallel(pd, nfs):
     pid = pd.proc.pid
     res = {}
     t1 = _post_async(a, {}, res, 1)
-    held = []
-    deadline = time.monotonic() + 60
-    while not held and t1.is_alive() and time.monotonic() < deadline:
-        held = _rsync_tree(pid, a.rid)
-        if held:
-            _signal_all(held, signal.SIGSTOP)
-            held = _rsync_tree(pid, a.rid)  # and a child forked meanwhile
-            _signal_all(held, signal.SIGSTOP)
-        else:
-            time.sleep(0.002)
+    held = _hold_rsync(pid, a.rid, t1)
     try:
         assert held, "a's first persist ended before its rsync was seen: %r" % res
         t2 = _post_async(a, {"delete": True}, res, 2)
@@ -345,6 +354,63 @@ def test_persists_of_one_sandbox_are_serialized_of_two_run_in_parallel(pd, nfs):
     assert res[1].status == 204 and res[2].status == 204, res
     # and the reconciling one made the archive exactly the workspace
     assert pl.tree_entries(nfs / a.item) == pl.tree_entries(a.ws)
+
+
+def _send_persist(s, body):
+    """Send a persist request on a socket of its own, without waiting for the answer; then
+    make sure the daemon has taken it: a /healthz round trip after it was sent is answered
+    by the same loop, which read the persist's bytes first (they were in its socket)."""
+    data = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", s.c.port), timeout=120)
+    sock.sendall(b"POST %s/persist HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+                 % (s.base.encode(), len(data), data))
+    for _ in range(2):
+        shlib.healthz_ok(s.c)
+    return sock
+
+
+def _answer(sock):
+    data = b""
+    while True:
+        d = sock.recv(65536)
+        if not d:
+            break
+        data += d
+    sock.close()
+    return shlib.parse_raw_response(data)
+
+
+def test_queued_persist_rechecks_readiness_when_it_starts(start_daemon, tmp_path):
+    # One persist at a time: b's persist queues behind a's, which the test holds (its rsync
+    # stopped, by pid). b was ready when its persist was asked for; its marker goes while it
+    # waits. When its turn comes it must see that, and write nothing: 204, no archive. A
+    # check made only when the request came would copy a workspace no longer trusted.
+    arch = tmp_path / "archive"
+    arch.mkdir()
+    d = start_daemon(env={"SANDBOX_HOST_PERSIST_PARALLEL": "1"}, args=["--nfs-root=%s" % arch])
+    a, b = new(d, item()), new(d, item())
+    pl.write_big(a.ws / "big", 256 << 20)
+    b.put_ok("f", b"must not reach the archive")
+    assert b.ready_v() is True
+    pid = d.proc.pid
+    res = {}
+    t1 = _post_async(a, {}, res, 1)
+    held = _hold_rsync(pid, a.rid, t1)
+    sock = None
+    try:
+        assert held, "a's persist ended before its rsync was seen: %r" % res
+        sock = _send_persist(b, {"delete": True})  # queued: a's holds the one slot
+        assert not _rsync_tree(pid, b.rid)
+        os.unlink(b.dir / ".ready")  # no longer trusted while it waits
+    finally:
+        _signal_all(held, signal.SIGCONT)
+    t1.join(120)
+    assert res[1].status == 204, res
+    status, _, body = _answer(sock)
+    assert status == 204, body
+    assert not (arch / b.item).exists(), os.listdir(arch / b.item)
+    d.stop_ok()
 
 
 # Runs until the test creates "stop" (or argv[1] seconds pass): every persist freezes it, so

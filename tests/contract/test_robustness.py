@@ -383,6 +383,42 @@ def test_concurrent_reader_sees_old_or_new_never_a_mix(sb):
     assert not bad, bad[:3]
 
 
+def test_replacing_upload_never_lets_the_name_go_missing(sb):
+    # A replacing upload is atomic at the moment of the rename: the name always leads to the
+    # old or the new file, never to nothing. The daemon runs one request at a time, so an
+    # API reader cannot fall into a gap between an unlink and a link; the kernel sees every
+    # step: inotify on the workspace shows each replace as one MOVED_TO onto the name, never
+    # a DELETE or MOVED_FROM of it (and the readers meanwhile never get false or 404).
+    n = 20
+    sb.put_ok("name", b"first")
+    stop = threading.Event()
+    bad = []
+
+    def reader():
+        while not stop.is_set():
+            e = sb.exists("name", timeout=10)
+            if e.status != 200 or e.json() != {"exists": True}:
+                bad.append(("exists", e))
+            g = sb.get("name", timeout=10)
+            if g.status != 200 or g.body not in (b"first", b"old", b"new"):
+                bad.append(("get", g))
+
+    I = shlib.Inotify
+    with I() as ino:
+        ino.watch(sb.ws, I.IN_CREATE | I.IN_DELETE | I.IN_MOVED_FROM | I.IN_MOVED_TO)
+        t = threading.Thread(target=reader, daemon=True)
+        t.start()
+        try:
+            for i in range(n):
+                sb.put_ok("name", b"new" if i % 2 else b"old")
+        finally:
+            stop.set()
+            t.join(30)
+        events = [e for e in ino.read(timeout=0.5) if e[2] == "name"]
+    assert not bad, bad[:3]
+    assert events == [(str(sb.ws), {"MOVED_TO"}, "name")] * n, events
+
+
 # ---------------- upload limit ----------------
 
 @pytest.fixture(scope="module")
