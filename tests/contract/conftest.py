@@ -83,6 +83,15 @@ def start_daemon():
 
 
 @pytest.fixture
+def store():
+    """A local artifact store for /tools/resolve (tools_lib.ArtifactServer), stopped after."""
+    import tools_lib
+    s = tools_lib.ArtifactServer()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
 def outside(tmp_path):
     """A host directory outside every workspace, with a secret in it."""
     o = tmp_path / "outside"

@@ -777,20 +777,56 @@ def raw_exchange(port, payload, read_timeout=3.0, shutdown_write=False, pre_clos
         if pre_close_wait is not None:
             time.sleep(pre_close_wait)
             return got
-        deadline = time.monotonic() + read_timeout
-        while time.monotonic() < deadline:
-            try:
-                d = s.recv(65536)
-            except socket.timeout:
-                break
-            except (ConnectionResetError, OSError):
-                break
-            if not d:
-                break
-            got += d
+        got, _ = read_to_close(s, read_timeout)
     finally:
         s.close()
     return got
+
+
+def read_to_close(s, timeout):
+    """Read from socket s until the peer closes, or `timeout` of silence passes, or the whole
+    read has taken `timeout`: (bytes, whether the peer closed)."""
+    got, closed = b"", False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            d = s.recv(65536)
+        except socket.timeout:
+            break
+        except (ConnectionResetError, OSError):
+            closed = True
+            break
+        if not d:
+            closed = True
+            break
+        got += d
+    return got, closed
+
+
+def exchange_to_close(port, payload, timeout=5.0):
+    """Send payload on a fresh socket, read until the server closes: (bytes, closed). The
+    socket's timeout and the read's deadline bound it."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        try:
+            s.sendall(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        return read_to_close(s, timeout)
+    finally:
+        s.close()
+
+
+def read_head(s):
+    """Read from socket s until the end of a response's header block (or EOF); the bytes.
+    Bounded by the socket's timeout (a daemon that does not answer makes recv raise)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = s.recv(4096)
+        if not d:
+            break
+        data += d
+    return data
 
 
 def raw_status(resp_bytes):

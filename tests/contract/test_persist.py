@@ -371,12 +371,7 @@ def _send_persist(s, body):
 
 
 def _answer(sock):
-    data = b""
-    while True:
-        d = sock.recv(65536)
-        if not d:
-            break
-        data += d
+    data, _ = shlib.read_to_close(sock, 120)
     sock.close()
     return shlib.parse_raw_response(data)
 

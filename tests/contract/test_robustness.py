@@ -148,35 +148,8 @@ def test_raw_nul_escape_in_path_is_400_badrequest(daemon, sb):
 # cut at a raw NUL byte. Each of these must be a 400 with the contract's error body, and the
 # connection closed after it: bytes left over must never be read as a further request.
 
-def _exchange_to_close(port, payload, timeout=5.0):
-    """Send payload, read until the server closes; (bytes, closed). A call timeout bounds it."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    got, closed = b"", False
-    try:
-        try:
-            s.sendall(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                d = s.recv(65536)
-            except socket.timeout:
-                break
-            except (ConnectionResetError, OSError):
-                closed = True
-                break
-            if not d:
-                closed = True
-                break
-            got += d
-    finally:
-        s.close()
-    return got, closed
-
-
 def _assert_one_400_then_close(port, payload):
-    data, closed = _exchange_to_close(port, payload)
+    data, closed = shlib.exchange_to_close(port, payload)
     assert raw_status(data) == 400, data[:300]
     status, hdrs, body = parse_raw_response(data)
     n = int(hdrs["content-length"])
@@ -518,12 +491,7 @@ def test_probes_answer_during_slow_upload(daemon, sb):
             assert sb.exists_v("/") is True
         s.sendall(b"s" * (4 << 20))
         s.settimeout(30)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            d = s.recv(4096)
-            if not d:
-                break
-            data += d
+        data = shlib.read_head(s)
         assert raw_status(data) == 204, data
     finally:
         s.close()

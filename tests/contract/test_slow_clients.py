@@ -14,7 +14,7 @@ import time
 import pytest
 
 from execlib import ExecStream
-from shlib import needs_root, raw_exchange, raw_status
+from shlib import needs_root, raw_exchange, raw_status, read_head, read_to_close
 
 pytestmark = needs_root
 
@@ -116,13 +116,8 @@ def test_one_clients_flood_closes_its_own_connections_not_another_clients(start_
         for s in other.socks:
             s.sendall(b"Connection: close\r\n\r\n")
         for s in other.socks:
-            data = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            assert raw_status(data) == 200, data[:200]
+            data, closed = read_to_close(s, 10)
+            assert closed and raw_status(data) == 200, data[:200]
     finally:
         other.close()
         flood.close()
@@ -150,12 +145,7 @@ def test_requests_past_their_headers_are_never_closed_for_a_flood(start_daemon):
             sent += 512 << 10
             hold.open(20)
         up.sendall(b"u" * (size - sent) if size > sent else b"")
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = up.recv(4096)
-            if not chunk:
-                break
-            data += chunk
+        data = read_head(up)
         assert raw_status(data) == 204, data[:200]
         st.read_all(timeout=30)
         st.assert_exit(0)

@@ -20,13 +20,6 @@ from tools_lib import (ArtifactServer, Ed25519Key, HELLO_SCRIPT, exec_final,
                        resolve_ok, sha256, standard_bundle)
 
 
-@pytest.fixture
-def store():
-    s = ArtifactServer()
-    yield s
-    s.stop()
-
-
 def installed(daemon, sha):
     return daemon.root / "tools" / sha
 

@@ -119,7 +119,8 @@ def sha256(b):
     return hashlib.sha256(b).hexdigest()
 
 
-def _add(tf, name, data=b"", mode=0o644, **kw):
+def add_member(tf, name, data=b"", mode=0o644, **kw):
+    """One tar member: a regular file with `data`, or another type given as TarInfo fields."""
     ti = tarfile.TarInfo(name)
     ti.size = len(data)
     ti.mode = mode
@@ -140,13 +141,13 @@ def make_bundle(files=None, members=None):
     with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.GNU_FORMAT) as tf:
         for name, v in (files or {}).items():
             data, mode = v if isinstance(v, tuple) else (v, 0o644)
-            _add(tf, name, data, mode)
+            add_member(tf, name, data, mode)
         for m in members or []:
             m = dict(m)
             name = m.pop("name")
             data = m.pop("data", b"")
             mode = m.pop("mode", 0o644)
-            _add(tf, name, data, mode, **m)
+            add_member(tf, name, data, mode, **m)
     return buf.getvalue()
 
 
@@ -347,5 +348,5 @@ def make_pax_bundle(entries):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
         for name, data, mode in entries:
-            _add(tf, name, data, mode)
+            add_member(tf, name, data, mode)
     return buf.getvalue()
