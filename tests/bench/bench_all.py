@@ -34,10 +34,10 @@ from bench_isolation import Client, bwrap_args, pct  # noqa: E402  (reused, not 
 
 FULL = dict(create_n=200, exec_n=500, exec16_n=100, stream_mb=256, file_mb=1024,
             walk_files=100_000, persist_files=10_000, persist_mb=1024, wrk_s=10,
-            mem_steps=(1, 100, 500), hold_cap=2000, hold_s=300)
+            mem_steps=(1, 100, 500), hold_cap=2000, hold_s=300, bomb_s=5)
 SMOKE = dict(create_n=5, exec_n=5, exec16_n=3, stream_mb=4, file_mb=8,
              walk_files=1000, persist_files=100, persist_mb=8, wrk_s=1,
-             mem_steps=(1, 3, 5), hold_cap=20, hold_s=30)
+             mem_steps=(1, 3, 5), hold_cap=20, hold_s=30, bomb_s=1)
 
 ROWS = [  # every row the table always prints, in order (the smoke test checks them all)
     "create p50 (ms)", "create p99 (ms)",
@@ -55,6 +55,12 @@ ROWS = [  # every row the table always prints, in order (the smoke test checks t
     "sandboxes held before failure",
     "create p50, 1G disk limit, loop (ms)", "create p99, 1G disk limit, loop (ms)",
     "create p50, 1G disk limit, tmpfs (ms)", "create p99, 1G disk limit, tmpfs (ms)",
+    # how fast /healthz answers while the daemon works hard: the contract tests only bound
+    # these with call timeouts (the "limit" column), the figures are here
+    "healthz worst, during disk-usage (ms)", "healthz worst, during 16 exec loops (ms)",
+    "healthz worst, during upload and download (ms)",
+    "healthz worst, during the persist 1GiB case (ms)",
+    "healthz worst, during a fork bomb (ms)", "healthz worst, during a memory hog (ms)",
 ]
 
 # ---- plumbing ---------------------------------------------------------------------------
@@ -185,6 +191,53 @@ class Table:
         out.flush()
 
 
+class Probe:
+    """GET /healthz on a fresh connection every `interval` s from a thread while a figure's
+    load runs; `worst_ms` is the slowest answer (an error counts as the call's timeout)."""
+
+    def __init__(self, d, interval=0.02, timeout=30):
+        import threading
+        self.host, self.port, self.interval, self.timeout = d.host, d.port, interval, timeout
+        self.times, self.errors = [], []
+        self._halt = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._halt.is_set():
+            t0 = time.perf_counter()
+            try:
+                conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+                conn.request("GET", "/healthz")
+                r = conn.getresponse()
+                r.read()
+                conn.close()
+                if r.status != 200:
+                    self.errors.append(r.status)
+            except OSError as e:
+                self.errors.append(repr(e))
+            self.times.append(time.perf_counter() - t0)
+            self._halt.wait(self.interval)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._halt.set()
+        self._t.join(self.timeout + 10)
+        return False
+
+    def add(self, t, name, limit_ms, test):
+        """One "healthz worst" row: ours the slowest probe, the limit the call timeout the
+        contract test holds for it."""
+        if not self.times:
+            t.na(name, "no probe ran")
+            return
+        note = f"{len(self.times)} probes" + (f", {len(self.errors)} failed: "
+                                               f"{self.errors[:2]}" if self.errors else "")
+        t.add(name, max(self.times) * 1e3, limit_ms, f"call timeout of {test}", "lat", note)
+
+
 def step(table, names, fn, *a):
     """Run one figure; a failure marks its rows n/a with the reason and the run goes on."""
     t0 = time.time()
@@ -265,14 +318,17 @@ def fig_exec(t, d, a, cfg):
     # 16 sandboxes, 16 clients at once (one C client process each)
     rids = [create(c) for _ in range(16)]
     m = cfg["exec16_n"]
-    procs = [subprocess.Popen([a.tool, "execloop", d.host, str(d.port), r, str(m)],
-                              stdout=subprocess.PIPE, text=True) for r in rids]
-    ours16 = []
-    for p in procs:
-        out, _ = p.communicate(timeout=600)
-        if p.returncode != 0:
-            raise RuntimeError("an exec client failed")
-        ours16 += [int(x) / 1e9 for x in out.split()]
+    with Probe(d) as probe:
+        procs = [subprocess.Popen([a.tool, "execloop", d.host, str(d.port), r, str(m)],
+                                  stdout=subprocess.PIPE, text=True) for r in rids]
+        ours16 = []
+        for p in procs:
+            out, _ = p.communicate(timeout=600)
+            if p.returncode != 0:
+                raise RuntimeError("an exec client failed")
+            ours16 += [int(x) / 1e9 for x in out.split()]
+    probe.add(t, "healthz worst, during 16 exec loops (ms)", 1000,
+              "test_exec.py")
     procs = [subprocess.Popen([a.tool, "forkloop", str(m)], stdout=subprocess.PIPE, text=True)
              for _ in range(16)]
     fe16 = []
@@ -396,8 +452,11 @@ def fig_files(t, d, a, cfg, ngx):
             w.write(b)
             left -= len(b)
     base = f"http://{d.host}:{d.port}/sandboxes/{rid}/file?path="
-    up = max(curl_speed(["-T", src, base + "big.bin"]) for _ in range(2))
-    dn = max(curl_speed([base + "big.bin"]) for _ in range(2))
+    with Probe(d) as probe:
+        up = max(curl_speed(["-T", src, base + "big.bin"]) for _ in range(2))
+        dn = max(curl_speed([base + "big.bin"]) for _ in range(2))
+    probe.add(t, "healthz worst, during upload and download (ms)", 1000,
+              "test_robustness.py")
     cp_dst = os.path.join(a.base, "cp.bin")
     cp = []
     for _ in range(2):
@@ -467,9 +526,12 @@ def fig_walk(t, d, a, cfg):
     if got != n:
         raise RuntimeError(f"walk returned {got} entries of {n}")
     du = []
-    for _ in range(3):
-        s, body = get_body_seconds(d, f"/sandboxes/{rid}/disk-usage")
-        du.append(s)
+    with Probe(d, interval=0) as probe:
+        for _ in range(3):
+            s, body = get_body_seconds(d, f"/sandboxes/{rid}/disk-usage")
+            du.append(s)
+    probe.add(t, "healthz worst, during disk-usage (ms)", 500,
+              "test_scale.py")
     find = timed(["find", ws, "-type", "f", "-printf", "%s %T@\n"])
     dub = timed(["du", "-sb", ws])
     t.add("walk (ms)", statistics.median(walk) * 1e3, find * 1e3,
@@ -512,11 +574,15 @@ def fig_persist(t, a, cfg):
         for key, what, build in cases:
             pn, rn = names[key]
             try:
-                res = bp.bench_case(cli, root, nfs, scratch, what, build, 1)
+                with Probe(d) as probe:
+                    res = bp.bench_case(cli, root, nfs, scratch, what, build, 1)
             except SystemExit as e:  # bench_persist stops on a failed call: report it
                 t.na(pn, str(e)[:200])
                 t.na(rn, str(e)[:200])
                 continue
+            if key == "1GiB":
+                probe.add(t, "healthz worst, during the persist 1GiB case (ms)", 1000,
+                          "test_persist.py")
             rows = {fig.split(": ", 1)[1]: (ours, peer) for fig, ours, peer in res}
             base_ms = rows["(create without item, for reference)"][0]
             ours, peer = rows["checkpoint, empty archive"]
@@ -649,6 +715,37 @@ def fig_memory(t, a, cfg):
         d.stop()
 
 
+def fig_abuse(t, a, cfg):
+    """A fork bomb left running in a sandbox (64 pids) for bomb_s seconds, then deleted; a
+    memory hog (64M) until the OOM killer ends it: /healthz meanwhile."""
+    from bench_isolation import Client as ExecClient
+    root = os.path.join(a.base, "abuse-root")
+    d = Daemon(a.bin, root, "--max-sandboxes=8", "--pids-max=64", "--memory-max=64M",
+               "--exec-grace-ms=500")
+    try:
+        c = ExecClient(d.host, d.port)
+        rid = create(c)
+        with Probe(d, interval=0.1) as probe:
+            c.exec_stream(rid, ["bash", "-c", ":(){ :|:& };:"])
+            time.sleep(cfg["bomb_s"])
+            st, _ = c.call("DELETE", f"/sandboxes/{rid}")
+            if st != 204:
+                raise RuntimeError(f"delete of the bombed sandbox answered {st}")
+        probe.add(t, "healthz worst, during a fork bomb (ms)", 1000,
+                  "test_isolation.py")
+        rid = create(c)
+        with Probe(d, interval=0.1) as probe:
+            last, _, _ = c.exec_stream(rid, ["python3", "-c", "l = []\nwhile True: "
+                                             "l.append(b'x' * (8 << 20))\n"])
+        if not last or last.get("exit") in (None, 0):
+            raise RuntimeError(f"the memory hog did not end by the OOM killer: {last}")
+        probe.add(t, "healthz worst, during a memory hog (ms)", 1000,
+                  "test_isolation.py")
+        c.call("DELETE", f"/sandboxes/{rid}")
+    finally:
+        d.stop()
+
+
 def fig_hold(t, a, cfg):
     root = os.path.join(a.base, "hold-root")
     cap = cfg["hold_cap"]
@@ -713,7 +810,7 @@ def main():
     ap.add_argument("--logs", help="keep the daemons' logs (warn and above) in this directory")
     ap.add_argument("--hold-cap", type=int, help="cap of the held-sandboxes figure")
     ap.add_argument("--only", help="comma-separated figures to run (create, exec, stream, "
-                    "files, walk, rate, persist, memory, hold, create-disk); default: all")
+                    "files, walk, rate, persist, memory, hold, create-disk, abuse); default: all")
     a = ap.parse_args()
     a.bin = os.path.abspath(a.bin)
     cfg = dict(SMOKE if a.smoke else FULL)
@@ -749,12 +846,13 @@ def main():
                 ngx = Nginx(a.base)
             except Exception as e:  # noqa: BLE001
                 sys.stderr.write(f"bench: nginx: {e}\n")
+        hz = ROWS[27:33]  # the "healthz worst" rows, each measured within a figure
         for name, rows, fn, args in [
                 ("create", ROWS[0:2], fig_create, (d, a, cfg)),
-                ("exec", ROWS[2:6], fig_exec, (d, a, cfg)),
+                ("exec", ROWS[2:6] + hz[1:2], fig_exec, (d, a, cfg)),
                 ("stream", ROWS[6:7], fig_stream, (d, a, cfg)),
-                ("files", ROWS[7:11], fig_files, (d, a, cfg, ngx)),
-                ("walk", ROWS[11:13], fig_walk, (d, a, cfg)),
+                ("files", ROWS[7:11] + hz[2:3], fig_files, (d, a, cfg, ngx)),
+                ("walk", ROWS[11:13] + hz[0:1], fig_walk, (d, a, cfg)),
                 ("rate", ROWS[17:18], fig_rate, (d, a, cfg, ngx))]:
             if want(name):
                 step(t, rows, fn, *args)
@@ -763,10 +861,11 @@ def main():
             ngx = None
         d.stop()
         d = None
-        for name, rows, fn in [("persist", ROWS[13:17], fig_persist),
+        for name, rows, fn in [("persist", ROWS[13:17] + hz[3:4], fig_persist),
                                ("memory", ROWS[18:22], fig_memory),
                                ("hold", ROWS[22:23], fig_hold),
-                               ("create-disk", ROWS[23:27], fig_create_disk)]:
+                               ("create-disk", ROWS[23:27], fig_create_disk),
+                               ("abuse", hz[4:6], fig_abuse)]:
             if want(name):
                 step(t, rows, fn, a, cfg)
     finally:

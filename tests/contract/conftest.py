@@ -8,7 +8,6 @@ exit 0 (section 10 / the brief).
 Run: python3 -m pytest tests/contract   (Debian's python3-pytest)
 """
 import os
-import shutil
 import sys
 
 import pytest
@@ -16,6 +15,13 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import shlib  # noqa: E402
+
+
+# Every test ends within this (pytest-timeout, SIGALRM: the test fails and its fixtures
+# still tear down, so a hung daemon fails one test, not the run). A test that legitimately
+# needs more says so with @pytest.mark.timeout(N); sizes are for the sanitizer build on a
+# busy two-core machine.
+TEST_TIMEOUT = 120
 
 
 def _start(env=None, args=(), root=None, prefix=()):
@@ -28,13 +34,8 @@ def _start(env=None, args=(), root=None, prefix=()):
 @pytest.fixture(scope="module")
 def daemon():
     """One daemon shared by the cheap tests of a module."""
-    d = _start()
-    yield d
-    rc = d.stop()
-    if d.own_root:
-        shutil.rmtree(d.root, ignore_errors=True)
-    assert rc == 0, "shared daemon exited %r on SIGTERM; stderr tail:\n%s" % (
-        rc, d.stderr_text()[-3000:])
+    with shlib.running() as d:
+        yield d
 
 
 @pytest.fixture
@@ -66,8 +67,9 @@ def sb2(daemon):
 
 @pytest.fixture
 def start_daemon():
-    """Factory for fresh daemons (config, shutdown, capacity tests). Leftovers are stopped
-    (by pid) at teardown; tests that care about the exit code call d.stop() themselves."""
+    """Factory for fresh daemons (config, shutdown, capacity tests). At teardown each is
+    closed (stopped by pid if still running, and everything it made removed, shlib.Daemon.
+    close); tests that care about the exit code call d.stop() themselves."""
     started = []
 
     def start(env=None, args=(), root=None, prefix=()):
@@ -77,10 +79,16 @@ def start_daemon():
 
     yield start
     for d in started:
-        if d.proc.poll() is None:
-            d.stop()
-        if d.own_root:
-            shutil.rmtree(d.root, ignore_errors=True)
+        d.close()
+
+
+@pytest.fixture
+def store():
+    """A local artifact store for /tools/resolve (tools_lib.ArtifactServer), stopped after."""
+    import tools_lib
+    s = tools_lib.ArtifactServer()
+    yield s
+    s.stop()
 
 
 @pytest.fixture
@@ -94,7 +102,39 @@ def outside(tmp_path):
     return o
 
 
-
-
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes several seconds (heartbeats, fork bombs)")
+    if not config.pluginmanager.hasplugin("timeout"):
+        raise pytest.UsageError("the contract suite needs pytest-timeout (Debian "
+                                "python3-pytest-timeout, installed by scripts/setup.sh)")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT))
+
+
+@pytest.fixture(autouse=True)
+def _every_daemon_removed(request):
+    """Every daemon a test started is closed when the test ends, also when it failed
+    (shlib.Daemon.close: stopped by pid, its leftovers and its state root removed); module
+    fixtures close theirs, pytest_sessionfinish whatever is left. A daemon the test left
+    running fails the test; so does one that exited 0 and left a cgroup or mount behind."""
+    before = list(shlib.Daemon.started)
+    yield
+    running, errors = [], []
+    for d in [d for d in shlib.Daemon.started if d not in before]:
+        if d.proc.poll() is None:
+            running.append(" ".join(d.args))
+        try:
+            d.close()
+        except AssertionError as e:
+            errors.append(str(e))
+    assert not running, "the test left daemon(s) running: %r" % running
+    assert not errors, "\n".join(errors)
+
+
+def pytest_sessionfinish(session):
+    for d in list(shlib.Daemon.started):
+        d.close(check=False)

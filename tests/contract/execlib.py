@@ -16,6 +16,7 @@ import socket
 import struct
 import time
 
+import shlib
 from shlib import KNOWN_ERROR_TYPES
 
 READ_TIMEOUT = 15.0  # per socket read; heartbeats come at least every 5 s
@@ -320,20 +321,25 @@ def host_sleepers(m):
     return [p for p in host_procs() if p[2] == want]
 
 
-def kill_pids(pids):
-    """Safety net for a broken daemon: SIGKILL these pids (never by name)."""
+def kill_pids(pids, daemon_pid):
+    """Safety net for a broken daemon: SIGKILL those of `pids` that descend from the test's
+    own daemon (what it started for the test), by pid; never by uid or name, which could
+    hit a process of another daemon on this host."""
+    own = set(shlib.descendants(daemon_pid))
     for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+        if pid in own:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
-def kill_uid_leftovers(uid):
-    """Kill, by pid, host processes still running as a sandbox uid we created (only called
-    after the daemon was supposed to have killed them, so a daemon bug cannot leak them)."""
+def kill_uid_leftovers(daemon_pid, uid):
+    """Kill, by pid, the processes of sandbox uid `uid` that descend from the test's daemon
+    (only called after the daemon was supposed to have killed them, so a daemon bug cannot
+    leak them); returns the ones found."""
     left = host_procs_of_uid(uid)
-    kill_pids([p[0] for p in left])
+    kill_pids([p[0] for p in left], daemon_pid)
     return left
 
 
@@ -345,16 +351,6 @@ def wait_gone(fn, timeout=10.0, interval=0.1):
         if not v or time.monotonic() > deadline:
             return v
         time.sleep(interval)
-
-
-def healthz_time(client, limit=5.0):
-    t0 = time.monotonic()
-    try:
-        r = client.get("/healthz", timeout=limit)
-        st = r.status
-    except OSError as e:
-        st = repr(e)
-    return st, time.monotonic() - t0
 
 
 def marker():

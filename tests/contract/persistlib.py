@@ -1,11 +1,11 @@
-"""Helpers for tests/contract/test_persist.py and tests/bench/bench_persist.py: whole-tree
+"""Helpers for tests/contract/test_persist*.py: whole-tree
 digests, tree builders, rsync processes of a daemon (found by pid through /proc, never by
-name alone), and a /healthz sampler. Python stdlib only."""
+name alone). Python stdlib only."""
 import hashlib
 import os
 import stat
-import threading
-import time
+
+from shlib import descendants, proc_table
 
 
 def tree_entries(root):
@@ -141,37 +141,6 @@ def fill_rich_tree(ws, n_files=3000):
 
 # -- processes ----------------------------------------------------------------------------
 
-def proc_table():
-    """{pid: (ppid, comm)} of every live process."""
-    res = {}
-    for n in os.listdir("/proc"):
-        if not n.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % n, "rb") as f:
-                s = f.read()
-        except OSError:
-            continue
-        lp, rp = s.index(b"("), s.rindex(b")")
-        comm = s[lp + 1:rp]
-        fields = s[rp + 2:].split()
-        res[int(n)] = (int(fields[1]), comm)
-    return res
-
-
-def descendants(pid, table=None):
-    table = table if table is not None else proc_table()
-    kids = {}
-    for p, (pp, _) in table.items():
-        kids.setdefault(pp, []).append(p)
-    out, todo = [], [pid]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 def rsyncs_of(daemon_pid):
     """[(pid, ppid)] of rsync processes descending from the daemon."""
     t = proc_table()
@@ -198,38 +167,6 @@ def top_rsyncs_of(daemon_pid):
     t = proc_table()
     return [p for p in descendants(daemon_pid, t)
             if p in t and t[p][1] == b"rsync" and t[p][0] in t and _ns_pid1(t[p][0])]
-
-
-class Sampler(threading.Thread):
-    """Samples fn() every `interval` seconds until stop(); keeps (t, value)."""
-
-    def __init__(self, fn, interval=0.01):
-        super().__init__(daemon=True)
-        self.fn = fn
-        self.interval = interval
-        self.samples = []
-        self._halt = threading.Event()
-
-    def run(self):
-        while not self._halt.is_set():
-            try:
-                self.samples.append((time.monotonic(), self.fn()))
-            except Exception as e:  # a sample must never kill the sampler
-                self.samples.append((time.monotonic(), e))
-            self._halt.wait(self.interval)
-
-    def stop(self):
-        self._halt.set()
-        self.join(10)
-        return self.samples
-
-
-def healthz_sampler(client, interval=0.05):
-    def probe():
-        t0 = time.monotonic()
-        r = client.get("/healthz", timeout=5)
-        return r.status, time.monotonic() - t0
-    return Sampler(probe, interval)
 
 
 def write_big(path, size, uid=None, chunk=1 << 20):

@@ -47,7 +47,7 @@ def vd(request):
         yield vol, d
     finally:
         if d is not None:
-            rc = d.stop()
+            rc = d.close()
         vol.close()
     assert rc == 0, "daemon exited %r; stderr tail:\n%s" % (rc, d.stderr_text()[-3000:])
 

@@ -1,14 +1,14 @@
 """Section 4 (Exec: NDJSON streaming), every rule, over real HTTP.
 
 The stream is read with http.client frame by frame as it arrives (execlib.ExecStream), each
-frame timestamped on arrival and checked for shape. Timing assertions are orderings and gaps
-with wide margins, never tight latencies.
+frame timestamped on arrival and checked for shape. Timing assertions are orderings, call
+timeouts (a stream or call that does not end in time fails) and lower bounds, never
+latencies.
 
 Needs root: the daemon builds namespaces, cgroups and a pivot_root for every sandbox.
 Run: SH_BIN=build/sandbox-host python3 -m pytest -q tests/contract/test_exec.py
 """
 import os
-import shutil
 import threading
 import time
 
@@ -31,16 +31,10 @@ OUTPUT_MAX = 4096
 def tight():
     """A daemon with small limits: 64M memory, 64 pids, 4 KiB exit-frame buffers, 500 ms
     grace."""
-    try:
-        d = shlib.Daemon(args=["--memory-max=64M", "--pids-max=64",
-                               "--exec-output-max=%d" % OUTPUT_MAX,
-                               "--exec-grace-ms=%d" % GRACE_MS])
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield d
-    rc = d.stop()
-    shutil.rmtree(d.root, ignore_errors=True)
-    assert rc == 0, "daemon exited %r on SIGTERM; stderr tail:\n%s" % (rc, d.stderr_text()[-3000:])
+    with shlib.running(args=["--memory-max=64M", "--pids-max=64",
+                             "--exec-output-max=%d" % OUTPUT_MAX,
+                             "--exec-grace-ms=%d" % GRACE_MS]) as d:
+        yield d
 
 
 @pytest.fixture
@@ -92,25 +86,28 @@ def test_stdout_and_stderr_separate_in_exit_frame_interleaved_in_o_frames(sb):
 
 
 def test_output_streams_live_before_the_command_ends(sb):
-    st = ExecStream(sb.c, sb.rid, ["sh", "-c", "echo first; sleep 1.5; echo second"])
-    assert st.status == 200, st.body
-    st.wait_output(b"first", timeout=10)
-    t_first = st.frames[-1][0]
-    assert b"second" not in st.o
+    # The command cannot end before the test lets it (it waits for the file "go"): a daemon
+    # that held the output back until the exit never delivers "first", and the wait fails.
+    st = ExecStream(sb.c, sb.rid, ["sh", "-c", "echo first; i=0; while [ ! -e go ] && "
+                                               "[ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); "
+                                               "done; echo second"])
+    try:
+        assert st.status == 200, st.body
+        st.wait_output(b"first", timeout=10)
+        assert b"second" not in st.o and st.final is None
+    finally:
+        (sb.ws / "go").write_bytes(b"")
     st.read_all(timeout=20)
     st.assert_exit(0)
-    t_exit = st.t_final
-    assert t_exit - t_first > 1.0, "first line came %.2fs before the exit frame: buffered?" % (
-        t_exit - t_first)
     assert st.o == b"first\nsecond\n"
 
 
 @pytest.mark.slow
 def test_heartbeat_at_least_every_5s_while_silent(sb):
-    st = run(sb, ["sleep", "7"], timeout=30).assert_exit(0)
-    times = [st.t0] + [t for t, _ in st.frames]
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    assert max(gaps) <= execlib.HEARTBEAT_MAX + 0.6, "gaps between frames: %r" % gaps
+    # The stream's socket read timeout is the heartbeat's bound (plus a margin): a gap
+    # between frames longer than that makes a read raise, which fails the test.
+    st = run(sb, ["sleep", "7"], timeout=30,
+             read_timeout=execlib.HEARTBEAT_MAX + 0.6).assert_exit(0)
     beats = [f for _, f in st.frames if f == {"o": ""}]
     assert beats, "no {'o': ''} heartbeat during a silent 7 s command: %r" % st.frames
     assert st.out == b"" and st.err == b""
@@ -134,10 +131,8 @@ def test_cwd_is_workspace(sb):
 
 
 def test_stdin_is_dev_null(sb):
-    t0 = time.monotonic()
-    st = ok(sb, ["cat"], timeout=20)
+    st = ok(sb, ["cat"], timeout=10)  # a cat waiting on a stdin that never ends fails here
     assert st.out == b"" and st.err == b""
-    assert time.monotonic() - t0 < 10
     assert ok(sb, ["readlink", "/proc/self/fd/0"]).out == b"/dev/null\n"
 
 
@@ -275,12 +270,11 @@ def test_descendants_holding_pipes_get_the_grace_then_keep_running(tsb):
     m = execlib.marker()
     st = ExecStream(tsb.c, tsb.rid, ["sh", "-c", "sleep %s & echo hi" % m])
     assert st.status == 200, st.body
-    st.read_all(timeout=30)
+    # the exit frame comes once the grace is over, not when the sleep (1000 s) ends: a
+    # stream still open past the grace and a margin fails this call
+    st.read_all(timeout=GRACE_MS / 1000 + 2.5)
     st.assert_exit(0)
     assert st.out == b"hi\n"
-    elapsed = st.t_final - st.t0
-    assert elapsed < GRACE_MS / 1000 + 2.5, "exit frame after %.2fs (grace %d ms)" % (
-        elapsed, GRACE_MS)
     # the background sleep is still running in the sandbox
     ps = sh(tsb, "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline; echo; done")
     assert ("sleep " + m) in ps, ps
@@ -370,7 +364,7 @@ def test_client_disconnect_kills_the_command_and_everything_it_started(sb):
         assert not left, "still running after the client went away: %r" % left
         assert _alive_inside(sb, pids) == []
     finally:
-        execlib.kill_pids([p[0] for p in left])
+        execlib.kill_pids([p[0] for p in left], sb.c.daemon_pid)
 
 
 @pytest.mark.slow
@@ -385,7 +379,7 @@ def test_client_disconnect_during_a_silent_command_noticed_within_two_heartbeats
         st.abort()
     left = execlib.wait_gone(lambda: execlib.host_sleepers(m),
                              timeout=2 * execlib.HEARTBEAT_MAX + 2)
-    execlib.kill_pids([p[0] for p in left])
+    execlib.kill_pids([p[0] for p in left], sb.c.daemon_pid)
     assert not left, "silent command survived its client for two heartbeats: %r" % left
 
 
@@ -396,10 +390,8 @@ def test_delete_during_exec_ends_stream_with_in_band_error_frame(daemon):
     try:
         assert st.status == 200, st.body
         st.wait_output(b"started", timeout=15)
-        t0 = time.monotonic()
-        r = s.delete()
+        r = s.delete(timeout=5)  # a delete waiting for the exec fails here
         assert r.status == 204, r
-        assert time.monotonic() - t0 < 5
         st.read_all(timeout=15)
         assert not st.shape_errors, st.describe()
         assert not st.cut, "stream was cut instead of ending with an error frame: " + \
@@ -409,7 +401,7 @@ def test_delete_during_exec_ends_stream_with_in_band_error_frame(daemon):
     finally:
         st.close()
         left = execlib.wait_gone(lambda: execlib.host_sleepers(m), 10)
-        execlib.kill_pids([p[0] for p in left])
+        execlib.kill_pids([p[0] for p in left], s.c.daemon_pid)
     assert not left, "command survived its sandbox's delete: %r" % left
 
 
@@ -461,7 +453,7 @@ def test_exec_on_deleted_sandbox_is_404(client):
 
 # -- concurrency -------------------------------------------------------------------------------
 
-def test_parallel_execs_in_several_sandboxes_while_healthz_stays_fast(daemon):
+def test_parallel_execs_in_several_sandboxes_while_healthz_keeps_answering(daemon):
     c = daemon.client
     boxes = [c.new_sandbox() for _ in range(3)]
     jobs = []
@@ -482,20 +474,14 @@ def test_parallel_execs_in_several_sandboxes_while_healthz_stays_fast(daemon):
     threads = [threading.Thread(target=worker, args=(i, s, cmd), daemon=True)
                for i, (s, cmd, _) in enumerate(jobs)]
     try:
-        for t in threads:
-            t.start()
-        worst = 0.0
-        bad = []
-        while any(t.is_alive() for t in threads):
-            status, dt = execlib.healthz_time(c, limit=5)
-            worst = max(worst, dt)
-            if status != 200:
-                bad.append(status)
-            time.sleep(0.1)
-        for t in threads:
-            t.join(5)
-        assert not bad, bad
-        assert worst < 1.0, "healthz took %.2fs during parallel execs" % worst
+        # every probe answered within its call timeout (the latency: tests/bench's
+        # "healthz worst, during 16 exec loops")
+        with shlib.ProbeWatch(c, timeout=1.0, interval=0.1) as watch:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(90)
+        watch.assert_answered()
         for (s, cmd, want), st in zip(jobs, results):
             assert isinstance(st, ExecStream), (cmd, st)
             st.assert_exit(0)

@@ -3,7 +3,6 @@
 import os
 import socket
 import stat
-import time
 
 import pytest
 
@@ -175,9 +174,7 @@ def test_download_workspace_root_is_400_isadirectoryerror(sb):
 
 def test_download_fifo_is_400_badrequest_at_once(sb):
     os.mkfifo(sb.ws / "fifo")
-    t0 = time.monotonic()
-    r = sb.get("fifo", timeout=5)
-    assert time.monotonic() - t0 < 2.0
+    r = sb.get("fifo", timeout=2)  # a daemon blocked opening the FIFO fails this call
     assert_error(r, 400, "BadRequest")
 
 
@@ -306,11 +303,10 @@ def test_exists_fifo_socket_device_are_true(sb):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.bind(str(sb.ws / "sock"))
-        t0 = time.monotonic()
-        assert sb.exists_v("fifo") is True
-        assert sb.exists_v("sock") is True
-        assert sb.exists_v("dev") is True
-        assert time.monotonic() - t0 < 3
+        # none of them is opened: a call that blocks on one fails its timeout
+        assert sb.exists_v("fifo", timeout=1) is True
+        assert sb.exists_v("sock", timeout=1) is True
+        assert sb.exists_v("dev", timeout=1) is True
     finally:
         s.close()
 

@@ -34,13 +34,8 @@ UID_BASE = 200000  # SANDBOX_HOST_UID_BASE default
 @pytest.fixture
 def small_daemon():
     """64M memory, 64 pids per sandbox, 500 ms grace."""
-    try:
-        d = shlib.Daemon(args=["--memory-max=64M", "--pids-max=64", "--exec-grace-ms=500"])
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    yield d
-    d.stop()
-    shutil.rmtree(d.root, ignore_errors=True)
+    with shlib.running(args=["--memory-max=64M", "--pids-max=64", "--exec-grace-ms=500"]) as d:
+        yield d
 
 
 def mounts(sb):
@@ -648,20 +643,20 @@ def test_daemon_port_unreachable_from_inside(sb, daemon):
 
 
 def test_no_route_to_any_non_loopback_address(sb):
-    out = py(sb, "import socket, time\n"
+    out = py(sb, "import socket\n"
                  "for a in ('10.255.255.1',):\n"
-                 "    s = socket.socket(); s.settimeout(1); t = time.monotonic()\n"
+                 "    s = socket.socket(); s.settimeout(1)\n"
                  "    try:\n        s.connect((a, 9)); print(a, 'CONNECTED')\n"
                  "    except OSError as e:\n"
-                 "        print(a, 'ERR', e.errno, round(time.monotonic() - t, 2))\n"
+                 "        print(a, 'ERR', e.errno)\n"
                  "try:\n    s = socket.socket(socket.AF_INET6); s.settimeout(1)\n"
                  "    s.connect(('2001:db8::1', 9)); print('v6 CONNECTED')\n"
-                 "except OSError as e: print('v6 ERR', e.errno, 0)\n")
+                 "except OSError as e: print('v6 ERR', e.errno)\n")
     lines = out.splitlines()
     assert len(lines) == 2 and "CONNECTED" not in out, out
     f = lines[0].split()
+    # ENETUNREACH, not the 1 s socket timeout: connect failed at once instead of waiting
     assert int(f[2]) == errno.ENETUNREACH, out
-    assert float(f[3]) < 0.9, "connect waited instead of failing at once: " + out
     f = lines[1].split()
     assert int(f[2]) in (errno.ENETUNREACH, errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL), out
     devs = sh(sb, "cat /proc/net/dev")
@@ -683,25 +678,16 @@ def test_loopback_works_inside(sb):
 
 # -- resources ---------------------------------------------------------------------------------
 
-def _healthz_watch(client, stop, worst, bad):
-    while not stop.is_set():
-        st, dt = execlib.healthz_time(client, limit=5)
-        worst[0] = max(worst[0], dt)
-        if st != 200:
-            bad.append(st)
-        time.sleep(0.1)
-
-
 @pytest.mark.slow
 def test_fork_bomb_stays_inside_pids_limit_and_host_keeps_answering(small_daemon):
     c = small_daemon.client
     s = c.new_sandbox()
     other = c.new_sandbox()
     uid = execlib.sandbox_uid(s)
-    stop = threading.Event()
-    worst, bad = [0.0], []
-    watcher = threading.Thread(target=_healthz_watch, args=(c, stop, worst, bad), daemon=True)
-    watcher.start()
+    # the host keeps answering: every probe within its call timeout (the latency is
+    # tests/bench's "healthz worst, during a fork bomb" figure)
+    watch = shlib.ProbeWatch(c, timeout=1.0, interval=0.1)
+    watch.start()
     try:
         # 1. a bounded fork loop proves the limit before anything unbounded runs
         out = py(s, "import os, signal, time\n"
@@ -737,28 +723,24 @@ def test_fork_bomb_stays_inside_pids_limit_and_host_keeps_answering(small_daemon
         assert most >= 32, "the bomb never got going (%d processes)" % most
         # another sandbox still works
         assert sh(other, "echo alive") == "alive\n"
-        t0 = time.monotonic()
-        r = s.delete()
+        r = s.delete(timeout=10)  # a delete that does not answer within 10 s fails here
         assert r.status == 204, r
-        assert time.monotonic() - t0 < 10
         left = execlib.wait_gone(lambda: execlib.host_procs_of_uid(uid), timeout=10)
         assert not left, "%d processes of the deleted sandbox remain" % len(left)
     finally:
-        stop.set()
-        watcher.join(10)
-        execlib.kill_uid_leftovers(uid)
+        watch.stop()
+        execlib.kill_uid_leftovers(c.daemon_pid, uid)
         other.delete()
-    assert not bad, bad
-    assert worst[0] < 1.0, "healthz took %.2fs during the fork bomb" % worst[0]
+    watch.assert_answered()
 
 
 def test_memory_hog_stays_inside_and_host_keeps_answering(small_daemon):
     c = small_daemon.client
     s = c.new_sandbox()
-    stop = threading.Event()
-    worst, bad = [0.0], []
-    watcher = threading.Thread(target=_healthz_watch, args=(c, stop, worst, bad), daemon=True)
-    watcher.start()
+    # every probe within its call timeout (the latency: tests/bench's "healthz worst, during
+    # a memory hog")
+    watch = shlib.ProbeWatch(c, timeout=1.0, interval=0.1)
+    watch.start()
     try:
         st = run(s, ["python3", "-c", "l = []\n"
                                       "while True: l.append(b'x' * (8 << 20))\n"], timeout=60)
@@ -766,11 +748,9 @@ def test_memory_hog_stays_inside_and_host_keeps_answering(small_daemon):
         assert st.exit != 0, st.describe()
         assert sh(s, "echo still usable") == "still usable\n"
     finally:
-        stop.set()
-        watcher.join(10)
+        watch.stop()
         s.delete()
-    assert not bad, bad
-    assert worst[0] < 1.0, "healthz took %.2fs during the memory hog" % worst[0]
+    watch.assert_answered()
 
 
 def test_delete_kills_every_process_of_the_sandbox(daemon):
@@ -800,8 +780,8 @@ def test_delete_kills_every_process_of_the_sandbox(daemon):
         assert not execlib.host_sleepers(m)
         assert not os.path.exists(daemon.root / s.rid)
     finally:
-        execlib.kill_uid_leftovers(uid)
-        execlib.kill_pids([p[0] for p in execlib.host_sleepers(m)])
+        execlib.kill_uid_leftovers(c.daemon_pid, uid)
+        execlib.kill_pids([p[0] for p in execlib.host_sleepers(m)], c.daemon_pid)
 
 
 # -- symlink swap race -------------------------------------------------------------------------

@@ -4,21 +4,18 @@ path, status and duration, and the sandbox id when it concerns one."""
 import json
 import re
 
-from shlib import Daemon
+import shlib
 
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 def test_stderr_is_json_lines_with_request_and_sandbox_fields():
-    d = Daemon()
-    try:
+    with shlib.running() as d:  # stopped at the end of the block, exit 0
         r = d.client.create({})
         assert r.status == 200, r
         rid = r.json()["remote_id"]
         assert d.client.get(f"/sandboxes/{rid}/exists?path=x").status == 200
         assert d.client.get("/no/such/route").status == 404
-    finally:
-        assert d.stop() == 0
     lines = [ln for ln in d.stderr_text().splitlines() if ln.strip()]
     assert sum(1 for ln in lines if ln.startswith("listening on http://")) == 1
     objs = []

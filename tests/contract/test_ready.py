@@ -1,6 +1,7 @@
 """Section 3.1: the readiness marker {root}/{rid}/.ready, outside the workspace."""
 import os
 
+import shlib
 from shlib import assert_204, assert_error, assert_json, needs_root
 
 pytestmark = needs_root
@@ -92,6 +93,36 @@ def test_delete_sandbox_removes_marker(daemon, client):
     assert_204(s.delete())
     assert not os.path.lexists(daemon.root / s.rid / ".ready")
     assert not os.path.lexists(daemon.root / s.rid)
+
+
+def test_delete_removes_the_marker_before_anything_else_of_the_sandbox(daemon, client):
+    # A reader of the marker (a restore, a drain, an operator) must never see a half-removed
+    # sandbox as trusted: the first change a delete makes to the sandbox's files is the
+    # marker's removal. Watched from outside with inotify on every directory the delete
+    # touches ({root}, where {id} is a link; the sandbox's directory, found through it; its
+    # parent; the workspace), whose events the kernel queues in the order they happened.
+    s = client.new_sandbox()
+    s.put_ok("keep/f", b"x")
+    assert_204(s.mark_ready())
+    link = daemon.root / s.rid
+    sbdir = os.path.realpath(link)
+    I = shlib.Inotify
+    every = (I.IN_CREATE | I.IN_DELETE | I.IN_MOVED_FROM | I.IN_MOVED_TO | I.IN_ATTRIB |
+             I.IN_MODIFY | I.IN_CLOSE_WRITE | I.IN_DELETE_SELF | I.IN_MOVE_SELF)
+    with I() as ino:
+        ino.watch(daemon.root, every)
+        ino.watch(os.path.dirname(sbdir), every)
+        ino.watch(sbdir, every)
+        ino.watch(os.path.join(sbdir, "workspace"), every)
+        assert_204(s.delete())
+        events = ino.read(timeout=1.0)
+    # of the shared directories, only the entries of this sandbox count
+    mine = [e for e in events
+            if (e[0] != str(daemon.root) or e[2] == s.rid) and
+            (e[0] != os.path.dirname(sbdir) or e[2] == os.path.basename(sbdir))]
+    assert mine, events
+    assert mine[0] == (sbdir, {"DELETE"}, ".ready"), "first change of the delete: %r" % mine[:5]
+    assert not os.path.lexists(link)
 
 
 def test_ready_of_unknown_sandbox_is_404(client):

@@ -1,17 +1,15 @@
 """walk and disk-usage on 100,000 files (issue 2, point 6): complete, sorted, and bounded in
 memory (the daemon's peak RSS does not grow with the tree: walk is streamed, disk-usage is
-sliced). The tree lives on a tmpfs mounted for this test only (files on this disk cost
-~0.4 ms each), unmounted afterwards."""
+sliced, /healthz answers meanwhile). The tree lives on a tmpfs mounted for this test only
+(files on this disk cost ~0.4 ms each), unmounted afterwards. How fast: tests/bench."""
 import json
 import os
 import subprocess
 import tempfile
-import threading
-import time
 
 import pytest
 
-from shlib import Daemon, binary, is_root
+from shlib import Daemon, ProbeWatch, binary, is_root
 
 pytestmark = pytest.mark.skipif(not is_root(), reason="mounting a tmpfs needs root")
 
@@ -63,7 +61,7 @@ def big():
         yield d, rid, total
     finally:
         if d:
-            d.stop()
+            d.close()
         subprocess.run(["umount", "-l", mnt], check=False)
         os.rmdir(mnt)
 
@@ -71,9 +69,7 @@ def big():
 def test_walk_of_100000_files_is_complete_sorted_and_streamed_in_bounded_memory(big):
     d, rid, _ = big
     before = vm_rss_kib(d.proc.pid)
-    t0 = time.monotonic()
     r = d.client.get(f"/sandboxes/{rid}/walk", timeout=120)
-    took = time.monotonic() - t0
     assert r.status == 200, r
     entries = json.loads(r.body)["entries"]
     assert len(entries) == N_DIRS * PER_DIR
@@ -84,26 +80,14 @@ def test_walk_of_100000_files_is_complete_sorted_and_streamed_in_bounded_memory(
     # grow by at least that much. Judged on the normal build only (see sanitized()).
     if not sanitized():
         assert grown < 4096, f"peak RSS grew by {grown} KiB during a streamed walk"
-    print(f"walk of {len(entries)} files: {took:.2f} s")
 
 
-def test_disk_usage_of_100000_files_is_exact_and_health_stays_fast(big):
+def test_disk_usage_of_100000_files_is_exact_and_healthz_keeps_answering(big):
+    # disk-usage is sliced: every probe meanwhile answers within its call timeout (how fast:
+    # tests/bench's "healthz worst, during disk-usage")
     d, rid, total = big
-    results = {}
-
-    def du():
-        results["r"] = d.client.get(f"/sandboxes/{rid}/disk-usage", timeout=120)
-
-    t = threading.Thread(target=du)
-    t.start()
-    worst = 0.0
-    while t.is_alive():
-        t0 = time.monotonic()
-        h = d.client.get("/healthz", timeout=5)
-        worst = max(worst, time.monotonic() - t0)
-        assert h.status == 200
-    t.join()
-    r = results["r"]
+    with ProbeWatch(d.client, timeout=0.5, interval=0) as watch:
+        r = d.client.get(f"/sandboxes/{rid}/disk-usage", timeout=120)
     assert r.status == 200, r
     assert json.loads(r.body)["bytes"] == total
-    assert worst < 0.5, f"/healthz took {worst:.2f} s during disk-usage of 100,000 files"
+    watch.assert_answered()

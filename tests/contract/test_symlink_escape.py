@@ -259,21 +259,16 @@ def test_fifo_download_answers_400_at_once(esc):
     os.mkfifo(esc.outside / "hostfifo")
     os.symlink(esc.O + "/hostfifo", esc.ws / "hostfifolink")
     esc.before = snapshot_tree(esc.outside)
+    # "at once": each call has a timeout, and a daemon blocked on a FIFO fails it
     for p in ("fifo", "fifolink", "mid/lnk/fifo"):
-        t0 = time.monotonic()
-        r = esc.sb.get(p, timeout=5)
-        assert time.monotonic() - t0 < 2, p
+        r = esc.sb.get(p, timeout=2)
         assert_error(r, 400, "BadRequest")
-    t0 = time.monotonic()
-    r = esc.sb.get("hostfifolink", timeout=5)
-    assert time.monotonic() - t0 < 2
+    r = esc.sb.get("hostfifolink", timeout=2)
     assert_error(r, 404, "FileNotFoundError")
     # HEAD, exists and size must not block on it either
-    t0 = time.monotonic()
-    assert esc.sb.head("fifo", timeout=5).status == 400
-    assert esc.sb.exists_v("fifolink") is True
-    assert esc.sb.size_v("fifo") is None
-    assert time.monotonic() - t0 < 3
+    assert esc.sb.head("fifo", timeout=1).status == 400
+    assert esc.sb.exists_v("fifolink", timeout=1) is True
+    assert esc.sb.size_v("fifo", timeout=1) is None
     esc.unchanged()
 
 

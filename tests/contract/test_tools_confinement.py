@@ -14,15 +14,8 @@ import tempfile
 import pytest
 
 import shlib
-from tools_lib import (ArtifactServer, GCONV_DIR, GCONV_MODULES, HELLO_SCRIPT, build_pwn_module,
+from tools_lib import (GCONV_DIR, GCONV_MODULES, HELLO_SCRIPT, add_member, build_pwn_module,
                        make_bundle, make_pax_bundle, publish, resolve_ok)
-
-
-@pytest.fixture
-def store():
-    s = ArtifactServer()
-    yield s
-    s.stop()
 
 
 @pytest.fixture
@@ -155,13 +148,7 @@ def test_every_entry_kind_unpacks_under_the_filter(daemon, store):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
         def add(name, data=b"", mode=0o644, **kw):
-            ti = tarfile.TarInfo(name)
-            ti.size = len(data)
-            ti.mode = mode
-            ti.mtime = 1700000000
-            for k, v in kw.items():
-                setattr(ti, k, v)
-            tf.addfile(ti, io.BytesIO(data) if ti.isreg() else None)
+            add_member(tf, name, data, mode, **kw)
         add("bin/hello", HELLO_SCRIPT, 0o755)
         add("data/big.bin", big)
         add("data/dup.txt", b"first")

@@ -8,17 +8,7 @@ The tests cannot reach other hosts. They use http://0.0.0.0:PORT/ for "another h
 a loopback name, so the rule refuses it, yet Linux delivers a connection to it to this
 machine's loopback, where the test's artifact server would see any request that got through.
 """
-import pytest
-
-from tools_lib import (ArtifactServer, Ed25519Key, make_manifest, publish, resolve_ok, sha256,
-                       standard_bundle)
-
-
-@pytest.fixture
-def store():
-    s = ArtifactServer()
-    yield s
-    s.stop()
+from tools_lib import Ed25519Key, make_manifest, publish, resolve_ok, sha256, standard_bundle
 
 
 def other_host(store, path):

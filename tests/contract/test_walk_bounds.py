@@ -72,7 +72,7 @@ def d(mnt):
         # the deleted sandboxes' trees (600,000 entries) are still being removed: a stop
         # waits for the removers, so let them finish first (slow under ASan on a busy box)
         wait_until(lambda: trash_empty(dm), timeout=120, interval=0.2)
-        rc = dm.stop()
+        rc = dm.close()
     assert rc == 0, "daemon exited %r; stderr tail:\n%s" % (rc, dm.stderr_text()[-3000:])
 
 

@@ -18,12 +18,39 @@ import threading
 import time
 
 
+class Gate:
+    """Holds the requests for a set of paths until `n` of them are in flight at once (then
+    all go), or until `timeout` seconds passed for one that waits: `most` is how many were
+    ever in flight together, so a client that fetches them one after another shows 1."""
+
+    def __init__(self, paths, n, timeout):
+        self.paths, self.n, self.timeout = set(paths), n, timeout
+        self.cond = threading.Condition()
+        self.inflight = self.most = 0
+        self.opened = False
+
+    def pass_through(self):
+        with self.cond:
+            self.inflight += 1
+            self.most = max(self.most, self.inflight)
+            if self.inflight >= self.n:
+                self.opened = True
+                self.cond.notify_all()
+            self.cond.wait_for(lambda: self.opened, self.timeout)
+
+    def leave(self):
+        with self.cond:
+            self.inflight -= 1
+
+
 class ArtifactServer:
-    """Serves `routes[path] = (status, body_bytes, delay_s, headers)`; counts hits per path."""
+    """Serves `routes[path] = (status, body_bytes, delay_s, headers)`; counts hits per path;
+    requests for the paths of a Gate (gate()) wait at it."""
 
     def __init__(self):
         self.routes = {}
         self.hits = {}
+        self.gates = []
         self.lock = threading.Lock()
         outer = self
 
@@ -33,9 +60,12 @@ class ArtifactServer:
                 with outer.lock:
                     outer.hits[path] = outer.hits.get(path, 0) + 1
                     route = outer.routes.get(path)
+                    gate = next((g for g in outer.gates if path in g.paths), None)
                 if route is None:
                     route = (404, b"not found", 0, {})
                 status, body, delay, headers = route
+                if gate is not None:
+                    gate.pass_through()
                 if delay:
                     time.sleep(delay)
                 try:
@@ -47,6 +77,9 @@ class ArtifactServer:
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+                finally:
+                    if gate is not None:
+                        gate.leave()
 
             def log_message(self, *a):
                 pass
@@ -61,6 +94,13 @@ class ArtifactServer:
 
     def url(self, path):
         return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def gate(self, paths, n, timeout=5.0):
+        """Requests for `paths` wait until `n` of them are in flight at once (Gate)."""
+        g = Gate(paths, n, timeout)
+        with self.lock:
+            self.gates.append(g)
+        return g
 
     def put(self, path, body, status=200, delay=0, headers=None):
         with self.lock:
@@ -79,7 +119,8 @@ def sha256(b):
     return hashlib.sha256(b).hexdigest()
 
 
-def _add(tf, name, data=b"", mode=0o644, **kw):
+def add_member(tf, name, data=b"", mode=0o644, **kw):
+    """One tar member: a regular file with `data`, or another type given as TarInfo fields."""
     ti = tarfile.TarInfo(name)
     ti.size = len(data)
     ti.mode = mode
@@ -100,13 +141,13 @@ def make_bundle(files=None, members=None):
     with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.GNU_FORMAT) as tf:
         for name, v in (files or {}).items():
             data, mode = v if isinstance(v, tuple) else (v, 0o644)
-            _add(tf, name, data, mode)
+            add_member(tf, name, data, mode)
         for m in members or []:
             m = dict(m)
             name = m.pop("name")
             data = m.pop("data", b"")
             mode = m.pop("mode", 0o644)
-            _add(tf, name, data, mode, **m)
+            add_member(tf, name, data, mode, **m)
     return buf.getvalue()
 
 
@@ -307,5 +348,5 @@ def make_pax_bundle(entries):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
         for name, data, mode in entries:
-            _add(tf, name, data, mode)
+            add_member(tf, name, data, mode)
     return buf.getvalue()

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "sh/caps.h"
+#include "unit.h"
 
 #define SANDBOX_UID 200123
 #define SANDBOX_GID 200124
@@ -433,18 +434,8 @@ static Suite *caps_suite(void)
 
 int main(void)
 {
-        SRunner *sr;
-        int failed;
+        int k = ut_need_root("needs root (the test drops root's full capability set to an "
+                             "unprivileged uid and checks nothing is left)");
 
-        if (geteuid() != 0) {
-                fprintf(stderr, "test_caps: SKIP: needs root (the test drops root's full "
-                                "capability set to an unprivileged uid and checks nothing is "
-                                "left)\n");
-                return 77;
-        }
-        sr = srunner_create(caps_suite());
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return k ? k : ut_run(caps_suite());
 }

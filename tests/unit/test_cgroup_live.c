@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "sh/cgroup.h"
+#include "unit.h"
 
 #define MAXH 4
 
@@ -30,21 +31,6 @@ static const char *ctl[MAXH];       /* controller per hierarchy, NULL for v2 */
 static char mnt[MAXH][512];         /* mount point */
 static char own[MAXH][1024];        /* our own cgroup directory */
 static char own_cgpath[MAXH][1024]; /* our own cgroup as /proc/self/cgroup shows it */
-
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(unsigned ms)
-{
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-
-        nanosleep(&ts, NULL);
-}
 
 static char *read_all(const char *path)
 {
@@ -171,12 +157,12 @@ static void attach(sh_cgroup *cg, pid_t pid)
 /* Read exactly `len` bytes from fd within `ms`. */
 static bool read_timeout(int fd, void *buf, size_t len, unsigned ms)
 {
-        uint64_t deadline = now_ms() + ms;
+        uint64_t deadline = ut_now_ms() + ms;
         size_t got = 0;
 
         while (got < len) {
                 struct pollfd p = {.fd = fd, .events = POLLIN};
-                int64_t left = (int64_t)(deadline - now_ms());
+                int64_t left = (int64_t)(deadline - ut_now_ms());
                 ssize_t n;
 
                 if (left <= 0 || poll(&p, 1, (int)left) <= 0)
@@ -189,29 +175,9 @@ static bool read_timeout(int fd, void *buf, size_t len, unsigned ms)
         return true;
 }
 
-/* waitpid with a bound; -1 on timeout (the pid is then SIGKILLed and reaped). */
-static int wait_timeout(pid_t pid, unsigned ms)
-{
-        uint64_t deadline = now_ms() + ms;
-        int st;
-
-        for (;;) {
-                pid_t w = waitpid(pid, &st, WNOHANG);
-
-                if (w == pid)
-                        return st;
-                if (w < 0 || now_ms() >= deadline)
-                        break;
-                sleep_ms(5);
-        }
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        return -1;
-}
-
 static bool wait_empty(sh_cgroup *cg, unsigned ms)
 {
-        uint64_t deadline = now_ms() + ms;
+        uint64_t deadline = ut_now_ms() + ms;
 
         for (;;) {
                 sh_error *err = NULL;
@@ -220,9 +186,9 @@ static bool wait_empty(sh_cgroup *cg, unsigned ms)
                 ck_assert_int_eq(sh_cgroup_is_empty(cg, &empty, &err), 0);
                 if (empty)
                         return true;
-                if (now_ms() >= deadline)
+                if (ut_now_ms() >= deadline)
                         return false;
-                sleep_ms(5);
+                ut_sleep_ms(5);
         }
 }
 
@@ -420,8 +386,8 @@ START_TEST(attach_moves_process)
         for (size_t h = 0; h < nh; h++)
                 ck_assert(exists(cgdir(h, "att")));
         ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
-        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
-        ck_assert(WIFSIGNALED(wait_timeout(pid2, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(pid, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(pid2, 5000)));
         kill_and_destroy(cg);
         destroy_root(r);
 }
@@ -455,7 +421,7 @@ START_TEST(memory_limit_oom_kills)
         pid = spawn_held(&go, &out, child_hog);
         attach(cg, pid);
         release(go);
-        st = wait_timeout(pid, 30000);
+        st = ut_wait_pid(pid, 30000);
         close(out);
         ck_assert_msg(st != -1, "hog did not end");
         ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "hog status 0x%x", st);
@@ -508,11 +474,11 @@ START_TEST(pids_limit_stops_fork_loop)
         ck_assert_int_eq(res[1], EAGAIN);
         kill_and_destroy(cg);
         /* reap the child and its orphans (we are their subreaper) */
-        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
-        for (uint64_t end = now_ms() + 5000; now_ms() < end;) {
+        ck_assert(WIFSIGNALED(ut_wait_pid(pid, 5000)));
+        for (uint64_t end = ut_now_ms() + 5000; ut_now_ms() < end;) {
                 if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
                         break;
-                sleep_ms(5);
+                ut_sleep_ms(5);
         }
         destroy_root(r);
 }
@@ -562,12 +528,12 @@ START_TEST(kill_reaches_every_descendant)
                 ck_assert(pid_in(pids[i], "tree"));
         ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
         /* as subreaper we inherit the orphans: reap until every one of the five is seen */
-        for (uint64_t end = now_ms() + 5000; killed < 5 && now_ms() < end;) {
+        for (uint64_t end = ut_now_ms() + 5000; killed < 5 && ut_now_ms() < end;) {
                 int st;
                 pid_t w = waitpid(-1, &st, WNOHANG);
 
                 if (w <= 0) {
-                        sleep_ms(5);
+                        ut_sleep_ms(5);
                         continue;
                 }
                 for (int i = 0; i < 5; i++)
@@ -627,14 +593,14 @@ START_TEST(freeze_and_thaw)
         ck_assert_int_eq(sh_cgroup_freeze(cg, true, &err), 0);
         ck_assert(is_frozen_file());
         a = *counter;
-        sleep_ms(100);
+        ut_sleep_ms(100);
         b = *counter;
         ck_assert_uint_eq(a, b);
 
         ck_assert_int_eq(sh_cgroup_freeze(cg, false, &err), 0);
         ck_assert(!is_frozen_file());
-        for (uint64_t end = now_ms() + 2000; *counter == b && now_ms() < end;)
-                sleep_ms(5);
+        for (uint64_t end = ut_now_ms() + 2000; *counter == b && ut_now_ms() < end;)
+                ut_sleep_ms(5);
         ck_assert_uint_gt(*counter, b);
         /* thaw is always safe, also twice */
         ck_assert_int_eq(sh_cgroup_freeze(cg, false, &err), 0);
@@ -642,7 +608,7 @@ START_TEST(freeze_and_thaw)
         /* a frozen cgroup can be killed, and ends thawed */
         ck_assert_int_eq(sh_cgroup_freeze(cg, true, &err), 0);
         ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
-        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(pid, 5000)));
         ck_assert(!is_frozen_file());
         ck_assert(wait_empty(cg, 5000));
         ck_assert_int_eq(sh_cgroup_destroy(cg, &err), 0);
@@ -684,8 +650,8 @@ static bool spinning(int i)
 {
         uint64_t a = spins[i];
 
-        for (uint64_t end = now_ms() + 2000; now_ms() < end;) {
-                sleep_ms(20);
+        for (uint64_t end = ut_now_ms() + 2000; ut_now_ms() < end;) {
+                ut_sleep_ms(20);
                 if (spins[i] != a)
                         return true;
         }
@@ -696,7 +662,7 @@ static bool stopped(int i)
 {
         uint64_t a = spins[i];
 
-        sleep_ms(100);
+        ut_sleep_ms(100);
         return spins[i] == a;
 }
 
@@ -705,7 +671,7 @@ static void freeze_procs_wait(sh_cgroup *cg)
         sh_error *err = NULL;
         bool frozen = false;
 
-        for (uint64_t end = now_ms() + 5000; !frozen && now_ms() < end; sleep_ms(2))
+        for (uint64_t end = ut_now_ms() + 5000; !frozen && ut_now_ms() < end; ut_sleep_ms(2))
                 ck_assert_int_eq(sh_cgroup_freeze_procs_poll(cg, &frozen, &err), 0);
         ck_assert(frozen);
 }
@@ -750,9 +716,9 @@ START_TEST(freeze_procs_spares_helpers)
                 ck_assert_int_eq(sh_cgroup_thaw_procs(sb, &err), 0);
         }
         ck_assert_int_eq(sh_cgroup_kill(sb, &err), 0);
-        ck_assert(WIFSIGNALED(wait_timeout(p0, 5000)));
-        ck_assert(WIFSIGNALED(wait_timeout(p1, 5000)));
-        ck_assert(WIFSIGNALED(wait_timeout(p2, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(p0, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(p1, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(p2, 5000)));
         ck_assert(wait_empty(sb, 5000));
         sh_cgroup_free(init);
         sh_cgroup_free(helper);
@@ -783,12 +749,12 @@ START_TEST(kill_procs_spares_helpers)
         ck_assert_int_eq(sh_cgroup_freeze_procs_begin(sb, &err), 0);
         freeze_procs_wait(sb);
         ck_assert_int_eq(sh_cgroup_kill_procs(sb, &err), 0);
-        ck_assert(WIFSIGNALED(wait_timeout(p0, 5000)));
-        ck_assert(WIFSIGNALED(wait_timeout(p2, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(p0, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(p2, 5000)));
         ck_assert(spinning(1));
         ck_assert_int_eq(kill(p1, 0), 0);
         ck_assert_int_eq(sh_cgroup_kill(helper, &err), 0);
-        ck_assert(WIFSIGNALED(wait_timeout(p1, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(p1, 5000)));
         ck_assert(wait_empty(sb, 5000));
         sh_cgroup_free(init);
         sh_cgroup_free(ex);
@@ -830,8 +796,8 @@ START_TEST(second_open_removes_leftovers)
         r = open_root();
         for (size_t h = 0; h < nh; h++)
                 ck_assert(!exists(cgdir(h, "left")));
-        ck_assert(WIFSIGNALED(wait_timeout(p1, 5000)));
-        ck_assert(WIFSIGNALED(wait_timeout(p2, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(p1, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(p2, 5000)));
         destroy_root(r);
 }
 END_TEST
@@ -860,14 +826,13 @@ static int probe(void)
         sh_cgroup_root *r = NULL;
         sh_error *err = NULL;
         static const char *const v1[] = {"memory", "pids", "cpu", "freezer"};
+        int k = ut_need_root("needs root to create cgroups");
 
-        if (geteuid() != 0) {
-                printf("SKIP: needs root to create cgroups\n");
-                return 77;
-        }
+        if (k)
+                return k;
         if (!self) {
                 printf("SKIP: no /proc/self/cgroup\n");
-                return 77;
+                return UT_SKIP;
         }
         snprintf(selfc, sizeof(selfc), "%s", self);
         t = read_all("/proc/self/mountinfo");
@@ -878,7 +843,7 @@ static int probe(void)
         snprintf(subtree, sizeof(subtree), "sandbox-host.%s", instance);
         if (sh_cgroup_root_open(instance, &r, &err) < 0) {
                 printf("SKIP: no usable cgroup hierarchy: %s\n", err && err->msg ? err->msg : "?");
-                return 77;
+                return UT_SKIP;
         }
         mode = sh_cgroup_mode(r);
         if (sh_cgroup_root_destroy(r, &err) < 0) {
@@ -907,7 +872,6 @@ int main(void)
 {
         Suite *s = suite_create("cgroup_live");
         TCase *tc = tcase_create("live");
-        SRunner *sr;
         int failed, k = probe();
 
         if (k)
@@ -925,11 +889,7 @@ int main(void)
         tcase_add_test(tc, kill_procs_spares_helpers);
         tcase_add_test(tc, second_open_removes_leftovers);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_set_fork_status(sr, CK_FORK);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
+        failed = ut_run_forked(s) != EXIT_SUCCESS;
         /* nothing of ours may remain anywhere */
         for (size_t h = 0; h < nh; h++)
                 if (exists(cgdir(h, ""))) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sh/cgroup.h"
+#include "unit.h"
 
 /* --- fixtures: real files from a v1 host (this project's machine), a v2-only Debian 12
  * guest, a systemd hybrid host, and a Docker v1 container without a cgroup namespace --- */
@@ -318,11 +319,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return ut_run(suite());
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sh/config.h"
+#include "unit.h"
 
 #define MAXARGS 16
 
@@ -692,11 +693,5 @@ static Suite *config_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(config_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return ut_run(config_suite());
 }

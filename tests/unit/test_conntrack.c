@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sh/http.h"
+#include "unit.h"
 
 #define T0 1000000u
 
@@ -264,11 +265,5 @@ static Suite *conntrack_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(conntrack_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return ut_run(conntrack_suite());
 }

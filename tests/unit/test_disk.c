@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sh/disk.h"
+#include "unit.h"
 
 static const char mountinfo[] =
         "22 27 0:21 / /proc rw,relatime - proc proc rw\n"
@@ -83,17 +84,11 @@ int main(void)
 {
         Suite *s = suite_create("disk");
         TCase *tc = tcase_create("mountinfo");
-        SRunner *sr;
-        int failed;
 
         tcase_add_test(tc, test_mounts_below_a_prefix_deepest_first);
         tcase_add_test(tc, test_mounts_below_excludes_the_prefix_and_its_lookalikes);
         tcase_add_test(tc, test_mounts_below_survives_malformed_lines);
         tcase_add_test(tc, test_mode_names);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return ut_run(s);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sh/http.h"
+#include "unit.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -180,11 +181,5 @@ static Suite *framing_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(framing_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return ut_run(framing_suite());
 }

@@ -20,49 +20,15 @@
 
 #include "sh/fsops.h"
 #include "sh/safe_open.h"
+#include "unit.h"
 
 static char base_dir[256];
 static char tdir[512];
 static int rootfd = -1;
 static sh_fs_owner own;
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-        (void)st;
-        (void)flag;
-        (void)f;
-        remove(p);
-        return 0;
-}
-
-static void rm_rf(const char *p)
-{
-        nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-/* A path below the test dir (rotating buffers so several can be used in one call). */
-static const char *tp(const char *fmt, ...)
-{
-        static char bufs[8][2048];
-        static unsigned k;
-        char *b = bufs[k++ % 8];
-        char rel[1024];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(rel, sizeof(rel), fmt, ap);
-        va_end(ap);
-        snprintf(b, sizeof(bufs[0]), "%s/%s", tdir, rel);
-        return b;
-}
-
-static void write_file(const char *path, const char *content)
-{
-        FILE *f = fopen(path, "we");
-        ck_assert_ptr_nonnull(f);
-        fputs(content, f);
-        ck_assert_int_eq(fclose(f), 0);
-}
+/* A path below the test dir (unit.h: rotating buffers, several per call). */
+#define tp(...) ut_path(tdir, __VA_ARGS__)
 
 static const char *read_path(const char *path)
 {
@@ -103,28 +69,21 @@ static int count_entries(const char *path)
 
 static void base_setup(void)
 {
-        snprintf(base_dir, sizeof(base_dir), "/tmp/sh-test-fsops-XXXXXX");
-        if (!mkdtemp(base_dir))
+        if (ut_mkdtemp(base_dir, sizeof(base_dir), "fsops") < 0)
                 abort();
 }
 
 static void base_teardown(void)
 {
-        rm_rf(base_dir);
+        ut_rm_rf(base_dir);
 }
 
 /* Layout: tdir/ws is the workspace root, tdir/outside a sibling the tests must never
  * touch through the API, tdir/trash the detach target. */
 static void setup(void)
 {
-        snprintf(tdir, sizeof(tdir), "%s/tXXXXXX", base_dir);
-        ck_assert_ptr_nonnull(mkdtemp(tdir));
-        ck_assert_int_eq(mkdir(tp("ws"), 0755), 0);
-        ck_assert_int_eq(mkdir(tp("outside"), 0755), 0);
+        rootfd = ut_workspace(base_dir, tdir, sizeof(tdir));
         ck_assert_int_eq(mkdir(tp("trash"), 0700), 0);
-        write_file(tp("outside/secret"), "SECRET");
-        rootfd = open(tp("ws"), O_PATH | O_DIRECTORY | O_CLOEXEC);
-        ck_assert_int_ge(rootfd, 0);
         /* a foreign owner proves the chown; without root, keep our own ids */
         own = geteuid() == 0 ? (sh_fs_owner){.uid = 12345, .gid = 23456}
                              : (sh_fs_owner){.uid = getuid(), .gid = getgid()};
@@ -204,7 +163,7 @@ END_TEST
 START_TEST(test_mkdir_p_existing_file_is_eexist)
 {
         sh_error *err = NULL;
-        write_file(tp("ws/f"), "x");
+        ut_write_file(tp("ws/f"), "x");
         ck_assert_int_eq(err_errno(sh_fs_mkdir_p(rootfd, "f", &own, &err), &err), EEXIST);
 }
 END_TEST
@@ -212,7 +171,7 @@ END_TEST
 START_TEST(test_mkdir_p_file_in_middle_is_enotdir)
 {
         sh_error *err = NULL;
-        write_file(tp("ws/f"), "x");
+        ut_write_file(tp("ws/f"), "x");
         ck_assert_int_eq(err_errno(sh_fs_mkdir_p(rootfd, "f/x/y", &own, &err), &err), ENOTDIR);
 }
 END_TEST
@@ -262,7 +221,7 @@ END_TEST
 
 START_TEST(test_upload_replaces_existing_file)
 {
-        write_file(tp("ws/f"), "old");
+        ut_write_file(tp("ws/f"), "old");
         ck_assert_int_eq(upload("f", "new"), 0);
         ck_assert_str_eq(read_path(tp("ws/f")), "new");
         ck_assert_int_eq(count_entries(tp("ws")), 1);
@@ -287,7 +246,7 @@ START_TEST(test_upload_invisible_until_commit_old_content_kept)
         sh_fs_upload *u = NULL;
         sh_error *err = NULL;
 
-        write_file(tp("ws/f"), "old");
+        ut_write_file(tp("ws/f"), "old");
         ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
         ck_assert_int_eq(sh_fs_upload_write(u, "new", 3, &err), 0);
         ck_assert_str_eq(read_path(tp("ws/f")), "old");
@@ -316,7 +275,7 @@ START_TEST(test_upload_over_directory_is_eisdir_nothing_changed)
         sh_error *err = NULL;
 
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
-        write_file(tp("ws/d/keep"), "k");
+        ut_write_file(tp("ws/d/keep"), "k");
         ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
         ck_assert_int_eq(err_errno(sh_fs_upload_commit(u, rootfd, "d", &own, &err), &err), EISDIR);
         ck_assert_int_eq(count_entries(tp("ws")), 1);
@@ -376,7 +335,7 @@ START_TEST(test_open_read_returns_content_and_size)
         char buf[16] = {0};
         int fd = -1;
 
-        write_file(tp("ws/f"), "hello");
+        ut_write_file(tp("ws/f"), "hello");
         ck_assert_int_eq(sh_fs_open_read(rootfd, "f", &fd, &size, &err), 0);
         ck_assert_uint_eq(size, 5);
         ck_assert_int_ne(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
@@ -444,7 +403,7 @@ START_TEST(test_open_read_follows_link_inside_root)
         uint64_t size = 0;
         int fd = -1;
 
-        write_file(tp("ws/f"), "hello");
+        ut_write_file(tp("ws/f"), "hello");
         ck_assert_int_eq(symlink("/f", tp("ws/l")), 0);
         ck_assert_int_eq(sh_fs_open_read(rootfd, "l", &fd, &size, &err), 0);
         ck_assert_uint_eq(size, 5);
@@ -457,7 +416,7 @@ START_TEST(test_exists_for_file_dir_fifo_and_root)
         sh_error *err = NULL;
         bool e = false;
 
-        write_file(tp("ws/f"), "x");
+        ut_write_file(tp("ws/f"), "x");
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
         ck_assert_int_eq(mkfifo(tp("ws/p"), 0644), 0);
         ck_assert_int_eq(sh_fs_exists(rootfd, "f", &e, &err), 0);
@@ -479,7 +438,7 @@ START_TEST(test_exists_false_for_absent_dangling_and_escaping)
         sh_error *err = NULL;
         bool e = true;
 
-        write_file(tp("ws/f"), "x");
+        ut_write_file(tp("ws/f"), "x");
         ck_assert_int_eq(symlink("nowhere", tp("ws/dl")), 0);
         ck_assert_int_eq(symlink(tp("outside/secret"), tp("ws/esc")), 0);
         ck_assert_int_eq(sh_fs_exists(rootfd, "nope", &e, &err), 0);
@@ -501,7 +460,7 @@ START_TEST(test_size_of_regular_file_else_minus_one)
         sh_error *err = NULL;
         int64_t sz = 0;
 
-        write_file(tp("ws/f"), "12345");
+        ut_write_file(tp("ws/f"), "12345");
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
         ck_assert_int_eq(mkfifo(tp("ws/p"), 0644), 0);
         ck_assert_int_eq(sh_fs_size(rootfd, "f", &sz, &err), 0);
@@ -521,7 +480,7 @@ START_TEST(test_unlink_removes_link_not_target)
 {
         sh_error *err = NULL;
 
-        write_file(tp("ws/f"), "x");
+        ut_write_file(tp("ws/f"), "x");
         ck_assert_int_eq(symlink("/f", tp("ws/l")), 0);
         ck_assert_int_eq(sh_fs_unlink_file(rootfd, "l", &err), 0);
         ck_assert(!lexists(tp("ws/l")));
@@ -559,7 +518,7 @@ START_TEST(test_rename_moves_and_creates_dst_parents)
         sh_error *err = NULL;
         struct stat st;
 
-        write_file(tp("ws/f"), "x");
+        ut_write_file(tp("ws/f"), "x");
         ck_assert_int_eq(sh_fs_rename(rootfd, "f", "n/m/g", &own, &err), 0);
         ck_assert(!lexists(tp("ws/f")));
         ck_assert_str_eq(read_path(tp("ws/n/m/g")), "x");
@@ -572,8 +531,8 @@ START_TEST(test_rename_replaces_existing_dst_file)
 {
         sh_error *err = NULL;
 
-        write_file(tp("ws/a"), "A");
-        write_file(tp("ws/b"), "B");
+        ut_write_file(tp("ws/a"), "A");
+        ut_write_file(tp("ws/b"), "B");
         ck_assert_int_eq(sh_fs_rename(rootfd, "a", "b", &own, &err), 0);
         ck_assert_str_eq(read_path(tp("ws/b")), "A");
         ck_assert_int_eq(count_entries(tp("ws")), 1);
@@ -593,7 +552,7 @@ START_TEST(test_rename_root_is_einval)
 {
         sh_error *err = NULL;
 
-        write_file(tp("ws/f"), "x");
+        ut_write_file(tp("ws/f"), "x");
         ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "", "x", &own, &err), &err), EINVAL);
         ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "f", "", &own, &err), &err), EINVAL);
 }
@@ -606,7 +565,7 @@ START_TEST(test_detach_dir_moves_it_to_trash)
 
         ck_assert_int_ge(trashfd, 0);
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
-        write_file(tp("ws/d/f"), "x");
+        ut_write_file(tp("ws/d/f"), "x");
         ck_assert_int_eq(sh_fs_detach_dir(rootfd, "d", trashfd, "t1", &err), 0);
         ck_assert(!lexists(tp("ws/d")));
         ck_assert_str_eq(read_path(tp("trash/t1/f")), "x");
@@ -622,7 +581,7 @@ START_TEST(test_detach_dir_link_or_file_is_enotdir)
         ck_assert_int_ge(trashfd, 0);
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
         ck_assert_int_eq(symlink("d", tp("ws/l")), 0);
-        write_file(tp("ws/f"), "x");
+        ut_write_file(tp("ws/f"), "x");
         ck_assert_int_eq(err_errno(sh_fs_detach_dir(rootfd, "l", trashfd, "t", &err), &err),
                          ENOTDIR);
         ck_assert_int_eq(err_errno(sh_fs_detach_dir(rootfd, "f", trashfd, "t", &err), &err),
@@ -653,8 +612,8 @@ START_TEST(test_remove_tree_removes_nested_tree)
         int dfd = open(tp("ws"), O_PATH | O_DIRECTORY | O_CLOEXEC);
 
         ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/a/b/c", NULL, &err), 0);
-        write_file(tp("ws/t/a/f"), "x");
-        write_file(tp("ws/t/a/b/c/g"), "y");
+        ut_write_file(tp("ws/t/a/f"), "x");
+        ut_write_file(tp("ws/t/a/b/c/g"), "y");
         ck_assert_int_eq(mkfifo(tp("ws/t/p"), 0644), 0);
         ck_assert_int_eq(sh_fs_remove_tree(dfd, "t", &err), 0);
         ck_assert_ptr_null(err);
@@ -759,14 +718,14 @@ START_TEST(test_walk_yields_bytewise_sorted_full_paths)
 
         ck_assert_int_eq(mkdir(tp("ws/a"), 0755), 0);
         ck_assert_int_eq(mkdir(tp("ws/a/b"), 0755), 0);
-        write_file(tp("ws/z"), "");
-        write_file(tp("ws/a0"), "");
-        write_file(tp("ws/a-c"), "");
-        write_file(tp("ws/a.d"), "");
-        write_file(tp("ws/A"), "");
-        write_file(tp("ws/a/b/c"), "");
-        write_file(tp("ws/a/b-x"), "");
-        write_file(tp("ws/a/b0"), "");
+        ut_write_file(tp("ws/z"), "");
+        ut_write_file(tp("ws/a0"), "");
+        ut_write_file(tp("ws/a-c"), "");
+        ut_write_file(tp("ws/a.d"), "");
+        ut_write_file(tp("ws/A"), "");
+        ut_write_file(tp("ws/a/b/c"), "");
+        ut_write_file(tp("ws/a/b-x"), "");
+        ut_write_file(tp("ws/a/b0"), "");
         n = walk_all("", got, 16);
         ck_assert_int_eq(n, (int)(sizeof(want) / sizeof(want[0])));
         for (int i = 0; i < n; i++)
@@ -780,7 +739,7 @@ START_TEST(test_walk_skips_links_fifos_and_empty_dirs)
 
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
         ck_assert_int_eq(mkdir(tp("ws/empty"), 0755), 0);
-        write_file(tp("ws/d/f"), "x");
+        ut_write_file(tp("ws/d/f"), "x");
         ck_assert_int_eq(symlink("d", tp("ws/dirlink")), 0);
         ck_assert_int_eq(symlink("d/f", tp("ws/filelink")), 0);
         ck_assert_int_eq(symlink(tp("outside"), tp("ws/outlink")), 0);
@@ -795,8 +754,8 @@ START_TEST(test_walk_subdir_root_gives_paths_from_workspace_root)
         char got[16][64];
 
         ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "x/y", NULL, &(sh_error *){NULL}), 0);
-        write_file(tp("ws/x/y/f"), "x");
-        write_file(tp("ws/top"), "x");
+        ut_write_file(tp("ws/x/y/f"), "x");
+        ut_write_file(tp("ws/top"), "x");
         ck_assert_int_eq(walk_all("x", got, 16), 1);
         ck_assert_str_eq(got[0], "x/y/f");
 }
@@ -807,8 +766,8 @@ START_TEST(test_walk_absent_file_or_link_root_yields_nothing)
         char got[4][64];
 
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
-        write_file(tp("ws/d/f"), "x");
-        write_file(tp("ws/file"), "x");
+        ut_write_file(tp("ws/d/f"), "x");
+        ut_write_file(tp("ws/file"), "x");
         ck_assert_int_eq(symlink("d", tp("ws/dl")), 0);
         ck_assert_int_eq(walk_all("nope", got, 4), 0);
         ck_assert_int_eq(walk_all("file", got, 4), 0);
@@ -831,7 +790,7 @@ START_TEST(test_walk_reports_size_and_mtime_ns)
                                  {.tv_sec = 1700000000, .tv_nsec = 123456789}};
         sh_fs_entry e;
 
-        write_file(tp("ws/f"), "12345");
+        ut_write_file(tp("ws/f"), "12345");
         ck_assert_int_eq(utimensat(AT_FDCWD, tp("ws/f"), ts, 0), 0);
         ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
         ck_assert_int_eq(walk_next(w, &e, &err), 1);
@@ -851,10 +810,10 @@ START_TEST(test_walk_skips_entries_removed_mid_walk)
         sh_fs_entry e;
 
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
-        write_file(tp("ws/a"), "");
-        write_file(tp("ws/b"), "");
-        write_file(tp("ws/d/c"), "");
-        write_file(tp("ws/e"), "");
+        ut_write_file(tp("ws/a"), "");
+        ut_write_file(tp("ws/b"), "");
+        ut_write_file(tp("ws/d/c"), "");
+        ut_write_file(tp("ws/e"), "");
         ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
         ck_assert_int_eq(walk_next(w, &e, &err), 1);
         ck_assert_str_eq(e.path, "a");
@@ -879,7 +838,7 @@ START_TEST(test_walk_many_files_in_order)
         for (int d = 0; d < 10; d++) {
                 ck_assert_int_eq(mkdir(tp("ws/d%d", d), 0755), 0);
                 for (int f = 0; f < 30; f++)
-                        write_file(tp("ws/d%d/f%d", d, f), "x");
+                        ut_write_file(tp("ws/d%d/f%d", d, f), "x");
         }
         ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
         while ((r = walk_next(w, &e, &err)) == 1) {
@@ -902,8 +861,8 @@ START_TEST(test_usage_counts_hard_linked_inode_once)
         int r;
 
         ck_assert_ptr_nonnull(u);
-        write_file(tp("ws/a"), "1234567890");
-        write_file(tp("ws/b"), "123");
+        ut_write_file(tp("ws/a"), "1234567890");
+        ut_write_file(tp("ws/b"), "123");
         ck_assert_int_eq(link(tp("ws/a"), tp("ws/a2")), 0);
         ck_assert_int_eq(link(tp("ws/a"), tp("ws/a3")), 0);
         ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
@@ -1034,7 +993,7 @@ START_TEST(test_walk_charges_empty_dirs_and_skipped_entries_to_its_steps)
                 ck_assert_int_eq(mkdir(tp("ws/e/%04d", i), 0755), 0);
                 ck_assert_int_eq(symlink("x", tp("ws/l/%04d", i)), 0);
         }
-        write_file(tp("ws/z"), "x");
+        ut_write_file(tp("ws/z"), "x");
         ck_assert_int_eq(sh_fs_walk_open(rootfd, "", &w, &err), 0);
         while ((r = sh_fs_walk_next(w, &e, &err)) == SH_FS_WALK_AGAIN)
                 again++;
@@ -1071,15 +1030,15 @@ START_TEST(test_walk_wide_directory_is_merged_in_bytewise_order)
 
                 if (i % 7 == 0) {
                         ck_assert_int_eq(mkdir(tp("ws/w/%05d", i), 0755), 0);
-                        write_file(tp("ws/w/%05d/x", i), "");
+                        ut_write_file(tp("ws/w/%05d/x", i), "");
                         snprintf(rel, sizeof(rel), "w/%05d/x", i);
                 } else {
-                        write_file(tp("ws/w/%05d", i), "");
+                        ut_write_file(tp("ws/w/%05d", i), "");
                         snprintf(rel, sizeof(rel), "w/%05d", i);
                 }
                 want[nw++] = strdup(rel);
                 if (i % 11 == 0) {
-                        write_file(tp("ws/w/%05d-y", i), "");
+                        ut_write_file(tp("ws/w/%05d-y", i), "");
                         snprintf(rel, sizeof(rel), "w/%05d-y", i);
                         want[nw++] = strdup(rel);
                 }
@@ -1148,9 +1107,9 @@ static void plant_decoy(const char *dir)
 
         memset(big, 'X', 999);
         big[999] = '\0';
-        write_file(tp("%s/z", dir), big);
+        ut_write_file(tp("%s/z", dir), big);
         ck_assert_int_eq(mkdir(tp("%s/n", dir), 0755), 0);
-        write_file(tp("%s/n/z", dir), big);
+        ut_write_file(tp("%s/n/z", dir), big);
 }
 
 START_TEST(test_walk_climbing_back_checks_the_identity_of_the_parent)
@@ -1298,9 +1257,9 @@ static void run_race(void)
         snprintf(victim, sizeof(victim), "sh-race-victim-%d", (int)getpid());
         snprintf(vpath, sizeof(vpath), "d/%s", victim);
         snprintf(etcpath, sizeof(etcpath), "/etc/%s", victim);
-        write_file(tp("outside/%s", victim), "ORIGINAL");
+        ut_write_file(tp("outside/%s", victim), "ORIGINAL");
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
-        write_file(tp("ws/d/%s", victim), "INSIDE");
+        ut_write_file(tp("ws/d/%s", victim), "INSIDE");
 
         pid = fork();
         ck_assert_int_ge(pid, 0);
@@ -1367,7 +1326,7 @@ static void run_race(void)
                 snprintf(etcdir, sizeof(etcdir), "%s-dir", etcpath);
                 escaped_etc = lexists(etcpath) || lexists(etcdir);
                 unlink(etcpath);
-                rm_rf(etcdir);
+                ut_rm_rf(etcdir);
                 ck_assert_msg(!escaped_etc, "an entry was created in /etc");
         }
         ck_assert_msg(!read_outside, "a download read a file outside the workspace");
@@ -1477,11 +1436,5 @@ static Suite *fsops_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(fsops_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return ut_run(fsops_suite());
 }

@@ -28,6 +28,7 @@
 #include "sh/fsops.h"
 #include "sh/helper.h"
 #include "sh/seccomp.h"
+#include "unit.h"
 
 #ifndef SH_CONFINE_PROBE
 #error "SH_CONFINE_PROBE: path of the probe binary (tests/CMakeLists.txt)"
@@ -36,40 +37,19 @@
 #define PROBE_ABSTRACT "sh-confine-probe" /* as in tests/helpers/confine_probe.c */
 #define OUT_MAX        (64 * 1024)
 
-static char tmp[] = "/tmp/sh-confine-XXXXXX";
+static char tmp[200]; /* $TMPDIR/sh-test-confine-XXXXXX */
 static char ws[256], arch[256];
 static sh_seccomp *sandbox_filter;
-
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void write_file(const char *dir, const char *name, const char *data)
-{
-        char p[512];
-        int fd;
-
-        snprintf(p, sizeof(p), "%s/%s", dir, name);
-        fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(write(fd, data, strlen(data)), (ssize_t)strlen(data));
-        close(fd);
-}
 
 /* Read fd until EOF within `ms` (the output of the helper), then reap pid with a bound. */
 static int collect(pid_t pid, int fd, char *out, size_t size, unsigned ms)
 {
-        uint64_t deadline = now_ms() + ms;
+        uint64_t deadline = ut_now_ms() + ms;
         size_t len = 0;
-        int st = -1;
 
         for (;;) {
                 struct pollfd p = {.fd = fd, .events = POLLIN};
-                int64_t left = (int64_t)(deadline - now_ms());
+                int64_t left = (int64_t)(deadline - ut_now_ms());
                 ssize_t n;
 
                 if (left <= 0 || poll(&p, 1, (int)left) <= 0)
@@ -83,16 +63,7 @@ static int collect(pid_t pid, int fd, char *out, size_t size, unsigned ms)
         }
         out[len] = '\0';
         close(fd);
-        while (now_ms() < deadline + 5000) {
-                pid_t w = waitpid(pid, &st, WNOHANG);
-
-                if (w == pid)
-                        return st;
-                usleep(5000);
-        }
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        return -1;
+        return ut_wait_pid(pid, (unsigned)(deadline + 5000 - ut_now_ms()));
 }
 
 /* The capabilities of the Kubernetes manifest (contrib/k8s/deployment.yaml). */
@@ -290,10 +261,10 @@ START_TEST(remover_allow_list_removes_trees_and_nothing_else)
         ck_assert_int_eq(stat("/proc/self/ns/net", &host_ns), 0);
         snprintf(tree, sizeof(tree), "%s/doomed", tmp);
         ck_assert_int_eq(mkdir(tree, 0755), 0);
-        write_file(tree, "a", "A");
+        ut_write_file(ut_path(tree, "a"), "A");
         snprintf(tree, sizeof(tree), "%s/doomed/sub", tmp);
         ck_assert_int_eq(mkdir(tree, 0700), 0);
-        write_file(tree, "b", "B");
+        ut_write_file(ut_path(tree, "b"), "B");
         ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
         pid = fork();
         ck_assert_int_ge(pid, 0);
@@ -338,19 +309,16 @@ END_TEST
 
 static void setup_ws(void)
 {
-        write_file(ws, "f", "data");
+        ut_write_file(ut_path(ws, "f"), "data");
 }
 
-static void cleanup(void)
+static int cleanup(void)
 {
-        sh_error *err = NULL;
-        int fd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-        if (fd >= 0) {
-                (void)sh_fs_remove_tree(fd, tmp + 5, &err);
-                close(fd);
+        if (ut_rm_rf(tmp) < 0) {
+                fprintf(stderr, "left behind: %s\n", tmp);
+                return 1;
         }
-        sh_error_release(&err);
+        return 0;
 }
 
 int main(void)
@@ -358,21 +326,23 @@ int main(void)
         Suite *s = suite_create("helper_confine");
         TCase *tc = tcase_create("confine");
         sh_error *err = NULL;
-        SRunner *sr;
-        int failed;
+        int k = ut_need_root("the helpers need root (namespaces, mounts)");
 
-        if (geteuid() != 0) {
-                printf("SKIP: the helpers need root (namespaces, mounts)\n");
-                return 77;
-        }
-        if (!mkdtemp(tmp) || sh_seccomp_build(&sandbox_filter, &err) < 0) {
-                perror("setup");
+        if (k)
+                return k;
+        if (ut_mkdtemp(tmp, sizeof(tmp), "confine") < 0) {
+                perror("mkdtemp");
                 return 1;
         }
         snprintf(ws, sizeof(ws), "%s/ws", tmp);
         snprintf(arch, sizeof(arch), "%s/arch", tmp);
-        if (mkdir(ws, 0755) < 0 || mkdir(arch, 0755) < 0)
+        if (mkdir(ws, 0755) < 0 || mkdir(arch, 0755) < 0 ||
+            sh_seccomp_build(&sandbox_filter, &err) < 0) {
+                perror("setup");
+                sh_error_release(&err);
+                cleanup();
                 return 1;
+        }
         tcase_set_timeout(tc, 60);
         tcase_add_checked_fixture(tc, setup_ws, NULL);
         tcase_add_test(tc, rsync_stand_in_is_confined);
@@ -380,12 +350,9 @@ int main(void)
         tcase_add_test(tc, sparse_tree_above_the_cap_never_reaches_rsync);
         tcase_add_test(tc, remover_allow_list_removes_trees_and_nothing_else);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_set_fork_status(sr, CK_FORK);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        cleanup();
+        k = ut_run_forked(s);
+        if (cleanup())
+                k = EXIT_FAILURE;
         sh_seccomp_free(sandbox_filter);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return k;
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "sh/list.h"
+#include "unit.h"
 
 typedef struct item item;
 struct item {
@@ -127,11 +128,5 @@ static Suite *list_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(list_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return ut_run(list_suite());
 }

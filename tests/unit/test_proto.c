@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include "sh/worker.h"
+#include "unit.h"
 
 /* ---- a spec and a hand-made encoding of it ---------------------------------------------- */
 
@@ -461,11 +462,5 @@ static Suite *proto_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(proto_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return ut_run(proto_suite());
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "sh/http.h"
+#include "unit.h"
 
 #define RID "0123456789abcdef0123456789abcdef"
 
@@ -302,11 +303,5 @@ static Suite *router_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(router_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return ut_run(router_suite());
 }

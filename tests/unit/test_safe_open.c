@@ -13,48 +13,14 @@
 #include <unistd.h>
 
 #include "sh/safe_open.h"
+#include "unit.h"
 
 static char base_dir[256];
 static char tdir[512];
 static int rootfd = -1;
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-        (void)st;
-        (void)flag;
-        (void)f;
-        remove(p);
-        return 0;
-}
-
-static void rm_rf(const char *p)
-{
-        nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-/* A path below the test dir (rotating buffers so several can be used in one call). */
-static const char *tp(const char *fmt, ...)
-{
-        static char bufs[4][2048];
-        static unsigned k;
-        char *b = bufs[k++ % 4];
-        char rel[1024];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(rel, sizeof(rel), fmt, ap);
-        va_end(ap);
-        snprintf(b, sizeof(bufs[0]), "%s/%s", tdir, rel);
-        return b;
-}
-
-static void write_file(const char *path, const char *content)
-{
-        FILE *f = fopen(path, "we");
-        ck_assert_ptr_nonnull(f);
-        fputs(content, f);
-        ck_assert_int_eq(fclose(f), 0);
-}
+/* A path below the test dir (unit.h: rotating buffers, several per call). */
+#define tp(...) ut_path(tdir, __VA_ARGS__)
 
 static const char *read_fd(int fd)
 {
@@ -67,28 +33,21 @@ static const char *read_fd(int fd)
 
 static void base_setup(void)
 {
-        snprintf(base_dir, sizeof(base_dir), "/tmp/sh-test-safe-open-XXXXXX");
-        if (!mkdtemp(base_dir))
+        if (ut_mkdtemp(base_dir, sizeof(base_dir), "safe-open") < 0)
                 abort();
 }
 
 static void base_teardown(void)
 {
-        rm_rf(base_dir);
+        ut_rm_rf(base_dir);
 }
 
 /* Layout: tdir/ws is the root, tdir/outside holds a "secret" that must stay unreachable. */
 static void setup(void)
 {
-        snprintf(tdir, sizeof(tdir), "%s/tXXXXXX", base_dir);
-        ck_assert_ptr_nonnull(mkdtemp(tdir));
-        ck_assert_int_eq(mkdir(tp("ws"), 0755), 0);
-        ck_assert_int_eq(mkdir(tp("outside"), 0755), 0);
-        write_file(tp("outside/secret"), "SECRET");
-        write_file(tp("ws/f"), "INSIDE");
+        rootfd = ut_workspace(base_dir, tdir, sizeof(tdir));
+        ut_write_file(tp("ws/f"), "INSIDE");
         ck_assert_int_eq(mkdir(tp("ws/sub"), 0755), 0);
-        rootfd = open(tp("ws"), O_PATH | O_DIRECTORY | O_CLOEXEC);
-        ck_assert_int_ge(rootfd, 0);
 }
 
 static void setup_fallback(void)
@@ -190,7 +149,7 @@ END_TEST
 START_TEST(test_relative_link_resolves_from_its_directory)
 {
         int fd;
-        write_file(tp("ws/sub/g"), "G");
+        ut_write_file(tp("ws/sub/g"), "G");
         ck_assert_int_eq(symlink("g", tp("ws/sub/rel")), 0);
         ck_assert_int_eq(symlink("sub/rel", tp("ws/rel2")), 0);
         fd = sh_safe_openat(rootfd, "rel2", O_RDONLY, 0);
@@ -256,7 +215,7 @@ END_TEST
 START_TEST(test_intermediate_links_followed_with_nofollow)
 {
         int fd;
-        write_file(tp("ws/sub/g"), "G");
+        ut_write_file(tp("ws/sub/g"), "G");
         ck_assert_int_eq(symlink("/sub", tp("ws/ls")), 0);
         fd = sh_safe_openat(rootfd, "ls/g", O_RDONLY | O_NOFOLLOW, 0);
         ck_assert_int_ge(fd, 0);
@@ -457,11 +416,5 @@ static Suite *safe_open_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(safe_open_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return ut_run(safe_open_suite());
 }

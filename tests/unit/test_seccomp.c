@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "sh/seccomp.h"
+#include "unit.h"
 
 #ifndef __X32_SYSCALL_BIT
 #define __X32_SYSCALL_BIT 0x40000000
@@ -1992,27 +1993,22 @@ static Suite *seccomp_suite(void)
 int main(void)
 {
         sh_error *err = NULL;
-        SRunner *sr;
-        int failed;
+        int k;
 
         /* The control runs compare each refused call with what root gets without the
          * filter (mount, keyctl, unshare succeed or fail differently for root); as another
          * user the comparison would prove nothing. */
-        if (geteuid() != 0) {
-                fprintf(stderr, "test_seccomp: SKIP: needs root (each refusal is checked "
-                                "against the same call made by root without the filter)\n");
-                return 77;
-        }
+        k = ut_need_root("needs root (each refusal is checked against the same call made by "
+                         "root without the filter)");
+        if (k)
+                return k;
         if (sh_seccomp_build(&filter, &err) < 0) {
                 fprintf(stderr, "test_seccomp: building the filter failed: %s\n",
                         err && err->msg ? err->msg : "?");
                 sh_error_release(&err);
                 return 1;
         }
-        sr = srunner_create(seccomp_suite());
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
+        k = ut_run(seccomp_suite());
         sh_seccomp_free(filter);
-        return failed ? 1 : 0;
+        return k;
 }

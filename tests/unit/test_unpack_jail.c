@@ -19,6 +19,7 @@
 #include "sh/cgroup.h"
 #include "sh/loop.h"
 #include "sh/spawn.h"
+#include "unit.h"
 
 #define UNPACK_UID 199999u
 #define SHA        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -43,7 +44,7 @@ static world W;
  * test that fails half-way leaves its cgroups and files to the next open of the same
  * instance, and main() removes whatever is left at the end. */
 static char instance[32];
-static char base[64];
+static char base[80];
 
 static void world_up(void)
 {
@@ -57,11 +58,6 @@ static void world_up(void)
                 ck_abort_msg("cgroup root: %s", err->msg);
         if (sh_store_open(W.root, W.loop, UNPACK_UID, W.cgroot, &W.store, &err) < 0)
                 ck_abort_msg("store: %s", err->msg);
-}
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-        return remove(p) < 0 && errno != ENOENT ? -1 : 0;
 }
 
 static void kill_intruder(void);
@@ -79,7 +75,8 @@ static void world_down(void)
         sh_error_release(&err);
         sh_cgroup_root_free(W.cgroot);
         sh_loop_free(W.loop);
-        nftw(W.root, rm_one, 32, FTW_DEPTH | FTW_PHYS);
+        if (ut_rm_rf(W.root) < 0)
+                fprintf(stderr, "left behind: %s\n", W.root);
 }
 
 static void on_done(bool ok, const char *reason, void *data)
@@ -678,16 +675,12 @@ int main(void)
 {
         Suite *s = suite_create("unpack_jail");
         TCase *tc = tcase_create("jail");
-        SRunner *sr;
-        int failed;
+        int failed = ut_need_root("the unpacker's confinement needs root");
 
-        if (geteuid() != 0) {
-                printf("SKIP: the unpacker's confinement needs root\n");
-                return 77;
-        }
+        if (failed)
+                return failed;
         snprintf(instance, sizeof(instance), "unpack-test-%d", (int)getpid());
-        snprintf(base, sizeof(base), "/tmp/sh-unpack-jail-XXXXXX");
-        if (!mkdtemp(base) || chmod(base, 0711) < 0) {
+        if (ut_mkdtemp(base, sizeof(base), "unpack-jail") < 0 || chmod(base, 0711) < 0) {
                 perror("mkdtemp");
                 return 1;
         }
@@ -701,11 +694,7 @@ int main(void)
         tcase_add_test(tc, at_most_parallel_unpackers_at_once);
         tcase_add_test(tc, store_free_kills_running_unpackers);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_set_fork_status(sr, CK_FORK);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
+        failed = ut_run_forked(s) != EXIT_SUCCESS;
         /* whatever a failed test left: its cgroups (killing what runs there) and files */
         {
                 sh_cgroup_root *r = NULL;
@@ -718,7 +707,10 @@ int main(void)
                 }
                 sh_error_release(&err);
                 sh_cgroup_root_free(r);
-                nftw(base, rm_one, 32, FTW_DEPTH | FTW_PHYS);
+                if (ut_rm_rf(base) < 0) {
+                        fprintf(stderr, "left behind: %s\n", base);
+                        failed++;
+                }
         }
         return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

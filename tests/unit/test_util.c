@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sh/util.h"
+#include "unit.h"
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
@@ -785,11 +786,5 @@ static Suite *util_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(util_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return ut_run(util_suite());
 }

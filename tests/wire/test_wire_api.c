@@ -26,15 +26,7 @@ static const char *sp(const char *id, const char *suffix)
         return b;
 }
 
-static double now_s(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void assert_healthz_fast(void);
+static void assert_healthz_answers(void);
 
 static void assert_status(const wire_resp *r, long want)
 {
@@ -890,7 +882,7 @@ START_TEST(test_download_fifo_is_400_at_once)
         wire_resp_free(&r);
         ck_assert(exists(id, "pipe"));
         ck_assert_int_eq(size_of(id, "pipe"), -1);
-        assert_healthz_fast();
+        assert_healthz_answers();
         wire_stop();
 }
 END_TEST
@@ -1223,15 +1215,14 @@ END_TEST
 
 /* ---- concurrency ------------------------------------------------------------------------ */
 
-/* /healthz answers quickly (bounded by a 2 s curl timeout) */
-static void assert_healthz_fast(void)
+/* /healthz answers 200 within 1 s: curl's timeout of the whole exchange, which fails the
+ * call (status 0) when the daemon does not answer in time; nothing is measured. */
+static void assert_healthz_answers(void)
 {
         wire_resp r;
-        double t0 = now_s();
 
-        wire_http_ex("GET", "/healthz", NULL, 0, NULL, NULL, 2000, &r);
+        wire_http_ex("GET", "/healthz", NULL, 0, NULL, NULL, 1000, &r);
         assert_status(&r, 200);
-        ck_assert_msg(now_s() - t0 < 1.0, "healthz took %.3f s", now_s() - t0);
         wire_resp_free(&r);
 }
 
@@ -1244,8 +1235,8 @@ START_TEST(test_stalled_request_headers_do_not_block_healthz)
         fd = wire_connect_raw();
         wire_send_all(fd, half, strlen(half));
         usleep(50000); /* let the daemon read the first half */
-        assert_healthz_fast();
-        assert_healthz_fast();
+        assert_healthz_answers();
+        assert_healthz_answers();
         close(fd);
         wire_stop();
 }
@@ -1265,7 +1256,7 @@ START_TEST(test_stalled_upload_body_does_not_block_healthz)
                  id);
         wire_send_all(fd, head, strlen(head));
         usleep(50000);
-        assert_healthz_fast();
+        assert_healthz_answers();
         /* other calls of the same sandbox are not blocked either */
         ck_assert(!exists(id, "slow"));
         close(fd);
@@ -1315,7 +1306,7 @@ START_TEST(test_unread_large_download_does_not_block_healthz)
                  id);
         wire_send_all(fd, head, strlen(head));
         usleep(100000); /* the daemon fills the socket buffers and must not wait for them */
-        assert_healthz_fast();
+        assert_healthz_answers();
         ck_assert(exists(id, "big"));
         close(fd);
         wire_stop();
@@ -1325,18 +1316,15 @@ END_TEST
 START_TEST(test_stop_is_prompt_with_idle_keepalive_connection)
 {
         static const char req[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
-        double t0;
         int fd;
 
         wire_start(no_flags);
         fd = wire_connect_raw();
         wire_send_all(fd, req, strlen(req));
         ck_assert_int_eq(raw_read_status(fd), 200);
-        /* the connection stays open and idle (HTTP/1.1 keep-alive) */
-        t0 = now_s();
-        wire_stop();
-        ck_assert_msg(now_s() - t0 < 3.0, "stop took %.3f s with one idle connection",
-                      now_s() - t0);
+        /* the connection stays open and idle (HTTP/1.1 keep-alive): the stop must not wait
+         * for it (a daemon that has not ended within 3 s fails the stop) */
+        wire_stop_within(3);
         close(fd);
 }
 END_TEST

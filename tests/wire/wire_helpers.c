@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sh/cgroup.h"
 #include "sh/config.h"
 #include "sh/daemon.h"
 #include "sh/log.h"
@@ -119,8 +120,30 @@ void wire_start(const char *const *flags)
         W.running = true;
 }
 
-/* A failed assertion ends the forked test with _exit(): its state root stays behind. The
- * runner removes the roots its children left (they carry its pid in their name). */
+/* The cgroup subtree the daemon of state root `root` made (src/sandbox/manager.c names it
+ * for the root, FNV-1a of the path): opening it again kills what runs there and removes its
+ * children, destroying it removes the rest. */
+static void remove_cgroups_of(const char *root)
+{
+        char state[PATH_MAX + 16], instance[32];
+        uint64_t h = 1469598103934665603ULL;
+        sh_cgroup_root *r = NULL;
+        sh_error *err = NULL;
+
+        snprintf(state, sizeof(state), "%s/state", root);
+        for (const char *p = state; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        snprintf(instance, sizeof(instance), "%016llx", (unsigned long long)h);
+        if (sh_cgroup_root_open(instance, &r, &err) < 0 || sh_cgroup_root_destroy(r, &err) < 0)
+                fprintf(stderr, "wire: removing the cgroups of %s: %s\n", state,
+                        err && err->msg ? err->msg : "?");
+        sh_error_release(&err);
+        sh_cgroup_root_free(r);
+}
+
+/* A failed assertion ends the forked test with _exit(): its state root stays behind, and
+ * the cgroups and processes of its daemon. The runner removes what its children left (their
+ * roots carry its pid in their name). */
 static void remove_leftovers(void)
 {
         char prefix[64];
@@ -136,6 +159,7 @@ static void remove_leftovers(void)
                 if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
                         continue;
                 snprintf(path, sizeof(path), "%s/%s", tmp_dir(), de->d_name);
+                remove_cgroups_of(path);
                 rm_rf(path);
         }
         closedir(d);
@@ -156,6 +180,11 @@ int wire_main(Suite *s)
 
 void wire_stop(void)
 {
+        wire_stop_within(JOIN_TIMEOUT_S);
+}
+
+void wire_stop_within(unsigned timeout_s)
+{
         struct timespec ts;
 
         if (!W.running)
@@ -163,11 +192,12 @@ void wire_stop(void)
         W.running = false;
         sh_daemon_request_stop(W.d);
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += JOIN_TIMEOUT_S;
+        ts.tv_sec += timeout_s;
         if (pthread_timedjoin_np(W.thread, NULL, &ts) != 0) {
-                /* A daemon that does not stop is a failure; leave it, but clean the disk. */
+                /* A daemon that does not stop is a failure; leave it, but clean the disk
+                 * (the runner removes its cgroups: remove_leftovers). */
                 rm_rf(W.root);
-                ck_abort_msg("the daemon did not stop within %d s", JOIN_TIMEOUT_S);
+                ck_abort_msg("the daemon did not stop within %u s", timeout_s);
         }
         sh_daemon_free(W.d);
         W.d = NULL;

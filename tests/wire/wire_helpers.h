@@ -22,8 +22,11 @@ typedef struct wire_resp {
  * flags (NULL-terminated list, may be NULL), e.g. {"--max-sandboxes=1", NULL}. Must be
  * called inside the test (the forked child). Fails the test on error. */
 void wire_start(const char *const *flags);
-/* Graceful stop, join (bounded), free, remove the state root. Idempotent. */
+/* Graceful stop, join (bounded: 20 s), free, remove the state root. Idempotent. */
 void wire_stop(void);
+/* The same with the join bounded by `timeout_s`: a daemon that has not stopped by then fails
+ * the test (a call timeout, for tests that the stop is prompt). */
+void wire_stop_within(unsigned timeout_s);
 
 /* Run the suite (fork mode) and afterwards remove the state roots that failed tests left
  * behind. Returns the process exit code. */
