@@ -27,8 +27,8 @@
 
 #include "sh/caps.h"
 #include "sh/macro.h"
+#include "sh/proto.h"
 #include "sh/seccomp.h"
-#include "sh/worker.h"
 
 #define CTL_FD SH_WORKER_CTL_FD /* the control socket, placed by the daemon */
 
@@ -68,7 +68,7 @@ static int write_file(const char *path, const char *text)
 
 static void send_msg(uint32_t type, uint32_t id, int a, int b)
 {
-        sh_msg m = {.type = type, .id = id, .a = a, .b = b};
+        sh_msg m = sh_proto_msg(type, id, a, b);
 
         /* Nothing to do if the daemon is gone: the worker then exits on EOF. */
         (void)!send(CTL_FD, &m, sizeof(m), MSG_NOSIGNAL);
@@ -524,36 +524,22 @@ static _Noreturn void worker_main(sh_worker_spec *s)
                         reap_all();
                 }
                 if (pfd[0].revents) {
-                        union {
-                                char buf[CMSG_SPACE(sizeof(int) * (2 + SH_EXEC_MAX_PROCS_FDS))];
-                                struct cmsghdr align;
-                        } cbuf;
+                        sh_proto_cmsg cbuf;
                         struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
-                        struct msghdr mh = {.msg_iov = &iov,
-                                            .msg_iovlen = 1,
-                                            .msg_control = cbuf.buf,
-                                            .msg_controllen = sizeof(cbuf.buf)};
-                        int fds[2 + SH_EXEC_MAX_PROCS_FDS], nfds = 0;
-                        struct cmsghdr *c;
-                        ssize_t n = recvmsg(CTL_FD, &mh, MSG_CMSG_CLOEXEC);
+                        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+                        int fds[SH_PROTO_EXEC_FDS], nfds;
+                        ssize_t n;
 
+                        sh_proto_recv_fds(&mh, &cbuf);
+                        n = recvmsg(CTL_FD, &mh, MSG_CMSG_CLOEXEC);
                         if (n < 0 && (errno == EINTR || errno == EAGAIN))
                                 continue;
                         /* EOF: the daemon is gone. PID 1 exits, and the kernel kills every
                          * process of the namespace with it. */
                         if (n <= 0)
                                 _exit(0);
-                        for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-                                        if (k > ARRAY_SIZE(fds) - (size_t)nfds)
-                                                k = ARRAY_SIZE(fds) - (size_t)nfds;
-                                        memcpy(fds + nfds, CMSG_DATA(c), k * sizeof(int));
-                                        nfds += (int)k;
-                                }
-                        if (n >= (ssize_t)sizeof(uint32_t) &&
-                            ((const sh_msg *)(const void *)buf)->type == SH_MSG_EXEC &&
+                        nfds = sh_proto_take_fds(&mh, fds);
+                        if (sh_proto_msg_type(buf, (size_t)n) == SH_MSG_EXEC &&
                             !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
                                 start_exec(s, buf, (size_t)n, fds, nfds);
                         } else {

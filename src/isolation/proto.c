@@ -1,14 +1,15 @@
-/* proto.c: the daemon <-> sandbox-init wire formats (pure, no syscalls): the worker's spec,
- * read once by the init from a sealed memfd, and the exec request sent over the control socket.
- * Compiled into the daemon (encoders) and into sandbox-init (decoders); the decoders treat
- * every byte as untrusted. */
+/* proto.c: the daemon <-> sandbox-init protocol (pure, no syscalls): the worker's spec, read
+ * once by the init from a sealed memfd, the control messages and the fds they carry, the exec
+ * request, the names of the setup steps. Compiled into the daemon and into sandbox-init; the
+ * decoders treat every byte as untrusted. */
+#include "sh/proto.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
 #include "sh/macro.h"
-#include "sh/worker.h"
 
 /*
  * The spec, in host byte order (both ends are builds of one tree on one host):
@@ -427,4 +428,110 @@ int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, char ***ret_ar
         *ret_argv = argv;
         *ret_envp = envp;
         return 0;
+}
+
+/* ---- control messages ------------------------------------------------------------------ */
+
+sh_msg sh_proto_msg(uint32_t type, uint32_t id, int32_t a, int32_t b)
+{
+        return (sh_msg){.type = type, .id = id, .a = a, .b = b};
+}
+
+int sh_proto_decode_msg(const void *buf, size_t len, sh_msg *ret)
+{
+        sh_msg m;
+
+        if (len != sizeof(m))
+                return -EBADMSG;
+        memcpy(&m, buf, sizeof(m));
+        if (m.type < SH_MSG_PID || m.type > SH_MSG_EXITED)
+                return -EBADMSG;
+        *ret = m;
+        return 0;
+}
+
+uint32_t sh_proto_msg_type(const void *buf, size_t len)
+{
+        uint32_t type;
+
+        if (len < sizeof(type))
+                return 0;
+        memcpy(&type, buf, sizeof(type));
+        return type;
+}
+
+int sh_proto_put_fds(struct msghdr *mh, sh_proto_cmsg *cbuf, int n, const int *fds)
+{
+        struct cmsghdr *c;
+
+        if (n <= 0 || n > SH_PROTO_EXEC_FDS)
+                return -EINVAL;
+        memset(cbuf, 0, sizeof(*cbuf));
+        mh->msg_control = cbuf->buf;
+        mh->msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+        c = CMSG_FIRSTHDR(mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+        return 0;
+}
+
+void sh_proto_recv_fds(struct msghdr *mh, sh_proto_cmsg *cbuf)
+{
+        mh->msg_control = cbuf->buf;
+        mh->msg_controllen = sizeof(cbuf->buf);
+}
+
+int sh_proto_take_fds(const struct msghdr *mh, int fds[SH_PROTO_EXEC_FDS])
+{
+        struct cmsghdr *c;
+        int n = 0;
+
+        /* CMSG_NXTHDR takes a non-const msghdr; it only reads it. */
+        for (c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR((struct msghdr *)mh, c)) {
+                size_t k;
+
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+                    c->cmsg_len < CMSG_LEN(0))
+                        continue;
+                k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                if (k > (size_t)(SH_PROTO_EXEC_FDS - n))
+                        k = (size_t)(SH_PROTO_EXEC_FDS - n);
+                memcpy(fds + n, CMSG_DATA(c), k * sizeof(int));
+                n += (int)k;
+        }
+        return n;
+}
+
+/* ---- setup steps ----------------------------------------------------------------------- */
+
+const char *sh_worker_step_name(int step)
+{
+        static const char *const names[] = {
+                [SH_STEP_CGROUP_JOIN] = "join the sandbox cgroup",
+                [SH_STEP_UNSHARE] = "unshare namespaces",
+                [SH_STEP_FORK] = "fork PID 1",
+                [SH_STEP_MOUNT_PRIVATE] = "make mounts private",
+                [SH_STEP_HOSTNAME] = "set the hostname",
+                [SH_STEP_ROOT_TMPFS] = "mount the root tmpfs",
+                [SH_STEP_IMAGE] = "bind the image",
+                [SH_STEP_WORKSPACE] = "bind the workspace",
+                [SH_STEP_TMP] = "mount /tmp",
+                [SH_STEP_PROC] = "mount /proc",
+                [SH_STEP_DEV] = "populate /dev",
+                [SH_STEP_TOOLS] = "bind /tools",
+                [SH_STEP_PIVOT] = "pivot_root",
+                [SH_STEP_LOOPBACK] = "bring up loopback",
+                [SH_STEP_SIGNALS] = "set up signals",
+                [SH_STEP_EXEC_INIT] = "exec sandbox-init",
+                [SH_STEP_SPEC] = "read the spec",
+                [SH_STEP_LIMITS] = "set resource limits",
+                [SH_STEP_PRIVILEGES] = "drop PID 1's privileges",
+                [SH_STEP_STDIO] = "redirect standard streams",
+        };
+
+        if (step <= 0 || step >= (int)ARRAY_SIZE(names) || !names[step])
+                return "?";
+        return names[step];
 }

@@ -201,36 +201,6 @@ void sh_worker_spec_limits(sh_worker_spec *spec, uint64_t pids_max)
         };
 }
 
-const char *sh_worker_step_name(int step)
-{
-        static const char *const names[] = {
-                [SH_STEP_CGROUP_JOIN] = "join the sandbox cgroup",
-                [SH_STEP_UNSHARE] = "unshare namespaces",
-                [SH_STEP_FORK] = "fork PID 1",
-                [SH_STEP_MOUNT_PRIVATE] = "make mounts private",
-                [SH_STEP_HOSTNAME] = "set the hostname",
-                [SH_STEP_ROOT_TMPFS] = "mount the root tmpfs",
-                [SH_STEP_IMAGE] = "bind the image",
-                [SH_STEP_WORKSPACE] = "bind the workspace",
-                [SH_STEP_TMP] = "mount /tmp",
-                [SH_STEP_PROC] = "mount /proc",
-                [SH_STEP_DEV] = "populate /dev",
-                [SH_STEP_TOOLS] = "bind /tools",
-                [SH_STEP_PIVOT] = "pivot_root",
-                [SH_STEP_LOOPBACK] = "bring up loopback",
-                [SH_STEP_SIGNALS] = "set up signals",
-                [SH_STEP_EXEC_INIT] = "exec sandbox-init",
-                [SH_STEP_SPEC] = "read the spec",
-                [SH_STEP_LIMITS] = "set resource limits",
-                [SH_STEP_PRIVILEGES] = "drop PID 1's privileges",
-                [SH_STEP_STDIO] = "redirect standard streams",
-        };
-
-        if (step <= 0 || step >= (int)ARRAY_SIZE(names) || !names[step])
-                return "?";
-        return names[step];
-}
-
 /* ---- parent side ----------------------------------------------------------------------- */
 
 /* Returns false when w was freed. */
@@ -262,7 +232,8 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
         sh_msg m;
 
         for (;;) {
-                ssize_t n = recv(w->sock, &m, sizeof(m), MSG_DONTWAIT);
+                char buf[sizeof(m) + 1]; /* one byte more: a longer datagram is not a sh_msg */
+                ssize_t n = recv(w->sock, buf, sizeof(buf), MSG_DONTWAIT);
                 bool alive = true;
 
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -273,7 +244,7 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                         report_dead(w);
                         return;
                 }
-                if (n != (ssize_t)sizeof(m))
+                if (sh_proto_decode_msg(buf, (size_t)n, &m) < 0)
                         continue; /* not ours: a sandbox cannot reach this socket, but be strict */
                 switch (m.type) {
                 case SH_MSG_PID:
@@ -325,11 +296,11 @@ static int inter_main(void *arg)
         sh_worker *w = arg;
         char *argv[] = {"sandbox-init", NULL}, *envp[] = {NULL};
         int image = SH_WORKER_PROCS_FD + w->nprocs;
-        sh_msg m = {.type = SH_MSG_SETUP_FAILED, .a = SH_STEP_EXEC_INIT};
+        sh_msg m;
 
         if (fcntl(image, F_SETFD, FD_CLOEXEC) == 0)
                 syscall(SYS_execveat, image, "", argv, envp, AT_EMPTY_PATH);
-        m.b = errno;
+        m = sh_proto_msg(SH_MSG_SETUP_FAILED, 0, SH_STEP_EXEC_INIT, errno);
         (void)!send(SH_WORKER_CTL_FD, &m, sizeof(m), MSG_NOSIGNAL);
         return 1;
 }
@@ -423,14 +394,10 @@ int sh_worker_start(sh_loop *l, int init_image, const sh_worker_spec *spec, cons
 int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *envp, int out_w,
                    int err_w, const int *procs, int nprocs, sh_error **err)
 {
-        union {
-                char buf[CMSG_SPACE(sizeof(int) * (2 + SH_EXEC_MAX_PROCS_FDS))];
-                struct cmsghdr align;
-        } cbuf;
+        sh_proto_cmsg cbuf;
         struct iovec iov;
         struct msghdr mh = {0};
-        struct cmsghdr *c;
-        int fds[2 + SH_EXEC_MAX_PROCS_FDS], n = 2, i, r;
+        int fds[SH_PROTO_EXEC_FDS], n = 2, i, r;
         _cleanup_free_ char *payload = NULL;
         size_t len;
 
@@ -452,13 +419,9 @@ int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *en
         iov.iov_len = len;
         mh.msg_iov = &iov;
         mh.msg_iovlen = 1;
-        mh.msg_control = cbuf.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
-        c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+        r = sh_proto_put_fds(&mh, &cbuf, n, fds);
+        if (r < 0)
+                return sh_error_make(err, -r, "attaching the exec's fds");
         /* SEQPACKET keeps the request whole; the worker answers STARTED and later EXITED. */
         if (sendmsg(w->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
                 return sh_error_make(err, errno, "sending the exec request to the worker");
