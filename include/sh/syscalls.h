@@ -70,3 +70,121 @@ static inline int sh_quotactl_fd(int fd, unsigned int cmd, unsigned int id, void
 #ifndef UMOUNT_NOFOLLOW
 #define UMOUNT_NOFOLLOW 0x00000008
 #endif
+
+/* ---- mounts ------------------------------------------------------------------------------ */
+
+/* mount_setattr(2), Linux 5.12: change a mount's flags (with AT_RECURSIVE, every mount below
+ * it too). glibc 2.36 has no wrapper and no <linux/mount.h> struct in its headers; remove this
+ * block when the baseline has one. */
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#endif
+#ifndef MOUNT_ATTR_NOSUID
+#define MOUNT_ATTR_NOSUID 0x00000002
+#endif
+#ifndef MOUNT_ATTR_NODEV
+#define MOUNT_ATTR_NODEV 0x00000004
+#endif
+#ifndef MOUNT_ATTR_NOEXEC
+#define MOUNT_ATTR_NOEXEC 0x00000008
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+
+struct sh_mount_attr {
+        uint64_t attr_set;
+        uint64_t attr_clr;
+        uint64_t propagation;
+        uint64_t userns_fd;
+};
+
+static inline int sh_mount_setattr(int dirfd, const char *path, unsigned int flags,
+                                   const struct sh_mount_attr *attr)
+{
+        return (int)syscall(SYS_mount_setattr, dirfd, path, flags, attr, sizeof(*attr));
+}
+
+/* pivot_root(2): glibc has no wrapper at all. */
+static inline int sh_pivot_root(const char *new_root, const char *put_old)
+{
+        return (int)syscall(SYS_pivot_root, new_root, put_old);
+}
+
+/* ---- fds and exec ------------------------------------------------------------------------ */
+
+/* close_range(2), Linux 5.9 (glibc 2.34 has a wrapper; this one also builds on older
+ * headers). */
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+static inline int sh_close_range(unsigned int first, unsigned int last, unsigned int flags)
+{
+        return (int)syscall(SYS_close_range, first, last, flags);
+}
+
+/* execveat(2), Linux 3.19 (glibc 2.34 has a wrapper). */
+static inline int sh_execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+                              int flags)
+{
+        return (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags);
+}
+
+/* memfd_create(2) and seal flags of Linux 6.3; older kernels refuse them with EINVAL. */
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+#ifndef F_SEAL_EXEC
+#define F_SEAL_EXEC 0x0020
+#endif
+
+/* seccomp(2), Linux 3.17 (no glibc wrapper). */
+static inline int sh_seccomp_syscall(unsigned int op, unsigned int flags, void *args)
+{
+        return (int)syscall(SYS_seccomp, op, flags, args);
+}
+
+/* ---- processes --------------------------------------------------------------------------- */
+
+/* Namespace flags newer than some headers. */
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+/* pidfd_open(2), Linux 5.3, and pidfd_send_signal(2), Linux 5.1 (glibc 2.36 has wrappers in
+ * <sys/pidfd.h>; these also build against older headers). */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+static inline int sh_pidfd_open(pid_t pid, unsigned int flags)
+{
+        return (int)syscall(SYS_pidfd_open, pid, flags);
+}
+
+static inline int sh_pidfd_send_signal(int pidfd, int sig)
+{
+        return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+/* clone(2) without CLONE_VM and without a new stack: the child runs on a copy of the caller's
+ * stack, as after fork(2), but the flags may ask for new namespaces (fork() takes none, and
+ * glibc's clone() wants a stack of its own). The argument order of x86-64 and arm64 (and most
+ * others); s390 and microblaze differ. */
+static inline pid_t sh_clone_fork(unsigned long flags)
+{
+        return (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+}

@@ -8,15 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sh/macro.h"
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
+#include "sh/syscalls.h"
 
 struct sh_child {
         pid_t pid;
@@ -68,7 +64,7 @@ static void pidfd_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void 
 /* In the child: close every fd above 3 (fd 3 is the kept one, if any). */
 static void close_other_fds(int first)
 {
-        if (syscall(SYS_close_range, (unsigned)first, ~0U, 0) == 0)
+        if (sh_close_range((unsigned)first, ~0U, 0) == 0)
                 return;
         for (int fd = first; fd < 65536; fd++)
                 close(fd);
@@ -107,7 +103,7 @@ static pid_t fork_flags(unsigned long flags)
 {
         if (!flags)
                 return fork();
-        return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+        return sh_clone_fork(flags | SIGCHLD);
 }
 
 static sh_child *spawn(sh_loop *l, unsigned long flags, const int *keep, int n, sh_child_main_fn fn,
@@ -143,7 +139,7 @@ static sh_child *spawn(sh_loop *l, unsigned long flags, const int *keep, int n, 
         c->pid = pid;
         c->done = done;
         c->data = data;
-        c->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        c->pidfd = sh_pidfd_open(pid, 0);
         if (c->pidfd >= 0)
                 c->io = sh_loop_add_io(l, c->pidfd, EPOLLIN, pidfd_readable, c);
         c->next = children;
@@ -227,7 +223,7 @@ int sh_child_reap_later(sh_loop *l, pid_t pid)
         if (!o)
                 return -ENOMEM;
         o->pid = pid;
-        o->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        o->pidfd = sh_pidfd_open(pid, 0);
         if (o->pidfd < 0) {
                 int r = -errno;
 
@@ -256,7 +252,7 @@ unsigned sh_child_count(void)
 
 int sh_child_kill(sh_child *c, int sig)
 {
-        if (syscall(SYS_pidfd_send_signal, c->pidfd, sig, NULL, 0) < 0)
+        if (sh_pidfd_send_signal(c->pidfd, sig) < 0)
                 return -errno;
         return 0;
 }

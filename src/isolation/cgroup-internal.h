@@ -5,11 +5,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include "sh/cgroup.h"
+#include "sh/syscalls.h"
 
 /* v1 uses four hierarchies, v2 one. */
 #define SH_CG_MAX_HIER 4
@@ -125,20 +125,3 @@ int sh_cg_sum_keyed(int dirfd, const char *name, const char *key, uint64_t *ret)
 
 /* Does the space-separated list `text` (cgroup.controllers) hold `token`? */
 bool sh_cg_has_token(const char *text, const char *token);
-
-/* pidfd_open(2) (5.3) and pidfd_send_signal(2) (5.1); glibc 2.36 headers have the numbers.
- * Belong in sh/syscalls.h once its owner adds them. */
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
-static inline int sh_cg_pidfd_open(pid_t pid)
-{
-        return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-static inline int sh_cg_pidfd_send_signal(int pidfd, int sig)
-{
-        return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}

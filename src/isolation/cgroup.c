@@ -499,7 +499,7 @@ static int kill_one(pid_t pid, void *userdata)
 
         if (pid == getpid())
                 return 0;
-        pidfd = sh_cg_pidfd_open(pid);
+        pidfd = sh_pidfd_open(pid, 0);
         if (pidfd < 0 && errno != ENOSYS)
                 return 0; /* gone already */
         snprintf(proc, sizeof(proc), "/proc/%d/cgroup", (int)pid);
@@ -512,7 +512,7 @@ static int kill_one(pid_t pid, void *userdata)
         if (strncmp(path, k->cgpath, cl) != 0 || (path[cl] != '\0' && path[cl] != '/'))
                 return 0;
         if (pidfd >= 0)
-                r = sh_cg_pidfd_send_signal(pidfd, SIGKILL);
+                r = sh_pidfd_send_signal(pidfd, SIGKILL);
         else
                 r = kill(pid, SIGKILL); /* kernel < 5.3: no pidfd, the check is best effort */
         if (r == 0)

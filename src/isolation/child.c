@@ -21,7 +21,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,26 +28,9 @@
 #include "sh/macro.h"
 #include "sh/proto.h"
 #include "sh/seccomp.h"
+#include "sh/syscalls.h"
 
 #define CTL_FD SH_WORKER_CTL_FD /* the control socket, placed by the daemon */
-
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#define MOUNT_ATTR_NOSUID 0x00000002
-#define MOUNT_ATTR_NODEV  0x00000004
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
-struct sh_mount_attr {
-        uint64_t attr_set;
-        uint64_t attr_clr;
-        uint64_t propagation;
-        uint64_t userns_fd;
-};
 
 /* Write a short string to a file (procfs knobs). 0 or -1 with errno. */
 static int write_file(const char *path, const char *text)
@@ -105,7 +87,7 @@ static int lock_down(const char *path, bool readonly)
         unsigned long flags =
                 MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (readonly ? MS_RDONLY : 0);
 
-        if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof(attr)) == 0)
+        if (sh_mount_setattr(AT_FDCWD, path, AT_RECURSIVE, &attr) == 0)
                 return 0;
         if (errno != ENOSYS && errno != EINVAL)
                 return -1;
@@ -198,7 +180,7 @@ static int pivot(const char *root)
 {
         if (chdir(root) < 0)
                 return -1;
-        if (syscall(SYS_pivot_root, ".", ".") < 0)
+        if (sh_pivot_root(".", ".") < 0)
                 return -1;
         if (umount2(".", MNT_DETACH) < 0)
                 return -1;
@@ -351,7 +333,7 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
         /* The resource limits (hard ones too) were set in PID 1 and are inherited. */
         /* Only fds 0, 1 and 2 reach the command: no socket, epoll or directory fd of the
          * daemon or the worker. */
-        if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+        if (sh_close_range(3U, ~0U, 0U) < 0)
                 for (i = 3; i < 65536; i++)
                         close(i);
         r = sh_caps_drop_to(s->uid, s->gid, &step);
@@ -626,7 +608,7 @@ int main(void)
         if (read_spec(&spec) < 0)
                 fail(SH_STEP_SPEC);
         /* Nothing but the fds named above, whatever the daemon's child left open. */
-        if (syscall(SYS_close_range, (unsigned)(SH_WORKER_PROCS_FD + spec.nprocs), ~0U, 0U) < 0)
+        if (sh_close_range((unsigned)(SH_WORKER_PROCS_FD + spec.nprocs), ~0U, 0U) < 0)
                 for (i = SH_WORKER_PROCS_FD + spec.nprocs; i < 65536; i++)
                         close(i);
         for (i = 0; i < spec.nprocs; i++) {

@@ -7,25 +7,9 @@
 #include <stdio.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#define MOUNT_ATTR_NOSUID 0x00000002
-#define MOUNT_ATTR_NODEV  0x00000004
-#define MOUNT_ATTR_NOEXEC 0x00000008
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
-
-struct minroot_mount_attr {
-        uint64_t attr_set;
-        uint64_t attr_clr;
-        uint64_t propagation;
-        uint64_t userns_fd;
-};
+#include "sh/syscalls.h"
 
 int sh_minroot_private(void)
 {
@@ -72,7 +56,7 @@ int sh_minroot_tmpfs(const char *dir)
 
 int sh_minroot_lock(const char *path, unsigned flags)
 {
-        struct minroot_mount_attr attr = {
+        struct sh_mount_attr attr = {
                 .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                             (flags & SH_MINROOT_RDONLY ? MOUNT_ATTR_RDONLY : 0) |
                             (flags & SH_MINROOT_NOEXEC ? MOUNT_ATTR_NOEXEC : 0),
@@ -81,7 +65,7 @@ int sh_minroot_lock(const char *path, unsigned flags)
                                (flags & SH_MINROOT_RDONLY ? MS_RDONLY : 0) |
                                (flags & SH_MINROOT_NOEXEC ? MS_NOEXEC : 0);
 
-        if (syscall(SYS_mount_setattr, AT_FDCWD, path, 0, &attr, sizeof(attr)) == 0)
+        if (sh_mount_setattr(AT_FDCWD, path, 0, &attr) == 0)
                 return 0;
         if (errno != ENOSYS && errno != EINVAL)
                 return -1;
@@ -108,7 +92,7 @@ int sh_minroot_enter(const char *dir)
                 return -1;
         /* pivot_root(".", ".") stacks the old root on top of the new one; detaching it
          * leaves the new root alone in the namespace. */
-        if (syscall(SYS_pivot_root, ".", ".") < 0)
+        if (sh_pivot_root(".", ".") < 0)
                 return -1;
         if (umount2(".", MNT_DETACH) < 0)
                 return -1;

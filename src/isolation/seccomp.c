@@ -23,12 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x00000080
-#endif
-#ifndef CLONE_NEWCGROUP
-#define CLONE_NEWCGROUP 0x02000000
-#endif
+#include "sh/syscalls.h"
 
 /*
  * Policy. One BPF program in two parts, run in order by the kernel for every syscall:

@@ -15,13 +15,13 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sh/helper.h"
 #include "sh/macro.h"
 #include "sh/seccomp.h"
+#include "sh/syscalls.h"
 
 /*
  * Why a minimal root and not just "everything read-only": rsync runs as root and reads (persist)
@@ -44,26 +44,6 @@
 #define PROCS_FD  5 /* and up: cgroup.procs of the helper's cgroup */
 #define MAX_LIBS  64
 #define TRACE_MAX (64 * 1024)
-
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#define MOUNT_ATTR_NOSUID 0x00000002
-#define MOUNT_ATTR_NODEV  0x00000004
-#define MOUNT_ATTR_NOEXEC 0x00000008
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-
-struct mount_attr_compat {
-        uint64_t attr_set;
-        uint64_t attr_clr;
-        uint64_t propagation;
-        uint64_t userns_fd;
-};
 
 static _Noreturn void die(const char *step, int e)
 {
@@ -244,14 +224,14 @@ static int reopen_workspace(const char *path, const struct stat *want)
  * that for locked mounts, and we only ever want to tighten). */
 static void lock_mount(const char *path, bool readonly, bool noexec)
 {
-        struct mount_attr_compat attr = {
+        struct sh_mount_attr attr = {
                 .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                             (readonly ? MOUNT_ATTR_RDONLY : 0) | (noexec ? MOUNT_ATTR_NOEXEC : 0),
         };
         unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV |
                               (readonly ? MS_RDONLY : 0) | (noexec ? MS_NOEXEC : 0);
 
-        if (syscall(SYS_mount_setattr, AT_FDCWD, path, 0, &attr, sizeof(attr)) == 0)
+        if (sh_mount_setattr(AT_FDCWD, path, 0, &attr) == 0)
                 return;
         if (errno != ENOSYS && errno != EINVAL)
                 die("lock a mount", errno);
@@ -346,7 +326,7 @@ static void enter_root(void)
 {
         if (chdir(NEWROOT) < 0)
                 die("enter the new root", errno);
-        if (syscall(SYS_pivot_root, ".", ".") < 0)
+        if (sh_pivot_root(".", ".") < 0)
                 die("pivot_root", errno);
         if (umount2(".", MNT_DETACH) < 0)
                 die("detach the old root", errno);

@@ -11,12 +11,12 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sh/macro.h"
 #include "sh/spawn.h"
+#include "sh/syscalls.h"
 #include "sh/worker.h"
 
 struct sh_worker {
@@ -251,7 +251,7 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                         if (w->pid > 0 || m.a <= 0)
                                 break;
                         w->pid = m.a;
-                        w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
+                        w->pidfd = sh_pidfd_open(w->pid, 0);
                         if (w->pidfd >= 0)
                                 w->pid_io = sh_loop_add_io(l, w->pidfd, EPOLLIN, on_pidfd, w);
                         break;
@@ -299,7 +299,7 @@ static int inter_main(void *arg)
         sh_msg m;
 
         if (fcntl(image, F_SETFD, FD_CLOEXEC) == 0)
-                syscall(SYS_execveat, image, "", argv, envp, AT_EMPTY_PATH);
+                sh_execveat(image, "", argv, envp, AT_EMPTY_PATH);
         m = sh_proto_msg(SH_MSG_SETUP_FAILED, 0, SH_STEP_EXEC_INIT, errno);
         (void)!send(SH_WORKER_CTL_FD, &m, sizeof(m), MSG_NOSIGNAL);
         return 1;
@@ -431,7 +431,7 @@ int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *en
 void sh_worker_kill(sh_worker *w)
 {
         if (w->pidfd >= 0 && !w->dead)
-                (void)syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
+                (void)sh_pidfd_send_signal(w->pidfd, SIGKILL);
         if (w->inter)
                 sh_child_kill(w->inter, SIGKILL);
 }
