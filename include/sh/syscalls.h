@@ -130,6 +130,17 @@ static inline int sh_close_range(unsigned int first, unsigned int last, unsigned
         return (int)syscall(SYS_close_range, first, last, flags);
 }
 
+/* Close every fd from `first` up: close_range(2), or one by one before Linux 5.9 (up to
+ * 65536, far above any RLIMIT_NOFILE the daemon runs with). For a child before it runs
+ * anything: only the fds it was handed survive. */
+static inline void sh_close_from(unsigned int first)
+{
+        if (sh_close_range(first, ~0U, 0) == 0)
+                return;
+        for (unsigned int fd = first; fd < 65536; fd++)
+                (void)close((int)fd);
+}
+
 /* execveat(2), Linux 3.19 (glibc 2.34 has a wrapper). */
 static inline int sh_execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
                               int flags)

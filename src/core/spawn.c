@@ -61,15 +61,6 @@ static void pidfd_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void 
         reap(l, c, status);
 }
 
-/* In the child: close every fd above 3 (fd 3 is the kept one, if any). */
-static void close_other_fds(int first)
-{
-        if (sh_close_range((unsigned)first, ~0U, 0) == 0)
-                return;
-        for (int fd = first; fd < 65536; fd++)
-                close(fd);
-}
-
 sh_child *sh_child_fork(sh_loop *l, int keep_fd, sh_child_main_fn fn, void *arg,
                         sh_child_done_fn done, void *data)
 {
@@ -132,7 +123,7 @@ static sh_child *spawn(sh_loop *l, unsigned long flags, const int *keep, int n, 
                 signal(SIGPIPE, SIG_DFL);
                 if (arrange_fds(keep, n) < 0)
                         _exit(125);
-                close_other_fds(3 + n);
+                sh_close_from((unsigned)(3 + n));
                 rc = fn(arg);
                 _exit(rc & 0xff);
         }

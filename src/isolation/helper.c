@@ -1,15 +1,11 @@
-/* helper.c: confinement of the root helpers (rsync, tree removers): their cgroups, their
- * network namespace, their seccomp filters. */
+/* helper.c: the daemon's side of the root helpers' confinement (rsync, tree removers): their
+ * cgroups and their seccomp filters (the child's steps are jail.c's). */
 #include "sh/helper.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "sh/macro.h"
 #include "sh/seccomp.h"
@@ -184,38 +180,4 @@ const struct sock_fprog *sh_helper_remover_filter(sh_error **err)
         static sh_seccomp *f;
 
         return cached(&f, build_remover, err);
-}
-
-/* ---- child side ------------------------------------------------------------------------ */
-
-int sh_helper_join_cgroup(int first, int n)
-{
-        int r = 0;
-
-        for (int i = 0; i < n; i++) {
-                /* "0" is the writer itself; one write per hierarchy (v1 has several) */
-                ssize_t w = write(first + i, "0", 1);
-
-                if (w != 1 && r == 0)
-                        r = w < 0 ? -errno : -EIO;
-                close(first + i);
-        }
-        return r;
-}
-
-int sh_helper_own_network(void)
-{
-        return unshare(CLONE_NEWNET) < 0 ? -errno : 0;
-}
-
-int sh_helper_confine(const struct sock_fprog *filter)
-{
-        int r = sh_helper_own_network();
-
-        if (r < 0)
-                return r;
-        /* a filter without CAP_SYS_ADMIN needs it; it also keeps exec from granting anything */
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                return -errno;
-        return sh_seccomp_load(filter);
 }

@@ -9,6 +9,7 @@
 
 #include "sh/cgroup.h"
 #include "sh/helper.h"
+#include "sh/jail.h"
 #include "sh/log.h"
 #include "sh/spawn.h"
 
@@ -70,11 +71,11 @@ static int remover_main(void *arg)
         sh_error *err = NULL;
         int r;
 
-        if (sh_helper_join_cgroup(4, rm->nprocs) < 0)
+        if (sh_jail_join_cgroup(4, rm->nprocs) < 0)
                 return RM_EXIT_CGROUP;
         /* a name for ps and the tests; the trash fd says what it works on */
         (void)prctl(PR_SET_NAME, "sh-remove", 0, 0, 0);
-        if (sh_helper_confine(rm->filter) < 0)
+        if (sh_jail_confine(rm->filter) < 0)
                 return RM_EXIT_CONFINE;
         if (!rm->name)
                 return remove_all(3) < 0 ? RM_EXIT_REMOVE : RM_EXIT_OK;

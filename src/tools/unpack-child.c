@@ -20,7 +20,7 @@
 
 #include "sh/caps.h"
 #include "sh/macro.h"
-#include "sh/minroot.h"
+#include "sh/jail.h"
 #include "unpack-internal.h"
 
 /*
@@ -129,18 +129,6 @@ static int step_fail(const char *step)
                           strerror(errno));
 }
 
-/* Into its own cgroup first, so that everything after (and anything it could start) is
- * limited and accounted there. */
-static int join_cgroup(int first, int n)
-{
-        for (int i = 0; i < n; i++) {
-                if (write(first + i, "0", 1) != 1)
-                        return -1;
-                close(first + i);
-        }
-        return 0;
-}
-
 /* stdin and stdout lead nowhere; stderr (where libc, and the sanitizer build, report
  * trouble) goes into the reason pipe. Nothing of the unpacker reaches the daemon's log
  * directly. */
@@ -191,22 +179,22 @@ static int build_root(void)
 {
         int fd;
 
-        if (sh_minroot_private() < 0)
+        if (sh_jail_private() < 0)
                 return step_fail("make mounts private");
-        fd = sh_minroot_reopen_dir(FD_STAGE);
+        fd = sh_jail_reopen_dir(FD_STAGE);
         if (fd < 0)
                 return step_fail("open the staging directory");
-        if (sh_minroot_tmpfs(NEWROOT) < 0) {
+        if (sh_jail_tmpfs_root(NEWROOT) < 0) {
                 close(fd);
                 return step_fail("mount the root tmpfs");
         }
-        if (sh_minroot_bind_fd(fd, NEWROOT "/" OUT_DIR, SH_MINROOT_NOEXEC) < 0) {
+        if (sh_jail_bind_fd(fd, NEWROOT "/" OUT_DIR, SH_JAIL_NOEXEC) < 0) {
                 close(fd);
                 return step_fail("bind the staging directory");
         }
         close(fd);
         close(FD_STAGE);
-        if (sh_minroot_enter(NEWROOT) < 0)
+        if (sh_jail_enter(NEWROOT) < 0)
                 return step_fail("pivot_root");
         if (chdir("/" OUT_DIR) < 0)
                 return step_fail("enter the staging directory");
@@ -229,8 +217,11 @@ static int confine(const sh_unpack_child_arg *a)
         const char *step = NULL;
         int r;
 
-        if (join_cgroup(FD_PROCS, a->nprocs) < 0)
+        r = sh_jail_join_cgroup(FD_PROCS, a->nprocs);
+        if (r < 0) {
+                errno = -r;
                 return step_fail("join the unpacker's cgroup");
+        }
         /* The daemon gone, the unpacker goes too (and with PID 1, its namespace). */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return step_fail("parent death signal");
@@ -568,10 +559,14 @@ static int chown_tree(int fd, unsigned depth)
 int sh_unpack_finisher_main(void *arg)
 {
         const sh_unpack_fin_arg *a = arg;
+        int r;
 
         reason_fd = FIN_REASON;
-        if (join_cgroup(FIN_PROCS, a->nprocs) < 0)
+        r = sh_jail_join_cgroup(FIN_PROCS, a->nprocs);
+        if (r < 0) {
+                errno = -r;
                 return step_fail("join the unpacker's cgroup");
+        }
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return step_fail("parent death signal");
         if (set_limit(RLIMIT_NOFILE, SH_UNPACK_MAX_DEPTH + 32) < 0 || set_limit(RLIMIT_CORE, 0) < 0)
