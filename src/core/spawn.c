@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sh/list.h"
 #include "sh/macro.h"
 #include "sh/syscalls.h"
 
@@ -20,28 +21,18 @@ struct sh_child {
         sh_io *io;
         sh_child_done_fn done;
         void *data;
-        sh_child *prev, *next;
+        SH_LIST_FIELDS(sh_child, children);
 };
 
 static sh_child *children;
 static unsigned n_children;
 
-static void unlink_child(sh_child *c)
-{
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                children = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
-        n_children--;
-}
-
 static void reap(sh_loop *l, sh_child *c, int status)
 {
         sh_loop_del_io(l, c->io);
         sh_close(c->pidfd);
-        unlink_child(c);
+        SH_LIST_REMOVE(children, children, c);
+        n_children--;
         if (c->done)
                 c->done(c, c->pid, status, c->data);
         free(c);
@@ -133,10 +124,7 @@ static sh_child *spawn(sh_loop *l, unsigned long flags, const int *keep, int n, 
         c->pidfd = sh_pidfd_open(pid, 0);
         if (c->pidfd >= 0)
                 c->io = sh_loop_add_io(l, c->pidfd, EPOLLIN, pidfd_readable, c);
-        c->next = children;
-        if (children)
-                children->prev = c;
-        children = c;
+        SH_LIST_PREPEND(children, children, c);
         n_children++;
         if (c->pidfd < 0 || !c->io) {
                 /* Without a pidfd we cannot watch it from the loop: wait for it now. */
@@ -180,7 +168,7 @@ typedef struct orphan {
         pid_t pid;
         int pidfd;
         sh_io *io;
-        struct orphan *prev, *next;
+        SH_LIST_FIELDS(struct orphan, orphans);
 } orphan;
 
 static orphan *orphans;
@@ -189,12 +177,7 @@ static void orphan_free(sh_loop *l, orphan *o)
 {
         sh_loop_del_io(l, o->io);
         close(o->pidfd);
-        if (o->prev)
-                o->prev->next = o->next;
-        else
-                orphans = o->next;
-        if (o->next)
-                o->next->prev = o->prev;
+        SH_LIST_REMOVE(orphans, orphans, o);
         free(o);
 }
 
@@ -229,10 +212,7 @@ int sh_child_reap_later(sh_loop *l, pid_t pid)
                 free(o);
                 return r;
         }
-        o->next = orphans;
-        if (orphans)
-                orphans->prev = o;
-        orphans = o;
+        SH_LIST_PREPEND(orphans, orphans, o);
         return 0;
 }
 

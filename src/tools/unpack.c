@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sh/list.h"
 #include "sh/macro.h"
 #include "sh/seccomp.h"
 #include "sh/spawn.h"
@@ -70,7 +71,7 @@ struct sh_unpack {
         sh_unpack_payload_fn payload;
         sh_unpack_done_fn done;
         void *data;
-        sh_unpack *prev, *next; /* queue or active list */
+        SH_LIST_FIELDS(sh_unpack, list); /* on the store's queue or active list */
 };
 
 /* ---- removing a tree (in a child: it may be big) ------------------------------------- */
@@ -276,7 +277,7 @@ static void cgroup_bury(sh_store *s, sh_cgroup *cg)
 }
 
 static void unpack_free(sh_unpack *u);
-static void list_del(sh_unpack **head, sh_unpack **tail, sh_unpack *u);
+static void queue_del(sh_store *s, sh_unpack *u);
 
 void sh_store_free(sh_store *s)
 {
@@ -287,7 +288,7 @@ void sh_store_free(sh_store *s)
         while (s->queue) {
                 sh_unpack *u = s->queue;
 
-                list_del(&s->queue, &s->queue_tail, u);
+                queue_del(s, u);
                 if (s->stagefd >= 0)
                         remove_later(s, s->stagefd, u->stage);
                 u->phase = PH_DONE;
@@ -297,9 +298,12 @@ void sh_store_free(sh_store *s)
         s->kick = NULL;
         if (s->busy) {
                 s->closing = true;
-                for (sh_unpack *u = s->active; u; u = u->next)
+                sh_unpack *u;
+
+                SH_LIST_FOREACH(list, u, s->active) {
                         if (u->child)
                                 (void)sh_child_kill(u->child, SIGKILL);
+                }
                 return;
         }
         graves_sweep(s);
@@ -346,37 +350,18 @@ int sh_store_tmpfile(const sh_store *s)
 
 /* ---- the parent side ---------------------------------------------------------------- */
 
+/* The queue keeps arrival order: in at the tail, out at the head. */
 static void queue_push(sh_store *s, sh_unpack *u)
 {
-        u->next = NULL;
-        u->prev = s->queue_tail;
-        if (s->queue_tail)
-                s->queue_tail->next = u;
-        else
-                s->queue = u;
+        SH_LIST_INSERT_AFTER(list, s->queue, s->queue_tail, u);
         s->queue_tail = u;
 }
 
-static void active_add(sh_store *s, sh_unpack *u)
+static void queue_del(sh_store *s, sh_unpack *u)
 {
-        u->prev = NULL;
-        u->next = s->active;
-        if (s->active)
-                s->active->prev = u;
-        s->active = u;
-}
-
-static void list_del(sh_unpack **head, sh_unpack **tail, sh_unpack *u)
-{
-        if (u->prev)
-                u->prev->next = u->next;
-        else
-                *head = u->next;
-        if (u->next)
-                u->next->prev = u->prev;
-        else if (tail)
-                *tail = u->prev;
-        u->prev = u->next = NULL;
+        if (s->queue_tail == u)
+                s->queue_tail = u->list_prev;
+        SH_LIST_REMOVE(list, s->queue, u);
 }
 
 static void unpack_free(sh_unpack *u)
@@ -405,7 +390,7 @@ static void report(sh_unpack *u)
 
         u->phase = PH_DONE;
         if (was_running) {
-                list_del(&s->active, NULL, u);
+                SH_LIST_REMOVE(list, s->active, u);
                 s->running--;
         }
         if (u->done)
@@ -652,7 +637,7 @@ static void launch(sh_unpack *u)
                 return;
         }
         u->phase = PH_UNPACKING;
-        active_add(s, u);
+        SH_LIST_PREPEND(list, s->active, u);
         s->running++;
         keep[0] = u->bundlefd;
         keep[1] = u->dirfd;
@@ -676,7 +661,7 @@ static void pump(sh_store *s)
         while (!s->closing && s->running < SH_TOOLS_UNPACK_PARALLEL && s->queue) {
                 sh_unpack *u = s->queue;
 
-                list_del(&s->queue, &s->queue_tail, u);
+                queue_del(s, u);
                 launch(u);
         }
         s->pumping = false;
