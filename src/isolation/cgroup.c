@@ -12,6 +12,9 @@
 #include <sys/statfs.h>
 #include <time.h>
 
+#include "sh/remove.h"
+#include "sh/tree.h"
+
 #ifndef CGROUP_SUPER_MAGIC
 #define CGROUP_SUPER_MAGIC 0x27e0eb
 #endif
@@ -441,32 +444,26 @@ static int for_each_pid_one(int dirfd, sh_cg_pid_cb cb, void *userdata)
 typedef struct pid_walk {
         sh_cg_pid_cb cb;
         void *userdata;
-        unsigned depth;
 } pid_walk;
 
-static int pid_walk_child(int dirfd, const char *name, void *userdata);
-
-static int pid_walk_dir(int dirfd, pid_walk *w)
+/* The cgroups of a tree are its directories (the rest are control files); a child removed
+ * meanwhile is skipped. At most SH_CG_DEPTH_MAX levels below the top. */
+static int cg_tree_entry(const sh_tree_ev *ev)
 {
-        int r = for_each_pid_one(dirfd, w->cb, w->userdata);
-
-        if (r < 0)
-                return r;
-        if (w->depth >= SH_CG_DEPTH_MAX)
-                return -ELOOP;
-        w->depth++;
-        r = sh_cg_for_each_child(dirfd, pid_walk_child, w);
-        w->depth--;
-        return r;
+        if (ev->kind == SH_TREE_ERROR)
+                return ev->err == ENOENT ? 0 : -ev->err;
+        if (ev->kind != SH_TREE_ENTRY || ev->type != DT_DIR)
+                return 0;
+        return ev->depth > SH_CG_DEPTH_MAX ? -ELOOP : SH_TREE_DESCEND;
 }
 
-static int pid_walk_child(int dirfd, const char *name, void *userdata)
+static int pid_visit(const sh_tree_ev *ev, void *data)
 {
-        _cleanup_close_ int fd = sh_cg_open_dir(dirfd, name);
+        pid_walk *w = data;
 
-        if (fd < 0)
-                return fd == -ENOENT ? 0 : fd; /* removed meanwhile */
-        return pid_walk_dir(fd, userdata);
+        if (ev->kind == SH_TREE_DIR)
+                return for_each_pid_one(ev->dirfd, w->cb, w->userdata);
+        return cg_tree_entry(ev);
 }
 
 int sh_cg_for_each_pid(int dirfd, bool recursive, sh_cg_pid_cb cb, void *userdata)
@@ -475,7 +472,7 @@ int sh_cg_for_each_pid(int dirfd, bool recursive, sh_cg_pid_cb cb, void *userdat
 
         if (!recursive)
                 return for_each_pid_one(dirfd, cb, userdata);
-        return pid_walk_dir(dirfd, &w);
+        return sh_tree_walk(dirfd, SH_CG_DEPTH_MAX + 1, pid_visit, &w);
 }
 
 typedef struct kill_walk {
@@ -559,27 +556,18 @@ typedef struct sum_walk {
         const char *name;
         const char *key;
         uint64_t sum;
-        unsigned depth;
 } sum_walk;
 
-static int sum_dir(int dirfd, sum_walk *s);
-
-static int sum_child(int dirfd, const char *name, void *userdata)
-{
-        _cleanup_close_ int fd = sh_cg_open_dir(dirfd, name);
-
-        if (fd < 0)
-                return fd == -ENOENT ? 0 : fd;
-        return sum_dir(fd, userdata);
-}
-
-static int sum_dir(int dirfd, sum_walk *s)
+static int sum_visit(const sh_tree_ev *ev, void *data)
 {
         _cleanup_free_ char *text = NULL;
+        sum_walk *s = data;
         uint64_t v;
         int r;
 
-        r = sh_cg_read_file(dirfd, s->name, SH_CG_SMALL_MAX, &text, NULL);
+        if (ev->kind != SH_TREE_DIR)
+                return cg_tree_entry(ev);
+        r = sh_cg_read_file(ev->dirfd, s->name, SH_CG_SMALL_MAX, &text, NULL);
         if (r < 0)
                 return r;
         r = sh_cg_parse_keyed(text, s->key, &v);
@@ -588,51 +576,17 @@ static int sum_dir(int dirfd, sum_walk *s)
         if (s->sum > UINT64_MAX - v)
                 return -EOVERFLOW;
         s->sum += v;
-        if (s->depth >= SH_CG_DEPTH_MAX)
-                return -ELOOP;
-        s->depth++;
-        r = sh_cg_for_each_child(dirfd, sum_child, s);
-        s->depth--;
-        return r;
+        return 0;
 }
 
 int sh_cg_sum_keyed(int dirfd, const char *name, const char *key, uint64_t *ret)
 {
         sum_walk s = {.name = name, .key = key};
-        int r = sum_dir(dirfd, &s);
+        int r = sh_tree_walk(dirfd, SH_CG_DEPTH_MAX + 1, sum_visit, &s);
 
         if (r < 0)
                 return r;
         *ret = s.sum;
-        return 0;
-}
-
-/* Remove the cgroup `name` below dirfd, its descendants first (a cgroup directory holds only
- * control files, which rmdir ignores, and child cgroups, which it does not). */
-static int rmdir_tree(int dirfd, const char *name, unsigned depth);
-
-static int rmdir_child(int dirfd, const char *name, void *userdata)
-{
-        unsigned *depth = userdata;
-
-        return rmdir_tree(dirfd, name, *depth + 1);
-}
-
-static int rmdir_tree(int dirfd, const char *name, unsigned depth)
-{
-        _cleanup_close_ int fd = -1;
-        int r;
-
-        if (depth > SH_CG_DEPTH_MAX)
-                return -ELOOP;
-        fd = sh_cg_open_dir(dirfd, name);
-        if (fd < 0)
-                return fd == -ENOENT ? 0 : fd;
-        r = sh_cg_for_each_child(fd, rmdir_child, &depth);
-        if (r < 0)
-                return r;
-        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                return -errno;
         return 0;
 }
 
@@ -1278,7 +1232,8 @@ int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err)
 
                 if (cg->fd[h] < 0)
                         continue;
-                k = rmdir_tree(cg->root->h[h].subtree_fd, cg->relpath, 0);
+                /* Deepest first: a cgroup with children cannot go. */
+                k = sh_fs_remove_dirs(cg->root->h[h].subtree_fd, cg->relpath, NULL);
                 if (k < 0 && first == 0)
                         first = k;
                 if (k == 0)

@@ -20,6 +20,7 @@
 
 #include "sh/caps.h"
 #include "sh/macro.h"
+#include "sh/tree.h"
 #include "sh/jail.h"
 #include "unpack-internal.h"
 
@@ -482,83 +483,51 @@ int sh_unpack_child_main(void *arg)
 /* Runs as root in the daemon's namespaces, in the unpack's cgroup, once nothing of the
  * unpacker is alive (nothing can change the tree under it). Every entry, the top directory
  * included, is re-owned with fchownat(AT_SYMLINK_NOFOLLOW) relative to its directory, opened
- * O_NOFOLLOW: no link is ever followed, and the tree cannot hold a link to the host anyway
- * (the unpacker could name nothing else). A directory deeper than an entry may be, or a
- * special file that the unpacker could not have made, refuses the bundle. One fd per level,
- * at most SH_UNPACK_MAX_DEPTH + 1 levels. */
-static int chown_tree(int fd, unsigned depth)
+ * O_NOFOLLOW (sh/tree.h): no link is ever followed, and the tree cannot hold a link to the
+ * host anyway (the unpacker could name nothing else). A directory deeper than an entry may be,
+ * or a special file that the unpacker could not have made, refuses the bundle. One fd per
+ * level, at most SH_UNPACK_MAX_DEPTH + 1 levels. */
+/* Stop the walk after child_fail wrote why (its 1 as the walk's -1). */
+static int refuse(bool *told, int rc)
 {
-        DIR *d = fdopendir(fd); /* owns fd from here on */
-        struct dirent *de;
-        int dfd, rc = 0;
+        *told = true;
+        return -rc;
+}
 
-        if (!d) {
-                close(fd);
-                return child_fail("this host could not read the unpacked tree: %s",
-                                  strerror(errno));
-        }
-        dfd = dirfd(d);
-        for (;;) {
-                unsigned char type;
-                struct stat st;
-                int sub;
+static int chown_visit(const sh_tree_ev *ev, void *data)
+{
+        bool *told = data; /* the reason went to the pipe already */
 
-                errno = 0;
-                de = readdir(d);
-                if (!de) {
-                        if (errno)
-                                rc = child_fail("this host could not read the unpacked tree: %s",
-                                                strerror(errno));
-                        break;
-                }
-                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
-                        continue;
-                if (fchownat(dfd, de->d_name, 0, 0, AT_SYMLINK_NOFOLLOW) < 0) {
-                        rc = child_fail("this host could not hand the bundle to root: %s",
-                                        strerror(errno));
-                        break;
-                }
-                type = de->d_type;
-                if (type == DT_UNKNOWN) {
-                        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                                rc = child_fail("this host could not read the unpacked tree: %s",
-                                                strerror(errno));
-                                break;
-                        }
-                        type = S_ISDIR(st.st_mode)   ? DT_DIR
-                               : S_ISREG(st.st_mode) ? DT_REG
-                               : S_ISLNK(st.st_mode) ? DT_LNK
-                                                     : DT_UNKNOWN;
-                }
-                if (type == DT_REG || type == DT_LNK)
-                        continue;
-                if (type != DT_DIR) {
-                        rc = child_fail("unsafe bundle: the unpacked tree holds a special file");
-                        break;
-                }
-                if (depth >= SH_UNPACK_MAX_DEPTH) {
-                        rc = child_fail("unsafe bundle: directories nested deeper than %u "
-                                        "levels",
-                                        SH_UNPACK_MAX_DEPTH);
-                        break;
-                }
-                sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (sub < 0) {
-                        rc = child_fail("this host could not read the unpacked tree: %s",
-                                        strerror(errno));
-                        break;
-                }
-                rc = chown_tree(sub, depth + 1);
-                if (rc)
-                        break;
+        switch (ev->kind) {
+        case SH_TREE_ENTRY:
+                if (fchownat(ev->dirfd, ev->name, 0, 0, AT_SYMLINK_NOFOLLOW) < 0)
+                        return refuse(told, child_fail("this host could not hand the bundle to "
+                                                       "root: %s",
+                                                       strerror(errno)));
+                if (ev->type == DT_REG || ev->type == DT_LNK)
+                        return 0;
+                if (ev->type != DT_DIR)
+                        return refuse(told, child_fail("unsafe bundle: the unpacked tree holds "
+                                                       "a special file"));
+                if (ev->depth > SH_UNPACK_MAX_DEPTH)
+                        return refuse(told, child_fail("unsafe bundle: directories nested "
+                                                       "deeper than %u levels",
+                                                       SH_UNPACK_MAX_DEPTH));
+                return SH_TREE_DESCEND;
+        case SH_TREE_ERROR:
+                return refuse(told, child_fail("this host could not read the unpacked tree: %s",
+                                               strerror(ev->err)));
+        case SH_TREE_DIR:
+        case SH_TREE_LEAVE:
+                return 0;
         }
-        closedir(d);
-        return rc;
+        return 0;
 }
 
 int sh_unpack_finisher_main(void *arg)
 {
         const sh_unpack_fin_arg *a = arg;
+        bool told = false;
         int r;
 
         reason_fd = FIN_REASON;
@@ -575,5 +544,8 @@ int sh_unpack_finisher_main(void *arg)
         if (fchown(FIN_STAGE, 0, 0) < 0 || fchmod(FIN_STAGE, 0755) < 0)
                 return child_fail("this host could not hand the bundle to root: %s",
                                   strerror(errno));
-        return chown_tree(FIN_STAGE, 0);
+        r = sh_tree_walk(FIN_STAGE, SH_UNPACK_MAX_DEPTH + 1, chown_visit, &told);
+        if (r < 0 && !told)
+                return child_fail("this host could not read the unpacked tree: %s", strerror(-r));
+        return r < 0 ? 1 : 0;
 }

@@ -15,6 +15,7 @@
 
 #include "sh/list.h"
 #include "sh/macro.h"
+#include "sh/remove.h"
 #include "sh/seccomp.h"
 #include "sh/spawn.h"
 #include "sh/tools.h"
@@ -76,32 +77,6 @@ struct sh_unpack {
 
 /* ---- removing a tree (in a child: it may be big) ------------------------------------- */
 
-/* Remove `name` under dirfd and everything below it, never following links. */
-static void rm_rf_at(int parent, const char *name, unsigned depth)
-{
-        int fd;
-        DIR *d;
-        struct dirent *de;
-
-        if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
-                return;
-        if (depth > SH_UNPACK_MAX_DEPTH + 4)
-                return;
-        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return;
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
-        while ((de = readdir(d)))
-                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, ".."))
-                        rm_rf_at(dirfd(d), de->d_name, depth + 1);
-        closedir(d);
-        (void)unlinkat(parent, name, AT_REMOVEDIR); /* best effort: a child, nobody to tell */
-}
-
 #define OLD_PREFIX ".stage-old-"
 
 typedef struct rm_arg {
@@ -114,16 +89,15 @@ static int remover_main(void *arg)
         DIR *d;
         struct dirent *de;
 
-        if (a->name[0]) {
-                rm_rf_at(3, a->name, 0);
-                return 0;
-        }
+        /* Best effort: a child, nobody to tell. */
+        if (a->name[0])
+                return sh_fs_remove_tree(3, a->name, NULL) < 0;
         d = fdopendir(3);
         if (!d)
                 return 1;
         while ((de = readdir(d)))
                 if (strncmp(de->d_name, OLD_PREFIX, strlen(OLD_PREFIX)) == 0)
-                        rm_rf_at(dirfd(d), de->d_name, 0);
+                        (void)sh_fs_remove_tree(dirfd(d), de->d_name, NULL);
         closedir(d);
         return 0;
 }
