@@ -123,5 +123,10 @@ int sh_cg_kill_own_in(sh_cgroup *cg, size_t h);
 /* Sum of the `key` counter of file `name` over cg's directory in hierarchy h and below. */
 int sh_cg_sum_keyed(int dirfd, const char *name, const char *key, uint64_t *ret);
 
+/* --- pure (cgroup-parse.c) --- */
+
+/* Parse `len` decimal digits at s into *ret, refusing overflow and empty input. 0 or
+ * -EBADMSG. */
+int sh_cg_parse_u64_span(const char *s, size_t len, uint64_t *ret);
 /* Does the space-separated list `text` (cgroup.controllers) hold `token`? */
 bool sh_cg_has_token(const char *text, const char *token);
