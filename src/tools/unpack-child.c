@@ -22,6 +22,7 @@
 #include "sh/macro.h"
 #include "sh/tree.h"
 #include "sh/jail.h"
+#include "policy.h"
 #include "unpack-internal.h"
 
 /*
@@ -253,75 +254,6 @@ static int confine(const sh_unpack_child_arg *a)
         return 0;
 }
 
-/* Printable ASCII only, bounded: entry names are hostile and end up in JSON and logs. */
-static void quote_name(const char *in, char *out, size_t out_len)
-{
-        size_t i = 0;
-
-        for (; in && *in && i + 4 < out_len; in++)
-                out[i++] = (*in >= 0x20 && *in < 0x7f) ? *in : '?';
-        if (in && *in && i + 4 <= out_len) {
-                memcpy(out + i, "...", 3);
-                i += 3;
-        }
-        out[i] = '\0';
-}
-
-/* Strip "./" prefixes; refuse absolute paths and "..". Returns the depth of the parent
- * directory (components before the last) or -1. Empty or "." gives 0 with *skip. */
-static int check_path(const char *p, bool *skip)
-{
-        int depth = 0, comps = 0;
-        size_t n;
-
-        *skip = false;
-        if (!p || strlen(p) >= 4096 || p[0] == '/')
-                return -1;
-        while (*p) {
-                const char *e = strchr(p, '/');
-
-                n = e ? (size_t)(e - p) : strlen(p);
-                if (n == 2 && p[0] == '.' && p[1] == '.')
-                        return -1;
-                if (n > 0 && !(n == 1 && p[0] == '.'))
-                        comps++;
-                p += n + (e ? 1 : 0);
-        }
-        if (comps == 0) {
-                *skip = true;
-                return 0;
-        }
-        if (comps > SH_UNPACK_MAX_DEPTH)
-                return -1;
-        depth = comps - 1;
-        return depth;
-}
-
-/* A symlink target must stay inside the bundle when resolved from the link's directory.
- * Every ".." must come first: "l/.." through a link l is not what it looks like lexically
- * (l may point anywhere inside), while leading ".."s climb real directories (libarchive's
- * SECURE_SYMLINKS never writes an entry through a link), and each link is checked in turn. */
-static bool symlink_stays_inside(int depth, const char *t)
-{
-        bool descended = false;
-
-        if (!t || !*t || t[0] == '/' || strlen(t) >= 4096)
-                return false;
-        while (*t) {
-                const char *e = strchr(t, '/');
-                size_t n = e ? (size_t)(e - t) : strlen(t);
-
-                if (n == 2 && t[0] == '.' && t[1] == '.') {
-                        if (descended || --depth < 0)
-                                return false;
-                } else if (n > 0 && !(n == 1 && t[0] == '.')) {
-                        descended = true;
-                }
-                t += n + (e ? 1 : 0);
-        }
-        return true;
-}
-
 static int copy_data(struct archive *in, struct archive *out)
 {
         const void *buf;
@@ -343,13 +275,13 @@ static int copy_data(struct archive *in, struct archive *out)
 int sh_unpack_extract(void)
 {
         struct archive *in = archive_read_new(), *out = archive_write_disk_new();
+        sh_bundle_policy *pol = sh_bundle_policy_new();
         struct archive_entry *e;
-        uint64_t total = 0;
-        unsigned count = 0;
+        mode_t perm;
         int r, rc = 1;
         char q[160];
 
-        if (!in || !out) {
+        if (!in || !out || !pol) {
                 child_fail("this host is out of memory");
                 goto out;
         }
@@ -384,58 +316,28 @@ int sh_unpack_extract(void)
                 goto out;
         }
         while ((r = archive_read_next_header(in, &e)) == ARCHIVE_OK) {
-                const char *path = archive_entry_pathname(e);
-                const char *hl = archive_entry_hardlink(e);
-                mode_t type = archive_entry_filetype(e);
-                bool skip, hskip;
-                int depth = check_path(path, &skip);
+                const sh_bundle_entry be = {
+                        .path = archive_entry_pathname(e),
+                        .hardlink = archive_entry_hardlink(e),
+                        .symlink = archive_entry_filetype(e) == AE_IFLNK ? archive_entry_symlink(e)
+                                                                         : NULL,
+                        .type = archive_entry_filetype(e),
+                        .size = archive_entry_size(e),
+                        .perm = archive_entry_perm(e),
+                };
+                sh_bundle_verdict v = sh_bundle_check(pol, &be, &perm);
 
-                quote_name(path, q, sizeof(q));
-                if (++count > SH_TOOLS_FILES_MAX) {
-                        child_fail("unsafe bundle: more than %u entries", SH_TOOLS_FILES_MAX);
-                        goto out;
-                }
-                if (depth < 0) {
-                        child_fail("unsafe bundle: entry '%s' is absolute, contains '..' or is "
-                                   "too deep",
-                                   q);
-                        goto out;
-                }
-                if (skip)
+                sh_bundle_quote(be.path, q, sizeof(q));
+                if (v == SH_BUNDLE_SKIP)
                         continue; /* "./": the bundle root itself */
-                if (hl) {
-                        if (check_path(hl, &hskip) < 0 || hskip) {
-                                child_fail("unsafe bundle: hard link '%s' points outside the "
-                                           "bundle",
-                                           q);
-                                goto out;
-                        }
-                } else if (type == AE_IFLNK) {
-                        if (!symlink_stays_inside(depth, archive_entry_symlink(e))) {
-                                child_fail("unsafe bundle: symbolic link '%s' points outside "
-                                           "the bundle",
-                                           q);
-                                goto out;
-                        }
-                } else if (type != AE_IFDIR && type != AE_IFREG) {
-                        child_fail("unsafe bundle: entry '%s' is a device node, FIFO or socket "
-                                   "(only files, directories and links are allowed)",
-                                   q);
+                if (v != SH_BUNDLE_TAKE) {
+                        char why[SH_TOOLS_REASON_MAX];
+
+                        sh_bundle_reason(v, be.path, why, sizeof(why));
+                        child_fail("%s", why);
                         goto out;
                 }
-                if (archive_entry_size(e) < 0 ||
-                    (uint64_t)archive_entry_size(e) > SH_TOOLS_UNPACKED_MAX - total) {
-                        child_fail("unsafe bundle: unpacks to more than %llu bytes",
-                                   (unsigned long long)SH_TOOLS_UNPACKED_MAX);
-                        goto out;
-                }
-                total += (uint64_t)archive_entry_size(e);
-                /* Normalised modes: readable by every sandbox uid, executable where the author
-                 * said so, never setuid/setgid/sticky or world-writable. */
-                if (type == AE_IFDIR)
-                        archive_entry_set_perm(e, 0755);
-                else if (type == AE_IFREG)
-                        archive_entry_set_perm(e, (archive_entry_perm(e) & 0111) ? 0755 : 0644);
+                archive_entry_set_perm(e, perm);
                 if (archive_write_header(out, e) < ARCHIVE_OK) {
                         child_fail("unsafe bundle: entry '%s' refused: %s", q,
                                    archive_error_string(out) ? archive_error_string(out) : "");
@@ -466,6 +368,7 @@ int sh_unpack_extract(void)
 out:
         archive_read_free(in);
         archive_write_free(out);
+        sh_bundle_policy_free(pol);
         return rc;
 }
 
