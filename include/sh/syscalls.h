@@ -4,6 +4,7 @@
 #pragma once
 
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -191,11 +192,48 @@ static inline int sh_pidfd_send_signal(int pidfd, int sig)
         return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 }
 
-/* clone(2) without CLONE_VM and without a new stack: the child runs on a copy of the caller's
- * stack, as after fork(2), but the flags may ask for new namespaces (fork() takes none, and
- * glibc's clone() wants a stack of its own). The argument order of x86-64 and arm64 (and most
- * others); s390 and microblaze differ. */
-static inline pid_t sh_clone_fork(unsigned long flags)
+/* A child like fork(2)'s (no CLONE_VM, no stack of its own: it runs on a copy of the caller's
+ * stack), in new namespaces if `flags` asks, with a pidfd of it: clone3(2) (Linux 5.3), or
+ * clone(2) with CLONE_PIDFD (5.2) where clone3 is unknown or filtered (ENOSYS: a container
+ * runtime's seccomp profile). The pidfd comes with the child in one system call: there is no
+ * moment when the child exists and the caller has no fd to watch it by, and a failure makes
+ * no child at all. The pidfd is O_CLOEXEC. Returns the pid (0 in the child) or -1 with errno.
+ * clone(2)'s argument order here is that of x86-64, arm64 and most others (parent_tid
+ * third); s390 and microblaze differ.
+ *
+ * Unlike glibc's fork() (which returns no pidfd), no atfork handler runs and malloc's locks
+ * are not taken for other threads. The daemon has one thread; the one other thread that can
+ * exist is libcurl's resolver of a host name (a tool URL), which holds a malloc lock only for
+ * an instant: a child cloned in that very instant that allocates could block on it. */
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+
+struct sh_clone_args {
+        uint64_t flags;
+        uint64_t pidfd;
+        uint64_t child_tid;
+        uint64_t parent_tid;
+        uint64_t exit_signal;
+        uint64_t stack;
+        uint64_t stack_size;
+        uint64_t tls;
+};
+
+static inline pid_t sh_fork_pidfd(unsigned long flags, int *ret_pidfd)
 {
-        return (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+        struct sh_clone_args args = {
+                .flags = flags | CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)ret_pidfd,
+                .exit_signal = SIGCHLD,
+        };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+
+        if (pid >= 0 || errno != ENOSYS)
+                return pid;
+        return (pid_t)syscall(SYS_clone, flags | CLONE_PIDFD | SIGCHLD, NULL, ret_pidfd, NULL,
+                              NULL);
 }

@@ -65,9 +65,7 @@ struct sh_unpack {
         sh_cgroup *cg; /* tools/<cgname>, for the unpacker and then the finisher */
         sh_child *child;
         sh_timer *timer;
-        bool starting; /* inside the fork: a synchronous reap must wait */
-        int status;    /* the exit status of such a synchronous reap */
-        bool ok;       /* PH_DONE: the outcome to report */
+        bool ok; /* PH_DONE: the outcome to report */
         char reason[SH_TOOLS_REASON_MAX];
         sh_unpack_payload_fn payload;
         sh_unpack_done_fn done;
@@ -442,8 +440,7 @@ static int start_child(sh_unpack *u, bool unpacker, int *keep, int nkeep, sh_chi
                 keep[nkeep++] = procs[i];
         sh_close(u->errfd);
         u->errfd = p[0];
-        u->starting = true;
-        u->status = -1;
+        /* child_done runs from the loop, never before the fork returns. */
         if (unpacker)
                 u->child = sh_child_clone_fds(u->s->loop, SH_UNPACK_NS, keep, nkeep, fn, arg,
                                               child_done, u);
@@ -453,15 +450,12 @@ static int start_child(sh_unpack *u, bool unpacker, int *keep, int nkeep, sh_chi
         close(p[1]);
         for (int k = 0; k < n; k++)
                 close(procs[k]);
-        if (!u->child && u->status == -1) {
-                u->starting = false;
+        if (!u->child) {
                 *what = unpacker ? "starting the unpacker" : "starting the finisher";
                 return -i;
         }
         return 0;
 }
-
-static void child_exited(sh_unpack *u, int status);
 
 static void start_finisher(sh_unpack *u)
 {
@@ -474,11 +468,6 @@ static void start_finisher(sh_unpack *u)
         r = start_child(u, false, keep, 1, sh_unpack_finisher_main, &a, &a.nprocs, &what);
         if (r < 0) {
                 fail(u, "this host could not install the bundle: %s: %s", what, strerror(-r));
-                return;
-        }
-        u->starting = false;
-        if (!u->child) { /* no pidfd: it was waited for at once */
-                child_exited(u, u->status);
                 return;
         }
         (void)arm_deadline(u, FINISH_TIMEOUT_MS);
@@ -569,10 +558,6 @@ static void child_done(sh_child *c, pid_t pid, int status, void *data)
         sh_unpack *u = data;
 
         u->child = NULL;
-        if (u->starting) {
-                u->status = status;
-                return;
-        }
         child_exited(u, status);
 }
 
@@ -618,11 +603,6 @@ static void launch(sh_unpack *u)
         r = start_child(u, true, keep, 2, sh_unpack_child_main, &a, &a.nprocs, &what);
         if (r < 0) {
                 fail(u, "this host could not unpack the bundle: %s: %s", what, strerror(-r));
-                return;
-        }
-        u->starting = false;
-        if (!u->child) { /* no pidfd: it was waited for at once */
-                child_exited(u, u->status);
                 return;
         }
         /* Without the timer the child's RLIMIT_CPU still ends it; not worth failing for. */
