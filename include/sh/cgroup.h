@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "sh/error.h"
+#include "sh/loop.h"
 
 typedef enum { SH_CG_NONE = 0, SH_CG_V1, SH_CG_V2 } sh_cg_mode;
 
@@ -88,13 +89,24 @@ int sh_cgroup_dirfd(sh_cgroup *cg);
 /* Move process `pid` (in the caller's pid namespace) into cg. */
 int sh_cgroup_attach(sh_cgroup *cg, pid_t pid, sh_error **err);
 
-/* Kill every process in cg and below, however many it forked (v2: cgroup.kill, else freeze,
- * SIGKILL each, thaw; v1: freezer: freeze, SIGKILL each, always thaw). Does not wait. */
+/* Kill every process in cg and below, however many it forked (v2: cgroup.kill; before 5.14
+ * and on v1 with the freezer: freeze, SIGKILL each, SIGKILL each again once the freeze is
+ * complete, always thaw). Never waits: a freeze that is not complete at once is looked at from
+ * timers of the root's loop (sh_cgroup_root_set_loop; at most 50 ms on v1, 1 s on v2), and
+ * without a loop the kill ends at once with repeated SIGKILL passes. The caller may free cg
+ * right away; the processes are gone soon after (sh_cgroup_is_empty, sh_cgroup_destroy). */
 int sh_cgroup_kill(sh_cgroup *cg, sh_error **err);
 
-/* Freeze or thaw cg and everything below it, waiting (bounded, blocking) for the freeze; thaw
- * is always safe to call. */
-int sh_cgroup_freeze(sh_cgroup *cg, bool frozen, sh_error **err);
+/* The loop whose timers finish kills that wait for a freeze (NULL: none); kills still waiting
+ * on the previous one are finished first. The daemon sets it once after sh_cgroup_root_open. */
+void sh_cgroup_root_set_loop(sh_cgroup_root *r, sh_loop *l);
+
+/* Freeze cg and everything below it without waiting: _begin asks the kernel, _poll tells
+ * whether the freeze is complete (and asks again: v1 retries tasks that were busy), _thaw
+ * thaws (always safe, also twice). */
+int sh_cgroup_freeze_begin(sh_cgroup *cg, sh_error **err);
+int sh_cgroup_freeze_poll(sh_cgroup *cg, bool *ret_frozen, sh_error **err);
+int sh_cgroup_thaw(sh_cgroup *cg, sh_error **err);
 
 /* --- a sandbox's own processes beside the root helpers working for it --- */
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "sh/cgroup.h"
+#include "sh/loop.h"
 #include "sh/syscalls.h"
 
 /* v1 uses four hierarchies, v2 one. */
@@ -21,10 +22,10 @@ enum { SH_CG_V1_MEMORY = 0, SH_CG_V1_PIDS, SH_CG_V1_CPU, SH_CG_V1_FREEZER };
 #define SH_CG_MOUNTINFO_MAX (4 * 1024 * 1024)
 #define SH_CG_NAME_MAX      64 /* a cgroup name we create (one path component) */
 #define SH_CG_DEPTH_MAX     16 /* how deep below the subtree we ever walk */
-/* How long freezing may take before we give up (the daemon's loop is blocked meanwhile). */
+/* How long a v2 kill without cgroup.kill waits for the freeze (from timers, never blocking). */
 #define SH_CG_FREEZE_TIMEOUT_MS 1000
-/* A kill runs in the event loop: it waits for a freeze this long at most, then falls back to
- * repeated SIGKILL passes (a task with SIGKILL pending cannot fork, so they converge). */
+/* A v1 kill waits for a freeze this long at most (from timers), then falls back to repeated
+ * SIGKILL passes (a task with SIGKILL pending cannot fork, so they converge). */
 #define SH_CG_KILL_FREEZE_MS 50
 /* How long root_open waits for a killed leftover cgroup to empty. */
 #define SH_CG_LEFTOVER_TIMEOUT_MS 5000
@@ -55,6 +56,9 @@ struct sh_cgroup_root {
         int v2_daemon_fd;        /* <subtree>/daemon, the leaf the daemon moved itself into */
         bool v2_kill;            /* cgroup.kill exists (Linux >= 5.14) */
         unsigned v2_own_enabled; /* SH_CG_C_* this open enabled in own_dir's subtree_control */
+        /* kills waiting for a freeze, driven by timers of `loop` */
+        sh_loop *loop;
+        struct sh_cg_kill *kills;
 };
 
 /* A cgroup below the subtree: one directory per hierarchy (fd -1 where it does not exist,
@@ -73,8 +77,14 @@ struct sh_cg_ops {
          * `need` when the child gets limits, else best effort. */
         int (*prepare_parent)(sh_cgroup *parent, bool need, sh_error **err);
         int (*set_limits)(sh_cgroup *cg, const sh_cg_limits *lim, sh_error **err);
-        int (*kill)(sh_cgroup *cg, sh_error **err);
-        int (*freeze)(sh_cgroup *cg, bool frozen, sh_error **err);
+        /* Optional: kill cg and below at once, by the kernel (v2 cgroup.kill): 1 done, 0
+         * not possible here (the freezer way follows), or < 0. */
+        int (*kill_direct)(sh_cgroup *cg, sh_error **err);
+        /* The freezer way (cgroup.c): freeze, SIGKILL each, wait up to kill_freeze_ms for the
+         * freeze (timers), SIGKILL each again, thaw; not frozen in time: thaw and up to
+         * kill_passes more passes. */
+        unsigned kill_freeze_ms;
+        int kill_passes;
         /* The freezer of one directory of the freezer hierarchy (v1 "freezer", v2 the
          * unified one), without waiting: ask for a freeze; ask again and tell whether it is
          * complete (1) or not yet (0); thaw. 0/1 or -errno. */

@@ -12,6 +12,7 @@
 #include <sys/statfs.h>
 #include <time.h>
 
+#include "sh/list.h"
 #include "sh/remove.h"
 #include "sh/tree.h"
 
@@ -494,14 +495,235 @@ static void cgroup_freep(sh_cgroup **cg)
         sh_cgroup_free(*cg);
 }
 
-/* Kill everything in cg, wait (bounded) until it is empty, and remove it. */
+/* ---- freeze and kill ---- */
+
+static size_t freezer_hier(const sh_cgroup_root *r)
+{
+        return r->mode == SH_CG_V1 ? SH_CG_V1_FREEZER : 0;
+}
+
+int sh_cgroup_freeze_begin(sh_cgroup *cg, sh_error **err)
+{
+        int fd = cg->fd[freezer_hier(cg->root)];
+        int k = fd < 0 ? -ENOENT : cg->root->ops->freeze_start(fd);
+
+        return k < 0 ? sh_error_make(err, -k, "cannot freeze cgroup '%s'", cg->relpath) : 0;
+}
+
+int sh_cgroup_freeze_poll(sh_cgroup *cg, bool *ret_frozen, sh_error **err)
+{
+        int fd = cg->fd[freezer_hier(cg->root)];
+        int k = fd < 0 ? -ENOENT : cg->root->ops->freeze_check(fd);
+
+        if (k < 0)
+                return sh_error_make(err, -k, "cannot read the freezer state of cgroup '%s'",
+                                     cg->relpath);
+        *ret_frozen = k == 1;
+        return 0;
+}
+
+int sh_cgroup_thaw(sh_cgroup *cg, sh_error **err)
+{
+        int fd = cg->fd[freezer_hier(cg->root)];
+        int k = fd < 0 ? -ENOENT : cg->root->ops->thaw(fd);
+
+        return k < 0 ? sh_error_make(err, -k, "cannot thaw cgroup '%s'", cg->relpath) : 0;
+}
+
+/* One SIGKILL pass over every hierarchy (a process may, after a crash half-way through an
+ * attach, be in some of them only). How many were signalled; the first error into *first. */
+static int kill_pass(sh_cgroup *cg, int *first)
+{
+        int n = 0;
+
+        for (size_t h = 0; h < cg->root->nhier; h++) {
+                int k = sh_cg_kill_all_in(cg, h);
+
+                if (k < 0 && *first == 0)
+                        *first = k;
+                if (k > 0)
+                        n += k;
+        }
+        return n;
+}
+
+/* The end of a kill. Frozen, nothing can have forked since the last pass (a frozen task does
+ * not run) and no pid can have been recycled (frozen tasks do not exit): one more pass, and
+ * the SIGKILLs land at the thaw. Not frozen in time, a process may have forked before its
+ * SIGKILL arrived; a task with SIGKILL pending cannot fork any more, so each further pass
+ * shrinks the set and a few suffice. Always thawed. */
+static void kill_finish(sh_cgroup *cg, bool frozen, int *first)
+{
+        const sh_cg_ops *ops = cg->root->ops;
+        int fd = cg->fd[freezer_hier(cg->root)];
+
+        kill_pass(cg, first);
+        if (fd >= 0) {
+                int k = ops->thaw(fd);
+
+                if (k < 0 && *first == 0)
+                        *first = k;
+        }
+        for (int pass = 0; !frozen && pass < ops->kill_passes; pass++)
+                if (kill_pass(cg, first) == 0)
+                        break;
+}
+
+/* A kill waiting for its freeze, looked at from timers of the root's loop (1, 2, 4, ... 20 ms
+ * apart), never by sleeping: the daemon's loop goes on meanwhile. It owns a copy of the
+ * cgroup's handle (the fds dup'd): the caller may free its own at once. */
+typedef struct sh_cg_kill {
+        sh_cgroup *cg;
+        uint64_t deadline_ms;
+        unsigned delay_ms;
+        sh_timer *t;
+        SH_LIST_FIELDS(struct sh_cg_kill, kills);
+} sh_cg_kill;
+
+#define KILL_POLL_MAX_MS 20
+
+static void kill_free(sh_cg_kill *k)
+{
+        sh_cgroup_root *r = k->cg->root;
+
+        sh_loop_cancel_timer(r->loop, k->t);
+        SH_LIST_REMOVE(kills, r->kills, k);
+        sh_cgroup_free(k->cg);
+        free(k);
+}
+
+/* Finish k now, frozen or not (shutdown, or its deadline). Errors of a kill nobody waits for
+ * any more are not reported: the cgroup's removal, retried until it is empty, is the check. */
+static void kill_end(sh_cg_kill *k, bool frozen)
+{
+        int first = 0;
+
+        kill_finish(k->cg, frozen, &first);
+        kill_free(k);
+}
+
+static void kill_tick(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_cg_kill *k = data;
+        int c = k->cg->root->ops->freeze_check(k->cg->fd[freezer_hier(k->cg->root)]);
+
+        k->t = NULL;
+        if (c == 0 && sh_now_ms() < k->deadline_ms) {
+                if (k->delay_ms < KILL_POLL_MAX_MS)
+                        k->delay_ms *= 2;
+                k->t = sh_loop_add_timer(l, k->delay_ms, kill_tick, k);
+                if (k->t)
+                        return;
+        }
+        kill_end(k, c == 1);
+}
+
+static sh_cgroup *cg_dup(sh_cgroup *cg)
+{
+        sh_cgroup *d = cg_new(cg->root, cg->relpath);
+
+        if (!d)
+                return NULL;
+        for (size_t h = 0; h < SH_CG_MAX_HIER; h++) {
+                if (cg->fd[h] < 0)
+                        continue;
+                d->fd[h] = fcntl(cg->fd[h], F_DUPFD_CLOEXEC, 3);
+                if (d->fd[h] < 0) {
+                        sh_cgroup_free(d);
+                        return NULL;
+                }
+        }
+        return d;
+}
+
+/* Let the root's loop finish the kill of cg; 0, or -errno when it cannot (no loop, no
+ * memory): the caller finishes it now. A kill of cg already waiting is that one. */
+static int kill_wait(sh_cgroup *cg)
+{
+        sh_cgroup_root *r = cg->root;
+        sh_cg_kill *k;
+
+        if (!r->loop)
+                return -EAGAIN;
+        SH_LIST_FOREACH(kills, k, r->kills) {
+                if (STREQ(k->cg->relpath, cg->relpath))
+                        return 0;
+        }
+        k = calloc(1, sizeof(*k));
+        if (!k)
+                return -ENOMEM;
+        k->cg = cg_dup(cg);
+        k->delay_ms = 1;
+        k->deadline_ms = sh_now_ms() + r->ops->kill_freeze_ms;
+        k->t = k->cg ? sh_loop_add_timer(r->loop, k->delay_ms, kill_tick, k) : NULL;
+        if (!k->t) {
+                sh_cgroup_free(k->cg);
+                free(k);
+                return -ENOMEM;
+        }
+        SH_LIST_PREPEND(kills, r->kills, k);
+        return 0;
+}
+
+/* Kill every process of cg and below: by the kernel where it can (v2 cgroup.kill), else with
+ * the freezer: freeze, SIGKILL each, and once the freeze is complete SIGKILL each again and
+ * thaw. The freeze is waited for from the loop's timers when `may_wait` (and the root has a
+ * loop), else not at all (the passes of an unfrozen kill). */
+static int kill_begin(sh_cgroup *cg, bool may_wait, sh_error **err)
+{
+        const sh_cg_ops *ops = cg->root->ops;
+        int fd = cg->fd[freezer_hier(cg->root)], first = 0, k;
+
+        if (ops->kill_direct) {
+                k = ops->kill_direct(cg, err);
+                if (k != 0)
+                        return k < 0 ? k : 0;
+        }
+        k = fd >= 0 ? ops->freeze_start(fd) : -ENOENT;
+        if (k < 0 && fd >= 0)
+                first = k;
+        kill_pass(cg, &first);
+        if (k == 0)
+                k = ops->freeze_check(fd);
+        if (k != 0 || !may_wait || kill_wait(cg) < 0)
+                kill_finish(cg, k == 1, &first);
+        if (first < 0)
+                return sh_error_make(err, -first, "cannot kill cgroup '%s'", cg->relpath);
+        return 0;
+}
+
+int sh_cgroup_kill(sh_cgroup *cg, sh_error **err)
+{
+        return kill_begin(cg, true, err);
+}
+
+/* Every kill still waiting, finished at once. */
+static void kills_end(sh_cgroup_root *r)
+{
+        while (r->kills) {
+                sh_cg_kill *k = r->kills;
+                int c = r->ops->freeze_check(k->cg->fd[freezer_hier(r)]);
+
+                kill_end(k, c == 1);
+        }
+}
+
+void sh_cgroup_root_set_loop(sh_cgroup_root *r, sh_loop *l)
+{
+        kills_end(r);
+        r->loop = l;
+}
+
+/* Kill everything in cg, wait (bounded) until it is empty, and remove it. Only at start,
+ * before the loop runs (a killed daemon's leftovers), and at shutdown, once it has stopped:
+ * nothing else is served meanwhile, and the next sandbox of the same name needs it gone. */
 static int purge(sh_cgroup *cg, sh_error **err)
 {
         uint64_t deadline = sh_cg_now_ms() + SH_CG_LEFTOVER_TIMEOUT_MS;
         bool empty = false;
 
         for (;;) {
-                int r = cg->root->ops->kill(cg, err);
+                int r = kill_begin(cg, false, err);
 
                 if (r < 0)
                         return r;
@@ -633,7 +855,10 @@ fail:
 
 int sh_cgroup_root_destroy(sh_cgroup_root *r, sh_error **err)
 {
-        int k = purge_children(r, err);
+        int k;
+
+        kills_end(r);
+        k = purge_children(r, err);
 
         if (k < 0)
                 return k;
@@ -644,6 +869,7 @@ void sh_cgroup_root_free(sh_cgroup_root *r)
 {
         if (!r)
                 return;
+        kills_end(r);
         for (size_t h = 0; h < SH_CG_MAX_HIER; h++)
                 hier_done(&r->h[h]);
         sh_close(r->v2_daemon_fd);
@@ -777,22 +1003,7 @@ int sh_cgroup_attach(sh_cgroup *cg, pid_t pid, sh_error **err)
         return 0;
 }
 
-int sh_cgroup_kill(sh_cgroup *cg, sh_error **err)
-{
-        return cg->root->ops->kill(cg, err);
-}
-
-int sh_cgroup_freeze(sh_cgroup *cg, bool frozen, sh_error **err)
-{
-        return cg->root->ops->freeze(cg, frozen, err);
-}
-
 /* ---- a sandbox's processes beside its helpers ---- */
-
-static size_t freezer_hier(const sh_cgroup_root *r)
-{
-        return r->mode == SH_CG_V1 ? SH_CG_V1_FREEZER : 0;
-}
 
 static bool is_helper(const char *name)
 {
@@ -932,7 +1143,7 @@ static int kill_procs_child(int dirfd, const char *name, void *userdata)
                         return fd;
                 child->fd[h] = fd < 0 ? -1 : fd;
         }
-        if (r->ops->kill(child, &e) < 0 && !c->first)
+        if (sh_cgroup_kill(child, &e) < 0 && !c->first)
                 c->first = e;
         else
                 sh_error_release(&e);

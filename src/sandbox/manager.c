@@ -389,6 +389,8 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 snprintf(instance, sizeof(instance), "%016llx", (unsigned long long)h);
                 if (sh_cgroup_root_open(instance, &m->cgroot, err) < 0)
                         goto fail;
+                /* Kills that wait for a freeze go on from the loop's timers. */
+                sh_cgroup_root_set_loop(m->cgroot, m->loop);
                 cg_mode = sh_cgroup_mode(m->cgroot);
         }
         cleanup_leftovers(m);
@@ -413,6 +415,9 @@ void sh_manager_free(sh_manager *m)
         if (!m)
                 return;
         sh_manager_delete_all(m);
+        /* The loop has stopped: a kill still waiting for a freeze ends now (thawed). */
+        if (m->cgroot)
+                sh_cgroup_root_set_loop(m->cgroot, NULL);
         sh_child_wait_all(m->loop);
         /* Last chance for the sandbox cgroups: their processes died with their workers. */
         for (int tries = 0; m->n_graves && tries < 100; tries++) {
