@@ -419,14 +419,12 @@ void sh_manager_free(sh_manager *m)
         if (m->cgroot)
                 sh_cgroup_root_set_loop(m->cgroot, NULL);
         sh_child_wait_all(m->loop);
-        /* Last chance for the sandbox cgroups: their processes died with their workers. */
-        for (int tries = 0; m->n_graves && tries < 100; tries++) {
-                sh_loop_cancel_timer(m->loop, m->grave_t);
-                m->grave_t = NULL;
-                graves_sweep(m->loop, NULL, m);
-                if (m->n_graves)
-                        usleep(10000);
-        }
+        /* Last chance for the sandbox cgroups: their processes died with their workers. What
+         * still holds a process goes with the subtree below (root_destroy kills, waits a
+         * bounded time and removes). */
+        sh_loop_cancel_timer(m->loop, m->grave_t);
+        m->grave_t = NULL;
+        graves_sweep(m->loop, NULL, m);
         sh_loop_cancel_timer(m->loop, m->grave_t);
         for (size_t i = 0; i < m->n_graves; i++)
                 sh_cgroup_free(m->graves[i].cg);
