@@ -63,8 +63,9 @@ int sh_cgroup_root_open(const char *instance, sh_cgroup_root **ret, sh_error **e
  * first moves back to its own cgroup, and the controllers it enabled there are disabled again
  * when no other child cgroup is left). For a clean shutdown and for tests. Does not free r. */
 int sh_cgroup_root_destroy(sh_cgroup_root *r, sh_error **err);
-/* Free the handle (closing its fds) without touching any cgroup. Accepts NULL. Every
- * sh_cgroup created from r must be freed first. */
+/* Free the handle (closing its fds) without touching any cgroup but to finish a kill that
+ * was waiting for its freeze; buried cgroups are let go. Accepts NULL. Every sh_cgroup
+ * created from r must be freed (or buried) first. */
 void sh_cgroup_root_free(sh_cgroup_root *r);
 sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r);
 
@@ -140,5 +141,16 @@ int sh_cgroup_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err);
 
 /* Remove cg (and empty child cgroups). -EBUSY while processes remain: kill, then retry. */
 int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err);
+
+/* Remove cg once it is empty and free the handle (the caller's is gone on return): at once if
+ * it can be, else from timers of the root's loop (every 100 ms, the first after 20 ms) while
+ * its last processes exit, `kill`ing them first when asked. One still busy after a minute,
+ * or that cannot wait (out of memory), is reported to the root's `lost` callback and left to
+ * the subtree's removal (shutdown, the next start); without a loop it waits for that. */
+void sh_cgroup_bury(sh_cgroup *cg, bool kill);
+
+/* Who hears of a buried cgroup that could not be removed (the daemon logs it). */
+typedef void (*sh_cgroup_lost_fn)(const char *relpath, const char *why, void *data);
+void sh_cgroup_root_on_lost(sh_cgroup_root *r, sh_cgroup_lost_fn fn, void *data);
 /* Free the handle without touching the cgroup. */
 void sh_cgroup_free(sh_cgroup *cg);

@@ -56,9 +56,14 @@ struct sh_cgroup_root {
         int v2_daemon_fd;        /* <subtree>/daemon, the leaf the daemon moved itself into */
         bool v2_kill;            /* cgroup.kill exists (Linux >= 5.14) */
         unsigned v2_own_enabled; /* SH_CG_C_* this open enabled in own_dir's subtree_control */
-        /* kills waiting for a freeze, driven by timers of `loop` */
+        /* kills waiting for a freeze, and cgroups waiting to be empty for their removal,
+         * driven by timers of `loop` */
         sh_loop *loop;
         struct sh_cg_kill *kills;
+        struct sh_cg_grave *graves;
+        sh_timer *graves_t;
+        sh_cgroup_lost_fn lost;
+        void *lost_data;
 };
 
 /* A cgroup below the subtree: one directory per hierarchy (fd -1 where it does not exist,

@@ -697,6 +697,115 @@ int sh_cgroup_kill(sh_cgroup *cg, sh_error **err)
         return kill_begin(cg, true, err);
 }
 
+/* ---- the graveyard ---- */
+
+/* A cgroup whose removal waits for its last processes to exit. */
+typedef struct sh_cg_grave {
+        sh_cgroup *cg;
+        uint64_t since_ms;
+        bool kill;
+        SH_LIST_FIELDS(struct sh_cg_grave, graves);
+} sh_cg_grave;
+
+#define GRAVE_FIRST_MS   20
+#define GRAVE_EVERY_MS   100
+#define GRAVE_GIVE_UP_MS 60000
+
+void sh_cgroup_root_on_lost(sh_cgroup_root *r, sh_cgroup_lost_fn fn, void *data)
+{
+        r->lost = fn;
+        r->lost_data = data;
+}
+
+static void lost(sh_cgroup *cg, const char *why)
+{
+        sh_cgroup_root *r = cg->root;
+
+        if (r->lost)
+                r->lost(cg->relpath, why, r->lost_data);
+}
+
+/* Try each grave once (`try`): removed, given up after a minute, or kept. At the end
+ * (`end`), every grave is let go, tried or not, and silently: the subtree's removal (or the
+ * next start) takes what is left. */
+static void graves_pass(sh_cgroup_root *r, bool try, bool end)
+{
+        uint64_t now = sh_now_ms();
+        sh_cg_grave *g, *next;
+
+        SH_LIST_FOREACH_SAFE(graves, g, next, r->graves) {
+                sh_error *err = NULL;
+                bool gone = true;
+
+                if (try) {
+                        if (g->kill)
+                                (void)sh_cgroup_kill(g->cg, &err);
+                        sh_error_release(&err);
+                        gone = sh_cgroup_destroy(g->cg, &err) == 0;
+                }
+                if (!gone && !end) {
+                        if (now - g->since_ms <= GRAVE_GIVE_UP_MS) {
+                                sh_error_release(&err);
+                                continue;
+                        }
+                        lost(g->cg, err && err->msg ? err->msg : "cannot remove it");
+                }
+                sh_error_release(&err);
+                SH_LIST_REMOVE(graves, r->graves, g);
+                sh_cgroup_free(g->cg);
+                free(g);
+        }
+}
+
+static void graves_sweep(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_cgroup_root *r = data;
+
+        r->graves_t = NULL;
+        graves_pass(r, true, false);
+        if (r->graves)
+                r->graves_t = sh_loop_add_timer(l, GRAVE_EVERY_MS, graves_sweep, r);
+}
+
+void sh_cgroup_bury(sh_cgroup *cg, bool kill)
+{
+        sh_cgroup_root *r;
+        sh_error *err = NULL;
+        sh_cg_grave *g;
+
+        if (!cg)
+                return;
+        r = cg->root;
+        if (sh_cgroup_destroy(cg, &err) == 0) {
+                sh_cgroup_free(cg);
+                return;
+        }
+        sh_error_release(&err);
+        if (kill)
+                (void)sh_cgroup_kill(cg, &err);
+        sh_error_release(&err);
+        g = calloc(1, sizeof(*g));
+        if (!g) {
+                lost(cg, "out of memory for its removal later");
+                sh_cgroup_free(cg);
+                return;
+        }
+        g->cg = cg;
+        g->kill = kill;
+        g->since_ms = sh_now_ms();
+        SH_LIST_PREPEND(graves, r->graves, g);
+        if (r->loop && !r->graves_t)
+                r->graves_t = sh_loop_add_timer(r->loop, GRAVE_FIRST_MS, graves_sweep, r);
+}
+
+/* The end of the graveyard: each grave tried a last time (`try`) and let go. */
+static void graves_end(sh_cgroup_root *r, bool try)
+{
+        sh_loop_cancel_timer(r->loop, r->graves_t);
+        r->graves_t = NULL;
+        graves_pass(r, try, true);
+}
+
 /* Every kill still waiting, finished at once. */
 static void kills_end(sh_cgroup_root *r)
 {
@@ -711,7 +820,11 @@ static void kills_end(sh_cgroup_root *r)
 void sh_cgroup_root_set_loop(sh_cgroup_root *r, sh_loop *l)
 {
         kills_end(r);
+        sh_loop_cancel_timer(r->loop, r->graves_t);
+        r->graves_t = NULL;
         r->loop = l;
+        if (l && r->graves)
+                r->graves_t = sh_loop_add_timer(l, GRAVE_FIRST_MS, graves_sweep, r);
 }
 
 /* Kill everything in cg, wait (bounded) until it is empty, and remove it. Only at start,
@@ -858,6 +971,7 @@ int sh_cgroup_root_destroy(sh_cgroup_root *r, sh_error **err)
         int k;
 
         kills_end(r);
+        graves_end(r, true);
         k = purge_children(r, err);
 
         if (k < 0)
@@ -870,6 +984,7 @@ void sh_cgroup_root_free(sh_cgroup_root *r)
         if (!r)
                 return;
         kills_end(r);
+        graves_end(r, false);
         for (size_t h = 0; h < SH_CG_MAX_HIER; h++)
                 hier_done(&r->h[h]);
         sh_close(r->v2_daemon_fd);

@@ -28,7 +28,6 @@
 #define STAGE_DIR         ".stage"
 #define CACHE_DIR         ".cache"
 #define FINISH_TIMEOUT_MS 60000u
-#define GRAVES_MAX        64
 
 enum phase { PH_QUEUED, PH_UNPACKING, PH_FINISHING, PH_DONE };
 
@@ -47,10 +46,8 @@ struct sh_store {
         sh_timer *kick;   /* a pump of the queue from the loop */
         sh_unpack *queue, *queue_tail; /* waiting for one of the SH_TOOLS_UNPACK_PARALLEL slots */
         sh_unpack *active;             /* started */
-        sh_cgroup *graves[GRAVES_MAX]; /* cgroups whose removal failed: retried */
-        unsigned n_graves;
-        bool closing; /* freed once the last unpack reported */
-        bool pumping; /* inside pump() */
+        bool closing;                  /* freed once the last unpack reported */
+        bool pumping;                  /* inside pump() */
 };
 
 struct sh_unpack {
@@ -208,46 +205,6 @@ fail:
         return r;
 }
 
-static void graves_sweep(sh_store *s)
-{
-        unsigned i = 0;
-
-        while (i < s->n_graves) {
-                sh_error *err = NULL;
-
-                (void)sh_cgroup_kill(s->graves[i], &err);
-                sh_error_release(&err);
-                if (sh_cgroup_destroy(s->graves[i], &err) == 0) {
-                        sh_cgroup_free(s->graves[i]);
-                        s->graves[i] = s->graves[--s->n_graves];
-                        continue;
-                }
-                sh_error_release(&err);
-                i++;
-        }
-}
-
-/* Remove an unpack's cgroup; one that is still busy (it cannot be: its init was reaped)
- * is killed and retried later, and at the latest removed with the daemon's subtree. */
-static void cgroup_bury(sh_store *s, sh_cgroup *cg)
-{
-        sh_error *err = NULL;
-
-        if (!cg)
-                return;
-        if (sh_cgroup_destroy(cg, &err) == 0) {
-                sh_cgroup_free(cg);
-                return;
-        }
-        sh_error_release(&err);
-        (void)sh_cgroup_kill(cg, &err);
-        sh_error_release(&err);
-        if (s->n_graves < GRAVES_MAX)
-                s->graves[s->n_graves++] = cg;
-        else
-                sh_cgroup_free(cg); /* the subtree's removal at shutdown takes it */
-}
-
 static void unpack_free(sh_unpack *u);
 static void queue_del(sh_store *s, sh_unpack *u);
 
@@ -278,9 +235,6 @@ void sh_store_free(sh_store *s)
                 }
                 return;
         }
-        graves_sweep(s);
-        for (unsigned i = 0; i < s->n_graves; i++)
-                sh_cgroup_free(s->graves[i]);
         if (s->cg) {
                 sh_error *err = NULL;
 
@@ -341,7 +295,8 @@ static void unpack_free(sh_unpack *u)
         sh_store *s = u->s;
 
         sh_loop_cancel_timer(s->loop, u->timer);
-        cgroup_bury(s, u->cg);
+        /* Its init was reaped, so nothing of it can be alive: a straggler is killed first. */
+        sh_cgroup_bury(u->cg, true);
         sh_close(u->bundlefd);
         sh_close(u->dirfd);
         sh_close(u->errfd);

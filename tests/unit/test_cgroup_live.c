@@ -669,6 +669,103 @@ START_TEST(kill_of_a_fork_churn_finishes_from_the_loop)
 }
 END_TEST
 
+typedef struct gone_watch {
+        const char *dir;
+        bool gone, gave_up;
+} gone_watch;
+
+static void watch_gone(sh_loop *l, sh_timer *t, void *data)
+{
+        gone_watch *w = data;
+
+        (void)t;
+        if (!exists(w->dir)) {
+                w->gone = true;
+                sh_loop_stop(l);
+                return;
+        }
+        ck_assert_ptr_nonnull(sh_loop_add_timer(l, 5, watch_gone, w));
+}
+
+static void gone_give_up(sh_loop *l, sh_timer *t, void *data)
+{
+        (void)t;
+        ((gone_watch *)data)->gave_up = true;
+        sh_loop_stop(l);
+}
+
+/* Run l until `dir` is gone (true) or `ms` passed (false). */
+static bool run_until_gone(sh_loop *l, const char *dir, unsigned ms)
+{
+        gone_watch w = {.dir = dir};
+        sh_timer *t = sh_loop_add_timer(l, ms, gone_give_up, &w);
+
+        ck_assert_ptr_nonnull(t);
+        ck_assert_ptr_nonnull(sh_loop_add_timer(l, 0, watch_gone, &w));
+        ck_assert_int_eq(sh_loop_run(l), 0);
+        if (!w.gave_up)
+                sh_loop_cancel_timer(l, t);
+        return w.gone;
+}
+
+START_TEST(bury_removes_a_cgroup_once_its_last_process_is_gone)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *cg = create(r, NULL, "grave", NULL);
+        sh_loop *l = NULL;
+        int go, out;
+        pid_t pid, got;
+        char dir[4096];
+
+        ck_assert_int_eq(sh_loop_new(&l), 0);
+        sh_cgroup_root_set_loop(r, l);
+        pid = spawn_held(&go, &out, child_pause);
+        attach(cg, pid);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        close(out);
+        snprintf(dir, sizeof(dir), "%s", cgdir(0, "grave"));
+        /* buried without a kill: its process lives on, and so does the cgroup */
+        sh_cgroup_bury(cg, false);
+        ck_assert(!run_until_gone(l, dir, 300));
+        ck_assert_int_eq(kill(pid, 0), 0);
+        /* its last process gone, the loop removes it */
+        ck_assert_int_eq(kill(pid, SIGKILL), 0);
+        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
+        ck_assert(run_until_gone(l, dir, 10000));
+        sh_cgroup_root_set_loop(r, NULL);
+        destroy_root(r);
+        sh_loop_free(l);
+}
+END_TEST
+
+START_TEST(bury_with_kill_ends_the_stragglers)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *cg = create(r, NULL, "grave2", NULL);
+        sh_loop *l = NULL;
+        int go, out;
+        pid_t pid, got;
+        char dir[4096];
+
+        ck_assert_int_eq(sh_loop_new(&l), 0);
+        sh_cgroup_root_set_loop(r, l);
+        pid = spawn_held(&go, &out, child_pause);
+        attach(cg, pid);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        close(out);
+        snprintf(dir, sizeof(dir), "%s", cgdir(0, "grave2"));
+        /* the kill may wait for its freeze, from the loop: run it first */
+        sh_cgroup_bury(cg, true);
+        ck_assert(run_until_gone(l, dir, 10000));
+        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
+        sh_cgroup_root_set_loop(r, NULL);
+        destroy_root(r);
+        sh_loop_free(l);
+}
+END_TEST
+
 static volatile uint64_t *counter;
 
 static void child_spin(int wfd)
@@ -1024,6 +1121,8 @@ int main(void)
         tcase_add_test(tc, pids_limit_stops_fork_loop);
         tcase_add_test(tc, kill_reaches_every_descendant);
         tcase_add_test(tc, kill_of_a_fork_churn_finishes_from_the_loop);
+        tcase_add_test(tc, bury_removes_a_cgroup_once_its_last_process_is_gone);
+        tcase_add_test(tc, bury_with_kill_ends_the_stragglers);
         tcase_add_test(tc, freeze_and_thaw);
         tcase_add_test(tc, freeze_procs_spares_helpers);
         tcase_add_test(tc, kill_procs_spares_helpers);
