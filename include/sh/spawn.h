@@ -39,9 +39,11 @@ pid_t sh_child_pid(const sh_child *c);
 /* Drop the done callback: the child is still reaped, nobody is told. */
 void sh_child_forget(sh_child *c);
 
-/* Reap `pid` (a child of ours, or an orphan reparented to us as child subreaper) from the
- * loop once it exits; nobody is told. 0, or -errno when it has no pidfd (it is gone). */
-int sh_child_reap_later(sh_loop *l, pid_t pid);
+/* Watch and reap `pid`, a process we did not fork but are the reaper of (an orphan
+ * reparented to us as child subreaper), like a child of ours: `done` (may be NULL) from the
+ * loop once it exits. Returns the handle, or NULL with errno when it has no pidfd (it is not
+ * ours, or gone). */
+sh_child *sh_child_adopt(sh_loop *l, pid_t pid, sh_child_done_fn done, void *data);
 
 /* Number of children not yet reaped. */
 unsigned sh_child_count(void);

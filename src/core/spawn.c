@@ -22,7 +22,7 @@ struct sh_child {
         sh_io *io; /* NULL: not watched (the loop could not take it), swept by a timer */
         sh_child_done_fn done;
         void *data;
-        bool orphan; /* sh_child_reap_later: not ours to count */
+        bool orphan; /* sh_child_adopt: not ours to count */
         SH_LIST_FIELDS(sh_child, children);
 };
 
@@ -193,26 +193,29 @@ void sh_child_forget(sh_child *c)
         c->done = NULL;
 }
 
-int sh_child_reap_later(sh_loop *l, pid_t pid)
+sh_child *sh_child_adopt(sh_loop *l, pid_t pid, sh_child_done_fn done, void *data)
 {
         sh_child *c = calloc(1, sizeof(*c));
 
         if (!c)
-                return -ENOMEM;
+                return NULL;
         c->pid = pid;
         c->orphan = true;
+        c->done = done;
+        c->data = data;
         c->pidfd = sh_pidfd_open(pid, 0);
         if (c->pidfd < 0) {
-                int r = -errno;
+                int saved = errno;
 
                 free(c);
-                return r;
+                errno = saved;
+                return NULL;
         }
         SH_LIST_PREPEND(children, children, c);
         /* Unwatched (out of memory), it is still reaped: by a later sweep, at the latest by
          * sh_child_wait_all. */
         (void)watch(l, c);
-        return 0;
+        return c;
 }
 
 unsigned sh_child_count(void)

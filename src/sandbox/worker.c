@@ -23,9 +23,8 @@ struct sh_worker {
         sh_loop *loop;
         int sock; /* our end of the control socketpair */
         sh_io *sock_io;
-        pid_t pid; /* the worker, once the intermediate told us */
-        int pidfd;
-        sh_io *pid_io;
+        pid_t pid;       /* the worker, once the intermediate told us */
+        sh_child *pid1;  /* the worker, adopted (we are its reaper) and watched */
         sh_child *inter; /* the intermediate while it runs */
         int nprocs;
         sh_worker_fn fn;
@@ -212,16 +211,12 @@ static bool report_dead(sh_worker *w)
         return call(w, SH_WORKER_EV_DEAD, 0, 0, 0);
 }
 
-static void on_pidfd(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+/* PID 1 has exited and been reaped: its whole namespace is gone with it. */
+static void pid1_done(sh_child *c, pid_t pid, int status, void *data)
 {
         sh_worker *w = data;
-        int status;
 
-        /* The daemon is the worker's reaper (child subreaper). */
-        if (waitpid(w->pid, &status, WNOHANG) == 0)
-                return;
-        sh_loop_del_io(l, w->pid_io);
-        w->pid_io = NULL;
+        w->pid1 = NULL;
         w->dead = true;
         report_dead(w);
 }
@@ -251,9 +246,8 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                         if (w->pid > 0 || m.a <= 0)
                                 break;
                         w->pid = m.a;
-                        w->pidfd = sh_pidfd_open(w->pid, 0);
-                        if (w->pidfd >= 0)
-                                w->pid_io = sh_loop_add_io(l, w->pidfd, EPOLLIN, on_pidfd, w);
+                        /* The daemon is the worker's reaper (child subreaper). */
+                        w->pid1 = sh_child_adopt(l, w->pid, pid1_done, w);
                         break;
                 case SH_MSG_READY:
                         alive = call(w, SH_WORKER_EV_READY, 0, 0, 0);
@@ -362,7 +356,6 @@ int sh_worker_start(sh_loop *l, int init_image, const sh_worker_spec *spec, cons
         }
         w->loop = l;
         w->sock = sv[0];
-        w->pidfd = -1;
         w->nprocs = nprocs;
         w->fn = fn;
         w->data = data;
@@ -430,8 +423,8 @@ int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *en
 
 void sh_worker_kill(sh_worker *w)
 {
-        if (w->pidfd >= 0 && !w->dead)
-                (void)sh_pidfd_send_signal(w->pidfd, SIGKILL);
+        if (w->pid1)
+                (void)sh_child_kill(w->pid1, SIGKILL);
         if (w->inter)
                 sh_child_kill(w->inter, SIGKILL);
 }
@@ -456,16 +449,12 @@ void sh_worker_free(sh_worker *w)
 static void worker_free_now(sh_worker *w)
 {
         sh_worker_kill(w);
-        if (w->pid_io) {
-                /* SIGKILL is on its way; PID 1's exit waits for the namespace to empty, so it
-                 * is reaped from the loop, not waited for here. */
-                sh_loop_del_io(w->loop, w->pid_io);
-                if (sh_child_reap_later(w->loop, w->pid) < 0)
-                        (void)waitpid(w->pid, NULL, WNOHANG);
-        }
+        /* SIGKILL is on its way; PID 1's exit waits for the namespace to empty, so it is
+         * reaped from the loop, not waited for here, and nobody is told. */
+        if (w->pid1)
+                sh_child_forget(w->pid1);
         sh_loop_del_io(w->loop, w->sock_io);
         sh_close(w->sock);
-        sh_close(w->pidfd);
         if (w->inter)
                 sh_child_forget(w->inter); /* its done callback must not see w */
         free(w);

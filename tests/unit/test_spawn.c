@@ -1,7 +1,7 @@
 /* test_spawn.c: children of the daemon (src/core/spawn.c): done runs from the loop and never
  * inside the fork, a child keeps exactly the fds it is handed, a start that cannot get the
- * child's pidfd fails cleanly with no child left, orphans are reaped from the loop, signals
- * go by pidfd, and namespace flags make the child PID 1 of its own namespace. */
+ * child's pidfd fails cleanly with no child left, adopted orphans are reaped from the loop
+ * and report their exit, signals go by pidfd, and namespace flags make the child PID 1 of its own namespace. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -166,7 +166,7 @@ static void check_reaped(sh_loop *l, sh_timer *t, void *data)
         ck_assert_ptr_nonnull(sh_loop_add_timer(l, 5, check_reaped, data));
 }
 
-START_TEST(test_an_orphan_is_reaped_from_the_loop)
+START_TEST(test_an_adopted_process_is_reaped_from_the_loop)
 {
         bool timed_out = false;
         pid_t pid = fork();
@@ -174,11 +174,30 @@ START_TEST(test_an_orphan_is_reaped_from_the_loop)
         ck_assert_int_ge(pid, 0);
         if (pid == 0)
                 _exit(0);
-        ck_assert_int_eq(sh_child_reap_later(loop, pid), 0);
+        ck_assert_ptr_nonnull(sh_child_adopt(loop, pid, NULL, NULL));
         ck_assert_ptr_nonnull(sh_loop_add_timer(loop, 5, check_reaped, &pid));
         ck_assert_ptr_nonnull(sh_loop_add_timer(loop, 10000, give_up, &timed_out));
         ck_assert_int_eq(sh_loop_run(loop), 0);
         ck_assert(!timed_out);
+}
+END_TEST
+
+START_TEST(test_an_adopted_process_reports_its_exit)
+{
+        outcome o = {0};
+        pid_t pid = fork();
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+                _exit(3);
+        ck_assert_ptr_nonnull(sh_child_adopt(loop, pid, on_done, &o));
+        run_until_done();
+        ck_assert(WIFEXITED(o.status));
+        ck_assert_int_eq(WEXITSTATUS(o.status), 3);
+        /* and a pid that does not exist cannot be adopted */
+        errno = 0;
+        ck_assert_ptr_null(sh_child_adopt(loop, 1 << 30, NULL, NULL));
+        ck_assert_int_ne(errno, 0);
 }
 END_TEST
 
@@ -238,7 +257,8 @@ static Suite *spawn_suite(void)
         tcase_add_test(tc, test_done_runs_from_the_loop_never_inside_the_fork);
         tcase_add_test(tc, test_a_child_keeps_exactly_the_fds_it_is_handed);
         tcase_add_test(tc, test_a_start_without_a_pidfd_fails_cleanly_with_no_child_left);
-        tcase_add_test(tc, test_an_orphan_is_reaped_from_the_loop);
+        tcase_add_test(tc, test_an_adopted_process_is_reaped_from_the_loop);
+        tcase_add_test(tc, test_an_adopted_process_reports_its_exit);
         tcase_add_test(tc, test_a_signal_goes_to_the_child_by_its_pidfd);
         tcase_add_test(tc, test_a_child_in_a_new_pid_namespace_is_its_pid_1);
         suite_add_tcase(s, tc);
