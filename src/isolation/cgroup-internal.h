@@ -91,10 +91,10 @@ struct sh_cg_ops {
         unsigned kill_freeze_ms;
         int kill_passes;
         /* The freezer of one directory of the freezer hierarchy (v1 "freezer", v2 the
-         * unified one), without waiting: ask for a freeze; ask again and tell whether it is
-         * complete (1) or not yet (0); thaw. 0/1 or -errno. */
+         * unified one), without waiting: ask for a freeze; tell whether it is complete (1) or
+         * not yet (0); thaw. 0/1 or -errno. */
         int (*freeze_start)(int fd);
-        int (*freeze_check)(int fd);
+        int (*frozen)(int fd);
         int (*thaw)(int fd);
         int (*is_empty)(sh_cgroup *cg, bool *ret, sh_error **err);
         int (*oom_kills)(sh_cgroup *cg, uint64_t *ret, sh_error **err);

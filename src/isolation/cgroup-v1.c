@@ -135,18 +135,15 @@ static int v1_freeze_start(int fd)
 }
 
 /* The kernel says FREEZING while a task has not reached the refrigerator yet (e.g. in an
- * uninterruptible sleep); writing FROZEN again retries the tasks that were busy. */
-static int v1_freeze_check(int fd)
+ * uninterruptible sleep); asking again (cgroup.c) retries the tasks that were busy. */
+static int v1_frozen(int fd)
 {
         _cleanup_free_ char *state = NULL;
         int k = sh_cg_read_file(fd, "freezer.state", SH_CG_SMALL_MAX, &state, NULL);
 
         if (k < 0)
                 return k;
-        if (strncmp(state, "FROZEN", 6) == 0 && (state[6] == '\n' || !state[6]))
-                return 1;
-        k = v1_freeze_start(fd);
-        return k < 0 ? k : 0;
+        return strncmp(state, "FROZEN", 6) == 0 && (state[6] == '\n' || !state[6]);
 }
 
 static int v1_thaw(int fd)
@@ -227,7 +224,7 @@ const sh_cg_ops sh_cg_v1_ops = {
         .kill_freeze_ms = SH_CG_KILL_FREEZE_MS,
         .kill_passes = 16,
         .freeze_start = v1_freeze_start,
-        .freeze_check = v1_freeze_check,
+        .frozen = v1_frozen,
         .thaw = v1_thaw,
         .is_empty = v1_is_empty,
         .oom_kills = v1_oom_kills,

@@ -292,19 +292,14 @@ static int v2_freeze_start(int fd)
         return sh_cg_write_file(fd, "cgroup.freeze", "1");
 }
 
-/* "frozen 1" in cgroup.events once every task below has stopped. Writing 1 again is
- * harmless (and freezes a cgroup that was never asked). */
-static int v2_freeze_check(int fd)
+/* "frozen 1" in cgroup.events once every task below has stopped. Asking again is harmless
+ * (and freezes a cgroup that was never asked). */
+static int v2_frozen(int fd)
 {
         uint64_t frozen = 0;
         int k = events_value(fd, "frozen", &frozen);
 
-        if (k < 0)
-                return k;
-        if (frozen == 1)
-                return 1;
-        k = v2_freeze_start(fd);
-        return k < 0 ? k : 0;
+        return k < 0 ? k : frozen == 1;
 }
 
 static int v2_thaw(int fd)
@@ -423,7 +418,7 @@ const sh_cg_ops sh_cg_v2_ops = {
         .kill_freeze_ms = SH_CG_FREEZE_TIMEOUT_MS,
         .kill_passes = 4,
         .freeze_start = v2_freeze_start,
-        .freeze_check = v2_freeze_check,
+        .frozen = v2_frozen,
         .thaw = v2_thaw,
         .is_empty = v2_is_empty,
         .oom_kills = v2_oom_kills,

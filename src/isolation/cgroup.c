@@ -26,6 +26,17 @@
 /* ------------------------------------------------------------------------------------------ */
 /* File helpers shared by the backends.                                                        */
 
+/* read(2), again after a signal: the bytes read, 0 at the end, or -errno. */
+static ssize_t read_some(int fd, void *buf, size_t n)
+{
+        for (;;) {
+                ssize_t r = read(fd, buf, n);
+
+                if (r >= 0 || errno != EINTR)
+                        return r < 0 ? -errno : r;
+        }
+}
+
 int sh_cg_read_file(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len)
 {
         _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -51,12 +62,9 @@ int sh_cg_read_file(int dirfd, const char *name, size_t max, char **ret, size_t 
                         buf = nb;
                         cap = ncap;
                 }
-                n = read(fd, buf + len, cap - len - 1);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
+                n = read_some(fd, buf + len, cap - len - 1);
+                if (n < 0)
+                        return (int)n;
                 if (n == 0)
                         break;
                 len += (size_t)n;
@@ -162,13 +170,10 @@ static int for_each_pid_one(int dirfd, sh_cg_pid_cb cb, void *userdata)
         if (fd < 0)
                 return -errno;
         for (;;) {
-                ssize_t n = read(fd, buf, sizeof(buf));
+                ssize_t n = read_some(fd, buf, sizeof(buf));
 
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
+                if (n < 0)
+                        return (int)n;
                 if (n == 0)
                         break;
                 for (ssize_t i = 0; i < n; i++) {
@@ -497,6 +502,19 @@ static void cgroup_freep(sh_cgroup **cg)
 
 /* ---- freeze and kill ---- */
 
+/* Whether the freeze of the freezer directory fd is complete (1) or not yet (0: then it is
+ * asked for again, which retries tasks that were busy and freezes children made since), or
+ * -errno. */
+static int freeze_check(const sh_cg_ops *ops, int fd)
+{
+        int k = ops->frozen(fd);
+
+        if (k != 0)
+                return k;
+        k = ops->freeze_start(fd);
+        return k < 0 ? k : 0;
+}
+
 static size_t freezer_hier(const sh_cgroup_root *r)
 {
         return r->mode == SH_CG_V1 ? SH_CG_V1_FREEZER : 0;
@@ -513,7 +531,7 @@ int sh_cgroup_freeze_begin(sh_cgroup *cg, sh_error **err)
 int sh_cgroup_freeze_poll(sh_cgroup *cg, bool *ret_frozen, sh_error **err)
 {
         int fd = cg->fd[freezer_hier(cg->root)];
-        int k = fd < 0 ? -ENOENT : cg->root->ops->freeze_check(fd);
+        int k = fd < 0 ? -ENOENT : freeze_check(cg->root->ops, fd);
 
         if (k < 0)
                 return sh_error_make(err, -k, "cannot read the freezer state of cgroup '%s'",
@@ -605,7 +623,7 @@ static void kill_end(sh_cg_kill *k, bool frozen)
 static void kill_tick(sh_loop *l, sh_timer *t, void *data)
 {
         sh_cg_kill *k = data;
-        int c = k->cg->root->ops->freeze_check(k->cg->fd[freezer_hier(k->cg->root)]);
+        int c = freeze_check(k->cg->root->ops, k->cg->fd[freezer_hier(k->cg->root)]);
 
         k->t = NULL;
         if (c == 0 && sh_now_ms() < k->deadline_ms) {
@@ -684,7 +702,7 @@ static int kill_begin(sh_cgroup *cg, bool may_wait, sh_error **err)
                 first = k;
         kill_pass(cg, &first);
         if (k == 0)
-                k = ops->freeze_check(fd);
+                k = freeze_check(ops, fd);
         if (k != 0 || !may_wait || kill_wait(cg) < 0)
                 kill_finish(cg, k == 1, &first);
         if (first < 0)
@@ -811,7 +829,7 @@ static void kills_end(sh_cgroup_root *r)
 {
         while (r->kills) {
                 sh_cg_kill *k = r->kills;
-                int c = r->ops->freeze_check(k->cg->fd[freezer_hier(r)]);
+                int c = freeze_check(r->ops, k->cg->fd[freezer_hier(r)]);
 
                 kill_end(k, c == 1);
         }
@@ -1149,7 +1167,7 @@ static int procs_child(int dirfd, const char *name, void *userdata)
                 k = fd;
         } else {
                 k = w->op == PROCS_FREEZE  ? w->ops->freeze_start(fd)
-                    : w->op == PROCS_CHECK ? w->ops->freeze_check(fd)
+                    : w->op == PROCS_CHECK ? freeze_check(w->ops, fd)
                                            : w->ops->thaw(fd);
                 /* a cgroup removed after we opened it has no processes either */
                 if (k == -ENOENT || k == -ENODEV)

@@ -59,25 +59,12 @@ static void put(writer *w, const void *p, size_t n)
         w->len += n;
 }
 
-static void put_u8(writer *w, uint8_t v)
-{
-        put(w, &v, sizeof(v));
-}
-
-static void put_u16(writer *w, uint16_t v)
-{
-        put(w, &v, sizeof(v));
-}
-
-static void put_u32(writer *w, uint32_t v)
-{
-        put(w, &v, sizeof(v));
-}
-
-static void put_u64(writer *w, uint64_t v)
-{
-        put(w, &v, sizeof(v));
-}
+/* A fixed-size field, in host byte order. */
+#define PUT(w, type, v)                                                                            \
+        do {                                                                                       \
+                type _v = (v);                                                                     \
+                put((w), &_v, sizeof(_v));                                                         \
+        } while (0)
 
 /* A string field as the decoder will check it: shorter than `field` bytes. */
 static void put_str(writer *w, const char *s, size_t field)
@@ -89,7 +76,7 @@ static void put_str(writer *w, const char *s, size_t field)
                         w->err = -ENAMETOOLONG;
                 return;
         }
-        put_u32(w, (uint32_t)n);
+        PUT(w, uint32_t, (uint32_t)n);
         put(w, s, n);
 }
 
@@ -108,36 +95,36 @@ int sh_worker_spec_encode(const sh_worker_spec *s, char **ret_buf, size_t *ret_l
         put_str(&w, s->rootfs, sizeof(s->rootfs));
         put_str(&w, s->workspace, sizeof(s->workspace));
         put_str(&w, s->tools, sizeof(s->tools));
-        put_u32(&w, (uint32_t)s->n_entries);
+        PUT(&w, uint32_t, (uint32_t)s->n_entries);
         for (i = 0; i < s->n_entries; i++) {
                 const sh_root_entry *e = &s->entries[i];
 
-                put_u8(&w, e->is_link ? 1 : 0);
+                PUT(&w, uint8_t, e->is_link ? 1 : 0);
                 put_str(&w, e->name, sizeof(e->name));
                 if (e->is_link)
                         put_str(&w, e->target, sizeof(e->target));
                 else
                         put_str(&w, e->src, sizeof(e->src));
         }
-        put_u64(&w, s->tmp_size);
-        put_u32(&w, s->ptys_max);
-        put_u32(&w, (uint32_t)s->uid);
-        put_u32(&w, (uint32_t)s->gid);
-        put_u32(&w, (uint32_t)s->nprocs);
-        put_u32(&w, (uint32_t)s->n_rlimits);
+        PUT(&w, uint64_t, s->tmp_size);
+        PUT(&w, uint32_t, s->ptys_max);
+        PUT(&w, uint32_t, (uint32_t)s->uid);
+        PUT(&w, uint32_t, (uint32_t)s->gid);
+        PUT(&w, uint32_t, (uint32_t)s->nprocs);
+        PUT(&w, uint32_t, (uint32_t)s->n_rlimits);
         for (i = 0; i < s->n_rlimits; i++) {
-                put_u32(&w, s->rlimits[i].resource);
-                put_u64(&w, s->rlimits[i].cur);
-                put_u64(&w, s->rlimits[i].max);
+                PUT(&w, uint32_t, s->rlimits[i].resource);
+                PUT(&w, uint64_t, s->rlimits[i].cur);
+                PUT(&w, uint64_t, s->rlimits[i].max);
         }
-        put_u32(&w, s->seccomp.len);
+        PUT(&w, uint32_t, s->seccomp.len);
         for (i = 0; i < s->seccomp.len; i++) {
                 const struct sock_filter *f = &s->seccomp.filter[i];
 
-                put_u16(&w, f->code);
-                put_u8(&w, f->jt);
-                put_u8(&w, f->jf);
-                put_u32(&w, f->k);
+                PUT(&w, uint16_t, f->code);
+                PUT(&w, uint8_t, f->jt);
+                PUT(&w, uint8_t, f->jf);
+                PUT(&w, uint32_t, f->k);
         }
         if (w.err) {
                 free(w.buf);
@@ -168,42 +155,18 @@ static void get(reader *r, void *out, size_t n)
         r->left -= n;
 }
 
-static uint8_t get_u8(reader *r)
-{
-        uint8_t v;
-
-        get(r, &v, sizeof(v));
-        return v;
-}
-
-static uint16_t get_u16(reader *r)
-{
-        uint16_t v;
-
-        get(r, &v, sizeof(v));
-        return v;
-}
-
-static uint32_t get_u32(reader *r)
-{
-        uint32_t v;
-
-        get(r, &v, sizeof(v));
-        return v;
-}
-
-static uint64_t get_u64(reader *r)
-{
-        uint64_t v;
-
-        get(r, &v, sizeof(v));
-        return v;
-}
+/* A fixed-size field, in host byte order (0 past the end, which marks the reader bad). */
+#define GET(r, type)                                                                               \
+        ({                                                                                         \
+                type _v;                                                                           \
+                get((r), &_v, sizeof(_v));                                                         \
+                _v;                                                                                \
+        })
 
 /* A string into a field of `size` bytes: shorter than the field, no NUL inside. */
 static void get_str(reader *r, char *out, size_t size)
 {
-        uint32_t n = get_u32(r);
+        uint32_t n = GET(r, uint32_t);
 
         out[0] = '\0';
         if (r->bad || n >= size || n > r->left || memchr(r->p, '\0', n)) {
@@ -256,13 +219,13 @@ static int decode(reader *r, sh_worker_spec *s)
         if (r->bad || !good_hostname(s->hostname) || !good_path(s->rootfs) ||
             !good_path(s->workspace) || !good_path(s->tools))
                 return -EBADMSG;
-        n = get_u32(r);
+        n = GET(r, uint32_t);
         if (r->bad || n > SH_WORKER_MAX_ENTRIES)
                 return -EBADMSG;
         s->n_entries = (int)n;
         for (i = 0; i < n; i++) {
                 sh_root_entry *e = &s->entries[i];
-                uint8_t kind = get_u8(r);
+                uint8_t kind = GET(r, uint8_t);
 
                 if (kind > 1)
                         return -EBADMSG;
@@ -280,32 +243,32 @@ static int decode(reader *r, sh_worker_spec *s)
                         if (STREQ(s->entries[j].name, e->name))
                                 return -EBADMSG;
         }
-        s->tmp_size = get_u64(r);
-        s->ptys_max = get_u32(r);
-        s->uid = (uid_t)get_u32(r);
-        s->gid = (gid_t)get_u32(r);
-        n = get_u32(r);
+        s->tmp_size = GET(r, uint64_t);
+        s->ptys_max = GET(r, uint32_t);
+        s->uid = (uid_t)GET(r, uint32_t);
+        s->gid = (gid_t)GET(r, uint32_t);
+        n = GET(r, uint32_t);
         /* Never root: a spec that would run commands as uid or gid 0 is not one we wrote. */
         if (r->bad || s->tmp_size == 0 || s->ptys_max == 0 || s->ptys_max > 65536 || s->uid == 0 ||
             s->gid == 0 || s->uid == (uid_t)-1 || s->gid == (gid_t)-1 || n > SH_EXEC_MAX_PROCS_FDS)
                 return -EBADMSG;
         s->nprocs = (int)n;
-        n = get_u32(r);
+        n = GET(r, uint32_t);
         if (r->bad || n > SH_WORKER_MAX_RLIMITS)
                 return -EBADMSG;
         s->n_rlimits = (int)n;
         for (i = 0; i < n; i++) {
                 sh_rlimit_spec *l = &s->rlimits[i];
 
-                l->resource = get_u32(r);
-                l->cur = get_u64(r);
-                l->max = get_u64(r);
+                l->resource = GET(r, uint32_t);
+                l->cur = GET(r, uint64_t);
+                l->max = GET(r, uint64_t);
                 if (r->bad || l->resource >= RLIMIT_NLIMITS || l->resource >= 32 ||
                     (limits_seen & (1U << l->resource)) || l->cur > l->max)
                         return -EBADMSG;
                 limits_seen |= 1U << l->resource;
         }
-        n = get_u32(r);
+        n = GET(r, uint32_t);
         /* Checked against what is left before allocating: a length field cannot make us
          * allocate more than the message holds. */
         if (r->bad || n == 0 || n > SH_WORKER_FILTER_MAX || (size_t)n * 8 > r->left)
@@ -317,10 +280,10 @@ static int decode(reader *r, sh_worker_spec *s)
         for (i = 0; i < n; i++) {
                 struct sock_filter *f = &s->seccomp.filter[i];
 
-                f->code = get_u16(r);
-                f->jt = get_u8(r);
-                f->jf = get_u8(r);
-                f->k = get_u32(r);
+                f->code = GET(r, uint16_t);
+                f->jt = GET(r, uint8_t);
+                f->jf = GET(r, uint8_t);
+                f->k = GET(r, uint32_t);
         }
         if (r->bad || r->left != 0)
                 return -EBADMSG;
