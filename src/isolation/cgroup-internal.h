@@ -116,10 +116,6 @@ int sh_cg_write_file(int dirfd, const char *name, const char *val);
 int sh_cg_open_dir(int dirfd, const char *name);
 /* 0 when dirfd is on a file system with statfs magic `magic`, else -EMEDIUMTYPE. */
 int sh_cg_check_magic(int dirfd, unsigned long magic);
-/* Sleep `ms` milliseconds (used by the bounded polls). */
-void sh_cg_sleep_ms(unsigned ms);
-/* Milliseconds on the monotonic clock. */
-uint64_t sh_cg_now_ms(void);
 
 /* Call cb for every pid in cgroup.procs of dirfd (and, with `recursive`, of every descendant
  * cgroup, at most SH_CG_DEPTH_MAX deep). A cb result < 0 stops the walk and is returned. */

@@ -108,20 +108,13 @@ int sh_cg_check_magic(int dirfd, unsigned long magic)
         return (unsigned long)sfs.f_type == magic ? 0 : -EMEDIUMTYPE;
 }
 
-void sh_cg_sleep_ms(unsigned ms)
+/* Only the purge of leftovers waits like this (see purge): the loop is not running then. */
+static void sleep_ms(unsigned ms)
 {
         struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
                 ;
-}
-
-uint64_t sh_cg_now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void closedirp(DIR **d)
@@ -850,7 +843,7 @@ void sh_cgroup_root_set_loop(sh_cgroup_root *r, sh_loop *l)
  * nothing else is served meanwhile, and the next sandbox of the same name needs it gone. */
 static int purge(sh_cgroup *cg, sh_error **err)
 {
-        uint64_t deadline = sh_cg_now_ms() + SH_CG_LEFTOVER_TIMEOUT_MS;
+        uint64_t deadline = sh_now_ms() + SH_CG_LEFTOVER_TIMEOUT_MS;
         bool empty = false;
 
         for (;;) {
@@ -861,9 +854,9 @@ static int purge(sh_cgroup *cg, sh_error **err)
                 r = cg->root->ops->is_empty(cg, &empty, err);
                 if (r < 0)
                         return r;
-                if (empty || sh_cg_now_ms() >= deadline)
+                if (empty || sh_now_ms() >= deadline)
                         break;
-                sh_cg_sleep_ms(10);
+                sleep_ms(10);
         }
         if (!empty)
                 return sh_error_make(err, EBUSY, "cgroup '%s' still has processes after SIGKILL",
