@@ -17,7 +17,7 @@
 #include "sh/remove.h"
 #include "sh/tree.h"
 
-static char dir[64];
+static char base[64], dir[128];
 static int dfd = -1;
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
@@ -29,9 +29,23 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
         return 0;
 }
 
+/* One directory for the whole suite, removed by the runner's process even when a test fails
+ * (an unchecked fixture); each test works in a fresh directory below it. */
+static void base_setup(void)
+{
+        snprintf(base, sizeof(base), "/tmp/sh-test-tree-XXXXXX");
+        if (!mkdtemp(base))
+                abort();
+}
+
+static void base_teardown(void)
+{
+        nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
 static void setup(void)
 {
-        snprintf(dir, sizeof(dir), "/tmp/sh-test-tree-XXXXXX");
+        snprintf(dir, sizeof(dir), "%s/tXXXXXX", base);
         ck_assert_ptr_nonnull(mkdtemp(dir));
         dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         ck_assert_int_ge(dfd, 0);
@@ -40,7 +54,6 @@ static void setup(void)
 static void teardown(void)
 {
         close(dfd);
-        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 static void mk(const char *path)
@@ -245,6 +258,7 @@ static Suite *tree_suite(void)
         Suite *s = suite_create("tree");
         TCase *tc = tcase_create("tree");
 
+        tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(
                 tc, test_every_entry_once_with_its_depth_and_directories_left_after_their_contents);
