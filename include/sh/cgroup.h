@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "sh/error.h"
+#include "sh/loop.h"
 
 typedef enum { SH_CG_NONE = 0, SH_CG_V1, SH_CG_V2 } sh_cg_mode;
 
@@ -62,8 +63,9 @@ int sh_cgroup_root_open(const char *instance, sh_cgroup_root **ret, sh_error **e
  * first moves back to its own cgroup, and the controllers it enabled there are disabled again
  * when no other child cgroup is left). For a clean shutdown and for tests. Does not free r. */
 int sh_cgroup_root_destroy(sh_cgroup_root *r, sh_error **err);
-/* Free the handle (closing its fds) without touching any cgroup. Accepts NULL. Every
- * sh_cgroup created from r must be freed first. */
+/* Free the handle (closing its fds) without touching any cgroup but to finish a kill that
+ * was waiting for its freeze; buried cgroups are let go. Accepts NULL. Every sh_cgroup
+ * created from r must be freed (or buried) first. */
 void sh_cgroup_root_free(sh_cgroup_root *r);
 sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r);
 
@@ -88,13 +90,24 @@ int sh_cgroup_dirfd(sh_cgroup *cg);
 /* Move process `pid` (in the caller's pid namespace) into cg. */
 int sh_cgroup_attach(sh_cgroup *cg, pid_t pid, sh_error **err);
 
-/* Kill every process in cg and below, however many it forked (v2: cgroup.kill, else freeze,
- * SIGKILL each, thaw; v1: freezer: freeze, SIGKILL each, always thaw). Does not wait. */
+/* Kill every process in cg and below, however many it forked (v2: cgroup.kill; before 5.14
+ * and on v1 with the freezer: freeze, SIGKILL each, SIGKILL each again once the freeze is
+ * complete, always thaw). Never waits: a freeze that is not complete at once is looked at from
+ * timers of the root's loop (sh_cgroup_root_set_loop; at most 50 ms on v1, 1 s on v2), and
+ * without a loop the kill ends at once with repeated SIGKILL passes. The caller may free cg
+ * right away; the processes are gone soon after (sh_cgroup_is_empty, sh_cgroup_destroy). */
 int sh_cgroup_kill(sh_cgroup *cg, sh_error **err);
 
-/* Freeze or thaw cg and everything below it, waiting (bounded, blocking) for the freeze; thaw
- * is always safe to call. */
-int sh_cgroup_freeze(sh_cgroup *cg, bool frozen, sh_error **err);
+/* The loop whose timers finish kills that wait for a freeze (NULL: none); kills still waiting
+ * on the previous one are finished first. The daemon sets it once after sh_cgroup_root_open. */
+void sh_cgroup_root_set_loop(sh_cgroup_root *r, sh_loop *l);
+
+/* Freeze cg and everything below it without waiting: _begin asks the kernel, _poll tells
+ * whether the freeze is complete (and asks again: v1 retries tasks that were busy), _thaw
+ * thaws (always safe, also twice). */
+int sh_cgroup_freeze_begin(sh_cgroup *cg, sh_error **err);
+int sh_cgroup_freeze_poll(sh_cgroup *cg, bool *ret_frozen, sh_error **err);
+int sh_cgroup_thaw(sh_cgroup *cg, sh_error **err);
 
 /* --- a sandbox's own processes beside the root helpers working for it --- */
 
@@ -128,5 +141,16 @@ int sh_cgroup_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err);
 
 /* Remove cg (and empty child cgroups). -EBUSY while processes remain: kill, then retry. */
 int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err);
+
+/* Remove cg once it is empty and free the handle (the caller's is gone on return): at once if
+ * it can be, else from timers of the root's loop (every 100 ms, the first after 20 ms) while
+ * its last processes exit, `kill`ing them first when asked. One still busy after a minute,
+ * or that cannot wait (out of memory), is reported to the root's `lost` callback and left to
+ * the subtree's removal (shutdown, the next start); without a loop it waits for that. */
+void sh_cgroup_bury(sh_cgroup *cg, bool kill);
+
+/* Who hears of a buried cgroup that could not be removed (the daemon logs it). */
+typedef void (*sh_cgroup_lost_fn)(const char *relpath, const char *why, void *data);
+void sh_cgroup_root_on_lost(sh_cgroup_root *r, sh_cgroup_lost_fn fn, void *data);
 /* Free the handle without touching the cgroup. */
 void sh_cgroup_free(sh_cgroup *cg);

@@ -1,7 +1,7 @@
 /* helper.h: the confinement of the root helpers that work on a sandbox's trees (rsync of
  * persist, restore and drain; the tree removers): a cgroup billed to the sandbox they serve,
  * a network namespace of their own, seccomp filters. The daemon makes the cgroup and the
- * filters; the child takes the steps below, in this order, before it touches a hostile byte. */
+ * filters; the child takes the steps of sh/jail.h before it touches a hostile byte. */
 #pragma once
 
 #include <linux/filter.h>
@@ -34,18 +34,3 @@ int sh_helper_cgroup_new(sh_cgroup_root *r, sh_cgroup *sandbox, char tag, uint64
  *    rename, memory), the native ABI only; everything else fails with ENOSYS. */
 const struct sock_fprog *sh_helper_rsync_filter(sh_error **err);
 const struct sock_fprog *sh_helper_remover_filter(sh_error **err);
-
-/* --- child side, async-signal-safe --- */
-
-/* Move into the helper's cgroup: write "0" to each of the n cgroup.procs fds starting at fd
- * `first`, then close them. First, before any work, so that all of it is billed there. */
-int sh_helper_join_cgroup(int first, int n);
-
-/* A network namespace of its own: a loopback interface (down) and nothing else, so the
- * helper can reach no network and no abstract UNIX socket of the host. I/O to file systems
- * already mounted (the archive on NFS) is the kernel's and goes on as before. -errno. */
-int sh_helper_own_network(void);
-
-/* A network namespace of its own, no_new_privs and `filter`: the whole confinement of a
- * helper that runs our own code (a remover). Last before it reads a hostile byte. -errno. */
-int sh_helper_confine(const struct sock_fprog *filter);

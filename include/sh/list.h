@@ -42,6 +42,26 @@
                 }                                                                                  \
         } while (0)
 
+/* Put item right after `after` (an item of the list; NULL: first): O(1), for lists that keep
+ * an order and know where an item goes (a sorted timer list, a queue with a tail pointer). */
+#define SH_LIST_INSERT_AFTER(name, head, after, item)                                              \
+        do {                                                                                       \
+                __typeof__(*(head)) **_head = &(head), *_after = (after), *_item = (item);         \
+                if (!_after) {                                                                     \
+                        _item->name##_prev = NULL;                                                 \
+                        _item->name##_next = *_head;                                               \
+                        if (*_head)                                                                \
+                                (*_head)->name##_prev = _item;                                     \
+                        *_head = _item;                                                            \
+                } else {                                                                           \
+                        _item->name##_prev = _after;                                               \
+                        _item->name##_next = _after->name##_next;                                  \
+                        if (_after->name##_next)                                                   \
+                                _after->name##_next->name##_prev = _item;                          \
+                        _after->name##_next = _item;                                               \
+                }                                                                                  \
+        } while (0)
+
 /* Take item off the list it is on (it must be on it); its pointers are NULL afterwards. */
 #define SH_LIST_REMOVE(name, head, item)                                                           \
         do {                                                                                       \

@@ -6,7 +6,8 @@
  * io_uring_*, userfaultfd, ptrace, the TIOCSTI/TIOCLINUX and project-quota ioctls, and every
  * socket family but AF_UNIX, AF_INET, AF_INET6 and NETLINK_ROUTE, through the native,
  * 32-bit and x32 ABIs (clone3 answers ENOSYS so libc falls back to the filtered clone).
- * Allow-list filters for helper children (the tool unpacker) are built here too. */
+ * The root helpers' filters (the unpacker's and removers' allow-lists, rsync's AF_UNIX-only)
+ * are built here too. */
 #pragma once
 
 #include <linux/filter.h>
@@ -31,16 +32,16 @@ typedef struct sh_seccomp_allow {
         uint64_t value;
 } sh_seccomp_allow;
 
-/* An allow-list filter for a helper child (the tool unpacker): only `rules` pass; every other
- * system call fails with `deny_errno`, so that a refusal is visible as an error; calls through
- * any other ABI than the native one kill the process. */
+/* An allow-list filter for a helper child (the tool unpacker, the tree removers): only
+ * `rules` pass; every other system call fails with `deny_errno`, so that a refusal is visible
+ * as an error; calls through any other ABI than the native one kill the process. */
 int sh_seccomp_build_allowlist(const sh_seccomp_allow *rules, size_t n, int deny_errno,
                                sh_seccomp **ret, sh_error **err);
 
-/* Export a filter built elsewhere with libseccomp (`ctx` is a scmp_filter_ctx: the root
- * helpers' own filters, src/isolation/helper.c) into a new sh_seccomp. ctx stays the
- * caller's. */
-int sh_seccomp_export(void *ctx, sh_seccomp **ret, sh_error **err);
+/* A filter stacked on the sandbox's own for rsync's helper: sockets of AF_UNIX only (rsync's
+ * processes talk over socketpairs: any other family answers EAFNOSUPPORT), and no other ABI
+ * than the native one (killed). */
+int sh_seccomp_build_unix_only(sh_seccomp **ret, sh_error **err);
 
 /* The exported program; valid while s lives (and in a forked child). */
 const struct sock_fprog *sh_seccomp_prog(const sh_seccomp *s);

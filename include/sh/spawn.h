@@ -15,7 +15,9 @@ typedef int (*sh_child_main_fn)(void *arg);
 
 /* Fork a child that keeps stdin/stdout/stderr and `keep_fd` (moved to fd 3 when >= 0; -1 for
  * none), closes every other fd, resets signal handling and runs fn(arg, ...). `done` may be
- * NULL. Returns the handle (owned by the loop until done has run) or NULL with errno. */
+ * NULL; it is called from the loop once the child has exited, never before this returns.
+ * Returns the handle (owned by the loop until done has run) or NULL with errno: then no
+ * child runs (one that was made is killed and reaped later) and done is never called. */
 sh_child *sh_child_fork(sh_loop *l, int keep_fd, sh_child_main_fn fn, void *arg,
                         sh_child_done_fn done, void *data);
 
@@ -37,15 +39,17 @@ pid_t sh_child_pid(const sh_child *c);
 /* Drop the done callback: the child is still reaped, nobody is told. */
 void sh_child_forget(sh_child *c);
 
-/* Reap `pid` (a child of ours, or an orphan reparented to us as child subreaper) from the
- * loop once it exits; nobody is told. */
-int sh_child_reap_later(sh_loop *l, pid_t pid);
+/* Watch and reap `pid`, a process we did not fork but are the reaper of (an orphan
+ * reparented to us as child subreaper), like a child of ours: `done` (may be NULL) from the
+ * loop once it exits. Returns the handle, or NULL with errno when it has no pidfd (it is not
+ * ours, or gone). */
+sh_child *sh_child_adopt(sh_loop *l, pid_t pid, sh_child_done_fn done, void *data);
 
 /* Number of children not yet reaped. */
 unsigned sh_child_count(void);
 
 /* Block until every child has exited and been reaped (their done callbacks run). For
- * shutdown only. */
+ * shutdown only, once the loop has stopped. */
 void sh_child_wait_all(sh_loop *l);
 
 /* Send a signal to a live child (by its pidfd; no pid reuse race). */

@@ -1,7 +1,7 @@
-/* worker.h: a sandbox's worker, the init (PID 1) of its namespaces, and the daemon <-> init
- * wire formats. The worker is `sandbox-init`, a small static executable embedded in the daemon
- * (initimage.c) and exec'd from a sealed memfd: it reads its spec (serialized here, the codec
- * is pure), joins the sandbox cgroup, makes the namespaces and the root filesystem, keeps only
+/* worker.h: the daemon's side of a sandbox's worker, the init (PID 1) of its namespaces. The
+ * worker is `sandbox-init`, a small static executable embedded in the daemon (initimage.c) and
+ * exec'd from a sealed memfd: it reads its spec (the protocol is sh/proto.h), joins the
+ * sandbox cgroup, makes the namespaces and the root filesystem, keeps only
  * the capabilities it needs, then starts execs on request over a SOCK_SEQPACKET socketpair:
  * each exec child moves itself into its exec cgroup, drops every privilege, loads the seccomp
  * filter last and execs. The worker reaps orphans and reports exec exits. */
@@ -14,76 +14,7 @@
 
 #include "sh/error.h"
 #include "sh/loop.h"
-
-#define SH_WORKER_PATH_MAX    4096
-#define SH_WORKER_MAX_ENTRIES 32
-#define SH_ENTRY_PATH_MAX     1024
-#define SH_EXEC_MSG_MAX       (128 * 1024) /* argv + env of one exec, encoded */
-#define SH_EXEC_MAX_PROCS_FDS 4
-#define SH_WORKER_MAX_RLIMITS 16        /* RLIMIT_NLIMITS on Linux */
-#define SH_WORKER_SPEC_MAX    (1 << 20) /* bytes of an encoded spec */
-#define SH_WORKER_FILTER_MAX  4096      /* BPF_MAXINSNS */
-#define SH_WORKER_HOSTNAME    "sandbox" /* never the remote_id: that is the API's credential */
-#define SH_WORKER_PTYS_MAX    16        /* ptys of one sandbox's private devpts */
-#define SH_WORKER_NOFILE      1024      /* RLIMIT_NOFILE, soft and hard (worker.c) */
-
-/* fds of a starting worker (sandbox-init): the control socket, the spec memfd, then the
- * spec's nprocs cgroup.procs fds of the sandbox's init cgroup. */
-#define SH_WORKER_CTL_FD   3
-#define SH_WORKER_SPEC_FD  4
-#define SH_WORKER_PROCS_FD 5
-
-/* Messages. Worker -> daemon messages are sh_msg; EXEC carries a payload and fds. */
-enum {
-        SH_MSG_PID = 1,      /* intermediate -> daemon: a = the worker's pid (daemon's view) */
-        SH_MSG_READY,        /* worker is set up and serving */
-        SH_MSG_SETUP_FAILED, /* a = step (sh_worker_step), b = errno */
-        SH_MSG_STARTED,      /* id, a = pid inside the sandbox */
-        SH_MSG_EXITED,       /* id, a = wait status */
-        SH_MSG_EXEC,         /* daemon -> worker: id + argv/env payload; fds: out, err, procs... */
-};
-
-typedef struct sh_msg {
-        uint32_t type;
-        uint32_t id;
-        int32_t a;
-        int32_t b;
-} sh_msg;
-
-/* One top-level entry of the sandbox's root filesystem (an image directory). */
-typedef struct sh_root_entry {
-        char name[256];                 /* "usr", "bin", ... */
-        char src[SH_ENTRY_PATH_MAX];    /* host path to bind (directories) */
-        char target[SH_ENTRY_PATH_MAX]; /* link target (symlinks) */
-        bool is_link;
-} sh_root_entry;
-
-/* One resource limit, soft and hard, set in PID 1 and so inherited by every exec. */
-typedef struct sh_rlimit_spec {
-        uint32_t resource; /* RLIMIT_* */
-        uint64_t cur, max; /* RLIM_INFINITY for none */
-} sh_rlimit_spec;
-
-/* Everything the worker needs, prepared in the daemon and sent to sandbox-init encoded
- * (sh_worker_spec_encode); the init trusts nothing in it it has not checked. */
-typedef struct sh_worker_spec {
-        char hostname[64];
-        char rootfs[SH_WORKER_PATH_MAX];    /* empty directory: mount point of the new root */
-        char workspace[SH_WORKER_PATH_MAX]; /* host path of the workspace */
-        char tools[SH_WORKER_PATH_MAX];     /* host path of the tool store */
-        sh_root_entry entries[SH_WORKER_MAX_ENTRIES];
-        int n_entries;
-        uint64_t tmp_size; /* bytes of /tmp */
-        uint32_t ptys_max; /* ptys of the sandbox's devpts */
-        uid_t uid;         /* the sandbox's; never 0 */
-        gid_t gid;
-        int nprocs; /* cgroup.procs fds the init gets (sh_worker_start fills it) */
-        sh_rlimit_spec rlimits[SH_WORKER_MAX_RLIMITS];
-        int n_rlimits;
-        /* The daemon points this at its filter's program; a decoded spec owns its copy
-         * (sh_worker_spec_done frees it). */
-        struct sock_fprog seccomp;
-} sh_worker_spec;
+#include "sh/proto.h"
 
 /* Fill spec->entries from an image directory (NULL: the host's own /usr, /bin, /sbin, /lib*,
  * /etc). */
@@ -91,23 +22,6 @@ int sh_worker_spec_image(sh_worker_spec *spec, const char *image_dir, sh_error *
 
 /* The resource limits of every sandbox (the table and its reasons are in worker.c). */
 void sh_worker_spec_limits(sh_worker_spec *spec, uint64_t pids_max);
-
-/* Spec codec (pure). encode: *ret_buf is malloc'd; -E2BIG, -ENAMETOOLONG or -EINVAL for a spec
- * the decoder would refuse, -ENOMEM. decode: every length, count and value is checked
- * (strings fit their fields and hold no NUL, names are single components, paths absolute,
- * uid and gid not 0, limits and filter bounded, no trailing bytes); 0 or -EBADMSG / -ENOMEM,
- * *ret untouched but for the filter on failure. */
-int sh_worker_spec_encode(const sh_worker_spec *spec, char **ret_buf, size_t *ret_len);
-int sh_worker_spec_decode(const void *buf, size_t len, sh_worker_spec *ret);
-/* Free what decode allocated (the filter). */
-void sh_worker_spec_done(sh_worker_spec *spec);
-
-/* Exec payload codec (pure). */
-int sh_proto_encode_exec(uint32_t id, char *const *argv, char *const *envp, char **ret_buf,
-                         size_t *ret_len);
-/* Decodes in place: the arrays are allocated, the strings point into buf. */
-int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, char ***ret_argv,
-                         char ***ret_envp);
 
 /* The embedded sandbox-init executable, written into a sealed memfd (initimage.c): one per
  * daemon, made at start; every worker is exec'd from it. Returns the fd (O_CLOEXEC). */
@@ -141,30 +55,3 @@ void sh_worker_kill(sh_worker *w);
 bool sh_worker_alive(const sh_worker *w);
 /* Stop watching and free; kills the worker if still alive. */
 void sh_worker_free(sh_worker *w);
-
-/* Setup steps, for SH_MSG_SETUP_FAILED (a = step, b = errno). Numbers only: child.c runs the
- * steps in its own order (the last five come first or last). */
-enum {
-        SH_STEP_CGROUP_JOIN = 1,
-        SH_STEP_UNSHARE,
-        SH_STEP_FORK,
-        SH_STEP_MOUNT_PRIVATE,
-        SH_STEP_HOSTNAME,
-        SH_STEP_ROOT_TMPFS,
-        SH_STEP_IMAGE,
-        SH_STEP_WORKSPACE,
-        SH_STEP_TMP,
-        SH_STEP_PROC,
-        SH_STEP_DEV,
-        SH_STEP_TOOLS,
-        SH_STEP_PIVOT,
-        SH_STEP_LOOPBACK,
-        SH_STEP_SIGNALS,
-        SH_STEP_EXEC_INIT, /* the daemon's child could not exec sandbox-init */
-        SH_STEP_SPEC,      /* sandbox-init could not read or decode its spec */
-        SH_STEP_LIMITS,
-        SH_STEP_PRIVILEGES,
-        SH_STEP_STDIO,
-};
-/* Names of setup steps for SH_MSG_SETUP_FAILED. */
-const char *sh_worker_step_name(int step);

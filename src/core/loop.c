@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sh/list.h"
 #include "sh/macro.h"
 
 struct sh_io {
@@ -19,14 +20,14 @@ struct sh_io {
         void *data;
         bool dead;
         sh_io *next_dead;
-        sh_io *prev, *next; /* every live io, so the loop can free what is left */
+        SH_LIST_FIELDS(sh_io, live); /* every live io, so the loop can free what is left */
 };
 
 struct sh_timer {
         uint64_t deadline_ms;
         sh_timer_fn fn;
         void *data;
-        sh_timer *prev, *next;
+        SH_LIST_FIELDS(sh_timer, timers);
 };
 
 typedef struct hook {
@@ -144,10 +145,7 @@ sh_io *sh_loop_add_io(sh_loop *l, int fd, uint32_t events, sh_io_fn fn, void *da
                 errno = saved;
                 return NULL;
         }
-        io->next = l->ios;
-        if (l->ios)
-                l->ios->prev = io;
-        l->ios = io;
+        SH_LIST_PREPEND(live, l->ios, io);
         return io;
 }
 
@@ -166,12 +164,7 @@ void sh_loop_del_io(sh_loop *l, sh_io *io)
                 return;
         /* The fd may already be closed by its owner; EBADF/ENOENT are then expected. */
         (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, io->fd, NULL);
-        if (io->prev)
-                io->prev->next = io->next;
-        else
-                l->ios = io->next;
-        if (io->next)
-                io->next->prev = io->prev;
+        SH_LIST_REMOVE(live, l->ios, io);
         io->dead = true;
         io->next_dead = l->dead;
         l->dead = io;
@@ -179,38 +172,28 @@ void sh_loop_del_io(sh_loop *l, sh_io *io)
 
 sh_timer *sh_loop_add_timer(sh_loop *l, uint64_t ms, sh_timer_fn fn, void *data)
 {
-        sh_timer *t = calloc(1, sizeof(*t)), **pp, *prev = NULL;
+        sh_timer *t = calloc(1, sizeof(*t)), *i, *after = NULL;
 
         if (!t)
                 return NULL;
         t->deadline_ms = sh_now_ms() + ms;
         t->fn = fn;
         t->data = data;
-        for (pp = &l->timers; *pp && (*pp)->deadline_ms <= t->deadline_ms; pp = &(*pp)->next)
-                prev = *pp;
-        t->next = *pp;
-        t->prev = prev;
-        if (*pp)
-                (*pp)->prev = t;
-        *pp = t;
+        /* Sorted by deadline; timers of the same deadline fire in the order they were added. */
+        SH_LIST_FOREACH(timers, i, l->timers) {
+                if (i->deadline_ms > t->deadline_ms)
+                        break;
+                after = i;
+        }
+        SH_LIST_INSERT_AFTER(timers, l->timers, after, t);
         return t;
-}
-
-static void unlink_timer(sh_loop *l, sh_timer *t)
-{
-        if (t->prev)
-                t->prev->next = t->next;
-        else
-                l->timers = t->next;
-        if (t->next)
-                t->next->prev = t->prev;
 }
 
 void sh_loop_cancel_timer(sh_loop *l, sh_timer *t)
 {
         if (!t)
                 return;
-        unlink_timer(l, t);
+        SH_LIST_REMOVE(timers, l->timers, t);
         free(t);
 }
 
@@ -264,7 +247,7 @@ static void run_due_timers(sh_loop *l)
         while (l->timers && l->timers->deadline_ms <= now) {
                 sh_timer *t = l->timers;
 
-                unlink_timer(l, t);
+                SH_LIST_REMOVE(timers, l->timers, t);
                 t->fn(l, t, t->data);
                 free(t);
         }

@@ -2,76 +2,94 @@
 #include "sh/spawn.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sh/list.h"
 #include "sh/macro.h"
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
+#include "sh/syscalls.h"
 
 struct sh_child {
         pid_t pid;
         int pidfd;
-        sh_io *io;
+        sh_io *io; /* NULL: not watched (the loop could not take it), swept by a timer */
         sh_child_done_fn done;
         void *data;
-        sh_child *prev, *next;
+        bool orphan; /* sh_child_adopt: not ours to count */
+        SH_LIST_FIELDS(sh_child, children);
 };
 
-static sh_child *children;
+static sh_child *children; /* every child and orphan not yet reaped */
 static unsigned n_children;
-
-static void unlink_child(sh_child *c)
-{
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                children = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
-        n_children--;
-}
+static sh_timer *sweep_t; /* while a child is not watched */
 
 static void reap(sh_loop *l, sh_child *c, int status)
 {
         sh_loop_del_io(l, c->io);
         sh_close(c->pidfd);
-        unlink_child(c);
+        SH_LIST_REMOVE(children, children, c);
+        if (!c->orphan)
+                n_children--;
         if (c->done)
                 c->done(c, c->pid, status, c->data);
         free(c);
 }
 
-static void pidfd_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+/* Reap c if it has exited; true if it did. Never waits. */
+static bool try_reap(sh_loop *l, sh_child *c)
 {
-        sh_child *c = data;
         int status = 0;
-        pid_t r;
+        pid_t r = waitpid(c->pid, &status, WNOHANG);
 
-        r = waitpid(c->pid, &status, WNOHANG);
         if (r == 0)
-                return; /* spurious */
+                return false;
         if (r < 0)
                 status = W_EXITCODE(255, 0); /* already reaped elsewhere: treat as failed */
         reap(l, c, status);
+        return true;
 }
 
-/* In the child: close every fd above 3 (fd 3 is the kept one, if any). */
-static void close_other_fds(int first)
+static void pidfd_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
 {
-        if (syscall(SYS_close_range, (unsigned)first, ~0U, 0) == 0)
-                return;
-        for (int fd = first; fd < 65536; fd++)
-                close(fd);
+        (void)try_reap(l, data); /* a spurious wake-up reaps nothing */
+}
+
+/* The children the loop could not watch (sh_loop_add_io failed: out of memory), looked at
+ * every SWEEP_MS until they are gone. */
+#define SWEEP_MS 100
+
+static void sweep(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_child *c, *next;
+        bool left = false;
+
+        sweep_t = NULL;
+        SH_LIST_FOREACH_SAFE(children, c, next, children) {
+                if (!c->io && !try_reap(l, c))
+                        left = true;
+        }
+        if (left)
+                sweep_t = sh_loop_add_timer(l, SWEEP_MS, sweep, NULL);
+}
+
+/* Watch c's pidfd from the loop, or, when the loop cannot take it, from the sweep. 0, or
+ * -errno when it is not watched at all (the sweep timer could not be set either: it is then
+ * reaped by a later sweep or sh_child_wait_all). */
+static int watch(sh_loop *l, sh_child *c)
+{
+        c->io = sh_loop_add_io(l, c->pidfd, EPOLLIN, pidfd_readable, c);
+        if (c->io)
+                return 0;
+        if (!sweep_t)
+                sweep_t = sh_loop_add_timer(l, SWEEP_MS, sweep, NULL);
+        return sweep_t ? 0 : -ENOMEM;
 }
 
 sh_child *sh_child_fork(sh_loop *l, int keep_fd, sh_child_main_fn fn, void *arg,
@@ -100,25 +118,17 @@ static int arrange_fds(const int *keep, int n)
         return 0;
 }
 
-/* fork(), or with namespace flags a raw clone(2) without CLONE_VM: the child runs on a copy
- * of our stack like a forked one, already inside its new namespaces. (glibc's clone() wrapper
- * needs a separate stack; fork() cannot take flags.) */
-static pid_t fork_flags(unsigned long flags)
-{
-        if (!flags)
-                return fork();
-        return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
-}
-
 static sh_child *spawn(sh_loop *l, unsigned long flags, const int *keep, int n, sh_child_main_fn fn,
                        void *arg, sh_child_done_fn done, void *data)
 {
         sh_child *c = calloc(1, sizeof(*c));
+        int pidfd = -1;
         pid_t pid;
 
         if (!c)
                 return NULL;
-        pid = fork_flags(flags);
+        /* The child and its pidfd in one step (sh/syscalls.h): either both or neither. */
+        pid = sh_fork_pidfd(flags, &pidfd);
         if (pid < 0) {
                 int saved = errno;
 
@@ -136,28 +146,22 @@ static sh_child *spawn(sh_loop *l, unsigned long flags, const int *keep, int n, 
                 signal(SIGPIPE, SIG_DFL);
                 if (arrange_fds(keep, n) < 0)
                         _exit(125);
-                close_other_fds(3 + n);
+                sh_close_from((unsigned)(3 + n));
                 rc = fn(arg);
                 _exit(rc & 0xff);
         }
         c->pid = pid;
+        c->pidfd = pidfd;
         c->done = done;
         c->data = data;
-        c->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        if (c->pidfd >= 0)
-                c->io = sh_loop_add_io(l, c->pidfd, EPOLLIN, pidfd_readable, c);
-        c->next = children;
-        if (children)
-                children->prev = c;
-        children = c;
+        SH_LIST_PREPEND(children, children, c);
         n_children++;
-        if (c->pidfd < 0 || !c->io) {
-                /* Without a pidfd we cannot watch it from the loop: wait for it now. */
-                int status = 0;
-
-                while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-                        ;
-                reap(l, c, status);
+        if (watch(l, c) < 0) {
+                /* Nothing watches it: the start fails, cleanly. The child dies at once, is
+                 * reaped by a later sweep or at shutdown, and done is never called. */
+                (void)sh_pidfd_send_signal(pidfd, SIGKILL);
+                c->done = NULL;
+                errno = ENOMEM;
                 return NULL;
         }
         return c;
@@ -189,64 +193,29 @@ void sh_child_forget(sh_child *c)
         c->done = NULL;
 }
 
-typedef struct orphan {
-        pid_t pid;
-        int pidfd;
-        sh_io *io;
-        struct orphan *prev, *next;
-} orphan;
-
-static orphan *orphans;
-
-static void orphan_free(sh_loop *l, orphan *o)
+sh_child *sh_child_adopt(sh_loop *l, pid_t pid, sh_child_done_fn done, void *data)
 {
-        sh_loop_del_io(l, o->io);
-        close(o->pidfd);
-        if (o->prev)
-                o->prev->next = o->next;
-        else
-                orphans = o->next;
-        if (o->next)
-                o->next->prev = o->prev;
-        free(o);
-}
+        sh_child *c = calloc(1, sizeof(*c));
 
-static void orphan_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
-{
-        orphan *o = data;
+        if (!c)
+                return NULL;
+        c->pid = pid;
+        c->orphan = true;
+        c->done = done;
+        c->data = data;
+        c->pidfd = sh_pidfd_open(pid, 0);
+        if (c->pidfd < 0) {
+                int saved = errno;
 
-        if (waitpid(o->pid, NULL, WNOHANG) == 0)
-                return;
-        orphan_free(l, o);
-}
-
-int sh_child_reap_later(sh_loop *l, pid_t pid)
-{
-        orphan *o = calloc(1, sizeof(*o));
-
-        if (!o)
-                return -ENOMEM;
-        o->pid = pid;
-        o->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        if (o->pidfd < 0) {
-                int r = -errno;
-
-                free(o);
-                return r;
+                free(c);
+                errno = saved;
+                return NULL;
         }
-        o->io = sh_loop_add_io(l, o->pidfd, EPOLLIN, orphan_readable, o);
-        if (!o->io) {
-                int r = -errno;
-
-                close(o->pidfd);
-                free(o);
-                return r;
-        }
-        o->next = orphans;
-        if (orphans)
-                orphans->prev = o;
-        orphans = o;
-        return 0;
+        SH_LIST_PREPEND(children, children, c);
+        /* Unwatched (out of memory), it is still reaped: by a later sweep, at the latest by
+         * sh_child_wait_all. */
+        (void)watch(l, c);
+        return c;
 }
 
 unsigned sh_child_count(void)
@@ -256,18 +225,16 @@ unsigned sh_child_count(void)
 
 int sh_child_kill(sh_child *c, int sig)
 {
-        if (syscall(SYS_pidfd_send_signal, c->pidfd, sig, NULL, 0) < 0)
+        if (sh_pidfd_send_signal(c->pidfd, sig) < 0)
                 return -errno;
         return 0;
 }
 
 void sh_child_wait_all(sh_loop *l)
 {
-        while (orphans) {
-                if (waitpid(orphans->pid, NULL, 0) < 0 && errno == EINTR)
-                        continue;
-                orphan_free(l, orphans);
-        }
+        /* After the loop has stopped (shutdown): nothing else runs any more. */
+        sh_loop_cancel_timer(l, sweep_t);
+        sweep_t = NULL;
         while (children) {
                 sh_child *c = children;
                 int status = 0;

@@ -1,5 +1,6 @@
-/* caps.c: privileges in a sandbox: PID 1 keeps only what starting execs needs; each exec child
- * drops every privilege (bounding set to no_new_privs) before execve. */
+/* caps.c: the capability steps of confined children: PID 1 keeps only what starting execs
+ * needs; an exec child drops every privilege (bounding set to no_new_privs) before execve; a
+ * helper keeps exactly its list. */
 #include "sh/caps.h"
 
 #include <errno.h>
@@ -7,9 +8,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <linux/securebits.h>
-#include <sys/capability.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+
+#include "sh/macro.h"
 
 /*
  * Securebits set while we still hold CAP_SETPCAP, each with its lock bit so that nothing
@@ -49,44 +51,45 @@ static int fail(const char **ret_step, const char *step)
  * which check the writer's euid). */
 static const cap_value_t init_caps[] = {CAP_SETPCAP, CAP_SETGID, CAP_SETUID};
 
-static bool is_init_cap(cap_value_t cap)
+static bool kept(const cap_value_t *keep, int n, cap_value_t cap)
 {
-        for (size_t i = 0; i < sizeof(init_caps) / sizeof(init_caps[0]); i++)
-                if (init_caps[i] == cap)
+        for (int i = 0; i < n; i++)
+                if (keep[i] == cap)
                         return true;
         return false;
 }
 
 /* The bounding set limits what any later execve can ever add to the permitted set (file
- * capabilities, setuid-root). Dropping a bit needs CAP_SETPCAP, so this is the first step.
- * cap_max_bits() is libcap's count of the running kernel's capabilities; the loop goes on
- * while the kernel still knows the next bit, in case the kernel is newer than libcap.
- * `keep`: leave PID 1's own capabilities in. */
-static int drop_bounding_set(bool keep)
+ * capabilities, setuid-root). Dropping a bit needs CAP_SETPCAP, so this is the first step; a
+ * bit already out needs no dropping (and a helper of a daemon without CAP_SETPCAP may have
+ * nothing left to drop). The loop goes on while the kernel knows the next bit
+ * (PR_CAPBSET_READ fails past the last one), in case the kernel is newer than libcap. */
+static int drop_bounding_set(const cap_value_t *keep, int n)
 {
         for (cap_value_t cap = 0; cap < 64; cap++) {
-                if (cap >= (cap_value_t)cap_max_bits() &&
-                    prctl(PR_CAPBSET_READ, (unsigned long)cap, 0, 0, 0) < 0)
+                int in = prctl(PR_CAPBSET_READ, (unsigned long)cap, 0, 0, 0);
+
+                if (in < 0)
                         break;
-                if (keep && is_init_cap(cap))
-                        continue;
-                if (cap_drop_bound(cap) < 0)
+                if (in == 1 && !kept(keep, n, cap) && cap_drop_bound(cap) < 0)
                         return -1;
         }
         return 0;
 }
 
-/* Clear the effective, permitted and inheritable sets in one capset(2). */
-static int clear_capability_sets(void)
+/* Effective and permitted: exactly `keep`; inheritable: none; in one capset(2). */
+static int set_capability_sets(const cap_value_t *keep, int n)
 {
-        cap_t empty = cap_init(); /* cap_init() returns a fully cleared set */
-        int r, saved;
+        cap_t c = cap_init(); /* cap_init() returns a fully cleared set */
+        int r = -1, saved;
 
-        if (!empty)
+        if (!c)
                 return -1;
-        r = cap_set_proc(empty);
+        if (n == 0 || (cap_set_flag(c, CAP_PERMITTED, n, keep, CAP_SET) == 0 &&
+                       cap_set_flag(c, CAP_EFFECTIVE, n, keep, CAP_SET) == 0))
+                r = cap_set_proc(c);
         saved = errno;
-        cap_free(empty);
+        cap_free(c);
         errno = saved;
         return r;
 }
@@ -97,7 +100,7 @@ int sh_caps_drop_to(uid_t uid, gid_t gid, const char **ret_step)
                 *ret_step = NULL;
         errno = 0;
 
-        if (drop_bounding_set(false) < 0)
+        if (drop_bounding_set(NULL, 0) < 0)
                 return fail(ret_step, "drop bounding set");
         /* Needs CAP_SETPCAP too, so before the sets are cleared. */
         if (cap_set_secbits(SANDBOX_SECUREBITS) < 0)
@@ -115,7 +118,7 @@ int sh_caps_drop_to(uid_t uid, gid_t gid, const char **ret_step)
         /* Leaving uid 0 already cleared the permitted and effective sets (securebits keep
          * that fixup locked on); clear explicitly anyway, including the inheritable set,
          * which the uid change leaves alone, and for the case uid is 0 in a user namespace. */
-        if (clear_capability_sets() < 0)
+        if (set_capability_sets(NULL, 0) < 0)
                 return fail(ret_step, "clear capability sets");
         if (cap_reset_ambient() < 0)
                 return fail(ret_step, "clear ambient set");
@@ -127,44 +130,44 @@ int sh_caps_drop_to(uid_t uid, gid_t gid, const char **ret_step)
         return 0;
 }
 
-/* Permitted and effective: PID 1's three; inheritable: none. */
-static int keep_init_caps(void)
-{
-        cap_t c = cap_init();
-        int r = -1, saved;
-
-        if (!c)
-                return -1;
-        if (cap_set_flag(c, CAP_PERMITTED, 3, init_caps, CAP_SET) == 0 &&
-            cap_set_flag(c, CAP_EFFECTIVE, 3, init_caps, CAP_SET) == 0)
-                r = cap_set_proc(c);
-        saved = errno;
-        cap_free(c);
-        errno = saved;
-        return r;
-}
-
-int sh_caps_limit_init(const char **ret_step)
+int sh_caps_keep_only(const cap_value_t *keep, int n, const char **ret_step)
 {
         if (ret_step)
                 *ret_step = NULL;
         errno = 0;
 
-        /* PID 1 runs no hostile code, but it is root in the sandbox's namespaces, and its
-         * capabilities are what a way into it (a kernel bug, a flaw in its few hundred
-         * lines) would hand over: keep only what starting an exec needs, in every set. */
-        if (drop_bounding_set(true) < 0)
+        if (n < 0 || n > 64) {
+                errno = EINVAL;
+                return fail(ret_step, "capability list");
+        }
+        if (drop_bounding_set(keep, n) < 0)
                 return fail(ret_step, "reduce bounding set");
-        /* The same locked securebits as every exec child gets (see SANDBOX_SECUREBITS):
-         * set here they are inherited, and setting them again there is a no-op. */
-        if (cap_set_secbits(SANDBOX_SECUREBITS) < 0)
-                return fail(ret_step, "set securebits");
-        if (keep_init_caps() < 0)
+        if (set_capability_sets(keep, n) < 0)
                 return fail(ret_step, "reduce capability sets");
         if (cap_reset_ambient() < 0)
                 return fail(ret_step, "clear ambient set");
+        /* no_new_privs: no execve can ever add to what is left (setuid bits and file
+         * capabilities are ignored). */
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return fail(ret_step, "set no_new_privs");
+        return 0;
+}
+
+int sh_caps_limit_init(const char **ret_step)
+{
+        int r;
+
+        /* PID 1 runs no hostile code, but it is root in the sandbox's namespaces, and its
+         * capabilities are what a way into it (a kernel bug, a flaw in its few hundred
+         * lines) would hand over: keep only what starting an exec needs, in every set. */
+        r = sh_caps_keep_only(init_caps, (int)ARRAY_SIZE(init_caps), ret_step);
+        if (r < 0)
+                return r;
+        /* The same locked securebits as every exec child gets (see SANDBOX_SECUREBITS):
+         * set here they are inherited, and setting them again there is a no-op. PID 1 kept
+         * CAP_SETPCAP, which this needs. */
+        if (cap_set_secbits(SANDBOX_SECUREBITS) < 0)
+                return fail(ret_step, "set securebits");
         /* Not dumpable: no core of PID 1, no ptrace or /proc/1/mem, maps, environ for
          * anyone but a privileged host process, even of the same uid. */
         if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)

@@ -5,11 +5,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include "sh/cgroup.h"
+#include "sh/loop.h"
+#include "sh/syscalls.h"
 
 /* v1 uses four hierarchies, v2 one. */
 #define SH_CG_MAX_HIER 4
@@ -21,10 +22,10 @@ enum { SH_CG_V1_MEMORY = 0, SH_CG_V1_PIDS, SH_CG_V1_CPU, SH_CG_V1_FREEZER };
 #define SH_CG_MOUNTINFO_MAX (4 * 1024 * 1024)
 #define SH_CG_NAME_MAX      64 /* a cgroup name we create (one path component) */
 #define SH_CG_DEPTH_MAX     16 /* how deep below the subtree we ever walk */
-/* How long freezing may take before we give up (the daemon's loop is blocked meanwhile). */
+/* How long a v2 kill without cgroup.kill waits for the freeze (from timers, never blocking). */
 #define SH_CG_FREEZE_TIMEOUT_MS 1000
-/* A kill runs in the event loop: it waits for a freeze this long at most, then falls back to
- * repeated SIGKILL passes (a task with SIGKILL pending cannot fork, so they converge). */
+/* A v1 kill waits for a freeze this long at most (from timers), then falls back to repeated
+ * SIGKILL passes (a task with SIGKILL pending cannot fork, so they converge). */
 #define SH_CG_KILL_FREEZE_MS 50
 /* How long root_open waits for a killed leftover cgroup to empty. */
 #define SH_CG_LEFTOVER_TIMEOUT_MS 5000
@@ -55,6 +56,14 @@ struct sh_cgroup_root {
         int v2_daemon_fd;        /* <subtree>/daemon, the leaf the daemon moved itself into */
         bool v2_kill;            /* cgroup.kill exists (Linux >= 5.14) */
         unsigned v2_own_enabled; /* SH_CG_C_* this open enabled in own_dir's subtree_control */
+        /* kills waiting for a freeze, and cgroups waiting to be empty for their removal,
+         * driven by timers of `loop` */
+        sh_loop *loop;
+        struct sh_cg_kill *kills;
+        struct sh_cg_grave *graves;
+        sh_timer *graves_t;
+        sh_cgroup_lost_fn lost;
+        void *lost_data;
 };
 
 /* A cgroup below the subtree: one directory per hierarchy (fd -1 where it does not exist,
@@ -73,13 +82,19 @@ struct sh_cg_ops {
          * `need` when the child gets limits, else best effort. */
         int (*prepare_parent)(sh_cgroup *parent, bool need, sh_error **err);
         int (*set_limits)(sh_cgroup *cg, const sh_cg_limits *lim, sh_error **err);
-        int (*kill)(sh_cgroup *cg, sh_error **err);
-        int (*freeze)(sh_cgroup *cg, bool frozen, sh_error **err);
+        /* Optional: kill cg and below at once, by the kernel (v2 cgroup.kill): 1 done, 0
+         * not possible here (the freezer way follows), or < 0. */
+        int (*kill_direct)(sh_cgroup *cg, sh_error **err);
+        /* The freezer way (cgroup.c): freeze, SIGKILL each, wait up to kill_freeze_ms for the
+         * freeze (timers), SIGKILL each again, thaw; not frozen in time: thaw and up to
+         * kill_passes more passes. */
+        unsigned kill_freeze_ms;
+        int kill_passes;
         /* The freezer of one directory of the freezer hierarchy (v1 "freezer", v2 the
-         * unified one), without waiting: ask for a freeze; ask again and tell whether it is
-         * complete (1) or not yet (0); thaw. 0/1 or -errno. */
+         * unified one), without waiting: ask for a freeze; tell whether it is complete (1) or
+         * not yet (0); thaw. 0/1 or -errno. */
         int (*freeze_start)(int fd);
-        int (*freeze_check)(int fd);
+        int (*frozen)(int fd);
         int (*thaw)(int fd);
         int (*is_empty)(sh_cgroup *cg, bool *ret, sh_error **err);
         int (*oom_kills)(sh_cgroup *cg, uint64_t *ret, sh_error **err);
@@ -101,10 +116,6 @@ int sh_cg_write_file(int dirfd, const char *name, const char *val);
 int sh_cg_open_dir(int dirfd, const char *name);
 /* 0 when dirfd is on a file system with statfs magic `magic`, else -EMEDIUMTYPE. */
 int sh_cg_check_magic(int dirfd, unsigned long magic);
-/* Sleep `ms` milliseconds (used by the bounded polls). */
-void sh_cg_sleep_ms(unsigned ms);
-/* Milliseconds on the monotonic clock. */
-uint64_t sh_cg_now_ms(void);
 
 /* Call cb for every pid in cgroup.procs of dirfd (and, with `recursive`, of every descendant
  * cgroup, at most SH_CG_DEPTH_MAX deep). A cb result < 0 stops the walk and is returned. */
@@ -123,22 +134,10 @@ int sh_cg_kill_own_in(sh_cgroup *cg, size_t h);
 /* Sum of the `key` counter of file `name` over cg's directory in hierarchy h and below. */
 int sh_cg_sum_keyed(int dirfd, const char *name, const char *key, uint64_t *ret);
 
+/* --- pure (cgroup-parse.c) --- */
+
+/* Parse `len` decimal digits at s into *ret, refusing overflow and empty input. 0 or
+ * -EBADMSG. */
+int sh_cg_parse_u64_span(const char *s, size_t len, uint64_t *ret);
 /* Does the space-separated list `text` (cgroup.controllers) hold `token`? */
 bool sh_cg_has_token(const char *text, const char *token);
-
-/* pidfd_open(2) (5.3) and pidfd_send_signal(2) (5.1); glibc 2.36 headers have the numbers.
- * Belong in sh/syscalls.h once its owner adds them. */
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
-static inline int sh_cg_pidfd_open(pid_t pid)
-{
-        return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-static inline int sh_cg_pidfd_send_signal(int pidfd, int sig)
-{
-        return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}

@@ -135,110 +135,20 @@ static int v1_freeze_start(int fd)
 }
 
 /* The kernel says FREEZING while a task has not reached the refrigerator yet (e.g. in an
- * uninterruptible sleep); writing FROZEN again retries the tasks that were busy. */
-static int v1_freeze_check(int fd)
+ * uninterruptible sleep); asking again (cgroup.c) retries the tasks that were busy. */
+static int v1_frozen(int fd)
 {
         _cleanup_free_ char *state = NULL;
         int k = sh_cg_read_file(fd, "freezer.state", SH_CG_SMALL_MAX, &state, NULL);
 
         if (k < 0)
                 return k;
-        if (strncmp(state, "FROZEN", 6) == 0 && (state[6] == '\n' || !state[6]))
-                return 1;
-        k = v1_freeze_start(fd);
-        return k < 0 ? k : 0;
+        return strncmp(state, "FROZEN", 6) == 0 && (state[6] == '\n' || !state[6]);
 }
 
 static int v1_thaw(int fd)
 {
         return sh_cg_write_file(fd, "freezer.state", "THAWED");
-}
-
-/* Freeze and poll freezer.state until the kernel reports FROZEN. -ETIMEDOUT after the
- * bound. Blocks the caller: for the short bounded waits of a kill and for tests; persist
- * polls from a timer instead. */
-static int freeze_wait(int fd, uint64_t timeout_ms)
-{
-        uint64_t deadline = sh_cg_now_ms() + timeout_ms;
-        unsigned delay = 1;
-        int k = v1_freeze_start(fd);
-
-        if (k < 0)
-                return k;
-        for (;;) {
-                k = v1_freeze_check(fd);
-                if (k != 0)
-                        return k < 0 ? k : 0;
-                if (sh_cg_now_ms() >= deadline)
-                        return -ETIMEDOUT;
-                sh_cg_sleep_ms(delay);
-                if (delay < 20)
-                        delay *= 2;
-        }
-}
-
-static int v1_freeze(sh_cgroup *cg, bool frozen, sh_error **err)
-{
-        int fd = cg->fd[SH_CG_V1_FREEZER];
-        int k;
-
-        if (fd < 0)
-                return sh_error_make(err, ENOENT, "cgroup '%s' has no freezer", cg->relpath);
-        if (!frozen) {
-                k = v1_thaw(fd);
-                return k < 0 ? sh_error_make(err, -k, "cannot thaw cgroup '%s'", cg->relpath) : 0;
-        }
-        k = freeze_wait(fd, SH_CG_FREEZE_TIMEOUT_MS);
-        if (k < 0) {
-                /* never leave a half-frozen sandbox behind */
-                (void)sh_cg_write_file(fd, "freezer.state", "THAWED");
-                return sh_error_make(err, -k, "cannot freeze cgroup '%s'", cg->relpath);
-        }
-        return 0;
-}
-
-/* One SIGKILL pass over every hierarchy (a process may, after a crash half-way through an
- * attach, be in some of them only). Returns how many were signalled or the first error. */
-static int kill_pass(sh_cgroup *cg, int *first)
-{
-        int n = 0;
-
-        for (size_t h = 0; h < cg->root->nhier; h++) {
-                int k = sh_cg_kill_all_in(cg, h);
-
-                if (k < 0 && *first == 0)
-                        *first = k;
-                if (k > 0)
-                        n += k;
-        }
-        return n;
-}
-
-static int v1_kill(sh_cgroup *cg, sh_error **err)
-{
-        int fd = cg->fd[SH_CG_V1_FREEZER];
-        bool frozen = false;
-        int first = 0;
-
-        /* Frozen, nothing can fork between our reading cgroup.procs and the SIGKILL, and no
-         * pid can be recycled (frozen tasks do not exit). The SIGKILLs land at the thaw. */
-        if (fd >= 0)
-                frozen = freeze_wait(fd, SH_CG_KILL_FREEZE_MS) == 0;
-        kill_pass(cg, &first);
-        if (fd >= 0) {
-                int k = sh_cg_write_file(fd, "freezer.state", "THAWED");
-
-                if (k < 0 && first == 0)
-                        first = k;
-        }
-        /* Not frozen in time: a process may have forked before its SIGKILL arrived. A task with
-         * SIGKILL pending cannot fork any more, so each pass shrinks the set; a few suffice. */
-        for (int pass = 0; !frozen && pass < 16; pass++)
-                if (kill_pass(cg, &first) == 0)
-                        break;
-        if (first < 0)
-                return sh_error_make(err, -first, "cannot kill cgroup '%s'", cg->relpath);
-        return 0;
 }
 
 static int found_pid(pid_t pid, void *userdata)
@@ -308,10 +218,13 @@ static int v1_destroy_root(sh_cgroup_root *r, sh_error **err)
 const sh_cg_ops sh_cg_v1_ops = {
         .open = v1_open,
         .set_limits = v1_set_limits,
-        .kill = v1_kill,
-        .freeze = v1_freeze,
+        /* A kill waits at most this long for a freeze (from timers), then falls back to
+         * repeated SIGKILL passes: a task with SIGKILL pending cannot fork, so they
+         * converge. */
+        .kill_freeze_ms = SH_CG_KILL_FREEZE_MS,
+        .kill_passes = 16,
         .freeze_start = v1_freeze_start,
-        .freeze_check = v1_freeze_check,
+        .frozen = v1_frozen,
         .thaw = v1_thaw,
         .is_empty = v1_is_empty,
         .oom_kills = v1_oom_kills,

@@ -292,19 +292,14 @@ static int v2_freeze_start(int fd)
         return sh_cg_write_file(fd, "cgroup.freeze", "1");
 }
 
-/* "frozen 1" in cgroup.events once every task below has stopped. Writing 1 again is
- * harmless (and freezes a cgroup that was never asked). */
-static int v2_freeze_check(int fd)
+/* "frozen 1" in cgroup.events once every task below has stopped. Asking again is harmless
+ * (and freezes a cgroup that was never asked). */
+static int v2_frozen(int fd)
 {
         uint64_t frozen = 0;
         int k = events_value(fd, "frozen", &frozen);
 
-        if (k < 0)
-                return k;
-        if (frozen == 1)
-                return 1;
-        k = v2_freeze_start(fd);
-        return k < 0 ? k : 0;
+        return k < 0 ? k : frozen == 1;
 }
 
 static int v2_thaw(int fd)
@@ -312,83 +307,24 @@ static int v2_thaw(int fd)
         return sh_cg_write_file(fd, "cgroup.freeze", "0");
 }
 
-/* Freeze and wait (bounded, blocking: kills and tests; persist polls from a timer). */
-static int freeze_wait(int fd)
-{
-        uint64_t deadline = sh_cg_now_ms() + SH_CG_FREEZE_TIMEOUT_MS;
-        unsigned delay = 1;
-        int k = v2_freeze_start(fd);
-
-        if (k < 0)
-                return k;
-        for (;;) {
-                k = v2_freeze_check(fd);
-                if (k != 0)
-                        return k < 0 ? k : 0;
-                if (sh_cg_now_ms() >= deadline)
-                        return -ETIMEDOUT;
-                sh_cg_sleep_ms(delay);
-                if (delay < 20)
-                        delay *= 2;
-        }
-}
-
-static int v2_freeze(sh_cgroup *cg, bool frozen, sh_error **err)
-{
-        int k;
-
-        if (cg->fd[0] < 0)
-                return sh_error_make(err, ENOENT, "cgroup '%s' is gone", cg->relpath);
-        if (!frozen) {
-                k = sh_cg_write_file(cg->fd[0], "cgroup.freeze", "0");
-                return k < 0 ? sh_error_make(err, -k, "cannot thaw cgroup '%s'", cg->relpath) : 0;
-        }
-        k = freeze_wait(cg->fd[0]);
-        if (k < 0) {
-                (void)sh_cg_write_file(cg->fd[0], "cgroup.freeze", "0");
-                return sh_error_make(err, -k, "cannot freeze cgroup '%s'", cg->relpath);
-        }
-        return 0;
-}
-
-static int v2_kill(sh_cgroup *cg, sh_error **err)
+/* cgroup.kill (Linux 5.14): the kernel kills the whole subtree, forks in flight included. 1
+ * when it did, 0 when the kernel has none (the caller freezes, kills each, thaws). */
+static int v2_kill_direct(sh_cgroup *cg, sh_error **err)
 {
         int fd = cg->fd[0];
-        bool frozen;
-        int k, first = 0;
+        int k;
 
-        if (fd < 0)
+        if (fd < 0 || !cg->root->v2_kill)
                 return 0;
-        if (cg->root->v2_kill) {
-                /* the kernel kills the whole subtree, forks in flight included */
-                k = sh_cg_write_file(fd, "cgroup.kill", "1");
-                if (k == 0) {
-                        /* A frozen cgroup stays frozen after cgroup.kill: thaw it, so the
-                         * killed tasks can run their exit and the cgroup can empty. */
-                        (void)sh_cg_write_file(fd, "cgroup.freeze", "0");
-                        return 0;
-                }
-                if (k != -ENOENT)
-                        return sh_error_make(err, -k, "cannot kill cgroup '%s'", cg->relpath);
+        k = sh_cg_write_file(fd, "cgroup.kill", "1");
+        if (k == 0) {
+                /* A frozen cgroup stays frozen after cgroup.kill: thaw it, so the killed
+                 * tasks can run their exit and the cgroup can empty. */
+                (void)sh_cg_write_file(fd, "cgroup.freeze", "0");
+                return 1;
         }
-        /* Before 5.14: freeze so nothing forks or exits under us, SIGKILL each (a fatal
-         * signal ends even a frozen v2 task), always thaw. */
-        frozen = freeze_wait(fd) == 0;
-        k = sh_cg_kill_all_in(cg, 0);
-        if (k < 0)
-                first = k;
-        k = sh_cg_write_file(fd, "cgroup.freeze", "0");
-        if (k < 0 && first == 0)
-                first = k;
-        for (int pass = 0; !frozen && pass < 4; pass++) {
-                k = sh_cg_kill_all_in(cg, 0);
-                if (k < 0 && first == 0)
-                        first = k;
-                if (k <= 0)
-                        break;
-        }
-        if (first < 0)
-                return sh_error_make(err, -first, "cannot kill cgroup '%s'", cg->relpath);
+        if (k != -ENOENT)
+                return sh_error_make(err, -k, "cannot kill cgroup '%s'", cg->relpath);
         return 0;
 }
 
@@ -476,10 +412,13 @@ const sh_cg_ops sh_cg_v2_ops = {
         .open = v2_open,
         .prepare_parent = v2_prepare_parent,
         .set_limits = v2_set_limits,
-        .kill = v2_kill,
-        .freeze = v2_freeze,
+        .kill_direct = v2_kill_direct,
+        /* Before 5.14: freeze so nothing forks or exits under us, SIGKILL each (a fatal
+         * signal ends even a frozen v2 task), always thaw. */
+        .kill_freeze_ms = SH_CG_FREEZE_TIMEOUT_MS,
+        .kill_passes = 4,
         .freeze_start = v2_freeze_start,
-        .freeze_check = v2_freeze_check,
+        .frozen = v2_frozen,
         .thaw = v2_thaw,
         .is_empty = v2_is_empty,
         .oom_kills = v2_oom_kills,

@@ -1,4 +1,4 @@
-/* cgroup.c: cgroup front end: pure parsers, mode detection, the daemon's subtree, generic create/attach/destroy, and dispatch to the v1/v2 backends. */
+/* cgroup.c: cgroup front end: mode detection, the daemon's subtree, generic create/attach/destroy, and dispatch to the v1/v2 backends (the pure parsers are cgroup-parse.c). */
 #include "cgroup-internal.h"
 
 #include <dirent.h>
@@ -12,6 +12,10 @@
 #include <sys/statfs.h>
 #include <time.h>
 
+#include "sh/list.h"
+#include "sh/remove.h"
+#include "sh/tree.h"
+
 #ifndef CGROUP_SUPER_MAGIC
 #define CGROUP_SUPER_MAGIC 0x27e0eb
 #endif
@@ -20,255 +24,18 @@
 #endif
 
 /* ------------------------------------------------------------------------------------------ */
-/* Pure parsers: strings in, strings out, no system calls.                                    */
-
-/* Parse `len` decimal digits at s into *ret, refusing overflow and empty input. */
-static int parse_u64_span(const char *s, size_t len, uint64_t *ret)
-{
-        uint64_t v = 0;
-
-        if (len == 0 || len > 20)
-                return -EBADMSG;
-        for (size_t i = 0; i < len; i++) {
-                unsigned d;
-
-                if (s[i] < '0' || s[i] > '9')
-                        return -EBADMSG;
-                d = (unsigned)(s[i] - '0');
-                if (v > (UINT64_MAX - d) / 10)
-                        return -EBADMSG;
-                v = v * 10 + d;
-        }
-        *ret = v;
-        return 0;
-}
-
-/* Is `tok` one of the `sep`-separated items of the span [s, s+len)? */
-static bool span_has_item(const char *s, size_t len, char sep, const char *tok)
-{
-        size_t tl = strlen(tok);
-        const char *end = s + len;
-
-        while (s < end) {
-                const char *e = memchr(s, sep, (size_t)(end - s));
-                size_t il;
-
-                if (!e)
-                        e = end;
-                il = (size_t)(e - s);
-                if (il == tl && memcmp(s, tok, tl) == 0)
-                        return true;
-                s = e + 1;
-        }
-        return false;
-}
-
-bool sh_cg_has_token(const char *text, const char *token)
-{
-        const char *s = text;
-
-        /* cgroup.controllers: "cpuset cpu io memory pids\n" */
-        while (*s) {
-                size_t n;
-
-                while (*s == ' ' || *s == '\n' || *s == '\t')
-                        s++;
-                n = strcspn(s, " \n\t");
-                if (n == 0)
-                        break;
-                if (n == strlen(token) && memcmp(s, token, n) == 0)
-                        return true;
-                s += n;
-        }
-        return false;
-}
-
-int sh_cg_parse_proc_self(const char *text, const char *controller, char **ret_path)
-{
-        const char *line = text;
-
-        if (!text || !ret_path)
-                return -EINVAL;
-        while (*line) {
-                const char *nl = strchrnul(line, '\n');
-                const char *c1 = memchr(line, ':', (size_t)(nl - line));
-                const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(nl - c1 - 1)) : NULL;
-
-                /* "hierarchy-ID:controller-list:cgroup-path"; the path is the rest of the
-                 * line and may itself hold ':' */
-                if (c2) {
-                        const char *list = c1 + 1, *path = c2 + 1;
-                        size_t list_len = (size_t)(c2 - list), path_len = (size_t)(nl - path);
-                        bool match;
-
-                        if (controller)
-                                match = list_len > 0 &&
-                                        span_has_item(list, list_len, ',', controller);
-                        else
-                                match = list_len == 0 && c1 - line == 1 && line[0] == '0';
-                        if (match && path_len > 0 && path_len < PATH_MAX && path[0] == '/') {
-                                char *p = strndup(path, path_len);
-
-                                if (!p)
-                                        return -ENOMEM;
-                                *ret_path = p;
-                                return 0;
-                        }
-                }
-                line = *nl ? nl + 1 : nl;
-        }
-        return -ENOENT;
-}
-
-/* Decode mountinfo's octal escapes ("\040" for a space) of a field into a new string. */
-static char *mountinfo_unescape(const char *s, size_t len)
-{
-        char *out = malloc(len + 1), *o = out;
-
-        if (!out)
-                return NULL;
-        for (size_t i = 0; i < len; i++) {
-                if (s[i] == '\\' && i + 3 < len && s[i + 1] >= '0' && s[i + 1] <= '3' &&
-                    s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
-                        *o++ = (char)(((s[i + 1] - '0') << 6) | ((s[i + 2] - '0') << 3) |
-                                      (s[i + 3] - '0'));
-                        i += 3;
-                } else {
-                        *o++ = s[i];
-                }
-        }
-        *o = '\0';
-        return out;
-}
-
-int sh_cg_parse_mountinfo_ex(const char *text, const char *controller, char **ret_mountpoint,
-                             char **ret_root)
-{
-        const char *line = text;
-
-        if (!text)
-                return -EINVAL;
-        while (*line) {
-                const char *nl = strchrnul(line, '\n');
-                const char *f[6] = {0};
-                size_t fl[6] = {0};
-                const char *p = line, *fstype = NULL, *opts = NULL;
-                size_t fstype_len = 0, opts_len = 0;
-                int n = 0;
-                bool after_sep = false;
-
-                /* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER" */
-                while (p < nl) {
-                        const char *e = memchr(p, ' ', (size_t)(nl - p));
-                        size_t l;
-
-                        if (!e)
-                                e = nl;
-                        l = (size_t)(e - p);
-                        if (l > 0) {
-                                if (!after_sep && n < 6) {
-                                        f[n] = p;
-                                        fl[n] = l;
-                                        n++;
-                                } else if (!after_sep && l == 1 && *p == '-') {
-                                        after_sep = true;
-                                        n = 0;
-                                } else if (after_sep) {
-                                        if (n == 0) {
-                                                fstype = p;
-                                                fstype_len = l;
-                                        } else if (n == 2) {
-                                                opts = p;
-                                                opts_len = l;
-                                        }
-                                        n++;
-                                }
-                        }
-                        p = e + 1;
-                }
-                if (after_sep && f[4] && fstype && opts) {
-                        bool match;
-
-                        if (!controller)
-                                match = fstype_len == 7 && memcmp(fstype, "cgroup2", 7) == 0;
-                        else
-                                match = fstype_len == 6 && memcmp(fstype, "cgroup", 6) == 0 &&
-                                        span_has_item(opts, opts_len, ',', controller);
-                        if (match) {
-                                _cleanup_free_ char *mp = mountinfo_unescape(f[4], fl[4]);
-                                _cleanup_free_ char *root = mountinfo_unescape(f[3], fl[3]);
-
-                                if (!mp || !root)
-                                        return -ENOMEM;
-                                if (ret_mountpoint)
-                                        *ret_mountpoint = TAKE_PTR(mp);
-                                if (ret_root)
-                                        *ret_root = TAKE_PTR(root);
-                                return 0;
-                        }
-                }
-                line = *nl ? nl + 1 : nl;
-        }
-        return -ENOENT;
-}
-
-int sh_cg_parse_mountinfo(const char *text, const char *controller, char **ret_mountpoint)
-{
-        return sh_cg_parse_mountinfo_ex(text, controller, ret_mountpoint, NULL);
-}
-
-int sh_cg_path_join(const char *mountpoint, const char *mount_root, const char *cgpath, char **ret)
-{
-        size_t rl;
-        const char *rest;
-        char *out;
-
-        if (!mountpoint || !mount_root || !cgpath || cgpath[0] != '/' || mount_root[0] != '/')
-                return -EINVAL;
-        /* a cgroup namespace shows cgroups outside it as "/..": never follow those */
-        for (const char *s = cgpath; (s = strstr(s, "..")); s += 2)
-                if ((s == cgpath || s[-1] == '/') && (s[2] == '/' || s[2] == '\0'))
-                        return -EINVAL;
-        rl = strlen(mount_root);
-        while (rl > 1 && mount_root[rl - 1] == '/')
-                rl--;
-        if (rl == 1) {
-                rest = cgpath;
-        } else {
-                if (strncmp(cgpath, mount_root, rl) != 0 || (cgpath[rl] != '/' && cgpath[rl]))
-                        return -ENOENT;
-                rest = cgpath + rl;
-        }
-        while (rest[0] == '/' && rest[1] == '/')
-                rest++;
-        if (STREQ(rest, "/"))
-                rest = "";
-        if (asprintf(&out, "%s%s", mountpoint, rest) < 0)
-                return -ENOMEM;
-        /* "/sys/fs/cgroup/" + "" stays as it is; strip one trailing '/' for tidiness */
-        if (strlen(out) > 1 && out[strlen(out) - 1] == '/')
-                out[strlen(out) - 1] = '\0';
-        *ret = out;
-        return 0;
-}
-
-int sh_cg_parse_keyed(const char *text, const char *key, uint64_t *ret)
-{
-        size_t kl = strlen(key);
-        const char *line = text;
-
-        while (*line) {
-                const char *nl = strchrnul(line, '\n');
-
-                if ((size_t)(nl - line) > kl && strncmp(line, key, kl) == 0 && line[kl] == ' ')
-                        return parse_u64_span(line + kl + 1, (size_t)(nl - line - kl - 1), ret);
-                line = *nl ? nl + 1 : nl;
-        }
-        return -ENOENT;
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* File helpers shared by the backends.                                                        */
+
+/* read(2), again after a signal: the bytes read, 0 at the end, or -errno. */
+static ssize_t read_some(int fd, void *buf, size_t n)
+{
+        for (;;) {
+                ssize_t r = read(fd, buf, n);
+
+                if (r >= 0 || errno != EINTR)
+                        return r < 0 ? -errno : r;
+        }
+}
 
 int sh_cg_read_file(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len)
 {
@@ -295,12 +62,9 @@ int sh_cg_read_file(int dirfd, const char *name, size_t max, char **ret, size_t 
                         buf = nb;
                         cap = ncap;
                 }
-                n = read(fd, buf + len, cap - len - 1);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
+                n = read_some(fd, buf + len, cap - len - 1);
+                if (n < 0)
+                        return (int)n;
                 if (n == 0)
                         break;
                 len += (size_t)n;
@@ -344,20 +108,13 @@ int sh_cg_check_magic(int dirfd, unsigned long magic)
         return (unsigned long)sfs.f_type == magic ? 0 : -EMEDIUMTYPE;
 }
 
-void sh_cg_sleep_ms(unsigned ms)
+/* Only the purge of leftovers waits like this (see purge): the loop is not running then. */
+static void sleep_ms(unsigned ms)
 {
         struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
                 ;
-}
-
-uint64_t sh_cg_now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void closedirp(DIR **d)
@@ -406,13 +163,10 @@ static int for_each_pid_one(int dirfd, sh_cg_pid_cb cb, void *userdata)
         if (fd < 0)
                 return -errno;
         for (;;) {
-                ssize_t n = read(fd, buf, sizeof(buf));
+                ssize_t n = read_some(fd, buf, sizeof(buf));
 
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
+                if (n < 0)
+                        return (int)n;
                 if (n == 0)
                         break;
                 for (ssize_t i = 0; i < n; i++) {
@@ -422,7 +176,7 @@ static int for_each_pid_one(int dirfd, sh_cg_pid_cb cb, void *userdata)
 
                                 if (nl == 0)
                                         continue;
-                                if (parse_u64_span(num, nl, &v) < 0 || v == 0 || v > INT_MAX)
+                                if (sh_cg_parse_u64_span(num, nl, &v) < 0 || v == 0 || v > INT_MAX)
                                         return -EBADMSG;
                                 nl = 0;
                                 r = cb((pid_t)v, userdata);
@@ -441,32 +195,26 @@ static int for_each_pid_one(int dirfd, sh_cg_pid_cb cb, void *userdata)
 typedef struct pid_walk {
         sh_cg_pid_cb cb;
         void *userdata;
-        unsigned depth;
 } pid_walk;
 
-static int pid_walk_child(int dirfd, const char *name, void *userdata);
-
-static int pid_walk_dir(int dirfd, pid_walk *w)
+/* The cgroups of a tree are its directories (the rest are control files); a child removed
+ * meanwhile is skipped. At most SH_CG_DEPTH_MAX levels below the top. */
+static int cg_tree_entry(const sh_tree_ev *ev)
 {
-        int r = for_each_pid_one(dirfd, w->cb, w->userdata);
-
-        if (r < 0)
-                return r;
-        if (w->depth >= SH_CG_DEPTH_MAX)
-                return -ELOOP;
-        w->depth++;
-        r = sh_cg_for_each_child(dirfd, pid_walk_child, w);
-        w->depth--;
-        return r;
+        if (ev->kind == SH_TREE_ERROR)
+                return ev->err == ENOENT ? 0 : -ev->err;
+        if (ev->kind != SH_TREE_ENTRY || ev->type != DT_DIR)
+                return 0;
+        return ev->depth > SH_CG_DEPTH_MAX ? -ELOOP : SH_TREE_DESCEND;
 }
 
-static int pid_walk_child(int dirfd, const char *name, void *userdata)
+static int pid_visit(const sh_tree_ev *ev, void *data)
 {
-        _cleanup_close_ int fd = sh_cg_open_dir(dirfd, name);
+        pid_walk *w = data;
 
-        if (fd < 0)
-                return fd == -ENOENT ? 0 : fd; /* removed meanwhile */
-        return pid_walk_dir(fd, userdata);
+        if (ev->kind == SH_TREE_DIR)
+                return for_each_pid_one(ev->dirfd, w->cb, w->userdata);
+        return cg_tree_entry(ev);
 }
 
 int sh_cg_for_each_pid(int dirfd, bool recursive, sh_cg_pid_cb cb, void *userdata)
@@ -475,7 +223,7 @@ int sh_cg_for_each_pid(int dirfd, bool recursive, sh_cg_pid_cb cb, void *userdat
 
         if (!recursive)
                 return for_each_pid_one(dirfd, cb, userdata);
-        return pid_walk_dir(dirfd, &w);
+        return sh_tree_walk(dirfd, SH_CG_DEPTH_MAX + 1, pid_visit, &w);
 }
 
 typedef struct kill_walk {
@@ -499,7 +247,7 @@ static int kill_one(pid_t pid, void *userdata)
 
         if (pid == getpid())
                 return 0;
-        pidfd = sh_cg_pidfd_open(pid);
+        pidfd = sh_pidfd_open(pid, 0);
         if (pidfd < 0 && errno != ENOSYS)
                 return 0; /* gone already */
         snprintf(proc, sizeof(proc), "/proc/%d/cgroup", (int)pid);
@@ -512,7 +260,7 @@ static int kill_one(pid_t pid, void *userdata)
         if (strncmp(path, k->cgpath, cl) != 0 || (path[cl] != '\0' && path[cl] != '/'))
                 return 0;
         if (pidfd >= 0)
-                r = sh_cg_pidfd_send_signal(pidfd, SIGKILL);
+                r = sh_pidfd_send_signal(pidfd, SIGKILL);
         else
                 r = kill(pid, SIGKILL); /* kernel < 5.3: no pidfd, the check is best effort */
         if (r == 0)
@@ -559,27 +307,18 @@ typedef struct sum_walk {
         const char *name;
         const char *key;
         uint64_t sum;
-        unsigned depth;
 } sum_walk;
 
-static int sum_dir(int dirfd, sum_walk *s);
-
-static int sum_child(int dirfd, const char *name, void *userdata)
-{
-        _cleanup_close_ int fd = sh_cg_open_dir(dirfd, name);
-
-        if (fd < 0)
-                return fd == -ENOENT ? 0 : fd;
-        return sum_dir(fd, userdata);
-}
-
-static int sum_dir(int dirfd, sum_walk *s)
+static int sum_visit(const sh_tree_ev *ev, void *data)
 {
         _cleanup_free_ char *text = NULL;
+        sum_walk *s = data;
         uint64_t v;
         int r;
 
-        r = sh_cg_read_file(dirfd, s->name, SH_CG_SMALL_MAX, &text, NULL);
+        if (ev->kind != SH_TREE_DIR)
+                return cg_tree_entry(ev);
+        r = sh_cg_read_file(ev->dirfd, s->name, SH_CG_SMALL_MAX, &text, NULL);
         if (r < 0)
                 return r;
         r = sh_cg_parse_keyed(text, s->key, &v);
@@ -588,51 +327,17 @@ static int sum_dir(int dirfd, sum_walk *s)
         if (s->sum > UINT64_MAX - v)
                 return -EOVERFLOW;
         s->sum += v;
-        if (s->depth >= SH_CG_DEPTH_MAX)
-                return -ELOOP;
-        s->depth++;
-        r = sh_cg_for_each_child(dirfd, sum_child, s);
-        s->depth--;
-        return r;
+        return 0;
 }
 
 int sh_cg_sum_keyed(int dirfd, const char *name, const char *key, uint64_t *ret)
 {
         sum_walk s = {.name = name, .key = key};
-        int r = sum_dir(dirfd, &s);
+        int r = sh_tree_walk(dirfd, SH_CG_DEPTH_MAX + 1, sum_visit, &s);
 
         if (r < 0)
                 return r;
         *ret = s.sum;
-        return 0;
-}
-
-/* Remove the cgroup `name` below dirfd, its descendants first (a cgroup directory holds only
- * control files, which rmdir ignores, and child cgroups, which it does not). */
-static int rmdir_tree(int dirfd, const char *name, unsigned depth);
-
-static int rmdir_child(int dirfd, const char *name, void *userdata)
-{
-        unsigned *depth = userdata;
-
-        return rmdir_tree(dirfd, name, *depth + 1);
-}
-
-static int rmdir_tree(int dirfd, const char *name, unsigned depth)
-{
-        _cleanup_close_ int fd = -1;
-        int r;
-
-        if (depth > SH_CG_DEPTH_MAX)
-                return -ELOOP;
-        fd = sh_cg_open_dir(dirfd, name);
-        if (fd < 0)
-                return fd == -ENOENT ? 0 : fd;
-        r = sh_cg_for_each_child(fd, rmdir_child, &depth);
-        if (r < 0)
-                return r;
-        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                return -errno;
         return 0;
 }
 
@@ -788,23 +493,370 @@ static void cgroup_freep(sh_cgroup **cg)
         sh_cgroup_free(*cg);
 }
 
-/* Kill everything in cg, wait (bounded) until it is empty, and remove it. */
+/* ---- freeze and kill ---- */
+
+/* Whether the freeze of the freezer directory fd is complete (1) or not yet (0: then it is
+ * asked for again, which retries tasks that were busy and freezes children made since), or
+ * -errno. */
+static int freeze_check(const sh_cg_ops *ops, int fd)
+{
+        int k = ops->frozen(fd);
+
+        if (k != 0)
+                return k;
+        k = ops->freeze_start(fd);
+        return k < 0 ? k : 0;
+}
+
+static size_t freezer_hier(const sh_cgroup_root *r)
+{
+        return r->mode == SH_CG_V1 ? SH_CG_V1_FREEZER : 0;
+}
+
+int sh_cgroup_freeze_begin(sh_cgroup *cg, sh_error **err)
+{
+        int fd = cg->fd[freezer_hier(cg->root)];
+        int k = fd < 0 ? -ENOENT : cg->root->ops->freeze_start(fd);
+
+        return k < 0 ? sh_error_make(err, -k, "cannot freeze cgroup '%s'", cg->relpath) : 0;
+}
+
+int sh_cgroup_freeze_poll(sh_cgroup *cg, bool *ret_frozen, sh_error **err)
+{
+        int fd = cg->fd[freezer_hier(cg->root)];
+        int k = fd < 0 ? -ENOENT : freeze_check(cg->root->ops, fd);
+
+        if (k < 0)
+                return sh_error_make(err, -k, "cannot read the freezer state of cgroup '%s'",
+                                     cg->relpath);
+        *ret_frozen = k == 1;
+        return 0;
+}
+
+int sh_cgroup_thaw(sh_cgroup *cg, sh_error **err)
+{
+        int fd = cg->fd[freezer_hier(cg->root)];
+        int k = fd < 0 ? -ENOENT : cg->root->ops->thaw(fd);
+
+        return k < 0 ? sh_error_make(err, -k, "cannot thaw cgroup '%s'", cg->relpath) : 0;
+}
+
+/* One SIGKILL pass over every hierarchy (a process may, after a crash half-way through an
+ * attach, be in some of them only). How many were signalled; the first error into *first. */
+static int kill_pass(sh_cgroup *cg, int *first)
+{
+        int n = 0;
+
+        for (size_t h = 0; h < cg->root->nhier; h++) {
+                int k = sh_cg_kill_all_in(cg, h);
+
+                if (k < 0 && *first == 0)
+                        *first = k;
+                if (k > 0)
+                        n += k;
+        }
+        return n;
+}
+
+/* The end of a kill. Frozen, nothing can have forked since the last pass (a frozen task does
+ * not run) and no pid can have been recycled (frozen tasks do not exit): one more pass, and
+ * the SIGKILLs land at the thaw. Not frozen in time, a process may have forked before its
+ * SIGKILL arrived; a task with SIGKILL pending cannot fork any more, so each further pass
+ * shrinks the set and a few suffice. Always thawed. */
+static void kill_finish(sh_cgroup *cg, bool frozen, int *first)
+{
+        const sh_cg_ops *ops = cg->root->ops;
+        int fd = cg->fd[freezer_hier(cg->root)];
+
+        kill_pass(cg, first);
+        if (fd >= 0) {
+                int k = ops->thaw(fd);
+
+                if (k < 0 && *first == 0)
+                        *first = k;
+        }
+        for (int pass = 0; !frozen && pass < ops->kill_passes; pass++)
+                if (kill_pass(cg, first) == 0)
+                        break;
+}
+
+/* A kill waiting for its freeze, looked at from timers of the root's loop (1, 2, 4, ... 20 ms
+ * apart), never by sleeping: the daemon's loop goes on meanwhile. It owns a copy of the
+ * cgroup's handle (the fds dup'd): the caller may free its own at once. */
+typedef struct sh_cg_kill {
+        sh_cgroup *cg;
+        uint64_t deadline_ms;
+        unsigned delay_ms;
+        sh_timer *t;
+        SH_LIST_FIELDS(struct sh_cg_kill, kills);
+} sh_cg_kill;
+
+#define KILL_POLL_MAX_MS 20
+
+static void kill_free(sh_cg_kill *k)
+{
+        sh_cgroup_root *r = k->cg->root;
+
+        sh_loop_cancel_timer(r->loop, k->t);
+        SH_LIST_REMOVE(kills, r->kills, k);
+        sh_cgroup_free(k->cg);
+        free(k);
+}
+
+/* Finish k now, frozen or not (shutdown, or its deadline). Errors of a kill nobody waits for
+ * any more are not reported: the cgroup's removal, retried until it is empty, is the check. */
+static void kill_end(sh_cg_kill *k, bool frozen)
+{
+        int first = 0;
+
+        kill_finish(k->cg, frozen, &first);
+        kill_free(k);
+}
+
+static void kill_tick(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_cg_kill *k = data;
+        int c = freeze_check(k->cg->root->ops, k->cg->fd[freezer_hier(k->cg->root)]);
+
+        k->t = NULL;
+        if (c == 0 && sh_now_ms() < k->deadline_ms) {
+                if (k->delay_ms < KILL_POLL_MAX_MS)
+                        k->delay_ms *= 2;
+                k->t = sh_loop_add_timer(l, k->delay_ms, kill_tick, k);
+                if (k->t)
+                        return;
+        }
+        kill_end(k, c == 1);
+}
+
+static sh_cgroup *cg_dup(sh_cgroup *cg)
+{
+        sh_cgroup *d = cg_new(cg->root, cg->relpath);
+
+        if (!d)
+                return NULL;
+        for (size_t h = 0; h < SH_CG_MAX_HIER; h++) {
+                if (cg->fd[h] < 0)
+                        continue;
+                d->fd[h] = fcntl(cg->fd[h], F_DUPFD_CLOEXEC, 3);
+                if (d->fd[h] < 0) {
+                        sh_cgroup_free(d);
+                        return NULL;
+                }
+        }
+        return d;
+}
+
+/* Let the root's loop finish the kill of cg; 0, or -errno when it cannot (no loop, no
+ * memory): the caller finishes it now. A kill of cg already waiting is that one. */
+static int kill_wait(sh_cgroup *cg)
+{
+        sh_cgroup_root *r = cg->root;
+        sh_cg_kill *k;
+
+        if (!r->loop)
+                return -EAGAIN;
+        SH_LIST_FOREACH(kills, k, r->kills) {
+                if (STREQ(k->cg->relpath, cg->relpath))
+                        return 0;
+        }
+        k = calloc(1, sizeof(*k));
+        if (!k)
+                return -ENOMEM;
+        k->cg = cg_dup(cg);
+        k->delay_ms = 1;
+        k->deadline_ms = sh_now_ms() + r->ops->kill_freeze_ms;
+        k->t = k->cg ? sh_loop_add_timer(r->loop, k->delay_ms, kill_tick, k) : NULL;
+        if (!k->t) {
+                sh_cgroup_free(k->cg);
+                free(k);
+                return -ENOMEM;
+        }
+        SH_LIST_PREPEND(kills, r->kills, k);
+        return 0;
+}
+
+/* Kill every process of cg and below: by the kernel where it can (v2 cgroup.kill), else with
+ * the freezer: freeze, SIGKILL each, and once the freeze is complete SIGKILL each again and
+ * thaw. The freeze is waited for from the loop's timers when `may_wait` (and the root has a
+ * loop), else not at all (the passes of an unfrozen kill). */
+static int kill_begin(sh_cgroup *cg, bool may_wait, sh_error **err)
+{
+        const sh_cg_ops *ops = cg->root->ops;
+        int fd = cg->fd[freezer_hier(cg->root)], first = 0, k;
+
+        if (ops->kill_direct) {
+                k = ops->kill_direct(cg, err);
+                if (k != 0)
+                        return k < 0 ? k : 0;
+        }
+        k = fd >= 0 ? ops->freeze_start(fd) : -ENOENT;
+        if (k < 0 && fd >= 0)
+                first = k;
+        kill_pass(cg, &first);
+        if (k == 0)
+                k = freeze_check(ops, fd);
+        if (k != 0 || !may_wait || kill_wait(cg) < 0)
+                kill_finish(cg, k == 1, &first);
+        if (first < 0)
+                return sh_error_make(err, -first, "cannot kill cgroup '%s'", cg->relpath);
+        return 0;
+}
+
+int sh_cgroup_kill(sh_cgroup *cg, sh_error **err)
+{
+        return kill_begin(cg, true, err);
+}
+
+/* ---- the graveyard ---- */
+
+/* A cgroup whose removal waits for its last processes to exit. */
+typedef struct sh_cg_grave {
+        sh_cgroup *cg;
+        uint64_t since_ms;
+        bool kill;
+        SH_LIST_FIELDS(struct sh_cg_grave, graves);
+} sh_cg_grave;
+
+#define GRAVE_FIRST_MS   20
+#define GRAVE_EVERY_MS   100
+#define GRAVE_GIVE_UP_MS 60000
+
+void sh_cgroup_root_on_lost(sh_cgroup_root *r, sh_cgroup_lost_fn fn, void *data)
+{
+        r->lost = fn;
+        r->lost_data = data;
+}
+
+static void lost(sh_cgroup *cg, const char *why)
+{
+        sh_cgroup_root *r = cg->root;
+
+        if (r->lost)
+                r->lost(cg->relpath, why, r->lost_data);
+}
+
+/* Try each grave once (`try`): removed, given up after a minute, or kept. At the end
+ * (`end`), every grave is let go, tried or not, and silently: the subtree's removal (or the
+ * next start) takes what is left. */
+static void graves_pass(sh_cgroup_root *r, bool try, bool end)
+{
+        uint64_t now = sh_now_ms();
+        sh_cg_grave *g, *next;
+
+        SH_LIST_FOREACH_SAFE(graves, g, next, r->graves) {
+                sh_error *err = NULL;
+                bool gone = true;
+
+                if (try) {
+                        if (g->kill)
+                                (void)sh_cgroup_kill(g->cg, &err);
+                        sh_error_release(&err);
+                        gone = sh_cgroup_destroy(g->cg, &err) == 0;
+                }
+                if (!gone && !end) {
+                        if (now - g->since_ms <= GRAVE_GIVE_UP_MS) {
+                                sh_error_release(&err);
+                                continue;
+                        }
+                        lost(g->cg, err && err->msg ? err->msg : "cannot remove it");
+                }
+                sh_error_release(&err);
+                SH_LIST_REMOVE(graves, r->graves, g);
+                sh_cgroup_free(g->cg);
+                free(g);
+        }
+}
+
+static void graves_sweep(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_cgroup_root *r = data;
+
+        r->graves_t = NULL;
+        graves_pass(r, true, false);
+        if (r->graves)
+                r->graves_t = sh_loop_add_timer(l, GRAVE_EVERY_MS, graves_sweep, r);
+}
+
+void sh_cgroup_bury(sh_cgroup *cg, bool kill)
+{
+        sh_cgroup_root *r;
+        sh_error *err = NULL;
+        sh_cg_grave *g;
+
+        if (!cg)
+                return;
+        r = cg->root;
+        if (sh_cgroup_destroy(cg, &err) == 0) {
+                sh_cgroup_free(cg);
+                return;
+        }
+        sh_error_release(&err);
+        if (kill)
+                (void)sh_cgroup_kill(cg, &err);
+        sh_error_release(&err);
+        g = calloc(1, sizeof(*g));
+        if (!g) {
+                lost(cg, "out of memory for its removal later");
+                sh_cgroup_free(cg);
+                return;
+        }
+        g->cg = cg;
+        g->kill = kill;
+        g->since_ms = sh_now_ms();
+        SH_LIST_PREPEND(graves, r->graves, g);
+        if (r->loop && !r->graves_t)
+                r->graves_t = sh_loop_add_timer(r->loop, GRAVE_FIRST_MS, graves_sweep, r);
+}
+
+/* The end of the graveyard: each grave tried a last time (`try`) and let go. */
+static void graves_end(sh_cgroup_root *r, bool try)
+{
+        sh_loop_cancel_timer(r->loop, r->graves_t);
+        r->graves_t = NULL;
+        graves_pass(r, try, true);
+}
+
+/* Every kill still waiting, finished at once. */
+static void kills_end(sh_cgroup_root *r)
+{
+        while (r->kills) {
+                sh_cg_kill *k = r->kills;
+                int c = freeze_check(r->ops, k->cg->fd[freezer_hier(r)]);
+
+                kill_end(k, c == 1);
+        }
+}
+
+void sh_cgroup_root_set_loop(sh_cgroup_root *r, sh_loop *l)
+{
+        kills_end(r);
+        sh_loop_cancel_timer(r->loop, r->graves_t);
+        r->graves_t = NULL;
+        r->loop = l;
+        if (l && r->graves)
+                r->graves_t = sh_loop_add_timer(l, GRAVE_FIRST_MS, graves_sweep, r);
+}
+
+/* Kill everything in cg, wait (bounded) until it is empty, and remove it. Only at start,
+ * before the loop runs (a killed daemon's leftovers), and at shutdown, once it has stopped:
+ * nothing else is served meanwhile, and the next sandbox of the same name needs it gone. */
 static int purge(sh_cgroup *cg, sh_error **err)
 {
-        uint64_t deadline = sh_cg_now_ms() + SH_CG_LEFTOVER_TIMEOUT_MS;
+        uint64_t deadline = sh_now_ms() + SH_CG_LEFTOVER_TIMEOUT_MS;
         bool empty = false;
 
         for (;;) {
-                int r = cg->root->ops->kill(cg, err);
+                int r = kill_begin(cg, false, err);
 
                 if (r < 0)
                         return r;
                 r = cg->root->ops->is_empty(cg, &empty, err);
                 if (r < 0)
                         return r;
-                if (empty || sh_cg_now_ms() >= deadline)
+                if (empty || sh_now_ms() >= deadline)
                         break;
-                sh_cg_sleep_ms(10);
+                sleep_ms(10);
         }
         if (!empty)
                 return sh_error_make(err, EBUSY, "cgroup '%s' still has processes after SIGKILL",
@@ -927,7 +979,11 @@ fail:
 
 int sh_cgroup_root_destroy(sh_cgroup_root *r, sh_error **err)
 {
-        int k = purge_children(r, err);
+        int k;
+
+        kills_end(r);
+        graves_end(r, true);
+        k = purge_children(r, err);
 
         if (k < 0)
                 return k;
@@ -938,6 +994,8 @@ void sh_cgroup_root_free(sh_cgroup_root *r)
 {
         if (!r)
                 return;
+        kills_end(r);
+        graves_end(r, false);
         for (size_t h = 0; h < SH_CG_MAX_HIER; h++)
                 hier_done(&r->h[h]);
         sh_close(r->v2_daemon_fd);
@@ -1071,22 +1129,7 @@ int sh_cgroup_attach(sh_cgroup *cg, pid_t pid, sh_error **err)
         return 0;
 }
 
-int sh_cgroup_kill(sh_cgroup *cg, sh_error **err)
-{
-        return cg->root->ops->kill(cg, err);
-}
-
-int sh_cgroup_freeze(sh_cgroup *cg, bool frozen, sh_error **err)
-{
-        return cg->root->ops->freeze(cg, frozen, err);
-}
-
 /* ---- a sandbox's processes beside its helpers ---- */
-
-static size_t freezer_hier(const sh_cgroup_root *r)
-{
-        return r->mode == SH_CG_V1 ? SH_CG_V1_FREEZER : 0;
-}
 
 static bool is_helper(const char *name)
 {
@@ -1117,7 +1160,7 @@ static int procs_child(int dirfd, const char *name, void *userdata)
                 k = fd;
         } else {
                 k = w->op == PROCS_FREEZE  ? w->ops->freeze_start(fd)
-                    : w->op == PROCS_CHECK ? w->ops->freeze_check(fd)
+                    : w->op == PROCS_CHECK ? freeze_check(w->ops, fd)
                                            : w->ops->thaw(fd);
                 /* a cgroup removed after we opened it has no processes either */
                 if (k == -ENOENT || k == -ENODEV)
@@ -1226,7 +1269,7 @@ static int kill_procs_child(int dirfd, const char *name, void *userdata)
                         return fd;
                 child->fd[h] = fd < 0 ? -1 : fd;
         }
-        if (r->ops->kill(child, &e) < 0 && !c->first)
+        if (sh_cgroup_kill(child, &e) < 0 && !c->first)
                 c->first = e;
         else
                 sh_error_release(&e);
@@ -1278,7 +1321,8 @@ int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err)
 
                 if (cg->fd[h] < 0)
                         continue;
-                k = rmdir_tree(cg->root->h[h].subtree_fd, cg->relpath, 0);
+                /* Deepest first: a cgroup with children cannot go. */
+                k = sh_fs_remove_dirs(cg->root->h[h].subtree_fd, cg->relpath, NULL);
                 if (k < 0 && first == 0)
                         first = k;
                 if (k == 0)

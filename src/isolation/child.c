@@ -21,34 +21,17 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sh/caps.h"
+#include "sh/jail.h"
 #include "sh/macro.h"
+#include "sh/proto.h"
 #include "sh/seccomp.h"
-#include "sh/worker.h"
+#include "sh/syscalls.h"
 
 #define CTL_FD SH_WORKER_CTL_FD /* the control socket, placed by the daemon */
-
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#define MOUNT_ATTR_NOSUID 0x00000002
-#define MOUNT_ATTR_NODEV  0x00000004
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
-struct sh_mount_attr {
-        uint64_t attr_set;
-        uint64_t attr_clr;
-        uint64_t propagation;
-        uint64_t userns_fd;
-};
 
 /* Write a short string to a file (procfs knobs). 0 or -1 with errno. */
 static int write_file(const char *path, const char *text)
@@ -68,7 +51,7 @@ static int write_file(const char *path, const char *text)
 
 static void send_msg(uint32_t type, uint32_t id, int a, int b)
 {
-        sh_msg m = {.type = type, .id = id, .a = a, .b = b};
+        sh_msg m = sh_proto_msg(type, id, a, b);
 
         /* Nothing to do if the daemon is gone: the worker then exits on EOF. */
         (void)!send(CTL_FD, &m, sizeof(m), MSG_NOSIGNAL);
@@ -91,32 +74,6 @@ static int path_join(char *out, size_t size, const char *a, const char *b)
                 return -1;
         }
         return 0;
-}
-
-/* Make the mount at `path` (and, where the kernel allows, every mount below it) read-only,
- * nosuid and nodev. Recursive matters in a pod: kubelet bind-mounts /etc/hosts and friends
- * into /etc, and a plain remount would leave those writable. */
-static int lock_down(const char *path, bool readonly)
-{
-        struct sh_mount_attr attr = {
-                .attr_set =
-                        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0),
-        };
-        unsigned long flags =
-                MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (readonly ? MS_RDONLY : 0);
-
-        if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof(attr)) == 0)
-                return 0;
-        if (errno != ENOSYS && errno != EINVAL)
-                return -1;
-        return mount(NULL, path, NULL, flags, NULL);
-}
-
-static int bind_mount(const char *src, const char *dst, bool readonly)
-{
-        if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-                return -1;
-        return lock_down(dst, readonly);
 }
 
 static int make_dir(const char *root, const char *name, mode_t mode, char *out, size_t size)
@@ -143,7 +100,7 @@ static int setup_image(const sh_worker_spec *s)
                         continue;
                 }
                 if (make_dir(s->rootfs, e->name, 0755, p, sizeof(p)) < 0 ||
-                    bind_mount(e->src, p, true) < 0)
+                    sh_jail_bind(e->src, p, SH_JAIL_RDONLY | SH_JAIL_RECURSIVE) < 0)
                         return -1;
         }
         return 0;
@@ -192,22 +149,6 @@ static int setup_dev(const sh_worker_spec *s)
         return 0;
 }
 
-/* pivot_root(".", ".") then detach the old root: afterwards no path leads to the host's
- * filesystem, not even through "..". */
-static int pivot(const char *root)
-{
-        if (chdir(root) < 0)
-                return -1;
-        if (syscall(SYS_pivot_root, ".", ".") < 0)
-                return -1;
-        if (umount2(".", MNT_DETACH) < 0)
-                return -1;
-        if (chdir("/") < 0)
-                return -1;
-        /* The root tmpfs only holds mount points: read-only from now on. */
-        return mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
-}
-
 static int loopback_up(void)
 {
         struct ifreq ifr = {0};
@@ -229,16 +170,16 @@ static void setup_sandbox(const sh_worker_spec *s)
         char p[SH_WORKER_PATH_MAX + 64], opts[64];
 
         /* Nothing we mount may propagate back to the host's namespace. */
-        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        if (sh_jail_private() < 0)
                 fail(SH_STEP_MOUNT_PRIVATE);
         if (sethostname(s->hostname, strlen(s->hostname)) < 0)
                 fail(SH_STEP_HOSTNAME);
-        if (mount("tmpfs", s->rootfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1048576") < 0)
+        if (sh_jail_tmpfs_root(s->rootfs) < 0)
                 fail(SH_STEP_ROOT_TMPFS);
         if (setup_image(s) < 0)
                 fail(SH_STEP_IMAGE);
         if (make_dir(s->rootfs, "workspace", 0755, p, sizeof(p)) < 0 ||
-            bind_mount(s->workspace, p, false) < 0)
+            sh_jail_bind(s->workspace, p, SH_JAIL_RECURSIVE) < 0)
                 fail(SH_STEP_WORKSPACE);
         snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)s->tmp_size);
         if (make_dir(s->rootfs, "tmp", 01777, p, sizeof(p)) < 0 ||
@@ -251,9 +192,10 @@ static void setup_sandbox(const sh_worker_spec *s)
         if (setup_dev(s) < 0)
                 fail(SH_STEP_DEV);
         if (make_dir(s->rootfs, "tools", 0755, p, sizeof(p)) < 0 ||
-            bind_mount(s->tools, p, true) < 0)
+            sh_jail_bind(s->tools, p, SH_JAIL_RDONLY | SH_JAIL_RECURSIVE) < 0)
                 fail(SH_STEP_TOOLS);
-        if (pivot(s->rootfs) < 0)
+        /* Afterwards no path leads to the host's filesystem, not even "..". */
+        if (sh_jail_enter(s->rootfs) < 0)
                 fail(SH_STEP_PIVOT);
         if (loopback_up() < 0)
                 fail(SH_STEP_LOOPBACK);
@@ -351,9 +293,7 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
         /* The resource limits (hard ones too) were set in PID 1 and are inherited. */
         /* Only fds 0, 1 and 2 reach the command: no socket, epoll or directory fd of the
          * daemon or the worker. */
-        if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
-                for (i = 3; i < 65536; i++)
-                        close(i);
+        sh_close_from(3);
         r = sh_caps_drop_to(s->uid, s->gid, &step);
         if (r < 0) {
                 write_err("sandbox-host: dropping privileges failed at ", step, "\n");
@@ -524,36 +464,22 @@ static _Noreturn void worker_main(sh_worker_spec *s)
                         reap_all();
                 }
                 if (pfd[0].revents) {
-                        union {
-                                char buf[CMSG_SPACE(sizeof(int) * (2 + SH_EXEC_MAX_PROCS_FDS))];
-                                struct cmsghdr align;
-                        } cbuf;
+                        sh_proto_cmsg cbuf;
                         struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
-                        struct msghdr mh = {.msg_iov = &iov,
-                                            .msg_iovlen = 1,
-                                            .msg_control = cbuf.buf,
-                                            .msg_controllen = sizeof(cbuf.buf)};
-                        int fds[2 + SH_EXEC_MAX_PROCS_FDS], nfds = 0;
-                        struct cmsghdr *c;
-                        ssize_t n = recvmsg(CTL_FD, &mh, MSG_CMSG_CLOEXEC);
+                        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+                        int fds[SH_PROTO_EXEC_FDS], nfds;
+                        ssize_t n;
 
+                        sh_proto_recv_fds(&mh, &cbuf);
+                        n = recvmsg(CTL_FD, &mh, MSG_CMSG_CLOEXEC);
                         if (n < 0 && (errno == EINTR || errno == EAGAIN))
                                 continue;
                         /* EOF: the daemon is gone. PID 1 exits, and the kernel kills every
                          * process of the namespace with it. */
                         if (n <= 0)
                                 _exit(0);
-                        for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-                                        if (k > ARRAY_SIZE(fds) - (size_t)nfds)
-                                                k = ARRAY_SIZE(fds) - (size_t)nfds;
-                                        memcpy(fds + nfds, CMSG_DATA(c), k * sizeof(int));
-                                        nfds += (int)k;
-                                }
-                        if (n >= (ssize_t)sizeof(uint32_t) &&
-                            ((const sh_msg *)(const void *)buf)->type == SH_MSG_EXEC &&
+                        nfds = sh_proto_take_fds(&mh, fds);
+                        if (sh_proto_msg_type(buf, (size_t)n) == SH_MSG_EXEC &&
                             !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
                                 start_exec(s, buf, (size_t)n, fds, nfds);
                         } else {
@@ -630,7 +556,7 @@ static int read_spec(sh_worker_spec *s)
 int main(void)
 {
         pid_t pid;
-        int i;
+        int r;
 
         /* An execveat'd program is named after its fd; the daemon's tests and operators look
          * for this name. */
@@ -640,13 +566,11 @@ int main(void)
         if (read_spec(&spec) < 0)
                 fail(SH_STEP_SPEC);
         /* Nothing but the fds named above, whatever the daemon's child left open. */
-        if (syscall(SYS_close_range, (unsigned)(SH_WORKER_PROCS_FD + spec.nprocs), ~0U, 0U) < 0)
-                for (i = SH_WORKER_PROCS_FD + spec.nprocs; i < 65536; i++)
-                        close(i);
-        for (i = 0; i < spec.nprocs; i++) {
-                if (write(SH_WORKER_PROCS_FD + i, "0", 1) != 1)
-                        fail(SH_STEP_CGROUP_JOIN);
-                close(SH_WORKER_PROCS_FD + i);
+        sh_close_from((unsigned)(SH_WORKER_PROCS_FD + spec.nprocs));
+        r = sh_jail_join_cgroup(SH_WORKER_PROCS_FD, spec.nprocs);
+        if (r < 0) {
+                errno = -r;
+                fail(SH_STEP_CGROUP_JOIN);
         }
         /* The cgroup namespace is unshared after joining, so the sandbox sees its own cgroup
          * as its root and nothing above it. */

@@ -260,8 +260,6 @@ typedef struct detach_arg {
         size_t n;
         void (*done)(bool ok, void *data);
         void *data;
-        bool starting;    /* inside sh_child_fork */
-        bool ended_early; /* ...which already reaped it (no pidfd) */
 } detach_arg;
 
 /* A plain unmount fails with EBUSY while anything in this namespace still uses the mount (the
@@ -304,10 +302,6 @@ static void detach_done(sh_child *c, pid_t pid, int status, void *data)
 {
         detach_arg *a = data;
 
-        if (a->starting) {
-                a->ended_early = true; /* sh_disk_detach reports it */
-                return;
-        }
         if (a->done)
                 a->done(WIFEXITED(status) && WEXITSTATUS(status) == 0, a->data);
         sh_disk_strv_free(a->paths, a->n);
@@ -335,16 +329,14 @@ int sh_disk_detach(sh_loop *l, char *const *paths, size_t n, void (*done)(bool o
         a->n = n;
         a->done = done;
         a->data = data;
-        a->starting = true;
+        /* done runs from the loop, never before sh_child_fork returns. */
         if (!sh_child_fork(l, -1, detach_main, a, detach_done, a)) {
-                int r = sh_error_make(err, a->ended_early ? EIO : errno,
-                                      "starting the unmount helper");
+                int r = sh_error_make(err, errno, "starting the unmount helper");
 
                 sh_disk_strv_free(a->paths, a->n);
                 free(a);
                 return r;
         }
-        a->starting = false;
         return 0;
 }
 
@@ -527,8 +519,6 @@ struct sh_disk_job {
         uint32_t cand[2]; /* project ids to choose from */
         sh_disk_done_fn done;
         void *data;
-        bool starting;    /* inside sh_child_fork_fds */
-        bool ended_early; /* ...which already reaped it (no pidfd) */
 };
 
 static _Noreturn void setup_answer(int step, int errnum, uint32_t projid)
@@ -678,10 +668,6 @@ static void setup_done(sh_child *c, pid_t pid, int status, void *data)
         sh_error *err = NULL;
         ssize_t n;
 
-        if (j->starting) {
-                j->ended_early = true; /* sh_disk_setup reports it */
-                return;
-        }
         n = read(j->rfd, &res, sizeof(res));
         if (n == (ssize_t)sizeof(res) && res.step == STEP_OK && WIFEXITED(status) &&
             WEXITSTATUS(status) == 0) {
@@ -733,12 +719,11 @@ int sh_disk_setup(sh_disk *d, sh_loop *l, int dirfd, uid_t uid, gid_t gid, unsig
                 keep[n++] = d->templfd;
                 keep[n++] = d->imgdirfd;
         }
-        j->starting = true;
+        /* setup_done runs from the loop, never before sh_child_fork_fds returns. */
         j->child = sh_child_fork_fds(l, keep, n, setup_main, j, setup_done, j);
-        j->starting = false;
         close(p[1]);
         if (!j->child) {
-                int e = j->ended_early ? EIO : errno;
+                int e = errno;
 
                 close(p[0]);
                 free(j);

@@ -1,15 +1,9 @@
-/* helper.c: confinement of the root helpers (rsync, tree removers): their cgroups, their
- * network namespace, their seccomp filters. */
+/* helper.c: the daemon's side of the root helpers' confinement (rsync, tree removers): their
+ * cgroups and their seccomp filters (the child's steps are jail.c's). */
 #include "sh/helper.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
-#include <seccomp.h>
 #include <stdio.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "sh/macro.h"
 #include "sh/seccomp.h"
@@ -49,119 +43,56 @@ int sh_helper_cgroup_new(sh_cgroup_root *r, sh_cgroup *sandbox, char tag, uint64
 
 /* ---- filters -------------------------------------------------------------------------- */
 
-static void ctx_releasep(scmp_filter_ctx *ctx)
-{
-        if (*ctx)
-                seccomp_release(*ctx);
-}
-
-/* A context for the native ABI only: a syscall through another one (i386's int $0x80, x32)
- * kills the process, whatever the rules say. The filter is loaded by our own code in the
- * child, never by libseccomp: no no_new_privs behind our back. */
-static scmp_filter_ctx new_ctx(uint32_t def, sh_error **err)
-{
-        scmp_filter_ctx ctx = seccomp_init(def);
-        int r;
-
-        if (!ctx) {
-                sh_error_make(err, ENOMEM, "seccomp: seccomp_init");
-                return NULL;
-        }
-        r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-        if (r >= 0)
-                r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
-        if (r < 0) {
-                seccomp_release(ctx);
-                sh_error_make(err, -r, "seccomp: filter attributes");
-                return NULL;
-        }
-        return ctx;
-}
-
-static int rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned n,
-                const struct scmp_arg_cmp *args, sh_error **err)
-{
-        int nr = seccomp_syscall_resolve_name(name);
-        int r;
-
-        if (nr == __NR_SCMP_ERROR)
-                return sh_error_make(err, EINVAL, "seccomp: syscall %s unknown to libseccomp",
-                                     name);
-        r = seccomp_rule_add_array(ctx, action, nr, n, args);
-        if (r < 0)
-                return sh_error_make(err, -r, "seccomp: adding rule for %s", name);
-        return 0;
-}
-
 static int build_rsync(sh_seccomp **ret, sh_error **err)
 {
-        __attribute__((cleanup(ctx_releasep))) scmp_filter_ctx ctx = new_ctx(SCMP_ACT_ALLOW, err);
-        /* Any family but AF_UNIX: the full 64-bit register is compared, so a family with
-         * high bits set is refused too (the kernel would read the low 32 bits). */
-        struct scmp_arg_cmp not_unix = SCMP_A0(SCMP_CMP_NE, AF_UNIX);
-        int r;
-
-        if (!ctx)
-                return -1;
-        r = rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), "socket", 1, &not_unix, err);
-        if (r >= 0)
-                r = rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), "socketpair", 1, &not_unix, err);
-        if (r < 0)
-                return r;
-        return sh_seccomp_export(ctx, ret, err);
+        return sh_seccomp_build_unix_only(ret, err);
 }
 
 /* What sh_fs_remove_tree, readdir and malloc need (and the sanitizers' runtime, in the test
- * build), nothing more: no socket, no exec, no mount, no process or namespace call. */
-static const char *const remover_allowed[] = {
+ * build), nothing more: no socket, no exec, no mount, no process or namespace call. Anything
+ * else fails with ENOSYS. */
+static const sh_seccomp_allow remover_allowed[] = {
         /* the tree */
-        "openat",
-        "close",
-        "getdents64",
-        "newfstatat",
-        "fstat",
-        "statx",
-        "lseek",
-        "fcntl",
-        "dup",
-        "unlinkat",
-        "renameat",
-        "renameat2",
-        "getrandom",
+        {"openat", -1, 0, 0},
+        {"close", -1, 0, 0},
+        {"getdents64", -1, 0, 0},
+        {"newfstatat", -1, 0, 0},
+        {"fstat", -1, 0, 0},
+        {"statx", -1, 0, 0},
+        {"lseek", -1, 0, 0},
+        {"fcntl", -1, 0, 0},
+        {"dup", -1, 0, 0},
+        {"unlinkat", -1, 0, 0},
+        {"renameat", -1, 0, 0},
+        {"renameat2", -1, 0, 0},
+        {"getrandom", -1, 0, 0},
         /* memory */
-        "brk",
-        "mmap",
-        "munmap",
-        "mremap",
-        "mprotect",
-        "madvise",
+        {"brk", -1, 0, 0},
+        {"mmap", -1, 0, 0},
+        {"munmap", -1, 0, 0},
+        {"mremap", -1, 0, 0},
+        {"mprotect", -1, 0, 0},
+        {"madvise", -1, 0, 0},
         /* errors and the end */
-        "write",
-        "writev",
-        "exit",
-        "exit_group",
-        "rt_sigreturn",
-        "rt_sigprocmask",
-        "sigaltstack",
-        "getpid",
-        "gettid",
-        "tgkill",
-        "futex",
-        "sched_yield",
-        "clock_gettime",
+        {"write", -1, 0, 0},
+        {"writev", -1, 0, 0},
+        {"exit", -1, 0, 0},
+        {"exit_group", -1, 0, 0},
+        {"rt_sigreturn", -1, 0, 0},
+        {"rt_sigprocmask", -1, 0, 0},
+        {"sigaltstack", -1, 0, 0},
+        {"getpid", -1, 0, 0},
+        {"gettid", -1, 0, 0},
+        {"tgkill", -1, 0, 0},
+        {"futex", -1, 0, 0},
+        {"sched_yield", -1, 0, 0},
+        {"clock_gettime", -1, 0, 0},
 };
 
 static int build_remover(sh_seccomp **ret, sh_error **err)
 {
-        __attribute__((cleanup(ctx_releasep))) scmp_filter_ctx ctx =
-                new_ctx(SCMP_ACT_ERRNO(ENOSYS), err);
-
-        if (!ctx)
-                return -1;
-        for (size_t i = 0; i < ARRAY_SIZE(remover_allowed); i++)
-                if (rule(ctx, SCMP_ACT_ALLOW, remover_allowed[i], 0, NULL, err) < 0)
-                        return -1;
-        return sh_seccomp_export(ctx, ret, err);
+        return sh_seccomp_build_allowlist(remover_allowed, ARRAY_SIZE(remover_allowed), ENOSYS, ret,
+                                          err);
 }
 
 static const struct sock_fprog *cached(sh_seccomp **slot, int (*build)(sh_seccomp **, sh_error **),
@@ -184,38 +115,4 @@ const struct sock_fprog *sh_helper_remover_filter(sh_error **err)
         static sh_seccomp *f;
 
         return cached(&f, build_remover, err);
-}
-
-/* ---- child side ------------------------------------------------------------------------ */
-
-int sh_helper_join_cgroup(int first, int n)
-{
-        int r = 0;
-
-        for (int i = 0; i < n; i++) {
-                /* "0" is the writer itself; one write per hierarchy (v1 has several) */
-                ssize_t w = write(first + i, "0", 1);
-
-                if (w != 1 && r == 0)
-                        r = w < 0 ? -errno : -EIO;
-                close(first + i);
-        }
-        return r;
-}
-
-int sh_helper_own_network(void)
-{
-        return unshare(CLONE_NEWNET) < 0 ? -errno : 0;
-}
-
-int sh_helper_confine(const struct sock_fprog *filter)
-{
-        int r = sh_helper_own_network();
-
-        if (r < 0)
-                return r;
-        /* a filter without CAP_SYS_ADMIN needs it; it also keeps exec from granting anything */
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                return -errno;
-        return sh_seccomp_load(filter);
 }

@@ -7,14 +7,8 @@
 #include <unistd.h>
 
 #include "sh/macro.h"
+#include "sh/syscalls.h"
 #include "sh/worker.h"
-
-#ifndef MFD_EXEC
-#define MFD_EXEC 0x0010U
-#endif
-#ifndef F_SEAL_EXEC
-#define F_SEAL_EXEC 0x0020
-#endif
 
 /*
  * Why embedded and exec'd from a memfd: PID 1 of a sandbox must hold nothing of the daemon

@@ -1,14 +1,15 @@
-/* proto.c: the daemon <-> sandbox-init wire formats (pure, no syscalls): the worker's spec,
- * read once by the init from a sealed memfd, and the exec request sent over the control socket.
- * Compiled into the daemon (encoders) and into sandbox-init (decoders); the decoders treat
- * every byte as untrusted. */
+/* proto.c: the daemon <-> sandbox-init protocol (pure, no syscalls): the worker's spec, read
+ * once by the init from a sealed memfd, the control messages and the fds they carry, the exec
+ * request, the names of the setup steps. Compiled into the daemon and into sandbox-init; the
+ * decoders treat every byte as untrusted. */
+#include "sh/proto.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
 #include "sh/macro.h"
-#include "sh/worker.h"
 
 /*
  * The spec, in host byte order (both ends are builds of one tree on one host):
@@ -58,25 +59,12 @@ static void put(writer *w, const void *p, size_t n)
         w->len += n;
 }
 
-static void put_u8(writer *w, uint8_t v)
-{
-        put(w, &v, sizeof(v));
-}
-
-static void put_u16(writer *w, uint16_t v)
-{
-        put(w, &v, sizeof(v));
-}
-
-static void put_u32(writer *w, uint32_t v)
-{
-        put(w, &v, sizeof(v));
-}
-
-static void put_u64(writer *w, uint64_t v)
-{
-        put(w, &v, sizeof(v));
-}
+/* A fixed-size field, in host byte order. */
+#define PUT(w, type, v)                                                                            \
+        do {                                                                                       \
+                type _v = (v);                                                                     \
+                put((w), &_v, sizeof(_v));                                                         \
+        } while (0)
 
 /* A string field as the decoder will check it: shorter than `field` bytes. */
 static void put_str(writer *w, const char *s, size_t field)
@@ -88,7 +76,7 @@ static void put_str(writer *w, const char *s, size_t field)
                         w->err = -ENAMETOOLONG;
                 return;
         }
-        put_u32(w, (uint32_t)n);
+        PUT(w, uint32_t, (uint32_t)n);
         put(w, s, n);
 }
 
@@ -107,36 +95,36 @@ int sh_worker_spec_encode(const sh_worker_spec *s, char **ret_buf, size_t *ret_l
         put_str(&w, s->rootfs, sizeof(s->rootfs));
         put_str(&w, s->workspace, sizeof(s->workspace));
         put_str(&w, s->tools, sizeof(s->tools));
-        put_u32(&w, (uint32_t)s->n_entries);
+        PUT(&w, uint32_t, (uint32_t)s->n_entries);
         for (i = 0; i < s->n_entries; i++) {
                 const sh_root_entry *e = &s->entries[i];
 
-                put_u8(&w, e->is_link ? 1 : 0);
+                PUT(&w, uint8_t, e->is_link ? 1 : 0);
                 put_str(&w, e->name, sizeof(e->name));
                 if (e->is_link)
                         put_str(&w, e->target, sizeof(e->target));
                 else
                         put_str(&w, e->src, sizeof(e->src));
         }
-        put_u64(&w, s->tmp_size);
-        put_u32(&w, s->ptys_max);
-        put_u32(&w, (uint32_t)s->uid);
-        put_u32(&w, (uint32_t)s->gid);
-        put_u32(&w, (uint32_t)s->nprocs);
-        put_u32(&w, (uint32_t)s->n_rlimits);
+        PUT(&w, uint64_t, s->tmp_size);
+        PUT(&w, uint32_t, s->ptys_max);
+        PUT(&w, uint32_t, (uint32_t)s->uid);
+        PUT(&w, uint32_t, (uint32_t)s->gid);
+        PUT(&w, uint32_t, (uint32_t)s->nprocs);
+        PUT(&w, uint32_t, (uint32_t)s->n_rlimits);
         for (i = 0; i < s->n_rlimits; i++) {
-                put_u32(&w, s->rlimits[i].resource);
-                put_u64(&w, s->rlimits[i].cur);
-                put_u64(&w, s->rlimits[i].max);
+                PUT(&w, uint32_t, s->rlimits[i].resource);
+                PUT(&w, uint64_t, s->rlimits[i].cur);
+                PUT(&w, uint64_t, s->rlimits[i].max);
         }
-        put_u32(&w, s->seccomp.len);
+        PUT(&w, uint32_t, s->seccomp.len);
         for (i = 0; i < s->seccomp.len; i++) {
                 const struct sock_filter *f = &s->seccomp.filter[i];
 
-                put_u16(&w, f->code);
-                put_u8(&w, f->jt);
-                put_u8(&w, f->jf);
-                put_u32(&w, f->k);
+                PUT(&w, uint16_t, f->code);
+                PUT(&w, uint8_t, f->jt);
+                PUT(&w, uint8_t, f->jf);
+                PUT(&w, uint32_t, f->k);
         }
         if (w.err) {
                 free(w.buf);
@@ -167,42 +155,18 @@ static void get(reader *r, void *out, size_t n)
         r->left -= n;
 }
 
-static uint8_t get_u8(reader *r)
-{
-        uint8_t v;
-
-        get(r, &v, sizeof(v));
-        return v;
-}
-
-static uint16_t get_u16(reader *r)
-{
-        uint16_t v;
-
-        get(r, &v, sizeof(v));
-        return v;
-}
-
-static uint32_t get_u32(reader *r)
-{
-        uint32_t v;
-
-        get(r, &v, sizeof(v));
-        return v;
-}
-
-static uint64_t get_u64(reader *r)
-{
-        uint64_t v;
-
-        get(r, &v, sizeof(v));
-        return v;
-}
+/* A fixed-size field, in host byte order (0 past the end, which marks the reader bad). */
+#define GET(r, type)                                                                               \
+        ({                                                                                         \
+                type _v;                                                                           \
+                get((r), &_v, sizeof(_v));                                                         \
+                _v;                                                                                \
+        })
 
 /* A string into a field of `size` bytes: shorter than the field, no NUL inside. */
 static void get_str(reader *r, char *out, size_t size)
 {
-        uint32_t n = get_u32(r);
+        uint32_t n = GET(r, uint32_t);
 
         out[0] = '\0';
         if (r->bad || n >= size || n > r->left || memchr(r->p, '\0', n)) {
@@ -255,13 +219,13 @@ static int decode(reader *r, sh_worker_spec *s)
         if (r->bad || !good_hostname(s->hostname) || !good_path(s->rootfs) ||
             !good_path(s->workspace) || !good_path(s->tools))
                 return -EBADMSG;
-        n = get_u32(r);
+        n = GET(r, uint32_t);
         if (r->bad || n > SH_WORKER_MAX_ENTRIES)
                 return -EBADMSG;
         s->n_entries = (int)n;
         for (i = 0; i < n; i++) {
                 sh_root_entry *e = &s->entries[i];
-                uint8_t kind = get_u8(r);
+                uint8_t kind = GET(r, uint8_t);
 
                 if (kind > 1)
                         return -EBADMSG;
@@ -279,32 +243,32 @@ static int decode(reader *r, sh_worker_spec *s)
                         if (STREQ(s->entries[j].name, e->name))
                                 return -EBADMSG;
         }
-        s->tmp_size = get_u64(r);
-        s->ptys_max = get_u32(r);
-        s->uid = (uid_t)get_u32(r);
-        s->gid = (gid_t)get_u32(r);
-        n = get_u32(r);
+        s->tmp_size = GET(r, uint64_t);
+        s->ptys_max = GET(r, uint32_t);
+        s->uid = (uid_t)GET(r, uint32_t);
+        s->gid = (gid_t)GET(r, uint32_t);
+        n = GET(r, uint32_t);
         /* Never root: a spec that would run commands as uid or gid 0 is not one we wrote. */
         if (r->bad || s->tmp_size == 0 || s->ptys_max == 0 || s->ptys_max > 65536 || s->uid == 0 ||
             s->gid == 0 || s->uid == (uid_t)-1 || s->gid == (gid_t)-1 || n > SH_EXEC_MAX_PROCS_FDS)
                 return -EBADMSG;
         s->nprocs = (int)n;
-        n = get_u32(r);
+        n = GET(r, uint32_t);
         if (r->bad || n > SH_WORKER_MAX_RLIMITS)
                 return -EBADMSG;
         s->n_rlimits = (int)n;
         for (i = 0; i < n; i++) {
                 sh_rlimit_spec *l = &s->rlimits[i];
 
-                l->resource = get_u32(r);
-                l->cur = get_u64(r);
-                l->max = get_u64(r);
+                l->resource = GET(r, uint32_t);
+                l->cur = GET(r, uint64_t);
+                l->max = GET(r, uint64_t);
                 if (r->bad || l->resource >= RLIMIT_NLIMITS || l->resource >= 32 ||
                     (limits_seen & (1U << l->resource)) || l->cur > l->max)
                         return -EBADMSG;
                 limits_seen |= 1U << l->resource;
         }
-        n = get_u32(r);
+        n = GET(r, uint32_t);
         /* Checked against what is left before allocating: a length field cannot make us
          * allocate more than the message holds. */
         if (r->bad || n == 0 || n > SH_WORKER_FILTER_MAX || (size_t)n * 8 > r->left)
@@ -316,10 +280,10 @@ static int decode(reader *r, sh_worker_spec *s)
         for (i = 0; i < n; i++) {
                 struct sock_filter *f = &s->seccomp.filter[i];
 
-                f->code = get_u16(r);
-                f->jt = get_u8(r);
-                f->jf = get_u8(r);
-                f->k = get_u32(r);
+                f->code = GET(r, uint16_t);
+                f->jt = GET(r, uint8_t);
+                f->jf = GET(r, uint8_t);
+                f->k = GET(r, uint32_t);
         }
         if (r->bad || r->left != 0)
                 return -EBADMSG;
@@ -427,4 +391,110 @@ int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, char ***ret_ar
         *ret_argv = argv;
         *ret_envp = envp;
         return 0;
+}
+
+/* ---- control messages ------------------------------------------------------------------ */
+
+sh_msg sh_proto_msg(uint32_t type, uint32_t id, int32_t a, int32_t b)
+{
+        return (sh_msg){.type = type, .id = id, .a = a, .b = b};
+}
+
+int sh_proto_decode_msg(const void *buf, size_t len, sh_msg *ret)
+{
+        sh_msg m;
+
+        if (len != sizeof(m))
+                return -EBADMSG;
+        memcpy(&m, buf, sizeof(m));
+        if (m.type < SH_MSG_PID || m.type > SH_MSG_EXITED)
+                return -EBADMSG;
+        *ret = m;
+        return 0;
+}
+
+uint32_t sh_proto_msg_type(const void *buf, size_t len)
+{
+        uint32_t type;
+
+        if (len < sizeof(type))
+                return 0;
+        memcpy(&type, buf, sizeof(type));
+        return type;
+}
+
+int sh_proto_put_fds(struct msghdr *mh, sh_proto_cmsg *cbuf, int n, const int *fds)
+{
+        struct cmsghdr *c;
+
+        if (n <= 0 || n > SH_PROTO_EXEC_FDS)
+                return -EINVAL;
+        memset(cbuf, 0, sizeof(*cbuf));
+        mh->msg_control = cbuf->buf;
+        mh->msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+        c = CMSG_FIRSTHDR(mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+        return 0;
+}
+
+void sh_proto_recv_fds(struct msghdr *mh, sh_proto_cmsg *cbuf)
+{
+        mh->msg_control = cbuf->buf;
+        mh->msg_controllen = sizeof(cbuf->buf);
+}
+
+int sh_proto_take_fds(const struct msghdr *mh, int fds[SH_PROTO_EXEC_FDS])
+{
+        struct cmsghdr *c;
+        int n = 0;
+
+        /* CMSG_NXTHDR takes a non-const msghdr; it only reads it. */
+        for (c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR((struct msghdr *)mh, c)) {
+                size_t k;
+
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+                    c->cmsg_len < CMSG_LEN(0))
+                        continue;
+                k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                if (k > (size_t)(SH_PROTO_EXEC_FDS - n))
+                        k = (size_t)(SH_PROTO_EXEC_FDS - n);
+                memcpy(fds + n, CMSG_DATA(c), k * sizeof(int));
+                n += (int)k;
+        }
+        return n;
+}
+
+/* ---- setup steps ----------------------------------------------------------------------- */
+
+const char *sh_worker_step_name(int step)
+{
+        static const char *const names[] = {
+                [SH_STEP_CGROUP_JOIN] = "join the sandbox cgroup",
+                [SH_STEP_UNSHARE] = "unshare namespaces",
+                [SH_STEP_FORK] = "fork PID 1",
+                [SH_STEP_MOUNT_PRIVATE] = "make mounts private",
+                [SH_STEP_HOSTNAME] = "set the hostname",
+                [SH_STEP_ROOT_TMPFS] = "mount the root tmpfs",
+                [SH_STEP_IMAGE] = "bind the image",
+                [SH_STEP_WORKSPACE] = "bind the workspace",
+                [SH_STEP_TMP] = "mount /tmp",
+                [SH_STEP_PROC] = "mount /proc",
+                [SH_STEP_DEV] = "populate /dev",
+                [SH_STEP_TOOLS] = "bind /tools",
+                [SH_STEP_PIVOT] = "pivot_root",
+                [SH_STEP_LOOPBACK] = "bring up loopback",
+                [SH_STEP_SIGNALS] = "set up signals",
+                [SH_STEP_EXEC_INIT] = "exec sandbox-init",
+                [SH_STEP_SPEC] = "read the spec",
+                [SH_STEP_LIMITS] = "set resource limits",
+                [SH_STEP_PRIVILEGES] = "drop PID 1's privileges",
+                [SH_STEP_STDIO] = "redirect standard streams",
+        };
+
+        if (step <= 0 || step >= (int)ARRAY_SIZE(names) || !names[step])
+                return "?";
+        return names[step];
 }

@@ -3,10 +3,10 @@
 #include <errno.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "sh/seccomp.h"
+#include "sh/syscalls.h"
 
 int sh_seccomp_load(const struct sock_fprog *prog)
 {
@@ -15,7 +15,7 @@ int sh_seccomp_load(const struct sock_fprog *prog)
          * prctl is the pre-3.17 spelling of the same operation. */
         if (!prog || !prog->filter || prog->len == 0)
                 return -EINVAL;
-        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) == 0)
+        if (sh_seccomp_syscall(SECCOMP_SET_MODE_FILTER, 0, (void *)prog) == 0)
                 return 0;
         if (errno != ENOSYS)
                 return -errno;

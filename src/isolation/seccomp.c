@@ -23,12 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x00000080
-#endif
-#ifndef CLONE_NEWCGROUP
-#define CLONE_NEWCGROUP 0x02000000
-#endif
+#include "sh/syscalls.h"
 
 /*
  * Policy. One BPF program in two parts, run in order by the kernel for every syscall:
@@ -640,20 +635,6 @@ int sh_seccomp_build(sh_seccomp **ret, sh_error **err)
         return 0;
 }
 
-int sh_seccomp_export(void *ctx, sh_seccomp **ret, sh_error **err)
-{
-        _cleanup_free_ sh_seccomp *s = calloc(1, sizeof(*s));
-        int r;
-
-        if (!s)
-                return sh_error_make(err, ENOMEM, "seccomp: allocating filter");
-        r = export_bpf(ctx, NULL, 0, &s->prog, err);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(s);
-        return 0;
-}
-
 void sh_seccomp_free(sh_seccomp *s)
 {
         if (!s)
@@ -667,26 +648,57 @@ const struct sock_fprog *sh_seccomp_prog(const sh_seccomp *s)
         return s ? &s->prog : NULL;
 }
 
-/* ---- allow-list filters for helper children ------------------------------------------- */
+/* ---- filters for helper children ------------------------------------------------------- */
+
+/* A context for the native ABI only: a system call through another one (i386's int $0x80,
+ * x32) kills the process, whatever the rules say. The filter is loaded by our own code in
+ * the child, never by libseccomp: no no_new_privs behind our back. */
+static scmp_filter_ctx helper_ctx(uint32_t def, sh_error **err)
+{
+        scmp_filter_ctx ctx = seccomp_init(def);
+        int r;
+
+        if (!ctx) {
+                sh_error_make(err, ENOMEM, "seccomp: seccomp_init");
+                return NULL;
+        }
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        if (r >= 0)
+                r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+        if (r < 0) {
+                seccomp_release(ctx);
+                sh_error_make(err, -r, "seccomp: filter attributes");
+                return NULL;
+        }
+        return ctx;
+}
+
+static int export_new(scmp_filter_ctx ctx, sh_seccomp **ret, sh_error **err)
+{
+        _cleanup_free_ sh_seccomp *s = calloc(1, sizeof(*s));
+        int r;
+
+        if (!s)
+                return sh_error_make(err, ENOMEM, "seccomp: allocating filter");
+        r = export_bpf(ctx, NULL, 0, &s->prog, err);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
 
 int sh_seccomp_build_allowlist(const sh_seccomp_allow *rules, size_t n, int deny_errno,
                                sh_seccomp **ret, sh_error **err)
 {
         __attribute__((cleanup(ctx_releasep))) scmp_filter_ctx ctx = NULL;
-        _cleanup_free_ sh_seccomp *s = NULL;
         int r;
 
         *ret = NULL;
         if (deny_errno <= 0 || deny_errno > 4095)
                 return sh_error_make(err, EINVAL, "seccomp: bad errno %d", deny_errno);
-        /* Only the native ABI is in the filter: a call through the 32-bit or x32 tables hits
-         * libseccomp's bad-arch action, which kills the process. */
-        ctx = seccomp_init(SCMP_ACT_ERRNO((uint32_t)deny_errno));
+        ctx = helper_ctx(SCMP_ACT_ERRNO((uint32_t)deny_errno), err);
         if (!ctx)
-                return sh_error_make(err, ENOMEM, "seccomp: seccomp_init");
-        r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
-        if (r < 0)
-                return sh_error_make(err, -r, "seccomp: clearing CTL_NNP");
+                return -1;
         for (size_t i = 0; i < n; i++) {
                 struct scmp_arg_cmp a;
 
@@ -701,12 +713,25 @@ int sh_seccomp_build_allowlist(const sh_seccomp_allow *rules, size_t n, int deny
                 if (r < 0)
                         return r;
         }
-        s = calloc(1, sizeof(*s));
-        if (!s)
-                return sh_error_make(err, ENOMEM, "seccomp: allocating filter");
-        r = export_bpf(ctx, NULL, 0, &s->prog, err);
+        return export_new(ctx, ret, err);
+}
+
+int sh_seccomp_build_unix_only(sh_seccomp **ret, sh_error **err)
+{
+        __attribute__((cleanup(ctx_releasep))) scmp_filter_ctx ctx = NULL;
+        /* Any family but AF_UNIX: the full 64-bit register is compared, so a family with
+         * high bits set is refused too (the kernel would read the low 32 bits). */
+        struct scmp_arg_cmp not_unix = SCMP_A0(SCMP_CMP_NE, AF_UNIX);
+        int r;
+
+        *ret = NULL;
+        ctx = helper_ctx(SCMP_ACT_ALLOW, err);
+        if (!ctx)
+                return -1;
+        r = add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), "socket", 1, &not_unix, err);
+        if (r >= 0)
+                r = add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), "socketpair", 1, &not_unix, err);
         if (r < 0)
                 return r;
-        *ret = TAKE_PTR(s);
-        return 0;
+        return export_new(ctx, ret, err);
 }

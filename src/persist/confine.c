@@ -11,15 +11,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/capability.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sh/helper.h"
+#include "sh/caps.h"
+#include "sh/jail.h"
 #include "sh/macro.h"
 #include "sh/seccomp.h"
 
@@ -44,26 +42,6 @@
 #define PROCS_FD  5 /* and up: cgroup.procs of the helper's cgroup */
 #define MAX_LIBS  64
 #define TRACE_MAX (64 * 1024)
-
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#define MOUNT_ATTR_NOSUID 0x00000002
-#define MOUNT_ATTR_NODEV  0x00000004
-#define MOUNT_ATTR_NOEXEC 0x00000008
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-
-struct mount_attr_compat {
-        uint64_t attr_set;
-        uint64_t attr_clr;
-        uint64_t propagation;
-        uint64_t userns_fd;
-};
 
 static _Noreturn void die(const char *step, int e)
 {
@@ -199,65 +177,7 @@ static int open_item(const sh_persist_child_arg *a)
         return fd;
 }
 
-/* ---- the workspace ---------------------------------------------------------------------- */
-
-/* fd 3 is the daemon's fd of the workspace, a mount of the host's namespace: the kernel binds
- * only mounts of our own namespace, so the directory is opened again by its path once we have
- * our namespace, and must be the very same inode (the daemon owns every component of the
- * path; the check makes a swap anywhere in it fail instead of redirect). */
-static char *workspace_path(struct stat *ret_st)
-{
-        char link[64], *path = malloc(PATH_MAX);
-        ssize_t n;
-
-        if (!path)
-                die("workspace", ENOMEM);
-        if (fstat(WS_FD, ret_st) < 0)
-                die("stat the workspace", errno);
-        snprintf(link, sizeof(link), "/proc/self/fd/%d", WS_FD);
-        n = readlink(link, path, PATH_MAX - 1);
-        if (n < 0)
-                die("locate the workspace", errno);
-        path[n] = '\0';
-        if (path[0] != '/')
-                die_msg("locate the workspace", "not a path (deleted?)");
-        return path;
-}
-
-static int reopen_workspace(const char *path, const struct stat *want)
-{
-        struct stat st;
-        int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-        if (fd < 0)
-                die("open the workspace", errno);
-        if (fstat(fd, &st) < 0)
-                die("stat the workspace", errno);
-        if (st.st_dev != want->st_dev || st.st_ino != want->st_ino)
-                die_msg("open the workspace", "the path no longer leads to the workspace");
-        return fd;
-}
-
 /* ---- the new root ---------------------------------------------------------------------- */
-
-/* Add flags to the mount at path (never clearing any the source mount had: the kernel refuses
- * that for locked mounts, and we only ever want to tighten). */
-static void lock_mount(const char *path, bool readonly, bool noexec)
-{
-        struct mount_attr_compat attr = {
-                .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                            (readonly ? MOUNT_ATTR_RDONLY : 0) | (noexec ? MOUNT_ATTR_NOEXEC : 0),
-        };
-        unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV |
-                              (readonly ? MS_RDONLY : 0) | (noexec ? MS_NOEXEC : 0);
-
-        if (syscall(SYS_mount_setattr, AT_FDCWD, path, 0, &attr, sizeof(attr)) == 0)
-                return;
-        if (errno != ENOSYS && errno != EINVAL)
-                die("lock a mount", errno);
-        if (mount(NULL, path, NULL, flags, NULL) < 0)
-                die("lock a mount", errno);
-}
 
 static void mkdir_p(char *path)
 {
@@ -293,34 +213,28 @@ static void bind_host_file(const char *host)
         if (fd < 0)
                 die("create a mount point", errno);
         close(fd);
-        if (mount(host, dst, NULL, MS_BIND, NULL) < 0)
+        if (sh_jail_bind(host, dst, SH_JAIL_RDONLY) < 0)
                 die("bind a library", errno);
-        lock_mount(dst, true, false);
 }
 
-/* Bind the directory behind fd at NEWROOT/name. Not recursive: mounts below the source (none
- * are expected) stay outside. */
+/* Bind the directory behind fd at NEWROOT/name. noexec: rsync never runs anything from the
+ * trees it copies. */
 static void bind_dir_fd(int fd, const char *name, bool readonly)
 {
-        char src[64], dst[PATH_MAX];
+        char dst[PATH_MAX];
 
-        snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
         snprintf(dst, sizeof(dst), "%s/%s", NEWROOT, name);
-        if (mkdir(dst, 0755) < 0)
-                die("create a mount point", errno);
-        if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+        if (sh_jail_bind_fd(fd, dst, SH_JAIL_NOEXEC | (readonly ? SH_JAIL_RDONLY : 0)) < 0)
                 die("bind a directory", errno);
-        /* noexec: rsync never runs anything from the trees it copies. */
-        lock_mount(dst, readonly, true);
 }
 
-/* Nothing we mount may propagate to the host, and nothing the host mounts later may appear
- * here. */
+/* A mount namespace of our own, every mount private: nothing we mount may propagate to the
+ * host, and nothing the host mounts later may appear here. */
 static void own_mount_namespace(void)
 {
         if (unshare(CLONE_NEWNS) < 0)
                 die("unshare the mount namespace", errno);
-        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        if (sh_jail_private() < 0)
                 die("make mounts private", errno);
 }
 
@@ -330,7 +244,7 @@ static void build_root(const sh_persist_child_arg *a, const libset *ls, int wsfd
 {
         int i;
 
-        if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1048576") < 0)
+        if (sh_jail_tmpfs_root(NEWROOT) < 0)
                 die("mount the root tmpfs", errno);
         bind_host_file(a->rsync);
         for (i = 0; i < ls->n; i++)
@@ -338,22 +252,6 @@ static void build_root(const sh_persist_child_arg *a, const libset *ls, int wsfd
         /* The source of the transfer is read-only: rsync can never change what it copies. */
         bind_dir_fd(wsfd, "workspace", !a->restore);
         bind_dir_fd(itemfd, "archive", a->restore);
-}
-
-/* pivot_root(".", ".") and detach the old root: afterwards no path, not even "..", leads back
- * to the host's file system. The root tmpfs only holds mount points: read-only. */
-static void enter_root(void)
-{
-        if (chdir(NEWROOT) < 0)
-                die("enter the new root", errno);
-        if (syscall(SYS_pivot_root, ".", ".") < 0)
-                die("pivot_root", errno);
-        if (umount2(".", MNT_DETACH) < 0)
-                die("detach the old root", errno);
-        if (chdir("/") < 0)
-                die("enter the new root", errno);
-        if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-                die("make the root read-only", errno);
 }
 
 /* ---- what the job may read ------------------------------------------------------------ */
@@ -415,21 +313,8 @@ static void check_size(const sh_persist_child_arg *a)
 static const cap_value_t want_restore[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID};
 static const cap_value_t want_persist[] = {CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID};
 
-typedef struct cap_list {
-        cap_value_t v[ARRAY_SIZE(want_restore)];
-        int n;
-} cap_list;
-
-static bool in_set(const cap_list *cs, cap_value_t cap)
-{
-        for (int i = 0; i < cs->n; i++)
-                if (cs->v[i] == cap)
-                        return true;
-        return false;
-}
-
-/* The wanted capabilities the process holds (permitted). */
-static int kept_caps(const sh_persist_child_arg *a, cap_list *ret)
+/* The wanted capabilities the process holds (permitted): *ret_n of them in ret. */
+static int kept_caps(const sh_persist_child_arg *a, cap_value_t *ret, int *ret_n)
 {
         const cap_value_t *want = a->restore ? want_restore : want_persist;
         size_t n = a->restore ? ARRAY_SIZE(want_restore) : ARRAY_SIZE(want_persist);
@@ -437,7 +322,7 @@ static int kept_caps(const sh_persist_child_arg *a, cap_list *ret)
 
         if (!cur)
                 return -1;
-        ret->n = 0;
+        *ret_n = 0;
         for (size_t i = 0; i < n; i++) {
                 cap_flag_value_t v = CAP_CLEAR;
 
@@ -446,44 +331,29 @@ static int kept_caps(const sh_persist_child_arg *a, cap_list *ret)
                         return -1;
                 }
                 if (v == CAP_SET)
-                        ret->v[ret->n++] = want[i];
+                        ret[(*ret_n)++] = want[i];
         }
         cap_free(cur);
         return 0;
 }
 
-static int drop_privileges(const sh_persist_child_arg *a)
+/* The wanted capabilities the daemon gave us and nothing else, in every set (the bounding set
+ * too), no_new_privs. */
+static void drop_privileges(const sh_persist_child_arg *a)
 {
-        cap_list keep;
-        cap_t c;
-        int r;
+        cap_value_t keep[ARRAY_SIZE(want_restore)];
+        const char *step = NULL;
+        int n, r;
 
-        if (kept_caps(a, &keep) < 0)
-                return -1;
-        for (cap_value_t cap = 0; cap < 64; cap++) {
-                int in_bound = prctl(PR_CAPBSET_READ, (unsigned long)cap, 0, 0, 0);
+        if (kept_caps(a, keep, &n) < 0)
+                die("drop privileges", errno);
+        r = sh_caps_keep_only(keep, n, &step);
+        if (r < 0) {
+                char what[96];
 
-                if (in_bound < 0)
-                        break; /* past the kernel's last capability */
-                /* what is not in the bounding set needs no dropping (nor CAP_SETPCAP) */
-                if (in_bound == 1 && !in_set(&keep, cap) && cap_drop_bound(cap) < 0)
-                        return -1;
+                snprintf(what, sizeof(what), "drop privileges: %s", step ? step : "?");
+                die(what, -r);
         }
-        c = cap_init();
-        if (!c)
-                return -1;
-        if (keep.n > 0 && (cap_set_flag(c, CAP_EFFECTIVE, keep.n, keep.v, CAP_SET) < 0 ||
-                           cap_set_flag(c, CAP_PERMITTED, keep.n, keep.v, CAP_SET) < 0)) {
-                cap_free(c);
-                return -1;
-        }
-        r = cap_set_proc(c);
-        cap_free(c);
-        if (r < 0)
-                return -1;
-        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-                return -1;
-        return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 
 /* Whether the directory of ls->path[i] is that of an earlier library (exact comparison). */
@@ -583,8 +453,7 @@ static _Noreturn void exec_rsync(const sh_persist_child_arg *a, const libset *ls
         if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
                 die("signal mask", errno);
         build_argv(a, argv, chown_buf, sizeof(chown_buf), timeout_buf, sizeof(timeout_buf));
-        if (drop_privileges(a) < 0)
-                die("drop privileges", errno);
+        drop_privileges(a);
         /* Last: the sandboxes' own deny list (the kernel attack surface a sandbox may not
          * reach), then the helpers' filter (no socket but AF_UNIX, the native ABI only). */
         if (!a->sandbox_filter || !a->socket_filter)
@@ -669,10 +538,8 @@ int sh_persist_child_main(void *arg)
 {
         const sh_persist_child_arg *a = arg;
         libset ls = {.n = 0};
-        struct stat ws_st;
         sigset_t set;
         int wsfd, itemfd, devnull, r;
-        char *ws_path;
         pid_t pid;
 
         /* SIGTERM waits until we can pass it on to rsync; SIGCHLD is taken synchronously. */
@@ -691,11 +558,11 @@ int sh_persist_child_main(void *arg)
         /* Into the helper's cgroup (below the sandbox's) before any real work: the CPU,
          * memory and pids of everything from here on, rsync's included, are the
          * sandbox's. */
-        r = sh_helper_join_cgroup(PROCS_FD, a->nprocs);
+        r = sh_jail_join_cgroup(PROCS_FD, a->nprocs);
         if (r < 0)
                 die("join the helper's cgroup", -r);
         /* No network: only a loopback of its own (the archive's NFS I/O is the kernel's). */
-        r = sh_helper_own_network();
+        r = sh_jail_own_network();
         if (r < 0)
                 die("unshare the network namespace", -r);
         devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -704,12 +571,19 @@ int sh_persist_child_main(void *arg)
         close(devnull);
 
         trace_libraries(a->rsync, &ls);
-        ws_path = workspace_path(&ws_st);
         own_mount_namespace();
-        wsfd = reopen_workspace(ws_path, &ws_st);
+        /* fd 3 is the daemon's fd of the workspace, a mount of the host's namespace: the
+         * kernel binds only mounts of our own, so it is opened again by its path (the daemon
+         * owns every component; a swap anywhere in it fails instead of redirecting). */
+        wsfd = sh_jail_reopen_dir(WS_FD);
+        if (wsfd < 0)
+                die("open the workspace", errno);
         itemfd = open_item(a);
         build_root(a, &ls, wsfd, itemfd);
-        enter_root();
+        /* pivot_root and detach the old root: afterwards no path, not even "..", leads back
+         * to the host's file system; the root tmpfs is read-only. */
+        if (sh_jail_enter(NEWROOT) < 0)
+                die("enter the new root", errno);
         close(wsfd);
         close(itemfd);
         close(WS_FD);

@@ -37,8 +37,6 @@ typedef struct job {
         bool timed_out;
         bool no_watch; /* its output could not be watched: killed at once */
         bool frozen;   /* we asked the kernel to freeze the sandbox: thaw at the end */
-        bool starting; /* inside sh_child_fork_fds (its done callback may run there) */
-        bool exited;
         int status;
         sh_child *child;
         int outfd;
@@ -339,10 +337,7 @@ static void child_done(sh_child *c, pid_t pid, int status, void *data)
 {
         job *j = data;
 
-        j->exited = true;
         j->status = status;
-        if (j->starting)
-                return; /* job_start sees `exited` and finishes */
         job_finished(j);
 }
 
@@ -396,18 +391,14 @@ static void job_spawn(sh_persister *p, job *j)
         j->state = JOB_RUNNING;
         keep[0] = j->sb->wsfd;
         keep[1] = fds[1];
-        j->starting = true;
+        /* child_done runs from the loop, never before sh_child_fork_fds returns. */
         j->child = sh_child_fork_fds(p->loop, keep, 2 + n, sh_persist_child_main, &j->arg,
                                      child_done, j);
-        j->starting = false;
         close(fds[1]);
         for (int i = 0; i < n; i++)
                 close(keep[2 + i]);
         if (!j->child) {
-                if (j->exited)
-                        job_finished(j);
-                else
-                        job_fail(j, 500, "PersistFailed", "%s: fork: %s", what(j), strerror(errno));
+                job_fail(j, 500, "PersistFailed", "%s: fork: %s", what(j), strerror(errno));
                 return;
         }
         j->out_io = sh_loop_add_io(p->loop, j->outfd, EPOLLIN, output_readable, j);

@@ -44,13 +44,6 @@ struct sh_manager {
         sh_seccomp *filter;
         int init_image;   /* sandbox-init's sealed memfd: every worker is exec'd from it */
         char tools[4096]; /* {root}/tools: the tool store, read-only in every sandbox */
-        /* cgroups waiting to be empty before rmdir */
-        struct grave {
-                sh_cgroup *cg;
-                uint64_t since_ms;
-        } * graves;
-        size_t n_graves, cap_graves;
-        sh_timer *grave_t;
         void (*delete_hook)(sh_sandbox *sb, void *data);
         void *delete_hook_data;
 };
@@ -107,60 +100,17 @@ static void root_destroy(sh_manager *m)
         m->cgroot = NULL;
 }
 
-static void graves_sweep(sh_loop *l, sh_timer *t, void *data)
+/* A buried cgroup that could not be removed (sh_cgroup_bury). */
+static void cgroup_lost(const char *relpath, const char *why, void *data)
 {
-        sh_manager *m = data;
-        size_t i = 0;
-        uint64_t now = sh_now_ms();
-
-        m->grave_t = NULL;
-        while (i < m->n_graves) {
-                sh_error *err = NULL;
-                struct grave *g = &m->graves[i];
-
-                if (sh_cgroup_destroy(g->cg, &err) == 0 || now - g->since_ms > 60000) {
-                        if (err)
-                                log_warn("cgroup-remove-failed", NULL, "%s, giving up",
-                                         err->msg ? err->msg : "");
-                        sh_cgroup_free(g->cg);
-                        *g = m->graves[--m->n_graves];
-                } else {
-                        i++;
-                }
-                sh_error_release(&err);
-        }
-        if (m->n_graves)
-                m->grave_t = sh_loop_add_timer(l, 100, graves_sweep, m);
+        (void)data;
+        log_warn("cgroup-remove-failed", NULL, "'%s': %s, giving up", relpath, why);
 }
 
 void sh_manager_bury_cgroup(sh_manager *m, sh_cgroup *cg)
 {
-        sh_error *err = NULL;
-
-        if (!cg)
-                return;
-        if (sh_cgroup_destroy(cg, &err) == 0) {
-                sh_cgroup_free(cg);
-                return;
-        }
-        sh_error_release(&err);
-        if (m->n_graves == m->cap_graves) {
-                size_t nc = m->cap_graves ? m->cap_graves * 2 : 16;
-                struct grave *ng = realloc(m->graves, nc * sizeof(*ng));
-
-                if (!ng) {
-                        log_warn("cgroup-leak", NULL, "out of memory: a cgroup stays behind");
-                        sh_cgroup_free(cg);
-                        return;
-                }
-                m->graves = ng;
-                m->cap_graves = nc;
-        }
-        m->graves[m->n_graves].cg = cg;
-        m->graves[m->n_graves].since_ms = sh_now_ms();
-        m->n_graves++;
-        if (!m->grave_t)
-                m->grave_t = sh_loop_add_timer(m->loop, 20, graves_sweep, m);
+        (void)m;
+        sh_cgroup_bury(cg, false);
 }
 
 /* Move fromfd/name into the trash under a new name ("label.pid.n"), returned in tname. */
@@ -389,6 +339,10 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 snprintf(instance, sizeof(instance), "%016llx", (unsigned long long)h);
                 if (sh_cgroup_root_open(instance, &m->cgroot, err) < 0)
                         goto fail;
+                /* Kills that wait for a freeze, and removals that wait for a cgroup to
+                 * empty, go on from the loop's timers. */
+                sh_cgroup_root_set_loop(m->cgroot, m->loop);
+                sh_cgroup_root_on_lost(m->cgroot, cgroup_lost, m);
                 cg_mode = sh_cgroup_mode(m->cgroot);
         }
         cleanup_leftovers(m);
@@ -413,19 +367,13 @@ void sh_manager_free(sh_manager *m)
         if (!m)
                 return;
         sh_manager_delete_all(m);
+        /* The loop has stopped: a kill still waiting for a freeze ends now (thawed). */
+        if (m->cgroot)
+                sh_cgroup_root_set_loop(m->cgroot, NULL);
         sh_child_wait_all(m->loop);
-        /* Last chance for the sandbox cgroups: their processes died with their workers. */
-        for (int tries = 0; m->n_graves && tries < 100; tries++) {
-                sh_loop_cancel_timer(m->loop, m->grave_t);
-                m->grave_t = NULL;
-                graves_sweep(m->loop, NULL, m);
-                if (m->n_graves)
-                        usleep(10000);
-        }
-        sh_loop_cancel_timer(m->loop, m->grave_t);
-        for (size_t i = 0; i < m->n_graves; i++)
-                sh_cgroup_free(m->graves[i].cg);
-        free(m->graves);
+        /* The buried sandbox cgroups get a last try (their processes died with their
+         * workers); what still holds a process goes with the subtree (root_destroy kills,
+         * waits a bounded time and removes). */
         sh_seccomp_free(m->filter);
         sh_close(m->init_image);
         root_destroy(m);

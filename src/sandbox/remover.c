@@ -9,6 +9,7 @@
 
 #include "sh/cgroup.h"
 #include "sh/helper.h"
+#include "sh/jail.h"
 #include "sh/log.h"
 #include "sh/spawn.h"
 
@@ -27,7 +28,6 @@ typedef struct remover {
         char *name;     /* below the trash, NULL: everything in it */
         int nprocs;     /* cgroup.procs fds at 4.. in the child */
         const struct sock_fprog *filter;
-        bool *reaped; /* set when done ran inside sh_remover_start */
 } remover;
 
 static void remover_free(remover *rm)
@@ -70,11 +70,11 @@ static int remover_main(void *arg)
         sh_error *err = NULL;
         int r;
 
-        if (sh_helper_join_cgroup(4, rm->nprocs) < 0)
+        if (sh_jail_join_cgroup(4, rm->nprocs) < 0)
                 return RM_EXIT_CGROUP;
         /* a name for ps and the tests; the trash fd says what it works on */
         (void)prctl(PR_SET_NAME, "sh-remove", 0, 0, 0);
-        if (sh_helper_confine(rm->filter) < 0)
+        if (sh_jail_confine(rm->filter) < 0)
                 return RM_EXIT_CONFINE;
         if (!rm->name)
                 return remove_all(3) < 0 ? RM_EXIT_REMOVE : RM_EXIT_OK;
@@ -90,8 +90,6 @@ static void remover_done(sh_child *c, pid_t pid, int status, void *data)
         remover *rm = data;
         const char *what = rm->name ? rm->name : "the trash";
 
-        if (rm->reaped)
-                *rm->reaped = true;
         if (WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
             WEXITSTATUS(status) < (int)ARRAY_SIZE(step))
                 log_warn("remove-failed", rm->sb ? rm->sb->id : NULL,
@@ -107,9 +105,8 @@ int sh_remover_start(sh_manager *m, int trashfd, sh_sandbox *sb, const char *nam
         remover *rm = calloc(1, sizeof(*rm));
         int keep[1 + SH_HELPER_PROCS_MAX];
         sh_error *cerr = NULL;
-        bool reaped = false;
         sh_child *c;
-        int n = 0, r, saved;
+        int n = 0, saved;
 
         if (!rm || (name && !(rm->name = strdup(name)))) {
                 free(rm);
@@ -134,21 +131,21 @@ int sh_remover_start(sh_manager *m, int trashfd, sh_sandbox *sb, const char *nam
                 n = 0;
         }
         rm->nprocs = n;
-        rm->reaped = &reaped;
         keep[0] = trashfd;
         c = sh_child_fork_fds(sh_manager_loop(m), keep, 1 + n, remover_main, rm, remover_done, rm);
         saved = errno;
         for (int i = 1; i <= n; i++)
                 close(keep[i]);
-        if (c) {
-                rm->reaped = NULL;
-                return 0;
-        }
-        if (reaped)
-                return 0; /* not watchable: waited for at once, and done has run */
-        /* Could not fork: remove inline rather than leak the tree. */
-        r = name ? sh_fs_remove_tree(trashfd, name, err)
-                 : sh_error_make(err, saved, "cannot fork the trash remover");
+        if (c)
+                return 0; /* remover_done runs from the loop, never before the fork returns */
         remover_free(rm);
-        return r;
+        if (!name)
+                return sh_error_make(err, saved, "cannot fork the trash remover");
+        /* Never removed inline: a tree costs what a sandbox made it cost, and the loop must
+         * not pay that. It waits in the trash: the next start empties the state root's trash,
+         * and a workspace filesystem's trash goes with its sandbox. */
+        log_warn("remove-deferred", sb ? sb->id : NULL,
+                 "cannot fork the remover (%s): '%s' stays in the trash until it is emptied",
+                 strerror(saved), name);
+        return 0;
 }

@@ -8,6 +8,7 @@
  * allow-list. sb: the sandbox the work is for (DELETE /dir): the child's cgroup is a helper
  * cgroup below the sandbox's, billed to it, and sb is referenced until the child ends. NULL:
  * the sandbox is gone (or the tree is a leftover): a helper cgroup below the daemon's subtree
- * with limits of its own. If no child can be started, a named tree is removed inline
- * (blocking the caller: the last resort, as before). The loop never waits for the child. */
+ * with limits of its own. If no child can be started, a named tree stays in the trash (the
+ * next start empties it) and 0 is returned: never removed inline. The loop never waits for
+ * the child. */
 int sh_remover_start(sh_manager *m, int trashfd, sh_sandbox *sb, const char *name, sh_error **err);

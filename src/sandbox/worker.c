@@ -11,21 +11,20 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sh/macro.h"
 #include "sh/spawn.h"
+#include "sh/syscalls.h"
 #include "sh/worker.h"
 
 struct sh_worker {
         sh_loop *loop;
         int sock; /* our end of the control socketpair */
         sh_io *sock_io;
-        pid_t pid; /* the worker, once the intermediate told us */
-        int pidfd;
-        sh_io *pid_io;
+        pid_t pid;       /* the worker, once the intermediate told us */
+        sh_child *pid1;  /* the worker, adopted (we are its reaper) and watched */
         sh_child *inter; /* the intermediate while it runs */
         int nprocs;
         sh_worker_fn fn;
@@ -201,36 +200,6 @@ void sh_worker_spec_limits(sh_worker_spec *spec, uint64_t pids_max)
         };
 }
 
-const char *sh_worker_step_name(int step)
-{
-        static const char *const names[] = {
-                [SH_STEP_CGROUP_JOIN] = "join the sandbox cgroup",
-                [SH_STEP_UNSHARE] = "unshare namespaces",
-                [SH_STEP_FORK] = "fork PID 1",
-                [SH_STEP_MOUNT_PRIVATE] = "make mounts private",
-                [SH_STEP_HOSTNAME] = "set the hostname",
-                [SH_STEP_ROOT_TMPFS] = "mount the root tmpfs",
-                [SH_STEP_IMAGE] = "bind the image",
-                [SH_STEP_WORKSPACE] = "bind the workspace",
-                [SH_STEP_TMP] = "mount /tmp",
-                [SH_STEP_PROC] = "mount /proc",
-                [SH_STEP_DEV] = "populate /dev",
-                [SH_STEP_TOOLS] = "bind /tools",
-                [SH_STEP_PIVOT] = "pivot_root",
-                [SH_STEP_LOOPBACK] = "bring up loopback",
-                [SH_STEP_SIGNALS] = "set up signals",
-                [SH_STEP_EXEC_INIT] = "exec sandbox-init",
-                [SH_STEP_SPEC] = "read the spec",
-                [SH_STEP_LIMITS] = "set resource limits",
-                [SH_STEP_PRIVILEGES] = "drop PID 1's privileges",
-                [SH_STEP_STDIO] = "redirect standard streams",
-        };
-
-        if (step <= 0 || step >= (int)ARRAY_SIZE(names) || !names[step])
-                return "?";
-        return names[step];
-}
-
 /* ---- parent side ----------------------------------------------------------------------- */
 
 /* Returns false when w was freed. */
@@ -242,16 +211,12 @@ static bool report_dead(sh_worker *w)
         return call(w, SH_WORKER_EV_DEAD, 0, 0, 0);
 }
 
-static void on_pidfd(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+/* PID 1 has exited and been reaped: its whole namespace is gone with it. */
+static void pid1_done(sh_child *c, pid_t pid, int status, void *data)
 {
         sh_worker *w = data;
-        int status;
 
-        /* The daemon is the worker's reaper (child subreaper). */
-        if (waitpid(w->pid, &status, WNOHANG) == 0)
-                return;
-        sh_loop_del_io(l, w->pid_io);
-        w->pid_io = NULL;
+        w->pid1 = NULL;
         w->dead = true;
         report_dead(w);
 }
@@ -262,7 +227,8 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
         sh_msg m;
 
         for (;;) {
-                ssize_t n = recv(w->sock, &m, sizeof(m), MSG_DONTWAIT);
+                char buf[sizeof(m) + 1]; /* one byte more: a longer datagram is not a sh_msg */
+                ssize_t n = recv(w->sock, buf, sizeof(buf), MSG_DONTWAIT);
                 bool alive = true;
 
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -273,16 +239,15 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                         report_dead(w);
                         return;
                 }
-                if (n != (ssize_t)sizeof(m))
+                if (sh_proto_decode_msg(buf, (size_t)n, &m) < 0)
                         continue; /* not ours: a sandbox cannot reach this socket, but be strict */
                 switch (m.type) {
                 case SH_MSG_PID:
                         if (w->pid > 0 || m.a <= 0)
                                 break;
                         w->pid = m.a;
-                        w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
-                        if (w->pidfd >= 0)
-                                w->pid_io = sh_loop_add_io(l, w->pidfd, EPOLLIN, on_pidfd, w);
+                        /* The daemon is the worker's reaper (child subreaper). */
+                        w->pid1 = sh_child_adopt(l, w->pid, pid1_done, w);
                         break;
                 case SH_MSG_READY:
                         alive = call(w, SH_WORKER_EV_READY, 0, 0, 0);
@@ -325,11 +290,11 @@ static int inter_main(void *arg)
         sh_worker *w = arg;
         char *argv[] = {"sandbox-init", NULL}, *envp[] = {NULL};
         int image = SH_WORKER_PROCS_FD + w->nprocs;
-        sh_msg m = {.type = SH_MSG_SETUP_FAILED, .a = SH_STEP_EXEC_INIT};
+        sh_msg m;
 
         if (fcntl(image, F_SETFD, FD_CLOEXEC) == 0)
-                syscall(SYS_execveat, image, "", argv, envp, AT_EMPTY_PATH);
-        m.b = errno;
+                sh_execveat(image, "", argv, envp, AT_EMPTY_PATH);
+        m = sh_proto_msg(SH_MSG_SETUP_FAILED, 0, SH_STEP_EXEC_INIT, errno);
         (void)!send(SH_WORKER_CTL_FD, &m, sizeof(m), MSG_NOSIGNAL);
         return 1;
 }
@@ -391,7 +356,6 @@ int sh_worker_start(sh_loop *l, int init_image, const sh_worker_spec *spec, cons
         }
         w->loop = l;
         w->sock = sv[0];
-        w->pidfd = -1;
         w->nprocs = nprocs;
         w->fn = fn;
         w->data = data;
@@ -423,14 +387,10 @@ int sh_worker_start(sh_loop *l, int init_image, const sh_worker_spec *spec, cons
 int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *envp, int out_w,
                    int err_w, const int *procs, int nprocs, sh_error **err)
 {
-        union {
-                char buf[CMSG_SPACE(sizeof(int) * (2 + SH_EXEC_MAX_PROCS_FDS))];
-                struct cmsghdr align;
-        } cbuf;
+        sh_proto_cmsg cbuf;
         struct iovec iov;
         struct msghdr mh = {0};
-        struct cmsghdr *c;
-        int fds[2 + SH_EXEC_MAX_PROCS_FDS], n = 2, i, r;
+        int fds[SH_PROTO_EXEC_FDS], n = 2, i, r;
         _cleanup_free_ char *payload = NULL;
         size_t len;
 
@@ -452,13 +412,9 @@ int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *en
         iov.iov_len = len;
         mh.msg_iov = &iov;
         mh.msg_iovlen = 1;
-        mh.msg_control = cbuf.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
-        c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+        r = sh_proto_put_fds(&mh, &cbuf, n, fds);
+        if (r < 0)
+                return sh_error_make(err, -r, "attaching the exec's fds");
         /* SEQPACKET keeps the request whole; the worker answers STARTED and later EXITED. */
         if (sendmsg(w->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
                 return sh_error_make(err, errno, "sending the exec request to the worker");
@@ -467,8 +423,8 @@ int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *en
 
 void sh_worker_kill(sh_worker *w)
 {
-        if (w->pidfd >= 0 && !w->dead)
-                (void)syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
+        if (w->pid1)
+                (void)sh_child_kill(w->pid1, SIGKILL);
         if (w->inter)
                 sh_child_kill(w->inter, SIGKILL);
 }
@@ -493,16 +449,12 @@ void sh_worker_free(sh_worker *w)
 static void worker_free_now(sh_worker *w)
 {
         sh_worker_kill(w);
-        if (w->pid_io) {
-                /* SIGKILL is on its way; PID 1's exit waits for the namespace to empty, so it
-                 * is reaped from the loop, not waited for here. */
-                sh_loop_del_io(w->loop, w->pid_io);
-                if (sh_child_reap_later(w->loop, w->pid) < 0)
-                        (void)waitpid(w->pid, NULL, WNOHANG);
-        }
+        /* SIGKILL is on its way; PID 1's exit waits for the namespace to empty, so it is
+         * reaped from the loop, not waited for here, and nobody is told. */
+        if (w->pid1)
+                sh_child_forget(w->pid1);
         sh_loop_del_io(w->loop, w->sock_io);
         sh_close(w->sock);
-        sh_close(w->pidfd);
         if (w->inter)
                 sh_child_forget(w->inter); /* its done callback must not see w */
         free(w);

@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "sh/list.h"
 #include "sh/loop.h"
 #include "sh/tools.h"
 
@@ -39,7 +40,7 @@ struct sh_fetch {
         uint64_t deadline_ms; /* the total timeout covers every redirect */
         sh_fetch_done_fn done;
         void *data;
-        sh_fetch *prev, *next;
+        SH_LIST_FIELDS(sh_fetch, fetches);
 };
 
 /* One watched socket of curl's; the loop handle lives as long as curl keeps the socket. */
@@ -166,12 +167,7 @@ static void fetch_free(sh_fetch *x)
 {
         sh_fetcher *f = x->f;
 
-        if (x->prev)
-                x->prev->next = x->next;
-        else
-                f->fetches = x->next;
-        if (x->next)
-                x->next->prev = x->prev;
+        SH_LIST_REMOVE(fetches, f->fetches, x);
         curl_multi_remove_handle(f->multi, x->easy);
         curl_easy_cleanup(x->easy);
         free(x->buf);
@@ -385,10 +381,7 @@ sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint6
                 sh_error_make(err, ENOMEM, "starting the %s fetch", what);
                 return NULL;
         }
-        x->next = f->fetches;
-        if (f->fetches)
-                f->fetches->prev = x;
-        f->fetches = x;
+        SH_LIST_PREPEND(fetches, f->fetches, x);
         return x;
 }
 

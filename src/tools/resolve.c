@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sh/list.h"
 #include "sh/log.h"
 #include "sh/tools.h"
 
@@ -40,7 +41,7 @@ struct install {
         sh_fetch *fetch;
         sh_unpack *unpack;
         job *waiters;
-        install *prev, *next;
+        SH_LIST_FIELDS(install, installs);
 };
 
 struct job {
@@ -54,7 +55,7 @@ struct job {
         sh_manifest m;
         char *bundle_url;
         install *inst;
-        job *wprev, *wnext;
+        SH_LIST_FIELDS(job, waiters); /* on inst's */
         bool settled;
         cJSON *result; /* success (fresh or stale); NULL: refused with `reason` */
         char reason[SH_TOOLS_REASON_MAX];
@@ -192,14 +193,8 @@ static void install_unwait(job *j)
 
         if (!in)
                 return;
-        if (j->wprev)
-                j->wprev->wnext = j->wnext;
-        else
-                in->waiters = j->wnext;
-        if (j->wnext)
-                j->wnext->wprev = j->wprev;
+        SH_LIST_REMOVE(waiters, in->waiters, j);
         j->inst = NULL;
-        j->wprev = j->wnext = NULL;
 }
 
 static void job_stop(job *j)
@@ -273,12 +268,7 @@ static void install_free(install *in)
         sh_unpack_forget(in->unpack);
         sh_close(in->fd);
         free(in->url);
-        if (in->prev)
-                in->prev->next = in->next;
-        else
-                t->installs = in->next;
-        if (in->next)
-                in->next->prev = in->prev;
+        SH_LIST_REMOVE(installs, t->installs, in);
         free(in);
 }
 
@@ -343,9 +333,10 @@ static void install_join(job *j)
         sh_error *err = NULL;
         int fd;
 
-        for (in = t->installs; in; in = in->next)
+        SH_LIST_FOREACH(installs, in, t->installs) {
                 if (strcmp(in->sha, j->m.sha256) == 0)
                         break;
+        }
         if (!in) {
                 fd = sh_store_tmpfile(t->store);
                 if (fd < 0) {
@@ -374,16 +365,10 @@ static void install_join(job *j)
                         sh_error_release(&err);
                         return;
                 }
-                in->next = t->installs;
-                if (t->installs)
-                        t->installs->prev = in;
-                t->installs = in;
+                SH_LIST_PREPEND(installs, t->installs, in);
         }
         j->inst = in;
-        j->wnext = in->waiters;
-        if (in->waiters)
-                in->waiters->wprev = j;
-        in->waiters = j;
+        SH_LIST_PREPEND(waiters, in->waiters, j);
 }
 
 /* ---- manifests ---------------------------------------------------------------------- */

@@ -20,7 +20,9 @@
 
 #include "sh/caps.h"
 #include "sh/macro.h"
-#include "sh/minroot.h"
+#include "sh/tree.h"
+#include "sh/jail.h"
+#include "policy.h"
 #include "unpack-internal.h"
 
 /*
@@ -129,18 +131,6 @@ static int step_fail(const char *step)
                           strerror(errno));
 }
 
-/* Into its own cgroup first, so that everything after (and anything it could start) is
- * limited and accounted there. */
-static int join_cgroup(int first, int n)
-{
-        for (int i = 0; i < n; i++) {
-                if (write(first + i, "0", 1) != 1)
-                        return -1;
-                close(first + i);
-        }
-        return 0;
-}
-
 /* stdin and stdout lead nowhere; stderr (where libc, and the sanitizer build, report
  * trouble) goes into the reason pipe. Nothing of the unpacker reaches the daemon's log
  * directly. */
@@ -191,22 +181,22 @@ static int build_root(void)
 {
         int fd;
 
-        if (sh_minroot_private() < 0)
+        if (sh_jail_private() < 0)
                 return step_fail("make mounts private");
-        fd = sh_minroot_reopen_dir(FD_STAGE);
+        fd = sh_jail_reopen_dir(FD_STAGE);
         if (fd < 0)
                 return step_fail("open the staging directory");
-        if (sh_minroot_tmpfs(NEWROOT) < 0) {
+        if (sh_jail_tmpfs_root(NEWROOT) < 0) {
                 close(fd);
                 return step_fail("mount the root tmpfs");
         }
-        if (sh_minroot_bind_fd(fd, NEWROOT "/" OUT_DIR, SH_MINROOT_NOEXEC) < 0) {
+        if (sh_jail_bind_fd(fd, NEWROOT "/" OUT_DIR, SH_JAIL_NOEXEC) < 0) {
                 close(fd);
                 return step_fail("bind the staging directory");
         }
         close(fd);
         close(FD_STAGE);
-        if (sh_minroot_enter(NEWROOT) < 0)
+        if (sh_jail_enter(NEWROOT) < 0)
                 return step_fail("pivot_root");
         if (chdir("/" OUT_DIR) < 0)
                 return step_fail("enter the staging directory");
@@ -229,8 +219,11 @@ static int confine(const sh_unpack_child_arg *a)
         const char *step = NULL;
         int r;
 
-        if (join_cgroup(FD_PROCS, a->nprocs) < 0)
+        r = sh_jail_join_cgroup(FD_PROCS, a->nprocs);
+        if (r < 0) {
+                errno = -r;
                 return step_fail("join the unpacker's cgroup");
+        }
         /* The daemon gone, the unpacker goes too (and with PID 1, its namespace). */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return step_fail("parent death signal");
@@ -261,75 +254,6 @@ static int confine(const sh_unpack_child_arg *a)
         return 0;
 }
 
-/* Printable ASCII only, bounded: entry names are hostile and end up in JSON and logs. */
-static void quote_name(const char *in, char *out, size_t out_len)
-{
-        size_t i = 0;
-
-        for (; in && *in && i + 4 < out_len; in++)
-                out[i++] = (*in >= 0x20 && *in < 0x7f) ? *in : '?';
-        if (in && *in && i + 4 <= out_len) {
-                memcpy(out + i, "...", 3);
-                i += 3;
-        }
-        out[i] = '\0';
-}
-
-/* Strip "./" prefixes; refuse absolute paths and "..". Returns the depth of the parent
- * directory (components before the last) or -1. Empty or "." gives 0 with *skip. */
-static int check_path(const char *p, bool *skip)
-{
-        int depth = 0, comps = 0;
-        size_t n;
-
-        *skip = false;
-        if (!p || strlen(p) >= 4096 || p[0] == '/')
-                return -1;
-        while (*p) {
-                const char *e = strchr(p, '/');
-
-                n = e ? (size_t)(e - p) : strlen(p);
-                if (n == 2 && p[0] == '.' && p[1] == '.')
-                        return -1;
-                if (n > 0 && !(n == 1 && p[0] == '.'))
-                        comps++;
-                p += n + (e ? 1 : 0);
-        }
-        if (comps == 0) {
-                *skip = true;
-                return 0;
-        }
-        if (comps > SH_UNPACK_MAX_DEPTH)
-                return -1;
-        depth = comps - 1;
-        return depth;
-}
-
-/* A symlink target must stay inside the bundle when resolved from the link's directory.
- * Every ".." must come first: "l/.." through a link l is not what it looks like lexically
- * (l may point anywhere inside), while leading ".."s climb real directories (libarchive's
- * SECURE_SYMLINKS never writes an entry through a link), and each link is checked in turn. */
-static bool symlink_stays_inside(int depth, const char *t)
-{
-        bool descended = false;
-
-        if (!t || !*t || t[0] == '/' || strlen(t) >= 4096)
-                return false;
-        while (*t) {
-                const char *e = strchr(t, '/');
-                size_t n = e ? (size_t)(e - t) : strlen(t);
-
-                if (n == 2 && t[0] == '.' && t[1] == '.') {
-                        if (descended || --depth < 0)
-                                return false;
-                } else if (n > 0 && !(n == 1 && t[0] == '.')) {
-                        descended = true;
-                }
-                t += n + (e ? 1 : 0);
-        }
-        return true;
-}
-
 static int copy_data(struct archive *in, struct archive *out)
 {
         const void *buf;
@@ -351,13 +275,13 @@ static int copy_data(struct archive *in, struct archive *out)
 int sh_unpack_extract(void)
 {
         struct archive *in = archive_read_new(), *out = archive_write_disk_new();
+        sh_bundle_policy *pol = sh_bundle_policy_new();
         struct archive_entry *e;
-        uint64_t total = 0;
-        unsigned count = 0;
+        mode_t perm;
         int r, rc = 1;
         char q[160];
 
-        if (!in || !out) {
+        if (!in || !out || !pol) {
                 child_fail("this host is out of memory");
                 goto out;
         }
@@ -392,58 +316,28 @@ int sh_unpack_extract(void)
                 goto out;
         }
         while ((r = archive_read_next_header(in, &e)) == ARCHIVE_OK) {
-                const char *path = archive_entry_pathname(e);
-                const char *hl = archive_entry_hardlink(e);
-                mode_t type = archive_entry_filetype(e);
-                bool skip, hskip;
-                int depth = check_path(path, &skip);
+                const sh_bundle_entry be = {
+                        .path = archive_entry_pathname(e),
+                        .hardlink = archive_entry_hardlink(e),
+                        .symlink = archive_entry_filetype(e) == AE_IFLNK ? archive_entry_symlink(e)
+                                                                         : NULL,
+                        .type = archive_entry_filetype(e),
+                        .size = archive_entry_size(e),
+                        .perm = archive_entry_perm(e),
+                };
+                sh_bundle_verdict v = sh_bundle_check(pol, &be, &perm);
 
-                quote_name(path, q, sizeof(q));
-                if (++count > SH_TOOLS_FILES_MAX) {
-                        child_fail("unsafe bundle: more than %u entries", SH_TOOLS_FILES_MAX);
-                        goto out;
-                }
-                if (depth < 0) {
-                        child_fail("unsafe bundle: entry '%s' is absolute, contains '..' or is "
-                                   "too deep",
-                                   q);
-                        goto out;
-                }
-                if (skip)
+                sh_bundle_quote(be.path, q, sizeof(q));
+                if (v == SH_BUNDLE_SKIP)
                         continue; /* "./": the bundle root itself */
-                if (hl) {
-                        if (check_path(hl, &hskip) < 0 || hskip) {
-                                child_fail("unsafe bundle: hard link '%s' points outside the "
-                                           "bundle",
-                                           q);
-                                goto out;
-                        }
-                } else if (type == AE_IFLNK) {
-                        if (!symlink_stays_inside(depth, archive_entry_symlink(e))) {
-                                child_fail("unsafe bundle: symbolic link '%s' points outside "
-                                           "the bundle",
-                                           q);
-                                goto out;
-                        }
-                } else if (type != AE_IFDIR && type != AE_IFREG) {
-                        child_fail("unsafe bundle: entry '%s' is a device node, FIFO or socket "
-                                   "(only files, directories and links are allowed)",
-                                   q);
+                if (v != SH_BUNDLE_TAKE) {
+                        char why[SH_TOOLS_REASON_MAX];
+
+                        sh_bundle_reason(v, be.path, why, sizeof(why));
+                        child_fail("%s", why);
                         goto out;
                 }
-                if (archive_entry_size(e) < 0 ||
-                    (uint64_t)archive_entry_size(e) > SH_TOOLS_UNPACKED_MAX - total) {
-                        child_fail("unsafe bundle: unpacks to more than %llu bytes",
-                                   (unsigned long long)SH_TOOLS_UNPACKED_MAX);
-                        goto out;
-                }
-                total += (uint64_t)archive_entry_size(e);
-                /* Normalised modes: readable by every sandbox uid, executable where the author
-                 * said so, never setuid/setgid/sticky or world-writable. */
-                if (type == AE_IFDIR)
-                        archive_entry_set_perm(e, 0755);
-                else if (type == AE_IFREG)
-                        archive_entry_set_perm(e, (archive_entry_perm(e) & 0111) ? 0755 : 0644);
+                archive_entry_set_perm(e, perm);
                 if (archive_write_header(out, e) < ARCHIVE_OK) {
                         child_fail("unsafe bundle: entry '%s' refused: %s", q,
                                    archive_error_string(out) ? archive_error_string(out) : "");
@@ -474,6 +368,7 @@ int sh_unpack_extract(void)
 out:
         archive_read_free(in);
         archive_write_free(out);
+        sh_bundle_policy_free(pol);
         return rc;
 }
 
@@ -491,87 +386,59 @@ int sh_unpack_child_main(void *arg)
 /* Runs as root in the daemon's namespaces, in the unpack's cgroup, once nothing of the
  * unpacker is alive (nothing can change the tree under it). Every entry, the top directory
  * included, is re-owned with fchownat(AT_SYMLINK_NOFOLLOW) relative to its directory, opened
- * O_NOFOLLOW: no link is ever followed, and the tree cannot hold a link to the host anyway
- * (the unpacker could name nothing else). A directory deeper than an entry may be, or a
- * special file that the unpacker could not have made, refuses the bundle. One fd per level,
- * at most SH_UNPACK_MAX_DEPTH + 1 levels. */
-static int chown_tree(int fd, unsigned depth)
+ * O_NOFOLLOW (sh/tree.h): no link is ever followed, and the tree cannot hold a link to the
+ * host anyway (the unpacker could name nothing else). A directory deeper than an entry may be,
+ * or a special file that the unpacker could not have made, refuses the bundle. One fd per
+ * level, at most SH_UNPACK_MAX_DEPTH + 1 levels. */
+/* Stop the walk after child_fail wrote why (its 1 as the walk's -1). */
+static int refuse(bool *told, int rc)
 {
-        DIR *d = fdopendir(fd); /* owns fd from here on */
-        struct dirent *de;
-        int dfd, rc = 0;
+        *told = true;
+        return -rc;
+}
 
-        if (!d) {
-                close(fd);
-                return child_fail("this host could not read the unpacked tree: %s",
-                                  strerror(errno));
-        }
-        dfd = dirfd(d);
-        for (;;) {
-                unsigned char type;
-                struct stat st;
-                int sub;
+static int chown_visit(const sh_tree_ev *ev, void *data)
+{
+        bool *told = data; /* the reason went to the pipe already */
 
-                errno = 0;
-                de = readdir(d);
-                if (!de) {
-                        if (errno)
-                                rc = child_fail("this host could not read the unpacked tree: %s",
-                                                strerror(errno));
-                        break;
-                }
-                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
-                        continue;
-                if (fchownat(dfd, de->d_name, 0, 0, AT_SYMLINK_NOFOLLOW) < 0) {
-                        rc = child_fail("this host could not hand the bundle to root: %s",
-                                        strerror(errno));
-                        break;
-                }
-                type = de->d_type;
-                if (type == DT_UNKNOWN) {
-                        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                                rc = child_fail("this host could not read the unpacked tree: %s",
-                                                strerror(errno));
-                                break;
-                        }
-                        type = S_ISDIR(st.st_mode)   ? DT_DIR
-                               : S_ISREG(st.st_mode) ? DT_REG
-                               : S_ISLNK(st.st_mode) ? DT_LNK
-                                                     : DT_UNKNOWN;
-                }
-                if (type == DT_REG || type == DT_LNK)
-                        continue;
-                if (type != DT_DIR) {
-                        rc = child_fail("unsafe bundle: the unpacked tree holds a special file");
-                        break;
-                }
-                if (depth >= SH_UNPACK_MAX_DEPTH) {
-                        rc = child_fail("unsafe bundle: directories nested deeper than %u "
-                                        "levels",
-                                        SH_UNPACK_MAX_DEPTH);
-                        break;
-                }
-                sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (sub < 0) {
-                        rc = child_fail("this host could not read the unpacked tree: %s",
-                                        strerror(errno));
-                        break;
-                }
-                rc = chown_tree(sub, depth + 1);
-                if (rc)
-                        break;
+        switch (ev->kind) {
+        case SH_TREE_ENTRY:
+                if (fchownat(ev->dirfd, ev->name, 0, 0, AT_SYMLINK_NOFOLLOW) < 0)
+                        return refuse(told, child_fail("this host could not hand the bundle to "
+                                                       "root: %s",
+                                                       strerror(errno)));
+                if (ev->type == DT_REG || ev->type == DT_LNK)
+                        return 0;
+                if (ev->type != DT_DIR)
+                        return refuse(told, child_fail("unsafe bundle: the unpacked tree holds "
+                                                       "a special file"));
+                if (ev->depth > SH_UNPACK_MAX_DEPTH)
+                        return refuse(told, child_fail("unsafe bundle: directories nested "
+                                                       "deeper than %u levels",
+                                                       SH_UNPACK_MAX_DEPTH));
+                return SH_TREE_DESCEND;
+        case SH_TREE_ERROR:
+                return refuse(told, child_fail("this host could not read the unpacked tree: %s",
+                                               strerror(ev->err)));
+        case SH_TREE_DIR:
+        case SH_TREE_LEAVE:
+                return 0;
         }
-        closedir(d);
-        return rc;
+        return 0;
 }
 
 int sh_unpack_finisher_main(void *arg)
 {
         const sh_unpack_fin_arg *a = arg;
+        bool told = false;
+        int r;
 
         reason_fd = FIN_REASON;
-        if (join_cgroup(FIN_PROCS, a->nprocs) < 0)
+        r = sh_jail_join_cgroup(FIN_PROCS, a->nprocs);
+        if (r < 0) {
+                errno = -r;
                 return step_fail("join the unpacker's cgroup");
+        }
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return step_fail("parent death signal");
         if (set_limit(RLIMIT_NOFILE, SH_UNPACK_MAX_DEPTH + 32) < 0 || set_limit(RLIMIT_CORE, 0) < 0)
@@ -580,5 +447,8 @@ int sh_unpack_finisher_main(void *arg)
         if (fchown(FIN_STAGE, 0, 0) < 0 || fchmod(FIN_STAGE, 0755) < 0)
                 return child_fail("this host could not hand the bundle to root: %s",
                                   strerror(errno));
-        return chown_tree(FIN_STAGE, 0);
+        r = sh_tree_walk(FIN_STAGE, SH_UNPACK_MAX_DEPTH + 1, chown_visit, &told);
+        if (r < 0 && !told)
+                return child_fail("this host could not read the unpacked tree: %s", strerror(-r));
+        return r < 0 ? 1 : 0;
 }

@@ -10,7 +10,9 @@
 #include "sh/seccomp.h"
 #include "sh/tools.h"
 
-#define SH_UNPACK_MAX_DEPTH 64 /* path components of one entry */
+#include "policy.h"
+
+#define SH_UNPACK_MAX_DEPTH SH_BUNDLE_DEPTH_MAX /* path components of one entry */
 
 /* The unpacker's namespaces. No user namespace: it needs none (we are root and drop to an
  * unprivileged uid), and creating one would expose more kernel code. */

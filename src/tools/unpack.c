@@ -13,7 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sh/list.h"
 #include "sh/macro.h"
+#include "sh/remove.h"
 #include "sh/seccomp.h"
 #include "sh/spawn.h"
 #include "sh/tools.h"
@@ -26,7 +28,6 @@
 #define STAGE_DIR         ".stage"
 #define CACHE_DIR         ".cache"
 #define FINISH_TIMEOUT_MS 60000u
-#define GRAVES_MAX        64
 
 enum phase { PH_QUEUED, PH_UNPACKING, PH_FINISHING, PH_DONE };
 
@@ -45,10 +46,8 @@ struct sh_store {
         sh_timer *kick;   /* a pump of the queue from the loop */
         sh_unpack *queue, *queue_tail; /* waiting for one of the SH_TOOLS_UNPACK_PARALLEL slots */
         sh_unpack *active;             /* started */
-        sh_cgroup *graves[GRAVES_MAX]; /* cgroups whose removal failed: retried */
-        unsigned n_graves;
-        bool closing; /* freed once the last unpack reported */
-        bool pumping; /* inside pump() */
+        bool closing;                  /* freed once the last unpack reported */
+        bool pumping;                  /* inside pump() */
 };
 
 struct sh_unpack {
@@ -63,43 +62,15 @@ struct sh_unpack {
         sh_cgroup *cg; /* tools/<cgname>, for the unpacker and then the finisher */
         sh_child *child;
         sh_timer *timer;
-        bool starting; /* inside the fork: a synchronous reap must wait */
-        int status;    /* the exit status of such a synchronous reap */
-        bool ok;       /* PH_DONE: the outcome to report */
+        bool ok; /* PH_DONE: the outcome to report */
         char reason[SH_TOOLS_REASON_MAX];
         sh_unpack_payload_fn payload;
         sh_unpack_done_fn done;
         void *data;
-        sh_unpack *prev, *next; /* queue or active list */
+        SH_LIST_FIELDS(sh_unpack, list); /* on the store's queue or active list */
 };
 
 /* ---- removing a tree (in a child: it may be big) ------------------------------------- */
-
-/* Remove `name` under dirfd and everything below it, never following links. */
-static void rm_rf_at(int parent, const char *name, unsigned depth)
-{
-        int fd;
-        DIR *d;
-        struct dirent *de;
-
-        if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
-                return;
-        if (depth > SH_UNPACK_MAX_DEPTH + 4)
-                return;
-        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return;
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
-        while ((de = readdir(d)))
-                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, ".."))
-                        rm_rf_at(dirfd(d), de->d_name, depth + 1);
-        closedir(d);
-        (void)unlinkat(parent, name, AT_REMOVEDIR); /* best effort: a child, nobody to tell */
-}
 
 #define OLD_PREFIX ".stage-old-"
 
@@ -113,16 +84,15 @@ static int remover_main(void *arg)
         DIR *d;
         struct dirent *de;
 
-        if (a->name[0]) {
-                rm_rf_at(3, a->name, 0);
-                return 0;
-        }
+        /* Best effort: a child, nobody to tell. */
+        if (a->name[0])
+                return sh_fs_remove_tree(3, a->name, NULL) < 0;
         d = fdopendir(3);
         if (!d)
                 return 1;
         while ((de = readdir(d)))
                 if (strncmp(de->d_name, OLD_PREFIX, strlen(OLD_PREFIX)) == 0)
-                        rm_rf_at(dirfd(d), de->d_name, 0);
+                        (void)sh_fs_remove_tree(dirfd(d), de->d_name, NULL);
         closedir(d);
         return 0;
 }
@@ -235,48 +205,8 @@ fail:
         return r;
 }
 
-static void graves_sweep(sh_store *s)
-{
-        unsigned i = 0;
-
-        while (i < s->n_graves) {
-                sh_error *err = NULL;
-
-                (void)sh_cgroup_kill(s->graves[i], &err);
-                sh_error_release(&err);
-                if (sh_cgroup_destroy(s->graves[i], &err) == 0) {
-                        sh_cgroup_free(s->graves[i]);
-                        s->graves[i] = s->graves[--s->n_graves];
-                        continue;
-                }
-                sh_error_release(&err);
-                i++;
-        }
-}
-
-/* Remove an unpack's cgroup; one that is still busy (it cannot be: its init was reaped)
- * is killed and retried later, and at the latest removed with the daemon's subtree. */
-static void cgroup_bury(sh_store *s, sh_cgroup *cg)
-{
-        sh_error *err = NULL;
-
-        if (!cg)
-                return;
-        if (sh_cgroup_destroy(cg, &err) == 0) {
-                sh_cgroup_free(cg);
-                return;
-        }
-        sh_error_release(&err);
-        (void)sh_cgroup_kill(cg, &err);
-        sh_error_release(&err);
-        if (s->n_graves < GRAVES_MAX)
-                s->graves[s->n_graves++] = cg;
-        else
-                sh_cgroup_free(cg); /* the subtree's removal at shutdown takes it */
-}
-
 static void unpack_free(sh_unpack *u);
-static void list_del(sh_unpack **head, sh_unpack **tail, sh_unpack *u);
+static void queue_del(sh_store *s, sh_unpack *u);
 
 void sh_store_free(sh_store *s)
 {
@@ -287,7 +217,7 @@ void sh_store_free(sh_store *s)
         while (s->queue) {
                 sh_unpack *u = s->queue;
 
-                list_del(&s->queue, &s->queue_tail, u);
+                queue_del(s, u);
                 if (s->stagefd >= 0)
                         remove_later(s, s->stagefd, u->stage);
                 u->phase = PH_DONE;
@@ -297,14 +227,14 @@ void sh_store_free(sh_store *s)
         s->kick = NULL;
         if (s->busy) {
                 s->closing = true;
-                for (sh_unpack *u = s->active; u; u = u->next)
+                sh_unpack *u;
+
+                SH_LIST_FOREACH(list, u, s->active) {
                         if (u->child)
                                 (void)sh_child_kill(u->child, SIGKILL);
+                }
                 return;
         }
-        graves_sweep(s);
-        for (unsigned i = 0; i < s->n_graves; i++)
-                sh_cgroup_free(s->graves[i]);
         if (s->cg) {
                 sh_error *err = NULL;
 
@@ -346,37 +276,18 @@ int sh_store_tmpfile(const sh_store *s)
 
 /* ---- the parent side ---------------------------------------------------------------- */
 
+/* The queue keeps arrival order: in at the tail, out at the head. */
 static void queue_push(sh_store *s, sh_unpack *u)
 {
-        u->next = NULL;
-        u->prev = s->queue_tail;
-        if (s->queue_tail)
-                s->queue_tail->next = u;
-        else
-                s->queue = u;
+        SH_LIST_INSERT_AFTER(list, s->queue, s->queue_tail, u);
         s->queue_tail = u;
 }
 
-static void active_add(sh_store *s, sh_unpack *u)
+static void queue_del(sh_store *s, sh_unpack *u)
 {
-        u->prev = NULL;
-        u->next = s->active;
-        if (s->active)
-                s->active->prev = u;
-        s->active = u;
-}
-
-static void list_del(sh_unpack **head, sh_unpack **tail, sh_unpack *u)
-{
-        if (u->prev)
-                u->prev->next = u->next;
-        else
-                *head = u->next;
-        if (u->next)
-                u->next->prev = u->prev;
-        else if (tail)
-                *tail = u->prev;
-        u->prev = u->next = NULL;
+        if (s->queue_tail == u)
+                s->queue_tail = u->list_prev;
+        SH_LIST_REMOVE(list, s->queue, u);
 }
 
 static void unpack_free(sh_unpack *u)
@@ -384,7 +295,8 @@ static void unpack_free(sh_unpack *u)
         sh_store *s = u->s;
 
         sh_loop_cancel_timer(s->loop, u->timer);
-        cgroup_bury(s, u->cg);
+        /* Its init was reaped, so nothing of it can be alive: a straggler is killed first. */
+        sh_cgroup_bury(u->cg, true);
         sh_close(u->bundlefd);
         sh_close(u->dirfd);
         sh_close(u->errfd);
@@ -405,7 +317,7 @@ static void report(sh_unpack *u)
 
         u->phase = PH_DONE;
         if (was_running) {
-                list_del(&s->active, NULL, u);
+                SH_LIST_REMOVE(list, s->active, u);
                 s->running--;
         }
         if (u->done)
@@ -483,8 +395,7 @@ static int start_child(sh_unpack *u, bool unpacker, int *keep, int nkeep, sh_chi
                 keep[nkeep++] = procs[i];
         sh_close(u->errfd);
         u->errfd = p[0];
-        u->starting = true;
-        u->status = -1;
+        /* child_done runs from the loop, never before the fork returns. */
         if (unpacker)
                 u->child = sh_child_clone_fds(u->s->loop, SH_UNPACK_NS, keep, nkeep, fn, arg,
                                               child_done, u);
@@ -494,15 +405,12 @@ static int start_child(sh_unpack *u, bool unpacker, int *keep, int nkeep, sh_chi
         close(p[1]);
         for (int k = 0; k < n; k++)
                 close(procs[k]);
-        if (!u->child && u->status == -1) {
-                u->starting = false;
+        if (!u->child) {
                 *what = unpacker ? "starting the unpacker" : "starting the finisher";
                 return -i;
         }
         return 0;
 }
-
-static void child_exited(sh_unpack *u, int status);
 
 static void start_finisher(sh_unpack *u)
 {
@@ -515,11 +423,6 @@ static void start_finisher(sh_unpack *u)
         r = start_child(u, false, keep, 1, sh_unpack_finisher_main, &a, &a.nprocs, &what);
         if (r < 0) {
                 fail(u, "this host could not install the bundle: %s: %s", what, strerror(-r));
-                return;
-        }
-        u->starting = false;
-        if (!u->child) { /* no pidfd: it was waited for at once */
-                child_exited(u, u->status);
                 return;
         }
         (void)arm_deadline(u, FINISH_TIMEOUT_MS);
@@ -610,10 +513,6 @@ static void child_done(sh_child *c, pid_t pid, int status, void *data)
         sh_unpack *u = data;
 
         u->child = NULL;
-        if (u->starting) {
-                u->status = status;
-                return;
-        }
         child_exited(u, status);
 }
 
@@ -652,18 +551,13 @@ static void launch(sh_unpack *u)
                 return;
         }
         u->phase = PH_UNPACKING;
-        active_add(s, u);
+        SH_LIST_PREPEND(list, s->active, u);
         s->running++;
         keep[0] = u->bundlefd;
         keep[1] = u->dirfd;
         r = start_child(u, true, keep, 2, sh_unpack_child_main, &a, &a.nprocs, &what);
         if (r < 0) {
                 fail(u, "this host could not unpack the bundle: %s: %s", what, strerror(-r));
-                return;
-        }
-        u->starting = false;
-        if (!u->child) { /* no pidfd: it was waited for at once */
-                child_exited(u, u->status);
                 return;
         }
         /* Without the timer the child's RLIMIT_CPU still ends it; not worth failing for. */
@@ -676,7 +570,7 @@ static void pump(sh_store *s)
         while (!s->closing && s->running < SH_TOOLS_UNPACK_PARALLEL && s->queue) {
                 sh_unpack *u = s->queue;
 
-                list_del(&s->queue, &s->queue_tail, u);
+                queue_del(s, u);
                 launch(u);
         }
         s->pumping = false;

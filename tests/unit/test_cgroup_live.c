@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "sh/cgroup.h"
+#include "sh/loop.h"
 #include "unit.h"
 
 #define MAXH 4
@@ -551,6 +552,186 @@ START_TEST(kill_reaches_every_descendant)
 }
 END_TEST
 
+/* Every process forks as fast as it can, forever (bounded by pids.max): the case a kill
+ * without a freeze cannot win by passes alone. */
+static void child_churn(int wfd)
+{
+        pid_t me = getpid();
+
+        if (write(wfd, &me, sizeof(me)) != sizeof(me))
+                _exit(95);
+        close(wfd);
+        for (;;)
+                (void)fork();
+}
+
+typedef struct empty_watch {
+        sh_cgroup *cg;
+        bool empty, gave_up;
+} empty_watch;
+
+static void watch_empty(sh_loop *l, sh_timer *t, void *data)
+{
+        empty_watch *w = data;
+        sh_error *err = NULL;
+
+        (void)t;
+        ck_assert_int_eq(sh_cgroup_is_empty(w->cg, &w->empty, &err), 0);
+        if (w->empty)
+                sh_loop_stop(l);
+        else
+                ck_assert_ptr_nonnull(sh_loop_add_timer(l, 5, watch_empty, w));
+}
+
+static void watch_give_up(sh_loop *l, sh_timer *t, void *data)
+{
+        (void)t;
+        ((empty_watch *)data)->gave_up = true;
+        sh_loop_stop(l);
+}
+
+START_TEST(kill_of_a_fork_churn_finishes_from_the_loop)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cg_limits lim = {.pids_max = 32};
+        sh_cgroup *cg = create(r, NULL, "churn", &lim);
+        sh_error *err = NULL;
+        empty_watch w = {.cg = cg};
+        sh_loop *l = NULL;
+        int go, out;
+        pid_t pid, got;
+        const char *state;
+
+        ck_assert_int_eq(sh_loop_new(&l), 0);
+        sh_cgroup_root_set_loop(r, l);
+        ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+        pid = spawn_held(&go, &out, child_churn);
+        attach(cg, pid);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        close(out);
+        sleep_ms(50); /* let it fill pids.max */
+        /* the kill returns without waiting for the freeze; the loop finishes it */
+        ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
+        ck_assert_ptr_nonnull(sh_loop_add_timer(l, 0, watch_empty, &w));
+        ck_assert_ptr_nonnull(sh_loop_add_timer(l, 10000, watch_give_up, &w));
+        ck_assert_int_eq(sh_loop_run(l), 0);
+        ck_assert_msg(w.empty && !w.gave_up, "the churn outlived its kill");
+        /* and the cgroup is left thawed */
+        state = mode == SH_CG_V1 ? read_all(cgfile(3, "churn", "freezer.state"))
+                                 : read_all(cgfile(0, "churn", "cgroup.freeze"));
+        ck_assert_ptr_nonnull(state);
+        ck_assert_str_eq(state, mode == SH_CG_V1 ? "THAWED\n" : "0\n");
+        ck_assert_int_eq(sh_cgroup_destroy(cg, &err), 0);
+        sh_cgroup_free(cg);
+        for (uint64_t end = now_ms() + 5000; now_ms() < end;) {
+                if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+                        break;
+                sleep_ms(5);
+        }
+        sh_cgroup_root_set_loop(r, NULL);
+        destroy_root(r);
+        sh_loop_free(l);
+}
+END_TEST
+
+typedef struct gone_watch {
+        const char *dir;
+        bool gone, gave_up;
+} gone_watch;
+
+static void watch_gone(sh_loop *l, sh_timer *t, void *data)
+{
+        gone_watch *w = data;
+
+        (void)t;
+        if (!exists(w->dir)) {
+                w->gone = true;
+                sh_loop_stop(l);
+                return;
+        }
+        ck_assert_ptr_nonnull(sh_loop_add_timer(l, 5, watch_gone, w));
+}
+
+static void gone_give_up(sh_loop *l, sh_timer *t, void *data)
+{
+        (void)t;
+        ((gone_watch *)data)->gave_up = true;
+        sh_loop_stop(l);
+}
+
+/* Run l until `dir` is gone (true) or `ms` passed (false). */
+static bool run_until_gone(sh_loop *l, const char *dir, unsigned ms)
+{
+        gone_watch w = {.dir = dir};
+        sh_timer *t = sh_loop_add_timer(l, ms, gone_give_up, &w);
+
+        ck_assert_ptr_nonnull(t);
+        ck_assert_ptr_nonnull(sh_loop_add_timer(l, 0, watch_gone, &w));
+        ck_assert_int_eq(sh_loop_run(l), 0);
+        if (!w.gave_up)
+                sh_loop_cancel_timer(l, t);
+        return w.gone;
+}
+
+START_TEST(bury_removes_a_cgroup_once_its_last_process_is_gone)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *cg = create(r, NULL, "grave", NULL);
+        sh_loop *l = NULL;
+        int go, out;
+        pid_t pid, got;
+        char dir[4096];
+
+        ck_assert_int_eq(sh_loop_new(&l), 0);
+        sh_cgroup_root_set_loop(r, l);
+        pid = spawn_held(&go, &out, child_pause);
+        attach(cg, pid);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        close(out);
+        snprintf(dir, sizeof(dir), "%s", cgdir(0, "grave"));
+        /* buried without a kill: its process lives on, and so does the cgroup */
+        sh_cgroup_bury(cg, false);
+        ck_assert(!run_until_gone(l, dir, 300));
+        ck_assert_int_eq(kill(pid, 0), 0);
+        /* its last process gone, the loop removes it */
+        ck_assert_int_eq(kill(pid, SIGKILL), 0);
+        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
+        ck_assert(run_until_gone(l, dir, 10000));
+        sh_cgroup_root_set_loop(r, NULL);
+        destroy_root(r);
+        sh_loop_free(l);
+}
+END_TEST
+
+START_TEST(bury_with_kill_ends_the_stragglers)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *cg = create(r, NULL, "grave2", NULL);
+        sh_loop *l = NULL;
+        int go, out;
+        pid_t pid, got;
+        char dir[4096];
+
+        ck_assert_int_eq(sh_loop_new(&l), 0);
+        sh_cgroup_root_set_loop(r, l);
+        pid = spawn_held(&go, &out, child_pause);
+        attach(cg, pid);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        close(out);
+        snprintf(dir, sizeof(dir), "%s", cgdir(0, "grave2"));
+        /* the kill may wait for its freeze, from the loop: run it first */
+        sh_cgroup_bury(cg, true);
+        ck_assert(run_until_gone(l, dir, 10000));
+        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
+        sh_cgroup_root_set_loop(r, NULL);
+        destroy_root(r);
+        sh_loop_free(l);
+}
+END_TEST
+
 static volatile uint64_t *counter;
 
 static void child_spin(int wfd)
@@ -573,6 +754,25 @@ static bool is_frozen_file(void)
         return (t = read_all(cgfile(0, "frz", "cgroup.events"))) && strstr(t, "frozen 1");
 }
 
+/* Freeze cg and wait (bounded) for the freeze to complete: 0, or -1 after 1 s. */
+static int freeze_wait(sh_cgroup *cg, sh_error **err)
+{
+        uint64_t deadline = now_ms() + 1000;
+        bool frozen = false;
+
+        if (sh_cgroup_freeze_begin(cg, err) < 0)
+                return -1;
+        for (;;) {
+                if (sh_cgroup_freeze_poll(cg, &frozen, err) < 0)
+                        return -1;
+                if (frozen)
+                        return 0;
+                if (now_ms() >= deadline)
+                        return -1;
+                sleep_ms(1);
+        }
+}
+
 START_TEST(freeze_and_thaw)
 {
         sh_cgroup_root *r = open_root();
@@ -590,23 +790,23 @@ START_TEST(freeze_and_thaw)
         ck_assert(read_timeout(out, &got, sizeof(got), 5000));
         close(out);
 
-        ck_assert_int_eq(sh_cgroup_freeze(cg, true, &err), 0);
+        ck_assert_int_eq(freeze_wait(cg, &err), 0);
         ck_assert(is_frozen_file());
         a = *counter;
         ut_sleep_ms(100);
         b = *counter;
         ck_assert_uint_eq(a, b);
 
-        ck_assert_int_eq(sh_cgroup_freeze(cg, false, &err), 0);
+        ck_assert_int_eq(sh_cgroup_thaw(cg, &err), 0);
         ck_assert(!is_frozen_file());
         for (uint64_t end = ut_now_ms() + 2000; *counter == b && ut_now_ms() < end;)
                 ut_sleep_ms(5);
         ck_assert_uint_gt(*counter, b);
         /* thaw is always safe, also twice */
-        ck_assert_int_eq(sh_cgroup_freeze(cg, false, &err), 0);
+        ck_assert_int_eq(sh_cgroup_thaw(cg, &err), 0);
 
         /* a frozen cgroup can be killed, and ends thawed */
-        ck_assert_int_eq(sh_cgroup_freeze(cg, true, &err), 0);
+        ck_assert_int_eq(freeze_wait(cg, &err), 0);
         ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
         ck_assert(WIFSIGNALED(ut_wait_pid(pid, 5000)));
         ck_assert(!is_frozen_file());
@@ -884,6 +1084,9 @@ int main(void)
         tcase_add_test(tc, memory_limit_oom_kills);
         tcase_add_test(tc, pids_limit_stops_fork_loop);
         tcase_add_test(tc, kill_reaches_every_descendant);
+        tcase_add_test(tc, kill_of_a_fork_churn_finishes_from_the_loop);
+        tcase_add_test(tc, bury_removes_a_cgroup_once_its_last_process_is_gone);
+        tcase_add_test(tc, bury_with_kill_ends_the_stragglers);
         tcase_add_test(tc, freeze_and_thaw);
         tcase_add_test(tc, freeze_procs_spares_helpers);
         tcase_add_test(tc, kill_procs_spares_helpers);

@@ -27,6 +27,7 @@
 #include "../../src/persist/persist-internal.h"
 #include "sh/fsops.h"
 #include "sh/helper.h"
+#include "sh/jail.h"
 #include "sh/seccomp.h"
 #include "unit.h"
 
@@ -273,7 +274,7 @@ START_TEST(remover_allow_list_removes_trees_and_nothing_else)
                 int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 char *const argv[] = {"/bin/true", NULL};
 
-                if (dfd < 0 || sh_helper_confine(f) < 0)
+                if (dfd < 0 || sh_jail_confine(f) < 0)
                         _exit(80);
                 rep.rm = sh_fs_remove_tree(dfd, "doomed", &err) == 0 &&
                          faccessat(dfd, "doomed", F_OK, AT_SYMLINK_NOFOLLOW) < 0;

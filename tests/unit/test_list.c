@@ -18,8 +18,7 @@ static long values(item *head)
         long out = 0;
         item *i, *prev = NULL;
 
-        SH_LIST_FOREACH(a, i, head)
-        {
+        SH_LIST_FOREACH(a, i, head) {
                 ck_assert_ptr_eq(i->a_prev, prev);
                 out = out * 10 + i->v;
                 prev = i;
@@ -83,14 +82,34 @@ START_TEST(test_foreach_safe_allows_freeing_the_current_item)
                 x->v = k;
                 SH_LIST_PREPEND(a, head, x);
         }
-        SH_LIST_FOREACH_SAFE(a, i, n, head)
-        {
+        SH_LIST_FOREACH_SAFE(a, i, n, head) {
                 SH_LIST_REMOVE(a, head, i);
                 free(i);
                 seen++;
         }
         ck_assert_int_eq(seen, 5);
         ck_assert_ptr_null(head);
+}
+END_TEST
+
+START_TEST(test_insert_after_puts_items_where_asked)
+{
+        item x[5] = {{.v = 1}, {.v = 2}, {.v = 3}, {.v = 4}, {.v = 5}};
+        item *head = NULL;
+
+        SH_LIST_INSERT_AFTER(a, head, NULL, &x[1]); /* into the empty list */
+        ck_assert_int_eq(values(head), 2);
+        SH_LIST_INSERT_AFTER(a, head, NULL, &x[0]); /* first */
+        ck_assert_int_eq(values(head), 12);
+        SH_LIST_INSERT_AFTER(a, head, &x[1], &x[3]); /* last */
+        ck_assert_int_eq(values(head), 124);
+        SH_LIST_INSERT_AFTER(a, head, &x[1], &x[2]); /* in the middle */
+        ck_assert_int_eq(values(head), 1234);
+        SH_LIST_INSERT_AFTER(a, head, &x[3], &x[4]);
+        ck_assert_int_eq(values(head), 12345);
+        ck_assert_ptr_null(x[4].a_next);
+        SH_LIST_REMOVE(a, head, &x[2]);
+        ck_assert_int_eq(values(head), 1245);
 }
 END_TEST
 
@@ -107,7 +126,7 @@ START_TEST(test_one_item_on_two_lists)
         SH_LIST_REMOVE(a, ha, &x[0]);
         ck_assert_int_eq(values(ha), 2);
         SH_LIST_FOREACH(b, i, hb)
-        b = b * 10 + i->v;
+                b = b * 10 + i->v;
         ck_assert_int_eq(b, 21);
 }
 END_TEST
@@ -121,6 +140,7 @@ static Suite *list_suite(void)
         tcase_add_test(tc, test_append_keeps_arrival_order);
         tcase_add_test(tc, test_remove_first_middle_last_and_only);
         tcase_add_test(tc, test_foreach_safe_allows_freeing_the_current_item);
+        tcase_add_test(tc, test_insert_after_puts_items_where_asked);
         tcase_add_test(tc, test_one_item_on_two_lists);
         suite_add_tcase(s, tc);
         return s;

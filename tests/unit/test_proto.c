@@ -1,5 +1,6 @@
-/* test_proto.c: the daemon <-> sandbox-init wire formats: the spec round-trips, and the decoder
- * refuses every malformed, truncated, oversized or dangerous spec without reading past it. */
+/* test_proto.c: the daemon <-> sandbox-init protocol: the spec round-trips, and the decoder
+ * refuses every malformed, truncated, oversized or dangerous spec without reading past it; the
+ * control messages, the fds they carry and the step names. */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -8,7 +9,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "sh/worker.h"
+#include "sh/proto.h"
+#include "sh/worker.h" /* sh_worker_spec_limits: the daemon fills the sample */
 #include "unit.h"
 
 /* ---- a spec and a hand-made encoding of it ---------------------------------------------- */
@@ -435,6 +437,94 @@ START_TEST(test_exec_request_round_trips)
 }
 END_TEST
 
+/* ---- control messages ------------------------------------------------------------------ */
+
+START_TEST(test_messages_round_trip)
+{
+        sh_msg m = sh_proto_msg(SH_MSG_EXITED, 9, 256, -3), got = {0};
+
+        ck_assert_int_eq(sh_proto_decode_msg(&m, sizeof(m), &got), 0);
+        ck_assert_uint_eq(got.type, SH_MSG_EXITED);
+        ck_assert_uint_eq(got.id, 9);
+        ck_assert_int_eq(got.a, 256);
+        ck_assert_int_eq(got.b, -3);
+        ck_assert_uint_eq(sh_proto_msg_type(&m, sizeof(m)), SH_MSG_EXITED);
+}
+END_TEST
+
+START_TEST(test_messages_of_a_wrong_size_or_type_are_refused)
+{
+        char big[sizeof(sh_msg) + 1] = {0};
+        sh_msg m = sh_proto_msg(SH_MSG_READY, 0, 0, 0), got = sh_proto_msg(77, 1, 2, 3);
+
+        ck_assert_int_eq(sh_proto_decode_msg(&m, sizeof(m) - 1, &got), -EBADMSG);
+        memcpy(big, &m, sizeof(m));
+        ck_assert_int_eq(sh_proto_decode_msg(big, sizeof(big), &got), -EBADMSG);
+        /* EXEC carries a payload: never a sh_msg; 0 and unknown numbers are nobody's */
+        m.type = SH_MSG_EXEC;
+        ck_assert_int_eq(sh_proto_decode_msg(&m, sizeof(m), &got), -EBADMSG);
+        m.type = 0;
+        ck_assert_int_eq(sh_proto_decode_msg(&m, sizeof(m), &got), -EBADMSG);
+        m.type = 1000;
+        ck_assert_int_eq(sh_proto_decode_msg(&m, sizeof(m), &got), -EBADMSG);
+        /* a refused message leaves *ret alone */
+        ck_assert_uint_eq(got.type, 77);
+        ck_assert_uint_eq(sh_proto_msg_type(&m, 3), 0);
+}
+END_TEST
+
+START_TEST(test_fds_travel_in_one_record)
+{
+        int fds[SH_PROTO_EXEC_FDS] = {10, 11, 12, 13, 14, 15}, got[SH_PROTO_EXEC_FDS] = {0};
+        sh_proto_cmsg cbuf;
+        struct msghdr mh = {0};
+
+        ck_assert_int_eq(sh_proto_put_fds(&mh, &cbuf, 3, fds), 0);
+        ck_assert_int_eq(sh_proto_take_fds(&mh, got), 3);
+        ck_assert_int_eq(got[0], 10);
+        ck_assert_int_eq(got[2], 12);
+        ck_assert_int_eq(sh_proto_put_fds(&mh, &cbuf, SH_PROTO_EXEC_FDS, fds), 0);
+        ck_assert_int_eq(sh_proto_take_fds(&mh, got), SH_PROTO_EXEC_FDS);
+        ck_assert_int_eq(got[SH_PROTO_EXEC_FDS - 1], 15);
+        ck_assert_int_eq(sh_proto_put_fds(&mh, &cbuf, SH_PROTO_EXEC_FDS + 1, fds), -EINVAL);
+        ck_assert_int_eq(sh_proto_put_fds(&mh, &cbuf, 0, fds), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_records_that_are_not_fds_are_ignored)
+{
+        sh_proto_cmsg cbuf;
+        struct msghdr mh = {0};
+        struct cmsghdr *c;
+        int got[SH_PROTO_EXEC_FDS], fd = 5;
+
+        ck_assert_int_eq(sh_proto_put_fds(&mh, &cbuf, 1, &fd), 0);
+        c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_type = SCM_CREDENTIALS;
+        ck_assert_int_eq(sh_proto_take_fds(&mh, got), 0);
+        /* no control data at all */
+        mh.msg_control = NULL;
+        mh.msg_controllen = 0;
+        ck_assert_int_eq(sh_proto_take_fds(&mh, got), 0);
+        /* an empty buffer to receive into holds exactly the exec's fds */
+        sh_proto_recv_fds(&mh, &cbuf);
+        ck_assert_uint_eq(mh.msg_controllen, CMSG_SPACE(sizeof(int) * SH_PROTO_EXEC_FDS));
+}
+END_TEST
+
+START_TEST(test_every_step_has_a_name)
+{
+        for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_STDIO; step++)
+                ck_assert_str_ne(sh_worker_step_name(step), "?");
+        ck_assert_str_eq(sh_worker_step_name(SH_STEP_PIVOT), "pivot_root");
+        /* numbers from the other side that no step has */
+        ck_assert_str_eq(sh_worker_step_name(0), "?");
+        ck_assert_str_eq(sh_worker_step_name(-1), "?");
+        ck_assert_str_eq(sh_worker_step_name(SH_STEP_STDIO + 1), "?");
+        ck_assert_str_eq(sh_worker_step_name(1 << 30), "?");
+}
+END_TEST
+
 static Suite *proto_suite(void)
 {
         Suite *s = suite_create("proto");
@@ -456,6 +546,14 @@ static Suite *proto_suite(void)
 
         tc = tcase_create("exec");
         tcase_add_test(tc, test_exec_request_round_trips);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("messages");
+        tcase_add_test(tc, test_messages_round_trip);
+        tcase_add_test(tc, test_messages_of_a_wrong_size_or_type_are_refused);
+        tcase_add_test(tc, test_fds_travel_in_one_record);
+        tcase_add_test(tc, test_records_that_are_not_fds_are_ignored);
+        tcase_add_test(tc, test_every_step_has_a_name);
         suite_add_tcase(s, tc);
         return s;
 }

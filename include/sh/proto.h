@@ -1,0 +1,154 @@
+/* proto.h: the daemon <-> sandbox-init protocol, shared by both sides (pure, no syscalls):
+ * the fds a starting worker gets, the control messages over the SOCK_SEQPACKET socket and the
+ * fds they carry, the worker's spec (read once from a sealed memfd), the exec request, and
+ * the setup steps a failure names. The daemon (sandbox/worker.c) encodes what the init decodes
+ * and the other way round; sandbox-init (isolation/child.c) links proto.c statically, so
+ * nothing here may need more than libc. Every decoder treats its bytes as hostile. */
+#pragma once
+
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#define SH_WORKER_PATH_MAX    4096
+#define SH_WORKER_MAX_ENTRIES 32
+#define SH_ENTRY_PATH_MAX     1024
+#define SH_EXEC_MSG_MAX       (128 * 1024) /* argv + env of one exec, encoded */
+#define SH_EXEC_MAX_PROCS_FDS 4
+#define SH_WORKER_MAX_RLIMITS 16        /* RLIMIT_NLIMITS on Linux */
+#define SH_WORKER_SPEC_MAX    (1 << 20) /* bytes of an encoded spec */
+#define SH_WORKER_FILTER_MAX  4096      /* BPF_MAXINSNS */
+#define SH_WORKER_HOSTNAME    "sandbox" /* never the remote_id: that is the API's credential */
+#define SH_WORKER_PTYS_MAX    16        /* ptys of one sandbox's private devpts */
+#define SH_WORKER_NOFILE      1024      /* RLIMIT_NOFILE, soft and hard (worker.c) */
+
+/* fds of a starting worker (sandbox-init): the control socket, the spec memfd, then the
+ * spec's nprocs cgroup.procs fds of the sandbox's init cgroup. */
+#define SH_WORKER_CTL_FD   3
+#define SH_WORKER_SPEC_FD  4
+#define SH_WORKER_PROCS_FD 5
+
+/* Messages. Worker -> daemon messages are sh_msg; EXEC carries a payload and fds. */
+enum {
+        SH_MSG_PID = 1,      /* intermediate -> daemon: a = the worker's pid (daemon's view) */
+        SH_MSG_READY,        /* worker is set up and serving */
+        SH_MSG_SETUP_FAILED, /* a = step (sh_worker_step), b = errno */
+        SH_MSG_STARTED,      /* id, a = pid inside the sandbox */
+        SH_MSG_EXITED,       /* id, a = wait status */
+        SH_MSG_EXEC,         /* daemon -> worker: id + argv/env payload; fds: out, err, procs... */
+};
+
+typedef struct sh_msg {
+        uint32_t type;
+        uint32_t id;
+        int32_t a;
+        int32_t b;
+} sh_msg;
+
+/* One top-level entry of the sandbox's root filesystem (an image directory). */
+typedef struct sh_root_entry {
+        char name[256];                 /* "usr", "bin", ... */
+        char src[SH_ENTRY_PATH_MAX];    /* host path to bind (directories) */
+        char target[SH_ENTRY_PATH_MAX]; /* link target (symlinks) */
+        bool is_link;
+} sh_root_entry;
+
+/* One resource limit, soft and hard, set in PID 1 and so inherited by every exec. */
+typedef struct sh_rlimit_spec {
+        uint32_t resource; /* RLIMIT_* */
+        uint64_t cur, max; /* RLIM_INFINITY for none */
+} sh_rlimit_spec;
+
+/* Everything the worker needs, prepared in the daemon and sent to sandbox-init encoded
+ * (sh_worker_spec_encode); the init trusts nothing in it it has not checked. */
+typedef struct sh_worker_spec {
+        char hostname[64];
+        char rootfs[SH_WORKER_PATH_MAX];    /* empty directory: mount point of the new root */
+        char workspace[SH_WORKER_PATH_MAX]; /* host path of the workspace */
+        char tools[SH_WORKER_PATH_MAX];     /* host path of the tool store */
+        sh_root_entry entries[SH_WORKER_MAX_ENTRIES];
+        int n_entries;
+        uint64_t tmp_size; /* bytes of /tmp */
+        uint32_t ptys_max; /* ptys of the sandbox's devpts */
+        uid_t uid;         /* the sandbox's; never 0 */
+        gid_t gid;
+        int nprocs; /* cgroup.procs fds the init gets (sh_worker_start fills it) */
+        sh_rlimit_spec rlimits[SH_WORKER_MAX_RLIMITS];
+        int n_rlimits;
+        /* The daemon points this at its filter's program; a decoded spec owns its copy
+         * (sh_worker_spec_done frees it). */
+        struct sock_fprog seccomp;
+} sh_worker_spec;
+
+/* Spec codec (pure). encode: *ret_buf is malloc'd; -E2BIG, -ENAMETOOLONG or -EINVAL for a spec
+ * the decoder would refuse, -ENOMEM. decode: every length, count and value is checked
+ * (strings fit their fields and hold no NUL, names are single components, paths absolute,
+ * uid and gid not 0, limits and filter bounded, no trailing bytes); 0 or -EBADMSG / -ENOMEM,
+ * *ret untouched but for the filter on failure. */
+int sh_worker_spec_encode(const sh_worker_spec *spec, char **ret_buf, size_t *ret_len);
+int sh_worker_spec_decode(const void *buf, size_t len, sh_worker_spec *ret);
+/* Free what decode allocated (the filter). */
+void sh_worker_spec_done(sh_worker_spec *spec);
+
+/* Exec payload codec (pure). */
+int sh_proto_encode_exec(uint32_t id, char *const *argv, char *const *envp, char **ret_buf,
+                         size_t *ret_len);
+/* Decodes in place: the arrays are allocated, the strings point into buf. */
+int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, char ***ret_argv,
+                         char ***ret_envp);
+
+/* Control messages (pure). A fixed-size message as a datagram: build one, or check one that
+ * arrived (`len` bytes): 0 with *ret filled, -EBADMSG for a wrong size or a type this side
+ * does not take (an EXEC is never a sh_msg: it carries a payload). */
+sh_msg sh_proto_msg(uint32_t type, uint32_t id, int32_t a, int32_t b);
+int sh_proto_decode_msg(const void *buf, size_t len, sh_msg *ret);
+/* The type of any datagram: its first u32, or 0 when it is too short to hold one. */
+uint32_t sh_proto_msg_type(const void *buf, size_t len);
+
+/* The fds an EXEC carries (SCM_RIGHTS): out, err, then the exec cgroup's cgroup.procs fds. */
+#define SH_PROTO_EXEC_FDS (2 + SH_EXEC_MAX_PROCS_FDS)
+typedef union sh_proto_cmsg {
+        char buf[CMSG_SPACE(sizeof(int) * SH_PROTO_EXEC_FDS)];
+        struct cmsghdr align;
+} sh_proto_cmsg;
+
+/* Attach `n` fds (at most SH_PROTO_EXEC_FDS) to mh as one SCM_RIGHTS record in cbuf. 0 or
+ * -EINVAL. */
+int sh_proto_put_fds(struct msghdr *mh, sh_proto_cmsg *cbuf, int n, const int *fds);
+/* Point mh's control buffer at cbuf for a recvmsg. */
+void sh_proto_recv_fds(struct msghdr *mh, sh_proto_cmsg *cbuf);
+/* The fds a received message carries (its SCM_RIGHTS records), into fds[SH_PROTO_EXEC_FDS]:
+ * how many. A sh_proto_cmsg holds no more than that: the kernel closes what does not fit and
+ * sets MSG_CTRUNC. */
+int sh_proto_take_fds(const struct msghdr *mh, int fds[SH_PROTO_EXEC_FDS]);
+
+/* Setup steps, for SH_MSG_SETUP_FAILED (a = step, b = errno). Numbers only: child.c runs the
+ * steps in its own order (the last five come first or last). */
+enum {
+        SH_STEP_CGROUP_JOIN = 1,
+        SH_STEP_UNSHARE,
+        SH_STEP_FORK,
+        SH_STEP_MOUNT_PRIVATE,
+        SH_STEP_HOSTNAME,
+        SH_STEP_ROOT_TMPFS,
+        SH_STEP_IMAGE,
+        SH_STEP_WORKSPACE,
+        SH_STEP_TMP,
+        SH_STEP_PROC,
+        SH_STEP_DEV,
+        SH_STEP_TOOLS,
+        SH_STEP_PIVOT,
+        SH_STEP_LOOPBACK,
+        SH_STEP_SIGNALS,
+        SH_STEP_EXEC_INIT, /* the daemon's child could not exec sandbox-init */
+        SH_STEP_SPEC,      /* sandbox-init could not read or decode its spec */
+        SH_STEP_LIMITS,
+        SH_STEP_PRIVILEGES,
+        SH_STEP_STDIO,
+};
+/* Names of setup steps for SH_MSG_SETUP_FAILED (a static string; "?" for a number no step
+ * has: the number came from the other side). */
+const char *sh_worker_step_name(int step);

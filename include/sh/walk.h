@@ -1,0 +1,49 @@
+/* walk.h: the workspace walk the API serves (CONTRACT.md section 3: walk, disk-usage): every
+ * regular file below a directory in bytewise order of its path, in bounded steps that a caller
+ * runs between other work, with memory and fds bounded whatever tree a sandbox builds; and
+ * the disk-usage accumulator over its entries. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sh/error.h"
+
+/* Walk: every regular file below `root_path`, depth first, links not followed, yielded in
+ * bytewise order of the full path (a directory sorts as "name/"), with memory bounded by the
+ * depth times the widest directory, never by the number of files, and a few fds whatever
+ * the depth (the root and a window of the deepest levels; a level above the window is
+ * reopened when the walk climbs back, and only if it is still the directory first entered,
+ * by st_dev/st_ino). */
+typedef struct sh_fs_entry {
+        const char *path; /* relative to the workspace root, '/'-separated; valid until next */
+        uint64_t size;    /* st_size */
+        int64_t mtime_ns; /* st_mtime in ns */
+        dev_t dev;
+        ino_t ino;
+        nlink_t nlink;
+} sh_fs_entry;
+
+/* Directory levels a walker keeps open below its root (so this + 1 fds, one more for a
+ * moment while it climbs back to a level it had closed). */
+#define SH_FS_WALK_OPEN 8
+
+typedef struct sh_fs_walker sh_fs_walker;
+/* A root that does not exist, or is not a directory, yields nothing (not an error). */
+int sh_fs_walk_open(int rootfd, const char *root_path, sh_fs_walker **ret, sh_error **err);
+/* One bounded step: 1 and *ret filled, 0 at the end, <0 on error, or SH_FS_WALK_AGAIN when
+ * it has done its share of work (a few hundred entries read, stat'ed or skipped, directories
+ * entered or left) without finding a file: call again, after other work if need be. Entries
+ * that vanish mid-walk are skipped, and so is a directory that is no longer the one the walk
+ * entered when it climbs back to it (with what is left of its entries). */
+#define SH_FS_WALK_AGAIN 2
+int sh_fs_walk_next(sh_fs_walker *w, sh_fs_entry *ret, sh_error **err);
+void sh_fs_walk_free(sh_fs_walker *w);
+
+/* disk-usage accumulator: st_size of each regular file, each inode once. */
+typedef struct sh_fs_usage sh_fs_usage;
+sh_fs_usage *sh_fs_usage_new(void);
+int sh_fs_usage_add(sh_fs_usage *u, const sh_fs_entry *e); /* 0 or -ENOMEM */
+uint64_t sh_fs_usage_bytes(const sh_fs_usage *u);
+void sh_fs_usage_free(sh_fs_usage *u);
