@@ -610,7 +610,7 @@ START_TEST(kill_of_a_fork_churn_finishes_from_the_loop)
         release(go);
         ck_assert(read_timeout(out, &got, sizeof(got), 5000));
         close(out);
-        sleep_ms(50); /* let it fill pids.max */
+        ut_sleep_ms(50); /* let it fill pids.max */
         /* the kill returns without waiting for the freeze; the loop finishes it */
         ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
         ck_assert_ptr_nonnull(sh_loop_add_timer(l, 0, watch_empty, &w));
@@ -624,10 +624,10 @@ START_TEST(kill_of_a_fork_churn_finishes_from_the_loop)
         ck_assert_str_eq(state, mode == SH_CG_V1 ? "THAWED\n" : "0\n");
         ck_assert_int_eq(sh_cgroup_destroy(cg, &err), 0);
         sh_cgroup_free(cg);
-        for (uint64_t end = now_ms() + 5000; now_ms() < end;) {
+        for (uint64_t end = ut_now_ms() + 5000; ut_now_ms() < end;) {
                 if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
                         break;
-                sleep_ms(5);
+                ut_sleep_ms(5);
         }
         sh_cgroup_root_set_loop(r, NULL);
         destroy_root(r);
@@ -697,7 +697,7 @@ START_TEST(bury_removes_a_cgroup_once_its_last_process_is_gone)
         ck_assert_int_eq(kill(pid, 0), 0);
         /* its last process gone, the loop removes it */
         ck_assert_int_eq(kill(pid, SIGKILL), 0);
-        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(pid, 5000)));
         ck_assert(run_until_gone(l, dir, 10000));
         sh_cgroup_root_set_loop(r, NULL);
         destroy_root(r);
@@ -725,7 +725,7 @@ START_TEST(bury_with_kill_ends_the_stragglers)
         /* the kill may wait for its freeze, from the loop: run it first */
         sh_cgroup_bury(cg, true);
         ck_assert(run_until_gone(l, dir, 10000));
-        ck_assert(WIFSIGNALED(wait_timeout(pid, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(pid, 5000)));
         sh_cgroup_root_set_loop(r, NULL);
         destroy_root(r);
         sh_loop_free(l);
@@ -757,7 +757,7 @@ static bool is_frozen_file(void)
 /* Freeze cg and wait (bounded) for the freeze to complete: 0, or -1 after 1 s. */
 static int freeze_wait(sh_cgroup *cg, sh_error **err)
 {
-        uint64_t deadline = now_ms() + 1000;
+        uint64_t deadline = ut_now_ms() + 1000;
         bool frozen = false;
 
         if (sh_cgroup_freeze_begin(cg, err) < 0)
@@ -767,9 +767,9 @@ static int freeze_wait(sh_cgroup *cg, sh_error **err)
                         return -1;
                 if (frozen)
                         return 0;
-                if (now_ms() >= deadline)
+                if (ut_now_ms() >= deadline)
                         return -1;
-                sleep_ms(1);
+                ut_sleep_ms(1);
         }
 }
 

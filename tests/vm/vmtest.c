@@ -556,8 +556,7 @@ static void http_read(int fd, resp *r, unsigned timeout_ms)
 
 /* One exchange whose answer must come within timeout_ms: past it, status 0 and the reason
  * in err (a call timeout: "it answered in time" is never a measured duration). */
-static resp http_within(const char *method, const char *path, const char *body,
-                        unsigned timeout_ms)
+static resp http_within(const char *method, const char *path, const char *body, unsigned timeout_ms)
 {
         resp r = {0};
         int fd = http_connect();
