@@ -161,8 +161,7 @@ void sh_server_kick(sh_server *s);
 void sh_reply(sh_request *r, unsigned status, struct MHD_Response *resp);
 void sh_reply_json(sh_request *r, unsigned status, cJSON *body);
 void sh_reply_empty(sh_request *r, unsigned status);
-void sh_reply_errorf(sh_request *r, unsigned status, const char *type, const char *fmt, ...)
-        _printf_(4, 5);
+void sh_reply_errorf(sh_request *r, sh_error_kind kind, const char *fmt, ...) _printf_(3, 4);
 void sh_reply_error(sh_request *r, const sh_error *err);
 /* Suspend the connection until the handler replies from the loop. */
 void sh_request_suspend(sh_request *r);

@@ -102,18 +102,18 @@ void sh_api_exec(sh_request *r)
         cmd = cJSON_GetObjectItemCaseSensitive(body, "cmd");
         env = cJSON_GetObjectItemCaseSensitive(body, "env");
         if (!cJSON_IsArray(cmd) || cJSON_GetArraySize(cmd) == 0 || !strings_only(cmd)) {
-                sh_reply_errorf(r, 400, "BadRequest", "'cmd' must be a non-empty list of strings");
+                sh_reply_errorf(r, SH_E_INVALID, "'cmd' must be a non-empty list of strings");
                 goto out;
         }
         if (cJSON_IsNull(env))
                 env = NULL;
         if (env && (!cJSON_IsObject(env) || !strings_only(env))) {
-                sh_reply_errorf(r, 400, "BadRequest", "'env' must be an object of strings");
+                sh_reply_errorf(r, SH_E_INVALID, "'env' must be an object of strings");
                 goto out;
         }
         st = calloc(1, sizeof(*st));
         if (!st) {
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 goto out;
         }
         st->refs = 2;
@@ -131,7 +131,7 @@ void sh_api_exec(sh_request *r)
                                                  response_free);
         if (!resp) {
                 stream_unref(st); /* the response's reference that never was */
-                sh_reply_errorf(r, 500, "Internal", "cannot create the response");
+                sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
                 goto out;
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");

@@ -30,8 +30,8 @@ static void add_u64(cJSON *o, const char *name, uint64_t v)
  * would say the host failed. The old file is untouched either way. */
 static void reply_fs_error(sh_request *r, const sh_error *err)
 {
-        if (err && (err->errnum == ENOSPC || err->errnum == EDQUOT)) {
-                sh_reply_errorf(r, 413, "PayloadTooLarge",
+        if (sh_error_kind_of(err) == SH_E_NO_SPACE) {
+                sh_reply_errorf(r, SH_E_TOO_LARGE,
                                 "the workspace is full (its disk limit is reached): %s",
                                 err->msg ? err->msg : strerror(err->errnum));
                 return;
@@ -113,7 +113,7 @@ void sh_api_download(sh_request *r)
         resp = MHD_create_response_from_fd64(size, fd);
         if (!resp) {
                 close(fd);
-                sh_reply_errorf(r, 500, "Internal", "cannot create the response");
+                sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
                 return;
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
@@ -200,7 +200,7 @@ static bool du_slice(sh_request *r)
 
         while ((k = sh_fs_walk_next(j->w, &e, &err)) > 0) {
                 if (k == 1 && sh_fs_usage_add(j->u, &e) < 0) {
-                        sh_reply_errorf(r, 500, "Internal", "out of memory");
+                        sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                         return true;
                 }
                 if (++n >= SLICE_CALLS || sh_now_ns() - start > SLICE_NS)
@@ -226,7 +226,7 @@ static void du_timer(sh_loop *l, sh_timer *t, void *data)
         if (!du_slice(r))
                 j->t = sh_loop_add_timer(l, 0, du_timer, r);
         if (!j->t && !r->responded)
-                sh_reply_errorf(r, 500, "Internal", "cannot schedule the walk");
+                sh_reply_errorf(r, SH_E_INTERNAL, "cannot schedule the walk");
 }
 
 void sh_api_disk_usage(sh_request *r)
@@ -236,7 +236,7 @@ void sh_api_disk_usage(sh_request *r)
 
         if (!j || !(j->u = sh_fs_usage_new())) {
                 free(j);
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
         j->loop = sh_server_loop(r->srv);
@@ -251,7 +251,7 @@ void sh_api_disk_usage(sh_request *r)
                 return;
         j->t = sh_loop_add_timer(j->loop, 0, du_timer, r);
         if (!j->t) {
-                sh_reply_errorf(r, 500, "Internal", "cannot schedule the walk");
+                sh_reply_errorf(r, SH_E_INTERNAL, "cannot schedule the walk");
                 return;
         }
         sh_request_suspend(r);
@@ -427,7 +427,7 @@ void sh_api_walk(sh_request *r)
                 return;
         ws = calloc(1, sizeof(*ws));
         if (!ws) {
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
         ws->refs = 1;
@@ -443,7 +443,7 @@ void sh_api_walk(sh_request *r)
                                                  walk_stream_free);
         if (!resp) {
                 walk_stream_unref(ws);
-                sh_reply_errorf(r, 500, "Internal", "cannot create the response");
+                sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
                 return;
         }
         /* from here the response holds one reference and the request the other */
@@ -479,11 +479,11 @@ static char *json_path_field(sh_request *r, cJSON *body, const char *name)
         char *path = NULL;
 
         if (!cJSON_IsString(f)) {
-                sh_reply_errorf(r, 400, "BadRequest", "'%s' must be a string", name);
+                sh_reply_errorf(r, SH_E_INVALID, "'%s' must be a string", name);
                 return NULL;
         }
         if (sh_path_normalize(f->valuestring, strlen(f->valuestring), &path) < 0) {
-                sh_reply_errorf(r, 400, "BadRequest", "invalid path in '%s'", name);
+                sh_reply_errorf(r, SH_E_INVALID, "invalid path in '%s'", name);
                 return NULL;
         }
         return path;
@@ -517,7 +517,7 @@ void sh_api_delete_dir(sh_request *r)
         if (!path)
                 return;
         if (!*path) {
-                sh_reply_errorf(r, 400, "BadRequest", "the workspace root cannot be removed");
+                sh_reply_errorf(r, SH_E_INVALID, "the workspace root cannot be removed");
                 return;
         }
         if (sh_manager_remove_dir(sh_server_manager(r->srv), r->sb, path, &err) < 0) {

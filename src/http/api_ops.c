@@ -22,11 +22,11 @@ void sh_api_readyz(sh_request *r)
         cJSON *o;
 
         if (sh_manager_draining(m)) {
-                sh_reply_errorf(r, 503, "Unavailable", "the host is draining");
+                sh_reply_errorf(r, SH_E_UNAVAILABLE, "the host is draining");
                 return;
         }
         if (sh_manager_full(m)) {
-                sh_reply_errorf(r, 503, "Unavailable", "the host is at capacity");
+                sh_reply_errorf(r, SH_E_UNAVAILABLE, "the host is at capacity");
                 return;
         }
         o = cJSON_CreateObject();
@@ -68,7 +68,7 @@ static void drain_one_done(sh_sandbox *sb, const sh_error *err, void *data)
         /* A sandbox deleted meanwhile is neither checkpointed nor a failed checkpoint. */
         if (!err)
                 c->persisted++;
-        else if (sh_error_status(err) != 404) {
+        else if (sh_error_kind_of(err) != SH_E_SANDBOX_NOT_FOUND) {
                 c->failed++;
                 log_warn("persist-failed", sb->id, "drain checkpoint: %s",
                          err->msg ? err->msg : "");
@@ -118,7 +118,7 @@ void sh_api_drain(sh_request *r)
         sh_manager_set_draining(m, true);
         c = calloc(1, sizeof(*c));
         if (!c) {
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
         c->r = r;

@@ -57,7 +57,7 @@ void sh_api_persist(sh_request *r)
         del = cJSON_GetObjectItemCaseSensitive(body, "delete");
         if (del && !cJSON_IsNull(del) && !cJSON_IsBool(del)) {
                 cJSON_Delete(body);
-                sh_reply_errorf(r, 400, "BadRequest", "'delete' must be a boolean");
+                sh_reply_errorf(r, SH_E_INVALID, "'delete' must be a boolean");
                 return;
         }
         /* Absent (or null) is the additive checkpoint: the choice that never deletes. */
@@ -83,7 +83,7 @@ void sh_api_persist(sh_request *r)
         c = calloc(1, sizeof(*c));
         if (!p || !c) {
                 free(c);
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
         c->r = r;

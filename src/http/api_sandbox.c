@@ -85,9 +85,9 @@ static void restore_done(sh_sandbox *sb, const sh_error *err, void *data)
         if (err) {
                 log_warn("restore-failed", sb->id, "item %s: %s", sb->item_id,
                          err->msg ? err->msg : "");
-                if (sh_error_status(err) == 404) {
-                        sh_error_http(&own, 503, "Unavailable",
-                                      "the sandbox was deleted during its restore");
+                if (sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND) {
+                        sh_error_new(&own, SH_E_UNAVAILABLE,
+                                     "the sandbox was deleted during its restore");
                         create_fail(c->r, sb, own);
                 } else {
                         create_fail(c->r, sb, err);
@@ -97,8 +97,7 @@ static void restore_done(sh_sandbox *sb, const sh_error *err, void *data)
         }
         /* Only a complete, re-owned workspace of a live sandbox is marked trusted. */
         if (sb->deleted) {
-                sh_error_http(&own, 503, "Unavailable",
-                              "the sandbox was deleted during its restore");
+                sh_error_new(&own, SH_E_UNAVAILABLE, "the sandbox was deleted during its restore");
                 create_fail(c->r, sb, own);
                 sh_error_release(&own);
                 return;
@@ -176,7 +175,7 @@ void sh_api_create(sh_request *r)
         /* Capacity and draining are answered before the body is judged: a busy host says so
          * whatever was asked. */
         if (sh_manager_draining(m) || sh_manager_full(m)) {
-                sh_reply_errorf(r, 503, "Unavailable",
+                sh_reply_errorf(r, SH_E_UNAVAILABLE,
                                 sh_manager_draining(m) ? "the host is draining"
                                                        : "the host is at capacity");
                 return;
@@ -185,22 +184,22 @@ void sh_api_create(sh_request *r)
         if (!body)
                 return;
         if (!optional_field(body, "image", cJSON_IsString, &image)) {
-                sh_reply_errorf(r, 400, "BadRequest", "'image' must be a string");
+                sh_reply_errorf(r, SH_E_INVALID, "'image' must be a string");
                 goto out;
         }
         if (!optional_field(body, "env", cJSON_IsObject, &env) || (env && !env_valid(env))) {
-                sh_reply_errorf(r, 400, "BadRequest", "'env' must be an object of strings");
+                sh_reply_errorf(r, SH_E_INVALID, "'env' must be an object of strings");
                 goto out;
         }
         /* Accepted and ignored in v1 (no network path into a sandbox); only its type is
          * checked, a list, whatever it holds. */
         if (!optional_field(body, "exposed_ports", cJSON_IsArray, &ports)) {
-                sh_reply_errorf(r, 400, "BadRequest", "'exposed_ports' must be a list");
+                sh_reply_errorf(r, SH_E_INVALID, "'exposed_ports' must be a list");
                 goto out;
         }
         if (!optional_field(body, "item_id", cJSON_IsString, &item) ||
             (item && !sh_item_id_valid(item->valuestring))) {
-                sh_reply_errorf(r, 400, "BadRequest",
+                sh_reply_errorf(r, SH_E_INVALID,
                                 "'item_id' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}");
                 goto out;
         }
@@ -209,7 +208,7 @@ void sh_api_create(sh_request *r)
         o.item_id = item ? item->valuestring : NULL;
         c = calloc(1, sizeof(*c));
         if (!c) {
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 goto out;
         }
         c->r = r;

@@ -20,7 +20,7 @@ static void resolved(cJSON *out, void *data)
 
         r->hstate = NULL; /* the resolve frees itself after this returns */
         if (!out) {
-                sh_reply_errorf(r, 500, "Internal", "out of memory building the response");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory building the response");
                 return;
         }
         sh_reply_json(r, 200, out);
@@ -39,31 +39,31 @@ void sh_api_tools_resolve(sh_request *r)
                 return;
         tools = cJSON_GetObjectItemCaseSensitive(body, "tools");
         if (!tools || cJSON_IsNull(tools)) {
-                sh_reply_errorf(r, 400, "BadRequest",
+                sh_reply_errorf(r, SH_E_INVALID,
                                 "'tools' is required: an object of tool name -> manifest URL");
                 goto out;
         }
         if (!cJSON_IsObject(tools)) {
-                sh_reply_errorf(r, 400, "BadRequest",
+                sh_reply_errorf(r, SH_E_INVALID,
                                 "'tools' must be an object of tool name -> manifest URL");
                 goto out;
         }
         cJSON_ArrayForEach(v, tools)
         {
                 if (!cJSON_IsString(v) || !v->string) {
-                        sh_reply_errorf(r, 400, "BadRequest",
+                        sh_reply_errorf(r, SH_E_INVALID,
                                         "'tools' values must be manifest URL strings");
                         goto out;
                 }
                 /* One entry per name in the response: a repeated key would be ambiguous. */
                 for (cJSON *w = tools->child; w != v; w = w->next)
                         if (strcmp(w->string, v->string) == 0) {
-                                sh_reply_errorf(r, 400, "BadRequest",
+                                sh_reply_errorf(r, SH_E_INVALID,
                                                 "tool name '%.100s' is given twice", v->string);
                                 goto out;
                         }
                 if (++n > SH_TOOLS_PER_REQUEST_MAX) {
-                        sh_reply_errorf(r, 400, "BadRequest", "at most %u tools per request",
+                        sh_reply_errorf(r, SH_E_INVALID, "at most %u tools per request",
                                         SH_TOOLS_PER_REQUEST_MAX);
                         goto out;
                 }
@@ -71,7 +71,7 @@ void sh_api_tools_resolve(sh_request *r)
         names = calloc(n ? n : 1, sizeof(*names));
         urls = calloc(n ? n : 1, sizeof(*urls));
         if (!names || !urls) {
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 goto out;
         }
         i = 0;
@@ -85,7 +85,7 @@ void sh_api_tools_resolve(sh_request *r)
                          sh_manager_cgroups(sh_server_manager(r->srv)), &t, &err) < 0 ||
             sh_tools_resolve_start(t, names, urls, n, resolved, r, &res, &err) < 0) {
                 log_error("tools-failed", NULL, "%s", err && err->msg ? err->msg : "unknown");
-                sh_reply_errorf(r, 500, "Internal", "the tool resolver is unavailable: %s",
+                sh_reply_errorf(r, SH_E_INTERNAL, "the tool resolver is unavailable: %s",
                                 err && err->msg ? err->msg : "unknown error");
                 sh_error_release(&err);
                 goto out;

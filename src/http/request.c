@@ -69,11 +69,11 @@ cJSON *sh_request_json(sh_request *r)
                 return cJSON_CreateObject(); /* empty or whitespace-only body is {} */
         /* JSON text is UTF-8 (RFC 8259): anything else, NUL bytes included, is not JSON. */
         if (memchr(r->body.p, '\0', len) || !sh_utf8_valid(r->body.p, len)) {
-                sh_reply_errorf(r, 400, "BadRequest", "the body is not valid JSON");
+                sh_reply_errorf(r, SH_E_INVALID, "the body is not valid JSON");
                 return NULL;
         }
         if (!json_prepass(r->body.p, &len)) {
-                sh_reply_errorf(r, 400, "BadRequest",
+                sh_reply_errorf(r, SH_E_INVALID,
                                 "the body is not valid JSON (a control character or NUL in a "
                                 "string)");
                 return NULL;
@@ -88,12 +88,12 @@ cJSON *sh_request_json(sh_request *r)
                 }
         }
         if (!j) {
-                sh_reply_errorf(r, 400, "BadRequest", "the body is not valid JSON");
+                sh_reply_errorf(r, SH_E_INVALID, "the body is not valid JSON");
                 return NULL;
         }
         if (!cJSON_IsObject(j)) {
                 cJSON_Delete(j);
-                sh_reply_errorf(r, 400, "BadRequest", "the body must be a JSON object");
+                sh_reply_errorf(r, SH_E_INVALID, "the body must be a JSON object");
                 return NULL;
         }
         return j;
@@ -107,11 +107,11 @@ char *sh_request_path_param(sh_request *r, const char *name, bool optional)
         if (!p || p->val_len == 0) {
                 if (optional)
                         return strdup("");
-                sh_reply_errorf(r, 400, "BadRequest", "missing query parameter '%s'", name);
+                sh_reply_errorf(r, SH_E_INVALID, "missing query parameter '%s'", name);
                 return NULL;
         }
         if (sh_path_normalize(p->val, p->val_len, &path) < 0) {
-                sh_reply_errorf(r, 400, "BadRequest",
+                sh_reply_errorf(r, SH_E_INVALID,
                                 "invalid path (empty, NUL byte, longer than %d bytes, or "
                                 "climbing above the workspace)",
                                 SH_PATH_MAX);

@@ -16,6 +16,7 @@
 
 #include "sh/http.h"
 #include "sh/log.h"
+#include "sh/native.h"
 
 #define ACCEPT_BATCH    32  /* accepts per loop iteration: MHD reads in between */
 #define ACCEPT_PAUSE_MS 100 /* out of fds or memory: accept again after this */
@@ -399,9 +400,10 @@ void sh_reply_empty(sh_request *r, unsigned status)
         sh_reply(r, status, MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
 }
 
-static void reply_error_text(sh_request *r, unsigned status, const char *type, const char *detail,
+static void reply_error_text(sh_request *r, sh_error_kind kind, const char *detail,
                              const char *allow)
 {
+        unsigned status = sh_native_status(kind);
         cJSON *o = cJSON_CreateObject();
         struct MHD_Response *resp;
         char *clean = strdup(detail ? detail : "");
@@ -410,7 +412,7 @@ static void reply_error_text(sh_request *r, unsigned status, const char *type, c
         if (clean)
                 sh_utf8_sanitize(clean);
         if (o) {
-                cJSON_AddStringToObject(o, "error", type);
+                cJSON_AddStringToObject(o, "error", sh_native_type(kind));
                 cJSON_AddStringToObject(o, "detail", clean ? clean : "");
         }
         free(clean);
@@ -422,7 +424,7 @@ static void reply_error_text(sh_request *r, unsigned status, const char *type, c
         sh_reply(r, status, resp);
 }
 
-void sh_reply_errorf(sh_request *r, unsigned status, const char *type, const char *fmt, ...)
+void sh_reply_errorf(sh_request *r, sh_error_kind kind, const char *fmt, ...)
 {
         char buf[512];
         va_list ap;
@@ -430,18 +432,17 @@ void sh_reply_errorf(sh_request *r, unsigned status, const char *type, const cha
         va_start(ap, fmt);
         vsnprintf(buf, sizeof(buf), fmt, ap);
         va_end(ap);
-        reply_error_text(r, status, type, buf, NULL);
+        reply_error_text(r, kind, buf, NULL);
 }
 
 void sh_reply_error(sh_request *r, const sh_error *err)
 {
-        int status = sh_error_status(err);
+        sh_error_kind kind = sh_error_kind_of(err);
 
-        if (status >= 500)
+        if (sh_native_status(kind) >= 500)
                 log_error("request-failed", r->log_id, "%s %s: %s", r->method,
                           r->path ? r->path : "", err && err->msg ? err->msg : "");
-        reply_error_text(r, (unsigned)status, sh_error_type(err),
-                         err && err->msg ? err->msg : "internal error", NULL);
+        reply_error_text(r, kind, err && err->msg ? err->msg : "internal error", NULL);
 }
 
 /* Strip an absolute-form target ("http://host/path") to its path. */
@@ -567,7 +568,7 @@ static bool request_framing_ok(sh_request *r, const char *url, const char *versi
 #if MHD_VERSION < 0x01000000
         if (!header_block_intact(r, url, r->method, version)) {
                 r->close = true;
-                sh_reply_errorf(r, 400, "BadRequest",
+                sh_reply_errorf(r, SH_E_INVALID,
                                 "a NUL byte or a folded line in the request header");
                 return false;
         }
@@ -576,7 +577,7 @@ static bool request_framing_ok(sh_request *r, const char *url, const char *versi
         f = calloc(n ? n : 1, sizeof(*f));
         if (!f) {
                 r->close = true;
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return false;
         }
         l.f = f;
@@ -605,33 +606,33 @@ static void request_start(sh_request *r)
         plen = q ? (size_t)(q - target) : strlen(target);
         if (sh_url_decode(target, plen, false, &r->path, NULL) < 0) {
                 r->path = strndup(target, plen);
-                sh_reply_errorf(r, 400, "BadRequest", "invalid %% escape in the path");
+                sh_reply_errorf(r, SH_E_INVALID, "invalid %% escape in the path");
                 return;
         }
         r->route = sh_route_match(r->path, r->m, &id, &id_len, &status, &allow);
         if (!r->route) {
                 if (status == 405)
-                        reply_error_text(r, 405, "MethodNotAllowed", "method not allowed", allow);
+                        reply_error_text(r, SH_E_METHOD_NOT_ALLOWED, "method not allowed", allow);
                 else
-                        sh_reply_errorf(r, 404, "NotFound", "no such route");
+                        sh_reply_errorf(r, SH_E_NO_ROUTE, "no such route");
                 return;
         }
         /* Past the bound on requests in progress, only probes are served: they end at once,
          * and the kubelet must never take a full host for a dead one. */
         if (s->ct.n_active > SH_HTTP_ACTIVE_MAX && !r->route->probe) {
                 r->close = true;
-                sh_reply_errorf(r, 503, "Unavailable", "too many requests in progress");
+                sh_reply_errorf(r, SH_E_UNAVAILABLE, "too many requests in progress");
                 return;
         }
         qs = q ? (char *)q + 1 : NULL;
         if (sh_query_parse(qs, &r->query) < 0) {
-                sh_reply_errorf(r, 400, "BadRequest", "invalid %% escape in the query string");
+                sh_reply_errorf(r, SH_E_INVALID, "invalid %% escape in the query string");
                 return;
         }
         if (r->route->needs_sandbox) {
                 r->sb = sh_manager_get(s->mgr, id, id_len);
                 if (!r->sb) {
-                        sh_reply_errorf(r, 404, "SandboxNotFound", "no such sandbox");
+                        sh_reply_errorf(r, SH_E_SANDBOX_NOT_FOUND, "no such sandbox");
                         return;
                 }
                 r->log_id = r->sb->id;
@@ -639,11 +640,11 @@ static void request_start(sh_request *r)
         switch (r->route->body) {
         case SH_BODY_JSON:
                 if (content_length_over(r, SH_JSON_BODY_MAX))
-                        sh_reply_errorf(r, 413, "PayloadTooLarge", "request body too large");
+                        sh_reply_errorf(r, SH_E_TOO_LARGE, "request body too large");
                 break;
         case SH_BODY_UPLOAD:
                 if (content_length_over(r, s->cfg->upload_max)) {
-                        sh_reply_errorf(r, 413, "PayloadTooLarge",
+                        sh_reply_errorf(r, SH_E_TOO_LARGE,
                                         "upload larger than the limit of %llu bytes",
                                         (unsigned long long)s->cfg->upload_max);
                         break;
@@ -684,13 +685,13 @@ static void body_data(sh_request *r, const char *data, size_t len)
 static void dispatch(sh_request *r)
 {
         if (r->body_too_large) {
-                sh_reply_errorf(r, 413, "PayloadTooLarge", "request body too large");
+                sh_reply_errorf(r, SH_E_TOO_LARGE, "request body too large");
                 return;
         }
         r->route->fn(r);
         if (!r->responded && !r->suspended) {
                 log_error("handler-bug", r->log_id, "handler for %s answered nothing", r->path);
-                sh_reply_errorf(r, 500, "Internal", "the handler did not answer");
+                sh_reply_errorf(r, SH_E_INTERNAL, "the handler did not answer");
         }
 }
 
@@ -939,7 +940,7 @@ void sh_server_abort_suspended(sh_server *s)
         for (r = s->requests; r; r = next) {
                 next = r->next;
                 if (r->suspended && !r->responded)
-                        sh_reply_errorf(r, 503, "Unavailable", "the host is shutting down");
+                        sh_reply_errorf(r, SH_E_UNAVAILABLE, "the host is shutting down");
         }
 }
 

@@ -266,9 +266,9 @@ static void job_complete(job *j, const sh_error *err)
         schedule_pump(p);
 }
 
-static void job_fail(job *j, int status, const char *type, const char *fmt, ...) _printf_(4, 5);
+static void job_fail(job *j, sh_error_kind kind, const char *fmt, ...) _printf_(3, 4);
 
-static void job_fail(job *j, int status, const char *type, const char *fmt, ...)
+static void job_fail(job *j, sh_error_kind kind, const char *fmt, ...)
 {
         sh_error *err = NULL;
         char *msg = NULL;
@@ -278,7 +278,7 @@ static void job_fail(job *j, int status, const char *type, const char *fmt, ...)
         if (vasprintf(&msg, fmt, ap) < 0)
                 msg = NULL;
         va_end(ap);
-        sh_error_http(&err, status, type, "%s", msg ? msg : "persist failed");
+        sh_error_new(&err, kind, "%s", msg ? msg : "persist failed");
         free(msg);
         job_complete(j, err);
         sh_error_release(&err);
@@ -299,21 +299,21 @@ static void job_finished(job *j)
         drain_output(j);
         tail_text(j, tail, sizeof(tail));
         if (j->cancelled) {
-                job_fail(j, 404, "SandboxNotFound", "the sandbox was deleted during the %s",
+                job_fail(j, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted during the %s",
                          what(j));
                 return;
         }
         if (j->no_watch) {
-                job_fail(j, 500, "PersistFailed", "%s: out of memory watching rsync", what(j));
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: out of memory watching rsync", what(j));
                 return;
         }
         if (j->timed_out) {
-                job_fail(j, 500, "PersistFailed", "%s: rsync did not finish within %llu s", what(j),
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: rsync did not finish within %llu s", what(j),
                          (unsigned long long)(j->p->cfg->persist_timeout_ms / 1000));
                 return;
         }
         if (WIFSIGNALED(st)) {
-                job_fail(j, 500, "PersistFailed", "%s: the rsync helper was killed by signal %d",
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: the rsync helper was killed by signal %d",
                          what(j), WTERMSIG(st));
                 return;
         }
@@ -326,12 +326,12 @@ static void job_finished(job *j)
                 return;
         }
         if (code == SH_PERSIST_EXIT_SETUP || code == SH_PERSIST_EXIT_TOO_BIG)
-                job_fail(j, 500, "PersistFailed", "%s: %s", what(j), tail);
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: %s", what(j), tail);
         else if (code > 128)
-                job_fail(j, 500, "PersistFailed", "%s: rsync was killed by signal %d%s%s", what(j),
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: rsync was killed by signal %d%s%s", what(j),
                          code - 128, *tail ? ": " : "", tail);
         else
-                job_fail(j, 500, "PersistFailed", "%s: rsync failed with exit code %d%s%s", what(j),
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: rsync failed with exit code %d%s%s", what(j),
                          code, *tail ? ": " : "", tail);
 }
 
@@ -374,7 +374,7 @@ static void job_spawn(sh_persister *p, job *j)
         if (!j->sb->cg ||
             sh_helper_cgroup_new(sh_manager_cgroups(j->sb->mgr), j->sb->cg, 'p', 0, &j->hcg,
                                  keep + 2, SH_HELPER_PROCS_MAX, &n, &err) < 0) {
-                job_fail(j, 500, "PersistFailed", "%s: the helper's cgroup: %s", what(j),
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: the helper's cgroup: %s", what(j),
                          err && err->msg ? err->msg : "the sandbox has no cgroup");
                 sh_error_release(&err);
                 return;
@@ -387,7 +387,7 @@ static void job_spawn(sh_persister *p, job *j)
                 sh_close(fds[1]);
                 for (int i = 0; i < n; i++)
                         close(keep[2 + i]);
-                job_fail(j, 500, "PersistFailed", "%s: pipe: %s", what(j), strerror(e));
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: pipe: %s", what(j), strerror(e));
                 return;
         }
         j->outfd = fds[0];
@@ -407,7 +407,7 @@ static void job_spawn(sh_persister *p, job *j)
                 if (j->exited)
                         job_finished(j);
                 else
-                        job_fail(j, 500, "PersistFailed", "%s: fork: %s", what(j), strerror(errno));
+                        job_fail(j, SH_E_PERSIST_FAILED, "%s: fork: %s", what(j), strerror(errno));
                 return;
         }
         j->out_io = sh_loop_add_io(p->loop, j->outfd, EPOLLIN, output_readable, j);
@@ -429,12 +429,12 @@ static void freeze_poll(sh_loop *l, sh_timer *t, void *data)
 
         j->freeze_t = NULL;
         if (j->cancelled || j->sb->deleted) {
-                job_fail(j, 404, "SandboxNotFound", "the sandbox was deleted during the %s",
+                job_fail(j, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted during the %s",
                          what(j));
                 return;
         }
         if (sh_cgroup_freeze_procs_poll(j->sb->cg, &frozen, &err) < 0) {
-                job_fail(j, 500, "PersistFailed", "persist: freezing the sandbox: %s",
+                job_fail(j, SH_E_PERSIST_FAILED, "persist: freezing the sandbox: %s",
                          err && err->msg ? err->msg : "");
                 sh_error_release(&err);
                 return;
@@ -444,7 +444,7 @@ static void freeze_poll(sh_loop *l, sh_timer *t, void *data)
                 return;
         }
         if (sh_now_ms() >= j->freeze_end_ms) {
-                job_fail(j, 500, "PersistFailed",
+                job_fail(j, SH_E_PERSIST_FAILED,
                          "persist: the sandbox did not freeze within %u ms (a process in an "
                          "uninterruptible sleep?)",
                          FREEZE_TIMEOUT_MS);
@@ -454,7 +454,7 @@ static void freeze_poll(sh_loop *l, sh_timer *t, void *data)
                 j->freeze_delay *= 2;
         j->freeze_t = sh_loop_add_timer(l, j->freeze_delay, freeze_poll, j);
         if (!j->freeze_t)
-                job_fail(j, 500, "PersistFailed", "persist: out of memory freezing the sandbox");
+                job_fail(j, SH_E_PERSIST_FAILED, "persist: out of memory freezing the sandbox");
 }
 
 /* Start j. Returns with j freezing or running, or completed (then j is freed). */
@@ -464,12 +464,12 @@ static void job_start(sh_persister *p, job *j)
         bool ready = false;
 
         if (j->cancelled || j->sb->deleted) {
-                job_fail(j, 404, "SandboxNotFound", "the sandbox was deleted before its %s ran",
+                job_fail(j, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted before its %s ran",
                          what(j));
                 return;
         }
         if (!p->rsync) {
-                job_fail(j, 500, "PersistFailed", "%s: rsync is not installed on this host",
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: rsync is not installed on this host",
                          what(j));
                 return;
         }
@@ -481,7 +481,7 @@ static void job_start(sh_persister *p, job *j)
         /* Checked again here, not only when the request came: a queued persist must not write
          * a workspace that stopped being trusted while it waited. */
         if (sh_sandbox_is_ready(j->sb, &ready, &err) < 0) {
-                job_fail(j, 500, "PersistFailed", "persist: %s",
+                job_fail(j, SH_E_PERSIST_FAILED, "persist: %s",
                          err && err->msg ? err->msg : "reading the readiness marker");
                 sh_error_release(&err);
                 return;
@@ -496,7 +496,7 @@ static void job_start(sh_persister *p, job *j)
          * timeout, holding a slot), or a directory for a link; and what rsync copies is a
          * snapshot. The helpers' cgroups are spared: rsync runs beside the frozen sandbox. */
         if (!j->sb->cg || sh_cgroup_freeze_procs_begin(j->sb->cg, &err) < 0) {
-                job_fail(j, 500, "PersistFailed", "persist: freezing the sandbox: %s",
+                job_fail(j, SH_E_PERSIST_FAILED, "persist: freezing the sandbox: %s",
                          err && err->msg ? err->msg : "no cgroup");
                 sh_error_release(&err);
                 return;
@@ -508,7 +508,7 @@ static void job_start(sh_persister *p, job *j)
         j->freeze_delay = 1;
         j->freeze_t = sh_loop_add_timer(p->loop, 0, freeze_poll, j);
         if (!j->freeze_t)
-                job_fail(j, 500, "PersistFailed", "persist: out of memory freezing the sandbox");
+                job_fail(j, SH_E_PERSIST_FAILED, "persist: out of memory freezing the sandbox");
 }
 
 static void pump(sh_loop *l, sh_timer *t, void *data)
@@ -557,7 +557,7 @@ static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_ext
         job *j;
 
         if (!p->cfg->nfs_root || !sb->item_id)
-                return sh_error_http(err, 500, "PersistFailed", "no archive for this sandbox");
+                return sh_error_new(err, SH_E_PERSIST_FAILED, "no archive for this sandbox");
         j = calloc(1, sizeof(*j));
         if (!j)
                 return sh_error_make(err, ENOMEM, "out of memory");
@@ -640,7 +640,7 @@ void sh_persister_free(sh_persister *p)
 
         if (!p)
                 return;
-        sh_error_http(&err, 503, "Unavailable", "the host is shutting down");
+        sh_error_new(&err, SH_E_UNAVAILABLE, "the host is shutting down");
         while (p->head) {
                 job *j = p->head;
 

@@ -455,8 +455,8 @@ static int build_env(sh_sandbox *sb, const cJSON *env, char ***ret, sh_error **e
                                 for (i = 0; i < n; i++)
                                         free(out[i]);
                                 free(out);
-                                return sh_error_http(err, 400, "BadRequest",
-                                                     "env names must be non-empty and hold no '='");
+                                return sh_error_new(err, SH_E_INVALID,
+                                                    "env names must be non-empty and hold no '='");
                         }
                         if (asprintf(&kv, "%s=%s", v->string, v->valuestring) < 0)
                                 kv = NULL;
@@ -505,7 +505,7 @@ int sh_exec_start(sh_manager *m, sh_sandbox *sb, const cJSON *cmd, const cJSON *
         size_t argc = 0;
 
         if (sb->worker_dead || !sb->worker_ready || !sb->worker)
-                return sh_error_http(err, 404, "SandboxNotFound", "the sandbox's worker is gone");
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox's worker is gone");
         e = calloc(1, sizeof(*e));
         if (!e)
                 return sh_error_make(err, ENOMEM, "out of memory");

@@ -537,10 +537,10 @@ static int check_image(sh_manager *m, const char *image, sh_error **err)
                 return 0;
         if (!m->cfg->images || !*image || strchr(image, '/') || STREQ(image, ".") ||
             STREQ(image, "..") || strlen(image) > 255)
-                return sh_error_http(err, 400, "BadRequest", "unknown image '%s'", image);
+                return sh_error_new(err, SH_E_INVALID, "unknown image '%s'", image);
         snprintf(path, sizeof(path), "%s/%s", m->cfg->images, image);
         if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-                return sh_error_http(err, 400, "BadRequest", "unknown image '%s'", image);
+                return sh_error_new(err, SH_E_INVALID, "unknown image '%s'", image);
         return 0;
 }
 
@@ -796,10 +796,9 @@ int sh_manager_create(sh_manager *m, const sh_create_opts *o,
         int r;
 
         if (m->draining)
-                return sh_error_http(err, 503, "Unavailable", "the host is draining");
+                return sh_error_new(err, SH_E_UNAVAILABLE, "the host is draining");
         if (m->count >= m->cfg->max_sandboxes)
-                return sh_error_http(err, 503, "Unavailable", "the host holds %u sandboxes",
-                                     m->count);
+                return sh_error_new(err, SH_E_UNAVAILABLE, "the host holds %u sandboxes", m->count);
         if (check_image(m, o->image, err) < 0)
                 return -1;
         for (slot = 0; slot < m->cfg->max_sandboxes && m->slots[slot]; slot++)
@@ -868,7 +867,7 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         int r = 0;
 
         if (sb->deleted)
-                return sh_error_http(err, 404, "SandboxNotFound", "no such sandbox");
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "no such sandbox");
         sb->deleted = true;
         m->slots[sb->slot] = NULL;
         m->count--;
