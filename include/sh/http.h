@@ -13,6 +13,7 @@
 #include "sh/config.h"
 #include "sh/error.h"
 #include "sh/fsops.h"
+#include "sh/list.h"
 #include "sh/loop.h"
 #include "sh/sandbox.h"
 #include "sh/util.h"
@@ -36,14 +37,14 @@ struct sh_conn {
         uint64_t since_ms;      /* when it began waiting */
         uint64_t deadline_ms;   /* its headers are due by then; 0: idle between requests */
         bool waiting, active;
-        bool evicted;                 /* shut down by us: MHD drops it */
-        sh_conn *prev, *next;         /* the waiting list, oldest first */
-        sh_conn *all_prev, *all_next; /* every connection */
+        bool evicted;                  /* shut down by us: MHD drops it */
+        SH_LIST_FIELDS(sh_conn, wait); /* the waiting list, oldest first */
+        SH_LIST_FIELDS(sh_conn, all);  /* every connection */
 };
 
 typedef struct sh_conntrack {
         sh_conn *all;
-        sh_conn *wait_head, *wait_tail;
+        sh_conn *waiting; /* oldest first */
         unsigned n_waiting, n_active;
 } sh_conntrack;
 

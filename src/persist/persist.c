@@ -13,6 +13,7 @@
 #include "persist-internal.h"
 #include "sh/cgroup.h"
 #include "sh/helper.h"
+#include "sh/list.h"
 #include "sh/seccomp.h"
 #include "sh/spawn.h"
 
@@ -52,7 +53,7 @@ typedef struct job {
         size_t tail_len;
         sh_persist_done_fn done;
         void *data;
-        struct job *prev, *next;
+        SH_LIST_FIELDS(struct job, jobs); /* the persister's queue, oldest first */
 } job;
 
 struct sh_persister {
@@ -62,7 +63,7 @@ struct sh_persister {
         const char *rsync;                      /* static string, NULL: not found */
         sh_seccomp *sandbox_filter;             /* the sandbox's own filter, for rsync too */
         const struct sock_fprog *socket_filter; /* the helpers' AF_UNIX-only filter */
-        job *head, *tail;
+        job *jobs;                              /* queued and running, in submission order */
         unsigned running;
         sh_timer *pump_t;
         sh_timer *watch_t;
@@ -136,15 +137,7 @@ void sh_persist_shutdown(sh_loop *loop)
 
 static void job_unlink(sh_persister *p, job *j)
 {
-        if (j->prev)
-                j->prev->next = j->next;
-        else
-                p->head = j->next;
-        if (j->next)
-                j->next->prev = j->prev;
-        else
-                p->tail = j->prev;
-        j->prev = j->next = NULL;
+        SH_LIST_REMOVE(jobs, p->jobs, j);
 }
 
 static void pump(sh_loop *l, sh_timer *t, void *data);
@@ -358,9 +351,13 @@ static void job_timeout(sh_loop *l, sh_timer *t, void *data)
 
 static bool conflicts(sh_persister *p, job *j)
 {
-        for (job *o = p->head; o; o = o->next)
+        job *o;
+
+        SH_LIST_FOREACH(jobs, o, p->jobs)
+        {
                 if (o->state != JOB_QUEUED && (o->sb == j->sb || STREQ(o->item_id, j->item_id)))
                         return true;
+        }
         return false;
 }
 
@@ -517,8 +514,8 @@ static void pump(sh_loop *l, sh_timer *t, void *data)
         job *j, *next;
 
         p->pump_t = NULL;
-        for (j = p->head; j; j = next) {
-                next = j->next;
+        SH_LIST_FOREACH_SAFE(jobs, j, next, p->jobs)
+        {
                 if (j->state != JOB_QUEUED)
                         continue;
                 if (j->cancelled || j->sb->deleted) {
@@ -531,9 +528,9 @@ static void pump(sh_loop *l, sh_timer *t, void *data)
                         continue;
                 job_start(p, j);
                 /* job_start may have completed j and others: start over from the head. */
-                next = p->head;
+                next = p->jobs;
         }
-        if (p->head && !p->watch_t)
+        if (p->jobs && !p->watch_t)
                 p->watch_t = sh_loop_add_timer(l, WATCH_MS, watch, p);
 }
 
@@ -542,12 +539,15 @@ static void pump(sh_loop *l, sh_timer *t, void *data)
 static void watch(sh_loop *l, sh_timer *t, void *data)
 {
         sh_persister *p = data;
+        job *j;
 
         p->watch_t = NULL;
-        for (job *j = p->head; j; j = j->next)
+        SH_LIST_FOREACH(jobs, j, p->jobs)
+        {
                 if (j->sb->deleted && !j->cancelled)
                         sh_persist_forget(p, j->sb); /* marks only: the list stays intact */
-        if (p->head)
+        }
+        if (p->jobs)
                 p->watch_t = sh_loop_add_timer(l, WATCH_MS, watch, p);
 }
 
@@ -583,12 +583,7 @@ static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_ext
         j->arg.sandbox_filter = sh_seccomp_prog(p->sandbox_filter);
         j->arg.socket_filter = p->socket_filter;
         j->state = JOB_QUEUED;
-        j->prev = p->tail;
-        if (p->tail)
-                p->tail->next = j;
-        else
-                p->head = j;
-        p->tail = j;
+        SH_LIST_APPEND(jobs, p->jobs, j); /* O(jobs): the pump walks them all anyway */
         schedule_pump(p);
         if (!p->pump_t) {
                 /* No timer (out of memory): the job cannot be run from the loop. */
@@ -615,9 +610,12 @@ int sh_persist_save(sh_persister *p, sh_sandbox *sb, bool delete_extra, sh_persi
 
 void sh_persist_forget(sh_persister *p, sh_sandbox *sb)
 {
+        job *j;
+
         if (!p)
                 return;
-        for (job *j = p->head; j; j = j->next) {
+        SH_LIST_FOREACH(jobs, j, p->jobs)
+        {
                 if (j->sb != sb || j->cancelled)
                         continue;
                 j->cancelled = true;
@@ -641,8 +639,8 @@ void sh_persister_free(sh_persister *p)
         if (!p)
                 return;
         sh_error_new(&err, SH_E_UNAVAILABLE, "the host is shutting down");
-        while (p->head) {
-                job *j = p->head;
+        while (p->jobs) {
+                job *j = p->jobs;
 
                 if (j->child) {
                         /* Reaped by the loop (or sh_child_wait_all) without telling us. */
