@@ -20,6 +20,9 @@
 struct sh_daemon {
         sh_loop *loop;
         sh_manager *mgr;
+        sh_persister *persister;
+        sh_tools *tools;
+        sh_services svc; /* what the handlers work with */
         sh_server *srv;
         int stopfd; /* eventfd: sh_daemon_request_stop from any thread */
         bool stopping;
@@ -95,9 +98,15 @@ int sh_daemon_new(const sh_config *cfg, bool signals, sh_daemon **ret, sh_error 
                 sh_error_make(err, -r, "signalfd");
                 goto fail;
         }
+        /* The composition root: every service is built here and handed to what uses it. */
         if (sh_manager_new(cfg, d->loop, &d->mgr, err) < 0)
                 goto fail;
-        if (sh_server_new(cfg, d->loop, d->mgr, &d->srv, err) < 0)
+        if (sh_persister_new(cfg, d->loop, d->mgr, &d->persister, err) < 0)
+                goto fail;
+        if (sh_tools_new(cfg, d->loop, sh_manager_cgroups(d->mgr), &d->tools, err) < 0)
+                goto fail;
+        d->svc = (sh_services){.mgr = d->mgr, .persister = d->persister, .tools = d->tools};
+        if (sh_server_new(cfg, d->loop, &d->svc, &d->srv, err) < 0)
                 goto fail;
         *ret = d;
         return 0;
@@ -133,8 +142,8 @@ void sh_daemon_free(sh_daemon *d)
          * manager, which must still exist); then the tool store, whose cgroups live in the
          * manager's subtree (running unpacks are killed and report while the manager waits
          * for every child); then the sandboxes. */
-        sh_persist_shutdown(d->loop);
-        sh_tools_shutdown(d->loop);
+        sh_persister_free(d->persister);
+        sh_tools_free(d->tools);
         sh_manager_free(d->mgr); /* deletes what is left and waits for removals */
         sh_loop_free(d->loop);
         sh_close(d->stopfd);

@@ -136,8 +136,15 @@ struct sh_request {
         sh_request *prev, *next;
 };
 
-/* Server life. */
-int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_server **ret,
+/* The services the handlers work with, built by the daemon (its composition root). */
+typedef struct sh_services {
+        sh_manager *mgr;
+        struct sh_persister *persister;
+        struct sh_tools *tools;
+} sh_services;
+
+/* Server life. `svc` must outlive the server. */
+int sh_server_new(const sh_config *cfg, sh_loop *loop, const sh_services *svc, sh_server **ret,
                   sh_error **err);
 /* Stop accepting new connections (close the listen socket). Idempotent. */
 void sh_server_quiesce(sh_server *s);
@@ -153,6 +160,8 @@ const char *sh_server_pod_url(const sh_server *s);
 uint16_t sh_server_port(const sh_server *s);
 const sh_config *sh_server_config(const sh_server *s);
 sh_manager *sh_server_manager(const sh_server *s);
+struct sh_persister *sh_server_persister(const sh_server *s);
+struct sh_tools *sh_server_tools(const sh_server *s);
 sh_loop *sh_server_loop(const sh_server *s);
 /* Ask the loop to run MHD before its next sleep (after a resume). */
 void sh_server_kick(sh_server *s);

@@ -14,6 +14,7 @@
 #include "sh/config.h"
 #include "sh/error.h"
 #include "sh/fsops.h"
+#include "sh/list.h"
 #include "sh/loop.h"
 #include "sh/util.h"
 
@@ -88,9 +89,19 @@ void sh_manager_delete_all(sh_manager *m);
  * the state root's trash, same filesystem) and remove it in the background. */
 int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err);
 
-/* Called by sh_manager_delete for every sandbox deleted, before its processes are killed
- * (persist uses it to cancel the sandbox's rsync work). One hook. */
-void sh_manager_set_delete_hook(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data);
+/* Something that wants to know of every delete (the persister cancels the sandbox's rsync
+ * work; later surfaces keep records of their sandboxes). The observer is the caller's memory,
+ * linked into the manager's list until sh_manager_unobserve. */
+typedef struct sh_sandbox_observer {
+        /* Called by sh_manager_delete for every sandbox deleted, before its processes are
+         * killed. Must not delete sandboxes or (un)register observers. */
+        void (*deleted)(sh_sandbox *sb, void *data);
+        void *data;
+        SH_LIST_FIELDS(struct sh_sandbox_observer, observers);
+} sh_sandbox_observer;
+
+void sh_manager_observe(sh_manager *m, sh_sandbox_observer *o);
+void sh_manager_unobserve(sh_manager *m, sh_sandbox_observer *o);
 
 unsigned sh_manager_count(const sh_manager *m);
 bool sh_manager_full(const sh_manager *m);

@@ -125,7 +125,7 @@ void sh_api_drain(sh_request *r)
         c->sandboxes = sh_manager_count(m);
         /* Without an archive root there is nothing to checkpoint (section 5: no-ops). */
         if (sh_server_config(r->srv)->nfs_root) {
-                c->p = sh_persister_get(m);
+                c->p = sh_server_persister(r->srv);
                 /* One reference held by the walk itself, so that no checkpoint can answer
                  * before every one has been queued (they end from the loop anyway). */
                 c->pending = 1;

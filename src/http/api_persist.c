@@ -79,7 +79,7 @@ void sh_api_persist(sh_request *r)
                 sh_reply_empty(r, 204);
                 return;
         }
-        p = sh_persister_get(sh_server_manager(r->srv));
+        p = sh_server_persister(r->srv);
         c = calloc(1, sizeof(*c));
         if (!p || !c) {
                 free(c);

@@ -126,7 +126,7 @@ static void create_ready(sh_sandbox *sb, const sh_error *err, void *data)
                 return;
         }
         /* Section 2.1: restore {nfs_root}/{item_id}/, re-own, mark ready, then answer. */
-        p = sh_persister_get(sh_server_manager(r->srv));
+        p = sh_server_persister(r->srv);
         if (!p) {
                 sh_error_make(&own, ENOMEM, "out of memory");
                 create_fail(r, sb, own);

@@ -31,7 +31,6 @@ void sh_api_tools_resolve(sh_request *r)
         cJSON *body = sh_request_json(r), *tools, *v;
         const char **names = NULL, **urls = NULL;
         sh_resolve *res = NULL;
-        sh_tools *t = NULL;
         sh_error *err = NULL;
         size_t n = 0, i;
 
@@ -81,9 +80,8 @@ void sh_api_tools_resolve(sh_request *r)
                 urls[i] = v->valuestring;
                 i++;
         }
-        if (sh_tools_get(sh_server_config(r->srv), sh_server_loop(r->srv),
-                         sh_manager_cgroups(sh_server_manager(r->srv)), &t, &err) < 0 ||
-            sh_tools_resolve_start(t, names, urls, n, resolved, r, &res, &err) < 0) {
+        if (sh_tools_resolve_start(sh_server_tools(r->srv), names, urls, n, resolved, r, &res,
+                                   &err) < 0) {
                 log_error("tools-failed", NULL, "%s", err && err->msg ? err->msg : "unknown");
                 sh_reply_errorf(r, SH_E_INTERNAL, "the tool resolver is unavailable: %s",
                                 err && err->msg ? err->msg : "unknown error");

@@ -28,6 +28,7 @@
 struct sh_server {
         const sh_config *cfg;
         sh_loop *loop;
+        const sh_services *svc;
         sh_manager *mgr;
         struct MHD_Daemon *d;
         int listen_fd; /* ours: we accept, MHD gets each connection with MHD_add_connection */
@@ -853,7 +854,7 @@ static int install_sigpipe_handler(void)
         return sigaction(SIGPIPE, &sa, NULL);
 }
 
-int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_server **ret,
+int sh_server_new(const sh_config *cfg, sh_loop *loop, const sh_services *svc, sh_server **ret,
                   sh_error **err)
 {
         sh_server *s = calloc(1, sizeof(*s));
@@ -863,7 +864,8 @@ int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_serve
                 return sh_error_make(err, ENOMEM, "out of memory");
         s->cfg = cfg;
         s->loop = loop;
-        s->mgr = mgr;
+        s->svc = svc;
+        s->mgr = svc->mgr;
         s->listen_fd = -1;
         if (bind_listen(cfg->listen, &s->listen_fd, s->url, sizeof(s->url), &s->port, err) < 0)
                 goto fail;
@@ -1012,6 +1014,16 @@ const sh_config *sh_server_config(const sh_server *s)
 sh_manager *sh_server_manager(const sh_server *s)
 {
         return s->mgr;
+}
+
+struct sh_persister *sh_server_persister(const sh_server *s)
+{
+        return s->svc->persister;
+}
+
+struct sh_tools *sh_server_tools(const sh_server *s)
+{
+        return s->svc->tools;
 }
 
 sh_loop *sh_server_loop(const sh_server *s)

@@ -67,9 +67,8 @@ struct sh_persister {
         unsigned running;
         sh_timer *pump_t;
         sh_timer *watch_t;
+        sh_sandbox_observer deletes; /* the manager tells us of every delete */
 };
-
-static sh_persister *the_persister;
 
 /* rsync is looked up in fixed system directories only, never through $PATH. */
 static const char *find_rsync(void)
@@ -83,7 +82,13 @@ static const char *find_rsync(void)
         return NULL;
 }
 
-int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_persister **ret, sh_error **err)
+static void on_deleted(sh_sandbox *sb, void *data)
+{
+        sh_persist_forget(data, sb);
+}
+
+int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_manager *m, sh_persister **ret,
+                     sh_error **err)
 {
         sh_persister *p = calloc(1, sizeof(*p));
 
@@ -91,6 +96,7 @@ int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_persister **ret, sh
                 return sh_error_make(err, ENOMEM, "out of memory");
         p->cfg = cfg;
         p->loop = loop;
+        p->mgr = m;
         p->rsync = find_rsync();
         /* rsync runs under the sandboxes' deny list (nothing of the kernel a sandbox may not
          * reach) plus the helpers' socket filter; both are made now, loaded in the child. */
@@ -100,37 +106,13 @@ int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_persister **ret, sh
                 free(p);
                 return -1;
         }
+        /* A deleted sandbox's jobs are cancelled at once (the watch timer would notice within
+         * WATCH_MS anyway). */
+        p->deletes.deleted = on_deleted;
+        p->deletes.data = p;
+        sh_manager_observe(m, &p->deletes);
         *ret = p;
         return 0;
-}
-
-sh_persister *sh_persister_get(sh_manager *m)
-{
-        sh_loop *loop = sh_manager_loop(m);
-        const sh_config *cfg = sh_manager_config(m);
-        sh_error *err = NULL;
-
-        if (the_persister && the_persister->mgr == m && the_persister->loop == loop &&
-            the_persister->cfg == cfg)
-                return the_persister;
-        /* A new daemon in the same process (the in-process tests): the old one is gone. */
-        sh_persister_free(the_persister);
-        the_persister = NULL;
-        if (sh_persister_new(cfg, loop, &the_persister, &err) < 0) {
-                sh_error_release(&err);
-                return NULL;
-        }
-        the_persister->mgr = m;
-        sh_manager_set_delete_hook(m, sh_persist_forget_hook, the_persister);
-        return the_persister;
-}
-
-void sh_persist_shutdown(sh_loop *loop)
-{
-        if (!the_persister || the_persister->loop != loop)
-                return;
-        sh_persister_free(the_persister);
-        the_persister = NULL;
 }
 
 /* ---- the queue ------------------------------------------------------------------------- */
@@ -249,7 +231,7 @@ static void job_complete(job *j, const sh_error *err)
         thaw(j);
         /* The helper has been reaped (or never ran): its cgroup goes once empty. */
         if (j->hcg)
-                sh_manager_bury_cgroup(j->sb->mgr, j->hcg);
+                sh_manager_bury_cgroup(p->mgr, j->hcg);
         j->hcg = NULL;
         if (j->done)
                 j->done(j->sb, err, j->data);
@@ -369,8 +351,8 @@ static void job_spawn(sh_persister *p, job *j)
         int fds[2] = {-1, -1}, keep[2 + SH_HELPER_PROCS_MAX], n = 0;
 
         if (!j->sb->cg ||
-            sh_helper_cgroup_new(sh_manager_cgroups(j->sb->mgr), j->sb->cg, 'p', 0, &j->hcg,
-                                 keep + 2, SH_HELPER_PROCS_MAX, &n, &err) < 0) {
+            sh_helper_cgroup_new(sh_manager_cgroups(p->mgr), j->sb->cg, 'p', 0, &j->hcg, keep + 2,
+                                 SH_HELPER_PROCS_MAX, &n, &err) < 0) {
                 job_fail(j, SH_E_PERSIST_FAILED, "%s: the helper's cgroup: %s", what(j),
                          err && err->msg ? err->msg : "the sandbox has no cgroup");
                 sh_error_release(&err);
@@ -610,6 +592,7 @@ int sh_persist_save(sh_persister *p, sh_sandbox *sb, bool delete_extra, sh_persi
 
 void sh_persist_forget(sh_persister *p, sh_sandbox *sb)
 {
+        bool any = false;
         job *j;
 
         if (!p)
@@ -619,17 +602,14 @@ void sh_persist_forget(sh_persister *p, sh_sandbox *sb)
                 if (j->sb != sb || j->cancelled)
                         continue;
                 j->cancelled = true;
+                any = true;
                 /* Running: the helper passes SIGTERM on to rsync as SIGKILL, and the job ends
                  * when the helper is reaped. Queued: the pump ends it. */
                 if (j->child)
                         (void)sh_child_kill(j->child, SIGTERM);
         }
-        schedule_pump(p);
-}
-
-void sh_persist_forget_hook(sh_sandbox *sb, void *data)
-{
-        sh_persist_forget(data, sb);
+        if (any)
+                schedule_pump(p);
 }
 
 void sh_persister_free(sh_persister *p)
@@ -654,10 +634,7 @@ void sh_persister_free(sh_persister *p)
         sh_loop_cancel_timer(p->loop, p->pump_t);
         sh_loop_cancel_timer(p->loop, p->watch_t);
         /* The manager may outlive us: it must not call into a freed persister. */
-        if (p->mgr)
-                sh_manager_set_delete_hook(p->mgr, NULL, NULL);
+        sh_manager_unobserve(p->mgr, &p->deletes);
         sh_seccomp_free(p->sandbox_filter);
-        if (p == the_persister)
-                the_persister = NULL;
         free(p);
 }

@@ -51,14 +51,18 @@ struct sh_manager {
         } * graves;
         size_t n_graves, cap_graves;
         sh_timer *grave_t;
-        void (*delete_hook)(sh_sandbox *sb, void *data);
-        void *delete_hook_data;
+        sh_sandbox_observer *observers; /* told of every delete */
 };
 
-void sh_manager_set_delete_hook(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data)
+void sh_manager_observe(sh_manager *m, sh_sandbox_observer *o)
 {
-        m->delete_hook = fn;
-        m->delete_hook_data = data;
+        SH_LIST_APPEND(observers, m->observers, o);
+}
+
+void sh_manager_unobserve(sh_manager *m, sh_sandbox_observer *o)
+{
+        if (SH_LIST_LINKED(observers, m->observers, o))
+                SH_LIST_REMOVE(observers, m->observers, o);
 }
 
 /* Which cgroup hierarchy this daemon drives, for /healthz. */
@@ -871,8 +875,14 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         sb->deleted = true;
         m->slots[sb->slot] = NULL;
         m->count--;
-        if (m->delete_hook)
-                m->delete_hook(sb, m->delete_hook_data);
+        {
+                sh_sandbox_observer *o;
+
+                SH_LIST_FOREACH(observers, o, m->observers)
+                {
+                        o->deleted(sb, o->data);
+                }
+        }
         /* Running execs end with an in-band error; then the worker dies, and with PID 1 every
          * process of the namespace; the cgroup kill catches anything that raced. */
         sh_exec_fail_all(sb, "SandboxNotFound", "the sandbox was deleted");
