@@ -14,7 +14,7 @@
 typedef struct sh_persister sh_persister;
 
 /* Called from the loop when the operation has ended: err NULL on success. */
-typedef void (*sh_persist_done_fn)(sh_sandbox *sb, const sh_error *err, void *data);
+typedef sh_sandbox_done_fn sh_persist_done_fn;
 
 /* The daemon's persister (daemon.c builds one), working for m's sandboxes: it observes m's
  * deletes (sh_persist_forget) and buries its helpers' cgroups through m. cfg, loop and m must

@@ -45,9 +45,10 @@ typedef struct sh_sandbox {
         uint32_t projid;              /* project quota id (project mode), else 0 */
         bool disk_mounted;            /* loop, tmpfs: its filesystem may be mounted */
         char *trash_name;             /* where delete moved the directory (mounted modes) */
-        /* create completion (suspended create request) */
-        void (*on_ready)(struct sh_sandbox *sb, const sh_error *err, void *data);
-        void *on_ready_data;
+        /* the create, until done has been called */
+        void (*create_done)(struct sh_sandbox *sb, const sh_error *err, void *data);
+        void *create_data;
+        bool restoring; /* the restorer is at work */
 } sh_sandbox;
 
 typedef struct sh_manager sh_manager;
@@ -63,13 +64,29 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
 /* Deletes every sandbox, waits for background removals. */
 void sh_manager_free(sh_manager *m);
 
-/* Create a sandbox. Unavailable (503) when draining or full; BadRequest for an unknown
- * image. On success *ret holds a reference and the sandbox's worker is starting:
- * `on_ready` runs from the loop once it serves (err NULL) or failed (err set; the sandbox is
- * then already deleted). */
-int sh_manager_create(sh_manager *m, const sh_create_opts *o,
-                      void (*on_ready)(sh_sandbox *sb, const sh_error *err, void *data), void *data,
+/* The end of a create (or of a restore): err NULL on success. */
+typedef void (*sh_sandbox_done_fn)(sh_sandbox *sb, const sh_error *err, void *data);
+
+/* The step of every create with an item, between its worker's ready and its readiness marker:
+ * the restore of the item's archive (the persister's, given by daemon.c when there is an
+ * archive root). start calls done once, from the loop, never before it returns. */
+typedef struct sh_restorer {
+        int (*start)(void *impl, sh_sandbox *sb, sh_sandbox_done_fn done, void *data,
+                     sh_error **err);
+        void *impl;
+} sh_restorer;
+void sh_manager_set_restorer(sh_manager *m, const sh_restorer *r);
+
+/* Create a sandbox and bring it up: its workspace's disk limit (in a child), its worker, and
+ * with an item and a restorer the item's restore, then the readiness marker. Unavailable when
+ * draining or full; invalid for an unknown image. On success *ret holds a reference and `done`
+ * runs once, from the loop (never before this returns): err NULL once the sandbox serves, or
+ * err set when it could not be made (the sandbox is then deleted already; deleted by someone
+ * else meanwhile: unavailable). */
+int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
                       sh_sandbox **ret, sh_error **err);
+/* The creator is gone before done: the sandbox is deleted, and done will not be called. */
+void sh_sandbox_create_cancel(sh_sandbox *sb);
 
 /* The manager's shared isolation state for exec sessions. */
 struct sh_cgroup_root *sh_manager_cgroups(sh_manager *m);
@@ -111,7 +128,17 @@ void sh_manager_set_draining(sh_manager *m, bool on);
 void sh_manager_foreach(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data);
 
 sh_sandbox *sh_sandbox_ref(sh_sandbox *sb);
+/* Accepts NULL. */
 void sh_sandbox_unref(sh_sandbox *sb);
+
+/* Accessors. */
+const char *sh_sandbox_id(const sh_sandbox *sb);      /* the remote_id */
+const char *sh_sandbox_item_id(const sh_sandbox *sb); /* NULL: none */
+/* The workspace (O_PATH): every client path resolves below it (fs/safe_open.c). */
+int sh_sandbox_workspace_fd(const sh_sandbox *sb);
+/* uid/gid of the sandbox's processes and files. */
+const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
+bool sh_sandbox_deleted(const sh_sandbox *sb);
 
 int sh_sandbox_mark_ready(sh_sandbox *sb, sh_error **err);
 int sh_sandbox_clear_ready(sh_sandbox *sb, sh_error **err);

@@ -52,7 +52,13 @@ struct sh_manager {
         size_t n_graves, cap_graves;
         sh_timer *grave_t;
         sh_sandbox_observer *observers; /* told of every delete */
+        sh_restorer restorer;           /* start NULL: no restore step */
 };
+
+void sh_manager_set_restorer(sh_manager *m, const sh_restorer *r)
+{
+        m->restorer = *r;
+}
 
 void sh_manager_observe(sh_manager *m, sh_sandbox_observer *o)
 {
@@ -531,6 +537,31 @@ void sh_sandbox_unref(sh_sandbox *sb)
                 sandbox_free(sb);
 }
 
+const char *sh_sandbox_id(const sh_sandbox *sb)
+{
+        return sb->id;
+}
+
+const char *sh_sandbox_item_id(const sh_sandbox *sb)
+{
+        return sb->item_id;
+}
+
+int sh_sandbox_workspace_fd(const sh_sandbox *sb)
+{
+        return sb->wsfd;
+}
+
+const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb)
+{
+        return &sb->owner;
+}
+
+bool sh_sandbox_deleted(const sh_sandbox *sb)
+{
+        return sb->deleted;
+}
+
 /* An image name is one path component naming a directory below SANDBOX_HOST_IMAGES. */
 static int check_image(sh_manager *m, const char *image, sh_error **err)
 {
@@ -573,19 +604,121 @@ static int random_id(char out[SH_ID_LEN + 1])
         return 0;
 }
 
+/* ---- the create lifecycle: disk limit, worker, restore, marker, then one done ----------- */
+
+/* The create ends: done runs once (taken first, so that nothing calls it twice). */
+static void create_end(sh_sandbox *sb, const sh_error *err)
+{
+        sh_sandbox_done_fn done = TAKE_PTR(sb->create_done);
+
+        if (done)
+                done(sb, err, sb->create_data);
+}
+
+/* A create that cannot complete: the half-made sandbox goes (marker first, so it is never
+ * seen as trusted), then the creator learns why. */
+static void create_fail(sh_sandbox *sb, const sh_error *err)
+{
+        sh_error *ignored = NULL;
+
+        sh_sandbox_ref(sb);
+        if (!sb->deleted && sh_manager_delete(sb->mgr, sb, &ignored) < 0)
+                log_warn("delete-failed", sb->id, "%s",
+                         ignored && ignored->msg ? ignored->msg : "");
+        sh_error_release(&ignored);
+        create_end(sb, err);
+        sh_sandbox_unref(sb);
+}
+
+/* Deleted by someone else (shutdown) before its create ended. */
+static void create_deleted(sh_sandbox *sb)
+{
+        sh_error *err = NULL;
+
+        sh_error_new(&err, SH_E_UNAVAILABLE, "the sandbox was deleted during its create");
+        create_fail(sb, err);
+        sh_error_release(&err);
+}
+
+static void restore_done(sh_sandbox *sb, const sh_error *err, void *data)
+{
+        sh_error *own = NULL;
+
+        sb->restoring = false;
+        if (!sb->create_done)
+                return; /* cancelled: the creator is gone, the sandbox deleted */
+        if (err) {
+                log_warn("restore-failed", sb->id, "item %s: %s", sb->item_id,
+                         err->msg ? err->msg : "");
+                if (sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND) {
+                        sh_error_new(&own, SH_E_UNAVAILABLE,
+                                     "the sandbox was deleted during its restore");
+                        create_fail(sb, own);
+                } else {
+                        create_fail(sb, err);
+                }
+                sh_error_release(&own);
+                return;
+        }
+        /* Only a complete, re-owned workspace of a live sandbox is marked trusted. */
+        if (sb->deleted) {
+                sh_error_new(&own, SH_E_UNAVAILABLE, "the sandbox was deleted during its restore");
+                create_fail(sb, own);
+                sh_error_release(&own);
+                return;
+        }
+        if (sh_sandbox_mark_ready(sb, &own) < 0) {
+                create_fail(sb, own);
+                sh_error_release(&own);
+                return;
+        }
+        create_end(sb, NULL);
+}
+
+/* The worker serves. With an item and a restorer (CONTRACT.md 2.1): restore {nfs_root}/
+ * {item_id}/, re-own, mark ready, then the create ends; else it ends now. */
+static void create_worker_ready(sh_sandbox *sb)
+{
+        const sh_restorer *rs = &sb->mgr->restorer;
+        sh_error *err = NULL;
+
+        if (!rs->start || !sb->item_id) {
+                create_end(sb, NULL);
+                return;
+        }
+        sb->restoring = true;
+        if (rs->start(rs->impl, sb, restore_done, NULL, &err) < 0) {
+                sb->restoring = false;
+                create_fail(sb, err);
+                sh_error_release(&err);
+        }
+}
+
+void sh_sandbox_create_cancel(sh_sandbox *sb)
+{
+        sh_error *err = NULL;
+
+        if (!sb || !sb->create_done)
+                return;
+        /* A create that was never answered (shutdown) must not leave a sandbox nobody knows:
+         * neither while its worker starts nor while its restore runs. */
+        sb->create_done = NULL;
+        if (!sb->deleted && sh_manager_delete(sb->mgr, sb, &err) < 0)
+                log_warn("delete-failed", sb->id, "%s", err && err->msg ? err->msg : "");
+        sh_error_release(&err);
+}
+
 static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, int value2,
                          void *data)
 {
         sh_sandbox *sb = data;
-        void (*cb)(sh_sandbox *, const sh_error *, void *) = sb->on_ready;
         sh_error *err = NULL;
 
         switch (ev) {
         case SH_WORKER_EV_READY:
                 sb->worker_ready = true;
-                sb->on_ready = NULL;
-                if (cb)
-                        cb(sb, NULL, sb->on_ready_data);
+                if (sb->create_done)
+                        create_worker_ready(sb);
                 return;
         case SH_WORKER_EV_STARTED:
                 sh_exec_on_started(sb, id, value);
@@ -600,26 +733,21 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
                               sh_worker_step_name(value), strerror(value2));
                 break;
         case SH_WORKER_EV_DEAD:
-                if (sb->deleted)
+                if (sb->deleted) {
+                        /* Deleted while its worker started: the create learns it now. */
+                        if (sb->create_done && !sb->restoring)
+                                create_deleted(sb);
                         return;
+                }
                 log_error("worker-died", sb->id, "the sandbox's worker died");
                 sh_error_make(&err, EIO, "the sandbox's worker died");
                 break;
         }
         sb->worker_dead = true;
         sh_exec_fail_all(sb, "SandboxNotFound", "the sandbox's worker died");
-        if (cb) {
-                /* Setup failed before the create was answered: the sandbox goes. */
-                sh_error *ignored = NULL;
-
-                sb->on_ready = NULL;
-                sh_sandbox_ref(sb);
-                if (!sb->deleted)
-                        sh_manager_delete(sb->mgr, sb, &ignored);
-                sh_error_release(&ignored);
-                cb(sb, err, sb->on_ready_data);
-                sh_sandbox_unref(sb);
-        }
+        /* Setup failed before the create was answered: the sandbox goes. */
+        if (sb->create_done && !sb->restoring)
+                create_fail(sb, err);
         sh_error_release(&err);
 }
 
@@ -733,18 +861,8 @@ static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
 /* The create cannot complete: the sandbox goes, and the waiting create learns why. */
 static void setup_failed(sh_sandbox *sb, const sh_error *err)
 {
-        void (*cb)(sh_sandbox *, const sh_error *, void *) = sb->on_ready;
-        sh_error *ignored = NULL;
-
         log_error("sandbox-setup-failed", sb->id, "%s", err && err->msg ? err->msg : "");
-        sb->on_ready = NULL;
-        sh_sandbox_ref(sb);
-        if (!sb->deleted)
-                sh_manager_delete(sb->mgr, sb, &ignored);
-        sh_error_release(&ignored);
-        if (cb)
-                cb(sb, err, sb->on_ready_data);
-        sh_sandbox_unref(sb);
+        create_fail(sb, err);
 }
 
 static void disk_ready(const sh_error *err, uint32_t projid, void *data)
@@ -759,6 +877,8 @@ static void disk_ready(const sh_error *err, uint32_t projid, void *data)
         sb->disk_job = NULL;
         if (sb->deleted) {
                 /* deleted meanwhile: sandbox_free detaches whatever the child mounted */
+                if (sb->create_done)
+                        create_deleted(sb);
                 sh_sandbox_unref(sb);
                 return;
         }
@@ -791,8 +911,7 @@ static int start_disk(sh_manager *m, sh_sandbox *sb, sh_error **err)
         return 0;
 }
 
-int sh_manager_create(sh_manager *m, const sh_create_opts *o,
-                      void (*on_ready)(sh_sandbox *sb, const sh_error *err, void *data), void *data,
+int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
                       sh_sandbox **ret, sh_error **err)
 {
         sh_sandbox *sb;
@@ -835,8 +954,8 @@ int sh_manager_create(sh_manager *m, const sh_create_opts *o,
         }
         m->slots[slot] = sb;
         m->count++;
-        sb->on_ready = on_ready;
-        sb->on_ready_data = data;
+        sb->create_done = done;
+        sb->create_data = data;
         /* No limit: the worker starts at once, as it always did. A limit: a child sets it up
          * first (disk_ready starts the worker). */
         r = sh_disk_get_mode(m->disk) == SH_DISK_NONE ? start_worker(m, sb, err)
@@ -844,7 +963,7 @@ int sh_manager_create(sh_manager *m, const sh_create_opts *o,
         if (r < 0) {
                 sh_error *ignored = NULL;
 
-                sb->on_ready = NULL;
+                sb->create_done = NULL;
                 r = -1;
                 sh_manager_delete(m, sb, &ignored);
                 sh_error_release(&ignored);

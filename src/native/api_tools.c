@@ -1,36 +1,58 @@
-/* api_tools.c: POST /tools/resolve: validates the request, suspends it until tools settle. */
+/* api_tools.c: POST /tools/resolve: validates the request; the request waits until every tool
+ * has settled. */
 #include <string.h>
 
-#include "sh/http.h"
+#include "sh/capability.h"
 #include "sh/log.h"
-#include "sh/sandbox.h"
+#include "sh/native.h"
 #include "sh/tools.h"
 
 SH_CAPABILITY(tools_resolve, "tools.resolve")
 
-static void request_gone(sh_request *r, bool aborted)
-{
-        sh_tools_resolve_cancel(r->hstate);
-        r->hstate = NULL;
-}
+/* One resolve's view of its request; freed with the token. */
+typedef struct resolve_ctx {
+        sh_pending *tok; /* the resolve's reference, until it has answered */
+        sh_resolve *res; /* running (NULL: finished, or not started yet) */
+} resolve_ctx;
 
 static void resolved(cJSON *out, void *data)
 {
-        sh_request *r = data;
+        resolve_ctx *c = data;
+        sh_request *r = sh_pending_request(c->tok);
 
-        r->hstate = NULL; /* the resolve frees itself after this returns */
-        if (!out) {
+        c->res = NULL; /* the resolve frees itself after this returns */
+        if (r && !out)
                 sh_reply_errorf(r, SH_E_INTERNAL, "out of memory building the response");
-                return;
-        }
-        sh_reply_json(r, 200, out);
+        else if (r)
+                sh_reply_json(r, 200, out);
+        else
+                cJSON_Delete(out);
+        sh_pending_release(TAKE_PTR(c->tok));
 }
+
+/* The requester is gone: stop resolving (installs already running still finish). */
+static void resolve_gone(void *data)
+{
+        resolve_ctx *c = data;
+
+        if (!c->res)
+                return;
+        sh_tools_resolve_cancel(TAKE_PTR(c->res));
+        sh_pending_release(TAKE_PTR(c->tok));
+}
+
+static void resolve_release(void *data)
+{
+        free(data);
+}
+
+static const sh_pending_ops resolve_ops = {.gone = resolve_gone, .release = resolve_release};
 
 void sh_api_tools_resolve(sh_request *r)
 {
-        cJSON *body = sh_request_json(r), *tools, *v;
+        cJSON *body = sh_native_json(r), *tools, *v;
         const char **names = NULL, **urls = NULL;
-        sh_resolve *res = NULL;
+        resolve_ctx *c = NULL;
         sh_error *err = NULL;
         size_t n = 0, i;
 
@@ -80,18 +102,21 @@ void sh_api_tools_resolve(sh_request *r)
                 urls[i] = v->valuestring;
                 i++;
         }
-        if (sh_tools_resolve_start(sh_server_tools(r->srv), names, urls, n, resolved, r, &res,
+        c = calloc(1, sizeof(*c));
+        if (!c || !(c->tok = sh_request_wait(r, &resolve_ops, c))) {
+                free(c);
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
+                goto out;
+        }
+        /* Every tool may settle at once (cached, refused): then `resolved` has answered
+         * before this returns; else the loop answers when the last one settles. */
+        if (sh_tools_resolve_start(sh_native(r)->tools, names, urls, n, resolved, c, &c->res,
                                    &err) < 0) {
                 log_error("tools-failed", NULL, "%s", err && err->msg ? err->msg : "unknown");
                 sh_reply_errorf(r, SH_E_INTERNAL, "the tool resolver is unavailable: %s",
                                 err && err->msg ? err->msg : "unknown error");
                 sh_error_release(&err);
-                goto out;
-        }
-        if (res) { /* still fetching: the loop replies when every tool settled */
-                r->hstate = res;
-                r->hstate_free = request_gone;
-                sh_request_suspend(r);
+                sh_pending_release(TAKE_PTR(c->tok));
         }
 out:
         free(names);
