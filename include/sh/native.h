@@ -1,7 +1,7 @@
 /* native.h: the native API surface (CONTRACT.md): its routes and handlers, its error body
  * {"error", "detail"} and the kinds it maps to statuses, the input rules its handlers share
- * (JSON bodies, workspace path parameters). It sits on the transport (sh/http.h) and calls the
- * services below it. */
+ * (JSON bodies, workspace path parameters), and its NDJSON encoding of exec events. It sits on
+ * the transport (sh/http.h) and calls the services below it. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -9,6 +9,7 @@
 
 #include "sh/buf.h"
 #include "sh/error.h"
+#include "sh/exec.h"
 #include "sh/http.h"
 #include "sh/sandbox.h"
 
@@ -54,6 +55,14 @@ char *sh_native_path_param(sh_request *r, const char *name, bool optional);
 
 /* The raw upload body of PUT /file: streamed into an unnamed file in the workspace (api_files.c). */
 extern const sh_body_sink sh_native_upload_sink;
+
+/* ---- exec events as NDJSON (ndjson.c, pure) -------------------------------------------- */
+
+/* Append the event's frame, one line ending in "\n", to q: a chunk (of either stream) is
+ * {"o":"<base64>"}, a heartbeat {"o":""}, the exit {"exit":N,"out":"<base64>",
+ * "err":"<base64>"} with ,"signal":N ,"oom":true ,"truncated":true when they apply, an error
+ * {"error":"<type>","detail":"<text>"}. 0, or -ENOMEM with q as it was. */
+int sh_ndjson_event(sh_buf *q, const sh_exec_event *ev);
 
 /* ---- handlers (api_*.c) ----------------------------------------------------------------- */
 

@@ -13,10 +13,13 @@
 
 #include "sh/config.h"
 #include "sh/error.h"
+#include "sh/exec.h"
 #include "sh/fsops.h"
 #include "sh/list.h"
 #include "sh/loop.h"
 #include "sh/util.h"
+
+typedef struct sh_exec_link sh_exec_link;
 
 typedef struct sh_sandbox {
         unsigned refs;
@@ -37,7 +40,7 @@ typedef struct sh_sandbox {
         struct sh_worker *worker; /* PID 1 of its namespaces */
         bool worker_ready;
         bool worker_dead;
-        struct sh_exec *execs; /* live exec sessions (list) */
+        struct sh_exec_link *execs; /* live exec sessions (list) */
         uint32_t next_exec_id;
         struct sh_manager *mgr;
         /* disk limit (src/isolation/disk.c) */
@@ -139,6 +142,20 @@ int sh_sandbox_workspace_fd(const sh_sandbox *sb);
 /* uid/gid of the sandbox's processes and files. */
 const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
 bool sh_sandbox_deleted(const sh_sandbox *sb);
+
+/* What a surface chooses for its exec sessions. */
+typedef struct sh_exec_opts {
+        uint64_t capture_max;  /* bytes of each stream kept for the exit event */
+        uint64_t heartbeat_ms; /* silence before a heartbeat event */
+} sh_exec_opts;
+
+/* Run argv (NULL-terminated, non-empty) in sb with the environment: base variables, then the
+ * sandbox's create env, then `env` (an object of strings, or NULL; later names win). Events go
+ * to fn; the worker's events for it are forwarded by the sandbox. Errors before the start
+ * (sandbox-not-found when its worker is gone, invalid env names) come back here. *ret is the
+ * consumer's reference (sh_exec_detach). */
+int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const sh_exec_opts *o,
+                    sh_exec_event_fn fn, void *data, sh_exec **ret, sh_error **err);
 
 int sh_sandbox_mark_ready(sh_sandbox *sb, sh_error **err);
 int sh_sandbox_clear_ready(sh_sandbox *sb, sh_error **err);

@@ -604,6 +604,187 @@ static int random_id(char out[SH_ID_LEN + 1])
         return 0;
 }
 
+/* ---- exec sessions: started here, the worker's events forwarded to them ---------------- */
+
+/* One session on the sandbox's list; lives as long as the session. */
+struct sh_exec_link {
+        sh_sandbox *sb; /* a reference: the sandbox outlives its sessions */
+        sh_exec *e;
+        uint32_t id;
+        bool linked;
+        SH_LIST_FIELDS(sh_exec_link, execs);
+};
+
+static sh_exec_link *exec_find(sh_sandbox *sb, uint32_t id)
+{
+        sh_exec_link *l;
+
+        SH_LIST_FOREACH(execs, l, sb->execs)
+        {
+                if (l->id == id)
+                        return l;
+        }
+        return NULL;
+}
+
+/* The session is over: off the list (the worker has nothing more to tell it). */
+static void exec_ended(sh_exec *e, void *data)
+{
+        sh_exec_link *l = data;
+
+        if (l->linked)
+                SH_LIST_REMOVE(execs, l->sb->execs, l);
+        l->linked = false;
+}
+
+static void exec_freed(void *data)
+{
+        sh_exec_link *l = data;
+
+        sh_sandbox_unref(l->sb);
+        free(l);
+}
+
+/* Every session of sb ends with an in-band error: the sandbox is gone, or its worker. */
+static void execs_abandon(sh_sandbox *sb, const char *why)
+{
+        sh_exec_link *l, *next;
+
+        SH_LIST_FOREACH_SAFE(execs, l, next, sb->execs)
+        {
+                sh_exec_abandon(l->e, SH_E_SANDBOX_NOT_FOUND, why);
+        }
+}
+
+static void bury(void *reaper, sh_cgroup *cg)
+{
+        sh_manager_bury_cgroup(reaper, cg);
+}
+
+/* environment = base variables, then the sandbox's create env, then the exec's env; a later
+ * value of a name replaces the earlier one. */
+static int build_env(sh_sandbox *sb, const cJSON *env, char ***ret, sh_error **err)
+{
+        static const char *const base[] = {
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOME=/workspace",
+                "LANG=C.UTF-8",
+                "PWD=/workspace",
+                "TMPDIR=/tmp",
+                "USER=sandbox",
+                "SHELL=/bin/sh"};
+        const cJSON *layers[2] = {sb->env, env}, *v;
+        size_t n = ARRAY_SIZE(base), cap, i, k;
+        char **out;
+
+        cap = n + (size_t)cJSON_GetArraySize(sb->env) +
+              (env ? (size_t)cJSON_GetArraySize(env) : 0) + 1;
+        out = calloc(cap, sizeof(char *));
+        if (!out)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        for (i = 0; i < n; i++)
+                out[i] = strdup(base[i]);
+        for (k = 0; k < 2; k++) {
+                if (!layers[k])
+                        continue;
+                cJSON_ArrayForEach(v, layers[k])
+                {
+                        size_t nl = strlen(v->string);
+                        char *kv;
+
+                        if (nl == 0 || strchr(v->string, '=')) {
+                                for (i = 0; i < n; i++)
+                                        free(out[i]);
+                                free(out);
+                                return sh_error_new(err, SH_E_INVALID,
+                                                    "env names must be non-empty and hold no '='");
+                        }
+                        if (asprintf(&kv, "%s=%s", v->string, v->valuestring) < 0)
+                                kv = NULL;
+                        for (i = 0; i < n; i++)
+                                if (out[i] && strncmp(out[i], kv ? kv : "", nl + 1) == 0)
+                                        break;
+                        if (i < n) {
+                                free(out[i]);
+                                out[i] = kv;
+                        } else {
+                                out[n++] = kv;
+                        }
+                }
+        }
+        for (i = 0; i < n; i++)
+                if (!out[i]) {
+                        for (k = 0; k < n; k++)
+                                free(out[k]);
+                        free(out);
+                        return sh_error_make(err, ENOMEM, "out of memory");
+                }
+        *ret = out;
+        return 0;
+}
+
+static void free_strv(char **v)
+{
+        size_t i;
+
+        if (!v)
+                return;
+        for (i = 0; v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const sh_exec_opts *o,
+                    sh_exec_event_fn fn, void *data, sh_exec **ret, sh_error **err)
+{
+        sh_manager *m = sb->mgr;
+        const sh_exec_env xenv = {
+                .loop = m->loop,
+                .cgroot = m->cgroot,
+                .bury = bury,
+                .reaper = m,
+        };
+        char **envp = NULL;
+        sh_exec_link *l;
+        int r;
+
+        if (sb->worker_dead || !sb->worker_ready || !sb->worker)
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox's worker is gone");
+        if (build_env(sb, env, &envp, err) < 0)
+                return -1;
+        l = calloc(1, sizeof(*l));
+        if (!l) {
+                free_strv(envp);
+                return sh_error_make(err, ENOMEM, "out of memory");
+        }
+        l->id = ++sb->next_exec_id;
+        r = sh_exec_start(&xenv,
+                          &(sh_exec_spec){
+                                  .worker = sb->worker,
+                                  .parent = sb->cg,
+                                  .id = l->id,
+                                  .log_id = sb->id,
+                                  .argv = argv,
+                                  .envp = envp,
+                                  .capture_max = o->capture_max,
+                                  .heartbeat_ms = o->heartbeat_ms,
+                                  .grace_ms = m->cfg->exec_grace_ms,
+                          },
+                          fn, data,
+                          &(sh_exec_owner){.ended = exec_ended, .freed = exec_freed, .data = l},
+                          &l->e, err);
+        free_strv(envp);
+        if (r < 0) {
+                free(l);
+                return -1;
+        }
+        l->sb = sh_sandbox_ref(sb);
+        l->linked = true;
+        SH_LIST_PREPEND(execs, sb->execs, l);
+        *ret = l->e;
+        return 0;
+}
+
 /* ---- the create lifecycle: disk limit, worker, restore, marker, then one done ----------- */
 
 /* The create ends: done runs once (taken first, so that nothing calls it twice). */
@@ -713,6 +894,7 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
 {
         sh_sandbox *sb = data;
         sh_error *err = NULL;
+        sh_exec_link *l;
 
         switch (ev) {
         case SH_WORKER_EV_READY:
@@ -721,10 +903,12 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
                         create_worker_ready(sb);
                 return;
         case SH_WORKER_EV_STARTED:
-                sh_exec_on_started(sb, id, value);
+                if ((l = exec_find(sb, id)))
+                        sh_exec_on_started(l->e, value);
                 return;
         case SH_WORKER_EV_EXITED:
-                sh_exec_on_exited(sb, id, value);
+                if ((l = exec_find(sb, id)))
+                        sh_exec_on_exited(l->e, value);
                 return;
         case SH_WORKER_EV_FAILED:
                 log_error("worker-setup-failed", sb->id, "%s: %s", sh_worker_step_name(value),
@@ -744,7 +928,7 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
                 break;
         }
         sb->worker_dead = true;
-        sh_exec_fail_all(sb, "SandboxNotFound", "the sandbox's worker died");
+        execs_abandon(sb, "the sandbox's worker died");
         /* Setup failed before the create was answered: the sandbox goes. */
         if (sb->create_done && !sb->restoring)
                 create_fail(sb, err);
@@ -1004,7 +1188,7 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         }
         /* Running execs end with an in-band error; then the worker dies, and with PID 1 every
          * process of the namespace; the cgroup kill catches anything that raced. */
-        sh_exec_fail_all(sb, "SandboxNotFound", "the sandbox was deleted");
+        execs_abandon(sb, "the sandbox was deleted");
         if (sb->disk_job)
                 sh_disk_job_cancel(sb->disk_job); /* its end frees what it made */
         if (sb->worker)
