@@ -3,8 +3,8 @@
  * outside the workspace so no sandbox process can forge it). {root}/{id} is a link to the
  * directory's real place, {root}/.sandboxes/{n}, a name with nothing of the id in it: the
  * workspace's mount inside the sandbox shows that path, and the id is the API's only
- * credential. Sandbox objects are refcounted: requests and execs hold references across
- * suspensions. */
+ * credential. Sandbox objects are opaque (sandbox.c) and refcounted: requests and execs
+ * hold references across suspensions. The registry is manager.c's. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -19,41 +19,8 @@
 #include "sh/loop.h"
 #include "sh/util.h"
 
-typedef struct sh_exec_link sh_exec_link;
-
-typedef struct sh_sandbox {
-        unsigned refs;
-        char id[SH_ID_LEN + 1];
-        unsigned slot;     /* index in the uid range */
-        sh_fs_owner owner; /* uid/gid of the sandbox's processes and files */
-        int dirfd;         /* O_PATH {root}/.sandboxes/{dirname} (= {root}/{id}) */
-        int wsfd;          /* O_PATH its workspace; -1 until the disk limit is set up */
-        char dirname[24];  /* below {root}/.sandboxes: its slot, nothing of the id */
-        char *item_id;     /* NULL: none */
-        char *image;       /* image name, "default" for the default */
-        cJSON *env;        /* create-time env: object of strings (owned) */
-        bool deleted;
-        uint64_t created_ms;
-
-        /* isolation (issue 3) */
-        struct sh_cgroup *cg;     /* the sandbox's cgroup */
-        struct sh_worker *worker; /* PID 1 of its namespaces */
-        bool worker_ready;
-        bool worker_dead;
-        struct sh_exec_link *execs; /* live exec sessions (list) */
-        uint32_t next_exec_id;
-        struct sh_manager *mgr;
-        /* disk limit (src/isolation/disk.c) */
-        struct sh_disk_job *disk_job; /* the limit being set up, in a child */
-        uint32_t projid;              /* project quota id (project mode), else 0 */
-        bool disk_mounted;            /* loop, tmpfs: its filesystem may be mounted */
-        char *trash_name;             /* where delete moved the directory (mounted modes) */
-        /* the create, until done has been called */
-        void (*create_done)(struct sh_sandbox *sb, const sh_error *err, void *data);
-        void *create_data;
-        bool restoring; /* the restorer is at work */
-} sh_sandbox;
-
+/* The sandbox object is sandbox.c's alone: everything else uses the functions below. */
+typedef struct sh_sandbox sh_sandbox;
 typedef struct sh_manager sh_manager;
 
 typedef struct sh_create_opts {
@@ -142,6 +109,8 @@ int sh_sandbox_workspace_fd(const sh_sandbox *sb);
 /* uid/gid of the sandbox's processes and files. */
 const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
 bool sh_sandbox_deleted(const sh_sandbox *sb);
+/* Its cgroup (NULL until its worker is being started): persist freezes it, helpers go below. */
+struct sh_cgroup *sh_sandbox_cgroup(const sh_sandbox *sb);
 
 /* What a surface chooses for its exec sessions. */
 typedef struct sh_exec_opts {

@@ -51,7 +51,7 @@ static const sh_pending_ops resolve_ops = {.gone = resolve_gone, .release = reso
 void sh_api_tools_resolve(sh_request *r)
 {
         cJSON *body = sh_native_json(r), *tools, *v;
-        const char **names = NULL, **urls = NULL;
+        _cleanup_free_ const char **names = NULL, **urls = NULL;
         resolve_ctx *c = NULL;
         sh_error *err = NULL;
         size_t n = 0, i;
@@ -119,7 +119,5 @@ void sh_api_tools_resolve(sh_request *r)
                 sh_pending_release(TAKE_PTR(c->tok));
         }
 out:
-        free(names);
-        free(urls);
         cJSON_Delete(body);
 }

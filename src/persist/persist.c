@@ -210,8 +210,8 @@ static void thaw(job *j)
         if (!j->frozen)
                 return;
         j->frozen = false;
-        if (j->sb->cg)
-                (void)sh_cgroup_thaw_procs(j->sb->cg, &err);
+        if (sh_sandbox_cgroup(j->sb))
+                (void)sh_cgroup_thaw_procs(sh_sandbox_cgroup(j->sb), &err);
         sh_error_release(&err);
 }
 
@@ -350,9 +350,9 @@ static void job_spawn(sh_persister *p, job *j)
         sh_error *err = NULL;
         int fds[2] = {-1, -1}, keep[2 + SH_HELPER_PROCS_MAX], n = 0;
 
-        if (!j->sb->cg ||
-            sh_helper_cgroup_new(sh_manager_cgroups(p->mgr), j->sb->cg, 'p', 0, &j->hcg, keep + 2,
-                                 SH_HELPER_PROCS_MAX, &n, &err) < 0) {
+        if (!sh_sandbox_cgroup(j->sb) ||
+            sh_helper_cgroup_new(sh_manager_cgroups(p->mgr), sh_sandbox_cgroup(j->sb), 'p', 0,
+                                 &j->hcg, keep + 2, SH_HELPER_PROCS_MAX, &n, &err) < 0) {
                 job_fail(j, SH_E_PERSIST_FAILED, "%s: the helper's cgroup: %s", what(j),
                          err && err->msg ? err->msg : "the sandbox has no cgroup");
                 sh_error_release(&err);
@@ -373,7 +373,7 @@ static void job_spawn(sh_persister *p, job *j)
         if (j->state == JOB_QUEUED)
                 p->running++;
         j->state = JOB_RUNNING;
-        keep[0] = j->sb->wsfd;
+        keep[0] = sh_sandbox_workspace_fd(j->sb);
         keep[1] = fds[1];
         j->starting = true;
         j->child = sh_child_fork_fds(p->loop, keep, 2 + n, sh_persist_child_main, &j->arg,
@@ -407,12 +407,12 @@ static void freeze_poll(sh_loop *l, sh_timer *t, void *data)
         bool frozen = false;
 
         j->freeze_t = NULL;
-        if (j->cancelled || j->sb->deleted) {
+        if (j->cancelled || sh_sandbox_deleted(j->sb)) {
                 job_fail(j, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted during the %s",
                          what(j));
                 return;
         }
-        if (sh_cgroup_freeze_procs_poll(j->sb->cg, &frozen, &err) < 0) {
+        if (sh_cgroup_freeze_procs_poll(sh_sandbox_cgroup(j->sb), &frozen, &err) < 0) {
                 job_fail(j, SH_E_PERSIST_FAILED, "persist: freezing the sandbox: %s",
                          err && err->msg ? err->msg : "");
                 sh_error_release(&err);
@@ -442,7 +442,7 @@ static void job_start(sh_persister *p, job *j)
         sh_error *err = NULL;
         bool ready = false;
 
-        if (j->cancelled || j->sb->deleted) {
+        if (j->cancelled || sh_sandbox_deleted(j->sb)) {
                 job_fail(j, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted before its %s ran",
                          what(j));
                 return;
@@ -474,7 +474,8 @@ static void job_start(sh_persister *p, job *j)
          * swap a file rsync has listed for a FIFO (rsync blocks in open(2) until the job
          * timeout, holding a slot), or a directory for a link; and what rsync copies is a
          * snapshot. The helpers' cgroups are spared: rsync runs beside the frozen sandbox. */
-        if (!j->sb->cg || sh_cgroup_freeze_procs_begin(j->sb->cg, &err) < 0) {
+        if (!sh_sandbox_cgroup(j->sb) ||
+            sh_cgroup_freeze_procs_begin(sh_sandbox_cgroup(j->sb), &err) < 0) {
                 job_fail(j, SH_E_PERSIST_FAILED, "persist: freezing the sandbox: %s",
                          err && err->msg ? err->msg : "no cgroup");
                 sh_error_release(&err);
@@ -500,7 +501,7 @@ static void pump(sh_loop *l, sh_timer *t, void *data)
         {
                 if (j->state != JOB_QUEUED)
                         continue;
-                if (j->cancelled || j->sb->deleted) {
+                if (j->cancelled || sh_sandbox_deleted(j->sb)) {
                         job_start(p, j); /* completes it with SandboxNotFound */
                         continue;
                 }
@@ -526,7 +527,7 @@ static void watch(sh_loop *l, sh_timer *t, void *data)
         p->watch_t = NULL;
         SH_LIST_FOREACH(jobs, j, p->jobs)
         {
-                if (j->sb->deleted && !j->cancelled)
+                if (sh_sandbox_deleted(j->sb) && !j->cancelled)
                         sh_persist_forget(p, j->sb); /* marks only: the list stays intact */
         }
         if (p->jobs)
@@ -538,12 +539,12 @@ static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_ext
 {
         job *j;
 
-        if (!p->cfg->nfs_root || !sb->item_id)
+        if (!p->cfg->nfs_root || !sh_sandbox_item_id(sb))
                 return sh_error_new(err, SH_E_PERSIST_FAILED, "no archive for this sandbox");
         j = calloc(1, sizeof(*j));
         if (!j)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        j->item_id = strdup(sb->item_id);
+        j->item_id = strdup(sh_sandbox_item_id(sb));
         if (!j->item_id) {
                 free(j);
                 return sh_error_make(err, ENOMEM, "out of memory");
@@ -555,8 +556,8 @@ static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_ext
         j->data = data;
         j->arg.restore = restore;
         j->arg.delete_extra = delete_extra;
-        j->arg.uid = sb->owner.uid;
-        j->arg.gid = sb->owner.gid;
+        j->arg.uid = sh_sandbox_owner(sb)->uid;
+        j->arg.gid = sh_sandbox_owner(sb)->gid;
         j->arg.rsync = p->rsync;
         j->arg.nfs_root = p->cfg->nfs_root;
         j->arg.item_id = j->item_id;
