@@ -14,7 +14,10 @@ static char *frame(const sh_exec_event *ev)
         char *s;
 
         ck_assert_int_eq(sh_ndjson_event(&q, ev), 0);
-        s = strndup(q.p ? q.p : "", q.len);
+        s = malloc(q.len + 1); /* q is not a C string: no strndup */
+        ck_assert_ptr_nonnull(s);
+        memcpy(s, q.p ? q.p : "", q.len);
+        s[q.len] = '\0';
         sh_buf_done(&q);
         return s;
 }
