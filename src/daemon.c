@@ -1,4 +1,6 @@
-/* daemon.c: assembles loop, manager and server; runs the graceful shutdown. */
+/* daemon.c: the composition root: builds the loop, the services (manager, persister, tool
+ * resolver), the transport and the surfaces on it, hands each what it needs; runs the graceful
+ * shutdown. */
 #include "sh/daemon.h"
 
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include "sh/http.h"
 #include "sh/log.h"
 #include "sh/loop.h"
+#include "sh/native.h"
 #include "sh/persist.h"
 #include "sh/sandbox.h"
 #include "sh/tools.h"
@@ -20,8 +23,11 @@
 struct sh_daemon {
         sh_loop *loop;
         sh_manager *mgr;
+        sh_persister *persister;
+        sh_tools *tools;
         sh_server *srv;
-        int stopfd; /* eventfd: sh_daemon_request_stop from any thread */
+        sh_native_ctx native; /* what the native surface's handlers work with */
+        int stopfd;           /* eventfd: sh_daemon_request_stop from any thread */
         bool stopping;
         uint64_t stop_deadline_ms;
 };
@@ -47,11 +53,18 @@ static void begin_shutdown(sh_daemon *d, const char *why)
         log_info("shutdown", NULL, "%s: no new connections; deleting every sandbox", why);
         sh_server_quiesce(d->srv);
         sh_manager_set_draining(d->mgr, true);
-        sh_server_abort_suspended(d->srv);
+        sh_server_abort_waiting(d->srv);
         sh_manager_delete_all(d->mgr);
         d->stop_deadline_ms = sh_now_ms() + SHUTDOWN_GRACE_MS;
         if (!sh_loop_add_timer(d->loop, 0, shutdown_poll, d))
                 sh_loop_stop(d->loop);
+}
+
+/* The restore step of a create (sh_restorer), done by the persister. */
+static int restore_step(void *impl, sh_sandbox *sb, sh_sandbox_done_fn done, void *data,
+                        sh_error **err)
+{
+        return sh_persist_restore(impl, sb, done, data, err);
 }
 
 static void on_signal(sh_loop *l, sh_io *io, int fd, uint32_t signo, void *data)
@@ -72,6 +85,7 @@ int sh_daemon_new(const sh_config *cfg, bool signals, sh_daemon **ret, sh_error 
 {
         static const int sigs[] = {SIGTERM, SIGINT};
         sh_daemon *d = calloc(1, sizeof(*d));
+        sh_surface native;
         int r;
 
         if (!d)
@@ -95,9 +109,28 @@ int sh_daemon_new(const sh_config *cfg, bool signals, sh_daemon **ret, sh_error 
                 sh_error_make(err, -r, "signalfd");
                 goto fail;
         }
+        /* The composition root: every service is built here and handed to what uses it. */
         if (sh_manager_new(cfg, d->loop, &d->mgr, err) < 0)
                 goto fail;
-        if (sh_server_new(cfg, d->loop, d->mgr, &d->srv, err) < 0)
+        if (sh_persister_new(cfg, d->loop, d->mgr, &d->persister, err) < 0)
+                goto fail;
+        if (sh_tools_new(cfg, d->loop, sh_manager_cgroups(d->mgr), &d->tools, err) < 0)
+                goto fail;
+        /* With an archive root, every create with an item restores it before it is answered. */
+        if (cfg->nfs_root)
+                sh_manager_set_restorer(d->mgr, &(sh_restorer){restore_step, d->persister});
+        if (sh_server_new(cfg, d->loop, &d->srv, err) < 0)
+                goto fail;
+        d->native = (sh_native_ctx){
+                .cfg = cfg,
+                .loop = d->loop,
+                .mgr = d->mgr,
+                .persister = d->persister,
+                .tools = d->tools,
+                .srv = d->srv,
+        };
+        sh_native_surface(&d->native, &native);
+        if (sh_server_add_surface(d->srv, &native, err) < 0)
                 goto fail;
         *ret = d;
         return 0;
@@ -133,8 +166,8 @@ void sh_daemon_free(sh_daemon *d)
          * manager, which must still exist); then the tool store, whose cgroups live in the
          * manager's subtree (running unpacks are killed and report while the manager waits
          * for every child); then the sandboxes. */
-        sh_persist_shutdown(d->loop);
-        sh_tools_shutdown(d->loop);
+        sh_persister_free(d->persister);
+        sh_tools_free(d->tools);
         sh_manager_free(d->mgr); /* deletes what is left and waits for removals */
         sh_loop_free(d->loop);
         sh_close(d->stopfd);

@@ -61,7 +61,7 @@ int main(int argc, char **argv)
         if (sh_daemon_new(&cfg, true, &d, &err) < 0) {
                 /* A setting this host cannot honour (a disk limit nothing here can enforce)
                  * is an invalid setting: exit 2, as for a bad value. */
-                bool setting = err && err->type && STREQ(err->type, SH_ERROR_SETTING);
+                bool setting = sh_error_kind_of(err) == SH_E_SETTING;
 
                 fprintf(stderr, "sandbox-host: %s\n", err && err->msg ? err->msg : "start failed");
                 log_error("start-failed", NULL, "%s", err && err->msg ? err->msg : "");

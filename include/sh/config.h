@@ -35,10 +35,6 @@ typedef struct sh_config {
 
 #define SH_DISK_MIN (1ULL << 20) /* smallest SANDBOX_HOST_DISK_MAX other than 0 */
 
-/* A start-up error that is a setting the host cannot honour (exit 2, like an invalid value):
- * the sh_error type of such an error. Never sent to a client. */
-#define SH_ERROR_SETTING "InvalidSetting"
-
 typedef enum {
         SH_CONFIG_OK = 0,
         SH_CONFIG_HELP,    /* --help given: print sh_config_help() and exit 0 */

@@ -1,7 +1,7 @@
 /* disk.h: the disk limit of every workspace (SANDBOX_HOST_DISK_MAX, SANDBOX_HOST_DISK_INODES_MAX),
  * held by the kernel with one mechanism chosen at start: project quota on the state root's
  * filesystem, an ext4 image per sandbox on a loop device, or a tmpfs per sandbox. A limit no
- * mechanism here can hold stops the start (an sh_error of type SH_ERROR_SETTING: exit 2).
+ * mechanism here can hold stops the start (an sh_error of kind SH_E_SETTING: exit 2).
  *
  * A sandbox directory `dir` ({root}/.sandboxes/N) holds:
  *   dir/workspace   the workspace: a directory (none, project), or a bind mount of
@@ -33,7 +33,7 @@ typedef struct sh_disk sh_disk;
 /* Choose and prepare the mechanism for cfg's limit on the state root (rootfd, at `root`).
  * Loop: makes the template image (once) and tries it; project: checks enforcement, tries a
  * quota, drops CAP_SYS_RESOURCE (it ignores quota limits) from the daemon for good. Blocking:
- * for start-up only. A configured limit nothing can hold: -1, err of type SH_ERROR_SETTING. */
+ * for start-up only. A configured limit nothing can hold: -1, err of kind SH_E_SETTING. */
 int sh_disk_open(const sh_config *cfg, int rootfd, const char *root, sh_disk **ret, sh_error **err);
 void sh_disk_free(sh_disk *d);
 

@@ -1,38 +1,119 @@
-/* exec.h: one exec session (CONTRACT.md section 4): the command's pipes read from the loop,
- * NDJSON frames queued for the consumer (`{"o"}` chunks as output arrives, heartbeats while
- * silent, then one `{"exit"}` or `{"error"}` frame), the separate capped out/err buffers, the
- * grace for descendants holding the pipes, and the kill of the exec's whole cgroup when the
- * consumer goes away. */
+/* exec.h: one exec session, the engine behind every surface's command runs: the command's
+ * pipes read from the loop, typed events for its consumer (output chunks with their stream,
+ * heartbeats while silent, then one exit or one error), the output kept for the exit event up
+ * to a bound, the grace for descendants holding the pipes, backpressure (the consumer says
+ * when it is full and when it has room), and the kill of the exec's whole cgroup when the
+ * consumer goes away. A session knows nothing of HTTP or of any wire format: the native
+ * surface encodes its events as NDJSON (native/ndjson.c), another surface may encode them
+ * otherwise. Sessions are started by the sandbox layer (sh_sandbox_exec), which forwards the
+ * worker's events to them. */
 #pragma once
 
-#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sh/error.h"
-#include "sh/sandbox.h"
+#include "sh/loop.h"
+
+struct sh_cgroup;
+struct sh_cgroup_root;
+struct sh_worker;
 
 typedef struct sh_exec sh_exec;
 
-/* Called (from the loop) when frame bytes were queued or the stream has ended. */
-typedef void (*sh_exec_notify_fn)(sh_exec *e, void *data);
+typedef enum { SH_EXEC_STDOUT = 0, SH_EXEC_STDERR = 1 } sh_exec_stream;
 
-/* Start `cmd` (array of strings, validated) with the exec's `env` (object of strings or NULL)
- * in sandbox sb. Errors are plain HTTP errors (no stream has opened). */
-int sh_exec_start(sh_manager *m, sh_sandbox *sb, const cJSON *cmd, const cJSON *env,
-                  sh_exec_notify_fn fn, void *data, sh_exec **ret, sh_error **err);
+typedef enum {
+        SH_EXEC_EV_CHUNK,     /* output as it was read */
+        SH_EXEC_EV_HEARTBEAT, /* nothing happened for heartbeat_ms */
+        SH_EXEC_EV_EXIT, /* the end: the command exited (and its pipes closed or the grace passed) */
+        SH_EXEC_EV_ERROR, /* the end: the session failed after it started */
+} sh_exec_event_type;
 
-/* Take up to max bytes of queued NDJSON. 0 when nothing is queued. */
-size_t sh_exec_read(sh_exec *e, char *out, size_t max);
-/* True when the last frame is queued and every byte of it has been read. */
-bool sh_exec_done(const sh_exec *e);
+/* How the command ended. */
+typedef struct sh_exec_exit {
+        int code;              /* its exit code, or 128 + signal */
+        int signal;            /* the signal that killed it, 0 if it exited */
+        bool oom;              /* the OOM killer ended a process of the exec */
+        bool truncated;        /* more output came than capture_max: out/err hold its first bytes */
+        const char *out, *err; /* the captured stdout and stderr (valid during the event) */
+        size_t out_len, err_len;
+} sh_exec_exit;
 
-/* The consumer is gone. If the exec has not ended, its command and everything it started are
- * killed. The session frees itself when nothing refers to it any more. */
+typedef struct sh_exec_event {
+        sh_exec_event_type type;
+        union {
+                struct {
+                        sh_exec_stream stream;
+                        const char *data; /* valid during the event */
+                        size_t len;
+                } chunk;
+                sh_exec_exit exit;
+                struct {
+                        sh_error_kind kind; /* sandbox-not-found, cancelled, ... */
+                        const char *text;
+                } error;
+        };
+} sh_exec_event;
+
+/* The consumer: called from the loop (never inside sh_exec_start), in order; after an EXIT or
+ * ERROR event nothing more comes. It may call sh_exec_pause, sh_exec_resume and
+ * sh_exec_detach. */
+typedef void (*sh_exec_event_fn)(sh_exec *e, const sh_exec_event *ev, void *data);
+
+/* What a session needs of the daemon, handed at start (it keeps no reference to the sandbox
+ * or the manager). */
+typedef struct sh_exec_env {
+        sh_loop *loop;
+        struct sh_cgroup_root *cgroot;
+        /* The reaper: removes a cgroup (taken) once it is empty. */
+        void (*bury)(void *reaper, struct sh_cgroup *cg);
+        void *reaper;
+} sh_exec_env;
+
+/* What to run, where, and the per-consumer choices. */
+typedef struct sh_exec_spec {
+        struct sh_worker *worker; /* the sandbox's PID 1, which forks the command */
+        struct sh_cgroup *parent; /* the sandbox's cgroup: the exec's own goes below */
+        uint32_t id;              /* unique within the worker */
+        const char *log_id;       /* the sandbox id, for log lines (copied) */
+        char *const *argv;        /* NULL-terminated, non-empty (copied) */
+        char *const *envp;        /* NULL-terminated (copied) */
+        uint64_t capture_max;     /* bytes of each stream kept for the exit event */
+        uint64_t heartbeat_ms;    /* silence before a heartbeat event */
+        uint64_t grace_ms;        /* after the exit, how long descendants may hold the pipes */
+} sh_exec_spec;
+
+/* The session's owner (the sandbox): told when the session leaves it, so it can unlink it. */
+typedef struct sh_exec_owner {
+        /* The command has exited and the session has ended: the owner's reference goes (it
+         * must drop its pointer). */
+        void (*ended)(sh_exec *e, void *data);
+        /* The session is freed (after its consumer detached). */
+        void (*freed)(void *data);
+        void *data;
+} sh_exec_owner;
+
+/* Start the command: its cgroup, its pipes, the request to the worker. Errors come back here
+ * (no event is ever sent for them). On success the session has two references: the owner's
+ * (until `ended`) and the consumer's (until sh_exec_detach). */
+int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_event_fn fn, void *data,
+                  const sh_exec_owner *owner, sh_exec **ret, sh_error **err);
+
+/* Backpressure: the consumer has too much queued: stop reading the pipes (a full pipe then
+ * stops the command; heartbeats still come). Resume when it has room again. */
+void sh_exec_pause(sh_exec *e);
+void sh_exec_resume(sh_exec *e);
+
+/* The consumer is gone. If the session has not ended, its command and everything it started
+ * are killed (found through the exec's cgroup). No event comes after this. Accepts NULL. */
 void sh_exec_detach(sh_exec *e);
 
-/* Manager side: worker events and sandbox end. */
-void sh_exec_on_started(sh_sandbox *sb, uint32_t id, int pid);
-void sh_exec_on_exited(sh_sandbox *sb, uint32_t id, int status);
-/* End every exec of sb with an in-band error frame (sandbox deleted, worker dead). */
-void sh_exec_fail_all(sh_sandbox *sb, const char *type, const char *detail);
+/* The owner's side: the worker's events for this exec, and its end. */
+void sh_exec_on_started(sh_exec *e, int pid);
+void sh_exec_on_exited(sh_exec *e, int status);
+/* The worker is gone (the sandbox deleted, the worker died): the session ends with an error
+ * event of that kind; no exit will be reported. */
+void sh_exec_abandon(sh_exec *e, sh_error_kind kind, const char *text);
+uint32_t sh_exec_id(const sh_exec *e);

@@ -1,29 +1,34 @@
-/* http.h: the HTTP front end: libmicrohttpd in external-epoll mode inside our loop, the route
- * table, per-request state, and the response helpers that map sh_error to the contract's
- * error body (CONTRACT.md section 8). */
+/* http.h: the HTTP transport: libmicrohttpd in external-epoll mode inside our loop, the book
+ * of client connections (slow clients), the framing checks, routing mechanics, per-request
+ * state, body sinks, and answers given later or streamed. It knows no endpoint: each API
+ * surface (src/native/ today) registers its routes and decides what a path parameter means,
+ * what its error bodies look like and which headers each of its responses carries. */
 #pragma once
 
 #include <cjson/cJSON.h>
-#include <microhttpd.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
-#include "sh/buf.h"
-#include "sh/capability.h"
 #include "sh/config.h"
 #include "sh/error.h"
-#include "sh/fsops.h"
+#include "sh/list.h"
 #include "sh/loop.h"
-#include "sh/sandbox.h"
 #include "sh/util.h"
 
-#define SH_JSON_BODY_MAX (1u << 20) /* largest JSON request body */
-
 typedef struct sh_server sh_server;
+typedef struct sh_request sh_request;
+/* A response being built: libmicrohttpd's own object, which a surface only ever passes to
+ * the functions below. */
+typedef struct MHD_Response sh_response;
+/* A request answered later, or streamed: see "Answers that come later" below. */
+typedef struct sh_pending sh_pending;
 
-/* Client connections (conntrack.c; docs/configuration.md "Limits that are not settings"). A
- * connection is *waiting* from its accept until its headers are complete, and again between
- * two requests of a keep-alive connection; *active* while a request is past its headers. */
+/* ---- client connections (conntrack.c, pure) --------------------------------------------- */
+
+/* docs/configuration.md "Limits that are not settings". A connection is *waiting* from its
+ * accept until its headers are complete, and again between two requests of a keep-alive
+ * connection; *active* while a request is past its headers. */
 #define SH_HTTP_ACTIVE_MAX         1000  /* active at once; past it non-probes get 503 */
 #define SH_HTTP_WAITING_MAX        1024  /* waiting at once; a newcomer closes the oldest */
 #define SH_HTTP_WAITING_PER_CLIENT 256   /* waiting from one client address */
@@ -36,14 +41,14 @@ struct sh_conn {
         uint64_t since_ms;      /* when it began waiting */
         uint64_t deadline_ms;   /* its headers are due by then; 0: idle between requests */
         bool waiting, active;
-        bool evicted;                 /* shut down by us: MHD drops it */
-        sh_conn *prev, *next;         /* the waiting list, oldest first */
-        sh_conn *all_prev, *all_next; /* every connection */
+        bool evicted;                  /* shut down by us: MHD drops it */
+        SH_LIST_FIELDS(sh_conn, wait); /* the waiting list, oldest first */
+        SH_LIST_FIELDS(sh_conn, all);  /* every connection */
 };
 
 typedef struct sh_conntrack {
         sh_conn *all;
-        sh_conn *wait_head, *wait_tail;
+        sh_conn *waiting; /* oldest first */
         unsigned n_waiting, n_active;
 } sh_conntrack;
 
@@ -66,7 +71,22 @@ sh_conn *sh_conntrack_victim(const sh_conntrack *t, const unsigned char addr[16]
 /* A waiting connection whose header deadline has passed, or NULL. */
 sh_conn *sh_conntrack_expired(const sh_conntrack *t, uint64_t now_ms);
 bool sh_conntrack_any_due(const sh_conntrack *t);
-typedef struct sh_request sh_request;
+
+/* ---- framing (framing.c, pure) ---------------------------------------------------------- */
+
+/* One request header field as libmicrohttpd parsed it. */
+typedef struct sh_http_field {
+        const char *name;
+        const char *value;
+} sh_http_field;
+
+/* The framing rules MHD 0.9.75 leaves to us (RFC 9112 section 6): header names are tokens,
+ * values hold no control character, at most one Transfer-Encoding and only "chunked" (never
+ * in HTTP/1.0), Content-Length all digits and every copy the same, never both. Returns 0, or
+ * < 0 with an invalid-kind error in *err. */
+int sh_http_check_framing(const sh_http_field *f, size_t n, bool http10, sh_error **err);
+
+/* ---- methods and routes (router.c, pure) ------------------------------------------------ */
 
 enum {
         SH_M_GET = 1 << 0,
@@ -74,74 +94,91 @@ enum {
         SH_M_POST = 1 << 2,
         SH_M_PUT = 1 << 3,
         SH_M_DELETE = 1 << 4,
+        SH_M_PATCH = 1 << 5,
 };
-
-typedef enum { SH_BODY_NONE, SH_BODY_JSON, SH_BODY_UPLOAD } sh_body_kind;
-
-typedef void (*sh_handler_fn)(sh_request *r);
-
-typedef struct sh_route {
-        const char *pattern; /* e.g. "/sandboxes/{}/file"; "{}" is one non-empty segment */
-        unsigned method;     /* one SH_M_* (GET routes also serve HEAD) */
-        sh_body_kind body;
-        bool needs_sandbox; /* look up the id before the handler runs: 404 SandboxNotFound */
-        sh_handler_fn fn;
-        bool probe; /* a kubelet probe: answered even past SH_HTTP_ACTIVE_MAX */
-} sh_route;
-
-/* Route lookup (pure). On a match returns the route and points *ret_id and *ret_id_len at the
- * id segment in `path` (if the pattern has one). Otherwise NULL and *ret_status is 404, or
- * 405 with *ret_allow the methods the path serves ("GET, HEAD"; static). */
-const sh_route *sh_route_match(const char *path, unsigned method, const char **ret_id,
-                               size_t *ret_id_len, int *ret_status, const char **ret_allow);
+/* The SH_M_* bit of a method name (case-sensitive), 0 for any other method. */
 unsigned sh_method_from_string(const char *m);
 
-struct sh_request {
-        sh_server *srv;
-        struct MHD_Connection *conn;
-        char *uri; /* the raw request target */
-        const char *method;
-        unsigned m; /* SH_M_* */
-        char *path; /* the decoded path part of uri */
-        sh_query query;
-        const sh_route *route;
-        sh_sandbox *sb;     /* a reference when route->needs_sandbox */
-        const char *log_id; /* sandbox id for the access log, or NULL */
-
-        /* body */
-        sh_buf body; /* JSON bodies (NUL-terminated past len) */
-        bool body_too_large;
-        bool body_failed; /* upload write failed: err holds why */
-        sh_error *body_err;
-        sh_fs_upload *upload;
-        char *upload_path; /* normalised target */
-
-        /* lifecycle */
-        bool started;    /* first access-handler call done */
-        bool in_handler; /* inside the access handler (responses queue directly) */
-        bool suspended;
-        bool responded;
-        bool no_response; /* out of memory making the response: the connection is dropped */
-        bool close;       /* the answer says "Connection: close" (the framing is not trusted) */
-        struct MHD_Response *pending; /* queued at the next handler call after resume */
-        unsigned pending_status;
-        int status;
-        uint64_t start_ns;
-
-        /* handler state, freed when the request ends */
-        void *hstate;
-        void (*hstate_free)(sh_request *r, bool aborted);
-
-        sh_request *prev, *next;
+/* Route flags: the transport's own below SH_ROUTE_SURFACE; a surface gives the bits from
+ * SH_ROUTE_SURFACE up meanings of its own (read them in its admit hook). */
+enum {
+        SH_ROUTE_PROBE = 1u << 0, /* a kubelet probe: answered even past SH_HTTP_ACTIVE_MAX */
+        SH_ROUTE_SURFACE = 1u << 16,
 };
 
-/* Server life. */
-int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_server **ret,
-                  sh_error **err);
+typedef void (*sh_handler_fn)(sh_request *r);
+typedef struct sh_body_sink sh_body_sink;
+
+typedef struct sh_route {
+        /* "/sandboxes/{}/file": "{}" is one non-empty segment; "{*}", last, is the rest of the
+         * path, empty or not ("/v1/sandboxes/{}/proxy/44772/{*}"). Each is a parameter, in
+         * order (sh_request_param). */
+        const char *pattern;
+        unsigned methods;         /* a set of SH_M_*; GET also serves HEAD */
+        const sh_body_sink *body; /* where the body goes; NULL: read and dropped */
+        sh_handler_fn fn;         /* runs once the body is in */
+        unsigned flags;           /* SH_ROUTE_* and the surface's own */
+} sh_route;
+
+#define SH_ROUTE_PARAMS_MAX 4
+typedef struct sh_route_params {
+        unsigned n;
+        const char *p[SH_ROUTE_PARAMS_MAX]; /* into the matched path, not NUL-terminated */
+        size_t len[SH_ROUTE_PARAMS_MAX];
+} sh_route_params;
+
+#define SH_ALLOW_MAX 64 /* "GET, HEAD, POST, PUT, DELETE, PATCH" fits */
+
+/* Match `path` against a route table. On a match returns the first route whose pattern
+ * matches and whose methods hold `method`, its parameters in *params. Otherwise NULL and
+ * *ret_kind is SH_E_NO_ROUTE when no pattern matches (whatever the method), or
+ * SH_E_METHOD_NOT_ALLOWED with `allow` the methods the path serves ("GET, HEAD, DELETE"). */
+const sh_route *sh_route_match(const sh_route *routes, size_t n, const char *path, unsigned method,
+                               sh_route_params *params, sh_error_kind *ret_kind,
+                               char allow[SH_ALLOW_MAX]);
+
+/* ---- surfaces --------------------------------------------------------------------------- */
+
+/* An API surface: a set of routes under a path prefix, with its own error body and its own
+ * headers. The server serves several at once; each request belongs to one. */
+typedef struct sh_surface {
+        const char *name;   /* for logs */
+        const char *prefix; /* the paths it serves ("/", "/v1/"): the longest matching wins */
+        const sh_route *routes;
+        size_t n_routes;
+        void *ctx; /* what its handlers work with (sh_request_ctx) */
+        /* Once the route is known, the active bound passed and the query decoded, before
+         * any body byte: give the path parameters their meaning (a sandbox lookup), check
+         * credentials. 0 to go on, or < 0 having answered. NULL: nothing to do. */
+        int (*admit)(sh_request *r);
+        /* The response for an error, in this surface's shape (body, extra headers), and its
+         * status in *ret_status. Used for every error answered on the surface's paths, the
+         * transport's own too (400 framing, 404, 405, 413, 503, ...). NULL return: out of
+         * memory (the connection is dropped). Required. */
+        sh_response *(*error)(sh_request *r, const sh_error *err, unsigned *ret_status);
+        /* Called with every response of the surface before it is queued: per-response
+         * headers (a request id). NULL: none. */
+        void (*decorate)(sh_request *r, sh_response *resp);
+        /* The request has ended: drop what admit kept (sh_request_local). NULL: none. */
+        void (*finish)(sh_request *r);
+} sh_surface;
+
+#define SH_SURFACES_MAX 4
+
+/* The surface whose prefix is the longest one starting `path`, or NULL (pure). */
+const sh_surface *sh_surface_for(const sh_surface *s, size_t n, const char *path);
+
+/* ---- the server ------------------------------------------------------------------------- */
+
+/* Bind the listen socket (cfg->listen) and register in the loop. cfg and loop outlive it. */
+int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_server **ret, sh_error **err);
+/* Serve a surface too (copied; its routes and ctx must outlive the server). Before the loop
+ * runs; at most SH_SURFACES_MAX. */
+int sh_server_add_surface(sh_server *s, const sh_surface *surface, sh_error **err);
 /* Stop accepting new connections (close the listen socket). Idempotent. */
 void sh_server_quiesce(sh_server *s);
-/* Resume every suspended request with an error (shutdown). */
-void sh_server_abort_suspended(sh_server *s);
+/* Answer every request still waiting for its answer with an unavailable error (shutdown). */
+void sh_server_abort_waiting(sh_server *s);
 unsigned sh_server_connections(const sh_server *s);
 /* Whether any request is in flight (idle keep-alive connections and requests still sending
  * their headers do not count). */
@@ -150,64 +187,115 @@ void sh_server_free(sh_server *s);
 const char *sh_server_url(const sh_server *s); /* "http://127.0.0.1:PORT" */
 const char *sh_server_pod_url(const sh_server *s);
 uint16_t sh_server_port(const sh_server *s);
-const sh_config *sh_server_config(const sh_server *s);
-sh_manager *sh_server_manager(const sh_server *s);
-sh_loop *sh_server_loop(const sh_server *s);
-/* Ask the loop to run MHD before its next sleep (after a resume). */
-void sh_server_kick(sh_server *s);
 
-/* Responding (each request answers exactly once). Works in the handler or later (then the
- * connection is resumed). JSON bodies are consumed (cJSON_Delete) by the call. */
-void sh_reply(sh_request *r, unsigned status, struct MHD_Response *resp);
+/* ---- one request ------------------------------------------------------------------------ */
+
+sh_server *sh_request_server(const sh_request *r);
+/* The ctx of the request's surface. */
+void *sh_request_ctx(const sh_request *r);
+const sh_route *sh_request_route(const sh_request *r);
+const char *sh_request_method(const sh_request *r); /* as the client sent it */
+unsigned sh_request_method_id(const sh_request *r); /* its SH_M_* bit, 0: another */
+/* The decoded path (may hold any byte but NUL). */
+const char *sh_request_path(const sh_request *r);
+const sh_query *sh_request_query(const sh_request *r);
+/* Route parameter i ("{}" or "{*}" in the pattern), its length in *len; NULL if none. */
+const char *sh_request_param(const sh_request *r, unsigned i, size_t *len);
+/* A request header's value, or NULL. */
+const char *sh_request_header(const sh_request *r, const char *name);
+/* Whether the request declared (Content-Length) a body longer than max. */
+bool sh_request_declared_over(const sh_request *r, uint64_t max);
+/* The sandbox id of the access log line (a string that outlives the request), or NULL. */
+void sh_request_set_log_id(sh_request *r, const char *id);
+const char *sh_request_log_id(const sh_request *r);
+/* One pointer of the surface's own for this request (set by admit, dropped by finish). */
+void sh_request_set_local(sh_request *r, void *p);
+void *sh_request_local(const sh_request *r);
+
+/* ---- bodies: sinks ---------------------------------------------------------------------- */
+
+/* Where a route's body goes as it arrives, instead of special cases in the server: the
+ * in-memory buffer below, a file being uploaded, later the parts of a multipart upload. */
+struct sh_body_sink {
+        /* After admit, before any body byte (also when there is none): set up, *state is the
+         * sink's own. 0, or < 0 having answered and freed what it made (the body is then
+         * never read and the connection closed after the answer). */
+        int (*begin)(sh_request *r, void **state);
+        /* The next bytes. 0, or < 0 to take no more: the rest of the body is read and dropped,
+         * and end decides the answer. */
+        int (*data)(sh_request *r, void *state, const char *p, size_t n);
+        /* The whole body is in: 0 to run the handler, or < 0 having answered. */
+        int (*end)(sh_request *r, void *state);
+        /* The request is over (whether end ran or not): free whatever state still holds. */
+        void (*abort)(sh_request *r, void *state);
+};
+/* The state of the request's sink (begin's *state), NULL if none. */
+void *sh_request_sink_state(const sh_request *r);
+
+/* The body kept in memory, at most SH_BODY_BUFFER_MAX bytes: a larger declared body is
+ * answered 413 before it is read, a larger chunked one once it is all read. */
+#define SH_BODY_BUFFER_MAX (1u << 20)
+extern const sh_body_sink sh_body_buffer;
+/* The buffered body of a route with sh_body_buffer, NUL-terminated past *len, writable (a
+ * parser may rewrite it in place); NULL without. */
+char *sh_request_body(sh_request *r, size_t *len);
+
+/* ---- answering -------------------------------------------------------------------------- */
+
+/* Responses. Each returns NULL when out of memory; the reply functions accept NULL (the
+ * connection is then dropped). */
+sh_response *sh_response_json(cJSON *body); /* consumes body */
+sh_response *sh_response_empty(void);
+/* A file's `size` bytes from fd (taken), sent with sendfile(2). */
+sh_response *sh_response_fd(int fd, uint64_t size);
+/* 0, or -1 when the header could not be added. */
+int sh_response_header(sh_response *resp, const char *name, const char *value);
+
+/* Each request is answered exactly once, in its handler or later from the loop (the waiting
+ * connection is then resumed); a second answer is dropped. resp and body are consumed. */
+void sh_reply(sh_request *r, unsigned status, sh_response *resp);
 void sh_reply_json(sh_request *r, unsigned status, cJSON *body);
 void sh_reply_empty(sh_request *r, unsigned status);
-void sh_reply_errorf(sh_request *r, unsigned status, const char *type, const char *fmt, ...)
-        _printf_(4, 5);
+/* An error in the shape of the request's surface (its error hook); errors of the internal
+ * kinds are logged. */
 void sh_reply_error(sh_request *r, const sh_error *err);
-/* Suspend the connection until the handler replies from the loop. */
-void sh_request_suspend(sh_request *r);
+void sh_reply_errorf(sh_request *r, sh_error_kind kind, const char *fmt, ...) _printf_(3, 4);
+bool sh_request_answered(const sh_request *r);
 
-/* One request header field as libmicrohttpd parsed it. */
-typedef struct sh_http_field {
-        const char *name;
-        const char *value;
-} sh_http_field;
+/* ---- answers that come later, or in pieces: the pending token --------------------------- */
 
-/* The framing rules MHD 0.9.75 leaves to us (RFC 9112 section 6; framing.c, pure): header
- * names are tokens, values hold no control character, at most one Transfer-Encoding and only
- * "chunked" (never in HTTP/1.0), Content-Length all digits and every copy the same, never
- * both. Returns 0, or < 0 with a 400 BadRequest in *err. */
-int sh_http_check_framing(const sh_http_field *f, size_t n, bool http10, sh_error **err);
+/* The one way a handler answers after it returns. A job (a persist, a create, an exec
+ * stream) holds a token; the request holds it too until it ends. The job answers through
+ * sh_pending_request when it completes; if the request has ended first (the client left, or
+ * the host shut down), that is NULL, completing is a no-op, and `gone` has already told the
+ * job it can stop. Either order works; nothing else of the job needs to know. */
+typedef struct sh_pending_ops {
+        /* The request ended while the token lived: stop what is no longer wanted. NULL:
+         * nothing to do. */
+        void (*gone)(void *data);
+        /* The token's last reference went (the request's, the job's, a stream's). NULL:
+         * nothing to free. */
+        void (*release)(void *data);
+        /* A streamed body (sh_response_stream): up to max bytes into out. Returns the number
+         * written (> 0); 0 when there is nothing yet (the connection waits for
+         * sh_pending_wake); SH_STREAM_END at the end; SH_STREAM_CUT to cut the connection (a
+         * client then sees a short body, never a well-formed wrong one). */
+        ssize_t (*read)(void *data, char *out, size_t max);
+} sh_pending_ops;
+#define SH_STREAM_END (-1)
+#define SH_STREAM_CUT (-2)
 
-/* Request helpers. */
-/* Parse the JSON body (empty/whitespace = {}); must be an object. 400 replied on failure. */
-cJSON *sh_request_json(sh_request *r);
-/* The query parameter `name` normalised as a workspace path; NULL after replying 400.
- * `optional`: absent or empty means the root (""). */
-char *sh_request_path_param(sh_request *r, const char *name, bool optional);
-
-/* Route handlers (api_*.c). */
-void sh_api_create(sh_request *r);
-void sh_api_delete(sh_request *r);
-void sh_api_exec(sh_request *r);
-void sh_api_persist(sh_request *r);
-void sh_api_upload(sh_request *r);
-void sh_api_download(sh_request *r);
-void sh_api_exists(sh_request *r);
-void sh_api_disk_usage(sh_request *r);
-void sh_api_size(sh_request *r);
-void sh_api_mark_ready(sh_request *r);
-void sh_api_ready(sh_request *r);
-void sh_api_walk(sh_request *r);
-void sh_api_delete_file(sh_request *r);
-void sh_api_mkdir(sh_request *r);
-void sh_api_delete_dir(sh_request *r);
-void sh_api_rename(sh_request *r);
-void sh_api_tools_resolve(sh_request *r);
-void sh_api_healthz(sh_request *r);
-void sh_api_readyz(sh_request *r);
-void sh_api_drain(sh_request *r);
-
-/* Upload streaming hooks (api_files.c), called by the request layer as the body arrives. */
-int sh_api_upload_begin(sh_request *r); /* 0, or replied */
-void sh_api_upload_data(sh_request *r, const char *data, size_t len);
+/* A token for r (at most one per request), with one reference for the caller. If the
+ * handler returns without answering, the connection waits (suspended) for the answer. ops
+ * must outlive the token; data is the job's. NULL when out of memory. */
+sh_pending *sh_request_wait(sh_request *r, const sh_pending_ops *ops, void *data);
+/* The request still waiting, or NULL once it has ended. */
+sh_request *sh_pending_request(const sh_pending *p);
+sh_pending *sh_pending_ref(sh_pending *p);
+/* Drop a reference (accepts NULL). */
+void sh_pending_release(sh_pending *p);
+/* A stream has something again (bytes or its end): resume the connection if it waits. */
+void sh_pending_wake(sh_pending *p);
+/* A response whose body comes from the token's ops->read, up to `block` bytes a call; it
+ * holds a reference to the token. */
+sh_response *sh_response_stream(sh_pending *p, size_t block);

@@ -14,17 +14,16 @@
 typedef struct sh_persister sh_persister;
 
 /* Called from the loop when the operation has ended: err NULL on success. */
-typedef void (*sh_persist_done_fn)(sh_sandbox *sb, const sh_error *err, void *data);
+typedef sh_sandbox_done_fn sh_persist_done_fn;
 
-int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_persister **ret, sh_error **err);
-/* Kills running rsyncs and ends every job: each callback runs now with a 503 error. */
+/* The daemon's persister (daemon.c builds one), working for m's sandboxes: it observes m's
+ * deletes (sh_persist_forget) and buries its helpers' cgroups through m. cfg, loop and m must
+ * outlive it. */
+int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_manager *m, sh_persister **ret,
+                     sh_error **err);
+/* Kills running rsyncs and ends every job: each callback runs now with an unavailable error.
+ * Before the manager goes. Accepts NULL. */
 void sh_persister_free(sh_persister *p);
-
-/* The daemon's persister, created on first use for m's loop and configuration (one per
- * process; a different manager replaces it). NULL when out of memory. */
-sh_persister *sh_persister_get(sh_manager *m);
-/* Free the persister of this loop's daemon (shutdown), after its sandboxes are deleted. */
-void sh_persist_shutdown(sh_loop *loop);
 
 /* Restore the item's archive into sb's (empty) workspace and re-own everything to sb->owner.
  * No archive directory yet: success, nothing copied. An archive path that is not a
@@ -47,5 +46,3 @@ int sh_persist_save(sh_persister *p, sh_sandbox *sb, bool delete_extra, sh_persi
  * process, so rsync removes its temporary file; SIGKILL to its PID namespace 3 s later). The callbacks still run, later, from the loop, with 404
  * SandboxNotFound, so that a suspended request is always answered. p may be NULL. */
 void sh_persist_forget(sh_persister *p, sh_sandbox *sb);
-/* The same with the argument order of a manager delete hook (data = the persister). */
-void sh_persist_forget_hook(sh_sandbox *sb, void *data);

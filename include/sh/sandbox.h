@@ -3,8 +3,8 @@
  * outside the workspace so no sandbox process can forge it). {root}/{id} is a link to the
  * directory's real place, {root}/.sandboxes/{n}, a name with nothing of the id in it: the
  * workspace's mount inside the sandbox shows that path, and the id is the API's only
- * credential. Sandbox objects are refcounted: requests and execs hold references across
- * suspensions. */
+ * credential. Sandbox objects are opaque (sandbox.c) and refcounted: requests and execs
+ * hold references across suspensions. The registry is manager.c's. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -13,42 +13,14 @@
 
 #include "sh/config.h"
 #include "sh/error.h"
+#include "sh/exec.h"
 #include "sh/fsops.h"
+#include "sh/list.h"
 #include "sh/loop.h"
 #include "sh/util.h"
 
-typedef struct sh_sandbox {
-        unsigned refs;
-        char id[SH_ID_LEN + 1];
-        unsigned slot;     /* index in the uid range */
-        sh_fs_owner owner; /* uid/gid of the sandbox's processes and files */
-        int dirfd;         /* O_PATH {root}/.sandboxes/{dirname} (= {root}/{id}) */
-        int wsfd;          /* O_PATH its workspace; -1 until the disk limit is set up */
-        char dirname[24];  /* below {root}/.sandboxes: its slot, nothing of the id */
-        char *item_id;     /* NULL: none */
-        char *image;       /* image name, "default" for the default */
-        cJSON *env;        /* create-time env: object of strings (owned) */
-        bool deleted;
-        uint64_t created_ms;
-
-        /* isolation (issue 3) */
-        struct sh_cgroup *cg;     /* the sandbox's cgroup */
-        struct sh_worker *worker; /* PID 1 of its namespaces */
-        bool worker_ready;
-        bool worker_dead;
-        struct sh_exec *execs; /* live exec sessions (list) */
-        uint32_t next_exec_id;
-        struct sh_manager *mgr;
-        /* disk limit (src/isolation/disk.c) */
-        struct sh_disk_job *disk_job; /* the limit being set up, in a child */
-        uint32_t projid;              /* project quota id (project mode), else 0 */
-        bool disk_mounted;            /* loop, tmpfs: its filesystem may be mounted */
-        char *trash_name;             /* where delete moved the directory (mounted modes) */
-        /* create completion (suspended create request) */
-        void (*on_ready)(struct sh_sandbox *sb, const sh_error *err, void *data);
-        void *on_ready_data;
-} sh_sandbox;
-
+/* The sandbox object is sandbox.c's alone: everything else uses the functions below. */
+typedef struct sh_sandbox sh_sandbox;
 typedef struct sh_manager sh_manager;
 
 typedef struct sh_create_opts {
@@ -62,13 +34,29 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
 /* Deletes every sandbox, waits for background removals. */
 void sh_manager_free(sh_manager *m);
 
-/* Create a sandbox. Unavailable (503) when draining or full; BadRequest for an unknown
- * image. On success *ret holds a reference and the sandbox's worker is starting:
- * `on_ready` runs from the loop once it serves (err NULL) or failed (err set; the sandbox is
- * then already deleted). */
-int sh_manager_create(sh_manager *m, const sh_create_opts *o,
-                      void (*on_ready)(sh_sandbox *sb, const sh_error *err, void *data), void *data,
+/* The end of a create (or of a restore): err NULL on success. */
+typedef void (*sh_sandbox_done_fn)(sh_sandbox *sb, const sh_error *err, void *data);
+
+/* The step of every create with an item, between its worker's ready and its readiness marker:
+ * the restore of the item's archive (the persister's, given by daemon.c when there is an
+ * archive root). start calls done once, from the loop, never before it returns. */
+typedef struct sh_restorer {
+        int (*start)(void *impl, sh_sandbox *sb, sh_sandbox_done_fn done, void *data,
+                     sh_error **err);
+        void *impl;
+} sh_restorer;
+void sh_manager_set_restorer(sh_manager *m, const sh_restorer *r);
+
+/* Create a sandbox and bring it up: its workspace's disk limit (in a child), its worker, and
+ * with an item and a restorer the item's restore, then the readiness marker. Unavailable when
+ * draining or full; invalid for an unknown image. On success *ret holds a reference and `done`
+ * runs once, from the loop (never before this returns): err NULL once the sandbox serves, or
+ * err set when it could not be made (the sandbox is then deleted already; deleted by someone
+ * else meanwhile: unavailable). */
+int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
                       sh_sandbox **ret, sh_error **err);
+/* The creator is gone before done: the sandbox is deleted, and done will not be called. */
+void sh_sandbox_create_cancel(sh_sandbox *sb);
 
 /* The manager's shared isolation state for exec sessions. */
 struct sh_cgroup_root *sh_manager_cgroups(sh_manager *m);
@@ -88,9 +76,19 @@ void sh_manager_delete_all(sh_manager *m);
  * the state root's trash, same filesystem) and remove it in the background. */
 int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err);
 
-/* Called by sh_manager_delete for every sandbox deleted, before its processes are killed
- * (persist uses it to cancel the sandbox's rsync work). One hook. */
-void sh_manager_set_delete_hook(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data);
+/* Something that wants to know of every delete (the persister cancels the sandbox's rsync
+ * work; later surfaces keep records of their sandboxes). The observer is the caller's memory,
+ * linked into the manager's list until sh_manager_unobserve. */
+typedef struct sh_sandbox_observer {
+        /* Called by sh_manager_delete for every sandbox deleted, before its processes are
+         * killed. Must not delete sandboxes or (un)register observers. */
+        void (*deleted)(sh_sandbox *sb, void *data);
+        void *data;
+        SH_LIST_FIELDS(struct sh_sandbox_observer, observers);
+} sh_sandbox_observer;
+
+void sh_manager_observe(sh_manager *m, sh_sandbox_observer *o);
+void sh_manager_unobserve(sh_manager *m, sh_sandbox_observer *o);
 
 unsigned sh_manager_count(const sh_manager *m);
 bool sh_manager_full(const sh_manager *m);
@@ -100,7 +98,33 @@ void sh_manager_set_draining(sh_manager *m, bool on);
 void sh_manager_foreach(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data);
 
 sh_sandbox *sh_sandbox_ref(sh_sandbox *sb);
+/* Accepts NULL. */
 void sh_sandbox_unref(sh_sandbox *sb);
+
+/* Accessors. */
+const char *sh_sandbox_id(const sh_sandbox *sb);      /* the remote_id */
+const char *sh_sandbox_item_id(const sh_sandbox *sb); /* NULL: none */
+/* The workspace (O_PATH): every client path resolves below it (fs/safe_open.c). */
+int sh_sandbox_workspace_fd(const sh_sandbox *sb);
+/* uid/gid of the sandbox's processes and files. */
+const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
+bool sh_sandbox_deleted(const sh_sandbox *sb);
+/* Its cgroup (NULL until its worker is being started): persist freezes it, helpers go below. */
+struct sh_cgroup *sh_sandbox_cgroup(const sh_sandbox *sb);
+
+/* What a surface chooses for its exec sessions. */
+typedef struct sh_exec_opts {
+        uint64_t capture_max;  /* bytes of each stream kept for the exit event */
+        uint64_t heartbeat_ms; /* silence before a heartbeat event */
+} sh_exec_opts;
+
+/* Run argv (NULL-terminated, non-empty) in sb with the environment: base variables, then the
+ * sandbox's create env, then `env` (an object of strings, or NULL; later names win). Events go
+ * to fn; the worker's events for it are forwarded by the sandbox. Errors before the start
+ * (sandbox-not-found when its worker is gone, invalid env names) come back here. *ret is the
+ * consumer's reference (sh_exec_detach). */
+int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const sh_exec_opts *o,
+                    sh_exec_event_fn fn, void *data, sh_exec **ret, sh_error **err);
 
 int sh_sandbox_mark_ready(sh_sandbox *sb, sh_error **err);
 int sh_sandbox_clear_ready(sh_sandbox *sb, sh_error **err);

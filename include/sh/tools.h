@@ -151,19 +151,21 @@ void sh_unpack_forget(sh_unpack *u);
 typedef struct sh_tools sh_tools;
 typedef struct sh_resolve sh_resolve;
 
-/* The resolver of this loop, created on first use (store, fetcher, trusted keys); its cgroup
- * goes below `cgroot` (the manager's). */
-int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_cgroup_root *cgroot, sh_tools **ret,
+/* The daemon's resolver (daemon.c builds one). Cheap: its store (below {root}/tools, with its
+ * cgroup below `cgroot`, the manager's), fetcher and trusted keys are opened by the first
+ * resolve, and again by the next one after a failure to open them. cfg, loop and cgroot must
+ * outlive it. */
+int sh_tools_new(const sh_config *cfg, sh_loop *loop, sh_cgroup_root *cgroot, sh_tools **ret,
                  sh_error **err);
-/* Free the resolver (the daemon at shutdown, while the loop still lives). Accepts NULL. */
-void sh_tools_shutdown(sh_loop *loop);
+/* Free the resolver (at shutdown, while the loop still lives). Accepts NULL. */
+void sh_tools_free(sh_tools *t);
 
 /* `out` is the complete response body {"tools": {...}, "refused": {...}}; owned by the
  * callee. Called exactly once, possibly before sh_tools_resolve_start returns. */
 typedef void (*sh_resolve_done_fn)(cJSON *out, void *data);
 
 /* Resolve n tools in parallel. *ret is the handle while it runs, NULL if it already finished
- * (done has run). */
+ * (done has run). Fails when the resolver cannot open its store or fetcher. */
 int sh_tools_resolve_start(sh_tools *t, const char *const *names, const char *const *urls, size_t n,
                            sh_resolve_done_fn done, void *data, sh_resolve **ret, sh_error **err);
 /* The requester is gone: stop, never call done. Installs already running still finish. */

@@ -1,12 +1,11 @@
-/* error.c: the sh_error object and its mapping from errno to HTTP status and contract type. */
+/* error.c: the sh_error object, its kinds, and the kind each errno means. */
 #include "sh/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-static int error_new(sh_error **err, int errnum, int status, const char *type, const char *fmt,
-                     va_list ap)
+static int error_new(sh_error **err, int errnum, sh_error_kind kind, const char *fmt, va_list ap)
 {
         sh_error *e;
         char *msg = NULL;
@@ -19,12 +18,45 @@ static int error_new(sh_error **err, int errnum, int status, const char *type, c
         if (vasprintf(&msg, fmt, ap) < 0)
                 msg = NULL;
         e->errnum = errnum;
-        e->http_status = status;
-        e->type = type;
+        e->kind = kind;
         e->msg = msg;
         sh_error_release(err);
         *err = e;
         return errnum ? -errnum : -1;
+}
+
+sh_error_kind sh_error_kind_of_errno(int errnum)
+{
+        switch (errnum) {
+        case ENOENT:
+                return SH_E_NOT_FOUND;
+        case EISDIR:
+                return SH_E_IS_A_DIRECTORY;
+        case ENOTDIR:
+                return SH_E_NOT_A_DIRECTORY;
+        case EEXIST:
+                return SH_E_EXISTS;
+        case ENOTEMPTY:
+        case EINVAL:
+        case ELOOP:
+        case ENAMETOOLONG:
+        case EXDEV:
+        case EBADMSG:
+                return SH_E_INVALID;
+        case EFBIG:
+                return SH_E_TOO_LARGE;
+        case ENOSPC:
+        case EDQUOT:
+                return SH_E_NO_SPACE;
+        case EAGAIN:
+        case EMFILE: /* out of descriptors or processes: at capacity, try again later */
+        case ENFILE:
+                return SH_E_UNAVAILABLE;
+        case EBUSY:
+                return SH_E_BUSY;
+        default:
+                return SH_E_INTERNAL;
+        }
 }
 
 int sh_error_make(sh_error **err, int errnum, const char *fmt, ...)
@@ -34,18 +66,20 @@ int sh_error_make(sh_error **err, int errnum, const char *fmt, ...)
 
         if (errnum < 0)
                 errnum = -errnum;
+        if (!errnum)
+                errnum = EIO;
         va_start(ap, fmt);
-        r = error_new(err, errnum ? errnum : EIO, 0, NULL, fmt, ap);
+        r = error_new(err, errnum, sh_error_kind_of_errno(errnum), fmt, ap);
         va_end(ap);
         return r;
 }
 
-int sh_error_http(sh_error **err, int status, const char *type, const char *fmt, ...)
+int sh_error_new(sh_error **err, sh_error_kind kind, const char *fmt, ...)
 {
         va_list ap;
 
         va_start(ap, fmt);
-        error_new(err, 0, status, type, fmt, ap);
+        error_new(err, 0, kind, fmt, ap);
         va_end(ap);
         return -1;
 }
@@ -84,60 +118,28 @@ void sh_error_release(sh_error **err)
         *err = NULL;
 }
 
-int sh_error_status(const sh_error *err)
+const char *sh_error_kind_name(sh_error_kind kind)
 {
-        if (!err)
-                return 500;
-        if (err->http_status)
-                return err->http_status;
-        switch (err->errnum) {
-        case ENOENT:
-                return 404;
-        case EISDIR:
-        case ENOTDIR:
-        case EEXIST:
-        case ENOTEMPTY:
-        case EINVAL:
-        case ELOOP:
-        case ENAMETOOLONG:
-        case EXDEV:
-        case EBADMSG:
-                return 400;
-        case EFBIG:
-                return 413;
-        case EAGAIN:
-        case EBUSY:
-        case EMFILE: /* out of descriptors or processes: at capacity, try again later */
-        case ENFILE:
-                return 503;
-        default:
-                return 500;
-        }
-}
+        static const char *const names[SH_E_KIND_COUNT] = {
+                [SH_E_INTERNAL] = "internal",
+                [SH_E_INVALID] = "invalid",
+                [SH_E_NOT_FOUND] = "not-found",
+                [SH_E_EXISTS] = "exists",
+                [SH_E_IS_A_DIRECTORY] = "is-a-directory",
+                [SH_E_NOT_A_DIRECTORY] = "not-a-directory",
+                [SH_E_TOO_LARGE] = "too-large",
+                [SH_E_NO_SPACE] = "no-space",
+                [SH_E_UNAVAILABLE] = "unavailable",
+                [SH_E_BUSY] = "busy",
+                [SH_E_SANDBOX_NOT_FOUND] = "sandbox-not-found",
+                [SH_E_PERSIST_FAILED] = "persist-failed",
+                [SH_E_CANCELLED] = "cancelled",
+                [SH_E_SETTING] = "setting",
+                [SH_E_NO_ROUTE] = "no-route",
+                [SH_E_METHOD_NOT_ALLOWED] = "method-not-allowed",
+        };
 
-const char *sh_error_type(const sh_error *err)
-{
-        if (!err)
-                return "Internal";
-        if (err->type)
-                return err->type;
-        switch (err->errnum) {
-        case ENOENT:
-                return "FileNotFoundError";
-        case EISDIR:
-                return "IsADirectoryError";
-        case ENOTDIR:
-                return "NotADirectoryError";
-        case EEXIST:
-                return "FileExistsError";
-        case EFBIG:
-                return "PayloadTooLarge";
-        case EAGAIN:
-        case EBUSY:
-        case EMFILE:
-        case ENFILE:
-                return "Unavailable";
-        default:
-                return sh_error_status(err) == 400 ? "BadRequest" : "Internal";
-        }
+        if ((unsigned)kind >= SH_E_KIND_COUNT || !names[kind])
+                return "internal";
+        return names[kind];
 }

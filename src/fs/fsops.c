@@ -327,7 +327,7 @@ int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_siz
         if (S_ISDIR(st.st_mode))
                 return sh_error_make(err, EISDIR, "'%s' is a directory", path);
         if (!S_ISREG(st.st_mode))
-                return sh_error_http(err, 400, "BadRequest", "'%s' is not a regular file", path);
+                return sh_error_new(err, SH_E_INVALID, "'%s' is not a regular file", path);
         /* Reopen that very inode for reading; /proc/self/fd/N is a magic link to it, so no
          * second path lookup can be raced. */
         snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);

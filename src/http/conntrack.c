@@ -7,11 +7,7 @@
 
 void sh_conntrack_add(sh_conntrack *t, sh_conn *c, uint64_t now_ms)
 {
-        c->all_next = t->all;
-        c->all_prev = NULL;
-        if (t->all)
-                t->all->all_prev = c;
-        t->all = c;
+        SH_LIST_PREPEND(all, t->all, c);
         sh_conntrack_wait(t, c, now_ms, now_ms + SH_HTTP_HEADER_TIMEOUT_MS);
 }
 
@@ -22,13 +18,8 @@ void sh_conntrack_remove(sh_conntrack *t, sh_conn *c)
                 c->active = false;
                 t->n_active--;
         }
-        if (c->all_prev)
-                c->all_prev->all_next = c->all_next;
-        else if (t->all == c)
-                t->all = c->all_next;
-        if (c->all_next)
-                c->all_next->all_prev = c->all_prev;
-        c->all_prev = c->all_next = NULL;
+        if (SH_LIST_LINKED(all, t->all, c))
+                SH_LIST_REMOVE(all, t->all, c);
 }
 
 void sh_conntrack_wait(sh_conntrack *t, sh_conn *c, uint64_t now_ms, uint64_t deadline_ms)
@@ -38,13 +29,9 @@ void sh_conntrack_wait(sh_conntrack *t, sh_conn *c, uint64_t now_ms, uint64_t de
         c->waiting = true;
         c->since_ms = now_ms;
         c->deadline_ms = deadline_ms;
-        c->prev = t->wait_tail;
-        c->next = NULL;
-        if (t->wait_tail)
-                t->wait_tail->next = c;
-        else
-                t->wait_head = c;
-        t->wait_tail = c;
+        /* O(waiting): the book is bounded (SH_HTTP_WAITING_MAX), and admission walks it all
+         * anyway (sh_conntrack_victim). */
+        SH_LIST_APPEND(wait, t->waiting, c);
         t->n_waiting++;
 }
 
@@ -52,15 +39,7 @@ void sh_conntrack_unwait(sh_conntrack *t, sh_conn *c)
 {
         if (!c->waiting)
                 return;
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                t->wait_head = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
-        else
-                t->wait_tail = c->prev;
-        c->prev = c->next = NULL;
+        SH_LIST_REMOVE(wait, t->waiting, c);
         c->waiting = false;
         t->n_waiting--;
 }
@@ -99,7 +78,8 @@ static sh_conn *oldest(const sh_conntrack *t, const unsigned char *addr, unsigne
         sh_conn *c, *sending = NULL, *idle = NULL;
         unsigned n = 0;
 
-        for (c = t->wait_head; c; c = c->next) {
+        SH_LIST_FOREACH(wait, c, t->waiting)
+        {
                 if (addr && memcmp(c->addr, addr, sizeof(c->addr)) != 0)
                         continue;
                 n++;
@@ -133,9 +113,11 @@ sh_conn *sh_conntrack_expired(const sh_conntrack *t, uint64_t now_ms)
 {
         sh_conn *c;
 
-        for (c = t->wait_head; c; c = c->next)
+        SH_LIST_FOREACH(wait, c, t->waiting)
+        {
                 if (c->deadline_ms && c->deadline_ms <= now_ms)
                         return c;
+        }
         return NULL;
 }
 
@@ -143,8 +125,10 @@ bool sh_conntrack_any_due(const sh_conntrack *t)
 {
         const sh_conn *c;
 
-        for (c = t->wait_head; c; c = c->next)
+        SH_LIST_FOREACH(wait, c, t->waiting)
+        {
                 if (c->deadline_ms)
                         return true;
+        }
         return false;
 }

@@ -1,121 +1,288 @@
-/* request.c: request helpers shared by the handlers: JSON body parsing with the contract's
- * rules (empty = {}, must be an object), workspace path parameters, and the capability list
- * of /healthz. */
+/* request.c: one request as the surfaces see it: accessors, the in-memory body sink, and the
+ * responses and replies (errors go through the request's surface, which decides their
+ * shape). */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "sh/http.h"
+#include "http-internal.h"
+#include "sh/log.h"
 
-/* cJSON cannot carry a NUL inside a string, accepts raw control characters and refuses lone
- * surrogates. Before parsing, scan the text: a raw control character or a \u0000 escape inside
- * a string makes the body a 400 (paths may not hold NUL), and
- * \udc80..\udcff (how Python's surrogateescape spells a non-UTF-8 byte) becomes that raw byte,
- * so byte-string paths survive a JSON body. Returns false for a \u0000 or a control byte. */
-static bool json_prepass(char *text, size_t *len)
+/* ---- accessors -------------------------------------------------------------------------- */
+
+sh_server *sh_request_server(const sh_request *r)
 {
-        size_t i = 0, o = 0, n = *len;
-        bool in_string = false;
-
-        while (i < n) {
-                char c = text[i];
-
-                if (!in_string) {
-                        if (c == '"')
-                                in_string = true;
-                        text[o++] = text[i++];
-                        continue;
-                }
-                if (c == '"') {
-                        in_string = false;
-                        text[o++] = text[i++];
-                        continue;
-                }
-                if ((unsigned char)c < 0x20)
-                        return false; /* JSON forbids raw control characters in strings */
-                if (c == '\\' && i + 1 < n) {
-                        if (text[i + 1] == 'u' && i + 5 < n) {
-                                char hex[5] = {text[i + 2], text[i + 3], text[i + 4], text[i + 5],
-                                               0};
-                                unsigned long v = strtoul(hex, NULL, 16);
-                                bool all_hex = strspn(hex, "0123456789abcdefABCDEF") == 4;
-
-                                if (all_hex && v == 0)
-                                        return false;
-                                if (all_hex && v >= 0xdc80 && v <= 0xdcff) {
-                                        text[o++] = (char)(v & 0xff);
-                                        i += 6;
-                                        continue;
-                                }
-                        }
-                        text[o++] = text[i++];
-                        text[o++] = text[i++];
-                        continue;
-                }
-                text[o++] = text[i++];
-        }
-        text[o] = '\0';
-        *len = o;
-        return true;
+        return r->srv;
 }
 
-cJSON *sh_request_json(sh_request *r)
+void *sh_request_ctx(const sh_request *r)
 {
-        const char *end = NULL;
-        size_t len = r->body.len, i;
-        cJSON *j;
-
-        for (i = 0; i < len && r->body.p[i] && strchr(" \t\r\n", r->body.p[i]); i++)
-                ;
-        if (i == len)
-                return cJSON_CreateObject(); /* empty or whitespace-only body is {} */
-        /* JSON text is UTF-8 (RFC 8259): anything else, NUL bytes included, is not JSON. */
-        if (memchr(r->body.p, '\0', len) || !sh_utf8_valid(r->body.p, len)) {
-                sh_reply_errorf(r, 400, "BadRequest", "the body is not valid JSON");
-                return NULL;
-        }
-        if (!json_prepass(r->body.p, &len)) {
-                sh_reply_errorf(r, 400, "BadRequest",
-                                "the body is not valid JSON (a control character or NUL in a "
-                                "string)");
-                return NULL;
-        }
-        j = cJSON_ParseWithLengthOpts(r->body.p, len, &end, false);
-        if (j && end) {
-                while ((size_t)(end - r->body.p) < len && *end && strchr(" \t\r\n", *end))
-                        end++;
-                if ((size_t)(end - r->body.p) != len) {
-                        cJSON_Delete(j);
-                        j = NULL;
-                }
-        }
-        if (!j) {
-                sh_reply_errorf(r, 400, "BadRequest", "the body is not valid JSON");
-                return NULL;
-        }
-        if (!cJSON_IsObject(j)) {
-                cJSON_Delete(j);
-                sh_reply_errorf(r, 400, "BadRequest", "the body must be a JSON object");
-                return NULL;
-        }
-        return j;
+        return r->surface ? r->surface->ctx : NULL;
 }
 
-char *sh_request_path_param(sh_request *r, const char *name, bool optional)
+const sh_route *sh_request_route(const sh_request *r)
 {
-        const sh_query_param *p = sh_query_find(&r->query, name);
-        char *path = NULL;
+        return r->route;
+}
 
-        if (!p || p->val_len == 0) {
-                if (optional)
-                        return strdup("");
-                sh_reply_errorf(r, 400, "BadRequest", "missing query parameter '%s'", name);
+const char *sh_request_method(const sh_request *r)
+{
+        return r->method;
+}
+
+unsigned sh_request_method_id(const sh_request *r)
+{
+        return r->m;
+}
+
+const char *sh_request_path(const sh_request *r)
+{
+        return r->path ? r->path : r->uri;
+}
+
+const sh_query *sh_request_query(const sh_request *r)
+{
+        return &r->query;
+}
+
+const char *sh_request_param(const sh_request *r, unsigned i, size_t *len)
+{
+        if (i >= r->params.n) {
+                *len = 0;
                 return NULL;
         }
-        if (sh_path_normalize(p->val, p->val_len, &path) < 0) {
-                sh_reply_errorf(r, 400, "BadRequest",
-                                "invalid path (empty, NUL byte, longer than %d bytes, or "
-                                "climbing above the workspace)",
-                                SH_PATH_MAX);
+        *len = r->params.len[i];
+        return r->params.p[i];
+}
+
+const char *sh_request_header(const sh_request *r, const char *name)
+{
+        return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+bool sh_request_declared_over(const sh_request *r, uint64_t max)
+{
+        const char *cl = sh_request_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        uint64_t n;
+
+        return cl && sh_parse_u64(cl, &n) == 0 && n > max;
+}
+
+void sh_request_set_log_id(sh_request *r, const char *id)
+{
+        r->log_id = id;
+}
+
+const char *sh_request_log_id(const sh_request *r)
+{
+        return r->log_id;
+}
+
+void sh_request_set_local(sh_request *r, void *p)
+{
+        r->local = p;
+}
+
+void *sh_request_local(const sh_request *r)
+{
+        return r->local;
+}
+
+void *sh_request_sink_state(const sh_request *r)
+{
+        return r->sink_state;
+}
+
+bool sh_request_answered(const sh_request *r)
+{
+        return r->responded;
+}
+
+/* ---- the in-memory body ----------------------------------------------------------------- */
+
+typedef struct body_buffer {
+        sh_buf b;
+        bool too_large;
+} body_buffer;
+
+static int buffer_begin(sh_request *r, void **state)
+{
+        body_buffer *bb;
+
+        if (sh_request_declared_over(r, SH_BODY_BUFFER_MAX)) {
+                sh_reply_errorf(r, SH_E_TOO_LARGE, "request body too large");
+                return -1;
+        }
+        bb = calloc(1, sizeof(*bb));
+        if (!bb) {
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
+                return -1;
+        }
+        *state = bb;
+        return 0;
+}
+
+static int buffer_data(sh_request *r, void *state, const char *p, size_t n)
+{
+        body_buffer *bb = state;
+
+        /* one byte more for the terminator cJSON's error paths rely on */
+        if (n > SH_BODY_BUFFER_MAX - bb->b.len || sh_buf_reserve(&bb->b, n + 1) < 0) {
+                bb->too_large = true;
+                return -1;
+        }
+        sh_buf_append(&bb->b, p, n);
+        bb->b.p[bb->b.len] = '\0';
+        return 0;
+}
+
+static int buffer_end(sh_request *r, void *state)
+{
+        body_buffer *bb = state;
+
+        if (bb->too_large) {
+                sh_reply_errorf(r, SH_E_TOO_LARGE, "request body too large");
+                return -1;
+        }
+        return 0;
+}
+
+static void buffer_abort(sh_request *r, void *state)
+{
+        body_buffer *bb = state;
+
+        sh_buf_done(&bb->b);
+        free(bb);
+}
+
+const sh_body_sink sh_body_buffer = {
+        .begin = buffer_begin,
+        .data = buffer_data,
+        .end = buffer_end,
+        .abort = buffer_abort,
+};
+
+char *sh_request_body(sh_request *r, size_t *len)
+{
+        body_buffer *bb = r->sink == &sh_body_buffer ? r->sink_state : NULL;
+
+        *len = bb ? bb->b.len : 0;
+        if (!bb)
+                return NULL;
+        return bb->b.p ? bb->b.p : (char *)"";
+}
+
+/* ---- responses -------------------------------------------------------------------------- */
+
+sh_response *sh_response_json(cJSON *body)
+{
+        char *text = body ? cJSON_PrintUnformatted(body) : NULL;
+        struct MHD_Response *resp;
+
+        cJSON_Delete(body);
+        if (!text)
+                return NULL;
+        resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(text);
                 return NULL;
         }
-        return path;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        return resp;
+}
+
+sh_response *sh_response_empty(void)
+{
+        return MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+}
+
+sh_response *sh_response_fd(int fd, uint64_t size)
+{
+        /* MHD sends it with sendfile(2) and closes fd when the response is destroyed. */
+        struct MHD_Response *resp = MHD_create_response_from_fd64(size, fd);
+
+        if (!resp)
+                close(fd);
+        return resp;
+}
+
+int sh_response_header(sh_response *resp, const char *name, const char *value)
+{
+        return resp && MHD_add_response_header(resp, name, value) == MHD_YES ? 0 : -1;
+}
+
+/* ---- replies ---------------------------------------------------------------------------- */
+
+void sh_reply(sh_request *r, unsigned status, sh_response *resp)
+{
+        if (r->responded) { /* a bug: answer once; keep the first */
+                if (resp)
+                        MHD_destroy_response(resp);
+                return;
+        }
+        r->responded = true;
+        r->status = (int)status;
+        if (!resp) {
+                r->status = 500;
+                r->no_response = true;
+                sh_http_resume(r);
+                return;
+        }
+        if (r->close)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+        if (r->surface && r->surface->decorate)
+                r->surface->decorate(r, resp);
+        if (r->in_handler) {
+                if (MHD_queue_response(r->conn, status, resp) != MHD_YES)
+                        log_warn("queue-failed", r->log_id, "cannot queue a %u response", status);
+                MHD_destroy_response(resp);
+                return;
+        }
+        r->pending = resp;
+        r->pending_status = status;
+        sh_http_resume(r);
+}
+
+void sh_reply_json(sh_request *r, unsigned status, cJSON *body)
+{
+        sh_reply(r, status, sh_response_json(body));
+}
+
+void sh_reply_empty(sh_request *r, unsigned status)
+{
+        sh_reply(r, status, sh_response_empty());
+}
+
+void sh_http_reply_error(sh_request *r, const sh_error *err, bool log, const char *allow)
+{
+        unsigned status = 500;
+        sh_response *resp =
+                r->surface && r->surface->error ? r->surface->error(r, err, &status) : NULL;
+
+        if (log && status >= 500)
+                log_error("request-failed", r->log_id, "%s %s: %s", r->method,
+                          r->path ? r->path : "", err && err->msg ? err->msg : "");
+        /* RFC 9110 15.5.6: a 405 names the methods the resource serves. */
+        if (resp && allow)
+                MHD_add_response_header(resp, "Allow", allow);
+        sh_reply(r, status, resp);
+}
+
+void sh_reply_error(sh_request *r, const sh_error *err)
+{
+        sh_http_reply_error(r, err, true, NULL);
+}
+
+void sh_reply_errorf(sh_request *r, sh_error_kind kind, const char *fmt, ...)
+{
+        /* On the stack: an answer must not need memory the host may have run out of. */
+        sh_error err = {.kind = kind};
+        char buf[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        err.msg = buf;
+        sh_http_reply_error(r, &err, false, NULL);
 }

@@ -1,63 +1,50 @@
-/* router.c: the route table (CONTRACT.md section 2) and pure path matching: 404 for unknown
- * routes whatever the method, 405 with Allow for a known route and a wrong method, decided
- * before any sandbox lookup. */
+/* router.c: routing mechanics (pure): method names, matching a path against a surface's
+ * route table (404 for unknown routes whatever the method, 405 with Allow for a known route
+ * and a wrong method, decided before any parameter means anything), and choosing the
+ * surface by path prefix. The tables belong to the surfaces. */
 #include <string.h>
 
 #include "sh/http.h"
 
-static const sh_route routes[] = {
-        {"/sandboxes", SH_M_POST, SH_BODY_JSON, false, sh_api_create, false},
-        {"/sandboxes/{}", SH_M_DELETE, SH_BODY_NONE, true, sh_api_delete, false},
-        {"/sandboxes/{}/exec", SH_M_POST, SH_BODY_JSON, true, sh_api_exec, false},
-        {"/sandboxes/{}/persist", SH_M_POST, SH_BODY_JSON, true, sh_api_persist, false},
-        {"/sandboxes/{}/file", SH_M_PUT, SH_BODY_UPLOAD, true, sh_api_upload, false},
-        {"/sandboxes/{}/file", SH_M_GET, SH_BODY_NONE, true, sh_api_download, false},
-        {"/sandboxes/{}/file", SH_M_DELETE, SH_BODY_NONE, true, sh_api_delete_file, false},
-        {"/sandboxes/{}/exists", SH_M_GET, SH_BODY_NONE, true, sh_api_exists, false},
-        {"/sandboxes/{}/disk-usage", SH_M_GET, SH_BODY_NONE, true, sh_api_disk_usage, false},
-        {"/sandboxes/{}/size", SH_M_GET, SH_BODY_NONE, true, sh_api_size, false},
-        {"/sandboxes/{}/mark-ready", SH_M_POST, SH_BODY_NONE, true, sh_api_mark_ready, false},
-        {"/sandboxes/{}/ready", SH_M_GET, SH_BODY_NONE, true, sh_api_ready, false},
-        {"/sandboxes/{}/walk", SH_M_GET, SH_BODY_NONE, true, sh_api_walk, false},
-        {"/sandboxes/{}/mkdir", SH_M_POST, SH_BODY_JSON, true, sh_api_mkdir, false},
-        {"/sandboxes/{}/dir", SH_M_DELETE, SH_BODY_NONE, true, sh_api_delete_dir, false},
-        {"/sandboxes/{}/rename", SH_M_POST, SH_BODY_JSON, true, sh_api_rename, false},
-        {"/tools/resolve", SH_M_POST, SH_BODY_JSON, false, sh_api_tools_resolve, false},
-        {"/healthz", SH_M_GET, SH_BODY_NONE, false, sh_api_healthz, true},
-        {"/readyz", SH_M_GET, SH_BODY_NONE, false, sh_api_readyz, true},
-        {"/drain", SH_M_POST, SH_BODY_NONE, false, sh_api_drain, false},
+static const struct {
+        const char *name;
+        unsigned bit;
+} methods[] = {
+        {"GET", SH_M_GET}, {"HEAD", SH_M_HEAD},     {"POST", SH_M_POST},
+        {"PUT", SH_M_PUT}, {"DELETE", SH_M_DELETE}, {"PATCH", SH_M_PATCH},
 };
 
 unsigned sh_method_from_string(const char *m)
 {
+        size_t i;
+
         if (!m)
                 return 0;
-        if (STREQ(m, "GET"))
-                return SH_M_GET;
-        if (STREQ(m, "HEAD"))
-                return SH_M_HEAD;
-        if (STREQ(m, "POST"))
-                return SH_M_POST;
-        if (STREQ(m, "PUT"))
-                return SH_M_PUT;
-        if (STREQ(m, "DELETE"))
-                return SH_M_DELETE;
+        for (i = 0; i < ARRAY_SIZE(methods); i++)
+                if (STREQ(m, methods[i].name))
+                        return methods[i].bit;
         return 0;
 }
 
-/* Match `path` against `pattern`; on success the "{}" segment (if any) is returned. */
-static bool match(const char *pattern, const char *path, const char **id, size_t *id_len)
+/* Match `path` against `pattern`, collecting the parameters. */
+static bool match(const char *pattern, const char *path, sh_route_params *pp)
 {
-        *id = NULL;
-        *id_len = 0;
+        pp->n = 0;
         while (*pattern) {
+                if (pattern[0] == '{' && pattern[1] == '*' && pattern[2] == '}' && !pattern[3]) {
+                        if (pp->n == SH_ROUTE_PARAMS_MAX)
+                                return false;
+                        pp->p[pp->n] = path;
+                        pp->len[pp->n++] = strlen(path);
+                        return true;
+                }
                 if (pattern[0] == '{' && pattern[1] == '}') {
                         size_t n = strcspn(path, "/");
 
-                        if (n == 0)
+                        if (n == 0 || pp->n == SH_ROUTE_PARAMS_MAX)
                                 return false;
-                        *id = path;
-                        *id_len = n;
+                        pp->p[pp->n] = path;
+                        pp->len[pp->n++] = n;
                         path += n;
                         pattern += 2;
                         continue;
@@ -70,40 +57,67 @@ static bool match(const char *pattern, const char *path, const char **id, size_t
         return *path == '\0';
 }
 
-const sh_route *sh_route_match(const char *path, unsigned method, const char **ret_id,
-                               size_t *ret_id_len, int *ret_status, const char **ret_allow)
+/* "GET, HEAD, POST" for a set of methods, in a fixed order. */
+static void allow_text(unsigned served, char allow[SH_ALLOW_MAX])
 {
-        static const char *const allow_names[] = {"GET, HEAD", "", "POST", "PUT", "DELETE"};
-        static char allow[64];
+        size_t i, len = 0;
+
+        if (served & SH_M_GET)
+                served |= SH_M_HEAD;
+        allow[0] = '\0';
+        for (i = 0; i < ARRAY_SIZE(methods); i++) {
+                size_t n = strlen(methods[i].name);
+
+                if (!(served & methods[i].bit) || len + n + 3 > SH_ALLOW_MAX)
+                        continue;
+                if (len) {
+                        memcpy(allow + len, ", ", 2);
+                        len += 2;
+                }
+                memcpy(allow + len, methods[i].name, n + 1);
+                len += n;
+        }
+}
+
+const sh_route *sh_route_match(const sh_route *routes, size_t n, const char *path, unsigned method,
+                               sh_route_params *params, sh_error_kind *ret_kind,
+                               char allow[SH_ALLOW_MAX])
+{
         unsigned served = 0, want = method == SH_M_HEAD ? SH_M_GET : method;
         size_t i;
 
-        for (i = 0; i < ARRAY_SIZE(routes); i++) {
-                const char *id;
-                size_t id_len;
+        for (i = 0; i < n; i++) {
+                sh_route_params pp;
 
-                if (!match(routes[i].pattern, path, &id, &id_len))
+                if (!match(routes[i].pattern, path, &pp))
                         continue;
-                served |= routes[i].method;
-                if (routes[i].method == want) {
-                        *ret_id = id;
-                        *ret_id_len = id_len;
+                served |= routes[i].methods;
+                if (want && (routes[i].methods & want)) {
+                        *params = pp;
                         return &routes[i];
                 }
         }
         if (!served) {
-                *ret_status = 404;
+                *ret_kind = SH_E_NO_ROUTE;
                 return NULL;
         }
-        allow[0] = '\0';
-        for (i = 0; i < ARRAY_SIZE(allow_names); i++) {
-                if (!(served & (1u << i)) || !*allow_names[i])
-                        continue;
-                if (allow[0])
-                        strcat(allow, ", ");
-                strcat(allow, allow_names[i]);
-        }
-        *ret_status = 405;
-        *ret_allow = allow;
+        allow_text(served, allow);
+        *ret_kind = SH_E_METHOD_NOT_ALLOWED;
         return NULL;
+}
+
+const sh_surface *sh_surface_for(const sh_surface *s, size_t n, const char *path)
+{
+        const sh_surface *best = NULL;
+        size_t i, best_len = 0;
+
+        for (i = 0; i < n; i++) {
+                size_t len = strlen(s[i].prefix);
+
+                if (strncmp(path, s[i].prefix, len) == 0 && (!best || len > best_len)) {
+                        best = &s[i];
+                        best_len = len;
+                }
+        }
+        return best;
 }

@@ -1,8 +1,9 @@
 /* server.c: libmicrohttpd in external-epoll mode inside our loop (STYLE.md section 3.3): MHD's
  * epoll fd is one of our fds, MHD_run runs before every sleep when its fd fired, its deadline
  * passed or a connection was resumed, and the wait is bounded by MHD_get_timeout. Also the
- * per-request lifecycle: first call (route, query, sandbox lookup), body, dispatch,
- * suspend/resume, completion. */
+ * accept loop and its admission policy (conntrack.c), and the per-request lifecycle: first
+ * call (framing, surface, route, query, the surface's admission, the body sink), body,
+ * dispatch, suspend/resume, completion. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "sh/http.h"
+#include "http-internal.h"
 #include "sh/log.h"
 
 #define ACCEPT_BATCH    32  /* accepts per loop iteration: MHD reads in between */
@@ -27,7 +28,8 @@
 struct sh_server {
         const sh_config *cfg;
         sh_loop *loop;
-        sh_manager *mgr;
+        sh_surface surfaces[SH_SURFACES_MAX]; /* [0] answers what matches no prefix */
+        size_t n_surfaces;
         struct MHD_Daemon *d;
         int listen_fd; /* ours: we accept, MHD gets each connection with MHD_add_connection */
         sh_io *listen_io;
@@ -252,33 +254,24 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
         r->srv = s;
         r->conn = conn;
         r->start_ns = sh_now_ns();
-        r->next = s->requests;
-        if (s->requests)
-                s->requests->prev = r;
-        s->requests = r;
+        SH_LIST_PREPEND(requests, s->requests, r);
         return r;
 }
 
-static void request_free(sh_request *r, bool aborted)
+static void request_free(sh_request *r)
 {
         sh_server *s = r->srv;
 
-        if (r->hstate_free)
-                r->hstate_free(r, aborted);
+        /* The job waiting on it learns first, while everything of the request still lives. */
+        sh_pending_request_ended(r);
+        if (r->sink && r->sink->abort)
+                r->sink->abort(r, r->sink_state);
+        if (r->surface && r->surface->finish)
+                r->surface->finish(r);
         if (r->pending)
                 MHD_destroy_response(r->pending);
-        sh_fs_upload_abort(r->upload);
-        sh_error_release(&r->body_err);
-        sh_sandbox_unref(r->sb);
         sh_query_done(&r->query);
-        if (r->prev)
-                r->prev->next = r->next;
-        else
-                s->requests = r->next;
-        if (r->next)
-                r->next->prev = r->prev;
-        free(r->upload_path);
-        sh_buf_done(&r->body);
+        SH_LIST_REMOVE(requests, s->requests, r);
         free(r->path);
         free(r->uri);
         free(r);
@@ -301,7 +294,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 sh_log_request(r->method, r->path ? r->path : r->uri,
                                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? r->status : 499,
                                (double)(sh_now_ns() - r->start_ns) / 1e6, r->log_id);
-        request_free(r, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
+        request_free(r);
         *con_cls = NULL;
 }
 
@@ -328,120 +321,29 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         }
 }
 
-void sh_request_suspend(sh_request *r)
+void sh_http_suspend(sh_request *r)
 {
-        if (r->responded || r->suspended)
+        if (r->suspended)
                 return;
         r->suspended = true;
         MHD_suspend_connection(r->conn);
 }
 
-void sh_reply(sh_request *r, unsigned status, struct MHD_Response *resp)
+void sh_http_resume(sh_request *r)
 {
-        if (r->responded) { /* a bug: answer once; keep the first */
-                if (resp)
-                        MHD_destroy_response(resp);
+        if (!r->suspended)
                 return;
-        }
-        r->responded = true;
-        r->status = (int)status;
-        if (resp && r->close)
-                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-        if (!resp) {
-                r->status = 500;
-                r->no_response = true;
-                if (r->suspended) {
-                        r->suspended = false;
-                        MHD_resume_connection(r->conn);
-                        sh_server_kick(r->srv);
-                }
-                return;
-        }
-        if (r->in_handler) {
-                if (MHD_queue_response(r->conn, status, resp) != MHD_YES)
-                        log_warn("queue-failed", r->log_id, "cannot queue a %u response", status);
-                MHD_destroy_response(resp);
-                return;
-        }
-        r->pending = resp;
-        r->pending_status = status;
-        if (r->suspended) {
-                r->suspended = false;
-                MHD_resume_connection(r->conn);
-                sh_server_kick(r->srv);
-        }
+        r->suspended = false;
+        MHD_resume_connection(r->conn);
+        r->srv->need_run = true;
 }
 
-static struct MHD_Response *json_response(cJSON *body)
+/* An error answered by the transport itself, in the shape of the request's surface. */
+static void reply_kind(sh_request *r, sh_error_kind kind, const char *msg, const char *allow)
 {
-        char *text = body ? cJSON_PrintUnformatted(body) : NULL;
-        struct MHD_Response *resp;
+        sh_error err = {.kind = kind, .msg = (char *)msg};
 
-        cJSON_Delete(body);
-        if (!text)
-                return NULL;
-        resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-        if (!resp) {
-                free(text);
-                return NULL;
-        }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-        return resp;
-}
-
-void sh_reply_json(sh_request *r, unsigned status, cJSON *body)
-{
-        sh_reply(r, status, json_response(body));
-}
-
-void sh_reply_empty(sh_request *r, unsigned status)
-{
-        sh_reply(r, status, MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT));
-}
-
-static void reply_error_text(sh_request *r, unsigned status, const char *type, const char *detail,
-                             const char *allow)
-{
-        cJSON *o = cJSON_CreateObject();
-        struct MHD_Response *resp;
-        char *clean = strdup(detail ? detail : "");
-
-        /* A detail may quote client bytes (a path): keep the body valid JSON text. */
-        if (clean)
-                sh_utf8_sanitize(clean);
-        if (o) {
-                cJSON_AddStringToObject(o, "error", type);
-                cJSON_AddStringToObject(o, "detail", clean ? clean : "");
-        }
-        free(clean);
-        resp = json_response(o);
-        if (resp && allow)
-                MHD_add_response_header(resp, "Allow", allow);
-        if (resp && status == 503)
-                MHD_add_response_header(resp, "Retry-After", "5");
-        sh_reply(r, status, resp);
-}
-
-void sh_reply_errorf(sh_request *r, unsigned status, const char *type, const char *fmt, ...)
-{
-        char buf[512];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        va_end(ap);
-        reply_error_text(r, status, type, buf, NULL);
-}
-
-void sh_reply_error(sh_request *r, const sh_error *err)
-{
-        int status = sh_error_status(err);
-
-        if (status >= 500)
-                log_error("request-failed", r->log_id, "%s %s: %s", r->method,
-                          r->path ? r->path : "", err && err->msg ? err->msg : "");
-        reply_error_text(r, (unsigned)status, sh_error_type(err),
-                         err && err->msg ? err->msg : "internal error", NULL);
+        sh_http_reply_error(r, &err, false, allow);
 }
 
 /* Strip an absolute-form target ("http://host/path") to its path. */
@@ -454,15 +356,6 @@ static const char *origin_form(const char *uri)
                 return p ? p : "/";
         }
         return uri;
-}
-
-static bool content_length_over(sh_request *r, uint64_t max)
-{
-        const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
-        uint64_t n;
-
-        return cl && sh_parse_u64(cl, &n) == 0 && n > max;
 }
 
 static enum MHD_Result count_field(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -567,7 +460,7 @@ static bool request_framing_ok(sh_request *r, const char *url, const char *versi
 #if MHD_VERSION < 0x01000000
         if (!header_block_intact(r, url, r->method, version)) {
                 r->close = true;
-                sh_reply_errorf(r, 400, "BadRequest",
+                sh_reply_errorf(r, SH_E_INVALID,
                                 "a NUL byte or a folded line in the request header");
                 return false;
         }
@@ -576,7 +469,7 @@ static bool request_framing_ok(sh_request *r, const char *url, const char *versi
         f = calloc(n ? n : 1, sizeof(*f));
         if (!f) {
                 r->close = true;
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return false;
         }
         l.f = f;
@@ -591,13 +484,17 @@ static bool request_framing_ok(sh_request *r, const char *url, const char *versi
         return true;
 }
 
-/* First call: headers are in. Route, decode, look up the sandbox, start the body. */
+/* First call: headers are in. Route, decode, hand the request to its surface, start the body
+ * sink. The order is the contract's: framing, path, route (404 / 405 before anything of the
+ * surface runs), the active bound, the query, the surface's admission (a sandbox lookup), the
+ * body. */
 static void request_start(sh_request *r)
 {
         sh_server *s = r->srv;
-        const char *target = origin_form(r->uri), *q, *id = NULL, *allow = NULL;
-        size_t id_len = 0, plen;
-        int status = 404;
+        const char *target = origin_form(r->uri), *q;
+        char allow[SH_ALLOW_MAX] = "";
+        sh_error_kind kind = SH_E_NO_ROUTE;
+        size_t plen;
         char *qs;
 
         r->m = sh_method_from_string(r->method);
@@ -605,93 +502,72 @@ static void request_start(sh_request *r)
         plen = q ? (size_t)(q - target) : strlen(target);
         if (sh_url_decode(target, plen, false, &r->path, NULL) < 0) {
                 r->path = strndup(target, plen);
-                sh_reply_errorf(r, 400, "BadRequest", "invalid %% escape in the path");
+                sh_reply_errorf(r, SH_E_INVALID, "invalid %% escape in the path");
                 return;
         }
-        r->route = sh_route_match(r->path, r->m, &id, &id_len, &status, &allow);
+        /* The decoded path decides the surface (the raw one was only a first guess, for the
+         * framing errors above). */
+        r->surface = sh_surface_for(s->surfaces, s->n_surfaces, r->path);
+        if (!r->surface) {
+                r->surface = s->n_surfaces ? &s->surfaces[0] : NULL;
+                reply_kind(r, SH_E_NO_ROUTE, "no such route", NULL);
+                return;
+        }
+        r->route = sh_route_match(r->surface->routes, r->surface->n_routes, r->path, r->m,
+                                  &r->params, &kind, allow);
         if (!r->route) {
-                if (status == 405)
-                        reply_error_text(r, 405, "MethodNotAllowed", "method not allowed", allow);
+                if (kind == SH_E_METHOD_NOT_ALLOWED)
+                        reply_kind(r, kind, "method not allowed", allow);
                 else
-                        sh_reply_errorf(r, 404, "NotFound", "no such route");
+                        reply_kind(r, SH_E_NO_ROUTE, "no such route", NULL);
                 return;
         }
         /* Past the bound on requests in progress, only probes are served: they end at once,
          * and the kubelet must never take a full host for a dead one. */
-        if (s->ct.n_active > SH_HTTP_ACTIVE_MAX && !r->route->probe) {
+        if (s->ct.n_active > SH_HTTP_ACTIVE_MAX && !(r->route->flags & SH_ROUTE_PROBE)) {
                 r->close = true;
-                sh_reply_errorf(r, 503, "Unavailable", "too many requests in progress");
+                sh_reply_errorf(r, SH_E_UNAVAILABLE, "too many requests in progress");
                 return;
         }
         qs = q ? (char *)q + 1 : NULL;
         if (sh_query_parse(qs, &r->query) < 0) {
-                sh_reply_errorf(r, 400, "BadRequest", "invalid %% escape in the query string");
+                sh_reply_errorf(r, SH_E_INVALID, "invalid %% escape in the query string");
                 return;
         }
-        if (r->route->needs_sandbox) {
-                r->sb = sh_manager_get(s->mgr, id, id_len);
-                if (!r->sb) {
-                        sh_reply_errorf(r, 404, "SandboxNotFound", "no such sandbox");
+        if (r->surface->admit && r->surface->admit(r) < 0)
+                return;
+        if (r->route->body) {
+                void *state = NULL;
+
+                if (r->route->body->begin(r, &state) < 0)
                         return;
-                }
-                r->log_id = r->sb->id;
-        }
-        switch (r->route->body) {
-        case SH_BODY_JSON:
-                if (content_length_over(r, SH_JSON_BODY_MAX))
-                        sh_reply_errorf(r, 413, "PayloadTooLarge", "request body too large");
-                break;
-        case SH_BODY_UPLOAD:
-                if (content_length_over(r, s->cfg->upload_max)) {
-                        sh_reply_errorf(r, 413, "PayloadTooLarge",
-                                        "upload larger than the limit of %llu bytes",
-                                        (unsigned long long)s->cfg->upload_max);
-                        break;
-                }
-                sh_api_upload_begin(r);
-                break;
-        case SH_BODY_NONE:
-                break;
+                r->sink = r->route->body;
+                r->sink_state = state;
         }
 }
 
 static void body_data(sh_request *r, const char *data, size_t len)
 {
-        switch (r->route->body) {
-        case SH_BODY_NONE:
-                return; /* endpoints that take no body ignore one */
-        case SH_BODY_UPLOAD:
-                sh_api_upload_data(r, data, len);
+        /* Endpoints that take no body ignore one; a sink that said no more drops the rest. */
+        if (!r->sink || r->sink_refused)
                 return;
-        case SH_BODY_JSON:
-                if (r->body_too_large)
-                        return;
-                if (len > SH_JSON_BODY_MAX - r->body.len) {
-                        r->body_too_large = true;
-                        return;
-                }
-                /* one byte more for the terminator cJSON's error paths rely on */
-                if (sh_buf_reserve(&r->body, len + 1) < 0) {
-                        r->body_too_large = true;
-                        return;
-                }
-                sh_buf_append(&r->body, data, len);
-                r->body.p[r->body.len] = '\0';
-                return;
-        }
+        if (r->sink->data(r, r->sink_state, data, len) < 0)
+                r->sink_refused = true;
 }
 
 static void dispatch(sh_request *r)
 {
-        if (r->body_too_large) {
-                sh_reply_errorf(r, 413, "PayloadTooLarge", "request body too large");
+        if (r->sink && r->sink->end && r->sink->end(r, r->sink_state) < 0)
+                return;
+        r->route->fn(r);
+        if (r->responded)
+                return;
+        if (r->token) { /* answered later, from the loop */
+                sh_http_suspend(r);
                 return;
         }
-        r->route->fn(r);
-        if (!r->responded && !r->suspended) {
-                log_error("handler-bug", r->log_id, "handler for %s answered nothing", r->path);
-                sh_reply_errorf(r, 500, "Internal", "the handler did not answer");
-        }
+        log_error("handler-bug", r->log_id, "handler for %s answered nothing", r->path);
+        sh_reply_errorf(r, SH_E_INTERNAL, "the handler did not answer");
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
@@ -718,6 +594,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 r->started = true;
                 r->conn = conn;
                 r->method = method;
+                /* A first guess of the surface, from the raw target, for errors found before
+                 * the path is decoded. */
+                r->surface =
+                        sh_surface_for(r->srv->surfaces, r->srv->n_surfaces, origin_form(r->uri));
+                if (!r->surface && r->srv->n_surfaces)
+                        r->surface = &r->srv->surfaces[0];
                 if (request_framing_ok(r, url, version))
                         request_start(r);
                 /* A response queued now is sent without reading the body (MHD then closes the
@@ -742,11 +624,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 }
 
 /* ---- the loop side --------------------------------------------------------------------- */
-
-void sh_server_kick(sh_server *s)
-{
-        s->need_run = true;
-}
 
 static void mhd_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
 {
@@ -852,8 +729,7 @@ static int install_sigpipe_handler(void)
         return sigaction(SIGPIPE, &sa, NULL);
 }
 
-int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_server **ret,
-                  sh_error **err)
+int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_server **ret, sh_error **err)
 {
         sh_server *s = calloc(1, sizeof(*s));
         const union MHD_DaemonInfo *info;
@@ -862,7 +738,6 @@ int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr, sh_serve
                 return sh_error_make(err, ENOMEM, "out of memory");
         s->cfg = cfg;
         s->loop = loop;
-        s->mgr = mgr;
         s->listen_fd = -1;
         if (bind_listen(cfg->listen, &s->listen_fd, s->url, sizeof(s->url), &s->port, err) < 0)
                 goto fail;
@@ -932,14 +807,25 @@ void sh_server_quiesce(sh_server *s)
         close_listen(s);
 }
 
-void sh_server_abort_suspended(sh_server *s)
+int sh_server_add_surface(sh_server *s, const sh_surface *surface, sh_error **err)
+{
+        if (s->n_surfaces == SH_SURFACES_MAX)
+                return sh_error_make(err, ENOSPC, "more than %d API surfaces", SH_SURFACES_MAX);
+        if (!surface->prefix || !surface->error)
+                return sh_error_make(err, EINVAL, "the surface '%s' has no prefix or error body",
+                                     surface->name ? surface->name : "?");
+        s->surfaces[s->n_surfaces++] = *surface;
+        return 0;
+}
+
+void sh_server_abort_waiting(sh_server *s)
 {
         sh_request *r, *next;
 
-        for (r = s->requests; r; r = next) {
-                next = r->next;
-                if (r->suspended && !r->responded)
-                        sh_reply_errorf(r, 503, "Unavailable", "the host is shutting down");
+        SH_LIST_FOREACH_SAFE(requests, r, next, s->requests)
+        {
+                if (r->token && !r->responded)
+                        sh_reply_errorf(r, SH_E_UNAVAILABLE, "the host is shutting down");
         }
 }
 
@@ -954,9 +840,11 @@ bool sh_server_busy(const sh_server *s)
 
         /* A request still sending its headers is not in flight: a slow client does not hold
          * up a shutdown (MHD_stop_daemon closes it). */
-        for (r = s->requests; r; r = r->next)
+        SH_LIST_FOREACH(requests, r, s->requests)
+        {
                 if (r->started)
                         return true;
+        }
         return false;
 }
 
@@ -968,11 +856,10 @@ void sh_server_free(sh_server *s)
                 sh_request *r;
 
                 /* MHD_stop_daemon with suspended connections is an API violation: resume all. */
-                for (r = s->requests; r; r = r->next)
-                        if (r->suspended) {
-                                r->suspended = false;
-                                MHD_resume_connection(r->conn);
-                        }
+                SH_LIST_FOREACH(requests, r, s->requests)
+                {
+                        sh_http_resume(r);
+                }
                 MHD_stop_daemon(s->d);
         }
         sh_loop_del_io(s->loop, s->mhd_io);
@@ -1001,19 +888,4 @@ const char *sh_server_pod_url(const sh_server *s)
 uint16_t sh_server_port(const sh_server *s)
 {
         return s->port;
-}
-
-const sh_config *sh_server_config(const sh_server *s)
-{
-        return s->cfg;
-}
-
-sh_manager *sh_server_manager(const sh_server *s)
-{
-        return s->mgr;
-}
-
-sh_loop *sh_server_loop(const sh_server *s)
-{
-        return s->loop;
 }

@@ -1087,7 +1087,7 @@ static int setting_error(sh_error **err, const char *fmt, ...)
         vsnprintf(buf, sizeof(buf), fmt, ap);
         va_end(ap);
         buf[strcspn(buf, "\n")] = '\0'; /* one line, like every invalid setting */
-        return sh_error_http(err, 0, SH_ERROR_SETTING, "%s", buf);
+        return sh_error_new(err, SH_E_SETTING, "%s", buf);
 }
 
 int sh_disk_open(const sh_config *cfg, int rootfd, const char *root, sh_disk **ret, sh_error **err)

@@ -13,6 +13,7 @@
 #include "persist-internal.h"
 #include "sh/cgroup.h"
 #include "sh/helper.h"
+#include "sh/list.h"
 #include "sh/seccomp.h"
 #include "sh/spawn.h"
 
@@ -50,7 +51,7 @@ typedef struct job {
         size_t tail_len;
         sh_persist_done_fn done;
         void *data;
-        struct job *prev, *next;
+        SH_LIST_FIELDS(struct job, jobs); /* the persister's queue, oldest first */
 } job;
 
 struct sh_persister {
@@ -60,13 +61,12 @@ struct sh_persister {
         const char *rsync;                      /* static string, NULL: not found */
         sh_seccomp *sandbox_filter;             /* the sandbox's own filter, for rsync too */
         const struct sock_fprog *socket_filter; /* the helpers' AF_UNIX-only filter */
-        job *head, *tail;
+        job *jobs;                              /* queued and running, in submission order */
         unsigned running;
         sh_timer *pump_t;
         sh_timer *watch_t;
+        sh_sandbox_observer deletes; /* the manager tells us of every delete */
 };
-
-static sh_persister *the_persister;
 
 /* rsync is looked up in fixed system directories only, never through $PATH. */
 static const char *find_rsync(void)
@@ -80,7 +80,13 @@ static const char *find_rsync(void)
         return NULL;
 }
 
-int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_persister **ret, sh_error **err)
+static void on_deleted(sh_sandbox *sb, void *data)
+{
+        sh_persist_forget(data, sb);
+}
+
+int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_manager *m, sh_persister **ret,
+                     sh_error **err)
 {
         sh_persister *p = calloc(1, sizeof(*p));
 
@@ -88,6 +94,7 @@ int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_persister **ret, sh
                 return sh_error_make(err, ENOMEM, "out of memory");
         p->cfg = cfg;
         p->loop = loop;
+        p->mgr = m;
         p->rsync = find_rsync();
         /* rsync runs under the sandboxes' deny list (nothing of the kernel a sandbox may not
          * reach) plus the helpers' socket filter; both are made now, loaded in the child. */
@@ -97,52 +104,20 @@ int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_persister **ret, sh
                 free(p);
                 return -1;
         }
+        /* A deleted sandbox's jobs are cancelled at once (the watch timer would notice within
+         * WATCH_MS anyway). */
+        p->deletes.deleted = on_deleted;
+        p->deletes.data = p;
+        sh_manager_observe(m, &p->deletes);
         *ret = p;
         return 0;
-}
-
-sh_persister *sh_persister_get(sh_manager *m)
-{
-        sh_loop *loop = sh_manager_loop(m);
-        const sh_config *cfg = sh_manager_config(m);
-        sh_error *err = NULL;
-
-        if (the_persister && the_persister->mgr == m && the_persister->loop == loop &&
-            the_persister->cfg == cfg)
-                return the_persister;
-        /* A new daemon in the same process (the in-process tests): the old one is gone. */
-        sh_persister_free(the_persister);
-        the_persister = NULL;
-        if (sh_persister_new(cfg, loop, &the_persister, &err) < 0) {
-                sh_error_release(&err);
-                return NULL;
-        }
-        the_persister->mgr = m;
-        sh_manager_set_delete_hook(m, sh_persist_forget_hook, the_persister);
-        return the_persister;
-}
-
-void sh_persist_shutdown(sh_loop *loop)
-{
-        if (!the_persister || the_persister->loop != loop)
-                return;
-        sh_persister_free(the_persister);
-        the_persister = NULL;
 }
 
 /* ---- the queue ------------------------------------------------------------------------- */
 
 static void job_unlink(sh_persister *p, job *j)
 {
-        if (j->prev)
-                j->prev->next = j->next;
-        else
-                p->head = j->next;
-        if (j->next)
-                j->next->prev = j->prev;
-        else
-                p->tail = j->prev;
-        j->prev = j->next = NULL;
+        SH_LIST_REMOVE(jobs, p->jobs, j);
 }
 
 static void pump(sh_loop *l, sh_timer *t, void *data);
@@ -233,8 +208,8 @@ static void thaw(job *j)
         if (!j->frozen)
                 return;
         j->frozen = false;
-        if (j->sb->cg)
-                (void)sh_cgroup_thaw_procs(j->sb->cg, &err);
+        if (sh_sandbox_cgroup(j->sb))
+                (void)sh_cgroup_thaw_procs(sh_sandbox_cgroup(j->sb), &err);
         sh_error_release(&err);
 }
 
@@ -254,7 +229,7 @@ static void job_complete(job *j, const sh_error *err)
         thaw(j);
         /* The helper has been reaped (or never ran): its cgroup goes once empty. */
         if (j->hcg)
-                sh_manager_bury_cgroup(j->sb->mgr, j->hcg);
+                sh_manager_bury_cgroup(p->mgr, j->hcg);
         j->hcg = NULL;
         if (j->done)
                 j->done(j->sb, err, j->data);
@@ -264,9 +239,9 @@ static void job_complete(job *j, const sh_error *err)
         schedule_pump(p);
 }
 
-static void job_fail(job *j, int status, const char *type, const char *fmt, ...) _printf_(4, 5);
+static void job_fail(job *j, sh_error_kind kind, const char *fmt, ...) _printf_(3, 4);
 
-static void job_fail(job *j, int status, const char *type, const char *fmt, ...)
+static void job_fail(job *j, sh_error_kind kind, const char *fmt, ...)
 {
         sh_error *err = NULL;
         char *msg = NULL;
@@ -276,7 +251,7 @@ static void job_fail(job *j, int status, const char *type, const char *fmt, ...)
         if (vasprintf(&msg, fmt, ap) < 0)
                 msg = NULL;
         va_end(ap);
-        sh_error_http(&err, status, type, "%s", msg ? msg : "persist failed");
+        sh_error_new(&err, kind, "%s", msg ? msg : "persist failed");
         free(msg);
         job_complete(j, err);
         sh_error_release(&err);
@@ -297,21 +272,21 @@ static void job_finished(job *j)
         drain_output(j);
         tail_text(j, tail, sizeof(tail));
         if (j->cancelled) {
-                job_fail(j, 404, "SandboxNotFound", "the sandbox was deleted during the %s",
+                job_fail(j, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted during the %s",
                          what(j));
                 return;
         }
         if (j->no_watch) {
-                job_fail(j, 500, "PersistFailed", "%s: out of memory watching rsync", what(j));
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: out of memory watching rsync", what(j));
                 return;
         }
         if (j->timed_out) {
-                job_fail(j, 500, "PersistFailed", "%s: rsync did not finish within %llu s", what(j),
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: rsync did not finish within %llu s", what(j),
                          (unsigned long long)(j->p->cfg->persist_timeout_ms / 1000));
                 return;
         }
         if (WIFSIGNALED(st)) {
-                job_fail(j, 500, "PersistFailed", "%s: the rsync helper was killed by signal %d",
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: the rsync helper was killed by signal %d",
                          what(j), WTERMSIG(st));
                 return;
         }
@@ -324,12 +299,12 @@ static void job_finished(job *j)
                 return;
         }
         if (code == SH_PERSIST_EXIT_SETUP || code == SH_PERSIST_EXIT_TOO_BIG)
-                job_fail(j, 500, "PersistFailed", "%s: %s", what(j), tail);
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: %s", what(j), tail);
         else if (code > 128)
-                job_fail(j, 500, "PersistFailed", "%s: rsync was killed by signal %d%s%s", what(j),
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: rsync was killed by signal %d%s%s", what(j),
                          code - 128, *tail ? ": " : "", tail);
         else
-                job_fail(j, 500, "PersistFailed", "%s: rsync failed with exit code %d%s%s", what(j),
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: rsync failed with exit code %d%s%s", what(j),
                          code, *tail ? ": " : "", tail);
 }
 
@@ -353,9 +328,13 @@ static void job_timeout(sh_loop *l, sh_timer *t, void *data)
 
 static bool conflicts(sh_persister *p, job *j)
 {
-        for (job *o = p->head; o; o = o->next)
+        job *o;
+
+        SH_LIST_FOREACH(jobs, o, p->jobs)
+        {
                 if (o->state != JOB_QUEUED && (o->sb == j->sb || STREQ(o->item_id, j->item_id)))
                         return true;
+        }
         return false;
 }
 
@@ -366,10 +345,10 @@ static void job_spawn(sh_persister *p, job *j)
         sh_error *err = NULL;
         int fds[2] = {-1, -1}, keep[2 + SH_HELPER_PROCS_MAX], n = 0;
 
-        if (!j->sb->cg ||
-            sh_helper_cgroup_new(sh_manager_cgroups(j->sb->mgr), j->sb->cg, 'p', 0, &j->hcg,
-                                 keep + 2, SH_HELPER_PROCS_MAX, &n, &err) < 0) {
-                job_fail(j, 500, "PersistFailed", "%s: the helper's cgroup: %s", what(j),
+        if (!sh_sandbox_cgroup(j->sb) ||
+            sh_helper_cgroup_new(sh_manager_cgroups(p->mgr), sh_sandbox_cgroup(j->sb), 'p', 0,
+                                 &j->hcg, keep + 2, SH_HELPER_PROCS_MAX, &n, &err) < 0) {
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: the helper's cgroup: %s", what(j),
                          err && err->msg ? err->msg : "the sandbox has no cgroup");
                 sh_error_release(&err);
                 return;
@@ -382,14 +361,14 @@ static void job_spawn(sh_persister *p, job *j)
                 sh_close(fds[1]);
                 for (int i = 0; i < n; i++)
                         close(keep[2 + i]);
-                job_fail(j, 500, "PersistFailed", "%s: pipe: %s", what(j), strerror(e));
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: pipe: %s", what(j), strerror(e));
                 return;
         }
         j->outfd = fds[0];
         if (j->state == JOB_QUEUED)
                 p->running++;
         j->state = JOB_RUNNING;
-        keep[0] = j->sb->wsfd;
+        keep[0] = sh_sandbox_workspace_fd(j->sb);
         keep[1] = fds[1];
         /* child_done runs from the loop, never before sh_child_fork_fds returns. */
         j->child = sh_child_fork_fds(p->loop, keep, 2 + n, sh_persist_child_main, &j->arg,
@@ -398,7 +377,7 @@ static void job_spawn(sh_persister *p, job *j)
         for (int i = 0; i < n; i++)
                 close(keep[2 + i]);
         if (!j->child) {
-                job_fail(j, 500, "PersistFailed", "%s: fork: %s", what(j), strerror(errno));
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: fork: %s", what(j), strerror(errno));
                 return;
         }
         j->out_io = sh_loop_add_io(p->loop, j->outfd, EPOLLIN, output_readable, j);
@@ -419,13 +398,13 @@ static void freeze_poll(sh_loop *l, sh_timer *t, void *data)
         bool frozen = false;
 
         j->freeze_t = NULL;
-        if (j->cancelled || j->sb->deleted) {
-                job_fail(j, 404, "SandboxNotFound", "the sandbox was deleted during the %s",
+        if (j->cancelled || sh_sandbox_deleted(j->sb)) {
+                job_fail(j, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted during the %s",
                          what(j));
                 return;
         }
-        if (sh_cgroup_freeze_procs_poll(j->sb->cg, &frozen, &err) < 0) {
-                job_fail(j, 500, "PersistFailed", "persist: freezing the sandbox: %s",
+        if (sh_cgroup_freeze_procs_poll(sh_sandbox_cgroup(j->sb), &frozen, &err) < 0) {
+                job_fail(j, SH_E_PERSIST_FAILED, "persist: freezing the sandbox: %s",
                          err && err->msg ? err->msg : "");
                 sh_error_release(&err);
                 return;
@@ -435,7 +414,7 @@ static void freeze_poll(sh_loop *l, sh_timer *t, void *data)
                 return;
         }
         if (sh_now_ms() >= j->freeze_end_ms) {
-                job_fail(j, 500, "PersistFailed",
+                job_fail(j, SH_E_PERSIST_FAILED,
                          "persist: the sandbox did not freeze within %u ms (a process in an "
                          "uninterruptible sleep?)",
                          FREEZE_TIMEOUT_MS);
@@ -445,7 +424,7 @@ static void freeze_poll(sh_loop *l, sh_timer *t, void *data)
                 j->freeze_delay *= 2;
         j->freeze_t = sh_loop_add_timer(l, j->freeze_delay, freeze_poll, j);
         if (!j->freeze_t)
-                job_fail(j, 500, "PersistFailed", "persist: out of memory freezing the sandbox");
+                job_fail(j, SH_E_PERSIST_FAILED, "persist: out of memory freezing the sandbox");
 }
 
 /* Start j. Returns with j freezing or running, or completed (then j is freed). */
@@ -454,13 +433,13 @@ static void job_start(sh_persister *p, job *j)
         sh_error *err = NULL;
         bool ready = false;
 
-        if (j->cancelled || j->sb->deleted) {
-                job_fail(j, 404, "SandboxNotFound", "the sandbox was deleted before its %s ran",
+        if (j->cancelled || sh_sandbox_deleted(j->sb)) {
+                job_fail(j, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted before its %s ran",
                          what(j));
                 return;
         }
         if (!p->rsync) {
-                job_fail(j, 500, "PersistFailed", "%s: rsync is not installed on this host",
+                job_fail(j, SH_E_PERSIST_FAILED, "%s: rsync is not installed on this host",
                          what(j));
                 return;
         }
@@ -472,7 +451,7 @@ static void job_start(sh_persister *p, job *j)
         /* Checked again here, not only when the request came: a queued persist must not write
          * a workspace that stopped being trusted while it waited. */
         if (sh_sandbox_is_ready(j->sb, &ready, &err) < 0) {
-                job_fail(j, 500, "PersistFailed", "persist: %s",
+                job_fail(j, SH_E_PERSIST_FAILED, "persist: %s",
                          err && err->msg ? err->msg : "reading the readiness marker");
                 sh_error_release(&err);
                 return;
@@ -486,8 +465,9 @@ static void job_start(sh_persister *p, job *j)
          * swap a file rsync has listed for a FIFO (rsync blocks in open(2) until the job
          * timeout, holding a slot), or a directory for a link; and what rsync copies is a
          * snapshot. The helpers' cgroups are spared: rsync runs beside the frozen sandbox. */
-        if (!j->sb->cg || sh_cgroup_freeze_procs_begin(j->sb->cg, &err) < 0) {
-                job_fail(j, 500, "PersistFailed", "persist: freezing the sandbox: %s",
+        if (!sh_sandbox_cgroup(j->sb) ||
+            sh_cgroup_freeze_procs_begin(sh_sandbox_cgroup(j->sb), &err) < 0) {
+                job_fail(j, SH_E_PERSIST_FAILED, "persist: freezing the sandbox: %s",
                          err && err->msg ? err->msg : "no cgroup");
                 sh_error_release(&err);
                 return;
@@ -499,7 +479,7 @@ static void job_start(sh_persister *p, job *j)
         j->freeze_delay = 1;
         j->freeze_t = sh_loop_add_timer(p->loop, 0, freeze_poll, j);
         if (!j->freeze_t)
-                job_fail(j, 500, "PersistFailed", "persist: out of memory freezing the sandbox");
+                job_fail(j, SH_E_PERSIST_FAILED, "persist: out of memory freezing the sandbox");
 }
 
 static void pump(sh_loop *l, sh_timer *t, void *data)
@@ -508,11 +488,11 @@ static void pump(sh_loop *l, sh_timer *t, void *data)
         job *j, *next;
 
         p->pump_t = NULL;
-        for (j = p->head; j; j = next) {
-                next = j->next;
+        SH_LIST_FOREACH_SAFE(jobs, j, next, p->jobs)
+        {
                 if (j->state != JOB_QUEUED)
                         continue;
-                if (j->cancelled || j->sb->deleted) {
+                if (j->cancelled || sh_sandbox_deleted(j->sb)) {
                         job_start(p, j); /* completes it with SandboxNotFound */
                         continue;
                 }
@@ -522,9 +502,9 @@ static void pump(sh_loop *l, sh_timer *t, void *data)
                         continue;
                 job_start(p, j);
                 /* job_start may have completed j and others: start over from the head. */
-                next = p->head;
+                next = p->jobs;
         }
-        if (p->head && !p->watch_t)
+        if (p->jobs && !p->watch_t)
                 p->watch_t = sh_loop_add_timer(l, WATCH_MS, watch, p);
 }
 
@@ -533,12 +513,15 @@ static void pump(sh_loop *l, sh_timer *t, void *data)
 static void watch(sh_loop *l, sh_timer *t, void *data)
 {
         sh_persister *p = data;
+        job *j;
 
         p->watch_t = NULL;
-        for (job *j = p->head; j; j = j->next)
-                if (j->sb->deleted && !j->cancelled)
+        SH_LIST_FOREACH(jobs, j, p->jobs)
+        {
+                if (sh_sandbox_deleted(j->sb) && !j->cancelled)
                         sh_persist_forget(p, j->sb); /* marks only: the list stays intact */
-        if (p->head)
+        }
+        if (p->jobs)
                 p->watch_t = sh_loop_add_timer(l, WATCH_MS, watch, p);
 }
 
@@ -547,12 +530,12 @@ static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_ext
 {
         job *j;
 
-        if (!p->cfg->nfs_root || !sb->item_id)
-                return sh_error_http(err, 500, "PersistFailed", "no archive for this sandbox");
+        if (!p->cfg->nfs_root || !sh_sandbox_item_id(sb))
+                return sh_error_new(err, SH_E_PERSIST_FAILED, "no archive for this sandbox");
         j = calloc(1, sizeof(*j));
         if (!j)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        j->item_id = strdup(sb->item_id);
+        j->item_id = strdup(sh_sandbox_item_id(sb));
         if (!j->item_id) {
                 free(j);
                 return sh_error_make(err, ENOMEM, "out of memory");
@@ -564,8 +547,8 @@ static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_ext
         j->data = data;
         j->arg.restore = restore;
         j->arg.delete_extra = delete_extra;
-        j->arg.uid = sb->owner.uid;
-        j->arg.gid = sb->owner.gid;
+        j->arg.uid = sh_sandbox_owner(sb)->uid;
+        j->arg.gid = sh_sandbox_owner(sb)->gid;
         j->arg.rsync = p->rsync;
         j->arg.nfs_root = p->cfg->nfs_root;
         j->arg.item_id = j->item_id;
@@ -574,12 +557,7 @@ static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_ext
         j->arg.sandbox_filter = sh_seccomp_prog(p->sandbox_filter);
         j->arg.socket_filter = p->socket_filter;
         j->state = JOB_QUEUED;
-        j->prev = p->tail;
-        if (p->tail)
-                p->tail->next = j;
-        else
-                p->head = j;
-        p->tail = j;
+        SH_LIST_APPEND(jobs, p->jobs, j); /* O(jobs): the pump walks them all anyway */
         schedule_pump(p);
         if (!p->pump_t) {
                 /* No timer (out of memory): the job cannot be run from the loop. */
@@ -606,23 +584,24 @@ int sh_persist_save(sh_persister *p, sh_sandbox *sb, bool delete_extra, sh_persi
 
 void sh_persist_forget(sh_persister *p, sh_sandbox *sb)
 {
+        bool any = false;
+        job *j;
+
         if (!p)
                 return;
-        for (job *j = p->head; j; j = j->next) {
+        SH_LIST_FOREACH(jobs, j, p->jobs)
+        {
                 if (j->sb != sb || j->cancelled)
                         continue;
                 j->cancelled = true;
+                any = true;
                 /* Running: the helper passes SIGTERM on to rsync as SIGKILL, and the job ends
                  * when the helper is reaped. Queued: the pump ends it. */
                 if (j->child)
                         (void)sh_child_kill(j->child, SIGTERM);
         }
-        schedule_pump(p);
-}
-
-void sh_persist_forget_hook(sh_sandbox *sb, void *data)
-{
-        sh_persist_forget(data, sb);
+        if (any)
+                schedule_pump(p);
 }
 
 void sh_persister_free(sh_persister *p)
@@ -631,9 +610,9 @@ void sh_persister_free(sh_persister *p)
 
         if (!p)
                 return;
-        sh_error_http(&err, 503, "Unavailable", "the host is shutting down");
-        while (p->head) {
-                job *j = p->head;
+        sh_error_new(&err, SH_E_UNAVAILABLE, "the host is shutting down");
+        while (p->jobs) {
+                job *j = p->jobs;
 
                 if (j->child) {
                         /* Reaped by the loop (or sh_child_wait_all) without telling us. */
@@ -647,10 +626,7 @@ void sh_persister_free(sh_persister *p)
         sh_loop_cancel_timer(p->loop, p->pump_t);
         sh_loop_cancel_timer(p->loop, p->watch_t);
         /* The manager may outlive us: it must not call into a freed persister. */
-        if (p->mgr)
-                sh_manager_set_delete_hook(p->mgr, NULL, NULL);
+        sh_manager_unobserve(p->mgr, &p->deletes);
         sh_seccomp_free(p->sandbox_filter);
-        if (p == the_persister)
-                the_persister = NULL;
         free(p);
 }

@@ -1,6 +1,8 @@
-/* manager.c: sandbox registry, limits (capacity, draining), create/delete, leftover cleanup,
- * the workspace's disk limit around its lifetime, and the background removal of deleted
- * trees. */
+/* manager.c: the sandbox registry (id -> sandbox), its limits (capacity, draining), the
+ * resources every sandbox shares (cgroup subtree, seccomp filter, sandbox-init image, disk
+ * mode), create and delete around the sandbox object (sandbox.c), the state root's directories
+ * and trash, leftover cleanup, the background removal of deleted trees, and the cgroups
+ * waiting to be empty. */
 #include "sh/sandbox.h"
 
 #include <dirent.h>
@@ -9,23 +11,21 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "sh/capability.h"
 #include "sh/cgroup.h"
 #include "sh/disk.h"
-#include "sh/exec.h"
 #include "sh/log.h"
 #include "sh/seccomp.h"
 #include "sh/spawn.h"
 #include "sh/worker.h"
 
 #include "remover.h"
+#include "sandbox-internal.h"
 
 #define TRASH_DIR ".trash"
-#define SB_DIR    ".sandboxes" /* the sandbox directories, by neutral names */
 
 struct sh_manager {
         const sh_config *cfg;
@@ -44,14 +44,49 @@ struct sh_manager {
         sh_seccomp *filter;
         int init_image;   /* sandbox-init's sealed memfd: every worker is exec'd from it */
         char tools[4096]; /* {root}/tools: the tool store, read-only in every sandbox */
-        void (*delete_hook)(sh_sandbox *sb, void *data);
-        void *delete_hook_data;
+        sh_sandbox_observer *observers; /* told of every delete */
+        sh_restorer restorer;           /* start NULL: no restore step */
 };
 
-void sh_manager_set_delete_hook(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data)
+void sh_manager_set_restorer(sh_manager *m, const sh_restorer *r)
 {
-        m->delete_hook = fn;
-        m->delete_hook_data = data;
+        m->restorer = *r;
+}
+
+const sh_restorer *sh_manager_restorer(const sh_manager *m)
+{
+        return &m->restorer;
+}
+
+sh_seccomp *sh_manager_filter(const sh_manager *m)
+{
+        return m->filter;
+}
+
+int sh_manager_init_image(const sh_manager *m)
+{
+        return m->init_image;
+}
+
+const char *sh_manager_tools_dir(const sh_manager *m)
+{
+        return m->tools;
+}
+
+sh_disk *sh_manager_disk(const sh_manager *m)
+{
+        return m->disk;
+}
+
+void sh_manager_observe(sh_manager *m, sh_sandbox_observer *o)
+{
+        SH_LIST_APPEND(observers, m->observers, o);
+}
+
+void sh_manager_unobserve(sh_manager *m, sh_sandbox_observer *o)
+{
+        if (SH_LIST_LINKED(observers, m->observers, o))
+                SH_LIST_REMOVE(observers, m->observers, o);
 }
 
 /* Which cgroup hierarchy this daemon drives, for /healthz. */
@@ -419,7 +454,7 @@ static void teardown_done(bool ok, void *data)
 
 /* Called with every fd of the daemon into the filesystem closed: the detach child (or the
  * dying worker's namespace) drops the last reference, and with it the unmount's cost. */
-static void disk_teardown(sh_manager *m, sh_sandbox *sb)
+void sh_manager_release_dir(sh_manager *m, const char *dirname, char *trash_name)
 {
         teardown *t = calloc(1, sizeof(*t));
         char ws[4300], disk[4300];
@@ -428,11 +463,12 @@ static void disk_teardown(sh_manager *m, sh_sandbox *sb)
 
         if (!t) {
                 log_warn("unmount-failed", NULL, "out of memory: a workspace stays mounted");
+                free(trash_name);
                 return;
         }
         t->m = m;
-        t->tname = TAKE_PTR(sb->trash_name);
-        snprintf(t->dirname, sizeof(t->dirname), "%s", sb->dirname);
+        t->tname = trash_name;
+        snprintf(t->dirname, sizeof(t->dirname), "%s", dirname);
         snprintf(ws, sizeof(ws), "%s/%s/%s/workspace", m->root_real, t->tname ? TRASH_DIR : SB_DIR,
                  t->tname ? t->tname : t->dirname);
         snprintf(disk, sizeof(disk), "%s/%s/%s/disk", m->root_real, t->tname ? TRASH_DIR : SB_DIR,
@@ -446,35 +482,6 @@ static void disk_teardown(sh_manager *m, sh_sandbox *sb)
         }
 }
 
-static void sandbox_free(sh_sandbox *sb)
-{
-        sh_worker_free(sb->worker);
-        if (sb->cg)
-                sh_manager_bury_cgroup(sb->mgr, sb->cg);
-        sh_close(sb->dirfd);
-        sh_close(sb->wsfd);
-        if (sb->disk_mounted)
-                disk_teardown(sb->mgr, sb);
-        free(sb->trash_name);
-        free(sb->item_id);
-        free(sb->image);
-        cJSON_Delete(sb->env);
-        free(sb);
-}
-
-sh_sandbox *sh_sandbox_ref(sh_sandbox *sb)
-{
-        if (sb)
-                sb->refs++;
-        return sb;
-}
-
-void sh_sandbox_unref(sh_sandbox *sb)
-{
-        if (sb && --sb->refs == 0)
-                sandbox_free(sb);
-}
-
 /* An image name is one path component naming a directory below SANDBOX_HOST_IMAGES. */
 static int check_image(sh_manager *m, const char *image, sh_error **err)
 {
@@ -485,151 +492,11 @@ static int check_image(sh_manager *m, const char *image, sh_error **err)
                 return 0;
         if (!m->cfg->images || !*image || strchr(image, '/') || STREQ(image, ".") ||
             STREQ(image, "..") || strlen(image) > 255)
-                return sh_error_http(err, 400, "BadRequest", "unknown image '%s'", image);
+                return sh_error_new(err, SH_E_INVALID, "unknown image '%s'", image);
         snprintf(path, sizeof(path), "%s/%s", m->cfg->images, image);
         if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-                return sh_error_http(err, 400, "BadRequest", "unknown image '%s'", image);
+                return sh_error_new(err, SH_E_INVALID, "unknown image '%s'", image);
         return 0;
-}
-
-static int random_id(char out[SH_ID_LEN + 1])
-{
-        static const char hex[] = "0123456789abcdef";
-        unsigned char b[SH_ID_LEN / 2];
-        size_t got = 0;
-        unsigned i;
-
-        while (got < sizeof(b)) {
-                ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                got += (size_t)n;
-        }
-        for (i = 0; i < sizeof(b); i++) {
-                out[2 * i] = hex[b[i] >> 4];
-                out[2 * i + 1] = hex[b[i] & 15];
-        }
-        out[SH_ID_LEN] = '\0';
-        return 0;
-}
-
-static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, int value2,
-                         void *data)
-{
-        sh_sandbox *sb = data;
-        void (*cb)(sh_sandbox *, const sh_error *, void *) = sb->on_ready;
-        sh_error *err = NULL;
-
-        switch (ev) {
-        case SH_WORKER_EV_READY:
-                sb->worker_ready = true;
-                sb->on_ready = NULL;
-                if (cb)
-                        cb(sb, NULL, sb->on_ready_data);
-                return;
-        case SH_WORKER_EV_STARTED:
-                sh_exec_on_started(sb, id, value);
-                return;
-        case SH_WORKER_EV_EXITED:
-                sh_exec_on_exited(sb, id, value);
-                return;
-        case SH_WORKER_EV_FAILED:
-                log_error("worker-setup-failed", sb->id, "%s: %s", sh_worker_step_name(value),
-                          strerror(value2));
-                sh_error_make(&err, value2 ? value2 : EIO, "sandbox setup failed: %s: %s",
-                              sh_worker_step_name(value), strerror(value2));
-                break;
-        case SH_WORKER_EV_DEAD:
-                if (sb->deleted)
-                        return;
-                log_error("worker-died", sb->id, "the sandbox's worker died");
-                sh_error_make(&err, EIO, "the sandbox's worker died");
-                break;
-        }
-        sb->worker_dead = true;
-        sh_exec_fail_all(sb, "SandboxNotFound", "the sandbox's worker died");
-        if (cb) {
-                /* Setup failed before the create was answered: the sandbox goes. */
-                sh_error *ignored = NULL;
-
-                sb->on_ready = NULL;
-                sh_sandbox_ref(sb);
-                if (!sb->deleted)
-                        sh_manager_delete(sb->mgr, sb, &ignored);
-                sh_error_release(&ignored);
-                cb(sb, err, sb->on_ready_data);
-                sh_sandbox_unref(sb);
-        }
-        sh_error_release(&err);
-}
-
-static int start_worker(sh_manager *m, sh_sandbox *sb, sh_error **err)
-{
-        _cleanup_free_ sh_worker_spec *spec = calloc(1, sizeof(*spec));
-        sh_cgroup *init_cg = NULL;
-        char image_dir[4200];
-        sh_cg_limits lim = {
-                .memory_max = m->cfg->memory_max,
-                .pids_max = m->cfg->pids_max,
-                .cpu_max_milli = m->cfg->cpu_max_milli,
-        };
-        int procs[SH_EXEC_MAX_PROCS_FDS], n, i, r;
-
-        if (!spec)
-                return sh_error_make(err, ENOMEM, "out of memory");
-        if (sh_cgroup_create(m->cgroot, NULL, sb->id, &lim, &sb->cg, err) < 0)
-                return -1; /* cppcheck-suppress memleak ; spec is _cleanup_free_ */
-        /* Not the id: it is the API's only credential, and uname is readable by all. */
-        snprintf(spec->hostname, sizeof(spec->hostname), "%s", SH_WORKER_HOSTNAME);
-        /* By the directory's neutral name: the sandbox sees the workspace's path in its
-         * mountinfo (a bind mount's root), and must not see its own id there. */
-        snprintf(spec->rootfs, sizeof(spec->rootfs), "%s/%s/%s/.rootfs", m->cfg->root, SB_DIR,
-                 sb->dirname);
-        snprintf(spec->workspace, sizeof(spec->workspace), "%s/%s/%s/workspace", m->cfg->root,
-                 SB_DIR, sb->dirname);
-        snprintf(spec->tools, sizeof(spec->tools), "%s", m->tools);
-        /* tmpfs pages count against the sandbox's memory: a full /tmp must leave room for
-         * the commands themselves. */
-        spec->tmp_size = 256ULL << 20;
-        if (spec->tmp_size > m->cfg->memory_max / 2)
-                spec->tmp_size = m->cfg->memory_max / 2;
-        spec->uid = sb->owner.uid;
-        spec->gid = sb->owner.gid;
-        spec->seccomp = *sh_seccomp_prog(m->filter);
-        spec->ptys_max = SH_WORKER_PTYS_MAX;
-        sh_worker_spec_limits(spec, m->cfg->pids_max);
-        if (STREQ(sb->image, "default")) {
-                snprintf(image_dir, sizeof(image_dir), "%s/default",
-                         m->cfg->images ? m->cfg->images : "");
-                r = sh_worker_spec_image(
-                        spec, m->cfg->images && access(image_dir, F_OK) == 0 ? image_dir : NULL,
-                        err);
-        } else {
-                snprintf(image_dir, sizeof(image_dir), "%s/%s", m->cfg->images, sb->image);
-                r = sh_worker_spec_image(spec, image_dir, err);
-        }
-        if (r < 0)
-                return -1;
-        if (mkdirat(sb->dirfd, ".rootfs", 0700) < 0 && errno != EEXIST)
-                return sh_error_make(err, errno, "creating the rootfs mount point");
-        /* The worker lives in a leaf beside the exec cgroups: on v2 a cgroup holding
-         * processes cannot hand controllers to its children. */
-        if (sh_cgroup_create(m->cgroot, sb->cg, "init", NULL, &init_cg, err) < 0)
-                return -1;
-        n = sh_cgroup_open_procs(init_cg, procs, SH_EXEC_MAX_PROCS_FDS);
-        sh_cgroup_free(init_cg); /* removed with the sandbox's cgroup (destroy is recursive) */
-        init_cg = NULL;
-        if (n < 0)
-                return sh_error_make(err, -n, "opening the sandbox cgroup");
-        r = sh_worker_start(m->loop, m->init_image, spec, procs, n, worker_event, sb, &sb->worker,
-                            err);
-        for (i = 0; i < n; i++)
-                close(procs[i]);
-        return r;
 }
 
 /* {root}/.sandboxes/{n} with `workspace` (and `disk`, the mount point of a filesystem of its
@@ -637,163 +504,75 @@ static int start_worker(sh_manager *m, sh_sandbox *sb, sh_error **err)
 static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
 {
         bool mounted = sh_disk_mounted(m->disk);
-        char target[64];
+        const sh_fs_owner *owner = sh_sandbox_owner(sb);
+        const char *id = sh_sandbox_id(sb);
+        _cleanup_close_ int dirfd = -1, wsfd = -1;
+        char dirname[24], target[64];
         int r;
 
         /* Named for the slot, which the sandbox knows anyway (its uid is uid_base + slot):
          * the name says nothing of the id nor of other tenants. A slot's old directory is
          * normally in the trash by now; should it still be here, a second name. */
-        snprintf(sb->dirname, sizeof(sb->dirname), "%u", sb->slot);
-        r = mkdirat(m->sbfd, sb->dirname, 0711);
+        snprintf(dirname, sizeof(dirname), "%u", sh_sandbox_slot(sb));
+        r = mkdirat(m->sbfd, dirname, 0711);
         if (r < 0 && errno == EEXIST) {
-                snprintf(sb->dirname, sizeof(sb->dirname), "%u.%llu", sb->slot,
+                snprintf(dirname, sizeof(dirname), "%u.%llu", sh_sandbox_slot(sb),
                          (unsigned long long)++m->sb_seq);
-                r = mkdirat(m->sbfd, sb->dirname, 0711);
+                r = mkdirat(m->sbfd, dirname, 0711);
         }
         if (r < 0)
                 return sh_error_make(err, errno, "creating the sandbox directory");
-        snprintf(target, sizeof(target), "%s/%s", SB_DIR, sb->dirname);
-        sb->dirfd = openat(m->sbfd, sb->dirname, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        snprintf(target, sizeof(target), "%s/%s", SB_DIR, dirname);
+        dirfd = openat(m->sbfd, dirname, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         /* With a filesystem of its own, this workspace directory is only the bind's mount
          * point, and stays root's. */
-        if (sb->dirfd < 0 || mkdirat(sb->dirfd, "workspace", 0755) < 0 ||
-            (mounted && mkdirat(sb->dirfd, "disk", 0700) < 0) ||
-            (!mounted && fchownat(sb->dirfd, "workspace", sb->owner.uid, sb->owner.gid,
-                                  AT_SYMLINK_NOFOLLOW) < 0) ||
-            (!mounted && (sb->wsfd = openat(sb->dirfd, "workspace",
-                                            O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) ||
-            symlinkat(target, m->rootfd, sb->id) < 0) {
+        if (dirfd < 0 || mkdirat(dirfd, "workspace", 0755) < 0 ||
+            (mounted && mkdirat(dirfd, "disk", 0700) < 0) ||
+            (!mounted &&
+             fchownat(dirfd, "workspace", owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW) < 0) ||
+            (!mounted && (wsfd = openat(dirfd, "workspace",
+                                        O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) ||
+            symlinkat(target, m->rootfd, id) < 0) {
                 sh_error *ignored = NULL;
 
                 r = sh_error_make(err, errno, "creating the workspace");
-                (void)unlinkat(m->rootfd, sb->id, 0);
-                trash_and_remove(m, m->sbfd, sb->dirname, &ignored);
+                (void)unlinkat(m->rootfd, id, 0);
+                trash_and_remove(m, m->sbfd, dirname, &ignored);
                 sh_error_release(&ignored);
                 return r;
         }
+        sh_sandbox_set_dir(sb, dirname, TAKE_FD(dirfd), TAKE_FD(wsfd));
         return 0;
 }
 
-/* The create cannot complete: the sandbox goes, and the waiting create learns why. */
-static void setup_failed(sh_sandbox *sb, const sh_error *err)
-{
-        void (*cb)(sh_sandbox *, const sh_error *, void *) = sb->on_ready;
-        sh_error *ignored = NULL;
-
-        log_error("sandbox-setup-failed", sb->id, "%s", err && err->msg ? err->msg : "");
-        sb->on_ready = NULL;
-        sh_sandbox_ref(sb);
-        if (!sb->deleted)
-                sh_manager_delete(sb->mgr, sb, &ignored);
-        sh_error_release(&ignored);
-        if (cb)
-                cb(sb, err, sb->on_ready_data);
-        sh_sandbox_unref(sb);
-}
-
-static void disk_ready(const sh_error *err, uint32_t projid, void *data)
-{
-        sh_sandbox *sb = data;
-        /* With a filesystem of its own, the daemon works through the mount of that filesystem,
-         * not the bind at dir/workspace: DELETE /dir renames into disk/.trash, and rename(2)
-         * never crosses mounts, even of one filesystem. */
-        const char *ws = sb->disk_mounted ? "disk/workspace" : "workspace";
-        sh_error *own = NULL;
-
-        sb->disk_job = NULL;
-        if (sb->deleted) {
-                /* deleted meanwhile: sandbox_free detaches whatever the child mounted */
-                sh_sandbox_unref(sb);
-                return;
-        }
-        sb->projid = projid;
-        if (err) {
-                setup_failed(sb, err);
-        } else if ((sb->wsfd = openat(sb->dirfd, ws,
-                                      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-                sh_error_make(&own, errno, "opening the workspace");
-                setup_failed(sb, own);
-        } else if (start_worker(sb->mgr, sb, &own) < 0) {
-                setup_failed(sb, own);
-        } else if (projid) {
-                log_debug("disk-limit", sb->id, "project id %u", (unsigned)projid);
-        }
-        sh_error_release(&own);
-        sh_sandbox_unref(sb);
-}
-
-/* The workspace's limit is set up in a child (mkfs-free image copy, loop device, mounts,
- * quota writes all take time); the create stays suspended until disk_ready. */
-static int start_disk(sh_manager *m, sh_sandbox *sb, sh_error **err)
-{
-        sb->disk_mounted = sh_disk_mounted(m->disk);
-        if (sh_disk_setup(m->disk, m->loop, sb->dirfd, sb->owner.uid, sb->owner.gid, sb->slot,
-                          disk_ready, sh_sandbox_ref(sb), &sb->disk_job, err) < 0) {
-                sh_sandbox_unref(sb);
-                return -1;
-        }
-        return 0;
-}
-
-int sh_manager_create(sh_manager *m, const sh_create_opts *o,
-                      void (*on_ready)(sh_sandbox *sb, const sh_error *err, void *data), void *data,
+int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
                       sh_sandbox **ret, sh_error **err)
 {
-        sh_sandbox *sb;
+        sh_sandbox *sb = NULL;
         unsigned slot;
-        int r;
 
         if (m->draining)
-                return sh_error_http(err, 503, "Unavailable", "the host is draining");
+                return sh_error_new(err, SH_E_UNAVAILABLE, "the host is draining");
         if (m->count >= m->cfg->max_sandboxes)
-                return sh_error_http(err, 503, "Unavailable", "the host holds %u sandboxes",
-                                     m->count);
+                return sh_error_new(err, SH_E_UNAVAILABLE, "the host holds %u sandboxes", m->count);
         if (check_image(m, o->image, err) < 0)
                 return -1;
         for (slot = 0; slot < m->cfg->max_sandboxes && m->slots[slot]; slot++)
                 ;
-        sb = calloc(1, sizeof(*sb));
-        if (!sb)
-                return sh_error_make(err, ENOMEM, "out of memory");
-        sb->refs = 1;
-        sb->mgr = m;
-        sb->dirfd = sb->wsfd = -1;
-        sb->slot = slot;
-        sb->owner.uid = (uid_t)(m->cfg->uid_base + slot);
-        sb->owner.gid = (gid_t)(m->cfg->uid_base + slot);
-        sb->created_ms = sh_now_ms();
-        sb->image = strdup(o->image ? o->image : "default");
-        sb->item_id = o->item_id ? strdup(o->item_id) : NULL;
-        sb->env = o->env ? cJSON_Duplicate(o->env, true) : cJSON_CreateObject();
-        if (!sb->image || (o->item_id && !sb->item_id) || !sb->env) {
-                sandbox_free(sb);
-                return sh_error_make(err, ENOMEM, "out of memory");
-        }
-        r = random_id(sb->id);
-        if (r < 0) {
-                sandbox_free(sb);
-                return sh_error_make(err, -r, "getrandom");
-        }
+        if (sh_sandbox_new(m, slot, o, &sb, err) < 0)
+                return -1;
         if (sandbox_dir_create(m, sb, err) < 0) {
-                sandbox_free(sb);
+                sh_sandbox_unref(sb);
                 return -1;
         }
-        m->slots[slot] = sb;
+        m->slots[slot] = sb; /* the registry's reference */
         m->count++;
-        sb->on_ready = on_ready;
-        sb->on_ready_data = data;
-        /* No limit: the worker starts at once, as it always did. A limit: a child sets it up
-         * first (disk_ready starts the worker). */
-        r = sh_disk_get_mode(m->disk) == SH_DISK_NONE ? start_worker(m, sb, err)
-                                                      : start_disk(m, sb, err);
-        if (r < 0) {
+        if (sh_sandbox_start(sb, done, data, err) < 0) {
                 sh_error *ignored = NULL;
 
-                sb->on_ready = NULL;
-                r = -1;
                 sh_manager_delete(m, sb, &ignored);
                 sh_error_release(&ignored);
-                return r;
+                return -1;
         }
         *ret = sh_sandbox_ref(sb);
         return 0;
@@ -806,56 +585,46 @@ sh_sandbox *sh_manager_get(sh_manager *m, const char *id, size_t len)
         if (!sh_remote_id_valid(id, len))
                 return NULL;
         for (i = 0; i < m->cfg->max_sandboxes; i++)
-                if (m->slots[i] && memcmp(m->slots[i]->id, id, SH_ID_LEN) == 0)
+                if (m->slots[i] && memcmp(sh_sandbox_id(m->slots[i]), id, SH_ID_LEN) == 0)
                         return sh_sandbox_ref(m->slots[i]);
         return NULL;
 }
 
 int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
 {
+        const char *id = sh_sandbox_id(sb);
+        sh_sandbox_observer *o;
         int r = 0;
 
-        if (sb->deleted)
-                return sh_error_http(err, 404, "SandboxNotFound", "no such sandbox");
-        sb->deleted = true;
-        m->slots[sb->slot] = NULL;
+        if (sh_sandbox_deleted(sb))
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "no such sandbox");
+        sh_sandbox_set_deleted(sb);
+        m->slots[sh_sandbox_slot(sb)] = NULL;
         m->count--;
-        if (m->delete_hook)
-                m->delete_hook(sb, m->delete_hook_data);
-        /* Running execs end with an in-band error; then the worker dies, and with PID 1 every
-         * process of the namespace; the cgroup kill catches anything that raced. */
-        sh_exec_fail_all(sb, "SandboxNotFound", "the sandbox was deleted");
-        if (sb->disk_job)
-                sh_disk_job_cancel(sb->disk_job); /* its end frees what it made */
-        if (sb->worker)
-                sh_worker_kill(sb->worker);
-        if (sb->cg) {
-                sh_error *kerr = NULL;
-
-                /* Not the helpers working for it: the persist hook above has told rsync to
-                 * stop (it removes its temporary file first), a remover may finish. */
-                if (sh_cgroup_kill_procs(sb->cg, &kerr) < 0)
-                        log_warn("sandbox-kill-failed", sb->id, "%s", kerr ? kerr->msg : "");
-                sh_error_release(&kerr);
+        /* The observers first (persist stops the sandbox's rsync work), then its processes,
+         * then its marker, then its files. */
+        SH_LIST_FOREACH(observers, o, m->observers)
+        {
+                o->deleted(sb, o->data);
         }
-        /* The marker goes first: a reader of `ready` must never see a half-removed sandbox as
-         * trusted. */
-        if (unlinkat(sb->dirfd, ".ready", 0) < 0 && errno != ENOENT)
-                log_warn("marker-remove-failed", sb->id, "%s, ignoring", strerror(errno));
-        if (unlinkat(m->rootfd, sb->id, 0) < 0 && errno != ENOENT)
-                log_warn("remove-failed", sb->id, "%s, ignoring", strerror(errno));
-        if (sb->disk_mounted) {
-                /* Its filesystem is detached when the last reference goes (sandbox_free):
-                 * until then requests in flight may still hold files of it. */
-                char tname[96];
+        sh_sandbox_kill(sb);
+        if (unlinkat(m->rootfd, id, 0) < 0 && errno != ENOENT)
+                log_warn("remove-failed", id, "%s, ignoring", strerror(errno));
+        if (sh_sandbox_disk_mounted(sb)) {
+                /* Its filesystem is detached when the last reference goes (sandbox.c): until
+                 * then requests in flight may still hold files of it. */
+                char tname[96], *copy = NULL;
 
-                r = move_to_trash(m, m->sbfd, sb->dirname, "sb", tname, sizeof(tname), err);
-                if (r == 0 && !(sb->trash_name = strdup(tname)))
+                r = move_to_trash(m, m->sbfd, sh_sandbox_dirname(sb), "sb", tname, sizeof(tname),
+                                  err);
+                if (r == 0 && !(copy = strdup(tname)))
                         r = sh_error_make(err, ENOMEM, "out of memory");
+                if (copy)
+                        sh_sandbox_set_trash_name(sb, copy);
         } else {
-                r = trash_and_remove(m, m->sbfd, sb->dirname, err);
+                r = trash_and_remove(m, m->sbfd, sh_sandbox_dirname(sb), err);
         }
-        log_info("sandbox-deleted", sb->id, "%s", "");
+        log_info("sandbox-deleted", id, "%s", "");
         sh_sandbox_unref(sb); /* the registry's reference */
         return r;
 }
@@ -868,8 +637,8 @@ int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_er
 
         /* A workspace on a filesystem of its own has its trash there (rename(2) never leaves a
          * filesystem), beside the workspace, out of the sandbox's sight. */
-        if (sb->disk_mounted) {
-                own_trash = openat(sb->dirfd, "disk/.trash",
+        if (sh_sandbox_disk_mounted(sb)) {
+                own_trash = openat(sh_sandbox_dirfd(sb), "disk/.trash",
                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (own_trash < 0)
                         return sh_error_make(err, errno, "opening the workspace's trash");
@@ -877,7 +646,7 @@ int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_er
         }
         snprintf(tname, sizeof(tname), "dir.%llu.%llu", (unsigned long long)getpid(),
                  (unsigned long long)++m->trash_seq);
-        if (sh_fs_detach_dir(sb->wsfd, path, trashfd, tname, err) < 0)
+        if (sh_fs_detach_dir(sh_sandbox_workspace_fd(sb), path, trashfd, tname, err) < 0)
                 return -1;
         /* The sandbox pays for removing its own tree. */
         return sh_remover_start(m, trashfd, sb, tname, err);
@@ -923,35 +692,4 @@ void sh_manager_foreach(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), v
         for (i = 0; i < m->cfg->max_sandboxes; i++)
                 if (m->slots[i])
                         fn(m->slots[i], data);
-}
-
-int sh_sandbox_mark_ready(sh_sandbox *sb, sh_error **err)
-{
-        int fd = openat(sb->dirfd, ".ready", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-
-        if (fd < 0)
-                return sh_error_make(err, errno, "creating the readiness marker");
-        close(fd);
-        return 0;
-}
-
-int sh_sandbox_clear_ready(sh_sandbox *sb, sh_error **err)
-{
-        if (unlinkat(sb->dirfd, ".ready", 0) < 0 && errno != ENOENT)
-                return sh_error_make(err, errno, "removing the readiness marker");
-        return 0;
-}
-
-int sh_sandbox_is_ready(sh_sandbox *sb, bool *ret, sh_error **err)
-{
-        struct stat st;
-
-        if (fstatat(sb->dirfd, ".ready", &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                if (errno != ENOENT)
-                        return sh_error_make(err, errno, "reading the readiness marker");
-                *ret = false;
-                return 0;
-        }
-        *ret = S_ISREG(st.st_mode);
-        return 0;
 }

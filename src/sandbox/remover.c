@@ -92,10 +92,10 @@ static void remover_done(sh_child *c, pid_t pid, int status, void *data)
 
         if (WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
             WEXITSTATUS(status) < (int)ARRAY_SIZE(step))
-                log_warn("remove-failed", rm->sb ? rm->sb->id : NULL,
+                log_warn("remove-failed", rm->sb ? sh_sandbox_id(rm->sb) : NULL,
                          "background removal of '%s' failed: %s", what, step[WEXITSTATUS(status)]);
         else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-                log_warn("remove-failed", rm->sb ? rm->sb->id : NULL,
+                log_warn("remove-failed", rm->sb ? sh_sandbox_id(rm->sb) : NULL,
                          "background removal of '%s' ended with status %d", what, status);
         remover_free(rm);
 }
@@ -118,13 +118,13 @@ int sh_remover_start(sh_manager *m, int trashfd, sh_sandbox *sb, const char *nam
                 remover_free(rm);
                 return name ? sh_error_wrap(err, "removing '%s'", name) : -1;
         }
-        if (sb && sb->cg)
+        if (sb && sh_sandbox_cgroup(sb))
                 rm->sb = sh_sandbox_ref(sb);
         /* Without a cgroup of its own the work would be the daemon's again: say so. */
-        if (sh_helper_cgroup_new(sh_manager_cgroups(m), rm->sb ? sb->cg : NULL, 'r',
+        if (sh_helper_cgroup_new(sh_manager_cgroups(m), rm->sb ? sh_sandbox_cgroup(sb) : NULL, 'r',
                                  sh_manager_config(m)->cpu_max_milli, &rm->cg, keep + 1,
                                  SH_HELPER_PROCS_MAX, &n, &cerr) < 0) {
-                log_warn("remove-cgroup-failed", sb ? sb->id : NULL,
+                log_warn("remove-cgroup-failed", sb ? sh_sandbox_id(sb) : NULL,
                          "%s, removing '%s' in the daemon's cgroup",
                          cerr && cerr->msg ? cerr->msg : "", name ? name : "the trash");
                 sh_error_release(&cerr);

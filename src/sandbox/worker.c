@@ -395,13 +395,13 @@ int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *en
         size_t len;
 
         if (w->dead || w->reported_dead)
-                return sh_error_http(err, 404, "SandboxNotFound", "the sandbox worker is gone");
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox worker is gone");
         if (nprocs > SH_EXEC_MAX_PROCS_FDS)
                 return sh_error_make(err, EINVAL, "too many cgroup hierarchies");
         r = sh_proto_encode_exec(id, argv, envp, &payload, &len);
         if (r == -E2BIG)
-                return sh_error_http(err, 400, "BadRequest", "cmd and env together exceed %d bytes",
-                                     SH_EXEC_MSG_MAX);
+                return sh_error_new(err, SH_E_INVALID, "cmd and env together exceed %d bytes",
+                                    SH_EXEC_MSG_MAX);
         if (r < 0)
                 return sh_error_make(err, -r, "encoding the exec request");
         fds[0] = out_w;

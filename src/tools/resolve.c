@@ -20,7 +20,10 @@ typedef struct job job;
 typedef struct install install;
 
 struct sh_tools {
+        const sh_config *cfg;
         sh_loop *loop;
+        sh_cgroup_root *cgroot; /* the manager's: the store's cgroup goes below it */
+        bool opened;            /* fetcher, store and keys are open (sh_tools_open) */
         sh_fetcher *fetcher;
         sh_store *store;
         bool keys_on; /* a manifest must carry a valid signature */
@@ -69,8 +72,6 @@ struct sh_resolve {
         sh_resolve_done_fn done;
         void *data;
 };
-
-static sh_tools *the_tools; /* one per loop; see sh_tools_get */
 
 /* ---- the stale-fallback cache: {root}/tools/.cache/<sha256(url)>.json ---------------- */
 
@@ -548,13 +549,18 @@ static void resolve_finish(sh_resolve *res)
         resolve_free(res);
 }
 
+static int tools_open(sh_tools *t, sh_error **err);
+
 int sh_tools_resolve_start(sh_tools *t, const char *const *names, const char *const *urls, size_t n,
                            sh_resolve_done_fn done, void *data, sh_resolve **ret, sh_error **err)
 {
-        sh_resolve *res = calloc(1, sizeof(*res));
+        sh_resolve *res;
         size_t i;
 
         *ret = NULL;
+        if (tools_open(t, err) < 0)
+                return -1;
+        res = calloc(1, sizeof(*res));
         if (!res || !(res->jobs = calloc(n ? n : 1, sizeof(job))) ||
             !(res->names = calloc(n ? n : 1, sizeof(char *)))) {
                 if (res) {
@@ -631,69 +637,67 @@ static void load_keys(sh_tools *t, const char *path)
                          path, reason);
 }
 
-static void tools_free(sh_tools *t, bool loop_alive)
-{
-        while (t->installs) {
-                install *in = t->installs;
-
-                while (in->waiters)
-                        install_unwait(in->waiters);
-                if (!loop_alive)
-                        in->fetch = NULL; /* freed with the fetcher below */
-                install_free(in);
-        }
-        sh_fetcher_free(t->fetcher, loop_alive);
-        if (loop_alive)
-                sh_store_free(t->store);
-        /* else: the store's fds stay open for unpack children that may still report */
-        free(t);
-}
-
-int sh_tools_get(const sh_config *cfg, sh_loop *loop, sh_cgroup_root *cgroot, sh_tools **ret,
+int sh_tools_new(const sh_config *cfg, sh_loop *loop, sh_cgroup_root *cgroot, sh_tools **ret,
                  sh_error **err)
 {
-        sh_tools *t;
+        sh_tools *t = calloc(1, sizeof(*t));
 
-        if (the_tools && the_tools->loop == loop) {
-                *ret = the_tools;
-                return 0;
-        }
-        if (the_tools) { /* an earlier daemon in this process (in-process tests) */
-                tools_free(the_tools, false);
-                the_tools = NULL;
-        }
-        if (sodium_init() < 0)
-                return sh_error_make(err, EIO, "initialising libsodium");
-        t = calloc(1, sizeof(*t));
         if (!t)
                 return sh_error_make(err, ENOMEM, "out of memory");
+        t->cfg = cfg;
         t->loop = loop;
+        t->cgroot = cgroot;
+        *ret = t;
+        return 0;
+}
+
+/* The first resolve opens the store (its directories, a child clearing an earlier run's
+ * staging, the tools cgroup), the fetcher and the trusted keys; a failure is answered to that
+ * resolve and tried again by the next one. */
+static int tools_open(sh_tools *t, sh_error **err)
+{
+        const sh_config *cfg = t->cfg;
+
+        if (t->opened)
+                return 0;
+        if (sodium_init() < 0)
+                return sh_error_make(err, EIO, "initialising libsodium");
+        t->keys_on = false;
+        t->keys_error[0] = '\0';
+        memset(&t->keys, 0, sizeof(t->keys));
         load_keys(t, cfg->tool_keys);
         if (t->keys_error[0])
                 log_debug("tools-keys", NULL, "%s", t->keys_error);
         /* Verification is strong by default: a signature over the manifest (which holds the
          * bundle's sha256), or else https, which no one on the way can rewrite. */
-        if (sh_fetcher_new(loop, t->keys_on || cfg->tool_insecure_http, &t->fetcher, err) < 0) {
-                free(t);
+        if (sh_fetcher_new(t->loop, t->keys_on || cfg->tool_insecure_http, &t->fetcher, err) < 0)
                 return -1;
-        }
         /* The unpacker runs as the uid just below the sandbox range: no sandbox and no host
          * service has it, and it owns nothing but its staging directory. */
-        if (sh_store_open(cfg->root, loop, (uid_t)(cfg->uid_base - 1), cgroot, &t->store, err) <
-            0) {
+        if (sh_store_open(cfg->root, t->loop, (uid_t)(cfg->uid_base - 1), t->cgroot, &t->store,
+                          err) < 0) {
                 sh_fetcher_free(t->fetcher, true);
-                free(t);
+                t->fetcher = NULL;
                 return -1;
         }
-        the_tools = t;
-        *ret = t;
+        t->opened = true;
         return 0;
 }
 
-void sh_tools_shutdown(sh_loop *loop)
+void sh_tools_free(sh_tools *t)
 {
-        if (!the_tools || the_tools->loop != loop)
+        if (!t)
                 return;
-        tools_free(the_tools, true);
-        the_tools = NULL;
+        /* In-flight installs are dropped (their unpack children are killed by the store and
+         * report before it goes), every fetch is cancelled. */
+        while (t->installs) {
+                install *in = t->installs;
+
+                while (in->waiters)
+                        install_unwait(in->waiters);
+                install_free(in);
+        }
+        sh_fetcher_free(t->fetcher, true);
+        sh_store_free(t->store);
+        free(t);
 }

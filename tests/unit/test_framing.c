@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sh/http.h"
+#include "sh/native.h"
 #include "unit.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -21,8 +22,9 @@ static int check(const sh_http_field *f, size_t n, bool http10)
         }
         ck_assert_int_lt(r, 0);
         ck_assert_ptr_nonnull(err);
-        ck_assert_int_eq(sh_error_status(err), 400);
-        ck_assert_str_eq(sh_error_type(err), "BadRequest");
+        ck_assert_int_eq(sh_error_kind_of(err), SH_E_INVALID);
+        ck_assert_int_eq(sh_native_status(sh_error_kind_of(err)), 400);
+        ck_assert_str_eq(sh_native_type(sh_error_kind_of(err)), "BadRequest");
         sh_error_release(&err);
         return -1;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "sh/fsops.h"
+#include "sh/native.h"
 #include "sh/safe_open.h"
 #include "unit.h"
 
@@ -367,8 +368,9 @@ START_TEST(test_open_read_fifo_is_400_without_blocking)
         ck_assert_int_eq(mkfifo(tp("ws/p"), 0644), 0);
         ck_assert_int_lt(sh_fs_open_read(rootfd, "p", &fd, &size, &err), 0);
         ck_assert_ptr_nonnull(err);
-        ck_assert_int_eq(sh_error_status(err), 400);
-        ck_assert_str_eq(sh_error_type(err), "BadRequest");
+        ck_assert_int_eq(sh_error_kind_of(err), SH_E_INVALID);
+        ck_assert_int_eq(sh_native_status(sh_error_kind_of(err)), 400);
+        ck_assert_str_eq(sh_native_type(sh_error_kind_of(err)), "BadRequest");
         sh_error_release(&err);
 }
 END_TEST

@@ -1,6 +1,7 @@
 /* api_ops.c: operations endpoints (CONTRACT.md section 7): /healthz, /readyz, /drain. */
-#include "sh/http.h"
+#include "sh/capability.h"
 #include "sh/log.h"
+#include "sh/native.h"
 #include "sh/persist.h"
 
 SH_CAPABILITY(drain, "drain")
@@ -18,15 +19,15 @@ void sh_api_healthz(sh_request *r)
 
 void sh_api_readyz(sh_request *r)
 {
-        sh_manager *m = sh_server_manager(r->srv);
+        sh_manager *m = sh_native(r)->mgr;
         cJSON *o;
 
         if (sh_manager_draining(m)) {
-                sh_reply_errorf(r, 503, "Unavailable", "the host is draining");
+                sh_reply_errorf(r, SH_E_UNAVAILABLE, "the host is draining");
                 return;
         }
         if (sh_manager_full(m)) {
-                sh_reply_errorf(r, 503, "Unavailable", "the host is at capacity");
+                sh_reply_errorf(r, SH_E_UNAVAILABLE, "the host is at capacity");
                 return;
         }
         o = cJSON_CreateObject();
@@ -34,22 +35,18 @@ void sh_api_readyz(sh_request *r)
         sh_reply_json(r, 200, o);
 }
 
-/* One drain: answered when its last checkpoint has ended. The request and the checkpoints may
- * end in either order: whichever ends last frees this. */
+/* One drain: answered when its last checkpoint has ended; the checkpoints own it. */
 typedef struct drain_ctx {
-        sh_request *r; /* NULL once the request is gone */
+        sh_pending *tok; /* NULL: answered at once */
         sh_persister *p;
         unsigned sandboxes, pending, persisted, failed;
 } drain_ctx;
 
-static void drain_reply(drain_ctx *c)
+static void drain_reply(drain_ctx *c, sh_request *r)
 {
-        sh_request *r = c->r;
         cJSON *o;
 
         if (r) {
-                r->hstate = NULL;
-                r->hstate_free = NULL;
                 log_info("drain-checkpoint", NULL, "%u sandbox(es), %u persisted, %u failed",
                          c->sandboxes, c->persisted, c->failed);
                 o = cJSON_CreateObject();
@@ -58,6 +55,7 @@ static void drain_reply(drain_ctx *c)
                 cJSON_AddNumberToObject(o, "failed", c->failed);
                 sh_reply_json(r, 200, o);
         }
+        sh_pending_release(c->tok);
         free(c);
 }
 
@@ -68,13 +66,13 @@ static void drain_one_done(sh_sandbox *sb, const sh_error *err, void *data)
         /* A sandbox deleted meanwhile is neither checkpointed nor a failed checkpoint. */
         if (!err)
                 c->persisted++;
-        else if (sh_error_status(err) != 404) {
+        else if (sh_error_kind_of(err) != SH_E_SANDBOX_NOT_FOUND) {
                 c->failed++;
-                log_warn("persist-failed", sb->id, "drain checkpoint: %s",
+                log_warn("persist-failed", sh_sandbox_id(sb), "drain checkpoint: %s",
                          err->msg ? err->msg : "");
         }
         if (--c->pending == 0)
-                drain_reply(c);
+                drain_reply(c, sh_pending_request(c->tok));
 }
 
 static void drain_one(sh_sandbox *sb, void *data)
@@ -83,14 +81,14 @@ static void drain_one(sh_sandbox *sb, void *data)
         sh_error *err = NULL;
         bool ready = false;
 
-        if (!sb->item_id || sb->deleted)
+        if (!sh_sandbox_item_id(sb) || sh_sandbox_deleted(sb))
                 return;
         if (sh_sandbox_is_ready(sb, &ready, &err) < 0 || !ready) {
                 sh_error_release(&err);
                 return;
         }
         if (!c->p || sh_persist_save(c->p, sb, false, drain_one_done, c, &err) < 0) {
-                log_warn("persist-failed", sb->id, "drain checkpoint: %s",
+                log_warn("persist-failed", sh_sandbox_id(sb), "drain checkpoint: %s",
                          err && err->msg ? err->msg : "out of memory");
                 sh_error_release(&err);
                 c->failed++;
@@ -99,44 +97,34 @@ static void drain_one(sh_sandbox *sb, void *data)
         c->pending++;
 }
 
-static void drain_free(sh_request *r, bool aborted)
-{
-        drain_ctx *c = r->hstate;
-
-        if (c)
-                c->r = NULL;
-        r->hstate = NULL;
-}
-
 void sh_api_drain(sh_request *r)
 {
-        sh_manager *m = sh_server_manager(r->srv);
+        sh_native_ctx *n = sh_native(r);
         drain_ctx *c;
 
-        if (!sh_manager_draining(m))
+        if (!sh_manager_draining(n->mgr))
                 log_info("draining", NULL, "no new sandboxes are accepted from now on");
-        sh_manager_set_draining(m, true);
+        sh_manager_set_draining(n->mgr, true);
         c = calloc(1, sizeof(*c));
         if (!c) {
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
-        c->r = r;
-        c->sandboxes = sh_manager_count(m);
+        c->sandboxes = sh_manager_count(n->mgr);
         /* Without an archive root there is nothing to checkpoint (section 5: no-ops). */
-        if (sh_server_config(r->srv)->nfs_root) {
-                c->p = sh_persister_get(m);
-                /* One reference held by the walk itself, so that no checkpoint can answer
-                 * before every one has been queued (they end from the loop anyway). */
+        if (n->cfg->nfs_root) {
+                c->p = n->persister;
+                /* One count held by the walk itself, so that no checkpoint can answer before
+                 * every one has been queued (they end from the loop anyway). */
                 c->pending = 1;
-                sh_manager_foreach(m, drain_one, c);
+                sh_manager_foreach(n->mgr, drain_one, c);
                 c->pending--;
         }
         if (c->pending == 0) {
-                drain_reply(c);
+                drain_reply(c, r);
                 return;
         }
-        r->hstate = c;
-        r->hstate_free = drain_free;
-        sh_request_suspend(r);
+        c->tok = sh_request_wait(r, NULL, NULL);
+        if (!c->tok) /* the checkpoints still end and free c; this request is answered now */
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
 }

@@ -1,53 +1,42 @@
-/* api_persist.c: POST /sandboxes/{rid}/persist (CONTRACT.md 5): no-op rules, then an rsync job. */
-#include "sh/http.h"
+/* api_persist.c: POST /sandboxes/{rid}/persist (CONTRACT.md 5): no-op rules, then an rsync job
+ * whose end answers the waiting request (if it still waits). */
+#include "sh/capability.h"
 #include "sh/log.h"
+#include "sh/native.h"
 #include "sh/persist.h"
 
 SH_CAPABILITY(persist, "persist")
 
-/* The request and the job may end in either order: whichever ends second frees this. */
+/* One persist job's view of its request; the job owns it. */
 typedef struct persist_ctx {
-        sh_request *r; /* NULL once the request is gone */
+        sh_pending *tok;
         bool delete_extra;
 } persist_ctx;
 
 static void persist_done(sh_sandbox *sb, const sh_error *err, void *data)
 {
         persist_ctx *c = data;
-        sh_request *r = c->r;
+        sh_request *r = sh_pending_request(c->tok);
+        const char *item = sh_sandbox_item_id(sb);
 
-        if (r) {
-                r->hstate = NULL;
-                r->hstate_free = NULL;
-        }
         if (err)
-                log_warn("persist-failed", sb->id, "%s", err->msg ? err->msg : "");
+                log_warn("persist-failed", sh_sandbox_id(sb), "%s", err->msg ? err->msg : "");
         else
-                log_info("persisted", sb->id, "item %s%s", sb->item_id ? sb->item_id : "",
+                log_info("persisted", sh_sandbox_id(sb), "item %s%s", item ? item : "",
                          c->delete_extra ? " (reconciled)" : "");
-        free(c);
-        if (!r)
-                return;
-        if (err)
+        if (r && err)
                 sh_reply_error(r, err);
-        else
+        else if (r)
                 sh_reply_empty(r, 204);
-}
-
-static void persist_free(sh_request *r, bool aborted)
-{
-        persist_ctx *c = r->hstate;
-
-        if (c)
-                c->r = NULL;
-        r->hstate = NULL;
+        sh_pending_release(c->tok);
+        free(c);
 }
 
 void sh_api_persist(sh_request *r)
 {
-        cJSON *body = sh_request_json(r), *del;
-        const sh_config *cfg = sh_server_config(r->srv);
-        sh_persister *p;
+        cJSON *body = sh_native_json(r), *del;
+        sh_native_ctx *n = sh_native(r);
+        sh_sandbox *sb = sh_native_sandbox(r);
         persist_ctx *c;
         sh_error *err = NULL;
         bool ready = false, delete_extra;
@@ -57,18 +46,18 @@ void sh_api_persist(sh_request *r)
         del = cJSON_GetObjectItemCaseSensitive(body, "delete");
         if (del && !cJSON_IsNull(del) && !cJSON_IsBool(del)) {
                 cJSON_Delete(body);
-                sh_reply_errorf(r, 400, "BadRequest", "'delete' must be a boolean");
+                sh_reply_errorf(r, SH_E_INVALID, "'delete' must be a boolean");
                 return;
         }
         /* Absent (or null) is the additive checkpoint: the choice that never deletes. */
         delete_extra = del && cJSON_IsTrue(del);
         cJSON_Delete(body);
         /* No archive root or no item_id: a no-op, so old clients keep working. */
-        if (!cfg->nfs_root || !r->sb->item_id) {
+        if (!n->cfg->nfs_root || !sh_sandbox_item_id(sb)) {
                 sh_reply_empty(r, 204);
                 return;
         }
-        if (sh_sandbox_is_ready(r->sb, &ready, &err) < 0) {
+        if (sh_sandbox_is_ready(sb, &ready, &err) < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -79,22 +68,17 @@ void sh_api_persist(sh_request *r)
                 sh_reply_empty(r, 204);
                 return;
         }
-        p = sh_persister_get(sh_server_manager(r->srv));
         c = calloc(1, sizeof(*c));
-        if (!p || !c) {
+        if (!c || !(c->tok = sh_request_wait(r, NULL, NULL))) {
                 free(c);
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
-        c->r = r;
         c->delete_extra = delete_extra;
-        if (sh_persist_save(p, r->sb, delete_extra, persist_done, c, &err) < 0) {
-                free(c);
+        if (sh_persist_save(n->persister, sb, delete_extra, persist_done, c, &err) < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
-                return;
+                sh_pending_release(c->tok);
+                free(c);
         }
-        r->hstate = c;
-        r->hstate_free = persist_free;
-        sh_request_suspend(r);
 }

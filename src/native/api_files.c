@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sh/http.h"
+#include "sh/buf.h"
+#include "sh/capability.h"
 #include "sh/log.h"
+#include "sh/native.h"
 
 SH_CAPABILITY(files, "files")
 SH_CAPABILITY(upload_atomic, "files.upload-atomic")
@@ -30,8 +32,8 @@ static void add_u64(cJSON *o, const char *name, uint64_t v)
  * would say the host failed. The old file is untouched either way. */
 static void reply_fs_error(sh_request *r, const sh_error *err)
 {
-        if (err && (err->errnum == ENOSPC || err->errnum == EDQUOT)) {
-                sh_reply_errorf(r, 413, "PayloadTooLarge",
+        if (sh_error_kind_of(err) == SH_E_NO_SPACE) {
+                sh_reply_errorf(r, SH_E_TOO_LARGE,
                                 "the workspace is full (its disk limit is reached): %s",
                                 err->msg ? err->msg : strerror(err->errnum));
                 return;
@@ -39,52 +41,108 @@ static void reply_fs_error(sh_request *r, const sh_error *err)
         sh_reply_error(r, err);
 }
 
-/* ---- upload ---------------------------------------------------------------------------- */
+/* ---- upload: a body sink streaming into an unnamed file, renamed into place at the end --- */
 
-int sh_api_upload_begin(sh_request *r)
+typedef struct upload {
+        sh_fs_upload *up; /* NULL once dropped (over the limit, a failed write) or committed */
+        char *path;       /* normalised target */
+        uint64_t max;
+        bool too_large;
+        sh_error *err; /* a write failed: why */
+} upload;
+
+static int upload_begin(sh_request *r, void **state)
 {
-        sh_error *err = NULL;
+        sh_native_ctx *n = sh_native(r);
+        upload *u;
 
-        r->upload_path = sh_request_path_param(r, "path", false);
-        if (!r->upload_path)
+        if (sh_request_declared_over(r, n->cfg->upload_max)) {
+                sh_reply_errorf(r, SH_E_TOO_LARGE, "upload larger than the limit of %llu bytes",
+                                (unsigned long long)n->cfg->upload_max);
                 return -1;
-        if (sh_fs_upload_begin(r->sb->wsfd, &r->upload, &err) < 0) {
-                reply_fs_error(r, err);
-                sh_error_release(&err);
+        }
+        u = calloc(1, sizeof(*u));
+        if (!u) {
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
+                return -1;
+        }
+        u->max = n->cfg->upload_max;
+        u->path = sh_native_path_param(r, "path", false);
+        if (!u->path) {
+                free(u);
+                return -1;
+        }
+        if (sh_fs_upload_begin(sh_sandbox_workspace_fd(sh_native_sandbox(r)), &u->up, &u->err) <
+            0) {
+                reply_fs_error(r, u->err);
+                sh_error_release(&u->err);
+                free(u->path);
+                free(u);
+                return -1;
+        }
+        *state = u;
+        return 0;
+}
+
+static int upload_data(sh_request *r, void *state, const char *data, size_t len)
+{
+        upload *u = state;
+
+        if (len > u->max || sh_fs_upload_size(u->up) > u->max - len) {
+                /* Over the limit: drop what was staged now; the rest of the body is read and
+                 * discarded, then answered with 413. The old file is untouched. */
+                u->too_large = true;
+                sh_fs_upload_abort(TAKE_PTR(u->up));
+                return -1;
+        }
+        if (sh_fs_upload_write(u->up, data, len, &u->err) < 0) {
+                sh_fs_upload_abort(TAKE_PTR(u->up));
                 return -1;
         }
         return 0;
 }
 
-void sh_api_upload_data(sh_request *r, const char *data, size_t len)
+static int upload_end(sh_request *r, void *state)
 {
-        uint64_t max = sh_server_config(r->srv)->upload_max;
+        upload *u = state;
 
-        if (r->body_failed || r->body_too_large || !r->upload)
-                return;
-        if (len > max || sh_fs_upload_size(r->upload) > max - len) {
-                /* Over the limit: drop what was staged now; the rest of the body is read and
-                 * discarded, then answered with 413. The old file is untouched. */
-                r->body_too_large = true;
-                sh_fs_upload_abort(TAKE_PTR(r->upload));
-                return;
+        if (u->too_large) {
+                sh_reply_errorf(r, SH_E_TOO_LARGE, "request body too large");
+                return -1;
         }
-        if (sh_fs_upload_write(r->upload, data, len, &r->body_err) < 0) {
-                r->body_failed = true;
-                sh_fs_upload_abort(TAKE_PTR(r->upload));
+        if (u->err) {
+                reply_fs_error(r, u->err);
+                return -1;
         }
+        return 0;
 }
+
+static void upload_abort(sh_request *r, void *state)
+{
+        upload *u = state;
+
+        /* A cut connection, a 413 or a failed write leaves nothing behind. */
+        sh_fs_upload_abort(u->up);
+        sh_error_release(&u->err);
+        free(u->path);
+        free(u);
+}
+
+const sh_body_sink sh_native_upload_sink = {
+        .begin = upload_begin,
+        .data = upload_data,
+        .end = upload_end,
+        .abort = upload_abort,
+};
 
 void sh_api_upload(sh_request *r)
 {
+        upload *u = sh_request_sink_state(r);
+        sh_sandbox *sb = sh_native_sandbox(r);
         sh_error *err = NULL;
 
-        if (r->body_failed) {
-                reply_fs_error(r, r->body_err);
-                return;
-        }
-        if (sh_fs_upload_commit(TAKE_PTR(r->upload), r->sb->wsfd, r->upload_path, &r->sb->owner,
-                                &err) < 0) {
+        if (sh_fs_upload_commit(TAKE_PTR(u->up), sh_sandbox_workspace_fd(sb), u->path,
+                                sh_sandbox_owner(sb), &err) < 0) {
                 reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -96,40 +154,40 @@ void sh_api_upload(sh_request *r)
 
 void sh_api_download(sh_request *r)
 {
-        _cleanup_free_ char *path = sh_request_path_param(r, "path", false);
-        struct MHD_Response *resp;
+        _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
+        sh_response *resp;
         sh_error *err = NULL;
         uint64_t size;
         int fd;
 
         if (!path)
                 return;
-        if (sh_fs_open_read(r->sb->wsfd, path, &fd, &size, &err) < 0) {
+        if (sh_fs_open_read(sh_sandbox_workspace_fd(sh_native_sandbox(r)), path, &fd, &size, &err) <
+            0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
         }
-        /* MHD sends it with sendfile(2) and closes fd when the response is destroyed. */
-        resp = MHD_create_response_from_fd64(size, fd);
+        /* Sent with sendfile(2); the response closes fd. */
+        resp = sh_response_fd(fd, size);
         if (!resp) {
-                close(fd);
-                sh_reply_errorf(r, 500, "Internal", "cannot create the response");
+                sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
                 return;
         }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+        sh_response_header(resp, "Content-Type", "application/octet-stream");
         sh_reply(r, 200, resp);
 }
 
 void sh_api_exists(sh_request *r)
 {
-        _cleanup_free_ char *path = sh_request_path_param(r, "path", false);
+        _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
         sh_error *err = NULL;
         bool exists = false;
         cJSON *o;
 
         if (!path)
                 return;
-        if (sh_fs_exists(r->sb->wsfd, path, &exists, &err) < 0) {
+        if (sh_fs_exists(sh_sandbox_workspace_fd(sh_native_sandbox(r)), path, &exists, &err) < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -141,14 +199,14 @@ void sh_api_exists(sh_request *r)
 
 void sh_api_size(sh_request *r)
 {
-        _cleanup_free_ char *path = sh_request_path_param(r, "path", false);
+        _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
         sh_error *err = NULL;
         int64_t size = -1;
         cJSON *o;
 
         if (!path)
                 return;
-        if (sh_fs_size(r->sb->wsfd, path, &size, &err) < 0) {
+        if (sh_fs_size(sh_sandbox_workspace_fd(sh_native_sandbox(r)), path, &size, &err) < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -171,62 +229,86 @@ void sh_api_size(sh_request *r)
 #define SLICE_NS    (5 * 1000 * 1000ULL)
 
 typedef struct du_job {
+        sh_pending *tok; /* the job's reference, until it has answered */
         sh_fs_walker *w;
         sh_fs_usage *u;
         sh_timer *t;
         sh_loop *loop;
 } du_job;
 
-static void du_free(sh_request *r, bool aborted)
+/* The request ended before the walk did: stop walking. */
+static void du_gone(void *data)
 {
-        du_job *j = r->hstate;
+        du_job *j = data;
 
-        sh_loop_cancel_timer(j->loop, j->t);
+        sh_loop_cancel_timer(j->loop, TAKE_PTR(j->t));
+        sh_pending_release(TAKE_PTR(j->tok));
+}
+
+static void du_release(void *data)
+{
+        du_job *j = data;
+
         sh_fs_walk_free(j->w);
         sh_fs_usage_free(j->u);
         free(j);
-        r->hstate = NULL;
+}
+
+static const sh_pending_ops du_ops = {.gone = du_gone, .release = du_release};
+
+/* Answer, and the job is done with its request. */
+static void du_reply_error(du_job *j, sh_request *r, const sh_error *err)
+{
+        if (err)
+                sh_reply_error(r, err);
+        else
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
+        sh_pending_release(TAKE_PTR(j->tok));
 }
 
 /* Returns true when the request was answered. */
-static bool du_slice(sh_request *r)
+static bool du_slice(du_job *j, sh_request *r)
 {
-        du_job *j = r->hstate;
         uint64_t start = sh_now_ns();
         sh_error *err = NULL;
         sh_fs_entry e;
         unsigned n = 0;
+        cJSON *o;
         int k;
 
         while ((k = sh_fs_walk_next(j->w, &e, &err)) > 0) {
                 if (k == 1 && sh_fs_usage_add(j->u, &e) < 0) {
-                        sh_reply_errorf(r, 500, "Internal", "out of memory");
+                        du_reply_error(j, r, NULL);
                         return true;
                 }
                 if (++n >= SLICE_CALLS || sh_now_ns() - start > SLICE_NS)
                         return false;
         }
         if (k < 0) {
-                sh_reply_error(r, err);
+                du_reply_error(j, r, err);
                 sh_error_release(&err);
                 return true;
         }
-        cJSON *o = cJSON_CreateObject();
+        o = cJSON_CreateObject();
         add_u64(o, "bytes", sh_fs_usage_bytes(j->u));
         sh_reply_json(r, 200, o);
+        sh_pending_release(TAKE_PTR(j->tok));
         return true;
 }
 
 static void du_timer(sh_loop *l, sh_timer *t, void *data)
 {
-        sh_request *r = data;
-        du_job *j = r->hstate;
+        du_job *j = data;
+        sh_request *r = sh_pending_request(j->tok);
 
         j->t = NULL; /* the loop frees a fired timer */
-        if (!du_slice(r))
-                j->t = sh_loop_add_timer(l, 0, du_timer, r);
-        if (!j->t && !r->responded)
-                sh_reply_errorf(r, 500, "Internal", "cannot schedule the walk");
+        if (du_slice(j, r))
+                return;
+        j->t = sh_loop_add_timer(l, 0, du_timer, j);
+        if (!j->t) {
+                sh_reply_errorf(r, SH_E_INTERNAL, "cannot schedule the walk");
+                sh_pending_release(TAKE_PTR(j->tok));
+        }
 }
 
 void sh_api_disk_usage(sh_request *r)
@@ -234,81 +316,67 @@ void sh_api_disk_usage(sh_request *r)
         du_job *j = calloc(1, sizeof(*j));
         sh_error *err = NULL;
 
-        if (!j || !(j->u = sh_fs_usage_new())) {
+        if (!j || !(j->u = sh_fs_usage_new()) || !(j->tok = sh_request_wait(r, &du_ops, j))) {
+                if (j)
+                        sh_fs_usage_free(j->u);
                 free(j);
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
-        j->loop = sh_server_loop(r->srv);
-        r->hstate = j;
-        r->hstate_free = du_free;
-        if (sh_fs_walk_open(r->sb->wsfd, "", &j->w, &err) < 0) {
-                sh_reply_error(r, err);
+        j->loop = sh_native(r)->loop;
+        if (sh_fs_walk_open(sh_sandbox_workspace_fd(sh_native_sandbox(r)), "", &j->w, &err) < 0) {
+                du_reply_error(j, r, err);
                 sh_error_release(&err);
                 return;
         }
-        if (du_slice(r))
+        if (du_slice(j, r))
                 return;
-        j->t = sh_loop_add_timer(j->loop, 0, du_timer, r);
+        /* The rest in slices from the loop; the request waits. */
+        j->t = sh_loop_add_timer(j->loop, 0, du_timer, j);
         if (!j->t) {
-                sh_reply_errorf(r, 500, "Internal", "cannot schedule the walk");
-                return;
+                sh_reply_errorf(r, SH_E_INTERNAL, "cannot schedule the walk");
+                sh_pending_release(TAKE_PTR(j->tok));
         }
-        sh_request_suspend(r);
 }
 
 /* ---- walk: streamed as it is walked; memory bounded by the walker, not the tree -------- */
 
-/* Each call of the content reader walks one slice at most (as disk-usage does). A slice that
- * found nothing to send (skipped entries, empty directories) suspends the connection and
- * resumes it from a loop timer, so other work runs in between: returning 0 without
- * suspending would leave the connection unserved (MHD waits for socket activity). */
+/* Each call of the stream walks one slice at most (as disk-usage does). A slice that found
+ * nothing to send (skipped entries, empty directories) makes the connection wait and wakes it
+ * from a loop timer, so other work runs in between. */
 typedef struct walk_stream {
-        unsigned refs; /* the request (hstate) and the response (reader cls) */
-        sh_request *r; /* NULL once the request is gone */
+        sh_pending *tok; /* borrowed: the request's and the response's references keep it */
         sh_loop *loop;
-        sh_timer *t; /* pending resume, or NULL */
+        sh_timer *t; /* pending wake, or NULL */
         sh_fs_walker *w;
-        sh_buf b;  /* encoded bytes not yet handed to MHD */
+        sh_buf b;  /* encoded bytes not yet handed to the transport */
         int phase; /* 0: header, 1: entries, 2: footer written */
         bool first;
 } walk_stream;
 
-static void walk_stream_unref(walk_stream *ws)
+static void walk_gone(void *data)
 {
-        if (--ws->refs > 0)
-                return;
+        walk_stream *ws = data;
+
+        sh_loop_cancel_timer(ws->loop, TAKE_PTR(ws->t));
+}
+
+static void walk_release(void *data)
+{
+        walk_stream *ws = data;
+
+        sh_loop_cancel_timer(ws->loop, ws->t);
         sh_fs_walk_free(ws->w);
         sh_buf_done(&ws->b);
         free(ws);
 }
 
-static void walk_stream_free(void *cls)
-{
-        walk_stream_unref(cls);
-}
-
-static void walk_request_gone(sh_request *r, bool aborted)
-{
-        walk_stream *ws = r->hstate;
-
-        sh_loop_cancel_timer(ws->loop, ws->t);
-        ws->t = NULL;
-        ws->r = NULL;
-        r->hstate = NULL;
-        walk_stream_unref(ws);
-}
-
-static void walk_resume(sh_loop *l, sh_timer *t, void *data)
+static void walk_wake(sh_loop *l, sh_timer *t, void *data)
 {
         walk_stream *ws = data;
 
         ws->t = NULL; /* the loop frees a fired timer */
-        if (ws->r && ws->r->suspended) {
-                ws->r->suspended = false;
-                MHD_resume_connection(ws->r->conn);
-                sh_server_kick(ws->r->srv);
-        }
+        sh_pending_wake(ws->tok);
 }
 
 static int ws_append_entry(walk_stream *ws, const sh_fs_entry *e)
@@ -330,21 +398,15 @@ static int ws_append_entry(walk_stream *ws, const sh_fs_entry *e)
         return 0;
 }
 
-/* Suspend until the next loop iteration: a slice found nothing to send yet. */
+/* Wait until the next loop iteration: a slice found nothing to send yet. */
 static ssize_t walk_yield(walk_stream *ws)
 {
-        if (!ws->r)
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-        ws->t = sh_loop_add_timer(ws->loop, 0, walk_resume, ws);
-        if (!ws->t)
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-        ws->r->suspended = true;
-        MHD_suspend_connection(ws->r->conn);
-        return 0;
+        ws->t = sh_loop_add_timer(ws->loop, 0, walk_wake, ws);
+        return ws->t ? 0 : SH_STREAM_CUT;
 }
 
-/* Encode entries into ws->b, about as much as MHD asked for, in one slice at most; the
- * footer (or a cut) when the walk is over. Returns 0, or an MHD end code. */
+/* Encode entries into ws->b, about as much as was asked for, in one slice at most; the footer
+ * (or a cut) when the walk is over. Returns 0, or SH_STREAM_CUT. */
 static ssize_t walk_slice(walk_stream *ws, size_t max)
 {
         uint64_t start = sh_now_ns();
@@ -355,7 +417,7 @@ static ssize_t walk_slice(walk_stream *ws, size_t max)
 
         while ((k = sh_fs_walk_next(ws->w, &e, &err)) > 0) {
                 if (k == 1 && ws_append_entry(ws, &e) < 0)
-                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                        return SH_STREAM_CUT;
                 if (ws->b.len >= max || ++calls >= SLICE_CALLS || sh_now_ns() - start > SLICE_NS)
                         return 0;
         }
@@ -364,19 +426,19 @@ static ssize_t walk_slice(walk_stream *ws, size_t max)
                  * invalid JSON, never a short list. */
                 log_warn("walk-failed", NULL, "%s", err && err->msg ? err->msg : "");
                 sh_error_release(&err);
-                return MHD_CONTENT_READER_END_WITH_ERROR;
+                return SH_STREAM_CUT;
         }
         if (sh_buf_reserve(&ws->b, 4) < 0)
-                return MHD_CONTENT_READER_END_WITH_ERROR;
+                return SH_STREAM_CUT;
         memcpy(ws->b.p + ws->b.len, "]}", 2);
         ws->b.len += 2;
         ws->phase = 2;
         return 0;
 }
 
-static ssize_t walk_reader(void *cls, uint64_t pos, char *out, size_t max)
+static ssize_t walk_read(void *data, char *out, size_t max)
 {
-        walk_stream *ws = cls;
+        walk_stream *ws = data;
         bool sliced = false; /* one slice of walking per call, so every call is bounded */
         size_t copied = 0;
 
@@ -399,11 +461,11 @@ static ssize_t walk_reader(void *cls, uint64_t pos, char *out, size_t max)
                 if (ws->phase == 2 || sliced) {
                         if (copied)
                                 return (ssize_t)copied;
-                        return ws->phase == 2 ? MHD_CONTENT_READER_END_OF_STREAM : walk_yield(ws);
+                        return ws->phase == 2 ? SH_STREAM_END : walk_yield(ws);
                 }
                 if (ws->phase == 0) {
                         if (sh_buf_reserve(&ws->b, 16) < 0)
-                                return MHD_CONTENT_READER_END_WITH_ERROR;
+                                return SH_STREAM_CUT;
                         memcpy(ws->b.p, "{\"entries\":[", 12);
                         ws->b.len = 12;
                         ws->phase = 1;
@@ -416,42 +478,48 @@ static ssize_t walk_reader(void *cls, uint64_t pos, char *out, size_t max)
         }
 }
 
+static const sh_pending_ops walk_ops = {
+        .gone = walk_gone,
+        .release = walk_release,
+        .read = walk_read,
+};
+
 void sh_api_walk(sh_request *r)
 {
-        _cleanup_free_ char *root = sh_request_path_param(r, "root", true);
+        _cleanup_free_ char *root = sh_native_path_param(r, "root", true);
         walk_stream *ws;
-        struct MHD_Response *resp;
+        sh_response *resp;
         sh_error *err = NULL;
 
         if (!root)
                 return;
         ws = calloc(1, sizeof(*ws));
         if (!ws) {
-                sh_reply_errorf(r, 500, "Internal", "out of memory");
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
-        ws->refs = 1;
         ws->first = true;
-        ws->loop = sh_server_loop(r->srv);
-        if (sh_fs_walk_open(r->sb->wsfd, root, &ws->w, &err) < 0) {
-                walk_stream_unref(ws);
+        ws->loop = sh_native(r)->loop;
+        if (sh_fs_walk_open(sh_sandbox_workspace_fd(sh_native_sandbox(r)), root, &ws->w, &err) <
+            0) {
+                walk_release(ws);
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
         }
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, walk_reader, ws,
-                                                 walk_stream_free);
-        if (!resp) {
-                walk_stream_unref(ws);
-                sh_reply_errorf(r, 500, "Internal", "cannot create the response");
+        ws->tok = sh_request_wait(r, &walk_ops, ws);
+        if (!ws->tok) {
+                walk_release(ws);
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
-        /* from here the response holds one reference and the request the other */
-        ws->refs = 2;
-        ws->r = r;
-        r->hstate = ws;
-        r->hstate_free = walk_request_gone;
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        resp = sh_response_stream(ws->tok, 64 * 1024);
+        sh_pending_release(ws->tok); /* the request's and the response's references remain */
+        if (!resp) {
+                sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
+                return;
+        }
+        sh_response_header(resp, "Content-Type", "application/json");
         sh_reply(r, 200, resp);
 }
 
@@ -459,12 +527,12 @@ void sh_api_walk(sh_request *r)
 
 void sh_api_delete_file(sh_request *r)
 {
-        _cleanup_free_ char *path = sh_request_path_param(r, "path", false);
+        _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
         sh_error *err = NULL;
 
         if (!path)
                 return;
-        if (sh_fs_unlink_file(r->sb->wsfd, path, &err) < 0) {
+        if (sh_fs_unlink_file(sh_sandbox_workspace_fd(sh_native_sandbox(r)), path, &err) < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -479,11 +547,11 @@ static char *json_path_field(sh_request *r, cJSON *body, const char *name)
         char *path = NULL;
 
         if (!cJSON_IsString(f)) {
-                sh_reply_errorf(r, 400, "BadRequest", "'%s' must be a string", name);
+                sh_reply_errorf(r, SH_E_INVALID, "'%s' must be a string", name);
                 return NULL;
         }
         if (sh_path_normalize(f->valuestring, strlen(f->valuestring), &path) < 0) {
-                sh_reply_errorf(r, 400, "BadRequest", "invalid path in '%s'", name);
+                sh_reply_errorf(r, SH_E_INVALID, "invalid path in '%s'", name);
                 return NULL;
         }
         return path;
@@ -491,7 +559,7 @@ static char *json_path_field(sh_request *r, cJSON *body, const char *name)
 
 void sh_api_mkdir(sh_request *r)
 {
-        cJSON *body = sh_request_json(r);
+        cJSON *body = sh_native_json(r);
         _cleanup_free_ char *path = NULL;
         sh_error *err = NULL;
 
@@ -501,7 +569,8 @@ void sh_api_mkdir(sh_request *r)
         cJSON_Delete(body);
         if (!path)
                 return;
-        if (sh_fs_mkdir_p(r->sb->wsfd, path, &r->sb->owner, &err) < 0) {
+        if (sh_fs_mkdir_p(sh_sandbox_workspace_fd(sh_native_sandbox(r)), path,
+                          sh_sandbox_owner(sh_native_sandbox(r)), &err) < 0) {
                 reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -511,16 +580,16 @@ void sh_api_mkdir(sh_request *r)
 
 void sh_api_delete_dir(sh_request *r)
 {
-        _cleanup_free_ char *path = sh_request_path_param(r, "path", false);
+        _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
         sh_error *err = NULL;
 
         if (!path)
                 return;
         if (!*path) {
-                sh_reply_errorf(r, 400, "BadRequest", "the workspace root cannot be removed");
+                sh_reply_errorf(r, SH_E_INVALID, "the workspace root cannot be removed");
                 return;
         }
-        if (sh_manager_remove_dir(sh_server_manager(r->srv), r->sb, path, &err) < 0) {
+        if (sh_manager_remove_dir(sh_native(r)->mgr, sh_native_sandbox(r), path, &err) < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -530,7 +599,7 @@ void sh_api_delete_dir(sh_request *r)
 
 void sh_api_rename(sh_request *r)
 {
-        cJSON *body = sh_request_json(r);
+        cJSON *body = sh_native_json(r);
         _cleanup_free_ char *src = NULL, *dst = NULL;
         sh_error *err = NULL;
 
@@ -542,7 +611,8 @@ void sh_api_rename(sh_request *r)
         cJSON_Delete(body);
         if (!src || !dst)
                 return;
-        if (sh_fs_rename(r->sb->wsfd, src, dst, &r->sb->owner, &err) < 0) {
+        if (sh_fs_rename(sh_sandbox_workspace_fd(sh_native_sandbox(r)), src, dst,
+                         sh_sandbox_owner(sh_native_sandbox(r)), &err) < 0) {
                 reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;

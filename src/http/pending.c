@@ -1,0 +1,102 @@
+/* pending.c: the pending-reply token: the one owner of "the request is gone / the job is done,
+ * in either order", and of suspending and resuming a connection that waits for an answer or
+ * for its stream's next bytes. */
+#include <stdlib.h>
+
+#include "http-internal.h"
+
+sh_pending *sh_request_wait(sh_request *r, const sh_pending_ops *ops, void *data)
+{
+        sh_pending *p;
+
+        if (r->token || r->responded)
+                return NULL; /* one token per request, and only before the answer */
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return NULL;
+        p->refs = 2; /* the request's and the caller's */
+        p->r = r;
+        p->ops = ops;
+        p->data = data;
+        r->token = p;
+        return p;
+}
+
+sh_request *sh_pending_request(const sh_pending *p)
+{
+        return p ? p->r : NULL;
+}
+
+sh_pending *sh_pending_ref(sh_pending *p)
+{
+        if (p)
+                p->refs++;
+        return p;
+}
+
+void sh_pending_release(sh_pending *p)
+{
+        if (!p || --p->refs > 0)
+                return;
+        if (p->ops && p->ops->release)
+                p->ops->release(p->data);
+        free(p);
+}
+
+void sh_pending_wake(sh_pending *p)
+{
+        if (p && p->r)
+                sh_http_resume(p->r);
+}
+
+void sh_pending_request_ended(sh_request *r)
+{
+        sh_pending *p = r->token;
+
+        if (!p)
+                return;
+        r->token = NULL;
+        p->r = NULL;
+        /* The job learns it first, while the request's reference still holds the token. */
+        if (p->ops && p->ops->gone)
+                p->ops->gone(p->data);
+        sh_pending_release(p);
+}
+
+/* The content reader of a streamed response: the job's bytes, or a wait for more. */
+static ssize_t stream_reader(void *cls, uint64_t pos, char *out, size_t max)
+{
+        sh_pending *p = cls;
+        ssize_t n;
+
+        if (!p->r)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        n = p->ops->read(p->data, out, max);
+        if (n > 0)
+                return n;
+        if (n == SH_STREAM_END)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+        if (n != 0)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        /* Nothing yet: returning 0 without suspending would spin MHD; the job wakes us. */
+        sh_http_suspend(p->r);
+        return 0;
+}
+
+static void stream_free(void *cls)
+{
+        sh_pending_release(cls);
+}
+
+sh_response *sh_response_stream(sh_pending *p, size_t block)
+{
+        struct MHD_Response *resp;
+
+        if (!p || !p->ops || !p->ops->read)
+                return NULL;
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, block, stream_reader, p,
+                                                 stream_free);
+        if (resp)
+                sh_pending_ref(p); /* the response's, dropped by stream_free */
+        return resp;
+}

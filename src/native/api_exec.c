@@ -1,0 +1,161 @@
+/* api_exec.c: POST /sandboxes/{rid}/exec (CONTRACT.md section 4): validation (a plain 400
+ * before any stream opens), then a 200 application/x-ndjson stream fed by the exec session:
+ * the stream hands out queued frames, waits when there are none, and the session wakes it as
+ * output arrives. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sh/capability.h"
+#include "sh/exec.h"
+#include "sh/log.h"
+#include "sh/native.h"
+
+SH_CAPABILITY(exec, "exec")
+SH_CAPABILITY(exec_stream, "exec.ndjson-stream")
+SH_CAPABILITY(exec_oom, "exec.oom-flag")
+SH_CAPABILITY(exec_kill_on_disconnect, "exec.kill-on-disconnect")
+
+#define HEARTBEAT_MS 4500       /* contract: a frame at least every 5 s */
+#define QUEUE_HIGH   (1u << 20) /* pause the session above this much unread NDJSON */
+
+/* One exec stream: the session's events, encoded, until the transport takes them; freed with
+ * its token. */
+typedef struct stream {
+        sh_exec *e;             /* NULL once detached */
+        sh_pending *tok;        /* borrowed: valid while e is attached (gone detaches it) */
+        sh_buf q;               /* NDJSON frames not yet handed out */
+        bool ended;             /* the last frame (exit or error) is queued */
+        bool paused;            /* the session is paused: q is over QUEUE_HIGH */
+        char id[SH_ID_LEN + 1]; /* the sandbox, for log lines */
+} stream;
+
+static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
+{
+        stream *st = data;
+
+        if (sh_ndjson_event(&st->q, ev) < 0)
+                log_error("exec-oom", st->id, "%s",
+                          ev->type == SH_EXEC_EV_EXIT    ? "cannot queue the exit frame"
+                          : ev->type == SH_EXEC_EV_ERROR ? "cannot queue the error frame"
+                                                         : "cannot queue output");
+        if (ev->type == SH_EXEC_EV_EXIT || ev->type == SH_EXEC_EV_ERROR)
+                st->ended = true;
+        /* Backpressure: a client that does not read pauses the session, whose full pipe then
+         * stops the command. Memory never grows with a silent client. */
+        if (ev->type == SH_EXEC_EV_CHUNK && !st->paused && sh_buf_unread(&st->q) > QUEUE_HIGH) {
+                st->paused = true;
+                sh_exec_pause(e);
+        }
+        sh_pending_wake(st->tok);
+}
+
+static ssize_t stream_read(void *data, char *out, size_t max)
+{
+        stream *st = data;
+        size_t n = sh_buf_unread(&st->q);
+
+        if (n > max)
+                n = max;
+        if (n == 0)
+                /* Nothing to send yet: the connection waits for the next frame; a heartbeat
+                 * comes at least every 5 s. */
+                return st->ended ? SH_STREAM_END : 0;
+        memcpy(out, st->q.p + st->q.off, n);
+        st->q.off += n;
+        if (st->q.off == st->q.len)
+                st->q.off = st->q.len = 0;
+        if (st->paused && sh_buf_unread(&st->q) < QUEUE_HIGH / 2) {
+                st->paused = false;
+                sh_exec_resume(st->e);
+        }
+        return (ssize_t)n;
+}
+
+/* The request has ended: a client that went away before the last frame has its command
+ * killed by the session. */
+static void stream_gone(void *data)
+{
+        stream *st = data;
+
+        sh_exec_detach(TAKE_PTR(st->e));
+}
+
+static void stream_release(void *data)
+{
+        stream *st = data;
+
+        sh_exec_detach(st->e);
+        sh_buf_done(&st->q);
+        free(st);
+}
+
+static const sh_pending_ops stream_ops = {
+        .gone = stream_gone,
+        .release = stream_release,
+        .read = stream_read,
+};
+
+static bool strings_only(const cJSON *o)
+{
+        const cJSON *v;
+
+        cJSON_ArrayForEach(v, o) if (!cJSON_IsString(v)) return false;
+        return true;
+}
+
+void sh_api_exec(sh_request *r)
+{
+        cJSON *body = sh_native_json(r), *cmd, *env, *v;
+        sh_native_ctx *n = sh_native(r);
+        sh_sandbox *sb = sh_native_sandbox(r);
+        const sh_exec_opts opts = {
+                .capture_max = n->cfg->exec_output_max,
+                .heartbeat_ms = HEARTBEAT_MS,
+        };
+        _cleanup_free_ char **argv = NULL;
+        sh_response *resp;
+        sh_error *err = NULL;
+        size_t argc = 0;
+        stream *st;
+
+        if (!body)
+                return;
+        cmd = cJSON_GetObjectItemCaseSensitive(body, "cmd");
+        env = cJSON_GetObjectItemCaseSensitive(body, "env");
+        if (!cJSON_IsArray(cmd) || cJSON_GetArraySize(cmd) == 0 || !strings_only(cmd)) {
+                sh_reply_errorf(r, SH_E_INVALID, "'cmd' must be a non-empty list of strings");
+                goto out;
+        }
+        if (cJSON_IsNull(env))
+                env = NULL;
+        if (env && (!cJSON_IsObject(env) || !strings_only(env))) {
+                sh_reply_errorf(r, SH_E_INVALID, "'env' must be an object of strings");
+                goto out;
+        }
+        argv = calloc((size_t)cJSON_GetArraySize(cmd) + 1, sizeof(char *));
+        st = argv ? calloc(1, sizeof(*st)) : NULL;
+        if (!st || !(st->tok = sh_request_wait(r, &stream_ops, st))) {
+                free(st);
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
+                goto out;
+        }
+        snprintf(st->id, sizeof(st->id), "%s", sh_sandbox_id(sb));
+        cJSON_ArrayForEach(v, cmd) argv[argc++] = v->valuestring; /* borrowed */
+        if (sh_sandbox_exec(sb, argv, env, &opts, on_event, st, &st->e, &err) < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+                sh_pending_release(st->tok);
+                goto out;
+        }
+        resp = sh_response_stream(st->tok, 256 * 1024);
+        sh_pending_release(st->tok); /* the request's and the response's references remain */
+        if (!resp) {
+                sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
+                goto out;
+        }
+        sh_response_header(resp, "Content-Type", "application/x-ndjson");
+        sh_response_header(resp, "X-Content-Type-Options", "nosniff");
+        sh_reply(r, 200, resp);
+out:
+        cJSON_Delete(body);
+}

@@ -1,0 +1,739 @@
+/* sandbox.c: the sandbox object, owned here alone: its fields (behind accessors), its
+ * references, its readiness marker, its create lifecycle (the workspace's disk limit, the
+ * worker, the restore step, the marker, then one done), its worker's events, forwarded to its
+ * exec sessions, and what a delete does to it. The registry and the state root's directories
+ * are manager.c's. */
+#include "sh/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sandbox-internal.h"
+#include "sh/cgroup.h"
+#include "sh/disk.h"
+#include "sh/exec.h"
+#include "sh/list.h"
+#include "sh/log.h"
+#include "sh/seccomp.h"
+#include "sh/worker.h"
+
+typedef struct sh_exec_link sh_exec_link;
+
+struct sh_sandbox {
+        unsigned refs;
+        sh_manager *mgr;
+        char id[SH_ID_LEN + 1];
+        unsigned slot;     /* index in the uid range */
+        sh_fs_owner owner; /* uid/gid of the sandbox's processes and files */
+        int dirfd;         /* O_PATH {root}/.sandboxes/{dirname} (= {root}/{id}) */
+        int wsfd;          /* O_PATH its workspace; -1 until the disk limit is set up */
+        char dirname[24];  /* below {root}/.sandboxes: its slot, nothing of the id */
+        char *item_id;     /* NULL: none */
+        char *image;       /* image name, "default" for the default */
+        cJSON *env;        /* create-time env: object of strings (owned) */
+        bool deleted;
+        uint64_t created_ms;
+
+        /* isolation */
+        sh_cgroup *cg;     /* the sandbox's cgroup */
+        sh_worker *worker; /* PID 1 of its namespaces */
+        bool worker_ready;
+        bool worker_dead;
+        sh_exec_link *execs; /* live exec sessions */
+        uint32_t next_exec_id;
+        /* disk limit (src/isolation/disk.c) */
+        sh_disk_job *disk_job; /* the limit being set up, in a child */
+        uint32_t projid;       /* project quota id (project mode), else 0 */
+        bool disk_mounted;     /* loop, tmpfs: its filesystem may be mounted */
+        char *trash_name;      /* where delete moved the directory (mounted modes) */
+        /* the create, until done has been called */
+        sh_sandbox_done_fn create_done;
+        void *create_data;
+        bool restoring; /* the restorer is at work */
+};
+
+/* ---- the object ------------------------------------------------------------------------- */
+
+static void create_worker_ready(sh_sandbox *sb);
+static void create_fail(sh_sandbox *sb, const sh_error *err);
+static void create_deleted(sh_sandbox *sb);
+static void execs_abandon(sh_sandbox *sb, const char *why);
+
+static int random_id(char out[SH_ID_LEN + 1])
+{
+        static const char hex[] = "0123456789abcdef";
+        unsigned char b[SH_ID_LEN / 2];
+        size_t got = 0;
+        unsigned i;
+
+        while (got < sizeof(b)) {
+                ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                got += (size_t)n;
+        }
+        for (i = 0; i < sizeof(b); i++) {
+                out[2 * i] = hex[b[i] >> 4];
+                out[2 * i + 1] = hex[b[i] & 15];
+        }
+        out[SH_ID_LEN] = '\0';
+        return 0;
+}
+
+static void sandbox_free(sh_sandbox *sb)
+{
+        sh_worker_free(sb->worker);
+        if (sb->cg)
+                sh_manager_bury_cgroup(sb->mgr, sb->cg);
+        sh_close(sb->dirfd);
+        sh_close(sb->wsfd);
+        /* Every fd of the daemon into its filesystem is closed now: whoever drops the last
+         * reference pays for the unmount (a child of the manager's). */
+        if (sb->disk_mounted)
+                sh_manager_release_dir(sb->mgr, sb->dirname, TAKE_PTR(sb->trash_name));
+        free(sb->trash_name);
+        free(sb->item_id);
+        free(sb->image);
+        cJSON_Delete(sb->env);
+        free(sb);
+}
+
+sh_sandbox *sh_sandbox_ref(sh_sandbox *sb)
+{
+        if (sb)
+                sb->refs++;
+        return sb;
+}
+
+void sh_sandbox_unref(sh_sandbox *sb)
+{
+        if (sb && --sb->refs == 0)
+                sandbox_free(sb);
+}
+
+const char *sh_sandbox_id(const sh_sandbox *sb)
+{
+        return sb->id;
+}
+
+const char *sh_sandbox_item_id(const sh_sandbox *sb)
+{
+        return sb->item_id;
+}
+
+int sh_sandbox_workspace_fd(const sh_sandbox *sb)
+{
+        return sb->wsfd;
+}
+
+const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb)
+{
+        return &sb->owner;
+}
+
+bool sh_sandbox_deleted(const sh_sandbox *sb)
+{
+        return sb->deleted;
+}
+
+sh_cgroup *sh_sandbox_cgroup(const sh_sandbox *sb)
+{
+        return sb->cg;
+}
+
+unsigned sh_sandbox_slot(const sh_sandbox *sb)
+{
+        return sb->slot;
+}
+
+void sh_sandbox_set_dir(sh_sandbox *sb, const char *dirname, int dirfd, int wsfd)
+{
+        snprintf(sb->dirname, sizeof(sb->dirname), "%s", dirname);
+        sb->dirfd = dirfd;
+        sb->wsfd = wsfd;
+}
+
+const char *sh_sandbox_dirname(const sh_sandbox *sb)
+{
+        return sb->dirname;
+}
+
+int sh_sandbox_dirfd(const sh_sandbox *sb)
+{
+        return sb->dirfd;
+}
+
+bool sh_sandbox_disk_mounted(const sh_sandbox *sb)
+{
+        return sb->disk_mounted;
+}
+
+void sh_sandbox_set_trash_name(sh_sandbox *sb, char *name)
+{
+        free(sb->trash_name);
+        sb->trash_name = name;
+}
+
+int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_sandbox **ret,
+                   sh_error **err)
+{
+        const sh_config *cfg = sh_manager_config(m);
+        sh_sandbox *sb = calloc(1, sizeof(*sb));
+        int r;
+
+        if (!sb)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        sb->refs = 1;
+        sb->mgr = m;
+        sb->dirfd = sb->wsfd = -1;
+        sb->slot = slot;
+        sb->owner.uid = (uid_t)(cfg->uid_base + slot);
+        sb->owner.gid = (gid_t)(cfg->uid_base + slot);
+        sb->created_ms = sh_now_ms();
+        sb->image = strdup(o->image ? o->image : "default");
+        sb->item_id = o->item_id ? strdup(o->item_id) : NULL;
+        sb->env = o->env ? cJSON_Duplicate(o->env, true) : cJSON_CreateObject();
+        if (!sb->image || (o->item_id && !sb->item_id) || !sb->env) {
+                sandbox_free(sb);
+                return sh_error_make(err, ENOMEM, "out of memory");
+        }
+        r = random_id(sb->id);
+        if (r < 0) {
+                sandbox_free(sb);
+                return sh_error_make(err, -r, "getrandom");
+        }
+        *ret = sb;
+        return 0;
+}
+
+/* ---- the readiness marker (CONTRACT.md 3.1) --------------------------------------------- */
+
+int sh_sandbox_mark_ready(sh_sandbox *sb, sh_error **err)
+{
+        int fd = openat(sb->dirfd, ".ready", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+        if (fd < 0)
+                return sh_error_make(err, errno, "creating the readiness marker");
+        close(fd);
+        return 0;
+}
+
+int sh_sandbox_clear_ready(sh_sandbox *sb, sh_error **err)
+{
+        if (unlinkat(sb->dirfd, ".ready", 0) < 0 && errno != ENOENT)
+                return sh_error_make(err, errno, "removing the readiness marker");
+        return 0;
+}
+
+int sh_sandbox_is_ready(sh_sandbox *sb, bool *ret, sh_error **err)
+{
+        struct stat st;
+
+        if (fstatat(sb->dirfd, ".ready", &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (errno != ENOENT)
+                        return sh_error_make(err, errno, "reading the readiness marker");
+                *ret = false;
+                return 0;
+        }
+        *ret = S_ISREG(st.st_mode);
+        return 0;
+}
+
+/* ---- exec sessions: started here, the worker's events forwarded to them ---------------- */
+
+/* One session on the sandbox's list; lives as long as the session. */
+struct sh_exec_link {
+        sh_sandbox *sb; /* a reference: the sandbox outlives its sessions */
+        sh_exec *e;
+        uint32_t id;
+        bool linked;
+        SH_LIST_FIELDS(sh_exec_link, execs);
+};
+
+static sh_exec_link *exec_find(sh_sandbox *sb, uint32_t id)
+{
+        sh_exec_link *l;
+
+        SH_LIST_FOREACH(execs, l, sb->execs)
+        {
+                if (l->id == id)
+                        return l;
+        }
+        return NULL;
+}
+
+/* The session is over: off the list (the worker has nothing more to tell it). */
+static void exec_ended(sh_exec *e, void *data)
+{
+        sh_exec_link *l = data;
+
+        if (l->linked)
+                SH_LIST_REMOVE(execs, l->sb->execs, l);
+        l->linked = false;
+}
+
+static void exec_freed(void *data)
+{
+        sh_exec_link *l = data;
+
+        sh_sandbox_unref(l->sb);
+        free(l);
+}
+
+/* Every session of sb ends with an in-band error: the sandbox is gone, or its worker. */
+static void execs_abandon(sh_sandbox *sb, const char *why)
+{
+        sh_exec_link *l, *next;
+
+        SH_LIST_FOREACH_SAFE(execs, l, next, sb->execs)
+        {
+                sh_exec_abandon(l->e, SH_E_SANDBOX_NOT_FOUND, why);
+        }
+}
+
+static void bury(void *reaper, sh_cgroup *cg)
+{
+        sh_manager_bury_cgroup(reaper, cg);
+}
+
+static void strv_free(char **v)
+{
+        size_t i;
+
+        if (!v)
+                return;
+        for (i = 0; v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+static inline void strv_freep(char ***v)
+{
+        strv_free(*v);
+}
+#define _cleanup_strv_ _cleanup_(strv_freep)
+
+/* environment = base variables, then the sandbox's create env, then the exec's env; a later
+ * value of a name replaces the earlier one. */
+static int build_env(sh_sandbox *sb, const cJSON *env, char ***ret, sh_error **err)
+{
+        static const char *const base[] = {
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOME=/workspace",
+                "LANG=C.UTF-8",
+                "PWD=/workspace",
+                "TMPDIR=/tmp",
+                "USER=sandbox",
+                "SHELL=/bin/sh"};
+        const cJSON *layers[2] = {sb->env, env}, *v;
+        _cleanup_strv_ char **out = NULL; /* filled from the front, NULL-terminated */
+        size_t n, cap, i, k;
+
+        cap = ARRAY_SIZE(base) + (size_t)cJSON_GetArraySize(sb->env) +
+              (env ? (size_t)cJSON_GetArraySize(env) : 0) + 1;
+        out = calloc(cap, sizeof(char *));
+        if (!out)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        for (n = 0; n < ARRAY_SIZE(base); n++)
+                if (!(out[n] = strdup(base[n])))
+                        return sh_error_make(err, ENOMEM, "out of memory");
+        for (k = 0; k < 2; k++) {
+                if (!layers[k])
+                        continue;
+                cJSON_ArrayForEach(v, layers[k])
+                {
+                        size_t nl = strlen(v->string);
+                        char *kv;
+
+                        if (nl == 0 || strchr(v->string, '='))
+                                return sh_error_new(err, SH_E_INVALID,
+                                                    "env names must be non-empty and hold no '='");
+                        if (asprintf(&kv, "%s=%s", v->string, v->valuestring) < 0)
+                                return sh_error_make(err, ENOMEM, "out of memory");
+                        for (i = 0; i < n; i++)
+                                if (strncmp(out[i], kv, nl + 1) == 0)
+                                        break;
+                        if (i < n) {
+                                free(out[i]);
+                                out[i] = kv;
+                        } else {
+                                out[n++] = kv;
+                        }
+                }
+        }
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const sh_exec_opts *o,
+                    sh_exec_event_fn fn, void *data, sh_exec **ret, sh_error **err)
+{
+        sh_manager *m = sb->mgr;
+        const sh_exec_env xenv = {
+                .loop = sh_manager_loop(m),
+                .cgroot = sh_manager_cgroups(m),
+                .bury = bury,
+                .reaper = m,
+        };
+        _cleanup_strv_ char **envp = NULL;
+        sh_exec_link *l;
+        int r;
+
+        if (sb->worker_dead || !sb->worker_ready || !sb->worker)
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox's worker is gone");
+        if (build_env(sb, env, &envp, err) < 0)
+                return -1;
+        l = calloc(1, sizeof(*l));
+        if (!l)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        l->id = ++sb->next_exec_id;
+        r = sh_exec_start(&xenv,
+                          &(sh_exec_spec){
+                                  .worker = sb->worker,
+                                  .parent = sb->cg,
+                                  .id = l->id,
+                                  .log_id = sb->id,
+                                  .argv = argv,
+                                  .envp = envp,
+                                  .capture_max = o->capture_max,
+                                  .heartbeat_ms = o->heartbeat_ms,
+                                  .grace_ms = sh_manager_config(m)->exec_grace_ms,
+                          },
+                          fn, data,
+                          &(sh_exec_owner){.ended = exec_ended, .freed = exec_freed, .data = l},
+                          &l->e, err);
+        if (r < 0) {
+                free(l);
+                return -1;
+        }
+        l->sb = sh_sandbox_ref(sb);
+        l->linked = true;
+        SH_LIST_PREPEND(execs, sb->execs, l);
+        *ret = l->e;
+        return 0;
+}
+
+/* ---- the create lifecycle: disk limit, worker, restore, marker, then one done ----------- */
+
+/* The create ends: done runs once (taken first, so that nothing calls it twice). */
+static void create_end(sh_sandbox *sb, const sh_error *err)
+{
+        sh_sandbox_done_fn done = TAKE_PTR(sb->create_done);
+
+        if (done)
+                done(sb, err, sb->create_data);
+}
+
+/* A create that cannot complete: the half-made sandbox goes (marker first, so it is never
+ * seen as trusted), then the creator learns why. */
+static void create_fail(sh_sandbox *sb, const sh_error *err)
+{
+        sh_error *ignored = NULL;
+
+        sh_sandbox_ref(sb);
+        if (!sb->deleted && sh_manager_delete(sb->mgr, sb, &ignored) < 0)
+                log_warn("delete-failed", sb->id, "%s",
+                         ignored && ignored->msg ? ignored->msg : "");
+        sh_error_release(&ignored);
+        create_end(sb, err);
+        sh_sandbox_unref(sb);
+}
+
+/* Deleted by someone else (shutdown) before its create ended. */
+static void create_deleted(sh_sandbox *sb)
+{
+        sh_error *err = NULL;
+
+        sh_error_new(&err, SH_E_UNAVAILABLE, "the sandbox was deleted during its create");
+        create_fail(sb, err);
+        sh_error_release(&err);
+}
+
+static void restore_done(sh_sandbox *sb, const sh_error *err, void *data)
+{
+        sh_error *own = NULL;
+
+        sb->restoring = false;
+        if (!sb->create_done)
+                return; /* cancelled: the creator is gone, the sandbox deleted */
+        if (err) {
+                log_warn("restore-failed", sb->id, "item %s: %s", sb->item_id,
+                         err->msg ? err->msg : "");
+                if (sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND) {
+                        sh_error_new(&own, SH_E_UNAVAILABLE,
+                                     "the sandbox was deleted during its restore");
+                        create_fail(sb, own);
+                } else {
+                        create_fail(sb, err);
+                }
+                sh_error_release(&own);
+                return;
+        }
+        /* Only a complete, re-owned workspace of a live sandbox is marked trusted. */
+        if (sb->deleted) {
+                sh_error_new(&own, SH_E_UNAVAILABLE, "the sandbox was deleted during its restore");
+                create_fail(sb, own);
+                sh_error_release(&own);
+                return;
+        }
+        if (sh_sandbox_mark_ready(sb, &own) < 0) {
+                create_fail(sb, own);
+                sh_error_release(&own);
+                return;
+        }
+        create_end(sb, NULL);
+}
+
+/* The worker serves. With an item and a restorer (CONTRACT.md 2.1): restore {nfs_root}/
+ * {item_id}/, re-own, mark ready, then the create ends; else it ends now. */
+static void create_worker_ready(sh_sandbox *sb)
+{
+        const sh_restorer *rs = sh_manager_restorer(sb->mgr);
+        sh_error *err = NULL;
+
+        if (!rs->start || !sb->item_id) {
+                create_end(sb, NULL);
+                return;
+        }
+        sb->restoring = true;
+        if (rs->start(rs->impl, sb, restore_done, NULL, &err) < 0) {
+                sb->restoring = false;
+                create_fail(sb, err);
+                sh_error_release(&err);
+        }
+}
+
+void sh_sandbox_create_cancel(sh_sandbox *sb)
+{
+        sh_error *err = NULL;
+
+        if (!sb || !sb->create_done)
+                return;
+        /* A create that was never answered (shutdown) must not leave a sandbox nobody knows:
+         * neither while its worker starts nor while its restore runs. */
+        sb->create_done = NULL;
+        if (!sb->deleted && sh_manager_delete(sb->mgr, sb, &err) < 0)
+                log_warn("delete-failed", sb->id, "%s", err && err->msg ? err->msg : "");
+        sh_error_release(&err);
+}
+
+static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, int value2,
+                         void *data)
+{
+        sh_sandbox *sb = data;
+        sh_error *err = NULL;
+        sh_exec_link *l;
+
+        switch (ev) {
+        case SH_WORKER_EV_READY:
+                sb->worker_ready = true;
+                if (sb->create_done)
+                        create_worker_ready(sb);
+                return;
+        case SH_WORKER_EV_STARTED:
+                if ((l = exec_find(sb, id)))
+                        sh_exec_on_started(l->e, value);
+                return;
+        case SH_WORKER_EV_EXITED:
+                if ((l = exec_find(sb, id)))
+                        sh_exec_on_exited(l->e, value);
+                return;
+        case SH_WORKER_EV_FAILED:
+                log_error("worker-setup-failed", sb->id, "%s: %s", sh_worker_step_name(value),
+                          strerror(value2));
+                sh_error_make(&err, value2 ? value2 : EIO, "sandbox setup failed: %s: %s",
+                              sh_worker_step_name(value), strerror(value2));
+                break;
+        case SH_WORKER_EV_DEAD:
+                if (sb->deleted) {
+                        /* Deleted while its worker started: the create learns it now. */
+                        if (sb->create_done && !sb->restoring)
+                                create_deleted(sb);
+                        return;
+                }
+                log_error("worker-died", sb->id, "the sandbox's worker died");
+                sh_error_make(&err, EIO, "the sandbox's worker died");
+                break;
+        }
+        sb->worker_dead = true;
+        execs_abandon(sb, "the sandbox's worker died");
+        /* Setup failed before the create was answered: the sandbox goes. */
+        if (sb->create_done && !sb->restoring)
+                create_fail(sb, err);
+        sh_error_release(&err);
+}
+
+static int start_worker(sh_sandbox *sb, sh_error **err)
+{
+        sh_manager *m = sb->mgr;
+        const sh_config *cfg = sh_manager_config(m);
+        sh_cgroup_root *cgroot = sh_manager_cgroups(m);
+        _cleanup_free_ sh_worker_spec *spec = calloc(1, sizeof(*spec));
+        sh_cgroup *init_cg = NULL;
+        char image_dir[4200];
+        sh_cg_limits lim = {
+                .memory_max = cfg->memory_max,
+                .pids_max = cfg->pids_max,
+                .cpu_max_milli = cfg->cpu_max_milli,
+        };
+        int procs[SH_EXEC_MAX_PROCS_FDS], n, i, r;
+
+        if (!spec)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        if (sh_cgroup_create(cgroot, NULL, sb->id, &lim, &sb->cg, err) < 0)
+                return -1; /* cppcheck-suppress memleak ; spec is _cleanup_free_ */
+        /* Not the id: it is the API's only credential, and uname is readable by all. */
+        snprintf(spec->hostname, sizeof(spec->hostname), "%s", SH_WORKER_HOSTNAME);
+        /* By the directory's neutral name: the sandbox sees the workspace's path in its
+         * mountinfo (a bind mount's root), and must not see its own id there. */
+        snprintf(spec->rootfs, sizeof(spec->rootfs), "%s/%s/%s/.rootfs", cfg->root, SB_DIR,
+                 sb->dirname);
+        snprintf(spec->workspace, sizeof(spec->workspace), "%s/%s/%s/workspace", cfg->root, SB_DIR,
+                 sb->dirname);
+        snprintf(spec->tools, sizeof(spec->tools), "%s", sh_manager_tools_dir(m));
+        /* tmpfs pages count against the sandbox's memory: a full /tmp must leave room for
+         * the commands themselves. */
+        spec->tmp_size = 256ULL << 20;
+        if (spec->tmp_size > cfg->memory_max / 2)
+                spec->tmp_size = cfg->memory_max / 2;
+        spec->uid = sb->owner.uid;
+        spec->gid = sb->owner.gid;
+        spec->seccomp = *sh_seccomp_prog(sh_manager_filter(m));
+        spec->ptys_max = SH_WORKER_PTYS_MAX;
+        sh_worker_spec_limits(spec, cfg->pids_max);
+        if (STREQ(sb->image, "default")) {
+                snprintf(image_dir, sizeof(image_dir), "%s/default",
+                         cfg->images ? cfg->images : "");
+                r = sh_worker_spec_image(
+                        spec, cfg->images && access(image_dir, F_OK) == 0 ? image_dir : NULL, err);
+        } else {
+                snprintf(image_dir, sizeof(image_dir), "%s/%s", cfg->images, sb->image);
+                r = sh_worker_spec_image(spec, image_dir, err);
+        }
+        if (r < 0)
+                return -1;
+        if (mkdirat(sb->dirfd, ".rootfs", 0700) < 0 && errno != EEXIST)
+                return sh_error_make(err, errno, "creating the rootfs mount point");
+        /* The worker lives in a leaf beside the exec cgroups: on v2 a cgroup holding
+         * processes cannot hand controllers to its children. */
+        if (sh_cgroup_create(cgroot, sb->cg, "init", NULL, &init_cg, err) < 0)
+                return -1;
+        n = sh_cgroup_open_procs(init_cg, procs, SH_EXEC_MAX_PROCS_FDS);
+        sh_cgroup_free(init_cg); /* removed with the sandbox's cgroup (destroy is recursive) */
+        init_cg = NULL;
+        if (n < 0)
+                return sh_error_make(err, -n, "opening the sandbox cgroup");
+        r = sh_worker_start(sh_manager_loop(m), sh_manager_init_image(m), spec, procs, n,
+                            worker_event, sb, &sb->worker, err);
+        for (i = 0; i < n; i++)
+                close(procs[i]);
+        return r;
+}
+
+/* The create cannot complete: the sandbox goes, and the waiting create learns why. */
+static void setup_failed(sh_sandbox *sb, const sh_error *err)
+{
+        log_error("sandbox-setup-failed", sb->id, "%s", err && err->msg ? err->msg : "");
+        create_fail(sb, err);
+}
+
+static void disk_ready(const sh_error *err, uint32_t projid, void *data)
+{
+        sh_sandbox *sb = data;
+        /* With a filesystem of its own, the daemon works through the mount of that filesystem,
+         * not the bind at dir/workspace: DELETE /dir renames into disk/.trash, and rename(2)
+         * never crosses mounts, even of one filesystem. */
+        const char *ws = sb->disk_mounted ? "disk/workspace" : "workspace";
+        sh_error *own = NULL;
+
+        sb->disk_job = NULL;
+        if (sb->deleted) {
+                /* deleted meanwhile: sandbox_free detaches whatever the child mounted */
+                if (sb->create_done)
+                        create_deleted(sb);
+                sh_sandbox_unref(sb);
+                return;
+        }
+        sb->projid = projid;
+        if (err) {
+                setup_failed(sb, err);
+        } else if ((sb->wsfd = openat(sb->dirfd, ws,
+                                      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+                sh_error_make(&own, errno, "opening the workspace");
+                setup_failed(sb, own);
+        } else if (start_worker(sb, &own) < 0) {
+                setup_failed(sb, own);
+        } else if (projid) {
+                log_debug("disk-limit", sb->id, "project id %u", (unsigned)projid);
+        }
+        sh_error_release(&own);
+        sh_sandbox_unref(sb);
+}
+
+/* The workspace's limit is set up in a child (mkfs-free image copy, loop device, mounts,
+ * quota writes all take time); the create stays suspended until disk_ready. */
+static int start_disk(sh_sandbox *sb, sh_error **err)
+{
+        sh_disk *disk = sh_manager_disk(sb->mgr);
+
+        sb->disk_mounted = sh_disk_mounted(disk);
+        if (sh_disk_setup(disk, sh_manager_loop(sb->mgr), sb->dirfd, sb->owner.uid, sb->owner.gid,
+                          sb->slot, disk_ready, sh_sandbox_ref(sb), &sb->disk_job, err) < 0) {
+                sh_sandbox_unref(sb);
+                return -1;
+        }
+        return 0;
+}
+
+int sh_sandbox_start(sh_sandbox *sb, sh_sandbox_done_fn done, void *data, sh_error **err)
+{
+        int r;
+
+        /* No limit: the worker starts at once, as it always did. A limit: a child sets it up
+         * first (disk_ready starts the worker). */
+        r = sh_disk_get_mode(sh_manager_disk(sb->mgr)) == SH_DISK_NONE ? start_worker(sb, err)
+                                                                       : start_disk(sb, err);
+        if (r < 0)
+                return -1;
+        sb->create_done = done;
+        sb->create_data = data;
+        return 0;
+}
+
+void sh_sandbox_set_deleted(sh_sandbox *sb)
+{
+        sb->deleted = true;
+}
+
+void sh_sandbox_kill(sh_sandbox *sb)
+{
+        /* Running execs end with an in-band error; then the worker dies, and with PID 1 every
+         * process of the namespace; the cgroup kill catches anything that raced. */
+        execs_abandon(sb, "the sandbox was deleted");
+        if (sb->disk_job)
+                sh_disk_job_cancel(sb->disk_job); /* its end frees what it made */
+        if (sb->worker)
+                sh_worker_kill(sb->worker);
+        if (sb->cg) {
+                sh_error *kerr = NULL;
+
+                /* Not the helpers working for it: the delete observers have told rsync to
+                 * stop (it removes its temporary file first), a remover may finish. */
+                if (sh_cgroup_kill_procs(sb->cg, &kerr) < 0)
+                        log_warn("sandbox-kill-failed", sb->id, "%s", kerr ? kerr->msg : "");
+                sh_error_release(&kerr);
+        }
+        /* The marker goes first: a reader of `ready` must never see a half-removed sandbox as
+         * trusted. */
+        if (unlinkat(sb->dirfd, ".ready", 0) < 0 && errno != ENOENT)
+                log_warn("marker-remove-failed", sb->id, "%s, ignoring", strerror(errno));
+}
