@@ -78,8 +78,7 @@ static sh_conn *oldest(const sh_conntrack *t, const unsigned char *addr, unsigne
         sh_conn *c, *sending = NULL, *idle = NULL;
         unsigned n = 0;
 
-        SH_LIST_FOREACH(wait, c, t->waiting)
-        {
+        SH_LIST_FOREACH(wait, c, t->waiting) {
                 if (addr && memcmp(c->addr, addr, sizeof(c->addr)) != 0)
                         continue;
                 n++;
@@ -113,8 +112,7 @@ sh_conn *sh_conntrack_expired(const sh_conntrack *t, uint64_t now_ms)
 {
         sh_conn *c;
 
-        SH_LIST_FOREACH(wait, c, t->waiting)
-        {
+        SH_LIST_FOREACH(wait, c, t->waiting) {
                 if (c->deadline_ms && c->deadline_ms <= now_ms)
                         return c;
         }
@@ -125,8 +123,7 @@ bool sh_conntrack_any_due(const sh_conntrack *t)
 {
         const sh_conn *c;
 
-        SH_LIST_FOREACH(wait, c, t->waiting)
-        {
+        SH_LIST_FOREACH(wait, c, t->waiting) {
                 if (c->deadline_ms)
                         return true;
         }

@@ -822,8 +822,7 @@ void sh_server_abort_waiting(sh_server *s)
 {
         sh_request *r, *next;
 
-        SH_LIST_FOREACH_SAFE(requests, r, next, s->requests)
-        {
+        SH_LIST_FOREACH_SAFE(requests, r, next, s->requests) {
                 if (r->token && !r->responded)
                         sh_reply_errorf(r, SH_E_UNAVAILABLE, "the host is shutting down");
         }
@@ -840,8 +839,7 @@ bool sh_server_busy(const sh_server *s)
 
         /* A request still sending its headers is not in flight: a slow client does not hold
          * up a shutdown (MHD_stop_daemon closes it). */
-        SH_LIST_FOREACH(requests, r, s->requests)
-        {
+        SH_LIST_FOREACH(requests, r, s->requests) {
                 if (r->started)
                         return true;
         }
@@ -856,8 +854,7 @@ void sh_server_free(sh_server *s)
                 sh_request *r;
 
                 /* MHD_stop_daemon with suspended connections is an API violation: resume all. */
-                SH_LIST_FOREACH(requests, r, s->requests)
-                {
+                SH_LIST_FOREACH(requests, r, s->requests) {
                         sh_http_resume(r);
                 }
                 MHD_stop_daemon(s->d);

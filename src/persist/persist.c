@@ -330,8 +330,7 @@ static bool conflicts(sh_persister *p, job *j)
 {
         job *o;
 
-        SH_LIST_FOREACH(jobs, o, p->jobs)
-        {
+        SH_LIST_FOREACH(jobs, o, p->jobs) {
                 if (o->state != JOB_QUEUED && (o->sb == j->sb || STREQ(o->item_id, j->item_id)))
                         return true;
         }
@@ -488,8 +487,7 @@ static void pump(sh_loop *l, sh_timer *t, void *data)
         job *j, *next;
 
         p->pump_t = NULL;
-        SH_LIST_FOREACH_SAFE(jobs, j, next, p->jobs)
-        {
+        SH_LIST_FOREACH_SAFE(jobs, j, next, p->jobs) {
                 if (j->state != JOB_QUEUED)
                         continue;
                 if (j->cancelled || sh_sandbox_deleted(j->sb)) {
@@ -516,8 +514,7 @@ static void watch(sh_loop *l, sh_timer *t, void *data)
         job *j;
 
         p->watch_t = NULL;
-        SH_LIST_FOREACH(jobs, j, p->jobs)
-        {
+        SH_LIST_FOREACH(jobs, j, p->jobs) {
                 if (sh_sandbox_deleted(j->sb) && !j->cancelled)
                         sh_persist_forget(p, j->sb); /* marks only: the list stays intact */
         }
@@ -589,8 +586,7 @@ void sh_persist_forget(sh_persister *p, sh_sandbox *sb)
 
         if (!p)
                 return;
-        SH_LIST_FOREACH(jobs, j, p->jobs)
-        {
+        SH_LIST_FOREACH(jobs, j, p->jobs) {
                 if (j->sb != sb || j->cancelled)
                         continue;
                 j->cancelled = true;

@@ -603,8 +603,7 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         m->count--;
         /* The observers first (persist stops the sandbox's rsync work), then its processes,
          * then its marker, then its files. */
-        SH_LIST_FOREACH(observers, o, m->observers)
-        {
+        SH_LIST_FOREACH(observers, o, m->observers) {
                 o->deleted(sb, o->data);
         }
         sh_sandbox_kill(sb);

@@ -144,7 +144,7 @@ int sh_remover_start(sh_manager *m, int trashfd, sh_sandbox *sb, const char *nam
         /* Never removed inline: a tree costs what a sandbox made it cost, and the loop must
          * not pay that. It waits in the trash: the next start empties the state root's trash,
          * and a workspace filesystem's trash goes with its sandbox. */
-        log_warn("remove-deferred", sb ? sb->id : NULL,
+        log_warn("remove-deferred", sb ? sh_sandbox_id(sb) : NULL,
                  "cannot fork the remover (%s): '%s' stays in the trash until it is emptied",
                  strerror(saved), name);
         return 0;

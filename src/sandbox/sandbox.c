@@ -263,8 +263,7 @@ static sh_exec_link *exec_find(sh_sandbox *sb, uint32_t id)
 {
         sh_exec_link *l;
 
-        SH_LIST_FOREACH(execs, l, sb->execs)
-        {
+        SH_LIST_FOREACH(execs, l, sb->execs) {
                 if (l->id == id)
                         return l;
         }
@@ -294,8 +293,7 @@ static void execs_abandon(sh_sandbox *sb, const char *why)
 {
         sh_exec_link *l, *next;
 
-        SH_LIST_FOREACH_SAFE(execs, l, next, sb->execs)
-        {
+        SH_LIST_FOREACH_SAFE(execs, l, next, sb->execs) {
                 sh_exec_abandon(l->e, SH_E_SANDBOX_NOT_FOUND, why);
         }
 }
