@@ -8,7 +8,7 @@
 
 #include "sh/macro.h"
 #include "sh/syscalls.h"
-#include "sh/worker.h"
+#include "sh/initimage.h"
 
 /*
  * Why embedded and exec'd from a memfd: PID 1 of a sandbox must hold nothing of the daemon

@@ -268,6 +268,19 @@ static void cleanup_leftovers(sh_manager *m)
         sh_disk_strv_free(mps, n);
 }
 
+/* {root}/{name}, made if missing, opened without following a link: an O_DIRECTORY fd or -1. */
+static int state_dir(int rootfd, const char *root, const char *name, mode_t mode, sh_error **err)
+{
+        int fd;
+
+        if (mkdirat(rootfd, name, mode) < 0 && errno != EEXIST)
+                return sh_error_make(err, errno, "creating '%s/%s'", root, name);
+        fd = openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return sh_error_make(err, errno, "opening '%s/%s'", root, name);
+        return fd;
+}
+
 static int mkdir_p_abs(const char *path, mode_t mode)
 {
         char buf[4096];
@@ -312,24 +325,12 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 sh_error_make(err, errno, "opening the state root '%s'", cfg->root);
                 goto fail;
         }
-        if (mkdirat(m->rootfd, TRASH_DIR, 0700) < 0 && errno != EEXIST) {
-                sh_error_make(err, errno, "creating '%s/%s'", cfg->root, TRASH_DIR);
+        m->trashfd = state_dir(m->rootfd, cfg->root, TRASH_DIR, 0700, err);
+        if (m->trashfd < 0)
                 goto fail;
-        }
-        m->trashfd = openat(m->rootfd, TRASH_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (m->trashfd < 0) {
-                sh_error_make(err, errno, "opening '%s/%s'", cfg->root, TRASH_DIR);
+        m->sbfd = state_dir(m->rootfd, cfg->root, SB_DIR, 0711, err);
+        if (m->sbfd < 0)
                 goto fail;
-        }
-        if (mkdirat(m->rootfd, SB_DIR, 0711) < 0 && errno != EEXIST) {
-                sh_error_make(err, errno, "creating '%s/%s'", cfg->root, SB_DIR);
-                goto fail;
-        }
-        m->sbfd = openat(m->rootfd, SB_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (m->sbfd < 0) {
-                sh_error_make(err, errno, "opening '%s/%s'", cfg->root, SB_DIR);
-                goto fail;
-        }
         m->root_real = realpath(cfg->root, NULL);
         if (!m->root_real) {
                 sh_error_make(err, errno, "resolving the state root '%s'", cfg->root);

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "sh/error.h"
+#include "sh/initimage.h"
 #include "sh/loop.h"
 #include "sh/proto.h"
 
@@ -22,10 +23,6 @@ int sh_worker_spec_image(sh_worker_spec *spec, const char *image_dir, sh_error *
 
 /* The resource limits of every sandbox (the table and its reasons are in worker.c). */
 void sh_worker_spec_limits(sh_worker_spec *spec, uint64_t pids_max);
-
-/* The embedded sandbox-init executable, written into a sealed memfd (initimage.c): one per
- * daemon, made at start; every worker is exec'd from it. Returns the fd (O_CLOEXEC). */
-int sh_init_image_open(sh_error **err);
 
 /* Parent side. */
 typedef struct sh_worker sh_worker;
