@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -396,6 +398,74 @@ static char *library_path(const libset *ls)
         return s;
 }
 
+/* ---- rsync's temporary files (persist) ---------------------------------------------------
+ *
+ * rsync writes each file to a temporary ".name.XXXXXX" and renames it into place. It removes
+ * the one it is writing when a signal ends it, but not always: a signal between its mkstemp
+ * and its bookkeeping, a receiver still blocked in writeback when the grace below ends in
+ * SIGKILL, or a SIGKILL from outside leave one behind, a half-written stray in the user's
+ * archive. So a persist gives rsync a temporary directory of its own, inside the item (the
+ * same mount: the rename into place stays atomic and keeps sparseness), with a random name
+ * no workspace can know in advance (the sandbox is frozen, and never sees the archive), kept
+ * out of the transfer and of --delete by a filter rule; whatever rsync left in it is removed
+ * once rsync's namespace is empty, however rsync ended. */
+static char temp_dir_name[32];   /* ".sh-rsync.<16 hex>", in /archive */
+static char temp_dir_opt[64];    /* --temp-dir=/archive/<name> */
+static char temp_dir_filter[64]; /* --filter=P /<name>/ */
+
+static void make_temp_dir(void)
+{
+        uint8_t rnd[8];
+        int i;
+
+        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+                die("temporary directory: random name", errno);
+        i = snprintf(temp_dir_name, sizeof(temp_dir_name), ".sh-rsync.");
+        for (size_t k = 0; k < sizeof(rnd); k++)
+                i += snprintf(temp_dir_name + i, sizeof(temp_dir_name) - (size_t)i, "%02x", rnd[k]);
+        snprintf(temp_dir_opt, sizeof(temp_dir_opt), "--temp-dir=/archive/%s", temp_dir_name);
+        snprintf(temp_dir_filter, sizeof(temp_dir_filter), "--filter=P /%s/", temp_dir_name);
+        /* An archive that cannot take a directory (read-only, full) cannot take rsync's
+         * files either: rsync runs without one and reports its own error, naming the cause. */
+        if (mkdir(temp_dir_opt + strlen("--temp-dir="), 0700) < 0)
+                temp_dir_name[0] = temp_dir_opt[0] = temp_dir_filter[0] = '\0';
+}
+
+/* Every entry rsync left in the temporary directory, then the directory. rsync is gone (its
+ * namespace is empty) and the sandbox never reaches the archive: the directory holds only
+ * rsync's own flat temporary files. A failure is reported and does not change the job's
+ * result (the next persist's --delete-after removes a directory left over). */
+static void remove_temp_dir(void)
+{
+        _cleanup_close_ int dfd = -1;
+        DIR *d;
+        struct dirent *e;
+
+        if (!temp_dir_name[0])
+                return;
+        dfd = open(temp_dir_opt + strlen("--temp-dir="),
+                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0) {
+                dprintf(2, "persist: open the temporary directory: %s\n", strerror(errno));
+                return;
+        }
+        d = fdopendir(dfd);
+        if (!d) {
+                dprintf(2, "persist: read the temporary directory: %s\n", strerror(errno));
+                return;
+        }
+        dfd = -1; /* owned by d now */
+        while ((errno = 0, e = readdir(d))) {
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                        continue;
+                if (unlinkat(dirfd(d), e->d_name, 0) < 0)
+                        dprintf(2, "persist: remove a temporary file: %s\n", strerror(errno));
+        }
+        closedir(d);
+        if (rmdir(temp_dir_opt + strlen("--temp-dir=")) < 0)
+                dprintf(2, "persist: remove the temporary directory: %s\n", strerror(errno));
+}
+
 /* The rsync command line. Nothing in it comes from a client: the paths are fixed names in the
  * new root, the owner is a number.
  *  -r -l -p -t   recursive, links as links (never -L/-k/-K), modes, times; no -o/-g on persist
@@ -406,7 +476,9 @@ static char *library_path(const libset *ls)
  *                second with the same size is still copied
  *  --chmod=Fug-s no set-user/group-id file ever lands in the archive as root's, nor back
  *  --timeout=N   rsync gives up after N s without I/O (a stalled archive), before the job's
- *                own timeout; it cannot end a blocking open(2): the freeze prevents those */
+ *                own timeout; it cannot end a blocking open(2): the freeze prevents those
+ *  --temp-dir    (persist) rsync's temporary files go to a directory of this job inside the
+ *                item (see make_temp_dir), protected by a filter rule */
 static void build_argv(const sh_persist_child_arg *a, const char **argv, char *chown_buf,
                        size_t chown_size, char *timeout_buf, size_t timeout_size)
 {
@@ -431,6 +503,10 @@ static void build_argv(const sh_persist_child_arg *a, const char **argv, char *c
                  * after an I/O error. */
                 if (a->delete_extra)
                         argv[n++] = "--delete-after";
+                if (temp_dir_name[0]) {
+                        argv[n++] = temp_dir_opt;
+                        argv[n++] = temp_dir_filter;
+                }
                 argv[n++] = "/workspace/";
                 argv[n++] = "/archive/";
         }
@@ -598,13 +674,23 @@ int sh_persist_child_main(void *arg)
         }
         if (unshare(CLONE_NEWPID) < 0)
                 die("unshare the PID namespace", errno);
+        if (!a->restore)
+                make_temp_dir();
         pid = fork();
-        if (pid < 0)
-                die("fork the namespace's init", errno);
+        if (pid < 0) {
+                int e = errno;
+
+                if (!a->restore)
+                        remove_temp_dir();
+                die("fork the namespace's init", e);
+        }
         if (pid == 0)
                 ns_init(a, &ls);
         /* init and rsync's processes form one group (set on both sides of the fork: no
          * race). */
         (void)setpgid(pid, pid);
-        return wait_rsync(pid, &set);
+        r = wait_rsync(pid, &set);
+        if (!a->restore)
+                remove_temp_dir();
+        return r;
 }

@@ -634,22 +634,63 @@ def test_sigkilled_rsync_answers_persistfailed(pd, nfs):
     assert os.path.getsize(nfs / it / "big") == 768 << 20
 
 
-def test_sandbox_deleted_during_persist(pd, nfs):
-    it = item()
+def _persist_big_until(pd, it, seen):
+    """A sandbox of item `it` with a 768 MiB file, its persist started in a thread, returned
+    (sandbox, thread, results) once seen() holds or the persist ended (60 s at most)."""
     s = new(pd, it)
     pl.write_big(s.ws / "big", 768 << 20)
     res = {}
     t = _post_async(s, {}, res, 1)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not pl.top_rsyncs_of(pd.proc.pid) and t.is_alive():
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not seen() and t.is_alive():
         time.sleep(0.005)
+    return s, t, res
+
+
+def test_sandbox_deleted_during_persist(pd, nfs):
+    it = item()
+    s, t, res = _persist_big_until(pd, it, lambda: pl.top_rsyncs_of(pd.proc.pid))
     assert s.delete().status == 204
     t.join(10)  # the persist's answer comes within 10 s of the delete, or this fails
     assert not t.is_alive(), "the persist did not answer within 10 s of its sandbox's delete"
     assert_error(res[1], 404, "SandboxNotFound")
     assert execlib.wait_gone(lambda: pl.rsyncs_of(pd.proc.pid)) == []
     # no half-written temporary file of rsync is left in the item
-    assert [n for n in os.listdir(nfs / it) if n.startswith(".big.")] == []
+    assert _rsync_temp_files(nfs / it) == []
+
+
+def _rsync_temp_files(item_dir):
+    """rsync's temporary files of "big" (".big.XXXXXX" beside it, or "big.XXXXXX" in a
+    temporary directory) and temporary directories (".sh-rsync.*") anywhere in an item."""
+    found = []
+    for dirpath, dirs, files in os.walk(item_dir):
+        found += [os.path.join(dirpath, n) for n in files
+                  if n.startswith(".big.") or n.startswith("big.")]
+        found += [os.path.join(dirpath, n) for n in dirs if n.startswith(".sh-rsync.")]
+    return found
+
+
+def test_rsync_killed_mid_file_leaves_no_temporary_file_in_the_archive(pd, nfs):
+    # every rsync process SIGKILLed while it writes a file: none of them can remove its
+    # temporary file, the helper removes what they left
+    it = item()
+    s, t, res = _persist_big_until(pd, it, lambda: [
+        p for p in _rsync_temp_files(nfs / it) if "big." in os.path.basename(p)])
+    assert t.is_alive(), "the persist ended before rsync wrote its temporary file: %r" % res
+    for pid, _ in pl.rsyncs_of(pd.proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    t.join(120)
+    assert not t.is_alive()
+    assert_error(res[1], 500, "PersistFailed")
+    assert execlib.wait_gone(lambda: pl.rsyncs_of(pd.proc.pid)) == []
+    assert _rsync_temp_files(nfs / it) == []
+    # the next persist goes through
+    persist_ok(s)
+    assert os.path.getsize(nfs / it / "big") == 768 << 20
+    assert _rsync_temp_files(nfs / it) == []
 
 
 # -- drain -------------------------------------------------------------------------------------
