@@ -300,6 +300,22 @@ static int mkdir_p_abs(const char *path, mode_t mode)
         return 0;
 }
 
+/* What sh_manager_new made, on its failure path and at the end of sh_manager_free: the
+ * filter, the init image, the cgroup subtree, the disk, the directory fds. */
+static void manager_release(sh_manager *m)
+{
+        sh_seccomp_free(m->filter);
+        sh_close(m->init_image);
+        root_destroy(m);
+        sh_disk_free(m->disk);
+        sh_close(m->rootfd);
+        sh_close(m->trashfd);
+        sh_close(m->sbfd);
+        free(m->root_real);
+        free(m->slots);
+        free(m);
+}
+
 int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_error **err)
 {
         sh_manager *m = calloc(1, sizeof(*m));
@@ -385,16 +401,7 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
         *ret = m;
         return 0;
 fail:
-        sh_seccomp_free(m->filter);
-        sh_close(m->init_image);
-        root_destroy(m);
-        sh_disk_free(m->disk);
-        sh_close(m->rootfd);
-        sh_close(m->trashfd);
-        sh_close(m->sbfd);
-        free(m->root_real);
-        free(m->slots);
-        free(m);
+        manager_release(m);
         return -1;
 }
 
@@ -410,16 +417,7 @@ void sh_manager_free(sh_manager *m)
         /* The buried sandbox cgroups get a last try (their processes died with their
          * workers); what still holds a process goes with the subtree (root_destroy kills,
          * waits a bounded time and removes). */
-        sh_seccomp_free(m->filter);
-        sh_close(m->init_image);
-        root_destroy(m);
-        sh_disk_free(m->disk);
-        sh_close(m->rootfd);
-        sh_close(m->trashfd);
-        sh_close(m->sbfd);
-        free(m->root_real);
-        free(m->slots);
-        free(m);
+        manager_release(m);
 }
 
 /* loop, tmpfs: the sandbox's filesystem is detached once nothing of the daemon holds it. */
