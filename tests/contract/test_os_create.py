@@ -238,8 +238,9 @@ def test_entrypoint_runs_as_a_background_command_in_the_sandbox(osc):
         assert osc.sandbox_ok(j["id"])["status"]["state"] == "Running"
     finally:
         osc.kill(j["id"])
-    assert not execlib.wait_gone(lambda: execlib.host_sleepers(m), timeout=10), \
-        "the entrypoint survived the delete"
+        left = execlib.wait_gone(lambda: execlib.host_sleepers(m), timeout=10)
+        execlib.kill_pids([p[0] for p in left])
+    assert not left, "the entrypoint survived the delete"
 
 
 def test_the_sdk_default_entrypoint_runs_as_given(osc, sbx):

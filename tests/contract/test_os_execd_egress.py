@@ -5,7 +5,6 @@ rest of execd -> 501 NOT_SUPPORTED until issues 13/14 (never a hang). Egress: `G
 `PATCH /policy` deny-only, `DELETE /policy`, credential vault -> 501."""
 import pytest
 
-import oslib
 import shlib
 from oslib import expect
 

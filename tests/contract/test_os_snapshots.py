@@ -122,6 +122,8 @@ def test_create_from_snapshot_takes_entrypoint_env_and_metadata(daemon, osc, sbx
         assert execlib.sh(osc.native(j["id"]), "echo $R") == "restored\n"
     finally:
         osc.kill(j["id"])
+        execlib.kill_pids([p[0] for p in execlib.wait_gone(lambda: execlib.host_sleepers(m),
+                                                           timeout=10)])
 
 
 def test_snapshot_leaves_the_source_running(daemon, osc, sbx):
