@@ -73,6 +73,8 @@ def _lifecycle_routes(sid):
 
 
 def test_every_lifecycle_and_diagnostics_route_without_the_key_is_401_missing_api_key(kc, ksb):
+    # INTERPRETATION: the key is checked before anything else (an unknown snapshot id without
+    # the key is 401, not 404: nothing is learnt without it)
     for method, path, body in _lifecycle_routes(ksb["id"]):
         r = kc.request(method, path, body=body, api_key=False)
         expect(r, 401, "MISSING_API_KEY")
@@ -111,7 +113,8 @@ def test_the_key_protects_v1_but_never_the_native_surface(keyd, kc):
 def test_with_a_key_the_endpoints_carry_the_sandbox_token(kc, ksb):
     t_exec, t_egress = tokens(kc, ksb["id"])
     assert t_exec and t_egress, "with the API key set, endpoints hand out the token"
-    # one token per sandbox (section 1: "the sandbox's own access token")
+    # INTERPRETATION: one token per sandbox (section 1: "the sandbox's own access token"),
+    # handed out under the execd header name for 44772 and the egress one for 18080
     assert t_exec == t_egress
     # >= 128 random bits: at least 22 characters of base64url or 32 of hex
     assert re.fullmatch(r"[A-Za-z0-9._~+/=-]+", t_exec), t_exec
@@ -174,7 +177,8 @@ def test_a_token_opens_only_its_own_sandbox(kc, ksb):
 
 def test_execd_auth_covers_the_routes_of_later_issues_too(kc, ksb):
     """A route that is 501 today (issue 13/14) or forever (/code) still asks the token first:
-    no unauthenticated caller learns anything about a sandbox."""
+    no unauthenticated caller learns anything about a sandbox (INTERPRETATION: auth is
+    checked before the route's own answer)."""
     sid = ksb["id"]
     for method, sub, body in (("POST", "/command", {"command": "id"}),
                               ("GET", "/files/info?path=/etc/passwd", None),

@@ -94,7 +94,8 @@ def test_get_shows_the_record_of_section_2(osc, sbx):
     assert g["expiresAt"] == sbx["expiresAt"]
     st = g["status"]
     assert st["state"] == "Running"
-    # issue 12 item 2: the record has reason, message, lastTransitionAt
+    # INTERPRETATION: issue 12 item 2 lists reason, message and lastTransitionAt in the
+    # record (the YAML makes them optional); GET shows all three
     assert isinstance(st.get("reason"), str) and isinstance(st.get("message"), str), st
     t = oslib.parse_time(st["lastTransitionAt"])
     assert t >= oslib.parse_time(g["createdAt"]).replace(microsecond=0)
@@ -326,7 +327,8 @@ INVALID_METADATA = [
     {"a/b/c": "v"},
     {"/name": "v"},
     {"prefix/": "v"},
-    {"Upper.Case/name": "v"},  # a DNS subdomain (Kubernetes' sense) is lower-case
+    # INTERPRETATION: the prefix is a DNS subdomain in Kubernetes' sense: lower-case
+    {"Upper.Case/name": "v"},
     {"under_score.io/name": "v"},
     {("a" * 63 + ".") * 3 + "b" * 62 + "/name": "x"},  # a 254-character prefix
     {"ok": "v" * 64},

@@ -185,7 +185,7 @@ def test_patch_follows_rfc_7396(osc):
 def test_patch_validates_like_create(osc, sbx, body):
     before = osc.sandbox_ok(sbx["id"])["metadata"]
     expect(_patch(osc, sbx["id"], dict(body, fine="yes")), 400, "INVALID_METADATA_FORMAT")
-    # all or nothing: the valid key of a refused patch is not applied
+    # INTERPRETATION: all or nothing: the valid key of a refused patch is not applied
     assert osc.sandbox_ok(sbx["id"])["metadata"] == before
 
 

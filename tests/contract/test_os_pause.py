@@ -120,6 +120,7 @@ def test_while_paused_every_execd_route_is_409_sandbox_paused(osc, sbx):
     sid = sbx["id"]
     pause(osc, sid)
     osc.wait_state(sid, "Paused")
+    # INTERPRETATION: "every execd route": the paused answer comes before a route's own 501
     for method, sub, body in (("GET", "/ping", None), ("POST", "/command", {"command": "id"}),
                               ("GET", "/command/status/x", None),
                               ("GET", "/files/info?path=/tmp", None),
