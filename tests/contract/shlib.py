@@ -238,7 +238,13 @@ class Daemon:
         self._t_err.start()
         self._t_out.start()
         if wait_listen:
-            self.wait_listening()
+            try:
+                self.wait_listening()
+            except RuntimeError:
+                # a daemon that never listened leaves nothing behind (its own root included)
+                if self.own_root:
+                    shutil.rmtree(self.root, ignore_errors=True)
+                raise
 
     def _drain(self, pipe, sink):
         for raw in iter(pipe.readline, b""):
