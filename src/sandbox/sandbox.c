@@ -54,7 +54,8 @@ struct sh_sandbox {
         /* the create, until done has been called */
         sh_sandbox_done_fn create_done;
         void *create_data;
-        bool restoring; /* the restorer is at work */
+        bool restoring;        /* the restorer is at work */
+        unsigned freeze_holds; /* sh_sandbox_freeze_hold minus releases */
 };
 
 /* ---- the object ------------------------------------------------------------------------- */
@@ -213,6 +214,52 @@ int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_san
         }
         *ret = sb;
         return 0;
+}
+
+/* ---- freeze holds: a persist's copy, a pause ------------------------------------------- */
+
+/* One count for every reason to keep the sandbox frozen, so that no holder thaws what another
+ * still needs frozen: a persist that ends must not thaw a paused sandbox, and a resume must
+ * not thaw a sandbox whose copy is still being read. The helpers working for the sandbox are
+ * never frozen (sh_cgroup_freeze_procs_*): rsync runs beside a frozen sandbox. */
+int sh_sandbox_freeze_hold(sh_sandbox *sb, sh_error **err)
+{
+        if (!sb->cg)
+                return sh_error_new(err, SH_E_INVALID, "the sandbox has no cgroup yet");
+        /* Asked again even when held already: the kernel call is idempotent, and a hold
+         * always starts a fresh freeze of exec cgroups made since the last one. */
+        if (sh_cgroup_freeze_procs_begin(sb->cg, err) < 0) {
+                if (sb->freeze_holds == 0) {
+                        sh_error *ignored = NULL;
+
+                        (void)sh_cgroup_thaw_procs(sb->cg, &ignored);
+                        sh_error_release(&ignored);
+                }
+                return -1;
+        }
+        sb->freeze_holds++;
+        return 0;
+}
+
+int sh_sandbox_freeze_poll(sh_sandbox *sb, bool *ret_frozen, sh_error **err)
+{
+        if (!sb->cg || sb->freeze_holds == 0)
+                return sh_error_new(err, SH_E_INVALID, "the sandbox is not being frozen");
+        return sh_cgroup_freeze_procs_poll(sb->cg, ret_frozen, err);
+}
+
+int sh_sandbox_freeze_release(sh_sandbox *sb, sh_error **err)
+{
+        if (sb->freeze_holds == 0)
+                return 0;
+        if (--sb->freeze_holds > 0 || !sb->cg)
+                return 0;
+        return sh_cgroup_thaw_procs(sb->cg, err);
+}
+
+unsigned sh_sandbox_freeze_holds(const sh_sandbox *sb)
+{
+        return sb->freeze_holds;
 }
 
 /* ---- the readiness marker (CONTRACT.md 3.1) --------------------------------------------- */
