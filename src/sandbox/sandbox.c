@@ -38,6 +38,8 @@ struct sh_sandbox {
         cJSON *env;        /* create-time env: object of strings (owned) */
         bool deleted;
         uint64_t created_ms;
+        uint64_t memory_max; /* its cgroup's limits: the create's, at most the host's */
+        uint64_t cpu_max_milli;
 
         /* isolation */
         sh_cgroup *cg;     /* the sandbox's cgroup */
@@ -151,6 +153,16 @@ sh_cgroup *sh_sandbox_cgroup(const sh_sandbox *sb)
         return sb->cg;
 }
 
+uint64_t sh_sandbox_memory_max(const sh_sandbox *sb)
+{
+        return sb->memory_max;
+}
+
+uint64_t sh_sandbox_cpu_max_milli(const sh_sandbox *sb)
+{
+        return sb->cpu_max_milli;
+}
+
 unsigned sh_sandbox_slot(const sh_sandbox *sb)
 {
         return sb->slot;
@@ -200,6 +212,13 @@ int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_san
         sb->owner.uid = (uid_t)(cfg->uid_base + slot);
         sb->owner.gid = (gid_t)(cfg->uid_base + slot);
         sb->created_ms = sh_now_ms();
+        /* A sandbox may ask for less than the host gives one sandbox, never more: the host's
+         * maxima are what its operator sized the node for. */
+        sb->memory_max =
+                o->memory_max && o->memory_max < cfg->memory_max ? o->memory_max : cfg->memory_max;
+        sb->cpu_max_milli = o->cpu_max_milli && o->cpu_max_milli < cfg->cpu_max_milli
+                                    ? o->cpu_max_milli
+                                    : cfg->cpu_max_milli;
         sb->image = strdup(o->image ? o->image : "default");
         sb->item_id = o->item_id ? strdup(o->item_id) : NULL;
         sb->env = o->env ? cJSON_Duplicate(o->env, true) : cJSON_CreateObject();
@@ -626,9 +645,9 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
         sh_cgroup *init_cg = NULL;
         char image_dir[4200];
         sh_cg_limits lim = {
-                .memory_max = cfg->memory_max,
+                .memory_max = sb->memory_max,
                 .pids_max = cfg->pids_max,
-                .cpu_max_milli = cfg->cpu_max_milli,
+                .cpu_max_milli = sb->cpu_max_milli,
         };
         int procs[SH_EXEC_MAX_PROCS_FDS], n, i, r;
 
@@ -648,8 +667,8 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
         /* tmpfs pages count against the sandbox's memory: a full /tmp must leave room for
          * the commands themselves. */
         spec->tmp_size = 256ULL << 20;
-        if (spec->tmp_size > cfg->memory_max / 2)
-                spec->tmp_size = cfg->memory_max / 2;
+        if (spec->tmp_size > sb->memory_max / 2)
+                spec->tmp_size = sb->memory_max / 2;
         spec->uid = sb->owner.uid;
         spec->gid = sb->owner.gid;
         spec->seccomp = *sh_seccomp_prog(sh_manager_filter(m));

@@ -27,6 +27,10 @@ typedef struct sh_create_opts {
         const char *image;   /* NULL or "default": the default image */
         const char *item_id; /* NULL: none (validated by the caller) */
         const cJSON *env;    /* NULL or an object of strings (validated by the caller) */
+        /* This sandbox's own cgroup limits, lowered to the host's SANDBOX_HOST_MEMORY_MAX and
+         * SANDBOX_HOST_CPU_MAX; 0: the host's. */
+        uint64_t memory_max;    /* bytes */
+        uint64_t cpu_max_milli; /* cores x 1000 */
 } sh_create_opts;
 
 /* Open (creating) the state root, remove leftovers of an earlier run. */
@@ -118,6 +122,9 @@ const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
 bool sh_sandbox_deleted(const sh_sandbox *sb);
 /* Its cgroup (NULL until its worker is being started): persist freezes it, helpers go below. */
 struct sh_cgroup *sh_sandbox_cgroup(const sh_sandbox *sb);
+/* Its own limits as its cgroup holds them (the create's, lowered to the host's maxima). */
+uint64_t sh_sandbox_memory_max(const sh_sandbox *sb);
+uint64_t sh_sandbox_cpu_max_milli(const sh_sandbox *sb);
 
 /* Freeze holds: while at least one is held (a persist reading the workspace, a pause), the
  * sandbox's processes are frozen; its helpers (rsync working for it) are not. The first hold
