@@ -240,7 +240,7 @@ def test_entrypoint_runs_as_a_background_command_in_the_sandbox(osc):
     finally:
         osc.kill(j["id"])
         left = execlib.wait_gone(lambda: execlib.host_sleepers(m), timeout=10)
-        execlib.kill_pids([p[0] for p in left])
+        execlib.kill_pids([p[0] for p in left], osc.c.daemon_pid)
     assert not left, "the entrypoint survived the delete"
 
 
