@@ -31,6 +31,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# The npm packages of the test tiers, exactly as their lockfiles pin them: tests/k8s (manifest
+# validation) and tests/opensandbox (OpenSandbox's JavaScript SDK, which docs/opensandbox.md
+# and the README point at the daemon). Without the registry the daemon still builds.
+for dir in tests/k8s tests/opensandbox; do
+    npm ci --prefix "$dir" --no-audit --no-fund >/dev/null ||
+        echo "setup: 'npm ci --prefix $dir' failed: that test tier cannot run" >&2
+done
+
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"

@@ -55,7 +55,7 @@ static void image_names(const sh_config *cfg, char *out, size_t size)
         while ((de = readdir(d)) && off + 4 < size) {
                 if (de->d_name[0] == '.' || STREQ(de->d_name, "default"))
                         continue;
-                if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
+                if (de->d_type != DT_DIR && de->d_type != DT_LNK && de->d_type != DT_UNKNOWN)
                         continue;
                 off += (size_t)snprintf(out + off, size - off, ", %s", de->d_name);
         }
@@ -290,7 +290,7 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
         const cJSON *image = field(body, "image"), *snap = field(body, "snapshotId");
         const cJSON *ep = field(body, "entrypoint"), *env = field(body, "env");
         const cJSON *md = field(body, "metadata"), *sa = field(body, "secureAccess");
-        const cJSON *vol = field(body, "volumes");
+        const cJSON *vol = field(body, "volumes"), *v;
         static const char *const refused[] = {"credentialProxy", "templateId"};
         size_t i;
 
@@ -325,7 +325,7 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
                 return -1;
         if (env && (!cJSON_IsObject(env) || !strings_only(env)))
                 return os_err_set(e, 400, "INVALID_REQUEST", "'env' is an object of strings");
-        cJSON_ArrayForEach(ep, env) if (!*ep->string || strchr(ep->string, '=')) return os_err_set(
+        cJSON_ArrayForEach(v, env) if (!*v->string || strchr(v->string, '=')) return os_err_set(
                 e, 400, "INVALID_REQUEST", "'env' names are non-empty and hold no '='");
         cr->env = env;
         if (md) {

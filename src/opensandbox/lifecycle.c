@@ -41,16 +41,24 @@ static int page_param(sh_request *r, const char *name, uint64_t def, uint64_t ma
 static int metadata_filter(sh_request *r, sh_query *ret)
 {
         const sh_query_param *p = sh_query_find(sh_request_query(r), "metadata");
+        size_t i;
 
         *ret = (sh_query){0};
         if (!p || p->val_len == 0)
                 return 0;
-        if (memchr(p->val, '\0', p->val_len) || sh_query_parse(p->val, ret) < 0) {
-                os_reply_error(r, 400, "INVALID_REQUEST",
-                               "'metadata' must be form-encoded pairs k=v&k2=v2");
-                return -1;
-        }
+        if (memchr(p->val, '\0', p->val_len) || sh_query_parse(p->val, ret) < 0)
+                goto bad;
+        /* A pair is matched by its key as a C string: a NUL inside one would match a prefix. */
+        for (i = 0; i < ret->n; i++)
+                if (memchr(ret->v[i].key, '\0', ret->v[i].key_len))
+                        goto bad;
         return 0;
+bad:
+        sh_query_done(ret);
+        *ret = (sh_query){0};
+        os_reply_error(r, 400, "INVALID_REQUEST",
+                       "'metadata' must be form-encoded pairs k=v&k2=v2");
+        return -1;
 }
 
 static bool metadata_matches(const os_record *rec, const sh_query *f)

@@ -96,12 +96,16 @@ const char *os_state_name(os_state s);
 /* The state named by `len` bytes of s (case-sensitive); -1 when none. */
 int os_state_parse(const char *s, size_t len);
 
-/* A bounded byte ring: the last `cap` bytes appended; `total` counts every byte ever. */
+/* A bounded byte ring: the last `cap` bytes appended; `total` counts every byte ever. Its
+ * buffer grows with what it holds (a quiet entrypoint costs nothing), up to cap. */
 typedef struct os_ring {
         char *p;
-        size_t cap, start, len;
+        size_t cap;   /* the bound */
+        size_t alloc; /* bytes of p */
+        size_t start, len;
         uint64_t total;
 } os_ring;
+/* Append n bytes (the oldest go past cap). Out of memory: the bytes are counted, not kept. */
 void os_ring_append(os_ring *g, const char *p, size_t n);
 /* Copy the kept bytes, oldest first, to out (g->len bytes). */
 void os_ring_copy(const os_ring *g, char *out);

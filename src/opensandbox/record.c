@@ -54,8 +54,29 @@ void os_ring_append(os_ring *g, const char *p, size_t n)
         size_t end, first;
 
         g->total += n;
-        if (!g->cap)
+        if (!g->cap || !n)
                 return;
+        /* Below the bound the bytes sit from 0 on (the ring only wraps once it is full):
+         * growing is a realloc. */
+        if (g->alloc < g->cap && g->len + n > g->alloc) {
+                size_t want = g->alloc ? 2 * g->alloc : 4096;
+                char *q;
+
+                while (want < g->len + n && want < g->cap)
+                        want *= 2;
+                if (want > g->cap)
+                        want = g->cap;
+                q = realloc(g->p, want);
+                if (!q)
+                        return;
+                g->p = q;
+                g->alloc = want;
+        }
+        if (g->alloc < g->cap) {
+                memcpy(g->p + g->len, p, n);
+                g->len += n;
+                return;
+        }
         /* Only the last cap bytes of a long append can stay. */
         if (n >= g->cap) {
                 p += n - g->cap;
@@ -360,11 +381,10 @@ int os_record_new(os_ctx *ctx, os_record **ret, sh_error **err)
         rec->heap_idx = SIZE_MAX;
         rec->created_ms = rec->transition_ms = os_now_wall_ms();
         rec->container.cap = OS_CONTAINER_LOG;
-        rec->container.p = malloc(OS_CONTAINER_LOG);
         rec->metadata = cJSON_CreateObject();
         rec->reason = strdup("creating");
         rec->message = strdup("the sandbox is being created");
-        if (!rec->container.p || !rec->metadata || !rec->reason || !rec->message) {
+        if (!rec->metadata || !rec->reason || !rec->message) {
                 record_free(rec);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }

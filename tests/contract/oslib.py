@@ -408,7 +408,10 @@ def uniq(prefix="t"):
 # ---- the daemon ----------------------------------------------------------------------------
 
 def os_client(daemon, api_key=None):
-    return OsClient("127.0.0.1", daemon.port, api_key=api_key)
+    c = OsClient("127.0.0.1", daemon.port, api_key=api_key)
+    # whose descendants a test may kill (execlib.kill_pids), as shlib.Daemon sets it natively
+    c.c.daemon_pid = daemon.proc.pid
+    return c
 
 
 def pod_base(daemon):
@@ -427,6 +430,7 @@ class InsideProcess:
     test can read /proc/<pid>/cgroup as root. .stop() kills it by that pid."""
 
     def __init__(self, client, sid, timeout=10.0):
+        self.client = client
         self.m = execlib.marker()
         self.st = execlib.start(client.native(sid), ["sleep", self.m])
         assert self.st.status == 200, "native exec on a /v1 sandbox: %r %r" % (
@@ -442,13 +446,14 @@ class InsideProcess:
 
     def stop(self):
         # our own process, by its pid: the exec then ends at once with its exit frame
-        execlib.kill_pids([self.pid])
+        execlib.kill_pids([self.pid], self.client.c.daemon_pid)
         try:
             self.st.read_all(timeout=10)
         except OSError:
             pass
         self.st.close()
-        execlib.kill_pids([p[0] for p in execlib.host_sleepers(self.m)])
+        execlib.kill_pids([p[0] for p in execlib.host_sleepers(self.m)],
+                          self.client.c.daemon_pid)
 
 
 def _read(p):

@@ -240,7 +240,7 @@ def test_entrypoint_runs_as_a_background_command_in_the_sandbox(osc):
     finally:
         osc.kill(j["id"])
         left = execlib.wait_gone(lambda: execlib.host_sleepers(m), timeout=10)
-        execlib.kill_pids([p[0] for p in left])
+        execlib.kill_pids([p[0] for p in left], osc.c.daemon_pid)
     assert not left, "the entrypoint survived the delete"
 
 
@@ -357,6 +357,24 @@ def test_metadata_breaking_label_rules_is_400_invalid_metadata_format(osc, md):
     if r.status == 202:
         osc.kill(r.json()["id"])
     expect(r, 400, "INVALID_METADATA_FORMAT")
+
+
+def test_a_huge_metadata_map_is_400_invalid_metadata_format(osc):
+    """A record's metadata is bounded (docs/opensandbox.md "Limits": 128 pairs): a client
+    cannot make the daemon keep an unbounded map for each of its sandboxes."""
+    r = osc.create(dict(oslib.SDK_DEFAULT_CREATE,
+                        metadata={"k%d" % i: "v" for i in range(129)}))
+    if r.status == 202:
+        osc.kill(r.json()["id"])
+    expect(r, 400, "INVALID_METADATA_FORMAT")
+    j = osc.create_ok(metadata={"k%d" % i: "v" for i in range(128)})
+    try:
+        # a patch cannot grow it past the bound either, and is all or nothing
+        r = osc.patch("/v1/sandboxes/%s/metadata" % j["id"], {"one-more": "v"})
+        expect(r, 400, "INVALID_METADATA_FORMAT")
+        assert len(osc.sandbox_ok(j["id"])["metadata"]) == 128
+    finally:
+        osc.kill(j["id"])
 
 
 def test_metadata_values_must_be_strings(osc):

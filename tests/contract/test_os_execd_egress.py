@@ -86,6 +86,17 @@ def test_upload_route_answers_501_without_reading_a_huge_body(osc, sbx):
     expect(r, 501, "NOT_SUPPORTED")
 
 
+def test_a_declared_gigabyte_to_an_unserved_route_is_answered_before_its_body(daemon, sbx):
+    """The 501 comes before any body byte is read: a client that declares 1 GiB and sends a
+    few bytes gets its answer, and the daemon never waits for (or buffers) the rest."""
+    head = ("POST /v1/sandboxes/%s/proxy/44772/files/upload HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n"
+            % (sbx["id"], 1 << 30)).encode()
+    raw = shlib.raw_exchange(daemon.port, head + b"--b\r\n", read_timeout=CALL)
+    assert raw.startswith(b"HTTP/1.1 501"), raw[:300]
+    assert b'"NOT_SUPPORTED"' in raw and b"X-Request-ID" in raw, raw[:600]
+
+
 def test_execd_routes_of_an_unknown_sandbox_are_404(osc):
     for sub in ("/ping", "/command", "/files/info?path=/"):
         r = osc.execd("f" * 32, "GET", sub, timeout=CALL)

@@ -139,7 +139,7 @@ def test_delete_answers_204_then_the_sandbox_is_gone(daemon, osc):
     assert sid not in ids_of(listing(osc, "pageSize=200"))
     assert not (daemon.root / sid).exists()
     left = execlib.wait_gone(lambda: execlib.host_procs_of_uid(uid), timeout=10)
-    execlib.kill_pids([p[0] for p in left])
+    execlib.kill_pids([p[0] for p in left], osc.c.daemon_pid)
     assert not left, "processes of the deleted sandbox remain: %r" % left
 
 

@@ -99,6 +99,15 @@ def test_request_id_is_fresh_when_the_request_has_none(osc, sbx, route):
     assert all(len(i) >= 16 for i in ids), ids
 
 
+@pytest.mark.parametrize("bad", ["x" * 300, "has space", "tab\there"])
+def test_an_oversized_or_odd_request_id_is_replaced_by_a_fresh_one(osc, bad):
+    # echoed into a response header: only a bounded token of visible ASCII is taken as given
+    r = osc.request("GET", "/v1/sandboxes", headers={"X-Request-ID": bad}, check=False)
+    oslib.check_invariants("GET", "/v1/sandboxes", r)
+    got = r.header("X-Request-ID")
+    assert got != bad and len(got) >= 16 and len(got) <= 128, got
+
+
 def _raw(daemon, method, path, body=b"", headers=()):
     req = ["%s %s HTTP/1.1" % (method, path), "Host: 127.0.0.1", "Connection: close"]
     req += ["%s: %s" % h for h in headers]

@@ -1103,6 +1103,54 @@ static int e2e(const char *bin, const char *cgdir)
                        mem, pids, cpu, swp, iprocs, sprocs);
         }
 
+        /* -- the /v1 surface (OPENSANDBOX.md section 2): resourceLimits become the
+         *    sandbox's own cgroup v2 limits; above the host's maxima they are lowered */
+        if (up) {
+                static const struct {
+                        const char *name, *limits, *mem, *cpu;
+                } cases[] = {
+                        {"os_limits_v2", "{\"cpu\":\"250m\",\"memory\":\"16Mi\"}", "16777216\n",
+                         "25000 100000\n"},
+                        {"os_limits_v2_lowered", "{\"cpu\":\"1\",\"memory\":\"2Gi\"}", "33554432\n",
+                         "50000 100000\n"},
+                };
+                unsigned i;
+
+                for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                        char body[512], vid[128] = "", path[256];
+                        const char *sb, *mem = "?", *cpu = "?";
+                        bool made, gone = false;
+                        int del = 0;
+
+                        snprintf(body, sizeof(body),
+                                 "{\"image\":{\"uri\":\"default\"},\"entrypoint\":[\"true\"],"
+                                 "\"resourceLimits\":%s,\"timeout\":600}",
+                                 cases[i].limits);
+                        r = http("POST", "/v1/sandboxes", body);
+                        made = r.status == 202 && r.body &&
+                               json_str(r.body, "id", vid, sizeof(vid));
+                        snprintf(why, sizeof(why), "%d %s %.300s", r.status, r.err,
+                                 r.body ? r.body : "");
+                        resp_free(&r);
+                        sb = pathf("%s/%s", sub, vid);
+                        if (made) {
+                                mem = slurp_or(pathf("%s/memory.max", sb), "?\n");
+                                cpu = slurp_or(pathf("%s/cpu.max", sb), "?\n");
+                                snprintf(path, sizeof(path), "/v1/sandboxes/%s", vid);
+                                r = http("DELETE", path, NULL);
+                                del = r.status;
+                                resp_free(&r);
+                                gone = wait_gone(sb, 10000);
+                        }
+                        result(cases[i].name,
+                               made && strcmp(mem, cases[i].mem) == 0 &&
+                                       strcmp(cpu, cases[i].cpu) == 0 && del == 204 && gone,
+                               "create %s: memory.max=%.20s cpu.max=%.30s (want %.20s %.30s) "
+                               "delete=%d cgroup gone=%d",
+                               why, mem, cpu, cases[i].mem, cases[i].cpu, del, gone);
+                }
+        }
+
         /* -- exit codes and output */
         {
                 static const struct {
