@@ -1,6 +1,7 @@
 /* log.c: JSON-lines logger on stderr, and the tap that sees every line naming a sandbox. One
  * write(2) per line so lines never interleave. */
 #include "sh/log.h"
+#include "sh/list.h"
 #include "sh/util.h"
 
 #include <cjson/cJSON.h>
@@ -12,15 +13,19 @@
 
 static sh_log_level min_level = SH_LOG_INFO;
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
-/* The one tap (a surface's per-sandbox diagnostics), told of every line naming a sandbox. */
-static sh_log_tap_fn tap_fn;
-static void *tap_data;
-static bool in_tap; /* a line logged by the tap itself is not tapped again */
+/* The taps (a surface's per-sandbox diagnostics), told of every line naming a sandbox. */
+static sh_log_tap *taps;
+static bool in_tap; /* a line logged by a tap itself is not tapped again */
 
-void sh_log_set_tap(sh_log_tap_fn fn, void *data)
+void sh_log_tap_add(sh_log_tap *t)
 {
-        tap_fn = fn;
-        tap_data = data;
+        SH_LIST_PREPEND(taps, taps, t);
+}
+
+void sh_log_tap_remove(sh_log_tap *t)
+{
+        if (SH_LIST_LINKED(taps, taps, t))
+                SH_LIST_REMOVE(taps, taps, t);
 }
 
 void sh_log_set_level(sh_log_level level)
@@ -56,9 +61,12 @@ static void emit(cJSON *o, bool to_stderr, const char *sandbox)
         if (!line)
                 return;
         len = strlen(line);
-        if (sandbox && tap_fn && !in_tap) {
+        if (sandbox && taps && !in_tap) {
+                sh_log_tap *t, *next;
+
                 in_tap = true;
-                tap_fn(sandbox, line, len, tap_data);
+                SH_LIST_FOREACH_SAFE(taps, t, next, taps)
+                        t->fn(sandbox, line, len, t->data);
                 in_tap = false;
         }
         line[len] = '\n'; /* replaces the terminator; cJSON allocated len + 1 bytes */
@@ -81,7 +89,7 @@ void sh_log(sh_log_level level, const char *event, const char *sandbox, const ch
         int saved = errno;
 
         /* The tap sees a sandbox's info lines and above whatever the level on stderr. */
-        if (level < min_level && !(sandbox && tap_fn && level >= SH_LOG_INFO))
+        if (level < min_level && !(sandbox && taps && level >= SH_LOG_INFO))
                 return;
         o = cJSON_CreateObject();
         if (!o)
@@ -112,7 +120,7 @@ void sh_log_request(const char *method, const char *path, int status, double dur
         cJSON *o;
         int saved = errno;
 
-        if (SH_LOG_INFO < min_level && !(sandbox && tap_fn))
+        if (SH_LOG_INFO < min_level && !(sandbox && taps))
                 return;
         o = cJSON_CreateObject();
         if (!o)

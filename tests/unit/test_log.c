@@ -47,9 +47,19 @@ static void quiet(void)
         close(fd);
 }
 
+static sh_log_tap the_tap;
+
+static void set_tap(sh_log_tap_fn fn, void *data)
+{
+        sh_log_tap_remove(&the_tap);
+        the_tap = (sh_log_tap){.fn = fn, .data = data};
+        if (fn)
+                sh_log_tap_add(&the_tap);
+}
+
 static void loud(void)
 {
-        sh_log_set_tap(NULL, NULL);
+        set_tap(NULL, NULL);
         sh_log_set_level(SH_LOG_INFO);
         dup2(saved_stderr, 2);
         close(saved_stderr);
@@ -60,7 +70,7 @@ START_TEST(test_tap_sees_only_lines_that_name_a_sandbox)
         seen s = {0};
 
         quiet();
-        sh_log_set_tap(tap, &s);
+        set_tap(tap, &s);
         log_info("created", "abc", "made %d", 1);
         log_info("no-sandbox", NULL, "nothing");
         log_warn("warned", "def", "careful");
@@ -81,7 +91,7 @@ START_TEST(test_tap_sees_info_lines_whatever_the_stderr_level)
 
         quiet();
         sh_log_set_level(SH_LOG_ERROR);
-        sh_log_set_tap(tap, &s);
+        set_tap(tap, &s);
         log_info("created", "abc", "made");
         log_debug("detail", "abc", "debug is off");
         sh_log_request("GET", "/x", 200, 1.5, "abc");
@@ -99,7 +109,7 @@ START_TEST(test_tap_sees_debug_lines_when_debug_is_on)
 
         quiet();
         sh_log_set_level(SH_LOG_DEBUG);
-        sh_log_set_tap(tap, &s);
+        set_tap(tap, &s);
         log_debug("detail", "abc", "debug is on");
         loud();
         ck_assert_int_eq(s.n, 1);
@@ -111,10 +121,28 @@ START_TEST(test_a_line_logged_by_the_tap_is_not_tapped_again)
         seen s = {0};
 
         quiet();
-        sh_log_set_tap(loud_tap, &s);
+        set_tap(loud_tap, &s);
         log_info("created", "abc", "made");
         loud();
         ck_assert_int_eq(s.n, 1);
+}
+END_TEST
+
+START_TEST(test_two_taps_both_see_a_line)
+{
+        seen s = {0}, t = {0};
+        sh_log_tap other = {.fn = tap, .data = &t};
+
+        quiet();
+        set_tap(tap, &s);
+        sh_log_tap_add(&other);
+        log_info("created", "abc", "made");
+        sh_log_tap_remove(&other);
+        sh_log_tap_remove(&other);
+        log_info("created", "abc", "made again");
+        loud();
+        ck_assert_int_eq(s.n, 2);
+        ck_assert_int_eq(t.n, 1);
 }
 END_TEST
 
@@ -123,8 +151,8 @@ START_TEST(test_no_tap_after_it_is_removed)
         seen s = {0};
 
         quiet();
-        sh_log_set_tap(tap, &s);
-        sh_log_set_tap(NULL, NULL);
+        set_tap(tap, &s);
+        set_tap(NULL, NULL);
         log_info("created", "abc", "made");
         loud();
         ck_assert_int_eq(s.n, 0);
@@ -140,6 +168,7 @@ static Suite *log_suite(void)
         tcase_add_test(tc, test_tap_sees_info_lines_whatever_the_stderr_level);
         tcase_add_test(tc, test_tap_sees_debug_lines_when_debug_is_on);
         tcase_add_test(tc, test_a_line_logged_by_the_tap_is_not_tapped_again);
+        tcase_add_test(tc, test_two_taps_both_see_a_line);
         tcase_add_test(tc, test_no_tap_after_it_is_removed);
         suite_add_tcase(s, tc);
         return s;
