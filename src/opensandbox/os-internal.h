@@ -70,6 +70,8 @@ typedef struct sh_opensandbox {
         unsigned char api_key_hash[32]; /* BLAKE2b of SANDBOX_HOST_API_KEY; never the key */
         bool api_key;                   /* a key is set */
         bool freeing;
+        void *snapshots; /* snapshots.c's: the snapshot store */
+        void *diag;      /* diagnostics.c's: the tap on the daemon's log */
 } os_ctx;
 
 os_ctx *os_ctx_of(const sh_request *r);
@@ -272,6 +274,10 @@ void os_diag_on_log(os_record *rec, sh_log_level level, const char *event, const
 void os_pause_record_gone(os_record *rec);
 void os_snapshot_record_gone(os_record *rec);
 void os_diag_record_gone(os_record *rec);
+/* snapshots.c and diagnostics.c: the surface starts (before any record): the snapshot store
+ * opened (its records read), the log tap set. 0, or -1 with err. */
+int os_snapshot_init(os_ctx *ctx, sh_error **err);
+int os_diag_init(os_ctx *ctx, sh_error **err);
 /* Each: the surface goes (shutdown, after every record has gone). */
 void os_pause_free_all(os_ctx *ctx);
 void os_snapshot_free_all(os_ctx *ctx);

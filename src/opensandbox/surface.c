@@ -414,6 +414,14 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                                    (const unsigned char *)cfg->api_key, strlen(cfg->api_key), NULL,
                                    0);
         }
+        if (os_snapshot_init(ctx, err) < 0 || os_diag_init(ctx, err) < 0) {
+                os_snapshot_free_all(ctx);
+                os_diag_free_all(ctx);
+                free(ctx->routes);
+                free(ctx->buckets);
+                free(ctx);
+                return -1;
+        }
         os_records_init(ctx);
         *ret = ctx;
         return 0;

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+import execlib
 import oslib
 import shlib
 from oslib import expect, expect_400
@@ -156,3 +157,30 @@ def test_diagnostics_of_a_deleted_sandbox_are_404(osc):
            "SANDBOX_NOT_FOUND")
     expect(osc.get("/v1/sandboxes/%s/diagnostics/events?scope=all" % j["id"]), 404,
            "SANDBOX_NOT_FOUND")
+
+
+def test_output_that_is_not_utf8_comes_back_as_valid_text(osc):
+    """The entrypoint's bytes are anything: what is not UTF-8 (and NUL) is shown as '?', one
+    for one, so that the answer is valid JSON text."""
+    j = osc.create_ok(entrypoint=["sh", "-c", "printf 'a\\377\\376b\\000c caf\\303\\251 END\\n'; "
+                                              "exec tail -f /dev/null"])
+    try:
+        wait_content(osc, j["id"], "container", "END")
+        c = logs(osc, j["id"], "container")["content"]
+        assert "a??b?c café END\n" in c, repr(c)
+    finally:
+        osc.kill(j["id"])
+
+
+def test_lifecycle_logs_hold_the_daemons_lines_about_the_sandbox_from_every_surface(daemon, osc,
+                                                                                     sbx):
+    """Lines about the sandbox that the /v1 surface did not write itself are there too: a
+    native exec's access-log line names the sandbox."""
+    execlib.ok(osc.native(sbx["id"]), ["true"])
+    assert shlib.wait_until(lambda: "/exec" in logs(osc, sbx["id"], "lifecycle")["content"],
+                            timeout=10)
+
+
+def test_events_of_a_sandbox_made_from_a_create_start_with_its_start(osc, sbx):
+    e = events(osc, sbx["id"], "lifecycle")["content"]
+    assert "-> Running" in e.splitlines()[0], e

@@ -3,11 +3,13 @@ cgroup is frozen, `Resuming` then `Running`; either from the wrong state `409 IN
 while paused every execd route answers `409 SANDBOX_PAUSED` and the expiry keeps running.
 Pausing really stops execution: a counter loop started through the native exec stops
 advancing while paused and advances again after resume."""
+import os
 import time
 
 import pytest
 
 import execlib
+import persistlib
 import oslib
 import shlib
 from oslib import expect
@@ -157,7 +159,7 @@ def test_delete_of_a_paused_sandbox_kills_everything(daemon, osc):
     osc.wait_state(sid, "Paused")
     expect(osc.delete("/v1/sandboxes/" + sid, timeout=10), 204)
     left = execlib.wait_gone(lambda: execlib.host_procs_of_uid(uid), timeout=10)
-    execlib.kill_pids([p[0] for p in left])
+    execlib.kill_pids([p[0] for p in left], osc.c.daemon_pid)
     assert not left, "frozen processes survived the delete: %r" % left
     expect(osc.sandbox(sid), 404, "SANDBOX_NOT_FOUND")
     assert not (daemon.root / sid).exists()
@@ -202,3 +204,94 @@ def test_repeated_pause_resume_cycles_end_running(daemon, osc, sbx):
         osc.wait_state(sid, "Running")
     wait_advancing(daemon, sid)
     expect(osc.execd(sid, "GET", "/ping"), 200)
+
+
+# ---- the pause and the copies that freeze too (snapshots, persist) ---------------------------
+
+def big_workspace(daemon, sid, mib=48):
+    """A workspace whose copy takes a moment (files and one big one), the sandbox's own."""
+    ws = daemon.ws(sid)
+    persistlib.fill_rich_tree(str(ws), n_files=3000)
+    with open(ws / "big.bin", "wb") as f:
+        f.write(os.urandom(1 << 20) * mib)
+    persistlib.chown_tree(str(ws), os.stat(ws).st_uid)
+
+
+def snapshot_state(osc, snid):
+    return expect(osc.get("/v1/snapshots/" + snid), 200)["status"]["state"]
+
+
+def wait_snapshot_ready(osc, snid, timeout=60):
+    assert shlib.wait_until(lambda: snapshot_state(osc, snid) != "Creating", timeout=timeout), \
+        "the snapshot stayed Creating"
+    assert snapshot_state(osc, snid) == "Ready"
+
+
+def stays_frozen(daemon, sid, window=0.6):
+    c1 = counter(daemon, sid)
+    time.sleep(window)  # observation window: ~30 increments if anything still ran
+    return c1 == counter(daemon, sid)
+
+
+def test_a_snapshot_of_a_paused_sandbox_leaves_it_frozen(daemon, osc, sbx):
+    """The copy freezes the sandbox and thaws what it froze: never the pause's freeze."""
+    sid = sbx["id"]
+    start_counter(osc, sid)
+    wait_advancing(daemon, sid)
+    pause(osc, sid)
+    osc.wait_state(sid, "Paused")
+    s = expect(osc.post("/v1/sandboxes/%s/snapshots" % sid, {}), 202)
+    wait_snapshot_ready(osc, s["id"])
+    assert osc.sandbox_ok(sid)["status"]["state"] == "Paused"
+    assert stays_frozen(daemon, sid), "the sandbox ran again after its snapshot while Paused"
+    resume(osc, sid)
+    osc.wait_state(sid, "Running")
+    c = counter(daemon, sid)
+    assert shlib.wait_until(lambda: (counter(daemon, sid) or 0) > c + 3, timeout=10)
+
+
+def test_a_pause_during_a_snapshot_copy_stays_frozen_after_the_copy(daemon, osc, sbx):
+    """Paused while the copy holds the sandbox frozen: the copy's end must not thaw it (tried
+    a few times: a copy that ended before the pause proves nothing and is retried)."""
+    sid = sbx["id"]
+    big_workspace(daemon, sid)
+    start_counter(osc, sid)
+    wait_advancing(daemon, sid)
+    for _ in range(3):
+        s = expect(osc.post("/v1/sandboxes/%s/snapshots" % sid, {}), 202)
+        pause(osc, sid)
+        osc.wait_state(sid, "Paused")
+        during = snapshot_state(osc, s["id"]) == "Creating"
+        wait_snapshot_ready(osc, s["id"])
+        assert stays_frozen(daemon, sid), "the copy's end thawed a Paused sandbox"
+        assert osc.sandbox_ok(sid)["status"]["state"] == "Paused"
+        resume(osc, sid)
+        osc.wait_state(sid, "Running")
+        if during:
+            break
+    assert during, "never paused while the copy ran"
+    c = counter(daemon, sid)
+    assert shlib.wait_until(lambda: (counter(daemon, sid) or 0) > c + 3, timeout=10)
+
+
+def test_a_resume_during_a_snapshot_copy_lets_it_run_once_the_copy_ends(daemon, osc, sbx):
+    """Resumed while a copy of the paused sandbox runs: Running at once, and its processes run
+    again when the copy lets go (never before: the copy reads a still tree)."""
+    sid = sbx["id"]
+    big_workspace(daemon, sid)
+    start_counter(osc, sid)
+    wait_advancing(daemon, sid)
+    for _ in range(3):
+        pause(osc, sid)
+        osc.wait_state(sid, "Paused")
+        s = expect(osc.post("/v1/sandboxes/%s/snapshots" % sid, {}), 202)
+        resume(osc, sid)
+        osc.wait_state(sid, "Running")
+        during = snapshot_state(osc, s["id"]) == "Creating"
+        wait_snapshot_ready(osc, s["id"])
+        c = counter(daemon, sid)
+        assert shlib.wait_until(lambda: (counter(daemon, sid) or 0) > c + 3, timeout=10), \
+            "the sandbox stayed frozen after the copy ended"
+        if during:
+            break
+    assert during, "never resumed while the copy ran"

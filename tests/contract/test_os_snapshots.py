@@ -4,6 +4,7 @@ then a frozen, confined rsync of the workspace (not /tmp, not the image) into
 from `snapshotId`; list (sandboxId, state, name; pagination), get, delete (409 while
 Creating); records (a JSON file beside each tree) that survive a daemon restart and the
 sandbox; the snapshot root's defaults."""
+import json
 import os
 import time
 import urllib.parse
@@ -123,7 +124,7 @@ def test_create_from_snapshot_takes_entrypoint_env_and_metadata(daemon, osc, sbx
     finally:
         osc.kill(j["id"])
         execlib.kill_pids([p[0] for p in execlib.wait_gone(lambda: execlib.host_sleepers(m),
-                                                           timeout=10)])
+                                                           timeout=10)], osc.c.daemon_pid)
 
 
 def test_snapshot_leaves_the_source_running(daemon, osc, sbx):
@@ -309,3 +310,148 @@ def test_snapshot_is_refused_from_a_paused_sandbox_or_taken(osc, sbx):
         assert osc.sandbox_ok(sbx["id"])["status"]["state"] == "Paused"
     else:
         expect(r, 409, "INVALID_STATE")
+
+
+# ---- failures, hostile records, what is refused ----------------------------------------------
+
+SNAP_A = "snap-" + "a" * 32
+
+
+def record(sid, sandbox_id, state="Ready", **extra):
+    r = {"version": 1, "id": sid, "sandboxId": sandbox_id, "name": "planted", "state": state,
+         "reason": "r", "createdAtMs": 1700000000000, "lastTransitionAtMs": 1700000000000}
+    r.update(extra)
+    return json.dumps(r)
+
+
+def test_a_failed_copy_is_failed_with_its_reason_and_leaves_no_tree(start_daemon):
+    d = start_daemon(env={"SANDBOX_HOST_PERSIST_MAX_BYTES": "1M"})
+    osc = oslib.os_client(d)
+    j = osc.create_ok()
+    osc.native(j["id"]).put_ok("big.bin", os.urandom(2 << 20))
+    s = snap(osc, j["id"])
+    g, _ = wait_snapshot(osc, s["id"], want="Failed")
+    assert g["status"]["reason"] == "snapshot_capture_failed", g
+    assert "SANDBOX_HOST_PERSIST_MAX_BYTES" in g["status"]["message"], g
+    assert shlib.wait_until(lambda: not (d.root / "snapshots" / s["id"]).exists(), timeout=10)
+    # a Failed snapshot restores nothing, and can be deleted
+    b = dict(oslib.SDK_DEFAULT_CREATE, snapshotId=s["id"])
+    del b["image"]
+    expect(osc.create(b), 409, "INVALID_STATE")
+    expect(osc.delete("/v1/snapshots/" + s["id"]), 204)
+    # the source still runs
+    expect(osc.execd(j["id"], "GET", "/ping"), 200)
+
+
+def test_hostile_and_corrupt_record_files_are_skipped_at_start(start_daemon, tmp_path):
+    """Every file in the snapshot root is hostile input (a shared NFS root, a past version):
+    a record is used only when it is a regular file named {id}.json holding that id, valid in
+    every field; a Ready one only with its tree a real directory. Nothing in a record is ever a
+    path. The rest is skipped with a log line, and the start is not held up (a FIFO)."""
+    root = tmp_path / "snaps"
+    root.mkdir()
+    sb = "0" * 32
+    good = "snap-" + "1" * 32
+    (root / (good + ".json")).write_text(record(good, sb))
+    (root / good).mkdir()
+    (root / good / "kept.txt").write_text("kept")
+    hostile = {
+        # the id is not the file's name: a path elsewhere
+        "snap-" + "2" * 32: record("../../etc", sb),
+        # a Ready record whose tree is a link to the host's /etc
+        "snap-" + "3" * 32: record("snap-" + "3" * 32, sb),
+        # not JSON, not an object, a future version, a bad sandbox id, a bad state
+        "snap-" + "4" * 32: "{\"version\": 1,",
+        "snap-" + "5" * 32: "[]",
+        "snap-" + "6" * 32: record("snap-" + "6" * 32, sb, version=99),
+        "snap-" + "7" * 32: record("snap-" + "7" * 32, "/etc/passwd"),
+        "snap-" + "8" * 32: record("snap-" + "8" * 32, sb, state="Gone"),
+        # larger than a record may be
+        "snap-" + "9" * 32: record("snap-" + "9" * 32, sb, message="x" * 100000),
+    }
+    for sid, text in hostile.items():
+        (root / (sid + ".json")).write_text(text)
+    os.symlink("/etc", root / ("snap-" + "3" * 32))
+    link = "snap-" + "b" * 32
+    os.symlink(root / (good + ".json"), root / (link + ".json"))  # a record that is a link
+    fifo = "snap-" + "c" * 32
+    os.mkfifo(root / (fifo + ".json"))
+    d = start_daemon(env={"SANDBOX_HOST_SNAPSHOT_ROOT": str(root)})
+    osc = oslib.os_client(d)
+    items = expect(osc.get("/v1/snapshots?pageSize=200"), 200)["items"]
+    assert [x["id"] for x in items] == [good], items
+    assert items[0]["status"]["state"] == "Ready" and items[0]["sandboxId"] == sb
+    for sid in list(hostile) + [link, fifo]:
+        expect(osc.get("/v1/snapshots/" + sid), 404, "SNAPSHOT_NOT_FOUND")
+    skipped = [ln for ln in d.lines if "snapshot-record-skipped" in ln]
+    assert len(skipped) >= len(hostile) + 2, "\n".join(skipped)
+    # the link's target was never followed: /etc is untouched and no tree of its is used
+    b = dict(oslib.SDK_DEFAULT_CREATE, snapshotId="snap-" + "3" * 32)
+    del b["image"]
+    expect(osc.create(b), 404, "SNAPSHOT_NOT_FOUND")
+    # the good one restores
+    k = from_snapshot(osc, good)
+    assert osc.native(k["id"]).get_v("kept.txt") == b"kept"
+
+
+def test_a_creating_record_is_failed_after_a_restart(start_daemon, tmp_path):
+    """A record still Creating is a copy the daemon that made it did not finish."""
+    root = tmp_path / "snaps"
+    root.mkdir()
+    sid = "snap-" + "d" * 32
+    (root / (sid + ".json")).write_text(record(sid, "0" * 32, state="Creating"))
+    d = start_daemon(env={"SANDBOX_HOST_SNAPSHOT_ROOT": str(root)})
+    g = expect(oslib.os_client(d).get("/v1/snapshots/" + sid), 200)
+    assert g["status"]["state"] == "Failed" and g["status"]["reason"] == "snapshot_interrupted"
+
+
+def test_a_native_sandbox_has_no_snapshots(daemon, osc):
+    """A native remote_id is a capability of the native API; the /v1 surface knows only its own
+    sandboxes (a snapshot would list the id to anyone who lists snapshots)."""
+    n = daemon.client.new_sandbox()
+    try:
+        expect(osc.post("/v1/sandboxes/%s/snapshots" % n.rid, {}), 404, "SANDBOX_NOT_FOUND")
+    finally:
+        n.delete()
+
+
+def test_a_snapshot_body_takes_only_a_name(osc, sbx):
+    expect_400(osc.post("/v1/sandboxes/%s/snapshots" % sbx["id"], {"name": "n", "ttl": 5}))
+    expect_400(osc.post("/v1/sandboxes/%s/snapshots" % sbx["id"], ["n"]))
+    expect_400(osc.post("/v1/sandboxes/%s/snapshots" % sbx["id"], {"name": "a\nb"}))
+    expect_400(osc.post("/v1/sandboxes/%s/snapshots" % sbx["id"], {"name": "x" * 257}))
+
+
+def test_snapshot_list_refuses_an_unknown_state(osc):
+    expect_400(osc.get("/v1/snapshots?state=Gone"))
+
+
+def test_a_sandbox_from_a_snapshot_runs_the_source_entrypoint_unless_told(daemon, osc):
+    m = execlib.marker()
+    src = osc.create_ok(entrypoint=["sleep", m])
+    try:
+        s = ready_snapshot(osc, src["id"])
+    finally:
+        osc.kill(src["id"])
+    j = from_snapshot(osc, s["id"])
+    try:
+        assert osc.sandbox_ok(j["id"])["entrypoint"] == ["sleep", m]
+        assert shlib.wait_until(lambda: execlib.host_sleepers(m), timeout=10)
+    finally:
+        osc.kill(j["id"])
+        execlib.kill_pids([p[0] for p in execlib.wait_gone(lambda: execlib.host_sleepers(m),
+                                                           timeout=10)], osc.c.daemon_pid)
+
+
+def test_snapshot_copies_are_not_the_sandboxes_to_reach(daemon, osc, sbx):
+    """The snapshot root is outside every sandbox: nothing of it shows inside, and a workspace
+    link to it is copied as a link, never followed."""
+    n = osc.native(sbx["id"])
+    s = ready_snapshot(osc, sbx["id"])
+    root = daemon.root / "snapshots"
+    ws = daemon.ws(sbx["id"])
+    os.symlink(str(root / s["id"]), ws / "to-snapshot")
+    assert execlib.sh(n, "test -e /workspace/to-snapshot && echo seen || echo unseen") == \
+        "unseen\n"
+    t = ready_snapshot(osc, sbx["id"])
+    assert os.path.islink(root / t["id"] / "to-snapshot")
