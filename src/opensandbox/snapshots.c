@@ -50,7 +50,7 @@ static void tree_moved(os_snapstore *st, const char *trash_name, void *data)
         os_snapshots *ss = data;
         sh_error *err = NULL;
 
-        if (sh_manager_remove_trashed(ss->ctx->mgr, os_snapstore_trash_fd(st), trash_name, &err) <
+        if (sh_manager_remove_trashed(ss->ctx->mgr, os_snapstore_trash_dir(st), trash_name, &err) <
             0)
                 log_warn("snapshot-remove-failed", NULL, "'%s/%s/%s': %s, ignoring",
                          os_snapstore_root(st), OS_SNAP_TRASH, trash_name,
@@ -525,8 +525,9 @@ int os_snapshot_init(os_ctx *ctx, sh_error **err)
         if (os_snapstore_count(ss->store))
                 log_info("snapshots", NULL, "%u snapshot(s) in '%s'", os_snapstore_count(ss->store),
                          root);
-        /* What deletes of an earlier run left in the trash goes, in a confined child. */
-        if (sh_manager_remove_trashed(ctx->mgr, os_snapstore_trash_fd(ss->store), NULL, &rerr) < 0)
+        /* What deletes of an earlier run left in the trash goes, in a confined child (which
+         * opens the trash itself; none yet: nothing to do). */
+        if (sh_manager_remove_trashed(ctx->mgr, os_snapstore_trash_dir(ss->store), NULL, &rerr) < 0)
                 log_warn("snapshot-remove-failed", NULL, "'%s/%s': %s, ignoring", root,
                          OS_SNAP_TRASH, rerr && rerr->msg ? rerr->msg : "");
         sh_error_release(&rerr);

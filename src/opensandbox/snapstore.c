@@ -301,9 +301,8 @@ typedef struct op {
 } op;
 
 struct os_snapstore {
-        char *root;
-        int rootfd;  /* O_DIRECTORY */
-        int trashfd; /* {root}/.trash, O_DIRECTORY */
+        char *root;  /* never opened by the loop after the start: the writers open it */
+        char *trash; /* {root}/.trash */
         sh_loop *loop;
         os_snapshot *snaps; /* oldest first */
         unsigned count;
@@ -368,6 +367,8 @@ static int op_do(const op *o, int rootfd, int trashfd)
                 return 0;
         case OP_TREE_TO_TRASH:
                 /* rename(2) moves the name only: nothing of the (hostile) tree is read. */
+                if (trashfd < 0)
+                        return EIO;
                 return renameat(rootfd, o->id, trashfd, o->aux) < 0 ? errno : 0;
         case OP_UNLINK:
                 return unlinkat(rootfd, file, 0) < 0 ? errno : 0;
@@ -375,23 +376,68 @@ static int op_do(const op *o, int rootfd, int trashfd)
         return EINVAL;
 }
 
+/* mkdir -p of an absolute path: the components the operator named are trusted; the last one
+ * is made 0700 (the snapshots are the tenants' files). */
+static int mkdir_parents(const char *path, mode_t mode)
+{
+        _cleanup_free_ char *buf = strdup(path);
+
+        if (!buf)
+                return -ENOMEM;
+        for (char *s = buf + 1; *s; s++) {
+                if (*s != '/')
+                        continue;
+                *s = '\0';
+                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                *s = '/';
+        }
+        if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
+/* The root and its trash, made when missing (the first snapshot makes them: a daemon that never
+ * takes one leaves no trace in the archive root), then the ops in order; each op's result
+ * through `report`. Runs in the writer child, or inline at shutdown. */
+static void run_ops(const char *root, const op *ops, void (*report)(int e, void *data), void *data)
+{
+        int rootfd = -1, trashfd = -1, k = mkdir_parents(root, 0700);
+        const op *o;
+
+        if (k == 0) {
+                rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                k = rootfd < 0 ? -errno : 0;
+        }
+        if (rootfd >= 0 && (mkdirat(rootfd, OS_SNAP_TRASH, 0700) == 0 || errno == EEXIST))
+                trashfd = openat(rootfd, OS_SNAP_TRASH,
+                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        SH_LIST_FOREACH(ops, o, ops)
+                report(rootfd < 0 ? -k : op_do(o, rootfd, trashfd), data);
+        sh_close(trashfd);
+        sh_close(rootfd);
+}
+
 typedef struct writer_arg {
+        const char *root;
         op *ops;
 } writer_arg;
 
-/* fd 3: the root, 4: the trash, 5: the results pipe. */
+static void report_byte(int e, void *data)
+{
+        unsigned char b = (unsigned char)(e > 255 ? EIO : e);
+
+        (void)data;
+        while (write(3, &b, 1) < 0 && errno == EINTR)
+                ;
+}
+
+/* fd 3: the results pipe, one byte per op. */
 static int writer_main(void *arg)
 {
         const writer_arg *a = arg;
-        const op *o;
 
-        SH_LIST_FOREACH(ops, o, a->ops) {
-                int e = op_do(o, 3, 4);
-                unsigned char b = (unsigned char)(e > 255 ? EIO : e);
-
-                while (write(5, &b, 1) < 0 && errno == EINTR)
-                        ;
-        }
+        run_ops(a->root, a->ops, report_byte, NULL);
         return 0;
 }
 
@@ -448,7 +494,7 @@ static void writer_done(sh_child *c, pid_t pid, int status, void *data)
 /* Hand the queue (up to BATCH_MAX ops) to a new writer, unless one runs. */
 static void writer_next(os_snapstore *st)
 {
-        int fds[2] = {-1, -1}, keep[3];
+        int fds[2] = {-1, -1};
         writer_arg a;
         op *o;
 
@@ -471,11 +517,9 @@ static void writer_next(os_snapstore *st)
                 st->ninflight = 0;
                 return;
         }
-        keep[0] = st->rootfd;
-        keep[1] = st->trashfd;
-        keep[2] = fds[1];
+        a.root = st->root;
         a.ops = st->inflight; /* the child's copy of our memory holds the list */
-        st->writer = sh_child_fork_fds(st->loop, keep, 3, writer_main, &a, writer_done, st);
+        st->writer = sh_child_fork(st->loop, fds[1], writer_main, &a, writer_done, st);
         close(fds[1]);
         if (!st->writer) {
                 int e = errno;
@@ -547,11 +591,10 @@ static void insert_sorted(os_snapstore *st, os_snapshot *s)
 
 /* Read {root}/{name} (a record file): a regular file, never through a link, never a FIFO
  * (O_NONBLOCK), at most OS_SNAP_RECORD_MAX bytes. */
-static int read_record(os_snapstore *st, const char *name, char **ret, size_t *ret_len,
-                       sh_error **err)
+static int read_record(int rootfd, const char *name, char **ret, size_t *ret_len, sh_error **err)
 {
         _cleanup_close_ int fd =
-                openat(st->rootfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+                openat(rootfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         _cleanup_free_ char *buf = NULL;
         struct stat sb;
         size_t len = 0;
@@ -587,7 +630,7 @@ static int read_record(os_snapstore *st, const char *name, char **ret, size_t *r
 }
 
 /* One directory entry: a record ("<id>.json") is loaded, anything else left alone. */
-static void load_one(os_snapstore *st, const char *name)
+static void load_one(os_snapstore *st, int rootfd, const char *name)
 {
         size_t n = strlen(name);
         char id[OS_SNAP_ID_LEN + 1];
@@ -602,7 +645,7 @@ static void load_one(os_snapstore *st, const char *name)
                 return;
         memcpy(id, name, OS_SNAP_ID_LEN);
         id[OS_SNAP_ID_LEN] = '\0';
-        if (read_record(st, name, &text, &len, &err) < 0 ||
+        if (read_record(rootfd, name, &text, &len, &err) < 0 ||
             os_snap_parse_record(text, len, id, &s, &err) < 0) {
                 log_warn("snapshot-record-skipped", NULL, "'%s/%s': %s, ignoring", st->root, name,
                          err && err->msg ? err->msg : "invalid");
@@ -612,7 +655,7 @@ static void load_one(os_snapstore *st, const char *name)
         /* A Ready snapshot is its tree: one that is gone (or is not a directory) cannot be
          * restored, and is not shown. */
         if (s->state == OS_SNAP_READY &&
-            (fstatat(st->rootfd, id, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(sb.st_mode))) {
+            (fstatat(rootfd, id, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(sb.st_mode))) {
                 log_warn("snapshot-record-skipped", NULL,
                          "'%s/%s': its tree '%s' is missing or not a directory, ignoring", st->root,
                          name, id);
@@ -628,95 +671,85 @@ static void load_one(os_snapstore *st, const char *name)
         insert_sorted(st, s);
 }
 
+/* Read the records of the root (blocking: at start only). A root that does not exist yet
+ * holds none. */
 static int load(os_snapstore *st, sh_error **err)
 {
-        int fd = openat(st->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int rootfd = open(st->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd;
         struct dirent *de;
         DIR *d;
 
+        if (rootfd < 0 && errno == ENOENT)
+                return 0;
+        if (rootfd < 0)
+                return sh_error_make(err, errno, "opening the snapshot root '%s'", st->root);
+        fd = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0 || !(d = fdopendir(fd))) {
+                int e = errno;
+
                 sh_close(fd);
-                return sh_error_make(err, errno, "listing the snapshot root '%s'", st->root);
+                close(rootfd);
+                return sh_error_make(err, e, "listing the snapshot root '%s'", st->root);
         }
         while ((errno = 0, de = readdir(d))) {
                 if (de->d_name[0] == '.')
                         continue; /* ., .., .trash and temporary files */
-                load_one(st, de->d_name);
+                load_one(st, rootfd, de->d_name);
         }
         if (errno) {
                 int e = errno;
 
                 closedir(d);
+                close(rootfd);
                 return sh_error_make(err, e, "listing the snapshot root '%s'", st->root);
         }
         closedir(d);
-        return 0;
-}
-
-/* mkdir -p of an absolute path: the components the operator named are trusted. */
-static int mkdir_parents(const char *path, mode_t mode)
-{
-        _cleanup_free_ char *buf = strdup(path);
-
-        if (!buf)
-                return -ENOMEM;
-        for (char *s = buf + 1; *s; s++) {
-                if (*s != '/')
-                        continue;
-                *s = '\0';
-                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *s = '/';
-        }
-        if (mkdir(buf, mode) < 0 && errno != EEXIST)
-                return -errno;
+        close(rootfd);
         return 0;
 }
 
 int os_snapstore_open(const char *root, sh_loop *loop, os_snapstore **ret, sh_error **err)
 {
         os_snapstore *st;
-        int k;
+        sh_error *lerr = NULL;
 
         if (!root || root[0] != '/')
                 return sh_error_new(err, SH_E_INVALID, "the snapshot root must be absolute");
         st = calloc(1, sizeof(*st));
         if (!st)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        st->rootfd = st->trashfd = st->resfd = -1;
+        st->resfd = -1;
         st->loop = loop;
         st->root = strdup(root);
-        if (!st->root) {
-                free(st);
+        if (!st->root || asprintf(&st->trash, "%s/%s", root, OS_SNAP_TRASH) < 0) {
+                st->trash = NULL;
+                os_snapstore_free(st);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
-        k = mkdir_parents(root, 0700);
-        if (k < 0) {
-                sh_error_make(err, -k, "creating the snapshot root '%s'", root);
-                goto fail;
-        }
-        st->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (st->rootfd < 0) {
-                sh_error_make(err, errno, "opening the snapshot root '%s'", root);
-                goto fail;
-        }
-        if (mkdirat(st->rootfd, OS_SNAP_TRASH, 0700) < 0 && errno != EEXIST) {
-                sh_error_make(err, errno, "creating '%s/%s'", root, OS_SNAP_TRASH);
-                goto fail;
-        }
-        st->trashfd =
-                openat(st->rootfd, OS_SNAP_TRASH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (st->trashfd < 0) {
-                sh_error_make(err, errno, "opening '%s/%s'", root, OS_SNAP_TRASH);
-                goto fail;
-        }
-        if (load(st, err) < 0)
-                goto fail;
+        /* Snapshots are one feature of the daemon: a root it cannot read (a read-only or
+         * unreachable archive) is said, not a reason not to start; its copies will fail. */
+        if (load(st, &lerr) < 0)
+                log_warn("snapshot-root-unreadable", NULL, "%s: no snapshot read, ignoring",
+                         lerr && lerr->msg ? lerr->msg : "");
+        sh_error_release(&lerr);
         *ret = st;
         return 0;
-fail:
-        os_snapstore_free(st);
-        return -1;
+}
+
+/* Inline at shutdown: each result goes to its op, in order. */
+typedef struct inline_ctx {
+        os_snapstore *st;
+        op *next;
+} inline_ctx;
+
+static void report_inline(int e, void *data)
+{
+        inline_ctx *c = data;
+
+        if (!c->next)
+                return;
+        op_report(c->st, c->next, e);
+        c->next = c->next->ops_next;
 }
 
 /* The writer that runs at shutdown is waited for (bounded), without reaping it: the loop's
@@ -753,14 +786,15 @@ void os_snapstore_free(os_snapstore *st)
         }
         /* What was still queued is made now, in order (the loop has stopped: nobody waits);
          * the trash is emptied at the next start. */
+        if (st->queue) {
+                inline_ctx c = {.st = st, .next = st->queue};
+
+                for (o = st->queue; o; o = o->ops_next)
+                        o->moved = NULL;
+                run_ops(st->root, st->queue, report_inline, &c);
+        }
         while ((o = st->queue)) {
                 SH_LIST_REMOVE(ops, st->queue, o);
-                if (st->rootfd >= 0 && st->trashfd >= 0) {
-                        int e = op_do(o, st->rootfd, st->trashfd);
-
-                        o->moved = NULL;
-                        op_report(st, o, e);
-                }
                 op_free(o);
         }
         while ((s = st->snaps)) {
@@ -768,9 +802,8 @@ void os_snapstore_free(os_snapstore *st)
                 os_snapshot_free(s);
         }
         sh_close(st->resfd);
-        sh_close(st->rootfd);
-        sh_close(st->trashfd);
         free(st->root);
+        free(st->trash);
         free(st);
 }
 
@@ -779,9 +812,9 @@ const char *os_snapstore_root(const os_snapstore *st)
         return st->root;
 }
 
-int os_snapstore_trash_fd(const os_snapstore *st)
+const char *os_snapstore_trash_dir(const os_snapstore *st)
 {
-        return st->trashfd;
+        return st->trash;
 }
 
 unsigned os_snapstore_count(const os_snapstore *st)

@@ -2,8 +2,9 @@
  * record in memory, and on disk as {root}/{id}.json beside its tree {root}/{id}/. The records
  * are read once at start (a hostile or corrupt file is skipped with a log line, and nothing
  * in one is ever used as a path: a record's file name is its validated id); every later write
- * (a record, the removal of one, the move of a tree into {root}/.trash) is made by a child
- * process, in order, because the root may be on NFS and the loop never waits for NFS. */
+ * (a record, the removal of one, the move of a tree into {root}/.trash, the root itself) is
+ * made by a child process, in order, because the root may be on NFS and the loop never waits
+ * for NFS. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -73,17 +74,19 @@ void os_snapshot_free(os_snapshot *s);
 
 /* ---- the store ------------------------------------------------------------------------ */
 
-/* Open the store at `root` (absolute; made with its parents, 0700, when missing): the
- * directory and its .trash, the records read (at most OS_SNAP_MAX, oldest first). Blocks on
- * the root's file system: call it at start, before serving. `loop` runs the writers. */
+/* Open the store at `root` (absolute): its records read (at most OS_SNAP_MAX, oldest first),
+ * the only time the daemon itself touches the root, so it blocks on the root's file system:
+ * call it at start, before serving. A root that does not exist holds none (the first write
+ * makes it, with its .trash, 0700); one that cannot be read is logged, not an error. `loop`
+ * runs the writers (NULL: the writes wait for os_snapstore_free). */
 int os_snapstore_open(const char *root, sh_loop *loop, os_snapstore **ret, sh_error **err);
 /* Waits (bounded) for the writer running and makes the writes still queued itself: for the
  * shutdown, after the loop has stopped. Accepts NULL. */
 void os_snapstore_free(os_snapstore *st);
 
 const char *os_snapstore_root(const os_snapstore *st);
-/* {root}/.trash, O_DIRECTORY (for the tree remover). */
-int os_snapstore_trash_fd(const os_snapstore *st);
+/* {root}/.trash (for the tree remover, which opens it itself). */
+const char *os_snapstore_trash_dir(const os_snapstore *st);
 unsigned os_snapstore_count(const os_snapstore *st);
 /* All records, oldest first (created_ms, then id). */
 os_snapshot *os_snapstore_first(os_snapstore *st);

@@ -565,6 +565,7 @@ static int submit(sh_persister *p, sh_sandbox *sb, const char *root, const char 
         j->done = done;
         j->data = data;
         j->any_workspace = own_target && !restore;
+        j->arg.make_root = own_target && !restore;
         j->need_archive = own_target && restore;
         j->arg.restore = restore;
         j->arg.delete_extra = delete_extra;

@@ -175,9 +175,10 @@ static int trash_and_remove(sh_manager *m, int fromfd, const char *name, sh_erro
         return remove_trash(m, tname, err);
 }
 
-int sh_manager_remove_trashed(sh_manager *m, int trashfd, const char *name, sh_error **err)
+int sh_manager_remove_trashed(sh_manager *m, const char *trash_dir, const char *name,
+                              sh_error **err)
 {
-        return sh_remover_start(m, trashfd, NULL, name, err);
+        return sh_remover_start_at(m, trash_dir, name, err);
 }
 
 /* Whatever an earlier run left in the trash goes, in a confined child of its own. */

@@ -455,3 +455,16 @@ def test_snapshot_copies_are_not_the_sandboxes_to_reach(daemon, osc, sbx):
         "unseen\n"
     t = ready_snapshot(osc, sbx["id"])
     assert os.path.islink(root / t["id"] / "to-snapshot")
+
+
+def test_the_snapshot_root_appears_with_the_first_snapshot_not_at_start(start_daemon, tmp_path):
+    """A daemon that never takes a snapshot leaves no trace in the archive root (the native
+    contract's archive holds only items); the first snapshot makes the root, 0700."""
+    nfs = tmp_path / "nfs"
+    nfs.mkdir()
+    d = start_daemon(env={"SANDBOX_HOST_NFS_ROOT": str(nfs)})
+    osc = oslib.os_client(d)
+    j = osc.create_ok()
+    assert os.listdir(nfs) == []
+    ready_snapshot(osc, j["id"])
+    assert os.stat(nfs / ".snapshots").st_mode & 0o777 == 0o700

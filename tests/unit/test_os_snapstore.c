@@ -20,6 +20,8 @@
 
 static char dir[256];
 
+static void run_until_idle(sh_loop *loop, os_snapstore *st);
+
 static void setup(void)
 {
         ck_assert_int_eq(ut_mkdtemp(dir, sizeof(dir), "snapstore"), 0);
@@ -240,24 +242,43 @@ START_TEST(test_the_load_keeps_valid_records_oldest_first_and_skips_the_rest)
 }
 END_TEST
 
-START_TEST(test_the_root_is_made_with_its_trash)
+START_TEST(test_a_missing_root_is_made_by_the_first_write_not_at_start)
 {
         os_snapstore *st = NULL;
+        os_snapshot *s = NULL;
+        sh_error *err = NULL;
+        sh_loop *loop = NULL;
         char sub[512];
         struct stat sb;
 
         snprintf(sub, sizeof(sub), "%s/a/b/snaps", dir);
-        {
-                sh_error *err = NULL;
-
-                ck_assert_int_eq(os_snapstore_open(sub, NULL, &st, &err), 0);
-        }
+        ck_assert_int_eq(sh_loop_new(&loop), 0);
+        ck_assert_int_eq(os_snapstore_open(sub, loop, &st, &err), 0);
+        ck_assert_uint_eq(os_snapstore_count(st), 0);
+        ck_assert_int_eq(access(ut_path(dir, "a"), F_OK), -1);
+        ck_assert_int_eq(os_snapstore_add(st, SB, NULL, NULL, &s, &err), 0);
+        run_until_idle(loop, st);
         ck_assert_int_eq(stat(ut_path(sub, ".trash"), &sb), 0);
         ck_assert(S_ISDIR(sb.st_mode));
         ck_assert_int_eq(stat(sub, &sb), 0);
         ck_assert_uint_eq(sb.st_mode & 0777, 0700);
+        ck_assert_int_eq(access(ut_path(sub, "%s.json", s->id), F_OK), 0);
+        os_snapstore_free(st);
+        sh_loop_free(loop);
+}
+END_TEST
+
+START_TEST(test_an_unreadable_root_is_no_reason_not_to_start)
+{
+        os_snapstore *st = NULL;
+        sh_error *err = NULL;
+
+        sh_log_set_level(SH_LOG_ERROR);
+        put("file", "not a directory");
+        ck_assert_int_eq(os_snapstore_open(ut_path(dir, "file"), NULL, &st, &err), 0);
         ck_assert_uint_eq(os_snapstore_count(st), 0);
         os_snapstore_free(st);
+        sh_log_set_level(SH_LOG_INFO);
 }
 END_TEST
 
@@ -479,7 +500,8 @@ static Suite *snapstore_suite(void)
         tcase_add_checked_fixture(disk, setup, teardown);
         tcase_set_timeout(disk, 60);
         tcase_add_test(disk, test_the_load_keeps_valid_records_oldest_first_and_skips_the_rest);
-        tcase_add_test(disk, test_the_root_is_made_with_its_trash);
+        tcase_add_test(disk, test_a_missing_root_is_made_by_the_first_write_not_at_start);
+        tcase_add_test(disk, test_an_unreadable_root_is_no_reason_not_to_start);
         tcase_add_test(disk, test_records_are_written_by_the_writer_and_survive_a_reopen);
         tcase_add_test(disk, test_remove_moves_the_tree_to_the_trash_then_drops_the_record);
         tcase_add_test(disk, test_remove_without_a_tree_tells_nobody);

@@ -41,13 +41,13 @@ int sh_persist_save(sh_persister *p, sh_sandbox *sb, bool delete_extra, sh_persi
 
 /* The same jobs against a directory of the caller's: {root}/{item}/ instead of the sandbox's
  * archive item (snapshots: the snapshot root and the snapshot's id). root is absolute, item
- * one name of the item-id syntax ([A-Za-z0-9][A-Za-z0-9._-]{0,127}), else invalid; the
- * caller made root and keeps it. Jobs of one sandbox, and of one root and item, never
- * overlap.
+ * one name of the item-id syntax ([A-Za-z0-9][A-Za-z0-9._-]{0,127}), else invalid. Jobs of
+ * one sandbox, and of one root and item, never overlap.
  *
  * save_to: reconciling (the directory ends equal to the workspace), frozen like every
  * persist, and with no readiness rule: the workspace is copied whether or not it carries the
- * marker (the rule guards the sandbox's own archive item, which this is not). */
+ * marker (the rule guards the sandbox's own archive item, which this is not). The helper makes
+ * root (with its parents) when it is missing: the daemon never touches it from the loop. */
 int sh_persist_save_to(sh_persister *p, sh_sandbox *sb, const char *root, const char *item,
                        sh_persist_done_fn done, void *data, sh_error **err);
 /* restore_from: as sh_persist_restore (re-owned to the sandbox), but a missing directory is a

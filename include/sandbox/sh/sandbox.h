@@ -80,12 +80,14 @@ void sh_manager_delete_all(sh_manager *m);
  * the state root's trash, same filesystem) and remove it in the background. */
 int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err);
 
-/* Remove the tree `name` below `trashfd` (a trash directory of the caller's, such as the
+/* Remove the tree `name` below the directory `trash_dir` (a trash of the caller's, such as the
  * snapshot root's: names in it are the caller's to give) in the background, by the same
  * confined child as the state root's trash (its own cgroup, network namespace and seccomp
- * allow-list: the tree is hostile, a sandbox wrote it); NULL: everything in it. The loop never
- * waits; a tree no child could be started for stays there. trashfd stays the caller's. */
-int sh_manager_remove_trashed(sh_manager *m, int trashfd, const char *name, sh_error **err);
+ * allow-list: the tree is hostile, a sandbox wrote it); NULL: everything in it. The child
+ * opens trash_dir (it may be on NFS: never the loop); absent, nothing is done. A tree no child
+ * could be started for stays there. */
+int sh_manager_remove_trashed(sh_manager *m, const char *trash_dir, const char *name,
+                              sh_error **err);
 
 /* Something that wants to know of every delete (the persister cancels the sandbox's rsync
  * work; later surfaces keep records of their sandboxes). The observer is the caller's memory,
