@@ -155,10 +155,10 @@ static void trace_libraries(const char *rsync, libset *ls)
  * with its first snapshot, never at the daemon's start): components the operator named. */
 static void make_root(const char *root)
 {
-        char *buf = strdup(root);
+        char buf[PATH_MAX];
 
-        if (!buf)
-                die("create the archive root", ENOMEM);
+        if (snprintf(buf, sizeof(buf), "%s", root) >= (int)sizeof(buf))
+                die("create the archive root", ENAMETOOLONG);
         for (char *s = buf + 1; *s; s++) {
                 if (*s != '/')
                         continue;
@@ -169,7 +169,6 @@ static void make_root(const char *root)
         }
         if (mkdir(buf, 0700) < 0 && errno != EEXIST)
                 die("create the archive root", errno);
-        free(buf);
 }
 
 /* {nfs_root}/{item_id}, never through a link: the item component is opened O_NOFOLLOW, so a
