@@ -90,10 +90,13 @@ static void copy_done(sh_sandbox *sb, const sh_error *err, void *data)
                         os_record_log(rec, SH_LOG_INFO, "snapshot-ready", "snapshot %s is ready",
                                       s->id);
         } else {
-                bool gone = sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND;
+                sh_error_kind kind = sh_error_kind_of(err);
+                /* the sandbox deleted meanwhile; the daemon shutting down; the copy itself */
+                const char *why = kind == SH_E_SANDBOX_NOT_FOUND ? "sandbox_deleted"
+                                  : kind == SH_E_UNAVAILABLE     ? "snapshot_interrupted"
+                                                                 : "snapshot_capture_failed";
 
-                r = os_snapstore_set_state(ss->store, s, OS_SNAP_FAILED,
-                                           gone ? "sandbox_deleted" : "snapshot_capture_failed",
+                r = os_snapstore_set_state(ss->store, s, OS_SNAP_FAILED, why,
                                            err->msg ? err->msg : "the copy failed", &werr);
                 log_warn("snapshot-failed", rec ? rec->id : NULL, "snapshot %s: %s", s->id,
                          err->msg ? err->msg : "the copy failed");

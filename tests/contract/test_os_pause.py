@@ -295,3 +295,23 @@ def test_a_resume_during_a_snapshot_copy_lets_it_run_once_the_copy_ends(daemon, 
         if during:
             break
     assert during, "never resumed while the copy ran"
+
+
+def test_a_paused_sandbox_goes_with_the_daemon_at_sigterm(start_daemon):
+    """Shutdown deletes every sandbox: frozen processes die too, and the exit is clean."""
+    d = start_daemon()
+    osc = oslib.os_client(d)
+    m = execlib.marker()
+    j = osc.create_ok(entrypoint=["sleep", m])
+    pids = [p[0] for p in shlib.wait_until(lambda: execlib.host_sleepers(m), timeout=10) or []]
+    assert pids, "the entrypoint never ran"
+    pause(osc, j["id"])
+    osc.wait_state(j["id"], "Paused")
+    try:
+        d.stop_ok("with a paused sandbox")
+        assert not execlib.wait_gone(lambda: execlib.host_sleepers(m), timeout=10)
+    finally:
+        # safety net: only the pids this sandbox's entrypoint had
+        for p in execlib.host_sleepers(m):
+            if p[0] in pids:
+                os.kill(p[0], 9)

@@ -468,3 +468,28 @@ def test_the_snapshot_root_appears_with_the_first_snapshot_not_at_start(start_da
     assert os.listdir(nfs) == []
     ready_snapshot(osc, j["id"])
     assert os.stat(nfs / ".snapshots").st_mode & 0o777 == 0o700
+
+
+def test_a_shutdown_during_a_copy_exits_cleanly_and_the_snapshot_is_failed_or_ready(start_daemon,
+                                                                                     tmp_path):
+    """SIGTERM while a copy runs: the shutdown deletes the sandbox, which stops the copy; its
+    snapshot ends Failed (sandbox_deleted, or snapshot_interrupted when the persister goes
+    first) and says so after the restart; the daemon exits 0."""
+    root = tmp_path / "state"
+    root.mkdir()
+    d = start_daemon(root=str(root))
+    osc = oslib.os_client(d)
+    j = osc.create_ok()
+    ws = d.ws(j["id"])
+    persistlib.fill_rich_tree(str(ws), n_files=3000)
+    with open(ws / "big.bin", "wb") as f:
+        f.write(os.urandom(1 << 20) * 48)
+    persistlib.chown_tree(str(ws), os.stat(ws).st_uid)
+    s = snap(osc, j["id"])
+    d.stop_ok("during a snapshot's copy")
+    d2 = start_daemon(root=str(root))
+    g = expect(oslib.os_client(d2).get("/v1/snapshots/" + s["id"]), 200)
+    assert g["status"]["state"] in ("Ready", "Failed"), g
+    if g["status"]["state"] == "Failed":
+        assert g["status"]["reason"] in ("sandbox_deleted", "snapshot_interrupted"), g
+    d2.stop_ok()
