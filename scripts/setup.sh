@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake pkg-config git libmicrohttpd-dev libcjson-dev libseccomp-dev
       libcap-dev libsodium-dev libssl-dev check libcurl4-openssl-dev libarchive-dev rsync python3 python3-pytest
-      python3-pytest-timeout clang-format cppcheck qemu-system-x86 cpio busybox-static e2fsprogs bubblewrap haproxy)
+      python3-pytest-timeout python3-yaml python3-jsonschema
+      clang-format cppcheck qemu-system-x86 cpio busybox-static e2fsprogs bubblewrap haproxy)
 # Node.js and npm for tests/k8s (manifest validation, `npm ci --prefix tests/k8s`). Any node
 # >= 18 with its npm does; a NodeSource nodejs (bundles npm, conflicts with Debian's npm
 # package) is left as it is.
@@ -29,6 +30,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# The npm packages of the test tiers, exactly as their lockfiles pin them: tests/k8s (manifest
+# validation) and tests/opensandbox (OpenSandbox's JavaScript SDK, which docs/opensandbox.md
+# and the README point at the daemon). Without the registry the daemon still builds.
+for dir in tests/k8s tests/opensandbox; do
+    npm ci --prefix "$dir" --no-audit --no-fund >/dev/null ||
+        echo "setup: 'npm ci --prefix $dir' failed: that test tier cannot run" >&2
+done
 
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Set everything up, then run the whole test suite twice: on the normal build and on the
-# ASan+UBSan build. Each pass runs the C suites (unit, wire: ctest) and the contract suite
-# (pytest against the built binary over real HTTP). Ends with one summary line
+# ASan+UBSan build. Each pass runs the C suites (unit, wire: ctest), the contract suite
+# (pytest against the built binary over real HTTP) and the OpenSandbox SDK tier (node --test
+# driving the binary through OpenSandbox's npm SDK). Ends with one summary line
 # "N passed, N failed, N skipped". Exit 0 only when nothing failed. Debian's own python3 runs
 # pytest (python3-pytest), whatever other python3 comes first on PATH.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --asan || { echo "0 passed, 1 failed"; exit 1; }
 npm ci --prefix tests/k8s --no-audit --no-fund >/dev/null || { echo "0 passed, 1 failed"; exit 1; }
+# OpenSandbox's own JavaScript SDK, pinned (tests/opensandbox/package-lock.json)
+npm ci --prefix tests/opensandbox --no-audit --no-fund >/dev/null || { echo "0 passed, 1 failed"; exit 1; }
 
 out=build/test-results
 rm -rf "$out"
@@ -29,6 +32,12 @@ for b in build build-asan; do
         SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
             tests/bench/test_bench_smoke.py --junitxml="$out/pytest-bench-$b.xml" || status=1
     fi
+    echo "=== OpenSandbox SDK tier ($b) ==="
+    # node's own runner; junit for summarize.py, spec on the console
+    SH_BIN="$PWD/$b/sandbox-host" node --test --test-timeout=120000 \
+        --test-reporter=spec --test-reporter-destination=stdout \
+        --test-reporter=junit --test-reporter-destination="$out/node-opensandbox-$b.xml" \
+        tests/opensandbox/*.test.mjs || status=1
     echo "=== k8s suite ($b) ==="
     SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/k8s \
         --junitxml="$out/pytest-k8s-$b.xml" || status=1

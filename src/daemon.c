@@ -14,6 +14,7 @@
 #include "sh/log.h"
 #include "sh/loop.h"
 #include "sh/native.h"
+#include "sh/opensandbox.h"
 #include "sh/persist.h"
 #include "sh/sandbox.h"
 #include "sh/tools.h"
@@ -27,6 +28,7 @@ struct sh_daemon {
         sh_tools *tools;
         sh_server *srv;
         sh_native_ctx native; /* what the native surface's handlers work with */
+        sh_opensandbox *os;   /* the /v1 surface's state (NULL: SANDBOX_HOST_OPENSANDBOX off) */
         int stopfd;           /* eventfd: sh_daemon_request_stop from any thread */
         bool stopping;
         uint64_t stop_deadline_ms;
@@ -85,7 +87,7 @@ int sh_daemon_new(const sh_config *cfg, bool signals, sh_daemon **ret, sh_error 
 {
         static const int sigs[] = {SIGTERM, SIGINT};
         sh_daemon *d = calloc(1, sizeof(*d));
-        sh_surface native;
+        sh_surface native, os;
         int r;
 
         if (!d)
@@ -132,6 +134,15 @@ int sh_daemon_new(const sh_config *cfg, bool signals, sh_daemon **ret, sh_error 
         sh_native_surface(&d->native, &native);
         if (sh_server_add_surface(d->srv, &native, err) < 0)
                 goto fail;
+        /* OpenSandbox's API under /v1/, over the same registry; off, /v1 paths are the native
+         * surface's (404 NotFound). */
+        if (cfg->opensandbox) {
+                if (sh_opensandbox_new(cfg, d->loop, d->mgr, d->persister, d->srv, &d->os, err) < 0)
+                        goto fail;
+                sh_opensandbox_surface(d->os, &os);
+                if (sh_server_add_surface(d->srv, &os, err) < 0)
+                        goto fail;
+        }
         *ret = d;
         return 0;
 fail:
@@ -167,6 +178,9 @@ void sh_daemon_free(sh_daemon *d)
          * manager's subtree (running unpacks are killed and report while the manager waits
          * for every child); then the sandboxes. */
         sh_persister_free(d->persister);
+        /* The /v1 records after the persister (snapshot jobs report to them), before the
+         * manager (whose observer they are). */
+        sh_opensandbox_free(d->os);
         sh_tools_free(d->tools);
         sh_manager_free(d->mgr); /* deletes what is left and waits for removals */
         sh_loop_free(d->loop);

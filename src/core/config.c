@@ -24,7 +24,10 @@ typedef enum {
         T_OPT_PATH,
         T_LEVEL,
         T_BOOL,
-        T_DISK_QUOTA
+        T_DISK_QUOTA,
+        T_SECRET,   /* an optional string never shown (an empty value is unset) */
+        T_SECS,     /* seconds, suffixes s m h d */
+        T_OPT_SECS, /* the same, unset (0) by default */
 } opt_type;
 
 typedef struct opt {
@@ -90,11 +93,24 @@ static const opt options[] = {
          "how DISK_MAX is enforced: auto, project, loop, tmpfs or none"},
         {"SANDBOX_HOST_DISK_PROJECT_BASE", T_UINT, OFF(disk_project_base), "3000000000", 1,
          4000000000ULL, "first project quota id (sandbox slot n uses base + n and base + max + n)"},
+        {"SANDBOX_HOST_OPENSANDBOX", T_BOOL, OFF(opensandbox), "on", 0, 0,
+         "on: serve OpenSandbox's API under /v1/ (off: every /v1 path is the native 404)"},
+        {"SANDBOX_HOST_API_KEY", T_SECRET, OFF(api_key), NULL, 0, 0,
+         "key every /v1 lifecycle request must carry in OPEN-SANDBOX-API-KEY (unset: none); "
+         "set, execd and egress routes need the sandbox's access token"},
+        {"SANDBOX_HOST_MAX_TIMEOUT", T_OPT_SECS, OFF(max_timeout_s), NULL, 1, 100ULL * 365 * 86400,
+         "longest /v1 sandbox timeout, seconds (suffixes s, m, h, d; unset: no ceiling)"},
+        {"SANDBOX_HOST_MIN_TIMEOUT", T_SECS, OFF(min_timeout_s), "60", 1, 100ULL * 365 * 86400,
+         "shortest /v1 sandbox timeout, seconds (suffixes s, m, h, d)"},
+        {"SANDBOX_HOST_SNAPSHOT_ROOT", T_OPT_PATH, OFF(snapshot_root), NULL, 0, 0,
+         "directory of /v1 snapshots (unset: {NFS_ROOT}/.snapshots, else {ROOT}/snapshots)"},
+        {"SANDBOX_HOST_COMMAND_LOG_MAX", T_SIZE, OFF(command_log_max), "16M", 1024, 1ULL << 32,
+         "bytes kept of each background command's output, bytes (suffixes K, M, G, T)"},
 };
 
 const char *sh_config_help(void)
 {
-        static char buf[8192];
+        static char buf[16384];
         size_t off;
         size_t i;
 
@@ -177,7 +193,7 @@ static int set_option(sh_config *c, const opt *o, const char *value)
                         return -EINVAL;
                 return 0;
         }
-        if (!*value && (o->type == T_OPT_PATH || o->type == T_URL)) {
+        if (!*value && (o->type == T_OPT_PATH || o->type == T_URL || o->type == T_SECRET)) {
                 free(*sp); /* an empty optional setting is the same as an unset one */
                 *sp = NULL;
                 return 0;
@@ -194,6 +210,10 @@ static int set_option(sh_config *c, const opt *o, const char *value)
                         *up = 0;
                         return 0;
                 }
+                goto numeric;
+        case T_SECS:
+        case T_OPT_SECS:
+                r = sh_parse_seconds(value, &v);
                 goto numeric;
         case T_CPU:
                 r = sh_parse_millicores(value, &v);
@@ -244,6 +264,7 @@ static int set_option(sh_config *c, const opt *o, const char *value)
                 break;
         case T_STRING:
         case T_OPT_STRING:
+        case T_SECRET:
         case T_BOOL: /* handled above */
                 break;
         }
@@ -356,8 +377,11 @@ sh_config_result sh_config_parse(sh_config *c, int argc, char *const *argv, char
 
                         if ((size_t)(eq - *envp) != n || memcmp(*envp, options[i].env, n) != 0)
                                 continue;
+                        /* A secret is never echoed, not even in a refusal. */
                         if (!by_flag[i] && set_option(c, &options[i], eq + 1) < 0)
-                                return invalid(ret_msg, options[i].env, eq + 1, options[i].help);
+                                return invalid(ret_msg, options[i].env,
+                                               options[i].type == T_SECRET ? "(hidden)" : eq + 1,
+                                               options[i].help);
                         break;
                 }
         }
@@ -389,7 +413,8 @@ sh_config_result sh_config_parse(sh_config *c, int argc, char *const *argv, char
                         char flag[80];
 
                         snprintf(flag, sizeof(flag), "--%.*s", (int)nlen, arg + 2);
-                        return invalid(ret_msg, flag, value, o->help);
+                        return invalid(ret_msg, flag, o->type == T_SECRET ? "(hidden)" : value,
+                                       o->help);
                 }
         }
         return check_disk(c, ret_msg);
@@ -408,6 +433,7 @@ void sh_config_done(sh_config *c)
                 case T_PATH:
                 case T_OPT_PATH:
                 case T_LEVEL:
+                case T_SECRET:
                 case T_DISK_QUOTA: {
                         char **sp = (char **)((char *)c + options[i].offset);
 

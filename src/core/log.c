@@ -1,15 +1,32 @@
-/* log.c: JSON-lines logger on stderr. One write(2) per line so lines never interleave. */
+/* log.c: JSON-lines logger on stderr, and the tap that sees every line naming a sandbox. One
+ * write(2) per line so lines never interleave. */
 #include "sh/log.h"
+#include "sh/list.h"
 #include "sh/util.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 static sh_log_level min_level = SH_LOG_INFO;
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
+/* The taps (a surface's per-sandbox diagnostics), told of every line naming a sandbox. */
+static sh_log_tap *taps;
+static bool in_tap; /* a line logged by a tap itself is not tapped again */
+
+void sh_log_tap_add(sh_log_tap *t)
+{
+        SH_LIST_PREPEND(taps, taps, t);
+}
+
+void sh_log_tap_remove(sh_log_tap *t)
+{
+        if (SH_LIST_LINKED(taps, taps, t))
+                SH_LIST_REMOVE(taps, taps, t);
+}
 
 void sh_log_set_level(sh_log_level level)
 {
@@ -34,7 +51,9 @@ static void add_time(cJSON *o)
         cJSON_AddStringToObject(o, "time", buf);
 }
 
-static void emit(cJSON *o)
+/* The line goes to stderr when its level is on, and to the tap (without its newline) when it
+ * names a sandbox. */
+static void emit(cJSON *o, bool to_stderr, const char *sandbox)
 {
         char *line = cJSON_PrintUnformatted(o);
         size_t len, off = 0;
@@ -42,8 +61,16 @@ static void emit(cJSON *o)
         if (!line)
                 return;
         len = strlen(line);
+        if (sandbox && taps && !in_tap) {
+                sh_log_tap *t, *next;
+
+                in_tap = true;
+                SH_LIST_FOREACH_SAFE(taps, t, next, taps)
+                        t->fn(sandbox, line, len, t->data);
+                in_tap = false;
+        }
         line[len] = '\n'; /* replaces the terminator; cJSON allocated len + 1 bytes */
-        while (off < len + 1) {
+        while (to_stderr && off < len + 1) {
                 ssize_t n = write(STDERR_FILENO, line + off, len + 1 - off);
                 if (n < 0 && errno == EINTR)
                         continue;
@@ -61,7 +88,8 @@ void sh_log(sh_log_level level, const char *event, const char *sandbox, const ch
         va_list ap;
         int saved = errno;
 
-        if (level < min_level)
+        /* The tap sees a sandbox's info lines and above whatever the level on stderr. */
+        if (level < min_level && !(sandbox && taps && level >= SH_LOG_INFO))
                 return;
         o = cJSON_CreateObject();
         if (!o)
@@ -79,7 +107,7 @@ void sh_log(sh_log_level level, const char *event, const char *sandbox, const ch
                 sh_utf8_sanitize(msg); /* messages may quote client bytes */
                 cJSON_AddStringToObject(o, "msg", msg);
         }
-        emit(o);
+        emit(o, level >= min_level, sandbox);
         free(msg);
         cJSON_Delete(o);
 out:
@@ -92,7 +120,7 @@ void sh_log_request(const char *method, const char *path, int status, double dur
         cJSON *o;
         int saved = errno;
 
-        if (SH_LOG_INFO < min_level)
+        if (SH_LOG_INFO < min_level && !(sandbox && taps))
                 return;
         o = cJSON_CreateObject();
         if (!o)
@@ -113,7 +141,7 @@ void sh_log_request(const char *method, const char *path, int status, double dur
         }
         cJSON_AddNumberToObject(o, "status", status);
         cJSON_AddNumberToObject(o, "duration_ms", (double)(long long)(duration_ms * 1000) / 1000);
-        emit(o);
+        emit(o, SH_LOG_INFO >= min_level, sandbox);
         cJSON_Delete(o);
         errno = saved;
 }

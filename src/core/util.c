@@ -79,6 +79,47 @@ int sh_parse_size(const char *s, uint64_t *ret)
         return 0;
 }
 
+int sh_parse_seconds(const char *s, uint64_t *ret)
+{
+        uint64_t v = 0, unit = 1;
+        const char *p = s;
+
+        if (!s || *p < '0' || *p > '9')
+                return -EINVAL;
+        for (; *p >= '0' && *p <= '9'; p++) {
+                if (v > (UINT64_MAX - 9) / 10)
+                        return -ERANGE;
+                v = v * 10 + (uint64_t)(*p - '0');
+        }
+        switch (*p) {
+        case '\0':
+                break;
+        case 's':
+        case 'S':
+                break;
+        case 'm':
+        case 'M':
+                unit = 60;
+                break;
+        case 'h':
+        case 'H':
+                unit = 3600;
+                break;
+        case 'd':
+        case 'D':
+                unit = 86400;
+                break;
+        default:
+                return -EINVAL;
+        }
+        if (*p && p[1])
+                return -EINVAL;
+        if (v > UINT64_MAX / unit)
+                return -ERANGE;
+        *ret = v * unit;
+        return 0;
+}
+
 int sh_parse_millicores(const char *s, uint64_t *ret)
 {
         uint64_t whole = 0, frac = 0;

@@ -253,6 +253,24 @@ void sh_reply_empty(sh_request *r, unsigned status)
         sh_reply(r, status, sh_response_empty());
 }
 
+void sh_reply_empty_sized(sh_request *r, unsigned status)
+{
+        sh_response *resp = sh_response_empty();
+
+        /* MHD refuses a Content-Length set by hand unless told to allow it; it then sends the
+         * one given. Only where it would send none: elsewhere that would be a second copy. */
+        if (resp && status == MHD_HTTP_NO_CONTENT) {
+#if MHD_VERSION >= 0x00096702
+                if (MHD_set_response_options(resp, MHD_RF_INSANITY_HEADER_CONTENT_LENGTH,
+                                             MHD_RO_END) != MHD_YES ||
+                    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_LENGTH, "0") != MHD_YES)
+                        log_warn("response-header", r->log_id,
+                                 "cannot add Content-Length to an empty %u, ignoring", status);
+#endif
+        }
+        sh_reply(r, status, resp);
+}
+
 void sh_http_reply_error(sh_request *r, const sh_error *err, bool log, const char *allow)
 {
         unsigned status = 500;

@@ -153,6 +153,26 @@ static void trace_libraries(const char *rsync, libset *ls)
 
 /* ---- the archive side ------------------------------------------------------------------ */
 
+/* The archive root with its parents, when a job is asked to make it (a snapshot root appears
+ * with its first snapshot, never at the daemon's start): components the operator named. */
+static void make_root(const char *root)
+{
+        char buf[PATH_MAX];
+
+        if (snprintf(buf, sizeof(buf), "%s", root) >= (int)sizeof(buf))
+                die("create the archive root", ENAMETOOLONG);
+        for (char *s = buf + 1; *s; s++) {
+                if (*s != '/')
+                        continue;
+                *s = '\0';
+                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                        die("create the archive root", errno);
+                *s = '/';
+        }
+        if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+                die("create the archive root", errno);
+}
+
 /* {nfs_root}/{item_id}, never through a link: the item component is opened O_NOFOLLOW, so a
  * link planted there (by anyone) fails instead of redirecting the transfer. rsync keeps its
  * temporary files beside their targets inside the item (a temporary directory elsewhere would
@@ -162,6 +182,8 @@ static int open_item(const sh_persist_child_arg *a)
 {
         int rootfd, fd;
 
+        if (a->make_root && !a->restore)
+                make_root(a->nfs_root);
         rootfd = open(a->nfs_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (rootfd < 0)
                 die("open the archive root", errno);

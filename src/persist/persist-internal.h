@@ -14,6 +14,7 @@
 typedef struct sh_persist_child_arg {
         bool restore;      /* archive -> workspace; else workspace -> archive */
         bool delete_extra; /* persist only: reconcile (--delete-after) */
+        bool make_root;    /* persist only: create the archive root (and its parents) first */
         uid_t uid;         /* restore: the sandbox's owner */
         gid_t gid;
         const char *rsync;     /* absolute host path of the rsync binary */

@@ -32,12 +32,15 @@ typedef struct job {
         sh_persister *p;
         sh_sandbox *sb; /* a reference */
         sh_persist_child_arg arg;
-        char *item_id; /* a copy: arg.item_id points here */
+        char *item_id;      /* a copy: arg.item_id points here */
+        char *root;         /* a copy: arg.nfs_root points here */
+        bool any_workspace; /* a save that skips the readiness rule (snapshots) */
+        bool need_archive;  /* a restore whose source must exist (snapshots) */
         job_state state;
         bool cancelled; /* the sandbox went away: answer SandboxNotFound */
         bool timed_out;
         bool no_watch; /* its output could not be watched: killed at once */
-        bool frozen;   /* we asked the kernel to freeze the sandbox: thaw at the end */
+        bool frozen;   /* holds a freeze of the sandbox: released at the end */
         int status;
         sh_child *child;
         int outfd;
@@ -199,8 +202,9 @@ static void tail_text(job *j, char *out, size_t size)
         out[k] = '\0';
 }
 
-/* Every job that froze its sandbox thaws it, on every way out (done, failed, cancelled,
- * deleted, shutdown): job_complete is the only end of a job. */
+/* Every job that froze its sandbox releases its hold, on every way out (done, failed,
+ * cancelled, deleted, shutdown): job_complete is the only end of a job. A hold, not a thaw: a
+ * sandbox paused meanwhile (or before) stays frozen (sh_sandbox_freeze_hold). */
 static void thaw(job *j)
 {
         sh_error *err = NULL;
@@ -208,8 +212,7 @@ static void thaw(job *j)
         if (!j->frozen)
                 return;
         j->frozen = false;
-        if (sh_sandbox_cgroup(j->sb))
-                (void)sh_cgroup_thaw_procs(sh_sandbox_cgroup(j->sb), &err);
+        (void)sh_sandbox_freeze_release(j->sb, &err);
         sh_error_release(&err);
 }
 
@@ -235,6 +238,7 @@ static void job_complete(job *j, const sh_error *err)
                 j->done(j->sb, err, j->data);
         sh_sandbox_unref(j->sb);
         free(j->item_id);
+        free(j->root);
         free(j);
         schedule_pump(p);
 }
@@ -293,6 +297,10 @@ static void job_finished(job *j)
         code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
         /* Vanished files are files the sandbox removed while rsync ran (an additive checkpoint
          * during a turn): they are correctly absent. rsync still applied everything else. */
+        if (code == SH_PERSIST_EXIT_NO_ARCHIVE && j->arg.restore && j->need_archive) {
+                job_fail(j, SH_E_PERSIST_FAILED, "restore: the source directory is gone");
+                return;
+        }
         if (code == 0 || code == RSYNC_EXIT_VANISHED ||
             (code == SH_PERSIST_EXIT_NO_ARCHIVE && j->arg.restore)) {
                 job_complete(j, NULL);
@@ -331,7 +339,8 @@ static bool conflicts(sh_persister *p, job *j)
         job *o;
 
         SH_LIST_FOREACH(jobs, o, p->jobs) {
-                if (o->state != JOB_QUEUED && (o->sb == j->sb || STREQ(o->item_id, j->item_id)))
+                if (o->state != JOB_QUEUED &&
+                    (o->sb == j->sb || (STREQ(o->item_id, j->item_id) && STREQ(o->root, j->root))))
                         return true;
         }
         return false;
@@ -402,7 +411,7 @@ static void freeze_poll(sh_loop *l, sh_timer *t, void *data)
                          what(j));
                 return;
         }
-        if (sh_cgroup_freeze_procs_poll(sh_sandbox_cgroup(j->sb), &frozen, &err) < 0) {
+        if (sh_sandbox_freeze_poll(j->sb, &frozen, &err) < 0) {
                 job_fail(j, SH_E_PERSIST_FAILED, "persist: freezing the sandbox: %s",
                          err && err->msg ? err->msg : "");
                 sh_error_release(&err);
@@ -448,14 +457,15 @@ static void job_start(sh_persister *p, job *j)
                 return;
         }
         /* Checked again here, not only when the request came: a queued persist must not write
-         * a workspace that stopped being trusted while it waited. */
-        if (sh_sandbox_is_ready(j->sb, &ready, &err) < 0) {
+         * a workspace that stopped being trusted while it waited. A snapshot copies whatever
+         * the workspace holds (its own root, never the sandbox's archive item). */
+        if (!j->any_workspace && sh_sandbox_is_ready(j->sb, &ready, &err) < 0) {
                 job_fail(j, SH_E_PERSIST_FAILED, "persist: %s",
                          err && err->msg ? err->msg : "reading the readiness marker");
                 sh_error_release(&err);
                 return;
         }
-        if (!ready) {
+        if (!j->any_workspace && !ready) {
                 job_complete(j, NULL);
                 return;
         }
@@ -464,8 +474,7 @@ static void job_start(sh_persister *p, job *j)
          * swap a file rsync has listed for a FIFO (rsync blocks in open(2) until the job
          * timeout, holding a slot), or a directory for a link; and what rsync copies is a
          * snapshot. The helpers' cgroups are spared: rsync runs beside the frozen sandbox. */
-        if (!sh_sandbox_cgroup(j->sb) ||
-            sh_cgroup_freeze_procs_begin(sh_sandbox_cgroup(j->sb), &err) < 0) {
+        if (sh_sandbox_freeze_hold(j->sb, &err) < 0) {
                 job_fail(j, SH_E_PERSIST_FAILED, "persist: freezing the sandbox: %s",
                          err && err->msg ? err->msg : "no cgroup");
                 sh_error_release(&err);
@@ -522,18 +531,31 @@ static void watch(sh_loop *l, sh_timer *t, void *data)
                 p->watch_t = sh_loop_add_timer(l, WATCH_MS, watch, p);
 }
 
-static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_extra,
-                  sh_persist_done_fn done, void *data, sh_error **err)
+static void job_free_unstarted(job *j)
+{
+        sh_sandbox_unref(j->sb);
+        free(j->item_id);
+        free(j->root);
+        free(j);
+}
+
+/* Queue a job between sb's workspace and {root}/{item}/ (root and item already checked). */
+static int submit(sh_persister *p, sh_sandbox *sb, const char *root, const char *item, bool restore,
+                  bool delete_extra, bool own_target, sh_persist_done_fn done, void *data,
+                  sh_error **err)
 {
         job *j;
 
-        if (!p->cfg->nfs_root || !sh_sandbox_item_id(sb))
+        if (!root || !item)
                 return sh_error_new(err, SH_E_PERSIST_FAILED, "no archive for this sandbox");
         j = calloc(1, sizeof(*j));
         if (!j)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        j->item_id = strdup(sh_sandbox_item_id(sb));
-        if (!j->item_id) {
+        j->item_id = strdup(item);
+        j->root = strdup(root);
+        if (!j->item_id || !j->root) {
+                free(j->item_id);
+                free(j->root);
                 free(j);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
@@ -542,12 +564,15 @@ static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_ext
         j->outfd = -1;
         j->done = done;
         j->data = data;
+        j->any_workspace = own_target && !restore;
+        j->arg.make_root = own_target && !restore;
+        j->need_archive = own_target && restore;
         j->arg.restore = restore;
         j->arg.delete_extra = delete_extra;
         j->arg.uid = sh_sandbox_owner(sb)->uid;
         j->arg.gid = sh_sandbox_owner(sb)->gid;
         j->arg.rsync = p->rsync;
-        j->arg.nfs_root = p->cfg->nfs_root;
+        j->arg.nfs_root = j->root;
         j->arg.item_id = j->item_id;
         j->arg.max_bytes = p->cfg->persist_max_bytes;
         j->arg.io_timeout_s = (unsigned)(p->cfg->persist_io_timeout_ms / 1000);
@@ -559,9 +584,7 @@ static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_ext
         if (!p->pump_t) {
                 /* No timer (out of memory): the job cannot be run from the loop. */
                 job_unlink(p, j);
-                sh_sandbox_unref(j->sb);
-                free(j->item_id);
-                free(j);
+                job_free_unstarted(j);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
         return 0;
@@ -570,13 +593,42 @@ static int submit(sh_persister *p, sh_sandbox *sb, bool restore, bool delete_ext
 int sh_persist_restore(sh_persister *p, sh_sandbox *sb, sh_persist_done_fn done, void *data,
                        sh_error **err)
 {
-        return submit(p, sb, true, false, done, data, err);
+        return submit(p, sb, p->cfg->nfs_root, sh_sandbox_item_id(sb), true, false, false, done,
+                      data, err);
 }
 
 int sh_persist_save(sh_persister *p, sh_sandbox *sb, bool delete_extra, sh_persist_done_fn done,
                     void *data, sh_error **err)
 {
-        return submit(p, sb, false, delete_extra, done, data, err);
+        return submit(p, sb, p->cfg->nfs_root, sh_sandbox_item_id(sb), false, delete_extra, false,
+                      done, data, err);
+}
+
+/* The names a job may be given: what CONTRACT.md allows for an item id, so that the child's
+ * openat(root, item, O_NOFOLLOW) is one component below the root and nothing else. */
+static int check_target(const char *root, const char *item, sh_error **err)
+{
+        if (!root || root[0] != '/')
+                return sh_error_new(err, SH_E_INVALID, "the archive root must be absolute");
+        if (!item || !sh_item_id_valid(item))
+                return sh_error_new(err, SH_E_INVALID, "invalid archive item name");
+        return 0;
+}
+
+int sh_persist_save_to(sh_persister *p, sh_sandbox *sb, const char *root, const char *item,
+                       sh_persist_done_fn done, void *data, sh_error **err)
+{
+        if (check_target(root, item, err) < 0)
+                return -1;
+        return submit(p, sb, root, item, false, true, true, done, data, err);
+}
+
+int sh_persist_restore_from(sh_persister *p, sh_sandbox *sb, const char *root, const char *item,
+                            sh_persist_done_fn done, void *data, sh_error **err)
+{
+        if (check_target(root, item, err) < 0)
+                return -1;
+        return submit(p, sb, root, item, true, false, true, done, data, err);
 }
 
 void sh_persist_forget(sh_persister *p, sh_sandbox *sb)

@@ -175,6 +175,12 @@ static int trash_and_remove(sh_manager *m, int fromfd, const char *name, sh_erro
         return remove_trash(m, tname, err);
 }
 
+int sh_manager_remove_trashed(sh_manager *m, const char *trash_dir, const char *name,
+                              sh_error **err)
+{
+        return sh_remover_start_at(m, trash_dir, name, err);
+}
+
 /* Whatever an earlier run left in the trash goes, in a confined child of its own. */
 static void empty_trash(sh_manager *m)
 {

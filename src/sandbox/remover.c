@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -26,7 +27,9 @@ typedef struct remover {
         sh_sandbox *sb; /* a reference, NULL: none */
         sh_cgroup *cg;  /* its helper cgroup, NULL: none could be made */
         char *name;     /* below the trash, NULL: everything in it */
-        int nprocs;     /* cgroup.procs fds at 4.. in the child */
+        char *dir;      /* the trash by its path (opened by the child), NULL: fd 3 */
+        int nprocs;     /* cgroup.procs fds at procs_at.. in the child */
+        int procs_at;
         const struct sock_fprog *filter;
 } remover;
 
@@ -38,6 +41,7 @@ static void remover_free(remover *rm)
                 sh_manager_bury_cgroup(rm->m, rm->cg);
         sh_sandbox_unref(rm->sb);
         free(rm->name);
+        free(rm->dir);
         free(rm);
 }
 
@@ -61,24 +65,32 @@ static int remove_all(int dirfd)
         return r;
 }
 
-/* fd 3: the trash directory; fds 4..: cgroup.procs of the helper cgroup. The tree is hostile
- * (a sandbox wrote it), so before reading a name of it the child is in the cgroup that pays
- * for the work, has no network, and can make no system call beyond those of removing files. */
+/* fd 3: the trash directory (or rm->dir, opened here), then the cgroup.procs fds of the helper
+ * cgroup. The tree is hostile (a sandbox wrote it), so before reading a name of it the child
+ * is in the cgroup that pays for the work, has no network, and can make no system call beyond
+ * those of removing files. */
 static int remover_main(void *arg)
 {
         const remover *rm = arg;
         sh_error *err = NULL;
-        int r;
+        int r, trash = 3;
 
-        if (sh_jail_join_cgroup(4, rm->nprocs) < 0)
+        if (sh_jail_join_cgroup(rm->procs_at, rm->nprocs) < 0)
                 return RM_EXIT_CGROUP;
         /* a name for ps and the tests; the trash fd says what it works on */
         (void)prctl(PR_SET_NAME, "sh-remove", 0, 0, 0);
+        if (rm->dir) {
+                /* Opened here, not by the daemon: the trash may be on NFS. Its last component
+                 * is ours and never a link. Absent: nothing to remove. */
+                trash = open(rm->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (trash < 0)
+                        return errno == ENOENT ? RM_EXIT_OK : RM_EXIT_REMOVE;
+        }
         if (sh_jail_confine(rm->filter) < 0)
                 return RM_EXIT_CONFINE;
         if (!rm->name)
-                return remove_all(3) < 0 ? RM_EXIT_REMOVE : RM_EXIT_OK;
-        r = sh_fs_remove_tree(3, rm->name, &err);
+                return remove_all(trash) < 0 ? RM_EXIT_REMOVE : RM_EXIT_OK;
+        r = sh_fs_remove_tree(trash, rm->name, &err);
         sh_error_release(&err);
         return r < 0 ? RM_EXIT_REMOVE : RM_EXIT_OK;
 }
@@ -100,7 +112,8 @@ static void remover_done(sh_child *c, pid_t pid, int status, void *data)
         remover_free(rm);
 }
 
-int sh_remover_start(sh_manager *m, int trashfd, sh_sandbox *sb, const char *name, sh_error **err)
+static int remover_start(sh_manager *m, int trashfd, const char *dir, sh_sandbox *sb,
+                         const char *name, sh_error **err)
 {
         remover *rm = calloc(1, sizeof(*rm));
         int keep[1 + SH_HELPER_PROCS_MAX];
@@ -108,7 +121,9 @@ int sh_remover_start(sh_manager *m, int trashfd, sh_sandbox *sb, const char *nam
         sh_child *c;
         int n = 0, saved;
 
-        if (!rm || (name && !(rm->name = strdup(name)))) {
+        if (!rm || (name && !(rm->name = strdup(name))) || (dir && !(rm->dir = strdup(dir)))) {
+                if (rm)
+                        free(rm->name);
                 free(rm);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
@@ -131,8 +146,11 @@ int sh_remover_start(sh_manager *m, int trashfd, sh_sandbox *sb, const char *nam
                 n = 0;
         }
         rm->nprocs = n;
+        /* By path: only the cgroup.procs fds, from 3. */
+        rm->procs_at = dir ? 3 : 4;
         keep[0] = trashfd;
-        c = sh_child_fork_fds(sh_manager_loop(m), keep, 1 + n, remover_main, rm, remover_done, rm);
+        c = sh_child_fork_fds(sh_manager_loop(m), dir ? keep + 1 : keep, dir ? n : 1 + n,
+                              remover_main, rm, remover_done, rm);
         saved = errno;
         for (int i = 1; i <= n; i++)
                 close(keep[i]);
@@ -148,4 +166,14 @@ int sh_remover_start(sh_manager *m, int trashfd, sh_sandbox *sb, const char *nam
                  "cannot fork the remover (%s): '%s' stays in the trash until it is emptied",
                  strerror(saved), name);
         return 0;
+}
+
+int sh_remover_start(sh_manager *m, int trashfd, sh_sandbox *sb, const char *name, sh_error **err)
+{
+        return remover_start(m, trashfd, NULL, sb, name, err);
+}
+
+int sh_remover_start_at(sh_manager *m, const char *dir, const char *name, sh_error **err)
+{
+        return remover_start(m, -1, dir, NULL, name, err);
 }

@@ -12,3 +12,6 @@
  * next start empties it) and 0 is returned: never removed inline. The loop never waits for
  * the child. */
 int sh_remover_start(sh_manager *m, int trashfd, sh_sandbox *sb, const char *name, sh_error **err);
+/* The same for the trash at the path `dir`, which the child opens (never the daemon: it may be
+ * on NFS); absent, there is nothing to do. For no sandbox. */
+int sh_remover_start_at(sh_manager *m, const char *dir, const char *name, sh_error **err);

@@ -38,6 +38,8 @@ struct sh_sandbox {
         cJSON *env;        /* create-time env: object of strings (owned) */
         bool deleted;
         uint64_t created_ms;
+        uint64_t memory_max; /* its cgroup's limits: the create's, at most the host's */
+        uint64_t cpu_max_milli;
 
         /* isolation */
         sh_cgroup *cg;     /* the sandbox's cgroup */
@@ -54,7 +56,8 @@ struct sh_sandbox {
         /* the create, until done has been called */
         sh_sandbox_done_fn create_done;
         void *create_data;
-        bool restoring; /* the restorer is at work */
+        bool restoring;        /* the restorer is at work */
+        unsigned freeze_holds; /* sh_sandbox_freeze_hold minus releases */
 };
 
 /* ---- the object ------------------------------------------------------------------------- */
@@ -150,6 +153,16 @@ sh_cgroup *sh_sandbox_cgroup(const sh_sandbox *sb)
         return sb->cg;
 }
 
+uint64_t sh_sandbox_memory_max(const sh_sandbox *sb)
+{
+        return sb->memory_max;
+}
+
+uint64_t sh_sandbox_cpu_max_milli(const sh_sandbox *sb)
+{
+        return sb->cpu_max_milli;
+}
+
 unsigned sh_sandbox_slot(const sh_sandbox *sb)
 {
         return sb->slot;
@@ -199,6 +212,13 @@ int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_san
         sb->owner.uid = (uid_t)(cfg->uid_base + slot);
         sb->owner.gid = (gid_t)(cfg->uid_base + slot);
         sb->created_ms = sh_now_ms();
+        /* A sandbox may ask for less than the host gives one sandbox, never more: the host's
+         * maxima are what its operator sized the node for. */
+        sb->memory_max =
+                o->memory_max && o->memory_max < cfg->memory_max ? o->memory_max : cfg->memory_max;
+        sb->cpu_max_milli = o->cpu_max_milli && o->cpu_max_milli < cfg->cpu_max_milli
+                                    ? o->cpu_max_milli
+                                    : cfg->cpu_max_milli;
         sb->image = strdup(o->image ? o->image : "default");
         sb->item_id = o->item_id ? strdup(o->item_id) : NULL;
         sb->env = o->env ? cJSON_Duplicate(o->env, true) : cJSON_CreateObject();
@@ -213,6 +233,52 @@ int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_san
         }
         *ret = sb;
         return 0;
+}
+
+/* ---- freeze holds: a persist's copy, a pause ------------------------------------------- */
+
+/* One count for every reason to keep the sandbox frozen, so that no holder thaws what another
+ * still needs frozen: a persist that ends must not thaw a paused sandbox, and a resume must
+ * not thaw a sandbox whose copy is still being read. The helpers working for the sandbox are
+ * never frozen (sh_cgroup_freeze_procs_*): rsync runs beside a frozen sandbox. */
+int sh_sandbox_freeze_hold(sh_sandbox *sb, sh_error **err)
+{
+        if (!sb->cg)
+                return sh_error_new(err, SH_E_INVALID, "the sandbox has no cgroup yet");
+        /* Asked again even when held already: the kernel call is idempotent, and a hold
+         * always starts a fresh freeze of exec cgroups made since the last one. */
+        if (sh_cgroup_freeze_procs_begin(sb->cg, err) < 0) {
+                if (sb->freeze_holds == 0) {
+                        sh_error *ignored = NULL;
+
+                        (void)sh_cgroup_thaw_procs(sb->cg, &ignored);
+                        sh_error_release(&ignored);
+                }
+                return -1;
+        }
+        sb->freeze_holds++;
+        return 0;
+}
+
+int sh_sandbox_freeze_poll(sh_sandbox *sb, bool *ret_frozen, sh_error **err)
+{
+        if (!sb->cg || sb->freeze_holds == 0)
+                return sh_error_new(err, SH_E_INVALID, "the sandbox is not being frozen");
+        return sh_cgroup_freeze_procs_poll(sb->cg, ret_frozen, err);
+}
+
+int sh_sandbox_freeze_release(sh_sandbox *sb, sh_error **err)
+{
+        if (sb->freeze_holds == 0)
+                return 0;
+        if (--sb->freeze_holds > 0 || !sb->cg)
+                return 0;
+        return sh_cgroup_thaw_procs(sb->cg, err);
+}
+
+unsigned sh_sandbox_freeze_holds(const sh_sandbox *sb)
+{
+        return sb->freeze_holds;
 }
 
 /* ---- the readiness marker (CONTRACT.md 3.1) --------------------------------------------- */
@@ -579,9 +645,9 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
         sh_cgroup *init_cg = NULL;
         char image_dir[4200];
         sh_cg_limits lim = {
-                .memory_max = cfg->memory_max,
+                .memory_max = sb->memory_max,
                 .pids_max = cfg->pids_max,
-                .cpu_max_milli = cfg->cpu_max_milli,
+                .cpu_max_milli = sb->cpu_max_milli,
         };
         int procs[SH_EXEC_MAX_PROCS_FDS], n, i, r;
 
@@ -601,8 +667,8 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
         /* tmpfs pages count against the sandbox's memory: a full /tmp must leave room for
          * the commands themselves. */
         spec->tmp_size = 256ULL << 20;
-        if (spec->tmp_size > cfg->memory_max / 2)
-                spec->tmp_size = cfg->memory_max / 2;
+        if (spec->tmp_size > sb->memory_max / 2)
+                spec->tmp_size = sb->memory_max / 2;
         spec->uid = sb->owner.uid;
         spec->gid = sb->owner.gid;
         spec->seccomp = *sh_seccomp_prog(sh_manager_filter(m));

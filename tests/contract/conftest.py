@@ -102,6 +102,24 @@ def outside(tmp_path):
     return o
 
 
+# ---- the OpenSandbox surface (OPENSANDBOX.md; tests/contract/test_os_*.py) ----
+
+@pytest.fixture
+def osc(daemon):
+    """An OsClient (oslib) on the module daemon: every /v1 answer is checked against
+    OPENSANDBOX.md section 1 and the YAML shapes before the test sees it."""
+    import oslib
+    return oslib.os_client(daemon)
+
+
+@pytest.fixture
+def sbx(osc):
+    """A fresh /v1 sandbox created with the SDK's default body (its JSON), killed afterwards."""
+    j = osc.create_ok()
+    yield j
+    osc.kill(j["id"])
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes several seconds (heartbeats, fork bombs)")
     if not config.pluginmanager.hasplugin("timeout"):

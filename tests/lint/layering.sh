@@ -7,7 +7,7 @@
 set -u
 src=$1
 cc=${2:-cc}
-layers="core fs isolation sandbox persist tools http native app"
+layers="core fs isolation sandbox persist tools http native opensandbox app"
 # What each layer may see (itself and everything below it), as CMakeLists.txt links them.
 declare -A sees=(
         [core]="core"
@@ -18,7 +18,8 @@ declare -A sees=(
         [tools]="tools isolation fs core"
         [http]="http core"
         [native]="native http persist tools sandbox isolation fs core"
-        [app]="app native http persist tools sandbox isolation fs core"
+        [opensandbox]="opensandbox http persist tools sandbox isolation fs core"
+        [app]="app native opensandbox http persist tools sandbox isolation fs core"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

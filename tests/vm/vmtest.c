@@ -1030,6 +1030,196 @@ static void crash_restart(const char *bin)
                !exists(subroot), subdirs("/sys/fs/cgroup"));
 }
 
+/* GET /v1/sandboxes/{id} until its state is `want` (at most ms): true when it was. */
+static bool os_wait_state(const char *id, const char *want, unsigned ms, char *seen, size_t seensz)
+{
+        char path[256];
+        uint64_t deadline = now_ms() + ms;
+
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+        for (;;) {
+                resp r = http("GET", path, NULL);
+                bool ok = r.status == 200 && r.body &&
+                          json_str(r.body, "state", seen, seensz) && strcmp(seen, want) == 0;
+
+                if (r.status != 200)
+                        snprintf(seen, seensz, "GET %d", r.status);
+                resp_free(&r);
+                if (ok)
+                        return true;
+                if (now_ms() >= deadline)
+                        return false;
+                sleep_ms(20);
+        }
+}
+
+/* Whether the mtime of `path` stays the same for `ms` (nothing writes it). */
+static bool still(const char *path, unsigned ms)
+{
+        uint64_t t0 = mtime_ns(path), deadline = now_ms() + ms;
+
+        while (now_ms() < deadline) {
+                sleep_ms(50);
+                if (mtime_ns(path) != t0)
+                        return false;
+        }
+        return t0 != 0;
+}
+
+/* Whether the mtime of `path` changes within `ms`. */
+static bool moves(const char *path, unsigned ms)
+{
+        uint64_t t0 = mtime_ns(path), deadline = now_ms() + ms;
+
+        while (now_ms() < deadline) {
+                sleep_ms(50);
+                if (mtime_ns(path) != t0)
+                        return true;
+        }
+        return false;
+}
+
+/* Every child cgroup of the sandbox but the helpers' has cgroup.freeze 1 and is frozen. */
+static bool leaves_frozen(const char *sbdir, char *why, size_t whysz)
+{
+        DIR *d = opendir(sbdir);
+        struct dirent *de;
+        int n = 0;
+        bool ok = d != NULL;
+
+        snprintf(why, whysz, "%s", d ? "" : "no cgroup");
+        while (d && (de = readdir(d))) {
+                const char *dir, *fz;
+                long long ev;
+
+                if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
+                    strncmp(de->d_name, "helper-", 7) == 0)
+                        continue;
+                dir = pathf("%s/%s", sbdir, de->d_name);
+                fz = slurp_or(pathf("%s/cgroup.freeze", dir), "?");
+                ev = keyed(pathf("%s/cgroup.events", dir), "frozen");
+                n++;
+                if (strcmp(fz, "1\n") != 0 || ev != 1) {
+                        ok = false;
+                        snprintf(why + strlen(why), whysz - strlen(why), " %s freeze=%.3s frozen=%lld",
+                                 de->d_name, fz, ev);
+                }
+        }
+        if (d)
+                closedir(d);
+        return ok && n > 0;
+}
+
+/* A process of one of the sandbox's exec cgroups (not its init, not a helper), 0: none. */
+static pid_t leaf_pid(const char *sbdir)
+{
+        DIR *d = opendir(sbdir);
+        struct dirent *de;
+        pid_t pid = 0;
+
+        while (d && !pid && (de = readdir(d))) {
+                if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
+                    strcmp(de->d_name, "init") == 0 || strncmp(de->d_name, "helper-", 7) == 0)
+                        continue;
+                pid = (pid_t)atoi(slurp_or(pathf("%s/%s/cgroup.procs", sbdir, de->d_name), "0"));
+        }
+        if (d)
+                closedir(d);
+        return pid;
+}
+
+static void os_pause_v2(void)
+{
+        const char *body = "{\"image\":{\"uri\":\"default\"},\"entrypoint\":[\"sh\",\"-c\","
+                           "\"while :; do date > /workspace/tick; done\"],\"timeout\":600}";
+        char id[128] = "", path[256], seen[64] = "", why[600] = "", sid[128] = "";
+        char sbdir[1200], tick[600]; /* copies: pathf's buffers rotate */
+        bool made, paused, frozen, stopped, ready = false, kept = false, running, ran;
+        pid_t sh_pid = 0;
+        resp r;
+
+        r = http("POST", "/v1/sandboxes", body);
+        made = r.status == 202 && r.body && json_str(r.body, "id", id, sizeof(id));
+        snprintf(why, sizeof(why), "create %d %s %.300s", r.status, r.err, r.body ? r.body : "");
+        resp_free(&r);
+        if (!made) {
+                result("os_pause_v2_freezes", false, "%s", why);
+                return;
+        }
+        snprintf(sbdir, sizeof(sbdir), "%s/%s", sub, id);
+        snprintf(tick, sizeof(tick), "%s/%s/workspace/tick", daemon_root, id);
+        for (uint64_t deadline = now_ms() + 20000; !exists(tick) && now_ms() < deadline;)
+                sleep_ms(20);
+        sh_pid = leaf_pid(sbdir);
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/pause", id);
+        r = http("POST", path, NULL);
+        snprintf(why, sizeof(why), "pause %d %s", r.status, r.err);
+        paused = r.status == 202 && os_wait_state(id, "Paused", 10000, seen, sizeof(seen));
+        resp_free(&r);
+        frozen = paused && leaves_frozen(sbdir, why + strlen(why), sizeof(why) - strlen(why));
+        stopped = paused && still(tick, 1000);
+        result("os_pause_v2_freezes", paused && frozen && stopped,
+               "%s; state %s; leaves frozen=%d; tick still=%d", why, seen, frozen, stopped);
+
+        /* a snapshot of the paused sandbox: the copy freezes and thaws what it froze only */
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/snapshots", id);
+        r = http("POST", path, "{}");
+        if (r.status == 202 && r.body && json_str(r.body, "id", sid, sizeof(sid))) {
+                char state[32] = "";
+
+                snprintf(path, sizeof(path), "/v1/snapshots/%s", sid);
+                for (uint64_t deadline = now_ms() + 30000; now_ms() < deadline; sleep_ms(50)) {
+                        resp g = http("GET", path, NULL);
+                        bool done = g.status == 200 && g.body &&
+                                    json_str(g.body, "state", state, sizeof(state)) &&
+                                    strcmp(state, "Creating") != 0;
+
+                        resp_free(&g);
+                        if (done)
+                                break;
+                }
+                ready = strcmp(state, "Ready") == 0;
+                kept = ready && leaves_frozen(sbdir, why, sizeof(why)) && still(tick, 1000);
+                snprintf(why, sizeof(why), "snapshot %s %s", sid, state);
+        } else {
+                snprintf(why, sizeof(why), "snapshot %d %s %.200s", r.status, r.err,
+                         r.body ? r.body : "");
+        }
+        resp_free(&r);
+        result("os_pause_v2_snapshot_keeps_frozen", paused && ready && kept,
+               "%s; frozen after=%d", why, kept);
+
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/resume", id);
+        r = http("POST", path, NULL);
+        running = r.status == 202 && os_wait_state(id, "Running", 10000, seen, sizeof(seen));
+        snprintf(why, sizeof(why), "resume %d %s; state %s", r.status, r.err, seen);
+        resp_free(&r);
+        ran = running && moves(tick, 5000);
+        result("os_resume_v2_thaws", running && ran, "%s; tick moves=%d", why, ran);
+
+        /* paused again, then deleted: the frozen processes die, the cgroup goes */
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/pause", id);
+        r = http("POST", path, NULL);
+        paused = r.status == 202 && os_wait_state(id, "Paused", 10000, seen, sizeof(seen));
+        resp_free(&r);
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+        r = http("DELETE", path, NULL);
+        {
+                bool dead = sh_pid > 0 && wait_dead(sh_pid, 20000);
+                bool gone = wait_gone(sbdir, 20000);
+
+                result("os_pause_v2_delete_kills", paused && r.status == 204 && dead && gone,
+                       "paused=%d (%s) DELETE=%d %s; entrypoint pid %d dead=%d; %s removed=%d",
+                       paused, seen, r.status, r.err, (int)sh_pid, dead, sbdir, gone);
+        }
+        resp_free(&r);
+        if (sid[0]) {
+                snprintf(path, sizeof(path), "/v1/snapshots/%s", sid);
+                r = http("DELETE", path, NULL);
+                resp_free(&r);
+        }
+}
+
 static int e2e(const char *bin, const char *cgdir)
 {
         char why[1200] = "", id[128] = "", id2[128] = "", exec_cg[256] = "";
@@ -1101,6 +1291,54 @@ static int e2e(const char *bin, const char *cgdir)
                        "memory.max=%.20s pids.max=%.20s cpu.max=%.30s memory.swap.max=%.20s "
                        "init.procs=[%.60s] sandbox.procs=[%.60s]",
                        mem, pids, cpu, swp, iprocs, sprocs);
+        }
+
+        /* -- the /v1 surface (OPENSANDBOX.md section 2): resourceLimits become the
+         *    sandbox's own cgroup v2 limits; above the host's maxima they are lowered */
+        if (up) {
+                static const struct {
+                        const char *name, *limits, *mem, *cpu;
+                } cases[] = {
+                        {"os_limits_v2", "{\"cpu\":\"250m\",\"memory\":\"16Mi\"}", "16777216\n",
+                         "25000 100000\n"},
+                        {"os_limits_v2_lowered", "{\"cpu\":\"1\",\"memory\":\"2Gi\"}", "33554432\n",
+                         "50000 100000\n"},
+                };
+                unsigned i;
+
+                for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                        char body[512], vid[128] = "", path[256];
+                        const char *sb, *mem = "?", *cpu = "?";
+                        bool made, gone = false;
+                        int del = 0;
+
+                        snprintf(body, sizeof(body),
+                                 "{\"image\":{\"uri\":\"default\"},\"entrypoint\":[\"true\"],"
+                                 "\"resourceLimits\":%s,\"timeout\":600}",
+                                 cases[i].limits);
+                        r = http("POST", "/v1/sandboxes", body);
+                        made = r.status == 202 && r.body &&
+                               json_str(r.body, "id", vid, sizeof(vid));
+                        snprintf(why, sizeof(why), "%d %s %.300s", r.status, r.err,
+                                 r.body ? r.body : "");
+                        resp_free(&r);
+                        sb = pathf("%s/%s", sub, vid);
+                        if (made) {
+                                mem = slurp_or(pathf("%s/memory.max", sb), "?\n");
+                                cpu = slurp_or(pathf("%s/cpu.max", sb), "?\n");
+                                snprintf(path, sizeof(path), "/v1/sandboxes/%s", vid);
+                                r = http("DELETE", path, NULL);
+                                del = r.status;
+                                resp_free(&r);
+                                gone = wait_gone(sb, 10000);
+                        }
+                        result(cases[i].name,
+                               made && strcmp(mem, cases[i].mem) == 0 &&
+                                       strcmp(cpu, cases[i].cpu) == 0 && del == 204 && gone,
+                               "create %s: memory.max=%.20s cpu.max=%.30s (want %.20s %.30s) "
+                               "delete=%d cgroup gone=%d",
+                               why, mem, cpu, cases[i].mem, cases[i].cpu, del, gone);
+                }
         }
 
         /* -- exit codes and output */
@@ -1341,6 +1579,13 @@ static int e2e(const char *bin, const char *cgdir)
                         resp_free(&r);
                 }
         }
+
+        /* -- the /v1 pause (OPENSANDBOX.md section 2) on cgroup v2: every leaf of the sandbox
+         *    frozen (cgroup.freeze, cgroup.events frozen 1) and its entrypoint stopped; a
+         *    snapshot of the paused sandbox leaves it frozen; resume thaws; a delete of a
+         *    paused sandbox kills its frozen processes and removes its cgroup */
+        if (up)
+                os_pause_v2();
 
         /* -- delete: kills everything (an escapee that setsid'd and outlived its exec too) and
          *    removes the sandbox's cgroup */

@@ -31,6 +31,13 @@ typedef struct sh_config {
         uint64_t disk_inodes_max;       /* inodes of one workspace (derived when unset) */
         char *disk_quota;               /* auto, project, loop, tmpfs, none */
         uint64_t disk_project_base;     /* first project quota id */
+        /* the OpenSandbox surface (/v1, docs/opensandbox.md) */
+        bool opensandbox;         /* off: every /v1 path is the native 404 */
+        char *api_key;            /* NULL: /v1 asks no key; never logged nor shown */
+        uint64_t max_timeout_s;   /* a create's longest timeout; 0: no ceiling */
+        uint64_t min_timeout_s;   /* a create's shortest timeout */
+        char *snapshot_root;      /* NULL: {nfs_root}/.snapshots, else {root}/snapshots */
+        uint64_t command_log_max; /* bytes kept of each background command's output */
 } sh_config;
 
 #define SH_DISK_MIN (1ULL << 20) /* smallest SANDBOX_HOST_DISK_MAX other than 0 */

@@ -3,6 +3,9 @@
  * (http/, sandbox/manager, main); lower layers return sh_error instead. */
 #pragma once
 
+#include <stddef.h>
+
+#include "sh/list.h"
 #include "sh/macro.h"
 
 typedef enum { SH_LOG_DEBUG = 0, SH_LOG_INFO, SH_LOG_WARN, SH_LOG_ERROR } sh_log_level;
@@ -17,6 +20,21 @@ void sh_log(sh_log_level level, const char *event, const char *sandbox, const ch
 /* The access-log line of one finished request. */
 void sh_log_request(const char *method, const char *path, int status, double duration_ms,
                     const char *sandbox);
+
+/* A tap: told of every line that names a sandbox (its `sandbox` field), as the JSON text of
+ * the line without its newline, from inside the sh_log call (so on the caller's thread: the
+ * loop's). It sees a sandbox's lines of level info and above whatever the level set for
+ * stderr (and debug lines when that level is on). It must not keep `line`; a line logged by
+ * a tap is not tapped again. The tap is the caller's memory, linked in until removed. */
+typedef void (*sh_log_tap_fn)(const char *sandbox, const char *line, size_t len, void *data);
+typedef struct sh_log_tap {
+        sh_log_tap_fn fn;
+        void *data;
+        SH_LIST_FIELDS(struct sh_log_tap, taps);
+} sh_log_tap;
+void sh_log_tap_add(sh_log_tap *t);
+/* Accepts a tap not linked. */
+void sh_log_tap_remove(sh_log_tap *t);
 
 #define log_debug(ev, sb, ...) sh_log(SH_LOG_DEBUG, ev, sb, __VA_ARGS__)
 #define log_info(ev, sb, ...)  sh_log(SH_LOG_INFO, ev, sb, __VA_ARGS__)

@@ -21,6 +21,9 @@ int sh_parse_size(const char *s, uint64_t *ret);
 
 /* Parse a CPU amount in cores ("0.5", "2", up to 3 decimals) into milli-cores (> 0). */
 int sh_parse_millicores(const char *s, uint64_t *ret);
+/* Parse a duration in seconds: digits with an optional suffix s, m, h or d (either case).
+ * 0, -EINVAL or -ERANGE. */
+int sh_parse_seconds(const char *s, uint64_t *ret);
 
 /* Percent-decode `len` bytes of `in` into a new NUL-terminated buffer (the decoded data may
  * itself hold NUL bytes; *ret_len is its true length). With `plus_is_space`, '+' becomes ' '

@@ -256,6 +256,10 @@ int sh_response_header(sh_response *resp, const char *name, const char *value);
 void sh_reply(sh_request *r, unsigned status, sh_response *resp);
 void sh_reply_json(sh_request *r, unsigned status, cJSON *body);
 void sh_reply_empty(sh_request *r, unsigned status);
+/* An empty answer with exactly one "Content-Length: 0", whatever the status: libmicrohttpd
+ * adds the header itself to an empty 200 or 202 but leaves it out of a 204 (RFC 9110 allows
+ * either), and some clients (llhttp, behind OpenSandbox's SDK) need it there too. */
+void sh_reply_empty_sized(sh_request *r, unsigned status);
 /* An error in the shape of the request's surface (its error hook); errors of the internal
  * kinds are logged. */
 void sh_reply_error(sh_request *r, const sh_error *err);

@@ -32,11 +32,28 @@ int sh_persist_restore(sh_persister *p, sh_sandbox *sb, sh_persist_done_fn done,
                        sh_error **err);
 
 /* Persist sb's workspace to its item's archive: additive (delete false) or reconciling
- * (delete true: the archive ends equal to the workspace; the sandbox's cgroup is frozen for
- * the duration and always thawed). Failures are 500 PersistFailed with the tail of rsync's
+ * (delete true: the archive ends equal to the workspace). The sandbox is frozen for the
+ * duration through a freeze hold (sh_sandbox_freeze_hold), always released: a sandbox paused
+ * before or meanwhile stays frozen. Failures are 500 PersistFailed with the tail of rsync's
  * stderr in the message. */
 int sh_persist_save(sh_persister *p, sh_sandbox *sb, bool delete_extra, sh_persist_done_fn done,
                     void *data, sh_error **err);
+
+/* The same jobs against a directory of the caller's: {root}/{item}/ instead of the sandbox's
+ * archive item (snapshots: the snapshot root and the snapshot's id). root is absolute, item
+ * one name of the item-id syntax ([A-Za-z0-9][A-Za-z0-9._-]{0,127}), else invalid. Jobs of
+ * one sandbox, and of one root and item, never overlap.
+ *
+ * save_to: reconciling (the directory ends equal to the workspace), frozen like every
+ * persist, and with no readiness rule: the workspace is copied whether or not it carries the
+ * marker (the rule guards the sandbox's own archive item, which this is not). The helper makes
+ * root (with its parents) when it is missing: the daemon never touches it from the loop. */
+int sh_persist_save_to(sh_persister *p, sh_sandbox *sb, const char *root, const char *item,
+                       sh_persist_done_fn done, void *data, sh_error **err);
+/* restore_from: as sh_persist_restore (re-owned to the sandbox), but a missing directory is a
+ * failure, not an empty restore. */
+int sh_persist_restore_from(sh_persister *p, sh_sandbox *sb, const char *root, const char *item,
+                            sh_persist_done_fn done, void *data, sh_error **err);
 
 /* Every callback runs from the loop, never inside these calls. A sandbox deleted while its job
  * waits or runs ends that job with 404 SandboxNotFound (noticed within 200 ms even when nobody

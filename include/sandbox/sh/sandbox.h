@@ -27,6 +27,10 @@ typedef struct sh_create_opts {
         const char *image;   /* NULL or "default": the default image */
         const char *item_id; /* NULL: none (validated by the caller) */
         const cJSON *env;    /* NULL or an object of strings (validated by the caller) */
+        /* This sandbox's own cgroup limits, lowered to the host's SANDBOX_HOST_MEMORY_MAX and
+         * SANDBOX_HOST_CPU_MAX; 0: the host's. */
+        uint64_t memory_max;    /* bytes */
+        uint64_t cpu_max_milli; /* cores x 1000 */
 } sh_create_opts;
 
 /* Open (creating) the state root, remove leftovers of an earlier run. */
@@ -76,6 +80,15 @@ void sh_manager_delete_all(sh_manager *m);
  * the state root's trash, same filesystem) and remove it in the background. */
 int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err);
 
+/* Remove the tree `name` below the directory `trash_dir` (a trash of the caller's, such as the
+ * snapshot root's: names in it are the caller's to give) in the background, by the same
+ * confined child as the state root's trash (its own cgroup, network namespace and seccomp
+ * allow-list: the tree is hostile, a sandbox wrote it); NULL: everything in it. The child
+ * opens trash_dir (it may be on NFS: never the loop); absent, nothing is done. A tree no child
+ * could be started for stays there. */
+int sh_manager_remove_trashed(sh_manager *m, const char *trash_dir, const char *name,
+                              sh_error **err);
+
 /* Something that wants to know of every delete (the persister cancels the sandbox's rsync
  * work; later surfaces keep records of their sandboxes). The observer is the caller's memory,
  * linked into the manager's list until sh_manager_unobserve. */
@@ -111,6 +124,22 @@ const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
 bool sh_sandbox_deleted(const sh_sandbox *sb);
 /* Its cgroup (NULL until its worker is being started): persist freezes it, helpers go below. */
 struct sh_cgroup *sh_sandbox_cgroup(const sh_sandbox *sb);
+/* Its own limits as its cgroup holds them (the create's, lowered to the host's maxima). */
+uint64_t sh_sandbox_memory_max(const sh_sandbox *sb);
+uint64_t sh_sandbox_cpu_max_milli(const sh_sandbox *sb);
+
+/* Freeze holds: while at least one is held (a persist reading the workspace, a pause), the
+ * sandbox's processes are frozen; its helpers (rsync working for it) are not. The first hold
+ * asks the kernel to freeze and never waits; _poll tells whether the freeze is complete (and
+ * asks again for exec cgroups made meanwhile); the last release thaws, never an earlier one.
+ * A hold needs the sandbox's cgroup (its worker started). A delete kills frozen processes as
+ * any others (the kill thaws); the holders still release their holds. */
+int sh_sandbox_freeze_hold(sh_sandbox *sb, sh_error **err);
+int sh_sandbox_freeze_poll(sh_sandbox *sb, bool *ret_frozen, sh_error **err);
+/* Releasing a hold not taken does nothing. */
+int sh_sandbox_freeze_release(sh_sandbox *sb, sh_error **err);
+/* How many holds are taken. */
+unsigned sh_sandbox_freeze_holds(const sh_sandbox *sb);
 
 /* What a surface chooses for its exec sessions. */
 typedef struct sh_exec_opts {

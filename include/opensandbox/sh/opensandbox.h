@@ -1,0 +1,28 @@
+/* opensandbox.h: the OpenSandbox surface (/v1, ../shared/OPENSANDBOX.md, docs/opensandbox.md):
+ * OpenSandbox's lifecycle, snapshot and diagnostics API and every sandbox's execd and egress
+ * routes, served by the daemon itself beside the native contract, over the same registry. It
+ * sits on the transport (sh/http.h) and calls the services below it; daemon.c builds it. */
+#pragma once
+
+#include "sh/config.h"
+#include "sh/error.h"
+#include "sh/http.h"
+#include "sh/loop.h"
+#include "sh/sandbox.h"
+
+struct sh_persister;
+
+typedef struct sh_opensandbox sh_opensandbox;
+
+/* The surface's state: its sandbox records, the expiry timer, its route table. cfg, loop,
+ * mgr, persister and srv outlive it. It observes the manager's deletes (a native delete or
+ * the expiry of a /v1 sandbox ends its record). */
+int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
+                       struct sh_persister *persister, sh_server *srv, sh_opensandbox **ret,
+                       sh_error **err);
+/* The surface for sh_server_add_surface: prefix "/v1/", its routes, auth, its error body
+ * {"code", "message"} and X-Request-ID on every answer. */
+void sh_opensandbox_surface(sh_opensandbox *os, sh_surface *ret);
+/* Before the manager is freed: stops observing it, ends every record (the entrypoints of the
+ * sandboxes still there are killed with them). Accepts NULL. */
+void sh_opensandbox_free(sh_opensandbox *os);

@@ -1,0 +1,612 @@
+/* create.c: POST /v1/sandboxes (OPENSANDBOX.md section 2): every field of the request judged
+ * before anything is made (image name mapping, resourceLimits as Kubernetes quantities lowered
+ * to the host's maxima, timeout, env, metadata, entrypoint, networkPolicy, platform,
+ * secureAccess, extensions, the fields this host refuses), then the sandbox's create on the
+ * native lifecycle, the restore of a snapshot (snapshots.c), the entrypoint started as a
+ * background command whose output the record keeps, and the 202 once it runs. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+
+#include "os-internal.h"
+
+#define ENTRY_HEARTBEAT_MS 3600000 /* the entrypoint has no client to keep alive */
+
+static const char *const default_entrypoint[] = {"tail", "-f", "/dev/null"};
+
+/* What the create asks of the sandbox layer, judged from the body. */
+typedef struct create_req {
+        char image[256]; /* the host image's name */
+        const cJSON *env;
+        uint64_t memory_max, cpu_max_milli; /* 0: the host's */
+} create_req;
+
+/* ---- judging the body ---------------------------------------------------------------------- */
+
+static const cJSON *field(const cJSON *body, const char *name)
+{
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(body, name);
+
+        return f && !cJSON_IsNull(f) ? f : NULL;
+}
+
+static bool strings_only(const cJSON *o)
+{
+        const cJSON *v;
+
+        cJSON_ArrayForEach(v, o) if (!cJSON_IsString(v)) return false;
+        return true;
+}
+
+/* The images there are, for INVALID_IMAGE's message: `default` and the directories below
+ * SANDBOX_HOST_IMAGES (bounded: the message is). */
+static void image_names(const sh_config *cfg, char *out, size_t size)
+{
+        size_t off = (size_t)snprintf(out, size, "default");
+        struct dirent *de;
+        DIR *d;
+
+        if (!cfg->images || !(d = opendir(cfg->images)))
+                return;
+        while ((de = readdir(d)) && off + 4 < size) {
+                if (de->d_name[0] == '.' || STREQ(de->d_name, "default"))
+                        continue;
+                if (de->d_type != DT_DIR && de->d_type != DT_LNK && de->d_type != DT_UNKNOWN)
+                        continue;
+                off += (size_t)snprintf(out + off, size - off, ", %s", de->d_name);
+        }
+        if (off >= size - 4)
+                snprintf(out + size - 4, 4, "...");
+        closedir(d);
+}
+
+/* A host image name exists: `default`, or a directory below SANDBOX_HOST_IMAGES. */
+static bool image_exists(const sh_config *cfg, const char *name)
+{
+        char path[4400];
+        struct stat st;
+
+        if (STREQ(name, "default"))
+                return true;
+        if (!cfg->images)
+                return false;
+        snprintf(path, sizeof(path), "%s/%s", cfg->images, name);
+        return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int judge_image(const sh_config *cfg, const cJSON *image, os_record *rec, create_req *cr,
+                       os_err *e)
+{
+        const cJSON *uri = cJSON_GetObjectItemCaseSensitive(image, "uri");
+        char cand[3][256], names[1024];
+        size_t n, i;
+
+        if (!cJSON_IsObject(image) || !cJSON_IsString(uri))
+                return os_err_set(e, 400, "INVALID_REQUEST", "'image' is {\"uri\": \"<image>\"}");
+        if (!*uri->valuestring)
+                return os_err_set(e, 400, "INVALID_IMAGE", "'image.uri' is empty");
+        /* Nothing is pulled: the uri names one of the host's images, first match wins.
+         * image.auth is ignored and not kept (a GET never hands a password back). */
+        n = os_image_candidates(uri->valuestring, cand);
+        for (i = 0; i < n; i++)
+                if (image_exists(cfg, cand[i])) {
+                        snprintf(cr->image, sizeof(cr->image), "%s", cand[i]);
+                        rec->image_uri = strdup(uri->valuestring);
+                        if (!rec->image_uri)
+                                return os_err_set(e, 500, "INTERNAL", "out of memory");
+                        return 0;
+                }
+        image_names(cfg, names, sizeof(names));
+        return os_err_set(e, 400, "INVALID_IMAGE",
+                          "no host image for '%.200s' (nothing is pulled); the images are: %s",
+                          uri->valuestring, names);
+}
+
+static int judge_entrypoint(const cJSON *ep, os_record *rec, os_err *e)
+{
+        const cJSON *v;
+        int n = cJSON_GetArraySize(ep);
+
+        if (!cJSON_IsArray(ep) || n == 0 || n > OS_ENTRYPOINT_MAX || !strings_only(ep))
+                return os_err_set(e, 400, "INVALID_REQUEST",
+                                  "'entrypoint' is a non-empty list of at most %d strings",
+                                  OS_ENTRYPOINT_MAX);
+        v = cJSON_GetArrayItem(ep, 0);
+        if (!*v->valuestring)
+                return os_err_set(e, 400, "INVALID_REQUEST", "'entrypoint' names no program");
+        rec->entrypoint = cJSON_Duplicate(ep, true);
+        return rec->entrypoint ? 0 : os_err_set(e, 500, "INTERNAL", "out of memory");
+}
+
+static int judge_limits(const sh_config *cfg, const cJSON *lim, create_req *cr, os_record *rec,
+                        os_err *e)
+{
+        const cJSON *v;
+        uint64_t q;
+
+        if (!lim) {
+                rec->memory_max = cfg->memory_max;
+                rec->cpu_max_milli = cfg->cpu_max_milli;
+                return 0;
+        }
+        if (!cJSON_IsObject(lim) || !strings_only(lim))
+                return os_err_set(e, 400, "INVALID_REQUEST",
+                                  "'resourceLimits' is an object of quantity strings");
+        /* A GPU cannot be given: anything but none is refused rather than ignored. */
+        v = cJSON_GetObjectItemCaseSensitive(lim, "gpu");
+        if (v && (os_quantity_parse(v->valuestring, 1000, &q) < 0 || q != 0))
+                return os_err_set(e, 400, "NOT_SUPPORTED", "this host has no GPU to give");
+        v = cJSON_GetObjectItemCaseSensitive(lim, "cpu");
+        if (v) {
+                if (os_quantity_parse(v->valuestring, 1000, &q) < 0)
+                        return os_err_set(e, 400, "INVALID_REQUEST",
+                                          "'resourceLimits.cpu' is not a quantity: '%.64s'",
+                                          v->valuestring);
+                /* cgroup v1's shortest CFS quota is 1 ms of a 100 ms period: 10 milli-cores. */
+                cr->cpu_max_milli = q && q < 10 ? 10 : q;
+        }
+        v = cJSON_GetObjectItemCaseSensitive(lim, "memory");
+        if (v) {
+                if (os_quantity_parse(v->valuestring, 1, &q) < 0)
+                        return os_err_set(e, 400, "INVALID_REQUEST",
+                                          "'resourceLimits.memory' is not a quantity: '%.64s'",
+                                          v->valuestring);
+                if (q && q < (4u << 20))
+                        return os_err_set(e, 400, "INVALID_REQUEST",
+                                          "'resourceLimits.memory' below 4Mi cannot hold a "
+                                          "sandbox");
+                cr->memory_max = q;
+        }
+        /* Above the host's maxima they are lowered to them (the SDK's default asks 2Gi). */
+        rec->memory_max = cr->memory_max && cr->memory_max < cfg->memory_max ? cr->memory_max
+                                                                             : cfg->memory_max;
+        rec->cpu_max_milli = cr->cpu_max_milli && cr->cpu_max_milli < cfg->cpu_max_milli
+                                     ? cr->cpu_max_milli
+                                     : cfg->cpu_max_milli;
+        return 0;
+}
+
+static int judge_timeout(const sh_config *cfg, const cJSON *t, os_record *rec, os_err *e)
+{
+        double d;
+
+        if (!t)
+                return 0; /* no expiry: manual cleanup */
+        d = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        /* an integer (no fraction), exactly representable (2^53) */
+        if (!cJSON_IsNumber(t) || d < 1 || d > 9007199254740991.0 || d != (double)(uint64_t)d)
+                return os_err_set(e, 400, "INVALID_REQUEST",
+                                  "'timeout' is an integer number of seconds, or null");
+        if ((uint64_t)d < cfg->min_timeout_s)
+                return os_err_set(e, 400, "INVALID_REQUEST", "'timeout' is at least %llu seconds",
+                                  (unsigned long long)cfg->min_timeout_s);
+        if (cfg->max_timeout_s && (uint64_t)d > cfg->max_timeout_s)
+                return os_err_set(e, 400, "INVALID_REQUEST",
+                                  "'timeout' is at most %llu seconds on this host",
+                                  (unsigned long long)cfg->max_timeout_s);
+        rec->expires_ms = rec->created_ms + (uint64_t)d * 1000;
+        return 0;
+}
+
+static const char *host_arch(void)
+{
+        static struct utsname u;
+
+        if (!u.machine[0] && uname(&u) < 0)
+                return "unknown";
+        if (STREQ(u.machine, "x86_64"))
+                return "amd64";
+        if (STREQ(u.machine, "aarch64"))
+                return "arm64";
+        return u.machine;
+}
+
+static int judge_platform(const cJSON *p, os_record *rec, os_err *e)
+{
+        const cJSON *os, *arch;
+
+        if (!p)
+                return 0;
+        os = cJSON_GetObjectItemCaseSensitive(p, "os");
+        arch = cJSON_GetObjectItemCaseSensitive(p, "arch");
+        if (!cJSON_IsObject(p) || !cJSON_IsString(os) || !cJSON_IsString(arch))
+                return os_err_set(e, 400, "INVALID_REQUEST",
+                                  "'platform' is {\"os\": ..., \"arch\": ...}");
+        if (!STREQ(os->valuestring, "linux") || !STREQ(arch->valuestring, host_arch()))
+                return os_err_set(e, 400, "NOT_SUPPORTED", "this host runs linux/%s only",
+                                  host_arch());
+        rec->has_platform = true;
+        snprintf(rec->platform_os, sizeof(rec->platform_os), "linux");
+        snprintf(rec->platform_arch, sizeof(rec->platform_arch), "%s", host_arch());
+        return 0;
+}
+
+/* Sandboxes have no network but loopback: a policy that allows nothing is true here and is
+ * accepted; one that would allow traffic could not be honoured. */
+static int judge_network(const cJSON *np, os_err *e)
+{
+        const cJSON *def, *rules, *rule;
+
+        if (!np)
+                return 0;
+        if (!cJSON_IsObject(np))
+                return os_err_set(e, 400, "INVALID_REQUEST", "'networkPolicy' is an object");
+        def = field(np, "defaultAction");
+        rules = field(np, "egress");
+        if (def && (!cJSON_IsString(def) ||
+                    (!STREQ(def->valuestring, "deny") && !STREQ(def->valuestring, "allow"))))
+                return os_err_set(e, 400, "INVALID_REQUEST",
+                                  "'networkPolicy.defaultAction' is allow or deny");
+        if (rules && !cJSON_IsArray(rules))
+                return os_err_set(e, 400, "INVALID_REQUEST", "'networkPolicy.egress' is a list");
+        cJSON_ArrayForEach(rule, rules)
+        {
+                const cJSON *a = cJSON_GetObjectItemCaseSensitive(rule, "action");
+                const cJSON *t = cJSON_GetObjectItemCaseSensitive(rule, "target");
+
+                if (!cJSON_IsObject(rule) || !cJSON_IsString(a) || !cJSON_IsString(t) ||
+                    (!STREQ(a->valuestring, "allow") && !STREQ(a->valuestring, "deny")))
+                        return os_err_set(e, 400, "INVALID_REQUEST",
+                                          "an egress rule is {\"action\": allow|deny, \"target\"}");
+                if (STREQ(a->valuestring, "allow"))
+                        return os_err_set(e, 400, "NOT_SUPPORTED",
+                                          "sandboxes here have no network: nothing can be "
+                                          "allowed");
+        }
+        if (def && STREQ(def->valuestring, "allow"))
+                return os_err_set(e, 400, "NOT_SUPPORTED",
+                                  "sandboxes here have no network: defaultAction must be deny");
+        return 0;
+}
+
+static int judge_extensions(const cJSON *x, os_record *rec, os_err *e)
+{
+        const cJSON *v;
+        uint64_t s;
+
+        if (!x)
+                return 0;
+        if (!cJSON_IsObject(x))
+                return os_err_set(e, 400, "INVALID_REQUEST", "'extensions' is an object");
+        if (cJSON_GetObjectItemCaseSensitive(x, "poolRef"))
+                return os_err_set(e, 400, "NOT_SUPPORTED", "this host has no sandbox pools");
+        v = cJSON_GetObjectItemCaseSensitive(x, "access.renew.extend.seconds");
+        if (!v)
+                return 0;
+        if (!cJSON_IsString(v) || sh_parse_u64(v->valuestring, &s) < 0 || s < 300 || s > 86400)
+                return os_err_set(e, 400, "INVALID_REQUEST",
+                                  "'access.renew.extend.seconds' is a decimal string from 300 to "
+                                  "86400");
+        rec->renew_extend_s = s;
+        return 0;
+}
+
+/* Every field of the body, before anything is made. */
+static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create_req *cr, os_err *e)
+{
+        const cJSON *image = field(body, "image"), *snap = field(body, "snapshotId");
+        const cJSON *ep = field(body, "entrypoint"), *env = field(body, "env");
+        const cJSON *md = field(body, "metadata"), *sa = field(body, "secureAccess");
+        const cJSON *vol = field(body, "volumes"), *v;
+        static const char *const refused[] = {"credentialProxy", "templateId"};
+        size_t i;
+
+        /* What this host cannot honour is refused, never silently dropped. */
+        if (vol && (!cJSON_IsArray(vol) || cJSON_GetArraySize(vol) > 0))
+                return os_err_set(e, 400, "NOT_SUPPORTED", "volumes are not supported here");
+        for (i = 0; i < ARRAY_SIZE(refused); i++)
+                if (field(body, refused[i]))
+                        return os_err_set(e, 400, "NOT_SUPPORTED", "'%s' is not supported here",
+                                          refused[i]);
+        if (image && snap)
+                return os_err_set(e, 400, "INVALID_REQUEST",
+                                  "'image' and 'snapshotId' exclude each other");
+        if (!image && !snap)
+                return os_err_set(e, 400, "INVALID_REQUEST", "'image' or 'snapshotId' is needed");
+        if (image && judge_image(cfg, image, rec, cr, e) < 0)
+                return -1;
+        if (snap) {
+                if (!cJSON_IsString(snap) || !*snap->valuestring)
+                        return os_err_set(e, 400, "INVALID_REQUEST", "'snapshotId' is a string");
+                snprintf(cr->image, sizeof(cr->image), "default");
+                if (!(rec->snapshot_id = strdup(snap->valuestring)))
+                        return os_err_set(e, 500, "INTERNAL", "out of memory");
+        }
+        if (image && !ep)
+                return os_err_set(e, 400, "INVALID_REQUEST",
+                                  "'entrypoint' is required with 'image'");
+        if (ep && judge_entrypoint(ep, rec, e) < 0)
+                return -1;
+        if (judge_limits(cfg, field(body, "resourceLimits"), cr, rec, e) < 0 ||
+            judge_timeout(cfg, field(body, "timeout"), rec, e) < 0)
+                return -1;
+        if (env && (!cJSON_IsObject(env) || !strings_only(env)))
+                return os_err_set(e, 400, "INVALID_REQUEST", "'env' is an object of strings");
+        cJSON_ArrayForEach(v, env) if (!*v->string || strchr(v->string, '=')) return os_err_set(
+                e, 400, "INVALID_REQUEST", "'env' names are non-empty and hold no '='");
+        cr->env = env;
+        if (md) {
+                if (!cJSON_IsObject(md))
+                        return os_err_set(e, 400, "INVALID_METADATA_FORMAT",
+                                          "'metadata' is an object of strings");
+                if (os_metadata_check(md, 0, e) < 0)
+                        return -1;
+                cJSON_Delete(rec->metadata);
+                if (!(rec->metadata = cJSON_Duplicate(md, true)))
+                        return os_err_set(e, 500, "INTERNAL", "out of memory");
+        }
+        if (judge_network(field(body, "networkPolicy"), e) < 0 ||
+            judge_platform(field(body, "platform"), rec, e) < 0 ||
+            judge_extensions(field(body, "extensions"), rec, e) < 0)
+                return -1;
+        if (sa && !cJSON_IsBool(sa))
+                return os_err_set(e, 400, "INVALID_REQUEST", "'secureAccess' is a boolean");
+        rec->secure_access = sa && cJSON_IsTrue(sa);
+        return 0;
+}
+
+/* ---- the entrypoint ------------------------------------------------------------------------- */
+
+/* Its output, stdout and stderr as they come, into the record's ring (the last 1 MiB). */
+static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
+{
+        os_record *rec = data;
+
+        switch (ev->type) {
+        case SH_EXEC_EV_CHUNK:
+                os_ring_append(&rec->container, ev->chunk.data, ev->chunk.len);
+                break;
+        case SH_EXEC_EV_HEARTBEAT:
+                break;
+        case SH_EXEC_EV_EXIT:
+                rec->entry_ended = true;
+                rec->entry_exit = ev->exit.code;
+                os_record_log(rec, SH_LOG_INFO, "entrypoint-exited", "the entrypoint exited (%d)",
+                              ev->exit.code);
+                break;
+        case SH_EXEC_EV_ERROR:
+                rec->entry_ended = true;
+                rec->entry_exit = -1;
+                os_record_log(rec, SH_LOG_INFO, "entrypoint-ended", "the entrypoint ended: %s",
+                              ev->error.text ? ev->error.text : "");
+                break;
+        }
+}
+
+/* Started as a background command of the sandbox: as its uid, in its namespaces and cgroup,
+ * with its env, in the workspace. Its exit does not end the sandbox. */
+static int start_entrypoint(os_record *rec, sh_error **err)
+{
+        const sh_exec_opts o = {.capture_max = 0, .heartbeat_ms = ENTRY_HEARTBEAT_MS};
+        int n = cJSON_GetArraySize(rec->entrypoint), i = 0;
+        _cleanup_free_ char **argv = calloc((size_t)n + 1, sizeof(char *));
+        const cJSON *v;
+
+        if (!argv)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        cJSON_ArrayForEach(v, rec->entrypoint) argv[i++] = v->valuestring; /* copied by exec */
+        return sh_sandbox_exec(rec->sb, argv, NULL, &o, entry_event, rec, &rec->entry, err);
+}
+
+/* ---- the create's job ------------------------------------------------------------------------ */
+
+typedef struct create_job {
+        sh_pending *tok;         /* the job's reference, until it answers */
+        os_record *rec;          /* a reference */
+        sh_sandbox *sb;          /* a reference, from sh_manager_create */
+        os_snapshot_source *src; /* with a snapshotId */
+        bool ended;              /* answered, or the request is gone */
+        bool restoring;          /* the snapshot's restore runs */
+} create_job;
+
+static void job_end(create_job *j)
+{
+        j->ended = true;
+        sh_pending_release(TAKE_PTR(j->tok));
+}
+
+/* The create cannot complete after its sandbox was made: the sandbox goes. */
+static void job_fail(create_job *j, unsigned status, const char *code, const char *msg)
+{
+        sh_request *r = sh_pending_request(j->tok);
+        sh_error *ignored = NULL;
+
+        os_record_log(j->rec, SH_LOG_WARN, "sandbox-create-failed", "%s", msg);
+        if (!j->rec->gone)
+                os_record_set_state(j->rec, OS_FAILED, "create_failed", "%s", msg);
+        if (!j->rec->gone && os_record_delete(j->rec, "create_failed", &ignored) < 0)
+                sh_error_release(&ignored);
+        if (r)
+                os_reply_error(r, status, code, "%s", msg);
+        job_end(j);
+}
+
+static void job_running(create_job *j)
+{
+        sh_request *r = sh_pending_request(j->tok);
+        os_record *rec = j->rec;
+        sh_error *err = NULL;
+
+        if (rec->gone) {
+                job_fail(j, 503, "UNAVAILABLE", "the sandbox was deleted during its create");
+                return;
+        }
+        if (start_entrypoint(rec, &err) < 0) {
+                char msg[300];
+
+                snprintf(msg, sizeof(msg), "cannot start the entrypoint: %s",
+                         err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                job_fail(j, 500, "INTERNAL", msg);
+                return;
+        }
+        os_record_set_state(rec, OS_RUNNING, "created", "the sandbox runs");
+        os_record_log(rec, SH_LOG_INFO, "sandbox-created", "created through /v1 (image %s)",
+                      rec->image_uri ? "given" : "from a snapshot");
+        if (r)
+                os_reply_json(r, 202, os_record_json(rec, false));
+        job_end(j);
+}
+
+static void restore_done(os_record *rec, const os_err *e, void *data)
+{
+        create_job *j = data;
+
+        j->restoring = false;
+        if (j->ended)
+                return;
+        if (e)
+                job_fail(j, e->status, e->code, e->message);
+        else
+                job_running(j);
+}
+
+/* The sandbox layer's done: the worker serves (or the create failed, and the sandbox is gone
+ * already, its record with it). */
+static void create_done(sh_sandbox *sb, const sh_error *err, void *data)
+{
+        create_job *j = data;
+        sh_request *r = sh_pending_request(j->tok);
+        os_err e;
+
+        if (err) {
+                if (r)
+                        os_reply_sh_error(r, err);
+                job_end(j);
+                return;
+        }
+        if (j->src) {
+                j->restoring = true;
+                if (os_snapshot_restore_start(j->src, j->rec, restore_done, j, &e) < 0) {
+                        j->restoring = false;
+                        job_fail(j, e.status, e.code, e.message);
+                }
+                return;
+        }
+        job_running(j);
+}
+
+/* The request ended unanswered (the client left, shutdown): the sandbox must not stay behind
+ * unknown. */
+static void create_gone(void *data)
+{
+        create_job *j = data;
+        sh_error *ignored = NULL;
+
+        if (j->ended)
+                return;
+        j->ended = true;
+        if (!j->restoring) {
+                sh_sandbox_create_cancel(j->sb);
+        } else if (!j->rec->gone && os_record_delete(j->rec, "create_cancelled", &ignored) < 0) {
+                sh_error_release(&ignored);
+        }
+        sh_pending_release(TAKE_PTR(j->tok));
+}
+
+static void create_release(void *data)
+{
+        create_job *j = data;
+
+        os_snapshot_source_free(j->src);
+        sh_sandbox_unref(j->sb);
+        os_record_unref(j->rec);
+        free(j);
+}
+
+static const sh_pending_ops create_ops = {.gone = create_gone, .release = create_release};
+
+void os_api_create(sh_request *r)
+{
+        os_ctx *ctx = os_ctx_of(r);
+        create_req cr = {0};
+        os_record *rec = NULL;
+        sh_error *err = NULL;
+        create_job *j = NULL;
+        cJSON *body;
+        bool empty;
+        os_err e;
+
+        /* A busy host says so whatever was asked. */
+        if (sh_manager_draining(ctx->mgr) || sh_manager_full(ctx->mgr)) {
+                os_reply_error(r, 503, "UNAVAILABLE",
+                               sh_manager_draining(ctx->mgr) ? "the host is draining"
+                                                             : "the host is at capacity");
+                return;
+        }
+        body = os_json_body(r, "INVALID_REQUEST", &empty);
+        if (!body && !empty)
+                return;
+        if (!cJSON_IsObject(body)) {
+                os_reply_error(r, 400, "INVALID_REQUEST", "the body is a JSON object");
+                goto out;
+        }
+        if (os_record_new(ctx, &rec, &err) < 0) {
+                os_reply_sh_error(r, err);
+                goto out;
+        }
+        if (judge(ctx->cfg, body, rec, &cr, &e) < 0) {
+                os_reply_err(r, &e);
+                goto out;
+        }
+        j = calloc(1, sizeof(*j));
+        if (!j) {
+                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                goto out;
+        }
+        if (rec->snapshot_id) {
+                if (os_snapshot_restore_source(ctx, rec->snapshot_id, &j->src, &e) < 0) {
+                        os_reply_err(r, &e);
+                        goto out;
+                }
+        }
+        if (!rec->entrypoint) {
+                const cJSON *snap_ep = os_snapshot_source_entrypoint(j->src);
+
+                rec->entrypoint = snap_ep ? cJSON_Duplicate(snap_ep, true)
+                                          : cJSON_CreateStringArray(default_entrypoint, 3);
+                if (!rec->entrypoint) {
+                        os_reply_error(r, 500, "INTERNAL", "out of memory");
+                        goto out;
+                }
+        }
+        j->rec = os_record_ref(rec);
+        j->tok = sh_request_wait(r, &create_ops, j);
+        if (!j->tok) {
+                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                goto out;
+        }
+        /* Answered once the worker serves (and a snapshot's workspace is in). */
+        if (sh_manager_create(ctx->mgr,
+                              &(sh_create_opts){.image = cr.image,
+                                                .env = cr.env,
+                                                .memory_max = cr.memory_max,
+                                                .cpu_max_milli = cr.cpu_max_milli},
+                              create_done, j, &j->sb, &err) < 0) {
+                os_reply_sh_error(r, err);
+                j->ended = true;
+                sh_pending_release(TAKE_PTR(j->tok)); /* frees j with the request */
+                j = NULL;
+                goto out;
+        }
+        memcpy(rec->id, sh_sandbox_id(j->sb), SH_ID_LEN + 1);
+        rec->sb = sh_sandbox_ref(j->sb);
+        /* expiresAt = createdAt + timeout, counted from the create (the record's birth) */
+        os_record_link(rec);
+        j = NULL; /* the token's now */
+out:
+        if (j && !j->tok) {
+                os_snapshot_source_free(j->src);
+                os_record_unref(j->rec);
+                free(j);
+        } else if (j) {
+                j->ended = true;
+                sh_pending_release(TAKE_PTR(j->tok));
+        }
+        sh_error_release(&err);
+        os_record_unref(rec);
+        cJSON_Delete(body);
+}

@@ -1,0 +1,572 @@
+/* snapshots.c: snapshots of a sandbox's workspace (OPENSANDBOX.md section 2.1): POST
+ * /v1/sandboxes/{id}/snapshots (a frozen, confined rsync of the workspace into {snapshot
+ * root}/{snapshot id}/ through the persister), GET /v1/snapshots (filters, pages), GET and
+ * DELETE /v1/snapshots/{sid}, and the restore of a create with `snapshotId`. The records are
+ * snapstore.c's. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "os-internal.h"
+#include "sh/persist.h"
+#include "snapstore.h"
+
+#define SB OS_R_SANDBOX
+/* Copies of one sandbox waiting or running at once: the persister serializes them anyway, and
+ * one sandbox must not fill the host's snapshot slots with queued copies. */
+#define CREATING_PER_SANDBOX 4
+
+/* The surface's snapshots (ctx->snapshots). */
+typedef struct os_snapshots {
+        os_ctx *ctx;
+        os_snapstore *store;
+} os_snapshots;
+
+/* What a record keeps (rec->snap): its copies in progress. */
+typedef struct snap_rec {
+        unsigned creating;
+} snap_rec;
+
+/* One copy in progress (os_snapshot.job): it knows its snapshot by id, which a Creating
+ * snapshot keeps (its delete is refused). */
+typedef struct copy_job {
+        os_snapshots *ss;
+        char snap_id[OS_SNAP_ID_LEN + 1];
+        char sandbox_id[SH_ID_LEN + 1];
+} copy_job;
+
+static os_snapshots *of(os_ctx *ctx)
+{
+        return ctx->snapshots;
+}
+
+/* ---- the tree remover ---- */
+
+/* A deleted (or failed) snapshot's tree is in {root}/.trash: the manager's confined remover
+ * takes it from there (a sandbox wrote it: never walked by the daemon itself). */
+static void tree_moved(os_snapstore *st, const char *trash_name, void *data)
+{
+        os_snapshots *ss = data;
+        sh_error *err = NULL;
+
+        if (sh_manager_remove_trashed(ss->ctx->mgr, os_snapstore_trash_dir(st), trash_name, &err) <
+            0)
+                log_warn("snapshot-remove-failed", NULL, "'%s/%s/%s': %s, ignoring",
+                         os_snapstore_root(st), OS_SNAP_TRASH, trash_name,
+                         err && err->msg ? err->msg : "");
+        sh_error_release(&err);
+}
+
+/* ---- create ---- */
+
+static snap_rec *rec_snap(os_record *rec)
+{
+        if (!rec->snap)
+                rec->snap = calloc(1, sizeof(snap_rec));
+        return rec->snap;
+}
+
+static void copy_done(sh_sandbox *sb, const sh_error *err, void *data)
+{
+        copy_job *j = data;
+        os_snapshots *ss = j->ss;
+        os_snapshot *s = os_snapstore_get(ss->store, j->snap_id, OS_SNAP_ID_LEN);
+        os_record *rec = os_record_find(ss->ctx, j->sandbox_id, SH_ID_LEN);
+        sh_error *werr = NULL;
+        int r;
+
+        if (rec && rec->snap && ((snap_rec *)rec->snap)->creating)
+                ((snap_rec *)rec->snap)->creating--;
+        if (!s) { /* cannot happen: a Creating snapshot is never deleted */
+                free(j);
+                return;
+        }
+        s->job = NULL;
+        if (!err) {
+                r = os_snapstore_set_state(ss->store, s, OS_SNAP_READY, "snapshot_ready",
+                                           "the workspace is copied", &werr);
+                if (rec)
+                        os_record_log(rec, SH_LOG_INFO, "snapshot-ready", "snapshot %s is ready",
+                                      s->id);
+        } else {
+                sh_error_kind kind = sh_error_kind_of(err);
+                /* the sandbox deleted meanwhile; the daemon shutting down; the copy itself */
+                const char *why = kind == SH_E_SANDBOX_NOT_FOUND ? "sandbox_deleted"
+                                  : kind == SH_E_UNAVAILABLE     ? "snapshot_interrupted"
+                                                                 : "snapshot_capture_failed";
+
+                r = os_snapstore_set_state(ss->store, s, OS_SNAP_FAILED, why,
+                                           err->msg ? err->msg : "the copy failed", &werr);
+                log_warn("snapshot-failed", rec ? rec->id : NULL, "snapshot %s: %s", s->id,
+                         err->msg ? err->msg : "the copy failed");
+                /* What the copy left is no snapshot: its tree goes, its record says why. */
+                if (r == 0)
+                        r = os_snapstore_drop_tree(ss->store, s, tree_moved, ss, &werr);
+        }
+        if (r < 0)
+                log_warn("snapshot-store-failed", NULL, "snapshot %s: %s", j->snap_id,
+                         werr && werr->msg ? werr->msg : "out of memory");
+        sh_error_release(&werr);
+        free(j);
+}
+
+/* `{}` or `{"name": "..."}` (the YAML's CreateSnapshotRequest: nothing else), or no body. */
+static int snapshot_name(sh_request *r, char **ret)
+{
+        cJSON *body, *v;
+        bool empty;
+        int rc = -1;
+
+        *ret = NULL;
+        body = os_json_body(r, "INVALID_REQUEST", &empty);
+        if (!body)
+                return empty ? 0 : -1;
+        if (!cJSON_IsObject(body)) {
+                os_reply_error(r, 400, "INVALID_REQUEST", "the body is a JSON object {name?}");
+                goto out;
+        }
+        cJSON_ArrayForEach(v, body)
+        {
+                if (!STREQ(v->string, "name")) {
+                        os_reply_error(r, 400, "INVALID_REQUEST",
+                                       "unknown field '%.64s' (a snapshot takes only 'name')",
+                                       v->string);
+                        goto out;
+                }
+        }
+        v = cJSON_GetObjectItemCaseSensitive(body, "name");
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsString(v) ||
+                    !os_snap_name_valid(v->valuestring, strlen(v->valuestring))) {
+                        os_reply_error(r, 400, "INVALID_REQUEST",
+                                       "'name' is a string of 1 to %d bytes of text without "
+                                       "control characters",
+                                       OS_SNAP_NAME_MAX);
+                        goto out;
+                }
+                *ret = strdup(v->valuestring);
+                if (!*ret) {
+                        os_reply_error(r, 500, "INTERNAL", "out of memory");
+                        goto out;
+                }
+        }
+        rc = 0;
+out:
+        cJSON_Delete(body);
+        return rc;
+}
+
+static void reply_snapshot(sh_request *r, unsigned status, const os_snapshot *s)
+{
+        cJSON *o = os_snap_json(s);
+        sh_response *resp = o ? sh_response_json(o) : NULL;
+        char loc[64];
+
+        if (!resp) {
+                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                return;
+        }
+        snprintf(loc, sizeof(loc), "/v1/snapshots/%s", s->id);
+        if (status == 202)
+                sh_response_header(resp, "Location", loc);
+        sh_reply(r, status, resp);
+}
+
+static void api_create(sh_request *r)
+{
+        os_ctx *ctx = os_ctx_of(r);
+        os_snapshots *ss = of(ctx);
+        os_record *rec = os_request_record(r);
+        _cleanup_free_ char *name = NULL;
+        sh_error *err = NULL;
+        os_snapshot *s = NULL;
+        snap_rec *sr;
+        copy_job *j;
+
+        if (snapshot_name(r, &name) < 0)
+                return;
+        /* A sandbox whose worker serves: running, or paused (the copy freezes it anyway, and
+         * a paused one stays paused: the freeze is a hold, sh_sandbox_freeze_hold). */
+        if (!rec->sb || (rec->state != OS_RUNNING && rec->state != OS_PAUSING &&
+                         rec->state != OS_PAUSED && rec->state != OS_RESUMING)) {
+                os_reply_error(r, 409, "INVALID_STATE",
+                               "a snapshot needs a running sandbox, not %s",
+                               os_state_name(rec->state));
+                return;
+        }
+        sr = rec_snap(rec);
+        if (!sr) {
+                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                return;
+        }
+        if (sr->creating >= CREATING_PER_SANDBOX) {
+                os_reply_error(r, 409, "INVALID_STATE",
+                               "%d snapshots of this sandbox are being made already: wait for one",
+                               CREATING_PER_SANDBOX);
+                return;
+        }
+        j = calloc(1, sizeof(*j));
+        if (!j) {
+                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                return;
+        }
+        if (os_snapstore_add(ss->store, rec->id, name, rec->entrypoint, &s, &err) < 0) {
+                free(j);
+                os_reply_sh_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        j->ss = ss;
+        memcpy(j->snap_id, s->id, sizeof(j->snap_id));
+        memcpy(j->sandbox_id, rec->id, sizeof(j->sandbox_id));
+        /* The workspace only (not /tmp, not the image), frozen while it is read, by the same
+         * confined rsync as a persist: {snapshot root}/{snapshot id}/. */
+        if (sh_persist_save_to(ctx->persister, rec->sb, os_snapstore_root(ss->store), s->id,
+                               copy_done, j, &err) < 0) {
+                os_reply_error(r, 500, "INTERNAL", "cannot start the copy: %s",
+                               err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                free(j);
+                (void)os_snapstore_remove(ss->store, s, tree_moved, ss, &err);
+                sh_error_release(&err);
+                return;
+        }
+        s->job = j;
+        sr->creating++;
+        os_record_log(rec, SH_LOG_INFO, "snapshot-create", "snapshot %s is being made", s->id);
+        reply_snapshot(r, 202, s);
+}
+
+/* ---- list, get, delete ---- */
+
+static int page_param(sh_request *r, const char *name, uint64_t def, uint64_t max, uint64_t *ret)
+{
+        const sh_query_param *p = sh_query_find(sh_request_query(r), name);
+        uint64_t v;
+
+        *ret = def;
+        if (!p)
+                return 0;
+        if (memchr(p->val, '\0', p->val_len) || sh_parse_u64(p->val, &v) < 0 || v < 1 || v > max) {
+                os_reply_error(r, 400, "INVALID_REQUEST", "'%s' must be an integer from 1 to %llu",
+                               name, (unsigned long long)max);
+                return -1;
+        }
+        *ret = v;
+        return 0;
+}
+
+static bool param_is(const sh_query_param *p, const char *key)
+{
+        return p->key_len == strlen(key) && memcmp(p->key, key, p->key_len) == 0;
+}
+
+static bool value_is(const sh_query_param *p, const char *s)
+{
+        return s && p->val_len == strlen(s) && memcmp(p->val, s, p->val_len) == 0;
+}
+
+static void api_list(sh_request *r)
+{
+        const sh_query *q = sh_request_query(r);
+        os_snapshots *ss = of(os_ctx_of(r));
+        const sh_query_param *sbid = sh_query_find(q, "sandboxId"),
+                             *name = sh_query_find(q, "name");
+        uint64_t page, size, total = 0, first, pages;
+        unsigned states = 0; /* a bit per os_snap_state; 0: any */
+        cJSON *out = NULL, *items, *pg;
+        os_snapshot *s;
+
+        if (page_param(r, "page", 1, UINT32_MAX, &page) < 0 ||
+            page_param(r, "pageSize", OS_PAGE_SIZE_DEF, OS_PAGE_SIZE_MAX, &size) < 0)
+                return;
+        for (size_t i = 0; i < q->n; i++) {
+                char st[16];
+                int k;
+
+                if (!param_is(&q->v[i], "state"))
+                        continue;
+                k = -1;
+                if (q->v[i].val_len < sizeof(st) && !memchr(q->v[i].val, '\0', q->v[i].val_len)) {
+                        memcpy(st, q->v[i].val, q->v[i].val_len);
+                        st[q->v[i].val_len] = '\0';
+                        k = os_snap_state_parse(st);
+                }
+                if (k < 0) {
+                        os_reply_error(r, 400, "INVALID_REQUEST",
+                                       "'state' must be one of Creating, Ready, Failed");
+                        return;
+                }
+                states |= 1u << k;
+        }
+        out = cJSON_CreateObject();
+        items = out ? cJSON_AddArrayToObject(out, "items") : NULL;
+        if (!items)
+                goto oom;
+        /* One walk of the records (at most OS_SNAP_MAX), oldest first; only the page's items
+         * are built. */
+        first = (page - 1) * size;
+        for (s = os_snapstore_first(ss->store); s; s = os_snapstore_next(s)) {
+                if ((states && !(states & (1u << s->state))) ||
+                    (sbid && !value_is(sbid, s->sandbox_id)) || (name && !value_is(name, s->name)))
+                        continue;
+                if (total >= first && total < first + size) {
+                        cJSON *o = os_snap_json(s);
+
+                        if (!o)
+                                goto oom;
+                        cJSON_AddItemToArray(items, o);
+                }
+                total++;
+        }
+        pages = (total + size - 1) / size;
+        pg = cJSON_AddObjectToObject(out, "pagination");
+        if (!pg || !cJSON_AddNumberToObject(pg, "page", (double)page) ||
+            !cJSON_AddNumberToObject(pg, "pageSize", (double)size) ||
+            !cJSON_AddNumberToObject(pg, "totalItems", (double)total) ||
+            !cJSON_AddNumberToObject(pg, "totalPages", (double)pages) ||
+            !cJSON_AddBoolToObject(pg, "hasNextPage", page < pages))
+                goto oom;
+        os_reply_json(r, 200, out);
+        return;
+oom:
+        cJSON_Delete(out);
+        os_reply_error(r, 500, "INTERNAL", "out of memory");
+}
+
+static os_snapshot *param_snapshot(sh_request *r)
+{
+        os_snapshots *ss = of(os_ctx_of(r));
+        size_t len = 0;
+        const char *id = sh_request_param(r, 0, &len);
+        os_snapshot *s = id ? os_snapstore_get(ss->store, id, len) : NULL;
+
+        if (!s)
+                os_reply_error(r, 404, "SNAPSHOT_NOT_FOUND",
+                               "no snapshot with this id on this host");
+        return s;
+}
+
+static void api_one(sh_request *r)
+{
+        os_snapshots *ss = of(os_ctx_of(r));
+        os_snapshot *s = param_snapshot(r);
+        sh_error *err = NULL;
+        os_record *rec;
+
+        if (!s)
+                return;
+        if (sh_request_method_id(r) != SH_M_DELETE) {
+                reply_snapshot(r, 200, s);
+                return;
+        }
+        if (s->state == OS_SNAP_CREATING) {
+                os_reply_error(r, 409, "INVALID_STATE",
+                               "the snapshot is still Creating: delete it once Ready or Failed");
+                return;
+        }
+        if (s->restoring) {
+                os_reply_error(r, 409, "INVALID_STATE",
+                               "a sandbox is being created from this snapshot");
+                return;
+        }
+        rec = os_record_find(ss->ctx, s->sandbox_id, SH_ID_LEN);
+        if (rec)
+                os_record_log(rec, SH_LOG_INFO, "snapshot-delete", "snapshot %s is deleted", s->id);
+        if (os_snapstore_remove(ss->store, s, tree_moved, ss, &err) < 0) {
+                os_reply_sh_error(r, err);
+                sh_error_release(&err);
+                return;
+        }
+        os_reply_empty(r, 204);
+}
+
+/* ---- the restore of a create with snapshotId ---- */
+
+struct os_snapshot_source {
+        os_ctx *ctx;
+        os_snapshots *ss; /* compared with ctx->snapshots before any use at the end */
+        char id[OS_SNAP_ID_LEN + 1];
+        cJSON *entrypoint; /* a copy, NULL: none kept */
+};
+
+int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, os_snapshot_source **ret,
+                               os_err *e)
+{
+        os_snapshots *ss = of(ctx);
+        os_snapshot *s = os_snapstore_get(ss->store, snapshot_id, strlen(snapshot_id));
+        os_snapshot_source *src;
+
+        *ret = NULL;
+        if (!s)
+                return os_err_set(e, 404, "SNAPSHOT_NOT_FOUND",
+                                  "no snapshot with this id on this host");
+        if (s->state != OS_SNAP_READY)
+                return os_err_set(e, 409, "INVALID_STATE", "the snapshot is %s, not Ready",
+                                  os_snap_state_name(s->state));
+        src = calloc(1, sizeof(*src));
+        if (!src || (s->entrypoint && !(src->entrypoint = cJSON_Duplicate(s->entrypoint, true)))) {
+                free(src);
+                return os_err_set(e, 500, "INTERNAL", "out of memory");
+        }
+        src->ctx = ctx;
+        src->ss = ss;
+        memcpy(src->id, s->id, sizeof(src->id));
+        /* Held until the create ends: its tree must not go while it is copied. */
+        s->restoring++;
+        *ret = src;
+        return 0;
+}
+
+const cJSON *os_snapshot_source_entrypoint(const os_snapshot_source *src)
+{
+        return src ? src->entrypoint : NULL;
+}
+
+typedef struct restore_job {
+        os_record *rec; /* a reference */
+        os_restore_done_fn done;
+        void *data;
+} restore_job;
+
+static void restore_cb(sh_sandbox *sb, const sh_error *err, void *data)
+{
+        restore_job *j = data;
+        os_err e;
+
+        if (!err) {
+                os_record_log(j->rec, SH_LOG_INFO, "snapshot-restored",
+                              "the snapshot's workspace is in");
+                j->done(j->rec, NULL, j->data);
+        } else if (sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND) {
+                os_err_set(&e, 503, "UNAVAILABLE", "the sandbox was deleted during its restore");
+                j->done(j->rec, &e, j->data);
+        } else {
+                os_err_set(&e, 500, "INTERNAL", "restoring the snapshot: %s",
+                           err->msg ? err->msg : "failed");
+                j->done(j->rec, &e, j->data);
+        }
+        os_record_unref(j->rec);
+        free(j);
+}
+
+int os_snapshot_restore_start(os_snapshot_source *src, os_record *rec, os_restore_done_fn done,
+                              void *data, os_err *e)
+{
+        os_snapshots *ss = src->ss;
+        sh_error *err = NULL;
+        restore_job *j;
+
+        if (!rec->sb)
+                return os_err_set(e, 503, "UNAVAILABLE", "the sandbox was deleted");
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return os_err_set(e, 500, "INTERNAL", "out of memory");
+        j->rec = os_record_ref(rec);
+        j->done = done;
+        j->data = data;
+        /* The snapshot's tree into the new (empty) workspace, re-owned to the new sandbox's
+         * uid, by the persister's confined rsync; a tree that is gone is a failure. */
+        if (sh_persist_restore_from(rec->ctx->persister, rec->sb, os_snapstore_root(ss->store),
+                                    src->id, restore_cb, j, &err) < 0) {
+                os_err_set(e, 500, "INTERNAL", "cannot start the restore: %s",
+                           err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                os_record_unref(j->rec);
+                free(j);
+                return -1;
+        }
+        return 0;
+}
+
+void os_snapshot_source_free(os_snapshot_source *src)
+{
+        os_snapshot *s;
+
+        if (!src)
+                return;
+        /* The store may be gone first at shutdown. */
+        if (src->ctx->snapshots == src->ss &&
+            (s = os_snapstore_get(src->ss->store, src->id, OS_SNAP_ID_LEN)) && s->restoring)
+                s->restoring--;
+        cJSON_Delete(src->entrypoint);
+        free(src);
+}
+
+/* ---- the surface's start and end ---- */
+
+int os_snapshot_init(os_ctx *ctx, sh_error **err)
+{
+        const sh_config *cfg = ctx->cfg;
+        os_snapshots *ss = calloc(1, sizeof(*ss));
+        _cleanup_free_ char *root = NULL;
+        sh_error *rerr = NULL;
+        int k;
+
+        if (!ss)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        ss->ctx = ctx;
+        /* OPENSANDBOX.md 2.1: the setting, else beside the archives (.snapshots is no item
+         * id: items start with a letter or digit), else in the state root. */
+        if (cfg->snapshot_root)
+                k = asprintf(&root, "%s", cfg->snapshot_root);
+        else if (cfg->nfs_root)
+                k = asprintf(&root, "%s/.snapshots", cfg->nfs_root);
+        else
+                k = asprintf(&root, "%s/snapshots", cfg->root);
+        if (k < 0) {
+                root = NULL;
+                free(ss);
+                return sh_error_make(err, ENOMEM, "out of memory");
+        }
+        if (os_snapstore_open(root, ctx->loop, &ss->store, err) < 0) {
+                free(ss);
+                return -1;
+        }
+        ctx->snapshots = ss;
+        if (os_snapstore_count(ss->store))
+                log_info("snapshots", NULL, "%u snapshot(s) in '%s'", os_snapstore_count(ss->store),
+                         root);
+        /* What deletes of an earlier run left in the trash goes, in a confined child (which
+         * opens the trash itself; none yet: nothing to do). */
+        if (sh_manager_remove_trashed(ctx->mgr, os_snapstore_trash_dir(ss->store), NULL, &rerr) < 0)
+                log_warn("snapshot-remove-failed", NULL, "'%s/%s': %s, ignoring", root,
+                         OS_SNAP_TRASH, rerr && rerr->msg ? rerr->msg : "");
+        sh_error_release(&rerr);
+        return 0;
+}
+
+void os_snapshot_record_gone(os_record *rec)
+{
+        /* A copy in progress ends through the persister (the sandbox's delete cancels it);
+         * the count goes with the record. */
+        free(rec->snap);
+        rec->snap = NULL;
+}
+
+void os_snapshot_free_all(os_ctx *ctx)
+{
+        os_snapshots *ss = of(ctx);
+        os_snapshot *s;
+
+        if (!ss)
+                return;
+        ctx->snapshots = NULL;
+        /* The persister has ended every copy already (daemon.c frees it first); a job still
+         * linked would be a leak, not a use after free. */
+        for (s = os_snapstore_first(ss->store); s; s = os_snapstore_next(s))
+                if (s->job) {
+                        free(s->job);
+                        s->job = NULL;
+                }
+        os_snapstore_free(ss->store);
+        free(ss);
+}
+
+const sh_route os_snapshot_routes[] = {
+        {"/v1/sandboxes/{}/snapshots", SH_M_POST, &sh_body_buffer, api_create, SB},
+        {"/v1/snapshots", SH_M_GET, NULL, api_list, 0},
+        {"/v1/snapshots/{}", SH_M_GET | SH_M_DELETE, NULL, api_one, 0},
+};
+const size_t os_snapshot_n_routes = ARRAY_SIZE(os_snapshot_routes);

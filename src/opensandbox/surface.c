@@ -1,0 +1,456 @@
+/* surface.c: the /v1 surface itself (OPENSANDBOX.md section 1): its route table (every file's,
+ * joined), admission (the API key of lifecycle routes, the sandbox's record, the access token
+ * of execd and egress routes, the paused rule, renew on access), the error body {code,
+ * message} for every error on its paths (the transport's own too), X-Request-ID on every
+ * answer, and the replies its handlers share. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "os-internal.h"
+
+os_ctx *os_ctx_of(const sh_request *r)
+{
+        return sh_request_ctx(r);
+}
+
+os_record *os_request_record(const sh_request *r)
+{
+        return sh_request_local(r);
+}
+
+/* ---- errors ----------------------------------------------------------------------------------- */
+
+int os_err_set(os_err *e, unsigned status, const char *code, const char *fmt, ...)
+{
+        va_list ap;
+
+        e->status = status;
+        e->code = code;
+        va_start(ap, fmt);
+        vsnprintf(e->message, sizeof(e->message), fmt, ap);
+        va_end(ap);
+        return -1;
+}
+
+/* The body of every error: {"code", "message"}, never empty (the SDK reads an empty error body
+ * as success), valid JSON text whatever client bytes the message quotes. */
+static sh_response *error_response(unsigned status, const char *code, const char *msg)
+{
+        cJSON *o = cJSON_CreateObject();
+        char *clean = strdup(msg && *msg ? msg : "error");
+        sh_response *resp;
+
+        if (clean)
+                sh_utf8_sanitize(clean);
+        if (o) {
+                cJSON_AddStringToObject(o, "code", code);
+                cJSON_AddStringToObject(o, "message", clean ? clean : "error");
+        }
+        free(clean);
+        resp = sh_response_json(o);
+        if (resp && status == 503)
+                sh_response_header(resp, "Retry-After", OS_RETRY_AFTER);
+        return resp;
+}
+
+static void reply_error(sh_request *r, unsigned status, const char *code, const char *msg)
+{
+        if (status >= 500)
+                log_error("request-failed", sh_request_log_id(r), "%s %s: %s %s",
+                          sh_request_method(r), sh_request_path(r), code, msg);
+        sh_reply(r, status, error_response(status, code, msg));
+}
+
+void os_reply_error(sh_request *r, unsigned status, const char *code, const char *fmt, ...)
+{
+        char msg[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        reply_error(r, status, code, msg);
+}
+
+void os_reply_err(sh_request *r, const os_err *e)
+{
+        reply_error(r, e->status, e->code, e->message);
+}
+
+/* A kind of sh_error as OpenSandbox's status and code; execd routes speak execd's codes. */
+static unsigned kind_status(sh_error_kind kind, bool execd, const char **code)
+{
+        switch (kind) {
+        case SH_E_INVALID:
+        case SH_E_EXISTS:
+        case SH_E_IS_A_DIRECTORY:
+        case SH_E_NOT_A_DIRECTORY:
+                *code = execd ? "INVALID_REQUEST_BODY" : "INVALID_REQUEST";
+                return 400;
+        case SH_E_TOO_LARGE:
+                *code = execd ? "INVALID_REQUEST_BODY" : "INVALID_REQUEST";
+                return 413;
+        case SH_E_NOT_FOUND:
+                *code = execd ? "FILE_NOT_FOUND" : "NOT_FOUND";
+                return 404;
+        case SH_E_SANDBOX_NOT_FOUND:
+                *code = "SANDBOX_NOT_FOUND";
+                return 404;
+        case SH_E_NO_ROUTE:
+                *code = "NOT_FOUND";
+                return 404;
+        case SH_E_METHOD_NOT_ALLOWED:
+                *code = "METHOD_NOT_ALLOWED";
+                return 405;
+        case SH_E_UNAVAILABLE:
+        case SH_E_BUSY:
+                *code = "UNAVAILABLE";
+                return 503;
+        default:
+                *code = execd ? "RUNTIME_ERROR" : "INTERNAL";
+                return 500;
+        }
+}
+
+static bool route_is_proxy(const sh_request *r)
+{
+        const sh_route *rt = sh_request_route(r);
+
+        return rt && (rt->flags & (OS_R_EXECD | OS_R_EGRESS));
+}
+
+void os_reply_sh_error(sh_request *r, const sh_error *err)
+{
+        const char *code;
+        unsigned status = kind_status(sh_error_kind_of(err), route_is_proxy(r), &code);
+
+        reply_error(r, status, code, err && err->msg ? err->msg : "internal error");
+}
+
+/* The transport's errors on /v1 paths (no route, a wrong method, framing, 413, 503). */
+static sh_response *surface_error(sh_request *r, const sh_error *err, unsigned *ret_status)
+{
+        const char *code;
+
+        *ret_status = kind_status(sh_error_kind_of(err), route_is_proxy(r), &code);
+        return error_response(*ret_status, code, err && err->msg ? err->msg : "error");
+}
+
+void os_reply_json(sh_request *r, unsigned status, cJSON *body)
+{
+        if (!body) {
+                reply_error(r, 500, "INTERNAL", "out of memory");
+                return;
+        }
+        sh_reply_json(r, status, body);
+}
+
+void os_reply_empty(sh_request *r, unsigned status)
+{
+        sh_reply_empty_sized(r, status);
+}
+
+/* JSON forbids raw control characters inside strings; cJSON lets them through. */
+static bool strings_clean(const char *s, size_t n)
+{
+        bool in = false;
+        size_t i;
+
+        for (i = 0; i < n; i++) {
+                if (!in) {
+                        in = s[i] == '"';
+                        continue;
+                }
+                if ((unsigned char)s[i] < 0x20)
+                        return false;
+                if (s[i] == '\\')
+                        i++;
+                else if (s[i] == '"')
+                        in = false;
+        }
+        return true;
+}
+
+cJSON *os_json_body(sh_request *r, const char *code, bool *empty)
+{
+        const char *end = NULL;
+        size_t len, i;
+        char *body = sh_request_body(r, &len);
+        cJSON *j;
+
+        *empty = false;
+        if (!body) {
+                reply_error(r, 500, "INTERNAL", "no body buffered for this route");
+                return NULL;
+        }
+        for (i = 0; i < len && strchr(" \t\r\n", body[i]) && body[i]; i++)
+                ;
+        if (i == len) {
+                *empty = true;
+                return NULL;
+        }
+        /* JSON text is UTF-8 without NUL bytes (RFC 8259): anything else is not JSON. */
+        if (memchr(body, '\0', len) || !sh_utf8_valid(body, len)) {
+                reply_error(r, 400, code, "the body is not valid JSON");
+                return NULL;
+        }
+        if (!strings_clean(body, len)) {
+                reply_error(r, 400, code,
+                            "the body is not valid JSON (a control character in a string)");
+                return NULL;
+        }
+        j = cJSON_ParseWithLengthOpts(body, len, &end, false);
+        if (j && end) {
+                while ((size_t)(end - body) < len && *end && strchr(" \t\r\n", *end))
+                        end++;
+                if ((size_t)(end - body) != len) {
+                        cJSON_Delete(j);
+                        j = NULL;
+                }
+        }
+        if (!j)
+                reply_error(r, 400, code, "the body is not valid JSON");
+        return j;
+}
+
+/* ---- X-Request-ID ------------------------------------------------------------------------------ */
+
+/* Every answer carries X-Request-ID (section 1): the request's own when it is a sane token
+ * (visible ASCII, bounded: it is echoed into a header), else a fresh random UUID. */
+static void surface_decorate(sh_request *r, sh_response *resp)
+{
+        const char *mine = sh_request_header(r, "X-Request-ID");
+        char fresh[37];
+        size_t n, i;
+
+        if (mine && (n = strlen(mine)) > 0 && n <= OS_REQUEST_ID_MAX) {
+                for (i = 0; i < n; i++)
+                        if (mine[i] <= ' ' || mine[i] > '~')
+                                break;
+                if (i == n) {
+                        sh_response_header(resp, "X-Request-ID", mine);
+                        return;
+                }
+        }
+        {
+                static const char hex[] = "0123456789abcdef";
+                unsigned char b[16];
+                unsigned k = 0;
+
+                randombytes_buf(b, sizeof(b));
+                b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+                b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* variant 10 */
+                for (i = 0; i < 16; i++) {
+                        if (i == 4 || i == 6 || i == 8 || i == 10)
+                                fresh[k++] = '-';
+                        fresh[k++] = hex[b[i] >> 4];
+                        fresh[k++] = hex[b[i] & 15];
+                }
+                fresh[k] = '\0';
+        }
+        sh_response_header(resp, "X-Request-ID", fresh);
+}
+
+/* ---- admission: key, record, token, paused, renew on access ---------------------------------- */
+
+/* Constant-time equality of a secret and what a client sent: both hashed to 32 bytes first,
+ * so neither the comparison nor its length leaks how much of a guess was right. */
+static bool secret_equal(const unsigned char want_hash[32], const char *got)
+{
+        unsigned char h[32];
+
+        crypto_generichash(h, sizeof(h), (const unsigned char *)got, strlen(got), NULL, 0);
+        return sodium_memcmp(h, want_hash, sizeof(h)) == 0;
+}
+
+static int check_api_key(sh_request *r, os_ctx *ctx)
+{
+        const char *key;
+
+        if (!ctx->api_key)
+                return 0;
+        key = sh_request_header(r, "OPEN-SANDBOX-API-KEY");
+        if (!key || !*key) {
+                os_reply_error(r, 401, "MISSING_API_KEY",
+                               "this host needs an API key in the OPEN-SANDBOX-API-KEY header");
+                return -1;
+        }
+        /* Never logged: a wrong key may be a right key with a typo. */
+        if (!secret_equal(ctx->api_key_hash, key)) {
+                os_reply_error(r, 401, "INVALID_API_KEY", "the API key is not this host's");
+                return -1;
+        }
+        return 0;
+}
+
+/* An execd or egress route: the sandbox's own token, under the route's own header name, when
+ * a key is set on the host or the sandbox asked for secureAccess. The API key alone is not
+ * enough: it is the lifecycle's credential, the token is the sandbox's. */
+static int check_token(sh_request *r, os_ctx *ctx, const os_record *rec, bool execd)
+{
+        const char *name = execd ? "X-EXECD-ACCESS-TOKEN" : "OPENSANDBOX-EGRESS-AUTH";
+        const char *tok;
+
+        if (!ctx->api_key && !rec->secure_access)
+                return 0;
+        tok = sh_request_header(r, name);
+        if (!tok || !*tok) {
+                os_reply_error(r, 401, "UNAUTHORIZED",
+                               "this sandbox needs its access token in the %s header "
+                               "(from the endpoint look-up)",
+                               name);
+                return -1;
+        }
+        if (!secret_equal(rec->token_hash, tok)) {
+                os_reply_error(r, 401, "UNAUTHORIZED", "the access token is not this sandbox's");
+                return -1;
+        }
+        return 0;
+}
+
+static int surface_admit(sh_request *r)
+{
+        os_ctx *ctx = os_ctx_of(r);
+        unsigned flags = sh_request_route(r)->flags;
+        bool proxy = flags & (OS_R_EXECD | OS_R_EGRESS);
+        const char *id;
+        os_record *rec;
+        size_t len;
+
+        /* Lifecycle and diagnostics: the key before anything else, so that nothing (not even
+         * whether an id exists) is learnt without it. */
+        if (!proxy && check_api_key(r, ctx) < 0)
+                return -1;
+        if (!(flags & OS_R_SANDBOX))
+                return 0;
+        id = sh_request_param(r, 0, &len);
+        rec = id ? os_record_find(ctx, id, len) : NULL;
+        if (!rec) {
+                os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "no sandbox with this id on this host");
+                return -1;
+        }
+        sh_request_set_local(r, os_record_ref(rec));
+        sh_request_set_log_id(r, rec->id);
+        if (!proxy)
+                return 0;
+        if (check_token(r, ctx, rec, flags & OS_R_EXECD) < 0)
+                return -1;
+        if (!(flags & OS_R_EXECD))
+                return 0;
+        /* A paused sandbox's execd does not answer (so the SDK's health check is false). */
+        if (rec->state == OS_PAUSED || rec->state == OS_PAUSING || rec->state == OS_RESUMING) {
+                os_reply_error(r, 409, "SANDBOX_PAUSED", "the sandbox is %s",
+                               os_state_name(rec->state));
+                return -1;
+        }
+        /* Renew on access: every execd request moves expiresAt to at least now + N. */
+        if (rec->renew_extend_s && rec->expires_ms) {
+                uint64_t want = os_now_wall_ms() + rec->renew_extend_s * 1000;
+
+                if (want > rec->expires_ms)
+                        os_record_set_expiry(rec, want);
+        }
+        return 0;
+}
+
+static void surface_finish(sh_request *r)
+{
+        os_record_unref(sh_request_local(r));
+        sh_request_set_local(r, NULL);
+}
+
+/* ---- the surface ------------------------------------------------------------------------------ */
+
+int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
+                       struct sh_persister *persister, sh_server *srv, sh_opensandbox **ret,
+                       sh_error **err)
+{
+        const struct {
+                const sh_route *v;
+                size_t n;
+        } tables[] = {
+                {os_lifecycle_routes, os_lifecycle_n_routes}, {os_pause_routes, os_pause_n_routes},
+                {os_snapshot_routes, os_snapshot_n_routes},   {os_diag_routes, os_diag_n_routes},
+                {os_proxy_routes, os_proxy_n_routes},
+        };
+        os_ctx *ctx;
+        size_t i, n = 0;
+
+        if (sodium_init() < 0)
+                return sh_error_new(err, SH_E_INTERNAL, "libsodium cannot start");
+        ctx = calloc(1, sizeof(*ctx));
+        if (!ctx)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        ctx->cfg = cfg;
+        ctx->loop = loop;
+        ctx->mgr = mgr;
+        ctx->persister = persister;
+        ctx->srv = srv;
+        for (i = 0; i < ARRAY_SIZE(tables); i++)
+                n += tables[i].n;
+        ctx->routes = calloc(n, sizeof(*ctx->routes));
+        /* Twice the host's capacity, a power of two: short chains for any number of ids. */
+        for (ctx->n_buckets = 16; ctx->n_buckets < 2 * cfg->max_sandboxes; ctx->n_buckets *= 2)
+                ;
+        ctx->buckets = calloc(ctx->n_buckets, sizeof(*ctx->buckets));
+        if (!ctx->routes || !ctx->buckets) {
+                free(ctx->routes);
+                free(ctx->buckets);
+                free(ctx);
+                return sh_error_make(err, ENOMEM, "out of memory");
+        }
+        for (i = 0; i < ARRAY_SIZE(tables); i++) {
+                memcpy(ctx->routes + ctx->n_routes, tables[i].v, tables[i].n * sizeof(sh_route));
+                ctx->n_routes += tables[i].n;
+        }
+        /* Only the key's hash is kept: what is compared, never the key itself. */
+        if (cfg->api_key && *cfg->api_key) {
+                ctx->api_key = true;
+                crypto_generichash(ctx->api_key_hash, sizeof(ctx->api_key_hash),
+                                   (const unsigned char *)cfg->api_key, strlen(cfg->api_key), NULL,
+                                   0);
+        }
+        if (os_snapshot_init(ctx, err) < 0 || os_diag_init(ctx, err) < 0) {
+                os_snapshot_free_all(ctx);
+                os_diag_free_all(ctx);
+                free(ctx->routes);
+                free(ctx->buckets);
+                free(ctx);
+                return -1;
+        }
+        os_records_init(ctx);
+        *ret = ctx;
+        return 0;
+}
+
+void sh_opensandbox_surface(sh_opensandbox *os, sh_surface *ret)
+{
+        *ret = (sh_surface){
+                .name = "opensandbox",
+                .prefix = "/v1/",
+                .routes = os->routes,
+                .n_routes = os->n_routes,
+                .ctx = os,
+                .admit = surface_admit,
+                .error = surface_error,
+                .decorate = surface_decorate,
+                .finish = surface_finish,
+        };
+}
+
+void sh_opensandbox_free(sh_opensandbox *os)
+{
+        if (!os)
+                return;
+        os_records_done(os);
+        os_pause_free_all(os);
+        os_snapshot_free_all(os);
+        os_diag_free_all(os);
+        free(os->routes);
+        free(os->buckets);
+        free(os);
+}

@@ -1,0 +1,35 @@
+// Sanity checks of the SDK tier's harness (pass without any /v1 code): the SDK imports, the
+// daemon starts on 127.0.0.1:0 with a fresh root, answers its native /healthz, and stops by pid
+// with exit 0, its state root removed.
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { describe, it } from "node:test";
+
+import * as sdk from "@alibaba-group/opensandbox";
+
+import { needsRoot, startDaemon } from "./harness.mjs";
+
+describe("SDK tier harness", () => {
+  it("the pinned SDK imports with the API the tests use", () => {
+    for (const name of ["Sandbox", "SandboxManager", "ConnectionConfig", "SandboxApiException",
+      "SandboxException"]) {
+      assert.equal(typeof sdk[name], "function", name);
+    }
+    assert.equal(new sdk.ConnectionConfig({ domain: "127.0.0.1:1", protocol: "http" }).getBaseUrl(),
+      "http://127.0.0.1:1/v1");
+  });
+
+  it("starts the daemon on port 0, speaks native HTTP, stops by pid with exit 0",
+    { skip: needsRoot }, async () => {
+      const d = await startDaemon();
+      assert.equal(d.host, "127.0.0.1");
+      assert.ok(d.port > 0);
+      const r = await fetch(`http://127.0.0.1:${d.port}/healthz`,
+        { signal: AbortSignal.timeout(5000) });
+      assert.equal(r.status, 200);
+      await r.arrayBuffer();
+      assert.ok(existsSync(d.root));
+      assert.equal(await d.stop(), 0);
+      assert.ok(!existsSync(d.root));
+    });
+});
