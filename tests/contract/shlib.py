@@ -38,9 +38,13 @@ def binary():
 
 
 def base_env(root, extra=None):
-    """The environment a daemon starts with: the caller's, minus any SANDBOX_HOST_*."""
+    """The environment a daemon starts with: the caller's, minus any SANDBOX_HOST_*.
+    SH_TEST_UID_BASE (a developer's knob, unset in CI) moves the default sandbox uid range, so
+    that two test runs on one machine never count each other's sandbox processes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_HOST_")}
     env["SANDBOX_HOST_LISTEN"] = "127.0.0.1:0"
+    if os.environ.get("SH_TEST_UID_BASE"):
+        env["SANDBOX_HOST_UID_BASE"] = os.environ["SH_TEST_UID_BASE"]
     if root is not None:
         env["SANDBOX_HOST_ROOT"] = str(root)
     for k, v in (extra or {}).items():

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(
     os.geteuid() != 0,
     reason="isolation needs a root daemon (namespaces, cgroups, pivot_root); CI runs as root")
 
-UID_BASE = 200000  # SANDBOX_HOST_UID_BASE default
+UID_BASE = int(os.environ.get("SH_TEST_UID_BASE") or 200000)  # the daemons' (shlib.base_env)
 
 
 @pytest.fixture
