@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 int sh_parse_u64(const char *s, uint64_t *ret)
 {
         uint64_t v = 0;
@@ -370,8 +372,7 @@ bool sh_remote_id_valid(const char *s, size_t len)
         return true;
 }
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if it is not valid. */
-static size_t utf8_valid_len(const unsigned char *s, size_t n)
+size_t sh_utf8_seq_len(const unsigned char *s, size_t n)
 {
         unsigned c = s[0];
         size_t len, i;
@@ -405,6 +406,22 @@ static size_t utf8_valid_len(const unsigned char *s, size_t n)
         return len;
 }
 
+struct cJSON *sh_json_parse_exact(const char *text, size_t len)
+{
+        const char *end = NULL;
+        cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
+
+        if (!j || !end)
+                return j;
+        while ((size_t)(end - text) < len && *end && strchr(" \t\r\n", *end))
+                end++;
+        if ((size_t)(end - text) != len) {
+                cJSON_Delete(j);
+                return NULL;
+        }
+        return j;
+}
+
 size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
 {
         static const char hex[] = "0123456789abcdef";
@@ -426,7 +443,7 @@ size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
                         out[o + 5] = hex[c & 15];
                         o += 6;
                         i++;
-                } else if ((vl = utf8_valid_len(u + i, n - i)) > 0) {
+                } else if ((vl = sh_utf8_seq_len(u + i, n - i)) > 0) {
                         memcpy(out + o, u + i, vl);
                         o += vl;
                         i += vl;
@@ -447,7 +464,7 @@ void sh_utf8_sanitize(char *s)
         size_t n = strlen(s), i = 0;
 
         while (i < n) {
-                size_t vl = utf8_valid_len((const unsigned char *)s + i, n - i);
+                size_t vl = sh_utf8_seq_len((const unsigned char *)s + i, n - i);
 
                 if (vl == 0 || (unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
                         s[i++] = '?';
@@ -462,7 +479,7 @@ bool sh_utf8_valid(const char *s, size_t n)
         size_t i = 0;
 
         while (i < n) {
-                size_t vl = utf8_valid_len((const unsigned char *)s + i, n - i);
+                size_t vl = sh_utf8_seq_len((const unsigned char *)s + i, n - i);
 
                 if (vl == 0)
                         return false;

@@ -59,7 +59,6 @@ static bool json_prepass(char *text, size_t *len)
 
 cJSON *sh_native_json(sh_request *r)
 {
-        const char *end = NULL;
         size_t len, i;
         char *body = sh_request_body(r, &len);
         cJSON *j;
@@ -83,15 +82,7 @@ cJSON *sh_native_json(sh_request *r)
                                 "string)");
                 return NULL;
         }
-        j = cJSON_ParseWithLengthOpts(body, len, &end, false);
-        if (j && end) {
-                while ((size_t)(end - body) < len && *end && strchr(" \t\r\n", *end))
-                        end++;
-                if ((size_t)(end - body) != len) {
-                        cJSON_Delete(j);
-                        j = NULL;
-                }
-        }
+        j = sh_json_parse_exact(body, len);
         if (!j) {
                 sh_reply_errorf(r, SH_E_INVALID, "the body is not valid JSON");
                 return NULL;

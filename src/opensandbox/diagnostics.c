@@ -88,36 +88,6 @@ void os_diag_on_transition(os_record *rec, os_state from, os_state to)
 
 /* ---- what comes out ---- */
 
-/* The length of the valid UTF-8 sequence at s (at most n bytes), 0 when there is none. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-        size_t len, i;
-        unsigned cp;
-
-        if (s[0] < 0x80)
-                return 1;
-        if (s[0] >= 0xc2 && s[0] <= 0xdf)
-                len = 2, cp = s[0] & 0x1f;
-        else if (s[0] >= 0xe0 && s[0] <= 0xef)
-                len = 3, cp = s[0] & 0x0f;
-        else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-                len = 4, cp = s[0] & 0x07;
-        else
-                return 0;
-        if (len > n)
-                return 0;
-        for (i = 1; i < len; i++) {
-                if ((s[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = (cp << 6) | (s[i] & 0x3f);
-        }
-        /* overlong forms, surrogates, above U+10FFFF */
-        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-                return 0;
-        return len;
-}
-
 /* Text for a JSON string, in place: every byte that is not part of valid UTF-8, and NUL (a
  * cJSON string ends there), becomes '?' (one byte for one: the size stays what was kept). */
 static void clean_text(char *s, size_t n)
@@ -125,7 +95,7 @@ static void clean_text(char *s, size_t n)
         size_t i = 0;
 
         while (i < n) {
-                size_t k = s[i] ? utf8_seq((const unsigned char *)s + i, n - i) : 0;
+                size_t k = s[i] ? sh_utf8_seq_len((const unsigned char *)s + i, n - i) : 0;
 
                 if (k == 0) {
                         s[i++] = '?';

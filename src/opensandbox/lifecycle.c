@@ -19,24 +19,6 @@ static void api_get(sh_request *r)
 
 /* ---- list ------------------------------------------------------------------------------------- */
 
-/* A query parameter as a page number or size: all digits, within [1, max]. */
-static int page_param(sh_request *r, const char *name, uint64_t def, uint64_t max, uint64_t *ret)
-{
-        const sh_query_param *p = sh_query_find(sh_request_query(r), name);
-        uint64_t v;
-
-        *ret = def;
-        if (!p)
-                return 0;
-        if (memchr(p->val, '\0', p->val_len) || sh_parse_u64(p->val, &v) < 0 || v < 1 || v > max) {
-                os_reply_error(r, 400, "INVALID_REQUEST", "'%s' must be an integer from 1 to %llu",
-                               name, (unsigned long long)max);
-                return -1;
-        }
-        *ret = v;
-        return 0;
-}
-
 /* `metadata=k%3Dv%26k2%3Dv2`: one value, itself form-encoded (the SDK's encoding). */
 static int metadata_filter(sh_request *r, sh_query *ret)
 {
@@ -79,15 +61,13 @@ static void api_list(sh_request *r)
 {
         const sh_query *q = sh_request_query(r);
         os_ctx *ctx = os_ctx_of(r);
-        uint64_t page, size, total = 0, first, pages;
         unsigned states = 0; /* a bit per os_state; 0: any */
-        cJSON *out = NULL, *items, *pg;
+        os_pager pg;
         sh_query mf;
         os_record *rec;
         size_t i;
 
-        if (page_param(r, "page", 1, UINT32_MAX, &page) < 0 ||
-            page_param(r, "pageSize", OS_PAGE_SIZE_DEF, OS_PAGE_SIZE_MAX, &size) < 0)
+        if (os_pager_parse(r, &pg) < 0)
                 return;
         for (i = 0; i < q->n; i++) {
                 int st;
@@ -107,39 +87,17 @@ static void api_list(sh_request *r)
                 return;
         /* One walk of the records (as many as the /v1 sandboxes, bounded by the host's
          * capacity), oldest first; only the page's items are built. */
-        out = cJSON_CreateObject();
-        items = out ? cJSON_AddArrayToObject(out, "items") : NULL;
-        if (!items)
-                goto oom;
-        first = (page - 1) * size;
+        if (os_pager_open(r, &pg) < 0)
+                goto done;
         for (rec = os_record_first(ctx); rec; rec = os_record_next(rec)) {
-                cJSON *j;
-
                 if ((states && !(states & (1u << rec->state))) || !metadata_matches(rec, &mf))
                         continue;
-                if (total >= first && total < first + size) {
-                        j = os_record_json(rec, true);
-                        if (!j)
-                                goto oom;
-                        cJSON_AddItemToArray(items, j);
-                }
-                total++;
+                if (os_pager_take(&pg) && os_pager_add(r, &pg, os_record_json(rec, true)) < 0)
+                        goto done;
         }
-        pages = (total + size - 1) / size;
-        pg = cJSON_AddObjectToObject(out, "pagination");
-        if (!pg || !cJSON_AddNumberToObject(pg, "page", (double)page) ||
-            !cJSON_AddNumberToObject(pg, "pageSize", (double)size) ||
-            !cJSON_AddNumberToObject(pg, "totalItems", (double)total) ||
-            !cJSON_AddNumberToObject(pg, "totalPages", (double)pages) ||
-            !cJSON_AddBoolToObject(pg, "hasNextPage", page < pages))
-                goto oom;
+        os_pager_reply(r, &pg);
+done:
         sh_query_done(&mf);
-        os_reply_json(r, 200, out);
-        return;
-oom:
-        sh_query_done(&mf);
-        cJSON_Delete(out);
-        os_reply_error(r, 500, "INTERNAL", "out of memory");
 }
 
 /* ---- delete ----------------------------------------------------------------------------------- */

@@ -233,6 +233,21 @@ void os_reply_json(sh_request *r, unsigned status, cJSON *body);
 /* An empty 2xx: exactly one Content-Length: 0 (204 included). */
 void os_reply_empty(sh_request *r, unsigned status);
 
+/* A page of a list answer {items, pagination}: os_pager_parse reads `page` (>= 1, default 1)
+ * and `pageSize` (1-200, default 20), answering the 400 itself; os_pager_open makes the
+ * answer; for every matching item, oldest first, os_pager_take says whether it falls on the
+ * page (and counts it) and os_pager_add puts the item built for it in; os_pager_reply adds
+ * `pagination` and answers (a failure, out of memory included, answers 500). */
+typedef struct os_pager {
+        uint64_t page, size, first, total;
+        cJSON *out, *items;
+} os_pager;
+int os_pager_parse(sh_request *r, os_pager *pg);
+int os_pager_open(sh_request *r, os_pager *pg);
+bool os_pager_take(os_pager *pg);
+int os_pager_add(sh_request *r, os_pager *pg, cJSON *item);
+void os_pager_reply(sh_request *r, os_pager *pg);
+
 /* The request's JSON body (sh_body_buffer routes). Empty or whitespace: NULL with *empty
  * true, nothing answered. Not JSON (or not UTF-8): NULL after a 400 INVALID_REQUEST. `code`:
  * the code of that 400 (INVALID_REQUEST, execd's INVALID_REQUEST_BODY). */

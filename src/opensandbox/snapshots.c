@@ -240,23 +240,6 @@ static void api_create(sh_request *r)
 
 /* ---- list, get, delete ---- */
 
-static int page_param(sh_request *r, const char *name, uint64_t def, uint64_t max, uint64_t *ret)
-{
-        const sh_query_param *p = sh_query_find(sh_request_query(r), name);
-        uint64_t v;
-
-        *ret = def;
-        if (!p)
-                return 0;
-        if (memchr(p->val, '\0', p->val_len) || sh_parse_u64(p->val, &v) < 0 || v < 1 || v > max) {
-                os_reply_error(r, 400, "INVALID_REQUEST", "'%s' must be an integer from 1 to %llu",
-                               name, (unsigned long long)max);
-                return -1;
-        }
-        *ret = v;
-        return 0;
-}
-
 static bool param_is(const sh_query_param *p, const char *key)
 {
         return p->key_len == strlen(key) && memcmp(p->key, key, p->key_len) == 0;
@@ -273,13 +256,11 @@ static void api_list(sh_request *r)
         os_snapshots *ss = of(os_ctx_of(r));
         const sh_query_param *sbid = sh_query_find(q, "sandboxId"),
                              *name = sh_query_find(q, "name");
-        uint64_t page, size, total = 0, first, pages;
         unsigned states = 0; /* a bit per os_snap_state; 0: any */
-        cJSON *out = NULL, *items, *pg;
+        os_pager pg;
         os_snapshot *s;
 
-        if (page_param(r, "page", 1, UINT32_MAX, &page) < 0 ||
-            page_param(r, "pageSize", OS_PAGE_SIZE_DEF, OS_PAGE_SIZE_MAX, &size) < 0)
+        if (os_pager_parse(r, &pg) < 0)
                 return;
         for (size_t i = 0; i < q->n; i++) {
                 char st[16];
@@ -300,39 +281,18 @@ static void api_list(sh_request *r)
                 }
                 states |= 1u << k;
         }
-        out = cJSON_CreateObject();
-        items = out ? cJSON_AddArrayToObject(out, "items") : NULL;
-        if (!items)
-                goto oom;
         /* One walk of the records (at most OS_SNAP_MAX), oldest first; only the page's items
          * are built. */
-        first = (page - 1) * size;
+        if (os_pager_open(r, &pg) < 0)
+                return;
         for (s = os_snapstore_first(ss->store); s; s = os_snapstore_next(s)) {
                 if ((states && !(states & (1u << s->state))) ||
                     (sbid && !value_is(sbid, s->sandbox_id)) || (name && !value_is(name, s->name)))
                         continue;
-                if (total >= first && total < first + size) {
-                        cJSON *o = os_snap_json(s);
-
-                        if (!o)
-                                goto oom;
-                        cJSON_AddItemToArray(items, o);
-                }
-                total++;
+                if (os_pager_take(&pg) && os_pager_add(r, &pg, os_snap_json(s)) < 0)
+                        return;
         }
-        pages = (total + size - 1) / size;
-        pg = cJSON_AddObjectToObject(out, "pagination");
-        if (!pg || !cJSON_AddNumberToObject(pg, "page", (double)page) ||
-            !cJSON_AddNumberToObject(pg, "pageSize", (double)size) ||
-            !cJSON_AddNumberToObject(pg, "totalItems", (double)total) ||
-            !cJSON_AddNumberToObject(pg, "totalPages", (double)pages) ||
-            !cJSON_AddBoolToObject(pg, "hasNextPage", page < pages))
-                goto oom;
-        os_reply_json(r, 200, out);
-        return;
-oom:
-        cJSON_Delete(out);
-        os_reply_error(r, 500, "INTERNAL", "out of memory");
+        os_pager_reply(r, &pg);
 }
 
 static os_snapshot *param_snapshot(sh_request *r)

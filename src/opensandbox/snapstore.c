@@ -491,6 +491,19 @@ static void writer_done(sh_child *c, pid_t pid, int status, void *data)
         writer_next(st);
 }
 
+/* The batch handed to a writer that could not start: each op is told errno e. */
+static void fail_inflight(os_snapstore *st, int e)
+{
+        op *o;
+
+        while ((o = st->inflight)) {
+                SH_LIST_REMOVE(ops, st->inflight, o);
+                op_report(st, o, e);
+                op_free(o);
+        }
+        st->ninflight = 0;
+}
+
 /* Hand the queue (up to BATCH_MAX ops) to a new writer, unless one runs. */
 static void writer_next(os_snapstore *st)
 {
@@ -509,12 +522,7 @@ static void writer_next(os_snapstore *st)
         if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
                 int e = errno;
 
-                while ((o = st->inflight)) {
-                        SH_LIST_REMOVE(ops, st->inflight, o);
-                        op_report(st, o, e);
-                        op_free(o);
-                }
-                st->ninflight = 0;
+                fail_inflight(st, e);
                 return;
         }
         a.root = st->root;
@@ -525,12 +533,7 @@ static void writer_next(os_snapstore *st)
                 int e = errno;
 
                 close(fds[0]);
-                while ((o = st->inflight)) {
-                        SH_LIST_REMOVE(ops, st->inflight, o);
-                        op_report(st, o, e);
-                        op_free(o);
-                }
-                st->ninflight = 0;
+                fail_inflight(st, e);
                 return;
         }
         st->resfd = fds[0];

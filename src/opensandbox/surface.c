@@ -154,6 +154,89 @@ void os_reply_empty(sh_request *r, unsigned status)
         sh_reply_empty_sized(r, status);
 }
 
+/* ---- pages of a list -------------------------------------------------------------------------- */
+
+/* A query parameter as a page number or size: all digits, within [1, max]. */
+static int page_param(sh_request *r, const char *name, uint64_t def, uint64_t max, uint64_t *ret)
+{
+        const sh_query_param *p = sh_query_find(sh_request_query(r), name);
+        uint64_t v;
+
+        *ret = def;
+        if (!p)
+                return 0;
+        if (memchr(p->val, '\0', p->val_len) || sh_parse_u64(p->val, &v) < 0 || v < 1 || v > max) {
+                os_reply_error(r, 400, "INVALID_REQUEST", "'%s' must be an integer from 1 to %llu",
+                               name, (unsigned long long)max);
+                return -1;
+        }
+        *ret = v;
+        return 0;
+}
+
+int os_pager_parse(sh_request *r, os_pager *pg)
+{
+        *pg = (os_pager){0};
+        if (page_param(r, "page", 1, UINT32_MAX, &pg->page) < 0 ||
+            page_param(r, "pageSize", OS_PAGE_SIZE_DEF, OS_PAGE_SIZE_MAX, &pg->size) < 0)
+                return -1;
+        pg->first = (pg->page - 1) * pg->size;
+        return 0;
+}
+
+static void pager_fail(sh_request *r, os_pager *pg)
+{
+        cJSON_Delete(pg->out);
+        pg->out = pg->items = NULL;
+        os_reply_error(r, 500, "INTERNAL", "out of memory");
+}
+
+int os_pager_open(sh_request *r, os_pager *pg)
+{
+        pg->out = cJSON_CreateObject();
+        pg->items = pg->out ? cJSON_AddArrayToObject(pg->out, "items") : NULL;
+        if (!pg->items) {
+                pager_fail(r, pg);
+                return -1;
+        }
+        return 0;
+}
+
+bool os_pager_take(os_pager *pg)
+{
+        bool on = pg->total >= pg->first && pg->total < pg->first + pg->size;
+
+        pg->total++;
+        return on;
+}
+
+int os_pager_add(sh_request *r, os_pager *pg, cJSON *item)
+{
+        if (!item) {
+                pager_fail(r, pg);
+                return -1;
+        }
+        cJSON_AddItemToArray(pg->items, item);
+        return 0;
+}
+
+void os_pager_reply(sh_request *r, os_pager *pg)
+{
+        uint64_t pages = (pg->total + pg->size - 1) / pg->size;
+        cJSON *p = cJSON_AddObjectToObject(pg->out, "pagination");
+
+        if (!p || !cJSON_AddNumberToObject(p, "page", (double)pg->page) ||
+            !cJSON_AddNumberToObject(p, "pageSize", (double)pg->size) ||
+            !cJSON_AddNumberToObject(p, "totalItems", (double)pg->total) ||
+            !cJSON_AddNumberToObject(p, "totalPages", (double)pages) ||
+            !cJSON_AddBoolToObject(p, "hasNextPage", pg->page < pages)) {
+                pager_fail(r, pg);
+                return;
+        }
+        os_reply_json(r, 200, pg->out);
+        pg->out = pg->items = NULL;
+}
+
 /* JSON forbids raw control characters inside strings; cJSON lets them through. */
 static bool strings_clean(const char *s, size_t n)
 {
@@ -177,7 +260,6 @@ static bool strings_clean(const char *s, size_t n)
 
 cJSON *os_json_body(sh_request *r, const char *code, bool *empty)
 {
-        const char *end = NULL;
         size_t len, i;
         char *body = sh_request_body(r, &len);
         cJSON *j;
@@ -203,15 +285,7 @@ cJSON *os_json_body(sh_request *r, const char *code, bool *empty)
                             "the body is not valid JSON (a control character in a string)");
                 return NULL;
         }
-        j = cJSON_ParseWithLengthOpts(body, len, &end, false);
-        if (j && end) {
-                while ((size_t)(end - body) < len && *end && strchr(" \t\r\n", *end))
-                        end++;
-                if ((size_t)(end - body) != len) {
-                        cJSON_Delete(j);
-                        j = NULL;
-                }
-        }
+        j = sh_json_parse_exact(body, len);
         if (!j)
                 reply_error(r, 400, code, "the body is not valid JSON");
         return j;

@@ -948,3 +948,24 @@ def snapshot_tree(path):
 needs_root = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="plants files directly in the daemon's state root and "
                                        "needs root (CI runs as root)")
+
+
+def setting_flag(name):
+    """The command-line flag of setting SANDBOX_HOST_<name>: --<name in lower case, - for _>."""
+    return "--" + name.lower().replace("_", "-")
+
+
+def non_json_lines(text):
+    """The non-empty lines of a daemon's output that are not a JSON object (the log's lines
+    are; a configuration error is one plain line)."""
+    out = []
+    for ln in text.splitlines():
+        if not ln.strip():
+            continue
+        try:
+            if isinstance(json.loads(ln), dict):
+                continue
+        except ValueError:
+            pass
+        out.append(ln)
+    return out

@@ -26,22 +26,8 @@ SETTINGS = {
 }
 
 
-def flag(name):
-    return "--" + name.lower().replace("_", "-")
-
-
-def _non_json_lines(text):
-    out = []
-    for ln in text.splitlines():
-        if not ln.strip():
-            continue
-        try:
-            if isinstance(json.loads(ln), dict):
-                continue
-        except ValueError:
-            pass
-        out.append(ln)
-    return out
+flag = shlib.setting_flag
+_non_json_lines = shlib.non_json_lines
 
 
 def _assert_config_error(rc, out, err, names):

@@ -3,7 +3,6 @@ text and the native contract's validation rules (CONTRACT.md section 10: env or
 --name=value / --name value, the flag wins, an invalid value stops the daemon with exit 2 and a
 one-line message naming the setting). Behaviour of each setting is tested where it acts
 (test_os_surface, _auth, _expiry, _snapshots)."""
-import json
 
 import pytest
 
@@ -25,22 +24,8 @@ SETTINGS = {
 }
 
 
-def flag(name):
-    return "--" + name.lower().replace("_", "-")
-
-
-def _non_json_lines(text):
-    out = []
-    for ln in text.splitlines():
-        if not ln.strip():
-            continue
-        try:
-            if isinstance(json.loads(ln), dict):
-                continue
-        except ValueError:
-            pass
-        out.append(ln)
-    return out
+flag = shlib.setting_flag
+_non_json_lines = shlib.non_json_lines
 
 
 def _assert_config_error(rc, err, names):

@@ -71,6 +71,9 @@ bool sh_remote_id_valid(const char *s, size_t len);
  * os.fsencode gets the original bytes back); control characters are escaped. `out` must have
  * room for 6 * n + 3 bytes. Returns the number of bytes written (no terminator). */
 size_t sh_json_quote_bytes(const char *s, size_t n, char *out);
+/* The whole of text[0..len) as one JSON value with nothing but whitespace after it, or NULL
+ * (cJSON alone stops at the end of the first value and ignores what follows). */
+struct cJSON *sh_json_parse_exact(const char *text, size_t len);
 
 /* Replace, in place, every byte of `s` that is not part of valid UTF-8 (and every control
  * character) with '?', so a message quoting client bytes is always valid JSON text. */
@@ -78,3 +81,6 @@ void sh_utf8_sanitize(char *s);
 
 /* True when the n bytes at s are valid UTF-8 (no overlong forms, no surrogates). */
 bool sh_utf8_valid(const char *s, size_t n);
+/* Length of the valid UTF-8 sequence at s (at most n bytes, n >= 1), 0 if there is none
+ * (overlong forms, surrogates and code points past U+10FFFF are not valid). */
+size_t sh_utf8_seq_len(const unsigned char *s, size_t n);
