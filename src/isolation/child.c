@@ -106,6 +106,38 @@ static int setup_image(const sh_worker_spec *s)
         return 0;
 }
 
+/* /var/tmp, writable like /tmp (programs, and OpenSandbox's clients, cd there): a tmpfs of
+ * its own, of /tmp's size, its pages charged to the sandbox's memory like /tmp's. An image
+ * without /var gets an empty one on the root tmpfs; an image's own /var keeps its content
+ * (read-only) and gets the tmpfs over its var/tmp when it has that directory. A /var or
+ * var/tmp that is not a directory (a link: lstat, never followed) is left as the image has
+ * it, so a mount never lands where a link points. */
+static int setup_var_tmp(const sh_worker_spec *s, const char *opts)
+{
+        char var[SH_WORKER_PATH_MAX + 16], p[SH_WORKER_PATH_MAX + 32];
+        struct stat st;
+
+        if (path_join(var, sizeof(var), s->rootfs, "var") < 0)
+                return -1;
+        if (lstat(var, &st) < 0) {
+                if (errno != ENOENT || mkdir(var, 0755) < 0)
+                        return -1;
+        } else if (!S_ISDIR(st.st_mode)) {
+                return 0;
+        }
+        if (path_join(p, sizeof(p), var, "tmp") < 0)
+                return -1;
+        if (lstat(p, &st) < 0) {
+                if (errno != ENOENT)
+                        return -1;
+                if (mkdir(p, 01777) < 0)
+                        return errno == EROFS ? 0 : -1; /* the image's /var has no tmp */
+        } else if (!S_ISDIR(st.st_mode)) {
+                return 0;
+        }
+        return mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, opts);
+}
+
 static int setup_dev(const sh_worker_spec *s)
 {
         static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -184,6 +216,8 @@ static void setup_sandbox(const sh_worker_spec *s)
         snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)s->tmp_size);
         if (make_dir(s->rootfs, "tmp", 01777, p, sizeof(p)) < 0 ||
             mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                fail(SH_STEP_TMP);
+        if (setup_var_tmp(s, opts) < 0)
                 fail(SH_STEP_TMP);
         /* A /proc of the sandbox's own PID namespace: it shows the sandbox's processes only. */
         if (make_dir(s->rootfs, "proc", 0555, p, sizeof(p)) < 0 ||

@@ -525,7 +525,7 @@ def test_cgroup_namespace_hides_the_host_hierarchy(sb):
 # -- filesystem view -----------------------------------------------------------------------------
 
 ALLOWED_TOP = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "workspace",
-               "tmp", "proc", "dev", "tools"}
+               "tmp", "proc", "dev", "tools", "var"}
 
 
 def test_root_holds_only_the_sandbox_tree(sb, daemon):
@@ -534,10 +534,12 @@ def test_root_holds_only_the_sandbox_tree(sb, daemon):
     assert {"usr", "etc", "workspace", "tmp", "proc", "dev", "tools"} <= top, top
     # the daemon's state, the host's home dirs, service-account tokens: absent
     probes = [str(daemon.root), str(daemon.root / sb.rid), "/root", "/home", "/var/run/secrets",
-              "/run", "/var", "/work", "/sys/fs/cgroup", "/.ready", "/workspace/../.ready",
+              "/run", "/var/lib", "/var/log", "/work", "/sys/fs/cgroup", "/.ready", "/workspace/../.ready",
               "/workspace/../workspace/../.ready", "/proc/1/root" + str(daemon.root)]
     out = sh(sb, " ".join("test -e '%s' && echo '%s';" % (p, p) for p in probes) + " true")
     assert out == "", "visible inside the sandbox: %s" % out
+    # /var is the sandbox's own (OPENSANDBOX.md section 3): nothing of the host's, its /var/tmp
+    assert sh(sb, "ls -A /var").split() == ["tmp"]
 
 
 def test_dev_is_minimal(sb):
