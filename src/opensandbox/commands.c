@@ -401,6 +401,9 @@ static void set_finished(os_cmd *c, int code, const char *error)
         c->exit_code = code;
         free(c->error);
         c->error = error && *error ? strdup(error) : NULL;
+        /* it may quote the sandbox's own bytes (a start failure's stderr): valid JSON text */
+        if (c->error)
+                sh_utf8_sanitize(c->error);
         sh_loop_cancel_timer(c->loop, c->timeout_t);
         c->timeout_t = NULL;
 }
@@ -445,7 +448,12 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
 
         if (c->hs.result != OS_HS_OK) {
                 if (c->hs.result == OS_HS_WAIT || c->hs.result == OS_HS_BAD) {
-                        failure_message(c, ev, msg, sizeof(msg));
+                        /* killed before it ran (timeout, interrupt, the client left): that
+                         * is why; else what the wrapper or the exec said */
+                        if (c->why[0])
+                                snprintf(msg, sizeof(msg), "%s", c->why);
+                        else
+                                failure_message(c, ev, msg, sizeof(msg));
                         set_finished(c, ev->type == SH_EXEC_EV_EXIT ? ev->exit.code : 125, msg);
                         start_failed(c, msg);
                 } else {

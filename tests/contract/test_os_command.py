@@ -371,3 +371,19 @@ def test_a_paused_sandboxs_commands_sessions_and_metrics_are_409_then_serve_agai
         assert stdout_of(osc, sid, "echo back") == ["back"]
     finally:
         osc.kill(sid)
+
+
+def test_a_command_that_cannot_start_gets_init_then_an_error_naming_why(start_daemon, tmp_path):
+    # an image with no shell at all: the wrapper itself cannot run
+    images = tmp_path / "images"
+    (images / "noshell" / "etc").mkdir(parents=True)
+    (images / "noshell" / "etc" / "marker").write_text("no shell here")
+    d = start_daemon(env={"SANDBOX_HOST_IMAGES": str(images)})
+    osc = oslib.os_client(d)
+    j = osc.create_ok(image={"uri": "registry.example/team/noshell:1.0"})
+    st = run(osc, j["id"], "echo never")
+    assert st.types == ["init", "error"], st.types
+    e = st.final["error"]
+    assert not e["evalue"].isdigit() and "/bin/sh" in e["evalue"], e
+    s = expect(osc.execd(j["id"], "GET", "/command/status/" + st.id, timeout=CALL), 200)
+    assert s["running"] is False and "/bin/sh" in s["error"], s
