@@ -387,3 +387,36 @@ def test_a_command_that_cannot_start_gets_init_then_an_error_naming_why(start_da
     assert not e["evalue"].isdigit() and "/bin/sh" in e["evalue"], e
     s = expect(osc.execd(j["id"], "GET", "/command/status/" + st.id, timeout=CALL), 200)
     assert s["running"] is False and "/bin/sh" in s["error"], s
+
+
+def _rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_a_client_that_stops_reading_stops_the_command_not_the_daemons_memory(start_daemon):
+    import socket
+    d = start_daemon()
+    osc = oslib.os_client(d)
+    j = osc.create_ok()
+    before = _rss_kib(d.proc.pid)
+    m = execlib.marker()
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    body = json.dumps({"command": "sleep %s & yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                       % m}).encode()
+    s.sendall(b"POST /v1/sandboxes/%s/proxy/44772/command HTTP/1.1\r\nHost: x\r\n"
+              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+              % (j["id"].encode(), len(body), body))
+    assert b"200" in s.recv(1024)  # the stream has started; now read nothing more
+    time.sleep(2)  # `yes` writes as fast as it can; nobody reads
+    grown = _rss_kib(d.proc.pid) - before
+    assert grown < 16 * 1024, "daemon RSS grew by %d KiB behind a stalled client" % grown
+    s.close()
+    left = execlib.wait_gone(lambda: execlib.host_sleepers(m), timeout=15)
+    execlib.kill_pids([p[0] for p in left], osc.c.daemon_pid)
+    assert not left, "the stalled client's command outlived it: %r" % left
+    assert stdout_of(osc, j["id"], "echo alive") == ["alive"]
