@@ -6,7 +6,6 @@
  * background command whose output the record keeps, and the 202 once it runs. */
 #include <dirent.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -177,7 +176,8 @@ static int judge_timeout(const sh_config *cfg, const cJSON *t, os_record *rec, o
         if (!t)
                 return 0; /* no expiry: manual cleanup */
         d = cJSON_IsNumber(t) ? t->valuedouble : -1;
-        if (!cJSON_IsNumber(t) || d != floor(d) || d < 1 || d > 9007199254740991.0)
+        /* an integer (no fraction), exactly representable (2^53) */
+        if (!cJSON_IsNumber(t) || d < 1 || d > 9007199254740991.0 || d != (double)(uint64_t)d)
                 return os_err_set(e, 400, "INVALID_REQUEST",
                                   "'timeout' is an integer number of seconds, or null");
         if ((uint64_t)d < cfg->min_timeout_s)

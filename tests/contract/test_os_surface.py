@@ -151,6 +151,19 @@ def test_empty_2xx_answers_carry_content_length_0_on_the_wire(daemon, osc):
         osc.kill(sid)
 
 
+def test_empty_200_and_204_carry_exactly_one_content_length_0(daemon, osc):
+    """The answers of this surface that are empty without pause/resume: ping (200), a metrics
+    event and a delete (204, where libmicrohttpd would send no Content-Length at all)."""
+    sid = osc.create_ok()["id"]
+    try:
+        _assert_empty_with_length_0(*_raw(daemon, "GET", "/v1/sandboxes/%s/proxy/44772/ping"
+                                          % sid), 200)
+        _assert_empty_with_length_0(*_raw(daemon, "POST", "/v1/metrics/events", b"{}"), 204)
+        _assert_empty_with_length_0(*_raw(daemon, "DELETE", "/v1/sandboxes/%s" % sid), 204)
+    finally:
+        osc.kill(sid)
+
+
 @pytest.mark.parametrize("body", [b"{", b"[1, 2]", b'"text"', b"null x", b"\xff\xfe"])
 def test_create_with_a_body_that_is_not_a_json_object_is_400_invalid_request(osc, body):
     r = osc.request("POST", "/v1/sandboxes", body=body,
