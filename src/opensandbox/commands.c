@@ -1040,12 +1040,25 @@ static void api_interrupt(sh_request *r)
         os_reply_error(r, 404, OS_BAD_BODY, "no command or session with this id");
 }
 
+/* A served execd path asked with another method: 405 (else proxy.c's catch-all, which knows
+ * no method, would say the route is not served yet). */
+void os_execd_wrong_method(sh_request *r)
+{
+        os_reply_error(r, 405, "METHOD_NOT_ALLOWED", "%s is not a method of this route",
+                       sh_request_method(r));
+}
+
 #define EXECD (OS_R_SANDBOX | OS_R_EXECD)
+#define ALL   (SH_M_GET | SH_M_POST | SH_M_PUT | SH_M_DELETE | SH_M_PATCH)
+#define P     "/v1/sandboxes/{}/proxy/44772"
 
 const sh_route os_command_routes[] = {
-        {"/v1/sandboxes/{}/proxy/44772/command", SH_M_POST, &sh_body_buffer, api_run, EXECD},
-        {"/v1/sandboxes/{}/proxy/44772/command", SH_M_DELETE, NULL, api_interrupt, EXECD},
-        {"/v1/sandboxes/{}/proxy/44772/command/status/{}", SH_M_GET, NULL, api_status, EXECD},
-        {"/v1/sandboxes/{}/proxy/44772/command/{}/logs", SH_M_GET, NULL, api_logs, EXECD},
+        {P "/command", SH_M_POST, &sh_body_buffer, api_run, EXECD},
+        {P "/command", SH_M_DELETE, NULL, api_interrupt, EXECD},
+        {P "/command", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/command/status/{}", SH_M_GET, NULL, api_status, EXECD},
+        {P "/command/status/{}", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/command/{}/logs", SH_M_GET, NULL, api_logs, EXECD},
+        {P "/command/{}/logs", ALL, NULL, os_execd_wrong_method, EXECD},
 };
 const size_t os_command_n_routes = ARRAY_SIZE(os_command_routes);

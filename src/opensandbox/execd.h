@@ -213,6 +213,9 @@ void os_cmd_unref(os_cmd *c);
 /* metrics.c: the record goes: its sampler stops, its watchers end. */
 void os_metrics_gone(os_execd *x);
 
+/* 405 for a served execd path asked with a method it does not serve (every file's tables). */
+void os_execd_wrong_method(sh_request *r);
+
 /* The execd error replies (codes of execd-api.yaml, OPENSANDBOX.md section 1). */
 #define OS_BAD_BODY   "INVALID_REQUEST_BODY"
 #define OS_MISSING    "MISSING_QUERY"

@@ -246,10 +246,15 @@ static void api_delete(sh_request *r)
 }
 
 #define EXECD (OS_R_SANDBOX | OS_R_EXECD)
+#define ALL   (SH_M_GET | SH_M_POST | SH_M_PUT | SH_M_DELETE | SH_M_PATCH)
+#define P     "/v1/sandboxes/{}/proxy/44772"
 
 const sh_route os_session_routes[] = {
-        {"/v1/sandboxes/{}/proxy/44772/session", SH_M_POST, &sh_body_buffer, api_create, EXECD},
-        {"/v1/sandboxes/{}/proxy/44772/session/{}/run", SH_M_POST, &sh_body_buffer, api_run, EXECD},
-        {"/v1/sandboxes/{}/proxy/44772/session/{}", SH_M_DELETE, NULL, api_delete, EXECD},
+        {P "/session", SH_M_POST, &sh_body_buffer, api_create, EXECD},
+        {P "/session", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/session/{}/run", SH_M_POST, &sh_body_buffer, api_run, EXECD},
+        {P "/session/{}/run", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/session/{}", SH_M_DELETE, NULL, api_delete, EXECD},
+        {P "/session/{}", ALL, NULL, os_execd_wrong_method, EXECD},
 };
 const size_t os_session_n_routes = ARRAY_SIZE(os_session_routes);

@@ -420,3 +420,13 @@ def test_a_client_that_stops_reading_stops_the_command_not_the_daemons_memory(st
     execlib.kill_pids([p[0] for p in left], osc.c.daemon_pid)
     assert not left, "the stalled client's command outlived it: %r" % left
     assert stdout_of(osc, j["id"], "echo alive") == ["alive"]
+
+
+@pytest.mark.parametrize("method,sub", [("GET", "/command"), ("PUT", "/command"),
+                                        ("POST", "/command/status/x"),
+                                        ("DELETE", "/command/x/logs"), ("GET", "/session"),
+                                        ("GET", "/session/x/run"), ("POST", "/session/x"),
+                                        ("POST", "/metrics"), ("DELETE", "/metrics/watch")])
+def test_a_served_route_asked_with_another_method_is_405(osc, sbx, method, sub):
+    r = osc.execd(sbx["id"], method, sub, timeout=CALL)
+    expect(r, 405, "METHOD_NOT_ALLOWED")
