@@ -68,6 +68,17 @@ ssize_t os_lines_feed(os_lines *l, const char *p, size_t n, os_line_fn fn, void 
                 l->cr = false;
                 for (j = i; j < n && p[j] != '\n' && p[j] != '\r'; j++)
                         ;
+                if (l->len == 0 && j < n && j - i <= OS_SSE_LINE_MAX) {
+                        /* a whole line in the input: no copy (its terminator comes next) */
+                        r = fn(data, p + i, j - i);
+                        l->cr = p[j] == '\r';
+                        i = j + 1;
+                        if (r < 0)
+                                return r;
+                        if (r > 0)
+                                return (ssize_t)i;
+                        continue;
+                }
                 while (i < j) {
                         if (line_alloc(l) < 0)
                                 return -ENOMEM;
@@ -116,27 +127,68 @@ static int put(sh_buf *q, const char *s)
         return sh_buf_append(q, s, strlen(s));
 }
 
-/* `n` bytes as a JSON string (quotes included). */
+/* A byte JSON carries as itself: printable ASCII but the quote and the backslash. */
+static inline bool plain(unsigned char c)
+{
+        return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
+/* `n` bytes as a JSON string (quotes included). Runs of plain ASCII are copied as they are
+ * (most output); every other run goes through sh_json_quote_bytes, the one home of the
+ * escaping rules (its own quotes dropped). */
 static int put_quoted(sh_buf *q, const char *s, size_t n)
 {
+        const unsigned char *u = (const unsigned char *)s;
+        size_t i = 0, j, w;
+        char *out;
+
         if (n > (SIZE_MAX - 16) / 6 || sh_buf_reserve(q, 6 * n + 3) < 0)
                 return -ENOMEM;
-        q->len += sh_json_quote_bytes(s, n, q->p + q->len);
+        out = q->p + q->len;
+        *out++ = '"';
+        while (i < n) {
+                for (j = i; j < n && plain(u[j]); j++)
+                        ;
+                memcpy(out, s + i, j - i);
+                out += j - i;
+                if (j == n)
+                        break;
+                for (i = j; j < n && !plain(u[j]); j++)
+                        ;
+                w = sh_json_quote_bytes(s + i, j - i, out);
+                memmove(out, out + 1, w - 2);
+                out += w - 2;
+                i = j;
+        }
+        *out++ = '"';
+        q->len = (size_t)(out - q->p);
+        return 0;
+}
+
+/* An event's end: `,"timestamp":N}` and the blank line. */
+static size_t tail_of(char out[48], uint64_t ts_ms)
+{
+        return (size_t)snprintf(out, 48, ",\"timestamp\":%" PRIu64 "}\n\n", ts_ms);
+}
+
+static int text_event(sh_buf *q, const char *type, const char *text, size_t n, const char *tail,
+                      size_t tail_len)
+{
+        size_t keep = sh_buf_unread(q); /* growing q may move its unread bytes to the front */
+
+        if (put(q, "{\"type\":\"") < 0 || put(q, type) < 0 || put(q, "\",\"text\":") < 0 ||
+            put_quoted(q, text, n) < 0 || sh_buf_append(q, tail, tail_len) < 0) {
+                q->len = q->off + keep;
+                return -ENOMEM;
+        }
         return 0;
 }
 
 int os_sse_text(sh_buf *q, const char *type, const char *text, size_t n, uint64_t ts_ms)
 {
-        size_t keep = sh_buf_unread(q); /* growing q may move its unread bytes to the front */
-        char tail[64];
+        char tail[48];
 
-        snprintf(tail, sizeof(tail), ",\"timestamp\":%" PRIu64 "}\n\n", ts_ms);
-        if (put(q, "{\"type\":\"") < 0 || put(q, type) < 0 || put(q, "\",\"text\":") < 0 ||
-            put_quoted(q, text, n) < 0 || put(q, tail) < 0) {
-                q->len = q->off + keep;
-                return -ENOMEM;
-        }
-        return 0;
+        return text_event(q, type, text, n, tail, tail_of(tail, ts_ms));
 }
 
 int os_sse_complete(sh_buf *q, uint64_t exec_ms, uint64_t ts_ms)
@@ -171,15 +223,26 @@ int os_sse_error(sh_buf *q, const char *evalue, const char *traceback, uint64_t 
 typedef struct feed_ctx {
         os_sse *s;
         sh_buf *q;
-        bool err; /* stderr */
-        uint64_t ts;
+        bool err;      /* stderr */
+        char tail[48]; /* the events' end, made once for all the lines of a chunk */
+        size_t tail_len;
 } feed_ctx;
+
+static void feed_init(feed_ctx *f, os_sse *s, sh_buf *q, bool err, uint64_t ts)
+{
+        f->s = s;
+        f->q = q;
+        f->err = err;
+        f->tail_len = tail_of(f->tail, ts);
+}
 
 static int emit_line(feed_ctx *f, const char *line, size_t len)
 {
+        const char *type = f->err ? "stderr" : "stdout";
+
         /* An empty line is sent as "\n" (OpenSandbox's execd does): never an empty text. */
-        return len ? os_sse_text(f->q, f->err ? "stderr" : "stdout", line, len, f->ts)
-                   : os_sse_text(f->q, f->err ? "stderr" : "stdout", "\n", 1, f->ts);
+        return len ? text_event(f->q, type, line, len, f->tail, f->tail_len)
+                   : text_event(f->q, type, "\n", 1, f->tail, f->tail_len);
 }
 
 static int on_line(void *data, const char *line, size_t len)
@@ -221,9 +284,10 @@ static void keep_state(os_sse *s, const char *p, size_t n)
 static int feed_chunk(os_sse *s, sh_buf *q, sh_exec_stream stream, const char *p, size_t n,
                       uint64_t ts)
 {
-        feed_ctx f = {.s = s, .q = q, .err = stream == SH_EXEC_STDERR, .ts = ts};
+        feed_ctx f;
         ssize_t k;
 
+        feed_init(&f, s, q, stream == SH_EXEC_STDERR, ts);
         if (!f.err && s->in_state) {
                 keep_state(s, p, n);
                 return 0;
@@ -239,8 +303,9 @@ static int feed_chunk(os_sse *s, sh_buf *q, sh_exec_stream stream, const char *p
 /* The end: the last unterminated line of each stream, stdout first. */
 static int flush_lines(os_sse *s, sh_buf *q, uint64_t ts)
 {
-        feed_ctx f = {.s = s, .q = q, .ts = ts};
+        feed_ctx f;
 
+        feed_init(&f, s, q, false, ts);
         if (!s->in_state) {
                 if (os_lines_flush(&s->lines[0], on_line, &f) < 0)
                         return -ENOMEM;
