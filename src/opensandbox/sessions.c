@@ -104,8 +104,8 @@ void os_session_run_ended(os_session *s, os_cmd *c, const char *state, size_t le
         drop_run(s, c);
 }
 
-/* The session goes: its running commands die with their trees. */
-static void session_free(os_session *s)
+/* The session goes: its running commands die with their trees (`why`: their traceback). */
+static void session_free(os_session *s, const char *why)
 {
         os_execd *x = s->x;
 
@@ -115,7 +115,7 @@ static void session_free(os_session *s)
                 os_cmd *c = s->runs[--s->n_runs];
 
                 os_cmd_forget_session(c);
-                os_cmd_kill(c, "the session was deleted");
+                os_cmd_kill(c, why);
                 os_cmd_unref(c);
         }
         free(s->cwd);
@@ -126,7 +126,7 @@ static void session_free(os_session *s)
 void os_sessions_gone(os_execd *x)
 {
         while (x->sessions)
-                session_free(x->sessions);
+                session_free(x->sessions, "the sandbox was deleted");
 }
 
 int os_session_interrupt(os_execd *x, const char *id, size_t len)
@@ -135,7 +135,7 @@ int os_session_interrupt(os_execd *x, const char *id, size_t len)
 
         if (!s)
                 return 0;
-        session_free(s);
+        session_free(s, "the session was deleted");
         return 1;
 }
 
@@ -241,7 +241,7 @@ static void api_delete(sh_request *r)
                                (int)(len > 64 ? 64 : len), id);
                 return;
         }
-        session_free(s);
+        session_free(s, "the session was deleted");
         os_reply_empty(r, 200);
 }
 
