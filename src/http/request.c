@@ -196,6 +196,20 @@ sh_response *sh_response_empty(void)
         return MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 }
 
+sh_response *sh_response_buffer(char *p, size_t n)
+{
+        struct MHD_Response *resp;
+
+        if (n == 0) {
+                free(p);
+                return sh_response_empty();
+        }
+        resp = MHD_create_response_from_buffer(n, p, MHD_RESPMEM_MUST_FREE);
+        if (!resp)
+                free(p);
+        return resp;
+}
+
 sh_response *sh_response_fd(int fd, uint64_t size)
 {
         /* MHD sends it with sendfile(2) and closes fd when the response is destroyed. */

@@ -98,6 +98,7 @@ struct sh_cg_ops {
         int (*thaw)(int fd);
         int (*is_empty)(sh_cgroup *cg, bool *ret, sh_error **err);
         int (*oom_kills)(sh_cgroup *cg, uint64_t *ret, sh_error **err);
+        int (*usage)(sh_cgroup *cg, sh_cg_usage *ret, sh_error **err);
         /* Remove the (already emptied) subtree itself; v2 moves the daemon back first. */
         int (*destroy_root)(sh_cgroup_root *r, sh_error **err);
 };

@@ -1,5 +1,5 @@
 /* cgroup-parse.c: the pure cgroup parsers: /proc/self/cgroup, mountinfo, the path of a cgroup
- * on a mount, keyed control files, token lists. Strings in, strings out, no system calls
+ * on a mount, keyed control files, token lists, a process's CPU times. Strings in, strings out, no system calls
  * (unit-tested with canned v1, v2 and hybrid fixtures in tests/unit/test_cgroup_parse.c). */
 #include "cgroup-internal.h"
 
@@ -252,4 +252,37 @@ int sh_cg_parse_keyed(const char *text, const char *key, uint64_t *ret)
                 line = *nl ? nl + 1 : nl;
         }
         return -ENOENT;
+}
+
+int sh_cg_parse_proc_stat_ticks(const char *text, uint64_t *ret)
+{
+        const char *p = strrchr(text, ')'), *end;
+        uint64_t sum = 0, v;
+        int field = 2; /* the field the ')' ends */
+
+        if (!p)
+                return -EBADMSG;
+        p++;
+        /* fields 14-17: utime stime cutime cstime (proc(5)); cutime and cstime are signed in
+         * the kernel's format but never negative */
+        while (*p && field < 17) {
+                while (*p == ' ')
+                        p++;
+                if (!*p)
+                        break;
+                field++;
+                for (end = p; *end && *end != ' ' && *end != '\n'; end++)
+                        ;
+                if (field >= 14) {
+                        if (sh_cg_parse_u64_span(p, (size_t)(end - p), &v) < 0 ||
+                            v > UINT64_MAX - sum)
+                                return -EBADMSG;
+                        sum += v;
+                }
+                p = end;
+        }
+        if (field < 17)
+                return -EBADMSG;
+        *ret = sum;
+        return 0;
 }

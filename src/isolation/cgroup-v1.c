@@ -198,6 +198,63 @@ static int v1_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err)
         return 0;
 }
 
+static int read_u64(int dirfd, const char *name, uint64_t *ret)
+{
+        _cleanup_free_ char *text = NULL;
+        size_t n = 0;
+        int k = sh_cg_read_file(dirfd, name, SH_CG_SMALL_MAX, &text, &n);
+
+        while (k >= 0 && n && (text[n - 1] == '\n' || text[n - 1] == ' '))
+                n--;
+        return k < 0 ? k : sh_cg_parse_u64_span(text, n, ret);
+}
+
+/* The CPU ticks of one process of the cgroup (its reaped children's included). */
+static int add_ticks(pid_t pid, void *userdata)
+{
+        _cleanup_free_ char *text = NULL;
+        uint64_t *sum = userdata, t;
+        char proc[64];
+
+        snprintf(proc, sizeof(proc), "/proc/%d/stat", (int)pid);
+        /* gone meanwhile, or its line unreadable: it adds nothing to this reading */
+        if (sh_cg_read_file(AT_FDCWD, proc, SH_CG_SMALL_MAX, &text, NULL) >= 0 &&
+            sh_cg_parse_proc_stat_ticks(text, &t) == 0)
+                *sum += t;
+        return 0;
+}
+
+static int v1_usage(sh_cgroup *cg, sh_cg_usage *ret, sh_error **err)
+{
+        uint64_t ticks = 0;
+        long hz;
+        int k;
+
+        if (cg->fd[SH_CG_V1_MEMORY] < 0 || cg->fd[SH_CG_V1_CPU] < 0 || cg->fd[SH_CG_V1_PIDS] < 0)
+                return sh_error_make(err, ENOENT, "cgroup '%s' is gone", cg->relpath);
+        k = read_u64(cg->fd[SH_CG_V1_MEMORY], "memory.usage_in_bytes", &ret->mem_bytes);
+        if (k < 0)
+                return sh_error_make(err, -k, "cannot read memory.usage_in_bytes of '%s'",
+                                     cg->relpath);
+        /* cpuacct mounted with cpu ("cpu,cpuacct"): the kernel's own hierarchical counter */
+        k = read_u64(cg->fd[SH_CG_V1_CPU], "cpuacct.usage", &ret->cpu_ns);
+        if (k == 0)
+                return 0;
+        if (k != -ENOENT)
+                return sh_error_make(err, -k, "cannot read cpuacct.usage of '%s'", cg->relpath);
+        /* cpuacct apart (we make no cgroups there): the times of the processes, found through
+         * the pids hierarchy (bounded by the cgroup's pids limit). */
+        k = sh_cg_for_each_pid(cg->fd[SH_CG_V1_PIDS], true, add_ticks, &ticks);
+        if (k < 0)
+                return sh_error_make(err, -k, "cannot list the processes of '%s'", cg->relpath);
+        hz = sysconf(_SC_CLK_TCK);
+        if (hz <= 0)
+                hz = 100;
+        ret->cpu_ns = ticks > UINT64_MAX / 1000000000u ? UINT64_MAX
+                                                       : ticks * (1000000000u / (uint64_t)hz);
+        return 0;
+}
+
 static int v1_destroy_root(sh_cgroup_root *r, sh_error **err)
 {
         int first = 0;
@@ -228,5 +285,6 @@ const sh_cg_ops sh_cg_v1_ops = {
         .thaw = v1_thaw,
         .is_empty = v1_is_empty,
         .oom_kills = v1_oom_kills,
+        .usage = v1_usage,
         .destroy_root = v1_destroy_root,
 };

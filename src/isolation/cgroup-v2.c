@@ -368,6 +368,33 @@ static int v2_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err)
         return 0;
 }
 
+static int v2_usage(sh_cgroup *cg, sh_cg_usage *ret, sh_error **err)
+{
+        _cleanup_free_ char *cpu = NULL, *mem = NULL;
+        uint64_t usec = 0;
+        size_t ml = 0;
+        int k;
+
+        if (cg->fd[0] < 0)
+                return sh_error_make(err, ENOENT, "cgroup '%s' is gone", cg->relpath);
+        /* both hierarchical: cg and everything below it */
+        k = sh_cg_read_file(cg->fd[0], "cpu.stat", SH_CG_SMALL_MAX, &cpu, NULL);
+        if (k >= 0)
+                k = sh_cg_parse_keyed(cpu, "usage_usec", &usec);
+        if (k < 0)
+                return sh_error_make(err, -k, "cannot read usage_usec of cpu.stat of '%s'",
+                                     cg->relpath);
+        k = sh_cg_read_file(cg->fd[0], "memory.current", SH_CG_SMALL_MAX, &mem, &ml);
+        while (k >= 0 && ml && (mem[ml - 1] == '\n' || mem[ml - 1] == ' '))
+                ml--;
+        if (k >= 0)
+                k = sh_cg_parse_u64_span(mem, ml, &ret->mem_bytes);
+        if (k < 0)
+                return sh_error_make(err, -k, "cannot read memory.current of '%s'", cg->relpath);
+        ret->cpu_ns = usec > UINT64_MAX / 1000 ? UINT64_MAX : usec * 1000;
+        return 0;
+}
+
 static int has_other_child(int dirfd, const char *name, void *userdata)
 {
         const char *ours = userdata;
@@ -422,5 +449,6 @@ const sh_cg_ops sh_cg_v2_ops = {
         .thaw = v2_thaw,
         .is_empty = v2_is_empty,
         .oom_kills = v2_oom_kills,
+        .usage = v2_usage,
         .destroy_root = v2_destroy_root,
 };

@@ -1312,6 +1312,11 @@ int sh_cgroup_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err)
         return cg->root->ops->oom_kills(cg, ret, err);
 }
 
+int sh_cgroup_usage(sh_cgroup *cg, sh_cg_usage *ret, sh_error **err)
+{
+        return cg->root->ops->usage(cg, ret, err);
+}
+
 int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err)
 {
         int first = 0;

@@ -158,6 +158,7 @@ struct os_record {
         void *pause;
         void *snap;
         void *diag;
+        void *execd; /* commands.c's (execd.h: commands, sessions, metrics) */
 
         SH_LIST_FIELDS(os_record, all);
         os_record *hash_next; /* its bucket's chain */
@@ -268,6 +269,12 @@ extern const sh_route os_snapshot_routes[]; /* snapshots.c */
 extern const size_t os_snapshot_n_routes;
 extern const sh_route os_diag_routes[]; /* diagnostics.c */
 extern const size_t os_diag_n_routes;
+extern const sh_route os_command_routes[]; /* commands.c, sessions.c, metrics.c (execd.h) */
+extern const size_t os_command_n_routes;
+extern const sh_route os_session_routes[];
+extern const size_t os_session_n_routes;
+extern const sh_route os_metrics_routes[];
+extern const size_t os_metrics_n_routes;
 extern const sh_route os_proxy_routes[]; /* proxy.c: execd and egress */
 extern const size_t os_proxy_n_routes;
 
@@ -297,6 +304,9 @@ int os_diag_init(os_ctx *ctx, sh_error **err);
 void os_pause_free_all(os_ctx *ctx);
 void os_snapshot_free_all(os_ctx *ctx);
 void os_diag_free_all(os_ctx *ctx);
+/* commands.c (issue 13): the same for a sandbox's commands, sessions and metrics. */
+void os_execd_record_gone(os_record *rec);
+void os_execd_free_all(os_ctx *ctx);
 
 /* snapshots.c: a create with `snapshotId`. Before the sandbox is made: find the snapshot
  * (`Ready`), or fill e (404 SNAPSHOT_NOT_FOUND, 409 INVALID_STATE, ...) and return -1. The

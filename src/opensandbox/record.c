@@ -341,6 +341,7 @@ static void record_unlink(os_record *rec)
         os_pause_record_gone(rec);
         os_snapshot_record_gone(rec);
         os_diag_record_gone(rec);
+        os_execd_record_gone(rec);
         sh_exec_detach(TAKE_PTR(rec->entry));
         sh_sandbox_unref(TAKE_PTR(rec->sb));
         os_record_unref(rec);

@@ -447,8 +447,13 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                 const sh_route *v;
                 size_t n;
         } tables[] = {
-                {os_lifecycle_routes, os_lifecycle_n_routes}, {os_pause_routes, os_pause_n_routes},
-                {os_snapshot_routes, os_snapshot_n_routes},   {os_diag_routes, os_diag_n_routes},
+                {os_lifecycle_routes, os_lifecycle_n_routes},
+                {os_pause_routes, os_pause_n_routes},
+                {os_snapshot_routes, os_snapshot_n_routes},
+                {os_diag_routes, os_diag_n_routes},
+                {os_command_routes, os_command_n_routes},
+                {os_session_routes, os_session_n_routes},
+                {os_metrics_routes, os_metrics_n_routes},
                 {os_proxy_routes, os_proxy_n_routes},
         };
         os_ctx *ctx;
@@ -524,6 +529,7 @@ void sh_opensandbox_free(sh_opensandbox *os)
         os_pause_free_all(os);
         os_snapshot_free_all(os);
         os_diag_free_all(os);
+        os_execd_free_all(os);
         free(os->routes);
         free(os->buckets);
         free(os);

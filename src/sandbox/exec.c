@@ -312,6 +312,22 @@ void sh_exec_abandon(sh_exec *e, sh_error_kind kind, const char *text)
         maybe_release(e);
 }
 
+void sh_exec_kill(sh_exec *e)
+{
+        sh_error *err = NULL;
+
+        if (!e || e->ended || !e->cg)
+                return;
+        /* The whole tree, however it detached (setsid, double fork): the exec's own cgroup
+         * holds every process it started. Its pipes then reach EOF and the exit comes as
+         * usual. */
+        e->killed = true;
+        if (sh_cgroup_kill(e->cg, &err) < 0) {
+                log_warn("exec-kill-failed", e->log_id, "%s", err ? err->msg : "");
+                sh_error_release(&err);
+        }
+}
+
 void sh_exec_detach(sh_exec *e)
 {
         if (!e || e->detached)

@@ -61,6 +61,9 @@ ROWS = [  # every row the table always prints, in order (the smoke test checks t
     "healthz worst, during upload and download (ms)",
     "healthz worst, during the persist 1GiB case (ms)",
     "healthz worst, during a fork bomb (ms)", "healthz worst, during a memory hog (ms)",
+    # the OpenSandbox surface's execd (issue 13), beside the native exec on the same sandbox
+    "os command true, p50 (ms)", "os command true, p99 (ms)",
+    "os command stream (MB/s)",
 ]
 
 # ---- plumbing ---------------------------------------------------------------------------
@@ -370,6 +373,53 @@ def fig_stream(t, d, a, cfg):
     t.add("exec stream (MB/s)", max(res), max(peer), "cat FILE | reader, 64 KiB reads (C)",
           "rate", note="C client decodes every frame")
     c.call("DELETE", f"/sandboxes/{rid}")
+
+
+def fig_os(t, d, a, cfg):
+    """OpenSandbox's `POST /command` (its SSE stream) against the native exec, both on one /v1
+    sandbox (its id is a native remote_id) in the same run: `true` round trips on one
+    keep-alive connection each, and the streaming rate of the same text file (base64 lines:
+    SSE carries lines, so both sides stream the same valid UTF-8)."""
+    c = d.client()
+    st, b = c.call("POST", "/v1/sandboxes", {"image": {"uri": "default"},
+                                             "entrypoint": ["tail", "-f", "/dev/null"]})
+    if st != 202:
+        raise RuntimeError(f"/v1 create answered {st}: {b[:200]!r}")
+    sid = json.loads(b)["id"]
+    n = cfg["exec_n"]
+    tool_lines([a.tool, "oscmdloop", d.host, str(d.port), sid, "3"])  # warm-up
+    tool_lines([a.tool, "execloop", d.host, str(d.port), sid, "3"])
+    ours = [x / 1e9 for x in tool_lines([a.tool, "oscmdloop", d.host, str(d.port), sid, str(n)])]
+    nat = [x / 1e9 for x in tool_lines([a.tool, "execloop", d.host, str(d.port), sid, str(n)])]
+    peer = "native exec true, same sandbox"
+    t.add("os command true, p50 (ms)", pct(ours, .5) * 1e3, pct(nat, .5) * 1e3, peer, "lat")
+    t.add("os command true, p99 (ms)", pct(ours, .99) * 1e3, pct(nat, .99) * 1e3, peer, "lat")
+
+    ws = os.path.join(d.root, sid, "workspace")
+    text = os.path.join(ws, "text")
+    nbytes = cfg["stream_mb"] << 20
+    with open("/dev/urandom", "rb") as src, open(text, "wb") as dst:
+        import base64
+        left = nbytes * 3 // 4
+        while left > 0:
+            chunk = src.read(min(left, 57 * 16384))
+            dst.write(base64.encodebytes(chunk))
+            left -= len(chunk)
+    os.chmod(text, 0o644)
+    size = os.path.getsize(text)
+    res, natr = [], []
+    for _ in range(2):
+        out = run([a.tool, "osstream", d.host, str(d.port), sid, "cat text"]).stdout.split()
+        if int(out[0]) != size:
+            raise RuntimeError(f"streamed {out[0]} bytes of {size}")
+        res.append(size / float(out[1]) / 1e6)
+        out = run([a.tool, "stream", d.host, str(d.port), sid, "cat", "text"]).stdout.split()
+        if int(out[0]) != size:
+            raise RuntimeError(f"native streamed {out[0]} bytes of {size}")
+        natr.append(size / float(out[1]) / 1e6)
+    t.add("os command stream (MB/s)", max(res), max(natr), "native exec stream, same file",
+          "rate", note="C clients decode every event")
+    c.call("DELETE", f"/v1/sandboxes/{sid}")
 
 
 NGINX_CONF = """
@@ -810,6 +860,7 @@ def main():
     ap.add_argument("--logs", help="keep the daemons' logs (warn and above) in this directory")
     ap.add_argument("--hold-cap", type=int, help="cap of the held-sandboxes figure")
     ap.add_argument("--only", help="comma-separated figures to run (create, exec, stream, "
+                    "opensandbox, "
                     "files, walk, rate, persist, memory, hold, create-disk, abuse); default: all")
     a = ap.parse_args()
     a.bin = os.path.abspath(a.bin)
@@ -851,6 +902,7 @@ def main():
                 ("create", ROWS[0:2], fig_create, (d, a, cfg)),
                 ("exec", ROWS[2:6] + hz[1:2], fig_exec, (d, a, cfg)),
                 ("stream", ROWS[6:7], fig_stream, (d, a, cfg)),
+                ("opensandbox", ROWS[33:36], fig_os, (d, a, cfg)),
                 ("files", ROWS[7:11] + hz[2:3], fig_files, (d, a, cfg, ngx)),
                 ("walk", ROWS[11:13] + hz[0:1], fig_walk, (d, a, cfg)),
                 ("rate", ROWS[17:18], fig_rate, (d, a, cfg, ngx))]:

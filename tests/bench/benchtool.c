@@ -8,6 +8,11 @@
  *                                    (base64, a table decoder) and prints
  *                                    "BYTES SECONDS EXIT"
  *   pipecat FILE                     `cat FILE` into a pipe read by us: "BYTES SECONDS"
+ *   oscmdloop HOST PORT ID N         N OpenSandbox `POST /command {"command": "true"}` on one
+ *                                    keep-alive connection (a /v1 sandbox's execd): latencies
+ *   osstream HOST PORT ID TEXT       one OpenSandbox command: decodes every SSE stdout event
+ *                                    (its JSON string, plus its line's newline) and prints
+ *                                    "BYTES SECONDS EXIT"
  *
  * The HTTP client is minimal on purpose: HTTP/1.1, keep-alive, Content-Length or chunked
  * bodies, nothing else. Every loop is bounded by its count; a read that stalls 120 s fails.
@@ -152,10 +157,80 @@ typedef struct sink {
         uint64_t bytes;
         int exit_code; /* -1: no exit frame yet */
         int frames;
+        int sse; /* OpenSandbox's SSE events instead of NDJSON frames */
 } sink;
+
+/* The bytes a JSON string's text stands for, s at its first character: counted up to the
+ * closing quote (escapes decoded as their UTF-8 length). */
+static uint64_t json_text_bytes(const char *s, size_t n)
+{
+        uint64_t b = 0;
+        size_t i;
+
+        for (i = 0; i < n && s[i] != '"'; i++) {
+                if (s[i] != '\\') {
+                        b++;
+                        continue;
+                }
+                if (++i < n && s[i] == 'u') {
+                        char hex[5] = {0};
+                        unsigned cp;
+
+                        if (i + 4 >= n)
+                                die("bad escape");
+                        memcpy(hex, s + i + 1, 4);
+                        cp = (unsigned)strtoul(hex, NULL, 16);
+                        /* U+DCxx is one raw byte (surrogateescape) */
+                        b += (cp >= 0xdc80 && cp <= 0xdcff) || cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+                        i += 4;
+                } else {
+                        b++;
+                }
+        }
+        if (i >= n)
+                die("bad text");
+        return b;
+}
+
+#define STARTS(s, n, lit) ((n) >= sizeof(lit) - 1 && memcmp((s), (lit), sizeof(lit) - 1) == 0)
+
+/* One line of an SSE stream: an event, or the blank line after it. */
+static void sse_line(sink *k, char *s, size_t n)
+{
+        static const char out[] = "{\"type\":\"stdout\",\"text\":\"";
+
+        if (n == 0)
+                return;
+        k->frames++;
+        if (STARTS(s, n, out)) {
+                const char *t = s + sizeof(out) - 1;
+
+                /* an empty line is sent as "\n": no bytes but its newline */
+                if (!STARTS(t, n - (size_t)(t - s), "\\u000a\"") &&
+                    !STARTS(t, n - (size_t)(t - s), "\\n\""))
+                        k->bytes += json_text_bytes(t, n - (size_t)(t - s));
+                k->bytes++;
+        } else if (STARTS(s, n, "{\"type\":\"execution_complete\"")) {
+                k->exit_code = 0;
+        } else if (STARTS(s, n, "{\"type\":\"error\"")) {
+                const char *v = memmem(s, n, "\"evalue\":\"", 10);
+
+                k->exit_code = v ? atoi(v + 10) : 1000;
+                if (k->exit_code == 0)
+                        k->exit_code = 1000;
+        } else if (!STARTS(s, n, "{\"type\":\"init\"") && !STARTS(s, n, "{\"type\":\"ping\"") &&
+                   !STARTS(s, n, "{\"type\":\"stderr\"")) {
+                fprintf(stderr, "benchtool: event: %.*s\n", (int)(n > 200 ? 200 : n), s);
+                k->exit_code = 1000;
+        }
+}
 
 static void sink_line(sink *k, char *s, size_t n)
 {
+        if (k->sse) {
+                sse_line(k, s, n);
+                return;
+        }
         k->frames++;
         if (n >= 8 && memcmp(s, "{\"o\":\"", 6) == 0) {
                 char *end = memchr(s + 6, '"', n - 6);
@@ -261,6 +336,21 @@ static void post_exec(int fd, const char *rid, int argc, char **argv)
                      "POST /sandboxes/%s/exec HTTP/1.1\r\nHost: bench\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                      rid, bl, body);
+        write_all(fd, req, (size_t)n);
+}
+
+static void post_command(int fd, const char *id, const char *text)
+{
+        char req[9000];
+        int n;
+
+        if (strpbrk(text, "\"\\") || strlen(text) > 4000)
+                die("command not supported");
+        n = snprintf(req, sizeof(req),
+                     "POST /v1/sandboxes/%s/proxy/44772/command HTTP/1.1\r\nHost: bench\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n"
+                     "{\"command\":\"%s\"}",
+                     id, strlen(text) + 14, text);
         write_all(fd, req, (size_t)n);
 }
 
@@ -384,6 +474,43 @@ static int cmd_stream(const char *host, int port, const char *rid, int argc, cha
         return st == 200 && k.exit_code == 0 ? 0 : 1;
 }
 
+static int cmd_oscmdloop(const char *host, int port, const char *id, long n)
+{
+        int fd = http_connect(host, port);
+        rd r = {.fd = fd};
+        sink k = {.sse = 1};
+
+        for (long i = 0; i < n; i++) {
+                uint64_t t0 = now_ns();
+                int st;
+
+                k.exit_code = -1;
+                post_command(fd, id, "true");
+                st = read_response(&r, &k);
+                if (st != 200 || k.exit_code != 0) {
+                        fprintf(stderr, "benchtool: command answered %d, exit %d\n", st,
+                                k.exit_code);
+                        return 1;
+                }
+                printf("%llu\n", (unsigned long long)(now_ns() - t0));
+        }
+        return 0;
+}
+
+static int cmd_osstream(const char *host, int port, const char *id, const char *text)
+{
+        int fd = http_connect(host, port), st;
+        rd r = {.fd = fd};
+        sink k = {.exit_code = -1, .sse = 1};
+        uint64_t t0 = now_ns();
+
+        post_command(fd, id, text);
+        st = read_response(&r, &k);
+        printf("%llu %.6f %d\n", (unsigned long long)k.bytes, (double)(now_ns() - t0) / 1e9,
+               st == 200 ? k.exit_code : -st);
+        return st == 200 && k.exit_code == 0 ? 0 : 1;
+}
+
 static int cmd_pipecat(const char *file)
 {
         int p[2], st;
@@ -426,7 +553,12 @@ int main(int argc, char **argv)
                 return cmd_stream(argv[2], atoi(argv[3]), argv[4], argc - 5, argv + 5);
         if (argc == 3 && strcmp(argv[1], "pipecat") == 0)
                 return cmd_pipecat(argv[2]);
+        if (argc == 6 && strcmp(argv[1], "oscmdloop") == 0)
+                return cmd_oscmdloop(argv[2], atoi(argv[3]), argv[4], atol(argv[5]));
+        if (argc == 6 && strcmp(argv[1], "osstream") == 0)
+                return cmd_osstream(argv[2], atoi(argv[3]), argv[4], argv[5]);
         fprintf(stderr, "usage: benchtool forkloop N | execloop HOST PORT RID N | "
-                        "stream HOST PORT RID ARG... | pipecat FILE\n");
+                        "stream HOST PORT RID ARG... | pipecat FILE | oscmdloop HOST PORT ID N | "
+                        "osstream HOST PORT ID TEXT\n");
         return 2;
 }

@@ -1,7 +1,7 @@
 """OPENSANDBOX.md sections 1, 3 (what issue 12 owns of it) and 4: a sandbox's execd under
 `/v1/sandboxes/{id}/proxy/44772/…` and its egress API under `…/proxy/18080/…`, served by the
 daemon itself. `GET /ping` -> 200 empty; `/code…` and `/v1/isolated…` -> 501 NOT_SUPPORTED; the
-rest of execd -> 501 NOT_SUPPORTED until issues 13/14 (never a hang). Egress: `GET /policy`,
+files and directories -> 501 NOT_SUPPORTED until issue 14 (never a hang). Egress: `GET /policy`,
 `PATCH /policy` deny-only, `DELETE /policy`, credential vault -> 501."""
 import pytest
 
@@ -45,19 +45,11 @@ def test_code_and_isolated_routes_are_501_not_supported(osc, sbx, method, sub, b
     expect(r, 501, "NOT_SUPPORTED")
 
 
-# The rest of execd arrives with issue 13 (commands, sessions, metrics) and issue 14 (files,
-# directories); until then each route exists and answers 501 NOT_SUPPORTED at once. Those
-# issues replace this test with their own.
+# The rest of execd arrives with issue 14 (files, directories); until then each route exists
+# and answers 501 NOT_SUPPORTED at once. Issue 13's routes (commands, sessions, metrics) are
+# served: test_os_command*.py, test_os_session*.py, test_os_metrics*.py. Issue 14 replaces this
+# test with its own.
 LATER = [
-    ("POST", "/command", {"command": "echo hi"}),
-    ("GET", "/command/status/cmd-1", None),
-    ("GET", "/command/cmd-1/logs?cursor=0", None),
-    ("DELETE", "/command?id=cmd-1", None),
-    ("POST", "/session", {}),
-    ("POST", "/session/s1/run", {"command": "pwd"}),
-    ("DELETE", "/session/s1", None),
-    ("GET", "/metrics", None),
-    ("GET", "/metrics/watch", None),
     ("GET", "/files/info?path=/tmp", None),
     ("DELETE", "/files?path=/tmp/x", None),
     ("POST", "/files/permissions", {"/tmp/x": {"mode": 644}}),
@@ -72,7 +64,7 @@ LATER = [
 
 
 @pytest.mark.parametrize("method,sub,body", LATER, ids=["%s %s" % (m, p) for m, p, _ in LATER])
-def test_execd_routes_of_issues_13_14_exist_and_answer_501_until_then(osc, sbx, method, sub,
+def test_execd_routes_of_issue_14_exist_and_answer_501_until_then(osc, sbx, method, sub,
                                                                        body):
     r = osc.execd(sbx["id"], method, sub, body=body, timeout=CALL)
     expect(r, 501, "NOT_SUPPORTED")

@@ -2,6 +2,7 @@
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,6 +298,28 @@ START_TEST(keyed)
 }
 END_TEST
 
+/* /proc/<pid>/stat: the four CPU times after the name, whatever the name holds. */
+START_TEST(proc_stat_ticks)
+{
+        uint64_t v = 0;
+        char line[512];
+
+        snprintf(line, sizeof(line),
+                 "1234 (sleep) S 1 1234 1234 0 -1 4194560 100 0 0 0 7 3 11 13 20 0 1 0 "
+                 "5000 1000 100 18446744073709551615\n");
+        ck_assert_int_eq(sh_cg_parse_proc_stat_ticks(line, &v), 0);
+        ck_assert_uint_eq(v, 7 + 3 + 11 + 13);
+        /* a name with spaces and parentheses: fields count from the last ')' */
+        snprintf(line, sizeof(line), "77 (a) b) (c) R 1 1 1 0 -1 0 0 0 0 0 1 2 3 4 20 0 1 0\n");
+        ck_assert_int_eq(sh_cg_parse_proc_stat_ticks(line, &v), 0);
+        ck_assert_uint_eq(v, 10);
+        ck_assert_int_eq(sh_cg_parse_proc_stat_ticks("12 (x) S 1 2 3", &v), -EBADMSG);
+        ck_assert_int_eq(sh_cg_parse_proc_stat_ticks("no parenthesis at all", &v), -EBADMSG);
+        ck_assert_int_eq(sh_cg_parse_proc_stat_ticks("1 (x) S 1 1 1 0 -1 0 0 0 0 0 a 2 3 4", &v),
+                         -EBADMSG);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("cgroup_parse");
@@ -313,6 +336,7 @@ static Suite *suite(void)
         tcase_add_test(tc, path_join);
         tcase_add_test(tc, docker_v1);
         tcase_add_test(tc, keyed);
+        tcase_add_test(tc, proc_stat_ticks);
         suite_add_tcase(s, tc);
         return s;
 }

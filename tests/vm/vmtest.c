@@ -1341,6 +1341,78 @@ static int e2e(const char *bin, const char *cgdir)
                 }
         }
 
+        /* -- the /v1 execd (OPENSANDBOX.md section 3.1) on cgroup v2: a command's SSE stream
+         *    through `sh -c` (this image has no bash), and metrics from the sandbox's own
+         *    cgroup (cpu.stat usage_usec, memory.current) under a CPU hog */
+        if (up) {
+                char vid[128] = "", path[256], detail[900] = "";
+                double cores = -1, total = -1, used = -1, pct = -1, best = -1;
+                bool made, cmd_ok = false, bg_ok = false;
+                uint64_t t0;
+
+                r = http("POST", "/v1/sandboxes",
+                         "{\"image\":{\"uri\":\"default\"},\"entrypoint\":[\"sleep\",\"3600\"],"
+                         "\"resourceLimits\":{\"cpu\":\"250m\",\"memory\":\"16Mi\"},"
+                         "\"timeout\":600}");
+                made = r.status == 202 && r.body && json_str(r.body, "id", vid, sizeof(vid));
+                snprintf(why, sizeof(why), "create %d %s %.200s", r.status, r.err,
+                         r.body ? r.body : "");
+                resp_free(&r);
+                if (made) {
+                        snprintf(path, sizeof(path), "/v1/sandboxes/%s/proxy/44772/command", vid);
+                        r = http("POST", path, "{\"command\":\"echo \\\"$0\\\"; exit 3\"}");
+                        cmd_ok = r.status == 200 && r.body &&
+                                 strstr(r.body, "{\"type\":\"stdout\",\"text\":\"sh\"") &&
+                                 strstr(r.body, "\"evalue\":\"3\"") &&
+                                 !strstr(r.body, "execution_complete");
+                        snprintf(detail, sizeof(detail), "command %d %.300s; ", r.status,
+                                 r.body ? r.body : r.err);
+                        resp_free(&r);
+                        r = http("POST", path,
+                                 "{\"command\":\"while :; do :; done\",\"background\":true}");
+                        bg_ok = r.status == 200 && r.body && strstr(r.body, "execution_complete");
+                        resp_free(&r);
+                        snprintf(path, sizeof(path), "/v1/sandboxes/%s/proxy/44772/metrics", vid);
+                        for (t0 = now_ms(); now_ms() - t0 < 20000 && best <= 20;) {
+                                r = http_within("GET", path, NULL, 5000);
+                                if (r.status == 200 && r.body) {
+                                        const char *f;
+
+                                        if ((f = json_field(r.body, "cpu_count")))
+                                                cores = strtod(f, NULL);
+                                        if ((f = json_field(r.body, "mem_total_mib")))
+                                                total = strtod(f, NULL);
+                                        if ((f = json_field(r.body, "mem_used_mib")))
+                                                used = strtod(f, NULL);
+                                        if ((f = json_field(r.body, "cpu_used_pct")))
+                                                pct = strtod(f, NULL);
+                                        if (pct > 100)
+                                                best = 1000; /* out of bounds: fails below */
+                                        else if (pct > best)
+                                                best = pct;
+                                } else {
+                                        snprintf(detail + strlen(detail),
+                                                 sizeof(detail) - strlen(detail), "metrics %d %s; ",
+                                                 r.status, r.err);
+                                        resp_free(&r);
+                                        break;
+                                }
+                                resp_free(&r);
+                                usleep(300 * 1000);
+                        }
+                        snprintf(path, sizeof(path), "/v1/sandboxes/%s", vid);
+                        r = http("DELETE", path, NULL);
+                        resp_free(&r);
+                }
+                result("os_command_v2_sh", made && cmd_ok, "%s %s", why, detail);
+                result("os_metrics_v2",
+                       made && bg_ok && cores == 0.25 && total == 16 && used > 0 && used <= 16 &&
+                               best > 20 && best <= 100,
+                       "%s background=%d cpu_count=%g mem_total_mib=%g mem_used_mib=%g "
+                       "cpu_used_pct best=%g %s",
+                       why, bg_ok, cores, total, used, best, detail);
+        }
+
         /* -- exit codes and output */
         {
                 static const struct {

@@ -246,6 +246,8 @@ char *sh_request_body(sh_request *r, size_t *len);
  * connection is then dropped). */
 sh_response *sh_response_json(cJSON *body); /* consumes body */
 sh_response *sh_response_empty(void);
+/* `n` bytes of memory (p taken: freed with free(), also when this fails; NULL with n 0). */
+sh_response *sh_response_buffer(char *p, size_t n);
 /* A file's `size` bytes from fd (taken), sent with sendfile(2). */
 sh_response *sh_response_fd(int fd, uint64_t size);
 /* 0, or -1 when the header could not be added. */

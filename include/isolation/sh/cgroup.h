@@ -139,6 +139,21 @@ int sh_cgroup_is_empty(sh_cgroup *cg, bool *ret, sh_error **err);
  * memory.oom_control oom_kill). */
 int sh_cgroup_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err);
 
+/* What cg and everything below it use now. */
+typedef struct sh_cg_usage {
+        uint64_t cpu_ns;    /* CPU time consumed (a counter: compare two readings) */
+        uint64_t mem_bytes; /* memory charged now */
+} sh_cg_usage;
+/* v2: cpu.stat usage_usec and memory.current. v1: memory.usage_in_bytes, and cpuacct.usage
+ * where cpuacct shares the cpu hierarchy, else the CPU times of cg's processes (utime,
+ * stime and those of their reaped children, /proc/<pid>/stat): a sandbox's PID 1 reaps every
+ * orphan, so the sum only grows while the processes live and die inside. Small kernel files
+ * only: never waits. */
+int sh_cgroup_usage(sh_cgroup *cg, sh_cg_usage *ret, sh_error **err);
+/* /proc/<pid>/stat: utime + stime + cutime + cstime, in clock ticks (pure; the name in the
+ * second field may hold spaces and parentheses). 0 or -EBADMSG. */
+int sh_cg_parse_proc_stat_ticks(const char *text, uint64_t *ret);
+
 /* Remove cg (and empty child cgroups). -EBUSY while processes remain: kill, then retry. */
 int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err);
 

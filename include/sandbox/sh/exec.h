@@ -106,6 +106,11 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
 void sh_exec_pause(sh_exec *e);
 void sh_exec_resume(sh_exec *e);
 
+/* Kill the command and everything it started (found through the exec's cgroup), the consumer
+ * staying attached: the session then ends as usual, with an exit event (signal 9) once the
+ * processes are gone. For a timeout or an interrupt. No-op after the end. */
+void sh_exec_kill(sh_exec *e);
+
 /* The consumer is gone. If the session has not ended, its command and everything it started
  * are killed (found through the exec's cgroup). No event comes after this. Accepts NULL. */
 void sh_exec_detach(sh_exec *e);

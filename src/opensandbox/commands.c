@@ -1,0 +1,1064 @@
+/* commands.c: a sandbox's execd commands (OPENSANDBOX.md section 3.1): POST /command (shell
+ * text through a fixed wrapper: the working directory, then `bash -c`, `sh -c` without bash),
+ * its SSE stream fed by the exec engine (sse.c encodes), background commands with a bounded
+ * daemon-side log, GET /command/status/{id}, GET /command/{id}/logs, DELETE /command?id=, the
+ * timeout, the registry of a sandbox's last 1024 commands, and the sandbox's execd state
+ * itself (rec->execd), which sessions.c and metrics.c share. Every command runs through the
+ * same engine as a native exec (sh_sandbox_exec): its own cgroup, kill on disconnect,
+ * backpressure. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "execd.h"
+#include "sh/capability.h"
+
+SH_CAPABILITY(os_command, "opensandbox.command")
+SH_CAPABILITY(os_command_background, "opensandbox.command-background")
+
+#define HEARTBEAT_OFF_MS 3600000 /* the engine's heartbeat: unused, our own `ping` timer counts */
+
+/* The wrapper every /command runs through, as `/bin/sh -c WRAPPER sh NONCE CWD TEXT`. It
+ * enters the working directory (`~` is HOME), says so on stdout before any byte of the
+ * command's own (the daemon reads that line: a directory that cannot be entered is the
+ * request's 400, as OpenSandbox's execd answers), then becomes `bash -c TEXT` (`sh -c`
+ * without bash). Client text only ever reaches it as arguments, never inside the script. */
+static const char wrapper[] =
+        "n=$1 d=$2 c=$3\n"
+        "if [ -n \"$d\" ]; then\n"
+        "case $d in \"~\") d=$HOME;; \"~/\"*) d=$HOME/${d#\"~/\"};; esac\n"
+        "if [ ! -e \"$d\" ]; then printf '%s nodir\\n' \"$n\"; exit 125; fi\n"
+        "if [ ! -d \"$d\" ]; then printf '%s notdir\\n' \"$n\"; exit 125; fi\n"
+        "cd -- \"$d\" 2>/dev/null || { printf '%s noaccess\\n' \"$n\"; exit 125; }\n"
+        "fi\n"
+        "printf '%s ok\\n' \"$n\"\n"
+        "if command -v bash >/dev/null 2>&1; then exec bash -c \"$c\"; fi\n"
+        "exec sh -c \"$c\"\n";
+
+/* A session's run: `/bin/sh -c LAUNCHER sh SCRIPT NONCE CWD TEXT STATE FIRST` (sessions.c
+ * gives SCRIPT): the script runs in bash (sh without). */
+static const char launcher[] = "s=$1; shift\n"
+                               "if command -v bash >/dev/null 2>&1; then exec bash -c \"$s\" bash "
+                               "\"$@\"; fi\n"
+                               "exec sh -c \"$s\" sh \"$@\"\n";
+extern const char os_session_script[];
+
+struct os_cmd {
+        unsigned refs;
+        os_execd *x; /* NULL once out of the registry (or never in it: session runs) */
+        char id[OS_UUID_LEN + 1];
+        char log_id[SH_ID_LEN + 1];
+        char *content; /* the shell text */
+        char *cwd;     /* the directory asked for, NULL: the default */
+        bool background, linked;
+        os_session *session;
+        sh_loop *loop;
+        uint64_t log_max;
+
+        sh_exec *e; /* the consumer's reference, until the end */
+        os_handshake hs;
+        sh_buf pre_err; /* stderr that came before the handshake line */
+        os_sse sse;
+        uint64_t start_ms, finished_ms; /* wall */
+        bool done, has_exit;
+        int exit_code;
+        char *error;
+        char why[128]; /* why it was killed, for its traceback */
+        sh_timer *timeout_t;
+        uint64_t timeout_ms;
+        bool throttled; /* background: paused by the read rate */
+        os_log log;
+
+        /* its request's stream */
+        sh_pending *tok; /* ours, until the stream's last event is queued or the client left */
+        sh_buf q;        /* SSE events not yet handed out */
+        bool replied, q_ended, paused, client_gone;
+        sh_timer *ping_t;
+        uint64_t last_ms; /* monotonic: the last event queued */
+
+        SH_LIST_FIELDS(os_cmd, all);
+};
+
+static void cmd_unref(os_cmd *c);
+
+/* ---- the sandbox's execd state ---------------------------------------------------------------- */
+
+os_execd *os_execd_of(os_record *rec)
+{
+        os_execd *x;
+
+        if (rec->gone)
+                return NULL;
+        if (rec->execd)
+                return rec->execd;
+        x = calloc(1, sizeof(*x));
+        if (!x)
+                return NULL;
+        x->rec = rec;
+        x->tokens = OS_LOG_RATE / 8;
+        x->tokens_ms = sh_now_ms();
+        rec->execd = x;
+        return x;
+}
+
+/* The blocks a sandbox's background logs may hold together: OS_LOG_BUDGET_TIMES full logs
+ * (a full log of COMMAND_LOG_MAX bytes spans one block more than its size when its head is
+ * inside its first block). */
+static uint64_t log_budget_blocks(const os_execd *x)
+{
+        uint64_t max = x->rec->ctx->cfg->command_log_max;
+
+        return OS_LOG_BUDGET_TIMES * ((max + OS_LOG_BLOCK - 1) / OS_LOG_BLOCK + 1);
+}
+
+static void unlink_cmd(os_cmd *c)
+{
+        os_execd *x = c->x;
+
+        if (!c->linked)
+                return;
+        c->linked = false;
+        if (x->cmds_tail == c)
+                x->cmds_tail = c->all_prev;
+        SH_LIST_REMOVE(all, x->cmds, c);
+        x->n_cmds--;
+        x->log_blocks -= os_log_blocks(&c->log);
+        os_log_done(&c->log);
+        c->x = NULL;
+        cmd_unref(c);
+}
+
+/* Room for one more: the oldest finished command goes. False when all 1024 are running. */
+static bool registry_room(os_execd *x)
+{
+        os_cmd *c;
+
+        if (x->n_cmds < OS_COMMANDS_MAX)
+                return true;
+        for (c = x->cmds; c; c = c->all_next)
+                if (c->done) {
+                        unlink_cmd(c);
+                        return true;
+                }
+        return false;
+}
+
+static os_cmd *find_cmd(os_execd *x, const char *id, size_t len)
+{
+        os_cmd *c;
+
+        if (!x || len != OS_UUID_LEN)
+                return NULL;
+        for (c = x->cmds; c; c = c->all_next)
+                if (memcmp(c->id, id, OS_UUID_LEN) == 0)
+                        return c;
+        return NULL;
+}
+
+/* Over the sandbox's budget for logs: finished commands' logs go first (oldest first), then
+ * the oldest block of the largest running one. */
+static void enforce_budget(os_execd *x)
+{
+        uint64_t budget = log_budget_blocks(x);
+        os_cmd *c, *big;
+
+        while (x->log_blocks > budget) {
+                for (c = x->cmds; c && !(c->done && os_log_blocks(&c->log)); c = c->all_next)
+                        ;
+                if (c) {
+                        x->log_blocks -= os_log_blocks(&c->log);
+                        os_log_done(&c->log);
+                        continue;
+                }
+                big = NULL;
+                for (c = x->cmds; c; c = c->all_next)
+                        if (!big || os_log_blocks(&c->log) > os_log_blocks(&big->log))
+                                big = c;
+                if (!big || !os_log_drop_block(&big->log))
+                        break;
+                x->log_blocks--;
+        }
+}
+
+/* The read rate of background output: refill, then resume what waited. */
+static void refill(os_execd *x)
+{
+        uint64_t now = sh_now_ms();
+        int64_t cap = OS_LOG_RATE / 8;
+
+        x->tokens += (int64_t)((now - x->tokens_ms) * (OS_LOG_RATE / 1000));
+        if (x->tokens > cap)
+                x->tokens = cap;
+        x->tokens_ms = now;
+}
+
+static void on_refill(sh_loop *l, sh_timer *t, void *data)
+{
+        os_execd *x = data;
+        os_cmd *c;
+
+        x->refill = NULL;
+        refill(x);
+        for (c = x->cmds; c; c = c->all_next)
+                if (c->throttled) {
+                        c->throttled = false;
+                        if (c->e)
+                                sh_exec_resume(c->e);
+                }
+}
+
+/* A background command read n bytes: over the sandbox's rate, it waits (its pipe fills and
+ * stops it) until the bucket has refilled: the daemon's one thread never spends more than
+ * that on one sandbox's background output. */
+static void charge(os_cmd *c, size_t n)
+{
+        os_execd *x = c->x;
+        uint64_t wait;
+
+        if (!x)
+                return;
+        refill(x);
+        x->tokens -= (int64_t)n;
+        if (x->tokens >= 0 || c->throttled)
+                return;
+        c->throttled = true;
+        sh_exec_pause(c->e);
+        if (!x->refill) {
+                wait = (uint64_t)(-x->tokens) * 1000 / OS_LOG_RATE + 1;
+                x->refill = sh_loop_add_timer(c->loop, wait, on_refill, x);
+                if (!x->refill) {
+                        c->throttled = false;
+                        sh_exec_resume(c->e);
+                }
+        }
+}
+
+void os_execd_record_gone(os_record *rec)
+{
+        os_execd *x = rec->execd;
+        os_cmd *c;
+
+        if (!x)
+                return;
+        os_metrics_gone(x);
+        os_sessions_gone(x);
+        if (x->refill)
+                sh_loop_cancel_timer(rec->ctx->loop, x->refill);
+        /* Their processes die with the sandbox; the engine then ends each session with an
+         * error event, which a foreground stream shows. */
+        for (c = x->cmds; c; c = c->all_next)
+                if (!c->done && !c->why[0])
+                        snprintf(c->why, sizeof(c->why), "the sandbox was deleted");
+        while (x->cmds) {
+                c = x->cmds;
+                if (c->throttled && c->e) {
+                        c->throttled = false;
+                        sh_exec_resume(c->e);
+                }
+                unlink_cmd(c);
+        }
+        rec->execd = NULL;
+        free(x);
+}
+
+void os_execd_free_all(os_ctx *ctx)
+{
+        /* Every record has gone (os_execd_record_gone): nothing is left here. */
+}
+
+/* ---- the stream -------------------------------------------------------------------------------- */
+
+static void stream_wake(os_cmd *c)
+{
+        c->last_ms = sh_now_ms();
+        if (c->replied)
+                sh_pending_wake(c->tok);
+}
+
+/* Our reference to the token goes: after the stream's last event, or when the client left. */
+static void stream_let_go(os_cmd *c)
+{
+        sh_loop_cancel_timer(c->loop, c->ping_t);
+        c->ping_t = NULL;
+        sh_pending_release(TAKE_PTR(c->tok));
+}
+
+static void stream_end(os_cmd *c)
+{
+        c->q_ended = true;
+        stream_wake(c);
+        stream_let_go(c);
+}
+
+static void on_ping(sh_loop *l, sh_timer *t, void *data)
+{
+        os_cmd *c = data;
+        uint64_t now = sh_now_ms();
+
+        c->ping_t = NULL;
+        if (c->q_ended || !c->tok)
+                return;
+        /* `ping` after every 3 s of silence: harmless to the client, and the write that tells
+         * us a vanished client is gone. */
+        if (now - c->last_ms >= OS_PING_MS) {
+                if (os_sse_text(&c->q, "ping", "pong", 4, os_now_wall_ms()) == 0)
+                        stream_wake(c);
+                now = c->last_ms = sh_now_ms();
+        }
+        c->ping_t = sh_loop_add_timer(l, OS_PING_MS - (now - c->last_ms), on_ping, c);
+}
+
+static ssize_t stream_read(void *data, char *out, size_t max)
+{
+        os_cmd *c = data;
+        size_t n = sh_buf_unread(&c->q);
+
+        if (n > max)
+                n = max;
+        if (n == 0)
+                return c->q_ended ? SH_STREAM_END : 0;
+        memcpy(out, c->q.p + c->q.off, n);
+        c->q.off += n;
+        if (c->q.off == c->q.len)
+                c->q.off = c->q.len = 0;
+        if (c->paused && sh_buf_unread(&c->q) < OS_STREAM_HIGH / 2) {
+                c->paused = false;
+                if (c->e && !c->throttled)
+                        sh_exec_resume(c->e);
+        }
+        return (ssize_t)n;
+}
+
+/* The request has ended. A foreground command whose client left before its last event dies
+ * with its whole tree (its exit still comes, for its status); a background one runs on. */
+static void stream_gone(void *data)
+{
+        os_cmd *c = data;
+
+        c->client_gone = true;
+        sh_buf_done(&c->q);
+        if (!c->done && !c->background) {
+                if (!c->why[0])
+                        snprintf(c->why, sizeof(c->why), "the client went away");
+                log_info("command-killed", c->log_id, "client went away before the end");
+                if (c->e) {
+                        sh_exec_kill(c->e);
+                        /* nobody reads any more: let the pipes drain to their end */
+                        if (c->paused) {
+                                c->paused = false;
+                                sh_exec_resume(c->e);
+                        }
+                }
+        }
+        stream_let_go(c);
+}
+
+static void stream_release(void *data)
+{
+        cmd_unref(data);
+}
+
+static const sh_pending_ops stream_ops = {
+        .gone = stream_gone,
+        .release = stream_release,
+        .read = stream_read,
+};
+
+/* The 200 text/event-stream answer, with what is queued. */
+static void reply_stream(os_cmd *c)
+{
+        sh_request *r = sh_pending_request(c->tok);
+        sh_response *resp;
+
+        if (!r)
+                return;
+        resp = sh_response_stream(c->tok, 256 * 1024);
+        if (!resp) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot create the response");
+                return;
+        }
+        sh_response_header(resp, "Content-Type", "text/event-stream");
+        sh_response_header(resp, "Cache-Control", "no-cache");
+        sh_response_header(resp, "X-Accel-Buffering", "no");
+        sh_response_header(resp, "X-Content-Type-Options", "nosniff");
+        c->replied = true;
+        c->last_ms = sh_now_ms();
+        sh_reply(r, 200, resp);
+        if (!c->q_ended)
+                c->ping_t = sh_loop_add_timer(c->loop, OS_PING_MS, on_ping, c);
+}
+
+/* ---- the command's life ----------------------------------------------------------------------- */
+
+static void set_finished(os_cmd *c, int code, const char *error)
+{
+        if (c->done)
+                return;
+        c->done = true;
+        c->finished_ms = os_now_wall_ms();
+        c->has_exit = true;
+        c->exit_code = code;
+        free(c->error);
+        c->error = error && *error ? strdup(error) : NULL;
+        /* it may quote the sandbox's own bytes (a start failure's stderr): valid JSON text */
+        if (c->error)
+                sh_utf8_sanitize(c->error);
+        sh_loop_cancel_timer(c->loop, c->timeout_t);
+        c->timeout_t = NULL;
+}
+
+/* It never ran (no handshake before its end): a start failure, its evalue the message. */
+static void start_failed(os_cmd *c, const char *msg)
+{
+        c->sse.ended = true;
+        if (c->tok && !c->client_gone) {
+                if (os_sse_error(&c->q, msg, msg, os_now_wall_ms()) < 0)
+                        log_error("command-oom", c->log_id, "cannot queue the error event");
+                if (!c->replied)
+                        reply_stream(c);
+                stream_end(c);
+        }
+}
+
+/* The stderr bytes of a command that never ran: what its wrapper or the exec said. */
+static void failure_message(os_cmd *c, const sh_exec_event *ev, char *out, size_t size)
+{
+        size_t n = c->pre_err.len, i;
+
+        while (n && (c->pre_err.p[n - 1] == '\n' || c->pre_err.p[n - 1] == '\r'))
+                n--;
+        if (n) {
+                snprintf(out, size, "%.*s", (int)(n < size - 1 ? n : size - 1), c->pre_err.p);
+                for (i = 0; out[i]; i++)
+                        if ((unsigned char)out[i] < 0x20)
+                                out[i] = ' ';
+        } else if (ev->type == SH_EXEC_EV_ERROR) {
+                snprintf(out, size, "%s", ev->error.text ? ev->error.text : "the command ended");
+        } else {
+                snprintf(out, size, "the command could not start (exit %d)", ev->exit.code);
+        }
+}
+
+static void end_of_run(os_cmd *c, const sh_exec_event *ev)
+{
+        char msg[512];
+        size_t slen = 0;
+        const char *st;
+
+        if (c->hs.result != OS_HS_OK) {
+                if (c->hs.result == OS_HS_WAIT || c->hs.result == OS_HS_BAD) {
+                        /* killed before it ran (timeout, interrupt, the client left): that
+                         * is why; else what the wrapper or the exec said */
+                        if (c->why[0])
+                                snprintf(msg, sizeof(msg), "%s", c->why);
+                        else
+                                failure_message(c, ev, msg, sizeof(msg));
+                        set_finished(c, ev->type == SH_EXEC_EV_EXIT ? ev->exit.code : 125, msg);
+                        start_failed(c, msg);
+                } else {
+                        set_finished(c, 125, "the working directory cannot be entered");
+                }
+        } else if (ev->type == SH_EXEC_EV_EXIT) {
+                if (ev->exit.code == 0)
+                        set_finished(c, 0, NULL);
+                else if (c->why[0])
+                        set_finished(c, ev->exit.code, c->why);
+                else if (ev->exit.signal) {
+                        snprintf(msg, sizeof(msg), "killed by signal %d", ev->exit.signal);
+                        set_finished(c, ev->exit.code, msg);
+                } else {
+                        snprintf(msg, sizeof(msg), "exit status %d", ev->exit.code);
+                        set_finished(c, ev->exit.code, msg);
+                }
+        } else {
+                set_finished(c, -1, c->why[0] ? c->why : ev->error.text);
+        }
+        if (c->session) {
+                st = c->hs.result == OS_HS_OK && ev->type == SH_EXEC_EV_EXIT
+                             ? os_sse_session_state(&c->sse, &slen)
+                             : NULL;
+                os_session_run_ended(c->session, c, st, slen);
+                c->session = NULL;
+        }
+        if (c->throttled) {
+                c->throttled = false;
+                if (c->e)
+                        sh_exec_resume(c->e);
+        }
+}
+
+/* The handshake line is in: answer the request. */
+static void handshake_done(os_cmd *c)
+{
+        sh_request *r = sh_pending_request(c->tok);
+        const char *why = NULL;
+        sh_exec_event ev = {.type = SH_EXEC_EV_CHUNK};
+
+        switch (c->hs.result) {
+        case OS_HS_OK:
+                break;
+        case OS_HS_NODIR:
+                why = "working directory does not exist";
+                break;
+        case OS_HS_NOTDIR:
+                why = "working directory path is not a directory";
+                break;
+        case OS_HS_NOACCESS:
+                why = "cannot access working directory";
+                break;
+        default:
+                /* Not the wrapper's line: the image's /bin/sh is not a shell. */
+                snprintf(c->why, sizeof(c->why), "the shell did not start as a shell");
+                if (c->e)
+                        sh_exec_kill(c->e);
+                return;
+        }
+        if (why) {
+                /* As OpenSandbox's execd: a 400 before any stream; the command never ran. */
+                if (r)
+                        os_reply_error(r, 400, OS_BAD_BODY, "%s: %s", why, c->cwd ? c->cwd : "");
+                if (c->tok)
+                        stream_let_go(c);
+                if (c->x)
+                        unlink_cmd(c);
+                return;
+        }
+        if (c->background) {
+                /* init and execution_complete at once; the command runs on, its output into
+                 * the log. */
+                if (c->tok && !c->client_gone) {
+                        if (os_sse_complete(&c->q, os_now_wall_ms() - c->start_ms,
+                                            os_now_wall_ms()) < 0)
+                                log_error("command-oom", c->log_id, "cannot queue an event");
+                        reply_stream(c);
+                        stream_end(c);
+                }
+                if (c->pre_err.len) {
+                        long d = os_log_append(&c->log, c->pre_err.p, c->pre_err.len);
+
+                        if (c->x && d != INT32_MIN) {
+                                c->x->log_blocks += (size_t)d;
+                                enforce_budget(c->x);
+                        }
+                }
+                sh_buf_done(&c->pre_err);
+                return;
+        }
+        if (c->tok && !c->client_gone)
+                reply_stream(c);
+        /* stderr that raced ahead of the handshake line, now in order */
+        if (c->pre_err.len) {
+                ev.chunk.stream = SH_EXEC_STDERR;
+                ev.chunk.data = c->pre_err.p;
+                ev.chunk.len = c->pre_err.len;
+                if (!c->client_gone && os_sse_event(&c->sse, &c->q, &ev, os_now_wall_ms()) < 0)
+                        log_error("command-oom", c->log_id, "cannot queue output");
+        }
+        sh_buf_done(&c->pre_err);
+        if (c->replied)
+                stream_wake(c);
+}
+
+static void background_output(os_cmd *c, const char *p, size_t n)
+{
+        long d = os_log_append(&c->log, p, n);
+
+        if (d == INT32_MIN)
+                log_error("command-oom", c->log_id, "cannot keep a background command's output");
+        else if (c->x)
+                c->x->log_blocks = (size_t)((long)c->x->log_blocks + d);
+        if (c->x)
+                enforce_budget(c->x);
+        charge(c, n);
+}
+
+static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
+{
+        os_cmd *c = data;
+        sh_exec_event sub = *ev;
+        size_t used;
+
+        if (ev->type == SH_EXEC_EV_HEARTBEAT)
+                return; /* our own ping timer keeps the stream alive */
+        if (ev->type == SH_EXEC_EV_CHUNK && c->hs.result == OS_HS_WAIT) {
+                if (ev->chunk.stream == SH_EXEC_STDERR) {
+                        if (c->pre_err.len < OS_STREAM_HIGH &&
+                            sh_buf_append(&c->pre_err, ev->chunk.data, ev->chunk.len) < 0)
+                                log_error("command-oom", c->log_id, "cannot keep output");
+                        return;
+                }
+                used = os_handshake_feed(&c->hs, ev->chunk.data, ev->chunk.len);
+                if (c->hs.result == OS_HS_WAIT)
+                        return;
+                c->refs++; /* handshake_done may unlink it */
+                handshake_done(c);
+                cmd_unref(c); /* the engine's reference still holds it */
+                sub.chunk.data += used;
+                sub.chunk.len -= used;
+                if (c->hs.result != OS_HS_OK || sub.chunk.len == 0)
+                        return;
+        }
+        if (ev->type == SH_EXEC_EV_CHUNK && c->hs.result != OS_HS_OK)
+                return; /* a failed start's leftovers */
+        if (ev->type == SH_EXEC_EV_CHUNK && c->background) {
+                background_output(c, sub.chunk.data, sub.chunk.len);
+                return;
+        }
+        if (ev->type == SH_EXEC_EV_CHUNK) {
+                if (c->client_gone)
+                        return;
+                if (os_sse_event(&c->sse, &c->q, &sub, os_now_wall_ms()) < 0)
+                        log_error("command-oom", c->log_id, "cannot queue output");
+                /* Backpressure: a client that does not read stops the command, never the
+                 * daemon's memory. */
+                if (!c->paused && sh_buf_unread(&c->q) > OS_STREAM_HIGH) {
+                        c->paused = true;
+                        sh_exec_pause(e);
+                }
+                stream_wake(c);
+                return;
+        }
+        /* The end (exit or error). */
+        c->refs++;
+        if (c->hs.result == OS_HS_OK && !c->background && c->tok && !c->client_gone) {
+                c->sse.why = c->why[0] ? c->why : NULL;
+                if (os_sse_event(&c->sse, &c->q, ev, os_now_wall_ms()) < 0)
+                        log_error("command-oom", c->log_id, "cannot queue the last event");
+                stream_end(c);
+        }
+        end_of_run(c, ev);
+        sh_exec_detach(TAKE_PTR(c->e)); /* ended: only the reference goes */
+        cmd_unref(c);                   /* the engine's */
+        cmd_unref(c);
+}
+
+static void on_timeout(sh_loop *l, sh_timer *t, void *data)
+{
+        os_cmd *c = data;
+
+        c->timeout_t = NULL;
+        if (c->done)
+                return;
+        /* The whole tree, then the exit (signal 9) ends the stream with an error event. */
+        if (!c->why[0])
+                snprintf(c->why, sizeof(c->why), "timed out after %" PRIu64 " ms", c->timeout_ms);
+        log_info("command-timeout", c->log_id, "killed after %" PRIu64 " ms", c->timeout_ms);
+        os_cmd_kill(c, NULL);
+}
+
+void os_cmd_kill(os_cmd *c, const char *why)
+{
+        if (c->done || !c->e)
+                return;
+        if (why && !c->why[0])
+                snprintf(c->why, sizeof(c->why), "%s", why);
+        sh_exec_kill(c->e);
+}
+
+int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why)
+{
+        os_cmd *c = find_cmd(x, id, len);
+
+        if (!c)
+                return 0;
+        os_cmd_kill(c, why);
+        return 1;
+}
+
+static void cmd_free(os_cmd *c)
+{
+        sh_exec_detach(c->e);
+        sh_loop_cancel_timer(c->loop, c->timeout_t);
+        sh_loop_cancel_timer(c->loop, c->ping_t);
+        os_sse_done(&c->sse);
+        sh_buf_done(&c->q);
+        sh_buf_done(&c->pre_err);
+        os_log_done(&c->log);
+        free(c->content);
+        free(c->cwd);
+        free(c->error);
+        free(c);
+}
+
+static void cmd_unref(os_cmd *c)
+{
+        if (c && --c->refs == 0)
+                cmd_free(c);
+}
+
+void os_cmd_unref(os_cmd *c)
+{
+        cmd_unref(c);
+}
+
+void os_cmd_forget_session(os_cmd *c)
+{
+        c->session = NULL;
+}
+
+/* ---- starting a run ----------------------------------------------------------------------------- */
+
+void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
+{
+        os_execd *x = os_execd_of(rec);
+        sh_sandbox *sb = os_record_sandbox(rec);
+        const sh_exec_opts eo = {.capture_max = 0, .heartbeat_ms = HEARTBEAT_OFF_MS};
+        char *argv[11];
+        sh_error *err = NULL;
+        os_cmd *c;
+        int k = 0;
+
+        if (!x || !sb) {
+                os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
+                return;
+        }
+        if (!o->session && !registry_room(x)) {
+                os_reply_error(r, 503, "UNAVAILABLE",
+                               "the sandbox runs %d commands already: wait for one to end",
+                               OS_COMMANDS_MAX);
+                return;
+        }
+        c = calloc(1, sizeof(*c));
+        if (!c || !(c->content = strdup(o->text)) ||
+            ((o->cwd || o->first_cwd) && !(c->cwd = strdup(o->cwd ? o->cwd : o->first_cwd)))) {
+                if (c)
+                        free(c->content);
+                free(c);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        c->refs = 1; /* ours, until the end of this function */
+        c->loop = rec->ctx->loop;
+        c->background = o->background;
+        c->session = o->session;
+        c->timeout_ms = o->timeout_ms;
+        c->start_ms = os_now_wall_ms();
+        c->sse.start_ms = c->start_ms;
+        c->sse.session = o->session != NULL;
+        c->log.max = rec->ctx->cfg->command_log_max;
+        snprintf(c->log_id, sizeof(c->log_id), "%s", rec->id);
+        os_uuid(c->id);
+        os_nonce(c->hs.nonce);
+        memcpy(c->sse.nonce, c->hs.nonce, sizeof(c->sse.nonce));
+        /* init first, whatever comes after it */
+        if (os_sse_text(&c->q, "init", o->init_id ? o->init_id : c->id,
+                        strlen(o->init_id ? o->init_id : c->id), c->start_ms) < 0 ||
+            !(c->tok = sh_request_wait(r, &stream_ops, c))) {
+                cmd_free(c);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        c->refs++; /* the token's, dropped by stream_release */
+        argv[k++] = "/bin/sh";
+        argv[k++] = "-c";
+        if (o->session) {
+                argv[k++] = (char *)launcher;
+                argv[k++] = "sh";
+                argv[k++] = (char *)os_session_script;
+                argv[k++] = c->hs.nonce;
+                argv[k++] = (char *)(o->cwd ? o->cwd : "");
+                argv[k++] = (char *)o->text;
+                argv[k++] = (char *)(o->state ? o->state : "");
+                argv[k++] = (char *)(o->first_cwd ? o->first_cwd : "");
+        } else {
+                argv[k++] = (char *)wrapper;
+                argv[k++] = "sh";
+                argv[k++] = c->hs.nonce;
+                argv[k++] = (char *)(o->cwd ? o->cwd : "");
+                argv[k++] = (char *)o->text;
+        }
+        argv[k] = NULL;
+        /* Same engine as a native exec: the sandbox's uid, namespaces and cgroup, an exec
+         * cgroup of its own (the whole tree dies with a kill), stdin /dev/null, the
+         * environment: base, the sandbox's, then envs. */
+        if (sh_sandbox_exec(sb, argv, o->envs, &eo, on_event, c, &c->e, &err) < 0) {
+                char msg[512];
+
+                snprintf(msg, sizeof(msg), "%s", err && err->msg ? err->msg : "cannot start");
+                sh_error_release(&err);
+                c->done = true;
+                c->has_exit = false;
+                /* a start failure: init, then the error naming why */
+                start_failed(c, msg);
+                cmd_unref(c);
+                return;
+        }
+        c->refs++; /* the engine's, until its end event */
+        if (!o->session) {
+                c->x = x;
+                c->linked = true;
+                c->refs++; /* the registry's */
+                SH_LIST_INSERT_AFTER(all, x->cmds, x->cmds_tail, c);
+                x->cmds_tail = c;
+                x->n_cmds++;
+        } else {
+                c->refs++; /* the session's, until os_session_run_ended */
+        }
+        if (c->timeout_ms) {
+                c->timeout_t = sh_loop_add_timer(c->loop, c->timeout_ms, on_timeout, c);
+                if (!c->timeout_t)
+                        log_error("command-timeout", c->log_id,
+                                  "out of memory: the command's timeout is not armed");
+        }
+        if (o->session)
+                os_session_run_started(o->session, c);
+        cmd_unref(c);
+}
+
+/* ---- the routes ------------------------------------------------------------------------------- */
+
+/* `field` of body: absent or null is NULL. */
+static const cJSON *opt(const cJSON *body, const char *name)
+{
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(body, name);
+
+        return f && !cJSON_IsNull(f) ? f : NULL;
+}
+
+/* Validates the fields /command and a session's run share. 0, or -1 having answered. */
+int os_run_fields(sh_request *r, const cJSON *body, os_run_opts *o)
+{
+        const cJSON *cmd = opt(body, "command"), *cwd = opt(body, "cwd");
+        const cJSON *t = opt(body, "timeout");
+
+        if (!cJSON_IsObject(body)) {
+                os_reply_error(r, 400, OS_BAD_BODY, "the body is a JSON object");
+                return -1;
+        }
+        if (!cJSON_IsString(cmd) || !*cmd->valuestring) {
+                os_reply_error(r, 400, OS_BAD_BODY, "'command' is a non-empty string");
+                return -1;
+        }
+        /* One argv string of the kernel's (MAX_ARG_STRLEN): a longer one could not be run. */
+        if (strlen(cmd->valuestring) > OS_COMMAND_TEXT_MAX) {
+                os_reply_error(r, 400, OS_BAD_BODY, "'command' is longer than %u bytes",
+                               OS_COMMAND_TEXT_MAX);
+                return -1;
+        }
+        if (cwd && (!cJSON_IsString(cwd) || strlen(cwd->valuestring) > 4096)) {
+                os_reply_error(r, 400, OS_BAD_BODY, "'cwd' is a path of at most 4096 bytes");
+                return -1;
+        }
+        if (t && (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble > 9.2e18 ||
+                  t->valuedouble != (double)(uint64_t)t->valuedouble)) {
+                os_reply_error(r, 400, OS_BAD_BODY, "'timeout' is a number of milliseconds");
+                return -1;
+        }
+        o->text = cmd->valuestring;
+        o->cwd = cwd && *cwd->valuestring ? cwd->valuestring : NULL;
+        o->timeout_ms = t ? (uint64_t)t->valuedouble : 0;
+        return 0;
+}
+
+static int judge_ids(sh_request *r, const cJSON *body, const sh_sandbox *sb)
+{
+        const cJSON *uid = opt(body, "uid"), *gid = opt(body, "gid");
+        const sh_fs_owner *own = sh_sandbox_owner(sb);
+
+        if ((uid && !cJSON_IsNumber(uid)) || (gid && !cJSON_IsNumber(gid)) ||
+            (uid && (uid->valuedouble < 0 || uid->valuedouble > 4294967295.0)) ||
+            (gid && (gid->valuedouble < 0 || gid->valuedouble > 4294967295.0))) {
+                os_reply_error(r, 400, OS_BAD_BODY, "'uid' and 'gid' are non-negative integers");
+                return -1;
+        }
+        if (gid && !uid) {
+                os_reply_error(r, 400, OS_BAD_BODY, "uid is required when gid is provided");
+                return -1;
+        }
+        /* A sandbox's processes have its one uid and gid: another would need privileges the
+         * sandbox never has. */
+        if ((uid && (uid_t)uid->valuedouble != own->uid) ||
+            (gid && (gid_t)gid->valuedouble != own->gid)) {
+                os_reply_error(r, 400, "NOT_SUPPORTED",
+                               "commands here run as the sandbox's own uid %u and gid %u only",
+                               (unsigned)own->uid, (unsigned)own->gid);
+                return -1;
+        }
+        return 0;
+}
+
+static int judge_envs(sh_request *r, const cJSON *envs)
+{
+        const cJSON *v;
+
+        if (!envs)
+                return 0;
+        if (!cJSON_IsObject(envs)) {
+                os_reply_error(r, 400, OS_BAD_BODY, "'envs' is an object of strings");
+                return -1;
+        }
+        cJSON_ArrayForEach(v, envs)
+        {
+                if (!cJSON_IsString(v)) {
+                        os_reply_error(r, 400, OS_BAD_BODY, "'envs' is an object of strings");
+                        return -1;
+                }
+                if (!*v->string || strchr(v->string, '=')) {
+                        os_reply_error(r, 400, OS_BAD_BODY,
+                                       "'envs' names are non-empty and hold no '='");
+                        return -1;
+                }
+        }
+        return 0;
+}
+
+static void api_run(sh_request *r)
+{
+        os_record *rec = os_request_record(r);
+        bool empty;
+        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
+        const cJSON *bg, *envs;
+        os_run_opts o = {0};
+
+        if (!body) {
+                if (empty)
+                        os_reply_error(r, 400, OS_BAD_BODY, "the body is a JSON object");
+                return;
+        }
+        if (os_run_fields(r, body, &o) < 0)
+                goto out;
+        bg = opt(body, "background");
+        envs = opt(body, "envs");
+        if (bg && !cJSON_IsBool(bg)) {
+                os_reply_error(r, 400, OS_BAD_BODY, "'background' is a boolean");
+                goto out;
+        }
+        if (!os_record_sandbox(rec)) {
+                os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
+                goto out;
+        }
+        if (judge_ids(r, body, os_record_sandbox(rec)) < 0 || judge_envs(r, envs) < 0)
+                goto out;
+        o.background = bg && cJSON_IsTrue(bg);
+        o.envs = envs;
+        os_run_start(r, rec, &o);
+out:
+        cJSON_Delete(body);
+}
+
+static void add_time(cJSON *o, const char *name, uint64_t ms)
+{
+        char t[32];
+
+        os_time_format(ms, t);
+        cJSON_AddStringToObject(o, name, t);
+}
+
+static void api_status(sh_request *r)
+{
+        os_record *rec = os_request_record(r);
+        size_t len;
+        const char *id = sh_request_param(r, 1, &len);
+        os_cmd *c = find_cmd(rec->execd, id, len);
+        cJSON *o;
+
+        if (!c) {
+                os_reply_error(r, 404, OS_BAD_BODY, "command not found: %.*s",
+                               (int)(len > 64 ? 64 : len), id);
+                return;
+        }
+        o = cJSON_CreateObject();
+        if (o) {
+                cJSON_AddStringToObject(o, "id", c->id);
+                cJSON_AddStringToObject(o, "content", c->content);
+                cJSON_AddBoolToObject(o, "running", !c->done);
+                if (c->done && c->has_exit)
+                        cJSON_AddNumberToObject(o, "exit_code", c->exit_code);
+                if (c->error)
+                        cJSON_AddStringToObject(o, "error", c->error);
+                add_time(o, "started_at", c->start_ms);
+                if (c->done)
+                        add_time(o, "finished_at", c->finished_ms);
+        }
+        os_reply_json(r, 200, o);
+}
+
+static void api_logs(sh_request *r)
+{
+        os_record *rec = os_request_record(r);
+        size_t len, n;
+        const char *id = sh_request_param(r, 1, &len);
+        const sh_query_param *cur = sh_query_find(sh_request_query(r), "cursor");
+        os_cmd *c = find_cmd(rec->execd, id, len);
+        uint64_t from = 0, at;
+        char *text, hdr[32];
+        sh_response *resp;
+
+        if (!c) {
+                os_reply_error(r, 404, OS_BAD_BODY, "command not found: %.*s",
+                               (int)(len > 64 ? 64 : len), id);
+                return;
+        }
+        if (!c->background) {
+                os_reply_error(r, 400, OS_BAD_BODY,
+                               "command %s is not running in background: its output was its "
+                               "stream",
+                               c->id);
+                return;
+        }
+        if (cur && cur->val_len &&
+            (memchr(cur->val, '\0', cur->val_len) || sh_parse_u64(cur->val, &from) < 0)) {
+                os_reply_error(r, 400, OS_BAD_BODY, "'cursor' is a byte offset (an integer >= 0)");
+                return;
+        }
+        if (os_log_read(&c->log, from, &text, &n, &at) < 0) {
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        resp = sh_response_buffer(text, n);
+        if (!resp) {
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        /* The offset after what is sent: the next poll's cursor. */
+        snprintf(hdr, sizeof(hdr), "%" PRIu64, c->log.total);
+        sh_response_header(resp, "EXECD-COMMANDS-TAIL-CURSOR", hdr);
+        sh_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+        sh_response_header(resp, "X-Content-Type-Options", "nosniff");
+        sh_reply(r, 200, resp);
+}
+
+static void api_interrupt(sh_request *r)
+{
+        os_record *rec = os_request_record(r);
+        const sh_query_param *id = sh_query_find(sh_request_query(r), "id");
+        os_execd *x = os_execd_of(rec);
+
+        if (!id || !id->val_len) {
+                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'id'");
+                return;
+        }
+        if (x && os_cmd_interrupt(x, id->val, id->val_len, "interrupted") == 1) {
+                os_reply_empty(r, 200);
+                return;
+        }
+        if (x && os_session_interrupt(x, id->val, id->val_len) == 1) {
+                os_reply_empty(r, 200);
+                return;
+        }
+        os_reply_error(r, 404, OS_BAD_BODY, "no command or session with this id");
+}
+
+/* A served execd path asked with another method: 405 (else proxy.c's catch-all, which knows
+ * no method, would say the route is not served yet). */
+void os_execd_wrong_method(sh_request *r)
+{
+        os_reply_error(r, 405, "METHOD_NOT_ALLOWED", "%s is not a method of this route",
+                       sh_request_method(r));
+}
+
+#define EXECD (OS_R_SANDBOX | OS_R_EXECD)
+#define ALL   (SH_M_GET | SH_M_POST | SH_M_PUT | SH_M_DELETE | SH_M_PATCH)
+#define P     "/v1/sandboxes/{}/proxy/44772"
+
+const sh_route os_command_routes[] = {
+        {P "/command", SH_M_POST, &sh_body_buffer, api_run, EXECD},
+        {P "/command", SH_M_DELETE, NULL, api_interrupt, EXECD},
+        {P "/command", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/command/status/{}", SH_M_GET, NULL, api_status, EXECD},
+        {P "/command/status/{}", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/command/{}/logs", SH_M_GET, NULL, api_logs, EXECD},
+        {P "/command/{}/logs", ALL, NULL, os_execd_wrong_method, EXECD},
+};
+const size_t os_command_n_routes = ARRAY_SIZE(os_command_routes);

@@ -1,0 +1,223 @@
+/* execd.h: what the execd files of the /v1 surface share (issue 13; OPENSANDBOX.md section
+ * 3.1): the SSE encoder of the exec engine's events with its line splitter and the wrapper's
+ * handshake (sse.c, pure), the bounded log of a background command (cmdlog.c, pure), the
+ * shell wrappers every command runs through, and each sandbox's execd state (rec->execd): its
+ * commands (commands.c), its sessions (sessions.c) and its metrics sampler (metrics.c).
+ * Nothing outside src/opensandbox/ includes it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "os-internal.h"
+#include "sh/buf.h"
+
+/* ---- bounds (docs/opensandbox.md "Limits") ------------------------------------------------ */
+
+#define OS_SSE_LINE_MAX      (64u * 1024)      /* a longer line is cut into events of this size */
+#define OS_PING_MS           3000              /* silence before a `ping` event */
+#define OS_STREAM_HIGH       (1u << 20)        /* unread SSE bytes that pause the command */
+#define OS_COMMANDS_MAX      1024              /* commands a sandbox remembers */
+#define OS_SESSIONS_MAX      64                /* sessions of a sandbox */
+#define OS_COMMAND_TEXT_MAX  (128u * 1024 - 1) /* the kernel's bound on one argv string */
+#define OS_SESSION_STATE_MAX (64u * 1024)      /* a session's carried state (cwd + exports) */
+#define OS_LOG_BLOCK         (16u * 1024)      /* a background log grows by blocks of this */
+#define OS_LOG_BUDGET_TIMES  4          /* a sandbox's logs together: this x COMMAND_LOG_MAX */
+#define OS_LOG_RATE          (8u << 20) /* background output read per second per sandbox */
+#define OS_CAPTURE           4096       /* stderr kept to explain a command that never ran */
+#define OS_NONCE_LEN         32         /* hex digits of a run's handshake nonce */
+#define OS_UUID_LEN          36
+
+/* ---- sse.c: lines ------------------------------------------------------------------------- */
+
+/* One line of output (terminator stripped; len 0: an empty line), or a 64 KiB cut of a longer
+ * one. Returns 0 to go on, 1 to stop the feed (the rest of the bytes is not lines), < 0 on
+ * error (out of memory). */
+typedef int (*os_line_fn)(void *data, const char *line, size_t len);
+
+/* A line splitter as OpenSandbox's execd splits: "\n", "\r" and "\r\n" each end a line; a line
+ * longer than OS_SSE_LINE_MAX is cut at the last UTF-8 character boundary at or below it. */
+typedef struct os_lines {
+        char *p; /* the line so far (OS_SSE_LINE_MAX bytes once allocated) */
+        size_t len;
+        bool cr; /* the last byte was '\r': a '\n' right after ends nothing */
+} os_lines;
+
+/* Feed n bytes: fn for each complete line. Returns the bytes consumed (n, or fewer when fn
+ * stopped the feed), or < 0 (fn's error, or -ENOMEM). */
+ssize_t os_lines_feed(os_lines *l, const char *p, size_t n, os_line_fn fn, void *data);
+/* The end of the stream: the last unterminated line, if any. 0 or < 0. */
+int os_lines_flush(os_lines *l, os_line_fn fn, void *data);
+void os_lines_done(os_lines *l);
+
+/* ---- sse.c: events -------------------------------------------------------------------------- */
+
+/* Each appends one whole event ({...}\n\n) to q, or nothing (-ENOMEM). Text is any bytes:
+ * valid UTF-8 passes unchanged, each byte of an invalid sequence becomes the code point
+ * U+DCxx (a lone surrogate, Python's surrogateescape), control characters are escaped. */
+int os_sse_text(sh_buf *q, const char *type, const char *text, size_t n, uint64_t ts_ms);
+int os_sse_complete(sh_buf *q, uint64_t exec_ms, uint64_t ts_ms);
+int os_sse_error(sh_buf *q, const char *evalue, const char *traceback, uint64_t ts_ms);
+
+/* The engine's typed events of one command as OpenSandbox's SSE stream (section 3.1): output
+ * chunks split into `stdout` / `stderr` events per line (an empty line is "\n"), the
+ * heartbeat as `ping`, the exit as `execution_complete` (code 0) or `error` (the code as text,
+ * 128 + N for a signal), an engine error as `error` with its text. The `init` event is the
+ * caller's (it comes before anything reaches the encoder). Pure: the time is the caller's.
+ *
+ * A session run (session set) carries its shell's state after the command: the wrapper
+ * prints "\n<nonce>\n", the state, "<nonce>.\n" on stdout; the encoder shows none of it (nor
+ * the empty line the first "\n" may make) and keeps the state (os_sse_session_state). */
+typedef struct os_sse {
+        os_lines lines[2];
+        uint64_t start_ms; /* wall ms of the request: execution_time counts from it */
+        const char *why;   /* the traceback of a kill (timeout, interrupt): the caller's */
+        bool session;
+        char nonce[OS_NONCE_LEN + 1];
+        bool in_state, held_empty, ended;
+        sh_buf state;
+        bool state_over;
+} os_sse;
+
+/* Encode ev into q (whole events only). 0 or -ENOMEM. */
+int os_sse_event(os_sse *s, sh_buf *q, const sh_exec_event *ev, uint64_t now_ms);
+/* A session run's state, complete (the end marker seen, within the bound), or NULL. */
+const char *os_sse_session_state(os_sse *s, size_t *ret_len);
+void os_sse_done(os_sse *s);
+
+/* ---- sse.c: the wrapper's handshake ----------------------------------------------------------- */
+
+/* Every command runs through a fixed shell wrapper (commands.c) that enters the working
+ * directory and then, before any byte of the command's own, prints "<nonce> <word>\n" on
+ * stdout: `ok`, or why the directory could not be entered. */
+typedef enum {
+        OS_HS_WAIT = 0, /* not yet complete */
+        OS_HS_OK,
+        OS_HS_NODIR,    /* the working directory does not exist */
+        OS_HS_NOTDIR,   /* it is not a directory */
+        OS_HS_NOACCESS, /* it cannot be entered */
+        OS_HS_BAD,      /* not the handshake: the wrapper did not run as written */
+} os_hs_result;
+
+typedef struct os_handshake {
+        char nonce[OS_NONCE_LEN + 1];
+        char line[OS_NONCE_LEN + 16];
+        size_t len;
+        os_hs_result result;
+} os_handshake;
+
+/* Feed stdout bytes while result is OS_HS_WAIT: returns how many of them were the
+ * handshake's (the rest, once the result is set, is the command's output). */
+size_t os_handshake_feed(os_handshake *h, const char *p, size_t n);
+/* A fresh random nonce (hex) into out. */
+void os_nonce(char out[OS_NONCE_LEN + 1]);
+/* A random UUID (version 4) into out: command and session ids. */
+void os_uuid(char out[OS_UUID_LEN + 1]);
+
+/* ---- cmdlog.c: a background command's output ---------------------------------------------- */
+
+/* The last `max` bytes of a stream, in blocks of OS_LOG_BLOCK (the memory it holds is its
+ * blocks); offsets count every byte ever appended. Pure. */
+typedef struct os_log {
+        char **blk;
+        size_t n_blk, cap_blk;
+        size_t head;    /* offset of the oldest kept byte in blk[0] */
+        size_t tail;    /* bytes used in the last block */
+        uint64_t total; /* bytes ever appended: the offset after the newest */
+        uint64_t max;   /* the bound, in bytes (> 0) */
+} os_log;
+
+/* Append n bytes, dropping the oldest blocks past max. Returns the change in blocks held
+ * (>= 0 grew, < 0 shrank), or INT32_MIN when out of memory (the bytes are counted, not kept). */
+long os_log_append(os_log *g, const char *p, size_t n);
+/* The offset of the oldest byte kept (total when nothing is). */
+uint64_t os_log_first(const os_log *g);
+/* Bytes from offset `from` (from the oldest kept when older) to the end, into a new buffer
+ * (*ret, *ret_len; NULL when empty); *ret_from: where they start. 0 or -ENOMEM. */
+int os_log_read(const os_log *g, uint64_t from, char **ret, size_t *ret_len, uint64_t *ret_from);
+/* Drop the oldest block (an eviction: the sandbox's logs are over their budget). Returns
+ * whether one was dropped. */
+bool os_log_drop_block(os_log *g);
+size_t os_log_blocks(const os_log *g);
+void os_log_done(os_log *g);
+
+/* ---- a sandbox's execd state (commands.c owns it; rec->execd) -------------------------------- */
+
+typedef struct os_cmd os_cmd;
+typedef struct os_session os_session;
+typedef struct os_metrics os_metrics;
+
+typedef struct os_execd {
+        os_record *rec; /* borrowed: the record owns this */
+        os_cmd *cmds;   /* every remembered command, oldest first */
+        os_cmd *cmds_tail;
+        unsigned n_cmds;
+        os_session *sessions;
+        unsigned n_sessions;
+        os_metrics *metrics; /* metrics.c's, NULL until asked */
+        size_t log_blocks;   /* blocks held by the background logs together */
+        /* the read rate of background output (OS_LOG_RATE): a token bucket refilled by a
+         * timer; commands over it are paused until the next refill */
+        int64_t tokens;
+        uint64_t tokens_ms;
+        sh_timer *refill;
+} os_execd;
+
+/* The sandbox's execd state, made on first use; NULL when out of memory or gone. */
+os_execd *os_execd_of(os_record *rec);
+
+/* What a run is: a command of /command (foreground or background), or a session's run. */
+typedef struct os_run_opts {
+        const char *text;    /* the shell text */
+        const char *cwd;     /* NULL: the default (the workspace, or the session's) */
+        const cJSON *envs;   /* validated object of strings, or NULL */
+        uint64_t timeout_ms; /* 0: none */
+        bool background;
+        os_session *session;   /* a session's run */
+        const char *first_cwd; /* a session's first run: its cwd, created if missing */
+        const char *state;     /* a session's state (shell text), or NULL */
+        const char *init_id;   /* the init event's text (a session id), NULL: the command id */
+} os_run_opts;
+
+/* Start a run for request r (its answer: the SSE stream, or a 400 for a working directory
+ * that cannot be entered). Answers r on every path. */
+void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o);
+
+/* The fields /command and a session's run share (command, cwd, timeout) into o. 0, or -1
+ * having answered r with a 400. */
+int os_run_fields(sh_request *r, const cJSON *body, os_run_opts *o);
+
+/* Kill a running command of rec (DELETE /command) by id: 1 killed or already done, 0 no such
+ * command. `why` is its traceback. */
+int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why);
+
+/* commands.c -> sessions.c: a session run ended; `state` its new state (NULL: unchanged). */
+void os_session_run_ended(os_session *s, os_cmd *c, const char *state, size_t len);
+/* sessions.c: the record goes: every session ends (their runs are killed with the sandbox). */
+void os_sessions_gone(os_execd *x);
+/* sessions.c: DELETE /command?id=<session id> deletes that session (as OpenSandbox's execd):
+ * 1 done, 0 no such session. */
+int os_session_interrupt(os_execd *x, const char *id, size_t len);
+/* The run's session is deleted: the run no longer tells it of its end. */
+void os_cmd_forget_session(os_cmd *c);
+/* commands.c -> sessions.c: a session's run has started (the session takes a reference,
+ * dropped by os_session_run_ended). */
+void os_session_run_started(os_session *s, os_cmd *c);
+/* Kill a command's whole tree; `why` (NULL: keep) becomes its traceback. */
+void os_cmd_kill(os_cmd *c, const char *why);
+/* A session's reference to its run: dropped (os_session_run_ended, a deleted session). */
+void os_cmd_unref(os_cmd *c);
+
+/* metrics.c: the record goes: its sampler stops, its watchers end. */
+void os_metrics_gone(os_execd *x);
+
+/* 405 for a served execd path asked with a method it does not serve (every file's tables). */
+void os_execd_wrong_method(sh_request *r);
+
+/* The execd error replies (codes of execd-api.yaml, OPENSANDBOX.md section 1). */
+#define OS_BAD_BODY   "INVALID_REQUEST_BODY"
+#define OS_MISSING    "MISSING_QUERY"
+#define OS_RUNTIME    "RUNTIME_ERROR"
+#define OS_NO_CONTEXT "CONTEXT_NOT_FOUND"

@@ -1,0 +1,463 @@
+/* sse.c: the /v1 surface's encoder of exec events (OPENSANDBOX.md section 3.1), the second
+ * encoder of the engine's typed events beside the native NDJSON one (native/ndjson.c): lines
+ * split as OpenSandbox's execd splits them, each a `stdout` / `stderr` event, `ping`, then
+ * `execution_complete` or `error`; each event one JSON object and a blank line. Also the
+ * wrapper's handshake and the random nonces and ids. Pure but for the random bytes. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "execd.h"
+
+/* ---- lines ------------------------------------------------------------------------------------ */
+
+/* Where to cut a full line so that no valid UTF-8 character is split: before a lead byte whose
+ * sequence would run past the end. A byte that starts no valid sequence is cut anywhere. */
+static size_t utf8_cut(const char *p, size_t len)
+{
+        size_t j, need;
+        unsigned char c;
+
+        for (j = len; j > 0 && len - j < 4; j--) {
+                c = (unsigned char)p[j - 1];
+                if ((c & 0xc0) == 0x80)
+                        continue; /* a continuation byte: look further back */
+                need = c >= 0xf0 && c <= 0xf4   ? 4
+                       : c >= 0xe0 && c <= 0xef ? 3
+                       : c >= 0xc2 && c <= 0xdf ? 2
+                                                : 1;
+                return j - 1 + need > len && j - 1 > 0 ? j - 1 : len;
+        }
+        return len;
+}
+
+static int line_alloc(os_lines *l)
+{
+        if (!l->p && !(l->p = malloc(OS_SSE_LINE_MAX)))
+                return -ENOMEM;
+        return 0;
+}
+
+ssize_t os_lines_feed(os_lines *l, const char *p, size_t n, os_line_fn fn, void *data)
+{
+        size_t i = 0, j, run, k;
+        int r;
+
+        while (i < n) {
+                if (p[i] == '\n' || p[i] == '\r') {
+                        /* "\r\n" is one terminator; any other one ends a line, empty or not */
+                        if (l->len > 0)
+                                r = fn(data, l->p, l->len);
+                        else if (p[i] == '\n' && l->cr)
+                                r = 0;
+                        else
+                                r = fn(data, "", 0);
+                        l->len = 0;
+                        l->cr = p[i] == '\r';
+                        i++;
+                        if (r < 0)
+                                return r;
+                        if (r > 0)
+                                return (ssize_t)i;
+                        continue;
+                }
+                l->cr = false;
+                for (j = i; j < n && p[j] != '\n' && p[j] != '\r'; j++)
+                        ;
+                if (l->len == 0 && j < n && j - i <= OS_SSE_LINE_MAX) {
+                        /* a whole line in the input: no copy (its terminator comes next) */
+                        r = fn(data, p + i, j - i);
+                        l->cr = p[j] == '\r';
+                        i = j + 1;
+                        if (r < 0)
+                                return r;
+                        if (r > 0)
+                                return (ssize_t)i;
+                        continue;
+                }
+                while (i < j) {
+                        if (line_alloc(l) < 0)
+                                return -ENOMEM;
+                        if (l->len == OS_SSE_LINE_MAX) {
+                                /* Full, and more of the line comes: cut (lazily, so that a
+                                 * line of exactly 64 KiB is one event, not two). */
+                                k = utf8_cut(l->p, l->len);
+                                r = fn(data, l->p, k);
+                                memmove(l->p, l->p + k, l->len - k);
+                                l->len -= k;
+                                if (r < 0)
+                                        return r;
+                                if (r > 0)
+                                        return (ssize_t)i;
+                        }
+                        run = j - i < OS_SSE_LINE_MAX - l->len ? j - i : OS_SSE_LINE_MAX - l->len;
+                        memcpy(l->p + l->len, p + i, run);
+                        l->len += run;
+                        i += run;
+                }
+        }
+        return (ssize_t)n;
+}
+
+int os_lines_flush(os_lines *l, os_line_fn fn, void *data)
+{
+        int r = 0;
+
+        if (l->len > 0)
+                r = fn(data, l->p, l->len);
+        l->len = 0;
+        l->cr = false;
+        return r < 0 ? r : 0;
+}
+
+void os_lines_done(os_lines *l)
+{
+        free(l->p);
+        *l = (os_lines){0};
+}
+
+/* ---- events ----------------------------------------------------------------------------------- */
+
+static int put(sh_buf *q, const char *s)
+{
+        return sh_buf_append(q, s, strlen(s));
+}
+
+/* A byte JSON carries as itself: printable ASCII but the quote and the backslash. */
+static inline bool plain(unsigned char c)
+{
+        return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
+/* `n` bytes as a JSON string (quotes included). Runs of plain ASCII are copied as they are
+ * (most output); every other run goes through sh_json_quote_bytes, the one home of the
+ * escaping rules (its own quotes dropped). */
+static int put_quoted(sh_buf *q, const char *s, size_t n)
+{
+        const unsigned char *u = (const unsigned char *)s;
+        size_t i = 0, j, w;
+        char *out;
+
+        if (n > (SIZE_MAX - 16) / 6 || sh_buf_reserve(q, 6 * n + 3) < 0)
+                return -ENOMEM;
+        out = q->p + q->len;
+        *out++ = '"';
+        while (i < n) {
+                for (j = i; j < n && plain(u[j]); j++)
+                        ;
+                memcpy(out, s + i, j - i);
+                out += j - i;
+                if (j == n)
+                        break;
+                for (i = j; j < n && !plain(u[j]); j++)
+                        ;
+                w = sh_json_quote_bytes(s + i, j - i, out);
+                memmove(out, out + 1, w - 2);
+                out += w - 2;
+                i = j;
+        }
+        *out++ = '"';
+        q->len = (size_t)(out - q->p);
+        return 0;
+}
+
+/* An event's end: `,"timestamp":N}` and the blank line. */
+static size_t tail_of(char out[48], uint64_t ts_ms)
+{
+        return (size_t)snprintf(out, 48, ",\"timestamp\":%" PRIu64 "}\n\n", ts_ms);
+}
+
+static int text_event(sh_buf *q, const char *type, const char *text, size_t n, const char *tail,
+                      size_t tail_len)
+{
+        size_t keep = sh_buf_unread(q); /* growing q may move its unread bytes to the front */
+
+        if (put(q, "{\"type\":\"") < 0 || put(q, type) < 0 || put(q, "\",\"text\":") < 0 ||
+            put_quoted(q, text, n) < 0 || sh_buf_append(q, tail, tail_len) < 0) {
+                q->len = q->off + keep;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+int os_sse_text(sh_buf *q, const char *type, const char *text, size_t n, uint64_t ts_ms)
+{
+        char tail[48];
+
+        return text_event(q, type, text, n, tail, tail_of(tail, ts_ms));
+}
+
+int os_sse_complete(sh_buf *q, uint64_t exec_ms, uint64_t ts_ms)
+{
+        char ev[128];
+
+        snprintf(ev, sizeof(ev),
+                 "{\"type\":\"execution_complete\",\"execution_time\":%" PRIu64
+                 ",\"timestamp\":%" PRIu64 "}\n\n",
+                 exec_ms, ts_ms);
+        return put(q, ev);
+}
+
+int os_sse_error(sh_buf *q, const char *evalue, const char *traceback, uint64_t ts_ms)
+{
+        size_t keep = sh_buf_unread(q); /* growing q may move its unread bytes to the front */
+        char head[96];
+
+        snprintf(head, sizeof(head), "{\"type\":\"error\",\"timestamp\":%" PRIu64, ts_ms);
+        if (put(q, head) < 0 ||
+            put(q, ",\"error\":{\"ename\":\"CommandExecError\",\"evalue\":") < 0 ||
+            put_quoted(q, evalue, strlen(evalue)) < 0 || put(q, ",\"traceback\":[") < 0 ||
+            put_quoted(q, traceback, strlen(traceback)) < 0 || put(q, "]}}\n\n") < 0) {
+                q->len = q->off + keep;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* ---- the encoder of exec events --------------------------------------------------------------- */
+
+typedef struct feed_ctx {
+        os_sse *s;
+        sh_buf *q;
+        bool err;      /* stderr */
+        char tail[48]; /* the events' end, made once for all the lines of a chunk */
+        size_t tail_len;
+} feed_ctx;
+
+static void feed_init(feed_ctx *f, os_sse *s, sh_buf *q, bool err, uint64_t ts)
+{
+        f->s = s;
+        f->q = q;
+        f->err = err;
+        f->tail_len = tail_of(f->tail, ts);
+}
+
+static int emit_line(feed_ctx *f, const char *line, size_t len)
+{
+        const char *type = f->err ? "stderr" : "stdout";
+
+        /* An empty line is sent as "\n" (OpenSandbox's execd does): never an empty text. */
+        return len ? text_event(f->q, type, line, len, f->tail, f->tail_len)
+                   : text_event(f->q, type, "\n", 1, f->tail, f->tail_len);
+}
+
+static int on_line(void *data, const char *line, size_t len)
+{
+        feed_ctx *f = data;
+        os_sse *s = f->s;
+
+        if (f->err || !s->session)
+                return emit_line(f, line, len);
+        /* A session run: its state follows the marker line; the empty line before it is the
+         * wrapper's own "\n" (unless the command's output ended unterminated). */
+        if (len == OS_NONCE_LEN && memcmp(line, s->nonce, OS_NONCE_LEN) == 0) {
+                s->held_empty = false;
+                s->in_state = true;
+                return 1;
+        }
+        if (s->held_empty) {
+                s->held_empty = false;
+                if (emit_line(f, "", 0) < 0)
+                        return -ENOMEM;
+        }
+        if (len == 0) {
+                s->held_empty = true;
+                return 0;
+        }
+        return emit_line(f, line, len);
+}
+
+static void keep_state(os_sse *s, const char *p, size_t n)
+{
+        if (s->state_over)
+                return;
+        if (s->state.len + n > OS_SESSION_STATE_MAX || sh_buf_append(&s->state, p, n) < 0) {
+                s->state_over = true;
+                sh_buf_done(&s->state);
+        }
+}
+
+static int feed_chunk(os_sse *s, sh_buf *q, sh_exec_stream stream, const char *p, size_t n,
+                      uint64_t ts)
+{
+        feed_ctx f;
+        ssize_t k;
+
+        feed_init(&f, s, q, stream == SH_EXEC_STDERR, ts);
+        if (!f.err && s->in_state) {
+                keep_state(s, p, n);
+                return 0;
+        }
+        k = os_lines_feed(&s->lines[f.err], p, n, on_line, &f);
+        if (k < 0)
+                return (int)k;
+        if ((size_t)k < n)
+                keep_state(s, p + k, n - (size_t)k);
+        return 0;
+}
+
+/* The end: the last unterminated line of each stream, stdout first. */
+static int flush_lines(os_sse *s, sh_buf *q, uint64_t ts)
+{
+        feed_ctx f;
+
+        feed_init(&f, s, q, false, ts);
+        if (!s->in_state) {
+                if (os_lines_flush(&s->lines[0], on_line, &f) < 0)
+                        return -ENOMEM;
+                if (s->held_empty) {
+                        s->held_empty = false;
+                        if (emit_line(&f, "", 0) < 0)
+                                return -ENOMEM;
+                }
+        }
+        f.err = true;
+        return os_lines_flush(&s->lines[1], on_line, &f);
+}
+
+static int encode_exit(os_sse *s, sh_buf *q, const sh_exec_exit *x, uint64_t now)
+{
+        char evalue[16], tb[160];
+
+        if (flush_lines(s, q, now) < 0)
+                return -ENOMEM;
+        if (x->code == 0)
+                return os_sse_complete(q, now > s->start_ms ? now - s->start_ms : 0, now);
+        snprintf(evalue, sizeof(evalue), "%d", x->code);
+        if (s->why)
+                snprintf(tb, sizeof(tb), "%s", s->why);
+        else if (x->oom)
+                snprintf(tb, sizeof(tb), "killed by the OOM killer (the sandbox's memory limit)");
+        else if (x->signal)
+                snprintf(tb, sizeof(tb), "killed by signal %d (%s)", x->signal,
+                         sigabbrev_np(x->signal) ? sigabbrev_np(x->signal) : "?");
+        else
+                snprintf(tb, sizeof(tb), "exit status %d", x->code);
+        return os_sse_error(q, evalue, tb, now);
+}
+
+int os_sse_event(os_sse *s, sh_buf *q, const sh_exec_event *ev, uint64_t now_ms)
+{
+        size_t keep = sh_buf_unread(q); /* growing q may move its unread bytes to the front */
+        int r = 0;
+
+        if (s->ended)
+                return 0;
+        switch (ev->type) {
+        case SH_EXEC_EV_CHUNK:
+                r = feed_chunk(s, q, ev->chunk.stream, ev->chunk.data, ev->chunk.len, now_ms);
+                break;
+        case SH_EXEC_EV_HEARTBEAT:
+                r = os_sse_text(q, "ping", "pong", 4, now_ms);
+                break;
+        case SH_EXEC_EV_EXIT:
+                s->ended = true;
+                r = encode_exit(s, q, &ev->exit, now_ms);
+                break;
+        case SH_EXEC_EV_ERROR:
+                s->ended = true;
+                r = flush_lines(s, q, now_ms);
+                if (r == 0) {
+                        const char *t = s->why ? s->why : ev->error.text ? ev->error.text : "";
+
+                        r = os_sse_error(q, t, t, now_ms);
+                }
+                break;
+        }
+        /* Whole events only: a client never sees half of one. */
+        if (r < 0)
+                q->len = q->off + keep;
+        return r;
+}
+
+const char *os_sse_session_state(os_sse *s, size_t *ret_len)
+{
+        char end[OS_NONCE_LEN + 3];
+        const char *at;
+
+        if (!s->in_state || s->state_over || !s->state.p)
+                return NULL;
+        snprintf(end, sizeof(end), "%s.\n", s->nonce);
+        at = memmem(s->state.p, s->state.len, end, strlen(end));
+        if (!at)
+                return NULL;
+        *ret_len = (size_t)(at - s->state.p);
+        return s->state.p;
+}
+
+void os_sse_done(os_sse *s)
+{
+        os_lines_done(&s->lines[0]);
+        os_lines_done(&s->lines[1]);
+        sh_buf_done(&s->state);
+}
+
+/* ---- the handshake ---------------------------------------------------------------------------- */
+
+size_t os_handshake_feed(os_handshake *h, const char *p, size_t n)
+{
+        static const struct {
+                const char *word;
+                os_hs_result result;
+        } words[] = {{"ok", OS_HS_OK},
+                     {"nodir", OS_HS_NODIR},
+                     {"notdir", OS_HS_NOTDIR},
+                     {"noaccess", OS_HS_NOACCESS}};
+        size_t i;
+
+        for (i = 0; i < n && h->result == OS_HS_WAIT; i++) {
+                if (p[i] != '\n') {
+                        if (h->len == sizeof(h->line) - 1) {
+                                h->result = OS_HS_BAD;
+                                return i + 1;
+                        }
+                        h->line[h->len++] = p[i];
+                        continue;
+                }
+                h->line[h->len] = '\0';
+                h->result = OS_HS_BAD;
+                if (h->len > OS_NONCE_LEN + 1 && memcmp(h->line, h->nonce, OS_NONCE_LEN) == 0 &&
+                    h->line[OS_NONCE_LEN] == ' ')
+                        for (size_t w = 0; w < ARRAY_SIZE(words); w++)
+                                if (STREQ(h->line + OS_NONCE_LEN + 1, words[w].word))
+                                        h->result = words[w].result;
+                return i + 1;
+        }
+        return i;
+}
+
+void os_nonce(char out[OS_NONCE_LEN + 1])
+{
+        static const char hex[] = "0123456789abcdef";
+        unsigned char b[OS_NONCE_LEN / 2];
+        size_t i;
+
+        randombytes_buf(b, sizeof(b));
+        for (i = 0; i < sizeof(b); i++) {
+                out[2 * i] = hex[b[i] >> 4];
+                out[2 * i + 1] = hex[b[i] & 15];
+        }
+        out[OS_NONCE_LEN] = '\0';
+}
+
+void os_uuid(char out[OS_UUID_LEN + 1])
+{
+        static const char hex[] = "0123456789abcdef";
+        unsigned char b[16];
+        unsigned i, k = 0;
+
+        randombytes_buf(b, sizeof(b));
+        b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+        b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* variant 10 */
+        for (i = 0; i < 16; i++) {
+                if (i == 4 || i == 6 || i == 8 || i == 10)
+                        out[k++] = '-';
+                out[k++] = hex[b[i] >> 4];
+                out[k++] = hex[b[i] & 15];
+        }
+        out[k] = '\0';
+}

@@ -1,0 +1,503 @@
+/* test_os_sse.c: the pure parts of the /v1 execd (src/opensandbox/sse.c, cmdlog.c): lines
+ * split as OpenSandbox's execd splits them, the SSE events byte for byte, the encoder of the
+ * engine's typed events (exit codes, signals, invalid UTF-8, a session run's state), the
+ * wrapper's handshake, and the bounded background log with its offsets. */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/opensandbox/execd.h"
+#include "unit.h"
+
+/* ---- lines ------------------------------------------------------------------------------------ */
+
+typedef struct got {
+        char *v[64];
+        size_t len[64];
+        unsigned n;
+} got;
+
+static int collect(void *data, const char *line, size_t len)
+{
+        got *g = data;
+
+        ck_assert_uint_lt(g->n, 64);
+        g->v[g->n] = malloc(len + 1);
+        memcpy(g->v[g->n], line, len);
+        g->v[g->n][len] = '\0';
+        g->len[g->n++] = len;
+        return 0;
+}
+
+static void got_free(got *g)
+{
+        for (unsigned i = 0; i < g->n; i++)
+                free(g->v[i]);
+        g->n = 0;
+}
+
+static void feed_all(os_lines *l, got *g, const char *s)
+{
+        ck_assert_int_eq(os_lines_feed(l, s, strlen(s), collect, g), (ssize_t)strlen(s));
+}
+
+START_TEST(test_lines_end_at_lf_cr_and_crlf)
+{
+        os_lines l = {0};
+        got g = {0};
+
+        feed_all(&l, &g, "a\nb\rc\r\nd\n\ne");
+        ck_assert_uint_eq(g.n, 5);
+        ck_assert_str_eq(g.v[0], "a");
+        ck_assert_str_eq(g.v[1], "b");
+        ck_assert_str_eq(g.v[2], "c");
+        ck_assert_str_eq(g.v[3], "d");
+        ck_assert_uint_eq(g.len[4], 0); /* the empty line between the two "\n" */
+        ck_assert_int_eq(os_lines_flush(&l, collect, &g), 0);
+        ck_assert_uint_eq(g.n, 6);
+        ck_assert_str_eq(g.v[5], "e"); /* the last unterminated line, at the end */
+        got_free(&g);
+        os_lines_done(&l);
+}
+END_TEST
+
+START_TEST(test_crlf_split_between_two_reads_is_one_terminator)
+{
+        os_lines l = {0};
+        got g = {0};
+
+        feed_all(&l, &g, "x\r");
+        feed_all(&l, &g, "\ny\n");
+        ck_assert_uint_eq(g.n, 2);
+        ck_assert_str_eq(g.v[0], "x");
+        ck_assert_str_eq(g.v[1], "y");
+        got_free(&g);
+        /* but a lone "\r" then "\r" is an empty line, as is "\n" right after "\n" */
+        feed_all(&l, &g, "\r\r\n\n");
+        ck_assert_uint_eq(g.n, 3);
+        ck_assert_uint_eq(g.len[0], 0);
+        ck_assert_uint_eq(g.len[1], 0);
+        ck_assert_uint_eq(g.len[2], 0);
+        got_free(&g);
+        os_lines_done(&l);
+}
+END_TEST
+
+START_TEST(test_a_line_of_exactly_64k_is_one_event_and_longer_ones_are_cut)
+{
+        os_lines l = {0};
+        got g = {0};
+        size_t n = OS_SSE_LINE_MAX;
+        char *big = malloc(2 * n + 2);
+
+        memset(big, 'a', 2 * n + 1);
+        big[n] = '\n';
+        ck_assert_int_eq(os_lines_feed(&l, big, n + 1, collect, &g), (ssize_t)(n + 1));
+        ck_assert_uint_eq(g.n, 1);
+        ck_assert_uint_eq(g.len[0], n);
+        got_free(&g);
+        /* 2n + 1 bytes and no terminator: two full cuts once more comes, then the rest */
+        memset(big, 'b', 2 * n + 1);
+        ck_assert_int_eq(os_lines_feed(&l, big, 2 * n + 1, collect, &g), (ssize_t)(2 * n + 1));
+        ck_assert_uint_eq(g.n, 2);
+        ck_assert_uint_eq(g.len[0], n);
+        ck_assert_uint_eq(g.len[1], n);
+        ck_assert_int_eq(os_lines_flush(&l, collect, &g), 0);
+        ck_assert_uint_eq(g.n, 3);
+        ck_assert_uint_eq(g.len[2], 1);
+        got_free(&g);
+        free(big);
+        os_lines_done(&l);
+}
+END_TEST
+
+START_TEST(test_a_cut_never_splits_a_utf8_character)
+{
+        os_lines l = {0};
+        got g = {0};
+        size_t n = OS_SSE_LINE_MAX;
+        char *big = malloc(n + 8);
+
+        /* n - 1 ASCII bytes, then a 3-byte character across the 64 KiB boundary */
+        memset(big, 'a', n - 1);
+        memcpy(big + n - 1, "\xe2\x82\xac", 3); /* U+20AC */
+        big[n + 2] = '\n';
+        ck_assert_int_eq(os_lines_feed(&l, big, n + 3, collect, &g), (ssize_t)(n + 3));
+        ck_assert_uint_eq(g.n, 2);
+        ck_assert_uint_eq(g.len[0], n - 1);
+        ck_assert_uint_eq(g.len[1], 3);
+        ck_assert_str_eq(g.v[1], "\xe2\x82\xac");
+        got_free(&g);
+        free(big);
+        os_lines_done(&l);
+}
+END_TEST
+
+/* ---- events ----------------------------------------------------------------------------------- */
+
+static char *text_of(sh_buf *q)
+{
+        char *s = malloc(q->len - q->off + 1);
+
+        memcpy(s, q->p + q->off, q->len - q->off);
+        s[q->len - q->off] = '\0';
+        q->off = q->len = 0;
+        return s;
+}
+
+START_TEST(test_events_are_one_json_object_and_a_blank_line)
+{
+        sh_buf q = {0};
+        char *s;
+
+        ck_assert_int_eq(os_sse_text(&q, "init", "id-1", 4, 1700000000000ULL), 0);
+        s = text_of(&q);
+        ck_assert_str_eq(s,
+                         "{\"type\":\"init\",\"text\":\"id-1\",\"timestamp\":1700000000000}\n\n");
+        free(s);
+        ck_assert_int_eq(os_sse_text(&q, "stdout", "say \"hi\"\t\\", 10, 5), 0);
+        s = text_of(&q);
+        ck_assert_str_eq(
+                s,
+                "{\"type\":\"stdout\",\"text\":\"say \\\"hi\\\"\\u0009\\\\\",\"timestamp\":5}\n\n");
+        free(s);
+        ck_assert_int_eq(os_sse_complete(&q, 42, 7), 0);
+        s = text_of(&q);
+        ck_assert_str_eq(
+                s, "{\"type\":\"execution_complete\",\"execution_time\":42,\"timestamp\":7}\n\n");
+        free(s);
+        ck_assert_int_eq(os_sse_error(&q, "3", "exit status 3", 8), 0);
+        s = text_of(&q);
+        ck_assert_str_eq(s, "{\"type\":\"error\",\"timestamp\":8,\"error\":{\"ename\":"
+                            "\"CommandExecError\",\"evalue\":\"3\",\"traceback\":[\"exit status "
+                            "3\"]}}\n\n");
+        free(s);
+        sh_buf_done(&q);
+}
+END_TEST
+
+START_TEST(test_invalid_utf8_arrives_as_lone_surrogates_valid_utf8_unchanged)
+{
+        sh_buf q = {0};
+        char *s;
+
+        ck_assert_int_eq(os_sse_text(&q, "stdout", "\xff\xe2\x82\xac\xc3", 5, 1), 0);
+        s = text_of(&q);
+        ck_assert_str_eq(s, "{\"type\":\"stdout\",\"text\":\"\\udcff\xe2\x82\xac\\udcc3\","
+                            "\"timestamp\":1}\n\n");
+        free(s);
+        sh_buf_done(&q);
+}
+END_TEST
+
+static sh_exec_event chunk(sh_exec_stream st, const char *s)
+{
+        sh_exec_event ev = {.type = SH_EXEC_EV_CHUNK};
+
+        ev.chunk.stream = st;
+        ev.chunk.data = s;
+        ev.chunk.len = strlen(s);
+        return ev;
+}
+
+static sh_exec_event exited(int code, int sig)
+{
+        sh_exec_event ev = {.type = SH_EXEC_EV_EXIT};
+
+        ev.exit.code = code;
+        ev.exit.signal = sig;
+        return ev;
+}
+
+START_TEST(test_the_encoder_splits_lines_per_stream_and_ends_once)
+{
+        os_sse s = {.start_ms = 100};
+        sh_buf q = {0};
+        sh_exec_event ev;
+        char *t;
+
+        ev = chunk(SH_EXEC_STDOUT, "one\ntw");
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 110), 0);
+        ev = chunk(SH_EXEC_STDERR, "warn\n");
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 111), 0);
+        ev = chunk(SH_EXEC_STDOUT, "o\n\n");
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 112), 0);
+        ev = exited(0, 0);
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 150), 0);
+        t = text_of(&q);
+        ck_assert_str_eq(t, "{\"type\":\"stdout\",\"text\":\"one\",\"timestamp\":110}\n\n"
+                            "{\"type\":\"stderr\",\"text\":\"warn\",\"timestamp\":111}\n\n"
+                            "{\"type\":\"stdout\",\"text\":\"two\",\"timestamp\":112}\n\n"
+                            "{\"type\":\"stdout\",\"text\":\"\\u000a\",\"timestamp\":112}\n\n"
+                            "{\"type\":\"execution_complete\",\"execution_time\":50,"
+                            "\"timestamp\":150}\n\n");
+        free(t);
+        /* nothing after the end */
+        ev = exited(1, 0);
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 160), 0);
+        ck_assert_uint_eq(q.len, 0);
+        os_sse_done(&s);
+        sh_buf_done(&q);
+}
+END_TEST
+
+START_TEST(test_failures_and_signals_are_error_events_with_the_code_as_text)
+{
+        os_sse s = {0};
+        sh_buf q = {0};
+        sh_exec_event ev;
+        char *t;
+
+        ev = chunk(SH_EXEC_STDERR, "last words");
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 1), 0);
+        ev = exited(128 + 9, 9);
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 2), 0);
+        t = text_of(&q);
+        ck_assert_str_eq(t, "{\"type\":\"stderr\",\"text\":\"last words\",\"timestamp\":2}\n\n"
+                            "{\"type\":\"error\",\"timestamp\":2,\"error\":{\"ename\":"
+                            "\"CommandExecError\",\"evalue\":\"137\",\"traceback\":[\"killed by "
+                            "signal 9 (KILL)\"]}}\n\n");
+        free(t);
+        os_sse_done(&s);
+        /* a kill the caller explains (a timeout) */
+        s = (os_sse){.why = "timed out after 5 ms"};
+        ev = exited(137, 9);
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 3), 0);
+        t = text_of(&q);
+        ck_assert_ptr_nonnull(
+                strstr(t, "\"evalue\":\"137\",\"traceback\":[\"timed out after 5 ms\"]"));
+        free(t);
+        os_sse_done(&s);
+        /* the engine's own end (the sandbox went) */
+        s = (os_sse){0};
+        ev = (sh_exec_event){.type = SH_EXEC_EV_ERROR};
+        ev.error.kind = SH_E_SANDBOX_NOT_FOUND;
+        ev.error.text = "the sandbox was deleted";
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 4), 0);
+        t = text_of(&q);
+        ck_assert_ptr_nonnull(strstr(t, "\"evalue\":\"the sandbox was deleted\""));
+        free(t);
+        /* the heartbeat is a ping */
+        s = (os_sse){0};
+        ev = (sh_exec_event){.type = SH_EXEC_EV_HEARTBEAT};
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 5), 0);
+        t = text_of(&q);
+        ck_assert_str_eq(t, "{\"type\":\"ping\",\"text\":\"pong\",\"timestamp\":5}\n\n");
+        free(t);
+        os_sse_done(&s);
+        sh_buf_done(&q);
+}
+END_TEST
+
+#define NONCE "0123456789abcdef0123456789abcdef"
+
+static char *session_run(const char *out, char **state)
+{
+        os_sse s = {.session = true, .start_ms = 1};
+        sh_buf q = {0};
+        sh_exec_event ev = chunk(SH_EXEC_STDOUT, out);
+        const char *st;
+        size_t n = 0;
+        char *t;
+
+        memcpy(s.nonce, NONCE, sizeof(s.nonce));
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 1), 0);
+        ev = exited(0, 0);
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 1), 0);
+        st = os_sse_session_state(&s, &n);
+        *state = NULL;
+        if (st) { /* not strndup: bytes of a buffer (strict_string_checks) */
+                *state = malloc(n + 1);
+                memcpy(*state, st, n);
+                (*state)[n] = '\0';
+        }
+        t = text_of(&q);
+        os_sse_done(&s);
+        sh_buf_done(&q);
+        return t;
+}
+
+START_TEST(test_a_session_runs_state_is_taken_out_of_its_output)
+{
+        static const char done[] =
+                "{\"type\":\"execution_complete\",\"execution_time\":0,\"timestamp\":1}\n\n";
+        char *t, *st;
+
+        /* output ended with a newline: the wrapper's "\n" makes no empty line */
+        t = session_run("x\n\n" NONCE "\ncd -- '/w'\nexport A=1\n" NONCE ".\n", &st);
+        ck_assert_str_eq(t, "{\"type\":\"stdout\",\"text\":\"x\",\"timestamp\":1}\n\n"
+                            "{\"type\":\"execution_complete\",\"execution_time\":0,"
+                            "\"timestamp\":1}\n\n");
+        ck_assert_str_eq(st, "cd -- '/w'\nexport A=1\n");
+        free(t);
+        free(st);
+        /* unterminated: the wrapper's "\n" ends the line */
+        t = session_run("x\n" NONCE "\nS\n" NONCE ".\n", &st);
+        ck_assert_str_eq(t, "{\"type\":\"stdout\",\"text\":\"x\",\"timestamp\":1}\n\n"
+                            "{\"type\":\"execution_complete\",\"execution_time\":0,"
+                            "\"timestamp\":1}\n\n");
+        ck_assert_str_eq(st, "S\n");
+        free(t);
+        free(st);
+        /* a real empty line stays */
+        t = session_run("x\n\n\n" NONCE "\nS\n" NONCE ".\n", &st);
+        ck_assert_ptr_nonnull(strstr(t, "\"text\":\"\\u000a\""));
+        free(t);
+        free(st);
+        /* no end marker (killed mid-dump): no state */
+        t = session_run("\n" NONCE "\ncd -- '/w'\n", &st);
+        ck_assert_ptr_null(st);
+        ck_assert_str_eq(t, done);
+        free(t);
+}
+END_TEST
+
+/* ---- the handshake ---------------------------------------------------------------------------- */
+
+START_TEST(test_the_handshake_line_is_read_and_the_rest_is_output)
+{
+        os_handshake h = {0};
+        const char *in = NONCE " ok\nhello";
+
+        memcpy(h.nonce, NONCE, sizeof(h.nonce));
+        ck_assert_uint_eq(os_handshake_feed(&h, in, 10), 10);
+        ck_assert_int_eq(h.result, OS_HS_WAIT);
+        ck_assert_uint_eq(os_handshake_feed(&h, in + 10, strlen(in) - 10), OS_NONCE_LEN + 4 - 10);
+        ck_assert_int_eq(h.result, OS_HS_OK);
+
+        h = (os_handshake){0};
+        memcpy(h.nonce, NONCE, sizeof(h.nonce));
+        os_handshake_feed(&h, NONCE " nodir\n", OS_NONCE_LEN + 7);
+        ck_assert_int_eq(h.result, OS_HS_NODIR);
+
+        /* another nonce, or no line at all, is not the wrapper's */
+        h = (os_handshake){0};
+        memcpy(h.nonce, NONCE, sizeof(h.nonce));
+        os_handshake_feed(&h, "ffffffffffffffffffffffffffffffff ok\n", OS_NONCE_LEN + 4);
+        ck_assert_int_eq(h.result, OS_HS_BAD);
+        h = (os_handshake){0};
+        memcpy(h.nonce, NONCE, sizeof(h.nonce));
+        for (int i = 0; i < 100 && h.result == OS_HS_WAIT; i++)
+                os_handshake_feed(&h, "x", 1);
+        ck_assert_int_eq(h.result, OS_HS_BAD);
+}
+END_TEST
+
+START_TEST(test_nonces_and_ids_are_random_hex)
+{
+        char a[OS_NONCE_LEN + 1], b[OS_NONCE_LEN + 1], u[OS_UUID_LEN + 1];
+
+        os_nonce(a);
+        os_nonce(b);
+        ck_assert_uint_eq(strlen(a), OS_NONCE_LEN);
+        ck_assert_str_ne(a, b);
+        ck_assert_uint_eq(strspn(a, "0123456789abcdef"), OS_NONCE_LEN);
+        os_uuid(u);
+        ck_assert_uint_eq(strlen(u), OS_UUID_LEN);
+        ck_assert_int_eq(u[8], '-');
+        ck_assert_int_eq(u[14], '4');
+}
+END_TEST
+
+/* ---- the background log ------------------------------------------------------------------------ */
+
+static void check_read(const os_log *g, uint64_t from, const char *want, uint64_t want_from)
+{
+        char *p = NULL;
+        size_t n = 0;
+        uint64_t at = 0;
+
+        ck_assert_int_eq(os_log_read(g, from, &p, &n, &at), 0);
+        ck_assert_uint_eq(n, strlen(want));
+        ck_assert(n == 0 || memcmp(p, want, n) == 0);
+        ck_assert_uint_eq(at, want_from);
+        free(p);
+}
+
+START_TEST(test_the_log_reads_from_any_offset)
+{
+        os_log g = {.max = 1 << 20};
+
+        ck_assert_int_eq(os_log_append(&g, "hello ", 6), 1);
+        ck_assert_int_eq(os_log_append(&g, "world", 5), 0);
+        ck_assert_uint_eq(g.total, 11);
+        check_read(&g, 0, "hello world", 0);
+        check_read(&g, 6, "world", 6);
+        check_read(&g, 11, "", 11);
+        check_read(&g, 999, "", 11); /* past the end: nothing, at the end */
+        os_log_done(&g);
+}
+END_TEST
+
+START_TEST(test_the_log_keeps_the_last_max_bytes_in_blocks)
+{
+        os_log g = {.max = 2 * OS_LOG_BLOCK};
+        char *b = malloc(OS_LOG_BLOCK), *p = NULL;
+        size_t n;
+        uint64_t at;
+        int i;
+
+        for (i = 0; i < 5; i++) {
+                memset(b, 'a' + i, OS_LOG_BLOCK);
+                os_log_append(&g, b, OS_LOG_BLOCK);
+        }
+        ck_assert_uint_eq(g.total, 5 * OS_LOG_BLOCK);
+        ck_assert_uint_le(os_log_blocks(&g), 3);
+        ck_assert_uint_eq(os_log_first(&g), 3 * OS_LOG_BLOCK);
+        /* a cursor before the kept range reads from the oldest kept byte */
+        ck_assert_int_eq(os_log_read(&g, 0, &p, &n, &at), 0);
+        ck_assert_uint_eq(at, 3 * OS_LOG_BLOCK);
+        ck_assert_uint_eq(n, 2 * OS_LOG_BLOCK);
+        ck_assert_int_eq(p[0], 'd');
+        ck_assert_int_eq(p[n - 1], 'e');
+        free(p);
+        /* a few bytes more: the head moves inside the oldest block */
+        os_log_append(&g, "xyz", 3);
+        ck_assert_uint_eq(os_log_first(&g), 3 * OS_LOG_BLOCK + 3);
+        ck_assert_int_eq(os_log_read(&g, 0, &p, &n, &at), 0);
+        ck_assert_uint_eq(n, 2 * OS_LOG_BLOCK);
+        ck_assert_int_eq(memcmp(p + n - 3, "xyz", 3), 0);
+        free(p);
+        /* an eviction drops the oldest block */
+        ck_assert(os_log_drop_block(&g));
+        ck_assert_uint_gt(os_log_first(&g), 3 * OS_LOG_BLOCK + 3);
+        free(b);
+        os_log_done(&g);
+        ck_assert_uint_eq(os_log_blocks(&g), 0);
+}
+END_TEST
+
+static Suite *os_sse_suite(void)
+{
+        Suite *s = suite_create("os_sse");
+        TCase *tc = tcase_create("lines");
+
+        tcase_add_test(tc, test_lines_end_at_lf_cr_and_crlf);
+        tcase_add_test(tc, test_crlf_split_between_two_reads_is_one_terminator);
+        tcase_add_test(tc, test_a_line_of_exactly_64k_is_one_event_and_longer_ones_are_cut);
+        tcase_add_test(tc, test_a_cut_never_splits_a_utf8_character);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("events");
+        tcase_add_test(tc, test_events_are_one_json_object_and_a_blank_line);
+        tcase_add_test(tc, test_invalid_utf8_arrives_as_lone_surrogates_valid_utf8_unchanged);
+        tcase_add_test(tc, test_the_encoder_splits_lines_per_stream_and_ends_once);
+        tcase_add_test(tc, test_failures_and_signals_are_error_events_with_the_code_as_text);
+        tcase_add_test(tc, test_a_session_runs_state_is_taken_out_of_its_output);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("handshake");
+        tcase_add_test(tc, test_the_handshake_line_is_read_and_the_rest_is_output);
+        tcase_add_test(tc, test_nonces_and_ids_are_random_hex);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("log");
+        tcase_add_test(tc, test_the_log_reads_from_any_offset);
+        tcase_add_test(tc, test_the_log_keeps_the_last_max_bytes_in_blocks);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        return ut_run(os_sse_suite());
+}
