@@ -347,11 +347,8 @@ def test_a_deleted_sandboxs_running_command_ends_its_stream(osc):
     expect(r, 404, "SANDBOX_NOT_FOUND")
 
 
-def _paused_or_skip(osc, sid):
-    r = osc.post("/v1/sandboxes/%s/pause" % sid, timeout=CALL)
-    if r.status == 501:
-        pytest.skip("pause is not served by this build yet (issue 12, item 4)")
-    expect(r, 202)
+def _paused(osc, sid):
+    expect(osc.post("/v1/sandboxes/%s/pause" % sid, timeout=CALL), 202)
     osc.wait_state(sid, "Paused", timeout=30)
 
 
@@ -359,7 +356,7 @@ def test_a_paused_sandboxs_commands_sessions_and_metrics_are_409_then_serve_agai
     j = osc.create_ok()
     sid = j["id"]
     try:
-        _paused_or_skip(osc, sid)
+        _paused(osc, sid)
         for method, sub, body in (("POST", "/command", {"command": "true"}),
                                   ("GET", "/command/status/x", None),
                                   ("POST", "/session", {}),
