@@ -130,7 +130,8 @@ def test_create_from_snapshot_takes_entrypoint_env_and_metadata(daemon, osc, sbx
 def test_snapshot_leaves_the_source_running(daemon, osc, sbx):
     sid = sbx["id"]
     execlib.ok(osc.native(sid), ["sh", "-c", "(i=0; while :; do i=$((i+1)); echo $i > "
-                                             "/tmp/c; sleep 0.02; done) >/dev/null 2>&1 &"])
+                                             "/tmp/c.t && mv /tmp/c.t /tmp/c; sleep 0.02; "
+                                             "done) >/dev/null 2>&1 &"])
     ready_snapshot(osc, sid)
     assert osc.sandbox_ok(sid)["status"]["state"] == "Running"
     a = execlib.sh(osc.native(sid), "cat /tmp/c")
