@@ -206,6 +206,40 @@ static void on_refill(sh_loop *l, sh_timer *t, void *data)
                         if (c->e)
                                 sh_exec_resume(c->e);
                 }
+        if (x->rec->entry_throttled) {
+                x->rec->entry_throttled = false;
+                if (x->rec->entry)
+                        sh_exec_resume(x->rec->entry);
+        }
+}
+
+/* Bill n bytes read to the sandbox's bucket: true when that went over it, and then the refill
+ * timer is armed (false from it too when the timer cannot be made: nobody would resume). */
+static bool over_rate(os_execd *x, size_t n)
+{
+        uint64_t wait;
+
+        refill(x);
+        x->tokens -= (int64_t)n;
+        if (x->tokens >= 0)
+                return false;
+        if (!x->refill) {
+                wait = (uint64_t)(-x->tokens) * 1000 / OS_LOG_RATE + 1;
+                x->refill = sh_loop_add_timer(x->rec->ctx->loop, wait, on_refill, x);
+        }
+        return x->refill != NULL;
+}
+
+void os_execd_charge_entry(os_record *rec, size_t n)
+{
+        os_execd *x = os_execd_of(rec);
+
+        /* Without the state (out of memory), the entrypoint goes unthrottled rather than
+         * stopped forever. */
+        if (!x || rec->entry_throttled || !rec->entry || !over_rate(x, n))
+                return;
+        rec->entry_throttled = true;
+        sh_exec_pause(rec->entry);
 }
 
 /* A background command read n bytes: over the sandbox's rate, it waits (its pipe fills and
@@ -214,24 +248,11 @@ static void on_refill(sh_loop *l, sh_timer *t, void *data)
 static void charge(os_cmd *c, size_t n)
 {
         os_execd *x = c->x;
-        uint64_t wait;
 
-        if (!x)
-                return;
-        refill(x);
-        x->tokens -= (int64_t)n;
-        if (x->tokens >= 0 || c->throttled)
+        if (!x || c->throttled || !over_rate(x, n))
                 return;
         c->throttled = true;
         sh_exec_pause(c->e);
-        if (!x->refill) {
-                wait = (uint64_t)(-x->tokens) * 1000 / OS_LOG_RATE + 1;
-                x->refill = sh_loop_add_timer(c->loop, wait, on_refill, x);
-                if (!x->refill) {
-                        c->throttled = false;
-                        sh_exec_resume(c->e);
-                }
-        }
 }
 
 void os_execd_record_gone(os_record *rec)
@@ -258,6 +279,9 @@ void os_execd_record_gone(os_record *rec)
                 }
                 unlink_cmd(c);
         }
+        if (rec->entry_throttled && rec->entry)
+                sh_exec_resume(rec->entry);
+        rec->entry_throttled = false;
         rec->execd = NULL;
         free(x);
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 
+#include "execd.h"
 #include "os-internal.h"
 
 #define ENTRY_HEARTBEAT_MS 3600000 /* the entrypoint has no client to keep alive */
@@ -358,6 +359,7 @@ static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
         switch (ev->type) {
         case SH_EXEC_EV_CHUNK:
                 os_ring_append(&rec->container, ev->chunk.data, ev->chunk.len);
+                os_execd_charge_entry(rec, ev->chunk.len);
                 break;
         case SH_EXEC_EV_HEARTBEAT:
                 break;

@@ -167,6 +167,10 @@ typedef struct os_execd {
 
 /* The sandbox's execd state, made on first use; NULL when out of memory or gone. */
 os_execd *os_execd_of(os_record *rec);
+/* The entrypoint read n bytes of output: it shares its sandbox's read rate (OS_LOG_RATE) with
+ * the background commands, and waits (paused) past it, so that an entrypoint writing as fast
+ * as it can never takes the daemon's one thread from the other sandboxes. */
+void os_execd_charge_entry(os_record *rec, size_t n);
 
 /* What a run is: a command of /command (foreground or background), or a session's run. */
 typedef struct os_run_opts {
