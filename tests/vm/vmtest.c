@@ -1039,8 +1039,8 @@ static bool os_wait_state(const char *id, const char *want, unsigned ms, char *s
         snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
         for (;;) {
                 resp r = http("GET", path, NULL);
-                bool ok = r.status == 200 && r.body &&
-                          json_str(r.body, "state", seen, seensz) && strcmp(seen, want) == 0;
+                bool ok = r.status == 200 && r.body && json_str(r.body, "state", seen, seensz) &&
+                          strcmp(seen, want) == 0;
 
                 if (r.status != 200)
                         snprintf(seen, seensz, "GET %d", r.status);
@@ -1101,8 +1101,8 @@ static bool leaves_frozen(const char *sbdir, char *why, size_t whysz)
                 n++;
                 if (strcmp(fz, "1\n") != 0 || ev != 1) {
                         ok = false;
-                        snprintf(why + strlen(why), whysz - strlen(why), " %s freeze=%.3s frozen=%lld",
-                                 de->d_name, fz, ev);
+                        snprintf(why + strlen(why), whysz - strlen(why),
+                                 " %s freeze=%.3s frozen=%lld", de->d_name, fz, ev);
                 }
         }
         if (d)
@@ -1186,8 +1186,8 @@ static void os_pause_v2(void)
                          r.body ? r.body : "");
         }
         resp_free(&r);
-        result("os_pause_v2_snapshot_keeps_frozen", paused && ready && kept,
-               "%s; frozen after=%d", why, kept);
+        result("os_pause_v2_snapshot_keeps_frozen", paused && ready && kept, "%s; frozen after=%d",
+               why, kept);
 
         snprintf(path, sizeof(path), "/v1/sandboxes/%s/resume", id);
         r = http("POST", path, NULL);
