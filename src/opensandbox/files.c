@@ -776,10 +776,15 @@ static char **read_names(int fd, size_t *ret_n)
         if (errno)
                 goto fail;
         closedir(d);
+        if (!v) { /* an empty directory: an empty list, not an error */
+                v = calloc(1, sizeof(*v));
+                if (!v)
+                        errno = ENOMEM;
+                *ret_n = 0;
+                return v;
+        }
         qsort(v, n, sizeof(*v), cmp_names);
         *ret_n = n;
-        if (!v)
-                v = calloc(1, sizeof(*v));
         return v;
 fail : {
         int saved = errno ? errno : ENOMEM;
@@ -979,15 +984,16 @@ static int mkdir_one(int pfd, const char *name, mode_t mode, uid_t uid, gid_t gi
 static int f_mkdir_p(fctx *f, const char *path, mode_t mode, uid_t uid, gid_t gid,
                      const char *shown, os_err *e)
 {
-        _cleanup_free_ char *work = strdup(path);
+        _cleanup_free_ char *work = NULL;
         _cleanup_close_ int cur = -1;
         size_t len = strlen(path), pos = 0;
 
-        if (!work)
-                return os_err_set(e, 500, OS_RUNTIME, "out of memory");
         cur = sh_safe_openat(f->root, "", O_PATH | O_DIRECTORY, 0);
         if (cur < 0)
                 return fail(e, -cur, "/", "mkdir");
+        work = strdup(path);
+        if (!work)
+                return os_err_set(e, 500, OS_RUNTIME, "out of memory");
         while (pos < len) {
                 size_t end = pos;
                 struct statx s;
