@@ -4,8 +4,9 @@ during a call, makes a file route reach a host file. The links are planted by a 
 sandbox process swaps a directory and a link in a loop while the routes are hammered through
 it. Host side: a directory `outside` with a secret, which must never be read, written or
 removed. Also the multipart edge cases of POST /files/upload (nothing left behind, old content
-kept) and the image's hostile /etc/passwd parser lives in the unit tier
-(tests/unit/test_os_files.c)."""
+kept), a 100,000-entry directory, and hostile images: an /etc/passwd that is huge, binary,
+without a newline, of 200,000 lines, a link to /proc or to a host file, an /etc/group that is
+a FIFO (the parser itself: tests/unit/test_os_files.c)."""
 import json
 import os
 import socket
@@ -265,3 +266,95 @@ def test_a_100000_entry_directory_is_listed_and_searched(osc, sbx):
     assert len(j) == 100000 and j[0]["path"] == "/tmp/big/f000001"
     r = osc.execd(sid, "GET", "/files/search?path=/tmp/big&pattern=f09999*", timeout=60)
     assert len(expect(r, 200)) == 10
+
+
+# ---- a hostile image's /etc/passwd and /etc/group ------------------------------------------
+
+BUSYBOX = "/bin/busybox"
+
+
+def hostile_image(path, passwd, group=None):
+    import shutil
+    (path / "bin").mkdir(parents=True)
+    shutil.copy(BUSYBOX, path / "bin" / "busybox")
+    os.symlink("busybox", path / "bin" / "sh")
+    (path / "etc").mkdir()
+    if isinstance(passwd, bytes):
+        (path / "etc" / "passwd").write_bytes(passwd)
+    if group == "fifo":
+        os.mkfifo(path / "etc" / "group")
+    elif isinstance(group, bytes):
+        (path / "etc" / "group").write_bytes(group)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    if not os.path.exists(BUSYBOX):
+        pytest.skip("busybox-static is not installed")
+    images = tmp_path_factory.mktemp("images")
+    big = os.urandom(3 << 20)  # huge, binary, no newline
+    hostile_image(images / "binary", big.replace(b"\n", b"x"), group="fifo")
+    lines = b"".join(b"u%d:x:%d:1::/:\n" % (i, 1000 + i) for i in range(200000))
+    hostile_image(images / "many", b"root:x:0:0::/:\n" + lines + b"late:x:7:7::/:",
+                  group=b"\x00\xff:x:5\nroot:x:0:\nnogroup:x:65534:")
+    (images / "linked").mkdir()
+    hostile_image(images / "linked" / "img", None)
+    os.symlink("/proc/self/environ", images / "linked" / "img" / "etc" / "passwd")
+    os.symlink("../../../../../../etc/shadow", images / "linked" / "img" / "etc" / "group")
+    os.rename(images / "linked" / "img", images / "symlinked")
+    d = shlib.Daemon(env={"SANDBOX_HOST_IMAGES": str(images)})
+    yield d
+    d.stop()
+
+
+BB_ENTRY = ["/bin/busybox", "sleep", "100000"]
+
+
+def hostile_sandbox(d, name):
+    osc = oslib.os_client(d)
+    j = osc.create_ok(image={"uri": name}, entrypoint=BB_ENTRY)
+    return osc, j["id"]
+
+
+def test_a_huge_binary_passwd_and_a_fifo_group_are_read_safely(hostile):
+    osc, sid = hostile_sandbox(hostile, "binary")
+    try:
+        put(osc, sid, "/tmp/f", b"x")
+        j = expect(info(osc, sid, "/tmp/f", "/bin/busybox"), 200)
+        # no names in the image: the numbers, and the FIFO /etc/group never blocks the answer
+        assert j["/bin/busybox"]["owner"] == "0" and j["/bin/busybox"]["group"] == "0", j
+        r = osc.execd(sid, "POST", "/files/permissions",
+                      body={"/tmp/f": {"mode": 600, "owner": "root"}}, timeout=CALL)
+        expect(r, 400)
+        expect(osc.execd(sid, "POST", "/files/permissions",
+                         body={"/tmp/f": {"mode": 600, "owner": "0", "group": "0"}},
+                         timeout=CALL), 200)
+    finally:
+        osc.kill(sid)
+
+
+def test_a_passwd_of_200000_lines_keeps_its_first_entries_and_skips_bad_lines(hostile):
+    osc, sid = hostile_sandbox(hostile, "many")
+    try:
+        put(osc, sid, "/tmp/f", b"x")
+        expect(osc.execd(sid, "POST", "/files/permissions",
+                         body={"/tmp/f": {"mode": 600, "owner": "u5", "group": "nogroup"}},
+                         timeout=CALL), 200)
+        j = expect(info(osc, sid, "/tmp/f"), 200)["/tmp/f"]
+        assert (j["owner"], j["group"]) == ("u5", "nogroup"), j
+        # past the bounds (1 MiB, 16384 entries): not a name any more
+        expect(osc.execd(sid, "POST", "/files/permissions",
+                         body={"/tmp/f": {"mode": 600, "owner": "late"}}, timeout=CALL), 400)
+    finally:
+        osc.kill(sid)
+
+
+def test_an_images_passwd_linked_to_proc_or_host_files_is_never_read(hostile):
+    osc, sid = hostile_sandbox(hostile, "symlinked")
+    try:
+        j = expect(info(osc, sid, "/bin/busybox"), 200)
+        assert j["/bin/busybox"]["owner"] == "0", j
+        expect(osc.execd(sid, "POST", "/files/permissions",
+                         body={"/bin": {"mode": 755, "owner": "root"}}, timeout=CALL), 400)
+    finally:
+        osc.kill(sid)
