@@ -804,79 +804,202 @@ static void free_names(char **v, size_t n)
         free(v);
 }
 
-typedef struct walk {
-        fctx *f;
-        cJSON *out;
+/* A listing or a search is a job of the loop, walked in slices (as the native disk-usage): at
+ * most WALK_SLICE entries or WALK_SLICE_NS a slice, then the loop serves everyone else before
+ * the next one, so a tree of 100,000 entries never stalls the daemon. The answer is built as
+ * JSON text (one FileInfo printed at a time) and sent at the end. */
+#define WALK_SLICE    2048
+#define WALK_SLICE_NS (5 * 1000 * 1000ULL)
+
+/* One directory being walked: its fd, its sorted names and the next one to look at. */
+typedef struct wframe {
+        int fd;
+        char **names;
+        size_t n, i;
+        char *shown;    /* its path as shown (the top's as asked) */
+        unsigned depth; /* 1: its entries are the top's children */
+} wframe;
+
+typedef struct wjob {
+        sh_pending *tok; /* the job's reference, until it has answered */
+        sh_timer *t;
+        sh_loop *loop;
+        fctx f;
+        wframe st[WALK_DEPTH_MAX + 1];
+        unsigned top; /* frames in st */
+        sh_buf out;   /* the answer so far: "[" and the entries, comma-separated */
         size_t count;
         unsigned max_depth;
-        const char *pattern; /* search: a glob; NULL: a listing */
-        bool pattern_path;   /* the pattern holds '/': matched against the path below the top */
-        size_t top_len;      /* length of the top's shown path (search's relative paths) */
-        os_err *e;
-} walk;
+        char *pattern;     /* search: a glob; NULL: a listing */
+        bool pattern_path; /* the pattern holds '/': matched against the path below the top */
+        size_t top_len;    /* length of the top's shown path (search's relative paths) */
+        os_err e;
+} wjob;
 
-/* Visit directory fd (shown as `shown`), at `depth` (1: its entries are the top's children).
- * Links are never followed: an entry is looked at with AT_SYMLINK_NOFOLLOW and a directory is
- * entered with O_NOFOLLOW, relative to the fd of the directory that holds it. */
-static int walk_dir(walk *w, int fd, const char *shown, unsigned depth)
+static void wjob_pop(wjob *j)
 {
+        wframe *fr = &j->st[--j->top];
+
+        free_names(fr->names, fr->n);
+        sh_close(fr->fd);
+        free(fr->shown);
+        memset(fr, 0, sizeof(*fr));
+}
+
+static void wjob_gone(void *data)
+{
+        wjob *j = data;
+
+        sh_loop_cancel_timer(j->loop, TAKE_PTR(j->t));
+        sh_pending_release(TAKE_PTR(j->tok));
+}
+
+static void wjob_release(void *data)
+{
+        wjob *j = data;
+
+        while (j->top > 0)
+                wjob_pop(j);
+        sh_buf_done(&j->out);
+        free(j->pattern);
+        fctx_done(&j->f);
+        free(j);
+}
+
+static const sh_pending_ops wjob_ops = {.gone = wjob_gone, .release = wjob_release};
+
+/* Enter directory fd (taken) shown as `shown` (taken) at `depth`: its names read and sorted.
+ * 0, or -1 with j->e filled; a directory that vanished or cannot be read is skipped (0). */
+static int wjob_push(wjob *j, int fd, char *shown, unsigned depth)
+{
+        wframe *fr;
         size_t n = 0;
         char **names = read_names(fd, &n);
-        int ret = 0;
 
         if (!names) {
-                if (errno == EACCES || errno == ENOENT)
-                        return 0; /* vanished or unreadable: skipped */
-                return fail(w->e, errno, shown, "list");
+                int errnum = errno;
+
+                sh_close(fd);
+                if (errnum == EACCES || errnum == ENOENT) {
+                        free(shown);
+                        return 0;
+                }
+                fail(&j->e, errnum, shown, "list");
+                free(shown);
+                return -1;
         }
-        for (size_t i = 0; i < n && ret == 0; i++) {
-                _cleanup_free_ char *child = NULL;
-                struct statx s;
-                bool is_dir;
+        fr = &j->st[j->top++];
+        fr->fd = fd;
+        fr->names = names;
+        fr->n = n;
+        fr->i = 0;
+        fr->shown = shown;
+        fr->depth = depth;
+        return 0;
+}
 
-                if (statx(fd, names[i], AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &s) <
-                    0)
-                        continue; /* vanished meanwhile */
-                if (asprintf(&child, "%s%s%s", shown, shown[strlen(shown) - 1] == '/' ? "" : "/",
-                             names[i]) < 0) {
-                        ret = os_err_set(w->e, 500, OS_RUNTIME, "out of memory");
-                        break;
+/* One entry of the current directory. Links are never followed: an entry is looked at with
+ * AT_SYMLINK_NOFOLLOW and a directory is entered with O_NOFOLLOW, relative to the fd of the
+ * directory that holds it. 0, or -1 with j->e filled. */
+static int wjob_entry(wjob *j)
+{
+        wframe *fr = &j->st[j->top - 1];
+        const char *name = fr->names[fr->i++];
+        const char *shown = fr->shown;
+        char *child = NULL;
+        struct statx s;
+
+        if (statx(fr->fd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &s) < 0)
+                return 0; /* vanished meanwhile */
+        if (asprintf(&child, "%s%s%s", shown, shown[strlen(shown) - 1] == '/' ? "" : "/", name) < 0)
+                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        if (!j->pattern ||
+            (S_ISREG(s.stx_mode) &&
+             fnmatch(j->pattern, j->pattern_path ? child + j->top_len + 1 : name, 0) == 0)) {
+                cJSON *fi = file_info(&j->f, child, &s);
+                char *text = fi ? cJSON_PrintUnformatted(fi) : NULL;
+                int r = -1;
+
+                cJSON_Delete(fi);
+                if (++j->count > WALK_ENTRIES_MAX) {
+                        free(text);
+                        free(child);
+                        return os_err_set(&j->e, 400, OS_BAD_BODY,
+                                          "more than %u entries: narrow the path or depth",
+                                          WALK_ENTRIES_MAX);
                 }
-                is_dir = S_ISDIR(s.stx_mode);
-                if (!w->pattern ||
-                    (S_ISREG(s.stx_mode) &&
-                     fnmatch(w->pattern, w->pattern_path ? child + w->top_len + 1 : names[i], 0) ==
-                             0)) {
-                        cJSON *fi;
-
-                        if (++w->count > WALK_ENTRIES_MAX) {
-                                ret = os_err_set(w->e, 400, OS_BAD_BODY,
-                                                 "more than %u entries: narrow the path or depth",
-                                                 WALK_ENTRIES_MAX);
-                                break;
-                        }
-                        fi = file_info(w->f, child, &s);
-                        if (!fi) {
-                                ret = os_err_set(w->e, 500, OS_RUNTIME, "out of memory");
-                                break;
-                        }
-                        cJSON_AddItemToArray(w->out, fi);
-                }
-                if (is_dir && depth < w->max_depth) {
-                        _cleanup_close_ int cfd =
-                                openat(fd, names[i], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        struct statx cs;
-
-                        /* a directory swapped for a link meanwhile is not entered (O_NOFOLLOW),
-                         * nor one the sandbox's uid could not read, nor a kernel filesystem */
-                        if (cfd < 0 || kernel_fs(cfd) || fstatx(cfd, &cs) < 0 ||
-                            (perm_bits(w->f, &cs) & 5) != 5)
-                                continue;
-                        ret = walk_dir(w, cfd, child, depth + 1);
+                if (text && (j->count == 1 || sh_buf_append(&j->out, ",", 1) == 0))
+                        r = sh_buf_append(&j->out, text, strlen(text));
+                free(text);
+                if (r < 0) {
+                        free(child);
+                        return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
                 }
         }
-        free_names(names, n);
-        return ret;
+        if (S_ISDIR(s.stx_mode) && fr->depth < j->max_depth && j->top < ARRAY_SIZE(j->st)) {
+                int cfd = openat(fr->fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                struct statx cs;
+
+                /* a directory swapped for a link meanwhile is not entered (O_NOFOLLOW), nor one
+                 * the sandbox's uid could not read, nor a kernel filesystem */
+                if (cfd < 0 || kernel_fs(cfd) || fstatx(cfd, &cs) < 0 ||
+                    (perm_bits(&j->f, &cs) & 5) != 5) {
+                        sh_close(cfd);
+                        free(child);
+                        return 0;
+                }
+                return wjob_push(j, cfd, child, fr->depth + 1);
+        }
+        free(child);
+        return 0;
+}
+
+/* Returns true when the request was answered (the job is then done with it). */
+static bool wjob_slice(wjob *j, sh_request *r)
+{
+        uint64_t start = sh_now_ns();
+        sh_response *resp;
+        unsigned n = 0;
+
+        while (j->top > 0) {
+                if (j->st[j->top - 1].i == j->st[j->top - 1].n) {
+                        wjob_pop(j);
+                        continue;
+                }
+                if (wjob_entry(j) < 0) {
+                        os_reply_err(r, &j->e);
+                        sh_pending_release(TAKE_PTR(j->tok));
+                        return true;
+                }
+                if (++n >= WALK_SLICE || sh_now_ns() - start > WALK_SLICE_NS)
+                        return false;
+        }
+        if (sh_buf_append(&j->out, "]", 1) < 0) {
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+        } else {
+                resp = sh_response_buffer(TAKE_PTR(j->out.p), j->out.len);
+                j->out.len = j->out.cap = 0;
+                if (resp)
+                        sh_response_header(resp, "Content-Type", "application/json");
+                sh_reply(r, 200, resp);
+        }
+        sh_pending_release(TAKE_PTR(j->tok));
+        return true;
+}
+
+static void wjob_timer(sh_loop *l, sh_timer *t, void *data)
+{
+        wjob *j = data;
+        sh_request *r = sh_pending_request(j->tok);
+
+        j->t = NULL; /* the loop frees a fired timer */
+        if (!r || wjob_slice(j, r))
+                return;
+        j->t = sh_loop_add_timer(l, 0, wjob_timer, j);
+        if (!j->t) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the walk");
+                sh_pending_release(TAKE_PTR(j->tok));
+        }
 }
 
 /* The directory to walk: `path` itself must be a directory (a link there is a 400, as execd),
@@ -900,39 +1023,62 @@ static int walk_top(fctx *f, const char *p, const char *shown, os_err *e)
 
 static void run_walk(sh_request *r, const char *pattern, unsigned depth)
 {
-        _cleanup_(fctx_done) fctx f = {.root = -1};
         const sh_query_param *q = query_one(r, "path");
         _cleanup_free_ char *p = NULL;
-        _cleanup_close_ int fd = -1;
-        os_err e;
-        walk w = {.e = &e, .max_depth = depth, .pattern = pattern};
+        char *shown = NULL;
+        int fd;
+        wjob *j;
 
         if (!q) {
                 os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
                 return;
         }
-        if (fctx_init(r, &f) < 0)
-                return;
-        w.f = &f;
-        if (!(p = sb_path(q->val, q->val_len, &e)) || (fd = walk_top(&f, p, q->val, &e)) < 0) {
-                os_reply_err(r, &e);
-                return;
-        }
-        w.top_len = strlen(q->val);
-        while (w.top_len > 0 && q->val[w.top_len - 1] == '/')
-                w.top_len--;
-        w.pattern_path = pattern && strchr(pattern, '/');
-        w.out = cJSON_CreateArray();
-        if (!w.out) {
+        j = calloc(1, sizeof(*j));
+        if (!j || (pattern && !(j->pattern = strdup(pattern))) || !(shown = strdup(q->val))) {
+                if (j)
+                        free(j->pattern);
+                free(j);
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
         }
-        if (walk_dir(&w, fd, q->val, 1) < 0) {
-                cJSON_Delete(w.out);
-                os_reply_err(r, &e);
+        j->f.root = -1;
+        if (fctx_init(r, &j->f) < 0) {
+                free(shown);
+                free(j->pattern);
+                free(j);
                 return;
         }
-        os_reply_json(r, 200, w.out);
+        j->loop = os_ctx_of(r)->loop;
+        j->max_depth = depth;
+        j->top_len = strlen(q->val);
+        while (j->top_len > 0 && q->val[j->top_len - 1] == '/')
+                j->top_len--;
+        j->pattern_path = pattern && strchr(pattern, '/');
+        if (!(j->tok = sh_request_wait(r, &wjob_ops, j))) {
+                free(shown);
+                wjob_release(j);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        read_maps(&j->f); /* once, before the walk: the names of every entry */
+        if (sh_buf_append(&j->out, "[", 1) < 0 || !(p = sb_path(q->val, q->val_len, &j->e)) ||
+            (fd = walk_top(&j->f, p, q->val, &j->e)) < 0 ||
+            wjob_push(j, fd, TAKE_PTR(shown), 1) < 0) {
+                free(shown);
+                if (!j->e.code)
+                        os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+                os_reply_err(r, &j->e);
+                sh_pending_release(TAKE_PTR(j->tok));
+                return;
+        }
+        if (wjob_slice(j, r))
+                return;
+        /* The rest in slices from the loop; the request waits. */
+        j->t = sh_loop_add_timer(j->loop, 0, wjob_timer, j);
+        if (!j->t) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the walk");
+                sh_pending_release(TAKE_PTR(j->tok));
+        }
 }
 
 static void api_list(sh_request *r)
