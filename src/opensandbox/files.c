@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "execd.h"
@@ -120,6 +121,15 @@ static unsigned perm_bits(const fctx *f, const struct statx *s)
         if (s->stx_gid == f->gid)
                 return (s->stx_mode >> 3) & 7;
         return s->stx_mode & 7;
+}
+
+/* Why the sandbox may not write in directory fd: a read-only mount (the image) says so,
+ * whatever its bits; else the bits (EACCES). */
+static int denied(int fd)
+{
+        struct statvfs v;
+
+        return fstatvfs(fd, &v) == 0 && (v.f_flag & ST_RDONLY) ? EROFS : EACCES;
 }
 
 static int fstatx(int fd, struct statx *s)
@@ -252,7 +262,7 @@ static int f_parent(fctx *f, const char *path, const char **base, const char *sh
         if ((r = fstatx(fd, &s)) < 0)
                 return fail(e, -r, shown, what);
         if ((perm_bits(f, &s) & 3) != 3)
-                return fail(e, EACCES, shown, what);
+                return fail(e, denied(fd), shown, what);
         return TAKE_FD(fd);
 }
 
@@ -1159,7 +1169,7 @@ static int f_mkdir_p(fctx *f, const char *path, mode_t mode, uid_t uid, gid_t gi
                         if ((r = fstatx(cur, &s)) < 0)
                                 return fail(e, -r, shown, "mkdir");
                         if ((perm_bits(f, &s) & 3) != 3)
-                                return fail(e, EACCES, shown, "mkdir");
+                                return fail(e, denied(cur), shown, "mkdir");
                         fd = mkdir_one(cur, work + pos, mode, uid, gid);
                         if (fd != -EEXIST)
                                 break;
@@ -1343,7 +1353,7 @@ static int upload_meta(upload *u)
         {
                 struct statx s;
                 if (fstatx(pfd, &s) < 0 || (perm_bits(&u->f, &s) & 3) != 3) {
-                        fail(&u->e, EACCES, u->shown, "upload");
+                        fail(&u->e, denied(pfd), u->shown, "upload");
                         goto out;
                 }
         }
@@ -1662,7 +1672,7 @@ static int move_one(fctx *f, const char *src_shown, const char *dst_shown, os_er
         if ((dpfd = f_mkdir_p(f, dparent, 0755, f->uid, f->gid, dst_shown, e)) < 0)
                 return -1;
         if (fstatx(dpfd, &s) < 0 || (perm_bits(f, &s) & 3) != 3)
-                return fail(e, EACCES, dst_shown, "move");
+                return fail(e, denied(dpfd), dst_shown, "move");
         /* the names themselves: links at either end are moved, never followed; an existing
          * destination is an error (NOREPLACE), never clobbered */
         if (renameat2(spfd, sbase, dpfd, dbase, RENAME_NOREPLACE) < 0)

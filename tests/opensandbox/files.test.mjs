@@ -109,6 +109,6 @@ describe("files and directories through the SDK", { skip: needsRoot, timeout: 12
   it("the read-only image refuses a write with a clear error", async () => {
     const e = await rejectsWithApi(sbx.files.writeFiles([{ path: "/usr/sdk-probe", data: "x" }]),
       400, "UNEXPECTED_RESPONSE");
-    assert.match(e.rawBody, /read-only|permission denied/);
+    assert.match(e.rawBody, /read-only/);
   });
 });
