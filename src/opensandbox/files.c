@@ -721,9 +721,12 @@ static void api_download(sh_request *r)
                 return;
         }
         if (range && (rr = parse_range(range, s.stx_size, &from, &to)) < 0) {
-                os_reply_error(r, 416, OS_BAD_BODY,
-                               "range '%.64s' is outside the file's %" PRIu64 " bytes", range,
-                               (uint64_t)s.stx_size);
+                char msg[160];
+
+                snprintf(cr, sizeof(cr), "bytes */%" PRIu64, (uint64_t)s.stx_size);
+                snprintf(msg, sizeof(msg), "range '%.64s' is outside the file's %" PRIu64 " bytes",
+                         range, (uint64_t)s.stx_size);
+                os_reply_error_header(r, 416, OS_BAD_BODY, "Content-Range", cr, msg);
                 return;
         }
         if (rr == 1) {
