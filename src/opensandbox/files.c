@@ -1139,7 +1139,7 @@ static int mkdir_one(int pfd, const char *name, mode_t mode, uid_t uid, gid_t gi
 }
 
 /* mkdir -p `path` below the root: each missing level made in a directory the sandbox's uid may
- * write, owned by uid:gid with `mode`. An fd of the directory, or -1 with e filled. */
+ * write; `path` itself (when made) owned by uid:gid with `mode`, its parents the sandbox's. An fd of the directory, or -1 with e filled. */
 static int f_mkdir_p(fctx *f, const char *path, mode_t mode, uid_t uid, gid_t gid,
                      const char *shown, os_err *e)
 {
@@ -1173,7 +1173,11 @@ static int f_mkdir_p(fctx *f, const char *path, mode_t mode, uid_t uid, gid_t gi
                                 return fail(e, -r, shown, "mkdir");
                         if ((perm_bits(f, &s) & 3) != 3)
                                 return fail(e, denied(cur), shown, "mkdir");
-                        fd = mkdir_one(cur, work + pos, mode, uid, gid);
+                        /* as mkdir -p -m: the mode and owner asked go to `path` itself; the
+                         * parents it makes are the sandbox's own, 0755 (a parent given away
+                         * first would refuse the next level) */
+                        fd = end == len ? mkdir_one(cur, work + pos, mode, uid, gid)
+                                        : mkdir_one(cur, work + pos, 0755, f->uid, f->gid);
                         if (fd != -EEXIST)
                                 break;
                         /* raced, or a dangling link: look again through the root */

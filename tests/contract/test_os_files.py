@@ -282,6 +282,17 @@ def test_permissions_refuse_setuid_setgid_sticky_and_unknown_names(osc, sbx):
     assert sh(osc, sid, "stat -c %a /tmp/perm2") == ["644"]
 
 
+def test_directories_given_away_are_made_with_parents_of_the_sandbox(osc, sbx):
+    sid = sbx["id"]
+    r = osc.execd(sid, "POST", "/directories",
+                  body={"/tmp/G/a/b": {"mode": 755, "owner": "nobody", "group": "nogroup"}},
+                  timeout=CALL)
+    expect(r, 200)
+    uid = sh(osc, sid, "id -u")[0]
+    assert sh(osc, sid, "stat -c %u /tmp/G /tmp/G/a; stat -c %U:%G /tmp/G/a/b") == \
+        [uid, uid, "nobody:nogroup"]
+
+
 def test_permissions_never_give_a_file_to_another_sandboxs_uid(osc, sbx):
     sid = sbx["id"]
     put(osc, sid, "/tmp/perm3", b"p")
@@ -305,7 +316,7 @@ def test_directories_are_made_with_their_mode_and_removed_recursively(osc, sbx):
     r = osc.execd(sid, "POST", "/directories", body={"/tmp/D/x/y": {"mode": 700},
                                                     "/workspace/D2": {"mode": 644}}, timeout=CALL)
     expect(r, 200)
-    assert sh(osc, sid, "stat -c %a /tmp/D/x/y /workspace/D2") == ["700", "644"]
+    assert sh(osc, sid, "stat -c %a /tmp/D /tmp/D/x/y /workspace/D2") == ["755", "700", "644"]
     put(osc, sid, "/tmp/D/x/y/f", b"f")
     sh(osc, sid, "ln -s /workspace /tmp/D/x/ws")
     put(osc, sid, "/workspace/keep", b"k")
