@@ -1899,11 +1899,206 @@ static void api_mkdirs(sh_request *r)
         os_reply_empty(r, 200);
 }
 
+/* DELETE /directories is a job of the loop too: the trees are removed in slices (WALK_SLICE
+ * entries or WALK_SLICE_NS a slice), depth first, never following a link (every entry looked
+ * at with AT_SYMLINK_NOFOLLOW, every directory entered with O_NOFOLLOW from the fd of the one
+ * that holds it), keeping going past what cannot be removed and answering the first error. A
+ * subtree deeper than WALK_DEPTH_MAX levels is handed to the tree remover (sh/remove.h) in one
+ * go. Every path is checked before anything is removed. */
+typedef struct rframe {
+        int fd; /* O_RDONLY: the directory being emptied */
+        char **names;
+        size_t n, i;
+        char *name; /* its name in the frame below (the top's: the path's base) */
+} rframe;
+
+typedef struct rtop {
+        int pfd; /* its parent, checked writable by the sandbox */
+        char *base, *shown;
+} rtop;
+
+typedef struct rjob {
+        sh_pending *tok;
+        sh_timer *t;
+        sh_loop *loop;
+        rtop *tops;
+        size_t ntops, itop; /* itop: the one being removed (st holds its frames) */
+        rframe st[WALK_DEPTH_MAX + 1];
+        unsigned top;
+        int first_err;
+        size_t err_top; /* the path first_err belongs to */
+        os_err e;
+} rjob;
+
+static void rjob_pop(rjob *j)
+{
+        rframe *fr = &j->st[--j->top];
+
+        free_names(fr->names, fr->n);
+        sh_close(fr->fd);
+        free(fr->name);
+        memset(fr, 0, sizeof(*fr));
+}
+
+static void rjob_gone(void *data)
+{
+        rjob *j = data;
+
+        sh_loop_cancel_timer(j->loop, TAKE_PTR(j->t));
+        sh_pending_release(TAKE_PTR(j->tok));
+}
+
+static void rjob_release(void *data)
+{
+        rjob *j = data;
+
+        while (j->top > 0)
+                rjob_pop(j);
+        for (size_t i = 0; i < j->ntops; i++) {
+                sh_close(j->tops[i].pfd);
+                free(j->tops[i].base);
+                free(j->tops[i].shown);
+        }
+        free(j->tops);
+        free(j);
+}
+
+static const sh_pending_ops rjob_ops = {.gone = rjob_gone, .release = rjob_release};
+
+static void rjob_error(rjob *j, int errnum)
+{
+        if (!j->first_err && errnum != ENOENT) {
+                j->first_err = errnum;
+                j->err_top = j->itop;
+        }
+}
+
+/* Enter directory `name` of dirfd (O_NOFOLLOW: a link swapped in is not entered, it is
+ * unlinked as the link it is). */
+static void rjob_enter(rjob *j, int dirfd, const char *name)
+{
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        rframe *fr;
+        size_t n = 0;
+        char **names;
+        char *copy;
+
+        if (fd < 0) {
+                if ((errno == ENOTDIR || errno == ELOOP) && unlinkat(dirfd, name, 0) < 0)
+                        rjob_error(j, errno);
+                else if (errno != ENOTDIR && errno != ELOOP)
+                        rjob_error(j, errno);
+                return;
+        }
+        if (kernel_fs(fd)) { /* never below a sandbox's writable directory; refuse anyway */
+                sh_close(fd);
+                rjob_error(j, EPERM);
+                return;
+        }
+        names = read_names(fd, &n);
+        copy = names ? strdup(name) : NULL;
+        if (!copy) {
+                rjob_error(j, names ? ENOMEM : errno);
+                free_names(names, n);
+                sh_close(fd);
+                return;
+        }
+        fr = &j->st[j->top++];
+        fr->fd = fd;
+        fr->names = names;
+        fr->n = n;
+        fr->i = 0;
+        fr->name = copy;
+}
+
+/* One step: an entry removed or entered, a directory finished, or the next path begun. Returns
+ * false when every path is done. */
+static bool rjob_step(rjob *j)
+{
+        rframe *fr;
+        const char *name;
+        struct stat st;
+
+        if (j->top == 0) {
+                if (j->itop == j->ntops)
+                        return false;
+                rjob_enter(j, j->tops[j->itop].pfd, j->tops[j->itop].base);
+                if (j->top == 0)
+                        j->itop++; /* could not be entered: its error is kept */
+                return true;
+        }
+        fr = &j->st[j->top - 1];
+        if (fr->i == fr->n) {
+                int pfd = j->top >= 2 ? j->st[j->top - 2].fd : j->tops[j->itop].pfd;
+                char *nm = TAKE_PTR(fr->name);
+
+                rjob_pop(j);
+                if (unlinkat(pfd, nm, AT_REMOVEDIR) < 0)
+                        rjob_error(j, errno);
+                free(nm);
+                if (j->top == 0)
+                        j->itop++;
+                return true;
+        }
+        name = fr->names[fr->i++];
+        if (fstatat(fr->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                rjob_error(j, errno);
+                return true;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+                if (unlinkat(fr->fd, name, 0) < 0)
+                        rjob_error(j, errno);
+        } else if (j->top < WALK_DEPTH_MAX) {
+                rjob_enter(j, fr->fd, name);
+        } else {
+                sh_error *err = NULL;
+
+                if (sh_fs_remove_tree(fr->fd, name, &err) < 0)
+                        rjob_error(j, err ? err->errnum : EIO);
+                sh_error_release(&err);
+        }
+        return true;
+}
+
+static bool rjob_slice(rjob *j, sh_request *r)
+{
+        uint64_t start = sh_now_ns();
+        unsigned n = 0;
+
+        while (rjob_step(j))
+                if (++n >= WALK_SLICE || sh_now_ns() - start > WALK_SLICE_NS)
+                        return false;
+        if (j->first_err) {
+                fail(&j->e, j->first_err, j->tops[j->err_top].shown, "delete");
+                os_reply_err(r, &j->e);
+        } else {
+                os_reply_empty(r, 200);
+        }
+        sh_pending_release(TAKE_PTR(j->tok));
+        return true;
+}
+
+static void rjob_timer(sh_loop *l, sh_timer *t, void *data)
+{
+        rjob *j = data;
+        sh_request *r = sh_pending_request(j->tok);
+
+        j->t = NULL; /* the loop frees a fired timer */
+        if (!r || rjob_slice(j, r))
+                return;
+        j->t = sh_loop_add_timer(l, 0, rjob_timer, j);
+        if (!j->t) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the removal");
+                sh_pending_release(TAKE_PTR(j->tok));
+        }
+}
+
 static void api_rmdirs(sh_request *r)
 {
         _cleanup_(fctx_done) fctx f = {.root = -1};
         const sh_query_param *ps[PATHS_MAX];
         size_t n = query_paths(r, ps, PATHS_MAX);
+        rjob *j;
         os_err e;
 
         if (n == 0) {
@@ -1912,41 +2107,63 @@ static void api_rmdirs(sh_request *r)
         }
         if (fctx_init(r, &f) < 0)
                 return;
+        j = calloc(1, sizeof(*j));
+        if (!j || !(j->tops = calloc(n, sizeof(*j->tops)))) {
+                free(j);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        j->loop = os_ctx_of(r)->loop;
+        /* every path checked before anything is removed */
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *p = sb_path(ps[i]->val, ps[i]->val_len, &e);
                 _cleanup_close_ int pfd = -1;
-                sh_error *err = NULL;
                 const char *base;
                 struct stat st;
+                rtop *t;
 
                 if (!p || (pfd = f_parent(&f, p, &base, ps[i]->val, "delete", &e)) < 0) {
                         if (e.status == 404)
-                                continue;
-                        os_reply_err(r, &e);
-                        return;
+                                continue; /* absent is fine */
+                        goto refuse;
                 }
                 if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
                         if (errno == ENOENT)
                                 continue;
                         fail(&e, errno, ps[i]->val, "delete");
-                        os_reply_err(r, &e);
-                        return;
+                        goto refuse;
                 }
                 if (!S_ISDIR(st.st_mode)) {
-                        os_reply_error(r, 400, OS_BAD_BODY,
-                                       "'%s' is not a directory: DELETE /files removes it",
-                                       ps[i]->val);
-                        return;
+                        os_err_set(&e, 400, OS_BAD_BODY,
+                                   "'%s' is not a directory: DELETE /files removes it", ps[i]->val);
+                        goto refuse;
                 }
-                /* the tree remover never follows a link and keeps a bounded number of fds */
-                if (sh_fs_remove_tree(pfd, base, &err) < 0) {
-                        fail(&e, err ? err->errnum : EIO, ps[i]->val, "delete");
-                        sh_error_release(&err);
-                        os_reply_err(r, &e);
-                        return;
+                t = &j->tops[j->ntops];
+                if (!(t->base = strdup(base)) || !(t->shown = strdup(ps[i]->val))) {
+                        free(t->base);
+                        os_err_set(&e, 500, OS_RUNTIME, "out of memory");
+                        goto refuse;
                 }
+                t->pfd = TAKE_FD(pfd);
+                j->ntops++;
         }
-        os_reply_empty(r, 200);
+        if (!(j->tok = sh_request_wait(r, &rjob_ops, j))) {
+                rjob_release(j);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        if (rjob_slice(j, r))
+                return;
+        /* The rest in slices from the loop; the request waits. */
+        j->t = sh_loop_add_timer(j->loop, 0, rjob_timer, j);
+        if (!j->t) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the removal");
+                sh_pending_release(TAKE_PTR(j->tok));
+        }
+        return;
+refuse:
+        rjob_release(j);
+        os_reply_err(r, &e);
 }
 
 /* ---- routes ----------------------------------------------------------------------------------- */

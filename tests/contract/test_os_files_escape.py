@@ -266,6 +266,19 @@ def test_a_100000_entry_directory_is_listed_and_searched(osc, sbx):
     assert len(j) == 100000 and j[0]["path"] == "/tmp/big/f000001"
     r = osc.execd(sid, "GET", "/files/search?path=/tmp/big&pattern=f09999*", timeout=60)
     assert len(expect(r, 200)) == 10
+    expect(osc.execd(sid, "DELETE", "/directories?path=/tmp/big", timeout=60), 200)
+    assert stdout_of(osc, sid, "test -e /tmp/big || echo gone") == ["gone"]
+
+
+def test_a_tree_deeper_than_the_walks_bound_is_removed_whole_and_its_links_never_followed(
+        osc, sbx, host):
+    sid = sbx["id"]
+    O = str(host)
+    stdout_of(osc, sid, "cd /tmp && mkdir deep && cd deep && for i in $(seq 100); do "
+              "mkdir d && ln -s %s l && ln -s / r && touch f && cd d; done && echo ok" % O)
+    expect(osc.execd(sid, "DELETE", "/directories?path=/tmp/deep", timeout=60), 200)
+    assert stdout_of(osc, sid, "test -e /tmp/deep || echo gone") == ["gone"]
+    assert stdout_of(osc, sid, "test -d /usr/bin && echo kept") == ["kept"]
 
 
 # ---- a hostile image's /etc/passwd and /etc/group ------------------------------------------
