@@ -552,6 +552,13 @@ START_TEST(test_malformed_part_headers_are_refused)
         REFUSED(CT, PART("Content-Disposition : form-data; name=a"), "not 'Name: value'");
         REFUSED(CT, PART(": form-data; name=a"), "not 'Name: value'");
         REFUSED(CT, PART("garbage"), "not 'Name: value'");
+        /* data right after the headers, without the blank line that ends them */
+        REFUSED(CT,
+                "--XyZ\r\nContent-Disposition: form-data; name=a\r\nraw data, no blank line\r\n"
+                "--XyZ--",
+                "not 'Name: value'");
+        REFUSED(CT, "--XyZ\r\nContent-Disposition: form-data; name=a\r\n--XyZ--\r\n",
+                "not 'Name: value'");
         REFUSED(CT, PART("Content-Disposition: form-data;\r\n name=a"), "folded");
         REFUSED(CT, PART("Content-Disposition: attachment; name=a"), "not form-data");
         REFUSED(CT, PART("Content-Disposition: form-data-x; name=a"), "not form-data");
