@@ -26,6 +26,7 @@
 
 #include "execd.h"
 #include "files.h"
+#include "multipart.h"
 #include "sh/capability.h"
 #include "sh/fsops.h"
 #include "sh/remove.h"
@@ -39,6 +40,7 @@ SH_CAPABILITY(os_files, "opensandbox.files")
 #define REPLACE_MAX      (64u << 20) /* a file /files/replace rewrites */
 #define LINES_MAX        (64u << 20) /* a file line mode reads */
 #define PATHS_MAX        1024        /* paths of one request (query or body) */
+#define METADATA_MAX     (64u << 10) /* one metadata part of an upload */
 
 /* ---- the sandbox's side --------------------------------------------------------------------- */
 
@@ -1282,7 +1284,7 @@ static int tmpfile_commit(tmpf *t, const char *base, uid_t uid, gid_t gid, mode_
 
 typedef struct upload {
         fctx f;
-        os_mp mp;
+        os_mp *mp;
         uint64_t max, seen;
         os_err e;
         bool failed;
@@ -1304,6 +1306,7 @@ static void upload_free(upload *u)
                 return;
         tmpfile_done(&u->t); /* an unnamed file: nothing is left behind */
         sh_buf_done(&u->meta);
+        os_mp_free(u->mp);
         free(u->shown);
         free(u->path);
         fctx_done(&u->f);
@@ -1372,21 +1375,25 @@ out:
         return r;
 }
 
-static int upload_event(void *data, os_mp_event ev, const char *p, size_t n)
+/* What the parser tells the upload, in order: a part begins (p: its name), some of its data, its
+ * end. < 0 with u->e filled refuses the body. */
+typedef enum { UP_BEGIN, UP_DATA, UP_END } upload_ev;
+
+static int upload_event(void *data, upload_ev ev, const char *p, size_t n)
 {
         upload *u = data;
         int r;
 
         switch (ev) {
-        case OS_MP_PART:
-                if (STREQ(u->mp.name, "metadata")) {
+        case UP_BEGIN:
+                if (STREQ(p, "metadata")) {
                         if (u->st == U_FILE_NEXT)
                                 return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
                                                   "two metadata parts in a row: each is followed "
                                                   "by its file part");
                         u->st = U_IN_META;
                         u->meta.len = 0;
-                } else if (STREQ(u->mp.name, "file")) {
+                } else if (STREQ(p, "file")) {
                         if (u->st != U_FILE_NEXT)
                                 return os_err_set(
                                         &u->e, 400, "INVALID_FILE_METADATA",
@@ -1399,12 +1406,12 @@ static int upload_event(void *data, os_mp_event ev, const char *p, size_t n)
                                                   "the part after a metadata part is its file");
                 }
                 return 0;
-        case OS_MP_DATA:
+        case UP_DATA:
                 if (u->st == U_IN_META) {
-                        if (u->meta.len + n > OS_MP_METADATA_MAX)
+                        if (u->meta.len + n > METADATA_MAX)
                                 return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
                                                   "a metadata part is at most %u bytes",
-                                                  OS_MP_METADATA_MAX);
+                                                  METADATA_MAX);
                         if (sh_buf_append(&u->meta, p, n) < 0)
                                 return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
                 } else if (u->st == U_IN_FILE) {
@@ -1412,7 +1419,7 @@ static int upload_event(void *data, os_mp_event ev, const char *p, size_t n)
                                 return fail(&u->e, -r, u->shown, "upload");
                 }
                 return 0;
-        case OS_MP_PART_END:
+        case UP_END:
                 if (u->st == U_IN_META) {
                         if (upload_meta(u) < 0)
                                 return -1;
@@ -1433,16 +1440,46 @@ static int upload_event(void *data, os_mp_event ev, const char *p, size_t n)
         return 0;
 }
 
+/* The parser's callbacks. A refusal of upload_event stops the parse: its answer is u->e, the
+ * sh_error only carries the stop back through os_mp_feed. */
+static int upload_stop(const upload *u, sh_error **err)
+{
+        return sh_error_new(err, u->e.status >= 500 ? SH_E_INTERNAL : SH_E_INVALID, "%s",
+                            u->e.message);
+}
+
+static int upload_part_begin(void *data, const os_mp_part *part, sh_error **err)
+{
+        return upload_event(data, UP_BEGIN, part->name, strlen(part->name)) < 0
+                       ? upload_stop(data, err)
+                       : 0;
+}
+
+static int upload_part_data(void *data, const char *p, size_t n, sh_error **err)
+{
+        return upload_event(data, UP_DATA, p, n) < 0 ? upload_stop(data, err) : 0;
+}
+
+static int upload_part_end(void *data, sh_error **err)
+{
+        return upload_event(data, UP_END, NULL, 0) < 0 ? upload_stop(data, err) : 0;
+}
+
+static const os_mp_callbacks upload_parts = {.part_begin = upload_part_begin,
+                                             .part_data = upload_part_data,
+                                             .part_end = upload_part_end};
+
 static int upload_begin(sh_request *r, void **state)
 {
         const char *ct = sh_request_header(r, "Content-Type");
         char boundary[OS_MP_BOUNDARY_MAX + 1];
+        _cleanup_error_ sh_error *err = NULL;
         upload *u;
 
         *state = NULL;
-        if (os_mp_boundary(ct, boundary) < 0) {
-                os_reply_error(r, 400, OS_BAD_BODY,
-                               "the body is multipart/form-data with a boundary");
+        if (os_mp_boundary(ct, boundary, &err) < 0) {
+                os_reply_error(r, 400, OS_BAD_BODY, "%s",
+                               err ? err->msg : "the body is multipart/form-data with a boundary");
                 return -1;
         }
         u = calloc(1, sizeof(*u));
@@ -1463,7 +1500,11 @@ static int upload_begin(sh_request *r, void **state)
                 free(u);
                 return -1;
         }
-        os_mp_init(&u->mp, boundary);
+        if (os_mp_new(ct, &upload_parts, u, &u->mp, &err) < 0) {
+                upload_free(u);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return -1;
+        }
         *state = u;
         return 0;
 }
@@ -1471,7 +1512,7 @@ static int upload_begin(sh_request *r, void **state)
 static int upload_data(sh_request *r, void *state, const char *p, size_t n)
 {
         upload *u = state;
-        int ret;
+        _cleanup_error_ sh_error *err = NULL;
 
         if (u->failed)
                 return -1;
@@ -1481,14 +1522,11 @@ static int upload_data(sh_request *r, void *state, const char *p, size_t n)
                 u->failed = true;
                 return -1;
         }
-        ret = os_mp_feed(&u->mp, p, n, upload_event, u);
-        if (ret < 0) {
-                if (ret == -EINVAL || ret == -E2BIG)
-                        os_err_set(&u->e, 400, OS_BAD_BODY,
-                                   ret == -E2BIG ? "a part's headers are over %u bytes"
-                                                 : "the body is not multipart/form-data "
-                                                   "(at most %u bytes of headers a part)",
-                                   OS_MP_HEADERS_MAX);
+        if (os_mp_feed(u->mp, p, n, &err) < 0) {
+                /* the parser's own refusal (a refusal of upload_event is in u->e already) */
+                if (!u->e.status)
+                        os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
+                                   err ? err->msg : "the body is not multipart/form-data");
                 u->failed = true;
                 tmpfile_done(&u->t);
                 return -1;
@@ -1499,10 +1537,12 @@ static int upload_data(sh_request *r, void *state, const char *p, size_t n)
 static int upload_end(sh_request *r, void *state)
 {
         upload *u = state;
+        _cleanup_error_ sh_error *err = NULL;
 
-        if (!u->failed && !os_mp_done(&u->mp))
-                os_err_set(&u->e, 400, OS_BAD_BODY,
-                           "the multipart body is cut (no closing delimiter)");
+        /* a cut body (no closing delimiter) or one without any boundary */
+        if (!u->failed && os_mp_finish(u->mp, &err) < 0)
+                os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
+                           err ? err->msg : "the multipart body is cut");
         else if (!u->failed && u->st == U_FILE_NEXT)
                 os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
                            "a metadata part without its file part");
