@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #include "execd.h"
-#include "files.h"
 #include "multipart.h"
+#include "passwd.h"
 #include "sh/capability.h"
 #include "sh/fsops.h"
 #include "sh/remove.h"
@@ -272,7 +272,7 @@ static int f_parent(fctx *f, const char *path, const char **base, const char *sh
 
 /* Read one of the image's files through the sandbox root, bounded, never blocking (a FIFO or a
  * device there is not read). Absent or unreadable: no names. */
-static void read_idmap(fctx *f, const char *path, os_idmap *m)
+static void read_idmap(fctx *f, const char *path, os_iddb_kind kind, os_idmap *m)
 {
         _cleanup_close_ int fd = -1;
         _cleanup_free_ char *buf = NULL;
@@ -286,18 +286,18 @@ static void read_idmap(fctx *f, const char *path, os_idmap *m)
         }
         if (kernel_fs(fd))
                 return;
-        buf = malloc(OS_IDMAP_FILE_MAX);
+        buf = malloc(OS_IDDB_READ_MAX);
         if (!buf)
                 return;
-        while (got < OS_IDMAP_FILE_MAX) {
-                ssize_t n = read(fd, buf + got, OS_IDMAP_FILE_MAX - got);
+        while (got < OS_IDDB_READ_MAX) {
+                ssize_t n = read(fd, buf + got, OS_IDDB_READ_MAX - got);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0)
                         break;
                 got += (size_t)n;
         }
-        if (os_idmap_parse(m, buf, got) < 0)
+        if (os_idmap_parse(m, kind, buf, got) < 0)
                 log_warn("idmap-oom", NULL, "%s not read: out of memory", path);
 }
 
@@ -306,8 +306,8 @@ static void read_maps(fctx *f)
         if (f->maps_read)
                 return;
         f->maps_read = true;
-        read_idmap(f, "etc/passwd", &f->users);
-        read_idmap(f, "etc/group", &f->groups);
+        read_idmap(f, "etc/passwd", OS_IDDB_PASSWD, &f->users);
+        read_idmap(f, "etc/group", OS_IDDB_GROUP, &f->groups);
 }
 
 /* A name (or decimal number) of the image's passwd/group as an id the sandbox may give: its
@@ -316,6 +316,7 @@ static int resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err
 {
         const char *what = group ? "group" : "owner";
         uint32_t own = group ? f->gid : f->uid;
+        int r;
 
         if (!v || cJSON_IsNull(v)) {
                 *ret = own;
@@ -328,9 +329,14 @@ static int resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err
                 return 0;
         }
         read_maps(f);
-        if (os_idmap_lookup(group ? &f->groups : &f->users, v->valuestring, ret) < 0)
+        r = os_idmap_resolve(group ? &f->groups : &f->users, v->valuestring, ret);
+        if (r == -ENOENT)
                 return os_err_set(e, 400, OS_BAD_BODY, "%s '%.64s' is not in the image's %s", what,
                                   v->valuestring, group ? "/etc/group" : "/etc/passwd");
+        if (r < 0)
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "%s '%.64s' is neither a name nor an id below 4294967295", what,
+                                  v->valuestring);
         if (*ret != own && *ret >= f->id_base)
                 return os_err_set(e, 400, OS_BAD_BODY,
                                   "%s '%.64s' is in the sandboxes' own id range: not given", what,

@@ -1,7 +1,9 @@
-/* passwd.c: name <-> id lookups in an image's /etc/passwd or /etc/group text (hostile input). */
+/* passwd.c: an image's /etc/passwd or /etc/group text (hostile input) as a table of names and
+ * ids, looked up both ways. */
 #include "passwd.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ID_DIGITS_MAX 10 /* UINT32_MAX has 10 digits */
@@ -100,69 +102,123 @@ static bool parse_line(os_iddb_kind kind, const char *p, size_t n, entry *e)
         return true;
 }
 
-/* Call match() on each well-formed entry of db in order until it returns true. */
-static bool scan(os_iddb_kind kind, const char *db, size_t len,
-                 bool (*match)(const entry *e, const void *want), const void *want, entry *found)
+/* The next entry of the table, grown by doubling up to OS_IDDB_ENTRIES_MAX. NULL: no memory. */
+static os_idmap_entry *grow(os_idmap *m, size_t *cap)
 {
-        size_t pos = 0;
+        if (m->n == *cap) {
+                size_t nc = *cap ? *cap * 2 : 64;
+                os_idmap_entry *v;
 
-        if (!db)
-                return false;
-        while (pos < len) {
+                if (nc > OS_IDDB_ENTRIES_MAX)
+                        nc = OS_IDDB_ENTRIES_MAX;
+                v = realloc(m->v, nc * sizeof(*v));
+                if (!v)
+                        return NULL;
+                m->v = v;
+                *cap = nc;
+        }
+        return &m->v[m->n];
+}
+
+/* Both orders break ties by the address in m->v, which is the file's order: the first of
+ * duplicates comes first, and a lookup finds it. */
+static int cmp_id(const void *a, const void *b)
+{
+        const os_idmap_entry *x = *(const os_idmap_entry *const *)a;
+        const os_idmap_entry *y = *(const os_idmap_entry *const *)b;
+
+        if (x->id != y->id)
+                return x->id < y->id ? -1 : 1;
+        return x < y ? -1 : x > y;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+        const os_idmap_entry *x = *(const os_idmap_entry *const *)a;
+        const os_idmap_entry *y = *(const os_idmap_entry *const *)b;
+        int c = strcmp(x->name, y->name);
+
+        if (c)
+                return c;
+        return x < y ? -1 : x > y;
+}
+
+int os_idmap_parse(os_idmap *m, os_iddb_kind kind, const char *db, size_t len)
+{
+        size_t pos = 0, cap = 0;
+
+        *m = (os_idmap){0};
+        while (db && pos < len && m->n < OS_IDDB_ENTRIES_MAX) {
                 const char *nl = memchr(db + pos, '\n', len - pos);
                 size_t n = nl ? (size_t)(nl - (db + pos)) : len - pos;
+                os_idmap_entry *slot;
                 entry e;
 
                 /* A line too long to hold valid fields is still only scanned once: memchr and
-                 * the field split are both linear, so the whole lookup is O(len). */
-                if (parse_line(kind, db + pos, n, &e) && match(&e, want)) {
-                        *found = e;
-                        return true;
+                 * the field split are both linear, so the whole parse is O(len). */
+                if (parse_line(kind, db + pos, n, &e)) {
+                        if (!(slot = grow(m, &cap)))
+                                goto oom;
+                        slot->id = e.id;
+                        memcpy(slot->name, e.name, e.name_len); /* <= OS_IDDB_NAME_MAX */
+                        slot->name[e.name_len] = '\0';
+                        m->n++;
                 }
                 pos += n + 1;
         }
-        return false;
+        if (m->n == 0)
+                return 0;
+        m->by_id = malloc(m->n * sizeof(*m->by_id));
+        m->by_name = malloc(m->n * sizeof(*m->by_name));
+        if (!m->by_id || !m->by_name)
+                goto oom;
+        for (size_t i = 0; i < m->n; i++)
+                m->by_id[i] = m->by_name[i] = &m->v[i];
+        qsort(m->by_id, m->n, sizeof(*m->by_id), cmp_id);
+        qsort(m->by_name, m->n, sizeof(*m->by_name), cmp_name);
+        return 0;
+oom:
+        os_idmap_done(m);
+        return -ENOMEM;
 }
 
-static bool match_name(const entry *e, const void *want)
+int os_idmap_lookup_name(const os_idmap *m, const char *name, uint32_t *ret_id)
 {
-        const char *name = want;
-
-        return strlen(name) == e->name_len && memcmp(name, e->name, e->name_len) == 0;
-}
-
-static bool match_id(const entry *e, const void *want)
-{
-        return e->id == *(const uint32_t *)want;
-}
-
-int os_iddb_lookup_name(os_iddb_kind kind, const char *db, size_t len, const char *name,
-                        uint32_t *ret_id)
-{
-        entry e;
+        size_t lo = 0, hi = m->n;
 
         if (!name || !os_iddb_name_valid(name, strnlen(name, OS_IDDB_NAME_MAX + 1)))
                 return -EINVAL;
-        if (!scan(kind, db, len, match_name, name, &e))
+        /* the first entry whose name is not below `name`: the first line of that name */
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (strcmp(m->by_name[mid]->name, name) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo == m->n || strcmp(m->by_name[lo]->name, name) != 0)
                 return -ENOENT;
-        *ret_id = e.id;
+        *ret_id = m->by_name[lo]->id;
         return 0;
 }
 
-int os_iddb_lookup_id(os_iddb_kind kind, const char *db, size_t len, uint32_t id,
-                      char ret_name[OS_IDDB_NAME_MAX + 1])
+const char *os_idmap_name(const os_idmap *m, uint32_t id)
 {
-        entry e;
+        size_t lo = 0, hi = m->n;
 
-        if (!scan(kind, db, len, match_id, &id, &e))
-                return -ENOENT;
-        memcpy(ret_name, e.name, e.name_len); /* <= OS_IDDB_NAME_MAX: checked by the parse */
-        ret_name[e.name_len] = '\0';
-        return 0;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (m->by_id[mid]->id < id)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo < m->n && m->by_id[lo]->id == id ? m->by_id[lo]->name : NULL;
 }
 
-int os_iddb_resolve(os_iddb_kind kind, const char *db, size_t len, const char *spec,
-                    uint32_t *ret_id)
+int os_idmap_resolve(const os_idmap *m, const char *spec, uint32_t *ret_id)
 {
         size_t n;
         bool digits = true;
@@ -178,5 +234,13 @@ int os_iddb_resolve(os_iddb_kind kind, const char *db, size_t len, const char *s
                         return -ERANGE; /* more than OS_IDDB_NAME_MAX digits */
                 return os_iddb_parse_id(spec, n, ret_id);
         }
-        return os_iddb_lookup_name(kind, db, len, spec, ret_id);
+        return os_idmap_lookup_name(m, spec, ret_id);
+}
+
+void os_idmap_done(os_idmap *m)
+{
+        free(m->v);
+        free(m->by_id);
+        free(m->by_name);
+        *m = (os_idmap){0};
 }

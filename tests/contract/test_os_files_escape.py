@@ -6,7 +6,7 @@ it. Host side: a directory `outside` with a secret, which must never be read, wr
 removed. Also the multipart edge cases of POST /files/upload (nothing left behind, old content
 kept), a 100,000-entry directory, and hostile images: an /etc/passwd that is huge, binary,
 without a newline, of 200,000 lines, a link to /proc or to a host file, an /etc/group that is
-a FIFO (the parser itself: tests/unit/test_os_files.c)."""
+a FIFO (the parser itself: tests/unit/test_os_passwd.c)."""
 import json
 import os
 import socket

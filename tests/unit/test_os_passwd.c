@@ -1,10 +1,12 @@
 /* test_os_passwd.c: name <-> id lookups in an image's /etc/passwd and /etc/group
  * (src/opensandbox/passwd.c): every rule, and hostile files (huge lines, binary, NULs, no
- * final newline, missing fields, bad or overflowing ids, duplicates), with a loop over random
- * and mutated files that must never read past the buffer (the ASan build checks it). */
+ * final newline, missing fields, bad or overflowing ids, duplicates, more lines than are kept),
+ * with a loop over random and mutated files that must never read past the buffer (the ASan
+ * build checks it), and a listing's worth of lookups in the largest table. */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,30 +34,57 @@ static char *exact(const char *s, size_t len)
         char *p = malloc(len ? len : 1);
 
         ck_assert_ptr_nonnull(p);
-        memcpy(p, s, len);
+        if (len)
+                memcpy(p, s, len);
         return p;
+}
+
+/* The table of `len` bytes of db, parsed from an exact copy. */
+static void table(os_idmap *m, os_iddb_kind k, const char *db, size_t len)
+{
+        char *copy = exact(db, len);
+
+        ck_assert_int_eq(os_idmap_parse(m, k, copy, len), 0);
+        free(copy);
 }
 
 static int name2id(os_iddb_kind k, const char *db, size_t len, const char *name, uint32_t *id)
 {
-        char *copy = exact(db, len);
+        os_idmap m;
         int r;
 
+        table(&m, k, db, len);
         *id = 0xdeadbeef;
-        r = os_iddb_lookup_name(k, copy, len, name, id);
-        free(copy);
+        r = os_idmap_lookup_name(&m, name, id);
+        os_idmap_done(&m);
         return r;
 }
 
 static int id2name(os_iddb_kind k, const char *db, size_t len, uint32_t id,
                    char name[OS_IDDB_NAME_MAX + 1])
 {
-        char *copy = exact(db, len);
+        os_idmap m;
+        const char *found;
+
+        table(&m, k, db, len);
+        strcpy(name, "untouched");
+        found = os_idmap_name(&m, id);
+        if (found) {
+                ck_assert_uint_le(strlen(found), OS_IDDB_NAME_MAX);
+                strcpy(name, found);
+        }
+        os_idmap_done(&m);
+        return found ? 0 : -ENOENT;
+}
+
+static int resolve(os_iddb_kind k, const char *db, size_t len, const char *spec, uint32_t *id)
+{
+        os_idmap m;
         int r;
 
-        strcpy(name, "untouched");
-        r = os_iddb_lookup_id(k, copy, len, id, name);
-        free(copy);
+        table(&m, k, db, len);
+        r = os_idmap_resolve(&m, spec, id);
+        os_idmap_done(&m);
         return r;
 }
 
@@ -220,12 +249,12 @@ START_TEST(test_a_huge_line_and_a_cut_file)
         ck_assert_ptr_nonnull(db);
         memset(db, 'a', n);
         memcpy(db, "x:x:1:1::/:", 11); /* one line of 8 MiB, no newline */
-        ck_assert_int_eq(os_iddb_lookup_name(OS_IDDB_PASSWD, db, n, "x", &id), 0);
+        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, n, "x", &id), 0);
         ck_assert_uint_eq(id, 1);
         memset(db, ':', n); /* millions of fields */
-        ck_assert_int_eq(os_iddb_lookup_name(OS_IDDB_PASSWD, db, n, "x", &id), -ENOENT);
+        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, n, "x", &id), -ENOENT);
         memset(db, '\n', n); /* millions of empty lines */
-        ck_assert_int_eq(os_iddb_lookup_name(OS_IDDB_PASSWD, db, n, "x", &id), -ENOENT);
+        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, n, "x", &id), -ENOENT);
         free(db);
         /* a file cut by the caller's read bound mid-line: a line cut in its last field keeps its
          * id; cut earlier, it has too few fields and is skipped */
@@ -234,7 +263,118 @@ START_TEST(test_a_huge_line_and_a_cut_file)
         ck_assert_int_eq(name2id(OS_IDDB_PASSWD, "roo", 3, "roo", &id), -ENOENT);
         ck_assert_int_eq(name2id(OS_IDDB_PASSWD, "root:x:1", 8, "root", &id), -ENOENT);
         ck_assert_int_eq(name2id(OS_IDDB_PASSWD, "", 0, "root", &id), -ENOENT);
-        ck_assert_int_eq(os_iddb_lookup_name(OS_IDDB_PASSWD, NULL, 0, "root", &id), -ENOENT);
+        {
+                os_idmap m;
+
+                ck_assert_int_eq(os_idmap_parse(&m, OS_IDDB_PASSWD, NULL, 0), 0);
+                ck_assert_int_eq(os_idmap_lookup_name(&m, "root", &id), -ENOENT);
+                ck_assert_ptr_null(os_idmap_name(&m, 0));
+                os_idmap_done(&m);
+                os_idmap_done(&m); /* done twice, and a zeroed table, are fine */
+                m = (os_idmap){0};
+                ck_assert_ptr_null(os_idmap_name(&m, 0));
+                os_idmap_done(&m);
+        }
+}
+END_TEST
+
+/* From i14-impl's idmap tests: whatever the bytes, at most OS_IDDB_ENTRIES_MAX lines are kept,
+ * the first ones; a file of pseudo-random bytes or of colons keeps none. */
+START_TEST(test_a_huge_file_keeps_at_most_its_first_entries)
+{
+        size_t n = 8u << 20, lines = 0;
+        char *b = malloc(n);
+        char name[OS_IDDB_NAME_MAX + 1];
+        os_idmap m;
+        uint32_t id;
+
+        ck_assert_ptr_nonnull(b);
+        for (size_t i = 0; i < n; i++)
+                b[i] = (char)(i * 7919 % 251);
+        ck_assert_int_eq(os_idmap_parse(&m, OS_IDDB_PASSWD, b, n), 0);
+        ck_assert_uint_le(m.n, OS_IDDB_ENTRIES_MAX);
+        os_idmap_done(&m);
+        /* many valid lines: the first OS_IDDB_ENTRIES_MAX are kept, the next ones never seen */
+        for (size_t off = 0; off + 64 < n; lines++)
+                off += (size_t)snprintf(b + off, n - off, "u%zu:x:%zu:1::/:\n", lines, 100 + lines);
+        ck_assert_uint_gt(lines, OS_IDDB_ENTRIES_MAX + 1);
+        ck_assert_int_eq(os_idmap_parse(&m, OS_IDDB_PASSWD, b, n), 0);
+        ck_assert_uint_eq(m.n, OS_IDDB_ENTRIES_MAX);
+        ck_assert_int_eq(os_idmap_lookup_name(&m, "u0", &id), 0);
+        ck_assert_uint_eq(id, 100);
+        snprintf(name, sizeof(name), "u%d", OS_IDDB_ENTRIES_MAX - 1);
+        ck_assert_int_eq(os_idmap_lookup_name(&m, name, &id), 0);
+        ck_assert_uint_eq(id, 100 + OS_IDDB_ENTRIES_MAX - 1);
+        snprintf(name, sizeof(name), "u%d", OS_IDDB_ENTRIES_MAX);
+        ck_assert_int_eq(os_idmap_lookup_name(&m, name, &id), -ENOENT);
+        ck_assert_ptr_null(os_idmap_name(&m, 100 + OS_IDDB_ENTRIES_MAX));
+        os_idmap_done(&m);
+        memset(b, ':', n);
+        ck_assert_int_eq(os_idmap_parse(&m, OS_IDDB_PASSWD, b, n), 0);
+        ck_assert_uint_eq(m.n, 0);
+        os_idmap_done(&m);
+        free(b);
+}
+END_TEST
+
+/* The table is sorted, and duplicates must still resolve to their first line: ids and names
+ * repeated many times, each first seen at a known line. */
+START_TEST(test_the_first_of_many_duplicates_wins_both_ways)
+{
+        enum { LINES = 5000, IDS = 7, NAMES = 5 };
+        char *db = malloc(LINES * 48);
+        size_t len = 0;
+        os_idmap m;
+        uint32_t id;
+
+        ck_assert_ptr_nonnull(db);
+        /* line i: name d(i % NAMES), id i % IDS (so name dj is first at line j, id j; id k is
+         * first at line k, name d(k % NAMES)) */
+        for (int i = 0; i < LINES; i++)
+                len += (size_t)sprintf(db + len, "d%d:x:%d:0::/:/bin/sh\n", i % NAMES, i % IDS);
+        table(&m, OS_IDDB_PASSWD, db, len);
+        for (int j = 0; j < NAMES; j++) {
+                char name[8];
+
+                snprintf(name, sizeof(name), "d%d", j);
+                ck_assert_int_eq(os_idmap_lookup_name(&m, name, &id), 0);
+                ck_assert_uint_eq(id, (uint32_t)j);
+        }
+        for (int k = 0; k < IDS; k++) {
+                char want[8];
+
+                snprintf(want, sizeof(want), "d%d", k % NAMES);
+                ck_assert_str_eq(os_idmap_name(&m, (uint32_t)k), want);
+        }
+        ck_assert_ptr_null(os_idmap_name(&m, IDS));
+        os_idmap_done(&m);
+        free(db);
+}
+END_TEST
+
+/* What a listing of 200,000 entries asks (an owner and a group name each, the sandbox's own ids
+ * being in no line) of the largest table: answered within the test's timeout only if a lookup
+ * does not read the file again (a scan of 1 MiB per lookup is 400 GB of work). */
+START_TEST(test_a_listings_worth_of_lookups_does_not_rescan_the_file)
+{
+        size_t n = OS_IDDB_READ_MAX, len = 0;
+        char *db = malloc(n);
+        os_idmap m;
+        uint32_t found = 0;
+
+        ck_assert_ptr_nonnull(db);
+        for (unsigned i = 0; len + 64 < n; i++)
+                len += (size_t)snprintf(db + len, n - len, "user%u:x:%u:%u::/home:/bin/sh\n", i,
+                                        1000 + i, 1000 + i);
+        table(&m, OS_IDDB_PASSWD, db, len);
+        ck_assert_uint_eq(m.n, OS_IDDB_ENTRIES_MAX);
+        for (uint32_t i = 0; i < 200000; i++) {
+                found += os_idmap_name(&m, 100000 + i) != NULL;       /* the sandbox's: absent */
+                found += os_idmap_name(&m, 1000 + i % 20000) != NULL; /* the image's */
+        }
+        ck_assert_uint_eq(found, 200000 / 20000 * OS_IDDB_ENTRIES_MAX);
+        os_idmap_done(&m);
+        free(db);
 }
 END_TEST
 
@@ -287,33 +427,29 @@ START_TEST(test_numbers_resolve_as_numbers_and_names_through_the_file)
 {
         uint32_t id = 7;
 
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_PASSWD, NULL, 0, "1000", &id), 0);
+        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "1000", &id), 0);
         ck_assert_uint_eq(id, 1000);
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_PASSWD, NULL, 0, "0", &id), 0);
+        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "0", &id), 0);
         ck_assert_uint_eq(id, 0);
         /* a number not in the file is still that number */
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "4242", &id),
-                         0);
+        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "4242", &id), 0);
         ck_assert_uint_eq(id, 4242);
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "alice", &id),
-                         0);
+        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "alice", &id), 0);
         ck_assert_uint_eq(id, 1000);
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_GROUP, group, sizeof(group) - 1, "wheel", &id), 0);
+        ck_assert_int_eq(resolve(OS_IDDB_GROUP, group, sizeof(group) - 1, "wheel", &id), 0);
         ck_assert_uint_eq(id, 10);
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "bob", &id),
-                         -ENOENT);
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_PASSWD, NULL, 0, "4294967295", &id), -ERANGE);
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_PASSWD, NULL, 0,
-                                         "000000000000000000000000000000000000001", &id),
-                         -ERANGE);
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_PASSWD, NULL, 0, "", &id), -EINVAL);
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_PASSWD, NULL, 0, "-1", &id), -EINVAL);
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_PASSWD, NULL, 0, "a:b", &id), -EINVAL);
-        ck_assert_int_eq(os_iddb_resolve(OS_IDDB_PASSWD, NULL, 0, NULL, &id), -EINVAL);
+        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "bob", &id), -ENOENT);
+        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "4294967295", &id), -ERANGE);
         ck_assert_int_eq(
-                os_iddb_resolve(OS_IDDB_PASSWD, NULL, 0,
-                                "a-name-far-longer-than-thirty-two-bytes-is-never-looked-up", &id),
-                -EINVAL);
+                resolve(OS_IDDB_PASSWD, NULL, 0, "000000000000000000000000000000000000001", &id),
+                -ERANGE);
+        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "", &id), -EINVAL);
+        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "-1", &id), -EINVAL);
+        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "a:b", &id), -EINVAL);
+        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, NULL, &id), -EINVAL);
+        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0,
+                                 "a-name-far-longer-than-thirty-two-bytes-is-never-looked-up", &id),
+                         -EINVAL);
         ck_assert_uint_eq(id, 10);
 }
 END_TEST
@@ -343,18 +479,25 @@ START_TEST(test_random_and_mutated_files_never_crash)
                                                     : alphabet[(size_t)rand_r(&seed) %
                                                                (sizeof(alphabet) - 1)];
                 }
-                for (uint32_t u = 0; u < 12; u++) {
-                        os_iddb_kind k = (u & 1) ? OS_IDDB_GROUP : OS_IDDB_PASSWD;
+                for (int kind = 0; kind < 2; kind++) {
+                        os_iddb_kind k = kind ? OS_IDDB_GROUP : OS_IDDB_PASSWD;
+                        os_idmap m;
 
-                        if (os_iddb_lookup_id(k, db, len, u, name) == 0) {
-                                ck_assert(os_iddb_name_valid(name, strlen(name)));
-                                ck_assert_int_eq(os_iddb_lookup_name(k, db, len, name, &id), 0);
+                        ck_assert_int_eq(os_idmap_parse(&m, k, db, len), 0);
+                        for (uint32_t u = 0; u < 12; u++) {
+                                const char *found = os_idmap_name(&m, u);
+
+                                if (!found)
+                                        continue;
+                                ck_assert(os_iddb_name_valid(found, strlen(found)));
+                                strcpy(name, found);
+                                ck_assert_int_eq(os_idmap_lookup_name(&m, name, &id), 0);
                                 /* the first line of that name may carry another id */
-                                ck_assert_int_eq(os_iddb_lookup_id(k, db, len, id, name), 0);
+                                ck_assert_ptr_nonnull(os_idmap_name(&m, id));
                         }
+                        (void)os_idmap_lookup_name(&m, kind ? "r" : "root", &id2);
+                        os_idmap_done(&m);
                 }
-                (void)os_iddb_lookup_name(OS_IDDB_PASSWD, db, len, "root", &id2);
-                (void)os_iddb_lookup_name(OS_IDDB_GROUP, db, len, "r", &id2);
                 free(db);
         }
 }
@@ -375,6 +518,9 @@ static Suite *passwd_suite(void)
         tcase_add_test(tc, test_a_line_with_a_nul_is_skipped);
         tcase_add_test(tc, test_crlf_files_and_binary_lines);
         tcase_add_test(tc, test_a_huge_line_and_a_cut_file);
+        tcase_add_test(tc, test_a_huge_file_keeps_at_most_its_first_entries);
+        tcase_add_test(tc, test_the_first_of_many_duplicates_wins_both_ways);
+        tcase_add_test(tc, test_a_listings_worth_of_lookups_does_not_rescan_the_file);
         tcase_add_test(tc, test_name_rules);
         tcase_add_test(tc, test_id_rules);
         tcase_add_test(tc, test_numbers_resolve_as_numbers_and_names_through_the_file);
