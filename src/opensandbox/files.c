@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "execd.h"
+#include "mode.h"
 #include "multipart.h"
 #include "passwd.h"
 #include "sh/capability.h"
@@ -344,44 +345,25 @@ static int resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err
         return 0;
 }
 
-/* `mode`: octal digits written as a decimal number (644); 0 or absent keeps (-> *ret 0).
- * setuid, setgid and sticky are refused. */
+/* `mode` (os_mode_from_json: octal digits written as a decimal number, 644); 0 or absent keeps
+ * (-> *ret 0). setuid, setgid and sticky are refused. */
 static int parse_mode(const cJSON *v, mode_t *ret, os_err *e)
 {
-        double d;
-        unsigned long m, out = 0, mul = 1;
+        unsigned m;
+        int r = os_mode_from_json(v, &m);
 
         *ret = 0;
-        if (!v || cJSON_IsNull(v))
-                return 0;
-        if (!cJSON_IsNumber(v))
-                return os_err_set(e, 400, OS_BAD_BODY, "mode is a number such as 644");
-        d = v->valuedouble;
-        if (d < 0 || d > 7777 || d != (double)(unsigned long)d)
-                return os_err_set(e, 400, OS_BAD_BODY, "mode %g is not octal digits", d);
-        for (m = (unsigned long)d; m > 0; m /= 10, mul *= 8) {
-                if (m % 10 > 7)
-                        return os_err_set(e, 400, OS_BAD_BODY, "mode %lu is not octal digits",
-                                          (unsigned long)d);
-                out += (m % 10) * mul;
-        }
-        if (out & 07000)
+        if (r == -EPERM)
                 return os_err_set(e, 400, OS_BAD_BODY,
-                                  "mode %lu: setuid, setgid and sticky bits are not given",
-                                  (unsigned long)d);
-        *ret = (mode_t)out;
+                                  "mode %g: setuid, setgid and sticky bits are not given",
+                                  v->valuedouble);
+        if (r < 0 && cJSON_IsNumber(v))
+                return os_err_set(e, 400, OS_BAD_BODY, "mode %g is not up to 4 octal digits",
+                                  v->valuedouble);
+        if (r < 0)
+                return os_err_set(e, 400, OS_BAD_BODY, "mode is a number such as 644");
+        *ret = (mode_t)m;
         return 0;
-}
-
-/* A mode as execd shows it: its octal digits as a decimal number (0755 -> 755). */
-static long mode_number(mode_t m)
-{
-        long out = 0, mul = 1;
-
-        m &= 07777;
-        for (; m > 0; m >>= 3, mul *= 10)
-                out += (long)(m & 7) * mul;
-        return out;
 }
 
 /* ---- FileInfo ----------------------------------------------------------------------------------- */
@@ -427,7 +409,7 @@ static cJSON *file_info(fctx *f, const char *shown, const struct statx *s)
         name = os_idmap_name(&f->groups, s->stx_gid);
         snprintf(num, sizeof(num), "%u", s->stx_gid);
         if (!cJSON_AddStringToObject(o, "group", name ? name : num) ||
-            !cJSON_AddNumberToObject(o, "mode", (double)mode_number(s->stx_mode)))
+            !cJSON_AddNumberToObject(o, "mode", (double)os_mode_to_decimal(s->stx_mode)))
                 goto oom;
         return o;
 oom:
