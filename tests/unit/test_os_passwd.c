@@ -48,16 +48,23 @@ static void table(os_idmap *m, os_iddb_kind k, const char *db, size_t len)
         free(copy);
 }
 
-static int name2id(os_iddb_kind k, const char *db, size_t len, const char *name, uint32_t *id)
+/* fn (os_idmap_lookup_name or os_idmap_resolve) of s in the table of db. */
+static int look_up(int (*fn)(const os_idmap *, const char *, uint32_t *), os_iddb_kind k,
+                   const char *db, size_t len, const char *s, uint32_t *id)
 {
         os_idmap m;
         int r;
 
         table(&m, k, db, len);
-        *id = 0xdeadbeef;
-        r = os_idmap_lookup_name(&m, name, id);
+        r = fn(&m, s, id);
         os_idmap_done(&m);
         return r;
+}
+
+static int name2id(os_iddb_kind k, const char *db, size_t len, const char *name, uint32_t *id)
+{
+        *id = 0xdeadbeef;
+        return look_up(os_idmap_lookup_name, k, db, len, name, id);
 }
 
 static int id2name(os_iddb_kind k, const char *db, size_t len, uint32_t id,
@@ -79,13 +86,7 @@ static int id2name(os_iddb_kind k, const char *db, size_t len, uint32_t id,
 
 static int resolve(os_iddb_kind k, const char *db, size_t len, const char *spec, uint32_t *id)
 {
-        os_idmap m;
-        int r;
-
-        table(&m, k, db, len);
-        r = os_idmap_resolve(&m, spec, id);
-        os_idmap_done(&m);
-        return r;
+        return look_up(os_idmap_resolve, k, db, len, spec, id);
 }
 
 #define P(name, id) name2id(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, name, id)
