@@ -69,6 +69,20 @@ static bool ieq(const char *p, size_t n, const char *lit)
         return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
 }
 
+/* A new string of the n bytes at p. Not strndup: these bytes lie in the parser's buffer, which
+ * no NUL ends, and strndup's source is a string: ASan's strict string checks (the ASan tier's
+ * ASAN_OPTIONS) read it to its NUL, past the buffer, and stop the daemon. */
+static char *dup_bytes(const char *p, size_t n)
+{
+        char *out = malloc(n + 1);
+
+        if (out) {
+                memcpy(out, p, n);
+                out[n] = '\0';
+        }
+        return out;
+}
+
 /* One parameter value at *pp (below end): a quoted string, decoded (quoted-pairs), or a run
  * of printable ASCII but space, '"', ';' and '\' (a token, and the bchars a sender forgot to
  * quote). A new string in *ret. 0, or < 0 with err. */
@@ -109,7 +123,7 @@ static int param_value(const char **pp, const char *end, char **ret, sh_error **
                 return sh_error_new(err, SH_E_INVALID,
                                     "a parameter without a value in a "
                                     "multipart header");
-        out = strndup(*pp, (size_t)(p - *pp));
+        out = dup_bytes(*pp, (size_t)(p - *pp));
         if (!out)
                 return sh_error_make(err, ENOMEM, "out of memory");
         *pp = p;
@@ -359,7 +373,7 @@ static int header_line(os_mp *m, const char *p, size_t n, sh_error **err)
                                             "a part has two Content-Type "
                                             "headers");
                 m->has_ct = true;
-                m->ctype = strndup(v, (size_t)(ve - v));
+                m->ctype = dup_bytes(v, (size_t)(ve - v));
                 return m->ctype ? 0 : sh_error_make(err, ENOMEM, "out of memory");
         }
         if (ieq(name, nlen, "content-transfer-encoding")) {
