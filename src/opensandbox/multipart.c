@@ -8,6 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "sh/util.h"
+
 #define DELIM_MAX (4 + OS_MP_BOUNDARY_MAX) /* "\r\n--" + boundary */
 /* Room for a whole header block and a delimiter with what decides it: every state leaves less
  * than this in the buffer when it waits for more, so each feed makes progress. */
@@ -69,20 +71,6 @@ static bool ieq(const char *p, size_t n, const char *lit)
         return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
 }
 
-/* A new string of the n bytes at p. Not strndup: these bytes lie in the parser's buffer, which
- * no NUL ends, and strndup's source is a string: ASan's strict string checks (the ASan tier's
- * ASAN_OPTIONS) read it to its NUL, past the buffer, and stop the daemon. */
-static char *dup_bytes(const char *p, size_t n)
-{
-        char *out = malloc(n + 1);
-
-        if (out) {
-                memcpy(out, p, n);
-                out[n] = '\0';
-        }
-        return out;
-}
-
 /* One parameter value at *pp (below end): a quoted string, decoded (quoted-pairs), or a run
  * of printable ASCII but space, '"', ';' and '\' (a token, and the bchars a sender forgot to
  * quote). A new string in *ret. 0, or < 0 with err. */
@@ -123,7 +111,9 @@ static int param_value(const char **pp, const char *end, char **ret, sh_error **
                 return sh_error_new(err, SH_E_INVALID,
                                     "a parameter without a value in a "
                                     "multipart header");
-        out = dup_bytes(*pp, (size_t)(p - *pp));
+        /* Not strndup: these bytes lie in the parser's buffer, which no NUL ends, and the
+         * ASan tier's strict string checks read a strndup source to its NUL. */
+        out = sh_memdup0(*pp, (size_t)(p - *pp));
         if (!out)
                 return sh_error_make(err, ENOMEM, "out of memory");
         *pp = p;
@@ -373,7 +363,7 @@ static int header_line(os_mp *m, const char *p, size_t n, sh_error **err)
                                             "a part has two Content-Type "
                                             "headers");
                 m->has_ct = true;
-                m->ctype = dup_bytes(v, (size_t)(ve - v));
+                m->ctype = sh_memdup0(v, (size_t)(ve - v)); /* not strndup: see param_value */
                 return m->ctype ? 0 : sh_error_make(err, ENOMEM, "out of memory");
         }
         if (ieq(name, nlen, "content-transfer-encoding")) {
