@@ -51,6 +51,8 @@ typedef struct fctx {
         uid_t uid;
         gid_t gid;
         uint64_t id_base; /* ids from here up are the sandboxes' own: only its own may be given */
+        sh_safe_guard guard; /* every directory a lookup passes through (dir_guard) */
+        bool kfs;            /* the last lookup was refused at a kernel filesystem */
         bool maps_read;
         os_idmap users, groups;
 } fctx;
@@ -62,6 +64,8 @@ static void fctx_done(fctx *f)
 }
 
 /* The request's sandbox and its root, or a reply. */
+static int dir_guard(void *data, int dirfd);
+
 static int fctx_init(sh_request *r, fctx *f)
 {
         os_record *rec = os_request_record(r);
@@ -79,6 +83,7 @@ static int fctx_init(sh_request *r, fctx *f)
         f->uid = own->uid;
         f->gid = own->gid;
         f->id_base = os_ctx_of(r)->cfg->uid_base;
+        f->guard = (sh_safe_guard){dir_guard, f};
         return 0;
 }
 
@@ -141,6 +146,30 @@ static int fstatx(int fd, struct statx *s)
             0)
                 return -errno;
         return 0;
+}
+
+/* Every directory a lookup passes through, before anything in it is looked at: the sandbox's
+ * uid must be allowed to search it (its own directories are its own: perm_bits), and it is
+ * never on a kernel filesystem. So a file the sandbox could not reach itself, a world-readable
+ * one below a 0700 directory of root's in the image (the default image is the host's /etc and
+ * /usr), is never reached for it either, by its path or through any link it plants: the
+ * guarded lookup is the walker of fs/safe_open.c, which sees each directory, links' targets
+ * included (openat2 does the whole walk in the kernel, as root, and cannot be asked). */
+static int dir_guard(void *data, int dirfd)
+{
+        fctx *f = data;
+        struct statx s;
+        int r;
+
+        if (kernel_fs(dirfd)) {
+                f->kfs = true;
+                return -EACCES;
+        }
+        if ((r = fstatx(dirfd, &s)) < 0)
+                return r;
+        if (!S_ISDIR(s.stx_mode))
+                return -ENOTDIR;
+        return perm_bits(f, &s) & 1 ? 0 : -EACCES;
 }
 
 /* ---- errors ------------------------------------------------------------------------------------ */
@@ -234,11 +263,13 @@ static char *sb_path(const char *raw, size_t n, os_err *e)
 static int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *shown,
                   const char *what, os_err *e)
 {
-        _cleanup_close_ int fd = sh_safe_openat(f->root, path, flags, 0);
+        _cleanup_close_ int fd = -1;
         int r;
 
+        f->kfs = false;
+        fd = sh_safe_openat_guarded(f->root, path, flags, 0, &f->guard);
         if (fd < 0)
-                return fail(e, -fd, shown, what);
+                return f->kfs ? refused_kernel_fs(e, shown) : fail(e, -fd, shown, what);
         if (kernel_fs(fd))
                 return refused_kernel_fs(e, shown);
         if ((r = fstatx(fd, s)) < 0)
@@ -257,9 +288,10 @@ static int f_parent(fctx *f, const char *path, const char **base, const char *sh
 
         if (!*path)
                 return os_err_set(e, 400, OS_BAD_BODY, "%s: '/' itself cannot be changed", what);
-        fd = sh_safe_open_parent(f->root, path, base);
+        f->kfs = false;
+        fd = sh_safe_open_parent_guarded(f->root, path, base, &f->guard);
         if (fd < 0)
-                return fail(e, -fd, shown, what);
+                return f->kfs ? refused_kernel_fs(e, shown) : fail(e, -fd, shown, what);
         if (kernel_fs(fd))
                 return refused_kernel_fs(e, shown);
         if ((r = fstatx(fd, &s)) < 0)
@@ -487,12 +519,24 @@ static void api_info(sh_request *r)
  * The fd or -1 with e filled. */
 static int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e)
 {
-        _cleanup_close_ int fd = -1;
+        _cleanup_close_ int pfd = -1, fd = -1;
         sh_error *err = NULL;
         uint64_t size;
         int r;
 
-        if (sh_fs_open_read(f->root, path, &fd, &size, &err) < 0) {
+        f->kfs = false;
+        pfd = sh_safe_openat_guarded(f->root, path, O_PATH, 0, &f->guard);
+        if (pfd < 0)
+                return f->kfs ? refused_kernel_fs(e, shown)
+                              : fail(e, pfd == -ELOOP ? ENOENT : -pfd, shown, "read");
+        if (kernel_fs(pfd))
+                return refused_kernel_fs(e, shown);
+        if ((r = fstatx(pfd, s)) < 0)
+                return fail(e, -r, shown, "read");
+        /* the bits before the open: a file the sandbox may not read is never opened */
+        if (S_ISREG(s->stx_mode) && !(perm_bits(f, s) & 4))
+                return fail(e, EACCES, shown, "read");
+        if (sh_fs_reopen_read(pfd, path, &fd, &size, &err) < 0) {
                 int errnum = err ? err->errnum : EIO;
                 bool special = err && err->kind == SH_E_INVALID;
 
@@ -504,8 +548,6 @@ static int f_open_read(fctx *f, const char *path, const char *shown, struct stat
                                           shown);
                 return fail(e, errnum, shown, "read");
         }
-        if (kernel_fs(fd))
-                return refused_kernel_fs(e, shown);
         if ((r = fstatx(fd, s)) < 0)
                 return fail(e, -r, shown, "read");
         if (!(perm_bits(f, s) & 4))
@@ -1137,9 +1179,10 @@ static int f_mkdir_p(fctx *f, const char *path, mode_t mode, uid_t uid, gid_t gi
         _cleanup_close_ int cur = -1;
         size_t len = strlen(path), pos = 0;
 
-        cur = sh_safe_openat(f->root, "", O_PATH | O_DIRECTORY, 0);
+        f->kfs = false;
+        cur = sh_safe_openat_guarded(f->root, "", O_PATH | O_DIRECTORY, 0, &f->guard);
         if (cur < 0)
-                return fail(e, -cur, "/", "mkdir");
+                return f->kfs ? refused_kernel_fs(e, shown) : fail(e, -cur, "/", "mkdir");
         work = strdup(path);
         if (!work)
                 return os_err_set(e, 500, OS_RUNTIME, "out of memory");
@@ -1152,7 +1195,10 @@ static int f_mkdir_p(fctx *f, const char *path, mode_t mode, uid_t uid, gid_t gi
                         end++;
                 work[end] = '\0';
                 for (int tries = 0;; tries++) {
-                        fd = sh_safe_openat(f->root, work, O_PATH | O_DIRECTORY, 0);
+                        fd = sh_safe_openat_guarded(f->root, work, O_PATH | O_DIRECTORY, 0,
+                                                    &f->guard);
+                        if (f->kfs)
+                                return refused_kernel_fs(e, shown);
                         if (fd != -ENOENT || tries == 2)
                                 break;
                         /* missing: made in its parent (cur), which must be writable */

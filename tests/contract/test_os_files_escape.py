@@ -315,6 +315,14 @@ def hostile(tmp_path_factory):
     os.symlink("/proc/self/environ", images / "linked" / "img" / "etc" / "passwd")
     os.symlink("../../../../../../etc/shadow", images / "linked" / "img" / "etc" / "group")
     os.rename(images / "linked" / "img", images / "symlinked")
+    # a world-readable file below a directory of root's that nobody else may search (as the
+    # host's /etc/ssl/private in the default image), beside one that may be searched only
+    hostile_image(images / "locked", b"root:x:0:0::/:\n")
+    for d, mode in (("closed", 0o700), ("searchable", 0o711)):
+        (images / "locked" / d / "sub").mkdir(parents=True)
+        (images / "locked" / d / "world.txt").write_bytes(SECRET)
+        (images / "locked" / d / "sub" / "deep.txt").write_bytes(SECRET)
+        os.chmod(images / "locked" / d, mode)
     d = shlib.Daemon(env={"SANDBOX_HOST_IMAGES": str(images)})
     yield d
     d.stop()
@@ -371,3 +379,47 @@ def test_an_images_passwd_linked_to_proc_or_host_files_is_never_read(hostile):
                          body={"/bin": {"mode": 755, "owner": "root"}}, timeout=CALL), 400)
     finally:
         osc.kill(sid)
+
+
+def test_a_file_below_a_directory_the_sandbox_may_not_search_is_never_reached(hostile):
+    osc, sid = hostile_sandbox(hostile, "locked")
+    try:
+        # the sandbox itself cannot read it...
+        r = osc.execd(sid, "POST", "/command", body={"command": "cat /closed/world.txt"},
+                      timeout=CALL)
+        assert SECRET not in r.body, r
+        # ...nor through the file routes, by its path or through links it plants
+        stdout_of(osc, sid, "ln -s /closed/world.txt /tmp/lf && ln -s /closed /tmp/ld && "
+                            "ln -s ../closed/sub /tmp/lsub")
+        for p in ("/closed/world.txt", "/closed/sub/deep.txt", "/tmp/lf", "/tmp/ld/world.txt",
+                  "/tmp/lsub/deep.txt", "/closed/../closed/world.txt"):
+            r = download(osc, sid, p)
+            assert r.status == 400 and SECRET not in r.body, (p, r)
+            r = info(osc, sid, p)
+            # info shows a link itself (never followed); anything below the directory is 400
+            assert r.status == (200 if p == "/tmp/lf" else 400), (p, r)
+        for route in ("/directories/list?path=", "/files/search?pattern=*&path="):
+            for p in ("/closed", "/tmp/ld", "/closed/sub"):
+                r = osc.execd(sid, "GET", route + oslib.q(p), timeout=CALL)
+                assert r.status == 400 and b"world.txt" not in r.body, (route, p, r)
+        # a listing from above does not descend into it
+        r = osc.execd(sid, "GET", "/files/search?pattern=deep.txt&path=/", timeout=CALL)
+        assert b"/closed/" not in expect_body(r), r
+    finally:
+        osc.kill(sid)
+
+
+def test_a_directory_the_sandbox_may_search_but_not_read_gives_its_files(hostile):
+    osc, sid = hostile_sandbox(hostile, "locked")
+    try:
+        r = download(osc, sid, "/searchable/sub/deep.txt")
+        assert r.status == 200 and r.body == SECRET, r
+        expect(info(osc, sid, "/searchable/world.txt"), 200)
+        expect(osc.execd(sid, "GET", "/directories/list?path=/searchable", timeout=CALL), 400)
+    finally:
+        osc.kill(sid)
+
+
+def expect_body(r):
+    assert r.status == 200, r
+    return r.body
