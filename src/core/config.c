@@ -62,7 +62,7 @@ static const opt options[] = {
         {"SANDBOX_HOST_EXEC_OUTPUT_MAX", T_SIZE, OFF(exec_output_max), "16M", 0, 1ULL << 32,
          "bytes kept for each of out and err in the exit frame"},
         {"SANDBOX_HOST_UPLOAD_MAX", T_SIZE, OFF(upload_max), "1G", 0, UINT64_MAX / 2,
-         "largest upload body, bytes"},
+         "largest upload body, bytes (native PUT /file, /v1 files/upload)"},
         {"SANDBOX_HOST_EXEC_GRACE_MS", T_MS, OFF(exec_grace_ms), "1000", 0, 86400000,
          "how long an exec waits, after its command exited, for descendants holding its pipes"},
         {"SANDBOX_HOST_UID_BASE", T_UINT, OFF(uid_base), "200000", 1000, 4000000000ULL,

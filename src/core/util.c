@@ -171,6 +171,18 @@ static int hexval(char c)
         return -1;
 }
 
+char *sh_memdup0(const char *p, size_t n)
+{
+        char *s = malloc(n + 1);
+
+        if (s) {
+                if (n)
+                        memcpy(s, p, n); /* p may be NULL when n is 0 */
+                s[n] = '\0';
+        }
+        return s;
+}
+
 int sh_url_decode(const char *in, size_t len, bool plus_is_space, char **ret, size_t *ret_len)
 {
         char *out = malloc(len + 1);

@@ -311,9 +311,7 @@ int sh_fs_upload_commit(sh_fs_upload *u_in, int rootfd, const char *path, const 
 
 int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err)
 {
-        _cleanup_close_ int pfd = -1, fd = -1;
-        struct stat st, st2;
-        char proc[64];
+        _cleanup_close_ int pfd = -1;
 
         /* O_PATH opens nothing: no FIFO open that blocks, no device driver open routine. */
         pfd = sh_safe_openat(rootfd, path, O_PATH, 0);
@@ -322,6 +320,15 @@ int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_siz
                         return sh_error_make(err, ENOENT, "'%s': too many levels of links", path);
                 return sh_error_make(err, -pfd, "open '%s'", path);
         }
+        return sh_fs_reopen_read(pfd, path, ret_fd, ret_size, err);
+}
+
+int sh_fs_reopen_read(int pfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err)
+{
+        _cleanup_close_ int fd = -1;
+        struct stat st, st2;
+        char proc[64];
+
         if (fstat(pfd, &st) < 0)
                 return sh_error_make(err, errno, "stat '%s'", path);
         if (S_ISDIR(st.st_mode))

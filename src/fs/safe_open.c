@@ -180,7 +180,8 @@ static int probe_component(int dirfd, const char *comp, struct stat *st)
  * walk ourselves from the root (absolute target) or the link's directory (relative), and
  * ".." at the root stays at the root. Magic links are plain text to us, so they can never
  * teleport the walk (the NO_MAGICLINKS part). */
-static int open_fallback(int rootfd, const char *path, int flags, mode_t mode)
+static int open_fallback(int rootfd, const char *path, int flags, mode_t mode,
+                         const sh_safe_guard *g)
 {
         _cleanup_(fdstack_done) fdstack st = {0};
         _cleanup_free_ char *buf = strdup(path);
@@ -192,6 +193,9 @@ static int open_fallback(int rootfd, const char *path, int flags, mode_t mode)
 
         if (!buf)
                 return -ENOMEM;
+        /* the guard sees the root first: every lookup starts there or comes back to it */
+        if (g && (r = g->dir(g->data, rootfd)) < 0)
+                return r;
 
         for (;;) {
                 char comp[NAME_MAX + 1];
@@ -249,6 +253,12 @@ static int open_fallback(int rootfd, const char *path, int flags, mode_t mode)
                                         sh_close(fd);
                                         return -ENOTDIR;
                                 }
+                                /* entered: checked before anything in it is looked at (".."
+                                 * pops back to a directory checked already) */
+                                if (g && (r = g->dir(g->data, fd)) < 0) {
+                                        sh_close(fd);
+                                        return r;
+                                }
                                 r = fdstack_push(&st, fd);
                                 if (r < 0) {
                                         sh_close(fd);
@@ -297,27 +307,39 @@ static int open_fallback(int rootfd, const char *path, int flags, mode_t mode)
         return r < 0 ? -errno : r;
 }
 
-int sh_safe_openat(int rootfd, const char *path, int flags, mode_t mode)
+int sh_safe_openat_guarded(int rootfd, const char *path, int flags, mode_t mode,
+                           const sh_safe_guard *g)
 {
         int r;
 
         if (!path)
                 return -EINVAL;
-        if (sh_safe_openat2_available()) {
+        if (!g && sh_safe_openat2_available()) {
                 r = open_openat2(rootfd, path, flags, mode);
                 if (r != -ENOSYS)
                         return r;
                 /* a seccomp policy installed after the probe: stop using openat2 */
                 openat2_state = PROBE_NO;
         }
-        return open_fallback(rootfd, path, flags, mode);
+        return open_fallback(rootfd, path, flags, mode, g);
+}
+
+int sh_safe_openat(int rootfd, const char *path, int flags, mode_t mode)
+{
+        return sh_safe_openat_guarded(rootfd, path, flags, mode, NULL);
 }
 
 int sh_safe_open_parent(int rootfd, const char *path, const char **ret_base)
 {
+        return sh_safe_open_parent_guarded(rootfd, path, ret_base, NULL);
+}
+
+int sh_safe_open_parent_guarded(int rootfd, const char *path, const char **ret_base,
+                                const sh_safe_guard *g)
+{
         const char *slash, *base;
         _cleanup_free_ char *parent = NULL;
-        int fd;
+        int fd, r;
 
         if (!path || !*path)
                 return -EINVAL;
@@ -333,9 +355,14 @@ int sh_safe_open_parent(int rootfd, const char *path, const char **ret_base)
                 if (!parent)
                         return -ENOMEM;
         }
-        fd = sh_safe_openat(rootfd, parent ? parent : "", O_PATH | O_DIRECTORY, 0);
+        fd = sh_safe_openat_guarded(rootfd, parent ? parent : "", O_PATH | O_DIRECTORY, 0, g);
         if (fd < 0)
                 return fd;
+        /* the parent is where the caller acts: it is entered too */
+        if (g && slash && (r = g->dir(g->data, fd)) < 0) {
+                sh_close(fd);
+                return r;
+        }
         *ret_base = base;
         return fd;
 }

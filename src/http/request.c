@@ -220,6 +220,15 @@ sh_response *sh_response_fd(int fd, uint64_t size)
         return resp;
 }
 
+sh_response *sh_response_fd_at(int fd, uint64_t offset, uint64_t size)
+{
+        struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(size, fd, offset);
+
+        if (!resp)
+                close(fd);
+        return resp;
+}
+
 int sh_response_header(sh_response *resp, const char *name, const char *value)
 {
         return resp && MHD_add_response_header(resp, name, value) == MHD_YES ? 0 : -1;

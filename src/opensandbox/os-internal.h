@@ -228,6 +228,9 @@ int os_err_set(os_err *e, unsigned status, const char *code, const char *fmt, ..
 void os_reply_error(sh_request *r, unsigned status, const char *code, const char *fmt, ...)
         _printf_(4, 5);
 void os_reply_err(sh_request *r, const os_err *e);
+/* The same with one header more (a 416's Content-Range). */
+void os_reply_error_header(sh_request *r, unsigned status, const char *code, const char *name,
+                           const char *value, const char *msg);
 /* An sh_error from a service, mapped by kind (invalid 400, unavailable 503, sandbox-not-found
  * 404, ...). */
 void os_reply_sh_error(sh_request *r, const sh_error *err);
@@ -276,6 +279,8 @@ extern const sh_route os_session_routes[];
 extern const size_t os_session_n_routes;
 extern const sh_route os_metrics_routes[];
 extern const size_t os_metrics_n_routes;
+extern const sh_route os_files_routes[]; /* files.c */
+extern const size_t os_files_n_routes;
 extern const sh_route os_proxy_routes[]; /* proxy.c: execd and egress */
 extern const size_t os_proxy_n_routes;
 

@@ -1,8 +1,8 @@
 /* proxy.c: a sandbox's execd (`/v1/sandboxes/{id}/proxy/44772/…`) and egress API (`…/18080/…`),
  * served by the daemon itself (OPENSANDBOX.md sections 1, 3 and 4; nothing is proxied). The
  * surface's admission has checked the sandbox's token and the paused rule. execd: `GET /ping`;
- * `/code…` and `/v1/isolated…` are never served; the rest comes with issues 13 and 14 and
- * answers 501 NOT_SUPPORTED until then, at once and without reading a body. Egress: the policy
+ * `/code…` and `/v1/isolated…` are never served: 501 NOT_SUPPORTED, at once and without reading
+ * a body (commands.c, sessions.c, metrics.c and files.c serve the rest). Egress: the policy
  * is deny-all by construction (a sandbox has only loopback); the credential vault is not
  * served. */
 #include <string.h>
@@ -32,7 +32,7 @@ static void execd_not_supported(sh_request *r)
                                "code interpreters and isolated sessions are not served here");
         else
                 os_reply_error(r, 501, "NOT_SUPPORTED",
-                               "this execd route is not served by this host yet");
+                               "this execd route is not served by this host");
 }
 
 /* Before any body byte: the route's answer (a 501) is given whatever the body, which is never

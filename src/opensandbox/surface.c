@@ -76,6 +76,16 @@ void os_reply_error(sh_request *r, unsigned status, const char *code, const char
         reply_error(r, status, code, msg);
 }
 
+void os_reply_error_header(sh_request *r, unsigned status, const char *code, const char *name,
+                           const char *value, const char *msg)
+{
+        sh_response *resp = error_response(status, code, msg);
+
+        /* out of memory for the header: the error goes without it (sh_response_header says) */
+        (void)sh_response_header(resp, name, value);
+        sh_reply(r, status, resp);
+}
+
 void os_reply_err(sh_request *r, const os_err *e)
 {
         reply_error(r, e->status, e->code, e->message);
@@ -454,6 +464,7 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                 {os_command_routes, os_command_n_routes},
                 {os_session_routes, os_session_n_routes},
                 {os_metrics_routes, os_metrics_n_routes},
+                {os_files_routes, os_files_n_routes},
                 {os_proxy_routes, os_proxy_n_routes},
         };
         os_ctx *ctx;

@@ -44,6 +44,7 @@ struct sh_sandbox {
         /* isolation */
         sh_cgroup *cg;     /* the sandbox's cgroup */
         sh_worker *worker; /* PID 1 of its namespaces */
+        int rootfd;        /* O_PATH its root as PID 1 sees it; -1 until ready, or once dead */
         bool worker_ready;
         bool worker_dead;
         sh_exec_link *execs; /* live exec sessions */
@@ -95,6 +96,7 @@ static int random_id(char out[SH_ID_LEN + 1])
 static void sandbox_free(sh_sandbox *sb)
 {
         sh_worker_free(sb->worker);
+        sh_close(sb->rootfd);
         if (sb->cg)
                 sh_manager_bury_cgroup(sb->mgr, sb->cg);
         sh_close(sb->dirfd);
@@ -136,6 +138,11 @@ const char *sh_sandbox_item_id(const sh_sandbox *sb)
 int sh_sandbox_workspace_fd(const sh_sandbox *sb)
 {
         return sb->wsfd;
+}
+
+int sh_sandbox_root_fd(const sh_sandbox *sb)
+{
+        return sb->worker_dead || sb->deleted ? -1 : sb->rootfd;
 }
 
 const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb)
@@ -207,7 +214,7 @@ int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_san
                 return sh_error_make(err, ENOMEM, "out of memory");
         sb->refs = 1;
         sb->mgr = m;
-        sb->dirfd = sb->wsfd = -1;
+        sb->dirfd = sb->wsfd = sb->rootfd = -1;
         sb->slot = slot;
         sb->owner.uid = (uid_t)(cfg->uid_base + slot);
         sb->owner.gid = (gid_t)(cfg->uid_base + slot);
@@ -590,6 +597,25 @@ void sh_sandbox_create_cancel(sh_sandbox *sb)
         sh_error_release(&err);
 }
 
+/* Pin the sandbox's root as its PID 1 sees it (after its pivot_root: READY comes once the root
+ * filesystem is built): an O_PATH fd of /proc/<pid>/root, taken once. The pid cannot name
+ * another process meanwhile: the daemon is the worker's reaper, so the pid stays the worker's
+ * (a zombie at worst) until the daemon reaps it. Lookups below that fd cross the mounts of the
+ * sandbox's mount namespace as the sandbox sees them (its /tmp, /workspace, /tools, the
+ * read-only image); confined by fs/safe_open.c, they never leave that root. */
+static void pin_root(sh_sandbox *sb)
+{
+        char proc[64];
+        pid_t pid = sh_worker_pid(sb->worker);
+
+        if (pid <= 0 || sb->rootfd >= 0)
+                return;
+        snprintf(proc, sizeof(proc), "/proc/%d/root", (int)pid);
+        sb->rootfd = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (sb->rootfd < 0)
+                log_error("pin-root-failed", sb->id, "open %s: %s", proc, strerror(errno));
+}
+
 static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, int value2,
                          void *data)
 {
@@ -600,6 +626,7 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
         switch (ev) {
         case SH_WORKER_EV_READY:
                 sb->worker_ready = true;
+                pin_root(sb);
                 if (sb->create_done)
                         create_worker_ready(sb);
                 return;
@@ -629,6 +656,8 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
                 break;
         }
         sb->worker_dead = true;
+        sh_close(sb->rootfd);
+        sb->rootfd = -1;
         execs_abandon(sb, "the sandbox's worker died");
         /* Setup failed before the create was answered: the sandbox goes. */
         if (sb->create_done && !sb->restoring)

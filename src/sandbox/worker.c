@@ -429,6 +429,11 @@ void sh_worker_kill(sh_worker *w)
                 sh_child_kill(w->inter, SIGKILL);
 }
 
+pid_t sh_worker_pid(const sh_worker *w)
+{
+        return w && !w->dead ? w->pid : -1;
+}
+
 bool sh_worker_alive(const sh_worker *w)
 {
         return w && !w->dead && !w->reported_dead;

@@ -12,6 +12,7 @@
 #include "sh/list.h"
 #include "sh/log.h"
 #include "sh/tools.h"
+#include "sh/util.h"
 
 #define KEYS_FILE_MAX  (64u << 10)
 #define CACHE_FILE_MAX (SH_TOOLS_MANIFEST_MAX + 16384u)
@@ -407,17 +408,6 @@ static void manifest_ready(job *j)
         install_join(j);
 }
 
-static char *memdup0(const char *p, size_t n)
-{
-        char *s = malloc(n + 1);
-
-        if (s) {
-                memcpy(s, p, n);
-                s[n] = '\0';
-        }
-        return s;
-}
-
 static void on_manifest(sh_fetch *f, const sh_fetch_result *r, void *data)
 {
         job *j = data;
@@ -427,7 +417,7 @@ static void on_manifest(sh_fetch *f, const sh_fetch_result *r, void *data)
                 settle(j, NULL, r->kind == SH_FETCH_UNREACHABLE, "%s", r->reason);
                 return;
         }
-        j->mbody = memdup0(r->body, r->len);
+        j->mbody = sh_memdup0(r->body, r->len);
         j->mlen = r->len;
         if (!j->mbody) {
                 settle(j, NULL, false, "this host is out of memory");
@@ -448,7 +438,7 @@ static void on_signature(sh_fetch *f, const sh_fetch_result *r, void *data)
                        j->sig_url, r->reason);
                 return;
         }
-        j->sbody = memdup0(r->body, r->len);
+        j->sbody = sh_memdup0(r->body, r->len);
         j->slen = r->len;
         if (!j->sbody) {
                 settle(j, NULL, false, "this host is out of memory");

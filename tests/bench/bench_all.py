@@ -32,10 +32,10 @@ sys.path.insert(0, HERE)
 
 from bench_isolation import Client, bwrap_args, pct  # noqa: E402  (reused, not duplicated)
 
-FULL = dict(create_n=200, exec_n=500, exec16_n=100, stream_mb=256, file_mb=1024,
+FULL = dict(create_n=200, exec_n=500, exec16_n=100, stream_mb=256, file_mb=1024, osfile_mb=512,
             walk_files=100_000, persist_files=10_000, persist_mb=1024, wrk_s=10,
             mem_steps=(1, 100, 500), hold_cap=2000, hold_s=300, bomb_s=5)
-SMOKE = dict(create_n=5, exec_n=5, exec16_n=3, stream_mb=4, file_mb=8,
+SMOKE = dict(create_n=5, exec_n=5, exec16_n=3, stream_mb=4, file_mb=8, osfile_mb=8,
              walk_files=1000, persist_files=100, persist_mb=8, wrk_s=1,
              mem_steps=(1, 3, 5), hold_cap=20, hold_s=30, bomb_s=1)
 
@@ -64,6 +64,8 @@ ROWS = [  # every row the table always prints, in order (the smoke test checks t
     # the OpenSandbox surface's execd (issue 13), beside the native exec on the same sandbox
     "os command true, p50 (ms)", "os command true, p99 (ms)",
     "os command stream (MB/s)",
+    # its files (issue 14): the SDK's path (multipart upload, download) beside the native one
+    "os upload (MB/s)", "os download (MB/s)",
 ]
 
 # ---- plumbing ---------------------------------------------------------------------------
@@ -419,6 +421,46 @@ def fig_os(t, d, a, cfg):
         natr.append(size / float(out[1]) / 1e6)
     t.add("os command stream (MB/s)", max(res), max(natr), "native exec stream, same file",
           "rate", note="C clients decode every event")
+    c.call("DELETE", f"/v1/sandboxes/{sid}")
+
+
+def fig_osfiles(t, d, a, cfg):
+    """OpenSandbox's `POST /files/upload` (multipart, as the SDK sends it) and
+    `GET /files/download` of one file into a /v1 sandbox's /workspace, beside the native
+    `PUT /file` and `GET /file` of the same file in the same sandbox, all with curl."""
+    c = d.client()
+    st, b = c.call("POST", "/v1/sandboxes", {"image": {"uri": "default"},
+                                             "entrypoint": ["tail", "-f", "/dev/null"]})
+    if st != 202:
+        raise RuntimeError(f"/v1 create answered {st}: {b[:200]!r}")
+    sid = json.loads(b)["id"]
+    nbytes = cfg["osfile_mb"] << 20
+    src = os.path.join(a.base, "osupload.bin")
+    meta = os.path.join(a.base, "osmeta.json")
+    with open("/dev/urandom", "rb") as r, open(src, "wb") as w:
+        left = nbytes
+        while left:
+            blk = r.read(min(left, 1 << 20))
+            w.write(blk)
+            left -= len(blk)
+    with open(meta, "w") as f:
+        json.dump({"path": "/workspace/os.bin"}, f)
+    execd = f"http://{d.host}:{d.port}/v1/sandboxes/{sid}/proxy/44772"
+    native = f"http://{d.host}:{d.port}/sandboxes/{sid}/file?path="
+    up = max(curl_speed(["-F", f"metadata=@{meta};filename=metadata;type=application/json",
+                         "-F", f"file=@{src};type=application/octet-stream",
+                         execd + "/files/upload"]) for _ in range(2))
+    if os.path.getsize(os.path.join(d.root, sid, "workspace", "os.bin")) != nbytes:
+        raise RuntimeError("the /v1 upload has the wrong size")
+    dn = max(curl_speed([execd + "/files/download?path=/workspace/os.bin"]) for _ in range(2))
+    nup = max(curl_speed(["-T", src, native + "nat.bin"]) for _ in range(2))
+    ndn = max(curl_speed([native + "nat.bin"]) for _ in range(2))
+    size = f"{cfg['osfile_mb']} MiB"
+    t.add("os upload (MB/s)", up, nup, f"native PUT /file, same sandbox, {size}, curl", "rate")
+    t.add("os download (MB/s)", dn, ndn, f"native GET /file, same sandbox, {size}, curl",
+          "rate")
+    os.unlink(src)
+    os.unlink(meta)
     c.call("DELETE", f"/v1/sandboxes/{sid}")
 
 
@@ -861,7 +903,7 @@ def main():
     ap.add_argument("--hold-cap", type=int, help="cap of the held-sandboxes figure")
     ap.add_argument("--only", help="comma-separated figures to run (create, exec, stream, "
                     "opensandbox, "
-                    "files, walk, rate, persist, memory, hold, create-disk, abuse); default: all")
+                    "files, osfiles, walk, rate, persist, memory, hold, create-disk, abuse); default: all")
     a = ap.parse_args()
     a.bin = os.path.abspath(a.bin)
     cfg = dict(SMOKE if a.smoke else FULL)
@@ -904,6 +946,7 @@ def main():
                 ("stream", ROWS[6:7], fig_stream, (d, a, cfg)),
                 ("opensandbox", ROWS[33:36], fig_os, (d, a, cfg)),
                 ("files", ROWS[7:11] + hz[2:3], fig_files, (d, a, cfg, ngx)),
+                ("osfiles", ROWS[36:38], fig_osfiles, (d, a, cfg)),
                 ("walk", ROWS[11:13] + hz[0:1], fig_walk, (d, a, cfg)),
                 ("rate", ROWS[17:18], fig_rate, (d, a, cfg, ngx))]:
             if want(name):

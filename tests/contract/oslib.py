@@ -215,6 +215,8 @@ def check_against_spec(method, path, resp):
     robj = deref(doc, robj)
     content = robj.get("content") or {}
     js = content.get("application/json")
+    if resp.body == b"" and "response body is empty" in (robj.get("description") or ""):
+        return  # the YAML's own words: without verbose=true (POST /files/replace)
     if js is None or "schema" not in js:
         if not content:
             assert resp.body == b"", "%s %s -> %d: the YAML says no content, got %r" % (

@@ -1,7 +1,7 @@
 """OPENSANDBOX.md sections 1, 3 (what issue 12 owns of it) and 4: a sandbox's execd under
 `/v1/sandboxes/{id}/proxy/44772/…` and its egress API under `…/proxy/18080/…`, served by the
-daemon itself. `GET /ping` -> 200 empty; `/code…` and `/v1/isolated…` -> 501 NOT_SUPPORTED; the
-files and directories -> 501 NOT_SUPPORTED until issue 14 (never a hang). Egress: `GET /policy`,
+daemon itself. `GET /ping` -> 200 empty; `/code…` and `/v1/isolated…` -> 501 NOT_SUPPORTED at once, never
+reading a body (the files and directories of issue 14 are test_os_files*.py). Egress: `GET /policy`,
 `PATCH /policy` deny-only, `DELETE /policy`, credential vault -> 501."""
 import pytest
 
@@ -45,46 +45,13 @@ def test_code_and_isolated_routes_are_501_not_supported(osc, sbx, method, sub, b
     expect(r, 501, "NOT_SUPPORTED")
 
 
-# The rest of execd arrives with issue 14 (files, directories); until then each route exists
-# and answers 501 NOT_SUPPORTED at once. Issue 13's routes (commands, sessions, metrics) are
-# served: test_os_command*.py, test_os_session*.py, test_os_metrics*.py. Issue 14 replaces this
-# test with its own.
-LATER = [
-    ("GET", "/files/info?path=/tmp", None),
-    ("DELETE", "/files?path=/tmp/x", None),
-    ("POST", "/files/permissions", {"/tmp/x": {"mode": 644}}),
-    ("POST", "/files/mv", [{"src": "/tmp/a", "dest": "/tmp/b"}]),
-    ("GET", "/files/search?path=/tmp&pattern=*", None),
-    ("POST", "/files/replace", {"/tmp/x": {"old": "a", "new": "b"}}),
-    ("GET", "/files/download?path=/tmp/x", None),
-    ("GET", "/directories/list?path=/tmp", None),
-    ("POST", "/directories", {"/tmp/d": {"mode": 755}}),
-    ("DELETE", "/directories?path=/tmp/d", None),
-]
-
-
-@pytest.mark.parametrize("method,sub,body", LATER, ids=["%s %s" % (m, p) for m, p, _ in LATER])
-def test_execd_routes_of_issue_14_exist_and_answer_501_until_then(osc, sbx, method, sub,
-                                                                       body):
-    r = osc.execd(sbx["id"], method, sub, body=body, timeout=CALL)
-    expect(r, 501, "NOT_SUPPORTED")
-
-
-def test_upload_route_answers_501_without_reading_a_huge_body(osc, sbx):
-    body = b"--b\r\nContent-Disposition: form-data; name=\"metadata\"; filename=\"metadata\"\r\n" \
-           b"\r\n{\"path\": \"/tmp/x\"}\r\n--b--\r\n"
-    r = osc.execd(sbx["id"], "POST", "/files/upload", body=body, timeout=CALL,
-                  headers={"Content-Type": "multipart/form-data; boundary=b"})
-    expect(r, 501, "NOT_SUPPORTED")
-
-
 def test_a_declared_gigabyte_to_an_unserved_route_is_answered_before_its_body(daemon, sbx):
     """The 501 comes before any body byte is read: a client that declares 1 GiB and sends a
     few bytes gets its answer, and the daemon never waits for (or buffers) the rest."""
-    head = ("POST /v1/sandboxes/%s/proxy/44772/files/upload HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            "Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n"
+    head = ("POST /v1/sandboxes/%s/proxy/44772/code HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
             % (sbx["id"], 1 << 30)).encode()
-    raw = shlib.raw_exchange(daemon.port, head + b"--b\r\n", read_timeout=CALL)
+    raw = shlib.raw_exchange(daemon.port, head + b"{", read_timeout=CALL)
     assert raw.startswith(b"HTTP/1.1 501"), raw[:300]
     assert b'"NOT_SUPPORTED"' in raw and b"X-Request-ID" in raw, raw[:600]
 

@@ -354,6 +354,107 @@ START_TEST(test_open_parent_follows_links_inside_root)
 }
 END_TEST
 
+/* ---- guarded lookups: every directory passed is shown to the guard ---------------------- */
+
+/* Refuses the directory whose inode is `closed` and counts the calls. */
+typedef struct guard_state {
+        ino_t closed;
+        int calls;
+} guard_state;
+
+static int refuse_one(void *data, int dirfd)
+{
+        guard_state *g = data;
+        struct stat st;
+
+        g->calls++;
+        if (fstat(dirfd, &st) < 0)
+                return -errno;
+        return st.st_ino == g->closed ? -EACCES : 0;
+}
+
+static ino_t ino_of(const char *path)
+{
+        struct stat st;
+        ck_assert_int_eq(stat(path, &st), 0);
+        return st.st_ino;
+}
+
+START_TEST(test_guard_refuses_a_path_through_a_refused_directory)
+{
+        guard_state g = {.closed = ino_of(tp("ws/sub"))};
+        sh_safe_guard guard = {refuse_one, &g};
+
+        ut_write_file(tp("ws/sub/f"), "BELOW");
+        ck_assert_int_eq(sh_safe_openat_guarded(rootfd, "sub/f", O_RDONLY, 0, &guard), -EACCES);
+        /* the directory itself is the last component: opened, not entered */
+        int fd = sh_safe_openat_guarded(rootfd, "sub", O_PATH | O_DIRECTORY, 0, &guard);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+}
+END_TEST
+
+START_TEST(test_guard_sees_the_directories_a_link_leads_through)
+{
+        guard_state g = {.closed = ino_of(tp("ws/sub"))};
+        sh_safe_guard guard = {refuse_one, &g};
+
+        ut_write_file(tp("ws/sub/f"), "BELOW");
+        ck_assert_int_eq(mkdir(tp("ws/open"), 0755), 0);
+        ck_assert_int_eq(symlink("/sub/f", tp("ws/open/abs")), 0);
+        ck_assert_int_eq(symlink("../sub", tp("ws/open/rel")), 0);
+        ck_assert_int_eq(sh_safe_openat_guarded(rootfd, "open/abs", O_RDONLY, 0, &guard), -EACCES);
+        ck_assert_int_eq(sh_safe_openat_guarded(rootfd, "open/rel/f", O_RDONLY, 0, &guard),
+                         -EACCES);
+        ck_assert_int_eq(sh_safe_openat_guarded(rootfd, "sub/../sub/f", O_RDONLY, 0, &guard),
+                         -EACCES);
+}
+END_TEST
+
+START_TEST(test_guard_sees_the_root_first)
+{
+        guard_state g = {.closed = ino_of(tp("ws"))};
+        sh_safe_guard guard = {refuse_one, &g};
+        const char *base;
+
+        ck_assert_int_eq(sh_safe_openat_guarded(rootfd, "f", O_RDONLY, 0, &guard), -EACCES);
+        ck_assert_int_eq(sh_safe_open_parent_guarded(rootfd, "f", &base, &guard), -EACCES);
+        ck_assert_int_eq(g.calls, 2);
+}
+END_TEST
+
+START_TEST(test_guarded_parent_checks_the_parent_itself)
+{
+        guard_state g = {.closed = ino_of(tp("ws/sub"))};
+        sh_safe_guard guard = {refuse_one, &g};
+        const char *base;
+        int fd;
+
+        ck_assert_int_eq(sh_safe_open_parent_guarded(rootfd, "sub/x", &base, &guard), -EACCES);
+        g.closed = 0;
+        fd = sh_safe_open_parent_guarded(rootfd, "sub/x", &base, &guard);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_str_eq(base, "x");
+        close(fd);
+}
+END_TEST
+
+START_TEST(test_guarded_lookup_keeps_links_inside_the_root)
+{
+        guard_state g = {0};
+        sh_safe_guard guard = {refuse_one, &g};
+        int fd;
+
+        ck_assert_int_eq(symlink("../../../../..", tp("ws/up")), 0);
+        fd = sh_safe_openat_guarded(rootfd, "up/f", O_RDONLY, 0, &guard);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_str_eq(read_fd(fd), "INSIDE");
+        close(fd);
+        ck_assert_int_eq(sh_safe_openat_guarded(rootfd, "up/outside/secret", O_RDONLY, 0, &guard),
+                         -ENOENT);
+}
+END_TEST
+
 static void add_tests(TCase *tc)
 {
         tcase_set_timeout(tc, 30);
@@ -383,6 +484,11 @@ static void add_tests(TCase *tc)
         tcase_add_test(tc, test_open_parent_of_root_is_einval);
         tcase_add_test(tc, test_open_parent_missing_or_not_dir);
         tcase_add_test(tc, test_open_parent_follows_links_inside_root);
+        tcase_add_test(tc, test_guard_refuses_a_path_through_a_refused_directory);
+        tcase_add_test(tc, test_guard_sees_the_directories_a_link_leads_through);
+        tcase_add_test(tc, test_guard_sees_the_root_first);
+        tcase_add_test(tc, test_guarded_parent_checks_the_parent_itself);
+        tcase_add_test(tc, test_guarded_lookup_keeps_links_inside_the_root);
 }
 
 START_TEST(test_openat2_probe_is_cached_and_consistent)

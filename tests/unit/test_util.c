@@ -704,6 +704,24 @@ START_TEST(test_quote_worst_case_fits_bound)
 }
 END_TEST
 
+START_TEST(test_memdup0_copies_exactly_n_bytes_and_terminates)
+{
+        char *src = malloc(5), *d; /* no NUL in it: ASan sees any read past its 5 bytes */
+
+        ck_assert_ptr_nonnull(src);
+        memcpy(src, "ab\0cd", 5);
+        d = sh_memdup0(src, 5);
+        ck_assert_ptr_nonnull(d);
+        ck_assert_mem_eq(d, "ab\0cd", 6);
+        free(d);
+        d = sh_memdup0(NULL, 0);
+        ck_assert_ptr_nonnull(d);
+        ck_assert_str_eq(d, "");
+        free(d);
+        free(src);
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
         Suite *s = suite_create("util");
@@ -739,6 +757,7 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_decode_invalid_escapes_rejected);
         tcase_add_test(tc, test_decode_embedded_nul_keeps_length);
         tcase_add_test(tc, test_decode_respects_len_argument);
+        tcase_add_test(tc, test_memdup0_copies_exactly_n_bytes_and_terminates);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("query");

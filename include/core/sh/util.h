@@ -30,6 +30,11 @@ int sh_parse_seconds(const char *s, uint64_t *ret);
  * (application/x-www-form-urlencoded). An invalid `%` escape is -EINVAL. */
 int sh_url_decode(const char *in, size_t len, bool plus_is_space, char **ret, size_t *ret_len);
 
+/* A new NUL-terminated copy of exactly the n bytes at p (which need no NUL: unlike strndup,
+ * whose source is a string, nothing past p + n is read; p may be NULL when n is 0), or NULL
+ * when out of memory. */
+char *sh_memdup0(const char *p, size_t n);
+
 typedef struct sh_query_param {
         char *key;
         size_t key_len;

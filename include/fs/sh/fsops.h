@@ -49,6 +49,11 @@ void sh_fs_upload_abort(sh_fs_upload *u);
  * non-regular file an explicit 400 BadRequest, absent ENOENT. */
 int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err);
 
+/* The second half of sh_fs_open_read, for a caller that resolved the path itself: the O_PATH
+ * fd `pfd` (borrowed) checked to be a regular file and reopened for reading, O_NONBLOCK;
+ * `path` only names it in errors. */
+int sh_fs_reopen_read(int pfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err);
+
 /* Any entry at `path`, links resolved inside the root; a dangling link is false. Never fails
  * for absence (ENOENT/ENOTDIR/ELOOP are false). */
 int sh_fs_exists(int rootfd, const char *path, bool *ret, sh_error **err);

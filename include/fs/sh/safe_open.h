@@ -25,6 +25,26 @@ int sh_safe_openat(int rootfd, const char *path, int flags, mode_t mode);
  * Returns the fd or -errno (-ENOENT/-ENOTDIR when the parent is missing / not a dir). */
 int sh_safe_open_parent(int rootfd, const char *path, const char **ret_base);
 
+/* A check of every directory a lookup passes through, for a caller that acts with more
+ * privilege than the user it acts for (the OpenSandbox file routes: the daemon is root, the
+ * sandbox is not): `dir` is called with an O_PATH fd of the root, then of each directory the
+ * walk enters (a link's target included) before anything in it is looked at; 0 goes on, a
+ * -errno ends the lookup with that error. The final component itself is not checked. */
+typedef struct sh_safe_guard {
+        int (*dir)(void *data, int dirfd);
+        void *data;
+} sh_safe_guard;
+
+/* sh_safe_openat with every directory on the way checked by `g` (NULL: none). A guarded
+ * lookup always takes the walker (openat2 does not say which directories it passed), with
+ * the same semantics and errors as above. */
+int sh_safe_openat_guarded(int rootfd, const char *path, int flags, mode_t mode,
+                           const sh_safe_guard *g);
+
+/* sh_safe_open_parent with every directory on the way, the parent included, checked by g. */
+int sh_safe_open_parent_guarded(int rootfd, const char *path, const char **ret_base,
+                                const sh_safe_guard *g);
+
 /* Whether openat2 is used (probed once and cached; false while the fallback is forced). */
 bool sh_safe_openat2_available(void);
 

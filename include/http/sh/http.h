@@ -250,6 +250,8 @@ sh_response *sh_response_empty(void);
 sh_response *sh_response_buffer(char *p, size_t n);
 /* A file's `size` bytes from fd (taken), sent with sendfile(2). */
 sh_response *sh_response_fd(int fd, uint64_t size);
+/* `size` bytes of fd (taken) from `offset` (a Range), sent with sendfile(2). */
+sh_response *sh_response_fd_at(int fd, uint64_t offset, uint64_t size);
 /* 0, or -1 when the header could not be added. */
 int sh_response_header(sh_response *resp, const char *name, const char *value);
 

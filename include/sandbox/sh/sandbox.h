@@ -119,6 +119,10 @@ const char *sh_sandbox_id(const sh_sandbox *sb);      /* the remote_id */
 const char *sh_sandbox_item_id(const sh_sandbox *sb); /* NULL: none */
 /* The workspace (O_PATH): every client path resolves below it (fs/safe_open.c). */
 int sh_sandbox_workspace_fd(const sh_sandbox *sb);
+/* The sandbox's root as its PID 1 sees it (O_PATH, pinned once the worker is ready): the
+ * OpenSandbox file API resolves the sandbox's own absolute paths below it, through the mounts
+ * of its namespace. -1 before ready, once its worker is dead, or once deleted. */
+int sh_sandbox_root_fd(const sh_sandbox *sb);
 /* uid/gid of the sandbox's processes and files. */
 const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
 bool sh_sandbox_deleted(const sh_sandbox *sb);

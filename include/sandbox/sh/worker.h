@@ -50,5 +50,7 @@ int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *en
 /* SIGKILL the worker: every process of its PID namespace dies with it. */
 void sh_worker_kill(sh_worker *w);
 bool sh_worker_alive(const sh_worker *w);
+/* The worker's pid (in the daemon's PID namespace) once the intermediate told it, else -1. */
+pid_t sh_worker_pid(const sh_worker *w);
 /* Stop watching and free; kills the worker if still alive. */
 void sh_worker_free(sh_worker *w);

@@ -1,0 +1,2272 @@
+/* files.c: a sandbox's execd files and directories (OPENSANDBOX.md section 3.2) over the
+ * sandbox's whole filesystem: every path is the sandbox's own absolute path, resolved below the
+ * sandbox's pinned root (sh_sandbox_root_fd: its PID 1's root, through the mounts of its mount
+ * namespace) by fs/safe_open.c, so that no link, however it changes during a call, leaves that
+ * root. The daemon acts as root there, so every route checks what the sandbox's own uid may do
+ * (docs/security.md "The OpenSandbox file API"): kernel filesystems (/proc, /dev/pts, ...) are
+ * never served, a file the sandbox does not own is read or changed only as its mode allows the
+ * sandbox's uid, FIFOs and devices are refused without being opened, new entries belong to the
+ * sandbox's uid/gid, and the read-only image refuses every write (EROFS). */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "execd.h"
+#include "mode.h"
+#include "multipart.h"
+#include "passwd.h"
+#include "sh/capability.h"
+#include "sh/fsops.h"
+#include "sh/remove.h"
+#include "sh/safe_open.h"
+
+SH_CAPABILITY(os_files, "opensandbox.files")
+
+#define WALK_DEPTH_MAX   64          /* directory levels a listing or search descends */
+#define WALK_ENTRIES_MAX 200000      /* entries one listing or search answers */
+#define DIR_NAMES_MAX    200000      /* names read from one directory */
+#define REPLACE_MAX      (64u << 20) /* a file /files/replace rewrites */
+#define LINES_MAX        (64u << 20) /* a file line mode reads */
+#define PATHS_MAX        1024        /* paths of one request (query or body) */
+#define METADATA_MAX     (64u << 10) /* one metadata part of an upload */
+
+/* ---- the sandbox's side --------------------------------------------------------------------- */
+
+typedef struct fctx {
+        sh_request *r;
+        int root; /* the sandbox's pinned root (borrowed) */
+        uid_t uid;
+        gid_t gid;
+        uint64_t id_base; /* ids from here up are the sandboxes' own: only its own may be given */
+        sh_safe_guard guard; /* every directory a lookup passes through (dir_guard) */
+        bool kfs;            /* the last lookup was refused at a kernel filesystem */
+        bool maps_read;
+        os_idmap users, groups;
+} fctx;
+
+static void fctx_done(fctx *f)
+{
+        os_idmap_done(&f->users);
+        os_idmap_done(&f->groups);
+}
+
+/* The request's sandbox and its root, or a reply. */
+static int dir_guard(void *data, int dirfd);
+
+static int fctx_init(sh_request *r, fctx *f)
+{
+        os_record *rec = os_request_record(r);
+        sh_sandbox *sb = rec ? os_record_sandbox(rec) : NULL;
+        const sh_fs_owner *own;
+
+        memset(f, 0, sizeof(*f));
+        f->r = r;
+        f->root = sb ? sh_sandbox_root_fd(sb) : -1;
+        if (f->root < 0) {
+                os_reply_error(r, 503, OS_RUNTIME, "the sandbox's filesystem is not available");
+                return -1;
+        }
+        own = sh_sandbox_owner(sb);
+        f->uid = own->uid;
+        f->gid = own->gid;
+        f->id_base = os_ctx_of(r)->cfg->uid_base;
+        f->guard = (sh_safe_guard){dir_guard, f};
+        return 0;
+}
+
+/* The kernel's own filesystems are refused whatever the sandbox mounted where: the daemon
+ * acts as root in the init user namespace, and a sysctl, a cgroup or a sysfs attribute written
+ * through the sandbox's /proc would change the host. */
+static bool kernel_fs(int fd)
+{
+        struct statfs s;
+
+        if (fstatfs(fd, &s) < 0)
+                return true; /* cannot tell: refuse */
+        switch ((unsigned long)s.f_type) {
+        case PROC_SUPER_MAGIC:
+        case SYSFS_MAGIC:
+        case CGROUP_SUPER_MAGIC:
+        case CGROUP2_SUPER_MAGIC:
+        case DEBUGFS_MAGIC:
+        case SECURITYFS_MAGIC:
+        case TRACEFS_MAGIC:
+        case BPF_FS_MAGIC:
+        case DEVPTS_SUPER_MAGIC:
+        case NSFS_MAGIC:
+        case PSTOREFS_MAGIC:
+        case EFIVARFS_MAGIC:
+        case SELINUX_MAGIC:
+        case SMACK_MAGIC:
+        case BINFMTFS_MAGIC:
+        case 0x62656570: /* configfs */
+        case 0x65735543: /* fusectl */
+                return true;
+        default:
+                return false;
+        }
+}
+
+/* The permission bits that apply to the sandbox's uid: all of them on its own entries (it could
+ * chmod them anyway), else the group's or the others' as the kernel would choose. */
+static unsigned perm_bits(const fctx *f, const struct statx *s)
+{
+        if (s->stx_uid == f->uid)
+                return 7;
+        if (s->stx_gid == f->gid)
+                return (s->stx_mode >> 3) & 7;
+        return s->stx_mode & 7;
+}
+
+/* Why the sandbox may not write in directory fd: a read-only mount (the image) says so,
+ * whatever its bits; else the bits (EACCES). */
+static int denied(int fd)
+{
+        struct statvfs v;
+
+        return fstatvfs(fd, &v) == 0 && (v.f_flag & ST_RDONLY) ? EROFS : EACCES;
+}
+
+static int fstatx(int fd, struct statx *s)
+{
+        if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, s) <
+            0)
+                return -errno;
+        return 0;
+}
+
+/* Every directory a lookup passes through, before anything in it is looked at: the sandbox's
+ * uid must be allowed to search it (its own directories are its own: perm_bits), and it is
+ * never on a kernel filesystem. So a file the sandbox could not reach itself, a world-readable
+ * one below a 0700 directory of root's in the image (the default image is the host's /etc and
+ * /usr), is never reached for it either, by its path or through any link it plants: the
+ * guarded lookup is the walker of fs/safe_open.c, which sees each directory, links' targets
+ * included (openat2 does the whole walk in the kernel, as root, and cannot be asked). */
+static int dir_guard(void *data, int dirfd)
+{
+        fctx *f = data;
+        struct statx s;
+        int r;
+
+        if (kernel_fs(dirfd)) {
+                f->kfs = true;
+                return -EACCES;
+        }
+        if ((r = fstatx(dirfd, &s)) < 0)
+                return r;
+        if (!S_ISDIR(s.stx_mode))
+                return -ENOTDIR;
+        return perm_bits(f, &s) & 1 ? 0 : -EACCES;
+}
+
+/* ---- errors ------------------------------------------------------------------------------------ */
+
+/* errno of a file operation as execd's answer; `shown` is the path as asked. Returns -1. */
+static int fail(os_err *e, int errnum, const char *shown, const char *what)
+{
+        switch (errnum) {
+        case ENOENT:
+                return os_err_set(e, 404, "FILE_NOT_FOUND", "%s: '%s' does not exist", what, shown);
+        case EROFS:
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "%s: '%s' is on a read-only filesystem (the image is read-only)",
+                                  what, shown);
+        case EACCES:
+        case EPERM:
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "%s: '%s': permission denied to the sandbox's user", what, shown);
+        case ELOOP:
+                return os_err_set(e, 400, OS_BAD_BODY, "%s: '%s': too many levels of links", what,
+                                  shown);
+        case ENOTDIR:
+        case EISDIR:
+        case EEXIST:
+        case ENOTEMPTY:
+        case EINVAL:
+        case ENAMETOOLONG:
+        case EXDEV:
+        case ENOSPC:
+        case EDQUOT:
+        case EFBIG:
+        case EBUSY:
+        case EMLINK:
+                return os_err_set(e, 400, OS_BAD_BODY, "%s: '%s': %s", what, shown,
+                                  strerror(errnum));
+        case EAGAIN:
+                return os_err_set(e, 503, OS_RUNTIME, "%s: '%s' kept changing; try again", what,
+                                  shown);
+        default:
+                return os_err_set(e, 500, OS_RUNTIME, "%s: '%s': %s", what, shown,
+                                  strerror(errnum));
+        }
+}
+
+static int refused_kernel_fs(os_err *e, const char *shown)
+{
+        return os_err_set(e, 400, OS_BAD_BODY,
+                          "'%s' is on a kernel filesystem (/proc, /dev/pts, ...): not served",
+                          shown);
+}
+
+/* ---- paths ------------------------------------------------------------------------------------- */
+
+/* The sandbox's path `raw` (n bytes: absolute, `~` or `~/...` for HOME, the workspace, or
+ * relative to it) as a path below its root ("" for "/"), or NULL and e filled. */
+static char *sb_path(const char *raw, size_t n, os_err *e)
+{
+        char *full = NULL, *norm = NULL;
+        int r;
+
+        if (!raw || n == 0) {
+                os_err_set(e, 400, OS_MISSING, "a path is empty");
+                return NULL;
+        }
+        if (memchr(raw, '\0', n)) {
+                os_err_set(e, 400, OS_BAD_BODY, "a path holds a NUL byte");
+                return NULL;
+        }
+        if (raw[0] == '/')
+                r = asprintf(&full, "%.*s", (int)n, raw);
+        else if (raw[0] == '~' && (n == 1 || raw[1] == '/'))
+                r = asprintf(&full, "/workspace%.*s", (int)(n - 1), raw + 1);
+        else
+                r = asprintf(&full, "/workspace/%.*s", (int)n, raw);
+        if (r < 0) {
+                os_err_set(e, 500, OS_RUNTIME, "out of memory");
+                return NULL;
+        }
+        r = sh_path_normalize(full, strlen(full), &norm);
+        free(full);
+        if (r < 0) {
+                os_err_set(e, 400, OS_BAD_BODY, "'%.*s' is not a valid path",
+                           (int)(n > 200 ? 200 : n), raw);
+                return NULL;
+        }
+        return norm;
+}
+
+/* Resolve `path` below the root with open(2) `flags` (O_PATH, O_NOFOLLOW...), never on a kernel
+ * filesystem; *s its statx. The fd, or -1 with e filled. */
+static int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *shown,
+                  const char *what, os_err *e)
+{
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        f->kfs = false;
+        fd = sh_safe_openat_guarded(f->root, path, flags, 0, &f->guard);
+        if (fd < 0)
+                return f->kfs ? refused_kernel_fs(e, shown) : fail(e, -fd, shown, what);
+        if (kernel_fs(fd))
+                return refused_kernel_fs(e, shown);
+        if ((r = fstatx(fd, s)) < 0)
+                return fail(e, -r, shown, what);
+        return TAKE_FD(fd);
+}
+
+/* The parent directory of non-root `path` (O_PATH), checked: the sandbox may create and remove
+ * entries in it (write and search). *base: the last component. The fd, or -1 with e filled. */
+static int f_parent(fctx *f, const char *path, const char **base, const char *shown,
+                    const char *what, os_err *e)
+{
+        _cleanup_close_ int fd = -1;
+        struct statx s;
+        int r;
+
+        if (!*path)
+                return os_err_set(e, 400, OS_BAD_BODY, "%s: '/' itself cannot be changed", what);
+        f->kfs = false;
+        fd = sh_safe_open_parent_guarded(f->root, path, base, &f->guard);
+        if (fd < 0)
+                return f->kfs ? refused_kernel_fs(e, shown) : fail(e, -fd, shown, what);
+        if (kernel_fs(fd))
+                return refused_kernel_fs(e, shown);
+        if ((r = fstatx(fd, &s)) < 0)
+                return fail(e, -r, shown, what);
+        if ((perm_bits(f, &s) & 3) != 3)
+                return fail(e, denied(fd), shown, what);
+        return TAKE_FD(fd);
+}
+
+/* ---- ids and modes ---------------------------------------------------------------------------- */
+
+/* Read one of the image's files through the sandbox root, bounded, never blocking (a FIFO or a
+ * device there is not read). Absent or unreadable: no names. */
+static void read_idmap(fctx *f, const char *path, os_iddb_kind kind, os_idmap *m)
+{
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        sh_error *err = NULL;
+        uint64_t size;
+        size_t got = 0;
+
+        if (sh_fs_open_read(f->root, path, &fd, &size, &err) < 0) {
+                sh_error_release(&err);
+                return;
+        }
+        if (kernel_fs(fd))
+                return;
+        buf = malloc(OS_IDDB_READ_MAX);
+        if (!buf)
+                return;
+        while (got < OS_IDDB_READ_MAX) {
+                ssize_t n = read(fd, buf + got, OS_IDDB_READ_MAX - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                got += (size_t)n;
+        }
+        if (os_idmap_parse(m, kind, buf, got) < 0)
+                log_warn("idmap-oom", NULL, "%s not read: out of memory", path);
+}
+
+static void read_maps(fctx *f)
+{
+        if (f->maps_read)
+                return;
+        f->maps_read = true;
+        read_idmap(f, "etc/passwd", OS_IDDB_PASSWD, &f->users);
+        read_idmap(f, "etc/group", OS_IDDB_GROUP, &f->groups);
+}
+
+/* A name (or decimal number) of the image's passwd/group as an id the sandbox may give: its
+ * own, or one below the sandboxes' uid range (never another sandbox's). -1 with e filled. */
+static int resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e)
+{
+        const char *what = group ? "group" : "owner";
+        uint32_t own = group ? f->gid : f->uid;
+        int r;
+
+        if (!v || cJSON_IsNull(v)) {
+                *ret = own;
+                return 0;
+        }
+        if (!cJSON_IsString(v))
+                return os_err_set(e, 400, OS_BAD_BODY, "%s is a name", what);
+        if (!*v->valuestring) {
+                *ret = own;
+                return 0;
+        }
+        read_maps(f);
+        r = os_idmap_resolve(group ? &f->groups : &f->users, v->valuestring, ret);
+        if (r == -ENOENT)
+                return os_err_set(e, 400, OS_BAD_BODY, "%s '%.64s' is not in the image's %s", what,
+                                  v->valuestring, group ? "/etc/group" : "/etc/passwd");
+        if (r < 0)
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "%s '%.64s' is neither a name nor an id below 4294967295", what,
+                                  v->valuestring);
+        if (*ret != own && *ret >= f->id_base)
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "%s '%.64s' is in the sandboxes' own id range: not given", what,
+                                  v->valuestring);
+        return 0;
+}
+
+/* `mode` (os_mode_from_json: octal digits written as a decimal number, 644); 0 or absent keeps
+ * (-> *ret 0). setuid, setgid and sticky are refused. */
+static int parse_mode(const cJSON *v, mode_t *ret, os_err *e)
+{
+        unsigned m;
+        int r = os_mode_from_json(v, &m);
+
+        *ret = 0;
+        if (r == -EPERM)
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "mode %g: setuid, setgid and sticky bits are not given",
+                                  v->valuedouble);
+        if (r < 0 && cJSON_IsNumber(v))
+                return os_err_set(e, 400, OS_BAD_BODY, "mode %g is not up to 4 octal digits",
+                                  v->valuedouble);
+        if (r < 0)
+                return os_err_set(e, 400, OS_BAD_BODY, "mode is a number such as 644");
+        *ret = (mode_t)m;
+        return 0;
+}
+
+/* ---- FileInfo ----------------------------------------------------------------------------------- */
+
+static const char *type_name(mode_t m)
+{
+        if (S_ISREG(m))
+                return "file";
+        if (S_ISDIR(m))
+                return "directory";
+        if (S_ISLNK(m))
+                return "symlink";
+        return "other";
+}
+
+static uint64_t ts_ms(const struct statx_timestamp *t)
+{
+        return t->tv_sec < 0 ? 0 : (uint64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
+}
+
+static cJSON *file_info(fctx *f, const char *shown, const struct statx *s)
+{
+        cJSON *o = cJSON_CreateObject();
+        char t[32], num[16];
+        const char *name;
+
+        read_maps(f);
+        if (!o || !cJSON_AddStringToObject(o, "path", shown) ||
+            !cJSON_AddStringToObject(o, "type", type_name(s->stx_mode)) ||
+            !cJSON_AddNumberToObject(o, "size", (double)s->stx_size))
+                goto oom;
+        os_time_format(ts_ms(&s->stx_mtime), t);
+        if (!cJSON_AddStringToObject(o, "modified_at", t))
+                goto oom;
+        /* the birth time where the filesystem keeps one, else the last status change */
+        os_time_format(ts_ms((s->stx_mask & STATX_BTIME) ? &s->stx_btime : &s->stx_ctime), t);
+        if (!cJSON_AddStringToObject(o, "created_at", t))
+                goto oom;
+        name = os_idmap_name(&f->users, s->stx_uid);
+        snprintf(num, sizeof(num), "%u", s->stx_uid);
+        if (!cJSON_AddStringToObject(o, "owner", name ? name : num))
+                goto oom;
+        name = os_idmap_name(&f->groups, s->stx_gid);
+        snprintf(num, sizeof(num), "%u", s->stx_gid);
+        if (!cJSON_AddStringToObject(o, "group", name ? name : num) ||
+            !cJSON_AddNumberToObject(o, "mode", (double)os_mode_to_decimal(s->stx_mode)))
+                goto oom;
+        return o;
+oom:
+        cJSON_Delete(o);
+        return NULL;
+}
+
+/* Every `path=` of the query, in order; none -> 400 MISSING_QUERY. */
+static size_t query_paths(sh_request *r, const sh_query_param **out, size_t max)
+{
+        const sh_query *q = sh_request_query(r);
+        size_t n = 0;
+
+        for (size_t i = 0; q && i < q->n && n < max; i++)
+                if (STREQ(q->v[i].key, "path"))
+                        out[n++] = &q->v[i];
+        return n;
+}
+
+static const sh_query_param *query_one(sh_request *r, const char *key)
+{
+        return sh_query_find(sh_request_query(r), key);
+}
+
+/* ---- GET /files/info ---------------------------------------------------------------------------- */
+
+static void api_info(sh_request *r)
+{
+        _cleanup_(fctx_done) fctx f = {.root = -1};
+        const sh_query_param *ps[PATHS_MAX];
+        size_t n = query_paths(r, ps, PATHS_MAX);
+        cJSON *out;
+        os_err e;
+
+        if (n == 0) {
+                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+                return;
+        }
+        if (fctx_init(r, &f) < 0)
+                return;
+        out = cJSON_CreateObject();
+        for (size_t i = 0; out && i < n; i++) {
+                _cleanup_free_ char *p = sb_path(ps[i]->val, ps[i]->val_len, &e);
+                _cleanup_close_ int fd = -1;
+                struct statx s;
+                cJSON *fi;
+
+                /* the entry itself: a link is shown as a link, never followed */
+                if (!p ||
+                    (fd = f_open(&f, p, O_PATH | O_NOFOLLOW, &s, ps[i]->val, "info", &e)) < 0) {
+                        cJSON_Delete(out);
+                        os_reply_err(r, &e);
+                        return;
+                }
+                if (cJSON_GetObjectItemCaseSensitive(out, ps[i]->val))
+                        continue; /* asked twice: one answer */
+                fi = file_info(&f, ps[i]->val, &s);
+                if (!fi || !cJSON_AddItemToObject(out, ps[i]->val, fi)) {
+                        cJSON_Delete(fi);
+                        cJSON_Delete(out);
+                        out = NULL;
+                }
+        }
+        if (!out) {
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        os_reply_json(r, 200, out);
+}
+
+/* ---- GET /files/download ------------------------------------------------------------------------ */
+
+/* A regular file for reading, checked (readable by the sandbox's uid, not on a kernel
+ * filesystem), opened without ever blocking (O_PATH first: a FIFO or a device is never opened).
+ * The fd or -1 with e filled. */
+static int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e)
+{
+        _cleanup_close_ int pfd = -1, fd = -1;
+        sh_error *err = NULL;
+        uint64_t size;
+        int r;
+
+        f->kfs = false;
+        pfd = sh_safe_openat_guarded(f->root, path, O_PATH, 0, &f->guard);
+        if (pfd < 0)
+                return f->kfs ? refused_kernel_fs(e, shown)
+                              : fail(e, pfd == -ELOOP ? ENOENT : -pfd, shown, "read");
+        if (kernel_fs(pfd))
+                return refused_kernel_fs(e, shown);
+        if ((r = fstatx(pfd, s)) < 0)
+                return fail(e, -r, shown, "read");
+        /* the bits before the open: a file the sandbox may not read is never opened */
+        if (S_ISREG(s->stx_mode) && !(perm_bits(f, s) & 4))
+                return fail(e, EACCES, shown, "read");
+        if (sh_fs_reopen_read(pfd, path, &fd, &size, &err) < 0) {
+                int errnum = err ? err->errnum : EIO;
+                bool special = err && err->kind == SH_E_INVALID;
+
+                sh_error_release(&err);
+                if (special)
+                        return os_err_set(e, 400, OS_BAD_BODY,
+                                          "'%s' is not a regular file (FIFOs, devices and sockets "
+                                          "are not read)",
+                                          shown);
+                return fail(e, errnum, shown, "read");
+        }
+        if ((r = fstatx(fd, s)) < 0)
+                return fail(e, -r, shown, "read");
+        if (!(perm_bits(f, s) & 4))
+                return fail(e, EACCES, shown, "read");
+        return TAKE_FD(fd);
+}
+
+/* One Range `bytes=a-b`, `a-` or `-n` over size bytes: 1 and [*from, *to] (inclusive), 0 when
+ * the header is not one such range (served whole), -1 when unsatisfiable. */
+static int parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
+{
+        const char *p;
+        char *end;
+        unsigned long long a, b;
+
+        if (strncmp(h, "bytes=", 6) != 0 || strchr(h, ','))
+                return 0;
+        p = h + 6;
+        if (*p == '-') {
+                if (!isdigit((unsigned char)p[1]))
+                        return 0;
+                errno = 0;
+                b = strtoull(p + 1, &end, 10);
+                if (errno || *end)
+                        return 0;
+                if (b == 0 || size == 0)
+                        return -1;
+                *from = b >= size ? 0 : size - b;
+                *to = size - 1;
+                return 1;
+        }
+        if (!isdigit((unsigned char)*p))
+                return 0;
+        errno = 0;
+        a = strtoull(p, &end, 10);
+        if (errno || *end != '-')
+                return 0;
+        p = end + 1;
+        if (!*p) {
+                b = size ? size - 1 : 0;
+        } else {
+                if (!isdigit((unsigned char)*p))
+                        return 0;
+                b = strtoull(p, &end, 10);
+                if (errno || *end || b < a)
+                        return 0;
+        }
+        if (a >= size)
+                return -1;
+        *from = a;
+        *to = b >= size ? size - 1 : b;
+        return 1;
+}
+
+/* Content-Disposition with the base name: plain ASCII in `filename`, the exact name in
+ * RFC 5987's `filename*` (a name with quotes, CR or LF never reaches a header as such). */
+static void add_disposition(sh_response *resp, const char *path)
+{
+        const char *base = strrchr(path, '/');
+        char plain[256], enc[3 * 255 + 1];
+        size_t np = 0, ne = 0;
+        char *h = NULL;
+
+        base = base ? base + 1 : path;
+        for (const unsigned char *c = (const unsigned char *)base; *c && np < 255; c++) {
+                plain[np++] = (*c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\') ? (char)*c : '_';
+                if (ne + 3 < sizeof(enc)) {
+                        if (isalnum(*c) || strchr("!#$&+-.^_`|~", *c))
+                                enc[ne++] = (char)*c;
+                        else
+                                ne += (size_t)snprintf(enc + ne, 4, "%%%02X", *c);
+                }
+        }
+        plain[np] = enc[ne] = '\0';
+        if (asprintf(&h, "attachment; filename=\"%s\"; filename*=UTF-8''%s", plain, enc) >= 0) {
+                sh_response_header(resp, "Content-Disposition", h);
+                free(h);
+        }
+}
+
+/* Line mode: lines offset..offset+limit-1 (1-based), joined by "\n" (a last line without its
+ * "\n" is a line; nothing after a final "\n" is). */
+static void download_lines(sh_request *r, int fd, const struct statx *s, uint64_t offset,
+                           uint64_t limit, const char *shown)
+{
+        sh_buf out = {0};
+        char buf[65536];
+        uint64_t line = 1, emitted = 0;
+        bool open_line = false;
+        sh_response *resp;
+
+        if (s->stx_size > LINES_MAX) {
+                os_reply_error(r, 400, OS_BAD_BODY,
+                               "'%s': line mode reads files up to %u MiB; use a Range", shown,
+                               LINES_MAX >> 20);
+                return;
+        }
+        while (!limit || line < offset + limit) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+                const char *q = buf, *end = buf + (n > 0 ? n : 0);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        sh_buf_done(&out);
+                        os_reply_error(r, 500, OS_RUNTIME, "read '%s': %s", shown, strerror(errno));
+                        return;
+                }
+                if (n == 0)
+                        break;
+                while (q < end) {
+                        const char *nl = memchr(q, '\n', (size_t)(end - q));
+                        const char *seg = nl ? nl : end;
+                        bool want = line >= offset && (limit == 0 || line < offset + limit);
+
+                        if (want && (seg > q || nl)) {
+                                if (!open_line) {
+                                        if (emitted++ > 0 && sh_buf_append(&out, "\n", 1) < 0)
+                                                goto oom;
+                                        open_line = true;
+                                }
+                                if (seg > q && sh_buf_append(&out, q, (size_t)(seg - q)) < 0)
+                                        goto oom;
+                        }
+                        if (nl) {
+                                line++;
+                                open_line = false;
+                                q = nl + 1;
+                        } else {
+                                q = end;
+                        }
+                }
+        }
+        resp = sh_response_buffer(out.p, out.len);
+        out.p = NULL;
+        if (resp)
+                sh_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+        sh_reply(r, 200, resp);
+        return;
+oom:
+        sh_buf_done(&out);
+        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+}
+
+static int query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present)
+{
+        const sh_query_param *q = query_one(r, key);
+        char *end;
+
+        *present = q != NULL;
+        *ret = 0;
+        if (!q)
+                return 0;
+        errno = 0;
+        *ret = strtoull(q->val, &end, 10);
+        if (!q->val_len || !isdigit((unsigned char)q->val[0]) || *end || errno) {
+                os_reply_error(r, 400, OS_BAD_BODY, "'%s' is a whole number", key);
+                return -1;
+        }
+        return 0;
+}
+
+static void api_download(sh_request *r)
+{
+        _cleanup_(fctx_done) fctx f = {.root = -1};
+        const sh_query_param *q = query_one(r, "path");
+        _cleanup_free_ char *p = NULL;
+        _cleanup_close_ int fd = -1;
+        uint64_t offset, limit, from = 0, to = 0;
+        bool has_off, has_lim;
+        const char *range;
+        struct statx s;
+        sh_response *resp;
+        char cr[96];
+        int rr = 0;
+        os_err e;
+
+        if (!q) {
+                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+                return;
+        }
+        if (query_uint(r, "offset", &offset, &has_off) < 0 ||
+            query_uint(r, "limit", &limit, &has_lim) < 0)
+                return;
+        if ((has_off && offset < 1) || (has_lim && limit < 1)) {
+                os_reply_error(r, 400, OS_BAD_BODY, "offset and limit are at least 1");
+                return;
+        }
+        range = sh_request_header(r, "Range");
+        if ((has_off || has_lim) && range) {
+                os_reply_error(r, 400, OS_BAD_BODY, "offset/limit and Range exclude each other");
+                return;
+        }
+        if (fctx_init(r, &f) < 0)
+                return;
+        if (!(p = sb_path(q->val, q->val_len, &e)) ||
+            (fd = f_open_read(&f, p, q->val, &s, &e)) < 0) {
+                os_reply_err(r, &e);
+                return;
+        }
+        if (has_off || has_lim) {
+                download_lines(r, fd, &s, has_off ? offset : 1, limit, q->val);
+                return;
+        }
+        if (range && (rr = parse_range(range, s.stx_size, &from, &to)) < 0) {
+                char msg[160];
+
+                snprintf(cr, sizeof(cr), "bytes */%" PRIu64, (uint64_t)s.stx_size);
+                snprintf(msg, sizeof(msg), "range '%.64s' is outside the file's %" PRIu64 " bytes",
+                         range, (uint64_t)s.stx_size);
+                os_reply_error_header(r, 416, OS_BAD_BODY, "Content-Range", cr, msg);
+                return;
+        }
+        if (rr == 1) {
+                resp = sh_response_fd_at(TAKE_FD(fd), from, to - from + 1);
+                snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to,
+                         (uint64_t)s.stx_size);
+                if (resp)
+                        sh_response_header(resp, "Content-Range", cr);
+        } else {
+                /* sent from the very inode checked, with sendfile: memory does not grow */
+                resp = sh_response_fd(TAKE_FD(fd), s.stx_size);
+        }
+        if (resp) {
+                sh_response_header(resp, "Content-Type", "application/octet-stream");
+                sh_response_header(resp, "Accept-Ranges", "bytes");
+                add_disposition(resp, p);
+        }
+        sh_reply(r, rr == 1 ? 206 : 200, resp);
+}
+
+/* ---- walks: directories/list and files/search ------------------------------------------------- */
+
+static int cmp_names(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names of directory fd (not "." or ".."), sorted; *ret_n. NULL with errno on failure. */
+static char **read_names(int fd, size_t *ret_n)
+{
+        int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        char **v = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+
+        if (!d) {
+                sh_close(dfd);
+                return NULL;
+        }
+        while ((errno = 0, de = readdir(d))) {
+                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
+                        continue;
+                if (n == DIR_NAMES_MAX) {
+                        errno = E2BIG;
+                        goto fail;
+                }
+                if (n == cap) {
+                        size_t nc = cap ? cap * 2 : 64;
+                        char **nv = realloc(v, nc * sizeof(*nv));
+                        if (!nv)
+                                goto fail;
+                        v = nv;
+                        cap = nc;
+                }
+                if (!(v[n] = strdup(de->d_name)))
+                        goto fail;
+                n++;
+        }
+        if (errno)
+                goto fail;
+        closedir(d);
+        if (!v) { /* an empty directory: an empty list, not an error */
+                v = calloc(1, sizeof(*v));
+                if (!v)
+                        errno = ENOMEM;
+                *ret_n = 0;
+                return v;
+        }
+        qsort(v, n, sizeof(*v), cmp_names);
+        *ret_n = n;
+        return v;
+fail : {
+        int saved = errno ? errno : ENOMEM;
+        closedir(d);
+        while (n > 0)
+                free(v[--n]);
+        free(v);
+        errno = saved;
+        return NULL;
+}
+}
+
+static void free_names(char **v, size_t n)
+{
+        while (n > 0)
+                free(v[--n]);
+        free(v);
+}
+
+/* A listing or a search is a job of the loop, walked in slices (as the native disk-usage): at
+ * most WALK_SLICE entries or WALK_SLICE_NS a slice, then the loop serves everyone else before
+ * the next one, so a tree of 100,000 entries never stalls the daemon. The answer is built as
+ * JSON text (one FileInfo printed at a time) and sent at the end. */
+#define WALK_SLICE    2048
+#define WALK_SLICE_NS (5 * 1000 * 1000ULL)
+
+/* One directory being walked: its fd, its sorted names and the next one to look at. */
+typedef struct wframe {
+        int fd;
+        char **names;
+        size_t n, i;
+        char *shown;    /* its path as shown (the top's as asked) */
+        unsigned depth; /* 1: its entries are the top's children */
+} wframe;
+
+typedef struct wjob {
+        sh_pending *tok; /* the job's reference, until it has answered */
+        sh_timer *t;
+        sh_loop *loop;
+        fctx f;
+        wframe st[WALK_DEPTH_MAX + 1];
+        unsigned top; /* frames in st */
+        sh_buf out;   /* the answer so far: "[" and the entries, comma-separated */
+        size_t count;
+        unsigned max_depth;
+        char *pattern;     /* search: a glob; NULL: a listing */
+        bool pattern_path; /* the pattern holds '/': matched against the path below the top */
+        size_t top_len;    /* length of the top's shown path (search's relative paths) */
+        os_err e;
+} wjob;
+
+static void wjob_pop(wjob *j)
+{
+        wframe *fr = &j->st[--j->top];
+
+        free_names(fr->names, fr->n);
+        sh_close(fr->fd);
+        free(fr->shown);
+        memset(fr, 0, sizeof(*fr));
+}
+
+static void wjob_gone(void *data)
+{
+        wjob *j = data;
+
+        sh_loop_cancel_timer(j->loop, TAKE_PTR(j->t));
+        sh_pending_release(TAKE_PTR(j->tok));
+}
+
+static void wjob_release(void *data)
+{
+        wjob *j = data;
+
+        while (j->top > 0)
+                wjob_pop(j);
+        sh_buf_done(&j->out);
+        free(j->pattern);
+        fctx_done(&j->f);
+        free(j);
+}
+
+static const sh_pending_ops wjob_ops = {.gone = wjob_gone, .release = wjob_release};
+
+/* Enter directory fd (taken) shown as `shown` (taken) at `depth`: its names read and sorted.
+ * 0, or -1 with j->e filled; a directory that vanished or cannot be read is skipped (0). */
+static int wjob_push(wjob *j, int fd, char *shown, unsigned depth)
+{
+        wframe *fr;
+        size_t n = 0;
+        char **names = read_names(fd, &n);
+
+        if (!names) {
+                int errnum = errno;
+
+                sh_close(fd);
+                if (errnum == EACCES || errnum == ENOENT) {
+                        free(shown);
+                        return 0;
+                }
+                fail(&j->e, errnum, shown, "list");
+                free(shown);
+                return -1;
+        }
+        fr = &j->st[j->top++];
+        fr->fd = fd;
+        fr->names = names;
+        fr->n = n;
+        fr->i = 0;
+        fr->shown = shown;
+        fr->depth = depth;
+        return 0;
+}
+
+/* One entry of the current directory. Links are never followed: an entry is looked at with
+ * AT_SYMLINK_NOFOLLOW and a directory is entered with O_NOFOLLOW, relative to the fd of the
+ * directory that holds it. 0, or -1 with j->e filled. */
+static int wjob_entry(wjob *j)
+{
+        wframe *fr = &j->st[j->top - 1];
+        const char *name = fr->names[fr->i++];
+        const char *shown = fr->shown;
+        char *child = NULL;
+        struct statx s;
+
+        if (statx(fr->fd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &s) < 0)
+                return 0; /* vanished meanwhile */
+        if (asprintf(&child, "%s%s%s", shown, shown[strlen(shown) - 1] == '/' ? "" : "/", name) < 0)
+                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        if (!j->pattern ||
+            (S_ISREG(s.stx_mode) &&
+             fnmatch(j->pattern, j->pattern_path ? child + j->top_len + 1 : name, 0) == 0)) {
+                cJSON *fi = file_info(&j->f, child, &s);
+                char *text = fi ? cJSON_PrintUnformatted(fi) : NULL;
+                int r = -1;
+
+                cJSON_Delete(fi);
+                if (++j->count > WALK_ENTRIES_MAX) {
+                        free(text);
+                        free(child);
+                        return os_err_set(&j->e, 400, OS_BAD_BODY,
+                                          "more than %u entries: narrow the path or depth",
+                                          WALK_ENTRIES_MAX);
+                }
+                if (text && (j->count == 1 || sh_buf_append(&j->out, ",", 1) == 0))
+                        r = sh_buf_append(&j->out, text, strlen(text));
+                free(text);
+                if (r < 0) {
+                        free(child);
+                        return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+                }
+        }
+        if (S_ISDIR(s.stx_mode) && fr->depth < j->max_depth && j->top < ARRAY_SIZE(j->st)) {
+                int cfd = openat(fr->fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                struct statx cs;
+
+                /* a directory swapped for a link meanwhile is not entered (O_NOFOLLOW), nor one
+                 * the sandbox's uid could not read, nor a kernel filesystem */
+                if (cfd < 0 || kernel_fs(cfd) || fstatx(cfd, &cs) < 0 ||
+                    (perm_bits(&j->f, &cs) & 5) != 5) {
+                        sh_close(cfd);
+                        free(child);
+                        return 0;
+                }
+                return wjob_push(j, cfd, child, fr->depth + 1);
+        }
+        free(child);
+        return 0;
+}
+
+/* Returns true when the request was answered (the job is then done with it). */
+static bool wjob_slice(wjob *j, sh_request *r)
+{
+        uint64_t start = sh_now_ns();
+        sh_response *resp;
+        unsigned n = 0;
+
+        while (j->top > 0) {
+                if (j->st[j->top - 1].i == j->st[j->top - 1].n) {
+                        wjob_pop(j);
+                        continue;
+                }
+                if (wjob_entry(j) < 0) {
+                        os_reply_err(r, &j->e);
+                        sh_pending_release(TAKE_PTR(j->tok));
+                        return true;
+                }
+                if (++n >= WALK_SLICE || sh_now_ns() - start > WALK_SLICE_NS)
+                        return false;
+        }
+        if (sh_buf_append(&j->out, "]", 1) < 0) {
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+        } else {
+                resp = sh_response_buffer(TAKE_PTR(j->out.p), j->out.len);
+                j->out.len = j->out.cap = 0;
+                if (resp)
+                        sh_response_header(resp, "Content-Type", "application/json");
+                sh_reply(r, 200, resp);
+        }
+        sh_pending_release(TAKE_PTR(j->tok));
+        return true;
+}
+
+static void wjob_timer(sh_loop *l, sh_timer *t, void *data)
+{
+        wjob *j = data;
+        sh_request *r = sh_pending_request(j->tok);
+
+        j->t = NULL; /* the loop frees a fired timer */
+        if (!r || wjob_slice(j, r))
+                return;
+        j->t = sh_loop_add_timer(l, 0, wjob_timer, j);
+        if (!j->t) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the walk");
+                sh_pending_release(TAKE_PTR(j->tok));
+        }
+}
+
+/* The directory to walk: `path` itself must be a directory (a link there is a 400, as execd),
+ * readable by the sandbox's uid. */
+static int walk_top(fctx *f, const char *p, const char *shown, os_err *e)
+{
+        _cleanup_close_ int fd = -1;
+        struct statx s;
+
+        if ((fd = f_open(f, p, O_PATH | O_NOFOLLOW, &s, shown, "list", e)) < 0)
+                return -1;
+        if (S_ISLNK(s.stx_mode))
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "'%s' is a link: pass the directory it names", shown);
+        if (!S_ISDIR(s.stx_mode))
+                return fail(e, ENOTDIR, shown, "list");
+        if ((perm_bits(f, &s) & 5) != 5)
+                return fail(e, EACCES, shown, "list");
+        return TAKE_FD(fd);
+}
+
+static void run_walk(sh_request *r, const char *pattern, unsigned depth)
+{
+        const sh_query_param *q = query_one(r, "path");
+        _cleanup_free_ char *p = NULL;
+        char *shown = NULL;
+        int fd;
+        wjob *j;
+
+        if (!q) {
+                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+                return;
+        }
+        j = calloc(1, sizeof(*j));
+        if (!j || (pattern && !(j->pattern = strdup(pattern))) || !(shown = strdup(q->val))) {
+                if (j)
+                        free(j->pattern);
+                free(j);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        j->f.root = -1;
+        if (fctx_init(r, &j->f) < 0) {
+                free(shown);
+                free(j->pattern);
+                free(j);
+                return;
+        }
+        j->loop = os_ctx_of(r)->loop;
+        j->max_depth = depth;
+        j->top_len = strlen(q->val);
+        while (j->top_len > 0 && q->val[j->top_len - 1] == '/')
+                j->top_len--;
+        j->pattern_path = pattern && strchr(pattern, '/');
+        if (!(j->tok = sh_request_wait(r, &wjob_ops, j))) {
+                free(shown);
+                wjob_release(j);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        read_maps(&j->f); /* once, before the walk: the names of every entry */
+        if (sh_buf_append(&j->out, "[", 1) < 0 || !(p = sb_path(q->val, q->val_len, &j->e)) ||
+            (fd = walk_top(&j->f, p, q->val, &j->e)) < 0 ||
+            wjob_push(j, fd, TAKE_PTR(shown), 1) < 0) {
+                free(shown);
+                if (!j->e.code)
+                        os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+                os_reply_err(r, &j->e);
+                sh_pending_release(TAKE_PTR(j->tok));
+                return;
+        }
+        if (wjob_slice(j, r))
+                return;
+        /* The rest in slices from the loop; the request waits. */
+        j->t = sh_loop_add_timer(j->loop, 0, wjob_timer, j);
+        if (!j->t) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the walk");
+                sh_pending_release(TAKE_PTR(j->tok));
+        }
+}
+
+static void api_list(sh_request *r)
+{
+        uint64_t depth;
+        bool has;
+
+        if (query_uint(r, "depth", &depth, &has) < 0)
+                return;
+        if (!has || depth == 0)
+                depth = 1;
+        if (depth > WALK_DEPTH_MAX)
+                depth = WALK_DEPTH_MAX;
+        run_walk(r, NULL, (unsigned)depth);
+}
+
+static void api_search(sh_request *r)
+{
+        const sh_query_param *pat = query_one(r, "pattern");
+        const char *pattern = pat && pat->val_len ? pat->val : "**";
+
+        if (pat && memchr(pat->val, '\0', pat->val_len)) {
+                os_reply_error(r, 400, OS_BAD_BODY, "the pattern holds a NUL byte");
+                return;
+        }
+        run_walk(r, pattern, WALK_DEPTH_MAX);
+}
+
+/* ---- creating: mkdir -p, atomic files ------------------------------------------------------- */
+
+/* Create `name` in directory `pfd` (checked by the caller) as a directory of uid:gid with
+ * `mode` exactly; the fd of it (O_NOFOLLOW: a link swapped in is not chowned). */
+static int mkdir_one(int pfd, const char *name, mode_t mode, uid_t uid, gid_t gid)
+{
+        _cleanup_close_ int fd = -1;
+
+        if (mkdirat(pfd, name, 0700) < 0)
+                return -errno;
+        fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
+/* mkdir -p `path` below the root: each missing level made in a directory the sandbox's uid may
+ * write; `path` itself (when made) owned by uid:gid with `mode`, its parents the sandbox's. An fd of the directory, or -1 with e filled. */
+static int f_mkdir_p(fctx *f, const char *path, mode_t mode, uid_t uid, gid_t gid,
+                     const char *shown, os_err *e)
+{
+        _cleanup_free_ char *work = NULL;
+        _cleanup_close_ int cur = -1;
+        size_t len = strlen(path), pos = 0;
+
+        f->kfs = false;
+        cur = sh_safe_openat_guarded(f->root, "", O_PATH | O_DIRECTORY, 0, &f->guard);
+        if (cur < 0)
+                return f->kfs ? refused_kernel_fs(e, shown) : fail(e, -cur, "/", "mkdir");
+        work = strdup(path);
+        if (!work)
+                return os_err_set(e, 500, OS_RUNTIME, "out of memory");
+        while (pos < len) {
+                size_t end = pos;
+                struct statx s;
+                int fd, r;
+
+                while (end < len && work[end] != '/')
+                        end++;
+                work[end] = '\0';
+                for (int tries = 0;; tries++) {
+                        fd = sh_safe_openat_guarded(f->root, work, O_PATH | O_DIRECTORY, 0,
+                                                    &f->guard);
+                        if (f->kfs)
+                                return refused_kernel_fs(e, shown);
+                        if (fd != -ENOENT || tries == 2)
+                                break;
+                        /* missing: made in its parent (cur), which must be writable */
+                        if (kernel_fs(cur)) {
+                                return refused_kernel_fs(e, shown);
+                        }
+                        if ((r = fstatx(cur, &s)) < 0)
+                                return fail(e, -r, shown, "mkdir");
+                        if ((perm_bits(f, &s) & 3) != 3)
+                                return fail(e, denied(cur), shown, "mkdir");
+                        /* as mkdir -p -m: the mode and owner asked go to `path` itself; the
+                         * parents it makes are the sandbox's own, 0755 (a parent given away
+                         * first would refuse the next level) */
+                        fd = end == len ? mkdir_one(cur, work + pos, mode, uid, gid)
+                                        : mkdir_one(cur, work + pos, 0755, f->uid, f->gid);
+                        if (fd != -EEXIST)
+                                break;
+                        /* raced, or a dangling link: look again through the root */
+                }
+                if (fd == -ENOTDIR || fd == -EEXIST)
+                        return os_err_set(e, 400, OS_BAD_BODY,
+                                          "mkdir: '%s': a component is not a directory", shown);
+                if (fd < 0)
+                        return fail(e, -fd, shown, "mkdir");
+                sh_close(cur);
+                cur = fd;
+                if (end < len)
+                        work[end] = '/';
+                pos = end + 1;
+        }
+        if (kernel_fs(cur))
+                return refused_kernel_fs(e, shown);
+        return TAKE_FD(cur);
+}
+
+/* An unnamed file (O_TMPFILE) in the checked directory pfd, linked in over `base` at commit. */
+typedef struct tmpf {
+        int fd, pfd;
+        uint64_t size;
+} tmpf;
+
+static void tmpfile_done(tmpf *t)
+{
+        t->fd = sh_close(t->fd);
+        t->pfd = sh_close(t->pfd);
+}
+
+static int tmpfile_begin(tmpf *t, int pfd, const char *shown, os_err *e)
+{
+        t->fd = openat(pfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (t->fd < 0) {
+                int errnum = errno;
+                sh_close(pfd);
+                t->pfd = -1;
+                return fail(e, errnum, shown, "create");
+        }
+        t->pfd = pfd;
+        t->size = 0;
+        return 0;
+}
+
+static int tmpfile_write(tmpf *t, const char *p, size_t n)
+{
+        while (n > 0) {
+                ssize_t w = write(t->fd, p, n);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0)
+                        return -errno;
+                if (w == 0)
+                        return -EIO;
+                p += w;
+                n -= (size_t)w;
+                t->size += (uint64_t)w;
+        }
+        return 0;
+}
+
+/* Owner and mode while still unnamed, then link under a random name and rename over base:
+ * readers see the old file or the new one, never a mix; a link at base is replaced, never
+ * written through (rename never follows). */
+static int tmpfile_commit(tmpf *t, const char *base, uid_t uid, gid_t gid, mode_t mode,
+                          const char *shown, os_err *e)
+{
+        char tmp[64], proc[64];
+        struct stat st;
+        int r = -EEXIST;
+
+        if (fstatat(t->pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+                return fail(e, EISDIR, shown, "write");
+        if (fchown(t->fd, uid, gid) < 0 || fchmod(t->fd, mode) < 0)
+                return fail(e, errno, shown, "write");
+        for (int i = 0; i < 16 && r == -EEXIST; i++) {
+                static unsigned counter;
+                uint32_t rnd;
+
+                randombytes_buf(&rnd, sizeof(rnd));
+                snprintf(tmp, sizeof(tmp), ".sh-upload.%08x.%u", rnd, counter++);
+                r = linkat(t->fd, "", t->pfd, tmp, AT_EMPTY_PATH) == 0 ? 0 : -errno;
+                if (r == -ENOENT || r == -EPERM || r == -EINVAL) {
+                        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", t->fd);
+                        r = linkat(AT_FDCWD, proc, t->pfd, tmp, AT_SYMLINK_FOLLOW) == 0 ? 0
+                                                                                        : -errno;
+                }
+        }
+        if (r < 0)
+                return fail(e, -r, shown, "write");
+        if (renameat(t->pfd, tmp, t->pfd, base) < 0) {
+                r = errno;
+                (void)unlinkat(t->pfd, tmp, 0);
+                return fail(e, r, shown, "write");
+        }
+        return 0;
+}
+
+/* ---- POST /files/upload (multipart through a body sink) ---------------------------------------- */
+
+typedef struct upload {
+        fctx f;
+        os_mp *mp;
+        uint64_t max, seen;
+        os_err e;
+        bool failed;
+        enum { U_META_NEXT = 0, U_IN_META, U_FILE_NEXT, U_IN_FILE, U_OTHER } st;
+        sh_buf meta;
+        unsigned pairs;
+        /* the pair being written */
+        char *shown;
+        char *path;
+        const char *base;
+        uint32_t uid, gid;
+        mode_t mode;
+        tmpf t;
+} upload;
+
+static void upload_free(upload *u)
+{
+        if (!u)
+                return;
+        tmpfile_done(&u->t); /* an unnamed file: nothing is left behind */
+        sh_buf_done(&u->meta);
+        os_mp_free(u->mp);
+        free(u->shown);
+        free(u->path);
+        fctx_done(&u->f);
+        free(u);
+}
+
+/* The metadata part is in: {path, owner?, group?, mode?}; the file's parents are made and its
+ * unnamed file opened, ready for the file part. */
+static int upload_meta(upload *u)
+{
+        cJSON *j, *path;
+        _cleanup_close_ int pfd = -1;
+        _cleanup_free_ char *parent = NULL;
+        int r = -1;
+
+        if (sh_buf_append(&u->meta, "", 1) < 0)
+                return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
+        j = cJSON_ParseWithLength(u->meta.p, u->meta.len - 1);
+        u->meta.len = 0;
+        path = j ? cJSON_GetObjectItemCaseSensitive(j, "path") : NULL;
+        if (!cJSON_IsObject(j) || !cJSON_IsString(path) || !*path->valuestring) {
+                os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
+                           "the metadata part is JSON {path, owner?, group?, mode?}");
+                goto out;
+        }
+        free(u->shown);
+        free(u->path);
+        u->path = NULL;
+        if (!(u->shown = strdup(path->valuestring))) {
+                os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
+                goto out;
+        }
+        if (!(u->path = sb_path(u->shown, strlen(u->shown), &u->e)) ||
+            resolve_id(&u->f, cJSON_GetObjectItemCaseSensitive(j, "owner"), false, &u->uid, &u->e) <
+                    0 ||
+            resolve_id(&u->f, cJSON_GetObjectItemCaseSensitive(j, "group"), true, &u->gid, &u->e) <
+                    0 ||
+            parse_mode(cJSON_GetObjectItemCaseSensitive(j, "mode"), &u->mode, &u->e) < 0)
+                goto out;
+        if (!u->mode)
+                u->mode = 0644;
+        if (!*u->path) {
+                fail(&u->e, EISDIR, u->shown, "upload");
+                goto out;
+        }
+        if (sh_path_split(u->path, &parent, &u->base) < 0) {
+                os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
+                goto out;
+        }
+        /* parents: the sandbox's own, 0755 */
+        pfd = f_mkdir_p(&u->f, parent, 0755, u->f.uid, u->f.gid, u->shown, &u->e);
+        if (pfd < 0)
+                goto out;
+        {
+                struct statx s;
+                if (fstatx(pfd, &s) < 0 || (perm_bits(&u->f, &s) & 3) != 3) {
+                        fail(&u->e, denied(pfd), u->shown, "upload");
+                        goto out;
+                }
+        }
+        if (tmpfile_begin(&u->t, TAKE_FD(pfd), u->shown, &u->e) < 0)
+                goto out;
+        r = 0;
+out:
+        cJSON_Delete(j);
+        return r;
+}
+
+/* What the parser tells the upload, in order: a part begins (p: its name), some of its data, its
+ * end. < 0 with u->e filled refuses the body. */
+typedef enum { UP_BEGIN, UP_DATA, UP_END } upload_ev;
+
+static int upload_event(void *data, upload_ev ev, const char *p, size_t n)
+{
+        upload *u = data;
+        int r;
+
+        switch (ev) {
+        case UP_BEGIN:
+                if (STREQ(p, "metadata")) {
+                        if (u->st == U_FILE_NEXT)
+                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
+                                                  "two metadata parts in a row: each is followed "
+                                                  "by its file part");
+                        u->st = U_IN_META;
+                        u->meta.len = 0;
+                } else if (STREQ(p, "file")) {
+                        if (u->st != U_FILE_NEXT)
+                                return os_err_set(
+                                        &u->e, 400, "INVALID_FILE_METADATA",
+                                        "a file part without its metadata part before it");
+                        u->st = U_IN_FILE;
+                } else {
+                        u->st = u->st == U_FILE_NEXT ? U_FILE_NEXT : U_OTHER;
+                        if (u->st == U_FILE_NEXT)
+                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
+                                                  "the part after a metadata part is its file");
+                }
+                return 0;
+        case UP_DATA:
+                if (u->st == U_IN_META) {
+                        if (u->meta.len + n > METADATA_MAX)
+                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
+                                                  "a metadata part is at most %u bytes",
+                                                  METADATA_MAX);
+                        if (sh_buf_append(&u->meta, p, n) < 0)
+                                return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
+                } else if (u->st == U_IN_FILE) {
+                        if ((r = tmpfile_write(&u->t, p, n)) < 0)
+                                return fail(&u->e, -r, u->shown, "upload");
+                }
+                return 0;
+        case UP_END:
+                if (u->st == U_IN_META) {
+                        if (upload_meta(u) < 0)
+                                return -1;
+                        u->st = U_FILE_NEXT;
+                } else if (u->st == U_IN_FILE) {
+                        r = tmpfile_commit(&u->t, u->base, u->uid, u->gid, u->mode, u->shown,
+                                           &u->e);
+                        tmpfile_done(&u->t);
+                        if (r < 0)
+                                return -1;
+                        u->pairs++;
+                        u->st = U_META_NEXT;
+                } else {
+                        u->st = U_META_NEXT;
+                }
+                return 0;
+        }
+        return 0;
+}
+
+/* The parser's callbacks. A refusal of upload_event stops the parse: its answer is u->e, the
+ * sh_error only carries the stop back through os_mp_feed. */
+static int upload_stop(const upload *u, sh_error **err)
+{
+        return sh_error_new(err, u->e.status >= 500 ? SH_E_INTERNAL : SH_E_INVALID, "%s",
+                            u->e.message);
+}
+
+static int upload_part_begin(void *data, const os_mp_part *part, sh_error **err)
+{
+        return upload_event(data, UP_BEGIN, part->name, strlen(part->name)) < 0
+                       ? upload_stop(data, err)
+                       : 0;
+}
+
+static int upload_part_data(void *data, const char *p, size_t n, sh_error **err)
+{
+        return upload_event(data, UP_DATA, p, n) < 0 ? upload_stop(data, err) : 0;
+}
+
+static int upload_part_end(void *data, sh_error **err)
+{
+        return upload_event(data, UP_END, NULL, 0) < 0 ? upload_stop(data, err) : 0;
+}
+
+static const os_mp_callbacks upload_parts = {.part_begin = upload_part_begin,
+                                             .part_data = upload_part_data,
+                                             .part_end = upload_part_end};
+
+static int upload_begin(sh_request *r, void **state)
+{
+        const char *ct = sh_request_header(r, "Content-Type");
+        char boundary[OS_MP_BOUNDARY_MAX + 1];
+        _cleanup_error_ sh_error *err = NULL;
+        upload *u;
+
+        *state = NULL;
+        if (os_mp_boundary(ct, boundary, &err) < 0) {
+                os_reply_error(r, 400, OS_BAD_BODY, "%s",
+                               err ? err->msg : "the body is multipart/form-data with a boundary");
+                return -1;
+        }
+        u = calloc(1, sizeof(*u));
+        if (!u) {
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return -1;
+        }
+        u->t.fd = u->t.pfd = -1;
+        u->max = os_ctx_of(r)->cfg->upload_max;
+        /* a declared body over the bound is refused before any byte is read */
+        if (sh_request_declared_over(r, u->max)) {
+                free(u);
+                os_reply_error(r, 413, OS_BAD_BODY, "the upload is over %" PRIu64 " bytes",
+                               os_ctx_of(r)->cfg->upload_max);
+                return -1;
+        }
+        if (fctx_init(r, &u->f) < 0) {
+                free(u);
+                return -1;
+        }
+        if (os_mp_new(ct, &upload_parts, u, &u->mp, &err) < 0) {
+                upload_free(u);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return -1;
+        }
+        *state = u;
+        return 0;
+}
+
+static int upload_data(sh_request *r, void *state, const char *p, size_t n)
+{
+        upload *u = state;
+        _cleanup_error_ sh_error *err = NULL;
+
+        if (u->failed)
+                return -1;
+        u->seen += n;
+        if (u->seen > u->max) {
+                os_err_set(&u->e, 413, OS_BAD_BODY, "the upload is over %" PRIu64 " bytes", u->max);
+                u->failed = true;
+                return -1;
+        }
+        if (os_mp_feed(u->mp, p, n, &err) < 0) {
+                /* the parser's own refusal (a refusal of upload_event is in u->e already) */
+                if (!u->e.status)
+                        os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
+                                   err ? err->msg : "the body is not multipart/form-data");
+                u->failed = true;
+                tmpfile_done(&u->t);
+                return -1;
+        }
+        return 0;
+}
+
+static int upload_end(sh_request *r, void *state)
+{
+        upload *u = state;
+        _cleanup_error_ sh_error *err = NULL;
+
+        /* a cut body (no closing delimiter) or one without any boundary */
+        if (!u->failed && os_mp_finish(u->mp, &err) < 0)
+                os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
+                           err ? err->msg : "the multipart body is cut");
+        else if (!u->failed && u->st == U_FILE_NEXT)
+                os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
+                           "a metadata part without its file part");
+        else if (!u->failed && u->pairs == 0)
+                os_err_set(&u->e, 400, "INVALID_FILE_METADATA", "no metadata and file parts");
+        else if (!u->failed)
+                return 0;
+        tmpfile_done(&u->t);
+        os_reply_err(r, &u->e);
+        return -1;
+}
+
+static void upload_abort(sh_request *r, void *state)
+{
+        upload_free(state);
+}
+
+static const sh_body_sink upload_sink = {
+        .begin = upload_begin, .data = upload_data, .end = upload_end, .abort = upload_abort};
+
+static void api_upload(sh_request *r)
+{
+        os_reply_empty(r, 200);
+}
+
+/* ---- DELETE /files ------------------------------------------------------------------------------ */
+
+static void api_delete_files(sh_request *r)
+{
+        _cleanup_(fctx_done) fctx f = {.root = -1};
+        const sh_query_param *ps[PATHS_MAX];
+        size_t n = query_paths(r, ps, PATHS_MAX);
+        os_err e;
+
+        if (n == 0) {
+                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+                return;
+        }
+        if (fctx_init(r, &f) < 0)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *p = sb_path(ps[i]->val, ps[i]->val_len, &e);
+                _cleanup_close_ int pfd = -1;
+                const char *base;
+                struct stat st;
+
+                if (!p || (pfd = f_parent(&f, p, &base, ps[i]->val, "delete", &e)) < 0) {
+                        if (e.status == 404)
+                                continue; /* absent is fine */
+                        os_reply_err(r, &e);
+                        return;
+                }
+                if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        fail(&e, errno, ps[i]->val, "delete");
+                        os_reply_err(r, &e);
+                        return;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        os_reply_error(r, 400, OS_BAD_BODY,
+                                       "'%s' is a directory: DELETE /directories removes it",
+                                       ps[i]->val);
+                        return;
+                }
+                /* the entry itself, never what a link names; a directory swapped in meanwhile
+                 * is refused by unlinkat without AT_REMOVEDIR */
+                if (unlinkat(pfd, base, 0) < 0 && errno != ENOENT) {
+                        fail(&e, errno, ps[i]->val, "delete");
+                        os_reply_err(r, &e);
+                        return;
+                }
+        }
+        os_reply_empty(r, 200);
+}
+
+/* ---- POST /files/permissions -------------------------------------------------------------------- */
+
+/* {owner?, group?, mode?} on the entry at p (links followed inside the root, as chmod(1)):
+ * only on the sandbox's own entries. */
+static int set_perm(fctx *f, const char *p, const char *shown, const cJSON *perm, os_err *e)
+{
+        _cleanup_close_ int fd = -1;
+        const cJSON *owner = cJSON_GetObjectItemCaseSensitive(perm, "owner");
+        const cJSON *group = cJSON_GetObjectItemCaseSensitive(perm, "group");
+        struct statx s;
+        uint32_t uid, gid;
+        mode_t mode;
+        char proc[64];
+
+        if (!cJSON_IsObject(perm))
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "'%s': permissions are {owner?, group?, mode}", shown);
+        if (parse_mode(cJSON_GetObjectItemCaseSensitive(perm, "mode"), &mode, e) < 0)
+                return -1;
+        if ((fd = f_open(f, p, O_PATH, &s, shown, "chmod", e)) < 0)
+                return -1;
+        if (!S_ISREG(s.stx_mode) && !S_ISDIR(s.stx_mode))
+                return os_err_set(e, 400, OS_BAD_BODY, "'%s' is not a file or a directory", shown);
+        if (s.stx_uid != f->uid)
+                return fail(e, EPERM, shown, "chmod");
+        if (resolve_id(f, owner, false, &uid, e) < 0 || resolve_id(f, group, true, &gid, e) < 0)
+                return -1;
+        if (!owner || cJSON_IsNull(owner))
+                uid = s.stx_uid;
+        if (!group || cJSON_IsNull(group))
+                gid = s.stx_gid;
+        /* chown first (it would clear setuid bits, never set here anyway), then the mode */
+        if ((uid != s.stx_uid || gid != s.stx_gid) && fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0)
+                return fail(e, errno, shown, "chown");
+        if (mode) {
+                /* the very inode resolved (an O_PATH fd cannot fchmod): its magic link */
+                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+                if (chmod(proc, mode) < 0)
+                        return fail(e, errno, shown, "chmod");
+        }
+        return 0;
+}
+
+static void api_permissions(sh_request *r)
+{
+        _cleanup_(fctx_done) fctx f = {.root = -1};
+        bool empty;
+        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
+        os_err e;
+
+        if (!body && !empty)
+                return;
+        if (!cJSON_IsObject(body)) {
+                cJSON_Delete(body);
+                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
+                return;
+        }
+        if (fctx_init(r, &f) < 0) {
+                cJSON_Delete(body);
+                return;
+        }
+        cJSON_ArrayForEach(it, body)
+        {
+                _cleanup_free_ char *p = sb_path(it->string, strlen(it->string), &e);
+
+                if (!p || set_perm(&f, p, it->string, it, &e) < 0) {
+                        cJSON_Delete(body);
+                        os_reply_err(r, &e);
+                        return;
+                }
+        }
+        cJSON_Delete(body);
+        os_reply_empty(r, 200);
+}
+
+/* ---- POST /files/mv ------------------------------------------------------------------------------ */
+
+static int move_one(fctx *f, const char *src_shown, const char *dst_shown, os_err *e)
+{
+        _cleanup_free_ char *src = sb_path(src_shown, strlen(src_shown), e), *dst = NULL,
+                            *dparent = NULL;
+        _cleanup_close_ int spfd = -1, dpfd = -1;
+        const char *sbase, *dbase;
+        struct stat st;
+        struct statx s;
+
+        if (!src || !(dst = sb_path(dst_shown, strlen(dst_shown), e)))
+                return -1;
+        if ((spfd = f_parent(f, src, &sbase, src_shown, "move", e)) < 0)
+                return -1;
+        if (fstatat(spfd, sbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return fail(e, errno, src_shown, "move");
+        if (!*dst)
+                return fail(e, EEXIST, dst_shown, "move");
+        if (sh_path_split(dst, &dparent, &dbase) < 0)
+                return os_err_set(e, 500, OS_RUNTIME, "out of memory");
+        /* the destination's parents are made (the sandbox's own) */
+        if ((dpfd = f_mkdir_p(f, dparent, 0755, f->uid, f->gid, dst_shown, e)) < 0)
+                return -1;
+        if (fstatx(dpfd, &s) < 0 || (perm_bits(f, &s) & 3) != 3)
+                return fail(e, denied(dpfd), dst_shown, "move");
+        /* the names themselves: links at either end are moved, never followed; an existing
+         * destination is an error (NOREPLACE), never clobbered */
+        if (renameat2(spfd, sbase, dpfd, dbase, RENAME_NOREPLACE) < 0)
+                return fail(e, errno, dst_shown, "move");
+        return 0;
+}
+
+static void api_move(sh_request *r)
+{
+        _cleanup_(fctx_done) fctx f = {.root = -1};
+        bool empty;
+        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
+        os_err e;
+
+        if (!body && !empty)
+                return;
+        if (!cJSON_IsArray(body)) {
+                cJSON_Delete(body);
+                os_reply_error(r, 400, OS_BAD_BODY, "the body is a list of {src, dest}");
+                return;
+        }
+        cJSON_ArrayForEach(it, body)
+        {
+                const cJSON *s = cJSON_GetObjectItemCaseSensitive(it, "src");
+                const cJSON *d = cJSON_GetObjectItemCaseSensitive(it, "dest");
+
+                if (!cJSON_IsString(s) || !cJSON_IsString(d)) {
+                        cJSON_Delete(body);
+                        os_reply_error(r, 400, OS_BAD_BODY, "each move is {src, dest}");
+                        return;
+                }
+        }
+        if (fctx_init(r, &f) < 0) {
+                cJSON_Delete(body);
+                return;
+        }
+        cJSON_ArrayForEach(it, body)
+        {
+                if (move_one(&f, cJSON_GetObjectItemCaseSensitive(it, "src")->valuestring,
+                             cJSON_GetObjectItemCaseSensitive(it, "dest")->valuestring, &e) < 0) {
+                        cJSON_Delete(body);
+                        os_reply_err(r, &e);
+                        return;
+                }
+        }
+        cJSON_Delete(body);
+        os_reply_empty(r, 200);
+}
+
+/* ---- POST /files/replace ----------------------------------------------------------------------- */
+
+/* Replace every `old` by `new` in the file at p (literal): read whole (bounded), rewritten into
+ * an unnamed file in the same directory with its owner and mode, renamed over it. */
+static int replace_one(fctx *f, const char *p, const char *shown, const char *old, const char *new,
+                       long *ret_count, os_err *e)
+{
+        _cleanup_close_ int fd = -1, pfd = -1;
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_(tmpfile_done) tmpf t = {.fd = -1, .pfd = -1};
+        size_t olen = strlen(old), nlen = strlen(new), got = 0;
+        const char *base, *cur, *hit;
+        struct statx s;
+        long count = 0;
+        int r;
+
+        if ((fd = f_open_read(f, p, shown, &s, e)) < 0)
+                return -1;
+        if (s.stx_size > REPLACE_MAX)
+                return os_err_set(e, 400, OS_BAD_BODY, "'%s' is over %u MiB: not rewritten", shown,
+                                  REPLACE_MAX >> 20);
+        if (!(buf = malloc(s.stx_size + 1)))
+                return os_err_set(e, 500, OS_RUNTIME, "out of memory");
+        while (got < s.stx_size) {
+                ssize_t n = read(fd, buf + got, s.stx_size - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return fail(e, errno, shown, "replace");
+                if (n == 0)
+                        break;
+                got += (size_t)n;
+        }
+        for (cur = buf; (hit = memmem(cur, got - (size_t)(cur - buf), old, olen)); cur = hit + olen)
+                count++;
+        *ret_count = count;
+        if (count == 0)
+                return 0; /* nothing to rewrite */
+        if (nlen > olen && (size_t)count * (nlen - olen) > REPLACE_MAX)
+                return os_err_set(e, 400, OS_BAD_BODY, "'%s' would grow over %u MiB", shown,
+                                  REPLACE_MAX >> 20);
+        if ((pfd = f_parent(f, p, &base, shown, "replace", e)) < 0)
+                return -1;
+        if (tmpfile_begin(&t, TAKE_FD(pfd), shown, e) < 0)
+                return -1;
+        for (cur = buf; (hit = memmem(cur, got - (size_t)(cur - buf), old, olen));
+             cur = hit + olen) {
+                if ((r = tmpfile_write(&t, cur, (size_t)(hit - cur))) < 0 ||
+                    (r = tmpfile_write(&t, new, nlen)) < 0)
+                        return fail(e, -r, shown, "replace");
+        }
+        if ((r = tmpfile_write(&t, cur, got - (size_t)(cur - buf))) < 0)
+                return fail(e, -r, shown, "replace");
+        /* its owner and mode kept (never a setuid, setgid or sticky bit) */
+        return tmpfile_commit(&t, base, s.stx_uid, s.stx_gid, s.stx_mode & 0777, shown, e);
+}
+
+static void api_replace(sh_request *r)
+{
+        _cleanup_(fctx_done) fctx f = {.root = -1};
+        const sh_query_param *v = query_one(r, "verbose");
+        bool verbose = v && (STREQ(v->val, "true") || STREQ(v->val, "1"));
+        bool empty;
+        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it, *out = NULL;
+        os_err e;
+
+        if (!body && !empty)
+                return;
+        if (!cJSON_IsObject(body)) {
+                cJSON_Delete(body);
+                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {old, new}}");
+                return;
+        }
+        cJSON_ArrayForEach(it, body)
+        {
+                const cJSON *o = cJSON_GetObjectItemCaseSensitive(it, "old");
+                const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "new");
+
+                if (!cJSON_IsString(o) || !*o->valuestring || !cJSON_IsString(n)) {
+                        cJSON_Delete(body);
+                        os_reply_error(r, 400, OS_BAD_BODY,
+                                       "each replacement is {old: non-empty text, new: text}");
+                        return;
+                }
+        }
+        if (fctx_init(r, &f) < 0 || !(out = cJSON_CreateObject())) {
+                if (f.root >= 0)
+                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                cJSON_Delete(body);
+                return;
+        }
+        cJSON_ArrayForEach(it, body)
+        {
+                _cleanup_free_ char *p = sb_path(it->string, strlen(it->string), &e);
+                long count = 0;
+                cJSON *res;
+
+                if (!p || replace_one(&f, p, it->string,
+                                      cJSON_GetObjectItemCaseSensitive(it, "old")->valuestring,
+                                      cJSON_GetObjectItemCaseSensitive(it, "new")->valuestring,
+                                      &count, &e) < 0) {
+                        cJSON_Delete(out);
+                        cJSON_Delete(body);
+                        os_reply_err(r, &e);
+                        return;
+                }
+                res = cJSON_AddObjectToObject(out, it->string);
+                if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)count)) {
+                        cJSON_Delete(out);
+                        cJSON_Delete(body);
+                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                        return;
+                }
+        }
+        cJSON_Delete(body);
+        if (verbose) {
+                os_reply_json(r, 200, out);
+        } else {
+                cJSON_Delete(out);
+                os_reply_empty(r, 200);
+        }
+}
+
+/* ---- POST /directories, DELETE /directories --------------------------------------------------- */
+
+static void api_mkdirs(sh_request *r)
+{
+        _cleanup_(fctx_done) fctx f = {.root = -1};
+        bool empty;
+        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
+        os_err e;
+
+        if (!body && !empty)
+                return;
+        if (!cJSON_IsObject(body)) {
+                cJSON_Delete(body);
+                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
+                return;
+        }
+        if (fctx_init(r, &f) < 0) {
+                cJSON_Delete(body);
+                return;
+        }
+        cJSON_ArrayForEach(it, body)
+        {
+                _cleanup_free_ char *p = sb_path(it->string, strlen(it->string), &e);
+                _cleanup_close_ int fd = -1;
+                uint32_t uid, gid;
+                mode_t mode;
+
+                if (!p || !cJSON_IsObject(it) ||
+                    parse_mode(cJSON_GetObjectItemCaseSensitive(it, "mode"), &mode, &e) < 0 ||
+                    resolve_id(&f, cJSON_GetObjectItemCaseSensitive(it, "owner"), false, &uid, &e) <
+                            0 ||
+                    resolve_id(&f, cJSON_GetObjectItemCaseSensitive(it, "group"), true, &gid, &e) <
+                            0 ||
+                    (fd = f_mkdir_p(&f, p, mode ? mode : 0755, uid, gid, it->string, &e)) < 0) {
+                        if (p && !cJSON_IsObject(it))
+                                os_err_set(&e, 400, OS_BAD_BODY,
+                                           "'%s': permissions are {owner?, group?, mode}",
+                                           it->string);
+                        cJSON_Delete(body);
+                        os_reply_err(r, &e);
+                        return;
+                }
+        }
+        cJSON_Delete(body);
+        os_reply_empty(r, 200);
+}
+
+/* DELETE /directories is a job of the loop too: the trees are removed in slices (WALK_SLICE
+ * entries or WALK_SLICE_NS a slice), depth first, never following a link (every entry looked
+ * at with AT_SYMLINK_NOFOLLOW, every directory entered with O_NOFOLLOW from the fd of the one
+ * that holds it), keeping going past what cannot be removed and answering the first error. A
+ * subtree deeper than WALK_DEPTH_MAX levels is handed to the tree remover (sh/remove.h) in one
+ * go. Every path is checked before anything is removed. */
+typedef struct rframe {
+        int fd; /* O_RDONLY: the directory being emptied */
+        char **names;
+        size_t n, i;
+        char *name; /* its name in the frame below (the top's: the path's base) */
+} rframe;
+
+typedef struct rtop {
+        int pfd; /* its parent, checked writable by the sandbox */
+        char *base, *shown;
+} rtop;
+
+typedef struct rjob {
+        sh_pending *tok;
+        sh_timer *t;
+        sh_loop *loop;
+        rtop *tops;
+        size_t ntops, itop; /* itop: the one being removed (st holds its frames) */
+        rframe st[WALK_DEPTH_MAX + 1];
+        unsigned top;
+        int first_err;
+        size_t err_top; /* the path first_err belongs to */
+        os_err e;
+} rjob;
+
+static void rjob_pop(rjob *j)
+{
+        rframe *fr = &j->st[--j->top];
+
+        free_names(fr->names, fr->n);
+        sh_close(fr->fd);
+        free(fr->name);
+        memset(fr, 0, sizeof(*fr));
+}
+
+static void rjob_gone(void *data)
+{
+        rjob *j = data;
+
+        sh_loop_cancel_timer(j->loop, TAKE_PTR(j->t));
+        sh_pending_release(TAKE_PTR(j->tok));
+}
+
+static void rjob_release(void *data)
+{
+        rjob *j = data;
+
+        while (j->top > 0)
+                rjob_pop(j);
+        for (size_t i = 0; i < j->ntops; i++) {
+                sh_close(j->tops[i].pfd);
+                free(j->tops[i].base);
+                free(j->tops[i].shown);
+        }
+        free(j->tops);
+        free(j);
+}
+
+static const sh_pending_ops rjob_ops = {.gone = rjob_gone, .release = rjob_release};
+
+static void rjob_error(rjob *j, int errnum)
+{
+        if (!j->first_err && errnum != ENOENT) {
+                j->first_err = errnum;
+                j->err_top = j->itop;
+        }
+}
+
+/* Enter directory `name` of dirfd (O_NOFOLLOW: a link swapped in is not entered, it is
+ * unlinked as the link it is). */
+static void rjob_enter(rjob *j, int dirfd, const char *name)
+{
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        rframe *fr;
+        size_t n = 0;
+        char **names;
+        char *copy;
+
+        if (fd < 0) {
+                if ((errno == ENOTDIR || errno == ELOOP) && unlinkat(dirfd, name, 0) < 0)
+                        rjob_error(j, errno);
+                else if (errno != ENOTDIR && errno != ELOOP)
+                        rjob_error(j, errno);
+                return;
+        }
+        if (kernel_fs(fd)) { /* never below a sandbox's writable directory; refuse anyway */
+                sh_close(fd);
+                rjob_error(j, EPERM);
+                return;
+        }
+        names = read_names(fd, &n);
+        copy = names ? strdup(name) : NULL;
+        if (!copy) {
+                rjob_error(j, names ? ENOMEM : errno);
+                free_names(names, n);
+                sh_close(fd);
+                return;
+        }
+        fr = &j->st[j->top++];
+        fr->fd = fd;
+        fr->names = names;
+        fr->n = n;
+        fr->i = 0;
+        fr->name = copy;
+}
+
+/* One step: an entry removed or entered, a directory finished, or the next path begun. Returns
+ * false when every path is done. */
+static bool rjob_step(rjob *j)
+{
+        rframe *fr;
+        const char *name;
+        struct stat st;
+
+        if (j->top == 0) {
+                if (j->itop == j->ntops)
+                        return false;
+                rjob_enter(j, j->tops[j->itop].pfd, j->tops[j->itop].base);
+                if (j->top == 0)
+                        j->itop++; /* could not be entered: its error is kept */
+                return true;
+        }
+        fr = &j->st[j->top - 1];
+        if (fr->i == fr->n) {
+                int pfd = j->top >= 2 ? j->st[j->top - 2].fd : j->tops[j->itop].pfd;
+                char *nm = TAKE_PTR(fr->name);
+
+                rjob_pop(j);
+                if (unlinkat(pfd, nm, AT_REMOVEDIR) < 0)
+                        rjob_error(j, errno);
+                free(nm);
+                if (j->top == 0)
+                        j->itop++;
+                return true;
+        }
+        name = fr->names[fr->i++];
+        if (fstatat(fr->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                rjob_error(j, errno);
+                return true;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+                if (unlinkat(fr->fd, name, 0) < 0)
+                        rjob_error(j, errno);
+        } else if (j->top < WALK_DEPTH_MAX) {
+                rjob_enter(j, fr->fd, name);
+        } else {
+                sh_error *err = NULL;
+
+                if (sh_fs_remove_tree(fr->fd, name, &err) < 0)
+                        rjob_error(j, err ? err->errnum : EIO);
+                sh_error_release(&err);
+        }
+        return true;
+}
+
+static bool rjob_slice(rjob *j, sh_request *r)
+{
+        uint64_t start = sh_now_ns();
+        unsigned n = 0;
+
+        while (rjob_step(j))
+                if (++n >= WALK_SLICE || sh_now_ns() - start > WALK_SLICE_NS)
+                        return false;
+        if (j->first_err) {
+                fail(&j->e, j->first_err, j->tops[j->err_top].shown, "delete");
+                os_reply_err(r, &j->e);
+        } else {
+                os_reply_empty(r, 200);
+        }
+        sh_pending_release(TAKE_PTR(j->tok));
+        return true;
+}
+
+static void rjob_timer(sh_loop *l, sh_timer *t, void *data)
+{
+        rjob *j = data;
+        sh_request *r = sh_pending_request(j->tok);
+
+        j->t = NULL; /* the loop frees a fired timer */
+        if (!r || rjob_slice(j, r))
+                return;
+        j->t = sh_loop_add_timer(l, 0, rjob_timer, j);
+        if (!j->t) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the removal");
+                sh_pending_release(TAKE_PTR(j->tok));
+        }
+}
+
+static void api_rmdirs(sh_request *r)
+{
+        _cleanup_(fctx_done) fctx f = {.root = -1};
+        const sh_query_param *ps[PATHS_MAX];
+        size_t n = query_paths(r, ps, PATHS_MAX);
+        rjob *j;
+        os_err e;
+
+        if (n == 0) {
+                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+                return;
+        }
+        if (fctx_init(r, &f) < 0)
+                return;
+        j = calloc(1, sizeof(*j));
+        if (!j || !(j->tops = calloc(n, sizeof(*j->tops)))) {
+                free(j);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        j->loop = os_ctx_of(r)->loop;
+        /* every path checked before anything is removed */
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *p = sb_path(ps[i]->val, ps[i]->val_len, &e);
+                _cleanup_close_ int pfd = -1;
+                const char *base;
+                struct stat st;
+                rtop *t;
+
+                if (!p || (pfd = f_parent(&f, p, &base, ps[i]->val, "delete", &e)) < 0) {
+                        if (e.status == 404)
+                                continue; /* absent is fine */
+                        goto refuse;
+                }
+                if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        fail(&e, errno, ps[i]->val, "delete");
+                        goto refuse;
+                }
+                if (!S_ISDIR(st.st_mode)) {
+                        os_err_set(&e, 400, OS_BAD_BODY,
+                                   "'%s' is not a directory: DELETE /files removes it", ps[i]->val);
+                        goto refuse;
+                }
+                t = &j->tops[j->ntops];
+                if (!(t->base = strdup(base)) || !(t->shown = strdup(ps[i]->val))) {
+                        free(t->base);
+                        os_err_set(&e, 500, OS_RUNTIME, "out of memory");
+                        goto refuse;
+                }
+                t->pfd = TAKE_FD(pfd);
+                j->ntops++;
+        }
+        if (!(j->tok = sh_request_wait(r, &rjob_ops, j))) {
+                rjob_release(j);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        if (rjob_slice(j, r))
+                return;
+        /* The rest in slices from the loop; the request waits. */
+        j->t = sh_loop_add_timer(j->loop, 0, rjob_timer, j);
+        if (!j->t) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the removal");
+                sh_pending_release(TAKE_PTR(j->tok));
+        }
+        return;
+refuse:
+        rjob_release(j);
+        os_reply_err(r, &e);
+}
+
+/* ---- routes ----------------------------------------------------------------------------------- */
+
+#define EXECD (OS_R_SANDBOX | OS_R_EXECD)
+#define ALL   (SH_M_GET | SH_M_POST | SH_M_PUT | SH_M_DELETE | SH_M_PATCH)
+#define P     "/v1/sandboxes/{}/proxy/44772"
+
+const sh_route os_files_routes[] = {
+        {P "/files/info", SH_M_GET, NULL, api_info, EXECD},
+        {P "/files/info", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/files", SH_M_DELETE, NULL, api_delete_files, EXECD},
+        {P "/files", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/files/permissions", SH_M_POST, &sh_body_buffer, api_permissions, EXECD},
+        {P "/files/permissions", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/files/mv", SH_M_POST, &sh_body_buffer, api_move, EXECD},
+        {P "/files/mv", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/files/search", SH_M_GET, NULL, api_search, EXECD},
+        {P "/files/search", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/files/replace", SH_M_POST, &sh_body_buffer, api_replace, EXECD},
+        {P "/files/replace", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/files/upload", SH_M_POST, &upload_sink, api_upload, EXECD},
+        {P "/files/upload", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/files/download", SH_M_GET, NULL, api_download, EXECD},
+        {P "/files/download", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/directories/list", SH_M_GET, NULL, api_list, EXECD},
+        {P "/directories/list", ALL, NULL, os_execd_wrong_method, EXECD},
+        {P "/directories", SH_M_POST, &sh_body_buffer, api_mkdirs, EXECD},
+        {P "/directories", SH_M_DELETE, NULL, api_rmdirs, EXECD},
+        {P "/directories", ALL, NULL, os_execd_wrong_method, EXECD},
+};
+const size_t os_files_n_routes = ARRAY_SIZE(os_files_routes);
