@@ -30,7 +30,8 @@ for b in build build-asan; do
     if [ "$b" = build ]; then
         echo "=== bench smoke ($b) ==="
         SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
-            tests/bench/test_bench_smoke.py --junitxml="$out/pytest-bench-$b.xml" || status=1
+            tests/bench/test_bench_smoke.py tests/bench/test_release_build.py \
+            --junitxml="$out/pytest-bench-$b.xml" || status=1
     fi
     echo "=== OpenSandbox SDK tier ($b) ==="
     # node's own runner; junit for summarize.py, spec on the console

@@ -53,6 +53,19 @@ static void add_time(cJSON *o)
 
 /* The line goes to stderr when its level is on, and to the tap (without its newline) when it
  * names a sandbox. */
+/* Whether some tap takes the lines of `sandbox`. */
+static bool tapped(const char *sandbox)
+{
+        sh_log_tap *t;
+
+        if (!sandbox || in_tap)
+                return false;
+        SH_LIST_FOREACH(taps, t, taps)
+                if (!t->wants || t->wants(sandbox, t->data))
+                        return true;
+        return false;
+}
+
 static void emit(cJSON *o, bool to_stderr, const char *sandbox)
 {
         char *line = cJSON_PrintUnformatted(o);
@@ -66,7 +79,8 @@ static void emit(cJSON *o, bool to_stderr, const char *sandbox)
 
                 in_tap = true;
                 SH_LIST_FOREACH_SAFE(taps, t, next, taps)
-                        t->fn(sandbox, line, len, t->data);
+                        if (!t->wants || t->wants(sandbox, t->data))
+                                t->fn(sandbox, line, len, t->data);
                 in_tap = false;
         }
         line[len] = '\n'; /* replaces the terminator; cJSON allocated len + 1 bytes */
@@ -89,7 +103,7 @@ void sh_log(sh_log_level level, const char *event, const char *sandbox, const ch
         int saved = errno;
 
         /* The tap sees a sandbox's info lines and above whatever the level on stderr. */
-        if (level < min_level && !(sandbox && taps && level >= SH_LOG_INFO))
+        if (level < min_level && !(level >= SH_LOG_INFO && tapped(sandbox)))
                 return;
         o = cJSON_CreateObject();
         if (!o)
@@ -120,7 +134,7 @@ void sh_log_request(const char *method, const char *path, int status, double dur
         cJSON *o;
         int saved = errno;
 
-        if (SH_LOG_INFO < min_level && !(sandbox && taps))
+        if (SH_LOG_INFO < min_level && !tapped(sandbox))
                 return;
         o = cJSON_CreateObject();
         if (!o)

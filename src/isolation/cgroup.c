@@ -1326,8 +1326,13 @@ int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err)
 
                 if (cg->fd[h] < 0)
                         continue;
-                /* Deepest first: a cgroup with children cannot go. */
-                k = sh_fs_remove_dirs(cg->root->h[h].subtree_fd, cg->relpath, NULL);
+                /* Most cgroups have no children (an exec's never has: its processes hold no
+                 * privilege to make one): one rmdir, without reading the directory's dozens
+                 * of control files. Else, deepest first: a cgroup with children cannot go. */
+                k = unlinkat(cg->root->h[h].subtree_fd, cg->relpath, AT_REMOVEDIR) == 0 ? 0
+                                                                                        : -errno;
+                if (k == -EBUSY || k == -ENOTEMPTY)
+                        k = sh_fs_remove_dirs(cg->root->h[h].subtree_fd, cg->relpath, NULL);
                 if (k < 0 && first == 0)
                         first = k;
                 if (k == 0)

@@ -3,7 +3,8 @@
  * intermediate (read the spec, join the sandbox cgroup, unshare the namespaces, fork PID 1),
  * the worker (PID 1: hostname, root filesystem, loopback, resource limits, privileges reduced
  * to three capabilities, then serve execs and reap orphans) and the exec child (exec cgroup,
- * session, stdio, privileges dropped, seccomp last, execve). No logging here: failures travel
+ * session, stdio, privileges dropped, execve under the seccomp filter PID 1 loaded last of
+ * its setup). No logging here: failures travel
  * to the daemon as (step, errno) records. */
 #include <errno.h>
 #include <fcntl.h>
@@ -339,12 +340,9 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
                 write_err("sandbox-host: chdir /workspace: ", strerror(errno), "\n");
                 _exit(125);
         }
-        /* The seccomp filter goes last: everything above needed calls it forbids. */
-        r = sh_seccomp_load(&s->seccomp);
-        if (r < 0) {
-                write_err("sandbox-host: loading the seccomp filter: ", strerror(-r), "\n");
-                _exit(125);
-        }
+        /* The seccomp filter is PID 1's, inherited through fork (worker_main): nothing here
+         * needs a call it refuses, and the kernel does not convert and JIT it again for
+         * every exec. */
         exec_path(argv, envp);
 }
 
@@ -479,6 +477,16 @@ static _Noreturn void worker_main(sh_worker_spec *s)
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
             (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
                 fail(SH_STEP_SIGNALS);
+        /* The sandbox's seccomp filter, once, last of the setup: PID 1 itself runs under it
+         * from here on (its loop needs poll, recvmsg, fork, wait4 and sendto, none of which
+         * it refuses), and every exec child inherits it through fork, so no command ever
+         * runs without it and the kernel converts and JITs it once per sandbox instead of
+         * once per exec. no_new_privs is set (sh_caps_limit_init). */
+        r = sh_seccomp_load(&s->seccomp);
+        if (r < 0) {
+                errno = -r;
+                fail(SH_STEP_SECCOMP);
+        }
         send_msg(SH_MSG_READY, 0, 0, 0);
 
         for (;;) {

@@ -492,6 +492,7 @@ const char *sh_worker_step_name(int step)
                 [SH_STEP_LIMITS] = "set resource limits",
                 [SH_STEP_PRIVILEGES] = "drop PID 1's privileges",
                 [SH_STEP_STDIO] = "redirect standard streams",
+                [SH_STEP_SECCOMP] = "load the seccomp filter",
         };
 
         if (step <= 0 || step >= (int)ARRAY_SIZE(names) || !names[step])

@@ -653,7 +653,10 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
         }
         end_of_run(c, ev);
         sh_exec_detach(TAKE_PTR(c->e)); /* ended: only the reference goes */
-        cmd_unref(c);                   /* the engine's */
+        /* The engine's reference goes, then ours: the engine's is never the last (ours still
+         * holds it), so it is dropped without a free check (one cmd_unref, after which c is
+         * never touched). */
+        c->refs--;
         cmd_unref(c);
 }
 

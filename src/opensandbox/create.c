@@ -221,7 +221,12 @@ static int judge_platform(const cJSON *p, os_record *rec, os_err *e)
                                   host_arch());
         rec->has_platform = true;
         snprintf(rec->platform_os, sizeof(rec->platform_os), "linux");
-        snprintf(rec->platform_arch, sizeof(rec->platform_arch), "%s", host_arch());
+        /* uname's machine is at most 64 bytes; every architecture name is far shorter */
+        if (snprintf(rec->platform_arch, sizeof(rec->platform_arch), "%s", host_arch()) >=
+            (int)sizeof(rec->platform_arch))
+                return os_err_set(e, 400, "NOT_SUPPORTED",
+                                  "this host's architecture name is "
+                                  "too long to report");
         return 0;
 }
 

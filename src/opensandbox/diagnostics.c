@@ -60,6 +60,14 @@ static void on_line(const char *sandbox, const char *line, size_t len, void *dat
         os_ring_append(&d->life, "\n", 1);
 }
 
+/* Only OpenSandbox's sandboxes keep a log: the native surface's lines are never built for it. */
+static bool wants_line(const char *sandbox, void *data)
+{
+        os_diag *dg = data;
+
+        return os_record_find(dg->ctx, sandbox, strlen(sandbox)) != NULL;
+}
+
 void os_diag_on_log(os_record *rec, sh_log_level level, const char *event, const char *line)
 {
         /* os_record_log wrote the line through the daemon's log, naming rec: the tap has it. */
@@ -288,7 +296,7 @@ int os_diag_init(os_ctx *ctx, sh_error **err)
         if (!dg)
                 return sh_error_make(err, ENOMEM, "out of memory");
         dg->ctx = ctx;
-        dg->tap = (sh_log_tap){.fn = on_line, .data = dg};
+        dg->tap = (sh_log_tap){.fn = on_line, .wants = wants_line, .data = dg};
         sh_log_tap_add(&dg->tap);
         ctx->diag = dg;
         return 0;

@@ -28,7 +28,9 @@ struct sh_exec {
         char log_id[SH_ID_LEN + 1];
         uint32_t id;
         struct sh_cgroup *cg;
-        int fd[2]; /* read ends: stdout, stderr (-1 once at EOF) */
+        uint64_t ooms_before, ooms_after; /* cg's OOM kill counter at the start, at the end */
+        bool ooms_read;                   /* ooms_after was read */
+        int fd[2];                        /* read ends: stdout, stderr (-1 once at EOF) */
         sh_io *io[2];
         bool paused;   /* the consumer is full: the pipes are not watched */
         sh_buf out[2]; /* kept stdout / stderr, up to capture_max */
@@ -216,8 +218,12 @@ static void finish(sh_exec *e)
         if (e->cg && sh_cgroup_oom_kills(e->cg, &ooms, &err) < 0) {
                 log_warn("oom-read-failed", e->log_id, "%s, ignoring", err ? err->msg : "");
                 sh_error_release(&err);
+        } else if (e->cg) {
+                e->ooms_after = ooms;
+                e->ooms_read = true;
         }
-        ev.exit.oom = ooms > 0;
+        /* a recycled cgroup counts its earlier execs' kills too */
+        ev.exit.oom = ooms > e->ooms_before;
         ev.exit.truncated = e->truncated;
         ev.exit.out = e->out[0].p ? e->out[0].p : "";
         ev.exit.out_len = e->out[0].len;
@@ -260,8 +266,12 @@ static void exec_free(sh_exec *e)
                         if (sh_cgroup_kill(e->cg, &err) < 0)
                                 log_warn("exec-kill-failed", e->log_id, "%s", err ? err->msg : "");
                         sh_error_release(&err);
+                } else if (e->ooms_read && e->owned && e->owner.recycle &&
+                           e->owner.recycle(e->cg, e->ooms_after, e->owner.data)) {
+                        e->cg = NULL; /* the owner's now */
                 }
-                e->env.bury(e->env.reaper, e->cg);
+                if (e->cg)
+                        e->env.bury(e->env.reaper, e->cg);
         }
         sh_buf_done(&e->out[0]);
         sh_buf_done(&e->out[1]);
@@ -359,8 +369,11 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
         int nprocs = 0, i, r = -1;
 
         e = calloc(1, sizeof(*e));
-        if (!e)
+        if (!e) {
+                if (spec->cg)
+                        env->bury(env->reaper, spec->cg);
                 return sh_error_make(err, ENOMEM, "out of memory");
+        }
         e->refs = 1; /* until the start succeeds: the caller's */
         e->env = *env;
         e->owner = *owner;
@@ -375,7 +388,10 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
         e->last_event_ms = sh_now_ms();
 
         snprintf(name, sizeof(name), "exec-%u", e->id);
-        if (sh_cgroup_create(env->cgroot, spec->parent, name, NULL, &e->cg, err) < 0)
+        if (spec->cg) {
+                e->cg = spec->cg; /* made ahead or recycled (sandbox.c): no mkdir here */
+                e->ooms_before = spec->cg_ooms;
+        } else if (sh_cgroup_create(env->cgroot, spec->parent, name, NULL, &e->cg, err) < 0)
                 goto fail;
         nprocs = sh_cgroup_open_procs(e->cg, procs, SH_EXEC_MAX_PROCS_FDS);
         if (nprocs < 0) {

@@ -490,3 +490,44 @@ def test_parallel_execs_in_several_sandboxes_while_healthz_keeps_answering(daemo
     finally:
         for s in boxes:
             s.delete()
+
+
+# ---- exec cgroups: one empty cgroup kept for the next exec (sandbox.c, spare_make) ----------
+
+def exec_cgroup(sb, script="cat /proc/self/cgroup"):
+    """The exec cgroup a command runs in, as the sandbox sees it (its cgroup namespace is
+    rooted at the sandbox's cgroup)."""
+    paths = {ln.split(":", 2)[2] for ln in sh(sb, script).splitlines() if "exec-" in ln}
+    assert len(paths) == 1, paths
+    return paths.pop()
+
+
+def host_exec_cgroups(rid):
+    import glob
+    return sorted({os.path.basename(p)  # one name in each v1 hierarchy
+                   for pat in ("/sys/fs/cgroup/*/sandbox-host.*/%s/exec-*",
+                               "/sys/fs/cgroup/*/*/sandbox-host.*/%s/exec-*",
+                               "/sys/fs/cgroup/sandbox-host.*/%s/exec-*")
+                   for p in glob.glob(pat % rid)})
+
+
+def test_a_cleanly_exited_exec_hands_its_empty_cgroup_to_the_next(sb):
+    first = exec_cgroup(sb)
+    assert exec_cgroup(sb) == first
+
+
+def test_a_command_that_leaves_a_process_never_shares_its_cgroup_with_the_next(sb):
+    left = exec_cgroup(sb, "sleep 300 </dev/null >/dev/null 2>&1 & cat /proc/self/cgroup")
+    after = exec_cgroup(sb)
+    assert after != left, (left, after)
+    # the process left behind still runs, in the cgroup it started in
+    assert "sleep 300" in sh(sb, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+    assert left in sh(sb, "for p in /proc/[0-9]*; do grep -q '^sleep' $p/comm 2>/dev/null && "
+                          "cat $p/cgroup; done")
+
+
+def test_the_kept_exec_cgroup_goes_after_ten_idle_seconds(sb):
+    ok(sb, ["true"])
+    assert len(host_exec_cgroups(sb.rid)) <= 1, host_exec_cgroups(sb.rid)
+    assert execlib.wait_gone(lambda: host_exec_cgroups(sb.rid), timeout=20) == [], \
+        host_exec_cgroups(sb.rid)

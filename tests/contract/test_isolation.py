@@ -107,6 +107,15 @@ def test_no_capabilities_no_new_privs_seccomp_filter(sb):
     assert fields["Seccomp"] == "2", fields.get("Seccomp")
 
 
+def test_pid1_runs_under_the_seccomp_filter_every_command_inherits(sb):
+    # loaded once, last of PID 1's setup; a command adds none of its own
+    text = sh(sb, "grep -H -E '^Seccomp(_filters)?:' /proc/1/status /proc/self/status")
+    got = {tuple(ln.split(":")[0:2]): ln.split(":")[2].strip() for ln in text.splitlines()}
+    assert got[("/proc/1/status", "Seccomp")] == "2", got
+    assert got[("/proc/1/status", "Seccomp_filters")] == "1", got
+    assert got[("/proc/self/status", "Seccomp_filters")] == "1", got
+
+
 def test_setuid_root_fails(sb):
     out = py(sb, "import os\n"
                  "for f in (lambda: os.setuid(0), lambda: os.setgid(0), lambda: os.seteuid(0),"

@@ -1,5 +1,7 @@
 /* test_base64.c: sh_base64_encode against libsodium's encoder (the reference), for every
- * length mod 3, every byte value in every position of a triple, and random data. */
+ * length mod 3, every byte value in every position of a triple and of the vector path's
+ * blocks, unaligned inputs and random data; every test runs twice, on the vector path where
+ * the CPU has AVX2 and on the table path alone. */
 #include <check.h>
 #include <sodium.h>
 #include <stdlib.h>
@@ -89,6 +91,32 @@ START_TEST(test_every_byte_in_every_position_like_sodium)
 }
 END_TEST
 
+START_TEST(test_every_byte_in_every_position_of_the_vector_blocks_like_sodium)
+{
+        unsigned char in[96];
+
+        /* 96 bytes: four 24-byte blocks, the first loaded differently from the others */
+        for (unsigned v = 0; v < 256; v += 3) {
+                for (size_t pos = 0; pos < sizeof(in); pos++) {
+                        memset(in, 0x5a, sizeof(in));
+                        in[pos] = (unsigned char)v;
+                        assert_like_sodium(in, sizeof(in));
+                }
+        }
+}
+END_TEST
+
+START_TEST(test_unaligned_inputs_like_sodium)
+{
+        static unsigned char buf[4096 + 64];
+
+        randombytes_buf(buf, sizeof(buf));
+        for (size_t off = 0; off < 33; off++)
+                for (size_t n = 4000; n < 4010; n++)
+                        assert_like_sodium(buf + off, n);
+}
+END_TEST
+
 START_TEST(test_random_data_like_sodium)
 {
         static unsigned char in[65537];
@@ -100,17 +128,38 @@ START_TEST(test_random_data_like_sodium)
 }
 END_TEST
 
-static Suite *base64_suite(void)
+static void scalar_on(void)
 {
-        Suite *s = suite_create("base64");
-        TCase *tc = tcase_create("base64");
+        sh_base64_force_scalar(true);
+}
 
+static void scalar_off(void)
+{
+        sh_base64_force_scalar(false);
+}
+
+static void add_tests(TCase *tc)
+{
         tcase_add_test(tc, test_lengths_are_four_per_started_triple);
         tcase_add_test(tc, test_rfc4648_vectors);
         tcase_add_test(tc, test_every_length_up_to_300_like_sodium);
         tcase_add_test(tc, test_every_byte_in_every_position_like_sodium);
+        tcase_add_test(tc, test_every_byte_in_every_position_of_the_vector_blocks_like_sodium);
+        tcase_add_test(tc, test_unaligned_inputs_like_sodium);
         tcase_add_test(tc, test_random_data_like_sodium);
+}
+
+static Suite *base64_suite(void)
+{
+        Suite *s = suite_create("base64");
+        TCase *tc = tcase_create("fastest");
+        TCase *table = tcase_create("table");
+
+        add_tests(tc);
         suite_add_tcase(s, tc);
+        tcase_add_checked_fixture(table, scalar_on, scalar_off);
+        add_tests(table);
+        suite_add_tcase(s, table);
         return s;
 }
 

@@ -146,6 +146,32 @@ START_TEST(test_two_taps_both_see_a_line)
 }
 END_TEST
 
+static bool wants_abc(const char *sandbox, void *data)
+{
+        (void)data;
+        return strcmp(sandbox, "abc") == 0;
+}
+
+START_TEST(test_a_tap_sees_only_the_sandboxes_it_wants)
+{
+        seen s = {0}, t = {0};
+        sh_log_tap picky = {.fn = tap, .wants = wants_abc, .data = &t};
+
+        quiet();
+        sh_log_set_level(SH_LOG_ERROR);
+        set_tap(tap, &s);
+        sh_log_tap_add(&picky);
+        sh_log_request("GET", "/a", 200, 1.0, "abc");
+        sh_log_request("GET", "/b", 200, 1.0, "other");
+        log_info("created", "other", "made");
+        sh_log_tap_remove(&picky);
+        loud();
+        ck_assert_int_eq(s.n, 3);
+        ck_assert_int_eq(t.n, 1);
+        ck_assert_ptr_nonnull(strstr(t.line[0], "\"path\":\"/a\""));
+}
+END_TEST
+
 START_TEST(test_no_tap_after_it_is_removed)
 {
         seen s = {0};
@@ -169,6 +195,7 @@ static Suite *log_suite(void)
         tcase_add_test(tc, test_tap_sees_debug_lines_when_debug_is_on);
         tcase_add_test(tc, test_a_line_logged_by_the_tap_is_not_tapped_again);
         tcase_add_test(tc, test_two_taps_both_see_a_line);
+        tcase_add_test(tc, test_a_tap_sees_only_the_sandboxes_it_wants);
         tcase_add_test(tc, test_no_tap_after_it_is_removed);
         suite_add_tcase(s, tc);
         return s;

@@ -1452,19 +1452,26 @@ static int e2e(const char *bin, const char *cgdir)
                x.ok && x.exit == 3 && strcmp(x.out, "out\n") == 0 && strcmp(x.err, "err\n") == 0,
                "exit=%ld out=[%s] err=[%s] frame=%.300s", x.exit, x.out, x.err, x.frame);
 
-        /* -- each exec in a cgroup of its own below the sandbox's: seen from inside (the
-         *    sandbox's cgroup namespace is rooted at its worker's leaf "init") */
+        /* -- each exec in a cgroup of its own below the sandbox's, seen from inside (the
+         *    sandbox's cgroup namespace is rooted at its worker's leaf "init"): one that left a
+         *    process running keeps its cgroup, the next exec gets another; an exec that left
+         *    nothing hands its empty cgroup to the next one */
         {
-                execres a = have_sb ? run(id, "[\"cat\",\"/proc/self/cgroup\"]") : (execres){0};
+                execres a = have_sb ? run(id, "[\"sh\",\"-c\",\"sleep 3 </dev/null >/dev/null "
+                                              "2>&1 & cat /proc/self/cgroup\"]")
+                                    : (execres){0};
                 execres b = have_sb ? run(id, "[\"cat\",\"/proc/self/cgroup\"]") : (execres){0};
-                unsigned na = 0, nb = 0;
-                char ea[8] = "", eb[8] = "";
-                bool ok = a.ok && b.ok && a.exit == 0 && b.exit == 0 &&
+                execres c = have_sb ? run(id, "[\"cat\",\"/proc/self/cgroup\"]") : (execres){0};
+                unsigned na = 0, nb = 0, nc = 0;
+                char ea[8] = "", eb[8] = "", ec[8] = "";
+                bool ok = a.ok && b.ok && c.ok && a.exit == 0 && b.exit == 0 && c.exit == 0 &&
                           sscanf(a.out, "0::/../exec-%u%1[\n]", &na, ea) == 2 &&
-                          sscanf(b.out, "0::/../exec-%u%1[\n]", &nb, eb) == 2 && na != nb &&
-                          strchr(a.out, '\n') == a.out + strlen(a.out) - 1;
+                          sscanf(b.out, "0::/../exec-%u%1[\n]", &nb, eb) == 2 &&
+                          sscanf(c.out, "0::/../exec-%u%1[\n]", &nc, ec) == 2 && na != nb &&
+                          nb == nc && strchr(a.out, '\n') == a.out + strlen(a.out) - 1;
 
-                result("e2e_exec_own_cgroup", ok, "inside: first=[%s] second=[%s]", a.out, b.out);
+                result("e2e_exec_own_cgroup", ok, "inside: left a process=[%s] next=[%s] then=[%s]",
+                       a.out, b.out, c.out);
         }
 
         /* -- PID 1 is sandbox-init holding CAP_SETGID, CAP_SETUID and CAP_SETPCAP only (the

@@ -1,8 +1,10 @@
-/* base64.h: standard base64 (RFC 4648 section 4, with padding), table-driven, for the exec
- * stream's frames (pure; tests/unit/test_base64.c checks it against libsodium). Not
- * constant-time: exec output is the sandbox's own data, not a secret of the host. */
+/* base64.h: standard base64 (RFC 4648 section 4, with padding), AVX2 where the CPU has it,
+ * table-driven otherwise, for the exec stream's frames (pure; tests/unit/test_base64.c checks
+ * both paths against libsodium). Not constant-time: exec output is the sandbox's own data, not
+ * a secret of the host. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Characters the encoding of n bytes takes (no terminator). */
@@ -14,3 +16,6 @@ static inline size_t sh_base64_len(size_t n)
 /* Encode n bytes of in into out, which has room for sh_base64_len(n); returns that length
  * (no terminator written). */
 size_t sh_base64_encode(char *out, const void *in, size_t n);
+
+/* Tests: the table-driven path only, even on a CPU with AVX2 (false: back to the probe). */
+void sh_base64_force_scalar(bool on);

@@ -3,6 +3,8 @@
  * (http/, sandbox/manager, main); lower layers return sh_error instead. */
 #pragma once
 
+#include <stdbool.h>
+
 #include <stddef.h>
 
 #include "sh/list.h"
@@ -29,6 +31,10 @@ void sh_log_request(const char *method, const char *path, int status, double dur
 typedef void (*sh_log_tap_fn)(const char *sandbox, const char *line, size_t len, void *data);
 typedef struct sh_log_tap {
         sh_log_tap_fn fn;
+        /* Whether the tap takes lines naming `sandbox` at all (NULL: every sandbox's). Asked
+         * before a line below the stderr level is even built, so that a busy daemon logging
+         * at warn does not format an access-log line per request for a tap that drops it. */
+        bool (*wants)(const char *sandbox, void *data);
         void *data;
         SH_LIST_FIELDS(struct sh_log_tap, taps);
 } sh_log_tap;

@@ -148,6 +148,7 @@ enum {
         SH_STEP_LIMITS,
         SH_STEP_PRIVILEGES,
         SH_STEP_STDIO,
+        SH_STEP_SECCOMP,
 };
 /* Names of setup steps for SH_MSG_SETUP_FAILED (a static string; "?" for a number no step
  * has: the number came from the other side). */

@@ -76,6 +76,10 @@ typedef struct sh_exec_env {
 typedef struct sh_exec_spec {
         struct sh_worker *worker; /* the sandbox's PID 1, which forks the command */
         struct sh_cgroup *parent; /* the sandbox's cgroup: the exec's own goes below */
+        struct sh_cgroup *cg;     /* an empty cgroup for the exec (made ahead, or an earlier
+                                   * exec's given back: recycle), taken also on failure; NULL:
+                                   * exec-<id> is made now */
+        uint64_t cg_ooms;         /* the OOM kills cg had counted before (its earlier execs') */
         uint32_t id;              /* unique within the worker */
         const char *log_id;       /* the sandbox id, for log lines (copied) */
         char *const *argv;        /* NULL-terminated, non-empty (copied) */
@@ -90,6 +94,11 @@ typedef struct sh_exec_owner {
         /* The command has exited and the session has ended: the owner's reference goes (it
          * must drop its pointer). */
         void (*ended)(sh_exec *e, void *data);
+        /* The session is about to be freed and its command exited cleanly (not killed): its
+         * cgroup, with `ooms` OOM kills counted so far, is offered back for another exec.
+         * True: taken (the owner checks it holds no process); false: it is removed. NULL:
+         * always removed. */
+        bool (*recycle)(struct sh_cgroup *cg, uint64_t ooms, void *data);
         /* The session is freed (after its consumer detached). */
         void (*freed)(void *data);
         void *data;
