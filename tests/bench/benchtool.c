@@ -270,17 +270,23 @@ static void sink_line(sink *k, char *s, size_t n)
         }
 }
 
+/* Appends p[0..n) to the sink's line buffer. */
+static void sink_append(sink *k, const char *p, size_t n)
+{
+        if (k->len + n > k->cap) {
+                k->cap = (k->len + n) * 2;
+                k->line = realloc(k->line, k->cap);
+                if (!k->line)
+                        die("realloc");
+        }
+        memcpy(k->line + k->len, p, n);
+        k->len += n;
+}
+
 static void sink_data(sink *k, const char *p, size_t n)
 {
         if (k->raw) {
-                if (k->len + n > k->cap) {
-                        k->cap = (k->len + n) * 2;
-                        k->line = realloc(k->line, k->cap);
-                        if (!k->line)
-                                die("realloc");
-                }
-                memcpy(k->line + k->len, p, n);
-                k->len += n;
+                sink_append(k, p, n);
                 return;
         }
         while (n > 0) {
@@ -290,14 +296,7 @@ static void sink_data(sink *k, const char *p, size_t n)
                 if (k->len == 0 && nl) { /* a whole line in the input: no copy */
                         sink_line(k, (char *)p, take);
                 } else {
-                        if (k->len + take > k->cap) {
-                                k->cap = (k->len + take) * 2;
-                                k->line = realloc(k->line, k->cap);
-                                if (!k->line)
-                                        die("realloc");
-                        }
-                        memcpy(k->line + k->len, p, take);
-                        k->len += take;
+                        sink_append(k, p, take);
                         if (nl) {
                                 sink_line(k, k->line, k->len);
                                 k->len = 0;
