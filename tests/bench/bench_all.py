@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The whole benchmark of issue 7: every figure beside its peer or limit, measured in one run,
-printed as one table (figure | ours | peer or limit | ratio).
+printed as one table (figure | ours | peer or limit | ours / peer | goal | met), issue 15's
+figures first, in the order of its table, each beside the peer it names and its goal.
 
     /usr/bin/python3 tests/bench/bench_all.py --bin build-release/sandbox-host \
         --tool build-release/benchtool [--smoke] [--json out.json]
@@ -10,8 +11,9 @@ client and C peers, tests/bench/benchtool.c) and installs the peer tools. Not a 
 asserts nothing about time. Every loop is bounded in count and time; every process it starts
 is ended by its pid; the tmpfs it mounts and the temp dirs it makes are removed at the end.
 
-Ratio = ours / peer for latencies (higher is worse) and peer / ours for rates (higher is
-worse), so a ratio above 1 is always "this many times worse than the peer".
+The ratio is ours / peer for every row, as in issue 15's table: for a time (ms) below 1 beats
+the peer, for a rate (MB/s, req/s, execs/s) above 1 does. (Until issue 15 it was peer / ours for
+rates.)
 """
 import argparse
 import http.client
@@ -32,41 +34,82 @@ sys.path.insert(0, HERE)
 
 from bench_isolation import Client, bwrap_args, pct  # noqa: E402  (reused, not duplicated)
 
-FULL = dict(create_n=200, exec_n=500, exec16_n=100, stream_mb=256, file_mb=1024, osfile_mb=512,
-            walk_files=100_000, persist_files=10_000, persist_mb=1024, wrk_s=10,
-            mem_steps=(1, 100, 500), hold_cap=2000, hold_s=300, bomb_s=5)
+FULL = dict(create_n=200, exec_n=500, exec16_n=100, stream_mb=256, file_mb=512, osfile_mb=512,
+            walk_files=100_000, persist_files=10_000, persist4k_files=5000, persist4k_runs=3,
+            persist_mb=256, wrk_s=10, mem_steps=(1, 100, 500), bwrap_idle=50, hold_cap=2000,
+            hold_s=300, bomb_s=5, churn_n=200, churn_batch=50)
 SMOKE = dict(create_n=5, exec_n=5, exec16_n=3, stream_mb=4, file_mb=8, osfile_mb=8,
-             walk_files=1000, persist_files=100, persist_mb=8, wrk_s=1,
-             mem_steps=(1, 3, 5), hold_cap=20, hold_s=30, bomb_s=1)
+             walk_files=1000, persist_files=100, persist4k_files=100, persist4k_runs=1,
+             persist_mb=8, wrk_s=1, mem_steps=(1, 3, 5), bwrap_idle=3, hold_cap=20, hold_s=30,
+             bomb_s=1, churn_n=5, churn_batch=5)
 
-ROWS = [  # every row the table always prints, in order (the smoke test checks them all)
-    "create p50 (ms)", "create p99 (ms)",
-    "exec true, 1 sandbox, p50 (ms)", "exec true, 1 sandbox, p99 (ms)",
-    "exec true, 16 sandboxes, p50 (ms)", "exec true, 16 sandboxes, p99 (ms)",
-    "exec stream (MB/s)",
-    "upload (MB/s) vs nginx PUT", "upload (MB/s) vs cp",
-    "download (MB/s) vs nginx sendfile", "download (MB/s) vs cp",
-    "walk (ms)", "disk-usage (ms)",
-    "persist files (ms)", "restore files (ms)", "persist 1GiB (ms)", "restore 1GiB (ms)",
-    "exists rate, 64 conns (req/s)",
-    "daemon RSS, 1 sandbox (MiB)", "daemon RSS, 100 sandboxes (MiB)",
-    "daemon RSS, 500 sandboxes (MiB)",
-    "per-sandbox PSS, daemon+workers (KiB)",
-    "sandboxes held before failure",
-    "create p50, 1G disk limit, loop (ms)", "create p99, 1G disk limit, loop (ms)",
-    "create p50, 1G disk limit, tmpfs (ms)", "create p99, 1G disk limit, tmpfs (ms)",
+# The table in print order, one section after another: (row, the figure that measures it,
+# goal). A goal is (op, bound, was) on the ratio ours / peer ("was": the issue's figure for a
+# row it says to keep at the peer), ("n>=", bound, None) on ours itself, or None.
+ISSUE15 = [  # issue 15's table, in its order, each row beside the peer the issue names
+    ("time to interactive: create + first exec true, p50 (ms)", "tti", ("<=", 1.0, None)),
+    ("create p99 (ms)", "create", ("<=", 1.2, None)),
+    ("exec true, 1 sandbox, p50 (ms)", "exec", ("<=", 1.5, None)),
+    ("exec true, 1 sandbox, p99 (ms)", "exec", ("<=", 2.0, None)),
+    ("exec true, 16 sandboxes at once (execs/s)", "exec", (">=", 0.8, None)),
+    ("exec stream (MB/s)", "stream", (">=", 0.7, None)),
+    ("exists rate, 64 conns (req/s)", "rate", (">=", 0.7, None)),
+    ("exists p50 latency, 64 conns (ms)", "rate", None),  # the issue's goal is on req/s
+    ("restore 5000 files of 4 KiB (ms)", "persist", ("<=", 1.3, None)),
+    ("persist 5000 files of 4 KiB, empty archive (ms)", "persist", ("<=", 1.1, None)),
+    ("download (MB/s) vs nginx sendfile", "files", (">=", 1.0, None)),
+    ("churn: create p50, interleaved (ms)", "churn", ("<=", 1.3, None)),
+    ("churn: delete p50, interleaved (ms)", "churn", ("<=", 1.3, None)),
+    ("sandboxes held before failure", "hold", ("n>=", 10000, None)),
+]
+KEPT = [  # "already at or past the peer, keep them there": goal = the looser of 1.0x and the
+    # issue's own figure ("was")
+    ("create p50 (ms)", "create", ("<=", 1.0, 0.6)),
+    ("upload (MB/s) vs nginx PUT", "files", (">=", 1.0, 1.04)),
+    ("disk-usage (ms)", "walk", ("<=", 1.0, 0.9)),
+    ("walk (ms)", "walk", ("<=", 1.1, 1.1)),
+    ("persist one 256 MiB file (ms)", "persist", ("<=", 1.1, 1.1)),
+    ("restore one 256 MiB file (ms)", "persist", ("<=", 1.1, 1.1)),
+    ("per-sandbox PSS, daemon+workers (KiB)", "memory", ("<=", 1.0, 0.57)),
+]
+OTHER = [  # the other figures of the earlier issues, no goal of issue 15
+    ("exec true, 16 sandboxes, p50 (ms)", "exec", None),
+    ("exec true, 16 sandboxes, p99 (ms)", "exec", None),
+    ("upload (MB/s) vs cp", "files", None), ("download (MB/s) vs cp", "files", None),
+    ("persist files (ms)", "persist", None), ("restore files (ms)", "persist", None),
+    ("daemon RSS, 1 sandbox (MiB)", "memory", None),
+    ("daemon RSS, 100 sandboxes (MiB)", "memory", None),
+    ("daemon RSS, 500 sandboxes (MiB)", "memory", None),
+    ("create p50, 1G disk limit, loop (ms)", "create-disk", None),
+    ("create p99, 1G disk limit, loop (ms)", "create-disk", None),
+    ("create p50, 1G disk limit, tmpfs (ms)", "create-disk", None),
+    ("create p99, 1G disk limit, tmpfs (ms)", "create-disk", None),
     # how fast /healthz answers while the daemon works hard: the contract tests only bound
     # these with call timeouts (the "limit" column), the figures are here
-    "healthz worst, during disk-usage (ms)", "healthz worst, during 16 exec loops (ms)",
-    "healthz worst, during upload and download (ms)",
-    "healthz worst, during the persist 1GiB case (ms)",
-    "healthz worst, during a fork bomb (ms)", "healthz worst, during a memory hog (ms)",
+    ("healthz worst, during disk-usage (ms)", "walk", None),
+    ("healthz worst, during 16 exec loops (ms)", "exec", None),
+    ("healthz worst, during upload and download (ms)", "files", None),
+    ("healthz worst, during the persist 256 MiB case (ms)", "persist", None),
+    ("healthz worst, during a fork bomb (ms)", "abuse", None),
+    ("healthz worst, during a memory hog (ms)", "abuse", None),
     # the OpenSandbox surface's execd (issue 13), beside the native exec on the same sandbox
-    "os command true, p50 (ms)", "os command true, p99 (ms)",
-    "os command stream (MB/s)",
+    ("os command true, p50 (ms)", "opensandbox", None),
+    ("os command true, p99 (ms)", "opensandbox", None),
+    ("os command stream (MB/s)", "opensandbox", None),
     # its files (issue 14): the SDK's path (multipart upload, download) beside the native one
-    "os upload (MB/s)", "os download (MB/s)",
+    ("os upload (MB/s)", "osfiles", None),
+    ("os download (MB/s)", "osfiles", None),
 ]
+SECTIONS = [("issue 15: its table, in its order", ISSUE15),
+            ("issue 15: at or past the peer today, keep them there", KEPT),
+            ("the other figures", OTHER)]
+SPEC = {row: (fig, goal) for _, rows in SECTIONS for row, fig, goal in rows}
+ROWS = [row for _, rows in SECTIONS for row, _, _ in rows]  # every row the table always prints
+
+
+def fig_rows(fig):
+    return [row for row in ROWS if SPEC[row][0] == fig]
+
 
 # ---- plumbing ---------------------------------------------------------------------------
 
@@ -161,38 +204,67 @@ def have(tool):
     return shutil.which(tool) is not None
 
 
+def goal_text(goal):
+    if goal is None:
+        return "—"
+    op, bound, was = goal
+    sign = "≥" if op.endswith(">=") else "≤"
+    if op == "n>=":
+        return f"{sign} {bound:,}"
+    return f"{sign} {bound:.1f}×" + (f" (issue: {was}×)" if was is not None else "")
+
+
+def goal_met(goal, r):
+    if goal is None:
+        return None
+    op, bound, _ = goal
+    v = r["ours"] if op == "n>=" else r["ratio"]
+    if v is None:
+        return None
+    return v >= bound if op.endswith(">=") else v <= bound
+
+
 class Table:
     def __init__(self):
         self.rows = {}
 
     def add(self, name, ours, peer, peer_name, kind, note=""):
-        """kind: 'lat' (lower is better) or 'rate' (higher is better) or 'abs' (no peer)."""
+        """kind: 'lat' (lower is better) or 'rate' (higher is better) or 'abs' (no peer).
+        The ratio is ours / peer for every kind, as in issue 15's table."""
         assert name in ROWS, name
-        ratio = None
-        if ours is not None and peer:
-            ratio = ours / peer if kind == "lat" else (peer / ours if ours else None)
+        ratio = ours / peer if ours is not None and peer else None
         self.rows[name] = dict(ours=ours, peer=peer, peer_name=peer_name, ratio=ratio,
                                kind=kind, note=note)
+        self.rows[name]["met"] = goal_met(SPEC[name][1], self.rows[name])
 
     def na(self, name, reason):
         self.rows[name] = dict(ours=None, peer=None, peer_name="", ratio=None, kind="na",
-                               note=f"n/a ({reason})")
+                               note=f"n/a ({reason})", met=None)
 
     def print(self, out=sys.stdout):
         def f(v):
             if v is None:
                 return "n/a"
+            if isinstance(v, int):
+                return str(v)
             return f"{v:.0f}" if abs(v) >= 100 else f"{v:.2f}" if abs(v) >= 1 else f"{v:.3f}"
-        out.write("| figure | ours | peer or limit (same run) | ratio |\n|---|---|---|---|\n")
-        for name in ROWS:
-            r = self.rows.get(name) or dict(ours=None, peer=None, peer_name="", ratio=None,
-                                            note="n/a: not measured (an earlier step failed)")
-            peer = f"{f(r['peer'])} ({r['peer_name']})" if r["peer"] is not None else (
-                r["peer_name"] or "—")
-            ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else "—"
-            ours = r["note"] if r["ours"] is None else (
-                f(r["ours"]) + (f" ({r['note']})" if r["note"] else ""))
-            out.write(f"| {name} | {ours} | {peer} | {ratio} |\n")
+        out.write("| figure | ours | peer or limit (same run) | ours / peer | goal | met |\n"
+                  "|---|---|---|---|---|---|\n")
+        for title, rows in SECTIONS:
+            out.write(f"| **{title}** | | | | | |\n")
+            for name, _, goal in rows:
+                r = self.rows.get(name) or dict(
+                    ours=None, peer=None, peer_name="", ratio=None, met=None,
+                    note="n/a: not measured (an earlier step failed)")
+                peer = f"{f(r['peer'])} ({r['peer_name']})" if r["peer"] is not None else (
+                    r["peer_name"] or "—")
+                ratio = f"{r['ratio']:.2f}×" if r["ratio"] is not None else "—"
+                ours = r["note"] if r["ours"] is None else (
+                    f(r["ours"]) + (f" ({r['note']})" if r["note"] else ""))
+                met = "—" if goal is None else {True: "yes", False: "**no**",
+                                                None: "n/a"}[r["met"]]
+                cells = [name, ours, peer, ratio, goal_text(goal), met]
+                out.write("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |\n")
         out.flush()
 
 
@@ -262,6 +334,18 @@ def step(table, names, fn, *a):
 # ---- figures ------------------------------------------------------------------------------
 
 
+def bwrap_true(a, cfg):
+    """This run's bwrap --unshare-all /bin/true times (hyperfine, create_n runs), measured once
+    and shared by create and time to interactive: (seconds each or None, the peer's name)."""
+    if not hasattr(a, "bwrap"):
+        if have("bwrap") and have("hyperfine"):
+            a.bwrap = (hyperfine_times(bwrap_args() + ["/bin/true"], cfg["create_n"]),
+                       "bwrap --unshare-all /bin/true, hyperfine")
+        else:
+            a.bwrap = (None, "bwrap/hyperfine not installed")
+    return a.bwrap
+
+
 def fig_create(t, d, a, cfg):
     c = d.client()
     lat = []
@@ -270,13 +354,48 @@ def fig_create(t, d, a, cfg):
         rid = create(c)
         lat.append(time.perf_counter() - t0)
         c.call("DELETE", f"/sandboxes/{rid}")
-    if have("bwrap") and have("hyperfine"):
-        bw = hyperfine_times(bwrap_args() + ["/bin/true"], cfg["create_n"])
-        peer = "bwrap --unshare-all /bin/true, hyperfine"
-    else:
-        bw, peer = None, "bwrap/hyperfine not installed"
+    bw, peer = bwrap_true(a, cfg)
     t.add("create p50 (ms)", pct(lat, .5) * 1e3, bw and pct(bw, .5) * 1e3, peer, "lat")
     t.add("create p99 (ms)", pct(lat, .99) * 1e3, bw and pct(bw, .99) * 1e3, peer, "lat")
+
+
+def life(d, a, n, execs):
+    """benchtool lifeloop: n times create, `execs` execs of true, delete (one C client, one
+    keep-alive connection); one row of seconds per sandbox: create, each exec, delete."""
+    out = run([a.tool, "lifeloop", d.host, str(d.port), str(n), str(execs)]).stdout
+    return [[int(x) / 1e9 for x in line.split()] for line in out.splitlines()]
+
+
+def fig_tti(t, d, a, cfg):
+    """Time to interactive (issue 15): create a sandbox and run its first exec of `true`, then
+    delete it (not counted), create_n times from one C client; beside this run's bwrap
+    --unshare-all /bin/true (the runs the create figure made)."""
+    rows = life(d, a, cfg["create_n"], 1)
+    bw, peer = bwrap_true(a, cfg)
+    t.add("time to interactive: create + first exec true, p50 (ms)",
+          pct([c + e for c, e, _ in rows], .5) * 1e3, bw and pct(bw, .5) * 1e3, peer, "lat",
+          note=f"create p50 {pct([r[0] for r in rows], .5) * 1e3:.2f} + first exec p50 "
+          f"{pct([r[1] for r in rows], .5) * 1e3:.2f}")
+
+
+def fig_churn(t, d, a, cfg):
+    """An agent's life, one sandbox at a time (issue 15): create, exec `true` twice, delete
+    (benchtool lifeloop); beside the same calls not interleaved: churn_batch creates in a row,
+    then their deletes in a row (benchtool batchloop; the daemon holds 64 at most). The two
+    alternate in rounds of churn_batch sandboxes on the same daemon, so that the machine's load
+    falls on both alike."""
+    b = cfg["churn_batch"]
+    inter, apart = [], []
+    for _ in range(max(1, cfg["churn_n"] // b)):
+        inter += life(d, a, b, 2)
+        out = run([a.tool, "batchloop", d.host, str(d.port), str(b)]).stdout
+        apart += [[int(x) / 1e9 for x in line.split()] for line in out.splitlines()]
+    t.add("churn: create p50, interleaved (ms)", pct([r[0] for r in inter], .5) * 1e3,
+          pct([r[0] for r in apart], .5) * 1e3, f"the same creates not interleaved: {b} in a "
+          "row", "lat")
+    t.add("churn: delete p50, interleaved (ms)", pct([r[3] for r in inter], .5) * 1e3,
+          pct([r[1] for r in apart], .5) * 1e3, f"the same deletes not interleaved: {b} in a "
+          "row", "lat")
 
 
 def fig_create_disk(t, a, cfg):
@@ -308,6 +427,13 @@ def tool_lines(args, timeout=600):
     return [int(x) for x in run(args, timeout=timeout).stdout.split()]
 
 
+def par_lines(args):
+    """benchtool forkpar/execpar: (seconds from the start to the last loop's end, every
+    latency in seconds)."""
+    v = tool_lines(args)
+    return v[0] / 1e9, [x / 1e9 for x in v[1:]]
+
+
 def fig_exec(t, d, a, cfg):
     c = d.client()
     rid = create(c)
@@ -320,31 +446,25 @@ def fig_exec(t, d, a, cfg):
     t.add("exec true, 1 sandbox, p99 (ms)", pct(ours, .99) * 1e3, pct(fe, .99) * 1e3, peer, "lat")
     c.call("DELETE", f"/sandboxes/{rid}")
 
-    # 16 sandboxes, 16 clients at once (one C client process each)
+    # 16 sandboxes at once: 16 C clients (one connection and one sandbox each), started
+    # together by benchtool execpar; the peer, 16 fork+exec+wait loops started together
     rids = [create(c) for _ in range(16)]
     m = cfg["exec16_n"]
-    with Probe(d) as probe:
-        procs = [subprocess.Popen([a.tool, "execloop", d.host, str(d.port), r, str(m)],
-                                  stdout=subprocess.PIPE, text=True) for r in rids]
-        ours16 = []
-        for p in procs:
-            out, _ = p.communicate(timeout=600)
-            if p.returncode != 0:
-                raise RuntimeError("an exec client failed")
-            ours16 += [int(x) / 1e9 for x in out.split()]
-    probe.add(t, "healthz worst, during 16 exec loops (ms)", 1000,
-              "test_exec.py")
-    procs = [subprocess.Popen([a.tool, "forkloop", str(m)], stdout=subprocess.PIPE, text=True)
-             for _ in range(16)]
-    fe16 = []
-    for p in procs:
-        out, _ = p.communicate(timeout=600)
-        fe16 += [int(x) / 1e9 for x in out.split()]
+    span, ours16 = par_lines([a.tool, "execpar", d.host, str(d.port), str(m), *rids])
+    span_f, fe16 = par_lines([a.tool, "forkpar", "16", str(m)])
     peer = "16 fork+exec+wait loops at once"
+    t.add("exec true, 16 sandboxes at once (execs/s)", 16 * m / span, 16 * m / span_f, peer,
+          "rate", note=f"{16 * m} execs in {span:.2f} s")
     t.add("exec true, 16 sandboxes, p50 (ms)", pct(ours16, .5) * 1e3, pct(fe16, .5) * 1e3,
           peer, "lat")
     t.add("exec true, 16 sandboxes, p99 (ms)", pct(ours16, .99) * 1e3, pct(fe16, .99) * 1e3,
           peer, "lat")
+    # /healthz while the same 16 loops run again: a pass of its own, so that no figure above
+    # shares the machine with the probe
+    with Probe(d) as probe:
+        par_lines([a.tool, "execpar", d.host, str(d.port), str(m), *rids])
+    probe.add(t, "healthz worst, during 16 exec loops (ms)", 1000,
+              "test_exec.py")
     for r in rids:
         c.call("DELETE", f"/sandboxes/{r}")
 
@@ -466,7 +586,7 @@ def fig_osfiles(t, d, a, cfg):
 
 NGINX_CONF = """
 user root;
-worker_processes 1;
+worker_processes 2;
 daemon off;
 pid {tmp}/nginx.pid;
 error_log {tmp}/nginx-error.log warn;
@@ -566,8 +686,10 @@ def fig_files(t, d, a, cfg, ngx):
         ndn = max(curl_speed([ngx.url("big.bin")]) for _ in range(2))
         os.unlink(os.path.join(ngx.tmp, "www", "big.bin"))
         os.unlink(os.path.join(ngx.tmp, "www", "put", "big.bin"))
-        t.add("upload (MB/s) vs nginx PUT", up, nup, "nginx dav PUT, curl", "rate")
-        t.add("download (MB/s) vs nginx sendfile", dn, ndn, "nginx sendfile, curl", "rate")
+        t.add("upload (MB/s) vs nginx PUT", up, nup, f"nginx dav PUT, curl, {cfg['file_mb']} MiB",
+              "rate")
+        t.add("download (MB/s) vs nginx sendfile", dn, ndn,
+              f"nginx sendfile, curl, {cfg['file_mb']} MiB", "rate")
     else:
         t.add("upload (MB/s) vs nginx PUT", up, None, "nginx not installed", "rate")
         t.add("download (MB/s) vs nginx sendfile", dn, None, "nginx not installed", "rate")
@@ -634,7 +756,8 @@ def fig_walk(t, d, a, cfg):
 
 
 def fig_persist(t, a, cfg):
-    """Persist/restore through bench_persist.py's own case (reused, not duplicated): a sandbox
+    """Persist/restore through bench_persist.py's own case (reused, not duplicated), for 10,000
+    files of 1 KiB, 5,000 files of 4 KiB (issue 15's row) and one 256 MiB file: a sandbox
     created with item_id, filled with files owned by its uid; "checkpoint, empty archive"
     (POST /persist into an empty archive) is our persist row, "restore on create" less the
     create without item_id is our restore row; peers are plain rsync -a of the same trees.
@@ -645,8 +768,15 @@ def fig_persist(t, a, cfg):
     for x in (nfs, scratch):
         os.makedirs(x)
     d = Daemon(a.bin, root, "--max-sandboxes=16", f"--nfs-root={nfs}", "--upload-max=4G")
-    names = {"files": ("persist files (ms)", "restore files (ms)"),
-             "1GiB": ("persist 1GiB (ms)", "restore 1GiB (ms)")}
+    nfiles, n4k, mb = cfg["persist_files"], cfg["persist4k_files"], cfg["persist_mb"]
+    # (persist row, restore row, what, runs (median), the tree)
+    cases = [("persist files (ms)", "restore files (ms)", f"{nfiles} files", 1,
+              lambda ws, uid: bp.make_small(ws, nfiles, uid)),
+             ("persist 5000 files of 4 KiB, empty archive (ms)",
+              "restore 5000 files of 4 KiB (ms)", f"{n4k} files of 4 KiB",
+              cfg["persist4k_runs"], lambda ws, uid: bp.make_small(ws, n4k, uid, 4096)),
+             ("persist one 256 MiB file (ms)", "restore one 256 MiB file (ms)", f"{mb} MiB", 1,
+              lambda ws, uid: bp.make_big(ws, mb << 20, uid))]
     try:
         cli = bp.Client(d.host, d.port)
         # probe: is persist there at all?
@@ -656,69 +786,78 @@ def fig_persist(t, a, cfg):
         shutil.rmtree(os.path.join(nfs, "bench-probe"), ignore_errors=True)
         if st != 204:
             reason = f"POST /persist answered {st} {body[:120].decode(errors='replace')}"
-            for pn, rn in names.values():
+            for pn, rn, *_ in cases:
                 t.na(pn, reason)
                 t.na(rn, reason)
             return
-        nfiles, mb = cfg["persist_files"], cfg["persist_mb"]
-        cases = [("files", f"{nfiles} files", lambda ws, uid: bp.make_small(ws, nfiles, uid)),
-                 ("1GiB", f"{mb} MiB", lambda ws, uid: bp.make_big(ws, mb << 20, uid))]
-        for key, what, build in cases:
-            pn, rn = names[key]
+        for pn, rn, what, runs, build in cases:
             try:
                 with Probe(d) as probe:
-                    res = bp.bench_case(cli, root, nfs, scratch, what, build, 1)
+                    res = bp.bench_case(cli, root, nfs, scratch, what, build, runs)
             except SystemExit as e:  # bench_persist stops on a failed call: report it
                 t.na(pn, str(e)[:200])
                 t.na(rn, str(e)[:200])
                 continue
-            if key == "1GiB":
-                probe.add(t, "healthz worst, during the persist 1GiB case (ms)", 1000,
+            if pn.startswith("persist one"):
+                probe.add(t, "healthz worst, during the persist 256 MiB case (ms)", 1000,
                           "test_persist.py")
             rows = {fig.split(": ", 1)[1]: (ours, peer) for fig, ours, peer in res}
             base_ms = rows["(create without item, for reference)"][0]
+            med = f", median of {runs}" if runs > 1 else ""
             ours, peer = rows["checkpoint, empty archive"]
-            t.add(pn, ours, peer, f"rsync -a, {what}", "lat")
+            t.add(pn, ours, peer, f"rsync -a, {what}{med}", "lat")
             ours, peer = rows["restore on create"]
-            t.add(rn, ours - base_ms, peer, f"rsync -a, {what} (ours: create less "
-                  f"{base_ms:.1f} ms)", "lat")
+            t.add(rn, ours - base_ms, peer, f"rsync -a, {what}{med} (ours: create with item_id "
+                  f"less a create without, {base_ms:.1f} ms)", "lat")
     finally:
         d.stop()
         shutil.rmtree(base, ignore_errors=True)
 
 
 def wrk_rate(url, seconds):
+    """wrk -t2 -c64: (requests/s, p50 latency in ms)."""
     out = run(["wrk", "-t2", "-c64", f"-d{seconds}s", "--latency", url], timeout=seconds + 60)
+    rate = p50 = None
     for line in out.stdout.splitlines():
+        w = line.split()
         if line.startswith("Requests/sec:"):
-            non2xx = [ln for ln in out.stdout.splitlines() if "Non-2xx" in ln or "errors" in ln]
-            if non2xx:
-                st = subprocess.run(["curl", "-s", "-i", url], stdout=subprocess.PIPE,
-                                    text=True, timeout=30).stdout.splitlines()
-                raise RuntimeError("wrk saw errors: " + "; ".join(non2xx).strip() +
-                                   f"; one GET now: {st[:1]} {st[-1:]}")
-            return float(line.split()[1])
-    raise RuntimeError("no rate in wrk's output")
+            rate = float(w[1])
+        elif len(w) == 2 and w[0] == "50%":
+            num = w[1].rstrip("smu")
+            p50 = float(num) * {"us": 1e-3, "ms": 1, "s": 1e3, "m": 60e3}[w[1][len(num):]]
+    non2xx = [ln for ln in out.stdout.splitlines() if "Non-2xx" in ln or "errors" in ln]
+    if non2xx:
+        st = subprocess.run(["curl", "-s", "-i", url], stdout=subprocess.PIPE,
+                            text=True, timeout=30).stdout.splitlines()
+        raise RuntimeError("wrk saw errors: " + "; ".join(non2xx).strip() +
+                           f"; one GET now: {st[:1]} {st[-1:]}")
+    if rate is None or p50 is None:
+        raise RuntimeError("no rate or no p50 in wrk's output")
+    return rate, p50
 
 
 def fig_rate(t, d, a, cfg, ngx):
     if not have("wrk"):
         t.add("exists rate, 64 conns (req/s)", None, None, "wrk not installed", "rate")
+        t.add("exists p50 latency, 64 conns (ms)", None, None, "wrk not installed", "lat")
         return
     c = d.client()
     rid = create(c)
-    ours = wrk_rate(f"http://{d.host}:{d.port}/sandboxes/{rid}/exists?path=x", cfg["wrk_s"])
-    peer = None
+    ours, ours50 = wrk_rate(f"http://{d.host}:{d.port}/sandboxes/{rid}/exists?path=x",
+                            cfg["wrk_s"])
+    peer = peer50 = None
     if ngx:
         with open(os.path.join(ngx.tmp, "www", "tiny.json"), "w") as f:
             f.write('{"exists":false}')
-        peer = wrk_rate(ngx.url("tiny.json"), cfg["wrk_s"])
-    t.add("exists rate, 64 conns (req/s)", ours, peer,
-          "nginx tiny file, wrk -t2 -c64" if ngx else "nginx not installed", "rate")
+        peer, peer50 = wrk_rate(ngx.url("tiny.json"), cfg["wrk_s"])
+    name = "nginx (2 workers) tiny file, wrk -t2 -c64" if ngx else "nginx not installed"
+    t.add("exists rate, 64 conns (req/s)", ours, peer, name, "rate")
+    t.add("exists p50 latency, 64 conns (ms)", ours50, peer50, name + ", its p50", "lat")
     c.call("DELETE", f"/sandboxes/{rid}")
 
 
-def descendants(pid):
+def children():
+    """{ppid: [pid, ...]} of every process now."""
     kids = {}
     for e in os.listdir("/proc"):
         if e.isdigit():
@@ -729,6 +868,11 @@ def descendants(pid):
                 kids.setdefault(ppid, []).append(int(e))
             except (OSError, ValueError):
                 pass
+    return kids
+
+
+def descendants(pid, kids=None):
+    kids = children() if kids is None else kids
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
@@ -758,6 +902,44 @@ def kernel_kib():
             k, _, rest = line.partition(":")
             v[k] = int(rest.split()[0])
     return v["Slab"] + v["KernelStack"] + v["PageTables"]
+
+
+def bwrap_idle_kib(n):
+    """PSS (KiB) of one idle bwrap sandbox, the peer of our per-sandbox PSS: n of
+    `bwrap --unshare-all ... sleep 600` at once, the PSS of all their processes (bwrap, its
+    child in the new pid namespace, sleep) summed, over n. Each ended by its pid (SIGKILL to
+    bwrap; --die-with-parent ends what runs inside)."""
+    procs = []
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen(bwrap_args() + ["sleep", "600"],
+                                          stdin=subprocess.DEVNULL))
+        deadline = time.time() + 30
+        while True:
+            kids = children()
+            trees = [descendants(p.pid, kids) for p in procs]
+            if all(any(comm(k) == "sleep" for k in tree) for tree in trees):
+                break
+            if time.time() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError("the idle bwrap sandboxes did not all start")
+            time.sleep(0.2)
+        time.sleep(1)
+        kids = children()
+        return sum(rollup(p.pid)[1] + sum(rollup(k)[1] for k in descendants(p.pid, kids))
+                   for p in procs) / n
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait(timeout=30)
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def fig_memory(t, a, cfg):
@@ -794,10 +976,14 @@ def fig_memory(t, a, cfg):
         per_d = (samples[hi]["pss"] - samples[lo]["pss"]) / (hi - lo)
         per_k = (samples[hi]["kmem"] - samples[lo]["kmem"]) / (hi - lo)
         per_fd = (samples[hi]["fds"] - samples[lo]["fds"]) / (hi - lo)
-        t.add("per-sandbox PSS, daemon+workers (KiB)", per, None,
-              f"({hi}-{lo}) slope; of which daemon {per_d:.0f} KiB; kernel "
+        nb = cfg["bwrap_idle"]
+        peer = bwrap_idle_kib(nb) if have("bwrap") else None
+        t.add("per-sandbox PSS, daemon+workers (KiB)", per, peer,
+              f"one idle bwrap --unshare-all sandbox (bwrap + sleep), PSS, {nb} at once"
+              if peer else "bwrap not installed", "lat",
+              note=f"({hi}-{lo}) slope; of which daemon {per_d:.0f} KiB; kernel "
               f"(Slab+KernelStack+PageTables, machine-wide) {per_k:.0f} KiB; daemon fds "
-              f"{per_fd:.1f}", "abs")
+              f"{per_fd:.1f}")
     finally:
         for r in rids:
             try:
@@ -889,7 +1075,11 @@ def machine():
             model = line.split(":", 1)[1].strip()
             break
     return (f"nproc {os.cpu_count()}, {model}, memory {int(mem) // 1024} MiB, kernel "
-            f"{os.uname().release}, load average {open('/proc/loadavg').read().split()[0]}")
+            f"{os.uname().release}")
+
+
+def loadavg():
+    return " ".join(open("/proc/loadavg").read().split()[:3])
 
 
 def main():
@@ -901,9 +1091,9 @@ def main():
     ap.add_argument("--json", help="write the rows as JSON here too")
     ap.add_argument("--logs", help="keep the daemons' logs (warn and above) in this directory")
     ap.add_argument("--hold-cap", type=int, help="cap of the held-sandboxes figure")
-    ap.add_argument("--only", help="comma-separated figures to run (create, exec, stream, "
-                    "opensandbox, "
-                    "files, osfiles, walk, rate, persist, memory, hold, create-disk, abuse); default: all")
+    ap.add_argument("--only", help="comma-separated figures to run (create, tti, churn, exec, "
+                    "stream, opensandbox, files, osfiles, walk, rate, persist, memory, hold, "
+                    "create-disk, abuse); default: all")
     a = ap.parse_args()
     a.bin = os.path.abspath(a.bin)
     cfg = dict(SMOKE if a.smoke else FULL)
@@ -927,7 +1117,8 @@ def main():
     size = "2g" if a.smoke else "12g"
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "sh-bench", a.base],
                    check=True)
-    sys.stderr.write(f"bench: {machine()}\n")
+    load0 = loadavg()
+    sys.stderr.write(f"bench: {machine()}, load average {load0}\n")
     t = Table()
     d = ngx = None
     try:
@@ -939,30 +1130,27 @@ def main():
                 ngx = Nginx(a.base)
             except Exception as e:  # noqa: BLE001
                 sys.stderr.write(f"bench: nginx: {e}\n")
-        hz = ROWS[27:33]  # the "healthz worst" rows, each measured within a figure
-        for name, rows, fn, args in [
-                ("create", ROWS[0:2], fig_create, (d, a, cfg)),
-                ("exec", ROWS[2:6] + hz[1:2], fig_exec, (d, a, cfg)),
-                ("stream", ROWS[6:7], fig_stream, (d, a, cfg)),
-                ("opensandbox", ROWS[33:36], fig_os, (d, a, cfg)),
-                ("files", ROWS[7:11] + hz[2:3], fig_files, (d, a, cfg, ngx)),
-                ("osfiles", ROWS[36:38], fig_osfiles, (d, a, cfg)),
-                ("walk", ROWS[11:13] + hz[0:1], fig_walk, (d, a, cfg)),
-                ("rate", ROWS[17:18], fig_rate, (d, a, cfg, ngx))]:
+        for name, fn, args in [("create", fig_create, (d, a, cfg)),
+                               ("tti", fig_tti, (d, a, cfg)),
+                               ("churn", fig_churn, (d, a, cfg)),
+                               ("exec", fig_exec, (d, a, cfg)),
+                               ("stream", fig_stream, (d, a, cfg)),
+                               ("opensandbox", fig_os, (d, a, cfg)),
+                               ("files", fig_files, (d, a, cfg, ngx)),
+                               ("osfiles", fig_osfiles, (d, a, cfg)),
+                               ("walk", fig_walk, (d, a, cfg)),
+                               ("rate", fig_rate, (d, a, cfg, ngx))]:
             if want(name):
-                step(t, rows, fn, *args)
+                step(t, fig_rows(name), fn, *args)
         if ngx:
             ngx.stop()
             ngx = None
         d.stop()
         d = None
-        for name, rows, fn in [("persist", ROWS[13:17] + hz[3:4], fig_persist),
-                               ("memory", ROWS[18:22], fig_memory),
-                               ("hold", ROWS[22:23], fig_hold),
-                               ("create-disk", ROWS[23:27], fig_create_disk),
-                               ("abuse", hz[4:6], fig_abuse)]:
+        for name, fn in [("persist", fig_persist), ("memory", fig_memory), ("hold", fig_hold),
+                         ("create-disk", fig_create_disk), ("abuse", fig_abuse)]:
             if want(name):
-                step(t, rows, fn, a, cfg)
+                step(t, fig_rows(name), fn, a, cfg)
     finally:
         if ngx:
             ngx.stop()
@@ -977,11 +1165,14 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     ver = subprocess.run([a.bin, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True).stdout.strip()
-    sys.stdout.write(f"machine: {machine()}\nbinary: {a.bin} ({ver})\n\n")
+    load = f"load average (1, 5, 15 min) {load0} at the start, {loadavg()} at the end"
+    sys.stdout.write(f"machine: {machine()}\n{load}\nbinary: {a.bin} ({ver})\n"
+                     "ours / peer: for a time below 1 is faster than the peer, for a rate above "
+                     "1 is; goal: issue 15's, met or not\n\n")
     t.print()
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"machine": machine(), "rows": t.rows}, f, indent=1)
+            json.dump({"machine": machine(), "load": load, "rows": t.rows}, f, indent=1)
     print(f"\nbench: {len(ROWS)} rows")
     return 0
 

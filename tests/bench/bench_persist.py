@@ -65,13 +65,13 @@ def timed(fn):
     return (time.perf_counter() - t0) * 1000.0
 
 
-def make_small(ws, n, uid):
+def make_small(ws, n, uid, size=1024):
     for i in range(n):
         d = os.path.join(ws, "d%03d" % (i % 100))
         os.makedirs(d, exist_ok=True)
         p = os.path.join(d, "f%05d" % i)
         with open(p, "wb") as f:
-            f.write(os.urandom(64) * 16)  # 1 KiB
+            f.write(os.urandom(64) * (size // 64))
         os.lchown(p, uid, uid)
     for i in range(100):
         os.lchown(os.path.join(ws, "d%03d" % i), uid, uid)

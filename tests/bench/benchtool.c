@@ -4,6 +4,16 @@
  *
  *   forkloop N                       fork+execve+waitpid of /bin/true N times: N latencies
  *   execloop HOST PORT RID N         N execs of `true` on one keep-alive connection: latencies
+ *   forkpar K N                      K forkloops of N at once, started together: the first
+ *                                    line is the wall time from the start to the last loop's
+ *                                    end, then the K*N latencies
+ *   execpar HOST PORT N RID...       one execloop of N per RID at once (each on its own
+ *                                    connection, opened before the start): as forkpar
+ *   lifeloop HOST PORT N E           N times: create a sandbox, E execs of `true` in it, delete
+ *                                    it, on one connection: per line "CREATE EXEC1..EXECE
+ *                                    DELETE", each call's time
+ *   batchloop HOST PORT N            N creates in a row, then the N deletes in a row: per line
+ *                                    "CREATE DELETE"
  *   stream HOST PORT RID ARG...      one exec of ARG...: decodes every NDJSON "o" frame
  *                                    (base64, a table decoder) and prints
  *                                    "BYTES SECONDS EXIT"
@@ -28,6 +38,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -158,6 +171,7 @@ typedef struct sink {
         int exit_code; /* -1: no exit frame yet */
         int frames;
         int sse; /* OpenSandbox's SSE events instead of NDJSON frames */
+        int raw; /* keep the body as it is (in line/len) instead of parsing frames */
 } sink;
 
 /* The bytes a JSON string's text stands for, s at its first character: counted up to the
@@ -256,8 +270,25 @@ static void sink_line(sink *k, char *s, size_t n)
         }
 }
 
+/* Appends p[0..n) to the sink's line buffer. */
+static void sink_append(sink *k, const char *p, size_t n)
+{
+        if (k->len + n > k->cap) {
+                k->cap = (k->len + n) * 2;
+                k->line = realloc(k->line, k->cap);
+                if (!k->line)
+                        die("realloc");
+        }
+        memcpy(k->line + k->len, p, n);
+        k->len += n;
+}
+
 static void sink_data(sink *k, const char *p, size_t n)
 {
+        if (k->raw) {
+                sink_append(k, p, n);
+                return;
+        }
         while (n > 0) {
                 const char *nl = memchr(p, '\n', n);
                 size_t take = nl ? (size_t)(nl - p) : n;
@@ -265,14 +296,7 @@ static void sink_data(sink *k, const char *p, size_t n)
                 if (k->len == 0 && nl) { /* a whole line in the input: no copy */
                         sink_line(k, (char *)p, take);
                 } else {
-                        if (k->len + take > k->cap) {
-                                k->cap = (k->len + take) * 2;
-                                k->line = realloc(k->line, k->cap);
-                                if (!k->line)
-                                        die("realloc");
-                        }
-                        memcpy(k->line + k->len, p, take);
-                        k->len += take;
+                        sink_append(k, p, take);
                         if (nl) {
                                 sink_line(k, k->line, k->len);
                                 k->len = 0;
@@ -369,7 +393,9 @@ static int read_response(rd *r, sink *k)
                 else if (strncasecmp(l, "transfer-encoding:", 18) == 0 && strcasestr(l, "chunked"))
                         chunked = 1;
         }
-        if (chunked) {
+        if (status == 204 || status == 304 || status < 200) {
+                /* no body, whatever the headers say (RFC 9112, 6.3) */
+        } else if (chunked) {
                 for (;;) {
                         unsigned long long sz = strtoull(rd_line(r), NULL, 16);
 
@@ -408,55 +434,263 @@ static int read_response(rd *r, sink *k)
         } else {
                 die("response without a length");
         }
-        if (k->len > 0) /* a last line without its newline */
+        if (k->len > 0 && !k->raw) /* a last line without its newline */
                 sink_line(k, k->line, k->len), k->len = 0;
         return status;
 }
 
 /* ---- subcommands ------------------------------------------------------------------------ */
 
-static int cmd_forkloop(long n)
+/* One fork+execve+waitpid of /bin/true; its time. */
+static uint64_t fork_true(void)
 {
         char *argv[] = {"/bin/true", NULL};
+        uint64_t t0 = now_ns();
+        int st;
+        pid_t p = fork();
 
-        for (long i = 0; i < n; i++) {
-                uint64_t t0 = now_ns();
-                int st;
-                pid_t p = fork();
-
-                if (p < 0)
-                        die("fork");
-                if (p == 0) {
-                        execve(argv[0], argv, environ);
-                        _exit(127);
-                }
-                if (waitpid(p, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
-                        die("true failed");
-                printf("%llu\n", (unsigned long long)(now_ns() - t0));
+        if (p < 0)
+                die("fork");
+        if (p == 0) {
+                execve(argv[0], argv, environ);
+                _exit(127);
         }
+        if (waitpid(p, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+                die("true failed");
+        return now_ns() - t0;
+}
+
+/* One exec of `true` on the connection; its time, or 0 when it did not answer 200 + exit 0. */
+static uint64_t exec_true(rd *r, sink *k, const char *rid)
+{
+        char *argv[] = {"true"};
+        uint64_t t0 = now_ns();
+        int st;
+
+        k->exit_code = -1;
+        post_exec(r->fd, rid, 1, argv);
+        st = read_response(r, k);
+        if (st != 200 || k->exit_code != 0) {
+                fprintf(stderr, "benchtool: exec answered %d, exit %d\n", st, k->exit_code);
+                return 0;
+        }
+        return now_ns() - t0;
+}
+
+/* POST /sandboxes {} on the connection: the remote_id into rid; the call's time. */
+static uint64_t create_sandbox(rd *r, char *rid, size_t cap)
+{
+        static const char req[] = "POST /sandboxes HTTP/1.1\r\nHost: bench\r\n"
+                                  "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+        sink k = {.raw = 1};
+        uint64_t t0 = now_ns(), dt;
+        const char *v, *e;
+        int st;
+
+        write_all(r->fd, req, sizeof(req) - 1);
+        st = read_response(r, &k);
+        dt = now_ns() - t0;
+        v = k.len ? memmem(k.line, k.len, "\"remote_id\":\"", 13) : NULL;
+        e = v ? memchr(v + 13, '"', k.len - (size_t)(v + 13 - k.line)) : NULL;
+        if (st != 200 || !e || (size_t)(e - v - 13) >= cap) {
+                fprintf(stderr, "benchtool: create answered %d: %.*s\n", st,
+                        (int)(k.len > 200 ? 200 : k.len), k.line ? k.line : "");
+                exit(1);
+        }
+        memcpy(rid, v + 13, (size_t)(e - v - 13));
+        rid[e - v - 13] = '\0';
+        free(k.line);
+        return dt;
+}
+
+/* DELETE /sandboxes/RID on the connection; the call's time. */
+static uint64_t delete_sandbox(rd *r, const char *rid)
+{
+        char req[512];
+        sink k = {.raw = 1};
+        uint64_t t0 = now_ns();
+        int n = snprintf(req, sizeof(req), "DELETE /sandboxes/%s HTTP/1.1\r\nHost: bench\r\n\r\n",
+                         rid);
+        int st;
+
+        write_all(r->fd, req, (size_t)n);
+        st = read_response(r, &k);
+        free(k.line);
+        if (st != 204) {
+                fprintf(stderr, "benchtool: delete answered %d\n", st);
+                exit(1);
+        }
+        return now_ns() - t0;
+}
+
+static int cmd_forkloop(long n)
+{
+        for (long i = 0; i < n; i++)
+                printf("%llu\n", (unsigned long long)fork_true());
         return 0;
 }
 
 static int cmd_execloop(const char *host, int port, const char *rid, long n)
 {
-        int fd = http_connect(host, port);
-        rd r = {.fd = fd};
+        rd r = {.fd = http_connect(host, port)};
         sink k = {0};
-        char *argv[] = {"true"};
 
         for (long i = 0; i < n; i++) {
-                uint64_t t0 = now_ns();
+                uint64_t t = exec_true(&r, &k, rid);
+
+                if (!t)
+                        return 1;
+                printf("%llu\n", (unsigned long long)t);
+        }
+        return 0;
+}
+
+/* ---- K loops at once -------------------------------------------------------------------- */
+
+typedef struct par {
+        int ready_fd, go_fd; /* a child's ends of the two pipes */
+} par;
+
+/* In a child: tells the parent it is set up, waits for the start (the parent closes the pipe). */
+static void par_start(par *p)
+{
+        char c = 1;
+
+        if (write(p->ready_fd, &c, 1) != 1)
+                die("ready");
+        while (read(p->go_fd, &c, 1) < 0 && errno == EINTR)
+                ;
+}
+
+/* Runs fn in k children at once: each sets up, calls par_start, runs n rounds into its lat[]
+ * (shared memory: K*N latencies, then the K children's end times) and returns 0; prints the wall time from the start to the last child's end, then every
+ * latency. A child that fails ends the run (every child is ended by its pid). */
+static int par_run(int k, long n, int (*fn)(par *p, int i, long n, uint64_t *lat, void *arg),
+                   void *arg)
+{
+        size_t cells = (size_t)k * (size_t)n + (size_t)k;
+        uint64_t *lat = mmap(NULL, cells * sizeof(*lat), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        pid_t *pids = calloc((size_t)k, sizeof(*pids));
+        int ready[2], go[2], got = 0, fail = 0;
+        uint64_t t0, end = 0;
+
+        if (lat == MAP_FAILED || !pids || pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
+                die("par setup");
+        fflush(stdout);
+        for (int i = 0; i < k; i++) {
+                pids[i] = fork();
+                if (pids[i] < 0)
+                        die("fork");
+                if (pids[i] == 0) {
+                        par p = {.ready_fd = ready[1], .go_fd = go[0]};
+                        int rc;
+
+                        close(ready[0]);
+                        close(go[1]);
+                        rc = fn(&p, i, n, lat + (size_t)i * (size_t)n, arg);
+                        lat[(size_t)k * (size_t)n + (size_t)i] = now_ns();
+                        _exit(rc);
+                }
+        }
+        close(ready[1]);
+        close(go[0]);
+        while (got < k) {
+                struct pollfd pf = {.fd = ready[0], .events = POLLIN};
+                char c[64];
+                ssize_t r;
+
+                if (poll(&pf, 1, 120000) <= 0 || (r = read(ready[0], c, sizeof(c))) <= 0) {
+                        fail = 1; /* a child died in its setup, or it hangs */
+                        break;
+                }
+                got += (int)r;
+        }
+        for (int i = 0; fail && i < k; i++)
+                kill(pids[i], SIGKILL); /* before the start: none runs its loop */
+        t0 = now_ns();
+        close(go[1]);
+        for (int i = 0; i < k; i++) {
                 int st;
 
-                k.exit_code = -1;
-                post_exec(fd, rid, 1, argv);
-                st = read_response(&r, &k);
-                if (st != 200 || k.exit_code != 0) {
-                        fprintf(stderr, "benchtool: exec answered %d, exit %d\n", st, k.exit_code);
-                        return 1;
-                }
-                printf("%llu\n", (unsigned long long)(now_ns() - t0));
+                if (waitpid(pids[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+                        fail = 1;
         }
+        if (fail) {
+                fprintf(stderr, "benchtool: a parallel loop failed\n");
+                return 1;
+        }
+        for (int i = 0; i < k; i++)
+                if (lat[(size_t)k * (size_t)n + (size_t)i] > end)
+                        end = lat[(size_t)k * (size_t)n + (size_t)i];
+        printf("%llu\n", (unsigned long long)(end - t0));
+        for (size_t i = 0; i < (size_t)k * (size_t)n; i++)
+                printf("%llu\n", (unsigned long long)lat[i]);
+        return 0;
+}
+
+static int par_fork(par *p, int i, long n, uint64_t *lat, void *arg)
+{
+        (void)i;
+        (void)arg;
+        par_start(p);
+        for (long j = 0; j < n; j++)
+                lat[j] = fork_true();
+        return 0;
+}
+
+typedef struct par_exec_arg {
+        const char *host;
+        int port;
+        char **rids;
+} par_exec_arg;
+
+static int par_exec(par *p, int i, long n, uint64_t *lat, void *arg)
+{
+        par_exec_arg *a = arg;
+        rd r = {.fd = http_connect(a->host, a->port)};
+        sink k = {0};
+
+        par_start(p);
+        for (long j = 0; j < n; j++)
+                if (!(lat[j] = exec_true(&r, &k, a->rids[i])))
+                        return 1;
+        return 0;
+}
+
+static int cmd_lifeloop(const char *host, int port, long n, long execs)
+{
+        rd r = {.fd = http_connect(host, port)};
+        sink k = {0};
+        char rid[256];
+
+        for (long i = 0; i < n; i++) {
+                printf("%llu", (unsigned long long)create_sandbox(&r, rid, sizeof(rid)));
+                for (long j = 0; j < execs; j++) {
+                        uint64_t t = exec_true(&r, &k, rid);
+
+                        if (!t)
+                                return 1;
+                        printf(" %llu", (unsigned long long)t);
+                }
+                printf(" %llu\n", (unsigned long long)delete_sandbox(&r, rid));
+        }
+        return 0;
+}
+
+static int cmd_batchloop(const char *host, int port, long n)
+{
+        rd r = {.fd = http_connect(host, port)};
+        char(*rids)[256] = calloc((size_t)n, sizeof(*rids));
+        uint64_t *ct = calloc((size_t)n, sizeof(*ct));
+
+        if (!rids || !ct)
+                die("calloc");
+        for (long i = 0; i < n; i++)
+                ct[i] = create_sandbox(&r, rids[i], sizeof(rids[i]));
+        for (long i = 0; i < n; i++)
+                printf("%llu %llu\n", (unsigned long long)ct[i],
+                       (unsigned long long)delete_sandbox(&r, rids[i]));
         return 0;
 }
 
@@ -549,6 +783,17 @@ int main(int argc, char **argv)
                 return cmd_forkloop(atol(argv[2]));
         if (argc == 6 && strcmp(argv[1], "execloop") == 0)
                 return cmd_execloop(argv[2], atoi(argv[3]), argv[4], atol(argv[5]));
+        if (argc == 4 && strcmp(argv[1], "forkpar") == 0 && atoi(argv[2]) > 0 && atol(argv[3]) > 0)
+                return par_run(atoi(argv[2]), atol(argv[3]), par_fork, NULL);
+        if (argc >= 6 && strcmp(argv[1], "execpar") == 0 && atol(argv[4]) > 0) {
+                par_exec_arg pa = {.host = argv[2], .port = atoi(argv[3]), .rids = argv + 5};
+
+                return par_run(argc - 5, atol(argv[4]), par_exec, &pa);
+        }
+        if (argc == 6 && strcmp(argv[1], "lifeloop") == 0)
+                return cmd_lifeloop(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]));
+        if (argc == 5 && strcmp(argv[1], "batchloop") == 0 && atol(argv[4]) > 0)
+                return cmd_batchloop(argv[2], atoi(argv[3]), atol(argv[4]));
         if (argc >= 6 && strcmp(argv[1], "stream") == 0)
                 return cmd_stream(argv[2], atoi(argv[3]), argv[4], argc - 5, argv + 5);
         if (argc == 3 && strcmp(argv[1], "pipecat") == 0)
@@ -557,8 +802,9 @@ int main(int argc, char **argv)
                 return cmd_oscmdloop(argv[2], atoi(argv[3]), argv[4], atol(argv[5]));
         if (argc == 6 && strcmp(argv[1], "osstream") == 0)
                 return cmd_osstream(argv[2], atoi(argv[3]), argv[4], argv[5]);
-        fprintf(stderr, "usage: benchtool forkloop N | execloop HOST PORT RID N | "
-                        "stream HOST PORT RID ARG... | pipecat FILE | oscmdloop HOST PORT ID N | "
-                        "osstream HOST PORT ID TEXT\n");
+        fprintf(stderr, "usage: benchtool forkloop N | execloop HOST PORT RID N | forkpar K N | "
+                        "execpar HOST PORT N RID... | lifeloop HOST PORT N E | "
+                        "batchloop HOST PORT N | stream HOST PORT RID ARG... | pipecat FILE | "
+                        "oscmdloop HOST PORT ID N | osstream HOST PORT ID TEXT\n");
         return 2;
 }
