@@ -217,3 +217,45 @@ def test_named_image_from_images_dir_is_accepted_and_unknown_refused(start_daemo
     _cleanup(d.client, r)
     assert_error(r, 400, "BadRequest")
     d.stop_ok()
+
+
+def _trash_events(trash, action):
+    """Names moved or created into the trash directory while `action` runs (inotify)."""
+    import ctypes
+    import struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert fd >= 0, ctypes.get_errno()
+    try:
+        IN_CREATE, IN_MOVED_TO = 0x100, 0x80
+        assert libc.inotify_add_watch(fd, str(trash).encode(), IN_CREATE | IN_MOVED_TO) >= 0
+        action()
+        names = []
+        try:
+            buf = os.read(fd, 65536)
+        except BlockingIOError:
+            buf = b""
+        while buf:
+            _, _, _, n = struct.unpack_from("iIII", buf)
+            names.append(buf[16:16 + n].rstrip(b"\0").decode())
+            buf = buf[16 + n:]
+        return names
+    finally:
+        os.close(fd)
+
+
+@needs_root
+def test_a_sandbox_that_left_nothing_is_removed_at_once_without_a_remover(daemon, client):
+    s = client.new_sandbox()
+    slot = os.path.realpath(daemon.root / s.rid)
+    names = _trash_events(daemon.root / ".trash", lambda: assert_204(s.delete()))
+    assert names == [], names
+    assert not os.path.exists(slot)
+
+
+@needs_root
+def test_a_sandbox_that_left_files_goes_to_the_trash_for_its_remover(daemon, client):
+    s = client.new_sandbox()
+    s.put_ok("left", b"x")
+    names = _trash_events(daemon.root / ".trash", lambda: assert_204(s.delete()))
+    assert [n for n in names if n.startswith("sb.")], names
