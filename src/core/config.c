@@ -53,6 +53,8 @@ static const opt options[] = {
          "directory of named root filesystem images ({images}/{name}/)"},
         {"SANDBOX_HOST_MAX_SANDBOXES", T_UINT, OFF(max_sandboxes), "256", 1, 65536,
          "sandboxes held at once before create answers 503"},
+        {"SANDBOX_HOST_WARM_POOL", T_UINT, OFF(warm_pool), "0", 0, 64,
+         "sandboxes kept started and ready for the next creates with default options (0: none)"},
         {"SANDBOX_HOST_MEMORY_MAX", T_SIZE, OFF(memory_max), "1G", 1 << 20, UINT64_MAX / 2,
          "memory limit of one sandbox, bytes (suffixes K, M, G, T)"},
         {"SANDBOX_HOST_PIDS_MAX", T_UINT, OFF(pids_max), "512", 1, 4194304,

@@ -46,7 +46,16 @@ struct sh_manager {
         char tools[4096]; /* {root}/tools: the tool store, read-only in every sandbox */
         sh_sandbox_observer *observers; /* told of every delete */
         sh_restorer restorer;           /* start NULL: no restore step */
+        /* the warm pool (SANDBOX_HOST_WARM_POOL): ready sandboxes, one being started for it,
+         * the timer that starts the next; each holds a reference */
+        sh_sandbox **pool;
+        unsigned pool_n;
+        sh_sandbox *pool_filling;
+        sh_timer *pool_t;
 };
+
+static void pool_schedule(sh_manager *m, uint64_t ms);
+static void pool_stop(sh_manager *m);
 
 void sh_manager_set_restorer(sh_manager *m, const sh_restorer *r)
 {
@@ -341,6 +350,7 @@ static void manager_release(sh_manager *m)
         sh_close(m->sbfd);
         free(m->root_real);
         free(m->slots);
+        free(m->pool);
         free(m);
 }
 
@@ -355,7 +365,10 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
         m->loop = loop;
         m->rootfd = m->trashfd = m->sbfd = m->init_image = -1;
         m->slots = calloc(cfg->max_sandboxes, sizeof(*m->slots));
-        if (!m->slots) {
+        m->pool = cfg->warm_pool ? calloc(cfg->warm_pool, sizeof(*m->pool)) : NULL;
+        if (!m->slots || (cfg->warm_pool && !m->pool)) {
+                free(m->slots);
+                free(m->pool);
                 free(m);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
@@ -426,6 +439,8 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 cg_mode = sh_cgroup_mode(m->cgroot);
         }
         cleanup_leftovers(m);
+        /* the pool fills from the loop, once it runs */
+        pool_schedule(m, 0);
         *ret = m;
         return 0;
 fail:
@@ -437,6 +452,7 @@ void sh_manager_free(sh_manager *m)
 {
         if (!m)
                 return;
+        pool_stop(m);
         sh_manager_delete_all(m);
         /* The loop has stopped: a kill still waiting for a freeze ends now (thawed). */
         if (m->cgroot)
@@ -572,7 +588,7 @@ static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
         return 0;
 }
 
-int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
+static int create_new(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
                       sh_sandbox **ret, sh_error **err)
 {
         sh_sandbox *sb = NULL;
@@ -605,6 +621,187 @@ int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
         return 0;
 }
 
+/* ---- the warm pool -------------------------------------------------------------------------- */
+
+/* SANDBOX_HOST_WARM_POOL sandboxes are kept started with the default options (no item, the
+ * default image, the host's limits, no env), handed to nobody: a create with those options
+ * takes one (sh_sandbox_claim) instead of starting a worker, and the pool starts the next
+ * one from a timer, one at a time, off the request path. A pooled sandbox is a sandbox like
+ * any other (its own slot, uid, cgroup, namespaces), never used before it is handed out, and
+ * its id is known to no client until then. It counts in the slots, but not as a client's:
+ * not in sh_manager_count, not for sh_manager_full (a full host still hands them out), not
+ * in sh_manager_foreach (drain, persist). Draining or shutdown deletes them. */
+#define POOL_RETRY_MS 1000
+
+static bool pool_member(sh_manager *m, sh_sandbox *sb, unsigned *ret_i)
+{
+        for (unsigned i = 0; i < m->pool_n; i++)
+                if (m->pool[i] == sb) {
+                        if (ret_i)
+                                *ret_i = i;
+                        return true;
+                }
+        return false;
+}
+
+static void pool_ready(sh_sandbox *sb, const sh_error *err, void *data)
+{
+        sh_manager *m = data;
+
+        m->pool_filling = NULL;
+        if (err || m->draining || m->pool_n >= m->cfg->warm_pool || !m->pool) {
+                sh_error *ignored = NULL;
+
+                if (err && !sh_sandbox_deleted(sb))
+                        log_warn("pool-start-failed", sh_sandbox_id(sb), "%s",
+                                 err->msg ? err->msg : "");
+                else if (!sh_sandbox_deleted(sb) && sh_manager_delete(m, sb, &ignored) < 0)
+                        log_warn("delete-failed", sh_sandbox_id(sb), "%s",
+                                 ignored && ignored->msg ? ignored->msg : "");
+                sh_error_release(&ignored);
+                sh_sandbox_unref(sb);
+                pool_schedule(m, err ? POOL_RETRY_MS : 0);
+                return;
+        }
+        m->pool[m->pool_n++] = sb; /* create_new's reference, now the pool's */
+        pool_schedule(m, 0);
+}
+
+static void pool_fill(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_manager *m = data;
+        const sh_create_opts o = {0};
+        sh_sandbox *sb = NULL;
+        sh_error *err = NULL;
+
+        m->pool_t = NULL; /* the loop frees a fired timer */
+        if (m->draining || m->pool_filling || m->pool_n >= m->cfg->warm_pool ||
+            m->count >= m->cfg->max_sandboxes)
+                return;
+        if (create_new(m, &o, pool_ready, m, &sb, &err) < 0) {
+                log_warn("pool-start-failed", NULL, "%s", err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                pool_schedule(m, POOL_RETRY_MS);
+                return;
+        }
+        sh_sandbox_set_pooled(sb, true);
+        m->pool_filling = sb; /* the reference create_new gave; pool_ready takes it */
+}
+
+static void pool_schedule(sh_manager *m, uint64_t ms)
+{
+        if (!m->pool || m->pool_t || m->pool_filling || m->draining ||
+            m->pool_n >= m->cfg->warm_pool)
+                return;
+        m->pool_t = sh_loop_add_timer(m->loop, ms, pool_fill, m);
+        if (!m->pool_t)
+                log_warn("pool-start-failed", NULL, "cannot schedule the next start");
+}
+
+/* The options a pooled sandbox was started with: anything else starts a sandbox of its own. */
+static bool pool_fits(const sh_create_opts *o)
+{
+        return (!o->image || STREQ(o->image, "default")) && !o->item_id && !o->memory_max &&
+               !o->cpu_max_milli;
+}
+
+/* A ready pooled sandbox, out of the pool (its reference the caller's), or NULL. One whose
+ * worker died meanwhile is deleted and skipped. */
+static sh_sandbox *pool_take(sh_manager *m)
+{
+        while (m->pool_n > 0) {
+                sh_sandbox *sb = m->pool[--m->pool_n];
+                sh_error *err = NULL;
+
+                if (sh_sandbox_idle_ready(sb))
+                        return sb;
+                if (!sh_sandbox_deleted(sb) && sh_manager_delete(m, sb, &err) < 0)
+                        log_warn("delete-failed", sh_sandbox_id(sb), "%s",
+                                 err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                sh_sandbox_unref(sb);
+        }
+        return NULL;
+}
+
+/* Every pooled sandbox deleted (draining, shutdown); the pool starts no more until
+ * pool_schedule. */
+static void pool_empty(sh_manager *m)
+{
+        sh_loop_cancel_timer(m->loop, TAKE_PTR(m->pool_t));
+        while (m->pool_n > 0) {
+                sh_sandbox *sb = m->pool[--m->pool_n];
+                sh_error *err = NULL;
+
+                if (!sh_sandbox_deleted(sb) && sh_manager_delete(m, sb, &err) < 0)
+                        log_warn("delete-failed", sh_sandbox_id(sb), "%s",
+                                 err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                sh_sandbox_unref(sb);
+        }
+}
+
+/* Shutdown: no more starts, every pooled sandbox deleted, the pool gone (a start in flight
+ * ends in pool_ready, which then only drops it). */
+static void pool_stop(sh_manager *m)
+{
+        pool_empty(m);
+        free(TAKE_PTR(m->pool));
+}
+
+/* Pooled sandboxes, not clients': the one being started counts too. */
+static unsigned pooled(const sh_manager *m)
+{
+        return m->pool_n + (m->pool_filling ? 1 : 0);
+}
+
+/* A create that a pooled sandbox cannot serve, on a host whose slots the pool fills: one
+ * pooled sandbox (or the one being started) goes. */
+static void pool_make_room(sh_manager *m)
+{
+        sh_sandbox *sb = m->pool_n > 0 ? m->pool[--m->pool_n] : NULL;
+        sh_error *err = NULL;
+
+        if (!sb && m->pool_filling) {
+                /* its create ends in pool_ready with an error, which drops it */
+                if (sh_manager_delete(m, m->pool_filling, &err) < 0)
+                        sh_error_release(&err);
+                return;
+        }
+        if (!sb)
+                return;
+        if (!sh_sandbox_deleted(sb) && sh_manager_delete(m, sb, &err) < 0)
+                log_warn("delete-failed", sh_sandbox_id(sb), "%s", err && err->msg ? err->msg : "");
+        sh_error_release(&err);
+        sh_sandbox_unref(sb);
+}
+
+int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
+                      sh_sandbox **ret, sh_error **err)
+{
+        sh_sandbox *sb;
+
+        if (m->draining)
+                return sh_error_new(err, SH_E_UNAVAILABLE, "the host is draining");
+        if (pool_fits(o) && (sb = pool_take(m))) {
+                if (sh_sandbox_claim(sb, o->env, done, data, err) < 0) {
+                        sh_error *ignored = NULL;
+
+                        if (sh_manager_delete(m, sb, &ignored) < 0)
+                                sh_error_release(&ignored);
+                        sh_sandbox_unref(sb);
+                        pool_schedule(m, 0);
+                        return -1;
+                }
+                pool_schedule(m, 0);
+                *ret = sb; /* the pool's reference, now the caller's */
+                return 0;
+        }
+        if (m->count >= m->cfg->max_sandboxes && pooled(m) > 0)
+                pool_make_room(m);
+        return create_new(m, o, done, data, ret, err);
+}
+
 sh_sandbox *sh_manager_get(sh_manager *m, const char *id, size_t len)
 {
         unsigned i;
@@ -623,8 +820,20 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         sh_sandbox_observer *o;
         int r = 0;
 
+        unsigned pi;
+
         if (sh_sandbox_deleted(sb))
                 return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "no such sandbox");
+        if (pool_member(m, sb, &pi)) {
+                /* out of the pool first (its worker died, or shutdown): the pool's reference
+                 * goes once the delete is done */
+                m->pool[pi] = m->pool[--m->pool_n];
+                sh_sandbox_set_pooled(sb, false);
+                r = sh_manager_delete(m, sb, err);
+                sh_sandbox_unref(sb);
+                pool_schedule(m, 0);
+                return r;
+        }
         sh_sandbox_set_deleted(sb);
         m->slots[sh_sandbox_slot(sb)] = NULL;
         m->count--;
@@ -652,6 +861,7 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         }
         log_info("sandbox-deleted", id, "%s", "");
         sh_sandbox_unref(sb); /* the registry's reference */
+        pool_schedule(m, 0);  /* a slot is free: the pool may fill it */
         return r;
 }
 
@@ -693,12 +903,12 @@ void sh_manager_delete_all(sh_manager *m)
 
 unsigned sh_manager_count(const sh_manager *m)
 {
-        return m->count;
+        return m->count - pooled(m);
 }
 
 bool sh_manager_full(const sh_manager *m)
 {
-        return m->count >= m->cfg->max_sandboxes;
+        return m->count - pooled(m) >= m->cfg->max_sandboxes;
 }
 
 bool sh_manager_draining(const sh_manager *m)
@@ -709,6 +919,11 @@ bool sh_manager_draining(const sh_manager *m)
 void sh_manager_set_draining(sh_manager *m, bool on)
 {
         m->draining = on;
+        /* a draining host hands out nothing more: its pool goes */
+        if (on)
+                pool_empty(m);
+        else
+                pool_schedule(m, 0);
 }
 
 void sh_manager_foreach(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data)
@@ -716,6 +931,6 @@ void sh_manager_foreach(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), v
         unsigned i;
 
         for (i = 0; i < m->cfg->max_sandboxes; i++)
-                if (m->slots[i])
+                if (m->slots[i] && !sh_sandbox_pooled(m->slots[i]))
                         fn(m->slots[i], data);
 }

@@ -61,6 +61,8 @@ struct sh_sandbox {
         sh_sandbox_done_fn create_done;
         void *create_data;
         bool restoring;        /* the restorer is at work */
+        bool pooled;           /* started for the warm pool, handed to no client yet */
+        sh_timer *claim_t;     /* a claimed pooled sandbox's create ends from the loop */
         unsigned freeze_holds; /* sh_sandbox_freeze_hold minus releases */
 };
 
@@ -100,6 +102,7 @@ static void spare_drop(sh_sandbox *sb);
 
 static void sandbox_free(sh_sandbox *sb)
 {
+        sh_loop_cancel_timer(sh_manager_loop(sb->mgr), TAKE_PTR(sb->claim_t));
         spare_drop(sb);
         sh_worker_free(sb->worker);
         sh_close(sb->rootfd);
@@ -901,6 +904,57 @@ int sh_sandbox_start(sh_sandbox *sb, sh_sandbox_done_fn done, void *data, sh_err
                 return -1;
         sb->create_done = done;
         sb->create_data = data;
+        return 0;
+}
+
+/* ---- the warm pool's side (manager.c keeps the pool) --------------------------------------- */
+
+void sh_sandbox_set_pooled(sh_sandbox *sb, bool on)
+{
+        sb->pooled = on;
+}
+
+bool sh_sandbox_pooled(const sh_sandbox *sb)
+{
+        return sb->pooled;
+}
+
+bool sh_sandbox_idle_ready(const sh_sandbox *sb)
+{
+        return sb->worker_ready && !sb->worker_dead && !sb->deleted && !sb->create_done &&
+               !sb->restoring && !sb->execs && !sb->disk_job;
+}
+
+static void claim_end(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_sandbox *sb = data;
+
+        sb->claim_t = NULL; /* the loop frees a fired timer */
+        if (sb->create_done && sb->deleted)
+                create_deleted(sb);
+        else if (sb->create_done)
+                create_end(sb, NULL);
+}
+
+int sh_sandbox_claim(sh_sandbox *sb, const cJSON *env, sh_sandbox_done_fn done, void *data,
+                     sh_error **err)
+{
+        cJSON *copy = env ? cJSON_Duplicate(env, true) : cJSON_CreateObject();
+
+        if (!copy)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        cJSON_Delete(sb->env);
+        sb->env = copy;
+        sb->created_ms = sh_now_ms();
+        sb->pooled = false;
+        /* As every create: done once, from the loop, never before the create returns (a
+         * delete meanwhile ends it with an error instead: create_deleted). */
+        sb->claim_t = sh_loop_add_timer(sh_manager_loop(sb->mgr), 0, claim_end, sb);
+        if (!sb->claim_t)
+                return sh_error_make(err, ENOMEM, "cannot schedule the create's end");
+        sb->create_done = done;
+        sb->create_data = data;
+        log_info("sandbox-created", sb->id, "from the warm pool");
         return 0;
 }
 

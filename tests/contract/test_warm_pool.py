@@ -1,0 +1,109 @@
+"""The warm pool (SANDBOX_HOST_WARM_POOL, issue 15): sandboxes kept started and ready, handed
+to the next creates with default options at once, refilled off the request path, never
+counted as a client's, deleted on drain and on SIGTERM. Each pooled sandbox is a sandbox like
+any other (its own worker, cgroup, namespaces), used by nobody before it is handed out."""
+import os
+import signal
+
+import pytest
+
+import execlib
+import shlib
+from shlib import assert_204, assert_json, wait_until
+
+pytestmark = pytest.mark.skipif(not shlib.is_root(), reason="sandboxes need root (CI is root)")
+
+POOL = 2
+CALL = 30
+
+
+def workers(d):
+    """The daemon's sandbox workers: {pid: sandbox id} (its cgroup is named for the id)."""
+    out = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                st = f.read()
+            with open("/proc/%s/cgroup" % p) as f:
+                cg = f.read()
+        except OSError:
+            continue
+        comm, rest = st[st.index("(") + 1:st.rindex(")")], st[st.rindex(")") + 2:].split()
+        if comm != "sandbox-init" or int(rest[1]) != d.proc.pid:
+            continue
+        for ln in cg.splitlines():
+            parts = ln.split(":", 2)[2].split("/")
+            if len(parts) >= 2 and parts[-1] == "init":
+                out[int(p)] = parts[-2]
+                break
+    return out
+
+
+@pytest.fixture
+def pooled(start_daemon):
+    d = start_daemon(args=["--warm-pool=%d" % POOL])
+    assert wait_until(lambda: len(workers(d)) == POOL, CALL), workers(d)
+    return d
+
+
+def test_a_default_create_takes_a_sandbox_the_pool_started_before(pooled):
+    before = workers(pooled)
+    rid = assert_json(pooled.client.create({}), 200)["remote_id"]
+    assert rid in before.values(), (rid, before)
+    execlib.ok(shlib.Sandbox(pooled.client, rid), ["true"])
+
+
+def test_the_pool_refills_after_a_create(pooled):
+    rid = assert_json(pooled.client.create({}), 200)["remote_id"]
+    assert wait_until(lambda: len([s for s in workers(pooled).values() if s != rid]) == POOL,
+                      CALL), workers(pooled)
+
+
+def test_a_handed_out_sandbox_was_never_used(pooled):
+    s = shlib.Sandbox(pooled.client, assert_json(pooled.client.create({}), 200)["remote_id"])
+    assert execlib.sh(s, "ls -A /workspace /tmp /var/tmp | grep -v ':$' | grep -vc '^$'",
+                      code=1).strip() == "0", "a pooled sandbox was written to before it was handed out"
+
+
+def test_the_create_time_env_of_a_pooled_sandbox_is_the_creates(pooled):
+    rid = assert_json(pooled.client.create({"env": {"POOLED_FOR": "me"}}), 200)["remote_id"]
+    assert execlib.sh(shlib.Sandbox(pooled.client, rid), "echo $POOLED_FOR").strip() == "me"
+
+
+def test_a_create_with_an_item_or_limits_starts_a_sandbox_of_its_own(pooled):
+    before = set(workers(pooled).values())
+    rid = assert_json(pooled.client.create({"item_id": "pool-item"}), 200)["remote_id"]
+    assert rid not in before
+
+
+def test_pooled_sandboxes_are_not_counted_as_the_clients(pooled):
+    r = pooled.client.post("/drain", timeout=CALL)
+    assert assert_json(r, 200)["sandboxes"] == 0, r
+
+
+def test_drain_deletes_the_pool(pooled):
+    assert_json(pooled.client.post("/drain", timeout=CALL), 200)
+    assert wait_until(lambda: not workers(pooled), CALL), workers(pooled)
+
+
+def test_sigterm_deletes_the_pool_and_exits_0(pooled):
+    pids = list(workers(pooled))
+    pooled.proc.send_signal(signal.SIGTERM)
+    assert pooled.proc.wait(timeout=CALL) == 0
+    assert not [p for p in pids if os.path.exists("/proc/%d" % p)], pids
+    assert not list((pooled.root / ".sandboxes").iterdir())
+
+
+def test_a_handed_out_sandbox_deletes_like_any(pooled):
+    rid = assert_json(pooled.client.create({}), 200)["remote_id"]
+    assert_204(shlib.Sandbox(pooled.client, rid).delete())
+    assert wait_until(lambda: rid not in workers(pooled).values(), CALL)
+
+
+def test_a_full_host_still_hands_out_its_pool(start_daemon):
+    d = start_daemon(args=["--warm-pool=1", "--max-sandboxes=1"])
+    assert wait_until(lambda: len(workers(d)) == 1, CALL), workers(d)
+    assert_json(d.client.create({}), 200)
+    shlib.assert_error(d.client.create({}), 503, "Unavailable")
