@@ -838,6 +838,40 @@ void sh_cgroup_root_set_loop(sh_cgroup_root *r, sh_loop *l)
                 r->graves_t = sh_loop_add_timer(l, GRAVE_FIRST_MS, graves_sweep, r);
 }
 
+/* Thaw the freezer cgroup at dirfd and every one below it (best effort, bounded depth). On
+ * v1 a cgroup frozen on its own stays frozen when its parent thaws, and a frozen process
+ * takes no SIGKILL: a daemon killed in the middle of a kill (freeze, SIGKILL, thaw) leaves
+ * such children, which no later kill of the parent would end. */
+typedef struct thaw_ctx {
+        const sh_cg_ops *ops;
+        unsigned depth;
+} thaw_ctx;
+
+static int thaw_child(int dirfd, const char *name, void *userdata)
+{
+        thaw_ctx *t = userdata, below = {t->ops, t->depth + 1};
+        _cleanup_close_ int fd = -1;
+
+        if (t->depth >= 16)
+                return 0; /* deeper than any cgroup of ours; the kill reports what is left */
+        fd = sh_cg_open_dir(dirfd, name);
+        if (fd < 0)
+                return 0; /* gone meanwhile */
+        (void)t->ops->thaw(fd);
+        (void)sh_cg_for_each_child(fd, thaw_child, &below);
+        return 0;
+}
+
+static void thaw_tree(const sh_cg_ops *ops, int fd)
+{
+        thaw_ctx t = {ops, 0};
+
+        if (fd < 0 || !ops->thaw)
+                return;
+        (void)ops->thaw(fd);
+        (void)sh_cg_for_each_child(fd, thaw_child, &t);
+}
+
 /* Kill everything in cg, wait (bounded) until it is empty, and remove it. Only at start,
  * before the loop runs (a killed daemon's leftovers), and at shutdown, once it has stopped:
  * nothing else is served meanwhile, and the next sandbox of the same name needs it gone. */
@@ -847,7 +881,11 @@ static int purge(sh_cgroup *cg, sh_error **err)
         bool empty = false;
 
         for (;;) {
-                int r = kill_begin(cg, false, err);
+                int r;
+
+                /* a leftover may hold cgroups frozen by the daemon that left it */
+                thaw_tree(cg->root->ops, cg->fd[freezer_hier(cg->root)]);
+                r = kill_begin(cg, false, err);
 
                 if (r < 0)
                         return r;

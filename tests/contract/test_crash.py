@@ -83,6 +83,38 @@ def test_restart_after_sigkill_removes_leftover_processes_cgroups_mounts_and_dir
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_restart_removes_a_leftover_whose_cgroups_a_killed_daemon_left_frozen(start_daemon):
+    # a daemon killed in the middle of a kill (freeze, SIGKILL, thaw) leaves cgroups frozen on
+    # their own (cgroup v1: a frozen child stays frozen when its parent thaws), whose processes
+    # take no SIGKILL; the next start must thaw them before it kills
+    d = start_daemon(args=[f"--uid-base={UID_BASE}"])
+    root = d.root
+    rid = d.client.create({}).json()["remote_id"]
+    conn, resp = start_exec(d.port, rid, ["sleep", "1000"])
+    assert wait_until(lambda: len(uid_pids(UID_BASE)) >= 1, 5), "the sandbox's sleep never ran"
+    frozen = [os.path.join(c, sub, "freezer.state") for c in cgroup_dirs_named(rid)
+              if "/freezer/" in c for sub in os.listdir(c)
+              if os.path.isfile(os.path.join(c, sub, "freezer.state"))]
+    if not frozen:
+        pytest.skip("no cgroup v1 freezer here (cgroup v2 kills frozen processes)")
+    for f in frozen:
+        with open(f, "w") as fh:
+            fh.write("FROZEN")
+    d.kill()  # SIGKILL by pid, its sandbox's cgroups left frozen
+    conn.close()
+
+    d2 = start_daemon(root=str(root), args=[f"--uid-base={UID_BASE}"])
+    try:
+        assert wait_until(lambda: not uid_pids(UID_BASE), 10), \
+            f"sandbox processes survived: {uid_pids(UID_BASE)}"
+        assert wait_until(lambda: not cgroup_dirs_named(rid), 10), \
+            f"sandbox cgroups left: {cgroup_dirs_named(rid)}"
+        assert d2.client.create({}).status == 200
+    finally:
+        d2.stop_ok("restart")
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def test_worker_exits_when_the_daemon_is_killed(start_daemon):
     d = start_daemon(args=[f"--uid-base={UID_BASE + 500}"])
     r = d.client.create({})
