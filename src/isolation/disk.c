@@ -593,6 +593,9 @@ static _Noreturn void setup_tmpfs(const sh_disk_job *j)
         finish_mounted(j);
 }
 
+#define PROJECT_FREE_POLL_MS 20
+#define PROJECT_FREE_WAIT_MS 3000
+
 static _Noreturn void setup_project(const sh_disk_job *j)
 {
         const sh_disk *d = j->d;
@@ -607,23 +610,34 @@ static _Noreturn void setup_project(const sh_disk_job *j)
                 setup_fail(STEP_OPEN);
         /* A deleted sandbox's tree stays charged to its id until its removal ends: take the
          * id of this slot that holds nothing, so a new sandbox never starts with someone
-         * else's usage (and never more than its limit: at worst, less). */
-        for (int i = 0; i < 2; i++) {
-                uint64_t use;
+         * else's usage (and never more than its limit: at worst, less). When a slot is reused
+         * twice in quick succession both ids may still be charged for a moment (their
+         * removers are at work): this is a child, so it waits for one to empty, bounded
+         * (PROJECT_FREE_WAIT_MS), then takes the emptier. */
+        for (unsigned waited = 0;; waited += PROJECT_FREE_POLL_MS) {
+                const struct timespec ts = {0, PROJECT_FREE_POLL_MS * 1000000L};
 
-                memset(&q, 0, sizeof(q));
-                if (sh_quotactl_fd(ws, QCMD(Q_GETQUOTA, PRJQUOTA), j->cand[i], &q) < 0) {
-                        if (errno != ENOENT && errno != ESRCH)
-                                setup_fail(STEP_QUOTA_GET);
-                        q.dqb_curspace = q.dqb_curinodes = 0;
+                best = UINT64_MAX;
+                for (int i = 0; i < 2; i++) {
+                        uint64_t use;
+
+                        memset(&q, 0, sizeof(q));
+                        if (sh_quotactl_fd(ws, QCMD(Q_GETQUOTA, PRJQUOTA), j->cand[i], &q) < 0) {
+                                if (errno != ENOENT && errno != ESRCH)
+                                        setup_fail(STEP_QUOTA_GET);
+                                q.dqb_curspace = q.dqb_curinodes = 0;
+                        }
+                        use = q.dqb_curspace + q.dqb_curinodes;
+                        if (use < best) {
+                                best = use;
+                                id = j->cand[i];
+                        }
+                        if (use == 0)
+                                break;
                 }
-                use = q.dqb_curspace + q.dqb_curinodes;
-                if (use < best) {
-                        best = use;
-                        id = j->cand[i];
-                }
-                if (use == 0)
+                if (best == 0 || waited >= PROJECT_FREE_WAIT_MS)
                         break;
+                nanosleep(&ts, NULL);
         }
         /* The limits first, then the id: the workspace is never in an unlimited project. */
         memset(&q, 0, sizeof(q));

@@ -95,6 +95,7 @@ QUOTA_CHECKS = [
     "quota_unlinked_file",
     "quota_symlinks",
     "quota_inodes",
+    "quota_slot_reused_at_once",
     "quota_upload_413",
     "quota_mountinfo_no_id",
     "quota_projid_change_refused",

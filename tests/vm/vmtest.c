@@ -1882,6 +1882,24 @@ static int quota(const char *bin, const char *cgdir, const char *mnt)
                "files=%d errno=%d (limit %d) %.200s", k, e, QINODES, x.frame);
         drop(a);
 
+        /* a slot reused twice at once: both of its project ids are still charged with a
+         * deleted sandbox's full tree while their removers work; the next create waits for
+         * one to empty instead of failing with EDQUOT on its own workspace */
+        {
+                bool made = true;
+
+                for (int round = 0; round < 2 && made; round++) {
+                        made = up && create(a, sizeof(a), why, sizeof(why));
+                        x = made ? run(a, "[\"vmtest\",\"files\",\"2048\"]") : (execres){0};
+                        if (made)
+                                drop(a);
+                }
+                ok = made && up && create(a, sizeof(a), why, sizeof(why));
+                result("quota_slot_reused_at_once", ok, "%s", ok ? "" : why);
+                if (ok)
+                        drop(a);
+        }
+
         /* an upload past the limit: 413 PayloadTooLarge */
         ok = up && create(c, sizeof(c), why, sizeof(why));
         x = ok ? run(c, "[\"vmtest\",\"fill\",\"big\",\"3\"]") : (execres){0};
