@@ -45,6 +45,7 @@ struct sh_manager {
         int init_image;   /* sandbox-init's sealed memfd: every worker is exec'd from it */
         char tools[4096]; /* {root}/tools: the tool store, read-only in every sandbox */
         sh_sandbox_observer *observers; /* told of every delete */
+        sh_ws_cache *ws_cache;          /* the workspaces in use (sandbox.c) */
         sh_restorer restorer;           /* start NULL: no restore step */
 };
 
@@ -76,6 +77,16 @@ const char *sh_manager_tools_dir(const sh_manager *m)
 sh_disk *sh_manager_disk(const sh_manager *m)
 {
         return m->disk;
+}
+
+int sh_manager_sandboxes_fd(const sh_manager *m)
+{
+        return m->sbfd;
+}
+
+sh_ws_cache *sh_manager_ws_cache(const sh_manager *m)
+{
+        return m->ws_cache;
 }
 
 void sh_manager_observe(sh_manager *m, sh_sandbox_observer *o)
@@ -310,6 +321,7 @@ static int mkdir_p_abs(const char *path, mode_t mode)
  * filter, the init image, the cgroup subtree, the disk, the directory fds. */
 static void manager_release(sh_manager *m)
 {
+        sh_ws_cache_free(m->ws_cache);
         sh_seccomp_free(m->filter);
         sh_close(m->init_image);
         root_destroy(m);
@@ -333,7 +345,10 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
         m->loop = loop;
         m->rootfd = m->trashfd = m->sbfd = m->init_image = -1;
         m->slots = calloc(cfg->max_sandboxes, sizeof(*m->slots));
-        if (!m->slots) {
+        m->ws_cache = sh_ws_cache_new(loop);
+        if (!m->slots || !m->ws_cache) {
+                sh_ws_cache_free(m->ws_cache);
+                free(m->slots);
                 free(m);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
@@ -512,6 +527,7 @@ static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
         const sh_fs_owner *owner = sh_sandbox_owner(sb);
         const char *id = sh_sandbox_id(sb);
         _cleanup_close_ int dirfd = -1, wsfd = -1;
+        struct stat dst, wst;
         char dirname[24], target[64];
         int r;
 
@@ -537,6 +553,7 @@ static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
              fchownat(dirfd, "workspace", owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW) < 0) ||
             (!mounted && (wsfd = openat(dirfd, "workspace",
                                         O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) ||
+            fstat(dirfd, &dst) < 0 || (wsfd >= 0 && fstat(wsfd, &wst) < 0) ||
             symlinkat(target, m->rootfd, id) < 0) {
                 sh_error *ignored = NULL;
 
@@ -546,7 +563,8 @@ static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
                 sh_error_release(&ignored);
                 return r;
         }
-        sh_sandbox_set_dir(sb, dirname, TAKE_FD(dirfd), TAKE_FD(wsfd));
+        /* By identity: the fds close here, each use opens the directories again. */
+        sh_sandbox_set_dir(sb, dirname, &dst, wsfd >= 0 ? &wst : NULL);
         return 0;
 }
 
@@ -635,14 +653,20 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
 
 int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err)
 {
-        _cleanup_close_ int own_trash = -1;
+        _cleanup_close_ int own_trash = -1, wsfd = sh_sandbox_open_workspace(sb, err);
         int trashfd = m->trashfd;
         char tname[96];
 
+        if (wsfd < 0)
+                return -1;
         /* A workspace on a filesystem of its own has its trash there (rename(2) never leaves a
          * filesystem), beside the workspace, out of the sandbox's sight. */
         if (sh_sandbox_disk_mounted(sb)) {
-                own_trash = openat(sh_sandbox_dirfd(sb), "disk/.trash",
+                _cleanup_close_ int dirfd = sh_sandbox_open_dir(sb, err);
+
+                if (dirfd < 0)
+                        return -1;
+                own_trash = openat(dirfd, "disk/.trash",
                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (own_trash < 0)
                         return sh_error_make(err, errno, "opening the workspace's trash");
@@ -650,7 +674,7 @@ int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_er
         }
         snprintf(tname, sizeof(tname), "dir.%llu.%llu", (unsigned long long)getpid(),
                  (unsigned long long)++m->trash_seq);
-        if (sh_fs_detach_dir(sh_sandbox_workspace_fd(sb), path, trashfd, tname, err) < 0)
+        if (sh_fs_detach_dir(wsfd, path, trashfd, tname, err) < 0)
                 return -1;
         /* The sandbox pays for removing its own tree. */
         return sh_remover_start(m, trashfd, sb, tname, err);

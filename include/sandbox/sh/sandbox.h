@@ -117,8 +117,12 @@ void sh_sandbox_unref(sh_sandbox *sb);
 /* Accessors. */
 const char *sh_sandbox_id(const sh_sandbox *sb);      /* the remote_id */
 const char *sh_sandbox_item_id(const sh_sandbox *sb); /* NULL: none */
-/* The workspace (O_PATH): every client path resolves below it (fs/safe_open.c). */
-int sh_sandbox_workspace_fd(const sh_sandbox *sb);
+/* The workspace: every client path resolves below it (fs/safe_open.c). A new O_PATH fd,
+ * opened now by name below the state root and checked to be the directory made for this
+ * sandbox (the caller closes it, before it drops its reference): the daemon holds no fd of an
+ * idle sandbox's workspace. SH_E_SANDBOX_NOT_FOUND once deleted, SH_E_UNAVAILABLE before its
+ * disk limit is set up or when out of fds, SH_E_INTERNAL when the directory is not the one. */
+int sh_sandbox_open_workspace(sh_sandbox *sb, sh_error **err);
 /* uid/gid of the sandbox's processes and files. */
 const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
 bool sh_sandbox_deleted(const sh_sandbox *sb);

@@ -1,0 +1,205 @@
+"""Density (issue 15): what the daemon holds per idle sandbox, and the opens on demand that
+replaced what it held.
+
+An idle sandbox costs the daemon exactly two fds: its worker's control socket and the
+worker's pidfd. Its directory, its workspace and its cgroup directories are opened when a
+request needs them, by name, and checked to be the very directories made for it; these tests
+prove the count (a held fd that comes back fails them) and that the opens land where they
+must after what could confuse them: the sandbox trying to move its workspace, a delete while
+a request is in flight and the slot's directory name made again for the next sandbox, a tree
+swapped by hand below the state root. Everything is timed by call timeouts only.
+"""
+import os
+import socket
+import stat
+import time
+
+import pytest
+
+import execlib
+import shlib
+from shlib import assert_error, needs_root
+
+pytestmark = needs_root
+
+N = 12  # sandboxes per count: one fd more per sandbox moves the count by 12
+
+
+def fd_links(pid):
+    """{fd number: link target} of process pid (an fd closing meanwhile is skipped)."""
+    res = {}
+    for name in os.listdir("/proc/%d/fd" % pid):
+        try:
+            res[int(name)] = os.readlink("/proc/%d/fd/%s" % (pid, name))
+        except OSError:
+            pass
+    return res
+
+
+def unix_socket_inodes():
+    """Inodes of every AF_UNIX socket of this network namespace (the daemon shares ours)."""
+    with open("/proc/net/unix") as f:
+        next(f)
+        return {int(line.split()[6]) for line in f if len(line.split()) > 6}
+
+
+def kinds(links):
+    """Count the fds by what they are: unix sockets, other sockets, pidfds, and the paths."""
+    unix = unix_socket_inodes()
+    out = {"unix": 0, "socket": 0, "pidfd": 0, "paths": []}
+    for target in links.values():
+        if target.startswith("socket:["):
+            out["unix" if int(target[8:-1]) in unix else "socket"] += 1
+        elif target == "anon_inode:[pidfd]":
+            out["pidfd"] += 1
+        else:
+            out["paths"].append(target)
+    return out
+
+
+def settled_new_fds(pid, before, want, timeout=10.0):
+    """The daemon's fds that are not in `before`, once they match `want` (a count) or the
+    call timeout passes: the sockets of finished requests close a moment after the client's."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = fd_links(pid)
+        new = {k: v for k, v in now.items() if before.get(k) != v}
+        if len(new) == want or time.monotonic() > deadline:
+            return new
+        time.sleep(0.05)
+
+
+def http_response(conn):
+    """Read one HTTP/1.1 response with a Content-Length body from a raw socket."""
+    f = conn.makefile("rb")
+    status = int(f.readline().split(b" ", 2)[1])
+    headers = []
+    while True:
+        line = f.readline().rstrip(b"\r\n")
+        if not line:
+            break
+        k, _, v = line.decode("latin-1").partition(":")
+        headers.append((k.strip(), v.strip()))
+    n = int(next(v for k, v in headers if k.lower() == "content-length"))
+    return shlib.Resp(status, headers, f.read(n))
+
+
+def use_everything(s):
+    """What opens a sandbox's directories and cgroups on demand: files, a walk, the marker,
+    an exec (its own cgroup), a directory removal (the trash)."""
+    s.put_ok("d/f", b"x")
+    assert s.exists_v("d/f")
+    assert s.walk_v()
+    r = s.mark_ready()
+    assert r.status == 204, r
+    assert s.ready_v() is True
+    execlib.ok(s, ["true"])
+    r = s.rmdir("d")
+    assert r.status == 204, r
+
+
+def test_an_idle_sandbox_holds_two_daemon_fds_its_control_socket_and_its_worker_pidfd(
+        start_daemon):
+    d = start_daemon()
+    pid = d.proc.pid
+    warm = d.client.new_sandbox()  # the daemon's first-use fds (tool store, ...) open here
+    use_everything(warm)
+    before = settled_new_fds(pid, {}, -1, timeout=0.5)  # a settled baseline
+    sbs = [d.client.new_sandbox() for _ in range(N)]
+    for s in sbs:
+        use_everything(s)
+    new = settled_new_fds(pid, before, 2 * N)
+    k = kinds(new)
+    assert k == {"unix": N, "socket": 0, "pidfd": N, "paths": []}, (
+        "%d sandboxes made the daemon hold %r" % (N, sorted(new.values())))
+    # no fd of the daemon leads into a sandbox's directory or cgroup, whatever it did
+    ids = [s.rid for s in sbs + [warm]]
+    for target in fd_links(pid).values():
+        assert "/.sandboxes/" not in target, target
+        assert not any(i in target for i in ids), target
+    for s in sbs + [warm]:
+        assert s.delete().status == 204
+    gone = settled_new_fds(pid, before, 0)
+    assert gone == {}, sorted(gone.values())
+
+
+def test_an_upload_whose_sandbox_is_deleted_meanwhile_never_lands_in_the_next_sandbox_of_its_slot(
+        start_daemon):
+    # One slot: the next sandbox gets the deleted one's uid and directory name.
+    d = start_daemon(args=["--max-sandboxes=1"])
+    a = d.client.new_sandbox()
+    a_dir = os.readlink(d.root / a.rid)
+    body = b"0123456789"
+    conn = socket.create_connection((d.host, d.port), timeout=10)
+    try:
+        conn.sendall(b"PUT /sandboxes/%s/file?path=late HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Length: %d\r\n\r\n" % (a.rid.encode(), len(body)) + body[:4])
+        # the daemon is streaming the body into a's workspace now; a goes, b takes its slot
+        time.sleep(0.2)
+        assert a.delete().status == 204
+        b = d.client.new_sandbox()
+        assert os.readlink(d.root / b.rid) == a_dir, "b did not get a's directory name"
+        conn.sendall(body[4:])
+        resp = http_response(conn)
+    finally:
+        conn.close()
+    assert_error(resp, 404, "SandboxNotFound")
+    assert b.exists_v("late") is False
+    assert execlib.sh(b, "ls -A /workspace") == ""
+    b.put_ok("mine", b"b's")
+    assert b.get_v("mine") == b"b's"
+
+
+def test_a_sandbox_cannot_move_or_replace_its_workspace_and_the_daemon_finds_the_same_one(
+        start_daemon):
+    d = start_daemon()
+    s = d.client.new_sandbox()
+    s.put_ok("before", b"1")
+    out = execlib.sh(s, "cd /; "
+                        "mv /workspace /moved 2>/dev/null && echo moved; "
+                        "rmdir /workspace 2>/dev/null && echo removed; "
+                        "ln -sT /tmp /workspace 2>/dev/null && echo linked; "
+                        "ln -s / /workspace/workspace; mkdir /workspace/.sandboxes; "
+                        "cd /tmp; echo done")
+    assert out.split() == ["done"], out
+    s.put_ok("after", b"2")
+    assert execlib.sh(s, "cat /workspace/before /workspace/after") == "12"
+    # what it planted is an entry of its workspace, nothing more
+    assert s.get_v("after") == b"2"
+    assert sorted(e["path"] for e in s.walk_v()) == ["after", "before"]
+    assert execlib.sh(s, "ls -A /workspace").split() == [".sandboxes", "after", "before",
+                                                          "workspace"]
+
+
+def test_a_workspace_swapped_by_hand_below_the_state_root_is_refused_not_served(start_daemon):
+    d = start_daemon()
+    s = d.client.new_sandbox()
+    s.put_ok("real", b"the sandbox's")
+    sbdir = d.root / os.readlink(d.root / s.rid)
+    moved = sbdir.with_name(sbdir.name + ".moved")
+    os.rename(sbdir, moved)
+    try:
+        # an impostor with the same name and a file of the same name
+        (sbdir / "workspace").mkdir(parents=True)
+        (sbdir / "workspace" / "real").write_bytes(b"an impostor's")
+        # A workspace in use keeps its checked fd a second after its last use: meanwhile its
+        # own files are served; once it is let go, the impostor is refused. Never served.
+        for pause in (0, 1.5, 2.5, 4):
+            time.sleep(pause)
+            r = s.get("real")
+            if r.status != 200:
+                break
+            assert r.body == b"the sandbox's", r
+        for r in (r, s.exists("real"), s.walk(), s.put("x", b"x")):
+            body = assert_error(r, 500, "Internal")
+            assert "not the one made for it" in body["detail"], body
+        assert not (sbdir / "workspace" / "x").exists()
+        assert "sandbox-dir-changed" in d.stderr_text()
+    finally:
+        for p in sorted(sbdir.rglob("*"), reverse=True):
+            p.unlink() if not p.is_dir() else p.rmdir()
+        sbdir.rmdir()
+        os.rename(moved, sbdir)
+    assert s.get_v("real") == b"the sandbox's"
+    assert stat.S_ISDIR(os.lstat(sbdir).st_mode)
+
