@@ -38,6 +38,12 @@ struct sh_manager {
         sh_disk *disk;      /* how workspaces are limited */
         sh_sandbox **slots; /* cfg->max_sandboxes entries, NULL = free */
         unsigned count;
+        /* Found by id without a scan (every request names its sandbox): buckets[hash & mask]
+         * is the first slot + 1 of a chain through next[] (0 ends it). */
+        unsigned *buckets, *next, mask;
+        /* The free slots, oldest freed first (a ring): a create takes one in O(1), and a
+         * slot (a uid, a directory name) comes back as late as it can. */
+        unsigned *free_ring, free_head, free_n;
         bool draining;
         uint64_t trash_seq;
         sh_cgroup_root *cgroot;
@@ -331,6 +337,9 @@ static void manager_release(sh_manager *m)
         sh_close(m->sbfd);
         free(m->root_real);
         free(m->slots);
+        free(m->buckets);
+        free(m->next);
+        free(m->free_ring);
         free(m);
 }
 
@@ -344,14 +353,20 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
         m->cfg = cfg;
         m->loop = loop;
         m->rootfd = m->trashfd = m->sbfd = m->init_image = -1;
+        for (m->mask = 15; m->mask < cfg->max_sandboxes; m->mask = 2 * m->mask + 1)
+                ;
         m->slots = calloc(cfg->max_sandboxes, sizeof(*m->slots));
+        m->buckets = calloc((size_t)m->mask + 1, sizeof(*m->buckets));
+        m->next = calloc(cfg->max_sandboxes, sizeof(*m->next));
+        m->free_ring = calloc(cfg->max_sandboxes, sizeof(*m->free_ring));
         m->ws_cache = sh_ws_cache_new(loop);
-        if (!m->slots || !m->ws_cache) {
-                sh_ws_cache_free(m->ws_cache);
-                free(m->slots);
-                free(m);
+        if (!m->slots || !m->buckets || !m->next || !m->free_ring || !m->ws_cache) {
+                manager_release(m);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
+        for (unsigned i = 0; i < cfg->max_sandboxes; i++)
+                m->free_ring[i] = i;
+        m->free_n = (unsigned)cfg->max_sandboxes;
         r = mkdir_p_abs(cfg->root, 0711);
         if (r < 0) {
                 sh_error_make(err, -r, "creating the state root '%s'", cfg->root);
@@ -568,6 +583,30 @@ static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
         return 0;
 }
 
+/* The registry: a slot's sandbox, and its id in the hash chains. */
+static void registry_add(sh_manager *m, unsigned slot, sh_sandbox *sb)
+{
+        unsigned b = sh_remote_id_hash(sh_sandbox_id(sb)) & m->mask;
+
+        m->slots[slot] = sb;
+        m->next[slot] = m->buckets[b];
+        m->buckets[b] = slot + 1;
+        m->count++;
+}
+
+static void registry_remove(sh_manager *m, unsigned slot)
+{
+        unsigned *p = &m->buckets[sh_remote_id_hash(sh_sandbox_id(m->slots[slot])) & m->mask];
+
+        while (*p && *p != slot + 1)
+                p = &m->next[*p - 1];
+        if (*p)
+                *p = m->next[slot];
+        m->slots[slot] = NULL;
+        m->count--;
+        m->free_ring[(m->free_head + m->free_n++) % m->cfg->max_sandboxes] = slot;
+}
+
 int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
                       sh_sandbox **ret, sh_error **err)
 {
@@ -576,20 +615,20 @@ int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
 
         if (m->draining)
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host is draining");
-        if (m->count >= m->cfg->max_sandboxes)
+        if (m->count >= m->cfg->max_sandboxes || !m->free_n)
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host holds %u sandboxes", m->count);
         if (check_image(m, o->image, err) < 0)
                 return -1;
-        for (slot = 0; slot < m->cfg->max_sandboxes && m->slots[slot]; slot++)
-                ;
+        slot = m->free_ring[m->free_head];
         if (sh_sandbox_new(m, slot, o, &sb, err) < 0)
                 return -1;
         if (sandbox_dir_create(m, sb, err) < 0) {
                 sh_sandbox_unref(sb);
                 return -1;
         }
-        m->slots[slot] = sb; /* the registry's reference */
-        m->count++;
+        m->free_head = (m->free_head + 1) % (unsigned)m->cfg->max_sandboxes;
+        m->free_n--;
+        registry_add(m, slot, sb); /* the registry's reference */
         if (sh_sandbox_start(sb, done, data, err) < 0) {
                 sh_error *ignored = NULL;
 
@@ -607,9 +646,9 @@ sh_sandbox *sh_manager_get(sh_manager *m, const char *id, size_t len)
 
         if (!sh_remote_id_valid(id, len))
                 return NULL;
-        for (i = 0; i < m->cfg->max_sandboxes; i++)
-                if (m->slots[i] && memcmp(sh_sandbox_id(m->slots[i]), id, SH_ID_LEN) == 0)
-                        return sh_sandbox_ref(m->slots[i]);
+        for (i = m->buckets[sh_remote_id_hash(id) & m->mask]; i; i = m->next[i - 1])
+                if (memcmp(sh_sandbox_id(m->slots[i - 1]), id, SH_ID_LEN) == 0)
+                        return sh_sandbox_ref(m->slots[i - 1]);
         return NULL;
 }
 
@@ -622,8 +661,7 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         if (sh_sandbox_deleted(sb))
                 return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "no such sandbox");
         sh_sandbox_set_deleted(sb);
-        m->slots[sh_sandbox_slot(sb)] = NULL;
-        m->count--;
+        registry_remove(m, sh_sandbox_slot(sb));
         /* The observers first (persist stops the sandbox's rsync work), then its processes,
          * then its marker, then its files. */
         SH_LIST_FOREACH(observers, o, m->observers) {

@@ -203,3 +203,26 @@ def test_a_workspace_swapped_by_hand_below_the_state_root_is_refused_not_served(
     assert s.get_v("real") == b"the sandbox's"
     assert stat.S_ISDIR(os.lstat(sbdir).st_mode)
 
+
+
+def test_every_sandbox_is_found_by_its_id_among_many_as_others_come_and_go(start_daemon):
+    # 16 sandboxes in the smallest id table (32 chains): ids share chains, and each delete
+    # unlinks one from the middle of its chain; the freed slots come back to new sandboxes.
+    d = start_daemon(args=["--max-sandboxes=16"])
+    live = [d.client.new_sandbox() for _ in range(16)]
+    assert_error(d.client.create({}), 503, "Unavailable")
+    gone = live[1::2]
+    live = live[0::2]
+    for s in gone:
+        assert s.delete().status == 204
+    live += [d.client.new_sandbox() for _ in range(8)]
+    for s in live:
+        assert s.ready_v() is False
+        assert s.exists_v("x") is False
+    for s in gone:
+        assert_error(s.ready(), 404, "SandboxNotFound")
+    uids = {execlib.sandbox_uid(s) for s in live}
+    assert len(uids) == 16, uids
+    for s in live:
+        assert s.delete().status == 204
+        assert_error(s.ready(), 404, "SandboxNotFound")
