@@ -662,6 +662,7 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
                                   .capture_max = o->capture_max,
                                   .heartbeat_ms = o->heartbeat_ms,
                                   .grace_ms = sh_manager_config(m)->exec_grace_ms,
+                                  .merge_output = o->merge_output,
                           },
                           fn, data,
                           &(sh_exec_owner){.ended = exec_ended, .freed = exec_freed, .data = l},

@@ -17,6 +17,7 @@ import time
 import pytest
 
 import execlib
+import oslib
 import shlib
 from shlib import assert_error, needs_root
 
@@ -46,12 +47,14 @@ def unix_socket_inodes():
 def kinds(links):
     """Count the fds by what they are: unix sockets, other sockets, pidfds, and the paths."""
     unix = unix_socket_inodes()
-    out = {"unix": 0, "socket": 0, "pidfd": 0, "paths": []}
+    out = {"unix": 0, "socket": 0, "pidfd": 0, "pipe": 0, "paths": []}
     for target in links.values():
         if target.startswith("socket:["):
             out["unix" if int(target[8:-1]) in unix else "socket"] += 1
         elif target == "anon_inode:[pidfd]":
             out["pidfd"] += 1
+        elif target.startswith("pipe:["):
+            out["pipe"] += 1
         else:
             out["paths"].append(target)
     return out
@@ -110,7 +113,7 @@ def test_an_idle_sandbox_holds_two_daemon_fds_its_control_socket_and_its_worker_
         use_everything(s)
     new = settled_new_fds(pid, before, 2 * N)
     k = kinds(new)
-    assert k == {"unix": N, "socket": 0, "pidfd": N, "paths": []}, (
+    assert k == {"unix": N, "socket": 0, "pidfd": N, "pipe": 0, "paths": []}, (
         "%d sandboxes made the daemon hold %r" % (N, sorted(new.values())))
     # no fd of the daemon leads into a sandbox's directory or cgroup, whatever it did
     ids = [s.rid for s in sbs + [warm]]
@@ -121,6 +124,28 @@ def test_an_idle_sandbox_holds_two_daemon_fds_its_control_socket_and_its_worker_
         assert s.delete().status == 204
     gone = settled_new_fds(pid, before, 0)
     assert gone == {}, sorted(gone.values())
+
+
+def test_an_idle_v1_sandbox_holds_one_fd_more_its_entrypoints_one_pipe_for_both_streams(
+        start_daemon):
+    d = start_daemon()
+    osc = oslib.os_client(d)
+    m = oslib.uniq("said-")
+    ep = ["sh", "-c", "echo %s-1; echo %s-2 >&2; echo %s-3; exec tail -f /dev/null" % (m, m, m)]
+    warm = osc.create_ok(entrypoint=ep)
+    before = settled_new_fds(d.proc.pid, {}, -1, timeout=0.5)
+    ids = [osc.create_ok(entrypoint=ep)["id"] for _ in range(N)]
+    new = settled_new_fds(d.proc.pid, before, 3 * N)
+    assert kinds(new) == {"unix": N, "socket": 0, "pidfd": N, "pipe": N, "paths": []}, (
+        sorted(new.values()))
+    # stdout and stderr through one pipe: both kept, in the order they were written
+    want = "%s-1\n%s-2\n%s-3\n" % (m, m, m)
+    path = "/v1/sandboxes/%s/diagnostics/logs?scope=container"
+    assert shlib.wait_until(
+        lambda: want in oslib.expect(osc.get(path % ids[-1]), 200)["content"], timeout=10), (
+        oslib.expect(osc.get(path % ids[-1]), 200))
+    for i in ids + [warm["id"]]:
+        oslib.expect(osc.delete("/v1/sandboxes/" + i), 204)
 
 
 def test_an_upload_whose_sandbox_is_deleted_meanwhile_never_lands_in_the_next_sandbox_of_its_slot(

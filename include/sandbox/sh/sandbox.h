@@ -149,6 +149,7 @@ unsigned sh_sandbox_freeze_holds(const sh_sandbox *sb);
 typedef struct sh_exec_opts {
         uint64_t capture_max;  /* bytes of each stream kept for the exit event */
         uint64_t heartbeat_ms; /* silence before a heartbeat event */
+        bool merge_output;     /* one pipe for stdout and stderr (sh_exec_spec) */
 } sh_exec_opts;
 
 /* Run argv (NULL-terminated, non-empty) in sb with the environment: base variables, then the
