@@ -1,9 +1,10 @@
 """Density (issue 15): what the daemon holds per idle sandbox, and the opens on demand that
 replaced what it held.
 
-An idle sandbox costs the daemon exactly two fds: its worker's control socket and the
-worker's pidfd. Its directory, its workspace and its cgroup directories are opened when a
-request needs them, by name, and checked to be the very directories made for it; these tests
+An idle sandbox costs the daemon exactly one fd: its worker's control socket (the worker is
+reaped by pid, without a pidfd: the daemon is its only reaper). Its directory, its workspace
+and its cgroup directories are opened when a request needs them, by name, and checked to be
+the very directories made for it; these tests
 prove the count (a held fd that comes back fails them) and that the opens land where they
 must after what could confuse them: the sandbox trying to move its workspace, a delete while
 a request is in flight and the slot's directory name made again for the next sandbox, a tree
@@ -14,7 +15,6 @@ import socket
 import stat
 import time
 
-import pytest
 
 import execlib
 import oslib
@@ -60,6 +60,21 @@ def kinds(links):
     return out
 
 
+def workers(pid):
+    """The daemon's children that are sandbox workers (sandbox-init), zombies included."""
+    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+        kids = f.read().split()
+    out = []
+    for k in kids:
+        try:
+            with open("/proc/%s/comm" % k) as f:
+                if f.read().strip() == "sandbox-init":
+                    out.append(int(k))
+        except OSError:
+            pass
+    return out
+
+
 def settled_new_fds(pid, before, want, timeout=10.0):
     """The daemon's fds that are not in `before`, once they match `want` (a count) or the
     call timeout passes: the sockets of finished requests close a moment after the client's."""
@@ -101,8 +116,7 @@ def use_everything(s):
     assert r.status == 204, r
 
 
-def test_an_idle_sandbox_holds_two_daemon_fds_its_control_socket_and_its_worker_pidfd(
-        start_daemon):
+def test_an_idle_sandbox_holds_one_daemon_fd_its_workers_control_socket(start_daemon):
     d = start_daemon()
     pid = d.proc.pid
     warm = d.client.new_sandbox()  # the daemon's first-use fds (tool store, ...) open here
@@ -111,19 +125,51 @@ def test_an_idle_sandbox_holds_two_daemon_fds_its_control_socket_and_its_worker_
     sbs = [d.client.new_sandbox() for _ in range(N)]
     for s in sbs:
         use_everything(s)
-    new = settled_new_fds(pid, before, 2 * N)
+    new = settled_new_fds(pid, before, N)
     k = kinds(new)
-    assert k == {"unix": N, "socket": 0, "pidfd": N, "pipe": 0, "paths": []}, (
+    assert k == {"unix": N, "socket": 0, "pidfd": 0, "pipe": 0, "paths": []}, (
         "%d sandboxes made the daemon hold %r" % (N, sorted(new.values())))
     # no fd of the daemon leads into a sandbox's directory or cgroup, whatever it did
     ids = [s.rid for s in sbs + [warm]]
     for target in fd_links(pid).values():
         assert "/.sandboxes/" not in target, target
         assert not any(i in target for i in ids), target
+    assert len(workers(pid)) == N + 1
     for s in sbs + [warm]:
         assert s.delete().status == 204
     gone = settled_new_fds(pid, before, 0)
     assert gone == {}, sorted(gone.values())
+    # and every worker was reaped, though no pidfd watched it (no zombie left)
+    assert shlib.wait_until(lambda: not workers(pid), 10), workers(pid)
+
+
+def test_a_worker_killed_from_outside_is_noticed_and_reaped_without_a_pidfd(start_daemon):
+    d = start_daemon()
+    s = d.client.new_sandbox()
+    other = d.client.new_sandbox()
+    before = workers(d.proc.pid)
+    assert len(before) == 2
+
+    def busy():
+        """The workers with a child: s's, once the exec started below runs."""
+        out = []
+        for w in before:
+            with open("/proc/%d/task/%d/children" % (w, w)) as f:
+                out += [w] if f.read().split() else []
+        return out
+
+    st = execlib.start(s, ["sleep", "1000"])
+    assert shlib.wait_until(lambda: len(busy()) == 1, 10), busy()
+    victim = busy()[0]
+    os.kill(victim, 9)  # by pid, from outside: the daemon learns it from its socket
+    st.close()
+    assert shlib.wait_until(lambda: victim not in workers(d.proc.pid), 10), workers(d.proc.pid)
+    assert_error(d.client.post("/sandboxes/%s/exec" % s.rid, body={"cmd": ["true"]}), 404,
+                 "SandboxNotFound")
+    execlib.ok(other, ["true"])
+    assert s.delete().status == 204
+    assert other.delete().status == 204
+    assert shlib.wait_until(lambda: not workers(d.proc.pid), 10), workers(d.proc.pid)
 
 
 def test_an_idle_v1_sandbox_holds_one_fd_more_its_entrypoints_one_pipe_for_both_streams(
@@ -135,8 +181,8 @@ def test_an_idle_v1_sandbox_holds_one_fd_more_its_entrypoints_one_pipe_for_both_
     warm = osc.create_ok(entrypoint=ep)
     before = settled_new_fds(d.proc.pid, {}, -1, timeout=0.5)
     ids = [osc.create_ok(entrypoint=ep)["id"] for _ in range(N)]
-    new = settled_new_fds(d.proc.pid, before, 3 * N)
-    assert kinds(new) == {"unix": N, "socket": 0, "pidfd": N, "pipe": N, "paths": []}, (
+    new = settled_new_fds(d.proc.pid, before, 2 * N)
+    assert kinds(new) == {"unix": N, "socket": 0, "pidfd": 0, "pipe": N, "paths": []}, (
         sorted(new.values()))
     # stdout and stderr through one pipe: both kept, in the order they were written
     want = "%s-1\n%s-2\n%s-3\n" % (m, m, m)
@@ -251,3 +297,4 @@ def test_every_sandbox_is_found_by_its_id_among_many_as_others_come_and_go(start
     for s in live:
         assert s.delete().status == 204
         assert_error(s.ready(), 404, "SandboxNotFound")
+
