@@ -298,3 +298,58 @@ def test_every_sandbox_is_found_by_its_id_among_many_as_others_come_and_go(start
         assert s.delete().status == 204
         assert_error(s.ready(), 404, "SandboxNotFound")
 
+
+def nofile_limits(pid):
+    """(soft, hard) of RLIMIT_NOFILE of process pid, from /proc/pid/limits."""
+    with open("/proc/%d/limits" % pid) as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                soft, hard = line.split()[3:5]
+                return int(soft), int(hard)
+    raise AssertionError("no 'Max open files' line")
+
+
+def have_cap_sys_resource():
+    with open("/proc/self/status") as f:
+        eff = next(int(ln.split()[1], 16) for ln in f if ln.startswith("CapEff:"))
+    return bool(eff >> 24 & 1)  # CAP_SYS_RESOURCE
+
+
+# The daemon run as a pod runs it: no CAP_SYS_RESOURCE, a nofile limit of the runtime's.
+def unprivileged_limit(soft, hard):
+    return ["prlimit", "--nofile=%d:%d" % (soft, hard), "setpriv",
+            "--bounding-set=-sys_resource", "--inh-caps=-all", "--"]
+
+
+def test_the_daemon_raises_its_open_file_limit_as_far_as_the_system_allows(start_daemon):
+    with open("/proc/sys/fs/nr_open") as f:
+        nr_open = int(f.read())
+    d = start_daemon()
+    got = nofile_limits(d.proc.pid)
+    mine = nofile_limits(os.getpid())
+    # root with CAP_SYS_RESOURCE: both limits to fs.nr_open; else the soft one to the hard one
+    want = nr_open if have_cap_sys_resource() and nr_open > mine[1] else mine[1]
+    assert got == (want, want), (got, mine, nr_open)
+    # in a pod: CAP_SYS_RESOURCE is not granted, the runtime gives soft 1024 and a hard limit
+    d2 = start_daemon(prefix=unprivileged_limit(1024, 9000), args=["--max-sandboxes=8"])
+    assert nofile_limits(d2.proc.pid) == (9000, 9000)
+    s = d2.client.new_sandbox()
+    execlib.ok(s, ["true"])
+    # and a sandbox never inherits it: its PID 1 sets 1024/1024 for every command
+    assert execlib.sh(s, "ulimit -Sn; ulimit -Hn").split() == ["1024", "1024"]
+
+
+def test_a_capacity_the_open_file_limit_cannot_hold_stops_the_start_with_exit_2():
+    # 1,000 sandboxes need 1,000 x 2 fds (a /v1 sandbox: its socket and its entrypoint's pipe)
+    # and 8,192 for requests: more than 9,000
+    d = shlib.Daemon(args=["--max-sandboxes=1000"], prefix=unprivileged_limit(9000, 9000),
+                     wait_listen=False)
+    try:
+        rc = d.wait_exit()
+    finally:
+        d.close()
+    err = d.stderr_text()
+    assert rc == 2, (rc, err)
+    assert "SANDBOX_HOST_MAX_SANDBOXES=1000 needs 10192 open files" in err, err
+    assert "RLIMIT_NOFILE is 9000" in err, err
+    assert "listening" not in err

@@ -33,6 +33,11 @@ typedef struct sh_create_opts {
         uint64_t cpu_max_milli; /* cores x 1000 */
 } sh_create_opts;
 
+/* The daemon's fds an idle sandbox holds: its worker's control socket. Nothing else is held
+ * between requests: its directories and cgroups are opened on demand, its worker is reaped by
+ * pid (sh_child_adopt), and running commands hold their pipes only while they run. */
+#define SH_SANDBOX_FDS 1
+
 /* Open (creating) the state root, remove leftovers of an earlier run. */
 int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_error **err);
 /* Deletes every sandbox, waits for background removals. */
