@@ -77,6 +77,8 @@ struct sh_cgroup {
         sh_cgroup_root *root;
         char *relpath;    /* relative to the subtree: "sb", "sb/exec-3" */
         unsigned present; /* bit h: the directory exists in hierarchy h */
+        unsigned up;      /* bit h: in hierarchy h it is its parent's directory (a leaf's
+                           * memory cgroup on v1, sh_cgroup_create_leaf) */
 };
 
 /* An O_RDONLY|O_DIRECTORY fd of cg in hierarchy h, opened now below the subtree's fd (the

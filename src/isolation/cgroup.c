@@ -268,11 +268,24 @@ static int kill_one(pid_t pid, void *userdata)
         return 0;
 }
 
+/* cg's directory in hierarchy h below the subtree: its own relpath, or where it is its
+ * parent's (`up`), the relpath without its last component; its length in *len. */
+static const char *cg_path(const sh_cgroup *cg, size_t h, int *len)
+{
+        const char *slash = strrchr(cg->relpath, '/');
+
+        *len = (cg->up & (1u << h)) && slash ? (int)(slash - cg->relpath)
+                                             : (int)strlen(cg->relpath);
+        return cg->relpath;
+}
+
 static char *cg_cgpath(sh_cgroup *cg, size_t h)
 {
+        int len;
+        const char *rel = cg_path(cg, h, &len);
         char *p;
 
-        if (asprintf(&p, "%s/%s", cg->root->h[h].base_cgpath, cg->relpath) < 0)
+        if (asprintf(&p, "%s/%.*s", cg->root->h[h].base_cgpath, len, rel) < 0)
                 return NULL;
         return p;
 }
@@ -481,9 +494,16 @@ static sh_cgroup *cg_new(sh_cgroup_root *r, const char *relpath)
 
 int sh_cg_open(const sh_cgroup *cg, size_t h)
 {
-        if (h >= cg->root->nhier || !(cg->present & (1u << h)))
+        char path[PATH_MAX];
+        const char *rel;
+        int len;
+
+        if (h >= cg->root->nhier || !((cg->present | cg->up) & (1u << h)))
                 return -ENOENT;
-        return sh_cg_open_dir(cg->root->h[h].subtree_fd, cg->relpath);
+        rel = cg_path(cg, h, &len);
+        if (snprintf(path, sizeof(path), "%.*s", len, rel) >= (int)sizeof(path))
+                return -ENAMETOOLONG;
+        return sh_cg_open_dir(cg->root->h[h].subtree_fd, path);
 }
 
 void sh_cgroup_free(sh_cgroup *cg)
@@ -648,8 +668,10 @@ static sh_cgroup *cg_dup(sh_cgroup *cg)
 {
         sh_cgroup *d = cg_new(cg->root, cg->relpath);
 
-        if (d)
+        if (d) {
                 d->present = cg->present;
+                d->up = cg->up;
+        }
         return d;
 }
 
@@ -1026,8 +1048,9 @@ sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r)
 /* ------------------------------------------------------------------------------------------ */
 /* One cgroup.                                                                                 */
 
-int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
-                     const sh_cg_limits *lim, sh_cgroup **ret, sh_error **err)
+/* `leaf`: sh_cgroup_create_leaf. */
+static int cg_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
+                     const sh_cg_limits *lim, bool leaf, sh_cgroup **ret, sh_error **err)
 {
         _cleanup_(cgroup_freep) sh_cgroup *cg = NULL;
         _cleanup_free_ char *rel = NULL;
@@ -1059,6 +1082,10 @@ int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
                                           parent->relpath);
                         goto undo;
                 }
+                if (leaf && r->mode == SH_CG_V1 && made == SH_CG_V1_MEMORY) {
+                        cg->up |= 1u << made; /* the parent's memory cgroup */
+                        continue;
+                }
                 if (mkdirat(r->h[made].subtree_fd, rel, 0755) < 0) {
                         k = sh_error_make(err, errno, "cannot create cgroup '%s' in %s", rel,
                                           r->h[made].controller ? r->h[made].controller
@@ -1077,23 +1104,43 @@ int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
 undo:
         /* nothing runs in a cgroup we just made: removing it cannot fail with EBUSY */
         while (made-- > 0)
-                (void)unlinkat(r->h[made].subtree_fd, rel, AT_REMOVEDIR);
+                if (cg->present & (1u << made))
+                        (void)unlinkat(r->h[made].subtree_fd, rel, AT_REMOVEDIR);
         return k;
+}
+
+int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
+                     const sh_cg_limits *lim, sh_cgroup **ret, sh_error **err)
+{
+        return cg_create(r, parent, name, lim, false, ret, err);
+}
+
+int sh_cgroup_create_leaf(sh_cgroup_root *r, sh_cgroup *parent, const char *name, sh_cgroup **ret,
+                          sh_error **err)
+{
+        if (!parent)
+                return sh_error_make(err, EINVAL, "a leaf needs a parent cgroup");
+        return cg_create(r, parent, name, NULL, true, ret, err);
 }
 
 int sh_cgroup_open_procs(sh_cgroup *cg, int *fds, int max)
 {
+        char path[PATH_MAX];
         int n = 0;
 
-        _cleanup_free_ char *path = NULL;
-
-        if (asprintf(&path, "%s/cgroup.procs", cg->relpath) < 0) {
-                path = NULL;
-                return -ENOMEM;
-        }
         for (size_t h = 0; h < cg->root->nhier; h++) {
-                if (!(cg->present & (1u << h)))
+                const char *rel;
+                int len;
+
+                if (!((cg->present | cg->up) & (1u << h)))
                         continue;
+                rel = cg_path(cg, h, &len);
+                if (snprintf(path, sizeof(path), "%.*s/cgroup.procs", len, rel) >=
+                    (int)sizeof(path)) {
+                        while (n > 0)
+                                sh_close(fds[--n]);
+                        return -ENAMETOOLONG;
+                }
                 if (n >= max) {
                         while (n > 0)
                                 sh_close(fds[--n]);
@@ -1299,7 +1346,9 @@ int sh_cgroup_kill_procs(sh_cgroup *cg, sh_error **err)
         /* Then every child but the helpers' (each one atomically where the backend can:
          * v2 cgroup.kill; v1 freeze, kill, thaw). No process moves between them: only the
          * daemon writes cgroup.procs. */
-        fd = sh_cg_open(cg, 0);
+        /* In the freezer's hierarchy, which has every child: a leaf (the worker's init) is
+         * missing from v1's memory hierarchy, and a frozen one must be killed and thawed. */
+        fd = sh_cg_open(cg, freezer_hier(cg->root));
         k = fd >= 0 ? sh_cg_for_each_child(fd, kill_procs_child, &c) : fd == -ENOENT ? 0 : fd;
         if (k < 0 && first == 0)
                 first = k;

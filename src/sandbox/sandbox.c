@@ -884,8 +884,10 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
         if (mkdirat(dirfd, ".rootfs", 0700) < 0 && errno != EEXIST)
                 return sh_error_make(err, errno, "creating the rootfs mount point");
         /* The worker lives in a leaf beside the exec cgroups: on v2 a cgroup holding
-         * processes cannot hand controllers to its children. */
-        if (sh_cgroup_create(cgroot, sb->cg, "init", NULL, &init_cg, err) < 0)
+         * processes cannot hand controllers to its children. On v1 the leaf has no memory
+         * cgroup of its own (the sandbox's holds the worker): each memory cgroup costs the
+         * kernel memory in proportion to the machine's superblocks (sh_cgroup_create_leaf). */
+        if (sh_cgroup_create_leaf(cgroot, sb->cg, "init", &init_cg, err) < 0)
                 return -1;
         n = sh_cgroup_open_procs(init_cg, procs, SH_EXEC_MAX_PROCS_FDS);
         sh_cgroup_free(init_cg); /* removed with the sandbox's cgroup (destroy is recursive) */

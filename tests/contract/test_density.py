@@ -353,3 +353,39 @@ def test_a_capacity_the_open_file_limit_cannot_hold_stops_the_start_with_exit_2(
     assert "SANDBOX_HOST_MAX_SANDBOXES=1000 needs 10192 open files" in err, err
     assert "RLIMIT_NOFILE is 9000" in err, err
     assert "listening" not in err
+
+
+def memory_cgroups(d):
+    """The memory cgroups below the daemon's subtree (v1: its memory hierarchy; v2: every
+    cgroup there with the memory controller, i.e. with a memory.current file)."""
+    out = []
+    for top in shlib.daemon_cgroup_dirs(d.root):
+        if not (top.startswith("/sys/fs/cgroup/memory/") or "memory" not in top.split("/")):
+            continue
+        for dirpath, _, files in os.walk(top):
+            if dirpath != top and ("memory.usage_in_bytes" in files or
+                                   "memory.current" in files):
+                out.append(os.path.relpath(dirpath, top))
+    return sorted(set(out))
+
+
+def test_an_idle_sandbox_has_the_fewest_memory_cgroups_its_layout_allows(start_daemon):
+    # Every memory cgroup costs the kernel memory in proportion to every superblock of the
+    # machine: v1 gives an idle sandbox one (its worker is in it), v2 two (a cgroup with
+    # children holds no processes there, so the worker has its leaf).
+    d = start_daemon(args=["--opensandbox=off"])
+    sbs = [d.client.new_sandbox() for _ in range(3)]
+    v1 = os.path.isdir("/sys/fs/cgroup/memory") and any(
+        p.startswith("/sys/fs/cgroup/memory/") for p in shlib.daemon_cgroup_dirs(d.root))
+    want = sorted([s.rid for s in sbs] + ([] if v1 else [s.rid + "/init" for s in sbs]))
+    assert memory_cgroups(d) == want, memory_cgroups(d)
+    # and each worker is in its sandbox's memory cgroup (v1) or its leaf below it (v2): under
+    # the sandbox's memory limit all the same
+    homes = set()
+    for w in workers(d.proc.pid):
+        with open("/proc/%d/cgroup" % w) as f:
+            line = next(ln for ln in f if ":memory:" in ln or ln.startswith("0::"))
+        homes.add(line.strip().rsplit("/sandbox-host.", 1)[1].split("/", 1)[1])
+    assert homes == {s.rid if v1 else s.rid + "/init" for s in sbs}, homes
+    for s in sbs:
+        execlib.ok(s, ["true"])

@@ -1033,6 +1033,57 @@ START_TEST(a_cgroup_handle_holds_no_fd_and_every_operation_closes_what_it_opens)
 }
 END_TEST
 
+/* Density: a sandbox's worker needs no memory cgroup of its own. On v1 its leaf is not made in
+ * the memory hierarchy and its processes land in the sandbox's memory cgroup (under its
+ * limit); everywhere else it is a leaf of its own. */
+START_TEST(a_leaf_has_no_memory_cgroup_of_its_own_on_v1)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cg_limits lim = {.memory_max = 64u << 20, .pids_max = 16};
+        sh_cgroup *sb = create(r, NULL, "lsb", &lim), *leaf = NULL;
+        sh_error *err = NULL;
+        int procs[8], n, go, out;
+        pid_t pid, got;
+        char want[2048];
+        const char *cg;
+
+        ck_assert_int_eq(sh_cgroup_create_leaf(r, sb, "init", &leaf, &err), 0);
+        for (size_t h = 0; h < nh; h++)
+                ck_assert_int_eq(exists(cgdir(h, "lsb/init")), !(mode == SH_CG_V1 && h == 0));
+        n = sh_cgroup_open_procs(leaf, procs, 8);
+        ck_assert_int_eq(n, (int)nh);
+        for (int i = 0; i < n; i++)
+                close(procs[i]);
+        pid = spawn_held(&go, &out, child_pause);
+        attach(leaf, pid);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        close(out);
+        snprintf(want, sizeof(want), "/proc/%d/cgroup", (int)pid);
+        cg = read_all(want);
+        for (size_t h = 0; h < nh; h++) {
+                snprintf(want, sizeof(want), ":%s:%s/%s/%s\n", mode == SH_CG_V1 ? ctl[h] : "",
+                         strcmp(own_cgpath[h], "/") == 0 ? "" : own_cgpath[h], subtree,
+                         mode == SH_CG_V1 && h == 0 ? "lsb" : "lsb/init");
+                ck_assert_msg(strstr(cg, want), "%s not in %s", want, cg);
+        }
+        /* a delete of a paused sandbox: its frozen leaf is found (in the freezer's hierarchy,
+         * not the memory one it is missing from), killed and thawed */
+        ck_assert_int_eq(sh_cgroup_freeze_procs_begin(sb, &err), 0);
+        freeze_procs_wait(sb);
+        ck_assert_int_eq(sh_cgroup_kill_procs(sb, &err), 0);
+        ck_assert(WIFSIGNALED(ut_wait_pid(pid, 5000)));
+        ck_assert(wait_empty(sb, 5000));
+        sh_cgroup_free(leaf);
+        ck_assert_int_eq(sh_cgroup_destroy(sb, &err), 0);
+        sh_cgroup_free(sb);
+        /* a leaf needs a parent */
+        ck_assert_int_lt(sh_cgroup_create_leaf(r, NULL, "x", &leaf, &err), 0);
+        sh_error_release(&err);
+        destroy_root(r);
+}
+END_TEST
+
 START_TEST(second_open_removes_leftovers)
 {
         sh_cgroup_root *r = open_root();
@@ -1159,6 +1210,7 @@ int main(void)
         tcase_add_test(tc, freeze_procs_spares_helpers);
         tcase_add_test(tc, kill_procs_spares_helpers);
         tcase_add_test(tc, a_cgroup_handle_holds_no_fd_and_every_operation_closes_what_it_opens);
+        tcase_add_test(tc, a_leaf_has_no_memory_cgroup_of_its_own_on_v1);
         tcase_add_test(tc, second_open_removes_leftovers);
         suite_add_tcase(s, tc);
         failed = ut_run_forked(s) != EXIT_SUCCESS;

@@ -81,6 +81,16 @@ sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r);
 int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
                      const sh_cg_limits *lim, sh_cgroup **ret, sh_error **err);
 
+/* A leaf below `parent` (limits inherited) for processes that need no memory cgroup of their
+ * own, a sandbox's worker: on v1 it is not made in the memory hierarchy, where its processes
+ * join the parent's memory cgroup (its procs fds hold the parent's there); on v2, where a
+ * cgroup with children holds no processes, it is sh_cgroup_create(r, parent, name, NULL, ...).
+ * The kernel keeps, for every memory cgroup, a 1 KiB unit per 64 superblocks of the whole
+ * machine (mm/shrinker.c, shrinker_info): with thousands of sandboxes that dominates their
+ * memory, quadratically, and one memory cgroup less per sandbox halves it. */
+int sh_cgroup_create_leaf(sh_cgroup_root *r, sh_cgroup *parent, const char *name, sh_cgroup **ret,
+                          sh_error **err);
+
 /* fds of cgroup.procs, one per hierarchy (O_WRONLY|O_CLOEXEC), for a child to move itself in
  * by writing "0" to each before it execs. Returns how many (<= max) or -errno. */
 int sh_cgroup_open_procs(sh_cgroup *cg, int *fds, int max);
