@@ -881,8 +881,11 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
         dirfd = sh_sandbox_open_dir(sb, err);
         if (dirfd < 0)
                 return -1;
-        if (mkdirat(dirfd, ".rootfs", 0700) < 0 && errno != EEXIST)
-                return sh_error_make(err, errno, "creating the rootfs mount point");
+        /* The mount points of the sandbox's root and of its one tmpfs (/tmp, /var/tmp and
+         * /dev/shm), outside the workspace: only root writes here. */
+        if ((mkdirat(dirfd, ".rootfs", 0700) < 0 && errno != EEXIST) ||
+            (mkdirat(dirfd, ".tmpfs", 0700) < 0 && errno != EEXIST))
+                return sh_error_make(err, errno, "creating the rootfs mount points");
         /* The worker lives in a leaf beside the exec cgroups: on v2 a cgroup holding
          * processes cannot hand controllers to its children. On v1 the leaf has no memory
          * cgroup of its own (the sandbox's holds the worker): each memory cgroup costs the

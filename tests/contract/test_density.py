@@ -389,3 +389,25 @@ def test_an_idle_sandbox_has_the_fewest_memory_cgroups_its_layout_allows(start_d
     assert homes == {s.rid if v1 else s.rid + "/init" for s in sbs}, homes
     for s in sbs:
         execlib.ok(s, ["true"])
+
+
+def test_an_idle_sandbox_mounts_four_superblocks_tmp_var_tmp_and_shm_share_one(start_daemon):
+    # Every superblock costs the kernel memory in every memory cgroup of the machine: a
+    # sandbox's are its root, one tmpfs for /tmp, /var/tmp and /dev/shm, its /proc, its devpts.
+    d = start_daemon()
+    s = d.client.new_sandbox()
+    own = {}
+    for ln in execlib.sh(s, "cat /proc/self/mountinfo").splitlines():
+        f = ln.split()
+        fstype = f[f.index("-") + 1]
+        if fstype in ("tmpfs", "proc", "devpts"):
+            own.setdefault(f[2], set()).add(f[4])
+    assert sorted(map(sorted, own.values())) == sorted(
+        [["/"], ["/dev/shm", "/tmp", "/var/tmp"], ["/proc"], ["/dev/pts"]]), own
+    # each writable by the sandbox, one size for the three; /dev is read-only
+    out = execlib.sh(s, "for d in /tmp /var/tmp /dev/shm; do echo x > $d/f && echo ok; done; "
+                        "stat -f -c %i /tmp /var/tmp /dev/shm | sort -u | wc -l; "
+                        "touch /dev/x 2>/dev/null || echo ro; echo y > /dev/null && echo null")
+    assert out.split() == ["ok", "ok", "ok", "1", "ro", "null"], out
+    # the scratch mount the tmpfs was made at is not the sandbox's to see
+    assert ".tmpfs" not in execlib.sh(s, "ls -A / /dev /var")
