@@ -34,6 +34,17 @@ struct sh_daemon {
         uint64_t stop_deadline_ms;
 };
 
+/* The reserve: the transport's connections (1,024 waiting, 1,000 active), the files an active
+ * request holds beside its socket (an upload's, a download's, an exec's pipes; a walk up to
+ * ten), the persist, unpack and fetch jobs, the daemon's own (~100). Past it the daemon still
+ * degrades gracefully: creates and file requests answer 503, accepting pauses. */
+uint64_t sh_daemon_fds_needed(const sh_config *cfg)
+{
+        uint64_t per = SH_SANDBOX_FDS + (cfg->opensandbox ? SH_OS_SANDBOX_FDS : 0);
+
+        return cfg->max_sandboxes * per + SH_DAEMON_FD_RESERVE;
+}
+
 static void shutdown_poll(sh_loop *l, sh_timer *t, void *data)
 {
         sh_daemon *d = data;

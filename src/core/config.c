@@ -51,8 +51,11 @@ static const opt options[] = {
          "archive root for item_id restore and persist (unset: both are no-ops)"},
         {"SANDBOX_HOST_IMAGES", T_OPT_PATH, OFF(images), NULL, 0, 0,
          "directory of named root filesystem images ({images}/{name}/)"},
-        {"SANDBOX_HOST_MAX_SANDBOXES", T_UINT, OFF(max_sandboxes), "256", 1, 65536,
-         "sandboxes held at once before create answers 503"},
+        /* At most 32768: every sandbox has two memory cgroups (its own and its worker's leaf),
+         * and the kernel numbers memory cgroups in 16 bits, 65,535 on a machine. */
+        {"SANDBOX_HOST_MAX_SANDBOXES", T_UINT, OFF(max_sandboxes), "256", 1, 32768,
+         "sandboxes held at once before create answers 503 (each idle one holds 1 of the "
+         "daemon's open files, 2 through /v1)"},
         {"SANDBOX_HOST_WARM_POOL", T_UINT, OFF(warm_pool), "0", 0, 64,
          "sandboxes kept started and ready for the next creates with default options (0: none)"},
         {"SANDBOX_HOST_MEMORY_MAX", T_SIZE, OFF(memory_max), "1G", 1 << 20, UINT64_MAX / 2,

@@ -1,4 +1,5 @@
-/* spawn.c: fork children with a clean fd table and reap them through pidfds on the loop. */
+/* spawn.c: fork children with a clean fd table and reap them through pidfds on the loop; reap
+ * the orphans we adopt (sandbox workers) without holding an fd for each. */
 #include "sh/spawn.h"
 
 #include <errno.h>
@@ -18,22 +19,28 @@
 
 struct sh_child {
         pid_t pid;
-        int pidfd;
-        sh_io *io; /* NULL: not watched (the loop could not take it), swept by a timer */
+        int pidfd; /* -1 for an orphan (sh_child_adopt): its pid is its own until we reap it */
+        sh_io *io; /* NULL: not watched (an orphan, or the loop could not take it) */
         sh_child_done_fn done;
         void *data;
-        bool orphan; /* sh_child_adopt: not ours to count */
+        bool orphan;    /* sh_child_adopt: not ours to count */
+        bool swept;     /* on the `sweeping` list */
+        uint64_t since; /* an orphan: when it was first poked */
         SH_LIST_FIELDS(sh_child, children);
+        SH_LIST_FIELDS(sh_child, sweeping);
 };
 
 static sh_child *children; /* every child and orphan not yet reaped */
+static sh_child *sweeping; /* the ones the sweep looks at: unwatched, or orphans poked */
 static unsigned n_children;
-static sh_timer *sweep_t; /* while a child is not watched */
+static sh_timer *sweep_t; /* while one is on `sweeping` */
 
 static void reap(sh_loop *l, sh_child *c, int status)
 {
         sh_loop_del_io(l, c->io);
         sh_close(c->pidfd);
+        if (c->swept)
+                SH_LIST_REMOVE(sweeping, sweeping, c);
         SH_LIST_REMOVE(children, children, c);
         if (!c->orphan)
                 n_children--;
@@ -42,6 +49,9 @@ static void reap(sh_loop *l, sh_child *c, int status)
         free(c);
 }
 
+/* An orphan that is not our child a minute after its first poke never will be. */
+#define ORPHAN_GIVE_UP_MS 60000
+
 /* Reap c if it has exited; true if it did. Never waits. */
 static bool try_reap(sh_loop *l, sh_child *c)
 {
@@ -49,6 +59,10 @@ static bool try_reap(sh_loop *l, sh_child *c)
         pid_t r = waitpid(c->pid, &status, WNOHANG);
 
         if (r == 0)
+                return false;
+        /* An orphan may not be ours yet: a worker is its intermediate's child until that one
+         * has exited (it does at once; we are the child subreaper). */
+        if (r < 0 && errno == ECHILD && c->orphan && sh_now_ms() - c->since < ORPHAN_GIVE_UP_MS)
                 return false;
         if (r < 0)
                 status = W_EXITCODE(255, 0); /* already reaped elsewhere: treat as failed */
@@ -61,35 +75,43 @@ static void pidfd_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void 
         (void)try_reap(l, data); /* a spurious wake-up reaps nothing */
 }
 
-/* The children the loop could not watch (sh_loop_add_io failed: out of memory), looked at
- * every SWEEP_MS until they are gone. */
+/* The children the loop could not watch (sh_loop_add_io failed: out of memory) and the orphans
+ * poked, looked at every SWEEP_MS until they are gone: only those, never every child. */
 #define SWEEP_MS 100
 
 static void sweep(sh_loop *l, sh_timer *t, void *data)
 {
         sh_child *c, *next;
-        bool left = false;
 
         sweep_t = NULL;
-        SH_LIST_FOREACH_SAFE(children, c, next, children) {
-                if (!c->io && !try_reap(l, c))
-                        left = true;
+        SH_LIST_FOREACH_SAFE(sweeping, c, next, sweeping) {
+                (void)try_reap(l, c);
         }
-        if (left)
+        if (sweeping)
                 sweep_t = sh_loop_add_timer(l, SWEEP_MS, sweep, NULL);
 }
 
+/* Put c on the sweep. 0, or -ENOMEM when the sweep timer cannot be set (c is then reaped by a
+ * later sweep or sh_child_wait_all). */
+static int sweep_add(sh_loop *l, sh_child *c)
+{
+        if (!c->swept) {
+                SH_LIST_PREPEND(sweeping, sweeping, c);
+                c->swept = true;
+        }
+        if (!sweep_t)
+                sweep_t = sh_loop_add_timer(l, SWEEP_MS, sweep, NULL);
+        return sweep_t ? 0 : -ENOMEM;
+}
+
 /* Watch c's pidfd from the loop, or, when the loop cannot take it, from the sweep. 0, or
- * -errno when it is not watched at all (the sweep timer could not be set either: it is then
- * reaped by a later sweep or sh_child_wait_all). */
+ * -errno when it is not watched at all. */
 static int watch(sh_loop *l, sh_child *c)
 {
         c->io = sh_loop_add_io(l, c->pidfd, EPOLLIN, pidfd_readable, c);
         if (c->io)
                 return 0;
-        if (!sweep_t)
-                sweep_t = sh_loop_add_timer(l, SWEEP_MS, sweep, NULL);
-        return sweep_t ? 0 : -ENOMEM;
+        return sweep_add(l, c);
 }
 
 sh_child *sh_child_fork(sh_loop *l, int keep_fd, sh_child_main_fn fn, void *arg,
@@ -195,27 +217,33 @@ void sh_child_forget(sh_child *c)
 
 sh_child *sh_child_adopt(sh_loop *l, pid_t pid, sh_child_done_fn done, void *data)
 {
-        sh_child *c = calloc(1, sizeof(*c));
+        sh_child *c;
 
+        (void)l;
+        if (pid <= 0 || kill(pid, 0) < 0) {
+                if (pid <= 0)
+                        errno = EINVAL;
+                return NULL;
+        }
+        c = calloc(1, sizeof(*c));
         if (!c)
                 return NULL;
         c->pid = pid;
+        c->pidfd = -1;
         c->orphan = true;
         c->done = done;
         c->data = data;
-        c->pidfd = sh_pidfd_open(pid, 0);
-        if (c->pidfd < 0) {
-                int saved = errno;
-
-                free(c);
-                errno = saved;
-                return NULL;
-        }
         SH_LIST_PREPEND(children, children, c);
-        /* Unwatched (out of memory), it is still reaped: by a later sweep, at the latest by
-         * sh_child_wait_all. */
-        (void)watch(l, c);
         return c;
+}
+
+void sh_child_poke(sh_loop *l, sh_child *c)
+{
+        if (!c->orphan || c->swept)
+                return;
+        c->since = sh_now_ms();
+        if (!try_reap(l, c))
+                (void)sweep_add(l, c); /* not a zombie (or not ours) yet */
 }
 
 unsigned sh_child_count(void)
@@ -225,7 +253,9 @@ unsigned sh_child_count(void)
 
 int sh_child_kill(sh_child *c, int sig)
 {
-        if (sh_pidfd_send_signal(c->pidfd, sig) < 0)
+        /* An orphan by its pid: it is its own until we reap it (we are its only reaper), and
+         * c lives until then, so the pid cannot be another process's. */
+        if (c->pidfd < 0 ? kill(c->pid, sig) < 0 : sh_pidfd_send_signal(c->pidfd, sig) < 0)
                 return -errno;
         return 0;
 }

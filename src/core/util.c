@@ -384,6 +384,16 @@ bool sh_remote_id_valid(const char *s, size_t len)
         return true;
 }
 
+uint32_t sh_remote_id_hash(const char *id)
+{
+        uint32_t h = 0;
+        unsigned i;
+
+        for (i = 0; i < 8; i++)
+                h = (h << 4) | (uint32_t)((id[i] >= 'a' ? id[i] - 'a' + 10 : id[i] - '0') & 15);
+        return h;
+}
+
 size_t sh_utf8_seq_len(const unsigned char *s, size_t n)
 {
         unsigned c = s[0];

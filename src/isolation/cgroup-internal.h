@@ -66,13 +66,26 @@ struct sh_cgroup_root {
         void *lost_data;
 };
 
-/* A cgroup below the subtree: one directory per hierarchy (fd -1 where it does not exist,
- * which only happens for leftovers of a crashed daemon). */
+/* A cgroup below the subtree: its path and the hierarchies it exists in (all of them but for
+ * leftovers of a crashed daemon). It holds no fd: each operation opens the directories it
+ * needs below the subtree's fd and closes them before it returns (sh_cg_open), so a daemon
+ * holding ten thousand sandboxes holds no fd for their cgroups. A path names one cgroup for
+ * the handle's whole life: names are never reused while a handle lives (a sandbox's is its
+ * random id, an exec's "exec-N" counts up for the sandbox's life, a helper's counts up for the
+ * daemon's), and only the daemon, root, makes or removes directories of its subtree. */
 struct sh_cgroup {
         sh_cgroup_root *root;
-        char *relpath; /* relative to the subtree: "sb", "sb/exec-3" */
-        int fd[SH_CG_MAX_HIER];
+        char *relpath;    /* relative to the subtree: "sb", "sb/exec-3" */
+        unsigned present; /* bit h: the directory exists in hierarchy h */
+        unsigned up;      /* bit h: in hierarchy h it is its parent's directory (a leaf's
+                           * memory cgroup on v1, sh_cgroup_create_leaf) */
 };
+
+/* An O_RDONLY|O_DIRECTORY fd of cg in hierarchy h, opened now below the subtree's fd (the
+ * caller closes it): a cgroupfs lookup, which never waits on anything. -ENOENT where cg does
+ * not exist (or no more), else -errno of the open. cgroupfs has no symbolic links, and every
+ * component of relpath is a name we checked (valid_name), so the path cannot lead elsewhere. */
+int sh_cg_open(const sh_cgroup *cg, size_t h);
 
 struct sh_cg_ops {
         /* Open own_fd (checking the file-system magic), create the subtree, open subtree_fd;

@@ -78,11 +78,12 @@ fail:
 
 static int write_u64(sh_cgroup *cg, size_t h, const char *file, uint64_t v, sh_error **err)
 {
+        _cleanup_close_ int fd = sh_cg_open(cg, h);
         char buf[32];
         int k;
 
         snprintf(buf, sizeof(buf), "%" PRIu64, v);
-        k = sh_cg_write_file(cg->fd[h], file, buf);
+        k = fd < 0 ? fd : sh_cg_write_file(fd, file, buf);
         if (k < 0)
                 return sh_error_make(err, -k, "cannot write %s='%s' of cgroup '%s'", file, buf,
                                      cg->relpath);
@@ -161,11 +162,12 @@ static int found_pid(pid_t pid, void *userdata)
 static int v1_is_empty(sh_cgroup *cg, bool *ret, sh_error **err)
 {
         for (size_t h = 0; h < cg->root->nhier; h++) {
+                _cleanup_close_ int fd = sh_cg_open(cg, h);
                 int k;
 
-                if (cg->fd[h] < 0)
+                if (fd == -ENOENT)
                         continue;
-                k = sh_cg_for_each_pid(cg->fd[h], true, found_pid, NULL);
+                k = fd < 0 ? fd : sh_cg_for_each_pid(fd, true, found_pid, NULL);
                 if (k == -EEXIST) {
                         *ret = false;
                         return 0;
@@ -180,14 +182,15 @@ static int v1_is_empty(sh_cgroup *cg, bool *ret, sh_error **err)
 
 static int v1_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err)
 {
+        _cleanup_close_ int fd = sh_cg_open(cg, SH_CG_V1_MEMORY);
         int k;
 
-        if (cg->fd[SH_CG_V1_MEMORY] < 0)
-                return sh_error_make(err, ENOENT, "cgroup '%s' has no memory cgroup", cg->relpath);
+        if (fd < 0)
+                return sh_error_make(err, -fd, "cgroup '%s' has no memory cgroup", cg->relpath);
         /* v1 counts an OOM kill only in the victim's own memcg, not its ancestors: sum the
          * whole subtree so a kill in an exec's child cgroup shows in its sandbox too. The
          * "oom_kill" line exists since Linux 4.13. */
-        k = sh_cg_sum_keyed(cg->fd[SH_CG_V1_MEMORY], "memory.oom_control", "oom_kill", ret);
+        k = sh_cg_sum_keyed(fd, "memory.oom_control", "oom_kill", ret);
         if (k == -ENOENT)
                 return sh_error_make(err, EOPNOTSUPP,
                                      "memory.oom_control of cgroup '%s' has no oom_kill counter",
@@ -226,25 +229,32 @@ static int add_ticks(pid_t pid, void *userdata)
 
 static int v1_usage(sh_cgroup *cg, sh_cg_usage *ret, sh_error **err)
 {
+        _cleanup_close_ int mem = sh_cg_open(cg, SH_CG_V1_MEMORY),
+                            cpu = sh_cg_open(cg, SH_CG_V1_CPU),
+                            pids = sh_cg_open(cg, SH_CG_V1_PIDS);
         uint64_t ticks = 0;
         long hz;
         int k;
 
-        if (cg->fd[SH_CG_V1_MEMORY] < 0 || cg->fd[SH_CG_V1_CPU] < 0 || cg->fd[SH_CG_V1_PIDS] < 0)
-                return sh_error_make(err, ENOENT, "cgroup '%s' is gone", cg->relpath);
-        k = read_u64(cg->fd[SH_CG_V1_MEMORY], "memory.usage_in_bytes", &ret->mem_bytes);
+        if (mem < 0 || cpu < 0 || pids < 0)
+                return sh_error_make(err,
+                                     mem < 0   ? -mem
+                                     : cpu < 0 ? -cpu
+                                               : -pids,
+                                     "cgroup '%s' is gone", cg->relpath);
+        k = read_u64(mem, "memory.usage_in_bytes", &ret->mem_bytes);
         if (k < 0)
                 return sh_error_make(err, -k, "cannot read memory.usage_in_bytes of '%s'",
                                      cg->relpath);
         /* cpuacct mounted with cpu ("cpu,cpuacct"): the kernel's own hierarchical counter */
-        k = read_u64(cg->fd[SH_CG_V1_CPU], "cpuacct.usage", &ret->cpu_ns);
+        k = read_u64(cpu, "cpuacct.usage", &ret->cpu_ns);
         if (k == 0)
                 return 0;
         if (k != -ENOENT)
                 return sh_error_make(err, -k, "cannot read cpuacct.usage of '%s'", cg->relpath);
         /* cpuacct apart (we make no cgroups there): the times of the processes, found through
          * the pids hierarchy (bounded by the cgroup's pids limit). */
-        k = sh_cg_for_each_pid(cg->fd[SH_CG_V1_PIDS], true, add_ticks, &ticks);
+        k = sh_cg_for_each_pid(pids, true, add_ticks, &ticks);
         if (k < 0)
                 return sh_error_make(err, -k, "cannot list the processes of '%s'", cg->relpath);
         hz = sysconf(_SC_CLK_TCK);

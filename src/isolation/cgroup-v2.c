@@ -214,13 +214,13 @@ fail:
  * Without limits the child does not need them (cgroup.kill, freeze and events are core). */
 static int v2_prepare_parent(sh_cgroup *parent, bool need, sh_error **err)
 {
+        _cleanup_close_ int fd = sh_cg_open(parent, 0);
         unsigned enabled;
         int k;
 
-        if (parent->fd[0] < 0)
-                return sh_error_make(err, ENOENT, "cgroup '%s' is gone", parent->relpath);
-        k = enable_controllers(parent->fd[0], SH_CG_C_MEMORY | SH_CG_C_PIDS | SH_CG_C_CPU,
-                               &enabled);
+        if (fd < 0)
+                return sh_error_make(err, -fd, "cgroup '%s' is gone", parent->relpath);
+        k = enable_controllers(fd, SH_CG_C_MEMORY | SH_CG_C_PIDS | SH_CG_C_CPU, &enabled);
         if (k < 0 && need)
                 return sh_error_make(err, -k, "cannot enable controllers below cgroup '%s'%s",
                                      parent->relpath,
@@ -228,9 +228,9 @@ static int v2_prepare_parent(sh_cgroup *parent, bool need, sh_error **err)
         return 0;
 }
 
-static int write_str(sh_cgroup *cg, const char *file, const char *val, sh_error **err)
+static int write_str(int fd, sh_cgroup *cg, const char *file, const char *val, sh_error **err)
 {
-        int k = sh_cg_write_file(cg->fd[0], file, val);
+        int k = sh_cg_write_file(fd, file, val);
 
         if (k < 0)
                 return sh_error_make(err, -k, "cannot write %s='%s' of cgroup '%s'", file, val,
@@ -240,24 +240,27 @@ static int write_str(sh_cgroup *cg, const char *file, const char *val, sh_error 
 
 static int v2_set_limits(sh_cgroup *cg, const sh_cg_limits *lim, sh_error **err)
 {
+        _cleanup_close_ int fd = sh_cg_open(cg, 0);
         char buf[64];
         int k;
 
+        if (fd < 0)
+                return sh_error_make(err, -fd, "cgroup '%s' is gone", cg->relpath);
         if (lim->memory_max) {
                 snprintf(buf, sizeof(buf), "%" PRIu64, lim->memory_max);
-                k = write_str(cg, "memory.max", buf, err);
+                k = write_str(fd, cg, "memory.max", buf, err);
                 if (k < 0)
                         return k;
                 /* like v1's memsw cap: the sandbox must not spill past its limit into swap;
                  * the file is absent without swap support */
-                k = sh_cg_write_file(cg->fd[0], "memory.swap.max", "0");
+                k = sh_cg_write_file(fd, "memory.swap.max", "0");
                 if (k < 0 && k != -ENOENT)
                         return sh_error_make(err, -k, "cannot write memory.swap.max of '%s'",
                                              cg->relpath);
         }
         if (lim->pids_max) {
                 snprintf(buf, sizeof(buf), "%" PRIu64, lim->pids_max);
-                k = write_str(cg, "pids.max", buf, err);
+                k = write_str(fd, cg, "pids.max", buf, err);
                 if (k < 0)
                         return k;
         }
@@ -270,7 +273,7 @@ static int v2_set_limits(sh_cgroup *cg, const sh_cg_limits *lim, sh_error **err)
                 if (quota < CPU_MIN_QUOTA_US)
                         quota = CPU_MIN_QUOTA_US;
                 snprintf(buf, sizeof(buf), "%" PRIu64 " %d", quota, CPU_PERIOD_US);
-                k = write_str(cg, "cpu.max", buf, err);
+                k = write_str(fd, cg, "cpu.max", buf, err);
                 if (k < 0)
                         return k;
         }
@@ -311,11 +314,16 @@ static int v2_thaw(int fd)
  * when it did, 0 when the kernel has none (the caller freezes, kills each, thaws). */
 static int v2_kill_direct(sh_cgroup *cg, sh_error **err)
 {
-        int fd = cg->fd[0];
+        _cleanup_close_ int fd = -1;
         int k;
 
-        if (fd < 0 || !cg->root->v2_kill)
+        if (!cg->root->v2_kill)
                 return 0;
+        fd = sh_cg_open(cg, 0);
+        if (fd == -ENOENT)
+                return 0; /* gone: the freezer way finds nothing either */
+        if (fd < 0)
+                return sh_error_make(err, -fd, "cannot open cgroup '%s'", cg->relpath);
         k = sh_cg_write_file(fd, "cgroup.kill", "1");
         if (k == 0) {
                 /* A frozen cgroup stays frozen after cgroup.kill: thaw it, so the killed
@@ -330,16 +338,17 @@ static int v2_kill_direct(sh_cgroup *cg, sh_error **err)
 
 static int v2_is_empty(sh_cgroup *cg, bool *ret, sh_error **err)
 {
+        _cleanup_close_ int fd = sh_cg_open(cg, 0);
         uint64_t populated = 1;
         int k;
 
-        if (cg->fd[0] < 0) {
+        if (fd == -ENOENT) {
                 *ret = true;
                 return 0;
         }
         /* "populated" covers the descendants too, and is cleared as tasks exit (zombies do
          * not count) */
-        k = events_value(cg->fd[0], "populated", &populated);
+        k = fd < 0 ? fd : events_value(fd, "populated", &populated);
         if (k < 0)
                 return sh_error_make(err, -k, "cannot read cgroup.events of '%s'", cg->relpath);
         *ret = populated == 0;
@@ -349,12 +358,13 @@ static int v2_is_empty(sh_cgroup *cg, bool *ret, sh_error **err)
 static int v2_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err)
 {
         _cleanup_free_ char *text = NULL;
+        _cleanup_close_ int fd = sh_cg_open(cg, 0);
         int k;
 
-        if (cg->fd[0] < 0)
-                return sh_error_make(err, ENOENT, "cgroup '%s' is gone", cg->relpath);
+        if (fd < 0)
+                return sh_error_make(err, -fd, "cgroup '%s' is gone", cg->relpath);
         /* memory.events is hierarchical (unless mounted with memory_localevents) */
-        k = sh_cg_read_file(cg->fd[0], "memory.events", SH_CG_SMALL_MAX, &text, NULL);
+        k = sh_cg_read_file(fd, "memory.events", SH_CG_SMALL_MAX, &text, NULL);
         if (k == -ENOENT)
                 return sh_error_make(err, EOPNOTSUPP,
                                      "cgroup '%s' has no memory controller (a parent that holds "
@@ -371,20 +381,21 @@ static int v2_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err)
 static int v2_usage(sh_cgroup *cg, sh_cg_usage *ret, sh_error **err)
 {
         _cleanup_free_ char *cpu = NULL, *mem = NULL;
+        _cleanup_close_ int fd = sh_cg_open(cg, 0);
         uint64_t usec = 0;
         size_t ml = 0;
         int k;
 
-        if (cg->fd[0] < 0)
-                return sh_error_make(err, ENOENT, "cgroup '%s' is gone", cg->relpath);
+        if (fd < 0)
+                return sh_error_make(err, -fd, "cgroup '%s' is gone", cg->relpath);
         /* both hierarchical: cg and everything below it */
-        k = sh_cg_read_file(cg->fd[0], "cpu.stat", SH_CG_SMALL_MAX, &cpu, NULL);
+        k = sh_cg_read_file(fd, "cpu.stat", SH_CG_SMALL_MAX, &cpu, NULL);
         if (k >= 0)
                 k = sh_cg_parse_keyed(cpu, "usage_usec", &usec);
         if (k < 0)
                 return sh_error_make(err, -k, "cannot read usage_usec of cpu.stat of '%s'",
                                      cg->relpath);
-        k = sh_cg_read_file(cg->fd[0], "memory.current", SH_CG_SMALL_MAX, &mem, &ml);
+        k = sh_cg_read_file(fd, "memory.current", SH_CG_SMALL_MAX, &mem, &ml);
         while (k >= 0 && ml && (mem[ml - 1] == '\n' || mem[ml - 1] == ' '))
                 ml--;
         if (k >= 0)

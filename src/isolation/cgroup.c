@@ -268,11 +268,24 @@ static int kill_one(pid_t pid, void *userdata)
         return 0;
 }
 
+/* cg's directory in hierarchy h below the subtree: its own relpath, or where it is its
+ * parent's (`up`), the relpath without its last component; its length in *len. */
+static const char *cg_path(const sh_cgroup *cg, size_t h, int *len)
+{
+        const char *slash = strrchr(cg->relpath, '/');
+
+        *len = (cg->up & (1u << h)) && slash ? (int)(slash - cg->relpath)
+                                             : (int)strlen(cg->relpath);
+        return cg->relpath;
+}
+
 static char *cg_cgpath(sh_cgroup *cg, size_t h)
 {
+        int len;
+        const char *rel = cg_path(cg, h, &len);
         char *p;
 
-        if (asprintf(&p, "%s/%s", cg->root->h[h].base_cgpath, cg->relpath) < 0)
+        if (asprintf(&p, "%s/%.*s", cg->root->h[h].base_cgpath, len, rel) < 0)
                 return NULL;
         return p;
 }
@@ -281,15 +294,18 @@ static int kill_in(sh_cgroup *cg, size_t h, bool recursive)
 {
         _cleanup_free_ char *cgpath = NULL;
         kill_walk k = {.controller = cg->root->h[h].controller};
+        _cleanup_close_ int fd = sh_cg_open(cg, h);
         int r;
 
-        if (cg->fd[h] < 0)
-                return 0;
+        if (fd == -ENOENT)
+                return 0; /* not there (any more): nothing to kill */
+        if (fd < 0)
+                return fd;
         cgpath = cg_cgpath(cg, h);
         if (!cgpath)
                 return -ENOMEM;
         k.cgpath = cgpath;
-        r = sh_cg_for_each_pid(cg->fd[h], recursive, kill_one, &k);
+        r = sh_cg_for_each_pid(fd, recursive, kill_one, &k);
         return r < 0 ? r : k.count;
 }
 
@@ -473,17 +489,27 @@ static sh_cgroup *cg_new(sh_cgroup_root *r, const char *relpath)
                 free(cg);
                 return NULL;
         }
-        for (size_t h = 0; h < SH_CG_MAX_HIER; h++)
-                cg->fd[h] = -1;
         return cg;
+}
+
+int sh_cg_open(const sh_cgroup *cg, size_t h)
+{
+        char path[PATH_MAX];
+        const char *rel;
+        int len;
+
+        if (h >= cg->root->nhier || !((cg->present | cg->up) & (1u << h)))
+                return -ENOENT;
+        rel = cg_path(cg, h, &len);
+        if (snprintf(path, sizeof(path), "%.*s", len, rel) >= (int)sizeof(path))
+                return -ENAMETOOLONG;
+        return sh_cg_open_dir(cg->root->h[h].subtree_fd, path);
 }
 
 void sh_cgroup_free(sh_cgroup *cg)
 {
         if (!cg)
                 return;
-        for (size_t h = 0; h < SH_CG_MAX_HIER; h++)
-                sh_close(cg->fd[h]);
         free(cg->relpath);
         free(cg);
 }
@@ -513,18 +539,26 @@ static size_t freezer_hier(const sh_cgroup_root *r)
         return r->mode == SH_CG_V1 ? SH_CG_V1_FREEZER : 0;
 }
 
+/* freeze_check on cg's freezer directory, opened for it. */
+static int freeze_check_cg(sh_cgroup *cg)
+{
+        _cleanup_close_ int fd = sh_cg_open(cg, freezer_hier(cg->root));
+
+        return fd < 0 ? fd : freeze_check(cg->root->ops, fd);
+}
+
 int sh_cgroup_freeze_begin(sh_cgroup *cg, sh_error **err)
 {
-        int fd = cg->fd[freezer_hier(cg->root)];
-        int k = fd < 0 ? -ENOENT : cg->root->ops->freeze_start(fd);
+        _cleanup_close_ int fd = sh_cg_open(cg, freezer_hier(cg->root));
+        int k = fd < 0 ? fd : cg->root->ops->freeze_start(fd);
 
         return k < 0 ? sh_error_make(err, -k, "cannot freeze cgroup '%s'", cg->relpath) : 0;
 }
 
 int sh_cgroup_freeze_poll(sh_cgroup *cg, bool *ret_frozen, sh_error **err)
 {
-        int fd = cg->fd[freezer_hier(cg->root)];
-        int k = fd < 0 ? -ENOENT : freeze_check(cg->root->ops, fd);
+        _cleanup_close_ int fd = sh_cg_open(cg, freezer_hier(cg->root));
+        int k = fd < 0 ? fd : freeze_check(cg->root->ops, fd);
 
         if (k < 0)
                 return sh_error_make(err, -k, "cannot read the freezer state of cgroup '%s'",
@@ -535,8 +569,8 @@ int sh_cgroup_freeze_poll(sh_cgroup *cg, bool *ret_frozen, sh_error **err)
 
 int sh_cgroup_thaw(sh_cgroup *cg, sh_error **err)
 {
-        int fd = cg->fd[freezer_hier(cg->root)];
-        int k = fd < 0 ? -ENOENT : cg->root->ops->thaw(fd);
+        _cleanup_close_ int fd = sh_cg_open(cg, freezer_hier(cg->root));
+        int k = fd < 0 ? fd : cg->root->ops->thaw(fd);
 
         return k < 0 ? sh_error_make(err, -k, "cannot thaw cgroup '%s'", cg->relpath) : 0;
 }
@@ -566,9 +600,10 @@ static int kill_pass(sh_cgroup *cg, int *first)
 static void kill_finish(sh_cgroup *cg, bool frozen, int *first)
 {
         const sh_cg_ops *ops = cg->root->ops;
-        int fd = cg->fd[freezer_hier(cg->root)];
+        _cleanup_close_ int fd = -1;
 
         kill_pass(cg, first);
+        fd = sh_cg_open(cg, freezer_hier(cg->root));
         if (fd >= 0) {
                 int k = ops->thaw(fd);
 
@@ -582,7 +617,7 @@ static void kill_finish(sh_cgroup *cg, bool frozen, int *first)
 
 /* A kill waiting for its freeze, looked at from timers of the root's loop (1, 2, 4, ... 20 ms
  * apart), never by sleeping: the daemon's loop goes on meanwhile. It owns a copy of the
- * cgroup's handle (the fds dup'd): the caller may free its own at once. */
+ * cgroup's handle: the caller may free its own at once. */
 typedef struct sh_cg_kill {
         sh_cgroup *cg;
         uint64_t deadline_ms;
@@ -616,7 +651,7 @@ static void kill_end(sh_cg_kill *k, bool frozen)
 static void kill_tick(sh_loop *l, sh_timer *t, void *data)
 {
         sh_cg_kill *k = data;
-        int c = freeze_check(k->cg->root->ops, k->cg->fd[freezer_hier(k->cg->root)]);
+        int c = freeze_check_cg(k->cg);
 
         k->t = NULL;
         if (c == 0 && sh_now_ms() < k->deadline_ms) {
@@ -633,16 +668,9 @@ static sh_cgroup *cg_dup(sh_cgroup *cg)
 {
         sh_cgroup *d = cg_new(cg->root, cg->relpath);
 
-        if (!d)
-                return NULL;
-        for (size_t h = 0; h < SH_CG_MAX_HIER; h++) {
-                if (cg->fd[h] < 0)
-                        continue;
-                d->fd[h] = fcntl(cg->fd[h], F_DUPFD_CLOEXEC, 3);
-                if (d->fd[h] < 0) {
-                        sh_cgroup_free(d);
-                        return NULL;
-                }
+        if (d) {
+                d->present = cg->present;
+                d->up = cg->up;
         }
         return d;
 }
@@ -683,13 +711,15 @@ static int kill_wait(sh_cgroup *cg)
 static int kill_begin(sh_cgroup *cg, bool may_wait, sh_error **err)
 {
         const sh_cg_ops *ops = cg->root->ops;
-        int fd = cg->fd[freezer_hier(cg->root)], first = 0, k;
+        _cleanup_close_ int fd = -1;
+        int first = 0, k;
 
         if (ops->kill_direct) {
                 k = ops->kill_direct(cg, err);
                 if (k != 0)
                         return k < 0 ? k : 0;
         }
+        fd = sh_cg_open(cg, freezer_hier(cg->root));
         k = fd >= 0 ? ops->freeze_start(fd) : -ENOENT;
         if (k < 0 && fd >= 0)
                 first = k;
@@ -822,7 +852,7 @@ static void kills_end(sh_cgroup_root *r)
 {
         while (r->kills) {
                 sh_cg_kill *k = r->kills;
-                int c = freeze_check(r->ops, k->cg->fd[freezer_hier(r)]);
+                int c = freeze_check_cg(k->cg);
 
                 kill_end(k, c == 1);
         }
@@ -881,10 +911,11 @@ static int purge(sh_cgroup *cg, sh_error **err)
         bool empty = false;
 
         for (;;) {
+                _cleanup_close_ int ffd = sh_cg_open(cg, freezer_hier(cg->root));
                 int r;
 
                 /* a leftover may hold cgroups frozen by the daemon that left it */
-                thaw_tree(cg->root->ops, cg->fd[freezer_hier(cg->root)]);
+                thaw_tree(cg->root->ops, ffd);
                 r = kill_begin(cg, false, err);
 
                 if (r < 0)
@@ -956,10 +987,17 @@ static int purge_children(sh_cgroup_root *r, sh_error **err)
                                 return sh_error_make(err, ENOMEM, "out of memory");
                         /* a crash may have left it in some hierarchies only */
                         for (size_t j = 0; j < r->nhier; j++) {
-                                cg->fd[j] = sh_cg_open_dir(r->h[j].subtree_fd, l.v[i]);
-                                if (cg->fd[j] < 0 && cg->fd[j] != -ENOENT)
-                                        return sh_error_make(err, -cg->fd[j],
-                                                             "cannot open cgroup '%s'", l.v[i]);
+                                struct stat st;
+
+                                if (fstatat(r->h[j].subtree_fd, l.v[i], &st, AT_SYMLINK_NOFOLLOW) <
+                                    0) {
+                                        if (errno != ENOENT)
+                                                return sh_error_make(err, errno,
+                                                                     "cannot look at cgroup '%s'",
+                                                                     l.v[i]);
+                                } else if (S_ISDIR(st.st_mode)) {
+                                        cg->present |= 1u << j;
+                                }
                         }
                         k = purge(cg, err);
                         if (k < 0)
@@ -1049,8 +1087,9 @@ sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r)
 /* ------------------------------------------------------------------------------------------ */
 /* One cgroup.                                                                                 */
 
-int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
-                     const sh_cg_limits *lim, sh_cgroup **ret, sh_error **err)
+/* `leaf`: sh_cgroup_create_leaf. */
+static int cg_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
+                     const sh_cg_limits *lim, bool leaf, sh_cgroup **ret, sh_error **err)
 {
         _cleanup_(cgroup_freep) sh_cgroup *cg = NULL;
         _cleanup_free_ char *rel = NULL;
@@ -1075,26 +1114,24 @@ int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
                 if (k < 0)
                         return k;
         }
+        /* By its path below the subtree: the parent's directories are not opened (nor held). */
         for (; made < r->nhier; made++) {
-                int pfd = parent ? parent->fd[made] : r->h[made].subtree_fd;
-
-                if (pfd < 0) {
+                if (parent && !(parent->present & (1u << made))) {
                         k = sh_error_make(err, ENOENT, "parent cgroup '%s' is incomplete",
                                           parent->relpath);
                         goto undo;
                 }
-                if (mkdirat(pfd, name, 0755) < 0) {
+                if (leaf && r->mode == SH_CG_V1 && made == SH_CG_V1_MEMORY) {
+                        cg->up |= 1u << made; /* the parent's memory cgroup */
+                        continue;
+                }
+                if (mkdirat(r->h[made].subtree_fd, rel, 0755) < 0) {
                         k = sh_error_make(err, errno, "cannot create cgroup '%s' in %s", rel,
                                           r->h[made].controller ? r->h[made].controller
                                                                 : "cgroup2");
                         goto undo;
                 }
-                cg->fd[made] = sh_cg_open_dir(pfd, name);
-                if (cg->fd[made] < 0) {
-                        made++;
-                        k = sh_error_make(err, -cg->fd[made - 1], "cannot open cgroup '%s'", rel);
-                        goto undo;
-                }
+                cg->present |= 1u << made;
         }
         if (lim) {
                 k = r->ops->set_limits(cg, lim, err);
@@ -1105,27 +1142,50 @@ int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
         return 0;
 undo:
         /* nothing runs in a cgroup we just made: removing it cannot fail with EBUSY */
-        while (made-- > 0) {
-                int pfd = parent ? parent->fd[made] : r->h[made].subtree_fd;
-
-                (void)unlinkat(pfd, name, AT_REMOVEDIR);
-        }
+        while (made-- > 0)
+                if (cg->present & (1u << made))
+                        (void)unlinkat(r->h[made].subtree_fd, rel, AT_REMOVEDIR);
         return k;
+}
+
+int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
+                     const sh_cg_limits *lim, sh_cgroup **ret, sh_error **err)
+{
+        return cg_create(r, parent, name, lim, false, ret, err);
+}
+
+int sh_cgroup_create_leaf(sh_cgroup_root *r, sh_cgroup *parent, const char *name, sh_cgroup **ret,
+                          sh_error **err)
+{
+        if (!parent)
+                return sh_error_make(err, EINVAL, "a leaf needs a parent cgroup");
+        return cg_create(r, parent, name, NULL, true, ret, err);
 }
 
 int sh_cgroup_open_procs(sh_cgroup *cg, int *fds, int max)
 {
+        char path[PATH_MAX];
         int n = 0;
 
         for (size_t h = 0; h < cg->root->nhier; h++) {
-                if (cg->fd[h] < 0)
+                const char *rel;
+                int len;
+
+                if (!((cg->present | cg->up) & (1u << h)))
                         continue;
+                rel = cg_path(cg, h, &len);
+                if (snprintf(path, sizeof(path), "%.*s/cgroup.procs", len, rel) >=
+                    (int)sizeof(path)) {
+                        while (n > 0)
+                                sh_close(fds[--n]);
+                        return -ENAMETOOLONG;
+                }
                 if (n >= max) {
                         while (n > 0)
                                 sh_close(fds[--n]);
                         return -ENOBUFS;
                 }
-                fds[n] = openat(cg->fd[h], "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+                fds[n] = openat(cg->root->h[h].subtree_fd, path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
                 if (fds[n] < 0) {
                         int r = -errno;
 
@@ -1138,11 +1198,11 @@ int sh_cgroup_open_procs(sh_cgroup *cg, int *fds, int max)
         return n;
 }
 
-int sh_cgroup_dirfd(sh_cgroup *cg)
+int sh_cgroup_open_dir(sh_cgroup *cg)
 {
         if (cg->root->mode != SH_CG_V2)
                 return -EOPNOTSUPP;
-        return cg->fd[0] >= 0 ? cg->fd[0] : -EBADF;
+        return sh_cg_open(cg, 0);
 }
 
 int sh_cgroup_attach(sh_cgroup *cg, pid_t pid, sh_error **err)
@@ -1153,11 +1213,12 @@ int sh_cgroup_attach(sh_cgroup *cg, pid_t pid, sh_error **err)
                 return sh_error_make(err, EINVAL, "invalid pid %d", (int)pid);
         snprintf(buf, sizeof(buf), "%d", (int)pid);
         for (size_t h = 0; h < cg->root->nhier; h++) {
+                _cleanup_close_ int fd = sh_cg_open(cg, h);
                 int k;
 
-                if (cg->fd[h] < 0)
-                        return sh_error_make(err, ENOENT, "cgroup '%s' is incomplete", cg->relpath);
-                k = sh_cg_write_file(cg->fd[h], "cgroup.procs", buf);
+                if (fd < 0)
+                        return sh_error_make(err, -fd, "cgroup '%s' is incomplete", cg->relpath);
+                k = sh_cg_write_file(fd, "cgroup.procs", buf);
                 if (k < 0)
                         return sh_error_make(err, -k, "cannot move pid %d into cgroup '%s' (%s)",
                                              (int)pid, cg->relpath,
@@ -1214,12 +1275,12 @@ static int procs_child(int dirfd, const char *name, void *userdata)
 /* Apply op to every child of cg but the helpers'; the first error, after trying all. */
 static int procs_walk_children(sh_cgroup *cg, procs_op op, bool *ret_all)
 {
-        int fd = cg->fd[freezer_hier(cg->root)];
+        _cleanup_close_ int fd = sh_cg_open(cg, freezer_hier(cg->root));
         procs_walk w = {.ops = cg->root->ops, .op = op, .all = true};
         int k;
 
         if (fd < 0)
-                return -ENOENT;
+                return fd;
         k = sh_cg_for_each_child(fd, procs_child, &w);
         if (k < 0 && w.first == 0)
                 w.first = k;
@@ -1237,14 +1298,14 @@ static int any_pid(pid_t pid, void *userdata)
 
 int sh_cgroup_freeze_procs_begin(sh_cgroup *cg, sh_error **err)
 {
-        size_t h = freezer_hier(cg->root);
+        _cleanup_close_ int fd = sh_cg_open(cg, freezer_hier(cg->root));
         int k;
 
-        if (cg->fd[h] < 0)
-                return sh_error_make(err, ENOENT, "cgroup '%s' has no freezer", cg->relpath);
+        if (fd < 0)
+                return sh_error_make(err, -fd, "cgroup '%s' has no freezer", cg->relpath);
         /* A process in cg itself would escape a freeze of the children (and on v2 cannot
          * exist beside children with controllers): refuse rather than freeze half. */
-        k = sh_cg_for_each_pid(cg->fd[h], false, any_pid, NULL);
+        k = sh_cg_for_each_pid(fd, false, any_pid, NULL);
         if (k < 0)
                 return sh_error_make(err, -k, "cannot freeze cgroup '%s'%s", cg->relpath,
                                      k == -EBUSY ? ": it holds processes itself" : "");
@@ -1300,13 +1361,8 @@ static int kill_procs_child(int dirfd, const char *name, void *userdata)
         child = cg_new(r, rel);
         if (!child)
                 return -ENOMEM;
-        for (size_t h = 0; h < r->nhier; h++) {
-                int fd = c->cg->fd[h] >= 0 ? sh_cg_open_dir(c->cg->fd[h], name) : -ENOENT;
-
-                if (fd < 0 && fd != -ENOENT)
-                        return fd;
-                child->fd[h] = fd < 0 ? -1 : fd;
-        }
+        /* Where the parent is (a hierarchy where the child is missing is skipped by the kill). */
+        child->present = c->cg->present;
         if (sh_cgroup_kill(child, &e) < 0 && !c->first)
                 c->first = e;
         else
@@ -1317,6 +1373,7 @@ static int kill_procs_child(int dirfd, const char *name, void *userdata)
 int sh_cgroup_kill_procs(sh_cgroup *cg, sh_error **err)
 {
         kill_procs_ctx c = {.cg = cg};
+        _cleanup_close_ int fd = -1;
         int first = 0, k;
 
         /* Processes of cg's own directory (there should be none), each hierarchy. */
@@ -1328,7 +1385,10 @@ int sh_cgroup_kill_procs(sh_cgroup *cg, sh_error **err)
         /* Then every child but the helpers' (each one atomically where the backend can:
          * v2 cgroup.kill; v1 freeze, kill, thaw). No process moves between them: only the
          * daemon writes cgroup.procs. */
-        k = cg->fd[0] >= 0 ? sh_cg_for_each_child(cg->fd[0], kill_procs_child, &c) : 0;
+        /* In the freezer's hierarchy, which has every child: a leaf (the worker's init) is
+         * missing from v1's memory hierarchy, and a frozen one must be killed and thawed. */
+        fd = sh_cg_open(cg, freezer_hier(cg->root));
+        k = fd >= 0 ? sh_cg_for_each_child(fd, kill_procs_child, &c) : fd == -ENOENT ? 0 : fd;
         if (k < 0 && first == 0)
                 first = k;
         if (c.first) {
@@ -1362,7 +1422,7 @@ int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err)
         for (size_t h = 0; h < cg->root->nhier; h++) {
                 int k;
 
-                if (cg->fd[h] < 0)
+                if (!(cg->present & (1u << h)))
                         continue;
                 /* Most cgroups have no children (an exec's never has: its processes hold no
                  * privilege to make one): one rmdir, without reading the directory's dozens
@@ -1374,7 +1434,7 @@ int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err)
                 if (k < 0 && first == 0)
                         first = k;
                 if (k == 0)
-                        cg->fd[h] = sh_close(cg->fd[h]);
+                        cg->present &= ~(1u << h);
         }
         if (first < 0)
                 return sh_error_make(err, -first, "cannot remove cgroup '%s'%s", cg->relpath,

@@ -107,13 +107,46 @@ static int setup_image(const sh_worker_spec *s)
         return 0;
 }
 
-/* /var/tmp, writable like /tmp (programs, and OpenSandbox's clients, cd there): a tmpfs of
- * its own, of /tmp's size, its pages charged to the sandbox's memory like /tmp's. An image
- * without /var gets an empty one on the root tmpfs; an image's own /var keeps its content
- * (read-only) and gets the tmpfs over its var/tmp when it has that directory. A /var or
- * var/tmp that is not a directory (a link: lstat, never followed) is left as the image has
- * it, so a mount never lands where a link points. */
-static int setup_var_tmp(const sh_worker_spec *s, const char *opts)
+/* /tmp, /var/tmp and /dev/shm are directories of one tmpfs, of /tmp's size together, its
+ * pages charged to the sandbox's memory: one superblock, not three (every superblock costs the
+ * kernel memory in every memory cgroup of the machine: docs/performance.md, "Density"). It is
+ * mounted at `.tmpfs` beside the root's mount point (the daemon's, in the sandbox's directory:
+ * outside the new root, so no image entry can be in its way), each directory bound in place
+ * (nosuid, nodev, as the tmpfs), then the scratch mount is detached: the sandbox sees only the
+ * three binds, whose roots are "/tmp", "/var-tmp" and "/shm" of the tmpfs. Our mount namespace
+ * is private: nothing of this reaches the host's. */
+static int setup_tmpfs(const sh_worker_spec *s, char *scratch, size_t size)
+{
+        static const char *const dirs[] = {"tmp", "var-tmp", "shm"};
+        const char *slash = strrchr(s->rootfs, '/');
+        char opts[64], p[SH_WORKER_PATH_MAX + 64];
+        size_t i;
+        int n;
+
+        if (!slash) {
+                errno = EINVAL;
+                return -1;
+        }
+        n = snprintf(scratch, size, "%.*s/.tmpfs", (int)(slash - s->rootfs), s->rootfs);
+        if (n < 0 || (size_t)n >= size) {
+                errno = ENAMETOOLONG;
+                return -1;
+        }
+        snprintf(opts, sizeof(opts), "mode=0700,size=%llu", (unsigned long long)s->tmp_size);
+        if (mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return -1;
+        for (i = 0; i < ARRAY_SIZE(dirs); i++)
+                if (make_dir(scratch, dirs[i], 01777, p, sizeof(p)) < 0 || chmod(p, 01777) < 0)
+                        return -1;
+        return 0;
+}
+
+/* /var/tmp, writable like /tmp (programs, and OpenSandbox's clients, cd there): the tmpfs's
+ * var-tmp. An image without /var gets an empty one on the root tmpfs; an image's own /var
+ * keeps its content (read-only) and gets the bind over its var/tmp when it has that
+ * directory. A /var or var/tmp that is not a directory (a link: lstat, never followed) is
+ * left as the image has it, so a mount never lands where a link points. */
+static int setup_var_tmp(const sh_worker_spec *s, const char *scratch)
 {
         char var[SH_WORKER_PATH_MAX + 16], p[SH_WORKER_PATH_MAX + 32];
         struct stat st;
@@ -136,18 +169,24 @@ static int setup_var_tmp(const sh_worker_spec *s, const char *opts)
         } else if (!S_ISDIR(st.st_mode)) {
                 return 0;
         }
-        return mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, opts);
+        if (path_join(var, sizeof(var), scratch, "var-tmp") < 0)
+                return -1;
+        return sh_jail_bind(var, p, 0);
 }
 
-static int setup_dev(const sh_worker_spec *s)
+static int setup_dev(const sh_worker_spec *s, const char *scratch)
 {
         static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
-        char dev[SH_WORKER_PATH_MAX + 16], p[SH_WORKER_PATH_MAX + 64], src[32], opts[96];
+        char dev[SH_WORKER_PATH_MAX + 16], p[SH_WORKER_PATH_MAX + 64], src[SH_WORKER_PATH_MAX + 32],
+                opts[96];
         size_t i;
         int fd;
 
-        if (make_dir(s->rootfs, "dev", 0755, dev, sizeof(dev)) < 0 ||
-            mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=65536") < 0)
+        /* A directory of the root tmpfs, read-only once the root is entered: nothing in it but
+         * mount points and links, as in the root itself. Not a tmpfs of its own: every
+         * superblock costs the kernel memory in every memory cgroup of the machine
+         * (docs/performance.md, "Density"). */
+        if (make_dir(s->rootfs, "dev", 0755, dev, sizeof(dev)) < 0)
                 return -1;
         /* Only these device nodes exist; each is a bind of the host's node, so no mknod (and
          * no CAP_MKNOD) is ever needed, and nothing else of the host's /dev is reachable. */
@@ -163,7 +202,7 @@ static int setup_dev(const sh_worker_spec *s)
                         return -1;
         }
         if (make_dir(dev, "shm", 01777, p, sizeof(p)) < 0 ||
-            mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=67108864") < 0)
+            path_join(src, sizeof(src), scratch, "shm") < 0 || sh_jail_bind(src, p, 0) < 0)
                 return -1;
         /* A private devpts instance: the sandbox's ptys are its own. `max` bounds them: every
          * devpts instance but the host's draws from one node-wide pool (kernel.pty.max minus
@@ -200,7 +239,8 @@ static int loopback_up(void)
 
 static void setup_sandbox(const sh_worker_spec *s)
 {
-        char p[SH_WORKER_PATH_MAX + 64], opts[64];
+        char p[SH_WORKER_PATH_MAX + 64], scratch[SH_WORKER_PATH_MAX + 32],
+                src[SH_WORKER_PATH_MAX + 64];
 
         /* Nothing we mount may propagate back to the host's namespace. */
         if (sh_jail_private() < 0)
@@ -214,18 +254,21 @@ static void setup_sandbox(const sh_worker_spec *s)
         if (make_dir(s->rootfs, "workspace", 0755, p, sizeof(p)) < 0 ||
             sh_jail_bind(s->workspace, p, SH_JAIL_RECURSIVE) < 0)
                 fail(SH_STEP_WORKSPACE);
-        snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)s->tmp_size);
-        if (make_dir(s->rootfs, "tmp", 01777, p, sizeof(p)) < 0 ||
-            mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+        if (setup_tmpfs(s, scratch, sizeof(scratch)) < 0 ||
+            make_dir(s->rootfs, "tmp", 01777, p, sizeof(p)) < 0 ||
+            path_join(src, sizeof(src), scratch, "tmp") < 0 || sh_jail_bind(src, p, 0) < 0)
                 fail(SH_STEP_TMP);
-        if (setup_var_tmp(s, opts) < 0)
+        if (setup_var_tmp(s, scratch) < 0)
                 fail(SH_STEP_TMP);
         /* A /proc of the sandbox's own PID namespace: it shows the sandbox's processes only. */
         if (make_dir(s->rootfs, "proc", 0555, p, sizeof(p)) < 0 ||
             mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
                 fail(SH_STEP_PROC);
-        if (setup_dev(s) < 0)
+        if (setup_dev(s, scratch) < 0)
                 fail(SH_STEP_DEV);
+        /* The binds keep the tmpfs: its scratch mount goes. */
+        if (umount2(scratch, MNT_DETACH) < 0)
+                fail(SH_STEP_TMP);
         if (make_dir(s->rootfs, "tools", 0755, p, sizeof(p)) < 0 ||
             sh_jail_bind(s->tools, p, SH_JAIL_RDONLY | SH_JAIL_RECURSIVE) < 0)
                 fail(SH_STEP_TOOLS);

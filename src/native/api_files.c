@@ -54,6 +54,7 @@ typedef struct upload {
 static int upload_begin(sh_request *r, void **state)
 {
         sh_native_ctx *n = sh_native(r);
+        _cleanup_close_ int wsfd = -1;
         upload *u;
 
         if (sh_request_declared_over(r, n->cfg->upload_max)) {
@@ -68,12 +69,12 @@ static int upload_begin(sh_request *r, void **state)
         }
         u->max = n->cfg->upload_max;
         u->path = sh_native_path_param(r, "path", false);
-        if (!u->path) {
+        if (!u->path || (wsfd = sh_native_workspace(r)) < 0) {
+                free(u->path);
                 free(u);
                 return -1;
         }
-        if (sh_fs_upload_begin(sh_sandbox_workspace_fd(sh_native_sandbox(r)), &u->up, &u->err) <
-            0) {
+        if (sh_fs_upload_begin(wsfd, &u->up, &u->err) < 0) {
                 reply_fs_error(r, u->err);
                 sh_error_release(&u->err);
                 free(u->path);
@@ -140,9 +141,13 @@ void sh_api_upload(sh_request *r)
         upload *u = sh_request_sink_state(r);
         sh_sandbox *sb = sh_native_sandbox(r);
         sh_error *err = NULL;
+        /* Opened again and checked: the one the upload began in, or 404 once the sandbox was
+         * deleted while the body came. */
+        _cleanup_close_ int wsfd = sh_native_workspace(r);
 
-        if (sh_fs_upload_commit(TAKE_PTR(u->up), sh_sandbox_workspace_fd(sb), u->path,
-                                sh_sandbox_owner(sb), &err) < 0) {
+        if (wsfd < 0)
+                return;
+        if (sh_fs_upload_commit(TAKE_PTR(u->up), wsfd, u->path, sh_sandbox_owner(sb), &err) < 0) {
                 reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -155,15 +160,15 @@ void sh_api_upload(sh_request *r)
 void sh_api_download(sh_request *r)
 {
         _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
+        _cleanup_close_ int wsfd = -1;
         sh_response *resp;
         sh_error *err = NULL;
         uint64_t size;
         int fd;
 
-        if (!path)
+        if (!path || (wsfd = sh_native_workspace(r)) < 0)
                 return;
-        if (sh_fs_open_read(sh_sandbox_workspace_fd(sh_native_sandbox(r)), path, &fd, &size, &err) <
-            0) {
+        if (sh_fs_open_read(wsfd, path, &fd, &size, &err) < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -181,13 +186,14 @@ void sh_api_download(sh_request *r)
 void sh_api_exists(sh_request *r)
 {
         _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
+        _cleanup_close_ int wsfd = -1;
         sh_error *err = NULL;
         bool exists = false;
         cJSON *o;
 
-        if (!path)
+        if (!path || (wsfd = sh_native_workspace(r)) < 0)
                 return;
-        if (sh_fs_exists(sh_sandbox_workspace_fd(sh_native_sandbox(r)), path, &exists, &err) < 0) {
+        if (sh_fs_exists(wsfd, path, &exists, &err) < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -200,13 +206,14 @@ void sh_api_exists(sh_request *r)
 void sh_api_size(sh_request *r)
 {
         _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
+        _cleanup_close_ int wsfd = -1;
         sh_error *err = NULL;
         int64_t size = -1;
         cJSON *o;
 
-        if (!path)
+        if (!path || (wsfd = sh_native_workspace(r)) < 0)
                 return;
-        if (sh_fs_size(sh_sandbox_workspace_fd(sh_native_sandbox(r)), path, &size, &err) < 0) {
+        if (sh_fs_size(wsfd, path, &size, &err) < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -313,9 +320,13 @@ static void du_timer(sh_loop *l, sh_timer *t, void *data)
 
 void sh_api_disk_usage(sh_request *r)
 {
-        du_job *j = calloc(1, sizeof(*j));
+        du_job *j = NULL;
         sh_error *err = NULL;
+        _cleanup_close_ int wsfd = sh_native_workspace(r); /* the walker opens its own */
 
+        if (wsfd < 0)
+                return;
+        j = calloc(1, sizeof(*j));
         if (!j || !(j->u = sh_fs_usage_new()) || !(j->tok = sh_request_wait(r, &du_ops, j))) {
                 if (j)
                         sh_fs_usage_free(j->u);
@@ -324,7 +335,7 @@ void sh_api_disk_usage(sh_request *r)
                 return;
         }
         j->loop = sh_native(r)->loop;
-        if (sh_fs_walk_open(sh_sandbox_workspace_fd(sh_native_sandbox(r)), "", &j->w, &err) < 0) {
+        if (sh_fs_walk_open(wsfd, "", &j->w, &err) < 0) {
                 du_reply_error(j, r, err);
                 sh_error_release(&err);
                 return;
@@ -487,11 +498,12 @@ static const sh_pending_ops walk_ops = {
 void sh_api_walk(sh_request *r)
 {
         _cleanup_free_ char *root = sh_native_path_param(r, "root", true);
+        _cleanup_close_ int wsfd = -1; /* the walker opens its own */
         walk_stream *ws;
         sh_response *resp;
         sh_error *err = NULL;
 
-        if (!root)
+        if (!root || (wsfd = sh_native_workspace(r)) < 0)
                 return;
         ws = calloc(1, sizeof(*ws));
         if (!ws) {
@@ -500,8 +512,7 @@ void sh_api_walk(sh_request *r)
         }
         ws->first = true;
         ws->loop = sh_native(r)->loop;
-        if (sh_fs_walk_open(sh_sandbox_workspace_fd(sh_native_sandbox(r)), root, &ws->w, &err) <
-            0) {
+        if (sh_fs_walk_open(wsfd, root, &ws->w, &err) < 0) {
                 walk_release(ws);
                 sh_reply_error(r, err);
                 sh_error_release(&err);
@@ -528,11 +539,12 @@ void sh_api_walk(sh_request *r)
 void sh_api_delete_file(sh_request *r)
 {
         _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
+        _cleanup_close_ int wsfd = -1;
         sh_error *err = NULL;
 
-        if (!path)
+        if (!path || (wsfd = sh_native_workspace(r)) < 0)
                 return;
-        if (sh_fs_unlink_file(sh_sandbox_workspace_fd(sh_native_sandbox(r)), path, &err) < 0) {
+        if (sh_fs_unlink_file(wsfd, path, &err) < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -561,16 +573,16 @@ void sh_api_mkdir(sh_request *r)
 {
         cJSON *body = sh_native_json(r);
         _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int wsfd = -1;
         sh_error *err = NULL;
 
         if (!body)
                 return;
         path = json_path_field(r, body, "path");
         cJSON_Delete(body);
-        if (!path)
+        if (!path || (wsfd = sh_native_workspace(r)) < 0)
                 return;
-        if (sh_fs_mkdir_p(sh_sandbox_workspace_fd(sh_native_sandbox(r)), path,
-                          sh_sandbox_owner(sh_native_sandbox(r)), &err) < 0) {
+        if (sh_fs_mkdir_p(wsfd, path, sh_sandbox_owner(sh_native_sandbox(r)), &err) < 0) {
                 reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -601,6 +613,7 @@ void sh_api_rename(sh_request *r)
 {
         cJSON *body = sh_native_json(r);
         _cleanup_free_ char *src = NULL, *dst = NULL;
+        _cleanup_close_ int wsfd = -1;
         sh_error *err = NULL;
 
         if (!body)
@@ -609,10 +622,9 @@ void sh_api_rename(sh_request *r)
         if (src)
                 dst = json_path_field(r, body, "dst");
         cJSON_Delete(body);
-        if (!src || !dst)
+        if (!src || !dst || (wsfd = sh_native_workspace(r)) < 0)
                 return;
-        if (sh_fs_rename(sh_sandbox_workspace_fd(sh_native_sandbox(r)), src, dst,
-                         sh_sandbox_owner(sh_native_sandbox(r)), &err) < 0) {
+        if (sh_fs_rename(wsfd, src, dst, sh_sandbox_owner(sh_native_sandbox(r)), &err) < 0) {
                 reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;

@@ -135,6 +135,18 @@ sh_sandbox *sh_native_sandbox(const sh_request *r)
         return sh_request_local(r);
 }
 
+int sh_native_workspace(sh_request *r)
+{
+        sh_error *err = NULL;
+        int fd = sh_sandbox_open_workspace(sh_native_sandbox(r), &err);
+
+        if (fd < 0) {
+                sh_reply_error(r, err);
+                sh_error_release(&err);
+        }
+        return fd;
+}
+
 void sh_native_surface(sh_native_ctx *ctx, sh_surface *ret)
 {
         *ret = (sh_surface){

@@ -384,10 +384,13 @@ static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
 }
 
 /* Started as a background command of the sandbox: as its uid, in its namespaces and cgroup,
- * with its env, in the workspace. Its exit does not end the sandbox. */
+ * with its env, in the workspace. Its exit does not end the sandbox. Its stdout and stderr
+ * share one pipe: the log keeps them as they come anyway, and an idle /v1 sandbox then costs
+ * the daemon one fd for its entrypoint rather than two. */
 static int start_entrypoint(os_record *rec, sh_error **err)
 {
-        const sh_exec_opts o = {.capture_max = 0, .heartbeat_ms = ENTRY_HEARTBEAT_MS};
+        const sh_exec_opts o = {
+                .capture_max = 0, .heartbeat_ms = ENTRY_HEARTBEAT_MS, .merge_output = true};
         int n = cJSON_GetArraySize(rec->entrypoint), i = 0;
         _cleanup_free_ char **argv = calloc((size_t)n + 1, sizeof(char *));
         const cJSON *v;

@@ -1,7 +1,7 @@
 /* files.c: a sandbox's execd files and directories (OPENSANDBOX.md section 3.2) over the
  * sandbox's whole filesystem: every path is the sandbox's own absolute path, resolved below the
- * sandbox's pinned root (sh_sandbox_root_fd: its PID 1's root, through the mounts of its mount
- * namespace) by fs/safe_open.c, so that no link, however it changes during a call, leaves that
+ * sandbox's root (sh_sandbox_open_root: its PID 1's root, opened per request, through the
+ * mounts of its mount namespace) by fs/safe_open.c, so that no link, however it changes during a call, leaves that
  * root. The daemon acts as root there, so every route checks what the sandbox's own uid may do
  * (docs/security.md "The OpenSandbox file API"): kernel filesystems (/proc, /dev/pts, ...) are
  * never served, a file the sandbox does not own is read or changed only as its mode allows the
@@ -47,7 +47,7 @@ SH_CAPABILITY(os_files, "opensandbox.files")
 
 typedef struct fctx {
         sh_request *r;
-        int root; /* the sandbox's pinned root (borrowed) */
+        int root; /* the sandbox's root (sh_sandbox_open_root: ours, closed by fctx_done) */
         uid_t uid;
         gid_t gid;
         uint64_t id_base; /* ids from here up are the sandboxes' own: only its own may be given */
@@ -59,6 +59,8 @@ typedef struct fctx {
 
 static void fctx_done(fctx *f)
 {
+        sh_close(f->root);
+        f->root = -1;
         os_idmap_done(&f->users);
         os_idmap_done(&f->groups);
 }
@@ -74,7 +76,7 @@ static int fctx_init(sh_request *r, fctx *f)
 
         memset(f, 0, sizeof(*f));
         f->r = r;
-        f->root = sb ? sh_sandbox_root_fd(sb) : -1;
+        f->root = sb ? sh_sandbox_open_root(sb) : -1;
         if (f->root < 0) {
                 os_reply_error(r, 503, OS_RUNTIME, "the sandbox's filesystem is not available");
                 return -1;

@@ -277,15 +277,9 @@ void os_record_unref(os_record *rec)
                 record_free(rec);
 }
 
-/* Ids are random hex (sandbox.c): their first 8 digits are already a uniform hash. */
 static size_t bucket_of(const os_ctx *ctx, const char *id)
 {
-        size_t h = 0;
-        unsigned i;
-
-        for (i = 0; i < 8; i++)
-                h = (h << 4) | (size_t)((id[i] >= 'a' ? id[i] - 'a' + 10 : id[i] - '0') & 15);
-        return h & (ctx->n_buckets - 1);
+        return sh_remote_id_hash(id) & (ctx->n_buckets - 1);
 }
 
 os_record *os_record_find(os_ctx *ctx, const char *id, size_t len)

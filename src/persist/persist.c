@@ -352,7 +352,16 @@ static void job_spawn(sh_persister *p, job *j)
 {
         sh_error *err = NULL;
         int fds[2] = {-1, -1}, keep[2 + SH_HELPER_PROCS_MAX], n = 0;
+        _cleanup_close_ int wsfd = sh_sandbox_open_workspace(j->sb, &err);
 
+        if (wsfd < 0) {
+                job_fail(j,
+                         sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND ? SH_E_SANDBOX_NOT_FOUND
+                                                                         : SH_E_PERSIST_FAILED,
+                         "%s: %s", what(j), err && err->msg ? err->msg : "opening the workspace");
+                sh_error_release(&err);
+                return;
+        }
         if (!sh_sandbox_cgroup(j->sb) ||
             sh_helper_cgroup_new(sh_manager_cgroups(p->mgr), sh_sandbox_cgroup(j->sb), 'p', 0,
                                  &j->hcg, keep + 2, SH_HELPER_PROCS_MAX, &n, &err) < 0) {
@@ -376,7 +385,7 @@ static void job_spawn(sh_persister *p, job *j)
         if (j->state == JOB_QUEUED)
                 p->running++;
         j->state = JOB_RUNNING;
-        keep[0] = sh_sandbox_workspace_fd(j->sb);
+        keep[0] = wsfd; /* the child gets its own copy; ours closes on return */
         keep[1] = fds[1];
         /* child_done runs from the loop, never before sh_child_fork_fds returns. */
         j->child = sh_child_fork_fds(p->loop, keep, 2 + n, sh_persist_child_main, &j->arg,

@@ -399,17 +399,19 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
                 nprocs = 0;
                 goto fail;
         }
-        if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0) {
+        if (pipe2(out_p, O_CLOEXEC) < 0 || (!spec->merge_output && pipe2(err_p, O_CLOEXEC) < 0)) {
                 sh_error_make(err, errno, "pipe");
                 goto fail;
         }
-        if (sh_worker_exec(spec->worker, e->id, spec->argv, spec->envp, out_p[1], err_p[1], procs,
-                           nprocs, err) < 0)
+        /* Merged, the command's stdout and stderr are one pipe: the worker dups the same end
+         * onto both. */
+        if (sh_worker_exec(spec->worker, e->id, spec->argv, spec->envp, out_p[1],
+                           spec->merge_output ? out_p[1] : err_p[1], procs, nprocs, err) < 0)
                 goto fail;
         e->fd[0] = out_p[0];
         e->fd[1] = err_p[0];
         out_p[0] = err_p[0] = -1;
-        for (i = 0; i < 2; i++) {
+        for (i = 0; i < 2 && e->fd[i] >= 0; i++) {
                 /* A larger pipe means fewer wake-ups per megabyte of output (best effort:
                  * the limit is /proc/sys/fs/pipe-max-size). */
                 (void)fcntl(e->fd[i], F_SETPIPE_SZ, PIPE_SIZE);

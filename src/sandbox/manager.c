@@ -38,6 +38,12 @@ struct sh_manager {
         sh_disk *disk;      /* how workspaces are limited */
         sh_sandbox **slots; /* cfg->max_sandboxes entries, NULL = free */
         unsigned count;
+        /* Found by id without a scan (every request names its sandbox): buckets[hash & mask]
+         * is the first slot + 1 of a chain through next[] (0 ends it). */
+        unsigned *buckets, *next, mask;
+        /* The free slots, oldest freed first (a ring): a create takes one in O(1), and a
+         * slot (a uid, a directory name) comes back as late as it can. */
+        unsigned *free_ring, free_head, free_n;
         bool draining;
         uint64_t trash_seq;
         sh_cgroup_root *cgroot;
@@ -45,6 +51,7 @@ struct sh_manager {
         int init_image;   /* sandbox-init's sealed memfd: every worker is exec'd from it */
         char tools[4096]; /* {root}/tools: the tool store, read-only in every sandbox */
         sh_sandbox_observer *observers; /* told of every delete */
+        sh_ws_cache *ws_cache;          /* the workspaces in use (sandbox.c) */
         sh_restorer restorer;           /* start NULL: no restore step */
         /* the warm pool (SANDBOX_HOST_WARM_POOL): ready sandboxes, one being started for it,
          * the timer that starts the next; each holds a reference */
@@ -85,6 +92,16 @@ const char *sh_manager_tools_dir(const sh_manager *m)
 sh_disk *sh_manager_disk(const sh_manager *m)
 {
         return m->disk;
+}
+
+int sh_manager_sandboxes_fd(const sh_manager *m)
+{
+        return m->sbfd;
+}
+
+sh_ws_cache *sh_manager_ws_cache(const sh_manager *m)
+{
+        return m->ws_cache;
 }
 
 void sh_manager_observe(sh_manager *m, sh_sandbox_observer *o)
@@ -341,6 +358,7 @@ static int mkdir_p_abs(const char *path, mode_t mode)
  * filter, the init image, the cgroup subtree, the disk, the directory fds. */
 static void manager_release(sh_manager *m)
 {
+        sh_ws_cache_free(m->ws_cache);
         sh_seccomp_free(m->filter);
         sh_close(m->init_image);
         root_destroy(m);
@@ -351,6 +369,9 @@ static void manager_release(sh_manager *m)
         free(m->root_real);
         free(m->slots);
         free(m->pool);
+        free(m->buckets);
+        free(m->next);
+        free(m->free_ring);
         free(m);
 }
 
@@ -364,14 +385,22 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
         m->cfg = cfg;
         m->loop = loop;
         m->rootfd = m->trashfd = m->sbfd = m->init_image = -1;
+        for (m->mask = 15; m->mask < cfg->max_sandboxes; m->mask = 2 * m->mask + 1)
+                ;
         m->slots = calloc(cfg->max_sandboxes, sizeof(*m->slots));
         m->pool = cfg->warm_pool ? calloc(cfg->warm_pool, sizeof(*m->pool)) : NULL;
-        if (!m->slots || (cfg->warm_pool && !m->pool)) {
-                free(m->slots);
-                free(m->pool);
-                free(m);
+        m->buckets = calloc((size_t)m->mask + 1, sizeof(*m->buckets));
+        m->next = calloc(cfg->max_sandboxes, sizeof(*m->next));
+        m->free_ring = calloc(cfg->max_sandboxes, sizeof(*m->free_ring));
+        m->ws_cache = sh_ws_cache_new(loop);
+        if (!m->slots || (cfg->warm_pool && !m->pool) || !m->buckets || !m->next || !m->free_ring ||
+            !m->ws_cache) {
+                manager_release(m);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
+        for (unsigned i = 0; i < cfg->max_sandboxes; i++)
+                m->free_ring[i] = i;
+        m->free_n = (unsigned)cfg->max_sandboxes;
         r = mkdir_p_abs(cfg->root, 0711);
         if (r < 0) {
                 sh_error_make(err, -r, "creating the state root '%s'", cfg->root);
@@ -550,6 +579,7 @@ static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
         const sh_fs_owner *owner = sh_sandbox_owner(sb);
         const char *id = sh_sandbox_id(sb);
         _cleanup_close_ int dirfd = -1, wsfd = -1;
+        struct stat dst, wst;
         char dirname[24], target[64];
         int r;
 
@@ -575,6 +605,7 @@ static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
              fchownat(dirfd, "workspace", owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW) < 0) ||
             (!mounted && (wsfd = openat(dirfd, "workspace",
                                         O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) ||
+            fstat(dirfd, &dst) < 0 || (wsfd >= 0 && fstat(wsfd, &wst) < 0) ||
             symlinkat(target, m->rootfd, id) < 0) {
                 sh_error *ignored = NULL;
 
@@ -584,8 +615,33 @@ static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
                 sh_error_release(&ignored);
                 return r;
         }
-        sh_sandbox_set_dir(sb, dirname, TAKE_FD(dirfd), TAKE_FD(wsfd));
+        /* By identity: the fds close here, each use opens the directories again. */
+        sh_sandbox_set_dir(sb, dirname, &dst, wsfd >= 0 ? &wst : NULL);
         return 0;
+}
+
+/* The registry: a slot's sandbox, and its id in the hash chains. */
+static void registry_add(sh_manager *m, unsigned slot, sh_sandbox *sb)
+{
+        unsigned b = sh_remote_id_hash(sh_sandbox_id(sb)) & m->mask;
+
+        m->slots[slot] = sb;
+        m->next[slot] = m->buckets[b];
+        m->buckets[b] = slot + 1;
+        m->count++;
+}
+
+static void registry_remove(sh_manager *m, unsigned slot)
+{
+        unsigned *p = &m->buckets[sh_remote_id_hash(sh_sandbox_id(m->slots[slot])) & m->mask];
+
+        while (*p && *p != slot + 1)
+                p = &m->next[*p - 1];
+        if (*p)
+                *p = m->next[slot];
+        m->slots[slot] = NULL;
+        m->count--;
+        m->free_ring[(m->free_head + m->free_n++) % m->cfg->max_sandboxes] = slot;
 }
 
 static int create_new(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
@@ -596,20 +652,20 @@ static int create_new(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
 
         if (m->draining)
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host is draining");
-        if (m->count >= m->cfg->max_sandboxes)
+        if (m->count >= m->cfg->max_sandboxes || !m->free_n)
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host holds %u sandboxes", m->count);
         if (check_image(m, o->image, err) < 0)
                 return -1;
-        for (slot = 0; slot < m->cfg->max_sandboxes && m->slots[slot]; slot++)
-                ;
+        slot = m->free_ring[m->free_head];
         if (sh_sandbox_new(m, slot, o, &sb, err) < 0)
                 return -1;
         if (sandbox_dir_create(m, sb, err) < 0) {
                 sh_sandbox_unref(sb);
                 return -1;
         }
-        m->slots[slot] = sb; /* the registry's reference */
-        m->count++;
+        m->free_head = (m->free_head + 1) % (unsigned)m->cfg->max_sandboxes;
+        m->free_n--;
+        registry_add(m, slot, sb); /* the registry's reference */
         if (sh_sandbox_start(sb, done, data, err) < 0) {
                 sh_error *ignored = NULL;
 
@@ -808,9 +864,9 @@ sh_sandbox *sh_manager_get(sh_manager *m, const char *id, size_t len)
 
         if (!sh_remote_id_valid(id, len))
                 return NULL;
-        for (i = 0; i < m->cfg->max_sandboxes; i++)
-                if (m->slots[i] && memcmp(sh_sandbox_id(m->slots[i]), id, SH_ID_LEN) == 0)
-                        return sh_sandbox_ref(m->slots[i]);
+        for (i = m->buckets[sh_remote_id_hash(id) & m->mask]; i; i = m->next[i - 1])
+                if (memcmp(sh_sandbox_id(m->slots[i - 1]), id, SH_ID_LEN) == 0)
+                        return sh_sandbox_ref(m->slots[i - 1]);
         return NULL;
 }
 
@@ -818,9 +874,8 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
 {
         const char *id = sh_sandbox_id(sb);
         sh_sandbox_observer *o;
-        int r = 0;
-
         unsigned pi;
+        int r = 0;
 
         if (sh_sandbox_deleted(sb))
                 return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "no such sandbox");
@@ -835,8 +890,7 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
                 return r;
         }
         sh_sandbox_set_deleted(sb);
-        m->slots[sh_sandbox_slot(sb)] = NULL;
-        m->count--;
+        registry_remove(m, sh_sandbox_slot(sb));
         /* The observers first (persist stops the sandbox's rsync work), then its processes,
          * then its marker, then its files. */
         SH_LIST_FOREACH(observers, o, m->observers) {
@@ -867,14 +921,20 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
 
 int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err)
 {
-        _cleanup_close_ int own_trash = -1;
+        _cleanup_close_ int own_trash = -1, wsfd = sh_sandbox_open_workspace(sb, err);
         int trashfd = m->trashfd;
         char tname[96];
 
+        if (wsfd < 0)
+                return -1;
         /* A workspace on a filesystem of its own has its trash there (rename(2) never leaves a
          * filesystem), beside the workspace, out of the sandbox's sight. */
         if (sh_sandbox_disk_mounted(sb)) {
-                own_trash = openat(sh_sandbox_dirfd(sb), "disk/.trash",
+                _cleanup_close_ int dirfd = sh_sandbox_open_dir(sb, err);
+
+                if (dirfd < 0)
+                        return -1;
+                own_trash = openat(dirfd, "disk/.trash",
                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (own_trash < 0)
                         return sh_error_make(err, errno, "opening the workspace's trash");
@@ -882,7 +942,7 @@ int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_er
         }
         snprintf(tname, sizeof(tname), "dir.%llu.%llu", (unsigned long long)getpid(),
                  (unsigned long long)++m->trash_seq);
-        if (sh_fs_detach_dir(sh_sandbox_workspace_fd(sb), path, trashfd, tname, err) < 0)
+        if (sh_fs_detach_dir(wsfd, path, trashfd, tname, err) < 0)
                 return -1;
         /* The sandbox pays for removing its own tree. */
         return sh_remover_start(m, trashfd, sb, tname, err);

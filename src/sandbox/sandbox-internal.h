@@ -4,6 +4,8 @@
  * src/sandbox/ includes it. */
 #pragma once
 
+#include <sys/stat.h>
+
 #include "sh/cgroup.h"
 #include "sh/disk.h"
 #include "sh/sandbox.h"
@@ -18,6 +20,12 @@ int sh_manager_init_image(const sh_manager *m); /* sandbox-init's sealed memfd *
 const char *sh_manager_tools_dir(const sh_manager *m);
 sh_disk *sh_manager_disk(const sh_manager *m);
 const sh_restorer *sh_manager_restorer(const sh_manager *m); /* start NULL: none */
+/* {root}/.sandboxes (O_DIRECTORY, the manager's): every sandbox's directory is opened below it
+ * by name when it is used. */
+int sh_manager_sandboxes_fd(const sh_manager *m);
+/* The workspaces in use (sandbox.c), one per manager. */
+typedef struct sh_ws_cache sh_ws_cache;
+sh_ws_cache *sh_manager_ws_cache(const sh_manager *m);
 /* The last reference to a sandbox whose workspace has a filesystem of its own went: detach it
  * (in a child) and remove the directory, named `dirname` below .sandboxes or `trash_name`
  * (taken; NULL: not moved yet) in the trash. */
@@ -25,15 +33,24 @@ void sh_manager_release_dir(sh_manager *m, const char *dirname, char *trash_name
 
 /* ---- sandbox.c, for manager.c ----------------------------------------------------------- */
 
+/* The workspace fds of the sandboxes in use, kept a second after their last use (at most 64;
+ * sh_sandbox_open_workspace). NULL when out of memory. _free closes what is kept (accepts
+ * NULL). */
+sh_ws_cache *sh_ws_cache_new(sh_loop *loop);
+void sh_ws_cache_free(sh_ws_cache *c);
+
 /* A new sandbox object for slot (uid and gid from it), with a fresh id; one reference. */
 int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_sandbox **ret,
                    sh_error **err);
 unsigned sh_sandbox_slot(const sh_sandbox *sb);
-/* Its directory, made by the manager: its name below .sandboxes, an O_PATH fd, the workspace
- * (O_PATH, or -1 until the disk limit is set up). The fds are taken. */
-void sh_sandbox_set_dir(sh_sandbox *sb, const char *dirname, int dirfd, int wsfd);
+/* Its directory, made by the manager: its name below .sandboxes and the identities (st_dev,
+ * st_ino) of it and of its workspace (NULL until the disk limit is set up). No fd is kept. */
+void sh_sandbox_set_dir(sh_sandbox *sb, const char *dirname, const struct stat *dir,
+                        const struct stat *ws);
 const char *sh_sandbox_dirname(const sh_sandbox *sb);
-int sh_sandbox_dirfd(const sh_sandbox *sb);
+/* A new O_PATH fd of its directory, opened now and checked to be the one made for it (the
+ * caller closes it); SH_E_SANDBOX_NOT_FOUND once deleted. */
+int sh_sandbox_open_dir(sh_sandbox *sb, sh_error **err);
 /* loop, tmpfs: the workspace is a filesystem of its own (its trash is beside it). */
 bool sh_sandbox_disk_mounted(const sh_sandbox *sb);
 /* delete moved its directory to the trash under this name (taken). */

@@ -24,18 +24,30 @@
 
 typedef struct sh_exec_link sh_exec_link;
 
+/* A directory by identity: what fstat said when it was made. */
+typedef struct dir_id {
+        dev_t dev;
+        ino_t ino; /* 0: not known yet */
+} dir_id;
+
 struct sh_sandbox {
         unsigned refs;
         sh_manager *mgr;
         char id[SH_ID_LEN + 1];
         unsigned slot;     /* index in the uid range */
         sh_fs_owner owner; /* uid/gid of the sandbox's processes and files */
-        int dirfd;         /* O_PATH {root}/.sandboxes/{dirname} (= {root}/{id}) */
-        int wsfd;          /* O_PATH its workspace; -1 until the disk limit is set up */
         char dirname[24];  /* below {root}/.sandboxes: its slot, nothing of the id */
-        char *item_id;     /* NULL: none */
-        char *image;       /* image name, "default" for the default */
-        cJSON *env;        /* create-time env: object of strings (owned) */
+        /* {root}/.sandboxes/{dirname} (= {root}/{id}) and its workspace. No fd of them is
+         * held between uses (ten thousand idle sandboxes would hold twenty thousand): each
+         * use opens them by name and checks they are these very directories (open_checked). */
+        dir_id dir;
+        dir_id ws;           /* ino 0 until the disk limit is set up */
+        int ws_kept;         /* the workspace's checked fd while in use (sh_ws_cache), or -1 */
+        uint64_t ws_used_ms; /* its last use */
+        SH_LIST_FIELDS(sh_sandbox, ws_kept_list);
+        char *item_id; /* NULL: none */
+        char *image;   /* image name, "default" for the default */
+        cJSON *env;    /* create-time env: object of strings (owned) */
         bool deleted;
         uint64_t created_ms;
         uint64_t memory_max; /* its cgroup's limits: the create's, at most the host's */
@@ -44,7 +56,6 @@ struct sh_sandbox {
         /* isolation */
         sh_cgroup *cg;     /* the sandbox's cgroup */
         sh_worker *worker; /* PID 1 of its namespaces */
-        int rootfd;        /* O_PATH its root as PID 1 sees it; -1 until ready, or once dead */
         bool worker_ready;
         bool worker_dead;
         sh_exec_link *execs; /* live exec sessions */
@@ -99,19 +110,19 @@ static int random_id(char out[SH_ID_LEN + 1])
 }
 
 static void spare_drop(sh_sandbox *sb);
+static void ws_drop(sh_sandbox *sb);
 
 static void sandbox_free(sh_sandbox *sb)
 {
         sh_loop_cancel_timer(sh_manager_loop(sb->mgr), TAKE_PTR(sb->claim_t));
         spare_drop(sb);
+        ws_drop(sb);
         sh_worker_free(sb->worker);
-        sh_close(sb->rootfd);
         if (sb->cg)
                 sh_manager_bury_cgroup(sb->mgr, sb->cg);
-        sh_close(sb->dirfd);
-        sh_close(sb->wsfd);
-        /* Every fd of the daemon into its filesystem is closed now: whoever drops the last
-         * reference pays for the unmount (a child of the manager's). */
+        /* The sandbox held no fd into its filesystem, and every request that opened one held
+         * a reference until it closed it: whoever drops the last reference pays for the
+         * unmount (a child of the manager's). */
         if (sb->disk_mounted)
                 sh_manager_release_dir(sb->mgr, sb->dirname, TAKE_PTR(sb->trash_name));
         free(sb->trash_name);
@@ -144,14 +155,194 @@ const char *sh_sandbox_item_id(const sh_sandbox *sb)
         return sb->item_id;
 }
 
-int sh_sandbox_workspace_fd(const sh_sandbox *sb)
+/* The directory `path` below .sandboxes, opened now (O_PATH), if it is the one made for sb:
+ * a new fd, or -1. Only the daemon (root) makes, renames or removes entries of .sandboxes and
+ * of a sandbox's directory (modes 0711; a sandbox's own uid owns nothing above its workspace,
+ * and sees the workspace only as a bind mount, whose mount point it cannot move), so while
+ * the sandbox lives its names lead to its directories; the identity check turns any breach
+ * of that (a slot's directory made again, a tree moved by hand) into an error, never into
+ * another sandbox's files. Links are not followed. A local lookup of two names: it never
+ * waits on the network (the state root is the pod's own volume, docs/deployment.md). */
+static int open_checked(sh_sandbox *sb, const char *path, const dir_id *id, const char *what,
+                        sh_error **err)
 {
-        return sb->wsfd;
+        _cleanup_close_ int fd = openat(sh_manager_sandboxes_fd(sb->mgr), path,
+                                        O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                int e = errno;
+
+                /* Out of fds is "try again later"; anything else is the host's failure (a
+                 * missing directory of a live sandbox is not a missing file of the client's). */
+                if (e == EMFILE || e == ENFILE || e == ENOMEM)
+                        return sh_error_make(err, e, "opening the sandbox's %s", what);
+                return sh_error_new(err, SH_E_INTERNAL, "opening the sandbox's %s: %s", what,
+                                    strerror(e));
+        }
+        if (st.st_dev != id->dev || st.st_ino != id->ino) {
+                log_error("sandbox-dir-changed", sb->id,
+                          "its %s below the state root is not the one made for it", what);
+                return sh_error_new(err, SH_E_INTERNAL,
+                                    "the sandbox's %s is not the one made for it", what);
+        }
+        return TAKE_FD(fd);
 }
 
-int sh_sandbox_root_fd(const sh_sandbox *sb)
+/* Its directory, also while a delete runs (the marker goes before the tree moves). */
+static int dir_open(sh_sandbox *sb, sh_error **err)
 {
-        return sb->worker_dead || sb->deleted ? -1 : sb->rootfd;
+        return open_checked(sb, sb->dirname, &sb->dir, "directory", err);
+}
+
+int sh_sandbox_open_dir(sh_sandbox *sb, sh_error **err)
+{
+        if (sb->deleted)
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
+        return dir_open(sb, err);
+}
+
+/* With a filesystem of its own, the daemon works through the mount of that filesystem, not
+ * the bind at dir/workspace: DELETE /dir renames into disk/.trash, and rename(2) never crosses
+ * mounts, even of one filesystem. */
+static const char *workspace_name(const sh_sandbox *sb)
+{
+        return sb->disk_mounted ? "disk/workspace" : "workspace";
+}
+
+/* ---- the workspaces in use ---------------------------------------------------------- */
+
+/* Every request on a sandbox begins with its workspace's open: two names and an fstat, about
+ * 1.3 us, a few percent of a small request. So a sandbox in use keeps its checked fd until it
+ * has been idle for WS_KEEP_MS, at most WS_KEPT_MAX sandboxes at once (the oldest is let go
+ * for a newcomer): requests dup it. Idle sandboxes hold nothing; a delete lets go at once
+ * (the name is not its any more, and a filesystem of its own must be free to detach). */
+#define WS_KEEP_MS  1000
+#define WS_KEPT_MAX 64
+
+struct sh_ws_cache {
+        sh_loop *loop;
+        sh_sandbox *kept; /* the sandboxes with ws_kept >= 0 */
+        unsigned n;
+        sh_timer *sweep;
+};
+
+sh_ws_cache *sh_ws_cache_new(sh_loop *loop)
+{
+        sh_ws_cache *c = calloc(1, sizeof(*c));
+
+        if (c)
+                c->loop = loop;
+        return c;
+}
+
+static void ws_drop(sh_sandbox *sb)
+{
+        sh_ws_cache *c;
+
+        if (sb->ws_kept < 0)
+                return;
+        c = sh_manager_ws_cache(sb->mgr);
+        SH_LIST_REMOVE(ws_kept_list, c->kept, sb);
+        c->n--;
+        sb->ws_kept = sh_close(sb->ws_kept);
+}
+
+void sh_ws_cache_free(sh_ws_cache *c)
+{
+        if (!c)
+                return;
+        while (c->kept)
+                ws_drop(c->kept);
+        sh_loop_cancel_timer(c->loop, c->sweep);
+        free(c);
+}
+
+static void ws_sweep(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_ws_cache *c = data;
+        uint64_t now = sh_now_ms();
+        sh_sandbox *sb, *next;
+
+        c->sweep = NULL;
+        SH_LIST_FOREACH_SAFE(ws_kept_list, sb, next, c->kept) {
+                if (now - sb->ws_used_ms >= WS_KEEP_MS)
+                        ws_drop(sb);
+        }
+        if (c->kept && !(c->sweep = sh_loop_add_timer(l, WS_KEEP_MS, ws_sweep, c)))
+                while (c->kept) /* nothing would let them go: keep none */
+                        ws_drop(c->kept);
+}
+
+/* Keep fd (taken) as sb's workspace; a full cache lets its oldest go (a walk of at most
+ * WS_KEPT_MAX: never of all sandboxes). */
+static void ws_keep(sh_sandbox *sb, int fd)
+{
+        sh_ws_cache *c = sh_manager_ws_cache(sb->mgr);
+
+        if (!c->sweep && !(c->sweep = sh_loop_add_timer(c->loop, WS_KEEP_MS, ws_sweep, c))) {
+                close(fd);
+                return;
+        }
+        if (c->n >= WS_KEPT_MAX) {
+                sh_sandbox *i, *oldest = c->kept;
+
+                SH_LIST_FOREACH(ws_kept_list, i, c->kept) {
+                        if (i->ws_used_ms < oldest->ws_used_ms)
+                                oldest = i;
+                }
+                ws_drop(oldest);
+        }
+        sb->ws_kept = fd;
+        SH_LIST_PREPEND(ws_kept_list, c->kept, sb);
+        c->n++;
+}
+
+int sh_sandbox_open_workspace(sh_sandbox *sb, sh_error **err)
+{
+        char path[64];
+        int fd, kept;
+
+        if (sb->deleted)
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
+        if (!sb->ws.ino)
+                return sh_error_new(err, SH_E_UNAVAILABLE,
+                                    "the sandbox's workspace is not set up yet");
+        sb->ws_used_ms = sh_now_ms();
+        if (sb->ws_kept >= 0) {
+                fd = fcntl(sb->ws_kept, F_DUPFD_CLOEXEC, 3);
+                return fd >= 0 ? fd : sh_error_make(err, errno, "opening the sandbox's workspace");
+        }
+        snprintf(path, sizeof(path), "%s/%s", sb->dirname, workspace_name(sb));
+        fd = open_checked(sb, path, &sb->ws, "workspace", err);
+        if (fd >= 0 && (kept = fcntl(fd, F_DUPFD_CLOEXEC, 3)) >= 0)
+                ws_keep(sb, kept);
+        return fd;
+}
+
+/* The root as the sandbox's PID 1 sees it (after its pivot_root: READY comes once the root
+ * filesystem is built), opened now from /proc/<pid>/root. The pid cannot name another process
+ * meanwhile: the daemon is the worker's reaper (spawn.c's sh_child_adopt), so the pid stays the
+ * worker's, a zombie at worst, until the daemon reaps it, and sh_worker_pid says -1 from then
+ * on. Lookups below that fd cross the mounts of the sandbox's mount namespace as the sandbox
+ * sees them (its /tmp, /workspace, /tools, the read-only image); confined by fs/safe_open.c,
+ * they never leave that root. Held by nobody while the sandbox is idle. */
+int sh_sandbox_open_root(const sh_sandbox *sb)
+{
+        char proc[64];
+        pid_t pid;
+        int fd;
+
+        if (!sb->worker_ready || sb->worker_dead || sb->deleted ||
+            (pid = sh_worker_pid(sb->worker)) <= 0) {
+                errno = ESRCH;
+                return -1;
+        }
+        snprintf(proc, sizeof(proc), "/proc/%d/root", (int)pid);
+        fd = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                log_error("open-root-failed", sb->id, "open %s: %s", proc, strerror(errno));
+        return fd;
 }
 
 const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb)
@@ -184,21 +375,18 @@ unsigned sh_sandbox_slot(const sh_sandbox *sb)
         return sb->slot;
 }
 
-void sh_sandbox_set_dir(sh_sandbox *sb, const char *dirname, int dirfd, int wsfd)
+void sh_sandbox_set_dir(sh_sandbox *sb, const char *dirname, const struct stat *dir,
+                        const struct stat *ws)
 {
         snprintf(sb->dirname, sizeof(sb->dirname), "%s", dirname);
-        sb->dirfd = dirfd;
-        sb->wsfd = wsfd;
+        sb->dir = (dir_id){.dev = dir->st_dev, .ino = dir->st_ino};
+        if (ws)
+                sb->ws = (dir_id){.dev = ws->st_dev, .ino = ws->st_ino};
 }
 
 const char *sh_sandbox_dirname(const sh_sandbox *sb)
 {
         return sb->dirname;
-}
-
-int sh_sandbox_dirfd(const sh_sandbox *sb)
-{
-        return sb->dirfd;
 }
 
 bool sh_sandbox_disk_mounted(const sh_sandbox *sb)
@@ -223,7 +411,7 @@ int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_san
                 return sh_error_make(err, ENOMEM, "out of memory");
         sb->refs = 1;
         sb->mgr = m;
-        sb->dirfd = sb->wsfd = sb->rootfd = -1;
+        sb->ws_kept = -1;
         sb->slot = slot;
         sb->owner.uid = (uid_t)(cfg->uid_base + slot);
         sb->owner.gid = (gid_t)(cfg->uid_base + slot);
@@ -301,8 +489,12 @@ unsigned sh_sandbox_freeze_holds(const sh_sandbox *sb)
 
 int sh_sandbox_mark_ready(sh_sandbox *sb, sh_error **err)
 {
-        int fd = openat(sb->dirfd, ".ready", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        _cleanup_close_ int dirfd = sh_sandbox_open_dir(sb, err);
+        int fd;
 
+        if (dirfd < 0)
+                return -1;
+        fd = openat(dirfd, ".ready", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return sh_error_make(err, errno, "creating the readiness marker");
         close(fd);
@@ -311,16 +503,32 @@ int sh_sandbox_mark_ready(sh_sandbox *sb, sh_error **err)
 
 int sh_sandbox_clear_ready(sh_sandbox *sb, sh_error **err)
 {
-        if (unlinkat(sb->dirfd, ".ready", 0) < 0 && errno != ENOENT)
+        _cleanup_close_ int dirfd = -1;
+
+        if (sb->deleted)
+                return 0; /* its marker went first */
+        dirfd = dir_open(sb, err);
+        if (dirfd < 0)
+                return -1;
+        if (unlinkat(dirfd, ".ready", 0) < 0 && errno != ENOENT)
                 return sh_error_make(err, errno, "removing the readiness marker");
         return 0;
 }
 
 int sh_sandbox_is_ready(sh_sandbox *sb, bool *ret, sh_error **err)
 {
+        _cleanup_close_ int dirfd = -1;
         struct stat st;
 
-        if (fstatat(sb->dirfd, ".ready", &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        /* A deleted sandbox is never trusted (its marker went first, its tree after). */
+        if (sb->deleted) {
+                *ret = false;
+                return 0;
+        }
+        dirfd = dir_open(sb, err);
+        if (dirfd < 0)
+                return -1;
+        if (fstatat(dirfd, ".ready", &st, AT_SYMLINK_NOFOLLOW) < 0) {
                 if (errno != ENOENT)
                         return sh_error_make(err, errno, "reading the readiness marker");
                 *ret = false;
@@ -577,6 +785,7 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
                                   .capture_max = o->capture_max,
                                   .heartbeat_ms = o->heartbeat_ms,
                                   .grace_ms = sh_manager_config(m)->exec_grace_ms,
+                                  .merge_output = o->merge_output,
                           },
                           fn, data,
                           &(sh_exec_owner){.ended = exec_ended,
@@ -699,25 +908,6 @@ void sh_sandbox_create_cancel(sh_sandbox *sb)
         sh_error_release(&err);
 }
 
-/* Pin the sandbox's root as its PID 1 sees it (after its pivot_root: READY comes once the root
- * filesystem is built): an O_PATH fd of /proc/<pid>/root, taken once. The pid cannot name
- * another process meanwhile: the daemon is the worker's reaper, so the pid stays the worker's
- * (a zombie at worst) until the daemon reaps it. Lookups below that fd cross the mounts of the
- * sandbox's mount namespace as the sandbox sees them (its /tmp, /workspace, /tools, the
- * read-only image); confined by fs/safe_open.c, they never leave that root. */
-static void pin_root(sh_sandbox *sb)
-{
-        char proc[64];
-        pid_t pid = sh_worker_pid(sb->worker);
-
-        if (pid <= 0 || sb->rootfd >= 0)
-                return;
-        snprintf(proc, sizeof(proc), "/proc/%d/root", (int)pid);
-        sb->rootfd = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (sb->rootfd < 0)
-                log_error("pin-root-failed", sb->id, "open %s: %s", proc, strerror(errno));
-}
-
 static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, int value2,
                          void *data)
 {
@@ -728,7 +918,6 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
         switch (ev) {
         case SH_WORKER_EV_READY:
                 sb->worker_ready = true;
-                pin_root(sb);
                 /* the first exec's cgroup, made while the create is answered */
                 sh_loop_cancel_timer(sh_manager_loop(sb->mgr), TAKE_PTR(sb->spare_t));
                 sb->spare_t = sh_loop_add_timer(sh_manager_loop(sb->mgr), 0, spare_make, sb);
@@ -761,8 +950,6 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
                 break;
         }
         sb->worker_dead = true;
-        sh_close(sb->rootfd);
-        sb->rootfd = -1;
         execs_abandon(sb, "the sandbox's worker died");
         /* Setup failed before the create was answered: the sandbox goes. */
         if (sb->create_done && !sb->restoring)
@@ -784,6 +971,7 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
                 .cpu_max_milli = sb->cpu_max_milli,
         };
         int procs[SH_EXEC_MAX_PROCS_FDS], n, i, r;
+        _cleanup_close_ int dirfd = -1;
 
         if (!spec)
                 return sh_error_make(err, ENOMEM, "out of memory");
@@ -819,11 +1007,19 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
         }
         if (r < 0)
                 return -1;
-        if (mkdirat(sb->dirfd, ".rootfs", 0700) < 0 && errno != EEXIST)
-                return sh_error_make(err, errno, "creating the rootfs mount point");
+        dirfd = sh_sandbox_open_dir(sb, err);
+        if (dirfd < 0)
+                return -1;
+        /* The mount points of the sandbox's root and of its one tmpfs (/tmp, /var/tmp and
+         * /dev/shm), outside the workspace: only root writes here. */
+        if ((mkdirat(dirfd, ".rootfs", 0700) < 0 && errno != EEXIST) ||
+            (mkdirat(dirfd, ".tmpfs", 0700) < 0 && errno != EEXIST))
+                return sh_error_make(err, errno, "creating the rootfs mount points");
         /* The worker lives in a leaf beside the exec cgroups: on v2 a cgroup holding
-         * processes cannot hand controllers to its children. */
-        if (sh_cgroup_create(cgroot, sb->cg, "init", NULL, &init_cg, err) < 0)
+         * processes cannot hand controllers to its children. On v1 the leaf has no memory
+         * cgroup of its own (the sandbox's holds the worker): each memory cgroup costs the
+         * kernel memory in proportion to the machine's superblocks (sh_cgroup_create_leaf). */
+        if (sh_cgroup_create_leaf(cgroot, sb->cg, "init", &init_cg, err) < 0)
                 return -1;
         n = sh_cgroup_open_procs(init_cg, procs, SH_EXEC_MAX_PROCS_FDS);
         sh_cgroup_free(init_cg); /* removed with the sandbox's cgroup (destroy is recursive) */
@@ -844,13 +1040,26 @@ static void setup_failed(sh_sandbox *sb, const sh_error *err)
         create_fail(sb, err);
 }
 
+/* The workspace the disk limit's child made (or limited), taken by identity: the sandbox's
+ * uid cannot have touched it yet (no worker runs), and from now on every use opens it by name
+ * and checks it is this one. */
+static int workspace_learn(sh_sandbox *sb, sh_error **err)
+{
+        _cleanup_close_ int dirfd = dir_open(sb, err), fd = -1;
+        struct stat st;
+
+        if (dirfd < 0)
+                return -1;
+        fd = openat(dirfd, workspace_name(sb), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return sh_error_make(err, errno, "opening the workspace");
+        sb->ws = (dir_id){.dev = st.st_dev, .ino = st.st_ino};
+        return 0;
+}
+
 static void disk_ready(const sh_error *err, uint32_t projid, void *data)
 {
         sh_sandbox *sb = data;
-        /* With a filesystem of its own, the daemon works through the mount of that filesystem,
-         * not the bind at dir/workspace: DELETE /dir renames into disk/.trash, and rename(2)
-         * never crosses mounts, even of one filesystem. */
-        const char *ws = sb->disk_mounted ? "disk/workspace" : "workspace";
         sh_error *own = NULL;
 
         sb->disk_job = NULL;
@@ -864,9 +1073,7 @@ static void disk_ready(const sh_error *err, uint32_t projid, void *data)
         sb->projid = projid;
         if (err) {
                 setup_failed(sb, err);
-        } else if ((sb->wsfd = openat(sb->dirfd, ws,
-                                      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-                sh_error_make(&own, errno, "opening the workspace");
+        } else if (workspace_learn(sb, &own) < 0) {
                 setup_failed(sb, own);
         } else if (start_worker(sb, &own) < 0) {
                 setup_failed(sb, own);
@@ -882,9 +1089,13 @@ static void disk_ready(const sh_error *err, uint32_t projid, void *data)
 static int start_disk(sh_sandbox *sb, sh_error **err)
 {
         sh_disk *disk = sh_manager_disk(sb->mgr);
+        _cleanup_close_ int dirfd = dir_open(sb, err);
 
+        if (dirfd < 0)
+                return -1;
         sb->disk_mounted = sh_disk_mounted(disk);
-        if (sh_disk_setup(disk, sh_manager_loop(sb->mgr), sb->dirfd, sb->owner.uid, sb->owner.gid,
+        /* The child gets its own copy of dirfd; ours closes on return. */
+        if (sh_disk_setup(disk, sh_manager_loop(sb->mgr), dirfd, sb->owner.uid, sb->owner.gid,
                           sb->slot, disk_ready, sh_sandbox_ref(sb), &sb->disk_job, err) < 0) {
                 sh_sandbox_unref(sb);
                 return -1;
@@ -961,6 +1172,7 @@ int sh_sandbox_claim(sh_sandbox *sb, const cJSON *env, sh_sandbox_done_fn done, 
 void sh_sandbox_set_deleted(sh_sandbox *sb)
 {
         sb->deleted = true;
+        ws_drop(sb);
 }
 
 void sh_sandbox_kill(sh_sandbox *sb)
@@ -983,7 +1195,16 @@ void sh_sandbox_kill(sh_sandbox *sb)
                 sh_error_release(&kerr);
         }
         /* The marker goes first: a reader of `ready` must never see a half-removed sandbox as
-         * trusted. */
-        if (unlinkat(sb->dirfd, ".ready", 0) < 0 && errno != ENOENT)
-                log_warn("marker-remove-failed", sb->id, "%s, ignoring", strerror(errno));
+         * trusted. (Its directory is still where it was made: the tree moves after.) */
+        {
+                sh_error *derr = NULL;
+                _cleanup_close_ int dirfd = dir_open(sb, &derr);
+
+                if (dirfd < 0)
+                        log_warn("marker-remove-failed", sb->id, "%s, ignoring",
+                                 derr && derr->msg ? derr->msg : "");
+                else if (unlinkat(dirfd, ".ready", 0) < 0 && errno != ENOENT)
+                        log_warn("marker-remove-failed", sb->id, "%s, ignoring", strerror(errno));
+                sh_error_release(&derr);
+        }
 }

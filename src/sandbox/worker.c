@@ -236,7 +236,12 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                 if (n <= 0) { /* EOF: the worker is gone (or going) */
                         sh_loop_del_io(l, w->sock_io);
                         w->sock_io = NULL;
-                        report_dead(w);
+                        if (!report_dead(w))
+                                return; /* freed: its free poked PID 1 */
+                        /* PID 1 closed its end: reap it now, or once it is a zombie (its
+                         * death is reported already: pid1_done tells nobody again). */
+                        if (w->pid1)
+                                sh_child_poke(l, w->pid1);
                         return;
                 }
                 if (sh_proto_decode_msg(buf, (size_t)n, &m) < 0)
@@ -246,8 +251,11 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                         if (w->pid > 0 || m.a <= 0)
                                 break;
                         w->pid = m.a;
-                        /* The daemon is the worker's reaper (child subreaper). */
+                        /* The daemon is the worker's reaper (child subreaper): no pidfd is
+                         * held (sh_child_adopt); its socket's end says when it is gone. */
                         w->pid1 = sh_child_adopt(l, w->pid, pid1_done, w);
+                        if (!w->pid1)
+                                sh_worker_kill(w); /* gone already: EOF follows */
                         break;
                 case SH_MSG_READY:
                         alive = call(w, SH_WORKER_EV_READY, 0, 0, 0);
@@ -456,8 +464,10 @@ static void worker_free_now(sh_worker *w)
         sh_worker_kill(w);
         /* SIGKILL is on its way; PID 1's exit waits for the namespace to empty, so it is
          * reaped from the loop, not waited for here, and nobody is told. */
-        if (w->pid1)
+        if (w->pid1) {
                 sh_child_forget(w->pid1);
+                sh_child_poke(w->loop, w->pid1);
+        }
         sh_loop_del_io(w->loop, w->sock_io);
         sh_close(w->sock);
         if (w->inter)

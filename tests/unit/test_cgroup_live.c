@@ -282,12 +282,15 @@ START_TEST(create_writes_limits)
                 ck_assert_str_eq(read_all(cgfile(2, "lim", "cpu.cfs_period_us")), "100000\n");
                 ck_assert_str_eq(read_all(cgfile(2, "lim", "cpu.cfs_quota_us")), "50000\n");
                 ck_assert(exists(cgfile(3, "lim", "freezer.state")));
-                ck_assert_int_eq(sh_cgroup_dirfd(cg), -EOPNOTSUPP);
+                ck_assert_int_eq(sh_cgroup_open_dir(cg), -EOPNOTSUPP);
         } else {
                 ck_assert_str_eq(read_all(cgfile(0, "lim", "memory.max")), "33554432\n");
                 ck_assert_str_eq(read_all(cgfile(0, "lim", "pids.max")), "16\n");
                 ck_assert_str_eq(read_all(cgfile(0, "lim", "cpu.max")), "50000 100000\n");
-                ck_assert_int_ge(sh_cgroup_dirfd(cg), 0);
+                int dfd = sh_cgroup_open_dir(cg);
+
+                ck_assert_int_ge(dfd, 0);
+                close(dfd);
         }
         /* a child below it, inheriting */
         sub = create(r, cg, "sub", NULL);
@@ -965,6 +968,122 @@ START_TEST(kill_procs_spares_helpers)
 }
 END_TEST
 
+/* Density: a daemon holding ten thousand sandboxes must not hold fds for their cgroups. The
+ * handles of a sandbox's layout (its cgroup with limits, its init leaf, an exec leaf, a helper)
+ * hold none, and every operation on them (attach, usage, OOM count, freeze, thaw, kill,
+ * emptiness, the procs fds handed out, destroy) works and closes what it opened. */
+START_TEST(a_cgroup_handle_holds_no_fd_and_every_operation_closes_what_it_opens)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cg_limits lim = {.memory_max = 64u << 20, .pids_max = 32, .cpu_max_milli = 500};
+        int base = ut_count_fds(), procs[8], n;
+        sh_cgroup *sb = create(r, NULL, "nofd", &lim);
+        sh_cgroup *init = create(r, sb, "init", NULL);
+        sh_cgroup *ex = create(r, sb, "exec-1", NULL);
+        sh_cgroup *helper = create(r, sb, SH_CG_HELPER_PREFIX "p1", NULL);
+        sh_error *err = NULL;
+        sh_cg_usage u;
+        uint64_t ooms = 1;
+        bool empty = true;
+        pid_t p0, p1;
+
+        ck_assert_int_eq(ut_count_fds(), base);
+        spins = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        ck_assert_ptr_ne((void *)spins, MAP_FAILED);
+        p0 = spin_in(init, 0);
+        p1 = spin_in(ex, 1);
+        ck_assert_int_eq(ut_count_fds(), base);
+        ck_assert_int_eq(sh_cgroup_usage(sb, &u, &err), 0);
+        ck_assert_uint_gt(u.mem_bytes, 0);
+        ck_assert_int_eq(sh_cgroup_oom_kills(sb, &ooms, &err), 0);
+        ck_assert_uint_eq(ooms, 0);
+        ck_assert_int_eq(sh_cgroup_is_empty(sb, &empty, &err), 0);
+        ck_assert(!empty);
+        n = sh_cgroup_open_procs(ex, procs, 8);
+        ck_assert_int_eq(n, (int)nh);
+        ck_assert_int_eq(ut_count_fds(), base + n);
+        for (int i = 0; i < n; i++)
+                close(procs[i]);
+        ck_assert_int_eq(sh_cgroup_freeze_procs_begin(sb, &err), 0);
+        freeze_procs_wait(sb);
+        ck_assert(stopped(0));
+        ck_assert(stopped(1));
+        ck_assert_int_eq(ut_count_fds(), base);
+        ck_assert_int_eq(sh_cgroup_thaw_procs(sb, &err), 0);
+        ck_assert(spinning(0));
+        ck_assert_int_eq(ut_count_fds(), base);
+        ck_assert_int_eq(sh_cgroup_kill_procs(sb, &err), 0);
+        ck_assert(WIFSIGNALED(ut_wait_pid(p0, 5000)));
+        ck_assert(WIFSIGNALED(ut_wait_pid(p1, 5000)));
+        ck_assert(wait_empty(sb, 5000));
+        ck_assert_int_eq(ut_count_fds(), base);
+        sh_cgroup_free(init);
+        sh_cgroup_free(ex);
+        sh_cgroup_free(helper);
+        ck_assert_int_eq(sh_cgroup_destroy(sb, &err), 0);
+        for (size_t h = 0; h < nh; h++)
+                ck_assert(!exists(cgdir(h, "nofd")));
+        /* a handle whose cgroup is gone answers ENOENT, it does not find another */
+        ck_assert_int_lt(sh_cgroup_usage(sb, &u, &err), 0);
+        ck_assert_int_eq(err->errnum, ENOENT);
+        sh_error_release(&err);
+        sh_cgroup_free(sb);
+        ck_assert_int_eq(ut_count_fds(), base);
+        destroy_root(r);
+}
+END_TEST
+
+/* Density: a sandbox's worker needs no memory cgroup of its own. On v1 its leaf is not made in
+ * the memory hierarchy and its processes land in the sandbox's memory cgroup (under its
+ * limit); everywhere else it is a leaf of its own. */
+START_TEST(a_leaf_has_no_memory_cgroup_of_its_own_on_v1)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cg_limits lim = {.memory_max = 64u << 20, .pids_max = 16};
+        sh_cgroup *sb = create(r, NULL, "lsb", &lim), *leaf = NULL;
+        sh_error *err = NULL;
+        int procs[8], n, go, out;
+        pid_t pid, got;
+        char want[2048];
+        const char *cg;
+
+        ck_assert_int_eq(sh_cgroup_create_leaf(r, sb, "init", &leaf, &err), 0);
+        for (size_t h = 0; h < nh; h++)
+                ck_assert_int_eq(exists(cgdir(h, "lsb/init")), !(mode == SH_CG_V1 && h == 0));
+        n = sh_cgroup_open_procs(leaf, procs, 8);
+        ck_assert_int_eq(n, (int)nh);
+        for (int i = 0; i < n; i++)
+                close(procs[i]);
+        pid = spawn_held(&go, &out, child_pause);
+        attach(leaf, pid);
+        release(go);
+        ck_assert(read_timeout(out, &got, sizeof(got), 5000));
+        close(out);
+        snprintf(want, sizeof(want), "/proc/%d/cgroup", (int)pid);
+        cg = read_all(want);
+        for (size_t h = 0; h < nh; h++) {
+                snprintf(want, sizeof(want), ":%s:%s/%s/%s\n", mode == SH_CG_V1 ? ctl[h] : "",
+                         strcmp(own_cgpath[h], "/") == 0 ? "" : own_cgpath[h], subtree,
+                         mode == SH_CG_V1 && h == 0 ? "lsb" : "lsb/init");
+                ck_assert_msg(strstr(cg, want), "%s not in %s", want, cg);
+        }
+        /* a delete of a paused sandbox: its frozen leaf is found (in the freezer's hierarchy,
+         * not the memory one it is missing from), killed and thawed */
+        ck_assert_int_eq(sh_cgroup_freeze_procs_begin(sb, &err), 0);
+        freeze_procs_wait(sb);
+        ck_assert_int_eq(sh_cgroup_kill_procs(sb, &err), 0);
+        ck_assert(WIFSIGNALED(ut_wait_pid(pid, 5000)));
+        ck_assert(wait_empty(sb, 5000));
+        sh_cgroup_free(leaf);
+        ck_assert_int_eq(sh_cgroup_destroy(sb, &err), 0);
+        sh_cgroup_free(sb);
+        /* a leaf needs a parent */
+        ck_assert_int_lt(sh_cgroup_create_leaf(r, NULL, "x", &leaf, &err), 0);
+        sh_error_release(&err);
+        destroy_root(r);
+}
+END_TEST
+
 START_TEST(second_open_removes_leftovers)
 {
         sh_cgroup_root *r = open_root();
@@ -1090,6 +1209,8 @@ int main(void)
         tcase_add_test(tc, freeze_and_thaw);
         tcase_add_test(tc, freeze_procs_spares_helpers);
         tcase_add_test(tc, kill_procs_spares_helpers);
+        tcase_add_test(tc, a_cgroup_handle_holds_no_fd_and_every_operation_closes_what_it_opens);
+        tcase_add_test(tc, a_leaf_has_no_memory_cgroup_of_its_own_on_v1);
         tcase_add_test(tc, second_open_removes_leftovers);
         suite_add_tcase(s, tc);
         failed = ut_run_forked(s) != EXIT_SUCCESS;

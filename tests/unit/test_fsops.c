@@ -893,11 +893,6 @@ END_TEST
 
 /* ---- walk: bounded fds and steps, identity checks when climbing back ---------------- */
 
-static int count_fds(void)
-{
-        return count_entries("/proc/self/fd") - 1; /* minus the one opendir holds */
-}
-
 /* A chain below ws/`top`: `depth` levels, each one a directory `name` in the level above,
  * made relative to fds (the full path outgrows PATH_MAX). Level k holds a file "z" of k + 1
  * bytes when `every` divides k, and the bottom level always does. */
@@ -957,11 +952,11 @@ START_TEST(test_walk_chain_deeper_than_the_fd_limit_uses_few_fds)
         ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
         low = (struct rlimit){.rlim_cur = 64, .rlim_max = old.rlim_max};
         ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
-        base = count_fds();
+        base = ut_count_fds();
         prev[0] = '\0';
         ck_assert_int_eq(sh_fs_walk_open(rootfd, "deep", &w, &err), 0);
         while ((r = walk_next(w, &e, &err)) == 1) {
-                int fds = count_fds();
+                int fds = ut_count_fds();
 
                 most = fds > most ? fds : most;
                 /* "d/" < "z": the deepest file first, then one per 100 levels upwards */

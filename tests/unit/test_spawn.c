@@ -15,6 +15,7 @@
 
 #include "sh/loop.h"
 #include "sh/spawn.h"
+#include "unit.h"
 
 static sh_loop *loop;
 
@@ -166,15 +167,31 @@ static void check_reaped(sh_loop *l, sh_timer *t, void *data)
         ck_assert_ptr_nonnull(sh_loop_add_timer(l, 5, check_reaped, data));
 }
 
-START_TEST(test_an_adopted_process_is_reaped_from_the_loop)
+/* Density: an adopted orphan costs no fd (a worker per sandbox, ten thousand of them); it is
+ * reaped once its owner pokes it, also when it is not a zombie yet at the poke. */
+START_TEST(test_an_adopted_process_holds_no_fd_and_is_reaped_from_the_loop_once_poked)
 {
         bool timed_out = false;
-        pid_t pid = fork();
+        int go[2], before;
+        pid_t pid;
+        sh_child *c;
 
+        ck_assert_int_eq(pipe2(go, O_CLOEXEC), 0);
+        pid = fork();
         ck_assert_int_ge(pid, 0);
-        if (pid == 0)
-                _exit(0);
-        ck_assert_ptr_nonnull(sh_child_adopt(loop, pid, NULL, NULL));
+        if (pid == 0) {
+                char b;
+
+                _exit(read(go[0], &b, 1) == 1 ? 0 : 1);
+        }
+        close(go[0]);
+        before = ut_count_fds();
+        c = sh_child_adopt(loop, pid, NULL, NULL);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_int_eq(ut_count_fds(), before);
+        sh_child_poke(loop, c); /* alive still: looked at from the sweep */
+        ck_assert_int_eq(write(go[1], "x", 1), 1);
+        close(go[1]);
         ck_assert_ptr_nonnull(sh_loop_add_timer(loop, 5, check_reaped, &pid));
         ck_assert_ptr_nonnull(sh_loop_add_timer(loop, 10000, give_up, &timed_out));
         ck_assert_int_eq(sh_loop_run(loop), 0);
@@ -186,12 +203,16 @@ START_TEST(test_an_adopted_process_reports_its_exit)
 {
         outcome o = {0};
         pid_t pid = fork();
+        sh_child *c;
 
         ck_assert_int_ge(pid, 0);
         if (pid == 0)
                 _exit(3);
-        ck_assert_ptr_nonnull(sh_child_adopt(loop, pid, on_done, &o));
-        run_until_done();
+        c = sh_child_adopt(loop, pid, on_done, &o);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_int_eq(waitid(P_PID, pid, &(siginfo_t){0}, WEXITED | WNOWAIT), 0);
+        sh_child_poke(loop, c); /* a zombie: reaped at once, told from here */
+        ck_assert(o.done);
         ck_assert(WIFEXITED(o.status));
         ck_assert_int_eq(WEXITSTATUS(o.status), 3);
         /* and a pid that does not exist cannot be adopted */
@@ -208,6 +229,28 @@ static int wait_forever(void *arg)
                 pause();
         return 0;
 }
+
+/* An adopted orphan is signalled by its pid: it is ours until reaped, so the pid is its own. */
+START_TEST(test_a_signal_reaches_an_adopted_process_by_its_pid)
+{
+        outcome o = {0};
+        pid_t pid = fork();
+        sh_child *c;
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                for (;;)
+                        pause();
+        }
+        c = sh_child_adopt(loop, pid, on_done, &o);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_int_eq(sh_child_kill(c, SIGKILL), 0);
+        sh_child_poke(loop, c);
+        run_until_done();
+        ck_assert(WIFSIGNALED(o.status));
+        ck_assert_int_eq(WTERMSIG(o.status), SIGKILL);
+}
+END_TEST
 
 START_TEST(test_a_signal_goes_to_the_child_by_its_pidfd)
 {
@@ -257,7 +300,9 @@ static Suite *spawn_suite(void)
         tcase_add_test(tc, test_done_runs_from_the_loop_never_inside_the_fork);
         tcase_add_test(tc, test_a_child_keeps_exactly_the_fds_it_is_handed);
         tcase_add_test(tc, test_a_start_without_a_pidfd_fails_cleanly_with_no_child_left);
-        tcase_add_test(tc, test_an_adopted_process_is_reaped_from_the_loop);
+        tcase_add_test(tc,
+                       test_an_adopted_process_holds_no_fd_and_is_reaped_from_the_loop_once_poked);
+        tcase_add_test(tc, test_a_signal_reaches_an_adopted_process_by_its_pid);
         tcase_add_test(tc, test_an_adopted_process_reports_its_exit);
         tcase_add_test(tc, test_a_signal_goes_to_the_child_by_its_pidfd);
         tcase_add_test(tc, test_a_child_in_a_new_pid_namespace_is_its_pid_1);

@@ -16,6 +16,7 @@
 
 #include "sh/remove.h"
 #include "sh/tree.h"
+#include "unit.h"
 
 static char base[64], dir[128];
 static int dfd = -1;
@@ -69,18 +70,6 @@ static void touch(const char *path)
         close(fd);
 }
 
-static int open_fds(void)
-{
-        DIR *d = opendir("/proc/self/fd");
-        int n = 0;
-
-        ck_assert_ptr_nonnull(d);
-        while (readdir(d))
-                n++;
-        closedir(d);
-        return n;
-}
-
 /* A log of the events, one line each: "E name depth type", "D name depth", "L name depth",
  * "X what err". */
 typedef struct rec {
@@ -104,7 +93,7 @@ static void add(rec *r, char kind, const char *name, unsigned depth, const int *
 static int record(const sh_tree_ev *ev, void *data)
 {
         rec *r = data;
-        int fds = open_fds();
+        int fds = ut_count_fds();
 
         if (fds > r->most_fds)
                 r->most_fds = fds;
@@ -178,13 +167,13 @@ START_TEST(test_descending_past_the_open_bound_stops_with_eloop_and_closes_every
                 mk(p);
                 strcat(p, "/d");
         }
-        before = open_fds();
+        before = ut_count_fds();
         ck_assert_int_eq(sh_tree_walk(dfd, 4, record, &r), -ELOOP);
         /* the top and three levels below it, never more */
         ck_assert_int_le(r.most_fds, before + 4);
         ck_assert_ptr_nonnull(strstr(r.log, "E d 4 4\n"));
         ck_assert_ptr_null(strstr(r.log, "D d 4"));
-        ck_assert_int_eq(open_fds(), before);
+        ck_assert_int_eq(ut_count_fds(), before);
 }
 END_TEST
 
@@ -196,9 +185,9 @@ START_TEST(test_a_callback_stop_is_returned_with_nothing_left_open)
         mk("a");
         mk("a/b");
         touch("a/b/f");
-        before = open_fds();
+        before = ut_count_fds();
         ck_assert_int_eq(sh_tree_walk(dfd, 8, record, &r), -ECANCELED);
-        ck_assert_int_eq(open_fds(), before);
+        ck_assert_int_eq(ut_count_fds(), before);
 }
 END_TEST
 

@@ -620,6 +620,15 @@ START_TEST(test_remote_id_exactly_32_lower_hex)
 }
 END_TEST
 
+/* The registry's hash of an id is its first 8 hex digits, whatever the rest. */
+START_TEST(test_remote_id_hash_is_its_first_32_bits)
+{
+        ck_assert_uint_eq(sh_remote_id_hash("0123abcd89abcdef0123456789abcdef"), 0x0123abcdu);
+        ck_assert_uint_eq(sh_remote_id_hash("ffffffff00000000000000000000000f"), 0xffffffffu);
+        ck_assert_uint_eq(sh_remote_id_hash("00000000ffffffffffffffffffffffff"), 0);
+}
+END_TEST
+
 /* ---- sh_json_quote_bytes ---------------------------------------------------------------- */
 
 START_TEST(test_quote_ascii)
@@ -788,6 +797,7 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_item_id_first_char_rules);
         tcase_add_test(tc, test_item_id_later_chars);
         tcase_add_test(tc, test_remote_id_exactly_32_lower_hex);
+        tcase_add_test(tc, test_remote_id_hash_is_its_first_32_bits);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("json_quote");

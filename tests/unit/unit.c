@@ -1,6 +1,7 @@
 /* unit.c: the helpers every unit test links (unit.h). */
 #include "unit.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -128,6 +129,18 @@ int ut_wait_pid(pid_t pid, unsigned ms)
         kill(pid, SIGKILL);
         waitpid(pid, &st, 0);
         return -1;
+}
+
+int ut_count_fds(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        int n = 0;
+
+        ck_assert_ptr_nonnull(d);
+        while (readdir(d))
+                n++;
+        closedir(d);
+        return n - 3; /* ".", ".." and the fd opendir holds */
 }
 
 int ut_need_root(const char *why)

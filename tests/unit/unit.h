@@ -37,6 +37,9 @@ void ut_sleep_ms(unsigned ms);
  * SIGKILLed, by its pid, and reaped). */
 int ut_wait_pid(pid_t pid, unsigned ms);
 
+/* How many fds this process has open now (/proc/self/fd, less the one reading it). */
+int ut_count_fds(void);
+
 /* 0 as root; otherwise prints "SKIP: <why>" and returns UT_SKIP (main returns it). */
 int ut_need_root(const char *why);
 

@@ -13,6 +13,11 @@ typedef struct sh_daemon sh_daemon;
 /* Build everything and bind the socket. With `signals`, SIGTERM/SIGINT go through a signalfd
  * (the calling thread must be the only one that could take them). */
 int sh_daemon_new(const sh_config *cfg, bool signals, sh_daemon **ret, sh_error **err);
+/* The open files a daemon with cfg may need at once (its RLIMIT_NOFILE must allow them): every
+ * sandbox's (SH_SANDBOX_FDS, and SH_OS_SANDBOX_FDS more with the /v1 surface) and
+ * SH_DAEMON_FD_RESERVE for the requests and the daemon's own. */
+#define SH_DAEMON_FD_RESERVE 8192
+uint64_t sh_daemon_fds_needed(const sh_config *cfg);
 /* The bound URL, "http://ADDRESS:PORT". */
 const char *sh_daemon_url(const sh_daemon *d);
 /* Run the loop until a shutdown has completed. 0 or -errno. */

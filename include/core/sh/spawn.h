@@ -39,11 +39,17 @@ pid_t sh_child_pid(const sh_child *c);
 /* Drop the done callback: the child is still reaped, nobody is told. */
 void sh_child_forget(sh_child *c);
 
-/* Watch and reap `pid`, a process we did not fork but are the reaper of (an orphan
- * reparented to us as child subreaper), like a child of ours: `done` (may be NULL) from the
- * loop once it exits. Returns the handle, or NULL with errno when it has no pidfd (it is not
- * ours, or gone). */
+/* Reap `pid`, a process we did not fork but are, or are about to be, the reaper of: an orphan
+ * reparented to us as child subreaper (a sandbox's worker, its intermediate's child until that
+ * one exits). It holds no fd, so ten thousand workers cost no pidfds: its pid stays its own
+ * until we reap it, nobody else being its reaper, which makes sh_child_kill by pid as safe as
+ * by a pidfd. It is not watched: the owner calls sh_child_poke when it may have exited (its
+ * socket closed, a SIGKILL sent); from then on it is looked at every 100 ms until it is reaped
+ * (it is given up, as failed, if it is still not ours a minute later). `done` (may be NULL)
+ * from the loop once it is reaped. NULL with errno when no such process exists. */
 sh_child *sh_child_adopt(sh_loop *l, pid_t pid, sh_child_done_fn done, void *data);
+/* An adopted orphan may have exited: reap it now, or from the sweep once it is a zombie. */
+void sh_child_poke(sh_loop *l, sh_child *c);
 
 /* Number of children not yet reaped. */
 unsigned sh_child_count(void);
@@ -52,5 +58,6 @@ unsigned sh_child_count(void);
  * shutdown only, once the loop has stopped. */
 void sh_child_wait_all(sh_loop *l);
 
-/* Send a signal to a live child (by its pidfd; no pid reuse race). */
+/* Send a signal to a live child (by its pidfd, an adopted orphan by its pid: no pid reuse race
+ * either way). */
 int sh_child_kill(sh_child *c, int sig);

@@ -70,6 +70,9 @@ bool sh_item_id_valid(const char *s);
 
 /* remote_id syntax: exactly SH_ID_LEN lower-case hex digits */
 bool sh_remote_id_valid(const char *s, size_t len);
+/* A hash of a valid remote_id for a table of ids: its first 8 hex digits (ids are random, so
+ * they are a uniform hash already). */
+uint32_t sh_remote_id_hash(const char *id);
 
 /* Append `n` bytes of `s` to `out` as a JSON string (with quotes). Valid UTF-8 passes through;
  * each byte of an invalid sequence becomes \udcXX (Python's surrogateescape, so a client's

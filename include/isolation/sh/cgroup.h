@@ -73,19 +73,31 @@ sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r);
 
 /* Create `name` below `parent` (NULL: the subtree root) with `lim` (NULL: inherit). `name` is
  * one component of [A-Za-z0-9._-], not starting with '.', at most 64 bytes; an existing
- * cgroup of that name is -EEXIST. The handle refers to r, which must outlive it. v1: a
+ * cgroup of that name is -EEXIST. The handle refers to r, which must outlive it, and holds no
+ * fd: every operation on it opens what it needs and closes it before returning. v1: a
  * memory limit also caps memory+swap when swap accounting exists; v2: memory.swap.max = 0
  * when it exists (a sandbox never swaps past its limit). cpu: quota = milli * 100 us per
  * 100 ms period (at least the kernel's 1 ms). */
 int sh_cgroup_create(sh_cgroup_root *r, sh_cgroup *parent, const char *name,
                      const sh_cg_limits *lim, sh_cgroup **ret, sh_error **err);
 
+/* A leaf below `parent` (limits inherited) for processes that need no memory cgroup of their
+ * own, a sandbox's worker: on v1 it is not made in the memory hierarchy, where its processes
+ * join the parent's memory cgroup (its procs fds hold the parent's there); on v2, where a
+ * cgroup with children holds no processes, it is sh_cgroup_create(r, parent, name, NULL, ...).
+ * The kernel keeps, for every memory cgroup, a 1 KiB unit per 64 superblocks of the whole
+ * machine (mm/shrinker.c, shrinker_info): with thousands of sandboxes that dominates their
+ * memory, quadratically, and one memory cgroup less per sandbox halves it. */
+int sh_cgroup_create_leaf(sh_cgroup_root *r, sh_cgroup *parent, const char *name, sh_cgroup **ret,
+                          sh_error **err);
+
 /* fds of cgroup.procs, one per hierarchy (O_WRONLY|O_CLOEXEC), for a child to move itself in
  * by writing "0" to each before it execs. Returns how many (<= max) or -errno. */
 int sh_cgroup_open_procs(sh_cgroup *cg, int *fds, int max);
 
-/* v2: a borrowed O_DIRECTORY fd of cg, for clone3(CLONE_INTO_CGROUP); v1: -EOPNOTSUPP. */
-int sh_cgroup_dirfd(sh_cgroup *cg);
+/* v2: a new O_DIRECTORY fd of cg (the caller closes it), for clone3(CLONE_INTO_CGROUP); v1:
+ * -EOPNOTSUPP. */
+int sh_cgroup_open_dir(sh_cgroup *cg);
 
 /* Move process `pid` (in the caller's pid namespace) into cg. */
 int sh_cgroup_attach(sh_cgroup *cg, pid_t pid, sh_error **err);

@@ -47,6 +47,10 @@ const char *sh_native_type(sh_error_kind kind);
 /* The request's native context and its sandbox (SH_NATIVE_SANDBOX routes; borrowed). */
 sh_native_ctx *sh_native(const sh_request *r);
 sh_sandbox *sh_native_sandbox(const sh_request *r);
+/* The request's sandbox's workspace, opened now (sh_sandbox_open_workspace): a new O_PATH fd
+ * the caller closes before the request ends, or -1 after the error answer (404
+ * SandboxNotFound once deleted, 503 when out of fds). */
+int sh_native_workspace(sh_request *r);
 /* Parse the JSON body (empty/whitespace = {}); must be an object. NULL after a 400. */
 cJSON *sh_native_json(sh_request *r);
 /* The query parameter `name` normalised as a workspace path; NULL after a 400. `optional`:

@@ -33,6 +33,11 @@ typedef struct sh_create_opts {
         uint64_t cpu_max_milli; /* cores x 1000 */
 } sh_create_opts;
 
+/* The daemon's fds an idle sandbox holds: its worker's control socket. Nothing else is held
+ * between requests: its directories and cgroups are opened on demand, its worker is reaped by
+ * pid (sh_child_adopt), and running commands hold their pipes only while they run. */
+#define SH_SANDBOX_FDS 1
+
 /* Open (creating) the state root, remove leftovers of an earlier run. */
 int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_error **err);
 /* Deletes every sandbox, waits for background removals. */
@@ -117,12 +122,16 @@ void sh_sandbox_unref(sh_sandbox *sb);
 /* Accessors. */
 const char *sh_sandbox_id(const sh_sandbox *sb);      /* the remote_id */
 const char *sh_sandbox_item_id(const sh_sandbox *sb); /* NULL: none */
-/* The workspace (O_PATH): every client path resolves below it (fs/safe_open.c). */
-int sh_sandbox_workspace_fd(const sh_sandbox *sb);
-/* The sandbox's root as its PID 1 sees it (O_PATH, pinned once the worker is ready): the
+/* The workspace: every client path resolves below it (fs/safe_open.c). A new O_PATH fd,
+ * opened now by name below the state root and checked to be the directory made for this
+ * sandbox (the caller closes it, before it drops its reference): the daemon holds no fd of an
+ * idle sandbox's workspace. SH_E_SANDBOX_NOT_FOUND once deleted, SH_E_UNAVAILABLE before its
+ * disk limit is set up or when out of fds, SH_E_INTERNAL when the directory is not the one. */
+int sh_sandbox_open_workspace(sh_sandbox *sb, sh_error **err);
+/* The sandbox's root as its PID 1 sees it: a new O_PATH fd the caller closes, opened now. The
  * OpenSandbox file API resolves the sandbox's own absolute paths below it, through the mounts
- * of its namespace. -1 before ready, once its worker is dead, or once deleted. */
-int sh_sandbox_root_fd(const sh_sandbox *sb);
+ * of its namespace. -1 (errno set) before ready, once its worker is dead, or once deleted. */
+int sh_sandbox_open_root(const sh_sandbox *sb);
 /* uid/gid of the sandbox's processes and files. */
 const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
 bool sh_sandbox_deleted(const sh_sandbox *sb);
@@ -149,6 +158,7 @@ unsigned sh_sandbox_freeze_holds(const sh_sandbox *sb);
 typedef struct sh_exec_opts {
         uint64_t capture_max;  /* bytes of each stream kept for the exit event */
         uint64_t heartbeat_ms; /* silence before a heartbeat event */
+        bool merge_output;     /* one pipe for stdout and stderr (sh_exec_spec) */
 } sh_exec_opts;
 
 /* Run argv (NULL-terminated, non-empty) in sb with the environment: base variables, then the
