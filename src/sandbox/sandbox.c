@@ -691,17 +691,26 @@ static void spare_idle(sh_loop *l, sh_timer *t, void *data)
 }
 
 /* With a spare in hand: it goes after SPARE_IDLE_MS without an exec (never a spare that
- * nothing lets go). */
-static void spare_keep(sh_sandbox *sb, sh_cgroup *cg, uint64_t ooms)
+ * nothing lets go). A sandbox of the warm pool keeps its spare until it is handed out (the
+ * pool is at most 64, so 64 spares at most): the first exec of a claimed sandbox is then an
+ * exec like any later one; the claim arms the idle timer (spare_arm). */
+static void spare_arm(sh_sandbox *sb)
 {
         sh_loop *l = sh_manager_loop(sb->mgr);
 
         sh_loop_cancel_timer(l, TAKE_PTR(sb->spare_t));
-        sb->spare_cg = cg;
-        sb->spare_ooms = ooms;
+        if (sb->pooled || !sb->spare_cg)
+                return;
         sb->spare_t = sh_loop_add_timer(l, SPARE_IDLE_MS, spare_idle, sb);
         if (!sb->spare_t)
                 spare_drop(sb);
+}
+
+static void spare_keep(sh_sandbox *sb, sh_cgroup *cg, uint64_t ooms)
+{
+        sb->spare_cg = cg;
+        sb->spare_ooms = ooms;
+        spare_arm(sb);
 }
 
 static void spare_make(sh_loop *l, sh_timer *t, void *data)
@@ -1158,6 +1167,8 @@ int sh_sandbox_claim(sh_sandbox *sb, const cJSON *env, sh_sandbox_done_fn done, 
         sb->env = copy;
         sb->created_ms = sh_now_ms();
         sb->pooled = false;
+        if (sb->spare_cg)
+                spare_arm(sb); /* kept while pooled: from now on, as every sandbox's */
         /* As every create: done once, from the loop, never before the create returns (a
          * delete meanwhile ends it with an error instead: create_deleted). */
         sb->claim_t = sh_loop_add_timer(sh_manager_loop(sb->mgr), 0, claim_end, sb);

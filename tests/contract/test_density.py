@@ -11,6 +11,7 @@ a request is in flight and the slot's directory name made again for the next san
 swapped by hand below the state root. Everything is timed by call timeouts only.
 """
 import os
+import re
 import socket
 import stat
 import time
@@ -378,7 +379,12 @@ def test_an_idle_sandbox_has_the_fewest_memory_cgroups_its_layout_allows(start_d
     v1 = os.path.isdir("/sys/fs/cgroup/memory") and any(
         p.startswith("/sys/fs/cgroup/memory/") for p in shlib.daemon_cgroup_dirs(d.root))
     want = sorted([s.rid for s in sbs] + ([] if v1 else [s.rid + "/init" for s in sbs]))
-    assert memory_cgroups(d) == want, memory_cgroups(d)
+    # Beside those, a new sandbox keeps at most one empty exec cgroup for its first exec (the
+    # spare, dropped after 10 s idle): one exec-N each at most, nothing else.
+    got = memory_cgroups(d)
+    spares = [c for c in got if re.fullmatch(r"[0-9a-f]{32}/exec-[0-9]+", c)]
+    assert sorted(c for c in got if c not in spares) == want, got
+    assert len({c.split("/")[0] for c in spares}) == len(spares) <= len(sbs), spares
     # and each worker is in its sandbox's memory cgroup (v1) or its leaf below it (v2): under
     # the sandbox's memory limit all the same
     homes = set()

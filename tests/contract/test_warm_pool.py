@@ -4,6 +4,7 @@ counted as a client's, deleted on drain and on SIGTERM. Each pooled sandbox is a
 any other (its own worker, cgroup, namespaces), used by nobody before it is handed out."""
 import os
 import signal
+import time
 
 import pytest
 
@@ -107,3 +108,17 @@ def test_a_full_host_still_hands_out_its_pool(start_daemon):
     assert wait_until(lambda: len(workers(d)) == 1, CALL), workers(d)
     assert_json(d.client.create({}), 200)
     shlib.assert_error(d.client.create({}), 503, "Unavailable")
+
+
+def test_a_pooled_sandbox_keeps_its_first_execs_cgroup_until_handed_out(start_daemon):
+    # Every sandbox makes its first exec's cgroup when its worker is ready and lets it go after
+    # 10 s without an exec; a pooled one keeps it until a create takes it, so that the first
+    # exec of a handed-out sandbox finds it (exec-1) instead of making one (exec-2).
+    d = start_daemon(args=["--warm-pool=1"])
+    assert wait_until(lambda: len(workers(d)) == 1, CALL), workers(d)
+    time.sleep(11)  # past the 10 s a spare is kept without an exec
+    s = shlib.Sandbox(d.client, assert_json(d.client.create({}), 200)["remote_id"])
+    groups = execlib.sh(s, "cat /proc/self/cgroup").split()
+    # v1: the memory hierarchy's line; v2: the unified one
+    mine = [g for g in groups if ":memory:" in g] or [g for g in groups if g.startswith("0::")]
+    assert mine and all(g.endswith("/exec-1") for g in mine), groups
