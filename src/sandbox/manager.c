@@ -688,6 +688,12 @@ static int create_new(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
  * not in sh_manager_count, not for sh_manager_full (a full host still hands them out), not
  * in sh_manager_foreach (drain, persist). Draining or shutdown deletes them. */
 #define POOL_RETRY_MS 1000
+/* The refill after a hand-out waits this long: started at once, its synchronous part (the
+ * directories, the cgroup, the worker's fork) ran in the same loop turn as the claimed
+ * create's answer, before it was sent (+3 ms), and its worker's start shared the cores with
+ * the client's first exec. A client's create and first commands come in these first
+ * milliseconds; the pool holds up to 64 for the creates of a burst. */
+#define POOL_AFTER_CLAIM_MS 25
 
 static bool pool_member(sh_manager *m, sh_sandbox *sb, unsigned *ret_i)
 {
@@ -849,7 +855,7 @@ int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
                         pool_schedule(m, 0);
                         return -1;
                 }
-                pool_schedule(m, 0);
+                pool_schedule(m, POOL_AFTER_CLAIM_MS);
                 *ret = sb; /* the pool's reference, now the caller's */
                 return 0;
         }

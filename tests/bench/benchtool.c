@@ -9,7 +9,8 @@
  *                                    end, then the K*N latencies
  *   execpar HOST PORT N RID...       one execloop of N per RID at once (each on its own
  *                                    connection, opened before the start): as forkpar
- *   lifeloop HOST PORT N E           N times: create a sandbox, E execs of `true` in it, delete
+ *   lifeloop HOST PORT N E [MS]      N times: create a sandbox, E execs of `true` in it, delete
+ *                                    (then MS milliseconds of pause, not timed: default 0)
  *                                    it, on one connection: per line "CREATE EXEC1..EXECE
  *                                    DELETE", each call's time
  *   batchloop HOST PORT N            N creates in a row, then the N deletes in a row: per line
@@ -658,7 +659,7 @@ static int par_exec(par *p, int i, long n, uint64_t *lat, void *arg)
         return 0;
 }
 
-static int cmd_lifeloop(const char *host, int port, long n, long execs)
+static int cmd_lifeloop(const char *host, int port, long n, long execs, long pause_ms)
 {
         rd r = {.fd = http_connect(host, port)};
         sink k = {0};
@@ -674,6 +675,12 @@ static int cmd_lifeloop(const char *host, int port, long n, long execs)
                         printf(" %llu", (unsigned long long)t);
                 }
                 printf(" %llu\n", (unsigned long long)delete_sandbox(&r, rid));
+                if (pause_ms > 0) {
+                        struct timespec ts = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
+
+                        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                                ;
+                }
         }
         return 0;
 }
@@ -790,8 +797,9 @@ int main(int argc, char **argv)
 
                 return par_run(argc - 5, atol(argv[4]), par_exec, &pa);
         }
-        if (argc == 6 && strcmp(argv[1], "lifeloop") == 0)
-                return cmd_lifeloop(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]));
+        if ((argc == 6 || argc == 7) && strcmp(argv[1], "lifeloop") == 0)
+                return cmd_lifeloop(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]),
+                                    argc == 7 ? atol(argv[6]) : 0);
         if (argc == 5 && strcmp(argv[1], "batchloop") == 0 && atol(argv[4]) > 0)
                 return cmd_batchloop(argv[2], atoi(argv[3]), atol(argv[4]));
         if (argc >= 6 && strcmp(argv[1], "stream") == 0)
@@ -803,7 +811,7 @@ int main(int argc, char **argv)
         if (argc == 6 && strcmp(argv[1], "osstream") == 0)
                 return cmd_osstream(argv[2], atoi(argv[3]), argv[4], argv[5]);
         fprintf(stderr, "usage: benchtool forkloop N | execloop HOST PORT RID N | forkpar K N | "
-                        "execpar HOST PORT N RID... | lifeloop HOST PORT N E | "
+                        "execpar HOST PORT N RID... | lifeloop HOST PORT N E [MS] | "
                         "batchloop HOST PORT N | stream HOST PORT RID ARG... | pipecat FILE | "
                         "oscmdloop HOST PORT ID N | osstream HOST PORT ID TEXT\n");
         return 2;
