@@ -193,14 +193,14 @@ static int remove_trash(sh_manager *m, const char *tname, sh_error **err)
 }
 
 /* A sandbox that left nothing behind needs no remover: its directory then holds only its
- * workspace and its root's mount point (.rootfs: mounted in the worker's namespace only),
- * both empty. rmdir never follows a link and fails on a directory with anything in it
+ * workspace and the mount points of its root and its /tmp tmpfs (.rootfs, .tmpfs: mounted
+ * in the worker's namespace only), all empty. rmdir never follows a link and fails on a directory with anything in it
  * (ENOTEMPTY), so nothing of a sandbox's tree is ever read here: whatever it left goes to
  * the remover as before. Spares a delete the remover's fork, cgroup and network namespace,
  * whose cost the next create paid (churn). True when the whole directory is gone. */
 static bool remove_if_empty(int fromfd, const char *name)
 {
-        static const char *const parts[] = {"workspace", ".rootfs"};
+        static const char *const parts[] = {"workspace", ".rootfs", ".tmpfs"};
         _cleanup_close_ int fd =
                 openat(fromfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
