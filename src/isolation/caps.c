@@ -7,6 +7,7 @@
 #include <grp.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <linux/securebits.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -77,6 +78,47 @@ static int drop_bounding_set(const cap_value_t *keep, int n)
         return 0;
 }
 
+/* PID 1's bounding set once sh_caps_limit_init reduced it (bit i: capability i), read there
+ * once; 0 and unknown elsewhere. A bounding set never grows again (no call adds a bit), so in
+ * a fork of PID 1 (an exec child, which has this copy of the variable) it is a superset of
+ * what is left: dropping each of its bits empties the set without reading the other ~40
+ * (one prctl each, on the path of every exec). */
+static uint64_t init_bset;
+static bool init_bset_known;
+
+static int read_bounding_set(uint64_t *ret)
+{
+        uint64_t m = 0;
+
+        for (cap_value_t cap = 0; cap < 64; cap++) {
+                int in = prctl(PR_CAPBSET_READ, (unsigned long)cap, 0, 0, 0);
+
+                if (in < 0)
+                        break;
+                if (in == 1)
+                        m |= UINT64_C(1) << cap;
+        }
+        *ret = m;
+        return 0;
+}
+
+static int drop_known_bounding_set(void)
+{
+        if (!init_bset_known)
+                return drop_bounding_set(NULL, 0);
+        for (cap_value_t cap = 0; cap < 64; cap++)
+                if ((init_bset & (UINT64_C(1) << cap)) && cap_drop_bound(cap) < 0)
+                        return -1;
+        return 0;
+}
+
+/* The ambient set, cleared in one call (libcap's cap_reset_ambient first asks the kernel
+ * about every capability, one prctl each). */
+static int clear_ambient(void)
+{
+        return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+}
+
 /* Effective and permitted: exactly `keep`; inheritable: none; in one capset(2). */
 static int set_capability_sets(const cap_value_t *keep, int n)
 {
@@ -100,7 +142,7 @@ int sh_caps_drop_to(uid_t uid, gid_t gid, const char **ret_step)
                 *ret_step = NULL;
         errno = 0;
 
-        if (drop_bounding_set(NULL, 0) < 0)
+        if (drop_known_bounding_set() < 0)
                 return fail(ret_step, "drop bounding set");
         /* Needs CAP_SETPCAP too, so before the sets are cleared. */
         if (cap_set_secbits(SANDBOX_SECUREBITS) < 0)
@@ -120,7 +162,7 @@ int sh_caps_drop_to(uid_t uid, gid_t gid, const char **ret_step)
          * which the uid change leaves alone, and for the case uid is 0 in a user namespace. */
         if (set_capability_sets(NULL, 0) < 0)
                 return fail(ret_step, "clear capability sets");
-        if (cap_reset_ambient() < 0)
+        if (clear_ambient() < 0)
                 return fail(ret_step, "clear ambient set");
         /* no_new_privs: execve can never grant privileges again (setuid/setgid bits and
          * file capabilities are ignored), and it is the precondition for an unprivileged
@@ -144,7 +186,7 @@ int sh_caps_keep_only(const cap_value_t *keep, int n, const char **ret_step)
                 return fail(ret_step, "reduce bounding set");
         if (set_capability_sets(keep, n) < 0)
                 return fail(ret_step, "reduce capability sets");
-        if (cap_reset_ambient() < 0)
+        if (clear_ambient() < 0)
                 return fail(ret_step, "clear ambient set");
         /* no_new_privs: no execve can ever add to what is left (setuid bits and file
          * capabilities are ignored). */
@@ -172,5 +214,9 @@ int sh_caps_limit_init(const char **ret_step)
          * anyone but a privileged host process, even of the same uid. */
         if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 return fail(ret_step, "set not dumpable");
+        /* what every exec child will have to drop (drop_known_bounding_set) */
+        if (read_bounding_set(&init_bset) < 0)
+                return fail(ret_step, "read bounding set");
+        init_bset_known = true;
         return 0;
 }

@@ -1405,6 +1405,25 @@ int sh_cgroup_is_empty(sh_cgroup *cg, bool *ret, sh_error **err)
         return cg->root->ops->is_empty(cg, ret, err);
 }
 
+static int found_a_pid(pid_t pid, void *userdata)
+{
+        (void)pid;
+        (void)userdata;
+        return -EEXIST; /* stop at the first one */
+}
+
+int sh_cgroup_exec_is_empty(sh_cgroup *cg, bool *ret, sh_error **err)
+{
+        _cleanup_close_ int fd = sh_cg_open(cg, freezer_hier(cg->root));
+        int k;
+
+        k = fd < 0 ? fd : sh_cg_for_each_pid(fd, true, found_a_pid, NULL);
+        if (k < 0 && k != -EEXIST)
+                return sh_error_make(err, -k, "cannot read processes of cgroup '%s'", cg->relpath);
+        *ret = k != -EEXIST;
+        return 0;
+}
+
 int sh_cgroup_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err)
 {
         return cg->root->ops->oom_kills(cg, ret, err);

@@ -355,10 +355,11 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
         devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
                 _exit(125);
+        /* Every disposition is already the default: PID 1 reset them all when it started
+         * (worker_main) and never sets one again, and execve resets handlers. Only the mask
+         * it blocks SIGCHLD with is left to clear. */
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        for (i = 1; i < NSIG; i++)
-                signal(i, SIG_DFL);
         umask(022);
         /* The worker shares the sandbox's memory cgroup: the OOM killer must pick one of the
          * sandbox's commands, never its PID 1 (whose death would end the whole sandbox). Every
@@ -515,6 +516,13 @@ static _Noreturn void worker_main(sh_worker_spec *s)
                 fail(SH_STEP_PRIVILEGES);
         }
         forget_setup(s);
+        /* Every disposition to its default, once for every command: an ignored signal (the
+         * daemon ignores SIGPIPE) would stay ignored across execve in each of them. PID 1
+         * never sets one again (SIGCHLD comes through the signalfd), so an exec child,
+         * a fork of it, needs no reset of its own. (PID 1 of a PID namespace gets no signal
+         * of its namespace's processes it has no handler for, defaults or not.) */
+        for (int i = 1; i < NSIG; i++)
+                (void)signal(i, SIG_DFL); /* SIGKILL, SIGSTOP, libc's own: refused, fine */
         sigemptyset(&mask);
         sigaddset(&mask, SIGCHLD);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||

@@ -744,7 +744,7 @@ static bool exec_recycle(sh_cgroup *cg, uint64_t ooms, void *data)
                 return false;
         /* a command that left a process behind (`sleep 1000 &`, its pipes closed) keeps its
          * cgroup until that process ends: removed later, never handed on */
-        if (sh_cgroup_is_empty(cg, &empty, &err) < 0 || !empty) {
+        if (sh_cgroup_exec_is_empty(cg, &empty, &err) < 0 || !empty) {
                 sh_error_release(&err);
                 return false;
         }

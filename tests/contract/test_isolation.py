@@ -199,6 +199,19 @@ def test_mount_refused(sb):
     assert "/tmp/m2" not in mounts(sb)
 
 
+def test_a_command_starts_with_no_signal_ignored_or_blocked_whatever_the_daemon_inherited(
+        start_daemon):
+    # The daemon started with SIGPIPE and SIGHUP ignored (as under nohup or a shell's trap):
+    # an ignored disposition survives fork and execve, down to every command, unless the
+    # sandbox's PID 1 resets them (once, when it starts: its exec children reset nothing).
+    d = start_daemon(prefix=["/bin/sh", "-c", "trap '' PIPE HUP; exec \"$0\" \"$@\""])
+    s = d.client.new_sandbox()
+    for _ in range(2):  # the first command and a later one
+        st = execlib.ok(s, ["grep", "-E", "^Sig(Ign|Blk):", "/proc/self/status"])
+        got = dict(ln.split(":\t") for ln in st.out.decode().splitlines())
+        assert got == {"SigIgn": "0" * 16, "SigBlk": "0" * 16}, got
+
+
 def test_only_fds_0_1_2_are_inherited(sb):
     # the fd listdir used for the listing is closed again when readlink runs: skipped
     out = py(sb, "import os\n"

@@ -384,6 +384,10 @@ START_TEST(attach_moves_process)
         sh_error *err = NULL;
         ck_assert_int_eq(sh_cgroup_is_empty(cg, &empty, &err), 0);
         ck_assert(!empty);
+        /* the one-hierarchy look an exec's cgroup gets says the same */
+        empty = true;
+        ck_assert_int_eq(sh_cgroup_exec_is_empty(cg, &empty, &err), 0);
+        ck_assert(!empty);
         /* not empty: destroy refuses with EBUSY and leaves everything */
         ck_assert_int_eq(sh_cgroup_destroy(cg, &err), -EBUSY);
         sh_error_release(&err);
@@ -392,6 +396,8 @@ START_TEST(attach_moves_process)
         ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
         ck_assert(WIFSIGNALED(ut_wait_pid(pid, 5000)));
         ck_assert(WIFSIGNALED(ut_wait_pid(pid2, 5000)));
+        ck_assert_int_eq(sh_cgroup_exec_is_empty(cg, &empty, &err), 0);
+        ck_assert(empty);
         kill_and_destroy(cg);
         destroy_root(r);
 }

@@ -146,6 +146,13 @@ int sh_cgroup_kill_procs(sh_cgroup *cg, sh_error **err);
 
 /* True when no process is left in cg or below. */
 int sh_cgroup_is_empty(sh_cgroup *cg, bool *ret, sh_error **err);
+/* The same for an exec's cgroup, from one hierarchy (the freezer's; v2's only one): an exec
+ * child joins its cgroup in every hierarchy before it runs anything (it exits if a join
+ * fails), and nothing in a sandbox can move a process between cgroups (no write access to any
+ * cgroupfs), so its processes are in it in all of them or in none. One read of its processes
+ * instead of one per v1 hierarchy, when each exec ends. Not for other cgroups: a sandbox's
+ * worker is in some hierarchies' leaves and not others'. */
+int sh_cgroup_exec_is_empty(sh_cgroup *cg, bool *ret, sh_error **err);
 
 /* How many times the OOM killer has killed a process in cg (v2 memory.events oom_kill; v1
  * memory.oom_control oom_kill). */
