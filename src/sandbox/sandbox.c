@@ -667,13 +667,14 @@ static int build_env(sh_sandbox *sb, const cJSON *env, char ***ret, sh_error **e
 /* An exec's cgroup costs a mkdir in each hierarchy (v1: four, ~0.35 ms of the daemon's CPU,
  * most of it the memory controller's) on the request's path, and an rmdir plus the kernel's
  * deferred teardown of a memory cgroup after it. So a sandbox keeps one empty exec cgroup in
- * hand: made from a 0 ms timer when its worker is ready (while the create is answered), then
+ * hand: made from a timer just after its worker is ready (once the create is answered), then
  * the cgroup of each exec that exited cleanly is given back (exec_recycle: only if it holds no
  * process, so nothing a command left running ever shares a cgroup with the next command), and
  * taken by the next exec. One at most (a second is removed), let go after SPARE_IDLE_MS
  * without an exec, so an idle sandbox holds nothing more than it did. A spare is an empty
  * child cgroup: freezes and kills of the sandbox's processes go over it harmlessly. */
-#define SPARE_IDLE_MS 10000
+#define SPARE_IDLE_MS        10000
+#define SPARE_AFTER_READY_MS 1
 
 static void spare_drop(sh_sandbox *sb)
 {
@@ -776,8 +777,10 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
         if (!l)
                 return sh_error_make(err, ENOMEM, "out of memory");
         l->id = ++sb->next_exec_id;
+        /* The spare, if there is one; else a spare still to be made (an exec right after the
+         * create) is not: this exec makes its own cgroup, and hands it on when it ends. */
+        sh_loop_cancel_timer(sh_manager_loop(sb->mgr), TAKE_PTR(sb->spare_t));
         if (sb->spare_cg) {
-                sh_loop_cancel_timer(sh_manager_loop(sb->mgr), TAKE_PTR(sb->spare_t));
                 cg = TAKE_PTR(sb->spare_cg);
                 ooms = sb->spare_ooms;
         }
@@ -927,9 +930,12 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
         switch (ev) {
         case SH_WORKER_EV_READY:
                 sb->worker_ready = true;
-                /* the first exec's cgroup, made while the create is answered */
+                /* The first exec's cgroup, made once the create is answered: a 0 ms timer
+                 * runs in this loop turn, before the transport sends the answer, and its
+                 * mkdirs (four on v1, ~0.35 ms) made every create that much slower. */
                 sh_loop_cancel_timer(sh_manager_loop(sb->mgr), TAKE_PTR(sb->spare_t));
-                sb->spare_t = sh_loop_add_timer(sh_manager_loop(sb->mgr), 0, spare_make, sb);
+                sb->spare_t = sh_loop_add_timer(sh_manager_loop(sb->mgr), SPARE_AFTER_READY_MS,
+                                                spare_make, sb);
                 if (sb->create_done)
                         create_worker_ready(sb);
                 return;

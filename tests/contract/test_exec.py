@@ -495,11 +495,13 @@ def test_parallel_execs_in_several_sandboxes_while_healthz_keeps_answering(daemo
 # ---- exec cgroups: one empty cgroup kept for the next exec (sandbox.c, spare_make) ----------
 
 def exec_cgroup(sb, script="cat /proc/self/cgroup"):
-    """The exec cgroup a command runs in, as the sandbox sees it (its cgroup namespace is
-    rooted at the sandbox's cgroup)."""
-    paths = {ln.split(":", 2)[2] for ln in sh(sb, script).splitlines() if "exec-" in ln}
-    assert len(paths) == 1, paths
-    return paths.pop()
+    """The name of the exec cgroup a command runs in, as the sandbox sees it: one name in every
+    hierarchy. (Its cgroup namespace is rooted at its worker's cgroup, so the paths differ on
+    v1: /exec-N in the memory hierarchy, where the worker has no leaf of its own, /../exec-N in
+    the others, where it is in the sandbox's init leaf.)"""
+    names = {ln.rsplit("/", 1)[1] for ln in sh(sb, script).splitlines() if "exec-" in ln}
+    assert len(names) == 1, names
+    return names.pop()
 
 
 def host_exec_cgroups(rid):
