@@ -42,6 +42,11 @@ int main(int argc, char **argv)
 
         setvbuf(stdout, NULL, _IOLBF, 0);
         printf("argc=%d\n", argc);
+        if (argc > 1)
+                printf("opts=%s\n", argv[1]); /* the short options: -S and -H or not */
+        for (int i = 1; i < argc; i++)
+                if (strncmp(argv[i], "--temp-dir=", 11) == 0)
+                        printf("tempdir=%s\n", argv[i] + 11);
         for (int i = 1; i < argc; i++)
                 if (strncmp(argv[i], "--timeout=", 10) == 0)
                         printf("timeout=%s\n", argv[i] + 10);
