@@ -42,7 +42,7 @@
 #define WS_FD     3
 #define OUT_FD    4
 #define PROCS_FD  5 /* and up: cgroup.procs of the helper's cgroup */
-#define MAX_LIBS  64
+#define MAX_LIBS  SH_PERSIST_LIBS_MAX
 #define TRACE_MAX (64 * 1024)
 
 static _Noreturn void die(const char *step, int e)
@@ -103,7 +103,8 @@ static void libs_parse(libset *ls, char *text)
 }
 
 /* Ask the loader which libraries rsync needs (LD_TRACE_LOADED_OBJECTS: it maps them, prints
- * and exits without running rsync). Done per run, so an upgraded rsync is picked up. */
+ * and exits without running rsync). Once at the daemon's start (sh_persist_libs_discover),
+ * again in a job that finds rsync or a library changed since (find_libraries). */
 static void trace_libraries(const char *rsync, libset *ls)
 {
         char *const argv[] = {(char *)rsync, NULL};
@@ -149,6 +150,143 @@ static void trace_libraries(const char *rsync, libset *ls)
         buf[len] = '\0';
         libs_parse(ls, buf);
         free(buf);
+}
+
+/* The same file as when it was recorded: device, inode, size, modification and change
+ * times (an upgrade replaces the file or changes it). stat follows links: the loader named
+ * some libraries by a link (/lib64/ld-linux-x86-64.so.2), the bind follows it too. */
+static bool same_file(const char *path, const struct stat *was)
+{
+        struct stat st;
+
+        return stat(path, &st) == 0 && st.st_dev == was->st_dev && st.st_ino == was->st_ino &&
+               st.st_size == was->st_size && st.st_mtim.tv_sec == was->st_mtim.tv_sec &&
+               st.st_mtim.tv_nsec == was->st_mtim.tv_nsec &&
+               st.st_ctim.tv_sec == was->st_ctim.tv_sec &&
+               st.st_ctim.tv_nsec == was->st_ctim.tv_nsec;
+}
+
+/* The daemon's list if rsync and every library are still the files it recorded (copied into
+ * *ls), else the loader's answer now: an upgraded rsync or library is picked up, at the cost
+ * of one more fork and exec in that job. */
+static void find_libraries(const sh_persist_child_arg *a, libset *ls)
+{
+        const sh_persist_libs *l = a->libs;
+        bool valid = l && same_file(a->rsync, &l->rsync_st);
+
+        for (int i = 0; valid && i < l->n; i++)
+                valid = same_file(l->path[i], &l->st[i]);
+        if (!valid) {
+                trace_libraries(a->rsync, ls);
+                return;
+        }
+        for (int i = 0; i < l->n; i++)
+                ls->path[i] = l->path[i];
+        ls->n = l->n;
+}
+
+void sh_persist_libs_free(sh_persist_libs *l)
+{
+        if (!l)
+                return;
+        for (int i = 0; i < l->n; i++)
+                free(l->path[i]);
+        free(l);
+}
+
+/* Read the NUL-separated paths from the discovery child into l (each stat'ed now). */
+static int libs_read(int fd, sh_persist_libs *l)
+{
+        char *buf = malloc(TRACE_MAX + 1);
+        size_t len = 0;
+        int r = 0;
+
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t n = read(fd, buf + len, TRACE_MAX - len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0 || (len += (size_t)n) == TRACE_MAX)
+                        break;
+        }
+        if (len == 0 || len == TRACE_MAX || buf[len - 1] != '\0')
+                r = -EIO;
+        for (size_t off = 0; r == 0 && off < len; off += strlen(buf + off) + 1) {
+                if (l->n == SH_PERSIST_LIBS_MAX || buf[off] != '/') {
+                        r = -EIO;
+                } else if (!(l->path[l->n] = strdup(buf + off))) {
+                        r = -ENOMEM;
+                } else if (stat(l->path[l->n], &l->st[l->n]) < 0) {
+                        r = -errno;
+                        free(l->path[l->n]);
+                } else {
+                        l->n++;
+                }
+        }
+        free(buf);
+        return r;
+}
+
+int sh_persist_libs_discover(const char *rsync, sh_persist_libs **ret)
+{
+        sh_persist_libs *l = calloc(1, sizeof(*l));
+        int p[2], status, r;
+        pid_t pid;
+
+        if (!l)
+                return -ENOMEM;
+        if (stat(rsync, &l->rsync_st) < 0 || pipe2(p, O_CLOEXEC) < 0) {
+                r = -errno;
+                free(l);
+                return r;
+        }
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                close(p[0]);
+                close(p[1]);
+                free(l);
+                return r;
+        }
+        if (pid == 0) {
+                /* The child's own steps die on any surprise (exit status != 0): the daemon
+                 * then keeps no list. The paths go back NUL-separated. */
+                libset ls = {.n = 0};
+                int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+                close(p[0]);
+                if (devnull < 0 || dup2(devnull, 2) < 0)
+                        _exit(SH_PERSIST_EXIT_SETUP);
+                trace_libraries(rsync, &ls);
+                for (int i = 0; i < ls.n; i++) {
+                        size_t n = strlen(ls.path[i]) + 1;
+
+                        if (write(p[1], ls.path[i], n) != (ssize_t)n)
+                                _exit(SH_PERSIST_EXIT_SETUP);
+                }
+                _exit(0);
+        }
+        close(p[1]);
+        r = libs_read(p[0], l);
+        close(p[0]);
+        /* An answer too long: the child may be blocked writing the rest. */
+        if (r < 0)
+                (void)kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR) {
+                        status = -1;
+                        break;
+                }
+        if (r == 0 && status != 0)
+                r = -EIO;
+        if (r < 0) {
+                sh_persist_libs_free(l);
+                return r;
+        }
+        *ret = l;
+        return 0;
 }
 
 /* ---- the archive side ------------------------------------------------------------------ */
@@ -715,7 +853,7 @@ int sh_persist_child_main(void *arg)
                 die("open /dev/null", errno);
         close(devnull);
 
-        trace_libraries(a->rsync, &ls);
+        find_libraries(a, &ls);
         own_mount_namespace();
         /* fd 3 is the daemon's fd of the workspace, a mount of the host's namespace: the
          * kernel binds only mounts of our own, so it is opened again by its path (the daemon

@@ -7,6 +7,7 @@
 #include <linux/capability.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -44,6 +45,7 @@ int main(int argc, char **argv)
         printf("argc=%d\n", argc);
         if (argc > 1)
                 printf("opts=%s\n", argv[1]); /* the short options: -S and -H or not */
+        printf("ldpath=%s\n", getenv("LD_LIBRARY_PATH") ? getenv("LD_LIBRARY_PATH") : "");
         for (int i = 1; i < argc; i++)
                 if (strncmp(argv[i], "--temp-dir=", 11) == 0)
                         printf("tempdir=%s\n", argv[i] + 11);

@@ -41,6 +41,7 @@
 static char tmp[200]; /* $TMPDIR/sh-test-confine-XXXXXX */
 static char ws[256], arch[256];
 static sh_seccomp *sandbox_filter;
+static const sh_persist_libs *test_libs; /* the helper's a.libs */
 
 /* Read fd until EOF within `ms` (the output of the helper), then reap pid with a bound. */
 static int collect(pid_t pid, int fd, char *out, size_t size, unsigned ms)
@@ -111,6 +112,7 @@ static int run_helper(bool restore, uint64_t max_bytes, bool pod, char *out, siz
                 .nprocs = 0,
                 .sandbox_filter = sh_seccomp_prog(sandbox_filter),
                 .socket_filter = sh_helper_rsync_filter(&err),
+                .libs = test_libs,
         };
         int p[2], wsfd;
         pid_t pid;
@@ -318,6 +320,49 @@ START_TEST(rsync_gets_sparse_and_hard_links_only_when_the_tree_has_them)
 }
 END_TEST
 
+/* The libraries found once (at the daemon's start) are what a helper binds while rsync and
+ * each library are the same files; one changed since, the helper asks the loader again. A
+ * host file added to the list shows which: its directory is in rsync's LD_LIBRARY_PATH only
+ * when the list was used. */
+START_TEST(library_list_found_once_is_used_until_a_file_changes)
+{
+        static char out[OUT_MAX];
+        sh_persist_libs *l = NULL;
+        char dir[300], lib[320], want[330];
+
+        ck_assert_int_eq(sh_persist_libs_discover(SH_CONFINE_PROBE, &l), 0);
+        ck_assert_int_ge(l->n, 1);
+        ck_assert_int_lt(l->n, SH_PERSIST_LIBS_MAX);
+        for (int i = 0; i < l->n; i++)
+                ck_assert_msg(l->path[i][0] == '/', "%s", l->path[i]);
+        /* not below /tmp: the helper's new root is a tmpfs over /tmp, which hides it */
+        snprintf(dir, sizeof(dir), "/var/tmp/sh-test-fakelib-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(lib, sizeof(lib), "%s/libfake.so.1", dir);
+        snprintf(want, sizeof(want), "%s", dir);
+        ut_write_file(lib, "not a library, never loaded");
+        l->path[l->n] = strdup(lib);
+        ck_assert_ptr_nonnull(l->path[l->n]);
+        ck_assert_int_eq(stat(lib, &l->st[l->n]), 0);
+        l->n++;
+        test_libs = l;
+
+        run_helper(false, 1 << 30, false, out, sizeof(out));
+        ck_assert_msg(strstr(out, "argc=") && strstr(out, want), "the list was not used:\n%s", out);
+
+        /* the "library" replaced (an upgrade): asked again, the probe still runs */
+        ck_assert_int_eq(unlink(lib), 0);
+        ut_write_file(lib, "upgraded");
+        run_helper(false, 1 << 30, false, out, sizeof(out));
+        ck_assert_msg(strstr(out, "argc=") && !strstr(out, want), "a stale list was used:\n%s",
+                      out);
+        test_libs = NULL;
+        sh_persist_libs_free(l);
+        unlink(lib);
+        rmdir(dir);
+}
+END_TEST
+
 /* The remover: a network namespace of its own and an allow-list that removes trees and
  * nothing else (no socket, no exec, no fork, no mount, no ptrace, no other ABI). */
 START_TEST(remover_allow_list_removes_trees_and_nothing_else)
@@ -424,6 +469,7 @@ int main(void)
         tcase_add_test(tc, rsync_keeps_the_capabilities_the_pod_has);
         tcase_add_test(tc, sparse_tree_above_the_cap_never_reaches_rsync);
         tcase_add_test(tc, rsync_gets_sparse_and_hard_links_only_when_the_tree_has_them);
+        tcase_add_test(tc, library_list_found_once_is_used_until_a_file_changes);
         tcase_add_test(tc, remover_allow_list_removes_trees_and_nothing_else);
         suite_add_tcase(s, tc);
         k = ut_run_forked(s);
