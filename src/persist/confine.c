@@ -42,7 +42,7 @@
 #define WS_FD     3
 #define OUT_FD    4
 #define PROCS_FD  5 /* and up: cgroup.procs of the helper's cgroup */
-#define MAX_LIBS  64
+#define MAX_LIBS  SH_PERSIST_LIBS_MAX
 #define TRACE_MAX (64 * 1024)
 
 static _Noreturn void die(const char *step, int e)
@@ -103,7 +103,8 @@ static void libs_parse(libset *ls, char *text)
 }
 
 /* Ask the loader which libraries rsync needs (LD_TRACE_LOADED_OBJECTS: it maps them, prints
- * and exits without running rsync). Done per run, so an upgraded rsync is picked up. */
+ * and exits without running rsync). Once at the daemon's start (sh_persist_libs_discover),
+ * again in a job that finds rsync or a library changed since (find_libraries). */
 static void trace_libraries(const char *rsync, libset *ls)
 {
         char *const argv[] = {(char *)rsync, NULL};
@@ -149,6 +150,143 @@ static void trace_libraries(const char *rsync, libset *ls)
         buf[len] = '\0';
         libs_parse(ls, buf);
         free(buf);
+}
+
+/* The same file as when it was recorded: device, inode, size, modification and change
+ * times (an upgrade replaces the file or changes it). stat follows links: the loader named
+ * some libraries by a link (/lib64/ld-linux-x86-64.so.2), the bind follows it too. */
+static bool same_file(const char *path, const struct stat *was)
+{
+        struct stat st;
+
+        return stat(path, &st) == 0 && st.st_dev == was->st_dev && st.st_ino == was->st_ino &&
+               st.st_size == was->st_size && st.st_mtim.tv_sec == was->st_mtim.tv_sec &&
+               st.st_mtim.tv_nsec == was->st_mtim.tv_nsec &&
+               st.st_ctim.tv_sec == was->st_ctim.tv_sec &&
+               st.st_ctim.tv_nsec == was->st_ctim.tv_nsec;
+}
+
+/* The daemon's list if rsync and every library are still the files it recorded (copied into
+ * *ls), else the loader's answer now: an upgraded rsync or library is picked up, at the cost
+ * of one more fork and exec in that job. */
+static void find_libraries(const sh_persist_child_arg *a, libset *ls)
+{
+        const sh_persist_libs *l = a->libs;
+        bool valid = l && same_file(a->rsync, &l->rsync_st);
+
+        for (int i = 0; valid && i < l->n; i++)
+                valid = same_file(l->path[i], &l->st[i]);
+        if (!valid) {
+                trace_libraries(a->rsync, ls);
+                return;
+        }
+        for (int i = 0; i < l->n; i++)
+                ls->path[i] = l->path[i];
+        ls->n = l->n;
+}
+
+void sh_persist_libs_free(sh_persist_libs *l)
+{
+        if (!l)
+                return;
+        for (int i = 0; i < l->n; i++)
+                free(l->path[i]);
+        free(l);
+}
+
+/* Read the NUL-separated paths from the discovery child into l (each stat'ed now). */
+static int libs_read(int fd, sh_persist_libs *l)
+{
+        char *buf = malloc(TRACE_MAX + 1);
+        size_t len = 0;
+        int r = 0;
+
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t n = read(fd, buf + len, TRACE_MAX - len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0 || (len += (size_t)n) == TRACE_MAX)
+                        break;
+        }
+        if (len == 0 || len == TRACE_MAX || buf[len - 1] != '\0')
+                r = -EIO;
+        for (size_t off = 0; r == 0 && off < len; off += strlen(buf + off) + 1) {
+                if (l->n == SH_PERSIST_LIBS_MAX || buf[off] != '/') {
+                        r = -EIO;
+                } else if (!(l->path[l->n] = strdup(buf + off))) {
+                        r = -ENOMEM;
+                } else if (stat(l->path[l->n], &l->st[l->n]) < 0) {
+                        r = -errno;
+                        free(l->path[l->n]);
+                } else {
+                        l->n++;
+                }
+        }
+        free(buf);
+        return r;
+}
+
+int sh_persist_libs_discover(const char *rsync, sh_persist_libs **ret)
+{
+        sh_persist_libs *l = calloc(1, sizeof(*l));
+        int p[2], status, r;
+        pid_t pid;
+
+        if (!l)
+                return -ENOMEM;
+        if (stat(rsync, &l->rsync_st) < 0 || pipe2(p, O_CLOEXEC) < 0) {
+                r = -errno;
+                free(l);
+                return r;
+        }
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                close(p[0]);
+                close(p[1]);
+                free(l);
+                return r;
+        }
+        if (pid == 0) {
+                /* The child's own steps die on any surprise (exit status != 0): the daemon
+                 * then keeps no list. The paths go back NUL-separated. */
+                libset ls = {.n = 0};
+                int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+                close(p[0]);
+                if (devnull < 0 || dup2(devnull, 2) < 0)
+                        _exit(SH_PERSIST_EXIT_SETUP);
+                trace_libraries(rsync, &ls);
+                for (int i = 0; i < ls.n; i++) {
+                        size_t n = strlen(ls.path[i]) + 1;
+
+                        if (write(p[1], ls.path[i], n) != (ssize_t)n)
+                                _exit(SH_PERSIST_EXIT_SETUP);
+                }
+                _exit(0);
+        }
+        close(p[1]);
+        r = libs_read(p[0], l);
+        close(p[0]);
+        /* An answer too long: the child may be blocked writing the rest. */
+        if (r < 0)
+                (void)kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR) {
+                        status = -1;
+                        break;
+                }
+        if (r == 0 && status != 0)
+                r = -EIO;
+        if (r < 0) {
+                sh_persist_libs_free(l);
+                return r;
+        }
+        *ret = l;
+        return 0;
 }
 
 /* ---- the archive side ------------------------------------------------------------------ */
@@ -280,6 +418,12 @@ static void build_root(const sh_persist_child_arg *a, const libset *ls, int wsfd
 
 /* ---- what the job may read ------------------------------------------------------------ */
 
+/* What the walk below learnt of the source, for rsync's command line. */
+typedef struct tree_info {
+        bool sparse; /* a regular file may hold holes: rsync needs -S */
+        bool links;  /* a non-directory has more than one name: rsync needs -H */
+} tree_info;
+
 /* The source of the transfer (the workspace, frozen; or the archive item) is measured before
  * rsync runs: the apparent sizes of its regular files, which is what rsync reads. A sparse
  * file counts with its holes: 15 TiB of holes cost no disk but 15 TiB of reading (hours of
@@ -288,11 +432,20 @@ static void build_root(const sh_persist_child_arg *a, const libset *ls, int wsfd
  * Walked without following links and without leaving the bind mount; fts descends by
  * fchdir, so depth is not bounded by PATH_MAX. Unreadable entries are left to rsync, which
  * reports them. The tree cannot change meanwhile: a persist froze the sandbox, and nobody
- * writes an archive item during its restore (jobs of one item never overlap). */
-static void check_size(const sh_persist_child_arg *a)
+ * writes an archive item during its restore (jobs of one item never overlap).
+ *
+ * The same walk says whether rsync's -S and -H are needed, because both are costly when they
+ * are not: -S makes rsync's receiver write in 1 KiB pieces to find runs of zeros (a 256 MiB
+ * file took twice as long as with -a), -H makes it index every file by inode. A file is taken
+ * as sparse when it occupies less than its size (st_blocks x 512 < st_size: the test GNU cp
+ * and tar use); one such file turns -S on for the whole transfer, so holes are still written
+ * as holes. Any non-directory with st_nlink > 1 turns -H on. An entry the walk cannot stat or
+ * a directory it cannot read turns both on: what it holds is unknown. */
+static tree_info check_size(const sh_persist_child_arg *a)
 {
         const char *what = a->restore ? "archive" : "workspace";
         char *roots[] = {a->restore ? "/archive" : "/workspace", NULL};
+        tree_info ti = {false, false};
         uint64_t sum = 0;
         FTSENT *e;
         FTS *fts;
@@ -301,13 +454,33 @@ static void check_size(const sh_persist_child_arg *a)
         if (!fts)
                 die("measure the tree", errno);
         while ((errno = 0, e = fts_read(fts))) {
+                const struct stat *st = e->fts_statp;
                 uint64_t size;
 
-                if (e->fts_info == FTS_ERR)
+                switch (e->fts_info) {
+                case FTS_ERR:
                         die("measure the tree", e->fts_errno);
-                if (e->fts_info != FTS_F)
+                case FTS_DNR:
+                case FTS_NS:
+                        ti.sparse = ti.links = true;
                         continue;
-                size = e->fts_statp->st_size > 0 ? (uint64_t)e->fts_statp->st_size : 0;
+                case FTS_D:
+                case FTS_DP:
+                case FTS_DC:
+                case FTS_DOT:
+                        continue;
+                case FTS_F:
+                        break;
+                default: /* links, devices, FIFOs, sockets: only their names matter */
+                        if (st->st_nlink > 1)
+                                ti.links = true;
+                        continue;
+                }
+                if (st->st_nlink > 1)
+                        ti.links = true;
+                size = st->st_size > 0 ? (uint64_t)st->st_size : 0;
+                if ((uint64_t)st->st_blocks * 512 < size)
+                        ti.sparse = true;
                 if (size > a->max_bytes - sum) {
                         dprintf(2,
                                 "the %s's files add up to more than %" PRIu64
@@ -322,6 +495,7 @@ static void check_size(const sh_persist_child_arg *a)
         if (errno)
                 die("measure the tree", errno);
         fts_close(fts);
+        return ti;
 }
 
 /* ---- rsync itself ----------------------------------------------------------------------- */
@@ -432,7 +606,8 @@ static char *library_path(const libset *ls)
  * out of the transfer and of --delete by a filter rule; whatever rsync left in it is removed
  * once rsync's namespace is empty, however rsync ended. */
 static char temp_dir_name[32];   /* ".sh-rsync.<16 hex>", in /archive */
-static char temp_dir_opt[64];    /* --temp-dir=/archive/<name> */
+static char temp_dir_path[64];   /* /archive/<name> */
+static char temp_dir_opt[64];    /* --temp-dir=<name> */
 static char temp_dir_filter[64]; /* --filter=P /<name>/ */
 
 static void make_temp_dir(void)
@@ -445,11 +620,17 @@ static void make_temp_dir(void)
         i = snprintf(temp_dir_name, sizeof(temp_dir_name), ".sh-rsync.");
         for (size_t k = 0; k < sizeof(rnd); k++)
                 i += snprintf(temp_dir_name + i, sizeof(temp_dir_name) - (size_t)i, "%02x", rnd[k]);
-        snprintf(temp_dir_opt, sizeof(temp_dir_opt), "--temp-dir=/archive/%s", temp_dir_name);
+        snprintf(temp_dir_path, sizeof(temp_dir_path), "/archive/%s", temp_dir_name);
+        /* Relative: rsync resolves it from the destination, /archive/, where its receiver
+         * works. rsync opens every path of its temporary files one component at a time
+         * without following links; an absolute /archive/<name> cost it three more opens and
+         * stats per step from "/", four steps a file: persisting 5000 small files took 1.5x
+         * as long as with a relative one. */
+        snprintf(temp_dir_opt, sizeof(temp_dir_opt), "--temp-dir=%s", temp_dir_name);
         snprintf(temp_dir_filter, sizeof(temp_dir_filter), "--filter=P /%s/", temp_dir_name);
         /* An archive that cannot take a directory (read-only, full) cannot take rsync's
          * files either: rsync runs without one and reports its own error, naming the cause. */
-        if (mkdir(temp_dir_opt + strlen("--temp-dir="), 0700) < 0)
+        if (mkdir(temp_dir_path, 0700) < 0)
                 temp_dir_name[0] = temp_dir_opt[0] = temp_dir_filter[0] = '\0';
 }
 
@@ -465,8 +646,7 @@ static void remove_temp_dir(void)
 
         if (!temp_dir_name[0])
                 return;
-        dfd = open(temp_dir_opt + strlen("--temp-dir="),
-                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        dfd = open(temp_dir_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0) {
                 dprintf(2, "persist: open the temporary directory: %s\n", strerror(errno));
                 return;
@@ -484,7 +664,7 @@ static void remove_temp_dir(void)
                         dprintf(2, "persist: remove a temporary file: %s\n", strerror(errno));
         }
         closedir(d);
-        if (rmdir(temp_dir_opt + strlen("--temp-dir=")) < 0)
+        if (rmdir(temp_dir_path) < 0)
                 dprintf(2, "persist: remove the temporary directory: %s\n", strerror(errno));
 }
 
@@ -492,7 +672,8 @@ static void remove_temp_dir(void)
  * new root, the owner is a number.
  *  -r -l -p -t   recursive, links as links (never -L/-k/-K), modes, times; no -o/-g on persist
  *                (the archive's owner is whoever writes it; restore re-owns with --chown)
- *  -H -S         hard links stay hard links, sparse files stay sparse
+ *  -H -S         hard links stay hard links, sparse files stay sparse; each only when the
+ *                source has one (check_size: both cost rsync time when there is none)
  *  --no-D        no device or special files; no -A/-X: no ACLs, no extended attributes
  *  --modify-window=-1  compare times to the nanosecond: a file rewritten within the same
  *                second with the same size is still copied
@@ -500,14 +681,16 @@ static void remove_temp_dir(void)
  *  --timeout=N   rsync gives up after N s without I/O (a stalled archive), before the job's
  *                own timeout; it cannot end a blocking open(2): the freeze prevents those
  *  --temp-dir    (persist) rsync's temporary files go to a directory of this job inside the
- *                item (see make_temp_dir), protected by a filter rule */
-static void build_argv(const sh_persist_child_arg *a, const char **argv, char *chown_buf,
-                       size_t chown_size, char *timeout_buf, size_t timeout_size)
+ *                item (see make_temp_dir), protected by a filter rule; named relative to
+ *                the destination /archive/ */
+static void build_argv(const sh_persist_child_arg *a, const tree_info *ti, const char **argv,
+                       char *chown_buf, size_t chown_size, char *timeout_buf, size_t timeout_size)
 {
+        static const char *const short_opts[2][2] = {{"-rlpt", "-rlptS"}, {"-rlptH", "-rlptHS"}};
         int n = 0;
 
         argv[n++] = "rsync";
-        argv[n++] = "-rlptHS";
+        argv[n++] = short_opts[ti->links][ti->sparse];
         argv[n++] = "--no-D";
         argv[n++] = "--numeric-ids";
         argv[n++] = "--modify-window=-1";
@@ -535,7 +718,8 @@ static void build_argv(const sh_persist_child_arg *a, const char **argv, char *c
         argv[n] = NULL;
 }
 
-static _Noreturn void exec_rsync(const sh_persist_child_arg *a, const libset *ls)
+static _Noreturn void exec_rsync(const sh_persist_child_arg *a, const libset *ls,
+                                 const tree_info *ti)
 {
         const char *argv[16];
         char chown_buf[64], timeout_buf[32];
@@ -550,7 +734,7 @@ static _Noreturn void exec_rsync(const sh_persist_child_arg *a, const libset *ls
         sigemptyset(&none);
         if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
                 die("signal mask", errno);
-        build_argv(a, argv, chown_buf, sizeof(chown_buf), timeout_buf, sizeof(timeout_buf));
+        build_argv(a, ti, argv, chown_buf, sizeof(chown_buf), timeout_buf, sizeof(timeout_buf));
         drop_privileges(a);
         /* Last: the sandboxes' own deny list (the kernel attack surface a sandbox may not
          * reach), then the helpers' filter (no socket but AF_UNIX, the native ABI only). */
@@ -571,7 +755,7 @@ static _Noreturn void exec_rsync(const sh_persist_child_arg *a, const libset *ls
  * ".name.XXXXXX" in the archive. This init starts rsync, reaps every process of the
  * namespace until none is left, and exits with rsync's result. (A SIGTERM from the helper
  * does not touch it: a namespace init ignores signals it has no handler for.) */
-static _Noreturn void ns_init(const sh_persist_child_arg *a, const libset *ls)
+static _Noreturn void ns_init(const sh_persist_child_arg *a, const libset *ls, const tree_info *ti)
 {
         int status, code = SH_PERSIST_EXIT_SETUP;
         pid_t rsync_pid;
@@ -582,7 +766,7 @@ static _Noreturn void ns_init(const sh_persist_child_arg *a, const libset *ls)
         if (rsync_pid < 0)
                 die("fork rsync", errno);
         if (rsync_pid == 0)
-                exec_rsync(a, ls);
+                exec_rsync(a, ls, ti);
         for (;;) {
                 pid_t r = waitpid(-1, &status, 0);
 
@@ -636,6 +820,7 @@ int sh_persist_child_main(void *arg)
 {
         const sh_persist_child_arg *a = arg;
         libset ls = {.n = 0};
+        tree_info ti;
         sigset_t set;
         int wsfd, itemfd, devnull, r;
         pid_t pid;
@@ -668,7 +853,7 @@ int sh_persist_child_main(void *arg)
                 die("open /dev/null", errno);
         close(devnull);
 
-        trace_libraries(a->rsync, &ls);
+        find_libraries(a, &ls);
         own_mount_namespace();
         /* fd 3 is the daemon's fd of the workspace, a mount of the host's namespace: the
          * kernel binds only mounts of our own, so it is opened again by its path (the daemon
@@ -685,7 +870,7 @@ int sh_persist_child_main(void *arg)
         close(wsfd);
         close(itemfd);
         close(WS_FD);
-        check_size(a);
+        ti = check_size(a);
 
         /* A cancel that arrived during the setup: do not start rsync at all. */
         {
@@ -707,7 +892,7 @@ int sh_persist_child_main(void *arg)
                 die("fork the namespace's init", e);
         }
         if (pid == 0)
-                ns_init(a, &ls);
+                ns_init(a, &ls, &ti);
         /* init and rsync's processes form one group (set on both sides of the fork: no
          * race). */
         (void)setpgid(pid, pid);

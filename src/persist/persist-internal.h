@@ -4,12 +4,33 @@
 #include <linux/filter.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /* Exit codes of the confined helper besides rsync's own (0..35) and 128 + signal. */
 #define SH_PERSIST_EXIT_TOO_BIG    123 /* the source tree is above the byte cap; why on fd 2 */
 #define SH_PERSIST_EXIT_NO_ARCHIVE 124 /* restore: no archive directory yet (not an error) */
 #define SH_PERSIST_EXIT_SETUP      125 /* the helper failed before rsync ran; why is on fd 2 */
+
+#define SH_PERSIST_LIBS_MAX 64 /* libraries rsync may load */
+
+/* The libraries rsync loads, as the loader named them at the daemon's start, with the
+ * identity (device, inode, change time) of rsync and of each: a helper uses the list only if
+ * every one is still the same file, else it asks the loader again. */
+typedef struct sh_persist_libs {
+        struct stat rsync_st;
+        int n;
+        char *path[SH_PERSIST_LIBS_MAX];
+        struct stat st[SH_PERSIST_LIBS_MAX];
+} sh_persist_libs;
+
+/* Ask the loader which libraries `rsync` needs, in a child (the answer is read from a pipe,
+ * bounded; the child is waited for). For the daemon's start, before the loop runs. Returns 0
+ * with *ret (free with sh_persist_libs_free), or < 0: the helpers then ask per job. */
+int sh_persist_libs_discover(const char *rsync, sh_persist_libs **ret);
+
+/* Free a list from sh_persist_libs_discover (NULL: nothing). */
+void sh_persist_libs_free(sh_persist_libs *l);
 
 typedef struct sh_persist_child_arg {
         bool restore;      /* archive -> workspace; else workspace -> archive */
@@ -25,6 +46,7 @@ typedef struct sh_persist_child_arg {
         int nprocs;            /* cgroup.procs fds of its cgroup, at 5.. */
         const struct sock_fprog *sandbox_filter; /* the sandbox's own seccomp filter */
         const struct sock_fprog *socket_filter;  /* the helpers' AF_UNIX-only filter */
+        const sh_persist_libs *libs; /* rsync's libraries as found at start; NULL: ask now */
 } sh_persist_child_arg;
 
 /* The helper child: fd 3 is the workspace (O_PATH), fd 4 the output pipe (moved to 1 and 2),

@@ -61,8 +61,9 @@ struct sh_persister {
         const sh_config *cfg;
         sh_loop *loop;
         sh_manager *mgr;
-        const char *rsync;                      /* static string, NULL: not found */
-        sh_seccomp *sandbox_filter;             /* the sandbox's own filter, for rsync too */
+        const char *rsync;          /* static string, NULL: not found */
+        sh_persist_libs *libs;      /* rsync's libraries, found once; NULL: each job asks */
+        sh_seccomp *sandbox_filter; /* the sandbox's own filter, for rsync too */
         const struct sock_fprog *socket_filter; /* the helpers' AF_UNIX-only filter */
         job *jobs;                              /* queued and running, in submission order */
         unsigned running;
@@ -99,11 +100,18 @@ int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_manager *m, sh_pers
         p->loop = loop;
         p->mgr = m;
         p->rsync = find_rsync();
+        /* Which libraries rsync loads, asked of the loader once here (a fork and an exec, a
+         * few ms, before the loop runs) instead of in every job; a job checks that rsync and
+         * each library are still the same files, else asks again. A failure only means
+         * every job asks (and reports what goes wrong). */
+        if (p->rsync && sh_persist_libs_discover(p->rsync, &p->libs) < 0)
+                p->libs = NULL;
         /* rsync runs under the sandboxes' deny list (nothing of the kernel a sandbox may not
          * reach) plus the helpers' socket filter; both are made now, loaded in the child. */
         if (sh_seccomp_build(&p->sandbox_filter, err) < 0 ||
             !(p->socket_filter = sh_helper_rsync_filter(err))) {
                 sh_seccomp_free(p->sandbox_filter);
+                sh_persist_libs_free(p->libs);
                 free(p);
                 return -1;
         }
@@ -581,6 +589,7 @@ static int submit(sh_persister *p, sh_sandbox *sb, const char *root, const char 
         j->arg.uid = sh_sandbox_owner(sb)->uid;
         j->arg.gid = sh_sandbox_owner(sb)->gid;
         j->arg.rsync = p->rsync;
+        j->arg.libs = p->libs;
         j->arg.nfs_root = j->root;
         j->arg.item_id = j->item_id;
         j->arg.max_bytes = p->cfg->persist_max_bytes;
@@ -685,5 +694,6 @@ void sh_persister_free(sh_persister *p)
         /* The manager may outlive us: it must not call into a freed persister. */
         sh_manager_unobserve(p->mgr, &p->deletes);
         sh_seccomp_free(p->sandbox_filter);
+        sh_persist_libs_free(p->libs);
         free(p);
 }

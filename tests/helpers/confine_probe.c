@@ -7,6 +7,7 @@
 #include <linux/capability.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -42,6 +43,12 @@ int main(int argc, char **argv)
 
         setvbuf(stdout, NULL, _IOLBF, 0);
         printf("argc=%d\n", argc);
+        if (argc > 1)
+                printf("opts=%s\n", argv[1]); /* the short options: -S and -H or not */
+        printf("ldpath=%s\n", getenv("LD_LIBRARY_PATH") ? getenv("LD_LIBRARY_PATH") : "");
+        for (int i = 1; i < argc; i++)
+                if (strncmp(argv[i], "--temp-dir=", 11) == 0)
+                        printf("tempdir=%s\n", argv[i] + 11);
         for (int i = 1; i < argc; i++)
                 if (strncmp(argv[i], "--timeout=", 10) == 0)
                         printf("timeout=%s\n", argv[i] + 10);

@@ -41,6 +41,7 @@
 static char tmp[200]; /* $TMPDIR/sh-test-confine-XXXXXX */
 static char ws[256], arch[256];
 static sh_seccomp *sandbox_filter;
+static const sh_persist_libs *test_libs; /* the helper's a.libs */
 
 /* Read fd until EOF within `ms` (the output of the helper), then reap pid with a bound. */
 static int collect(pid_t pid, int fd, char *out, size_t size, unsigned ms)
@@ -111,6 +112,7 @@ static int run_helper(bool restore, uint64_t max_bytes, bool pod, char *out, siz
                 .nprocs = 0,
                 .sandbox_filter = sh_seccomp_prog(sandbox_filter),
                 .socket_filter = sh_helper_rsync_filter(&err),
+                .libs = test_libs,
         };
         int p[2], wsfd;
         pid_t pid;
@@ -149,6 +151,17 @@ static bool has_line(const char *out, const char *line)
 }
 
 #define ck_line(out, line) ck_assert_msg(has_line(out, line), "no '%s' in:\n%s", line, out)
+
+/* A persist's --temp-dir is ".sh-rsync.<16 hex>", relative (to the destination). */
+static void e_tempdir(const char *out)
+{
+        const char *t = strstr(out, "tempdir=");
+
+        ck_assert_msg(t, "no --temp-dir:\n%s", out);
+        ck_assert_msg(strncmp(t + 8, ".sh-rsync.", 10) == 0 &&
+                              strspn(t + 18, "0123456789abcdef") == 16 && t[34] == '\n',
+                      "%s", out);
+}
 
 /* rsync's stand-in sees sockets of AF_UNIX only, a network namespace without the host's
  * abstract sockets, the sandbox's own filter (no mount, no user namespace), no_new_privs, no
@@ -241,6 +254,112 @@ START_TEST(sparse_tree_above_the_cap_never_reaches_rsync)
         ck_assert_msg(strstr(out, "SANDBOX_HOST_PERSIST_MAX_BYTES") && strstr(out, "workspace"),
                       "%s", out);
         ck_assert_msg(!strstr(out, "argc="), "rsync ran:\n%s", out);
+}
+END_TEST
+
+/* rsync's -S (which makes its receiver write in 1 KiB pieces) and -H (which indexes every file
+ * by inode) only when the source has a sparse file or a file of several names, on both
+ * directions; a dense file full of zeros is no sparse file. The temporary directory is named
+ * relative to the destination. */
+START_TEST(rsync_gets_sparse_and_hard_links_only_when_the_tree_has_them)
+{
+        static char out[OUT_MAX];
+        char zeros[300], sparse[300], a[300], b[300], item[300], isparse[320];
+        static char buf[64 << 10];
+        int fd;
+
+        snprintf(zeros, sizeof(zeros), "%s/zeros", ws);
+        fd = open(zeros, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+        ck_assert_int_eq(fsync(fd), 0);
+        close(fd);
+        run_helper(false, 1 << 30, false, out, sizeof(out));
+        ck_line(out, "opts=-rlpt");
+        e_tempdir(out);
+
+        snprintf(sparse, sizeof(sparse), "%s/sub/sparse", ws);
+        ck_assert_int_eq(mkdir(ut_path(ws, "sub"), 0755), 0);
+        fd = open(sparse, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(pwrite(fd, "x", 1, 1 << 20), 1);
+        close(fd);
+        run_helper(false, 1 << 30, false, out, sizeof(out));
+        ck_line(out, "opts=-rlptS");
+
+        snprintf(a, sizeof(a), "%s/sub/a", ws);
+        snprintf(b, sizeof(b), "%s/b", ws);
+        ut_write_file(a, "linked");
+        ck_assert_int_eq(link(a, b), 0);
+        run_helper(false, 1 << 30, false, out, sizeof(out));
+        ck_line(out, "opts=-rlptHS");
+        ck_assert_int_eq(unlink(sparse), 0);
+        run_helper(false, 1 << 30, false, out, sizeof(out));
+        ck_line(out, "opts=-rlptH");
+
+        /* restore: what the archive item holds decides */
+        snprintf(item, sizeof(item), "%s/item", arch);
+        ck_assert(mkdir(item, 0755) == 0 || errno == EEXIST);
+        ut_write_file(ut_path(item, "plain"), "plain");
+        run_helper(true, 1 << 30, false, out, sizeof(out));
+        ck_line(out, "opts=-rlpt");
+        ck_assert_msg(!strstr(out, "tempdir="), "%s", out);
+        snprintf(isparse, sizeof(isparse), "%s/sparse", item);
+        fd = open(isparse, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);
+        close(fd);
+        run_helper(true, 1 << 30, false, out, sizeof(out));
+        ck_line(out, "opts=-rlptS");
+        unlink(isparse);
+        unlink(ut_path(item, "plain"));
+        unlink(a);
+        unlink(b);
+        unlink(zeros);
+        rmdir(ut_path(ws, "sub"));
+}
+END_TEST
+
+/* The libraries found once (at the daemon's start) are what a helper binds while rsync and
+ * each library are the same files; one changed since, the helper asks the loader again. A
+ * host file added to the list shows which: its directory is in rsync's LD_LIBRARY_PATH only
+ * when the list was used. */
+START_TEST(library_list_found_once_is_used_until_a_file_changes)
+{
+        static char out[OUT_MAX];
+        sh_persist_libs *l = NULL;
+        char dir[300], lib[320], want[330];
+
+        ck_assert_int_eq(sh_persist_libs_discover(SH_CONFINE_PROBE, &l), 0);
+        ck_assert_int_ge(l->n, 1);
+        ck_assert_int_lt(l->n, SH_PERSIST_LIBS_MAX);
+        for (int i = 0; i < l->n; i++)
+                ck_assert_msg(l->path[i][0] == '/', "%s", l->path[i]);
+        /* not below /tmp: the helper's new root is a tmpfs over /tmp, which hides it */
+        snprintf(dir, sizeof(dir), "/var/tmp/sh-test-fakelib-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(lib, sizeof(lib), "%s/libfake.so.1", dir);
+        snprintf(want, sizeof(want), "%s", dir);
+        ut_write_file(lib, "not a library, never loaded");
+        l->path[l->n] = strdup(lib);
+        ck_assert_ptr_nonnull(l->path[l->n]);
+        ck_assert_int_eq(stat(lib, &l->st[l->n]), 0);
+        l->n++;
+        test_libs = l;
+
+        run_helper(false, 1 << 30, false, out, sizeof(out));
+        ck_assert_msg(strstr(out, "argc=") && strstr(out, want), "the list was not used:\n%s", out);
+
+        /* the "library" replaced (an upgrade): asked again, the probe still runs */
+        ck_assert_int_eq(unlink(lib), 0);
+        ut_write_file(lib, "upgraded");
+        run_helper(false, 1 << 30, false, out, sizeof(out));
+        ck_assert_msg(strstr(out, "argc=") && !strstr(out, want), "a stale list was used:\n%s",
+                      out);
+        test_libs = NULL;
+        sh_persist_libs_free(l);
+        unlink(lib);
+        rmdir(dir);
 }
 END_TEST
 
@@ -349,6 +468,8 @@ int main(void)
         tcase_add_test(tc, rsync_stand_in_is_confined);
         tcase_add_test(tc, rsync_keeps_the_capabilities_the_pod_has);
         tcase_add_test(tc, sparse_tree_above_the_cap_never_reaches_rsync);
+        tcase_add_test(tc, rsync_gets_sparse_and_hard_links_only_when_the_tree_has_them);
+        tcase_add_test(tc, library_list_found_once_is_used_until_a_file_changes);
         tcase_add_test(tc, remover_allow_list_removes_trees_and_nothing_else);
         suite_add_tcase(s, tc);
         k = ut_run_forked(s);
