@@ -229,10 +229,12 @@ static int count_named(const char *dir, const char *name, int depth, char *found
 
                 if (de->d_type != DT_DIR || de->d_name[0] == '.')
                         continue;
-                snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+                if (snprintf(p, sizeof(p), "%s/%s", dir, de->d_name) >= (int)sizeof(p))
+                        continue; /* deeper than any cgroup of ours */
                 if (strcmp(de->d_name, name) == 0) {
                         n++;
-                        snprintf(found, fsz, "%s", p);
+                        if (snprintf(found, fsz, "%s", p) >= (int)fsz)
+                                found[0] = '\0';
                         continue;
                 }
                 n += count_named(p, name, depth - 1, found, fsz);
