@@ -24,13 +24,29 @@
 #define EVICT_LOG_MS    10000
 /* MHD's own bound, above ours: probes answered past SH_HTTP_ACTIVE_MAX need a socket too. */
 #define MHD_CONN_LIMIT (SH_HTTP_ACTIVE_MAX + SH_HTTP_WAITING_MAX + 64)
+/* Two MHD daemons, by what a connection's first request is (MHD 0.9.75 has one pool size per
+ * daemon, and MHD_pool_reset zeroes the whole pool after every request of a keep-alive
+ * connection: 31% of the daemon's CPU under small requests with 128 KiB). The small pool
+ * holds the request header (up to about the pool's size) and a short answer; the bulk pool
+ * is the read buffer of an upload (half of it) and the write buffer of a stream (the rest).
+ * The bulk daemon takes at most BULK_CONN_MAX connections, the others go to the small one:
+ * MHD's memory stays within BULK_CONN_MAX * BULK_POOL + MHD_CONN_LIMIT * SMALL_POOL. */
+#define SMALL_POOL     (32 * 1024)
+#define BULK_POOL      (256 * 1024)
+#define BULK_CONN_MAX  256
+#define RUN_SMALL      1u
+#define RUN_BULK       2u
+#define RUN_ALL        (RUN_SMALL | RUN_BULK)
+#define SMALL_HEAD_MAX 8192 /* a first request header up to this long: the small pool */
 
 struct sh_server {
         const sh_config *cfg;
         sh_loop *loop;
         sh_surface surfaces[SH_SURFACES_MAX]; /* [0] answers what matches no prefix */
         size_t n_surfaces;
-        struct MHD_Daemon *d;
+        struct MHD_Daemon *d;    /* small pools: most connections */
+        struct MHD_Daemon *bulk; /* large pools: connections that began with PUT or POST */
+        unsigned n_bulk;
         int listen_fd; /* ours: we accept, MHD gets each connection with MHD_add_connection */
         sh_io *listen_io;
         sh_timer *accept_t; /* accepting paused (EMFILE and the like) until it fires */
@@ -41,8 +57,8 @@ struct sh_server {
         unsigned evicted_unlogged;
         uint64_t evict_log_ms;
         uint64_t accept_log_ms;
-        sh_io *mhd_io;
-        bool need_run;
+        sh_io *mhd_io, *bulk_io;
+        unsigned need_run;        /* RUN_*: which daemons must run before the loop sleeps */
         uint64_t mhd_deadline_ms; /* 0: none */
         uint16_t port;
         char url[128];
@@ -61,6 +77,17 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 }
 
 /* ---- connections ------------------------------------------------------------------------ */
+
+/* Our side of a connection: its book entry (first, so that free(c) frees it all) and, until
+ * its first bytes say which daemon gets it, its watch and address. */
+typedef struct srv_conn {
+        sh_conn c;
+        sh_server *s;
+        sh_io *peek_io; /* not yet handed to MHD while set */
+        bool bulk;      /* in the bulk daemon */
+        socklen_t sl;
+        struct sockaddr_storage ss;
+} srv_conn;
 
 static sh_conn *conn_of(struct MHD_Connection *conn)
 {
@@ -83,7 +110,7 @@ static void evict(sh_server *s, sh_conn *c, const char *why)
         if (shutdown(c->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
                 log_warn("evict-failed", NULL, "shutdown of a waiting connection: %s, ignoring",
                          strerror(errno));
-        s->need_run = true;
+        s->need_run = RUN_ALL;
         /* One line per interval, not per connection: a flood must not flood the log too. */
         s->evicted_unlogged++;
         if (now - s->evict_log_ms >= EVICT_LOG_MS || s->evict_log_ms == 0) {
@@ -166,31 +193,79 @@ static void accept_resume(sh_loop *l, sh_timer *t, void *data)
                 accept_pause(s, errno);
 }
 
+/* Hand the connection to one of the daemons (the small one if the bulk one is full). */
+static void hand_over(sh_server *s, srv_conn *sc, bool bulk)
+{
+        sh_conn *c = &sc->c;
+
+        sh_loop_del_io(s->loop, TAKE_PTR(sc->peek_io));
+        sc->bulk = bulk = bulk && s->n_bulk < BULK_CONN_MAX;
+        if (bulk)
+                s->n_bulk++;
+        s->adding = c;
+        /* MHD takes the socket in any case: on failure it has closed it. */
+        if (MHD_add_connection(sc->bulk ? s->bulk : s->d, c->fd, (const struct sockaddr *)&sc->ss,
+                               sc->sl) != MHD_YES)
+                log_debug("add-connection", NULL, "MHD refused a connection: %s", strerror(errno));
+        if (s->adding == c) { /* never started: MHD closed the socket */
+                if (sc->bulk)
+                        s->n_bulk--;
+                sh_conntrack_remove(&s->ct, c);
+                free(sc);
+        }
+        s->adding = NULL;
+        s->need_run |= bulk ? RUN_BULK : RUN_SMALL; /* sc may be gone */
+}
+
+/* The first bytes are in (or the end, or an error: MHD then finds that itself). Only a
+ * MSG_PEEK: MHD reads them. Decided at once whatever came, so that a level-triggered watch
+ * on unread bytes never spins. The small pool takes a first request that is not PUT or POST
+ * and whose whole header came within SMALL_HEAD_MAX bytes; an upload, a stream, a long
+ * header (a 70000-byte path still gets its 400) or one sent in pieces gets a large pool. */
+static void on_first_bytes(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        srv_conn *sc = data;
+        char head[SMALL_HEAD_MAX];
+        ssize_t n = recv(fd, head, sizeof(head), MSG_PEEK | MSG_DONTWAIT);
+        bool bulk;
+
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0)
+                bulk = false;
+        else if (n >= 4 && (memcmp(head, "PUT ", 4) == 0 || memcmp(head, "POST", 4) == 0))
+                bulk = true;
+        else
+                bulk = !memmem(head, (size_t)n, "\r\n\r\n", 4) &&
+                       !memmem(head, (size_t)n, "\n\n", 2);
+        hand_over(sc->s, sc, bulk);
+}
+
 /* Accept it, make room among the waiting connections (closing the oldest if needed: a new
- * connection, such as a probe, always gets in), book it, hand it to MHD. */
+ * connection, such as a probe, always gets in), book it, watch it for its first bytes. */
 static void take_connection(sh_server *s, int fd, const struct sockaddr_storage *ss, socklen_t sl)
 {
-        sh_conn *c = calloc(1, sizeof(*c)), *v;
+        srv_conn *sc = calloc(1, sizeof(*sc));
+        sh_conn *c, *v;
 
-        if (!c) {
+        if (!sc) {
                 close(fd);
                 return;
         }
+        c = &sc->c;
         c->fd = fd;
+        sc->s = s;
+        sc->ss = *ss;
+        sc->sl = sl;
         addr_key(ss, c->addr);
         while ((v = sh_conntrack_victim(&s->ct, c->addr)))
                 evict(s, v, "too many waiting connections");
         sh_conntrack_add(&s->ct, c, sh_now_ms());
-        s->adding = c;
-        /* MHD takes the socket in any case: on failure it has closed it. */
-        if (MHD_add_connection(s->d, fd, (const struct sockaddr *)ss, sl) != MHD_YES)
-                log_debug("add-connection", NULL, "MHD refused a connection: %s", strerror(errno));
-        if (s->adding == c) { /* never started: MHD closed the socket */
-                sh_conntrack_remove(&s->ct, c);
-                free(c);
-        }
-        s->adding = NULL;
-        s->need_run = true;
+        /* Booked from now (its header deadline runs from the accept), handed to MHD once its
+         * first bytes show whether it wants a large pool. */
+        sc->peek_io = sh_loop_add_io(s->loop, fd, EPOLLIN, on_first_bytes, sc);
+        if (!sc->peek_io)
+                hand_over(s, sc, false);
         sweep_arm(s);
 }
 
@@ -316,6 +391,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         c = *socket_context;
         *socket_context = NULL;
         if (c) {
+                if (((srv_conn *)c)->bulk && s->n_bulk > 0)
+                        s->n_bulk--;
                 sh_conntrack_remove(&s->ct, c);
                 free(c);
         }
@@ -331,11 +408,14 @@ void sh_http_suspend(sh_request *r)
 
 void sh_http_resume(sh_request *r)
 {
+        sh_conn *c;
+
         if (!r->suspended)
                 return;
         r->suspended = false;
         MHD_resume_connection(r->conn);
-        r->srv->need_run = true;
+        c = conn_of(r->conn);
+        r->srv->need_run |= !c ? RUN_ALL : ((srv_conn *)c)->bulk ? RUN_BULK : RUN_SMALL;
 }
 
 /* An error answered by the transport itself, in the shape of the request's surface. */
@@ -629,7 +709,14 @@ static void mhd_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void *d
 {
         sh_server *s = data;
 
-        s->need_run = true;
+        s->need_run |= RUN_SMALL;
+}
+
+static void bulk_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        sh_server *s = data;
+
+        s->need_run |= RUN_BULK;
 }
 
 static int64_t server_hook(sh_loop *l, void *data)
@@ -641,23 +728,33 @@ static int64_t server_hook(sh_loop *l, void *data)
         if (!s->d)
                 return -1;
         if (s->mhd_deadline_ms && sh_now_ms() >= s->mhd_deadline_ms)
-                s->need_run = true;
+                s->need_run = RUN_ALL;
         /* A resume during MHD_run (from a callback) sets need_run again: run until quiet, as
          * GNU Taler's mhd_run does, so no resumed connection waits for unrelated traffic. */
         while (s->need_run && spins++ < 16) {
-                s->need_run = false;
-                MHD_run(s->d);
+                unsigned run = s->need_run;
+
+                s->need_run = 0;
+                if (run & RUN_SMALL)
+                        MHD_run(s->d);
+                if (run & RUN_BULK)
+                        MHD_run(s->bulk);
         }
         if (s->need_run)
                 return 0;
         if (MHD_get_timeout(s->d, &to) == MHD_YES) {
-                if (to > 3600000)
-                        to = 3600000;
-                s->mhd_deadline_ms = sh_now_ms() + to;
-                return (int64_t)to;
+                MHD_UNSIGNED_LONG_LONG to2;
+
+                if (MHD_get_timeout(s->bulk, &to2) == MHD_YES && to2 < to)
+                        to = to2;
+        } else if (MHD_get_timeout(s->bulk, &to) != MHD_YES) {
+                s->mhd_deadline_ms = 0;
+                return -1;
         }
-        s->mhd_deadline_ms = 0;
-        return -1;
+        if (to > 3600000)
+                to = 3600000;
+        s->mhd_deadline_ms = sh_now_ms() + to;
+        return (int64_t)to;
 }
 
 static int bind_listen(const char *listen_addr, int *ret_fd, char *url, size_t url_size,
@@ -729,6 +826,19 @@ static int install_sigpipe_handler(void)
         return sigaction(SIGPIPE, &sa, NULL);
 }
 
+static struct MHD_Daemon *start_mhd(sh_server *s, size_t pool, unsigned conn_limit)
+{
+        return MHD_start_daemon(
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                        MHD_USE_NO_LISTEN_SOCKET,
+                0, NULL, NULL, on_access, s, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1,
+                MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+                s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER,
+                mhd_logger, s, MHD_OPTION_CONNECTION_LIMIT, conn_limit,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                pool, MHD_OPTION_END);
+}
+
 int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_server **ret, sh_error **err)
 {
         sh_server *s = calloc(1, sizeof(*s));
@@ -757,16 +867,9 @@ int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_server **ret, sh_error
          * connections that never finish their headers closes its own oldest instead of
          * locking everybody out (MHD's per-IP limit would refuse a kubelet probe sharing the
          * attacker's node address). */
-        s->d = MHD_start_daemon(
-                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-                        MHD_USE_NO_LISTEN_SOCKET,
-                0, NULL, NULL, on_access, s, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1,
-                MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER,
-                mhd_logger, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)MHD_CONN_LIMIT,
-                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                (size_t)(128 * 1024), MHD_OPTION_END);
-        if (!s->d) {
+        s->d = start_mhd(s, SMALL_POOL, MHD_CONN_LIMIT);
+        s->bulk = s->d ? start_mhd(s, BULK_POOL, BULK_CONN_MAX) : NULL;
+        if (!s->d || !s->bulk) {
                 sh_error_make(err, EIO, "cannot start the HTTP server");
                 goto fail;
         }
@@ -776,12 +879,19 @@ int sh_server_new(const sh_config *cfg, sh_loop *loop, sh_server **ret, sh_error
                 goto fail;
         }
         s->mhd_io = sh_loop_add_io(loop, info->epoll_fd, EPOLLIN, mhd_readable, s);
+        info = MHD_get_daemon_info(s->bulk, MHD_DAEMON_INFO_EPOLL_FD);
+        if (!info) {
+                sh_error_make(err, EIO, "no epoll fd from the HTTP server");
+                goto fail;
+        }
+        s->bulk_io = sh_loop_add_io(loop, info->epoll_fd, EPOLLIN, bulk_readable, s);
         s->listen_io = sh_loop_add_io(loop, s->listen_fd, EPOLLIN, on_listen, s);
-        if (!s->mhd_io || !s->listen_io || sh_loop_add_hook(loop, server_hook, s) < 0) {
+        if (!s->mhd_io || !s->bulk_io || !s->listen_io ||
+            sh_loop_add_hook(loop, server_hook, s) < 0) {
                 sh_error_make(err, errno, "registering the HTTP server in the loop");
                 goto fail;
         }
-        s->need_run = true;
+        s->need_run = RUN_ALL;
         *ret = s;
         return 0;
 fail:
@@ -857,16 +967,23 @@ void sh_server_free(sh_server *s)
                 SH_LIST_FOREACH(requests, r, s->requests) {
                         sh_http_resume(r);
                 }
+                if (s->bulk)
+                        MHD_stop_daemon(s->bulk);
                 MHD_stop_daemon(s->d);
         }
         sh_loop_del_io(s->loop, s->mhd_io);
+        sh_loop_del_io(s->loop, s->bulk_io);
         close_listen(s);
         sh_loop_cancel_timer(s->loop, s->sweep_t);
-        while (s->ct.all) { /* MHD_stop_daemon reported every close; nothing should be left */
-                sh_conn *c = s->ct.all;
+        while (s->ct.all) { /* MHD_stop_daemon reported every close: only ours are left */
+                srv_conn *sc = (srv_conn *)s->ct.all;
 
-                sh_conntrack_remove(&s->ct, c);
-                free(c);
+                if (sc->peek_io) { /* never handed to MHD: the socket is ours */
+                        sh_loop_del_io(s->loop, sc->peek_io);
+                        sh_close(sc->c.fd);
+                }
+                sh_conntrack_remove(&s->ct, &sc->c);
+                free(sc);
         }
         free(s->pod_url);
         free(s);

@@ -124,37 +124,62 @@ static char *rd_line(rd *r)
 /* ---- NDJSON exec frames ----------------------------------------------------------------- */
 
 static signed char b64[256];
+/* b64q[k][c]: the character c in place k of a quad, shifted to its 6 bits of the 24; an
+ * invalid character sets bit 24 (B64_BAD), so one OR of four lookups decodes and checks a
+ * whole quad (the usual table decoder: ~3x the rate of one lookup and one test a byte). */
+#define B64_BAD 0x01000000u
+static uint32_t b64q[4][256];
 
 static void b64_init(void)
 {
         const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
         memset(b64, -1, sizeof(b64));
-        for (int i = 0; i < 64; i++)
-                b64[(unsigned char)a[i]] = (signed char)i;
+        for (int k = 0; k < 4; k++)
+                for (int c = 0; c < 256; c++)
+                        b64q[k][c] = B64_BAD;
+        for (int i = 0; i < 64; i++) {
+                unsigned char c = (unsigned char)a[i];
+
+                b64[c] = (signed char)i;
+                for (int k = 0; k < 4; k++)
+                        b64q[k][c] = (uint32_t)i << (18 - 6 * k);
+        }
 }
 
-/* Decode base64 text s[0..n) into out; returns the decoded length or -1. */
+/* Decode base64 text s[0..n) into out; returns the decoded length or -1. Padding only in
+ * the last quad. */
 static long b64_decode(const unsigned char *s, size_t n, unsigned char *out)
 {
-        size_t i, o = 0;
+        size_t i = 0, o = 0;
 
         if (n % 4)
                 return -1;
-        for (i = 0; i + 4 <= n; i += 4) {
+        for (; i + 4 < n; i += 4) {
+                uint32_t v =
+                        b64q[0][s[i]] | b64q[1][s[i + 1]] | b64q[2][s[i + 2]] | b64q[3][s[i + 3]];
+
+                if (v & B64_BAD)
+                        return -1;
+                out[o] = (unsigned char)(v >> 16);
+                out[o + 1] = (unsigned char)(v >> 8);
+                out[o + 2] = (unsigned char)v;
+                o += 3;
+        }
+        if (i < n) { /* the last quad, which may end in padding */
                 int a = b64[s[i]], b = b64[s[i + 1]], c, d;
 
                 if (a < 0 || b < 0)
                         return -1;
                 out[o++] = (unsigned char)(a << 2 | b >> 4);
                 if (s[i + 2] == '=')
-                        break;
+                        return s[i + 3] == '=' ? (long)o : -1;
                 c = b64[s[i + 2]];
                 if (c < 0)
                         return -1;
                 out[o++] = (unsigned char)(b << 4 | c >> 2);
                 if (s[i + 3] == '=')
-                        break;
+                        return (long)o;
                 d = b64[s[i + 3]];
                 if (d < 0)
                         return -1;

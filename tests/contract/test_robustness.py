@@ -279,6 +279,76 @@ def test_deeply_nested_json_is_400_and_daemon_survives(daemon, sb):
     healthz_ok(daemon.client)
 
 
+# -- the first bytes of a connection (server.c picks its MHD memory pool by them) ----------
+
+def _statuses(data):
+    return [int(c) for c in re.findall(rb"HTTP/1\.1 (\d{3}) ", data)]
+
+
+@pytest.mark.parametrize("split", [1, 2, 3, 5])
+def test_request_whose_first_bytes_trickle_in_is_served(daemon, sb, split):
+    # The pool is chosen at the first readable event, whatever came: a method cut short
+    # ("P", "PU") must still be served as the request it becomes.
+    body = b"trickled %d" % split
+    put = _req("PUT", sb.base + "/file?path=t%d" % split, body=body)
+    get = _req("GET", sb.base + "/file?path=t%d" % split, ["Connection: close"])
+    data = raw_exchange(daemon.port, [put[:split], put[split:], get], read_timeout=5)
+    assert _statuses(data) == [204, 200], data[:500]
+    assert data.endswith(body), data[-200:]
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    s = socket.create_connection(("127.0.0.1", daemon.port), timeout=5)
+    try:
+        s.sendall(head[:split])
+        time.sleep(0.2)  # the daemon decides on these bytes alone
+        s.sendall(head[split:])
+        got, _ = shlib.read_to_close(s, 5)
+    finally:
+        s.close()
+    assert raw_status(got) == 200, got[:300]
+
+
+def test_long_header_after_an_upload_on_one_connection_is_still_a_400(daemon, sb):
+    # A connection that began with PUT has the large pool: a later 70000-byte path on it is
+    # the contract's 400, not the HTTP library's "header too big".
+    put = _req("PUT", sb.base + "/file?path=k", body=b"k")
+    long_get = _req("GET", sb.base + "/file?path=" + "a" * 70000, ["Connection: close"])
+    data = raw_exchange(daemon.port, [put, long_get], read_timeout=5)
+    assert _statuses(data) == [204, 400], data[:500]
+    assert b'"BadRequest"' in data
+
+
+def test_small_requests_after_a_stream_on_one_connection(daemon, sb):
+    # A connection that began with an exec stream (large pool) keeps serving small requests.
+    body = json.dumps({"cmd": ["echo", "hi"]}).encode()
+    ex = _req("POST", sb.base + "/exec", ["Content-Type: application/json"], body=body)
+    ok = _req("GET", sb.base + "/exists?path=nothing")
+    last = _req("GET", "/healthz", ["Connection: close"])
+    data = raw_exchange(daemon.port, [ex, ok, ok, last], read_timeout=5)
+    assert _statuses(data) == [200, 200, 200, 200], data[:800]
+    assert b'"exit":0' in data
+
+
+def test_connections_closed_before_their_first_byte_leave_no_fd(daemon):
+    # A connection waits in the daemon's own watch until its first bytes: one that closes
+    # (or resets) first must not leave its socket behind.
+    pid = daemon.client.daemon_pid
+    healthz_ok(daemon.client)
+    before = len(os.listdir("/proc/%d/fd" % pid))
+    for i in range(300):
+        s = socket.create_connection(("127.0.0.1", daemon.port), timeout=5)
+        if i % 2:  # an RST instead of a FIN
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.close()
+    deadline = time.monotonic() + 10
+    while True:
+        healthz_ok(daemon.client)
+        after = len(os.listdir("/proc/%d/fd" % pid))
+        if after <= before + 8 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert after <= before + 8, (before, after)
+
+
 def test_pipelined_requests_answered_in_order(daemon):
     # HTTP/1.1 keep-alive with pipelining: expected of any HTTP server (contract silent).
     # (a server may close after an error response, so only successful requests are piped)

@@ -254,6 +254,52 @@ START_TEST(test_an_evicted_connection_never_waits_again)
 }
 END_TEST
 
+/* The waiting list stays oldest first however its ends come and go (the list keeps its
+ * newest entry to append in O(1)). */
+static void assert_waiting(const sh_conntrack *t, sh_conn *const *want, size_t n)
+{
+        const sh_conn *c, *prev = NULL;
+        size_t i = 0;
+
+        for (c = t->waiting; c; prev = c, c = c->wait_next) {
+                ck_assert_uint_lt(i, n);
+                ck_assert_ptr_eq(c, want[i]);
+                ck_assert_ptr_eq(c->wait_prev, prev);
+                i++;
+        }
+        ck_assert_uint_eq(i, n);
+        ck_assert_ptr_eq(t->waiting_last, n ? want[n - 1] : NULL);
+        ck_assert_uint_eq(t->n_waiting, n);
+}
+
+START_TEST(test_the_waiting_list_keeps_its_order_as_its_ends_change)
+{
+        sh_conntrack t = {0};
+        sh_conn *a = mk(&t, 1, T0), *b = mk(&t, 1, T0 + 1), *c = mk(&t, 1, T0 + 2);
+
+        assert_waiting(&t, (sh_conn *[]){a, b, c}, 3);
+        sh_conntrack_activate(&t, c); /* the newest leaves */
+        assert_waiting(&t, (sh_conn *[]){a, b}, 2);
+        sh_conntrack_idle(&t, c, T0 + 3); /* and comes back last */
+        assert_waiting(&t, (sh_conn *[]){a, b, c}, 3);
+        sh_conntrack_activate(&t, a); /* the oldest leaves */
+        sh_conntrack_activate(&t, b);
+        assert_waiting(&t, (sh_conn *[]){c}, 1);
+        sh_conntrack_activate(&t, c); /* empty */
+        assert_waiting(&t, NULL, 0);
+        sh_conntrack_idle(&t, b, T0 + 4);
+        sh_conntrack_idle(&t, a, T0 + 5);
+        assert_waiting(&t, (sh_conn *[]){b, a}, 2);
+        sh_conntrack_remove(&t, a); /* closed while last */
+        free(a);
+        assert_waiting(&t, (sh_conn *[]){b}, 1);
+        sh_conntrack_idle(&t, c, T0 + 6);
+        assert_waiting(&t, (sh_conn *[]){b, c}, 2);
+        free_all(&t);
+        ck_assert_ptr_null(t.waiting_last);
+}
+END_TEST
+
 static Suite *conntrack_suite(void)
 {
         Suite *s = suite_create("conntrack");
@@ -269,6 +315,7 @@ static Suite *conntrack_suite(void)
         tcase_add_test(tc, test_header_deadline_runs_from_the_accept);
         tcase_add_test(tc, test_idle_keepalive_has_no_deadline_until_its_request_line);
         tcase_add_test(tc, test_an_evicted_connection_never_waits_again);
+        tcase_add_test(tc, test_the_waiting_list_keeps_its_order_as_its_ends_change);
         suite_add_tcase(s, tc);
         return s;
 }

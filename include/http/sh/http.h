@@ -48,7 +48,8 @@ struct sh_conn {
 
 typedef struct sh_conntrack {
         sh_conn *all;
-        sh_conn *waiting; /* oldest first */
+        sh_conn *waiting;      /* oldest first */
+        sh_conn *waiting_last; /* its newest: a keep-alive request's end appends in O(1) */
         unsigned n_waiting, n_active;
 } sh_conntrack;
 
