@@ -31,6 +31,7 @@ for b in build build-asan; do
         echo "=== bench smoke ($b) ==="
         SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
             tests/bench/test_bench_smoke.py tests/bench/test_release_build.py \
+            tests/bench/test_benchtool.py \
             --junitxml="$out/pytest-bench-$b.xml" || status=1
     fi
     echo "=== OpenSandbox SDK tier ($b) ==="
