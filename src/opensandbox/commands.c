@@ -1075,17 +1075,15 @@ void os_execd_wrong_method(sh_request *r)
                        sh_request_method(r));
 }
 
-#define EXECD (OS_R_SANDBOX | OS_R_EXECD)
-#define ALL   (SH_M_GET | SH_M_POST | SH_M_PUT | SH_M_DELETE | SH_M_PATCH)
-#define P     "/v1/sandboxes/{}/proxy/44772"
-
 const sh_route os_command_routes[] = {
-        {P "/command", SH_M_POST, &sh_body_buffer, api_run, EXECD},
-        {P "/command", SH_M_DELETE, NULL, api_interrupt, EXECD},
-        {P "/command", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/command/status/{}", SH_M_GET, NULL, api_status, EXECD},
-        {P "/command/status/{}", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/command/{}/logs", SH_M_GET, NULL, api_logs, EXECD},
-        {P "/command/{}/logs", ALL, NULL, os_execd_wrong_method, EXECD},
+        {OS_EXECD_PATH "/command", SH_M_POST, &sh_body_buffer, api_run, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/command", SH_M_DELETE, NULL, api_interrupt, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/command", OS_EXECD_METHODS, NULL, os_execd_wrong_method, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/command/status/{}", SH_M_GET, NULL, api_status, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/command/status/{}", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/command/{}/logs", SH_M_GET, NULL, api_logs, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/command/{}/logs", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
 };
 const size_t os_command_n_routes = ARRAY_SIZE(os_command_routes);

@@ -867,10 +867,63 @@ typedef struct wframe {
         unsigned depth; /* 1: its entries are the top's children */
 } wframe;
 
-typedef struct wjob {
+/* A job answered from the loop in slices (a listing, a search, a recursive delete): its
+ * request waits on tok, and each slice (at most WALK_SLICE entries or WALK_SLICE_NS) runs
+ * from a 0 ms timer until `slice` has answered and says so (true). A job embeds one as its
+ * first member and is given it back by `slice`. */
+typedef struct sliced {
         sh_pending *tok; /* the job's reference, until it has answered */
         sh_timer *t;
         sh_loop *loop;
+        bool (*slice)(struct sliced *s, sh_request *r);
+        const char *what; /* "walk", "removal": for the 500 when a slice cannot be scheduled */
+} sliced;
+
+/* The request went (its client left, or shutdown): no slice runs any more. */
+static void sliced_gone(sliced *s)
+{
+        sh_loop_cancel_timer(s->loop, TAKE_PTR(s->t));
+        sh_pending_release(TAKE_PTR(s->tok));
+}
+
+/* Answered: the job's reference to its request goes (release frees the job). */
+static void sliced_done(sliced *s)
+{
+        sh_pending_release(TAKE_PTR(s->tok));
+}
+
+static void sliced_timer(sh_loop *l, sh_timer *t, void *data);
+
+static void sliced_next(sliced *s, sh_request *r)
+{
+        s->t = sh_loop_add_timer(s->loop, 0, sliced_timer, s);
+        if (!s->t) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the %s", s->what);
+                sliced_done(s);
+        }
+}
+
+static void sliced_timer(sh_loop *l, sh_timer *t, void *data)
+{
+        sliced *s = data;
+        sh_request *r = sh_pending_request(s->tok);
+
+        (void)l;
+        (void)t;
+        s->t = NULL; /* the loop frees a fired timer */
+        if (r && !s->slice(s, r))
+                sliced_next(s, r);
+}
+
+/* The first slice now, the rest from the loop while the request waits. */
+static void sliced_run(sliced *s, sh_request *r)
+{
+        if (!s->slice(s, r))
+                sliced_next(s, r);
+}
+
+typedef struct wjob {
+        sliced s; /* first: wjob_slice is given it */
         fctx f;
         wframe st[WALK_DEPTH_MAX + 1];
         unsigned top; /* frames in st */
@@ -895,10 +948,7 @@ static void wjob_pop(wjob *j)
 
 static void wjob_gone(void *data)
 {
-        wjob *j = data;
-
-        sh_loop_cancel_timer(j->loop, TAKE_PTR(j->t));
-        sh_pending_release(TAKE_PTR(j->tok));
+        sliced_gone(&((wjob *)data)->s);
 }
 
 static void wjob_release(void *data)
@@ -1002,8 +1052,9 @@ static int wjob_entry(wjob *j)
 }
 
 /* Returns true when the request was answered (the job is then done with it). */
-static bool wjob_slice(wjob *j, sh_request *r)
+static bool wjob_slice(sliced *s, sh_request *r)
 {
+        wjob *j = (wjob *)s;
         uint64_t start = sh_now_ns();
         sh_response *resp;
         unsigned n = 0;
@@ -1015,7 +1066,7 @@ static bool wjob_slice(wjob *j, sh_request *r)
                 }
                 if (wjob_entry(j) < 0) {
                         os_reply_err(r, &j->e);
-                        sh_pending_release(TAKE_PTR(j->tok));
+                        sliced_done(s);
                         return true;
                 }
                 if (++n >= WALK_SLICE || sh_now_ns() - start > WALK_SLICE_NS)
@@ -1030,23 +1081,8 @@ static bool wjob_slice(wjob *j, sh_request *r)
                         sh_response_header(resp, "Content-Type", "application/json");
                 sh_reply(r, 200, resp);
         }
-        sh_pending_release(TAKE_PTR(j->tok));
+        sliced_done(s);
         return true;
-}
-
-static void wjob_timer(sh_loop *l, sh_timer *t, void *data)
-{
-        wjob *j = data;
-        sh_request *r = sh_pending_request(j->tok);
-
-        j->t = NULL; /* the loop frees a fired timer */
-        if (!r || wjob_slice(j, r))
-                return;
-        j->t = sh_loop_add_timer(l, 0, wjob_timer, j);
-        if (!j->t) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the walk");
-                sh_pending_release(TAKE_PTR(j->tok));
-        }
 }
 
 /* The directory to walk: `path` itself must be a directory (a link there is a 400, as execd),
@@ -1095,13 +1131,15 @@ static void run_walk(sh_request *r, const char *pattern, unsigned depth)
                 free(j);
                 return;
         }
-        j->loop = os_ctx_of(r)->loop;
+        j->s.loop = os_ctx_of(r)->loop;
         j->max_depth = depth;
         j->top_len = strlen(q->val);
         while (j->top_len > 0 && q->val[j->top_len - 1] == '/')
                 j->top_len--;
         j->pattern_path = pattern && strchr(pattern, '/');
-        if (!(j->tok = sh_request_wait(r, &wjob_ops, j))) {
+        j->s.slice = wjob_slice;
+        j->s.what = "walk";
+        if (!(j->s.tok = sh_request_wait(r, &wjob_ops, j))) {
                 free(shown);
                 wjob_release(j);
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
@@ -1115,17 +1153,10 @@ static void run_walk(sh_request *r, const char *pattern, unsigned depth)
                 if (!j->e.code)
                         os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
                 os_reply_err(r, &j->e);
-                sh_pending_release(TAKE_PTR(j->tok));
+                sliced_done(&j->s);
                 return;
         }
-        if (wjob_slice(j, r))
-                return;
-        /* The rest in slices from the loop; the request waits. */
-        j->t = sh_loop_add_timer(j->loop, 0, wjob_timer, j);
-        if (!j->t) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the walk");
-                sh_pending_release(TAKE_PTR(j->tok));
-        }
+        sliced_run(&j->s, r);
 }
 
 static void api_list(sh_request *r)
@@ -1994,9 +2025,7 @@ typedef struct rtop {
 } rtop;
 
 typedef struct rjob {
-        sh_pending *tok;
-        sh_timer *t;
-        sh_loop *loop;
+        sliced s; /* first: rjob_slice is given it */
         rtop *tops;
         size_t ntops, itop; /* itop: the one being removed (st holds its frames) */
         rframe st[WALK_DEPTH_MAX + 1];
@@ -2018,10 +2047,7 @@ static void rjob_pop(rjob *j)
 
 static void rjob_gone(void *data)
 {
-        rjob *j = data;
-
-        sh_loop_cancel_timer(j->loop, TAKE_PTR(j->t));
-        sh_pending_release(TAKE_PTR(j->tok));
+        sliced_gone(&((rjob *)data)->s);
 }
 
 static void rjob_release(void *data)
@@ -2136,8 +2162,9 @@ static bool rjob_step(rjob *j)
         return true;
 }
 
-static bool rjob_slice(rjob *j, sh_request *r)
+static bool rjob_slice(sliced *s, sh_request *r)
 {
+        rjob *j = (rjob *)s;
         uint64_t start = sh_now_ns();
         unsigned n = 0;
 
@@ -2150,23 +2177,8 @@ static bool rjob_slice(rjob *j, sh_request *r)
         } else {
                 os_reply_empty(r, 200);
         }
-        sh_pending_release(TAKE_PTR(j->tok));
+        sliced_done(s);
         return true;
-}
-
-static void rjob_timer(sh_loop *l, sh_timer *t, void *data)
-{
-        rjob *j = data;
-        sh_request *r = sh_pending_request(j->tok);
-
-        j->t = NULL; /* the loop frees a fired timer */
-        if (!r || rjob_slice(j, r))
-                return;
-        j->t = sh_loop_add_timer(l, 0, rjob_timer, j);
-        if (!j->t) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the removal");
-                sh_pending_release(TAKE_PTR(j->tok));
-        }
 }
 
 static void api_rmdirs(sh_request *r)
@@ -2189,7 +2201,7 @@ static void api_rmdirs(sh_request *r)
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
         }
-        j->loop = os_ctx_of(r)->loop;
+        j->s.loop = os_ctx_of(r)->loop;
         /* every path checked before anything is removed */
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *p = sb_path(ps[i]->val, ps[i]->val_len, &e);
@@ -2223,19 +2235,14 @@ static void api_rmdirs(sh_request *r)
                 t->pfd = TAKE_FD(pfd);
                 j->ntops++;
         }
-        if (!(j->tok = sh_request_wait(r, &rjob_ops, j))) {
+        j->s.slice = rjob_slice;
+        j->s.what = "removal";
+        if (!(j->s.tok = sh_request_wait(r, &rjob_ops, j))) {
                 rjob_release(j);
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
         }
-        if (rjob_slice(j, r))
-                return;
-        /* The rest in slices from the loop; the request waits. */
-        j->t = sh_loop_add_timer(j->loop, 0, rjob_timer, j);
-        if (!j->t) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the removal");
-                sh_pending_release(TAKE_PTR(j->tok));
-        }
+        sliced_run(&j->s, r);
         return;
 refuse:
         rjob_release(j);
@@ -2244,31 +2251,36 @@ refuse:
 
 /* ---- routes ----------------------------------------------------------------------------------- */
 
-#define EXECD (OS_R_SANDBOX | OS_R_EXECD)
-#define ALL   (SH_M_GET | SH_M_POST | SH_M_PUT | SH_M_DELETE | SH_M_PATCH)
-#define P     "/v1/sandboxes/{}/proxy/44772"
-
 const sh_route os_files_routes[] = {
-        {P "/files/info", SH_M_GET, NULL, api_info, EXECD},
-        {P "/files/info", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/files", SH_M_DELETE, NULL, api_delete_files, EXECD},
-        {P "/files", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/files/permissions", SH_M_POST, &sh_body_buffer, api_permissions, EXECD},
-        {P "/files/permissions", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/files/mv", SH_M_POST, &sh_body_buffer, api_move, EXECD},
-        {P "/files/mv", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/files/search", SH_M_GET, NULL, api_search, EXECD},
-        {P "/files/search", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/files/replace", SH_M_POST, &sh_body_buffer, api_replace, EXECD},
-        {P "/files/replace", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/files/upload", SH_M_POST, &upload_sink, api_upload, EXECD},
-        {P "/files/upload", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/files/download", SH_M_GET, NULL, api_download, EXECD},
-        {P "/files/download", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/directories/list", SH_M_GET, NULL, api_list, EXECD},
-        {P "/directories/list", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/directories", SH_M_POST, &sh_body_buffer, api_mkdirs, EXECD},
-        {P "/directories", SH_M_DELETE, NULL, api_rmdirs, EXECD},
-        {P "/directories", ALL, NULL, os_execd_wrong_method, EXECD},
+        {OS_EXECD_PATH "/files/info", SH_M_GET, NULL, api_info, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/info", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files", SH_M_DELETE, NULL, api_delete_files, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files", OS_EXECD_METHODS, NULL, os_execd_wrong_method, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/permissions", SH_M_POST, &sh_body_buffer, api_permissions,
+         OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/permissions", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/mv", SH_M_POST, &sh_body_buffer, api_move, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/mv", OS_EXECD_METHODS, NULL, os_execd_wrong_method, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/search", SH_M_GET, NULL, api_search, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/search", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/replace", SH_M_POST, &sh_body_buffer, api_replace, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/replace", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/upload", SH_M_POST, &upload_sink, api_upload, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/upload", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/download", SH_M_GET, NULL, api_download, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/download", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/directories/list", SH_M_GET, NULL, api_list, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/directories/list", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/directories", SH_M_POST, &sh_body_buffer, api_mkdirs, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/directories", SH_M_DELETE, NULL, api_rmdirs, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/directories", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
 };
 const size_t os_files_n_routes = ARRAY_SIZE(os_files_routes);

@@ -333,14 +333,11 @@ static void api_watch(sh_request *r)
         sh_reply(r, 200, resp);
 }
 
-#define EXECD (OS_R_SANDBOX | OS_R_EXECD)
-#define ALL   (SH_M_GET | SH_M_POST | SH_M_PUT | SH_M_DELETE | SH_M_PATCH)
-#define P     "/v1/sandboxes/{}/proxy/44772"
-
 const sh_route os_metrics_routes[] = {
-        {P "/metrics", SH_M_GET, NULL, api_metrics, EXECD},
-        {P "/metrics", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/metrics/watch", SH_M_GET, NULL, api_watch, EXECD},
-        {P "/metrics/watch", ALL, NULL, os_execd_wrong_method, EXECD},
+        {OS_EXECD_PATH "/metrics", SH_M_GET, NULL, api_metrics, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/metrics", OS_EXECD_METHODS, NULL, os_execd_wrong_method, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/metrics/watch", SH_M_GET, NULL, api_watch, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/metrics/watch", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
 };
 const size_t os_metrics_n_routes = ARRAY_SIZE(os_metrics_routes);

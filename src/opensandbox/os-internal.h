@@ -210,6 +210,12 @@ cJSON *os_record_json(const os_record *rec, bool full);
 #define OS_R_EXECD   (SH_ROUTE_SURFACE << 1) /* a sandbox's execd: its token, the paused rule */
 #define OS_R_EGRESS  (SH_ROUTE_SURFACE << 2) /* a sandbox's egress API: its token */
 
+/* The execd routes' tables (commands.c, files.c, metrics.c, sessions.c): the prefix every
+ * route of a sandbox's execd has, its flags, and the methods its wrong-method twin takes. */
+#define OS_EXECD_PATH    "/v1/sandboxes/{}/proxy/44772"
+#define OS_EXECD_FLAGS   (OS_R_SANDBOX | OS_R_EXECD)
+#define OS_EXECD_METHODS (SH_M_GET | SH_M_POST | SH_M_PUT | SH_M_DELETE | SH_M_PATCH)
+
 /* The record of an OS_R_SANDBOX route's request (admitted: a reference held until the
  * request ends), or NULL. */
 os_record *os_request_record(const sh_request *r);

@@ -245,16 +245,14 @@ static void api_delete(sh_request *r)
         os_reply_empty(r, 200);
 }
 
-#define EXECD (OS_R_SANDBOX | OS_R_EXECD)
-#define ALL   (SH_M_GET | SH_M_POST | SH_M_PUT | SH_M_DELETE | SH_M_PATCH)
-#define P     "/v1/sandboxes/{}/proxy/44772"
-
 const sh_route os_session_routes[] = {
-        {P "/session", SH_M_POST, &sh_body_buffer, api_create, EXECD},
-        {P "/session", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/session/{}/run", SH_M_POST, &sh_body_buffer, api_run, EXECD},
-        {P "/session/{}/run", ALL, NULL, os_execd_wrong_method, EXECD},
-        {P "/session/{}", SH_M_DELETE, NULL, api_delete, EXECD},
-        {P "/session/{}", ALL, NULL, os_execd_wrong_method, EXECD},
+        {OS_EXECD_PATH "/session", SH_M_POST, &sh_body_buffer, api_create, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/session", OS_EXECD_METHODS, NULL, os_execd_wrong_method, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/session/{}/run", SH_M_POST, &sh_body_buffer, api_run, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/session/{}/run", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/session/{}", SH_M_DELETE, NULL, api_delete, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/session/{}", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
+         OS_EXECD_FLAGS},
 };
 const size_t os_session_n_routes = ARRAY_SIZE(os_session_routes);
