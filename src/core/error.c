@@ -39,6 +39,7 @@ sh_error_kind sh_error_kind_of_errno(int errnum)
         case ENOTEMPTY:
         case EINVAL:
         case ELOOP:
+        case E2BIG: /* a lookup over its steps (fs/safe_open.c), a list over its bound */
         case ENAMETOOLONG:
         case EXDEV:
         case EBADMSG:

@@ -23,121 +23,31 @@
 
 /* ---- mkdir -p ----------------------------------------------------------------------- */
 
-/* mkdir `name` in `pfd`, give it to the owner with mode 0755 exactly (independent of the
- * umask), and return an fd of it. The open after mkdirat uses O_NOFOLLOW: if a sandbox
- * process swapped in a link we fail instead of chowning whatever the link names. */
-static int mkdir_one(int pfd, const char *name, const sh_fs_owner *own)
-{
-        _cleanup_close_ int fd = -1;
-
-        if (mkdirat(pfd, name, 0700) < 0)
-                return -errno;
-        fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (own && fchown(fd, own->uid, own->gid) < 0)
-                return -errno;
-        if (fchmod(fd, 0755) < 0)
-                return -errno;
-        return TAKE_FD(fd);
-}
-
-/* mkdir -p returning an O_PATH (or O_RDONLY) directory fd of `path`. With `as_parent`, a
+/* mkdir -p returning a directory fd (O_PATH or O_RDONLY) of `path`, in one walk from the root
+ * (sh_safe_mkdir_p): every level made 0755 exactly, owned by *own. With `as_parent`, a
  * non-directory at the end of `path` is ENOTDIR rather than EEXIST: `path` is then the parent
  * of what the caller wants to create, and open("f/x") with a file f is ENOTDIR too. */
 static int mkdir_p_fd(int rootfd, const char *path, const sh_fs_owner *own, bool as_parent,
                       sh_error **err)
 {
-        const int eexist = as_parent ? ENOTDIR : EEXIST;
-        _cleanup_free_ char *work = NULL;
-        _cleanup_close_ int cur = -1;
-        size_t len, pos, next;
-        int fd;
+        const uid_t uid = own ? own->uid : (uid_t)-1;
+        const gid_t gid = own ? own->gid : (gid_t)-1;
+        const sh_safe_mkdir how = {.mode = 0755,
+                                   .uid = uid,
+                                   .gid = gid,
+                                   .parents_mode = 0755,
+                                   .parents_uid = uid,
+                                   .parents_gid = gid};
+        int fd = sh_safe_mkdir_p(rootfd, path, &how, NULL);
 
-        fd = sh_safe_openat(rootfd, path, O_PATH | O_DIRECTORY, 0);
         if (fd >= 0)
                 return fd;
-        if (fd == -ENOTDIR) {
-                /* Either the last component is a non-directory or one in the middle is. */
-                fd = sh_safe_openat(rootfd, path, O_PATH, 0);
-                if (fd >= 0) {
-                        sh_close(fd);
-                        return sh_error_make(err, eexist, "'%s' exists and is not a directory",
-                                             path);
-                }
+        if (fd == -EEXIST)
+                return sh_error_make(err, as_parent ? ENOTDIR : EEXIST,
+                                     "'%s' exists and is not a directory", path);
+        if (fd == -ENOTDIR)
                 return sh_error_make(err, ENOTDIR, "'%s': a component is not a directory", path);
-        }
-        if (fd != -ENOENT)
-                return sh_error_make(err, -fd, "open '%s'", path);
-
-        work = strdup(path);
-        if (!work)
-                return sh_error_make(err, ENOMEM, "mkdir '%s'", path);
-        len = strlen(work);
-
-        /* Deepest existing ancestor: search backwards, so the common "one new level" costs
-         * one more resolution, not one per component. */
-        pos = len;
-        for (;;) {
-                char *slash;
-
-                work[pos] = '\0';
-                slash = strrchr(work, '/');
-                if (!slash) {
-                        next = 0;
-                        fd = sh_safe_openat(rootfd, "", O_PATH | O_DIRECTORY, 0);
-                        if (fd < 0)
-                                return sh_error_make(err, -fd, "open workspace root");
-                        break;
-                }
-                pos = (size_t)(slash - work);
-                work[pos] = '\0';
-                fd = sh_safe_openat(rootfd, work, O_PATH | O_DIRECTORY, 0);
-                if (fd >= 0) {
-                        next = pos + 1;
-                        break;
-                }
-                if (fd == -ENOTDIR)
-                        return sh_error_make(err, ENOTDIR, "'%s': a component is not a directory",
-                                             path);
-                if (fd != -ENOENT)
-                        return sh_error_make(err, -fd, "open '%s'", work);
-        }
-        cur = fd;
-        memcpy(work, path, len + 1);
-
-        /* Create the rest one level at a time, each relative to the fd of its parent. */
-        while (next < len) {
-                size_t end = next;
-                bool final;
-
-                while (end < len && work[end] != '/')
-                        end++;
-                final = end == len;
-                work[end] = '\0';
-                fd = mkdir_one(cur, work + next, own);
-                if (fd == -EEXIST) {
-                        /* Raced with another creator, or a (dangling) link or a file is in
-                         * the way: look again through the safe resolver, links in root. */
-                        fd = sh_safe_openat(rootfd, work, O_PATH | O_DIRECTORY, 0);
-                        if (sh_fs_is_absent(fd)) {
-                                if (final)
-                                        return sh_error_make(err, eexist,
-                                                             "'%s' exists and is not a directory",
-                                                             path);
-                                return sh_error_make(err, ENOTDIR,
-                                                     "'%s': a component is not a directory", path);
-                        }
-                }
-                if (fd < 0)
-                        return sh_error_make(err, -fd, "mkdir '%s'", work);
-                if (!final)
-                        work[end] = '/';
-                sh_close(cur);
-                cur = fd;
-                next = end + 1;
-        }
-        return TAKE_FD(cur);
+        return sh_error_make(err, -fd, "mkdir '%s'", path);
 }
 
 int sh_fs_mkdir_p(int rootfd, const char *path, const sh_fs_owner *own, sh_error **err)

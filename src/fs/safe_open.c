@@ -66,10 +66,12 @@ static int open_openat2(int rootfd, const char *path, int flags, mode_t mode)
                 .flags = (uint64_t)(unsigned)(flags | O_CLOEXEC),
                 /* openat2 (unlike openat) rejects a mode without O_CREAT/O_TMPFILE */
                 .mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0,
-                /* IN_ROOT: links and ".." resolve as if rootfd were "/". NO_MAGICLINKS:
+                /* IN_ROOT: ".." resolves as if rootfd were "/". NO_MAGICLINKS:
                  * /proc/<pid>/fd/N style links jump to arbitrary inodes and would bypass
-                 * IN_ROOT entirely, so refuse them outright. */
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+                 * IN_ROOT entirely, so refuse them outright. NO_SYMLINKS: a path with a
+                 * link on the way fails with ELOOP and goes to the walker, which counts the
+                 * steps of its target (the kernel cannot be asked how many it took). */
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
         };
 
         for (int i = 0; i < SAFE_OPENAT2_TRIES; i++) {
@@ -80,6 +82,63 @@ static int open_openat2(int rootfd, const char *path, int flags, mode_t mode)
                         return -errno;
         }
         return -EAGAIN;
+}
+
+/* ---- the steps of a lookup ------------------------------------------------------------ */
+
+/* One lookup: what it has been charged, the links it followed, what it draws from. */
+typedef struct lookup {
+        sh_safe_budget *budget; /* NULL: only the lookup's own bound */
+        uint64_t steps;
+        int nlinks;
+} lookup;
+
+/* The components of the n bytes at s (runs between slashes, "." and ".." included). */
+static uint64_t count_components(const char *s, size_t n)
+{
+        uint64_t c = 0;
+
+        for (size_t i = 0; i < n; i++)
+                if (s[i] != '/' && (i == 0 || s[i - 1] == '/'))
+                        c++;
+        return c;
+}
+
+/* Take up n more steps before looking them up: -E2BIG (nothing charged) past the lookup's
+ * own bound or what is left of its budget. */
+static int charge(lookup *lk, uint64_t n)
+{
+        if (lk->steps + n > SH_SAFE_LOOKUP_STEPS)
+                return -E2BIG;
+        if (lk->budget) {
+                if (n > lk->budget->left) {
+                        lk->budget->exhausted = true;
+                        return -E2BIG;
+                }
+                lk->budget->left -= n;
+        }
+        lk->steps += n;
+        return 0;
+}
+
+/* Every lookup begins here, whichever resolver runs: the path's own components are charged
+ * first, so openat2 (a path without links) and the walker charge a path alike. */
+static int lookup_begin(lookup *lk, const char *path, const sh_safe_guard *g)
+{
+        size_t len;
+
+        *lk = (lookup){.budget = g ? g->budget : NULL};
+        if (!path)
+                return -EINVAL;
+        len = strlen(path);
+        if (len >= PATH_MAX)
+                return -ENAMETOOLONG; /* as the kernel, before any component */
+        return charge(lk, count_components(path, len));
+}
+
+static int guard_dir(const sh_safe_guard *g, int dirfd)
+{
+        return g && g->dir ? g->dir(g->data, dirfd) : 0;
 }
 
 /* ---- fallback walker ---------------------------------------------------------------- */
@@ -128,17 +187,20 @@ static void fdstack_pop(fdstack *s)
 
 /* Replace the unresolved remainder of the path by link target + `rest` (`rest` starts with
  * '/' or is empty, so a trailing slash keeps requiring a directory). The link is read from
- * the O_PATH fd we opened with O_NOFOLLOW, so it is the very inode we checked. The result is
- * bounded: at most SAFE_MAX_LINKS targets of at most PATH_MAX bytes each. */
-static int expand_link(int linkfd, const char *rest, char **buf, const char **p, int *nlinks,
-                       bool *ret_absolute)
+ * the O_PATH fd we opened with O_NOFOLLOW, so it is the very inode we checked. The target's
+ * components are charged to the lookup before any is looked up, so the work is bounded by the
+ * steps; the text too: at most SAFE_MAX_LINKS targets of at most PATH_MAX bytes each.
+ * *ret_tlen: the target's length (where `rest` now begins in *buf). */
+static int expand_link(int linkfd, const char *rest, char **buf, const char **p, lookup *lk,
+                       bool *ret_absolute, size_t *ret_tlen)
 {
         char target[PATH_MAX];
         ssize_t n;
         size_t rlen;
         char *nb;
+        int r;
 
-        if (++*nlinks > SAFE_MAX_LINKS)
+        if (++lk->nlinks > SAFE_MAX_LINKS)
                 return -ELOOP;
         n = readlinkat(linkfd, "", target, sizeof(target));
         if (n < 0)
@@ -147,6 +209,8 @@ static int expand_link(int linkfd, const char *rest, char **buf, const char **p,
                 return -ENAMETOOLONG;
         if (n == 0)
                 return -ENOENT; /* as the kernel: an empty link resolves to nothing */
+        if ((r = charge(lk, count_components(target, (size_t)n))) < 0)
+                return r;
         rlen = strlen(rest);
         nb = malloc((size_t)n + rlen + 1);
         if (!nb)
@@ -157,6 +221,7 @@ static int expand_link(int linkfd, const char *rest, char **buf, const char **p,
         *buf = nb;
         *p = nb;
         *ret_absolute = target[0] == '/';
+        *ret_tlen = (size_t)n;
         return 0;
 }
 
@@ -175,62 +240,140 @@ static int probe_component(int dirfd, const char *comp, struct stat *st)
         return fd;
 }
 
+/* A walk in progress (open_fallback, mkdir_walk): the directories entered, the unresolved rest
+ * of the path (from p in buf, which link targets replace), its lookup and its guard. */
+typedef struct walk {
+        fdstack st;
+        char *buf;
+        const char *p;
+        lookup *lk;
+        const sh_safe_guard *g;
+        int rootfd, races;
+} walk;
+
+static void walk_done(walk *w)
+{
+        fdstack_done(&w->st);
+        free(w->buf);
+        w->buf = NULL;
+}
+
+static int walk_begin(walk *w, int rootfd, const char *path, const sh_safe_guard *g, lookup *lk)
+{
+        *w = (walk){.lk = lk, .g = g, .rootfd = rootfd};
+        if (!(w->buf = strdup(path)))
+                return -ENOMEM;
+        w->p = w->buf;
+        /* the guard sees the root first: every lookup starts there or comes back to it */
+        return guard_dir(g, rootfd);
+}
+
+static int walk_cur(const walk *w)
+{
+        return fdstack_top(&w->st, w->rootfd);
+}
+
+/* The next component to look up into comp: 1 (*ret_start, *ret_end: where it is in the buffer),
+ * 0 when none is left, -ENAMETOOLONG over NAME_MAX (checked before the copy into the fixed
+ * buffer). "." is passed over and ".." pops back to the directory we came from (at the root a
+ * no-op: never above it). */
+static int walk_next(walk *w, char comp[static NAME_MAX + 1], const char **ret_start,
+                     const char **ret_end)
+{
+        for (;;) {
+                const char *s = w->p, *e;
+                size_t len;
+
+                while (*s == '/')
+                        s++;
+                if (!*s) {
+                        w->p = s;
+                        return 0;
+                }
+                e = strchrnul(s, '/');
+                len = (size_t)(e - s);
+                if (len > NAME_MAX)
+                        return -ENAMETOOLONG;
+                memcpy(comp, s, len);
+                comp[len] = '\0';
+                for (w->p = e; *w->p == '/'; w->p++)
+                        ;
+                if (STREQ(comp, "."))
+                        continue;
+                if (STREQ(comp, "..")) {
+                        fdstack_pop(&w->st);
+                        continue;
+                }
+                *ret_start = s;
+                *ret_end = e;
+                return 1;
+        }
+}
+
+/* Go on through the link open at fd (closed here), the component ending at `end`: its target
+ * and the rest, from the root when it is absolute. *ret_tlen as expand_link. */
+static int walk_link(walk *w, int fd, const char *end, size_t *ret_tlen)
+{
+        bool absolute = false;
+        int r = expand_link(fd, end, &w->buf, &w->p, w->lk, &absolute, ret_tlen);
+
+        sh_close(fd);
+        if (r < 0)
+                return r;
+        if (absolute)
+                while (w->st.n > 0)
+                        fdstack_pop(&w->st);
+        return 0;
+}
+
+/* Enter directory fd (taken): shown to the guard first unless it is the result (`last`), which
+ * is not checked, as the final component of any lookup; nothing in it is looked at before. */
+static int walk_enter(walk *w, int fd, bool last)
+{
+        int r;
+
+        if ((!last && (r = guard_dir(w->g, fd)) < 0) || (r = fdstack_push(&w->st, fd)) < 0) {
+                sh_close(fd);
+                return r;
+        }
+        return 0;
+}
+
+/* The entry at `start` changed under us: look at it again, a bounded number of times. */
+static int walk_again(walk *w, const char *start)
+{
+        if (++w->races > SAFE_RACE_TRIES)
+                return -EAGAIN;
+        w->p = start;
+        return 0;
+}
+
 /* Component-by-component resolution with the semantics of RESOLVE_IN_ROOT: the kernel never
  * follows a link here (every open carries O_NOFOLLOW); we read each link and continue the
  * walk ourselves from the root (absolute target) or the link's directory (relative), and
  * ".." at the root stays at the root. Magic links are plain text to us, so they can never
- * teleport the walk (the NO_MAGICLINKS part). */
+ * teleport the walk (the NO_MAGICLINKS part). The path is charged already (lookup_begin);
+ * every link's target is charged as it is taken up, so the components looked up are at most
+ * the steps charged, plus SAFE_RACE_TRIES looks again at a final component. */
 static int open_fallback(int rootfd, const char *path, int flags, mode_t mode,
-                         const sh_safe_guard *g)
+                         const sh_safe_guard *g, lookup *lk)
 {
-        _cleanup_(fdstack_done) fdstack st = {0};
-        _cleanup_free_ char *buf = strdup(path);
+        _cleanup_(walk_done) walk w = {0};
         /* O_CREAT|O_EXCL never follows a final link in the kernel either (EEXIST) */
         const bool follow_last = !(flags & O_NOFOLLOW) && !((flags & O_CREAT) && (flags & O_EXCL));
-        const char *p = buf;
-        int nlinks = 0, races = 0;
+        char comp[NAME_MAX + 1];
+        const char *start, *end;
         int r;
 
-        if (!buf)
-                return -ENOMEM;
-        /* the guard sees the root first: every lookup starts there or comes back to it */
-        if (g && (r = g->dir(g->data, rootfd)) < 0)
+        if ((r = walk_begin(&w, rootfd, path, g, lk)) < 0)
                 return r;
-
-        for (;;) {
-                char comp[NAME_MAX + 1];
-                const char *start, *end, *q;
-                struct stat sb;
-                bool last, absolute = false;
-                size_t len;
-                int fd, cur;
-
-                while (*p == '/')
-                        p++;
-                if (!*p)
-                        break;
-                start = p;
-                end = strchrnul(p, '/');
-                len = (size_t)(end - p);
-                /* bound check before copying into the fixed buffer */
-                if (len > NAME_MAX)
-                        return -ENAMETOOLONG;
-                memcpy(comp, p, len);
-                comp[len] = '\0';
-                q = end;
-                while (*q == '/')
-                        q++;
+        while ((r = walk_next(&w, comp, &start, &end)) > 0) {
                 /* a component followed by '/' must be a directory, even at the end */
-                last = *end == '\0';
-                p = q;
-
-                if (STREQ(comp, "."))
-                        continue;
-                if (STREQ(comp, "..")) {
-                        fdstack_pop(&st); /* at the root this is a no-op: never above it */
-                        continue;
-                }
-                cur = fdstack_top(&st, rootfd);
+                const bool last = *end == '\0';
+                const int cur = walk_cur(&w);
+                struct stat sb;
+                size_t tlen;
+                int fd;
 
                 if (!last || follow_last) {
                         fd = probe_component(cur, comp, &sb);
@@ -239,13 +382,8 @@ static int open_fallback(int rootfd, const char *path, int flags, mode_t mode,
                         if (fd < 0)
                                 return fd;
                         if (S_ISLNK(sb.st_mode)) {
-                                r = expand_link(fd, end, &buf, &p, &nlinks, &absolute);
-                                sh_close(fd);
-                                if (r < 0)
+                                if ((r = walk_link(&w, fd, end, &tlen)) < 0)
                                         return r;
-                                if (absolute)
-                                        while (st.n > 0)
-                                                fdstack_pop(&st);
                                 continue;
                         }
                         if (!last) {
@@ -253,17 +391,8 @@ static int open_fallback(int rootfd, const char *path, int flags, mode_t mode,
                                         sh_close(fd);
                                         return -ENOTDIR;
                                 }
-                                /* entered: checked before anything in it is looked at (".."
-                                 * pops back to a directory checked already) */
-                                if (g && (r = g->dir(g->data, fd)) < 0) {
-                                        sh_close(fd);
+                                if ((r = walk_enter(&w, fd, false)) < 0)
                                         return r;
-                                }
-                                r = fdstack_push(&st, fd);
-                                if (r < 0) {
-                                        sh_close(fd);
-                                        return r;
-                                }
                                 continue;
                         }
                         sh_close(fd);
@@ -297,31 +426,36 @@ static int open_fallback(int rootfd, const char *path, int flags, mode_t mode,
                         if (fd < 0 || !S_ISLNK(sb.st_mode))
                                 return r; /* a genuine error, not a race */
                 }
-                if (++races > SAFE_RACE_TRIES)
-                        return -EAGAIN;
-                p = start; /* the entry became a link under us: resolve it again */
+                /* the entry became a link under us: resolve it again */
+                if ((r = walk_again(&w, start)) < 0)
+                        return r;
         }
-
+        if (r < 0)
+                return r;
         /* Nothing left: the result is the directory we stand in (the root for ""). */
-        r = openat(fdstack_top(&st, rootfd), ".", (flags & ~O_NOFOLLOW) | O_CLOEXEC, mode);
+        r = openat(walk_cur(&w), ".", (flags & ~O_NOFOLLOW) | O_CLOEXEC, mode);
         return r < 0 ? -errno : r;
 }
 
 int sh_safe_openat_guarded(int rootfd, const char *path, int flags, mode_t mode,
                            const sh_safe_guard *g)
 {
+        lookup lk;
         int r;
 
-        if (!path)
-                return -EINVAL;
-        if (!g && sh_safe_openat2_available()) {
+        if ((r = lookup_begin(&lk, path, g)) < 0)
+                return r;
+        if (!(g && g->dir) && sh_safe_openat2_available()) {
                 r = open_openat2(rootfd, path, flags, mode);
-                if (r != -ENOSYS)
+                /* ELOOP: a link on the way (RESOLVE_NO_SYMLINKS), or a final one that
+                 * O_NOFOLLOW refuses: the walker follows it, or refuses it alike */
+                if (r != -ENOSYS && r != -ELOOP)
                         return r;
                 /* a seccomp policy installed after the probe: stop using openat2 */
-                openat2_state = PROBE_NO;
+                if (r == -ENOSYS)
+                        openat2_state = PROBE_NO;
         }
-        return open_fallback(rootfd, path, flags, mode, g);
+        return open_fallback(rootfd, path, flags, mode, g, &lk);
 }
 
 int sh_safe_openat(int rootfd, const char *path, int flags, mode_t mode)
@@ -359,10 +493,115 @@ int sh_safe_open_parent_guarded(int rootfd, const char *path, const char **ret_b
         if (fd < 0)
                 return fd;
         /* the parent is where the caller acts: it is entered too */
-        if (g && slash && (r = g->dir(g->data, fd)) < 0) {
+        if (slash && (r = guard_dir(g, fd)) < 0) {
                 sh_close(fd);
                 return r;
         }
         *ret_base = base;
         return fd;
+}
+
+/* ---- mkdir -p in one walk ------------------------------------------------------------ */
+
+/* mkdir `name` in `pfd`, give it uid:gid and `mode` exactly (independent of the umask), and
+ * return an O_RDONLY fd of it. The reopen carries O_NOFOLLOW: if a racer swapped something in
+ * (a link, a file) or took it away, -EEXIST says "look again", and nothing is chowned. */
+static int make_dir(int pfd, const char *name, mode_t mode, uid_t uid, gid_t gid)
+{
+        _cleanup_close_ int fd = -1;
+
+        if (mkdirat(pfd, name, 0700) < 0)
+                return -errno;
+        fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ELOOP || errno == ENOTDIR || errno == ENOENT ? -EEXIST : -errno;
+        if ((uid != (uid_t)-1 || gid != (gid_t)-1) && fchown(fd, uid, gid) < 0)
+                return -errno;
+        if (fchmod(fd, mode) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
+static bool has_component(const char *s)
+{
+        return s[strspn(s, "/")] != '\0';
+}
+
+/* The walker of open_fallback, entering every component as a directory and making the
+ * missing ones. `own_from` is where the path's own components begin in the buffer: before it
+ * lie link targets, whose missing components are never made (a dangling link is in the way). */
+static int mkdir_walk(int rootfd, const char *path, const sh_safe_mkdir *how,
+                      const sh_safe_guard *g, lookup *lk)
+{
+        _cleanup_(walk_done) walk w = {0};
+        char comp[NAME_MAX + 1];
+        const char *start, *end;
+        size_t own_from = 0;
+        int r;
+
+        if ((r = walk_begin(&w, rootfd, path, g, lk)) < 0)
+                return r;
+        while ((r = walk_next(&w, comp, &start, &end)) > 0) {
+                const bool last = *w.p == '\0';
+                const int cur = walk_cur(&w);
+                struct stat sb;
+                size_t rest = (size_t)(end - w.buf), tlen;
+                int fd = probe_component(cur, comp, &sb);
+
+                if (fd == -ENOENT) {
+                        /* a link's target names nothing here: the link stands where a
+                         * directory is wanted (the last one, or one on the way) */
+                        if ((size_t)(start - w.buf) < own_from)
+                                return has_component(w.buf + own_from) ? -ENOTDIR : -EEXIST;
+                        if (how->may_create && (r = how->may_create(how->data, cur)) < 0)
+                                return r;
+                        fd = last ? make_dir(cur, comp, how->mode, how->uid, how->gid)
+                                  : make_dir(cur, comp, how->parents_mode, how->parents_uid,
+                                             how->parents_gid);
+                        if (fd == -EEXIST) {
+                                /* another creator, or a racer's entry: look at it again */
+                                if ((r = walk_again(&w, start)) < 0)
+                                        return r;
+                                continue;
+                        }
+                        if (fd < 0)
+                                return fd;
+                } else if (fd < 0) {
+                        return fd;
+                } else if (S_ISLNK(sb.st_mode)) {
+                        if ((r = walk_link(&w, fd, end, &tlen)) < 0)
+                                return r;
+                        own_from = tlen + (own_from > rest ? own_from - rest : 0);
+                        continue;
+                } else if (!S_ISDIR(sb.st_mode)) {
+                        sh_close(fd);
+                        return last ? -EEXIST : -ENOTDIR;
+                }
+                if ((r = walk_enter(&w, fd, last)) < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        if (w.st.n > 0)
+                return w.st.fds[--w.st.n]; /* handed out: no longer the stack's */
+        r = openat(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        return r < 0 ? -errno : r;
+}
+
+int sh_safe_mkdir_p(int rootfd, const char *path, const sh_safe_mkdir *how, const sh_safe_guard *g)
+{
+        lookup lk;
+        int r;
+
+        if ((r = lookup_begin(&lk, path, g)) < 0)
+                return r;
+        /* the common case, a directory that is there: one openat2 when nothing is checked */
+        if (!(g && g->dir) && sh_safe_openat2_available()) {
+                r = open_openat2(rootfd, path, O_PATH | O_DIRECTORY, 0);
+                if (r >= 0)
+                        return r;
+                if (r == -ENOSYS)
+                        openat2_state = PROBE_NO;
+        }
+        return mkdir_walk(rootfd, path, how, g, &lk);
 }

@@ -85,7 +85,7 @@ static int fctx_init(sh_request *r, fctx *f)
         f->uid = own->uid;
         f->gid = own->gid;
         f->id_base = os_ctx_of(r)->cfg->uid_base;
-        f->guard = (sh_safe_guard){dir_guard, f};
+        f->guard = (sh_safe_guard){dir_guard, f, NULL};
         return 0;
 }
 
