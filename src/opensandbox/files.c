@@ -51,8 +51,9 @@ typedef struct fctx {
         uid_t uid;
         gid_t gid;
         uint64_t id_base; /* ids from here up are the sandboxes' own: only its own may be given */
-        sh_safe_guard guard; /* every directory a lookup passes through (dir_guard) */
-        bool kfs;            /* the last lookup was refused at a kernel filesystem */
+        sh_safe_guard guard;   /* every directory a lookup passes through (dir_guard) */
+        sh_safe_budget budget; /* the steps all the request's lookups draw from (the guard's) */
+        bool kfs;              /* the last lookup was refused at a kernel filesystem */
         bool maps_read;
         os_idmap users, groups;
 } fctx;
@@ -85,7 +86,8 @@ static int fctx_init(sh_request *r, fctx *f)
         f->uid = own->uid;
         f->gid = own->gid;
         f->id_base = os_ctx_of(r)->cfg->uid_base;
-        f->guard = (sh_safe_guard){dir_guard, f, NULL};
+        f->budget.left = SH_SAFE_REQUEST_STEPS;
+        f->guard = (sh_safe_guard){dir_guard, f, &f->budget};
         return 0;
 }
 
@@ -207,6 +209,12 @@ static int fail(os_err *e, int errnum, const char *shown, const char *what)
         case EMLINK:
                 return os_err_set(e, 400, OS_BAD_BODY, "%s: '%s': %s", what, shown,
                                   strerror(errnum));
+        case E2BIG:
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "%s: '%s': resolving it looks up too many components (at most "
+                                  "%u for one path, %u for one request, the targets of its "
+                                  "links included)",
+                                  what, shown, SH_SAFE_LOOKUP_STEPS, SH_SAFE_REQUEST_STEPS);
         case EAGAIN:
                 return os_err_set(e, 503, OS_RUNTIME, "%s: '%s' kept changing; try again", what,
                                   shown);
@@ -466,52 +474,6 @@ static size_t query_paths(sh_request *r, const sh_query_param **out, size_t max)
 static const sh_query_param *query_one(sh_request *r, const char *key)
 {
         return sh_query_find(sh_request_query(r), key);
-}
-
-/* ---- GET /files/info ---------------------------------------------------------------------------- */
-
-static void api_info(sh_request *r)
-{
-        _cleanup_(fctx_done) fctx f = {.root = -1};
-        const sh_query_param *ps[PATHS_MAX];
-        size_t n = query_paths(r, ps, PATHS_MAX);
-        cJSON *out;
-        os_err e;
-
-        if (n == 0) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
-                return;
-        }
-        if (fctx_init(r, &f) < 0)
-                return;
-        out = cJSON_CreateObject();
-        for (size_t i = 0; out && i < n; i++) {
-                _cleanup_free_ char *p = sb_path(ps[i]->val, ps[i]->val_len, &e);
-                _cleanup_close_ int fd = -1;
-                struct statx s;
-                cJSON *fi;
-
-                /* the entry itself: a link is shown as a link, never followed */
-                if (!p ||
-                    (fd = f_open(&f, p, O_PATH | O_NOFOLLOW, &s, ps[i]->val, "info", &e)) < 0) {
-                        cJSON_Delete(out);
-                        os_reply_err(r, &e);
-                        return;
-                }
-                if (cJSON_GetObjectItemCaseSensitive(out, ps[i]->val))
-                        continue; /* asked twice: one answer */
-                fi = file_info(&f, ps[i]->val, &s);
-                if (!fi || !cJSON_AddItemToObject(out, ps[i]->val, fi)) {
-                        cJSON_Delete(fi);
-                        cJSON_Delete(out);
-                        out = NULL;
-                }
-        }
-        if (!out) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        os_reply_json(r, 200, out);
 }
 
 /* ---- GET /files/download ------------------------------------------------------------------------ */
@@ -1187,84 +1149,48 @@ static void api_search(sh_request *r)
 
 /* ---- creating: mkdir -p, atomic files ------------------------------------------------------- */
 
-/* Create `name` in directory `pfd` (checked by the caller) as a directory of uid:gid with
- * `mode` exactly; the fd of it (O_NOFOLLOW: a link swapped in is not chowned). */
-static int mkdir_one(int pfd, const char *name, mode_t mode, uid_t uid, gid_t gid)
+/* May the sandbox's uid make an entry in directory fd (sh_safe_mkdir's may_create): what the
+ * guard asks of a directory entered, and its bits allow writing it too. */
+static int may_create(void *data, int dirfd)
 {
-        _cleanup_close_ int fd = -1;
+        struct statx s;
+        int r;
 
-        if (mkdirat(pfd, name, 0700) < 0)
-                return -errno;
-        fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode) < 0)
-                return -errno;
-        return TAKE_FD(fd);
+        if ((r = dir_guard(data, dirfd)) < 0 || (r = fstatx(dirfd, &s)) < 0)
+                return r;
+        return perm_bits(data, &s) & 2 ? 0 : -denied(dirfd);
 }
 
-/* mkdir -p `path` below the root: each missing level made in a directory the sandbox's uid may
- * write; `path` itself (when made) owned by uid:gid with `mode`, its parents the sandbox's. An fd of the directory, or -1 with e filled. */
+/* mkdir -p `path` below the root, in one walk (sh_safe_mkdir_p, every directory entered checked
+ * by dir_guard): each missing level made in a directory the sandbox's uid may write; `path`
+ * itself (when made) owned by uid:gid with `mode`, as mkdir -p -m: the parents it makes are the
+ * sandbox's own, 0755 (a parent given away first would refuse the next level). An fd of the
+ * directory, or -1 with e filled. */
 static int f_mkdir_p(fctx *f, const char *path, mode_t mode, uid_t uid, gid_t gid,
                      const char *shown, os_err *e)
 {
-        _cleanup_free_ char *work = NULL;
-        _cleanup_close_ int cur = -1;
-        size_t len = strlen(path), pos = 0;
+        const sh_safe_mkdir how = {.mode = mode,
+                                   .uid = uid,
+                                   .gid = gid,
+                                   .parents_mode = 0755,
+                                   .parents_uid = f->uid,
+                                   .parents_gid = f->gid,
+                                   .may_create = may_create,
+                                   .data = f};
+        _cleanup_close_ int fd = -1;
 
         f->kfs = false;
-        cur = sh_safe_openat_guarded(f->root, "", O_PATH | O_DIRECTORY, 0, &f->guard);
-        if (cur < 0)
-                return f->kfs ? refused_kernel_fs(e, shown) : fail(e, -cur, "/", "mkdir");
-        work = strdup(path);
-        if (!work)
-                return os_err_set(e, 500, OS_RUNTIME, "out of memory");
-        while (pos < len) {
-                size_t end = pos;
-                struct statx s;
-                int fd, r;
-
-                while (end < len && work[end] != '/')
-                        end++;
-                work[end] = '\0';
-                for (int tries = 0;; tries++) {
-                        fd = sh_safe_openat_guarded(f->root, work, O_PATH | O_DIRECTORY, 0,
-                                                    &f->guard);
-                        if (f->kfs)
-                                return refused_kernel_fs(e, shown);
-                        if (fd != -ENOENT || tries == 2)
-                                break;
-                        /* missing: made in its parent (cur), which must be writable */
-                        if (kernel_fs(cur)) {
-                                return refused_kernel_fs(e, shown);
-                        }
-                        if ((r = fstatx(cur, &s)) < 0)
-                                return fail(e, -r, shown, "mkdir");
-                        if ((perm_bits(f, &s) & 3) != 3)
-                                return fail(e, denied(cur), shown, "mkdir");
-                        /* as mkdir -p -m: the mode and owner asked go to `path` itself; the
-                         * parents it makes are the sandbox's own, 0755 (a parent given away
-                         * first would refuse the next level) */
-                        fd = end == len ? mkdir_one(cur, work + pos, mode, uid, gid)
-                                        : mkdir_one(cur, work + pos, 0755, f->uid, f->gid);
-                        if (fd != -EEXIST)
-                                break;
-                        /* raced, or a dangling link: look again through the root */
-                }
-                if (fd == -ENOTDIR || fd == -EEXIST)
-                        return os_err_set(e, 400, OS_BAD_BODY,
-                                          "mkdir: '%s': a component is not a directory", shown);
-                if (fd < 0)
-                        return fail(e, -fd, shown, "mkdir");
-                sh_close(cur);
-                cur = fd;
-                if (end < len)
-                        work[end] = '/';
-                pos = end + 1;
-        }
-        if (kernel_fs(cur))
+        fd = sh_safe_mkdir_p(f->root, path, &how, &f->guard);
+        if (f->kfs)
                 return refused_kernel_fs(e, shown);
-        return TAKE_FD(cur);
+        if (fd == -ENOTDIR || fd == -EEXIST)
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "mkdir: '%s': a component is not a directory", shown);
+        if (fd < 0)
+                return fail(e, -fd, shown, "mkdir");
+        if (kernel_fs(fd))
+                return refused_kernel_fs(e, shown);
+        return TAKE_FD(fd);
 }
 
 /* An unnamed file (O_TMPFILE) in the checked directory pfd, linked in over `base` at commit. */
@@ -1686,6 +1612,164 @@ static void api_delete_files(sh_request *r)
         os_reply_empty(r, 200);
 }
 
+/* ---- many-path requests: info, permissions, mv, directories ---------------------------------- */
+
+/* A request of many paths is a job of the loop too (the `sliced` helper of the listings): its
+ * entries are done in order, each slice taking them up until it has used PATHS_SLICE_STEPS
+ * lookup steps or WALK_SLICE_NS, then the loop serves everyone else. All its lookups together
+ * draw from its fctx's budget (SH_SAFE_REQUEST_STEPS) and each lookup from its own bound
+ * (SH_SAFE_LOOKUP_STEPS), so one slice costs at most the steps of one slice and one entry, and
+ * the whole request at most its budget. The first entry refused is the answer. */
+#define PATHS_SLICE_STEPS 2048
+
+typedef struct pjob pjob;
+struct pjob {
+        sliced s; /* first: pjob_slice is given it */
+        fctx f;
+        cJSON *body;       /* permissions, mv, directories: the body, done entry by entry */
+        const cJSON *next; /* its next entry */
+        size_t qi, taken;  /* info: the next query parameter looked at, the paths taken */
+        cJSON *out;        /* info: the answer so far (NULL: an empty 200 at the end) */
+        /* One entry: 1 done (more may follow), 0 none left, -1 refused with e filled. */
+        int (*entry)(pjob *j, sh_request *r);
+        os_err e;
+};
+
+static void pjob_gone(void *data)
+{
+        sliced_gone(&((pjob *)data)->s);
+}
+
+static void pjob_release(void *data)
+{
+        pjob *j = data;
+
+        cJSON_Delete(j->body);
+        cJSON_Delete(j->out);
+        fctx_done(&j->f);
+        free(j);
+}
+
+static const sh_pending_ops pjob_ops = {.gone = pjob_gone, .release = pjob_release};
+
+static bool pjob_slice(sliced *s, sh_request *r)
+{
+        pjob *j = (pjob *)s;
+        uint64_t start = sh_now_ns(), left = j->f.budget.left;
+        int more;
+
+        while ((more = j->entry(j, r)) > 0)
+                if (left - j->f.budget.left >= PATHS_SLICE_STEPS ||
+                    sh_now_ns() - start > WALK_SLICE_NS)
+                        return false;
+        if (more < 0)
+                os_reply_err(r, &j->e);
+        else if (j->out)
+                os_reply_json(r, 200, TAKE_PTR(j->out));
+        else
+                os_reply_empty(r, 200);
+        sliced_done(s);
+        return true;
+}
+
+/* Run `entry` over the body's entries (body and out taken; both NULL for none) from the loop. */
+static void pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(pjob *, sh_request *))
+{
+        pjob *j = calloc(1, sizeof(*j));
+
+        if (!j) {
+                cJSON_Delete(body);
+                cJSON_Delete(out);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        j->body = body;
+        j->next = body ? body->child : NULL;
+        j->out = out;
+        j->entry = entry;
+        if (fctx_init(r, &j->f) < 0) {
+                pjob_release(j);
+                return;
+        }
+        j->s.loop = os_ctx_of(r)->loop;
+        j->s.slice = pjob_slice;
+        j->s.what = "request";
+        if (!(j->s.tok = sh_request_wait(r, &pjob_ops, j))) {
+                pjob_release(j);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        sliced_run(&j->s, r);
+}
+
+/* A body of at most PATHS_MAX entries, or a 400 naming the bound (the body is then freed). */
+static bool body_bounded(sh_request *r, cJSON *body)
+{
+        if (cJSON_GetArraySize(body) <= PATHS_MAX)
+                return true;
+        cJSON_Delete(body);
+        os_reply_error(r, 400, OS_BAD_BODY, "a body holds at most %u entries", PATHS_MAX);
+        return false;
+}
+
+/* ---- GET /files/info ---------------------------------------------------------------------------- */
+
+/* The next `path=` of the query (the first PATHS_MAX of them), as info_entry takes them. */
+static const sh_query_param *next_query_path(pjob *j, sh_request *r)
+{
+        const sh_query *q = sh_request_query(r);
+
+        while (q && j->qi < q->n && j->taken < PATHS_MAX) {
+                const sh_query_param *qp = &q->v[j->qi++];
+
+                if (STREQ(qp->key, "path")) {
+                        j->taken++;
+                        return qp;
+                }
+        }
+        return NULL;
+}
+
+static int info_entry(pjob *j, sh_request *r)
+{
+        const sh_query_param *qp = next_query_path(j, r);
+        _cleanup_free_ char *p = NULL;
+        _cleanup_close_ int fd = -1;
+        struct statx s;
+        cJSON *fi;
+
+        if (!qp)
+                return 0;
+        /* the entry itself: a link is shown as a link, never followed */
+        if (!(p = sb_path(qp->val, qp->val_len, &j->e)) ||
+            (fd = f_open(&j->f, p, O_PATH | O_NOFOLLOW, &s, qp->val, "info", &j->e)) < 0)
+                return -1;
+        if (cJSON_GetObjectItemCaseSensitive(j->out, qp->val))
+                return 1; /* asked twice: one answer */
+        fi = file_info(&j->f, qp->val, &s);
+        if (!fi || !cJSON_AddItemToObject(j->out, qp->val, fi)) {
+                cJSON_Delete(fi);
+                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        }
+        return 1;
+}
+
+static void api_info(sh_request *r)
+{
+        const sh_query_param *ps[1];
+        cJSON *out;
+
+        if (query_paths(r, ps, 1) == 0) {
+                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+                return;
+        }
+        if (!(out = cJSON_CreateObject())) {
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        pjob_run(r, NULL, out, info_entry);
+}
+
 /* ---- POST /files/permissions -------------------------------------------------------------------- */
 
 /* {owner?, group?, mode?} on the entry at p (links followed inside the root, as chmod(1)):
@@ -1729,12 +1813,25 @@ static int set_perm(fctx *f, const char *p, const char *shown, const cJSON *perm
         return 0;
 }
 
+static int perm_entry(pjob *j, sh_request *r)
+{
+        const cJSON *it = j->next;
+        _cleanup_free_ char *p = NULL;
+
+        (void)r;
+        if (!it)
+                return 0;
+        j->next = it->next;
+        if (!(p = sb_path(it->string, strlen(it->string), &j->e)) ||
+            set_perm(&j->f, p, it->string, it, &j->e) < 0)
+                return -1;
+        return 1;
+}
+
 static void api_permissions(sh_request *r)
 {
-        _cleanup_(fctx_done) fctx f = {.root = -1};
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
-        os_err e;
+        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
 
         if (!body && !empty)
                 return;
@@ -1743,22 +1840,8 @@ static void api_permissions(sh_request *r)
                 os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
                 return;
         }
-        if (fctx_init(r, &f) < 0) {
-                cJSON_Delete(body);
-                return;
-        }
-        cJSON_ArrayForEach(it, body)
-        {
-                _cleanup_free_ char *p = sb_path(it->string, strlen(it->string), &e);
-
-                if (!p || set_perm(&f, p, it->string, it, &e) < 0) {
-                        cJSON_Delete(body);
-                        os_reply_err(r, &e);
-                        return;
-                }
-        }
-        cJSON_Delete(body);
-        os_reply_empty(r, 200);
+        if (body_bounded(r, body))
+                pjob_run(r, body, NULL, perm_entry);
 }
 
 /* ---- POST /files/mv ------------------------------------------------------------------------------ */
@@ -1794,12 +1877,24 @@ static int move_one(fctx *f, const char *src_shown, const char *dst_shown, os_er
         return 0;
 }
 
+static int move_entry(pjob *j, sh_request *r)
+{
+        const cJSON *it = j->next;
+
+        (void)r;
+        if (!it)
+                return 0;
+        j->next = it->next;
+        return move_one(&j->f, cJSON_GetObjectItemCaseSensitive(it, "src")->valuestring,
+                        cJSON_GetObjectItemCaseSensitive(it, "dest")->valuestring, &j->e) < 0
+                       ? -1
+                       : 1;
+}
+
 static void api_move(sh_request *r)
 {
-        _cleanup_(fctx_done) fctx f = {.root = -1};
         bool empty;
         cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
-        os_err e;
 
         if (!body && !empty)
                 return;
@@ -1808,6 +1903,9 @@ static void api_move(sh_request *r)
                 os_reply_error(r, 400, OS_BAD_BODY, "the body is a list of {src, dest}");
                 return;
         }
+        if (!body_bounded(r, body))
+                return;
+        /* every entry's shape before any is moved */
         cJSON_ArrayForEach(it, body)
         {
                 const cJSON *s = cJSON_GetObjectItemCaseSensitive(it, "src");
@@ -1819,21 +1917,7 @@ static void api_move(sh_request *r)
                         return;
                 }
         }
-        if (fctx_init(r, &f) < 0) {
-                cJSON_Delete(body);
-                return;
-        }
-        cJSON_ArrayForEach(it, body)
-        {
-                if (move_one(&f, cJSON_GetObjectItemCaseSensitive(it, "src")->valuestring,
-                             cJSON_GetObjectItemCaseSensitive(it, "dest")->valuestring, &e) < 0) {
-                        cJSON_Delete(body);
-                        os_reply_err(r, &e);
-                        return;
-                }
-        }
-        cJSON_Delete(body);
-        os_reply_empty(r, 200);
+        pjob_run(r, body, NULL, move_entry);
 }
 
 /* ---- POST /files/replace ----------------------------------------------------------------------- */
@@ -1961,12 +2045,37 @@ static void api_replace(sh_request *r)
 
 /* ---- POST /directories, DELETE /directories --------------------------------------------------- */
 
+static int mkdirs_entry(pjob *j, sh_request *r)
+{
+        const cJSON *it = j->next;
+        _cleanup_free_ char *p = NULL;
+        _cleanup_close_ int fd = -1;
+        uint32_t uid, gid;
+        mode_t mode;
+
+        (void)r;
+        if (!it)
+                return 0;
+        j->next = it->next;
+        if (!(p = sb_path(it->string, strlen(it->string), &j->e)))
+                return -1;
+        if (!cJSON_IsObject(it))
+                return os_err_set(&j->e, 400, OS_BAD_BODY,
+                                  "'%s': permissions are {owner?, group?, mode}", it->string);
+        if (parse_mode(cJSON_GetObjectItemCaseSensitive(it, "mode"), &mode, &j->e) < 0 ||
+            resolve_id(&j->f, cJSON_GetObjectItemCaseSensitive(it, "owner"), false, &uid, &j->e) <
+                    0 ||
+            resolve_id(&j->f, cJSON_GetObjectItemCaseSensitive(it, "group"), true, &gid, &j->e) <
+                    0 ||
+            (fd = f_mkdir_p(&j->f, p, mode ? mode : 0755, uid, gid, it->string, &j->e)) < 0)
+                return -1;
+        return 1;
+}
+
 static void api_mkdirs(sh_request *r)
 {
-        _cleanup_(fctx_done) fctx f = {.root = -1};
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
-        os_err e;
+        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
 
         if (!body && !empty)
                 return;
@@ -1975,35 +2084,8 @@ static void api_mkdirs(sh_request *r)
                 os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
                 return;
         }
-        if (fctx_init(r, &f) < 0) {
-                cJSON_Delete(body);
-                return;
-        }
-        cJSON_ArrayForEach(it, body)
-        {
-                _cleanup_free_ char *p = sb_path(it->string, strlen(it->string), &e);
-                _cleanup_close_ int fd = -1;
-                uint32_t uid, gid;
-                mode_t mode;
-
-                if (!p || !cJSON_IsObject(it) ||
-                    parse_mode(cJSON_GetObjectItemCaseSensitive(it, "mode"), &mode, &e) < 0 ||
-                    resolve_id(&f, cJSON_GetObjectItemCaseSensitive(it, "owner"), false, &uid, &e) <
-                            0 ||
-                    resolve_id(&f, cJSON_GetObjectItemCaseSensitive(it, "group"), true, &gid, &e) <
-                            0 ||
-                    (fd = f_mkdir_p(&f, p, mode ? mode : 0755, uid, gid, it->string, &e)) < 0) {
-                        if (p && !cJSON_IsObject(it))
-                                os_err_set(&e, 400, OS_BAD_BODY,
-                                           "'%s': permissions are {owner?, group?, mode}",
-                                           it->string);
-                        cJSON_Delete(body);
-                        os_reply_err(r, &e);
-                        return;
-                }
-        }
-        cJSON_Delete(body);
-        os_reply_empty(r, 200);
+        if (body_bounded(r, body))
+                pjob_run(r, body, NULL, mkdirs_entry);
 }
 
 /* DELETE /directories is a job of the loop too: the trees are removed in slices (WALK_SLICE
