@@ -92,7 +92,7 @@ timeout -s KILL 200 /usr/bin/vmtest e2e /opt/sh/sandbox-host $CG/sandbox-host.se
 #    the quota and project features mounted prjquota, SANDBOX_HOST_DISK_MAX set; vmtest
 #    performs each way of taking space past it from inside a sandbox.
 echo "=== quota: sandbox-host on a project-quota state root"
-for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk quota_tree quota_v2; do
+for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk quota_tree quota_v2 libcrc32c xfs; do
         insmod /usr/lib/modules/$m.ko || echo "insmod $m failed"
 done
 for i in $(seq 50); do [ -b /dev/vda ] && break; sleep 0.1; done
@@ -105,6 +105,23 @@ if mount -t ext4 -o prjquota /dev/vda /mnt/quota; then
         umount /mnt/quota || echo "umount /mnt/quota failed"
 else
         r "vm_quota_mount fail mount -o prjquota /dev/vda: $(dmesg | tail -3)"
+fi
+
+# 4. The embedded disk default on XFS (issue 20, finding 14): the daemon with no disk setting
+#    at all, its state root on the second disk, XFS mounted prjquota as the Kubernetes
+#    manifest's state volume is: auto finds project quota and holds each workspace to a
+#    quarter of the volume.
+echo "=== xfs: sandbox-host with its defaults on an XFS prjquota state root"
+for i in $(seq 50); do [ -b /dev/vdb ] && break; sleep 0.1; done
+mkdir -p /mnt/xfs
+if mount -t xfs -o prjquota /dev/vdb /mnt/xfs; then
+        grep /mnt/xfs /proc/mounts
+        r "vm_xfs_mount ok $(grep /mnt/xfs /proc/mounts)"
+        mkdir -p $CG/sandbox-host-xfs.service
+        timeout -s KILL 200 /usr/bin/vmtest xfs /opt/sh/sandbox-host $CG/sandbox-host-xfs.service /mnt/xfs 2>&1 | results
+        umount /mnt/xfs || echo "umount /mnt/xfs failed"
+else
+        r "vm_xfs_mount fail mount -t xfs -o prjquota /dev/vdb: $(dmesg | tail -3)"
 fi
 
 echo "=== cgroup tree at the end:"
