@@ -15,7 +15,7 @@ typedef enum {
         T_OPT_STRING,
         T_UINT,
         T_SIZE,
-        T_SIZE0, /* a size that is 0 (off) or at least min */
+        T_DISK_MAX, /* a size that is 0 (off) or at least min, or "auto" (disk_max_auto) */
         T_CPU,
         T_MS,
         T_LISTEN,
@@ -90,8 +90,9 @@ static const opt options[] = {
         {"SANDBOX_HOST_TOOL_INSECURE_HTTP", T_BOOL, OFF(tool_insecure_http), "off", 0, 0,
          "on: unsigned tools may be fetched over plain http from any host (off: https, or a "
          "loopback host, unless SANDBOX_HOST_TOOL_KEYS is set)"},
-        {"SANDBOX_HOST_DISK_MAX", T_SIZE0, OFF(disk_max), "0", SH_DISK_MIN, 1ULL << 50,
-         "disk limit of one sandbox's workspace, bytes, at least 1M (0: no limit)"},
+        {"SANDBOX_HOST_DISK_MAX", T_DISK_MAX, OFF(disk_max), "auto", SH_DISK_MIN, 1ULL << 50,
+         "disk limit of one sandbox's workspace, bytes, at least 1M (0: no limit; auto: 10G or a "
+         "quarter of the state volume, the smaller, where the host can hold a limit, else none)"},
         {"SANDBOX_HOST_DISK_INODES_MAX", T_UINT, OFF(disk_inodes_max), "0", 0, 1ULL << 32,
          "files, directories and links one workspace may hold (0: one per 8K of DISK_MAX)"},
         {"SANDBOX_HOST_DISK_QUOTA", T_DISK_QUOTA, OFF(disk_quota), "auto", 0, 0,
@@ -208,10 +209,16 @@ static int set_option(sh_config *c, const opt *o, const char *value)
         case T_MS:
                 r = sh_parse_u64(value, &v);
                 goto numeric;
+        case T_DISK_MAX:
+                c->disk_max_auto = STREQ(value, "auto");
+                if (c->disk_max_auto) {
+                        *up = 0;
+                        return 0;
+                }
+                /* fall through */
         case T_SIZE:
-        case T_SIZE0:
                 r = sh_parse_size(value, &v);
-                if (r == 0 && v == 0 && o->type == T_SIZE0) {
+                if (r == 0 && v == 0 && o->type == T_DISK_MAX) {
                         *up = 0;
                         return 0;
                 }
@@ -321,7 +328,7 @@ static sh_config_result check_disk(sh_config *c, char **ret_msg)
 {
         char v[32];
 
-        if (!c->disk_max && c->disk_inodes_max) {
+        if (!c->disk_max && !c->disk_max_auto && c->disk_inodes_max) {
                 snprintf(v, sizeof(v), "%llu", (unsigned long long)c->disk_inodes_max);
                 return invalid(ret_msg, "SANDBOX_HOST_DISK_INODES_MAX", v,
                                "needs SANDBOX_HOST_DISK_MAX");
@@ -329,17 +336,33 @@ static sh_config_result check_disk(sh_config *c, char **ret_msg)
         if (c->disk_max && STREQ(c->disk_quota, "none"))
                 return invalid(ret_msg, "SANDBOX_HOST_DISK_QUOTA", c->disk_quota,
                                "'none' cannot hold SANDBOX_HOST_DISK_MAX");
-        if (!c->disk_max && !STREQ(c->disk_quota, "auto") && !STREQ(c->disk_quota, "none"))
+        /* A tmpfs workspace is memory: its size is the operator's to choose, never a share of
+         * a disk. */
+        if (c->disk_max_auto && STREQ(c->disk_quota, "tmpfs"))
+                return invalid(ret_msg, "SANDBOX_HOST_DISK_QUOTA", c->disk_quota,
+                               "needs a SANDBOX_HOST_DISK_MAX of its own (a tmpfs is memory)");
+        if (!c->disk_max && !c->disk_max_auto && !STREQ(c->disk_quota, "auto") &&
+            !STREQ(c->disk_quota, "none"))
                 return invalid(ret_msg, "SANDBOX_HOST_DISK_QUOTA", c->disk_quota,
                                "needs SANDBOX_HOST_DISK_MAX");
-        /* Unset: one inode per 8 KiB of the limit (half ext4's default ratio: workspaces hold
-         * many small files), at least 1024. */
-        if (c->disk_max && !c->disk_inodes_max) {
-                c->disk_inodes_max = c->disk_max / 8192;
-                if (c->disk_inodes_max < 1024)
-                        c->disk_inodes_max = 1024;
-        }
+        if (c->disk_max && !c->disk_inodes_max)
+                c->disk_inodes_max = sh_config_disk_inodes(c->disk_max);
         return SH_CONFIG_OK;
+}
+
+uint64_t sh_config_disk_auto(uint64_t volume)
+{
+        uint64_t v = volume / SH_DISK_AUTO_DIV;
+
+        if (v > SH_DISK_AUTO_MAX)
+                v = SH_DISK_AUTO_MAX;
+        v &= ~(SH_DISK_MIN - 1);
+        return v < SH_DISK_MIN ? SH_DISK_MIN : v;
+}
+
+uint64_t sh_config_disk_inodes(uint64_t disk_max)
+{
+        return disk_max / 8192 < 1024 ? 1024 : disk_max / 8192;
 }
 
 sh_config_result sh_config_parse(sh_config *c, int argc, char *const *argv, char *const *envp,

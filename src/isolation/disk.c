@@ -32,6 +32,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -84,6 +85,7 @@ struct sh_disk {
         int templfd;  /* loop: the template image (unnamed), ext4 with workspace/ and .trash/ */
         extent *ext;  /* loop: the template's data extents, all a copy needs */
         size_t n_ext;
+        char *why_none; /* DISK_MAX=auto and nothing held it: why */
 };
 
 const char *sh_disk_mode_name(sh_disk_mode m)
@@ -104,6 +106,21 @@ const char *sh_disk_mode_name(sh_disk_mode m)
 sh_disk_mode sh_disk_get_mode(const sh_disk *d)
 {
         return d ? d->mode : SH_DISK_NONE;
+}
+
+uint64_t sh_disk_size(const sh_disk *d)
+{
+        return d && d->mode != SH_DISK_NONE ? d->size : 0;
+}
+
+uint64_t sh_disk_inodes(const sh_disk *d)
+{
+        return d && d->mode != SH_DISK_NONE ? d->inodes : 0;
+}
+
+const char *sh_disk_why_none(const sh_disk *d)
+{
+        return d ? d->why_none : NULL;
 }
 
 bool sh_disk_mounted(const sh_disk *d)
@@ -1113,13 +1130,26 @@ int sh_disk_open(const sh_config *cfg, int rootfd, const char *root, sh_disk **r
         if (!d)
                 return sh_error_make(err, ENOMEM, "out of memory");
         d->imgdirfd = d->templfd = -1;
-        /* Whole 4 KiB blocks, never more than asked. */
-        d->size = cfg->disk_max & ~4095ULL;
+        d->size = cfg->disk_max;
         d->inodes = cfg->disk_inodes_max;
         d->proj_base = (uint32_t)cfg->disk_project_base;
         d->max_sandboxes = (unsigned)cfg->max_sandboxes;
         cap_mode = SH_DISK_NONE;
-        if (!cfg->disk_max) {
+        if (cfg->disk_max_auto && !STREQ(q, "none")) {
+                /* A share of the volume every workspace is on: one sandbox never fills it. */
+                struct statvfs v;
+
+                if (fstatvfs(rootfd, &v) < 0) {
+                        sh_error_make(err, errno, "statvfs of the state root '%s'", root);
+                        goto fail;
+                }
+                d->size = sh_config_disk_auto((uint64_t)v.f_blocks * v.f_frsize);
+                if (!d->inodes)
+                        d->inodes = sh_config_disk_inodes(d->size);
+        }
+        /* Whole 4 KiB blocks, never more than asked. */
+        d->size &= ~4095ULL;
+        if (!d->size) {
                 *ret = d;
                 return 0;
         }
@@ -1165,6 +1195,25 @@ int sh_disk_open(const sh_config *cfg, int rootfd, const char *root, sh_disk **r
                 }
                 d->mode = SH_DISK_TMPFS;
         }
+        if (d->mode == SH_DISK_NONE && cfg->disk_max_auto) {
+                /* The default asked for a limit where the host can hold one: this one cannot.
+                 * No limit, said at start (the manager logs it) and in /healthz. */
+                if (asprintf(&d->why_none,
+                             "nothing on this host can hold a disk limit on '%s': project "
+                             "quota: %s; loop devices: %s",
+                             root, why1, why2) < 0) {
+                        d->why_none = NULL;
+                        sh_error_make(err, ENOMEM, "out of memory");
+                        goto fail;
+                }
+                d->imgdirfd = sh_close(d->imgdirfd);
+                d->templfd = sh_close(d->templfd);
+                free(d->ext);
+                d->ext = NULL;
+                d->n_ext = 0;
+                *ret = d;
+                return 0;
+        }
         if (d->mode == SH_DISK_NONE) {
                 /* Never a limit that is silently not held. */
                 setting_error(err,
@@ -1196,5 +1245,6 @@ void sh_disk_free(sh_disk *d)
         sh_close(d->imgdirfd);
         sh_close(d->templfd);
         free(d->ext);
+        free(d->why_none);
         free(d);
 }

@@ -14,22 +14,22 @@
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <linux/magic.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "execd.h"
 #include "mode.h"
 #include "multipart.h"
 #include "passwd.h"
 #include "sh/capability.h"
 #include "sh/fsops.h"
+#include "sh/fsprobe.h"
 #include "sh/remove.h"
 #include "sh/safe_open.h"
 
@@ -93,46 +93,33 @@ static int fctx_init(sh_request *r, fctx *f)
 
 /* The kernel's own filesystems are refused whatever the sandbox mounted where: the daemon
  * acts as root in the init user namespace, and a sysctl, a cgroup or a sysfs attribute written
- * through the sandbox's /proc would change the host. */
+ * through the sandbox's /proc would change the host (fs/fsprobe.c). */
 static bool kernel_fs(int fd)
 {
-        struct statfs s;
-
-        if (fstatfs(fd, &s) < 0)
-                return true; /* cannot tell: refuse */
-        switch ((unsigned long)s.f_type) {
-        case PROC_SUPER_MAGIC:
-        case SYSFS_MAGIC:
-        case CGROUP_SUPER_MAGIC:
-        case CGROUP2_SUPER_MAGIC:
-        case DEBUGFS_MAGIC:
-        case SECURITYFS_MAGIC:
-        case TRACEFS_MAGIC:
-        case BPF_FS_MAGIC:
-        case DEVPTS_SUPER_MAGIC:
-        case NSFS_MAGIC:
-        case PSTOREFS_MAGIC:
-        case EFIVARFS_MAGIC:
-        case SELINUX_MAGIC:
-        case SMACK_MAGIC:
-        case BINFMTFS_MAGIC:
-        case 0x62656570: /* configfs */
-        case 0x65735543: /* fusectl */
-                return true;
-        default:
-                return false;
-        }
+        return sh_fs_on_kernel_fs(fd);
 }
 
-/* The permission bits that apply to the sandbox's uid: all of them on its own entries (it could
- * chmod them anyway), else the group's or the others' as the kernel would choose. */
-static unsigned perm_bits(const fctx *f, const struct statx *s)
+/* May the sandbox's uid have every access of `want` (OS_MAY_*: 4 read, 2 write, 1 search) on
+ * the entry of fd, whose statx is *s? Its own entries are wholly its own (it could chmod
+ * them); anyone else's as the kernel would judge its uid and gid, the entry's POSIX ACL
+ * included (access.c). An ACL that cannot be read or is not valid: no. */
+static bool may(const fctx *f, int fd, const struct statx *s, unsigned want)
 {
-        if (s->stx_uid == f->uid)
-                return 7;
-        if (s->stx_gid == f->gid)
-                return (s->stx_mode >> 3) & 7;
-        return s->stx_mode & 7;
+        const uint32_t gids[] = {f->gid};
+        const os_who who = {f->uid, gids, ARRAY_SIZE(gids)};
+        const os_inode ino = {s->stx_uid, s->stx_gid, s->stx_mode};
+        unsigned char buf[OS_ACL_BYTES_MAX];
+        os_acl acl;
+        ssize_t n;
+
+        if (!os_access_acl_matters(&ino, &who) || S_ISLNK(s->stx_mode))
+                return os_access_allowed(&ino, NULL, &who, want);
+        n = sh_fs_acl_access(fd, buf, sizeof(buf));
+        if (n == -ENODATA)
+                return os_access_allowed(&ino, NULL, &who, want);
+        if (n < 0 || os_acl_parse(buf, (size_t)n, &acl) < 0)
+                return false;
+        return os_access_allowed(&ino, &acl, &who, want);
 }
 
 /* Why the sandbox may not write in directory fd: a read-only mount (the image) says so,
@@ -153,7 +140,7 @@ static int fstatx(int fd, struct statx *s)
 }
 
 /* Every directory a lookup passes through, before anything in it is looked at: the sandbox's
- * uid must be allowed to search it (its own directories are its own: perm_bits), and it is
+ * uid must be allowed to search it (its own directories are its own: may), and it is
  * never on a kernel filesystem. So a file the sandbox could not reach itself, a world-readable
  * one below a 0700 directory of root's in the image (the default image is the host's /etc and
  * /usr), is never reached for it either, by its path or through any link it plants: the
@@ -173,7 +160,7 @@ static int dir_guard(void *data, int dirfd)
                 return r;
         if (!S_ISDIR(s.stx_mode))
                 return -ENOTDIR;
-        return perm_bits(f, &s) & 1 ? 0 : -EACCES;
+        return may(f, dirfd, &s, OS_MAY_EXEC) ? 0 : -EACCES;
 }
 
 /* ---- errors ------------------------------------------------------------------------------------ */
@@ -306,7 +293,7 @@ static int f_parent(fctx *f, const char *path, const char **base, const char *sh
                 return refused_kernel_fs(e, shown);
         if ((r = fstatx(fd, &s)) < 0)
                 return fail(e, -r, shown, what);
-        if ((perm_bits(f, &s) & 3) != 3)
+        if (!may(f, fd, &s, OS_MAY_WRITE | OS_MAY_EXEC))
                 return fail(e, denied(fd), shown, what);
         return TAKE_FD(fd);
 }
@@ -498,7 +485,7 @@ static int f_open_read(fctx *f, const char *path, const char *shown, struct stat
         if ((r = fstatx(pfd, s)) < 0)
                 return fail(e, -r, shown, "read");
         /* the bits before the open: a file the sandbox may not read is never opened */
-        if (S_ISREG(s->stx_mode) && !(perm_bits(f, s) & 4))
+        if (S_ISREG(s->stx_mode) && !may(f, pfd, s, OS_MAY_READ))
                 return fail(e, EACCES, shown, "read");
         if (sh_fs_reopen_read(pfd, path, &fd, &size, &err) < 0) {
                 int errnum = err ? err->errnum : EIO;
@@ -514,7 +501,7 @@ static int f_open_read(fctx *f, const char *path, const char *shown, struct stat
         }
         if ((r = fstatx(fd, s)) < 0)
                 return fail(e, -r, shown, "read");
-        if (!(perm_bits(f, s) & 4))
+        if (!may(f, fd, s, OS_MAY_READ))
                 return fail(e, EACCES, shown, "read");
         return TAKE_FD(fd);
 }
@@ -1002,7 +989,7 @@ static int wjob_entry(wjob *j)
                 /* a directory swapped for a link meanwhile is not entered (O_NOFOLLOW), nor one
                  * the sandbox's uid could not read, nor a kernel filesystem */
                 if (cfd < 0 || kernel_fs(cfd) || fstatx(cfd, &cs) < 0 ||
-                    (perm_bits(&j->f, &cs) & 5) != 5) {
+                    !may(&j->f, cfd, &cs, OS_MAY_READ | OS_MAY_EXEC)) {
                         sh_close(cfd);
                         free(child);
                         return 0;
@@ -1061,7 +1048,7 @@ static int walk_top(fctx *f, const char *p, const char *shown, os_err *e)
                                   "'%s' is a link: pass the directory it names", shown);
         if (!S_ISDIR(s.stx_mode))
                 return fail(e, ENOTDIR, shown, "list");
-        if ((perm_bits(f, &s) & 5) != 5)
+        if (!may(f, fd, &s, OS_MAY_READ | OS_MAY_EXEC))
                 return fail(e, EACCES, shown, "list");
         return TAKE_FD(fd);
 }
@@ -1158,7 +1145,7 @@ static int may_create(void *data, int dirfd)
 
         if ((r = dir_guard(data, dirfd)) < 0 || (r = fstatx(dirfd, &s)) < 0)
                 return r;
-        return perm_bits(data, &s) & 2 ? 0 : -denied(dirfd);
+        return may(data, dirfd, &s, OS_MAY_WRITE | OS_MAY_EXEC) ? 0 : -denied(dirfd);
 }
 
 /* mkdir -p `path` below the root, in one walk (sh_safe_mkdir_p, every directory entered checked
@@ -1355,7 +1342,7 @@ static int upload_meta(upload *u)
                 goto out;
         {
                 struct statx s;
-                if (fstatx(pfd, &s) < 0 || (perm_bits(&u->f, &s) & 3) != 3) {
+                if (fstatx(pfd, &s) < 0 || !may(&u->f, pfd, &s, OS_MAY_WRITE | OS_MAY_EXEC)) {
                         fail(&u->e, denied(pfd), u->shown, "upload");
                         goto out;
                 }
@@ -1868,7 +1855,7 @@ static int move_one(fctx *f, const char *src_shown, const char *dst_shown, os_er
         /* the destination's parents are made (the sandbox's own) */
         if ((dpfd = f_mkdir_p(f, dparent, 0755, f->uid, f->gid, dst_shown, e)) < 0)
                 return -1;
-        if (fstatx(dpfd, &s) < 0 || (perm_bits(f, &s) & 3) != 3)
+        if (fstatx(dpfd, &s) < 0 || !may(f, dpfd, &s, OS_MAY_WRITE | OS_MAY_EXEC))
                 return fail(e, denied(dpfd), dst_shown, "move");
         /* the names themselves: links at either end are moved, never followed; an existing
          * destination is an error (NOREPLACE), never clobbered */

@@ -425,14 +425,22 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
         /* The workspace's disk limit: chosen now, refused now if it cannot be held. */
         if (sh_disk_open(cfg, m->rootfd, m->root_real, &m->disk, err) < 0)
                 goto fail;
-        if (sh_disk_get_mode(m->disk) == SH_DISK_NONE)
-                log_info("disk-limit", NULL,
-                         "none: SANDBOX_HOST_DISK_MAX is unset, workspaces have no disk limit");
+        if (sh_disk_why_none(m->disk))
+                log_warn("disk-limit", NULL,
+                         "none: SANDBOX_HOST_DISK_MAX=auto, but %s; workspaces have no disk "
+                         "limit, and one sandbox can fill the state root (docs/deployment.md, "
+                         "\"Disk limits\")",
+                         sh_disk_why_none(m->disk));
+        else if (sh_disk_get_mode(m->disk) == SH_DISK_NONE)
+                log_info("disk-limit", NULL, "none: %s, workspaces have no disk limit",
+                         cfg->disk_max_auto ? "SANDBOX_HOST_DISK_QUOTA=none"
+                                            : "SANDBOX_HOST_DISK_MAX=0");
         else
-                log_info("disk-limit", NULL, "%s: %llu bytes, %llu inodes per workspace",
+                log_info("disk-limit", NULL, "%s: %llu bytes, %llu inodes per workspace%s",
                          sh_disk_mode_name(sh_disk_get_mode(m->disk)),
-                         (unsigned long long)cfg->disk_max,
-                         (unsigned long long)cfg->disk_inodes_max);
+                         (unsigned long long)sh_disk_size(m->disk),
+                         (unsigned long long)sh_disk_inodes(m->disk),
+                         cfg->disk_max_auto ? " (SANDBOX_HOST_DISK_MAX=auto)" : "");
         /* Workers are grandchildren (the intermediate that made their namespaces exits):
          * as child subreaper the daemon stays their parent, reaps them and sees them die. */
         if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {

@@ -40,9 +40,14 @@ def binary():
 def base_env(root, extra=None):
     """The environment a daemon starts with: the caller's, minus any SANDBOX_HOST_*.
     SH_TEST_UID_BASE (a developer's knob, unset in CI) moves the default sandbox uid range, so
-    that two test runs on one machine never count each other's sandbox processes."""
+    that two test runs on one machine never count each other's sandbox processes.
+    SANDBOX_HOST_DISK_MAX is 0 (no limit) unless a test says otherwise: the tests below were
+    written against workspaces on the state root itself; the embedded default (auto: a limit
+    wherever the host can hold one) is tested on its own (test_disk.py, tests/vm), and a test
+    that wants the default passes SANDBOX_HOST_DISK_MAX=None."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_HOST_")}
     env["SANDBOX_HOST_LISTEN"] = "127.0.0.1:0"
+    env["SANDBOX_HOST_DISK_MAX"] = "0"
     if os.environ.get("SH_TEST_UID_BASE"):
         env["SANDBOX_HOST_UID_BASE"] = os.environ["SH_TEST_UID_BASE"]
     if root is not None:

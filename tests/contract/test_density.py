@@ -327,17 +327,23 @@ def unprivileged_limit(soft, hard):
             "--bounding-set=-sys_resource", "--inh-caps=-all", "--"]
 
 
+# The fd checks hold with the embedded disk default too (a limit, by loop device here): the
+# harness's SANDBOX_HOST_DISK_MAX=0 is taken away for them.
+DISK_DEFAULT = {"SANDBOX_HOST_DISK_MAX": None}
+
+
 def test_the_daemon_raises_its_open_file_limit_as_far_as_the_system_allows(start_daemon):
     with open("/proc/sys/fs/nr_open") as f:
         nr_open = int(f.read())
-    d = start_daemon()
+    d = start_daemon(env=DISK_DEFAULT)
     got = nofile_limits(d.proc.pid)
     mine = nofile_limits(os.getpid())
     # root with CAP_SYS_RESOURCE: both limits to fs.nr_open; else the soft one to the hard one
     want = nr_open if have_cap_sys_resource() and nr_open > mine[1] else mine[1]
     assert got == (want, want), (got, mine, nr_open)
     # in a pod: CAP_SYS_RESOURCE is not granted, the runtime gives soft 1024 and a hard limit
-    d2 = start_daemon(prefix=unprivileged_limit(1024, 9000), args=["--max-sandboxes=8"])
+    d2 = start_daemon(prefix=unprivileged_limit(1024, 9000), args=["--max-sandboxes=8"],
+                      env=DISK_DEFAULT)
     assert nofile_limits(d2.proc.pid) == (9000, 9000)
     s = d2.client.new_sandbox()
     execlib.ok(s, ["true"])
@@ -349,7 +355,7 @@ def test_a_capacity_the_open_file_limit_cannot_hold_stops_the_start_with_exit_2(
     # 1,000 sandboxes need 1,000 x 2 fds (a /v1 sandbox: its socket and its entrypoint's pipe)
     # and 8,192 for requests: more than 9,000
     d = shlib.Daemon(args=["--max-sandboxes=1000"], prefix=unprivileged_limit(9000, 9000),
-                     wait_listen=False)
+                     wait_listen=False, env=DISK_DEFAULT)
     try:
         rc = d.wait_exit()
     finally:

@@ -88,16 +88,19 @@ def test_a_regular_file_stops_at_the_limit(box):
     assert r["written"] <= LIMIT and r["allocated"] <= LIMIT, r
 
 
-def test_fallocate_beyond_the_limit_is_refused(box):
-    r = attack(box, """
+FALLOC = """
 fd = os.open("pre", os.O_WRONLY | os.O_CREAT, 0o644)
 err = None
 try:
-    os.posix_fallocate(fd, 0, 64 << 20)
+    os.posix_fallocate(fd, 0, %d << 20)
 except OSError as e:
     err = e.errno
 print(json.dumps({"errno": err, "allocated": os.fstat(fd).st_blocks * 512}))
-""")
+"""
+
+
+def test_fallocate_beyond_the_limit_is_refused(box):
+    r = attack(box, FALLOC % 64)
     assert r["errno"] in FULL, r
     assert r["allocated"] <= LIMIT, r
 
@@ -279,7 +282,7 @@ def test_mountinfo_inside_never_shows_the_remote_id(mode):
 
 
 def test_no_limit_is_reported_as_such(start_daemon):
-    d = start_daemon(env={"SANDBOX_HOST_UID_BASE": "383500"})
+    d = start_daemon(env={"SANDBOX_HOST_UID_BASE": "383500", "SANDBOX_HOST_DISK_MAX": "0"})
     caps = d.client.get("/healthz").json()["capabilities"]
     assert "disk-quota.none" in caps, caps
     assert not [c for c in caps if c.startswith("disk-quota.") and c != "disk-quota.none"]
@@ -292,6 +295,86 @@ def test_the_mechanism_in_use_is_reported(vd):
     vol, d = vd
     caps = d.client.get("/healthz").json()["capabilities"]
     assert "disk-quota." + d.mode in caps and "disk-quota.none" not in caps, caps
+
+
+def disk_limit_line(d):
+    assert wait_until(lambda: '"disk-limit"' in d.stderr_text(), 5), d.stderr_text()[-2000:]
+    return json.loads([ln for ln in d.stderr_text().splitlines() if '"disk-limit"' in ln][0])
+
+
+# ---- the embedded default (issue 20, finding 14): a limit wherever the host can hold one ----
+
+def test_the_default_holds_a_limit_of_a_quarter_of_a_small_state_volume():
+    """No SANDBOX_HOST_DISK_* at all: on a 256 MiB state volume (a tmpfs: no project quota, so
+    a loop-mounted image here) each workspace gets 64 MiB, a quarter of it, and a sandbox that
+    writes without end, preallocates or keeps an unlinked file open stops there; the volume
+    keeps the rest for its neighbours."""
+    vol = disklib.Volume("256M")
+    d, rc = None, 0
+    try:
+        d = Daemon(env={"SANDBOX_HOST_DISK_MAX": None, "SANDBOX_HOST_UID_BASE": "383600"},
+                   root=vol.root)
+        caps = d.client.get("/healthz").json()["capabilities"]
+        assert "disk-quota.loop" in caps and "disk-quota.none" not in caps, caps
+        line = disk_limit_line(d)
+        assert line["level"] == "info" and "loop: 67108864 bytes" in line["msg"] and \
+            "auto" in line["msg"], line
+        s = d.client.new_sandbox()
+        before = vol.used()
+        r = attack(s, FILL % 512)
+        assert r["errno"] in FULL and r["written"] <= 64 * MIB, r
+        r = attack(s, "os.remove('fill')\n" + FALLOC % 200)
+        assert r["errno"] in FULL and r["allocated"] <= 64 * MIB, r
+        assert vol.used() - before <= 64 * MIB + SLACK, (vol.used(), before)
+        s.delete()
+    finally:
+        if d is not None:
+            rc = d.close()
+        vol.close()
+    assert rc == 0, "daemon exited %r; stderr tail:\n%s" % (rc, d.stderr_text()[-3000:])
+
+
+# In a mount namespace of its own, /dev/loop-control is /dev/null: no loop device can be had.
+NO_LOOP = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+           "mount --bind /dev/null /dev/loop-control && exec \"$@\"", "sh"]
+
+
+def test_the_default_runs_without_a_limit_where_none_can_be_held_and_says_why(start_daemon):
+    """Neither project quota (a tmpfs state root) nor loop devices: the default runs without a
+    limit, says so in /healthz, and logs one warning naming each mechanism's reason."""
+    vol = disklib.Volume("64M")
+    try:
+        d = start_daemon(env={"SANDBOX_HOST_DISK_MAX": None, "SANDBOX_HOST_UID_BASE": "383700"},
+                         root=vol.root, prefix=NO_LOOP)
+        caps = d.client.get("/healthz").json()["capabilities"]
+        assert "disk-quota.none" in caps, caps
+        line = disk_limit_line(d)
+        assert line["level"] == "warn", line
+        for what in ("SANDBOX_HOST_DISK_MAX=auto", "project quota:", "loop devices:",
+                     "no disk limit"):
+            assert what in line["msg"], line
+        s = d.client.new_sandbox()
+        execlib.ok(s, ["true"])
+        s.delete()
+        d.stop_ok()
+    finally:
+        vol.close()
+
+
+def test_an_explicit_limit_that_cannot_be_held_still_stops_the_start():
+    """Only the default gives way: a size asked for where no loop device can be had (and no
+    project quota) stops the start, as before."""
+    vol = disklib.Volume("64M")
+    try:
+        d = Daemon(env={"SANDBOX_HOST_DISK_MAX": "16M"}, root=vol.root, wait_listen=False,
+                   prefix=NO_LOOP)
+        rc = d.wait_exit()
+        err = d.stderr_text()
+        assert rc == 2, (rc, err)
+        assert "SANDBOX_HOST_DISK_MAX" in err and "loop devices" in err, err
+    finally:
+        d.close()
+        vol.close()
 
 
 def test_a_limit_the_host_cannot_hold_stops_the_start():

@@ -318,12 +318,16 @@ def hostile(tmp_path_factory):
     # a world-readable file below a directory of root's that nobody else may search (as the
     # host's /etc/ssl/private in the default image), beside one that may be searched only
     hostile_image(images / "locked", b"root:x:0:0::/:\n")
-    for d, mode in (("closed", 0o700), ("searchable", 0o711)):
+    # ... and one that everyone may read but nobody else may search (0744): its names may be
+    # listed by a process of the sandbox, what is below it never reached
+    for d, mode in (("closed", 0o700), ("searchable", 0o711), ("readable", 0o744)):
         (images / "locked" / d / "sub").mkdir(parents=True)
         (images / "locked" / d / "world.txt").write_bytes(SECRET)
         (images / "locked" / d / "sub" / "deep.txt").write_bytes(SECRET)
         os.chmod(images / "locked" / d, mode)
+    (images / "locked" / "acl").mkdir()  # the ACL tests' trees, made below it at run time
     d = shlib.Daemon(env={"SANDBOX_HOST_IMAGES": str(images)})
+    d.images = images
     yield d
     d.stop()
 
@@ -381,13 +385,18 @@ def test_an_images_passwd_linked_to_proc_or_host_files_is_never_read(hostile):
         osc.kill(sid)
 
 
+def assert_the_sandbox_cannot_read(osc, sid, *paths):
+    """What the file routes must refuse, the sandbox's own processes cannot read either."""
+    r = osc.execd(sid, "POST", "/command", body={"command": "cat " + " ".join(paths)},
+                  timeout=CALL)
+    assert SECRET not in r.body, r
+
+
 def test_a_file_below_a_directory_the_sandbox_may_not_search_is_never_reached(hostile):
     osc, sid = hostile_sandbox(hostile, "locked")
     try:
         # the sandbox itself cannot read it...
-        r = osc.execd(sid, "POST", "/command", body={"command": "cat /closed/world.txt"},
-                      timeout=CALL)
-        assert SECRET not in r.body, r
+        assert_the_sandbox_cannot_read(osc, sid, "/closed/world.txt")
         # ...nor through the file routes, by its path or through links it plants
         stdout_of(osc, sid, "ln -s /closed/world.txt /tmp/lf && ln -s /closed /tmp/ld && "
                             "ln -s ../closed/sub /tmp/lsub")
@@ -418,6 +427,150 @@ def test_a_directory_the_sandbox_may_search_but_not_read_gives_its_files(hostile
         expect(osc.execd(sid, "GET", "/directories/list?path=/searchable", timeout=CALL), 400)
     finally:
         osc.kill(sid)
+
+
+# A root-owned 0744 directory: readable by the sandbox's uid, not searchable. Every route below
+# it, by its path or through links the sandbox plants pointing into it, is refused: the lookup
+# checks search permission on every directory it passes, never read. One test per route.
+BELOW_READABLE = ("/readable/world.txt", "/readable/sub/deep.txt", "/readable/sub", "/tmp/rf",
+                  "/tmp/rd/world.txt", "/tmp/rd/sub/deep.txt", "/tmp/rsub/deep.txt",
+                  "/workspace/rdeep", "/readable/../readable/world.txt")
+READABLE_DIRS = ("/readable", "/readable/sub", "/tmp/rd", "/tmp/rd/sub", "/tmp/rsub")
+
+
+@pytest.fixture
+def readable(hostile):
+    osc, sid = hostile_sandbox(hostile, "locked")
+    try:
+        # the sandbox itself may list its names but reach nothing below it
+        assert_the_sandbox_cannot_read(osc, sid, "/readable/world.txt")
+        stdout_of(osc, sid, "ln -s /readable/world.txt /tmp/rf && "
+                            "ln -s /readable /tmp/rd && ln -s ../readable/sub /tmp/rsub && "
+                            "ln -s /readable/sub/deep.txt /workspace/rdeep && "
+                            "echo x > /workspace/top.txt")
+        yield osc, sid
+    finally:
+        osc.kill(sid)
+
+
+def test_no_download_below_a_directory_the_sandbox_may_read_but_not_search(readable):
+    osc, sid = readable
+    for p in BELOW_READABLE:
+        r = download(osc, sid, p)
+        assert r.status == 400 and SECRET not in r.body, (p, r)
+
+
+def test_no_info_below_a_directory_the_sandbox_may_read_but_not_search(readable):
+    osc, sid = readable
+    for p in BELOW_READABLE:
+        if p in ("/tmp/rf", "/workspace/rdeep"):
+            continue  # info shows a link itself, never followed
+        r = info(osc, sid, p)
+        assert r.status == 400 and b'"size"' not in r.body, (p, r)
+    # the directory itself may be looked at, as `ls -ld` may
+    expect(info(osc, sid, "/readable"), 200)
+
+
+def walks_never_enter_the_readable_directory(osc, sid, route, from_top):
+    """`route` (a listing or a search) refuses each directory below or through /readable,
+    and the same walk from `from_top` leaves it out."""
+    for p in READABLE_DIRS:
+        r = osc.execd(sid, "GET", route + oslib.q(p), timeout=CALL)
+        assert r.status == 400 and b"deep.txt" not in r.body, (p, r)
+    body = expect_body(osc.execd(sid, "GET", from_top, timeout=CALL))
+    assert b"/readable/" not in body and b"/workspace/top.txt" in body, body
+
+
+def test_no_listing_below_a_directory_the_sandbox_may_read_but_not_search(readable):
+    walks_never_enter_the_readable_directory(*readable, "/directories/list?path=",
+                                             "/directories/list?path=/&depth=3")
+
+
+def test_no_search_below_a_directory_the_sandbox_may_read_but_not_search(readable):
+    walks_never_enter_the_readable_directory(*readable, "/files/search?pattern=*&path=",
+                                             "/files/search?pattern=*.txt&path=/")
+
+
+# ---- POSIX ACLs: what the sandbox's uid may do is what its ACL entries say ---------------
+
+def setfacl(*args):
+    subprocess.run(["setfacl"] + list(args), check=True, timeout=30)
+
+
+@pytest.fixture
+def acl_tree(hostile):
+    """A root-owned tree added below /acl of the "locked" image (its top-level entries are
+    bound into the sandbox, so it appears there), with ACL entries naming the sandbox's uid;
+    removed after the test."""
+    import shutil
+    if not shutil.which("setfacl"):
+        pytest.skip("setfacl is not installed (Debian's acl package, scripts/setup.sh)")
+    osc, sid = hostile_sandbox(hostile, "locked")
+    top = hostile.images / "locked" / "acl" / oslib.uniq()
+    try:
+        uid = int(stdout_of(osc, sid, "id -u")[0])
+        try:
+            top.mkdir()
+            (top / "probe").write_bytes(b"x")
+            setfacl("-m", "u:%d:r" % uid, str(top / "probe"))
+        except subprocess.CalledProcessError:
+            pytest.skip("the images' filesystem has no POSIX ACLs")
+        yield osc, sid, uid, top
+    finally:
+        osc.kill(sid)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_an_acl_that_shuts_the_sandbox_out_is_honoured(acl_tree):
+    """0755 and 0644 let everyone in, but an ACL entry `user:<sandbox uid>:---` shuts the
+    sandbox's uid out: its own `cat` fails, and so must every route the daemon (root) serves
+    for it: no download, no info or listing below the directory, no search into it."""
+    osc, sid, uid, top = acl_tree
+    name = "/acl/" + top.name
+    (top / "deny").mkdir(mode=0o755)
+    (top / "deny" / "world.txt").write_bytes(SECRET)
+    (top / "file.txt").write_bytes(SECRET)
+    os.chmod(top, 0o755)
+    os.chmod(top / "file.txt", 0o644)
+    setfacl("-m", "u:%d:---" % uid, str(top / "deny"))
+    setfacl("-m", "u:%d:---" % uid, str(top / "file.txt"))
+    assert_the_sandbox_cannot_read(osc, sid, name + "/deny/world.txt", name + "/file.txt")
+    for p in (name + "/deny/world.txt", name + "/file.txt"):
+        r = download(osc, sid, p)
+        assert r.status == 400 and SECRET not in r.body, (p, r)
+        assert b"permission denied" in r.body, r
+    expect(info(osc, sid, name + "/deny/world.txt"), 400)
+    for route in ("/directories/list?path=", "/files/search?pattern=*&path="):
+        r = osc.execd(sid, "GET", route + oslib.q(name + "/deny"), timeout=CALL)
+        assert r.status == 400 and b"world.txt" not in r.body, (route, r)
+    r = osc.execd(sid, "GET", "/files/search?pattern=*.txt&path=" + oslib.q(name), timeout=CALL)
+    body = expect_body(r)
+    assert b"world.txt" not in body, r
+
+
+def test_an_acl_that_lets_the_sandbox_in_is_honoured(acl_tree):
+    """The other way round: a 0700 directory and a 0600 file of root's that an ACL entry
+    opens to the sandbox's uid (as `setfacl -m u:<uid>:rx` is meant to): the sandbox's `cat`
+    reads the file, and so does the download; the mask still limits the entry."""
+    osc, sid, uid, top = acl_tree
+    name = "/acl/" + top.name
+    (top / "open").mkdir(mode=0o700)
+    (top / "open" / "shared.txt").write_bytes(b"shared with the sandbox")
+    (top / "masked.txt").write_bytes(b"masked")
+    os.chmod(top, 0o755)
+    os.chmod(top / "open" / "shared.txt", 0o600)
+    os.chmod(top / "masked.txt", 0o600)
+    setfacl("-m", "u:%d:rx" % uid, str(top / "open"))
+    setfacl("-m", "u:%d:r" % uid, str(top / "open" / "shared.txt"))
+    setfacl("-m", "u:%d:r,m::---" % uid, str(top / "masked.txt"))
+    assert stdout_of(osc, sid, "cat %s/open/shared.txt" % name) == ["shared with the sandbox"]
+    r = download(osc, sid, name + "/open/shared.txt")
+    assert r.status == 200 and r.body == b"shared with the sandbox", r
+    j = expect(osc.execd(sid, "GET", "/directories/list?path=" + oslib.q(name + "/open"),
+                         timeout=CALL), 200)
+    assert any(e["path"].endswith("/shared.txt") for e in j), j
+    r = download(osc, sid, name + "/masked.txt")
+    assert r.status == 400 and b"masked" not in r.body.replace(b"masked.txt", b""), r
 
 
 def expect_body(r):

@@ -22,7 +22,7 @@ DOC = REPO / "docs" / "deployment.md"
 DOCKERFILE = K8S_DIR / "Dockerfile"
 ENTRYPOINT = K8S_DIR / "entrypoint.sh"
 EXPECTED_KINDS = {"Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget",
-                  "Kustomization"}
+                  "StorageClass", "Kustomization"}
 # What the isolation layer needs, each justified in docs/deployment.md ("Privileges").
 EXPECTED_CAPS = {"SYS_ADMIN", "SETUID", "SETGID", "SETPCAP", "NET_ADMIN", "KILL", "CHOWN",
                  "DAC_OVERRIDE", "FOWNER"}
@@ -198,13 +198,32 @@ def test_state_root_and_archive_are_volumes(docs, container, env):
     root = env["SANDBOX_HOST_ROOT"]["value"]
     nfs = env["SANDBOX_HOST_NFS_ROOT"]["value"]
     assert root in mounts and nfs in mounts, mounts
-    assert set(volumes[mounts[root]]) & {"emptyDir", "hostPath"}, volumes[mounts[root]]
+    assert set(volumes[mounts[root]]) & {"emptyDir", "hostPath", "ephemeral"}, \
+        volumes[mounts[root]]
     assert set(volumes[mounts[nfs]]) & {"nfs", "persistentVolumeClaim"}, volumes[mounts[nfs]]
     assert not volumes[mounts[nfs]].get("readOnly"), "persist writes to the archive"
     # the image creates the same directories and defaults to the same root
     df = dockerfile_text()
     assert root in df and nfs in df
     assert "SANDBOX_HOST_ROOT=%s" % root in df
+
+
+def test_the_state_volume_holds_project_quota_and_the_disk_limit_is_set(docs, container, env):
+    """Issue 20, finding 14: the state root is a volume whose class formats XFS and mounts it
+    pquota (each workspace's limit is its project quota), and the limit is written out, so
+    that a pod whose volume cannot hold it stops at start instead of running unlimited."""
+    spec = docs["Deployment"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    vol = volumes[mounts[env["SANDBOX_HOST_ROOT"]["value"]]]
+    claim = vol["ephemeral"]["volumeClaimTemplate"]["spec"]
+    sc = docs["StorageClass"]
+    assert claim["storageClassName"] == sc["metadata"]["name"], (claim, sc)
+    assert sc["parameters"]["csi.storage.k8s.io/fstype"] == "xfs", sc
+    assert "pquota" in sc["mountOptions"], sc
+    assert sc["volumeBindingMode"] == "WaitForFirstConsumer", sc
+    limit = env["SANDBOX_HOST_DISK_MAX"]["value"]
+    assert limit not in ("0", "auto"), limit
 
 
 def test_manifest_settings_are_accepted_by_the_daemon(env, tmp_path):

@@ -426,17 +426,44 @@ END_TEST
 
 /* ---- the disk settings go together ------------------------------------------------------ */
 
-START_TEST(test_disk_defaults_are_no_limit)
+START_TEST(test_disk_defaults_are_a_limit_sized_at_start)
 {
         sh_config c;
         char *msg = NULL;
 
         expect_ok(parse(&c, &msg, NULL, NULL), &msg);
+        ck_assert(c.disk_max_auto);
         ck_assert_uint_eq(c.disk_max, 0);
-        ck_assert_uint_eq(c.disk_inodes_max, 0);
+        ck_assert_uint_eq(c.disk_inodes_max, 0); /* derived from the size found at start */
         ck_assert_str_eq(c.disk_quota, "auto");
         ck_assert_uint_eq(c.disk_project_base, 3000000000ULL);
         sh_config_done(&c);
+        expect_ok(parse(&c, &msg, "SANDBOX_HOST_DISK_MAX=0", NULL, NULL), &msg);
+        ck_assert(!c.disk_max_auto);
+        ck_assert_uint_eq(c.disk_max, 0);
+        sh_config_done(&c);
+        expect_ok(parse(&c, &msg, "SANDBOX_HOST_DISK_MAX=0", NULL, "--disk-max=auto", NULL), &msg);
+        ck_assert(c.disk_max_auto);
+        sh_config_done(&c);
+        expect_ok(parse(&c, &msg, NULL, "--disk-max=2G", NULL), &msg);
+        ck_assert(!c.disk_max_auto);
+        ck_assert_uint_eq(c.disk_max, 2ULL << 30);
+        sh_config_done(&c);
+}
+END_TEST
+
+/* auto: 10 GiB, or a quarter of the state volume when that is less, in whole MiB, >= 1 MiB */
+START_TEST(test_the_automatic_disk_limit_is_a_share_of_the_volume)
+{
+        ck_assert_uint_eq(sh_config_disk_auto(1ULL << 40), 10ULL << 30);
+        ck_assert_uint_eq(sh_config_disk_auto(40ULL << 30), 10ULL << 30);
+        ck_assert_uint_eq(sh_config_disk_auto(20ULL << 30), 5ULL << 30);
+        ck_assert_uint_eq(sh_config_disk_auto(256ULL << 20), 64ULL << 20);
+        ck_assert_uint_eq(sh_config_disk_auto((256ULL << 20) + 12345), 64ULL << 20);
+        ck_assert_uint_eq(sh_config_disk_auto(1ULL << 20), 1ULL << 20);
+        ck_assert_uint_eq(sh_config_disk_auto(0), 1ULL << 20);
+        ck_assert_uint_eq(sh_config_disk_inodes(10ULL << 30), (10ULL << 30) / 8192);
+        ck_assert_uint_eq(sh_config_disk_inodes(1ULL << 20), 1024);
 }
 END_TEST
 
@@ -468,10 +495,17 @@ START_TEST(test_disk_settings_that_contradict_are_invalid)
 
         expect_invalid(parse(&c, &msg, NULL, "--disk-max=1G", "--disk-quota=none", NULL), &c, &msg,
                        "SANDBOX_HOST_DISK_QUOTA");
-        expect_invalid(parse(&c, &msg, NULL, "--disk-inodes-max=100", NULL), &c, &msg,
-                       "SANDBOX_HOST_DISK_INODES_MAX");
-        expect_invalid(parse(&c, &msg, "SANDBOX_HOST_DISK_QUOTA=loop", NULL, NULL), &c, &msg,
+        expect_invalid(parse(&c, &msg, NULL, "--disk-max=0", "--disk-inodes-max=100", NULL), &c,
+                       &msg, "SANDBOX_HOST_DISK_INODES_MAX");
+        expect_invalid(parse(&c, &msg, "SANDBOX_HOST_DISK_QUOTA=loop", NULL, "--disk-max=0", NULL),
+                       &c, &msg, "SANDBOX_HOST_DISK_QUOTA");
+        /* the automatic size is a share of a disk: never a tmpfs's, which is memory */
+        expect_invalid(parse(&c, &msg, "SANDBOX_HOST_DISK_QUOTA=tmpfs", NULL, NULL), &c, &msg,
                        "SANDBOX_HOST_DISK_QUOTA");
+        /* with it, a mechanism or an inode limit alone is fine: the size comes at start */
+        expect_ok(parse(&c, &msg, NULL, "--disk-inodes-max=100", "--disk-quota=loop", NULL), &msg);
+        ck_assert_uint_eq(c.disk_inodes_max, 100);
+        sh_config_done(&c);
         expect_ok(parse(&c, &msg, NULL, "--disk-quota=none", NULL), &msg);
         sh_config_done(&c);
         expect_ok(parse(&c, &msg, NULL, "--disk-max=0", "--disk-quota=auto", NULL), &msg);
@@ -669,7 +703,8 @@ static Suite *config_suite(void)
         suite_add_tcase(s, tc);
 
         tc = tcase_create("disk");
-        tcase_add_test(tc, test_disk_defaults_are_no_limit);
+        tcase_add_test(tc, test_disk_defaults_are_a_limit_sized_at_start);
+        tcase_add_test(tc, test_the_automatic_disk_limit_is_a_share_of_the_volume);
         tcase_add_test(tc, test_disk_inode_limit_is_derived_when_unset);
         tcase_add_test(tc, test_disk_settings_that_contradict_are_invalid);
         suite_add_tcase(s, tc);

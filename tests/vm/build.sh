@@ -3,9 +3,9 @@
 #   usage: tests/vm/build.sh [BUILD_DIR]        (default: <repo>/build, built by cmake beforehand)
 # Output in BUILD_DIR/vm/: vmlinuz (a stock Debian cloud kernel, downloaded once and cached
 # there, never committed) and modules/ (from the same package), vmtest (the static e2e client
-# and in-sandbox helper), initrd.gz, quota.img (the project-quota disk, made anew each run).
-# Needs: apt-get (first run only, for the kernel), gcc with a static libc, cpio, gzip,
-# busybox-static (/bin/busybox), mkfs.ext4 (e2fsprogs). Takes about a second when the kernel
+# and in-sandbox helper), initrd.gz, quota.img and xfs.img (the project-quota disks, ext4 and
+# XFS, made anew each run). Needs: apt-get (first run only, for the kernel), gcc with a static
+# libc, cpio, gzip, busybox-static (/bin/busybox), mkfs.ext4 (e2fsprogs), mkfs.xfs (xfsprogs). Takes about a second when the kernel
 # is cached.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -28,10 +28,10 @@ fi
 
 # 1. The kernel: linux-image-cloud-amd64 (a meta package) names the versioned image package.
 #    Cached: a rerun reuses it; it is refreshed only when the archive moves to a new version.
-#    With it, the modules the project-quota state root needs (virtio-blk for its disk, the
-#    quota format of ext4's quota feature), from the same package.
+#    With it, the modules the project-quota state roots need (virtio-blk for their disks, the
+#    quota format of ext4's quota feature, XFS and its crc32c library), from the same package.
 MODS="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk
-quota_tree quota_v2"
+quota_tree quota_v2 libcrc32c xfs"
 have_mods=1
 for m in $MODS; do [ -s "$VM/modules/$m.ko" ] || have_mods=0; done
 if [ ! -s "$VM/vmlinuz" ] || [ "$have_mods" = 0 ]; then
@@ -122,4 +122,11 @@ rm -rf "$R"
 rm -f "$VM/quota.img"
 truncate -s 256M "$VM/quota.img"
 mkfs.ext4 -q -F -b 4096 -O quota,project -E root_owner=0:0 "$VM/quota.img"
+# 5. The XFS state root (issue 20, finding 14: the Kubernetes manifest's state volume is XFS
+#    mounted pquota), also fresh for every boot: 320 MiB, the least mkfs.xfs makes.
+MKFS_XFS=$(command -v mkfs.xfs || echo /usr/sbin/mkfs.xfs)
+[ -x "$MKFS_XFS" ] || { echo "build.sh: mkfs.xfs is needed (apt-get install xfsprogs)" >&2; exit 1; }
+rm -f "$VM/xfs.img"
+truncate -s 320M "$VM/xfs.img"
+"$MKFS_XFS" -q -f "$VM/xfs.img"
 echo "build.sh: $VM/initrd.gz ($(du -k "$VM/initrd.gz" | cut -f1) KiB), kernel $(cat "$VM/kernel-package" 2>/dev/null || echo cached)"

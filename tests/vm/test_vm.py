@@ -26,7 +26,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 BUILD = os.path.abspath(os.environ.get("SH_VM_BUILD", os.path.join(REPO, "build")))
 VMDIR = os.path.join(BUILD, "vm")
 QEMU_TIMEOUT = 300  # seconds, around qemu (a hung guest)
-PACKAGES = ["qemu-system-x86", "cpio", "busybox-static"]
+PACKAGES = ["qemu-system-x86", "cpio", "busybox-static", "xfsprogs"]
 
 LIVE_TESTS = [
     "root_open_places_subtree_below_own_cgroup",
@@ -103,16 +103,32 @@ QUOTA_CHECKS = [
     "quota_delete_frees",
     "quota_sigterm_exit_0",
 ]
+# The embedded disk default (issue 20, finding 14): the daemon with no disk setting on an XFS
+# disk mounted prjquota.
+XFS_CHECKS = [
+    "vm_xfs_mount",
+    "xfs_daemon_start",
+    "xfs_healthz_project",
+    "xfs_fill",
+    "xfs_host_volume",
+    "xfs_workspace_project_id",
+    "xfs_upload_413",
+    "xfs_fallocate",
+    "xfs_unlinked_file",
+    "xfs_delete_frees",
+    "xfs_sigterm_exit_0",
+]
 EXPECTED = (["vm_cgroup2_only"] + ["cgroup_live." + t for t in LIVE_TESTS] + ["cgroup_live"]
             + ["unpack_jail." + t for t in JAIL_TESTS] + ["unpack_jail"] + E2E_CHECKS
-            + QUOTA_CHECKS)
+            + QUOTA_CHECKS + XFS_CHECKS)
 
 RESULT_RE = re.compile(r"^RESULT (\S+) (ok|fail)(?: (.*))?$")
 
 
 def _have_qemu():
     q = shutil.which("qemu-system-x86_64")
-    return q and shutil.which("cpio") and os.path.exists("/bin/busybox")
+    return q and shutil.which("cpio") and os.path.exists("/bin/busybox") and \
+        (shutil.which("mkfs.xfs") or os.path.exists("/usr/sbin/mkfs.xfs"))
 
 
 def _install_packages():
@@ -188,6 +204,7 @@ def vm():
            "-nographic", "-no-reboot", "-nodefaults",
            "-serial", "file:" + console, "-serial", "file:" + results,
            "-drive", "file=%s,format=raw,if=virtio,cache=unsafe" % os.path.join(VMDIR, "quota.img"),
+           "-drive", "file=%s,format=raw,if=virtio,cache=unsafe" % os.path.join(VMDIR, "xfs.img"),
            "-kernel", os.path.join(VMDIR, "vmlinuz"),
            "-initrd", os.path.join(VMDIR, "initrd.gz"),
            "-append", "console=ttyS0 quiet panic=-1 cgroup_no_v1=all"]

@@ -902,6 +902,21 @@ static int wait_exit(pid_t pid, unsigned ms)
         }
 }
 
+/* SIGTERM to the daemon and its exit status within 60 s; -1 (and SIGKILL) when it does not
+ * exit. */
+static int stop_daemon(void)
+{
+        int st;
+
+        kill(daemon_pid, SIGTERM);
+        st = wait_exit(daemon_pid, 60000);
+        if (st == -1) {
+                kill(daemon_pid, SIGKILL);
+                wait_exit(daemon_pid, 5000);
+        }
+        return st;
+}
+
 /* ---- the checks ------------------------------------------------------------------------- */
 
 static char svc[512];     /* the daemon's own cgroup (directory) */
@@ -1016,14 +1031,8 @@ static void crash_restart(const char *bin)
                id, left_before, (int)sl, alive_after_kill, up, up ? "" : why, dead, sbcg, cg_gone,
                dir_gone, mounts_gone, mounts_gone ? "" : " ",
                mounts_gone ? "" : (strstr(m, id) ?: ""), h);
-        if (up) {
-                kill(daemon_pid, SIGTERM);
-                st = wait_exit(daemon_pid, 60000);
-                if (st == -1) {
-                        kill(daemon_pid, SIGKILL);
-                        wait_exit(daemon_pid, 5000);
-                }
-        }
+        if (up)
+                st = stop_daemon();
         result("e2e_crash_restart_sigterm",
                up && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && wait_gone(subroot, 10000),
                "status=0x%x, %s removed=%d, root cgroup children now [%s]", st, subroot,
@@ -1701,14 +1710,8 @@ static int e2e(const char *bin, const char *cgdir)
                 bool dead, gone;
                 const char *sc, *procs;
 
-                if (up) {
-                        kill(daemon_pid, SIGTERM);
-                        st = wait_exit(daemon_pid, 60000);
-                        if (st == -1) {
-                                kill(daemon_pid, SIGKILL);
-                                wait_exit(daemon_pid, 5000);
-                        }
-                }
+                if (up)
+                        st = stop_daemon();
                 if (fd >= 0)
                         close(fd);
                 dead = sl && wait_dead(sl, 10000);
@@ -1788,6 +1791,42 @@ static void drop(const char *id)
         resp_free(&r);
 }
 
+/* RESULT `name`: the workspace of sandbox `id` (when `ok`) has one of this daemon's project
+ * ids and PROJINHERIT. */
+static void check_projid(const char *name, bool ok, const char *id)
+{
+        struct fsxattr fx = {0};
+        int fd = ok ? open(pathf("%s/%s/workspace", daemon_root, id),
+                           O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    : -1;
+        bool got = fd >= 0 && ioctl(fd, FS_IOC_FSGETXATTR, &fx) == 0;
+
+        if (fd >= 0)
+                close(fd);
+        result(name,
+               got && fx.fsx_projid >= QBASE && fx.fsx_projid < QBASE + 2 * QMAX &&
+                       (fx.fsx_xflags & FS_XFLAG_PROJINHERIT),
+               "workspace projid=%u xflags=0x%x", fx.fsx_projid, fx.fsx_xflags);
+}
+
+/* RESULT <prefix>_delete_frees: with every sandbox deleted, the volume at `mnt` comes back to
+ * `base` (bounded wait); RESULT <prefix>_sigterm_exit_0: the daemon then exits 0 on SIGTERM. */
+static void frees_and_stops(const char *prefix, const char *mnt, long long base, bool up)
+{
+        uint64_t deadline = now_ms() + 20000;
+        long long used;
+        int st = -1;
+
+        while ((used = fs_used(mnt) - base) > QSLACK && now_ms() < deadline)
+                sleep_ms(50);
+        result(pathf("%s_delete_frees", prefix), up && used <= QSLACK,
+               "%lld bytes still taken after every sandbox was deleted", used);
+        if (up)
+                st = stop_daemon();
+        result(pathf("%s_sigterm_exit_0", prefix),
+               st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status=0x%x", st);
+}
+
 static int quota(const char *bin, const char *cgdir, const char *mnt)
 {
         static const char *const env[] = {"SANDBOX_HOST_DISK_MAX=4M",
@@ -1823,20 +1862,7 @@ static int quota(const char *bin, const char *cgdir, const char *mnt)
                why, x.frame);
         result("quota_host_volume", x.ok && used <= QLIMIT + QSLACK,
                "the state root's filesystem gave %lld bytes (limit %lld)", used, QLIMIT);
-        {
-                struct fsxattr fx = {0};
-                int fd = ok ? open(pathf("%s/%s/workspace", daemon_root, a),
-                                   O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                            : -1;
-                bool got = fd >= 0 && ioctl(fd, FS_IOC_FSGETXATTR, &fx) == 0;
-
-                if (fd >= 0)
-                        close(fd);
-                result("quota_workspace_project_id",
-                       got && fx.fsx_projid >= QBASE && fx.fsx_projid < QBASE + 2 * QMAX &&
-                               (fx.fsx_xflags & FS_XFLAG_PROJINHERIT),
-                       "workspace projid=%u xflags=0x%x", fx.fsx_projid, fx.fsx_xflags);
-        }
+        check_projid("quota_workspace_project_id", ok, a);
 
         /* ... and a neighbour keeps writing */
         ok = up && create(b, sizeof(b), why, sizeof(why));
@@ -1936,25 +1962,96 @@ static int quota(const char *bin, const char *cgdir, const char *mnt)
         drop(a);
 
         /* everything deleted: the filesystem is as before; SIGTERM exits 0 */
-        {
-                uint64_t deadline = now_ms() + 20000;
-                int st = -1;
+        frees_and_stops("quota", mnt, base, up);
+        return n_fail ? 1 : 0;
+}
 
-                while ((used = fs_used(mnt) - base) > QSLACK && now_ms() < deadline)
-                        sleep_ms(50);
-                result("quota_delete_frees", up && used <= QSLACK,
-                       "%lld bytes still taken after every sandbox was deleted", used);
-                if (up) {
-                        kill(daemon_pid, SIGTERM);
-                        st = wait_exit(daemon_pid, 60000);
-                        if (st == -1) {
-                                kill(daemon_pid, SIGKILL);
-                                wait_exit(daemon_pid, 5000);
-                        }
-                }
-                result("quota_sigterm_exit_0", st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-                       "status=0x%x", st);
+/* ---- the embedded disk default on XFS with project quota (issue 20, finding 14): the
+ *      daemon started with no SANDBOX_HOST_DISK_* setting at all, its state root on an XFS
+ *      disk mounted prjquota, as the Kubernetes manifest's state volume is ------------------ */
+
+/* Run `helper` (a JSON argv of vmtest) in a fresh sandbox: its output line in x, the sandbox
+ * deleted after. False when no sandbox could be had (why says so). */
+static bool in_fresh_sandbox(const char *helper, execres *x, char *why, size_t whysz)
+{
+        char id[128];
+
+        if (!create(id, sizeof(id), why, whysz)) {
+                *x = (execres){0};
+                return false;
         }
+        *x = run(id, helper);
+        drop(id);
+        return true;
+}
+
+static bool full(int e)
+{
+        return e == ENOSPC || e == EDQUOT; /* XFS answers ENOSPC for a project quota */
+}
+
+static int xfs(const char *bin, const char *cgdir, const char *mnt)
+{
+        char why[1200] = "", a[128] = "", cmd[128];
+        long long base = fs_used(mnt), n = -1, alloc = -1, used, lim, total;
+        struct statvfs v;
+        int e = -1;
+        bool up, ok;
+        execres x;
+        resp r;
+
+        /* what SANDBOX_HOST_DISK_MAX=auto means here: 10 GiB or a quarter of the volume */
+        total = statvfs(mnt, &v) == 0 ? (long long)v.f_blocks * (long long)v.f_frsize : 0;
+        lim = total / 4 < (10LL << 30) ? total / 4 : (10LL << 30);
+        lim &= ~((1LL << 20) - 1);
+        daemon_root = pathf("%s/root", mnt);
+        daemon_env = NULL;
+        up = start_daemon(bin, cgdir, why, sizeof(why));
+        result("xfs_daemon_start", up && lim > 0, "port=%d root=%s volume=%lld %s", port,
+               daemon_root, total, why);
+        r = up ? http("GET", "/healthz", NULL) : (resp){0};
+        result("xfs_healthz_project",
+               r.status == 200 && r.body && strstr(r.body, "\"disk-quota.project\""),
+               "%d %.600s", r.status, r.body ? r.body : r.err);
+        resp_free(&r);
+
+        /* writes without end stop at the default's limit, and the volume gives no more */
+        ok = up && create(a, sizeof(a), why, sizeof(why));
+        snprintf(cmd, sizeof(cmd), "[\"vmtest\",\"fill\",\"big\",\"%lld\"]", (lim >> 20) + 32);
+        x = ok ? run(a, cmd) : (execres){0};
+        sscanf(x.out, "written=%lld errno=%d allocated=%lld", &n, &e, &alloc);
+        used = fs_used(mnt) - base;
+        result("xfs_fill", x.ok && full(e) && n <= lim && alloc <= lim,
+               "written=%lld errno=%d allocated=%lld (limit %lld) %s %.200s", n, e, alloc, lim,
+               why, x.frame);
+        result("xfs_host_volume", x.ok && used <= lim + QSLACK,
+               "the state root's filesystem gave %lld bytes (limit %lld)", used, lim);
+        check_projid("xfs_workspace_project_id", ok, a);
+        /* a full sandbox's upload: 413 */
+        r = ok ? http_put(a, "up", 2u << 20) : (resp){0};
+        result("xfs_upload_413", r.status == 413 && r.body && strstr(r.body, "\"PayloadTooLarge\""),
+               "PUT 2M into a full workspace: %d %.300s", r.status, r.body ? r.body : r.err);
+        resp_free(&r);
+        if (ok)
+                drop(a);
+
+        /* preallocation and a file unlinked but kept open */
+        snprintf(cmd, sizeof(cmd), "[\"vmtest\",\"falloc\",\"pre\",\"%lld\"]", (lim >> 20) + 32);
+        ok = up && in_fresh_sandbox(cmd, &x, why, sizeof(why));
+        e = -1, alloc = -1;
+        sscanf(x.out, "errno=%d allocated=%lld", &e, &alloc);
+        result("xfs_fallocate", ok && x.ok && full(e) && alloc <= lim,
+               "posix_fallocate past the limit: errno=%d allocated=%lld (limit %lld) %s %.200s", e,
+               alloc, lim, why, x.frame);
+        snprintf(cmd, sizeof(cmd), "[\"vmtest\",\"ghost\",\"%lld\"]", (lim >> 20) + 32);
+        ok = up && in_fresh_sandbox(cmd, &x, why, sizeof(why));
+        n = -1, e = -1;
+        sscanf(x.out, "written=%lld errno=%d", &n, &e);
+        result("xfs_unlinked_file", ok && x.ok && full(e) && n <= lim,
+               "written=%lld errno=%d (limit %lld) %s %.200s", n, e, lim, why, x.frame);
+
+        /* everything deleted: the volume is as before; SIGTERM exits 0 */
+        frees_and_stops("xfs", mnt, base, up);
         return n_fail ? 1 : 0;
 }
 
@@ -1968,6 +2065,10 @@ int main(int argc, char **argv)
         if (argc == 4 && strcmp(argv[1], "e2e") == 0) {
                 signal(SIGPIPE, SIG_IGN);
                 return e2e(argv[2], argv[3]);
+        }
+        if (argc == 5 && strcmp(argv[1], "xfs") == 0) {
+                signal(SIGPIPE, SIG_IGN);
+                return xfs(argv[2], argv[3], argv[4]);
         }
         if (argc == 5 && strcmp(argv[1], "quota") == 0) {
                 signal(SIGPIPE, SIG_IGN);
@@ -1987,7 +2088,7 @@ int main(int argc, char **argv)
                 return cmd_projid(argv[2], atoi(argv[3]));
         if (argc == 4 && strcmp(argv[1], "noinherit") == 0)
                 return cmd_noinherit(argv[2], atoi(argv[3]));
-        fprintf(stderr, "usage: vmtest e2e DAEMON CGDIR | quota DAEMON CGDIR MOUNT | memhog MIB | "
+        fprintf(stderr, "usage: vmtest e2e DAEMON CGDIR | quota|xfs DAEMON CGDIR MOUNT | memhog MIB | "
                         "forkloop N | fill FILE MIB | falloc FILE MIB | ghost MIB | symlinks N | "
                         "files N | projid FILE MIB | noinherit DIR MIB\n");
         return 2;

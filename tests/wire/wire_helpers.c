@@ -74,8 +74,11 @@ static const char *tmp_dir(void)
 
 void wire_start(const char *const *flags)
 {
-        char *argv[MAX_FLAGS + 4];
+        char *argv[MAX_FLAGS + 5];
         char listen_arg[] = "--listen=127.0.0.1:0";
+        /* no disk limit unless a test's flags set one (a later flag wins): the wire tests run
+         * their workspaces on the state root itself, as they were written */
+        char disk_arg[] = "--disk-max=0";
         char root_arg[300];
         char *envp[] = {NULL};
         char *msg = NULL;
@@ -98,7 +101,8 @@ void wire_start(const char *const *flags)
         argv[argc++] = (char *)"sandbox-host";
         argv[argc++] = listen_arg;
         argv[argc++] = root_arg;
-        for (int i = 0; flags && flags[i] && argc < MAX_FLAGS + 3; i++)
+        argv[argc++] = disk_arg;
+        for (int i = 0; flags && flags[i] && argc < MAX_FLAGS + 4; i++)
                 argv[argc++] = (char *)flags[i];
         argv[argc] = NULL;
         r = sh_config_parse(&W.cfg, argc, argv, envp, &msg);

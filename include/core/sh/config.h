@@ -28,7 +28,8 @@ typedef struct sh_config {
         uint64_t persist_timeout_ms;    /* one rsync run at most, then killed */
         uint64_t persist_io_timeout_ms; /* rsync --timeout: its longest wait for I/O */
         uint64_t persist_max_bytes;     /* one job's source at most: apparent sizes, holes count */
-        uint64_t disk_max;              /* bytes of one workspace; 0: no limit */
+        uint64_t disk_max;              /* bytes of one workspace; 0: no limit (or auto) */
+        bool disk_max_auto;             /* DISK_MAX=auto: sized at start (sh_config_disk_auto) */
         uint64_t disk_inodes_max;       /* inodes of one workspace (derived when unset) */
         char *disk_quota;               /* auto, project, loop, tmpfs, none */
         uint64_t disk_project_base;     /* first project quota id */
@@ -41,7 +42,9 @@ typedef struct sh_config {
         uint64_t command_log_max; /* bytes kept of each background command's output */
 } sh_config;
 
-#define SH_DISK_MIN (1ULL << 20) /* smallest SANDBOX_HOST_DISK_MAX other than 0 */
+#define SH_DISK_MIN      (1ULL << 20)  /* smallest SANDBOX_HOST_DISK_MAX other than 0 */
+#define SH_DISK_AUTO_MAX (10ULL << 30) /* SANDBOX_HOST_DISK_MAX=auto: at most 10 GiB ... */
+#define SH_DISK_AUTO_DIV 4             /* ... and at most a quarter of the state volume */
 
 typedef enum {
         SH_CONFIG_OK = 0,
@@ -57,6 +60,15 @@ sh_config_result sh_config_parse(sh_config *c, int argc, char *const *argv, char
 
 /* Free the strings of *c. */
 void sh_config_done(sh_config *c);
+
+/* The limit SANDBOX_HOST_DISK_MAX=auto means on a state volume of `volume` bytes: the smaller
+ * of SH_DISK_AUTO_MAX and a quarter of the volume, in whole MiB, at least SH_DISK_MIN. */
+uint64_t sh_config_disk_auto(uint64_t volume);
+
+/* The inodes of a workspace of `disk_max` bytes when SANDBOX_HOST_DISK_INODES_MAX is unset:
+ * one per 8 KiB (half ext4's default ratio: workspaces hold many small files), at least
+ * 1024. */
+uint64_t sh_config_disk_inodes(uint64_t disk_max);
 
 /* The --help text (static). */
 const char *sh_config_help(void);

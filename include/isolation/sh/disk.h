@@ -22,7 +22,7 @@
 #include "sh/loop.h"
 
 typedef enum {
-        SH_DISK_NONE,    /* no limit configured */
+        SH_DISK_NONE,    /* no limit (configured so, or DISK_MAX=auto found nothing to hold one) */
         SH_DISK_PROJECT, /* project quota of the state root's filesystem */
         SH_DISK_LOOP,    /* an ext4 image per sandbox, on a loop device */
         SH_DISK_TMPFS,   /* a tmpfs per sandbox (memory) */
@@ -33,11 +33,20 @@ typedef struct sh_disk sh_disk;
 /* Choose and prepare the mechanism for cfg's limit on the state root (rootfd, at `root`).
  * Loop: makes the template image (once) and tries it; project: checks enforcement, tries a
  * quota, drops CAP_SYS_RESOURCE (it ignores quota limits) from the daemon for good. Blocking:
- * for start-up only. A configured limit nothing can hold: -1, err of kind SH_E_SETTING. */
+ * for start-up only. A configured limit nothing can hold: -1, err of kind SH_E_SETTING.
+ * DISK_MAX=auto: the limit is sh_config_disk_auto of the state root's filesystem, and where
+ * nothing can hold it (DISK_QUOTA=auto, neither project quota nor loop devices), no limit:
+ * 0, mode SH_DISK_NONE and sh_disk_why_none says why. */
 int sh_disk_open(const sh_config *cfg, int rootfd, const char *root, sh_disk **ret, sh_error **err);
 void sh_disk_free(sh_disk *d);
 
 sh_disk_mode sh_disk_get_mode(const sh_disk *d);
+/* The limit held (bytes, whole 4 KiB blocks; inodes): 0 with SH_DISK_NONE. */
+uint64_t sh_disk_size(const sh_disk *d);
+uint64_t sh_disk_inodes(const sh_disk *d);
+/* With SH_DISK_NONE after DISK_MAX=auto found nothing to hold a limit: why (one line, with
+ * each mechanism's reason), else NULL. */
+const char *sh_disk_why_none(const sh_disk *d);
 /* "none", "project", "loop", "tmpfs" */
 const char *sh_disk_mode_name(sh_disk_mode m);
 /* loop and tmpfs: the workspace is a filesystem of its own, mounted below the sandbox dir. */
