@@ -1387,11 +1387,14 @@ static int upload_meta(upload *u)
         cJSON *j, *path;
         _cleanup_close_ int pfd = -1;
         _cleanup_free_ char *parent = NULL;
+        size_t mlen = u->meta.len;
+        const char *why;
         int r = -1;
 
         if (sh_buf_append(&u->meta, "", 1) < 0)
                 return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
-        j = cJSON_ParseWithLength(u->meta.p, u->meta.len - 1);
+        /* as every /v1 JSON body: a NUL in the path would cut it */
+        j = sh_json_parse_text(u->meta.p, &mlen, 0, &why);
         u->meta.len = 0;
         path = j ? cJSON_GetObjectItemCaseSensitive(j, "path") : NULL;
         if (!cJSON_IsObject(j) || !cJSON_IsString(path) || !*path->valuestring) {

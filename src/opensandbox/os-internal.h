@@ -260,8 +260,9 @@ int os_pager_add(sh_request *r, os_pager *pg, cJSON *item);
 void os_pager_reply(sh_request *r, os_pager *pg);
 
 /* The request's JSON body (sh_body_buffer routes). Empty or whitespace: NULL with *empty
- * true, nothing answered. Not JSON (or not UTF-8): NULL after a 400 INVALID_REQUEST. `code`:
- * the code of that 400 (INVALID_REQUEST, execd's INVALID_REQUEST_BODY). */
+ * true, nothing answered. Not JSON (not UTF-8, a control character or a \u0000 in any string:
+ * sh_json_parse_text): NULL after a 400 INVALID_REQUEST. `code`: the code of that 400
+ * (INVALID_REQUEST, execd's INVALID_REQUEST_BODY). */
 cJSON *os_json_body(sh_request *r, const char *code, bool *empty);
 
 /* RFC 3339 in UTC with milliseconds ("2026-01-02T03:04:05.678Z") of wall ms. */
