@@ -351,6 +351,12 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
         if (sa && !cJSON_IsBool(sa))
                 return os_err_set(e, 400, "INVALID_REQUEST", "'secureAccess' is a boolean");
         rec->secure_access = sa && cJSON_IsTrue(sa);
+        /* Without a key the endpoint look-up hands the token to anyone who asks, and the
+         * native surface runs anything on the sandbox: a token would protect nothing. */
+        if (rec->secure_access && !rec->ctx->api_key)
+                return os_err_set(e, 400, "NOT_SUPPORTED",
+                                  "'secureAccess' needs an API key on this host "
+                                  "(SANDBOX_HOST_API_KEY): without one its token is anyone's");
         return 0;
 }
 
@@ -594,7 +600,8 @@ void os_api_create(sh_request *r)
                               &(sh_create_opts){.image = cr.image,
                                                 .env = cr.env,
                                                 .memory_max = cr.memory_max,
-                                                .cpu_max_milli = cr.cpu_max_milli},
+                                                .cpu_max_milli = cr.cpu_max_milli,
+                                                .surface = OS_SURFACE},
                               create_done, j, &j->sb, &err) < 0) {
                 os_reply_sh_error(r, err);
                 j->ended = true;

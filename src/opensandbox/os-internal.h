@@ -40,6 +40,7 @@ struct sh_persister;
 #define OS_PAGE_SIZE_DEF  20
 #define OS_EXECD_PORT     44772
 #define OS_EGRESS_PORT    18080
+#define OS_SURFACE        "opensandbox" /* its name, also the tag of the sandboxes it makes */
 
 /* ---- the context -------------------------------------------------------------------------- */
 

@@ -492,7 +492,7 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
 void sh_opensandbox_surface(sh_opensandbox *os, sh_surface *ret)
 {
         *ret = (sh_surface){
-                .name = "opensandbox",
+                .name = OS_SURFACE,
                 .prefix = "/v1/",
                 .routes = os->routes,
                 .n_routes = os->n_routes,
