@@ -174,6 +174,12 @@ static int judge_timeout(const sh_config *cfg, const cJSON *t, os_record *rec, o
 {
         double d;
 
+        /* With a ceiling every sandbox has an expiry within it: "never" is past any ceiling. */
+        if (!t && cfg->max_timeout_s)
+                return os_err_set(e, 400, "INVALID_REQUEST",
+                                  "'timeout' is needed on this host: at most %llu seconds "
+                                  "(no sandbox here lives without an expiry)",
+                                  (unsigned long long)cfg->max_timeout_s);
         if (!t)
                 return 0; /* no expiry: manual cleanup */
         d = cJSON_IsNumber(t) ? t->valuedouble : -1;

@@ -190,7 +190,8 @@ const os_ring *os_record_container_log(const os_record *rec);
  * to the same state, is logged at debug and told to os_diag_on_transition. */
 void os_record_set_state(os_record *rec, os_state state, const char *reason, const char *fmt, ...)
         _printf_(4, 5);
-/* Set expiresAt (wall ms; 0: none) and re-arm the reaper. */
+/* Set expiresAt (wall ms; 0: none), at most now + SANDBOX_HOST_MAX_TIMEOUT when that is set,
+ * and re-arm the reaper. */
 void os_record_set_expiry(os_record *rec, uint64_t expires_ms);
 /* A lifecycle log line about rec: to the daemon's log (level, event), and to
  * os_diag_on_log (the `lifecycle` scope of diagnostics). */

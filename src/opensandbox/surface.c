@@ -403,7 +403,8 @@ static int surface_admit(sh_request *r)
                                os_state_name(rec->state));
                 return -1;
         }
-        /* Renew on access: every execd request moves expiresAt to at least now + N. */
+        /* Renew on access: every execd request moves expiresAt to at least now + N (never
+         * past now + the ceiling: os_record_set_expiry). */
         if (rec->renew_extend_s && rec->expires_ms) {
                 uint64_t want = os_now_wall_ms() + rec->renew_extend_s * 1000;
 
