@@ -161,7 +161,8 @@ static void root_destroy(sh_manager *m)
         m->cgroot = NULL;
 }
 
-/* A buried cgroup that could not be removed (sh_cgroup_bury). */
+/* A buried cgroup that could not be removed (sh_cgroup_bury): a real leftover, still there a
+ * minute later (one removed meanwhile by another path is never reported). */
 static void cgroup_lost(const char *relpath, const char *why, void *data)
 {
         (void)data;
