@@ -557,53 +557,6 @@ static int f_open_read(fctx *f, const char *path, const char *shown, struct stat
         return TAKE_FD(fd);
 }
 
-/* One Range `bytes=a-b`, `a-` or `-n` over size bytes: 1 and [*from, *to] (inclusive), 0 when
- * the header is not one such range (served whole), -1 when unsatisfiable. */
-static int parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
-{
-        const char *p;
-        char *end;
-        unsigned long long a, b;
-
-        if (strncmp(h, "bytes=", 6) != 0 || strchr(h, ','))
-                return 0;
-        p = h + 6;
-        if (*p == '-') {
-                if (!isdigit((unsigned char)p[1]))
-                        return 0;
-                errno = 0;
-                b = strtoull(p + 1, &end, 10);
-                if (errno || *end)
-                        return 0;
-                if (b == 0 || size == 0)
-                        return -1;
-                *from = b >= size ? 0 : size - b;
-                *to = size - 1;
-                return 1;
-        }
-        if (!isdigit((unsigned char)*p))
-                return 0;
-        errno = 0;
-        a = strtoull(p, &end, 10);
-        if (errno || *end != '-')
-                return 0;
-        p = end + 1;
-        if (!*p) {
-                b = size ? size - 1 : 0;
-        } else {
-                if (!isdigit((unsigned char)*p))
-                        return 0;
-                b = strtoull(p, &end, 10);
-                if (errno || *end || b < a)
-                        return 0;
-        }
-        if (a >= size)
-                return -1;
-        *from = a;
-        *to = b >= size ? size - 1 : b;
-        return 1;
-}
-
 /* Content-Disposition with the base name: plain ASCII in `filename`, the exact name in
  * RFC 5987's `filename*` (a name with quotes, CR or LF never reaches a header as such). */
 static void add_disposition(sh_response *resp, const char *path)
@@ -754,7 +707,7 @@ static void api_download(sh_request *r)
                 download_lines(r, fd, &s, has_off ? offset : 1, limit, q->val);
                 return;
         }
-        if (range && (rr = parse_range(range, s.stx_size, &from, &to)) < 0) {
+        if (range && (rr = os_range_parse(range, s.stx_size, &from, &to)) < 0) {
                 char msg[160];
 
                 snprintf(cr, sizeof(cr), "bytes */%" PRIu64, (uint64_t)s.stx_size);
