@@ -101,6 +101,9 @@ static const opt options[] = {
          4000000000ULL, "first project quota id (sandbox slot n uses base + n and base + max + n)"},
         {"SANDBOX_HOST_OPENSANDBOX", T_BOOL, OFF(opensandbox), "on", 0, 0,
          "on: serve OpenSandbox's API under /v1/ (off: every /v1 path is the native 404)"},
+        {"SANDBOX_HOST_NATIVE", T_BOOL, OFF(native), "on", 0, 0,
+         "on: serve the native contract, which is unauthenticated (off: only /healthz, /readyz "
+         "and /drain; every other native path is 404)"},
         {"SANDBOX_HOST_API_KEY", T_SECRET, OFF(api_key), NULL, 0, 0,
          "key every /v1 lifecycle request must carry in OPEN-SANDBOX-API-KEY (unset: none); "
          "set, execd and egress routes need the sandbox's access token"},

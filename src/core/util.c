@@ -444,6 +444,74 @@ struct cJSON *sh_json_parse_exact(const char *text, size_t len)
         return j;
 }
 
+/* The scan of sh_json_parse_text, before cJSON sees the text: false for a raw control character
+ * or a \u0000 escape inside a string (keys are strings too); with `bytes`, \udc80..\udcff
+ * becomes the raw byte it stands for (the text only shrinks). */
+static bool json_prepass(char *text, size_t *len, bool bytes)
+{
+        size_t i = 0, o = 0, n = *len;
+        bool in_string = false;
+
+        while (i < n) {
+                char c = text[i];
+
+                if (!in_string) {
+                        if (c == '"')
+                                in_string = true;
+                        text[o++] = text[i++];
+                        continue;
+                }
+                if (c == '"') {
+                        in_string = false;
+                        text[o++] = text[i++];
+                        continue;
+                }
+                if ((unsigned char)c < 0x20)
+                        return false; /* JSON forbids raw control characters in strings */
+                if (c == '\\' && i + 1 < n) {
+                        if (text[i + 1] == 'u' && i + 5 < n) {
+                                char hex[5] = {text[i + 2], text[i + 3], text[i + 4], text[i + 5],
+                                               0};
+                                unsigned long v = strtoul(hex, NULL, 16);
+                                bool all_hex = strspn(hex, "0123456789abcdefABCDEF") == 4;
+
+                                if (all_hex && v == 0)
+                                        return false;
+                                if (bytes && all_hex && v >= 0xdc80 && v <= 0xdcff) {
+                                        text[o++] = (char)(v & 0xff);
+                                        i += 6;
+                                        continue;
+                                }
+                        }
+                        text[o++] = text[i++];
+                        text[o++] = text[i++];
+                        continue;
+                }
+                text[o++] = text[i++];
+        }
+        if (o < n)
+                text[o] = '\0';
+        *len = o;
+        return true;
+}
+
+struct cJSON *sh_json_parse_text(char *text, size_t *len, unsigned flags, const char **ret_why)
+{
+        cJSON *j;
+
+        *ret_why = "not valid JSON";
+        if (memchr(text, '\0', *len) || !sh_utf8_valid(text, *len))
+                return NULL;
+        if (!json_prepass(text, len, flags & SH_JSON_SURROGATE_BYTES)) {
+                *ret_why = "not valid JSON (a control character or \\u0000 in a string)";
+                return NULL;
+        }
+        j = sh_json_parse_exact(text, *len);
+        if (j)
+                *ret_why = NULL;
+        return j;
+}
+
 size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
 {
         static const char hex[] = "0123456789abcdef";

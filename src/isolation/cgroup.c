@@ -1450,13 +1450,17 @@ int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err)
                                                                                         : -errno;
                 if (k == -EBUSY || k == -ENOTEMPTY)
                         k = sh_fs_remove_dirs(cg->root->h[h].subtree_fd, cg->relpath, NULL);
+                /* Not there is removed: an exec's cgroup goes with its sandbox's subtree when
+                 * both wait in the graveyard (the sandbox's, buried later, is tried first). */
+                if (k == -ENOENT)
+                        k = 0;
                 if (k < 0 && first == 0)
                         first = k;
                 if (k == 0)
                         cg->present &= ~(1u << h);
         }
         if (first < 0)
-                return sh_error_make(err, -first, "cannot remove cgroup '%s'%s", cg->relpath,
-                                     first == -EBUSY ? ": processes remain" : "");
+                return sh_error_make(err, -first, "cannot remove cgroup '%s': %s", cg->relpath,
+                                     first == -EBUSY ? "processes remain" : strerror(-first));
         return 0;
 }

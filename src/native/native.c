@@ -1,6 +1,9 @@
-/* native.c: the native surface (CONTRACT.md): its route table (section 2), the sandbox lookup
- * of the routes that name one, and its error model (section 8): every kind of error becomes
- * one status and one contract type, in the body {"error": type, "detail": text}. */
+/* native.c: the native surface (CONTRACT.md): its route table (section 2; with
+ * SANDBOX_HOST_NATIVE off only the pod's probes and /drain), the sandbox lookup of the routes
+ * that name one (a sandbox another surface made is not found here when SANDBOX_HOST_API_KEY is
+ * set), and its error model (section 8): every kind of error becomes one status and one contract
+ * type, in the body {"error": type, "detail": text}. The native contract is unauthenticated by
+ * design: the host is reachable only inside its namespace, and a remote_id is the capability. */
 #include "sh/native.h"
 
 #include <string.h>
@@ -32,6 +35,14 @@ const sh_route sh_native_routes[] = {
         {"/drain", SH_M_POST, NULL, sh_api_drain, 0},
 };
 const size_t sh_native_n_routes = ARRAY_SIZE(sh_native_routes);
+
+/* SANDBOX_HOST_NATIVE off (a pod that serves only /v1): what Kubernetes needs of the pod, its
+ * probes and the preStop hook's /drain, and nothing else: every other path is 404 NotFound. */
+static const sh_route native_pod_routes[] = {
+        {"/healthz", SH_M_GET, NULL, sh_api_healthz, SH_ROUTE_PROBE},
+        {"/readyz", SH_M_GET, NULL, sh_api_readyz, SH_ROUTE_PROBE},
+        {"/drain", SH_M_POST, NULL, sh_api_drain, 0},
+};
 
 /* ---- errors ----------------------------------------------------------------------------- */
 
@@ -98,7 +109,10 @@ static sh_response *native_error(sh_request *r, const sh_error *err, unsigned *r
 /* ---- the request's sandbox -------------------------------------------------------------- */
 
 /* After the route (so 404 NotFound and 405 never depend on an id), before the body: a route
- * naming a sandbox gets a reference to it, or 404 SandboxNotFound. */
+ * naming a sandbox gets a reference to it, or 404 SandboxNotFound. With an API key set, the
+ * key and the access tokens of another surface's sandboxes (/v1's) must mean what they say:
+ * this unauthenticated surface does not know those sandboxes at all (the same answer as for
+ * an id that does not exist, so it tells nothing either). */
 static int native_admit(sh_request *r)
 {
         sh_native_ctx *n = sh_request_ctx(r);
@@ -110,6 +124,10 @@ static int native_admit(sh_request *r)
                 return 0;
         id = sh_request_param(r, 0, &len);
         sb = id ? sh_manager_get(n->mgr, id, len) : NULL;
+        if (sb && n->cfg->api_key && sh_sandbox_surface(sb)) {
+                sh_sandbox_unref(sb);
+                sb = NULL;
+        }
         if (!sb) {
                 sh_reply_errorf(r, SH_E_SANDBOX_NOT_FOUND, "no such sandbox");
                 return -1;
@@ -149,11 +167,13 @@ int sh_native_workspace(sh_request *r)
 
 void sh_native_surface(sh_native_ctx *ctx, sh_surface *ret)
 {
+        bool on = ctx->cfg->native;
+
         *ret = (sh_surface){
                 .name = "native",
                 .prefix = "/",
-                .routes = sh_native_routes,
-                .n_routes = ARRAY_SIZE(sh_native_routes),
+                .routes = on ? sh_native_routes : native_pod_routes,
+                .n_routes = on ? ARRAY_SIZE(sh_native_routes) : ARRAY_SIZE(native_pod_routes),
                 .ctx = ctx,
                 .admit = native_admit,
                 .error = native_error,

@@ -174,6 +174,12 @@ static int judge_timeout(const sh_config *cfg, const cJSON *t, os_record *rec, o
 {
         double d;
 
+        /* With a ceiling every sandbox has an expiry within it: "never" is past any ceiling. */
+        if (!t && cfg->max_timeout_s)
+                return os_err_set(e, 400, "INVALID_REQUEST",
+                                  "'timeout' is needed on this host: at most %llu seconds "
+                                  "(no sandbox here lives without an expiry)",
+                                  (unsigned long long)cfg->max_timeout_s);
         if (!t)
                 return 0; /* no expiry: manual cleanup */
         d = cJSON_IsNumber(t) ? t->valuedouble : -1;
@@ -351,6 +357,12 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
         if (sa && !cJSON_IsBool(sa))
                 return os_err_set(e, 400, "INVALID_REQUEST", "'secureAccess' is a boolean");
         rec->secure_access = sa && cJSON_IsTrue(sa);
+        /* Without a key the endpoint look-up hands the token to anyone who asks, and the
+         * native surface runs anything on the sandbox: a token would protect nothing. */
+        if (rec->secure_access && !rec->ctx->api_key)
+                return os_err_set(e, 400, "NOT_SUPPORTED",
+                                  "'secureAccess' needs an API key on this host "
+                                  "(SANDBOX_HOST_API_KEY): without one its token is anyone's");
         return 0;
 }
 
@@ -594,7 +606,8 @@ void os_api_create(sh_request *r)
                               &(sh_create_opts){.image = cr.image,
                                                 .env = cr.env,
                                                 .memory_max = cr.memory_max,
-                                                .cpu_max_milli = cr.cpu_max_milli},
+                                                .cpu_max_milli = cr.cpu_max_milli,
+                                                .surface = OS_SURFACE},
                               create_done, j, &j->sb, &err) < 0) {
                 os_reply_sh_error(r, err);
                 j->ended = true;

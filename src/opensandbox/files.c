@@ -506,53 +506,6 @@ static int f_open_read(fctx *f, const char *path, const char *shown, struct stat
         return TAKE_FD(fd);
 }
 
-/* One Range `bytes=a-b`, `a-` or `-n` over size bytes: 1 and [*from, *to] (inclusive), 0 when
- * the header is not one such range (served whole), -1 when unsatisfiable. */
-static int parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
-{
-        const char *p;
-        char *end;
-        unsigned long long a, b;
-
-        if (strncmp(h, "bytes=", 6) != 0 || strchr(h, ','))
-                return 0;
-        p = h + 6;
-        if (*p == '-') {
-                if (!isdigit((unsigned char)p[1]))
-                        return 0;
-                errno = 0;
-                b = strtoull(p + 1, &end, 10);
-                if (errno || *end)
-                        return 0;
-                if (b == 0 || size == 0)
-                        return -1;
-                *from = b >= size ? 0 : size - b;
-                *to = size - 1;
-                return 1;
-        }
-        if (!isdigit((unsigned char)*p))
-                return 0;
-        errno = 0;
-        a = strtoull(p, &end, 10);
-        if (errno || *end != '-')
-                return 0;
-        p = end + 1;
-        if (!*p) {
-                b = size ? size - 1 : 0;
-        } else {
-                if (!isdigit((unsigned char)*p))
-                        return 0;
-                b = strtoull(p, &end, 10);
-                if (errno || *end || b < a)
-                        return 0;
-        }
-        if (a >= size)
-                return -1;
-        *from = a;
-        *to = b >= size ? size - 1 : b;
-        return 1;
-}
-
 /* Content-Disposition with the base name: plain ASCII in `filename`, the exact name in
  * RFC 5987's `filename*` (a name with quotes, CR or LF never reaches a header as such). */
 static void add_disposition(sh_response *resp, const char *path)
@@ -703,7 +656,7 @@ static void api_download(sh_request *r)
                 download_lines(r, fd, &s, has_off ? offset : 1, limit, q->val);
                 return;
         }
-        if (range && (rr = parse_range(range, s.stx_size, &from, &to)) < 0) {
+        if (range && (rr = os_range_parse(range, s.stx_size, &from, &to)) < 0) {
                 char msg[160];
 
                 snprintf(cr, sizeof(cr), "bytes */%" PRIu64, (uint64_t)s.stx_size);
@@ -1300,11 +1253,14 @@ static int upload_meta(upload *u)
         cJSON *j, *path;
         _cleanup_close_ int pfd = -1;
         _cleanup_free_ char *parent = NULL;
+        size_t mlen = u->meta.len;
+        const char *why;
         int r = -1;
 
         if (sh_buf_append(&u->meta, "", 1) < 0)
                 return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
-        j = cJSON_ParseWithLength(u->meta.p, u->meta.len - 1);
+        /* as every /v1 JSON body: a NUL in the path would cut it */
+        j = sh_json_parse_text(u->meta.p, &mlen, 0, &why);
         u->meta.len = 0;
         path = j ? cJSON_GetObjectItemCaseSensitive(j, "path") : NULL;
         if (!cJSON_IsObject(j) || !cJSON_IsString(path) || !*path->valuestring) {

@@ -40,6 +40,7 @@ struct sh_persister;
 #define OS_PAGE_SIZE_DEF  20
 #define OS_EXECD_PORT     44772
 #define OS_EGRESS_PORT    18080
+#define OS_SURFACE        "opensandbox" /* its name, also the tag of the sandboxes it makes */
 
 /* ---- the context -------------------------------------------------------------------------- */
 
@@ -189,7 +190,8 @@ const os_ring *os_record_container_log(const os_record *rec);
  * to the same state, is logged at debug and told to os_diag_on_transition. */
 void os_record_set_state(os_record *rec, os_state state, const char *reason, const char *fmt, ...)
         _printf_(4, 5);
-/* Set expiresAt (wall ms; 0: none) and re-arm the reaper. */
+/* Set expiresAt (wall ms; 0: none), at most now + SANDBOX_HOST_MAX_TIMEOUT when that is set,
+ * and re-arm the reaper. */
 void os_record_set_expiry(os_record *rec, uint64_t expires_ms);
 /* A lifecycle log line about rec: to the daemon's log (level, event), and to
  * os_diag_on_log (the `lifecycle` scope of diagnostics). */
@@ -260,14 +262,23 @@ int os_pager_add(sh_request *r, os_pager *pg, cJSON *item);
 void os_pager_reply(sh_request *r, os_pager *pg);
 
 /* The request's JSON body (sh_body_buffer routes). Empty or whitespace: NULL with *empty
- * true, nothing answered. Not JSON (or not UTF-8): NULL after a 400 INVALID_REQUEST. `code`:
- * the code of that 400 (INVALID_REQUEST, execd's INVALID_REQUEST_BODY). */
+ * true, nothing answered. Not JSON (not UTF-8, a control character or a \u0000 in any string:
+ * sh_json_parse_text): NULL after a 400 INVALID_REQUEST. `code`: the code of that 400
+ * (INVALID_REQUEST, execd's INVALID_REQUEST_BODY). */
 cJSON *os_json_body(sh_request *r, const char *code, bool *empty);
 
 /* RFC 3339 in UTC with milliseconds ("2026-01-02T03:04:05.678Z") of wall ms. */
 void os_time_format(uint64_t ms, char out[32]);
 /* An RFC 3339 date-time (any offset, any fraction) as Unix ms. 0 or -EINVAL. */
 int os_time_parse(const char *s, uint64_t *ret_ms);
+
+/* A download's Range header over a file of `size` bytes (range.c, pure; RFC 9110 section 14):
+ * one range `bytes=a-b`, `a-` or `-n` (the unit in any case). 1 with [*from, *to] inclusive,
+ * an end at or past the size being the last byte and a suffix longer than the file all of
+ * it; -1 when unsatisfiable (416: a start at or past the size, `-0`, an empty file); 0 when
+ * the header is no such range and the whole file is served (junk, b < a, several ranges).
+ * Numbers too long for 64 bits saturate: a huge start is past the file, a huge end its end. */
+int os_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to);
 
 /* ---- each file's routes (the surface joins them in this order) ------------------------------ */
 

@@ -232,7 +232,13 @@ static void reaper_arm(os_ctx *ctx)
 void os_record_set_expiry(os_record *rec, uint64_t expires_ms)
 {
         os_ctx *ctx = rec->ctx;
+        uint64_t ceiling = ctx->cfg->max_timeout_s * 1000, now = os_now_wall_ms();
 
+        /* No expiry the daemon sets is later than now + SANDBOX_HOST_MAX_TIMEOUT (at most 100
+         * years: no overflow): renew on access stops there; create and renew-expiration refuse
+         * anything beyond it before. */
+        if (ceiling && expires_ms > now + ceiling)
+                expires_ms = now + ceiling;
         rec->expires_ms = expires_ms;
         if (rec->gone)
                 return;

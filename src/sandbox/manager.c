@@ -161,7 +161,8 @@ static void root_destroy(sh_manager *m)
         m->cgroot = NULL;
 }
 
-/* A buried cgroup that could not be removed (sh_cgroup_bury). */
+/* A buried cgroup that could not be removed (sh_cgroup_bury): a real leftover, still there a
+ * minute later (one removed meanwhile by another path is never reported). */
 static void cgroup_lost(const char *relpath, const char *why, void *data)
 {
         (void)data;
@@ -854,7 +855,7 @@ int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
         if (m->draining)
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host is draining");
         if (pool_fits(o) && (sb = pool_take(m))) {
-                if (sh_sandbox_claim(sb, o->env, done, data, err) < 0) {
+                if (sh_sandbox_claim(sb, o, done, data, err) < 0) {
                         sh_error *ignored = NULL;
 
                         if (sh_manager_delete(m, sb, &ignored) < 0)

@@ -62,13 +62,13 @@ int sh_sandbox_start(sh_sandbox *sb, sh_sandbox_done_fn done, void *data, sh_err
 /* The warm pool (manager.c): a sandbox started with default options and handed to nobody
  * yet is marked pooled (never counted, listed or drained as a client's). idle_ready: its
  * worker is up and it does nothing (no create, restore, exec or disk job in flight), so it
- * can be handed out. claim: it becomes a client's create: the create-time env is set, its
- * creation time is now, and done runs once from the loop (as sh_sandbox_start's; an error if
+ * can be handed out. claim: it becomes a client's create: the create-time env and surface are
+ * set (o's; the rest of o is what pool_fits let through), its creation time is now, and done runs once from the loop (as sh_sandbox_start's; an error if
  * the sandbox is deleted first). */
 void sh_sandbox_set_pooled(sh_sandbox *sb, bool on);
 bool sh_sandbox_pooled(const sh_sandbox *sb);
 bool sh_sandbox_idle_ready(const sh_sandbox *sb);
-int sh_sandbox_claim(sh_sandbox *sb, const cJSON *env, sh_sandbox_done_fn done, void *data,
+int sh_sandbox_claim(sh_sandbox *sb, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
                      sh_error **err);
 /* A delete begins: from now on sb is deleted (sh_sandbox_deleted). */
 void sh_sandbox_set_deleted(sh_sandbox *sb);

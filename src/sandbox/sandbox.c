@@ -45,9 +45,10 @@ struct sh_sandbox {
         int ws_kept;         /* the workspace's checked fd while in use (sh_ws_cache), or -1 */
         uint64_t ws_used_ms; /* its last use */
         SH_LIST_FIELDS(sh_sandbox, ws_kept_list);
-        char *item_id; /* NULL: none */
-        char *image;   /* image name, "default" for the default */
-        cJSON *env;    /* create-time env: object of strings (owned) */
+        char *item_id;       /* NULL: none */
+        char *image;         /* image name, "default" for the default */
+        cJSON *env;          /* create-time env: object of strings (owned) */
+        const char *surface; /* the surface that made it (a static name); NULL: native */
         bool deleted;
         uint64_t created_ms;
         uint64_t memory_max; /* its cgroup's limits: the create's, at most the host's */
@@ -153,6 +154,11 @@ const char *sh_sandbox_id(const sh_sandbox *sb)
 const char *sh_sandbox_item_id(const sh_sandbox *sb)
 {
         return sb->item_id;
+}
+
+const char *sh_sandbox_surface(const sh_sandbox *sb)
+{
+        return sb->surface;
 }
 
 /* The directory `path` below .sandboxes, opened now (O_PATH), if it is the one made for sb:
@@ -426,6 +432,7 @@ int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_san
         sb->image = strdup(o->image ? o->image : "default");
         sb->item_id = o->item_id ? strdup(o->item_id) : NULL;
         sb->env = o->env ? cJSON_Duplicate(o->env, true) : cJSON_CreateObject();
+        sb->surface = o->surface;
         if (!sb->image || (o->item_id && !sb->item_id) || !sb->env) {
                 sandbox_free(sb);
                 return sh_error_make(err, ENOMEM, "out of memory");
@@ -1162,15 +1169,16 @@ static void claim_end(sh_loop *l, sh_timer *t, void *data)
                 create_end(sb, NULL);
 }
 
-int sh_sandbox_claim(sh_sandbox *sb, const cJSON *env, sh_sandbox_done_fn done, void *data,
+int sh_sandbox_claim(sh_sandbox *sb, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
                      sh_error **err)
 {
-        cJSON *copy = env ? cJSON_Duplicate(env, true) : cJSON_CreateObject();
+        cJSON *copy = o->env ? cJSON_Duplicate(o->env, true) : cJSON_CreateObject();
 
         if (!copy)
                 return sh_error_make(err, ENOMEM, "out of memory");
         cJSON_Delete(sb->env);
         sb->env = copy;
+        sb->surface = o->surface;
         sb->created_ms = sh_now_ms();
         sb->pooled = false;
         if (sb->spare_cg)

@@ -120,6 +120,25 @@ def sbx(osc):
     osc.kill(j["id"])
 
 
+@pytest.fixture(scope="module")
+def keyd():
+    """A daemon of the module with SANDBOX_HOST_API_KEY = oslib.TEST_API_KEY; a clean stop."""
+    import oslib
+    d = shlib.Daemon(env={"SANDBOX_HOST_API_KEY": oslib.TEST_API_KEY})
+    yield d
+    rc = d.stop()
+    import shutil
+    shutil.rmtree(d.root, ignore_errors=True)
+    assert rc == 0, d.stderr_text()[-2000:]
+
+
+@pytest.fixture
+def kc(keyd):
+    """An OsClient on keyd that sends the key."""
+    import oslib
+    return oslib.os_client(keyd, api_key=oslib.TEST_API_KEY)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes several seconds (heartbeats, fork bombs)")
     if not config.pluginmanager.hasplugin("timeout"):

@@ -39,6 +39,7 @@ SPEC_FILES = {
 }
 EXECD_PORT = 44772
 EGRESS_PORT = 18080
+TEST_API_KEY = "k3y-" + "0123456789abcdef" * 2  # SANDBOX_HOST_API_KEY of conftest's `keyd`
 
 # What the SDK 0.1.11 sends for `Sandbox.create({image: "default"})` with every default
 # (observed on the wire; tests/opensandbox/sdk_wire.test.mjs pins it).

@@ -1,7 +1,8 @@
 """OPENSANDBOX.md section 1, auth: `SANDBOX_HOST_API_KEY` (`OPEN-SANDBOX-API-KEY` on every
 lifecycle and diagnostics request), the per-sandbox access token handed out only by the
 endpoint look-up (`X-EXECD-ACCESS-TOKEN` for execd, `OPENSANDBOX-EGRESS-AUTH` for egress),
-`secureAccess`, and the native surface never protected by the key."""
+and the native surface never protected by the key (what it hides, and `secureAccess`, are
+test_os_native_access.py's)."""
 import json
 import re
 
@@ -13,24 +14,9 @@ from oslib import expect
 
 pytestmark = pytest.mark.skipif(not shlib.is_root(), reason="sandboxes need root (CI is root)")
 
-KEY = "k3y-" + "0123456789abcdef" * 2
+KEY = oslib.TEST_API_KEY  # the key of conftest's `keyd` and `kc`
 EXECD_H = "X-EXECD-ACCESS-TOKEN"
 EGRESS_H = "OPENSANDBOX-EGRESS-AUTH"
-
-
-@pytest.fixture(scope="module")
-def keyd():
-    d = shlib.Daemon(env={"SANDBOX_HOST_API_KEY": KEY})
-    yield d
-    rc = d.stop()
-    import shutil
-    shutil.rmtree(d.root, ignore_errors=True)
-    assert rc == 0, d.stderr_text()[-2000:]
-
-
-@pytest.fixture
-def kc(keyd):
-    return oslib.os_client(keyd, api_key=KEY)
 
 
 @pytest.fixture
@@ -197,24 +183,6 @@ def test_without_a_key_nothing_is_checked(osc, sbx):
     assert t_exec is None and t_egress is None
     # a stray key header changes nothing
     expect(osc.get("/v1/sandboxes/" + sid, api_key="whatever"), 200)
-
-
-def test_secure_access_sandbox_needs_its_token_even_without_a_key(osc, sbx):
-    j = osc.create_ok(secureAccess=True)
-    sid = j["id"]
-    try:
-        t_exec, t_egress = tokens(osc, sid)
-        assert t_exec and t_egress
-        assert osc.execd(sid, "GET", "/ping").status == 401
-        assert osc.egress(sid, "GET", "/policy").status == 401
-        expect(osc.execd(sid, "GET", "/ping", headers={EXECD_H: t_exec}), 200)
-        expect(osc.egress(sid, "GET", "/policy", headers={EGRESS_H: t_egress}), 200)
-        # the lifecycle needs nothing without a key
-        expect(osc.sandbox(sid), 200)
-        # its neighbour without secureAccess stays open
-        expect(osc.execd(sbx["id"], "GET", "/ping"), 200)
-    finally:
-        osc.kill(sid)
 
 
 def test_401_answers_are_code_message_json_with_request_id(kc, ksb):

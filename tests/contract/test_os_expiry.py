@@ -2,7 +2,8 @@
 (default 60, the spec's minimum; lowered here so a test watches a sandbox expire in seconds),
 null/absent = no expiry, above SANDBOX_HOST_MAX_TIMEOUT -> 400, `expiresAt = createdAt +
 timeout`, deleted at expiresAt (as DELETE, by a loop timer), then 404; renew-on-access
-(`extensions["access.renew.extend.seconds"]`)."""
+(`extensions["access.renew.extend.seconds"]`). With a ceiling, null/absent is 400 and no expiry
+the daemon sets is later than now + the ceiling (renew on access included)."""
 import shutil
 import time
 
@@ -212,5 +213,56 @@ def test_without_the_extension_execd_requests_do_not_renew(fc):
     try:
         expect(fc.execd(sid, "GET", "/ping"), 200)
         assert fc.sandbox_ok(sid)["expiresAt"] == j["expiresAt"]
+    finally:
+        fc.kill(sid)
+
+
+# ---- the ceiling bounds every expiry (issue 20, finding 8) -----------------------------------
+
+@pytest.mark.parametrize("how", ["null", "absent"])
+def test_with_a_ceiling_no_expiry_is_400(start_daemon, how):
+    """Section 2: with SANDBOX_HOST_MAX_TIMEOUT set, null/absent (no expiry) is past any
+    ceiling: 400 INVALID_REQUEST, and no sandbox is made."""
+    d = start_daemon(env={"SANDBOX_HOST_MAX_TIMEOUT": "1h"})
+    osc = oslib.os_client(d)
+    r = osc.create(dict(oslib.SDK_DEFAULT_CREATE, timeout=None) if how == "null" else
+                   {k: v for k, v in oslib.SDK_DEFAULT_CREATE.items() if k != "timeout"})
+    if r.status == 202:
+        osc.kill(r.json()["id"])
+    expect(r, 400, "INVALID_REQUEST")
+    assert expect(osc.get("/v1/sandboxes"), 200)["items"] == []
+    # within the ceiling it is as ever
+    j = osc.create_ok(timeout=3600)
+    assert abs(_span(j) - 3600) <= 1
+
+
+def test_with_a_ceiling_renew_on_access_stops_at_now_plus_the_ceiling(start_daemon):
+    """access.renew.extend.seconds 3600 on a host whose ceiling is 2 minutes: an execd request
+    moves expiresAt to now + 120 s, never to now + 3600 s."""
+    d = start_daemon(env={"SANDBOX_HOST_MAX_TIMEOUT": "2m"})
+    osc = oslib.os_client(d)
+    j = osc.create_ok(timeout=60, extensions={"access.renew.extend.seconds": "3600"})
+    sid = j["id"]
+    expect(osc.execd(sid, "GET", "/ping"), 200)
+    left = (oslib.parse_time(osc.sandbox_ok(sid)["expiresAt"]) - oslib.utcnow()).total_seconds()
+    assert 110 <= left <= 121, "expiresAt should be at most now + the ceiling: %s s" % left
+    # and again: each access moves it to now + the ceiling, no further
+    expect(osc.execd(sid, "GET", "/ping"), 200)
+    left = (oslib.parse_time(osc.sandbox_ok(sid)["expiresAt"]) - oslib.utcnow()).total_seconds()
+    assert left <= 121, left
+    osc.kill(sid)
+
+
+def test_a_renew_that_shortens_the_expiry_is_when_the_sandbox_goes(fastd, fc):
+    """The new expiresAt is the one the reaper keeps, earlier as well as later: a 10-minute
+    sandbox renewed to 2 s from now is gone soon after."""
+    j = fc.create_ok(timeout=600)
+    sid = j["id"]
+    try:
+        expect(fc.post("/v1/sandboxes/%s/renew-expiration" % sid,
+                       {"expiresAt": oslib.in_seconds(2)}), 200)
+        assert shlib.wait_until(lambda: fc.sandbox(sid).status == 404, timeout=EXPIRE_WAIT), \
+            "still there %ss after its renewed expiry" % EXPIRE_WAIT
+        assert not (fastd.root / sid).exists()
     finally:
         fc.kill(sid)

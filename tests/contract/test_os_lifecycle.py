@@ -315,3 +315,99 @@ def test_metrics_events_are_accepted_with_204(osc, body):
     r = osc.post("/v1/metrics/events", body, headers={"User-Agent": "OpenSandbox-JS-SDK/0.1.11"})
     expect(r, 204)
     assert r.body == b""
+
+
+# ---- merge patch, one rule a test (issue 20, finding 16) ------------------------------------
+
+def _md(osc, sid):
+    return osc.sandbox_ok(sid).get("metadata", {})
+
+
+@pytest.fixture
+def tagged(osc):
+    j = osc.create_ok(metadata={"a": "1", "b": "2", "c": "3"})
+    yield j["id"]
+    osc.kill(j["id"])
+
+
+def test_patch_null_removes_that_key_only(osc, tagged):
+    g = expect(_patch(osc, tagged, {"b": None}), 200)
+    assert g["metadata"] == {"a": "1", "c": "3"}
+    assert _md(osc, tagged) == {"a": "1", "c": "3"}
+    # null for a key that is not there is no error and no change
+    assert expect(_patch(osc, tagged, {"nope": None}), 200)["metadata"] == {"a": "1", "c": "3"}
+
+
+def test_patch_keeps_every_key_it_does_not_name(osc, tagged):
+    g = expect(_patch(osc, tagged, {"b": "two", "d": "4"}), 200)
+    assert g["metadata"] == {"a": "1", "b": "two", "c": "3", "d": "4"}
+    assert _md(osc, tagged) == g["metadata"]
+
+
+def test_an_empty_patch_changes_nothing_and_answers_the_full_sandbox(osc, tagged):
+    before = osc.sandbox_ok(tagged)
+    g = expect(_patch(osc, tagged, {}), 200)
+    assert g["metadata"] == {"a": "1", "b": "2", "c": "3"}
+    assert g["id"] == tagged and g["status"]["state"] == "Running"
+    assert g["expiresAt"] == before["expiresAt"] and g["image"] == before["image"]
+
+
+def test_patch_to_an_empty_string_sets_it_never_removes_it(osc, tagged):
+    # a label value may be empty: "" is a value, only null removes
+    assert expect(_patch(osc, tagged, {"a": ""}), 200)["metadata"] == {"a": "", "b": "2",
+                                                                       "c": "3"}
+
+
+def test_a_patch_with_a_reserved_key_applies_none_of_its_changes(osc, tagged):
+    for bad in ({"opensandbox.io/owner": "me", "a": None, "d": "4"},
+                {"a": None, "x.opensandbox.io/ok": "fine", "opensandbox.io/x": "y"}):
+        expect(_patch(osc, tagged, bad), 400, "INVALID_METADATA_FORMAT")
+        assert _md(osc, tagged) == {"a": "1", "b": "2", "c": "3"}
+
+
+def test_the_bound_applies_to_the_merged_map(osc):
+    """128 pairs at most: a new key onto a full map is refused, a change of a held key or a
+    removal with an addition is not (the bound is the merged result's, not the patch's)."""
+    full = {"k%03d" % i: "v" for i in range(128)}
+    j = osc.create_ok(metadata=full)
+    sid = j["id"]
+    try:
+        expect(_patch(osc, sid, {"one-more": "v"}), 400, "INVALID_METADATA_FORMAT")
+        assert _md(osc, sid) == full
+        assert expect(_patch(osc, sid, {"k000": "changed"}), 200)["metadata"]["k000"] == \
+            "changed"
+        g = expect(_patch(osc, sid, {"k001": None, "one-more": "v"}), 200)["metadata"]
+        assert len(g) == 128 and "one-more" in g and "k001" not in g
+    finally:
+        osc.kill(sid)
+
+
+# ---- renew-expiration, one rule a test ---------------------------------------------------------
+
+def test_a_refused_renew_changes_nothing(start_daemon):
+    d = start_daemon(env={"SANDBOX_HOST_MAX_TIMEOUT": "1h"})
+    osc = oslib.os_client(d)
+    j = osc.create_ok(timeout=600)
+    sid = j["id"]
+    for when in (oslib.in_seconds(-5), oslib.in_seconds(2 * 3600), "2026-13-01T00:00:00Z"):
+        expect_400(_renew(osc, sid, when))
+        assert osc.sandbox_ok(sid)["expiresAt"] == j["expiresAt"], when
+
+
+@pytest.mark.parametrize("when", ["2026-13-02T03:04:05Z", "2025-02-29T00:00:00Z",
+                                  "2026-01-02T03:04:05", "2026-01-02T03:04:05+0200",
+                                  "2026-01-02T25:00:00Z", "2026-01-02T03:04:05Zjunk", ""])
+def test_renew_with_a_time_that_is_not_rfc_3339_is_400(osc, sbx, when):
+    before = osc.sandbox_ok(sbx["id"])["expiresAt"]
+    expect_400(_renew(osc, sbx["id"], when))
+    assert osc.sandbox_ok(sbx["id"])["expiresAt"] == before
+
+
+def test_renew_within_the_ceiling_is_honoured_exactly(start_daemon):
+    d = start_daemon(env={"SANDBOX_HOST_MAX_TIMEOUT": "1h"})
+    osc = oslib.os_client(d)
+    j = osc.create_ok(timeout=600)
+    want = oslib.utcnow().replace(microsecond=0) + datetime.timedelta(seconds=3500)
+    got = expect(_renew(osc, j["id"], oslib.rfc3339(want)), 200)["expiresAt"]
+    assert abs((oslib.parse_time(got) - want).total_seconds()) < 1
+    assert osc.sandbox_ok(j["id"])["expiresAt"] == got

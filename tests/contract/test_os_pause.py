@@ -3,6 +3,7 @@ cgroup is frozen, `Resuming` then `Running`; either from the wrong state `409 IN
 while paused every execd route answers `409 SANDBOX_PAUSED` and the expiry keeps running.
 Pausing really stops execution: a counter loop started through the native exec stops
 advancing while paused and advances again after resume."""
+import json
 import os
 import time
 
@@ -13,6 +14,7 @@ import persistlib
 import oslib
 import shlib
 from oslib import expect
+from sselib import stdout_of
 
 pytestmark = pytest.mark.skipif(not shlib.is_root(), reason="sandboxes need root (CI is root)")
 
@@ -315,3 +317,89 @@ def test_a_paused_sandbox_goes_with_the_daemon_at_sigterm(start_daemon):
         for p in execlib.host_sleepers(m):
             if p[0] in pids:
                 os.kill(p[0], 9)
+
+
+# ---- the paused rule in every frozen state (issue 20, finding 16) ------------------------------
+
+def pipelined(daemon, sid, first, then):
+    """POST …/{first}, and in the same write a request `then` = (method, sub of execd or a
+    lifecycle path): both on one connection, so the daemon reads them together and answers the
+    second in the same turn of its loop, right behind the first (before any timer: Pausing ->
+    Paused and Resuming -> Running are steps of later turns). [(status, JSON body or None)]."""
+    method, path = then
+    reqs = ("POST /v1/sandboxes/%s/%s HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n"
+            "%s %s HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            % (sid, first, method, path))
+    got, closed = shlib.exchange_to_close(daemon.port, reqs.encode(), timeout=10)
+    assert closed, got
+    out = []
+    while got:
+        head, _, rest = got.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        n = 0
+        for ln in head.split(b"\r\n")[1:]:
+            k, _, v = ln.partition(b":")
+            if k.strip().lower() == b"content-length":
+                n = int(v)
+        body, got = rest[:n], rest[n:]
+        out.append((status, json.loads(body) if body else None))
+    assert len(out) == 2, out
+    return out
+
+
+def execd_path(sid, sub):
+    return "/v1/sandboxes/%s/proxy/%d%s" % (sid, oslib.EXECD_PORT, sub)
+
+
+def test_an_execd_call_right_behind_a_pause_is_409_sandbox_paused(daemon, osc, sbx):
+    """While Pausing (the freeze asked, not yet complete) the sandbox's execd does not answer
+    either: the paused rule is every state from the pause to Running, not Paused alone."""
+    sid = sbx["id"]
+    (s1, _), (s2, b2) = pipelined(daemon, sid, "pause", ("GET", execd_path(sid, "/ping")))
+    assert s1 == 202
+    assert (s2, b2["code"] if b2 else None) == (409, "SANDBOX_PAUSED"), (s2, b2)
+    osc.wait_state(sid, "Paused")
+    resume(osc, sid)
+    osc.wait_state(sid, "Running")
+    (s1, _), (s2, b2) = pipelined(daemon, sid, "pause",
+                                  ("GET", execd_path(sid, "/files/info?path=/tmp")))
+    assert (s1, s2, b2["code"]) == (202, 409, "SANDBOX_PAUSED"), b2
+
+
+def test_an_execd_call_right_behind_a_resume_is_409_sandbox_paused(daemon, osc, sbx):
+    """INTERPRETATION: section 2's "while paused" holds until the sandbox is Running again:
+    Resuming is still the pause (the SDK's health check turns true once it runs)."""
+    sid = sbx["id"]
+    pause(osc, sid)
+    osc.wait_state(sid, "Paused")
+    (s1, _), (s2, b2) = pipelined(daemon, sid, "resume", ("GET", execd_path(sid, "/ping")))
+    assert s1 == 202
+    assert (s2, b2["code"] if b2 else None) == (409, "SANDBOX_PAUSED"), (s2, b2)
+    osc.wait_state(sid, "Running")
+    expect(osc.execd(sid, "GET", "/ping"), 200)
+
+
+def test_a_resume_right_behind_a_pause_is_409_invalid_state(daemon, osc, sbx):
+    """Only a Paused sandbox resumes: one still Pausing does not, and the pause goes on to
+    Paused (a resume taken then would leave it frozen with no hold, or thawed but Paused)."""
+    sid = sbx["id"]
+    (s1, _), (s2, b2) = pipelined(daemon, sid, "pause", ("POST", "/v1/sandboxes/%s/resume" % sid))
+    assert s1 == 202
+    assert (s2, b2["code"]) == (409, "INVALID_STATE"), b2
+    osc.wait_state(sid, "Paused")
+    resume(osc, sid)
+    osc.wait_state(sid, "Running")
+    expect(osc.execd(sid, "GET", "/ping"), 200)
+
+
+def test_commands_run_after_each_of_two_resumes_and_a_third_resume_is_409(osc, sbx):
+    sid = sbx["id"]
+    for n in (1, 2):
+        pause(osc, sid)
+        osc.wait_state(sid, "Paused")
+        resume(osc, sid)
+        osc.wait_state(sid, "Running")
+        # the command really runs: the sandbox is thawed, not only called Running
+        assert stdout_of(osc, sid, "echo round-%d" % n) == ["round-%d" % n]
+    expect(osc.post("/v1/sandboxes/%s/resume" % sid), 409, "INVALID_STATE")
+    assert osc.sandbox_ok(sid)["status"]["state"] == "Running"

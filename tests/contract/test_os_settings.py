@@ -16,6 +16,7 @@ pytestmark = pytest.mark.skipif(not shlib.is_root(), reason="the daemon needs ro
 # variable suffix -> (valid values, invalid values)
 SETTINGS = {
     "OPENSANDBOX": (["on", "off"], ["maybe", "2", "onn", ""]),
+    "NATIVE": (["on", "off"], ["maybe", "2", "onn", ""]),
     "API_KEY": (["k", "a-long-key-0123456789"], []),
     "MAX_TIMEOUT": (["3600", "90s", "2m", "1h", "1d"], ["abc", "-1", "1w", "h", "10x"]),
     "MIN_TIMEOUT": (["60", "1", "120"], ["abc", "-1", "x1"]),

@@ -1,7 +1,8 @@
 // Auth as the SDK meets it (OPENSANDBOX.md section 1): a pod started with
 // SANDBOX_HOST_API_KEY wants `apiKey` in the SDK's connection config; the execd and egress
 // calls then work only because the endpoint look-up hands the SDK the sandbox's token, which it
-// forwards. secureAccess: true asks the token even without a key.
+// forwards. secureAccess: true works with a key; without one it is refused (400 NOT_SUPPORTED:
+// the look-up would hand its token to anyone).
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
@@ -64,14 +65,20 @@ describe("auth through the SDK", { skip: needsRoot, timeout: 120_000 }, () => {
     await rejectsWithApi(m.listSandboxInfos({}), 401, "INVALID_API_KEY");
   });
 
-  it("secureAccess without a key: the SDK still works, through the token", async () => {
-    const s = reg.sbx(await Sandbox.create({ connectionConfig: conn(open), image: "default",
-      secureAccess: true }));
+  it("secureAccess without a key is refused with 400 NOT_SUPPORTED", async () => {
+    await rejectsWithApi(Sandbox.create({ connectionConfig: conn(open), image: "default",
+      secureAccess: true }), 400, "NOT_SUPPORTED");
+  });
+
+  it("secureAccess with a key: the SDK works through the token, also reconnected", async () => {
+    const s = reg.sbx(await Sandbox.create({ connectionConfig: conn(keyed, { apiKey: KEY }),
+      image: "default", secureAccess: true }));
     assert.equal(await s.isHealthy(), true);
     const ep = await s.getEndpoint(44772);
     assert.ok(header(ep.headers, "X-EXECD-ACCESS-TOKEN"), JSON.stringify(ep));
     assert.equal((await s.getEgressPolicy()).defaultAction, "deny");
-    const c = reg.sbx(await Sandbox.connect({ sandboxId: s.id, connectionConfig: conn(open) }));
+    const c = reg.sbx(await Sandbox.connect({ sandboxId: s.id,
+      connectionConfig: conn(keyed, { apiKey: KEY }) }));
     assert.equal(await c.isHealthy(), true);
   });
 });

@@ -1,9 +1,12 @@
-/* test_util.c: util.h helpers: paths, URL and query decoding, numbers, ids, JSON quoting. */
+/* test_util.c: util.h helpers: paths, URL and query decoding, numbers, ids, JSON quoting, the
+ * intake of JSON text (no NUL in any string). */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "sh/util.h"
 #include "unit.h"
@@ -731,6 +734,106 @@ START_TEST(test_memdup0_copies_exactly_n_bytes_and_terminates)
 }
 END_TEST
 
+/* ---- JSON text intake (sh_json_parse_text) ------------------------------------------------- */
+
+/* Parse a copy of the n bytes at text (the intake rewrites in place) with flags; the cJSON or
+ * NULL, and a reason exactly when NULL. *ret_len: the text's length after the intake. */
+static cJSON *intake_n(const char *text, size_t n, unsigned flags, size_t *ret_len)
+{
+        char *copy = malloc(n + 1);
+        const char *why = "unset";
+        cJSON *j;
+
+        ck_assert_ptr_nonnull(copy);
+        memcpy(copy, text, n);
+        copy[n] = '\0';
+        j = sh_json_parse_text(copy, &n, flags, &why);
+        ck_assert_msg(j ? why == NULL : why && *why, "'%s': reason %s", text, why);
+        free(copy);
+        if (ret_len)
+                *ret_len = n;
+        return j;
+}
+
+static cJSON *intake(const char *text, unsigned flags)
+{
+        return intake_n(text, strlen(text), flags, NULL);
+}
+
+static void refused(const char *text)
+{
+        ck_assert_msg(!intake(text, 0), "'%s' accepted", text);
+        ck_assert_msg(!intake(text, SH_JSON_SURROGATE_BYTES), "'%s' accepted (bytes)", text);
+}
+
+START_TEST(test_json_a_nul_escape_in_any_string_is_refused)
+{
+        refused("{\"/tmp/a\\u0000b\": {\"mode\": 600}}");        /* a key */
+        refused("{\"k\": \"a\\u0000\"}");                        /* a value */
+        refused("{\"a\": {\"b\": [1, {\"c\": \"x\\u0000\"}]}}"); /* deep */
+        refused("[\"ok\", \"x\\u0000y\"]");                      /* a list item */
+        refused("\"\\u0000\"");                                  /* a lone string */
+        refused("{\"a\": \"\\\\\", \"b\": \"\\u0000\"}");        /* after an escaped \ */
+        refused("{\"a\": \"\\\"\", \"b\": \"\\u0000\"}");        /* after an escaped " */
+}
+END_TEST
+
+START_TEST(test_json_a_literal_backslash_u0000_is_no_nul)
+{
+        cJSON *j = intake("{\"k\": \"a\\\\u0000b\"}", 0);
+
+        ck_assert_ptr_nonnull(j);
+        ck_assert_str_eq(cJSON_GetObjectItem(j, "k")->valuestring, "a\\u0000b");
+        cJSON_Delete(j);
+        /* other escapes, \u0001 included, are cJSON's as ever */
+        j = intake("{\"k\": \"\\u0001\\u00e9\\n\"}", 0);
+        ck_assert_ptr_nonnull(j);
+        ck_assert_str_eq(cJSON_GetObjectItem(j, "k")->valuestring, "\x01\xc3\xa9\n");
+        cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(test_json_raw_controls_nul_bytes_and_bad_utf8_are_refused)
+{
+        refused("{\"k\": \"a\x01\"}");
+        refused("{\"k\x1f\": 1}");
+        refused("{\"k\": \"\xff\"}");
+        refused("{\"k\": \"\xc0\xaf\"}"); /* overlong */
+        ck_assert_ptr_null(intake_n("{\"k\": \"a\0b\"}", 12, 0, NULL));
+        ck_assert_ptr_null(intake_n("{} \0", 4, 0, NULL));
+}
+END_TEST
+
+START_TEST(test_json_one_value_and_only_whitespace_after_it)
+{
+        cJSON *j = intake(" {\"a\": 1} \r\n\t", 0);
+
+        ck_assert_ptr_nonnull(j);
+        cJSON_Delete(j);
+        refused("{\"a\": 1} x");
+        refused("{\"a\": 1}{}");
+        refused("{\"a\": ");
+        refused("");
+}
+END_TEST
+
+START_TEST(test_json_surrogate_bytes_only_when_asked)
+{
+        size_t n = 0;
+        cJSON *j = intake_n("{\"p\": \"a\\udcffb\"}", 17, SH_JSON_SURROGATE_BYTES, &n);
+
+        ck_assert_ptr_nonnull(j);
+        ck_assert_str_eq(cJSON_GetObjectItem(j, "p")->valuestring, "a\xff"
+                                                                   "b");
+        ck_assert_uint_eq(n, 12); /* the escape became one byte, in place */
+        cJSON_Delete(j);
+        /* without the flag it is a lone surrogate: not JSON to cJSON */
+        ck_assert_ptr_null(intake("{\"p\": \"a\\udcffb\"}", 0));
+        /* the flag never lets a NUL through: \udc00 is no byte escape, \u0000 none at all */
+        ck_assert_ptr_null(intake("{\"p\": \"\\udc00\"}", SH_JSON_SURROGATE_BYTES));
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
         Suite *s = suite_create("util");
@@ -809,6 +912,14 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_quote_overlong_forms_are_invalid);
         tcase_add_test(tc, test_quote_surrogate_encodings_are_invalid);
         tcase_add_test(tc, test_quote_worst_case_fits_bound);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("json_intake");
+        tcase_add_test(tc, test_json_a_nul_escape_in_any_string_is_refused);
+        tcase_add_test(tc, test_json_a_literal_backslash_u0000_is_no_nul);
+        tcase_add_test(tc, test_json_raw_controls_nul_bytes_and_bad_utf8_are_refused);
+        tcase_add_test(tc, test_json_one_value_and_only_whitespace_after_it);
+        tcase_add_test(tc, test_json_surrogate_bytes_only_when_asked);
         suite_add_tcase(s, tc);
         return s;
 }

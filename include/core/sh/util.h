@@ -82,6 +82,15 @@ size_t sh_json_quote_bytes(const char *s, size_t n, char *out);
 /* The whole of text[0..len) as one JSON value with nothing but whitespace after it, or NULL
  * (cJSON alone stops at the end of the first value and ignores what follows). */
 struct cJSON *sh_json_parse_exact(const char *text, size_t len);
+/* A request's JSON text, judged and parsed: UTF-8 without NUL bytes (RFC 8259), no raw control
+ * character and no \u0000 escape inside any string, key or value, at any depth (cJSON would
+ * cut the string at the NUL: "/tmp/a\u0000b" would name /tmp/a), then one JSON value with
+ * nothing but whitespace after it (sh_json_parse_exact). With SH_JSON_SURROGATE_BYTES, each
+ * \udc80..\udcff (how Python's surrogateescape spells a byte that is not UTF-8) becomes that
+ * raw byte first, so byte-string paths survive (text and *len change in place). NULL on
+ * failure, with *ret_why a static reason for the client. */
+#define SH_JSON_SURROGATE_BYTES 1u
+struct cJSON *sh_json_parse_text(char *text, size_t *len, unsigned flags, const char **ret_why);
 
 /* Replace, in place, every byte of `s` that is not part of valid UTF-8 (and every control
  * character) with '?', so a message quoting client bytes is always valid JSON text. */

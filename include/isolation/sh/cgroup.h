@@ -173,7 +173,8 @@ int sh_cgroup_usage(sh_cgroup *cg, sh_cg_usage *ret, sh_error **err);
  * second field may hold spaces and parentheses). 0 or -EBADMSG. */
 int sh_cg_parse_proc_stat_ticks(const char *text, uint64_t *ret);
 
-/* Remove cg (and empty child cgroups). -EBUSY while processes remain: kill, then retry. */
+/* Remove cg (and empty child cgroups). -EBUSY while processes remain: kill, then retry. A
+ * cgroup that is not there (removed with its parent's subtree) is removed: 0. */
 int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err);
 
 /* Remove cg once it is empty and free the handle (the caller's is gone on return): at once if
@@ -183,7 +184,8 @@ int sh_cgroup_destroy(sh_cgroup *cg, sh_error **err);
  * the subtree's removal (shutdown, the next start); without a loop it waits for that. */
 void sh_cgroup_bury(sh_cgroup *cg, bool kill);
 
-/* Who hears of a buried cgroup that could not be removed (the daemon logs it). */
+/* Who hears of a buried cgroup that could not be removed (the daemon logs it): one that is
+ * still there, never one already gone. */
 typedef void (*sh_cgroup_lost_fn)(const char *relpath, const char *why, void *data);
 void sh_cgroup_root_on_lost(sh_cgroup_root *r, sh_cgroup_lost_fn fn, void *data);
 /* Free the handle without touching the cgroup. */

@@ -27,7 +27,9 @@ typedef struct sh_native_ctx {
 } sh_native_ctx;
 
 /* The native surface over ctx, for sh_server_add_surface: every path ("/" prefix), the route
- * table below, the sandbox lookup of SH_NATIVE_SANDBOX routes, the error body. */
+ * table below (SANDBOX_HOST_NATIVE off: /healthz, /readyz and /drain only), the sandbox lookup
+ * of SH_NATIVE_SANDBOX routes (with SANDBOX_HOST_API_KEY set, a sandbox another surface made is
+ * 404 SandboxNotFound here), the error body. */
 void sh_native_surface(sh_native_ctx *ctx, sh_surface *ret);
 
 /* A route flag of the native surface: the first path parameter is a sandbox id, looked up

@@ -31,6 +31,10 @@ typedef struct sh_create_opts {
          * SANDBOX_HOST_CPU_MAX; 0: the host's. */
         uint64_t memory_max;    /* bytes */
         uint64_t cpu_max_milli; /* cores x 1000 */
+        /* The surface that makes it, a static name ("opensandbox"); NULL: the native contract.
+         * The sandbox layer only keeps it (sh_sandbox_surface): what a sandbox made through one
+         * surface may do on another is that surface's decision (native.c's admission). */
+        const char *surface;
 } sh_create_opts;
 
 /* The daemon's fds an idle sandbox holds: its worker's control socket. Nothing else is held
@@ -122,6 +126,7 @@ void sh_sandbox_unref(sh_sandbox *sb);
 /* Accessors. */
 const char *sh_sandbox_id(const sh_sandbox *sb);      /* the remote_id */
 const char *sh_sandbox_item_id(const sh_sandbox *sb); /* NULL: none */
+const char *sh_sandbox_surface(const sh_sandbox *sb); /* sh_create_opts.surface */
 /* The workspace: every client path resolves below it (fs/safe_open.c). A new O_PATH fd,
  * opened now by name below the state root and checked to be the directory made for this
  * sandbox (the caller closes it, before it drops its reference): the daemon holds no fd of an

@@ -1,0 +1,179 @@
+/* test_os_range.c: the Range header of a /v1 download (src/opensandbox/range.c), every form of
+ * RFC 9110 section 14 over a 10-byte file: a-b, a-, -n, an end at and past the size, a start
+ * at or past it (416), several ranges, junk and numbers too long for 64 bits. */
+#include <check.h>
+#include <stdint.h>
+
+#include "../../src/opensandbox/os-internal.h"
+#include "unit.h"
+
+/* The range [from, to] of h over size bytes, which must be satisfiable. */
+static void served(const char *h, uint64_t size, uint64_t from, uint64_t to)
+{
+        uint64_t f = 12345, t = 12345;
+        int r = os_range_parse(h, size, &f, &t);
+
+        ck_assert_msg(r == 1, "'%s' over %llu: %d, not a range", h, (unsigned long long)size, r);
+        ck_assert_msg(f == from && t == to, "'%s' over %llu: [%llu, %llu], not [%llu, %llu]", h,
+                      (unsigned long long)size, (unsigned long long)f, (unsigned long long)t,
+                      (unsigned long long)from, (unsigned long long)to);
+}
+
+/* h over size bytes answers `want` (0 whole file, -1 unsatisfiable) and touches nothing. */
+static void judged(const char *h, uint64_t size, int want)
+{
+        uint64_t f = 12345, t = 12345;
+        int r = os_range_parse(h, size, &f, &t);
+
+        ck_assert_msg(r == want, "'%s' over %llu: %d, not %d", h, (unsigned long long)size, r,
+                      want);
+        ck_assert_uint_eq(f, 12345);
+        ck_assert_uint_eq(t, 12345);
+}
+
+START_TEST(test_a_dash_b_is_that_range_inclusive)
+{
+        served("bytes=0-0", 10, 0, 0);
+        served("bytes=2-5", 10, 2, 5);
+        served("bytes=0-9", 10, 0, 9);
+        served("bytes=9-9", 10, 9, 9);
+}
+END_TEST
+
+START_TEST(test_an_end_equal_to_the_size_is_the_last_byte)
+{
+        /* the cases: 8-10 is bytes 8 and 9, 0-10 the whole file, never an 11th byte */
+        served("bytes=8-10", 10, 8, 9);
+        served("bytes=0-10", 10, 0, 9);
+        served("bytes=9-10", 10, 9, 9);
+}
+END_TEST
+
+START_TEST(test_an_end_past_the_size_is_the_last_byte)
+{
+        served("bytes=8-11", 10, 8, 9);
+        served("bytes=0-1000000", 10, 0, 9);
+        served("bytes=3-18446744073709551615", 10, 3, 9);
+}
+END_TEST
+
+START_TEST(test_a_dash_is_to_the_end)
+{
+        served("bytes=0-", 10, 0, 9);
+        served("bytes=7-", 10, 7, 9);
+        served("bytes=9-", 10, 9, 9);
+}
+END_TEST
+
+START_TEST(test_dash_n_is_the_last_n_bytes_or_the_whole_file)
+{
+        served("bytes=-1", 10, 9, 9);
+        served("bytes=-3", 10, 7, 9);
+        served("bytes=-10", 10, 0, 9);
+        served("bytes=-11", 10, 0, 9);
+        served("bytes=-1000000", 10, 0, 9);
+}
+END_TEST
+
+START_TEST(test_a_start_at_or_past_the_size_is_unsatisfiable)
+{
+        judged("bytes=10-", 10, -1);
+        judged("bytes=10-10", 10, -1);
+        judged("bytes=10-20", 10, -1);
+        judged("bytes=11-", 10, -1);
+        judged("bytes=-0", 10, -1);
+        /* nothing of an empty file can be asked */
+        judged("bytes=0-", 0, -1);
+        judged("bytes=0-0", 0, -1);
+        judged("bytes=-5", 0, -1);
+}
+END_TEST
+
+START_TEST(test_the_unit_is_case_insensitive)
+{
+        served("Bytes=1-2", 10, 1, 2);
+        served("BYTES=-2", 10, 8, 9);
+}
+END_TEST
+
+START_TEST(test_several_ranges_are_the_whole_file)
+{
+        judged("bytes=0-1,3-4", 10, 0);
+        judged("bytes=0-1, 3-4", 10, 0);
+        judged("bytes=-1,0-0", 10, 0);
+        judged("bytes=0-1,", 10, 0);
+        /* also when one of them alone would be unsatisfiable */
+        judged("bytes=20-30,0-1", 10, 0);
+}
+END_TEST
+
+START_TEST(test_junk_is_the_whole_file)
+{
+        static const char *const junk[] = {
+                "",           "bytes",      "bytes=",     "bytes=-",    "bytes=--1",
+                "bytes=1",    "bytes=a-b",  "bytes=1-a",  "bytes=1-2x", "bytes= 1-2",
+                "bytes=1 -2", "bytes=1- 2", "bytes=+1-2", "bytes=1-+2", "bytes=0x1-2",
+                "bytes=-1-2", "bytes=1--2", "bytes=5-3",  "bytes=-a",   "bytes=-1x",
+                "items=0-1",  "bytes:0-1",  "bytes =0-1", "byte=0-1",   "bytes=1-2-3",
+        };
+
+        for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++)
+                judged(junk[i], 10, 0);
+        /* b < a is invalid (ignored), even past the size */
+        judged("bytes=20-5", 10, 0);
+}
+END_TEST
+
+START_TEST(test_numbers_too_long_for_64_bits_saturate)
+{
+        /* a start past any file is past this one; an end past it is its end; a suffix
+         * longer than it is all of it: never a wrap to a small number */
+        judged("bytes=18446744073709551616-", 10, -1);
+        judged("bytes=99999999999999999999999999-", 10, -1);
+        judged("bytes=18446744073709551616-18446744073709551617", 10, -1);
+        served("bytes=0-18446744073709551616", 10, 0, 9);
+        served("bytes=4-99999999999999999999999999", 10, 4, 9);
+        served("bytes=-18446744073709551616", 10, 0, 9);
+        served("bytes=-99999999999999999999999999", 10, 0, 9);
+        /* 2^64 + 5 as a start must not be 5 */
+        judged("bytes=18446744073709551621-", 10, -1);
+}
+END_TEST
+
+START_TEST(test_big_files_keep_full_64_bit_positions)
+{
+        const uint64_t big = UINT64_MAX - 1; /* a file this size cannot exist; the math can */
+
+        served("bytes=18446744073709551613-", big, UINT64_MAX - 2, UINT64_MAX - 2);
+        served("bytes=-2", big, UINT64_MAX - 3, UINT64_MAX - 2);
+        served("bytes=0-18446744073709551615", big, 0, UINT64_MAX - 2);
+        judged("bytes=18446744073709551614-", big, -1);
+}
+END_TEST
+
+static Suite *os_range_suite(void)
+{
+        Suite *s = suite_create("os_range");
+        TCase *tc = tcase_create("forms");
+
+        tcase_add_test(tc, test_a_dash_b_is_that_range_inclusive);
+        tcase_add_test(tc, test_an_end_equal_to_the_size_is_the_last_byte);
+        tcase_add_test(tc, test_an_end_past_the_size_is_the_last_byte);
+        tcase_add_test(tc, test_a_dash_is_to_the_end);
+        tcase_add_test(tc, test_dash_n_is_the_last_n_bytes_or_the_whole_file);
+        tcase_add_test(tc, test_a_start_at_or_past_the_size_is_unsatisfiable);
+        tcase_add_test(tc, test_the_unit_is_case_insensitive);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("refused");
+        tcase_add_test(tc, test_several_ranges_are_the_whole_file);
+        tcase_add_test(tc, test_junk_is_the_whole_file);
+        tcase_add_test(tc, test_numbers_too_long_for_64_bits_saturate);
+        tcase_add_test(tc, test_big_files_keep_full_64_bit_positions);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        return ut_run(os_range_suite());
+}
