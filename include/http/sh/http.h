@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sh/buf.h"
 #include "sh/config.h"
 #include "sh/error.h"
 #include "sh/list.h"
@@ -308,3 +309,25 @@ void sh_pending_wake(sh_pending *p);
 /* A response whose body comes from the token's ops->read, up to `block` bytes a call; it
  * holds a reference to the token. */
 sh_response *sh_response_stream(sh_pending *p, size_t block);
+
+/* A streamed body made in slices, for ops->read: the job adds bytes to a buffer one bounded
+ * slice per read of the transport, so bytes are made only as fast as the client takes them
+ * (a client that does not read stops the job; the daemon holds one block and about one
+ * slice's bytes for it), and a slice that made nothing (a walk skipping entries) lets the
+ * loop run before the next one. The job embeds one; its ops->read calls
+ * sh_sliced_stream_read, its gone sh_sliced_stream_stop, its release sh_sliced_stream_done. */
+typedef struct sh_sliced_stream {
+        sh_buf b;        /* made, not yet handed out */
+        bool ended;      /* the job made its last bytes */
+        sh_loop *loop;   /* set by the job */
+        sh_pending *tok; /* set by the job; borrowed: the request's and the response's
+                          * references keep it */
+        sh_timer *t;     /* the wake after a slice that made nothing */
+} sh_sliced_stream;
+/* One slice of the job: append about `want` bytes to b (one item more is fine), in bounded
+ * time; at the end set *ended. 0, or SH_STREAM_CUT to cut the connection. */
+typedef int (*sh_slice_fn)(void *data, sh_buf *b, size_t want, bool *ended);
+ssize_t sh_sliced_stream_read(sh_sliced_stream *ss, char *out, size_t max, sh_slice_fn fn,
+                              void *data);
+void sh_sliced_stream_stop(sh_sliced_stream *ss); /* no more wakes */
+void sh_sliced_stream_done(sh_sliced_stream *ss); /* and free the buffer */
