@@ -174,7 +174,7 @@ void sh_api_download(sh_request *r)
                 return;
         }
         /* Sent with sendfile(2); the response closes fd. */
-        resp = sh_response_fd(fd, size);
+        resp = sh_response_fd(r, fd, size);
         if (!resp) {
                 sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
                 return;

@@ -764,14 +764,14 @@ static void api_download(sh_request *r)
                 return;
         }
         if (rr == 1) {
-                resp = sh_response_fd_at(TAKE_FD(fd), from, to - from + 1);
+                resp = sh_response_fd_at(r, TAKE_FD(fd), from, to - from + 1);
                 snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to,
                          (uint64_t)s.stx_size);
                 if (resp)
                         sh_response_header(resp, "Content-Range", cr);
         } else {
                 /* sent from the very inode checked, with sendfile: memory does not grow */
-                resp = sh_response_fd(TAKE_FD(fd), s.stx_size);
+                resp = sh_response_fd(r, TAKE_FD(fd), s.stx_size);
         }
         if (resp) {
                 sh_response_header(resp, "Content-Type", "application/octet-stream");

@@ -250,10 +250,13 @@ sh_response *sh_response_json(cJSON *body); /* consumes body */
 sh_response *sh_response_empty(void);
 /* `n` bytes of memory (p taken: freed with free(), also when this fails; NULL with n 0). */
 sh_response *sh_response_buffer(char *p, size_t n);
-/* A file's `size` bytes from fd (taken), sent with sendfile(2). */
-sh_response *sh_response_fd(int fd, uint64_t size);
-/* `size` bytes of fd (taken) from `offset` (a Range), sent with sendfile(2). */
-sh_response *sh_response_fd_at(int fd, uint64_t offset, uint64_t size);
+/* A file's `size` bytes from fd (taken), sent with sendfile(2), as r's answer. A file that
+ * shrinks below what the answer promised (its Content-Length) would leave the connection
+ * waiting for bytes that never come: the transport looks at the file while it is sent and
+ * closes the connection as soon as it is shorter (the client sees a short body). */
+sh_response *sh_response_fd(sh_request *r, int fd, uint64_t size);
+/* `size` bytes of fd (taken) from `offset` (a Range), the same way. */
+sh_response *sh_response_fd_at(sh_request *r, int fd, uint64_t offset, uint64_t size);
 /* 0, or -1 when the header could not be added. */
 int sh_response_header(sh_response *resp, const char *name, const char *value);
 
