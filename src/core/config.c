@@ -115,6 +115,9 @@ static const opt options[] = {
          "directory of /v1 snapshots (unset: {NFS_ROOT}/.snapshots, else {ROOT}/snapshots)"},
         {"SANDBOX_HOST_COMMAND_LOG_MAX", T_SIZE, OFF(command_log_max), "16M", 1024, 1ULL << 32,
          "bytes kept of each background command's output, bytes (suffixes K, M, G, T)"},
+        {"SANDBOX_HOST_LISTING_MAX", T_SIZE, OFF(listing_max), "64M", 4096, 1ULL << 40,
+         "largest answer of one /v1 listing or search, bytes (past it: 400 before the answer, "
+         "or the streamed answer cut)"},
 };
 
 const char *sh_config_help(void)

@@ -14,6 +14,15 @@ struct sh_pending {
         void *data;
 };
 
+/* A file answer being sent (sh_response_fd): its fd (MHD's, alive as long as the request)
+ * and the offset its promised bytes end at. */
+typedef struct sh_http_file {
+        struct MHD_Response *resp; /* made for the request, until it answers */
+        int fd;
+        uint64_t end;
+        bool watched; /* the answer: looked at until the request ends */
+} sh_http_file;
+
 struct sh_request {
         sh_server *srv;
         struct MHD_Connection *conn;
@@ -43,6 +52,7 @@ struct sh_request {
         sh_pending *token; /* the request's reference to its token, if any */
         struct MHD_Response *pending; /* queued at the next handler call after resume */
         unsigned pending_status;
+        sh_http_file file; /* a file answer */
         int status;
         uint64_t start_ns;
 
@@ -54,6 +64,10 @@ struct sh_request {
 void sh_http_suspend(sh_request *r);
 /* Resume it and have MHD run before the loop sleeps. No-op unless suspended. */
 void sh_http_resume(sh_request *r);
+
+/* r answers with its file (r->file): close its connection when the file gets shorter than
+ * the answer promised. */
+void sh_http_watch_file(sh_request *r);
 
 /* Answer err through the request's surface; `log`: a 5xx is logged; `allow`: the Allow
  * header of a 405. */

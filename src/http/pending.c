@@ -2,6 +2,7 @@
  * in either order", and of suspending and resuming a connection that waits for an answer or
  * for its stream's next bytes. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "http-internal.h"
 
@@ -99,4 +100,62 @@ sh_response *sh_response_stream(sh_pending *p, size_t block)
         if (resp)
                 sh_pending_ref(p); /* the response's, dropped by stream_free */
         return resp;
+}
+
+/* ---- a body made in slices ------------------------------------------------------------- */
+
+static void sliced_stream_wake(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_sliced_stream *ss = data;
+
+        ss->t = NULL; /* the loop frees a fired timer */
+        sh_pending_wake(ss->tok);
+}
+
+ssize_t sh_sliced_stream_read(sh_sliced_stream *ss, char *out, size_t max, sh_slice_fn fn,
+                              void *data)
+{
+        bool sliced = false; /* one slice per call, so every call is bounded */
+        size_t copied = 0;
+
+        for (;;) {
+                size_t n = sh_buf_unread(&ss->b);
+
+                if (n > 0) {
+                        if (n > max - copied)
+                                n = max - copied;
+                        memcpy(out + copied, ss->b.p + ss->b.off, n);
+                        ss->b.off += n;
+                        copied += n;
+                        if (copied == max)
+                                return (ssize_t)copied;
+                        continue;
+                }
+                ss->b.off = ss->b.len = 0;
+                if (ss->ended || sliced) {
+                        if (copied)
+                                return (ssize_t)copied;
+                        if (ss->ended)
+                                return SH_STREAM_END;
+                        /* Nothing made: the connection waits one loop iteration. */
+                        if (!ss->t)
+                                ss->t = sh_loop_add_timer(ss->loop, 0, sliced_stream_wake, ss);
+                        return ss->t ? 0 : SH_STREAM_CUT;
+                }
+                sliced = true;
+                if (fn(data, &ss->b, max - copied, &ss->ended) < 0)
+                        return SH_STREAM_CUT;
+        }
+}
+
+void sh_sliced_stream_stop(sh_sliced_stream *ss)
+{
+        sh_loop_cancel_timer(ss->loop, ss->t);
+        ss->t = NULL;
+}
+
+void sh_sliced_stream_done(sh_sliced_stream *ss)
+{
+        sh_sliced_stream_stop(ss);
+        sh_buf_done(&ss->b);
 }

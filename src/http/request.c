@@ -210,22 +210,23 @@ sh_response *sh_response_buffer(char *p, size_t n)
         return resp;
 }
 
-sh_response *sh_response_fd(int fd, uint64_t size)
+sh_response *sh_response_fd(sh_request *r, int fd, uint64_t size)
 {
-        /* MHD sends it with sendfile(2) and closes fd when the response is destroyed. */
-        struct MHD_Response *resp = MHD_create_response_from_fd64(size, fd);
-
-        if (!resp)
-                close(fd);
-        return resp;
+        return sh_response_fd_at(r, fd, 0, size);
 }
 
-sh_response *sh_response_fd_at(int fd, uint64_t offset, uint64_t size)
+sh_response *sh_response_fd_at(sh_request *r, int fd, uint64_t offset, uint64_t size)
 {
+        /* MHD sends it with sendfile(2) and closes fd when the response is destroyed, after
+         * the request's completion: the fd is the file's as long as r lives. */
         struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(size, fd, offset);
 
-        if (!resp)
+        if (!resp) {
                 close(fd);
+                return NULL;
+        }
+        /* watched once it is r's answer (sh_reply) */
+        r->file = (sh_http_file){.resp = resp, .fd = fd, .end = offset + size};
         return resp;
 }
 
@@ -245,6 +246,9 @@ void sh_reply(sh_request *r, unsigned status, sh_response *resp)
         }
         r->responded = true;
         r->status = (int)status;
+        if (resp && resp == r->file.resp)
+                sh_http_watch_file(r);
+        r->file.resp = NULL;
         if (!resp) {
                 r->status = 500;
                 r->no_response = true;

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "http-internal.h"
 #include "sh/log.h"
@@ -21,6 +23,7 @@
 #define ACCEPT_BATCH    32  /* accepts per loop iteration: MHD reads in between */
 #define ACCEPT_PAUSE_MS 100 /* out of fds or memory: accept again after this */
 #define SWEEP_MS        1000
+#define FILE_WATCH_MS   100 /* how often the files being sent are looked at */
 #define EVICT_LOG_MS    10000
 /* MHD's own bound, above ours: probes answered past SH_HTTP_ACTIVE_MAX need a socket too. */
 #define MHD_CONN_LIMIT (SH_HTTP_ACTIVE_MAX + SH_HTTP_WAITING_MAX + 64)
@@ -65,6 +68,8 @@ struct sh_server {
         char *pod_url;
         sh_request *requests;
         unsigned connections;
+        unsigned n_files;  /* requests answering with a file, watched (sh_http_watch_file) */
+        sh_timer *files_t; /* their next look */
 };
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
@@ -307,6 +312,61 @@ static void on_listen(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data
         }
 }
 
+/* ---- file answers -------------------------------------------------------------------- */
+
+/* A file answer promised its Content-Length; a file that got shorter meanwhile can never give
+ * it: MHD's sendfile(2) reads nothing there, and the connection would wait for bytes that
+ * never come until its idle timeout (holding a shutdown for its whole grace). So every
+ * FILE_WATCH_MS while files are being sent, each one's size is looked at, and the connection
+ * of one that is shorter than its answer's end is closed (shutdown(2), as evict: MHD sees the
+ * end and drops it); its client sees a short body. */
+static void files_arm(sh_server *s);
+
+static void on_files(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_server *s = data;
+        sh_request *r;
+
+        s->files_t = NULL;
+        SH_LIST_FOREACH(requests, r, s->requests) {
+                const union MHD_ConnectionInfo *info;
+                struct stat st;
+
+                if (!r->file.watched ||
+                    (fstat(r->file.fd, &st) == 0 && (uint64_t)st.st_size >= r->file.end))
+                        continue;
+                r->file.watched = false;
+                s->n_files--;
+                log_warn("download-cut", r->log_id,
+                         "'%s': the file shrank below the %" PRIu64
+                         " bytes its answer promised: connection closed",
+                         r->path ? r->path : "", r->file.end);
+                info = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+                if (info && shutdown(info->connect_fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
+                        log_warn("download-cut", r->log_id, "shutdown: %s, ignoring",
+                                 strerror(errno));
+                s->need_run = RUN_ALL;
+        }
+        files_arm(s);
+}
+
+static void files_arm(sh_server *s)
+{
+        if (s->files_t || s->n_files == 0)
+                return;
+        s->files_t = sh_loop_add_timer(s->loop, FILE_WATCH_MS, on_files, s);
+        if (!s->files_t)
+                log_warn("files-timer", NULL, "cannot arm the timer of file answers: %s",
+                         strerror(errno));
+}
+
+void sh_http_watch_file(sh_request *r)
+{
+        r->file.watched = true;
+        r->srv->n_files++;
+        files_arm(r->srv);
+}
+
 /* ---- request lifecycle ---------------------------------------------------------------- */
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
@@ -339,6 +399,8 @@ static void request_free(sh_request *r)
 
         /* The job waiting on it learns first, while everything of the request still lives. */
         sh_pending_request_ended(r);
+        if (r->file.watched)
+                s->n_files--;
         if (r->sink && r->sink->abort)
                 r->sink->abort(r, r->sink_state);
         if (r->surface && r->surface->finish)
@@ -975,6 +1037,7 @@ void sh_server_free(sh_server *s)
         sh_loop_del_io(s->loop, s->bulk_io);
         close_listen(s);
         sh_loop_cancel_timer(s->loop, s->sweep_t);
+        sh_loop_cancel_timer(s->loop, s->files_t);
         while (s->ct.all) { /* MHD_stop_daemon reported every close: only ours are left */
                 srv_conn *sc = (srv_conn *)s->ct.all;
 

@@ -174,7 +174,7 @@ void sh_api_download(sh_request *r)
                 return;
         }
         /* Sent with sendfile(2); the response closes fd. */
-        resp = sh_response_fd(fd, size);
+        resp = sh_response_fd(r, fd, size);
         if (!resp) {
                 sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
                 return;
@@ -352,16 +352,13 @@ void sh_api_disk_usage(sh_request *r)
 
 /* ---- walk: streamed as it is walked; memory bounded by the walker, not the tree -------- */
 
-/* Each call of the stream walks one slice at most (as disk-usage does). A slice that found
- * nothing to send (skipped entries, empty directories) makes the connection wait and wakes it
- * from a loop timer, so other work runs in between. */
+/* Each read of the stream walks one slice at most (as disk-usage does), through the
+ * transport's sliced stream: a slice that found nothing to send (skipped entries, empty
+ * directories) makes the connection wait a loop iteration, so other work runs in between. */
 typedef struct walk_stream {
-        sh_pending *tok; /* borrowed: the request's and the response's references keep it */
-        sh_loop *loop;
-        sh_timer *t; /* pending wake, or NULL */
+        sh_sliced_stream ss;
         sh_fs_walker *w;
-        sh_buf b;  /* encoded bytes not yet handed to the transport */
-        int phase; /* 0: header, 1: entries, 2: footer written */
+        size_t want; /* of this slice */
         bool first;
 } walk_stream;
 
@@ -369,124 +366,71 @@ static void walk_gone(void *data)
 {
         walk_stream *ws = data;
 
-        sh_loop_cancel_timer(ws->loop, TAKE_PTR(ws->t));
+        sh_sliced_stream_stop(&ws->ss);
 }
 
 static void walk_release(void *data)
 {
         walk_stream *ws = data;
 
-        sh_loop_cancel_timer(ws->loop, ws->t);
+        sh_sliced_stream_done(&ws->ss);
         sh_fs_walk_free(ws->w);
-        sh_buf_done(&ws->b);
         free(ws);
 }
 
-static void walk_wake(sh_loop *l, sh_timer *t, void *data)
+/* One entry encoded; 1 once the slice made about what was asked for. */
+static int ws_append_entry(void *data, const sh_fs_entry *e)
 {
         walk_stream *ws = data;
-
-        ws->t = NULL; /* the loop frees a fired timer */
-        sh_pending_wake(ws->tok);
-}
-
-static int ws_append_entry(walk_stream *ws, const sh_fs_entry *e)
-{
+        sh_buf *b = &ws->ss.b;
         size_t plen = strlen(e->path);
         int n;
 
-        if (sh_buf_reserve(&ws->b, 6 * plen + 96) < 0)
+        if (sh_buf_reserve(b, 6 * plen + 96) < 0)
                 return -1;
         if (!ws->first)
-                ws->b.p[ws->b.len++] = ',';
+                b->p[b->len++] = ',';
         ws->first = false;
-        memcpy(ws->b.p + ws->b.len, "{\"path\":", 8);
-        ws->b.len += 8;
-        ws->b.len += sh_json_quote_bytes(e->path, plen, ws->b.p + ws->b.len);
-        n = snprintf(ws->b.p + ws->b.len, ws->b.cap - ws->b.len, ",\"size\":%llu,\"version\":%lld}",
+        memcpy(b->p + b->len, "{\"path\":", 8);
+        b->len += 8;
+        b->len += sh_json_quote_bytes(e->path, plen, b->p + b->len);
+        n = snprintf(b->p + b->len, b->cap - b->len, ",\"size\":%llu,\"version\":%lld}",
                      (unsigned long long)e->size, (long long)e->mtime_ns);
-        ws->b.len += (size_t)n;
-        return 0;
+        b->len += (size_t)n;
+        return b->len >= ws->want;
 }
 
-/* Wait until the next loop iteration: a slice found nothing to send yet. */
-static ssize_t walk_yield(walk_stream *ws)
+/* Encode entries into the stream's buffer, about as much as was asked for, in one slice at
+ * most; the footer (or a cut) when the walk is over. */
+static int walk_slice(void *data, sh_buf *b, size_t want, bool *ended)
 {
-        ws->t = sh_loop_add_timer(ws->loop, 0, walk_wake, ws);
-        return ws->t ? 0 : SH_STREAM_CUT;
-}
-
-/* Encode entries into ws->b, about as much as was asked for, in one slice at most; the footer
- * (or a cut) when the walk is over. Returns 0, or SH_STREAM_CUT. */
-static ssize_t walk_slice(walk_stream *ws, size_t max)
-{
-        uint64_t start = sh_now_ns();
+        walk_stream *ws = data;
         sh_error *err = NULL;
-        unsigned calls = 0;
-        sh_fs_entry e;
         int k;
 
-        while ((k = sh_fs_walk_next(ws->w, &e, &err)) > 0) {
-                if (k == 1 && ws_append_entry(ws, &e) < 0)
-                        return SH_STREAM_CUT;
-                if (ws->b.len >= max || ++calls >= SLICE_CALLS || sh_now_ns() - start > SLICE_NS)
-                        return 0;
-        }
+        ws->want = want;
+        k = sh_fs_walk_slice(ws->w, SLICE_CALLS, SLICE_NS, ws_append_entry, ws, &err);
+        if (k > 0)
+                return 0;
         if (k < 0) {
                 /* The status line is gone already: cut the stream, so the client sees
                  * invalid JSON, never a short list. */
-                log_warn("walk-failed", NULL, "%s", err && err->msg ? err->msg : "");
+                if (err)
+                        log_warn("walk-failed", NULL, "%s", err->msg ? err->msg : "");
                 sh_error_release(&err);
                 return SH_STREAM_CUT;
         }
-        if (sh_buf_reserve(&ws->b, 4) < 0)
+        if (sh_buf_append(b, "]}", 2) < 0)
                 return SH_STREAM_CUT;
-        memcpy(ws->b.p + ws->b.len, "]}", 2);
-        ws->b.len += 2;
-        ws->phase = 2;
+        *ended = true;
         return 0;
 }
 
 static ssize_t walk_read(void *data, char *out, size_t max)
 {
         walk_stream *ws = data;
-        bool sliced = false; /* one slice of walking per call, so every call is bounded */
-        size_t copied = 0;
 
-        for (;;) {
-                ssize_t k;
-
-                if (ws->b.off < ws->b.len) {
-                        size_t n = ws->b.len - ws->b.off;
-
-                        if (n > max - copied)
-                                n = max - copied;
-                        memcpy(out + copied, ws->b.p + ws->b.off, n);
-                        ws->b.off += n;
-                        copied += n;
-                        if (copied == max)
-                                return (ssize_t)copied;
-                        continue;
-                }
-                ws->b.off = ws->b.len = 0;
-                if (ws->phase == 2 || sliced) {
-                        if (copied)
-                                return (ssize_t)copied;
-                        return ws->phase == 2 ? SH_STREAM_END : walk_yield(ws);
-                }
-                if (ws->phase == 0) {
-                        if (sh_buf_reserve(&ws->b, 16) < 0)
-                                return SH_STREAM_CUT;
-                        memcpy(ws->b.p, "{\"entries\":[", 12);
-                        ws->b.len = 12;
-                        ws->phase = 1;
-                        continue;
-                }
-                sliced = true;
-                k = walk_slice(ws, max - copied);
-                if (k != 0)
-                        return k;
-        }
+        return sh_sliced_stream_read(&ws->ss, out, max, walk_slice, ws);
 }
 
 static const sh_pending_ops walk_ops = {
@@ -511,21 +455,23 @@ void sh_api_walk(sh_request *r)
                 return;
         }
         ws->first = true;
-        ws->loop = sh_native(r)->loop;
-        if (sh_fs_walk_open(wsfd, root, &ws->w, &err) < 0) {
+        ws->ss.loop = sh_native(r)->loop;
+        if (sh_buf_append(&ws->ss.b, "{\"entries\":[", 12) < 0)
+                sh_error_make(&err, ENOMEM, "out of memory");
+        if (err || sh_fs_walk_open(wsfd, root, &ws->w, &err) < 0) {
                 walk_release(ws);
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
         }
-        ws->tok = sh_request_wait(r, &walk_ops, ws);
-        if (!ws->tok) {
+        ws->ss.tok = sh_request_wait(r, &walk_ops, ws);
+        if (!ws->ss.tok) {
                 walk_release(ws);
                 sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
-        resp = sh_response_stream(ws->tok, 64 * 1024);
-        sh_pending_release(ws->tok); /* the request's and the response's references remain */
+        resp = sh_response_stream(ws->ss.tok, 64 * 1024);
+        sh_pending_release(ws->ss.tok); /* the request's and the response's references remain */
         if (!resp) {
                 sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
                 return;

@@ -37,9 +37,8 @@ SH_CAPABILITY(os_files, "opensandbox.files")
 
 #define WALK_DEPTH_MAX   64          /* directory levels a listing or search descends */
 #define WALK_ENTRIES_MAX 200000      /* entries one listing or search answers */
-#define DIR_NAMES_MAX    200000      /* names read from one directory */
+#define DIR_NAMES_MAX    200000      /* names a recursive delete reads from one directory */
 #define REPLACE_MAX      (64u << 20) /* a file /files/replace rewrites */
-#define LINES_MAX        (64u << 20) /* a file line mode reads */
 #define PATHS_MAX        1024        /* paths of one request (query or body) */
 #define METADATA_MAX     (64u << 10) /* one metadata part of an upload */
 
@@ -532,69 +531,9 @@ static void add_disposition(sh_response *resp, const char *path)
         }
 }
 
-/* Line mode: lines offset..offset+limit-1 (1-based), joined by "\n" (a last line without its
- * "\n" is a line; nothing after a final "\n" is). */
-static void download_lines(sh_request *r, int fd, const struct statx *s, uint64_t offset,
-                           uint64_t limit, const char *shown)
-{
-        sh_buf out = {0};
-        char buf[65536];
-        uint64_t line = 1, emitted = 0;
-        bool open_line = false;
-        sh_response *resp;
-
-        if (s->stx_size > LINES_MAX) {
-                os_reply_error(r, 400, OS_BAD_BODY,
-                               "'%s': line mode reads files up to %u MiB; use a Range", shown,
-                               LINES_MAX >> 20);
-                return;
-        }
-        while (!limit || line < offset + limit) {
-                ssize_t n = read(fd, buf, sizeof(buf));
-                const char *q = buf, *end = buf + (n > 0 ? n : 0);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        sh_buf_done(&out);
-                        os_reply_error(r, 500, OS_RUNTIME, "read '%s': %s", shown, strerror(errno));
-                        return;
-                }
-                if (n == 0)
-                        break;
-                while (q < end) {
-                        const char *nl = memchr(q, '\n', (size_t)(end - q));
-                        const char *seg = nl ? nl : end;
-                        bool want = line >= offset && (limit == 0 || line < offset + limit);
-
-                        if (want && (seg > q || nl)) {
-                                if (!open_line) {
-                                        if (emitted++ > 0 && sh_buf_append(&out, "\n", 1) < 0)
-                                                goto oom;
-                                        open_line = true;
-                                }
-                                if (seg > q && sh_buf_append(&out, q, (size_t)(seg - q)) < 0)
-                                        goto oom;
-                        }
-                        if (nl) {
-                                line++;
-                                open_line = false;
-                                q = nl + 1;
-                        } else {
-                                q = end;
-                        }
-                }
-        }
-        resp = sh_response_buffer(out.p, out.len);
-        out.p = NULL;
-        if (resp)
-                sh_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
-        sh_reply(r, 200, resp);
-        return;
-oom:
-        sh_buf_done(&out);
-        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-}
+/* Line mode (below: a job of the loop). */
+static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limit,
+                           const char *shown);
 
 static int query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present)
 {
@@ -653,7 +592,7 @@ static void api_download(sh_request *r)
                 return;
         }
         if (has_off || has_lim) {
-                download_lines(r, fd, &s, has_off ? offset : 1, limit, q->val);
+                download_lines(r, TAKE_FD(fd), has_off ? offset : 1, limit, q->val);
                 return;
         }
         if (range && (rr = os_range_parse(range, s.stx_size, &from, &to)) < 0) {
@@ -666,14 +605,14 @@ static void api_download(sh_request *r)
                 return;
         }
         if (rr == 1) {
-                resp = sh_response_fd_at(TAKE_FD(fd), from, to - from + 1);
+                resp = sh_response_fd_at(r, TAKE_FD(fd), from, to - from + 1);
                 snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to,
                          (uint64_t)s.stx_size);
                 if (resp)
                         sh_response_header(resp, "Content-Range", cr);
         } else {
                 /* sent from the very inode checked, with sendfile: memory does not grow */
-                resp = sh_response_fd(TAKE_FD(fd), s.stx_size);
+                resp = sh_response_fd(r, TAKE_FD(fd), s.stx_size);
         }
         if (resp) {
                 sh_response_header(resp, "Content-Type", "application/octet-stream");
@@ -753,21 +692,11 @@ static void free_names(char **v, size_t n)
         free(v);
 }
 
-/* A listing or a search is a job of the loop, walked in slices (as the native disk-usage): at
- * most WALK_SLICE entries or WALK_SLICE_NS a slice, then the loop serves everyone else before
- * the next one, so a tree of 100,000 entries never stalls the daemon. The answer is built as
- * JSON text (one FileInfo printed at a time) and sent at the end. */
+/* Jobs of the loop done in slices (as the native disk-usage): at most WALK_SLICE steps or
+ * WALK_SLICE_NS a slice, then the loop serves everyone else before the next one, so a tree of
+ * 100,000 entries never stalls the daemon. */
 #define WALK_SLICE    2048
 #define WALK_SLICE_NS (5 * 1000 * 1000ULL)
-
-/* One directory being walked: its fd, its sorted names and the next one to look at. */
-typedef struct wframe {
-        int fd;
-        char **names;
-        size_t n, i;
-        char *shown;    /* its path as shown (the top's as asked) */
-        unsigned depth; /* 1: its entries are the top's children */
-} wframe;
 
 /* A job answered from the loop in slices (a listing, a search, a recursive delete): its
  * request waits on tok, and each slice (at most WALK_SLICE entries or WALK_SLICE_NS) runs
@@ -824,164 +753,422 @@ static void sliced_run(sliced *s, sh_request *r)
                 sliced_next(s, r);
 }
 
+/* A job of the loop whose answer may be streamed: its first slices run from the loop while the
+ * request waits (sliced), until it answers, whole or with a stream that goes on as the client
+ * reads (sh_sliced_stream). A job embeds one first; streamed_gone is its token's gone. */
+typedef struct streamed {
+        sliced s;
+        sh_sliced_stream ss;
+} streamed;
+
+static void streamed_gone(void *data)
+{
+        streamed *st = data;
+
+        sliced_gone(&st->s);
+        sh_sliced_stream_stop(&st->ss);
+}
+
+/* Line mode: lines offset..offset+limit-1 (1-based), joined by "\n" (a last line without its
+ * "\n" is a line; nothing after a final "\n" is), read from the file in slices: at most
+ * LINES_SLICE bytes of the file (or LINES_SLICE_NS) a slice, LINES_READ at a time, the wanted
+ * lines among them kept. First from the loop while the request waits: an answer that ends
+ * within LINES_HEAD bytes is sent whole, with its Content-Length (an empty one too, as the
+ * surface's every empty answer); a longer one is streamed from there, a slice each time the
+ * transport wants bytes (sh_sliced_stream). So the loop time of a step and the memory are
+ * bounded whatever the file, and a client that does not read stops the reading. A read that
+ * fails before the answer is a 500, after it cuts the stream. */
+#define LINES_READ     (64u << 10)
+#define LINES_SLICE    (1u << 20)
+#define LINES_SLICE_NS (5 * 1000 * 1000ULL)
+#define LINES_HEAD     (256u << 10)
+
+typedef struct ljob {
+        streamed st; /* first: the head's slices are ljob_head */
+        int fd;
+        uint64_t first, end; /* the lines wanted: [first, end); end 0: to the last */
+        uint64_t line;       /* the line the next byte read belongs to */
+        uint64_t emitted;    /* lines begun in the answer */
+        bool open_line;      /* the current line is begun in the answer */
+        char *shown;
+        int read_errno; /* a read failed */
+        char buf[LINES_READ];
+} ljob;
+
+static void ljob_release(void *data)
+{
+        ljob *j = data;
+
+        sh_sliced_stream_done(&j->st.ss);
+        sh_close(j->fd);
+        free(j->shown);
+        free(j);
+}
+
+static bool ljob_past_end(const ljob *j)
+{
+        return j->end && j->line >= j->end;
+}
+
+/* The wanted bytes of n bytes read into b (at most n + 1: a separator may come first). */
+static void ljob_split(ljob *j, const char *q, size_t n, sh_buf *b)
+{
+        const char *end = q + n;
+
+        while (q < end && !ljob_past_end(j)) {
+                const char *nl = memchr(q, '\n', (size_t)(end - q));
+                const char *seg = nl ? nl : end;
+
+                if (j->line >= j->first && (seg > q || nl)) {
+                        if (!j->open_line) {
+                                if (j->emitted++ > 0)
+                                        b->p[b->len++] = '\n';
+                                j->open_line = true;
+                        }
+                        memcpy(b->p + b->len, q, (size_t)(seg - q));
+                        b->len += (size_t)(seg - q);
+                }
+                if (!nl)
+                        break;
+                j->line++;
+                j->open_line = false;
+                q = nl + 1;
+        }
+}
+
+static int ljob_slice(void *data, sh_buf *b, size_t want, bool *ended)
+{
+        ljob *j = data;
+        uint64_t start = sh_now_ns();
+        size_t done = 0;
+
+        while (done < LINES_SLICE && b->len < want && sh_now_ns() - start < LINES_SLICE_NS) {
+                ssize_t n;
+
+                if (ljob_past_end(j)) {
+                        *ended = true;
+                        return 0;
+                }
+                n = read(j->fd, j->buf, sizeof(j->buf));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        j->read_errno = errno;
+                        return SH_STREAM_CUT;
+                }
+                if (n == 0) {
+                        *ended = true;
+                        return 0;
+                }
+                if (sh_buf_reserve(b, (size_t)n + 1) < 0)
+                        return SH_STREAM_CUT;
+                ljob_split(j, j->buf, (size_t)n, b);
+                done += (size_t)n;
+        }
+        return 0;
+}
+
+static ssize_t ljob_read(void *data, char *out, size_t max)
+{
+        ljob *j = data;
+        ssize_t n = sh_sliced_stream_read(&j->st.ss, out, max, ljob_slice, j);
+
+        if (n == SH_STREAM_CUT)
+                log_warn("download-cut", sh_request_log_id(sh_pending_request(j->st.ss.tok)),
+                         "line mode of '%s': %s; the answer was cut", j->shown,
+                         strerror(j->read_errno ? j->read_errno : ENOMEM));
+        return n;
+}
+
+static const sh_pending_ops ljob_ops = {
+        .gone = streamed_gone, .release = ljob_release, .read = ljob_read};
+
+/* The head, from the loop: true once answered (whole, or as the stream that goes on). */
+static bool ljob_head(sliced *s, sh_request *r)
+{
+        ljob *j = (ljob *)s;
+        sh_response *resp;
+
+        if (ljob_slice(j, &j->st.ss.b, LINES_HEAD, &j->st.ss.ended) < 0) {
+                if (j->read_errno)
+                        os_reply_error(r, 500, OS_RUNTIME, "read '%s': %s", j->shown,
+                                       strerror(j->read_errno));
+                else
+                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                sliced_done(s);
+                return true;
+        }
+        if (!j->st.ss.ended && j->st.ss.b.len < LINES_HEAD)
+                return false;
+        if (j->st.ss.ended) {
+                resp = sh_response_buffer(TAKE_PTR(j->st.ss.b.p), j->st.ss.b.len);
+                sh_buf_done(&j->st.ss.b);
+        } else {
+                j->st.ss.tok = j->st.s.tok; /* borrowed: the request and the response keep it */
+                resp = sh_response_stream(j->st.ss.tok, LINES_READ);
+        }
+        if (resp)
+                sh_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+        sh_reply(r, 200, resp);
+        sliced_done(s);
+        return true;
+}
+
+static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limit,
+                           const char *shown)
+{
+        ljob *j = calloc(1, sizeof(*j));
+
+        if (!j || !(j->shown = strdup(shown))) {
+                free(j);
+                sh_close(fd);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        j->fd = fd;
+        j->first = offset;
+        j->end = limit && limit <= UINT64_MAX - offset ? offset + limit : 0; /* else: to the last */
+        j->line = 1;
+        j->st.s.loop = j->st.ss.loop = os_ctx_of(r)->loop;
+        j->st.s.slice = ljob_head;
+        j->st.s.what = "download";
+        if (!(j->st.s.tok = sh_request_wait(r, &ljob_ops, j))) {
+                ljob_release(j);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        sliced_run(&j->st.s, r);
+}
+
+/* A listing or a search: fs/walk.c's listing mode (each directory by name, a directory's
+ * entries right after it, links never followed or entered, directories entered only as
+ * walk_may_enter allows), its answer a JSON array of FileInfo made as the walk goes, with
+ * bounded memory whatever the tree (docs/architecture.md "Listings and searches"):
+ *
+ * - head: the walk runs in slices from the loop while the request waits, and the answer is
+ *   kept; one that ends within WALK_HEAD_MAX bytes is sent whole (with its Content-Length),
+ *   and an error met meanwhile is answered as such;
+ * - count: past WALK_HEAD_MAX, what is kept is dropped and the walk goes on only counting
+ *   what it would send: past SANDBOX_HOST_LISTING_MAX bytes or WALK_ENTRIES_MAX entries the
+ *   answer is 400 naming the bound, before a byte of it is sent;
+ * - stream: within them, the walk starts again from the same top directory and the answer
+ *   is streamed (chunked) as it is walked, one slice each time the transport wants bytes
+ *   (sh_sliced_stream): a client that does not read stops the walk, and the daemon holds a
+ *   block and about one slice's entries for it. The status is gone by then: if the tree
+ *   grew past a bound, or the walk fails, the stream is cut where it is (the client sees an
+ *   unfinished chunked body and an unclosed array, never a well-formed short list) and the
+ *   cut is logged.
+ *
+ * So a big answer is walked twice; an answer that fits the head, the common one, once. */
+#define WALK_HEAD_MAX (256u << 10)
+#define WALK_HELD_MAX (16u << 20) /* directory listings a walk holds (its current path's) */
+#define WALK_BLOCK    (64u << 10) /* the transport's block of a streamed answer */
+
+typedef enum { WALK_HEAD, WALK_COUNT, WALK_STREAM } walk_phase;
+
 typedef struct wjob {
-        sliced s; /* first: wjob_slice is given it */
+        streamed st; /* first: the head's (and the count's) slices are wjob_slice */
         fctx f;
-        wframe st[WALK_DEPTH_MAX + 1];
-        unsigned top; /* frames in st */
-        sh_buf out;   /* the answer so far: "[" and the entries, comma-separated */
-        size_t count;
-        unsigned max_depth;
-        char *pattern;     /* search: a glob; NULL: a listing */
-        bool pattern_path; /* the pattern holds '/': matched against the path below the top */
-        size_t top_len;    /* length of the top's shown path (search's relative paths) */
+        int top;       /* the directory walked (O_PATH, checked by walk_top): each pass's */
+        char *shown;   /* the top as asked: every path shown starts with it */
+        char *pattern; /* search: a glob; NULL: a listing */
+        sh_fs_walk_opts o;
+        sh_fs_walker *w;
+        walk_phase phase;
+        sh_buf out;            /* head: the answer so far; count: the entry being counted */
+        uint64_t bytes, count; /* of the answer of this pass, the brackets included */
+        uint64_t max;          /* SANDBOX_HOST_LISTING_MAX */
+        size_t want;           /* stream: what this slice is asked for */
         os_err e;
 } wjob;
-
-static void wjob_pop(wjob *j)
-{
-        wframe *fr = &j->st[--j->top];
-
-        free_names(fr->names, fr->n);
-        sh_close(fr->fd);
-        free(fr->shown);
-        memset(fr, 0, sizeof(*fr));
-}
-
-static void wjob_gone(void *data)
-{
-        sliced_gone(&((wjob *)data)->s);
-}
 
 static void wjob_release(void *data)
 {
         wjob *j = data;
 
-        while (j->top > 0)
-                wjob_pop(j);
+        sh_fs_walk_free(j->w);
+        sh_sliced_stream_done(&j->st.ss);
         sh_buf_done(&j->out);
+        sh_close(j->top);
+        free(j->shown);
         free(j->pattern);
         fctx_done(&j->f);
         free(j);
 }
 
-static const sh_pending_ops wjob_ops = {.gone = wjob_gone, .release = wjob_release};
-
-/* Enter directory fd (taken) shown as `shown` (taken) at `depth`: its names read and sorted.
- * 0, or -1 with j->e filled; a directory that vanished or cannot be read is skipped (0). */
-static int wjob_push(wjob *j, int fd, char *shown, unsigned depth)
+/* Kernel filesystems are never entered, nor a directory the sandbox's uid could not list
+ * itself (read and search). */
+static bool walk_may_enter(void *data, int fd)
 {
-        wframe *fr;
-        size_t n = 0;
-        char **names = read_names(fd, &n);
-
-        if (!names) {
-                int errnum = errno;
-
-                sh_close(fd);
-                if (errnum == EACCES || errnum == ENOENT) {
-                        free(shown);
-                        return 0;
-                }
-                fail(&j->e, errnum, shown, "list");
-                free(shown);
-                return -1;
-        }
-        fr = &j->st[j->top++];
-        fr->fd = fd;
-        fr->names = names;
-        fr->n = n;
-        fr->i = 0;
-        fr->shown = shown;
-        fr->depth = depth;
-        return 0;
-}
-
-/* One entry of the current directory. Links are never followed: an entry is looked at with
- * AT_SYMLINK_NOFOLLOW and a directory is entered with O_NOFOLLOW, relative to the fd of the
- * directory that holds it. 0, or -1 with j->e filled. */
-static int wjob_entry(wjob *j)
-{
-        wframe *fr = &j->st[j->top - 1];
-        const char *name = fr->names[fr->i++];
-        const char *shown = fr->shown;
-        char *child = NULL;
+        fctx *f = data;
         struct statx s;
 
-        if (statx(fr->fd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &s) < 0)
-                return 0; /* vanished meanwhile */
-        if (asprintf(&child, "%s%s%s", shown, shown[strlen(shown) - 1] == '/' ? "" : "/", name) < 0)
+        return !kernel_fs(fd) && fstatx(fd, &s) == 0 && may(f, fd, &s, OS_MAY_READ | OS_MAY_EXEC);
+}
+
+/* A new pass over the top directory. 0, or -1 with j->e filled. */
+static int wjob_begin(wjob *j, walk_phase phase, sh_buf *b)
+{
+        sh_error *err = NULL;
+
+        sh_fs_walk_free(TAKE_PTR(j->w));
+        j->phase = phase;
+        j->count = 0;
+        j->bytes = 2; /* "[" and "]" */
+        if (sh_fs_walk_open_at(j->top, j->shown, &j->o, &j->w, &err) < 0) {
+                fail(&j->e, err ? err->errnum : ENOMEM, j->shown, "list");
+                sh_error_release(&err);
+                return -1;
+        }
+        if (sh_buf_append(b, "[", 1) < 0)
                 return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        if (!j->pattern ||
-            (S_ISREG(s.stx_mode) &&
-             fnmatch(j->pattern, j->pattern_path ? child + j->top_len + 1 : name, 0) == 0)) {
-                cJSON *fi = file_info(&j->f, child, &s);
-                char *text = fi ? cJSON_PrintUnformatted(fi) : NULL;
-                int r = -1;
-
-                cJSON_Delete(fi);
-                if (++j->count > WALK_ENTRIES_MAX) {
-                        free(text);
-                        free(child);
-                        return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                          "more than %u entries: narrow the path or depth",
-                                          WALK_ENTRIES_MAX);
-                }
-                if (text && (j->count == 1 || sh_buf_append(&j->out, ",", 1) == 0))
-                        r = sh_buf_append(&j->out, text, strlen(text));
-                free(text);
-                if (r < 0) {
-                        free(child);
-                        return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-                }
-        }
-        if (S_ISDIR(s.stx_mode) && fr->depth < j->max_depth && j->top < ARRAY_SIZE(j->st)) {
-                int cfd = openat(fr->fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                struct statx cs;
-
-                /* a directory swapped for a link meanwhile is not entered (O_NOFOLLOW), nor one
-                 * the sandbox's uid could not read, nor a kernel filesystem */
-                if (cfd < 0 || kernel_fs(cfd) || fstatx(cfd, &cs) < 0 ||
-                    !may(&j->f, cfd, &cs, OS_MAY_READ | OS_MAY_EXEC)) {
-                        sh_close(cfd);
-                        free(child);
-                        return 0;
-                }
-                return wjob_push(j, cfd, child, fr->depth + 1);
-        }
-        free(child);
         return 0;
 }
 
-/* Returns true when the request was answered (the job is then done with it). */
+/* The FileInfo of entry e appended to b (after a comma but for the first), counted against
+ * the bounds. 0, or -1 with j->e filled. */
+static int wjob_add(wjob *j, sh_buf *b, const sh_fs_entry *e)
+{
+        cJSON *fi = file_info(&j->f, e->path, e->stx);
+        char *text = fi ? cJSON_PrintUnformatted(fi) : NULL;
+        bool comma = j->count > 0;
+        int r = -1;
+
+        cJSON_Delete(fi);
+        if (!text)
+                os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        else if (++j->count > WALK_ENTRIES_MAX)
+                os_err_set(&j->e, 400, OS_BAD_BODY,
+                           "more than %u entries: narrow the path or depth", WALK_ENTRIES_MAX);
+        else if ((j->bytes += strlen(text) + comma) > j->max)
+                os_err_set(&j->e, 400, OS_BAD_BODY,
+                           "the answer would pass %" PRIu64
+                           " bytes (SANDBOX_HOST_LISTING_MAX): narrow the path or depth",
+                           j->max);
+        else if ((comma && sh_buf_append(b, ",", 1) < 0) ||
+                 sh_buf_append(b, text, strlen(text)) < 0)
+                os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        else
+                r = 0;
+        free(text);
+        return r;
+}
+
+/* A walk that failed: why, as execd's answer. */
+static void wjob_failed(wjob *j, sh_error *err)
+{
+        if (err && err->errnum == E2BIG)
+                os_err_set(&j->e, 400, OS_BAD_BODY,
+                           "'%s': the directories on one path below it hold more than %u MiB "
+                           "of names: narrow the path or depth",
+                           j->shown, WALK_HELD_MAX >> 20);
+        else
+                fail(&j->e, err ? err->errnum : EIO, j->shown, "list");
+}
+
+/* Entry e into this pass's answer: the head keeps it (and past WALK_HEAD_MAX the pass turns to
+ * counting), the count only counts it, the stream sends it. 0; 1 once a stream's slice made
+ * what was asked; -1 with j->e filled. */
+static int wjob_entry(void *data, const sh_fs_entry *e)
+{
+        wjob *j = data;
+        sh_buf *b = j->phase == WALK_STREAM ? &j->st.ss.b : &j->out;
+
+        if (j->phase == WALK_COUNT)
+                j->out.len = 0;
+        if (wjob_add(j, b, e) < 0)
+                return -1;
+        if (j->phase == WALK_HEAD && j->out.len > WALK_HEAD_MAX) {
+                j->phase = WALK_COUNT;
+                sh_buf_done(&j->out);
+        }
+        return j->phase == WALK_STREAM && b->len >= j->want;
+}
+
+/* One slice of this pass: 1 more to walk, 0 the walk is over, -1 with j->e filled. */
+static int wjob_walk(wjob *j)
+{
+        sh_error *err = NULL;
+        int k = sh_fs_walk_slice(j->w, WALK_SLICE, WALK_SLICE_NS, wjob_entry, j, &err);
+
+        if (k < 0 && err)
+                wjob_failed(j, err);
+        sh_error_release(&err);
+        return k < 0 ? -1 : k;
+}
+
+/* The stream: one slice of the walk each time the transport wants bytes. */
+static int wjob_stream_slice(void *data, sh_buf *b, size_t want, bool *ended)
+{
+        wjob *j = data;
+        int k;
+
+        j->want = want;
+        if ((k = wjob_walk(j)) > 0)
+                return 0;
+        if (k == 0 && sh_buf_append(b, "]", 1) == 0) {
+                *ended = true;
+                return 0;
+        }
+        if (k == 0)
+                os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        /* The 200 is gone: the client sees a cut stream, never a short list. */
+        log_warn("listing-cut", sh_request_log_id(sh_pending_request(j->st.ss.tok)),
+                 "the answer below '%s' was cut after %" PRIu64 " entries: %s", j->shown, j->count,
+                 j->e.message);
+        return SH_STREAM_CUT;
+}
+
+static ssize_t wjob_read(void *data, char *out, size_t max)
+{
+        wjob *j = data;
+
+        return sh_sliced_stream_read(&j->st.ss, out, max, wjob_stream_slice, j);
+}
+
+static const sh_pending_ops wjob_ops = {
+        .gone = streamed_gone, .release = wjob_release, .read = wjob_read};
+
+/* Counted within the bounds: answer with the stream, walked again from the top. */
+static void wjob_stream(wjob *j, sh_request *r)
+{
+        sh_response *resp;
+
+        sh_buf_done(&j->out);
+        if (wjob_begin(j, WALK_STREAM, &j->st.ss.b) < 0) {
+                os_reply_err(r, &j->e);
+                return;
+        }
+        j->st.ss.loop = j->st.s.loop;
+        j->st.ss.tok = j->st.s.tok; /* borrowed: the request and the response keep it */
+        resp = sh_response_stream(j->st.ss.tok, WALK_BLOCK);
+        if (resp)
+                sh_response_header(resp, "Content-Type", "application/json");
+        sh_reply(r, 200, resp);
+}
+
+/* Head and count, from the loop in slices. Returns true when the request was answered (the
+ * job is then done with it; a stream lives on with the response). */
 static bool wjob_slice(sliced *s, sh_request *r)
 {
         wjob *j = (wjob *)s;
-        uint64_t start = sh_now_ns();
         sh_response *resp;
-        unsigned n = 0;
+        int k = wjob_walk(j);
 
-        while (j->top > 0) {
-                if (j->st[j->top - 1].i == j->st[j->top - 1].n) {
-                        wjob_pop(j);
-                        continue;
-                }
-                if (wjob_entry(j) < 0) {
-                        os_reply_err(r, &j->e);
-                        sliced_done(s);
-                        return true;
-                }
-                if (++n >= WALK_SLICE || sh_now_ns() - start > WALK_SLICE_NS)
-                        return false;
-        }
-        if (sh_buf_append(&j->out, "]", 1) < 0) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-        } else {
+        if (k > 0)
+                return false;
+        if (k == 0 && j->phase == WALK_COUNT) {
+                wjob_stream(j, r);
+        } else if (k == 0 && sh_buf_append(&j->out, "]", 1) == 0) {
                 resp = sh_response_buffer(TAKE_PTR(j->out.p), j->out.len);
-                j->out.len = j->out.cap = 0;
+                sh_buf_done(&j->out);
                 if (resp)
                         sh_response_header(resp, "Content-Type", "application/json");
                 sh_reply(r, 200, resp);
+        } else {
+                if (k == 0)
+                        os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+                os_reply_err(r, &j->e);
         }
         sliced_done(s);
         return true;
@@ -1010,8 +1197,6 @@ static void run_walk(sh_request *r, const char *pattern, unsigned depth)
 {
         const sh_query_param *q = query_one(r, "path");
         _cleanup_free_ char *p = NULL;
-        char *shown = NULL;
-        int fd;
         wjob *j;
 
         if (!q) {
@@ -1019,46 +1204,47 @@ static void run_walk(sh_request *r, const char *pattern, unsigned depth)
                 return;
         }
         j = calloc(1, sizeof(*j));
-        if (!j || (pattern && !(j->pattern = strdup(pattern))) || !(shown = strdup(q->val))) {
+        if (!j || (pattern && !(j->pattern = strdup(pattern))) || !(j->shown = strdup(q->val))) {
                 if (j)
                         free(j->pattern);
                 free(j);
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
         }
-        j->f.root = -1;
+        j->f.root = j->top = -1;
         if (fctx_init(r, &j->f) < 0) {
-                free(shown);
-                free(j->pattern);
-                free(j);
+                wjob_release(j);
                 return;
         }
-        j->s.loop = os_ctx_of(r)->loop;
-        j->max_depth = depth;
-        j->top_len = strlen(q->val);
-        while (j->top_len > 0 && q->val[j->top_len - 1] == '/')
-                j->top_len--;
-        j->pattern_path = pattern && strchr(pattern, '/');
-        j->s.slice = wjob_slice;
-        j->s.what = "walk";
-        if (!(j->s.tok = sh_request_wait(r, &wjob_ops, j))) {
-                free(shown);
+        j->st.s.loop = os_ctx_of(r)->loop;
+        j->st.s.slice = wjob_slice;
+        j->st.s.what = "walk";
+        j->max = os_ctx_of(r)->cfg->listing_max;
+        j->o = (sh_fs_walk_opts){
+                .all = !pattern,
+                .max_depth = depth,
+                .pattern = j->pattern,
+                .pattern_path = pattern && strchr(pattern, '/'),
+                .may_enter = walk_may_enter,
+                .data = &j->f,
+                .held_max = WALK_HELD_MAX,
+        };
+        if (!(j->st.s.tok = sh_request_wait(r, &wjob_ops, j))) {
                 wjob_release(j);
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
         }
         read_maps(&j->f); /* once, before the walk: the names of every entry */
-        if (sh_buf_append(&j->out, "[", 1) < 0 || !(p = sb_path(q->val, q->val_len, &j->e)) ||
-            (fd = walk_top(&j->f, p, q->val, &j->e)) < 0 ||
-            wjob_push(j, fd, TAKE_PTR(shown), 1) < 0) {
-                free(shown);
-                if (!j->e.code)
-                        os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        if (!(p = sb_path(q->val, q->val_len, &j->e)) ||
+            (j->top = walk_top(&j->f, p, q->val, &j->e)) < 0 ||
+            wjob_begin(j, WALK_HEAD, &j->out) < 0) {
                 os_reply_err(r, &j->e);
-                sliced_done(&j->s);
+                sliced_done(&j->st.s);
                 return;
         }
-        sliced_run(&j->s, r);
+        /* the walk needs no more of the sandbox's root than the top directory */
+        j->f.root = sh_close(j->f.root);
+        sliced_run(&j->st.s, r);
 }
 
 static void api_list(sh_request *r)

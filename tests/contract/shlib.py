@@ -914,6 +914,28 @@ class ProbeWatch(threading.Thread):
         assert self.probes >= min_probes, "only %d probes ran" % self.probes
 
 
+def sanitized():
+    """ASan keeps freed memory in quarantine: RSS says nothing about our bounds there."""
+    out = subprocess.run(["ldd", binary()], capture_output=True, text=True).stdout
+    return "libasan" in out
+
+
+def peak_rss_growth_kib(pid, call):
+    """VmHWM growth of `pid` while `call` runs (the peak is reset first: clear_refs 5)."""
+    def status(key):
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+        raise AssertionError("no " + key)
+
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+    before = status("VmRSS")
+    res = call()
+    return res, status("VmHWM") - before
+
+
 def wait_until(fn, timeout=5.0, interval=0.05):
     deadline = time.monotonic() + timeout
     while True:

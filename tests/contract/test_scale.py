@@ -9,17 +9,11 @@ import tempfile
 
 import pytest
 
-from shlib import Daemon, ProbeWatch, binary, is_root
+from shlib import Daemon, ProbeWatch, is_root, sanitized
 
 pytestmark = pytest.mark.skipif(not is_root(), reason="mounting a tmpfs needs root")
 
 N_DIRS, PER_DIR = 100, 1000
-
-
-def sanitized():
-    """ASan keeps freed memory in quarantine: RSS says nothing about our bounds there."""
-    out = subprocess.run(["ldd", binary()], capture_output=True, text=True).stdout
-    return "libasan" in out
 
 
 def vm_hwm_kib(pid):

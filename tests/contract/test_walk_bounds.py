@@ -33,7 +33,7 @@ import time
 
 import pytest
 
-from shlib import Daemon, binary, is_root, wait_until
+from shlib import Daemon, is_root, peak_rss_growth_kib, sanitized, wait_until
 
 pytestmark = pytest.mark.skipif(not is_root(), reason="mounting a tmpfs and planting trees "
                                 "in the state root need root")
@@ -275,28 +275,6 @@ def test_a_stalled_walk_deep_in_a_chain_holds_few_fds_and_neighbours_keep_workin
         neighbour.delete()
     assert wait_until(lambda: fd_count(pid) <= base + 2, timeout=10), \
         "fds not released after the stalled walk: %d above" % (fd_count(pid) - base)
-
-
-def sanitized():
-    """ASan keeps freed memory in quarantine: RSS says nothing about our bounds there."""
-    out = subprocess.run(["ldd", binary()], capture_output=True, text=True).stdout
-    return "libasan" in out
-
-
-def peak_rss_growth_kib(pid, call):
-    """VmHWM growth of `pid` while `call` runs (the peak is reset first: clear_refs 5)."""
-    def status(key):
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-        raise AssertionError("no " + key)
-
-    with open(f"/proc/{pid}/clear_refs", "w") as f:
-        f.write("5")
-    before = status("VmRSS")
-    res = call()
-    return res, status("VmHWM") - before
 
 
 @pytest.mark.skipif(sanitized(), reason="RSS is not a measure of our memory under ASan")

@@ -2,8 +2,9 @@
 // @alibaba-group/opensandbox 0.1.11), as a user would (OPENSANDBOX.md section 3.2):
 // writeFiles with modes and owners, readFile (text, range, lines), readBytes,
 // readBytesStream, getFileInfo, search, replaceContents[Detailed], moveFiles, setPermissions,
-// deleteFiles, listDirectory, createDirectories, deleteDirectories, and commands that see the
-// same files at the same paths. One daemon for the file.
+// deleteFiles, listDirectory, createDirectories, deleteDirectories (listings, searches and line
+// reads long enough to be streamed too), and commands that see the same files at the same
+// paths. One daemon for the file.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
@@ -78,6 +79,22 @@ describe("files and directories through the SDK", { skip: needsRoot, timeout: 12
     assert.deepEqual(ls.map((e) => e.path), ["/tmp/sdk/d/e", "/tmp/sdk/d/e/x.py", "/tmp/sdk/d/y.txt"]);
     const found = await sbx.files.search({ path: "/tmp/sdk/d", pattern: "*.py" });
     assert.deepEqual(found.map((e) => e.path), ["/tmp/sdk/d/e/x.py"]);
+  });
+
+  it("a listing, a search and a line-mode read too long to come whole are streamed", async () => {
+    // ~1 MB of listing, ~400 KB of search and ~600 KB of lines: past the 256 KiB the daemon
+    // answers whole, so they come chunked as they are made; the SDK reads them like any answer.
+    await out("mkdir -p /tmp/sdk/big && cd /tmp/sdk/big && seq -f 'file-%05g.txt' 1 5000 | xargs touch"
+      + " && seq 1 100000 > /tmp/sdk/lines.txt");
+    const ls = await sbx.files.listDirectory({ path: "/tmp/sdk/big" });
+    assert.equal(ls.length, 5000);
+    assert.equal(ls[0].path, "/tmp/sdk/big/file-00001.txt");
+    assert.equal(ls[4999].path, "/tmp/sdk/big/file-05000.txt");
+    const found = await sbx.files.search({ path: "/tmp/sdk/big", pattern: "file-0[34]*" });
+    assert.equal(found.length, 2000);
+    const text = await sbx.files.readFile("/tmp/sdk/lines.txt", { offset: 2, limit: 99998 });
+    assert.equal(text.length, 588885);
+    assert.ok(text.startsWith("2\n3\n") && text.endsWith("\n99999"));
   });
 
   it("replaceContents, replaceContentsDetailed and moveFiles", async () => {

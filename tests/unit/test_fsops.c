@@ -1349,6 +1349,223 @@ START_TEST(test_race_fallback_walker_never_escapes)
 }
 END_TEST
 
+/* ---- the listing and search mode (the /v1 file API) ---------------------------------- */
+
+/* Every entry of a listing (its path), over the bounded steps; the walk's result (0 or <0)
+ * and its error's errno in *errnum. */
+/* A listing of ws/`dir`, its paths starting with `prefix`. */
+static sh_fs_walker *open_listing(const char *dir, const char *prefix, const sh_fs_walk_opts *o)
+{
+        int dfd = open(tp("ws/%s", dir), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        sh_fs_walker *w = NULL;
+        sh_error *err = NULL;
+
+        ck_assert_int_ge(dfd, 0);
+        ck_assert_int_eq(sh_fs_walk_open_at(dfd, prefix, o, &w, &err), 0);
+        close(dfd); /* the walker has its own */
+        return w;
+}
+
+static int list_all(const char *dir, const char *prefix, const sh_fs_walk_opts *o, char out[][64],
+                    int max, int *errnum)
+{
+        sh_fs_walker *w = open_listing(dir, prefix, o);
+        sh_error *err = NULL;
+        sh_fs_entry e;
+        int n = 0, r;
+
+        while ((r = walk_next(w, &e, &err)) == 1) {
+                ck_assert_int_lt(n, max);
+                /* the parts of the entry agree with its path and its statx */
+                ck_assert_str_eq(e.path + strlen(e.path) - strlen(e.name), e.name);
+                ck_assert_str_eq(e.path + strlen(e.path) - strlen(e.rel), e.rel);
+                ck_assert_ptr_nonnull(e.stx);
+                snprintf(out[n++], 64, "%s", e.path);
+        }
+        *errnum = r < 0 && err ? err->errnum : 0;
+        sh_error_release(&err);
+        sh_fs_walk_free(w);
+        return r < 0 ? r : n;
+}
+
+static void assert_listed(char got[][64], int n, const char *const *want)
+{
+        int i = 0;
+
+        for (; want[i]; i++) {
+                ck_assert_int_lt(i, n);
+                ck_assert_str_eq(got[i], want[i]);
+        }
+        ck_assert_int_eq(n, i);
+}
+
+START_TEST(test_listing_yields_each_directory_by_name_with_its_entries_after_it)
+{
+        /* by name within each directory ("a" < "a-c", whatever a is), a directory's entries
+         * right after it: the order of execd's YAML, not the walk's "a-c" < "a/x" */
+        static const char *const want[] = {"/t/a",  "/t/a/b",  "/t/a/b/y", "/t/a/x", "/t/a-c",
+                                           "/t/dl", "/t/fifo", "/t/fl",    "/t/z",   NULL};
+        sh_fs_walk_opts o = {.all = true};
+        char got[16][64];
+        int errnum, n;
+
+        ck_assert_int_eq(mkdir(tp("ws/t"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/t/a"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/t/a/b"), 0755), 0);
+        ut_write_file(tp("ws/t/a/b/y"), "");
+        ut_write_file(tp("ws/t/a/x"), "");
+        ut_write_file(tp("ws/t/a-c"), "");
+        ut_write_file(tp("ws/t/z"), "");
+        ck_assert_int_eq(symlink("a", tp("ws/t/dl")), 0);
+        ck_assert_int_eq(symlink("z", tp("ws/t/fl")), 0);
+        ck_assert_int_eq(mkfifo(tp("ws/t/fifo"), 0644), 0);
+        n = list_all("t", "/t", &o, got, 16, &errnum);
+        assert_listed(got, n, want);
+}
+END_TEST
+
+START_TEST(test_listing_shows_links_as_links_and_never_enters_them)
+{
+        sh_fs_walk_opts o = {.all = true};
+        sh_fs_walker *w;
+        sh_error *err = NULL;
+        sh_fs_entry e;
+
+        ck_assert_int_eq(mkdir(tp("ws/t"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/t/d"), 0755), 0);
+        ut_write_file(tp("ws/t/d/f"), "");
+        ck_assert_int_eq(symlink("/", tp("ws/t/root")), 0);
+        w = open_listing("t", "/", &o);
+        ck_assert_int_eq(walk_next(w, &e, &err), 1);
+        ck_assert_str_eq(e.path, "/d"); /* a "/" prefix takes no second slash */
+        ck_assert(S_ISDIR(e.stx->stx_mode));
+        ck_assert_int_eq(walk_next(w, &e, &err), 1);
+        ck_assert_str_eq(e.path, "/d/f");
+        ck_assert(S_ISREG(e.stx->stx_mode));
+        ck_assert_int_eq(walk_next(w, &e, &err), 1);
+        ck_assert_str_eq(e.path, "/root");
+        ck_assert(S_ISLNK(e.stx->stx_mode));
+        ck_assert_int_eq(walk_next(w, &e, &err), 0);
+        sh_fs_walk_free(w);
+}
+END_TEST
+
+START_TEST(test_listing_stops_at_its_depth)
+{
+        static const char *const one[] = {"t/a", "t/f", NULL};
+        static const char *const two[] = {"t/a", "t/a/b", "t/f", NULL};
+        sh_fs_walk_opts o = {.all = true, .max_depth = 1};
+        char got[16][64];
+        int errnum, n;
+
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/a/b/c", NULL, &(sh_error *){NULL}), 0);
+        ut_write_file(tp("ws/t/f"), "");
+        n = list_all("t", "t", &o, got, 16, &errnum);
+        assert_listed(got, n, one);
+        o.max_depth = 2;
+        n = list_all("t", "t", &o, got, 16, &errnum);
+        assert_listed(got, n, two);
+}
+END_TEST
+
+static bool refuse_named_no(void *data, int fd)
+{
+        struct stat st, no;
+
+        (void)data;
+        ck_assert_int_eq(fstat(fd, &st), 0);
+        ck_assert(S_ISDIR(st.st_mode));
+        return stat(tp("ws/t/no"), &no) < 0 || no.st_ino != st.st_ino;
+}
+
+START_TEST(test_listing_enters_only_the_directories_its_caller_allows)
+{
+        /* the caller's rule (the sandbox's permissions, kernel filesystems): "no" is shown,
+         * its entries are not */
+        static const char *const want[] = {"t/no", "t/yes", "t/yes/f", NULL};
+        sh_fs_walk_opts o = {.all = true, .may_enter = refuse_named_no};
+        char got[16][64];
+        int errnum, n;
+
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/no", NULL, &(sh_error *){NULL}), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/yes", NULL, &(sh_error *){NULL}), 0);
+        ut_write_file(tp("ws/t/no/secret"), "");
+        ut_write_file(tp("ws/t/yes/f"), "");
+        n = list_all("t", "t", &o, got, 16, &errnum);
+        assert_listed(got, n, want);
+}
+END_TEST
+
+START_TEST(test_search_matches_regular_files_by_base_name_or_by_path)
+{
+        static const char *const by_name[] = {"s/a.txt", "s/sub/c.txt", NULL};
+        static const char *const by_path[] = {"s/sub/c.txt", NULL};
+        sh_fs_walk_opts o = {.pattern = "*.txt"};
+        char got[16][64];
+        int errnum, n;
+
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "s/sub/d.txt", NULL, &(sh_error *){NULL}), 0);
+        ut_write_file(tp("ws/s/a.txt"), "");
+        ut_write_file(tp("ws/s/b.py"), "");
+        ut_write_file(tp("ws/s/sub/c.txt"), "");
+        ck_assert_int_eq(symlink("a.txt", tp("ws/s/l.txt")), 0);
+        n = list_all("s", "s", &o, got, 16, &errnum);
+        assert_listed(got, n, by_name); /* the directory d.txt and the link l.txt are no files */
+        o = (sh_fs_walk_opts){.pattern = "sub/*", .pattern_path = true};
+        n = list_all("s", "s", &o, got, 16, &errnum);
+        assert_listed(got, n, by_path);
+}
+END_TEST
+
+START_TEST(test_listing_fails_with_e2big_past_the_names_it_may_hold)
+{
+        /* 2,000 names of 200 bytes in one directory: ~400 KiB of listing, past a bound of
+         * 64 KiB; the same under a bound of 1 MiB */
+        sh_fs_walk_opts o = {.all = true, .held_max = 64 << 10};
+        static char got[2048][64];
+        char name[201];
+        int errnum, n;
+
+        ck_assert_int_eq(mkdir(tp("ws/w"), 0755), 0);
+        memset(name, 'n', 200);
+        name[200] = '\0';
+        for (int i = 0; i < 2000; i++) {
+                snprintf(name, 5, "%04d", i);
+                name[4] = 'n';
+                ut_write_file(tp("ws/w/%s", name), "");
+        }
+        ck_assert_int_lt(list_all("w", "w", &o, got, 2048, &errnum), 0);
+        ck_assert_int_eq(errnum, E2BIG);
+        o.held_max = 1 << 20;
+        n = list_all("w", "w", &o, got, 2048, &errnum);
+        ck_assert_int_eq(n, 2000);
+}
+END_TEST
+
+START_TEST(test_listing_never_enters_a_directory_swapped_after_it_was_shown)
+{
+        /* "d" is shown, then moved away and another directory put in its place before the
+         * next step: the entries shown below "d" can only be the shown directory's */
+        sh_fs_walk_opts o = {.all = true};
+        sh_fs_walker *w;
+        sh_error *err = NULL;
+        sh_fs_entry e;
+
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/d", NULL, &(sh_error *){NULL}), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/other", NULL, &(sh_error *){NULL}), 0);
+        ut_write_file(tp("ws/t/d/mine"), "");
+        ut_write_file(tp("ws/t/other/decoy"), "");
+        w = open_listing("t", "t", &o);
+        ck_assert_int_eq(walk_next(w, &e, &err), 1);
+        ck_assert_str_eq(e.path, "t/d");
+        ck_assert_int_eq(rename(tp("ws/t/d"), tp("ws/t/moved")), 0);
+        ck_assert_int_eq(rename(tp("ws/t/other"), tp("ws/t/d")), 0);
+        while (walk_next(w, &e, &err) == 1)
+                ck_assert_msg(strcmp(e.path, "t/d/decoy") != 0, "entered the swapped directory");
+        sh_fs_walk_free(w);
+}
+END_TEST
+
 static Suite *fsops_suite(void)
 {
         Suite *s = suite_create("fsops");
@@ -1419,6 +1636,14 @@ static Suite *fsops_suite(void)
                 tcase_add_test(t, test_walk_never_follows_a_link_swapped_in_for_a_closed_level);
                 tcase_add_test(t, test_walk_never_follows_a_link_even_to_the_level_itself);
                 tcase_add_test(t, test_remove_tree_of_a_chain_deeper_than_the_fd_limit);
+                tcase_add_test(
+                        t, test_listing_yields_each_directory_by_name_with_its_entries_after_it);
+                tcase_add_test(t, test_listing_shows_links_as_links_and_never_enters_them);
+                tcase_add_test(t, test_listing_stops_at_its_depth);
+                tcase_add_test(t, test_listing_enters_only_the_directories_its_caller_allows);
+                tcase_add_test(t, test_search_matches_regular_files_by_base_name_or_by_path);
+                tcase_add_test(t, test_listing_fails_with_e2big_past_the_names_it_may_hold);
+                tcase_add_test(t, test_listing_never_enters_a_directory_swapped_after_it_was_shown);
                 suite_add_tcase(s, t);
         }
 

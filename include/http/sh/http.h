@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sh/buf.h"
 #include "sh/config.h"
 #include "sh/error.h"
 #include "sh/list.h"
@@ -249,10 +250,13 @@ sh_response *sh_response_json(cJSON *body); /* consumes body */
 sh_response *sh_response_empty(void);
 /* `n` bytes of memory (p taken: freed with free(), also when this fails; NULL with n 0). */
 sh_response *sh_response_buffer(char *p, size_t n);
-/* A file's `size` bytes from fd (taken), sent with sendfile(2). */
-sh_response *sh_response_fd(int fd, uint64_t size);
-/* `size` bytes of fd (taken) from `offset` (a Range), sent with sendfile(2). */
-sh_response *sh_response_fd_at(int fd, uint64_t offset, uint64_t size);
+/* A file's `size` bytes from fd (taken), sent with sendfile(2), as r's answer. A file that
+ * shrinks below what the answer promised (its Content-Length) would leave the connection
+ * waiting for bytes that never come: the transport looks at the file while it is sent and
+ * closes the connection as soon as it is shorter (the client sees a short body). */
+sh_response *sh_response_fd(sh_request *r, int fd, uint64_t size);
+/* `size` bytes of fd (taken) from `offset` (a Range), the same way. */
+sh_response *sh_response_fd_at(sh_request *r, int fd, uint64_t offset, uint64_t size);
 /* 0, or -1 when the header could not be added. */
 int sh_response_header(sh_response *resp, const char *name, const char *value);
 
@@ -308,3 +312,25 @@ void sh_pending_wake(sh_pending *p);
 /* A response whose body comes from the token's ops->read, up to `block` bytes a call; it
  * holds a reference to the token. */
 sh_response *sh_response_stream(sh_pending *p, size_t block);
+
+/* A streamed body made in slices, for ops->read: the job adds bytes to a buffer one bounded
+ * slice per read of the transport, so bytes are made only as fast as the client takes them
+ * (a client that does not read stops the job; the daemon holds one block and about one
+ * slice's bytes for it), and a slice that made nothing (a walk skipping entries) lets the
+ * loop run before the next one. The job embeds one; its ops->read calls
+ * sh_sliced_stream_read, its gone sh_sliced_stream_stop, its release sh_sliced_stream_done. */
+typedef struct sh_sliced_stream {
+        sh_buf b;        /* made, not yet handed out */
+        bool ended;      /* the job made its last bytes */
+        sh_loop *loop;   /* set by the job */
+        sh_pending *tok; /* set by the job; borrowed: the request's and the response's
+                          * references keep it */
+        sh_timer *t;     /* the wake after a slice that made nothing */
+} sh_sliced_stream;
+/* One slice of the job: append about `want` bytes to b (one item more is fine), in bounded
+ * time; at the end set *ended. 0, or SH_STREAM_CUT to cut the connection. */
+typedef int (*sh_slice_fn)(void *data, sh_buf *b, size_t want, bool *ended);
+ssize_t sh_sliced_stream_read(sh_sliced_stream *ss, char *out, size_t max, sh_slice_fn fn,
+                              void *data);
+void sh_sliced_stream_stop(sh_sliced_stream *ss); /* no more wakes */
+void sh_sliced_stream_done(sh_sliced_stream *ss); /* and free the buffer */
