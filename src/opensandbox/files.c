@@ -888,17 +888,22 @@ typedef struct wframe {
  * from a 0 ms timer until `slice` has answered and says so (true). A job embeds one as its
  * first member and is given it back by `slice`. */
 typedef struct sliced {
-        sh_pending *tok; /* the job's reference, until it has answered */
+        sh_trash_waiter w; /* first: the answer waiting for the trash (job_answer) */
+        sh_pending *tok;   /* the job's reference, until it has answered */
         sh_timer *t;
         sh_loop *loop;
         bool (*slice)(struct sliced *s, sh_request *r);
         const char *what; /* "walk", "removal": for the 500 when a slice cannot be scheduled */
+        unsigned status;  /* that answer */
+        cJSON *body;
 } sliced;
 
-/* The request went (its client left, or shutdown): no slice runs any more. */
+/* The request went (its client left, or shutdown): no slice runs any more, no answer waits. */
 static void sliced_gone(sliced *s)
 {
         sh_loop_cancel_timer(s->loop, TAKE_PTR(s->t));
+        sh_manager_trash_unwait(&s->w);
+        cJSON_Delete(TAKE_PTR(s->body));
         sh_pending_release(TAKE_PTR(s->tok));
 }
 
@@ -1428,44 +1433,29 @@ static void f_answer(fctx *f, sh_request *r, unsigned status, cJSON *body)
         f_reply(r, status, body);
 }
 
-/* The same for a job of the loop (sliced), through the job's own token; true: answered now,
- * false: its waiter answers later (d, part of the job, waits: job_gone stops it). */
-typedef struct tdefer {
-        sh_trash_waiter w; /* first: done is given it */
-        sliced *s;
-        unsigned status;
-        cJSON *body;
-} tdefer;
-
-static void tdefer_done(sh_trash_waiter *w)
+static void job_answer_done(sh_trash_waiter *w)
 {
-        tdefer *d = (tdefer *)w;
-        sh_request *r = sh_pending_request(d->s->tok);
+        sliced *s = (sliced *)w;
+        sh_request *r = sh_pending_request(s->tok);
 
         if (r)
-                f_reply(r, d->status, TAKE_PTR(d->body));
-        sliced_done(d->s);
-}
-
-static bool job_answer(fctx *f, tdefer *d, sliced *s, sh_request *r, unsigned status, cJSON *body)
-{
-        d->w.done = tdefer_done;
-        d->s = s;
-        d->status = status;
-        d->body = body;
-        if (f->trashed && sh_manager_trash_wait(f->mgr, f->sb, &d->w)) {
-                f->trashed = false;
-                return false;
-        }
-        f_reply(r, status, TAKE_PTR(d->body));
+                f_reply(r, s->status, TAKE_PTR(s->body));
         sliced_done(s);
-        return true;
 }
 
-static void job_gone(tdefer *d)
+/* The same for a job of the loop (sliced), through the job's own token: now, or once the
+ * trash is removed (sliced_gone stops the wait). */
+static void job_answer(fctx *f, sliced *s, sh_request *r, unsigned status, cJSON *body)
 {
-        sh_manager_trash_unwait(&d->w);
-        cJSON_Delete(TAKE_PTR(d->body));
+        s->w.done = job_answer_done;
+        s->status = status;
+        s->body = body;
+        if (f->trashed && sh_manager_trash_wait(f->mgr, f->sb, &s->w)) {
+                f->trashed = false;
+                return;
+        }
+        f_reply(r, status, TAKE_PTR(s->body));
+        sliced_done(s);
 }
 
 /* An unnamed file (O_TMPFILE) beside `base` in the checked directory, linked in over it at
@@ -2072,69 +2062,286 @@ static void api_move(sh_request *r)
 
 /* ---- POST /files/replace ----------------------------------------------------------------------- */
 
-/* Replace every `old` by `new` in the file at p (literal): read whole (bounded), rewritten into
- * an unnamed file in the same directory with its owner and mode, renamed over it. */
-static int replace_one(fctx *f, const char *p, const char *shown, const char *old, const char *new,
-                       long *ret_count, os_err *e)
+/* POST /files/replace is a job of the loop, run in slices (sliced: at most WALK_SLICE_NS each,
+ * the loop serves everyone else in between). Each file is read REPLACE_CHUNK at a time, twice:
+ * the first pass counts its matches and what the file would grow to (no match, or a bound
+ * passed: nothing is written at all), the second writes the new text, REPLACE_OUT at a time,
+ * into an unnamed file beside it, which replaces the file at the end, its owner and mode kept
+ * (tmpfile_commit: atomic, the old file into the trash). Nothing partial is ever visible: a
+ * refusal, a failure or the client leaving drops the unnamed file. Bounded: the file
+ * (REPLACE_MAX), what it becomes (REPLACE_MAX), its matches (REPLACE_MATCHES_MAX), the paths of
+ * one request (PATHS_MAX), the memory of a job (one chunk and one output buffer beside the
+ * body). */
+#define REPLACE_CHUNK       (256u << 10)
+#define REPLACE_OUT         (256u << 10)
+#define REPLACE_MATCHES_MAX (1u << 20)
+
+typedef struct pjob {
+        sliced s; /* first: pjob_slice is given it */
+        fctx f;
+        cJSON *body; /* {path: {old, new}}, checked */
+        cJSON *it;   /* the entry in work; NULL: every entry done */
+        cJSON *out;  /* {path: {replacedCount}} so far */
+        bool verbose;
+        /* the file in work */
+        char *path; /* below the root */
+        int in;     /* the file, read */
+        struct statx st;
+        const char *old, *new;
+        size_t olen, nlen;
+        int pass;      /* 0: not begun; 1: counting; 2: writing */
+        char *buf;     /* REPLACE_CHUNK + olen bytes: what was read and not scanned yet */
+        size_t have;   /* bytes in buf */
+        size_t pos;    /* scanned up to here */
+        uint64_t read; /* bytes read in this pass */
+        bool eof;
+        uint64_t count;
+        uint64_t written;
+        sh_buf outb; /* the new text not yet written */
+        tmpf t;
+        char *base; /* its name in t.pfd */
+        os_err e;
+} pjob;
+
+/* The file in work is done with (committed, or given up). */
+static void pjob_file_done(pjob *j)
 {
-        _cleanup_close_ int fd = -1, pfd = -1;
-        _cleanup_free_ char *buf = NULL;
-        _cleanup_(tmpfile_done) tmpf t = {.fd = -1, .pfd = -1, .trash = -1};
-        size_t olen = strlen(old), nlen = strlen(new), got = 0;
-        const char *base, *cur, *hit;
-        struct statx s;
-        long count = 0;
+        j->in = sh_close(j->in);
+        tmpfile_done(&j->t);
+        free(TAKE_PTR(j->buf));
+        free(TAKE_PTR(j->path));
+        free(TAKE_PTR(j->base));
+        sh_buf_done(&j->outb);
+        j->pass = 0;
+}
+
+static void pjob_gone(void *data)
+{
+        sliced_gone(&((pjob *)data)->s);
+}
+
+static void pjob_release(void *data)
+{
+        pjob *j = data;
+
+        pjob_file_done(j);
+        cJSON_Delete(j->body);
+        cJSON_Delete(j->out);
+        fctx_done(&j->f);
+        free(j);
+}
+
+static const sh_pending_ops pjob_ops = {.gone = pjob_gone, .release = pjob_release};
+
+/* A pass begins: from the start of the file. */
+static int pjob_pass(pjob *j, int pass)
+{
+        if (lseek(j->in, 0, SEEK_SET) < 0)
+                return fail(&j->e, errno, j->it->string, "replace");
+        j->pass = pass;
+        j->have = j->pos = 0;
+        j->read = j->count = j->written = 0;
+        j->eof = false;
+        return 0;
+}
+
+/* The next entry's file opened (readable by the sandbox, at most REPLACE_MAX) for its first
+ * pass. -1 with j->e filled. */
+static int pjob_open(pjob *j)
+{
+        const char *shown = j->it->string;
+
+        j->old = cJSON_GetObjectItemCaseSensitive(j->it, "old")->valuestring;
+        j->new = cJSON_GetObjectItemCaseSensitive(j->it, "new")->valuestring;
+        j->olen = strlen(j->old);
+        j->nlen = strlen(j->new);
+        j->t = (tmpf){.fd = -1, .pfd = -1, .trash = -1};
+        if (!(j->path = sb_path(shown, strlen(shown), &j->e)) ||
+            (j->in = f_open_read(&j->f, j->path, shown, &j->st, &j->e)) < 0)
+                return -1;
+        if (!S_ISREG(j->st.stx_mode))
+                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is not a regular file", shown);
+        if (j->st.stx_size > REPLACE_MAX)
+                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is over %u MiB: not rewritten",
+                                  shown, REPLACE_MAX >> 20);
+        if (!(j->buf = malloc(REPLACE_CHUNK + j->olen)))
+                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        return pjob_pass(j, 1);
+}
+
+/* Counted matches: the second pass begins, into an unnamed file beside the file (its
+ * directory checked writable by the sandbox). -1 with j->e filled. */
+static int pjob_begin_writing(pjob *j)
+{
+        const char *shown = j->it->string, *base;
+        int pfd;
+
+        if ((pfd = f_parent(&j->f, j->path, &base, shown, "replace", &j->e)) < 0)
+                return -1;
+        if (!(j->base = strdup(base))) {
+                sh_close(pfd);
+                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        }
+        if (tmpfile_begin(&j->t, &j->f, pfd, shown, "replace", &j->e) < 0)
+                return -1;
+        return pjob_pass(j, 2);
+}
+
+static int pjob_out(pjob *j, const char *p, size_t n)
+{
+        if (n && sh_buf_append(&j->outb, p, n) < 0)
+                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        return 0;
+}
+
+static int pjob_flush(pjob *j)
+{
         int r;
 
-        if ((fd = f_open_read(f, p, shown, &s, e)) < 0)
-                return -1;
-        if (s.stx_size > REPLACE_MAX)
-                return os_err_set(e, 400, OS_BAD_BODY, "'%s' is over %u MiB: not rewritten", shown,
+        j->written += j->outb.len;
+        if (j->written > REPLACE_MAX)
+                return os_err_set(&j->e, 400, OS_BAD_BODY,
+                                  "'%s' would grow over %u MiB: not rewritten", j->it->string,
                                   REPLACE_MAX >> 20);
-        if (!(buf = malloc(s.stx_size + 1)))
-                return os_err_set(e, 500, OS_RUNTIME, "out of memory");
-        while (got < s.stx_size) {
-                ssize_t n = read(fd, buf + got, s.stx_size - got);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return fail(e, errno, shown, "replace");
+        if ((r = tmpfile_write(&j->t, j->outb.p, j->outb.len)) < 0)
+                return fail(&j->e, -r, j->it->string, "replace");
+        j->outb.len = j->outb.off = 0;
+        return 0;
+}
+
+/* One step of a pass: one read (at most REPLACE_CHUNK), its matches (counted; in the second
+ * pass, the text with each replaced, until about REPLACE_OUT of it is waiting), what waits
+ * written out. A match may straddle two reads: the last olen - 1 bytes wait for the next one.
+ * 1: more steps; 0: the pass is over; -1: refused, j->e filled. */
+static int pjob_step(pjob *j)
+{
+        const char *shown = j->it->string, *hit;
+        bool full = false;
+        size_t keep, upto;
+
+        if (!j->eof && j->have < REPLACE_CHUNK + j->olen) {
+                ssize_t n = read(j->in, j->buf + j->have, REPLACE_CHUNK + j->olen - j->have);
+
+                if (n < 0 && errno != EINTR)
+                        return fail(&j->e, errno, shown, "replace");
                 if (n == 0)
+                        j->eof = true;
+                if (n > 0) {
+                        j->have += (size_t)n;
+                        j->read += (uint64_t)n;
+                }
+                if (j->read > REPLACE_MAX)
+                        return os_err_set(&j->e, 400, OS_BAD_BODY,
+                                          "'%s' is over %u MiB: not rewritten", shown,
+                                          REPLACE_MAX >> 20);
+        }
+        while ((hit = memmem(j->buf + j->pos, j->have - j->pos, j->old, j->olen))) {
+                if (++j->count > REPLACE_MATCHES_MAX)
+                        return os_err_set(&j->e, 400, OS_BAD_BODY,
+                                          "'%s' holds more than %u matches: not rewritten", shown,
+                                          REPLACE_MATCHES_MAX);
+                if (j->pass == 2 &&
+                    (pjob_out(j, j->buf + j->pos, (size_t)(hit - j->buf) - j->pos) < 0 ||
+                     pjob_out(j, j->new, j->nlen) < 0))
+                        return -1;
+                j->pos = (size_t)(hit - j->buf) + j->olen;
+                if (j->pass == 2 && j->outb.len >= REPLACE_OUT) {
+                        full = true;
                         break;
-                got += (size_t)n;
+                }
         }
-        for (cur = buf; (hit = memmem(cur, got - (size_t)(cur - buf), old, olen)); cur = hit + olen)
-                count++;
-        *ret_count = count;
-        if (count == 0)
-                return 0; /* nothing to rewrite */
-        if (nlen > olen && (size_t)count * (nlen - olen) > REPLACE_MAX)
-                return os_err_set(e, 400, OS_BAD_BODY, "'%s' would grow over %u MiB", shown,
+        if (!full) {
+                /* no match in what is left: all but a possible beginning of one is done */
+                keep = j->eof ? 0 : j->have - j->pos < j->olen - 1 ? j->have - j->pos : j->olen - 1;
+                upto = j->have - keep;
+                if (j->pass == 2 && pjob_out(j, j->buf + j->pos, upto - j->pos) < 0)
+                        return -1;
+                memmove(j->buf, j->buf + upto, keep);
+                j->have = keep;
+                j->pos = 0;
+        }
+        if (j->pass == 1 && j->nlen > j->olen &&
+            j->read + j->count * (uint64_t)(j->nlen - j->olen) > REPLACE_MAX)
+                return os_err_set(&j->e, 400, OS_BAD_BODY,
+                                  "'%s' would grow over %u MiB: not rewritten", shown,
                                   REPLACE_MAX >> 20);
-        if ((pfd = f_parent(f, p, &base, shown, "replace", e)) < 0)
+        if (j->pass == 2 && (full || j->eof) && pjob_flush(j) < 0)
                 return -1;
-        if (tmpfile_begin(&t, f, TAKE_FD(pfd), shown, "replace", e) < 0)
-                return -1;
-        for (cur = buf; (hit = memmem(cur, got - (size_t)(cur - buf), old, olen));
-             cur = hit + olen) {
-                if ((r = tmpfile_write(&t, cur, (size_t)(hit - cur))) < 0 ||
-                    (r = tmpfile_write(&t, new, nlen)) < 0)
-                        return fail(e, -r, shown, "replace");
-        }
-        if ((r = tmpfile_write(&t, cur, got - (size_t)(cur - buf))) < 0)
-                return fail(e, -r, shown, "replace");
+        return j->eof && !full && j->have == 0 ? 0 : 1;
+}
+
+/* The file is rewritten: in over its old self, unless that was replaced meanwhile (then nothing
+ * changes: 503, try again). -1 with j->e filled. */
+static int pjob_commit(pjob *j)
+{
+        const char *shown = j->it->string;
+        struct stat now, was;
+
+        if (fstat(j->in, &was) < 0 || fstatat(j->t.pfd, j->base, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+            now.st_ino != was.st_ino || now.st_dev != was.st_dev)
+                return fail(&j->e, EAGAIN, shown, "replace");
         /* its owner and mode kept (never a setuid, setgid or sticky bit) */
-        return tmpfile_commit(&t, base, s.stx_uid, s.stx_gid, s.stx_mode & 0777, shown, e);
+        return tmpfile_commit(&j->t, j->base, j->st.stx_uid, j->st.stx_gid, j->st.stx_mode & 0777,
+                              shown, &j->e);
+}
+
+/* The entry's result, and on to the next. -1 with j->e filled. */
+static int pjob_next(pjob *j, uint64_t count)
+{
+        cJSON *res = cJSON_AddObjectToObject(j->out, j->it->string);
+
+        pjob_file_done(j);
+        if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)count))
+                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        j->it = j->it->next;
+        return 0;
+}
+
+/* The job's work between two looks at the clock: 1 while there is more; 0 when every entry is
+ * done; -1 refused (j->e). */
+static int pjob_work(pjob *j)
+{
+        int k;
+
+        if (!j->it)
+                return 0;
+        if (j->pass == 0)
+                return pjob_open(j) < 0 ? -1 : 1;
+        if ((k = pjob_step(j)) != 0)
+                return k;
+        if (j->pass == 1 && j->count == 0)
+                return pjob_next(j, 0) < 0 ? -1 : 1; /* nothing to rewrite */
+        if (j->pass == 1)
+                return pjob_begin_writing(j) < 0 ? -1 : 1;
+        k = pjob_commit(j);
+        return k < 0 || pjob_next(j, j->count) < 0 ? -1 : 1;
+}
+
+static bool pjob_slice(sliced *s, sh_request *r)
+{
+        pjob *j = (pjob *)s;
+        uint64_t start = sh_now_ns();
+        int k;
+
+        while ((k = pjob_work(j)) > 0)
+                if (sh_now_ns() - start > WALK_SLICE_NS)
+                        return false;
+        if (k < 0) {
+                os_reply_err(r, &j->e);
+                sliced_done(s);
+        } else {
+                job_answer(&j->f, s, r, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
+        }
+        return true;
 }
 
 static void api_replace(sh_request *r)
 {
-        _cleanup_(fctx_done) fctx f = {.root = -1};
         const sh_query_param *v = query_one(r, "verbose");
-        bool verbose = v && (STREQ(v->val, "true") || STREQ(v->val, "1"));
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it, *out = NULL;
-        os_err e;
+        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
+        size_t n = 0;
+        pjob *j;
 
         if (!body && !empty)
                 return;
@@ -2146,48 +2353,43 @@ static void api_replace(sh_request *r)
         cJSON_ArrayForEach(it, body)
         {
                 const cJSON *o = cJSON_GetObjectItemCaseSensitive(it, "old");
-                const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "new");
+                const cJSON *nw = cJSON_GetObjectItemCaseSensitive(it, "new");
 
-                if (!cJSON_IsString(o) || !*o->valuestring || !cJSON_IsString(n)) {
+                if (!cJSON_IsString(o) || !*o->valuestring || !cJSON_IsString(nw)) {
                         cJSON_Delete(body);
                         os_reply_error(r, 400, OS_BAD_BODY,
                                        "each replacement is {old: non-empty text, new: text}");
                         return;
                 }
+                if (++n > PATHS_MAX) {
+                        cJSON_Delete(body);
+                        os_reply_error(r, 400, OS_BAD_BODY, "at most %u paths per request",
+                                       PATHS_MAX);
+                        return;
+                }
         }
-        if (fctx_init(r, &f) < 0 || !(out = cJSON_CreateObject())) {
-                if (f.root >= 0)
-                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+        j = calloc(1, sizeof(*j));
+        if (!j || !(j->out = cJSON_CreateObject())) {
+                free(j);
                 cJSON_Delete(body);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
         }
-        cJSON_ArrayForEach(it, body)
-        {
-                _cleanup_free_ char *p = sb_path(it->string, strlen(it->string), &e);
-                long count = 0;
-                cJSON *res;
-
-                if (!p || replace_one(&f, p, it->string,
-                                      cJSON_GetObjectItemCaseSensitive(it, "old")->valuestring,
-                                      cJSON_GetObjectItemCaseSensitive(it, "new")->valuestring,
-                                      &count, &e) < 0) {
-                        cJSON_Delete(out);
-                        cJSON_Delete(body);
-                        os_reply_err(r, &e);
-                        return;
-                }
-                res = cJSON_AddObjectToObject(out, it->string);
-                if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)count)) {
-                        cJSON_Delete(out);
-                        cJSON_Delete(body);
-                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                        return;
-                }
+        j->body = body;
+        j->it = body->child;
+        j->in = -1;
+        j->t = (tmpf){.fd = -1, .pfd = -1, .trash = -1};
+        j->verbose = v && (STREQ(v->val, "true") || STREQ(v->val, "1"));
+        j->f.root = -1;
+        if (fctx_init(r, &j->f) < 0) {
+                pjob_release(j);
+                return;
         }
-        cJSON_Delete(body);
-        if (!verbose)
-                cJSON_Delete(TAKE_PTR(out));
-        f_answer(&f, r, 200, out);
+        j->s.loop = os_ctx_of(r)->loop;
+        j->s.slice = pjob_slice;
+        j->s.what = "replacement";
+        if (!sliced_start(&j->s, r, &pjob_ops))
+                pjob_release(j);
 }
 
 /* ---- POST /directories, DELETE /directories --------------------------------------------------- */
@@ -2269,7 +2471,6 @@ typedef struct rjob {
         int first_err;
         size_t err_top; /* the path first_err belongs to */
         os_err e;
-        tdefer d; /* the answer, once the trees moved into the trash are removed */
 } rjob;
 
 static void rjob_pop(rjob *j)
@@ -2284,17 +2485,13 @@ static void rjob_pop(rjob *j)
 
 static void rjob_gone(void *data)
 {
-        rjob *j = data;
-
-        job_gone(&j->d);
-        sliced_gone(&j->s);
+        sliced_gone(&((rjob *)data)->s);
 }
 
 static void rjob_release(void *data)
 {
         rjob *j = data;
 
-        job_gone(&j->d);
         while (j->top > 0)
                 rjob_pop(j);
         for (size_t i = 0; i < j->ntops; i++) {
@@ -2431,7 +2628,7 @@ static bool rjob_slice(sliced *s, sh_request *r)
                 os_reply_err(r, &j->e);
                 sliced_done(s);
         } else {
-                (void)job_answer(&j->f, &j->d, s, r, 200, NULL);
+                job_answer(&j->f, s, r, 200, NULL);
         }
         return true;
 }
