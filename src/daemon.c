@@ -19,7 +19,7 @@
 #include "sh/sandbox.h"
 #include "sh/tools.h"
 
-#define SHUTDOWN_GRACE_MS 10000 /* in-flight requests get this long to finish */
+#define SHUTDOWN_GRACE_MS 10000 /* in-flight requests and removals get this long to finish */
 
 struct sh_daemon {
         sh_loop *loop;
@@ -49,8 +49,17 @@ static void shutdown_poll(sh_loop *l, sh_timer *t, void *data)
 {
         sh_daemon *d = data;
 
-        /* Idle keep-alive connections are not waited for: MHD closes them at stop. */
-        if (!sh_server_busy(d->srv) || sh_now_ms() >= d->stop_deadline_ms) {
+        /* Idle keep-alive connections are not waited for: MHD closes them at stop. The
+         * removals of what the deletes left are (a clean stop leaves no trash), within the
+         * same bound: what is still at work then is stopped and logged, and the next start
+         * with this state root removes it. */
+        if (sh_now_ms() >= d->stop_deadline_ms) {
+                if (sh_manager_removing(d->mgr))
+                        sh_manager_removals_stop(d->mgr);
+                sh_loop_stop(l);
+                return;
+        }
+        if (!sh_server_busy(d->srv) && !sh_manager_removing(d->mgr)) {
                 sh_loop_stop(l);
                 return;
         }
@@ -68,6 +77,7 @@ static void begin_shutdown(sh_daemon *d, const char *why)
         sh_manager_set_draining(d->mgr, true);
         sh_server_abort_waiting(d->srv);
         sh_manager_delete_all(d->mgr);
+        sh_manager_removals_hurry(d->mgr);
         d->stop_deadline_ms = sh_now_ms() + SHUTDOWN_GRACE_MS;
         if (!sh_loop_add_timer(d->loop, 0, shutdown_poll, d))
                 sh_loop_stop(d->loop);

@@ -19,3 +19,7 @@ static inline bool sh_fs_is_absent(int r)
 /* A random name that no sandbox process can predict, so it cannot pre-plant an entry there
  * to make us fail (it could still collide by chance; callers retry on EEXIST). */
 void sh_fs_random_name(char *buf, size_t size, const char *prefix);
+
+/* Give the unnamed file fd (O_TMPFILE, never O_EXCL) the name `name` in directory pfd, never
+ * over an existing entry (EEXIST). 0 or -errno. */
+int sh_fs_link_unnamed(int fd, int pfd, const char *name);

@@ -17,6 +17,7 @@
 #include "sh/macro.h"
 #include "sh/safe_open.h"
 #include "sh/syscalls.h"
+#include "sh/trash.h"
 #include "sh/util.h"
 
 #include "fs-internal.h"
@@ -144,24 +145,33 @@ uint64_t sh_fs_upload_size(const sh_fs_upload *u)
         return u->size;
 }
 
-void sh_fs_upload_abort(sh_fs_upload *u)
+int sh_fs_upload_take_fd(sh_fs_upload *u)
 {
+        int fd;
+
         if (!u)
-                return;
-        sh_close(u->fd);
+                return -1;
+        fd = u->fd;
         free(u);
+        return fd;
 }
 
-static void upload_abortp(sh_fs_upload **u)
+int sh_fs_upload_abort(sh_fs_upload *u, int trashfd)
 {
-        sh_fs_upload_abort(*u);
-        *u = NULL;
+        int kept;
+
+        if (!u)
+                return 0;
+        kept = sh_fs_trash_unnamed(u->fd, trashfd);
+        sh_close(u->fd);
+        free(u);
+        return kept;
 }
 
 /* Give the unnamed file a name `name` in `pfd`. linkat(AT_EMPTY_PATH) needs
  * CAP_DAC_READ_SEARCH (ENOENT without it); the /proc/self/fd route needs only /proc. Neither
  * replaces an existing entry, so a name a sandbox planted is EEXIST, never clobbered. */
-static int link_tmpfile(int fd, int pfd, const char *name)
+int sh_fs_link_unnamed(int fd, int pfd, const char *name)
 {
         char proc[64];
 
@@ -175,46 +185,38 @@ static int link_tmpfile(int fd, int pfd, const char *name)
         return 0;
 }
 
-int sh_fs_upload_commit(sh_fs_upload *u_in, int rootfd, const char *path, const sh_fs_owner *own,
-                        sh_error **err)
+int sh_fs_upload_commit(sh_fs_upload *u, int rootfd, const char *path, const sh_fs_owner *own,
+                        int trashfd, bool *ret_kept, sh_error **err)
 {
-        _cleanup_(upload_abortp) sh_fs_upload *u = u_in;
         _cleanup_close_ int pfd = -1;
-        char tmp[64];
         const char *base;
         struct stat st;
-        int r = -EEXIST;
+        int r;
 
+        *ret_kept = false;
         if (!*path)
-                return sh_error_make(err, EISDIR, "the workspace root is a directory");
-        pfd = sh_fs_open_parent_p(rootfd, path, own, &base, err);
-        if (pfd < 0)
-                return pfd;
+                r = sh_error_make(err, EISDIR, "the workspace root is a directory");
+        else if ((pfd = sh_fs_open_parent_p(rootfd, path, own, &base, err)) < 0)
+                r = pfd;
         /* A directory at the target: refuse before touching anything (renameat would say
          * EISDIR too, but only after the temporary name existed). */
-        if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-                return sh_error_make(err, EISDIR, "'%s' is a directory", path);
+        else if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+                r = sh_error_make(err, EISDIR, "'%s' is a directory", path);
         /* Owner and mode while still unnamed: never visible with the daemon's ids. */
-        if (own && fchown(u->fd, own->uid, own->gid) < 0)
-                return sh_error_make(err, errno, "chown upload");
-        if (fchmod(u->fd, 0644) < 0)
-                return sh_error_make(err, errno, "chmod upload");
-
-        for (int i = 0; i < SH_FS_TMPNAME_TRIES && r == -EEXIST; i++) {
-                sh_fs_random_name(tmp, sizeof(tmp), ".sh-upload.");
-                r = link_tmpfile(u->fd, pfd, tmp);
-        }
-        if (r < 0)
-                return sh_error_make(err, -r, "link upload into '%s'", path);
-        /* rename(2) replaces the target atomically: readers see old or new, never a mix.
-         * It never follows a link at either name, so a link planted at the target is
-         * replaced, not written through. */
-        if (renameat(pfd, tmp, pfd, base) < 0) {
-                r = -errno;
-                (void)unlinkat(pfd, tmp, 0);
-                return sh_error_make(err, -r, "replace '%s'", path);
-        }
-        return 0;
+        else if (own && fchown(u->fd, own->uid, own->gid) < 0)
+                r = sh_error_make(err, errno, "chown upload");
+        else if (fchmod(u->fd, 0644) < 0)
+                r = sh_error_make(err, errno, "chmod upload");
+        /* Readers see old or new, never a mix; a link planted at the target is replaced, not
+         * written through; the old file goes into the trash (trash.h). */
+        else
+                r = sh_fs_trash_commit(u->fd, pfd, base, trashfd, err);
+        if (r > 0)
+                *ret_kept = true;
+        /* Committed, its blocks are the file's; refused, a big one waits in the trash. */
+        if (sh_fs_upload_abort(u, r < 0 ? trashfd : -1) > 0)
+                *ret_kept = true;
+        return r < 0 ? r : 0;
 }
 
 /* ---- read and queries --------------------------------------------------------------- */
@@ -301,7 +303,7 @@ int sh_fs_size(int rootfd, const char *path, int64_t *ret, sh_error **err)
 
 /* ---- unlink, rename, detach --------------------------------------------------------- */
 
-int sh_fs_unlink_file(int rootfd, const char *path, sh_error **err)
+int sh_fs_unlink_file(int rootfd, const char *path, int trashfd, sh_error **err)
 {
         _cleanup_close_ int pfd = -1;
         const char *base;
@@ -312,6 +314,9 @@ int sh_fs_unlink_file(int rootfd, const char *path, sh_error **err)
         pfd = open_parent(rootfd, path, &base, err);
         if (pfd < 0)
                 return pfd;
+        /* The entry itself, a link never followed, into the trash (trash.h). */
+        if (trashfd >= 0)
+                return sh_fs_trash_entry(pfd, base, false, trashfd, err);
         /* AT_SYMLINK_NOFOLLOW: a link is removed itself, its target is never looked at. */
         if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return sh_error_make(err, errno, "'%s'", path);
@@ -323,7 +328,7 @@ int sh_fs_unlink_file(int rootfd, const char *path, sh_error **err)
         return 0;
 }
 
-int sh_fs_rename(int rootfd, const char *src, const char *dst, const sh_fs_owner *own,
+int sh_fs_rename(int rootfd, const char *src, const char *dst, const sh_fs_owner *own, int trashfd,
                  sh_error **err)
 {
         _cleanup_close_ int spfd = -1, dpfd = -1;
@@ -342,11 +347,9 @@ int sh_fs_rename(int rootfd, const char *src, const char *dst, const sh_fs_owner
         dpfd = sh_fs_open_parent_p(rootfd, dst, own, &dbase, err);
         if (dpfd < 0)
                 return dpfd;
-        /* renameat acts on the names themselves: links at src or dst are moved/replaced,
-         * never followed. */
-        if (renameat(spfd, sbase, dpfd, dbase) < 0)
-                return sh_error_make(err, errno, "rename '%s' to '%s'", src, dst);
-        return 0;
+        /* rename acts on the names themselves: links at src or dst are moved/replaced, never
+         * followed; a file replaced at dst goes into the trash (trash.h). */
+        return sh_fs_trash_rename(spfd, sbase, dpfd, dbase, trashfd, err);
 }
 
 int sh_fs_detach_dir(int rootfd, const char *path, int trashfd, const char *trash_name,

@@ -48,8 +48,17 @@ typedef struct upload {
         char *path;       /* normalised target */
         uint64_t max;
         bool too_large;
+        bool gone;     /* the sandbox was deleted while the body came */
         sh_error *err; /* a write failed: why */
 } upload;
+
+/* What was staged is given up: freed off the loop when it is big (sh_manager_discard_unnamed). */
+static void upload_drop(sh_request *r, upload *u)
+{
+        if (u->up)
+                sh_manager_discard_unnamed(sh_native(r)->mgr, sh_native_sandbox(r),
+                                           sh_fs_upload_take_fd(TAKE_PTR(u->up)));
+}
 
 static int upload_begin(sh_request *r, void **state)
 {
@@ -93,11 +102,18 @@ static int upload_data(sh_request *r, void *state, const char *data, size_t len)
                 /* Over the limit: drop what was staged now; the rest of the body is read and
                  * discarded, then answered with 413. The old file is untouched. */
                 u->too_large = true;
-                sh_fs_upload_abort(TAKE_PTR(u->up));
+                upload_drop(r, u);
+                return -1;
+        }
+        /* Deleted meanwhile: nothing more is written into its filesystem, and nothing lands
+         * (the answer is 404). */
+        if (sh_sandbox_deleted(sh_native_sandbox(r))) {
+                u->gone = true;
+                upload_drop(r, u);
                 return -1;
         }
         if (sh_fs_upload_write(u->up, data, len, &u->err) < 0) {
-                sh_fs_upload_abort(TAKE_PTR(u->up));
+                upload_drop(r, u);
                 return -1;
         }
         return 0;
@@ -109,6 +125,10 @@ static int upload_end(sh_request *r, void *state)
 
         if (u->too_large) {
                 sh_reply_errorf(r, SH_E_TOO_LARGE, "request body too large");
+                return -1;
+        }
+        if (u->gone) {
+                sh_reply_errorf(r, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
                 return -1;
         }
         if (u->err) {
@@ -123,7 +143,7 @@ static void upload_abort(sh_request *r, void *state)
         upload *u = state;
 
         /* A cut connection, a 413 or a failed write leaves nothing behind. */
-        sh_fs_upload_abort(u->up);
+        upload_drop(r, u);
         sh_error_release(&u->err);
         free(u->path);
         free(u);
@@ -136,23 +156,94 @@ const sh_body_sink sh_native_upload_sink = {
         .abort = upload_abort,
 };
 
+/* The sandbox's trash for what a replace or a delete leaves (sh/trash.h), or -1: then it is
+ * dropped in place (a live sandbox always has one; should it fail to open, the operation goes
+ * on as it did before there was one). */
+static int open_trash(sh_request *r)
+{
+        sh_error *err = NULL;
+        int fd = sh_sandbox_open_trash(sh_native_sandbox(r), &err);
+
+        if (fd < 0) {
+                log_warn("trash-unavailable", sh_sandbox_id(sh_native_sandbox(r)),
+                         "%s: freed in place", err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+        }
+        return fd;
+}
+
+/* An empty answer given once what the request moved into its sandbox's trash is removed (its
+ * remover runs once for it): a replace or a delete is answered when the space is free again, as
+ * when the daemon freed it itself, yet never on the loop. */
+typedef struct trash_answer {
+        sh_trash_waiter w; /* first: done is given it */
+        sh_pending *tok;
+        unsigned status;
+} trash_answer;
+
+static void trash_answer_done(sh_trash_waiter *w)
+{
+        trash_answer *a = (trash_answer *)w;
+
+        if (sh_pending_request(a->tok))
+                sh_reply_empty(sh_pending_request(a->tok), a->status);
+        sh_pending_release(TAKE_PTR(a->tok));
+}
+
+static void trash_answer_gone(void *data)
+{
+        trash_answer *a = data;
+
+        sh_manager_trash_unwait(&a->w);
+        sh_pending_release(TAKE_PTR(a->tok));
+}
+
+static const sh_pending_ops trash_answer_ops = {.gone = trash_answer_gone, .release = free};
+
+/* kept: the trash holds something of the request's. */
+static void reply_after_trash(sh_request *r, bool kept, unsigned status)
+{
+        sh_manager *m = sh_native(r)->mgr;
+        trash_answer *a = kept ? calloc(1, sizeof(*a)) : NULL;
+
+        if (a) {
+                a->w.done = trash_answer_done;
+                a->status = status;
+                if (sh_manager_trash_wait(m, sh_native_sandbox(r), &a->w)) {
+                        if ((a->tok = sh_request_wait(r, &trash_answer_ops, a)))
+                                return;
+                        sh_manager_trash_unwait(&a->w); /* its remover runs anyway */
+                }
+                free(a);
+        } else if (kept) {
+                sh_manager_trash_kick(m, sh_native_sandbox(r));
+        }
+        sh_reply_empty(r, status);
+}
+
 void sh_api_upload(sh_request *r)
 {
         upload *u = sh_request_sink_state(r);
         sh_sandbox *sb = sh_native_sandbox(r);
         sh_error *err = NULL;
+        bool kept;
         /* Opened again and checked: the one the upload began in, or 404 once the sandbox was
-         * deleted while the body came. */
-        _cleanup_close_ int wsfd = sh_native_workspace(r);
+         * deleted while the body came (the check and the commit run in one turn of the loop,
+         * which no delete can come between). */
+        _cleanup_close_ int wsfd = sh_native_workspace(r), trashfd = -1;
 
         if (wsfd < 0)
                 return;
-        if (sh_fs_upload_commit(TAKE_PTR(u->up), wsfd, u->path, sh_sandbox_owner(sb), &err) < 0) {
+        trashfd = open_trash(r);
+        if (sh_fs_upload_commit(TAKE_PTR(u->up), wsfd, u->path, sh_sandbox_owner(sb), trashfd,
+                                &kept, &err) < 0) {
+                if (kept)
+                        sh_manager_trash_kick(sh_native(r)->mgr, sb);
                 reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;
         }
-        sh_reply_empty(r, 204);
+        reply_after_trash(r, kept, 204);
 }
 
 /* ---- download, exists, size ------------------------------------------------------------ */
@@ -485,17 +576,21 @@ void sh_api_walk(sh_request *r)
 void sh_api_delete_file(sh_request *r)
 {
         _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
-        _cleanup_close_ int wsfd = -1;
+        _cleanup_close_ int wsfd = -1, trashfd = -1;
         sh_error *err = NULL;
+        int k;
 
         if (!path || (wsfd = sh_native_workspace(r)) < 0)
                 return;
-        if (sh_fs_unlink_file(wsfd, path, &err) < 0) {
+        /* Into the trash: a big file is freed by the sandbox's remover, never here. */
+        trashfd = open_trash(r);
+        k = sh_fs_unlink_file(wsfd, path, trashfd, &err);
+        if (k < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
                 return;
         }
-        sh_reply_empty(r, 204);
+        reply_after_trash(r, k > 0, 204);
 }
 
 /* A required string field of a JSON body normalised as a workspace path; NULL after a 400. */
@@ -559,8 +654,9 @@ void sh_api_rename(sh_request *r)
 {
         cJSON *body = sh_native_json(r);
         _cleanup_free_ char *src = NULL, *dst = NULL;
-        _cleanup_close_ int wsfd = -1;
+        _cleanup_close_ int wsfd = -1, trashfd = -1;
         sh_error *err = NULL;
+        int k;
 
         if (!body)
                 return;
@@ -570,10 +666,13 @@ void sh_api_rename(sh_request *r)
         cJSON_Delete(body);
         if (!src || !dst || (wsfd = sh_native_workspace(r)) < 0)
                 return;
-        if (sh_fs_rename(wsfd, src, dst, sh_sandbox_owner(sh_native_sandbox(r)), &err) < 0) {
+        /* a file replaced at dst goes into the trash, for the remover */
+        trashfd = open_trash(r);
+        k = sh_fs_rename(wsfd, src, dst, sh_sandbox_owner(sh_native_sandbox(r)), trashfd, &err);
+        if (k < 0) {
                 reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;
         }
-        sh_reply_empty(r, 204);
+        reply_after_trash(r, k > 0, 204);
 }

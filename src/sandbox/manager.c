@@ -59,6 +59,8 @@ struct sh_manager {
         unsigned pool_n;
         sh_sandbox *pool_filling;
         sh_timer *pool_t;
+        sh_removals *removals; /* the removals in the background (remover.c) */
+        unsigned teardowns;    /* filesystems being detached, whose removal follows */
 };
 
 static void pool_schedule(sh_manager *m, uint64_t ms);
@@ -102,6 +104,16 @@ int sh_manager_sandboxes_fd(const sh_manager *m)
 sh_ws_cache *sh_manager_ws_cache(const sh_manager *m)
 {
         return m->ws_cache;
+}
+
+int sh_manager_trash_fd(const sh_manager *m)
+{
+        return m->trashfd;
+}
+
+sh_removals *sh_manager_removals(const sh_manager *m)
+{
+        return m->removals;
 }
 
 void sh_manager_observe(sh_manager *m, sh_sandbox_observer *o)
@@ -190,18 +202,18 @@ static int move_to_trash(sh_manager *m, int fromfd, const char *name, const char
  * remover gets a cgroup of its own (remover.c). */
 static int remove_trash(sh_manager *m, const char *tname, sh_error **err)
 {
-        return sh_remover_start(m, m->trashfd, NULL, tname, err);
+        return sh_remover_start(m, tname, err);
 }
 
 /* A sandbox that left nothing behind needs no remover: its directory then holds only its
- * workspace and the mount points of its root and its /tmp tmpfs (.rootfs, .tmpfs: mounted
- * in the worker's namespace only), all empty. rmdir never follows a link and fails on a directory with anything in it
+ * workspace, its trash and the mount points of its root and its /tmp tmpfs (.rootfs, .tmpfs:
+ * mounted in the worker's namespace only), all empty. rmdir never follows a link and fails on a directory with anything in it
  * (ENOTEMPTY), so nothing of a sandbox's tree is ever read here: whatever it left goes to
  * the remover as before. Spares a delete the remover's fork, cgroup and network namespace,
  * whose cost the next create paid (churn). True when the whole directory is gone. */
 static bool remove_if_empty(int fromfd, const char *name)
 {
-        static const char *const parts[] = {"workspace", ".rootfs", ".tmpfs"};
+        static const char *const parts[] = {"workspace", ".trash", ".rootfs", ".tmpfs"};
         _cleanup_close_ int fd =
                 openat(fromfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
@@ -230,12 +242,69 @@ int sh_manager_remove_trashed(sh_manager *m, const char *trash_dir, const char *
         return sh_remover_start_at(m, trash_dir, name, err);
 }
 
+void sh_manager_trash_kick(sh_manager *m, sh_sandbox *sb)
+{
+        sh_remover_sandbox(m, sb);
+}
+
+bool sh_manager_trash_wait(sh_manager *m, sh_sandbox *sb, sh_trash_waiter *w)
+{
+        return sh_remover_sandbox_wait(m, sb, w);
+}
+
+void sh_manager_trash_unwait(sh_trash_waiter *w)
+{
+        sh_remover_unwait(w);
+}
+
+void sh_manager_discard_unnamed(sh_manager *m, sh_sandbox *sb, int fd)
+{
+        _cleanup_close_ int trashfd = -1;
+        sh_error *err = NULL;
+        struct stat st;
+
+        if (fd < 0)
+                return;
+        if (fstat(fd, &st) < 0 || (uint64_t)st.st_blocks * 512 <= SH_FS_TRASH_INLINE_MAX) {
+                close(fd);
+                return;
+        }
+        if (sb && (trashfd = sh_sandbox_open_trash(sb, &err)) >= 0 &&
+            sh_fs_trash_unnamed(fd, trashfd) > 0) {
+                close(fd);
+                sh_manager_trash_kick(m, sb);
+                return;
+        }
+        sh_error_release(&err);
+        sh_remover_close(m, fd);
+}
+
+bool sh_manager_removing(const sh_manager *m)
+{
+        return sh_removals_pending(m->removals) > 0 || m->teardowns > 0;
+}
+
+void sh_manager_removals_hurry(sh_manager *m)
+{
+        sh_removals_hurry(m->removals);
+}
+
+void sh_manager_removals_stop(sh_manager *m)
+{
+        if (m->teardowns)
+                log_warn("remove-left", NULL,
+                         "%u workspace filesystem(s) still being detached: their trees stay in "
+                         "the trash (the next start removes them)",
+                         m->teardowns);
+        sh_removals_stop(m->removals);
+}
+
 /* Whatever an earlier run left in the trash goes, in a confined child of its own. */
 static void empty_trash(sh_manager *m)
 {
         sh_error *err = NULL;
 
-        if (sh_remover_start(m, m->trashfd, NULL, NULL, &err) < 0)
+        if (sh_remover_start(m, NULL, &err) < 0)
                 log_warn("cleanup-failed", NULL, "%s, ignoring", err && err->msg ? err->msg : "");
         sh_error_release(&err);
 }
@@ -373,6 +442,7 @@ static void manager_release(sh_manager *m)
         free(m->buckets);
         free(m->next);
         free(m->free_ring);
+        sh_removals_free(m->removals);
         free(m);
 }
 
@@ -394,8 +464,9 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
         m->next = calloc(cfg->max_sandboxes, sizeof(*m->next));
         m->free_ring = calloc(cfg->max_sandboxes, sizeof(*m->free_ring));
         m->ws_cache = sh_ws_cache_new(loop);
+        m->removals = sh_removals_new(m);
         if (!m->slots || (cfg->warm_pool && !m->pool) || !m->buckets || !m->next || !m->free_ring ||
-            !m->ws_cache) {
+            !m->ws_cache || !m->removals) {
                 manager_release(m);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
@@ -495,6 +566,9 @@ void sh_manager_free(sh_manager *m)
         /* The loop has stopped: a kill still waiting for a freeze ends now (thawed). */
         if (m->cgroot)
                 sh_cgroup_root_set_loop(m->cgroot, NULL);
+        /* No more tries (they would need the loop): what waits for one is logged as left;
+         * the removers running finish, and sh_child_wait_all waits for them. */
+        sh_removals_close(m->removals);
         sh_child_wait_all(m->loop);
         /* The buried sandbox cgroups get a last try (their processes died with their
          * workers); what still holds a process goes with the subtree (root_destroy kills,
@@ -515,6 +589,7 @@ static void teardown_done(bool ok, void *data)
         sh_error *err = NULL;
         char tname[96];
 
+        t->m->teardowns--;
         if (!ok)
                 log_warn("unmount-failed", NULL,
                          "a workspace filesystem could not be detached, "
@@ -560,7 +635,9 @@ void sh_manager_release_dir(sh_manager *m, const char *dirname, char *trash_name
                 sh_error_release(&err);
                 free(t->tname);
                 free(t);
+                return;
         }
+        m->teardowns++;
 }
 
 /* An image name is one path component naming a directory below SANDBOX_HOST_IMAGES. */
@@ -610,6 +687,7 @@ static int sandbox_dir_create(sh_manager *m, sh_sandbox *sb, sh_error **err)
          * point, and stays root's. */
         if (dirfd < 0 || mkdirat(dirfd, "workspace", 0755) < 0 ||
             (mounted && mkdirat(dirfd, "disk", 0700) < 0) ||
+            (!mounted && mkdirat(dirfd, ".trash", 0700) < 0) ||
             (!mounted &&
              fchownat(dirfd, "workspace", owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW) < 0) ||
             (!mounted && (wsfd = openat(dirfd, "workspace",
@@ -936,31 +1014,23 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
 
 int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err)
 {
-        _cleanup_close_ int own_trash = -1, wsfd = sh_sandbox_open_workspace(sb, err);
-        int trashfd = m->trashfd;
+        _cleanup_close_ int trashfd = -1, wsfd = sh_sandbox_open_workspace(sb, err);
         char tname[96];
 
         if (wsfd < 0)
                 return -1;
-        /* A workspace on a filesystem of its own has its trash there (rename(2) never leaves a
-         * filesystem), beside the workspace, out of the sandbox's sight. */
-        if (sh_sandbox_disk_mounted(sb)) {
-                _cleanup_close_ int dirfd = sh_sandbox_open_dir(sb, err);
-
-                if (dirfd < 0)
-                        return -1;
-                own_trash = openat(dirfd, "disk/.trash",
-                                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (own_trash < 0)
-                        return sh_error_make(err, errno, "opening the workspace's trash");
-                trashfd = own_trash;
-        }
+        /* The sandbox's trash: on the workspace's filesystem and mount (rename(2) never leaves
+         * one), out of the sandbox's sight, inside its disk limit. */
+        trashfd = sh_sandbox_open_trash(sb, err);
+        if (trashfd < 0)
+                return -1;
         snprintf(tname, sizeof(tname), "dir.%llu.%llu", (unsigned long long)getpid(),
                  (unsigned long long)++m->trash_seq);
         if (sh_fs_detach_dir(wsfd, path, trashfd, tname, err) < 0)
                 return -1;
         /* The sandbox pays for removing its own tree. */
-        return sh_remover_start(m, trashfd, sb, tname, err);
+        sh_manager_trash_kick(m, sb);
+        return 0;
 }
 
 void sh_manager_delete_all(sh_manager *m)

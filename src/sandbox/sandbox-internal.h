@@ -30,6 +30,10 @@ sh_ws_cache *sh_manager_ws_cache(const sh_manager *m);
  * (in a child) and remove the directory, named `dirname` below .sandboxes or `trash_name`
  * (taken; NULL: not moved yet) in the trash. */
 void sh_manager_release_dir(sh_manager *m, const char *dirname, char *trash_name);
+/* {root}/.trash (O_DIRECTORY, the manager's): deleted sandboxes' trees, leftovers. */
+int sh_manager_trash_fd(const sh_manager *m);
+/* The removals in the background (remover.c), one set per manager. */
+struct sh_removals *sh_manager_removals(const sh_manager *m);
 
 /* ---- sandbox.c, for manager.c ----------------------------------------------------------- */
 
@@ -55,6 +59,9 @@ int sh_sandbox_open_dir(sh_sandbox *sb, sh_error **err);
 bool sh_sandbox_disk_mounted(const sh_sandbox *sb);
 /* delete moved its directory to the trash under this name (taken). */
 void sh_sandbox_set_trash_name(sh_sandbox *sb, char *name);
+/* The removal emptying its trash (remover.c's; it holds a reference of sb), NULL: none. */
+void *sh_sandbox_trash_job(const sh_sandbox *sb);
+void sh_sandbox_set_trash_job(sh_sandbox *sb, void *job);
 
 /* The create lifecycle: the disk limit (in a child), the worker, the restore, the marker, then
  * done once (sh_manager_create). On failure here nothing has started and done is not called. */

@@ -69,6 +69,7 @@ struct sh_sandbox {
         uint32_t projid;       /* project quota id (project mode), else 0 */
         bool disk_mounted;     /* loop, tmpfs: its filesystem may be mounted */
         char *trash_name;      /* where delete moved the directory (mounted modes) */
+        void *trash_job;       /* the removal emptying its trash (remover.c), NULL: none */
         /* the create, until done has been called */
         sh_sandbox_done_fn create_done;
         void *create_data;
@@ -214,6 +215,39 @@ int sh_sandbox_open_dir(sh_sandbox *sb, sh_error **err)
 static const char *workspace_name(const sh_sandbox *sb)
 {
         return sb->disk_mounted ? "disk/workspace" : "workspace";
+}
+
+/* The trash beside the workspace, on its filesystem and mount (the daemon's): disk/.trash
+ * inside a filesystem of its own (in its limit), else .trash in the sandbox's directory (under
+ * project quota its entries keep the sandbox's project id, so they stay charged to it). Root's,
+ * 0700, outside the workspace: no sandbox reaches it. */
+int sh_sandbox_open_trash(sh_sandbox *sb, sh_error **err)
+{
+        _cleanup_close_ int dirfd = -1;
+        int fd;
+
+        if (sb->deleted)
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
+        if (!sb->ws.ino)
+                return sh_error_new(err, SH_E_UNAVAILABLE,
+                                    "the sandbox's workspace is not set up yet");
+        if ((dirfd = dir_open(sb, err)) < 0)
+                return -1;
+        fd = openat(dirfd, sb->disk_mounted ? "disk/.trash" : ".trash",
+                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return sh_error_make(err, errno, "opening the sandbox's trash");
+        return fd;
+}
+
+void *sh_sandbox_trash_job(const sh_sandbox *sb)
+{
+        return sb->trash_job;
+}
+
+void sh_sandbox_set_trash_job(sh_sandbox *sb, void *job)
+{
+        sb->trash_job = job;
 }
 
 /* ---- the workspaces in use ---------------------------------------------------------- */

@@ -367,10 +367,25 @@ def _limits(dirs):
             _read(dirs.get("cpu", "") + "/cpu.cfs_quota_us"))
 
 
+def _trashes(d):
+    """The state root's trash and every sandbox's own ({root}/.sandboxes/N/.trash)."""
+    return [d.root / ".trash"] + sorted(d.root.glob(".sandboxes/*/.trash"))
+
+
+def _trashes_empty(d):
+    for t in _trashes(d):
+        try:
+            if os.listdir(t):
+                return False
+        except FileNotFoundError:  # its sandbox's directory moved into the state root's
+            pass
+    return True
+
+
 def _removers(d):
-    """{pid: (netns, status, cgroup dirs, limits)} of the daemon's children working on its
-    trash (their fd 3 is the trash directory)."""
-    trash = str(d.root / ".trash")
+    """{pid: (netns, status, cgroup dirs, limits)} of the daemon's children working on a
+    trash (their fd 3 is the trash directory: the state root's or a sandbox's)."""
+    trashes = tuple(str(t) for t in _trashes(d))
     out = {}
     try:
         with open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)) as f:
@@ -379,7 +394,7 @@ def _removers(d):
         return out
     for k in kids:
         try:
-            if not os.readlink("/proc/%d/fd/3" % k).startswith(trash):
+            if not os.readlink("/proc/%d/fd/3" % k).startswith(trashes):
                 continue
             dirs = execlib.cgroup_dirs_of(k)
             v = (_netns(k), _status(k), dirs, _limits(dirs))
@@ -415,8 +430,8 @@ def _catch_remover(d, action):
     try:
         r = action()
         assert r.status == 204, r
-        # the removal runs in the background: wait until the trash is empty
-        assert shlib.wait_until(lambda: not os.listdir(d.root / ".trash"), timeout=CALL_TIMEOUT)
+        # the removal runs in the background: wait until the trashes are empty
+        assert shlib.wait_until(lambda: _trashes_empty(d), timeout=CALL_TIMEOUT)
     finally:
         done.set()
         w.join(10)

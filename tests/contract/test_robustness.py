@@ -430,8 +430,11 @@ def test_replacing_upload_never_lets_the_name_go_missing(sb):
     # A replacing upload is atomic at the moment of the rename: the name always leads to the
     # old or the new file, never to nothing. The daemon runs one request at a time, so an
     # API reader cannot fall into a gap between an unlink and a link; the kernel sees every
-    # step: inotify on the workspace shows each replace as one MOVED_TO onto the name, never
-    # a DELETE or MOVED_FROM of it (and the readers meanwhile never get false or 404).
+    # step: inotify on the workspace shows each replace as one exchange of the new file with
+    # the old (RENAME_EXCHANGE: the old one goes to the trash under the temporary name), which
+    # the kernel reports for the name as the new file's MOVED_TO then the old one's
+    # MOVED_FROM, in that order, with nothing between; never a DELETE of the name, never a
+    # MOVED_FROM first (and the readers meanwhile never get false or 404).
     n = 20
     sb.put_ok("name", b"first")
     stop = threading.Event()
@@ -459,7 +462,8 @@ def test_replacing_upload_never_lets_the_name_go_missing(sb):
             t.join(30)
         events = [e for e in ino.read(timeout=0.5) if e[2] == "name"]
     assert not bad, bad[:3]
-    assert events == [(str(sb.ws), {"MOVED_TO"}, "name")] * n, events
+    assert events == [(str(sb.ws), {"MOVED_TO"}, "name"),
+                      (str(sb.ws), {"MOVED_FROM"}, "name")] * n, events
 
 
 # ---------------- upload limit ----------------

@@ -1,17 +1,21 @@
 /* test_fsops.c: workspace operations (CONTRACT.md section 3): mkdir -p, atomic upload, read,
- * exists/size, unlink/rename/detach, remove_tree, walk order, disk usage, and a race where a
- * process swaps a directory for escaping links while the API works through it. */
+ * exists/size, unlink/rename/detach, remove_tree, walk order, disk usage, the trash (what a
+ * replace or a delete leaves: small entries freed at once, big ones kept for a remover, nothing
+ * dropped where a sandbox could swap it, the daemon's view of another mount's directory), and
+ * a race where a process swaps a directory for escaping links while the API works through it. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,12 +25,14 @@
 #include "sh/fsops.h"
 #include "sh/native.h"
 #include "sh/safe_open.h"
+#include "sh/trash.h"
 #include "unit.h"
 
 static char base_dir[256];
 static char tdir[512];
 static int rootfd = -1;
 static sh_fs_owner own;
+static bool kept; /* sh_fs_upload_commit: whether a trash holds something (none here) */
 
 /* A path below the test dir (unit.h: rotating buffers, several per call). */
 #define tp(...) ut_path(tdir, __VA_ARGS__)
@@ -114,10 +120,10 @@ static int upload(const char *path, const char *content)
                 goto out;
         r = sh_fs_upload_write(u, content, strlen(content), &err);
         if (r < 0) {
-                sh_fs_upload_abort(u);
+                (void)sh_fs_upload_abort(u, -1);
                 goto out;
         }
-        r = sh_fs_upload_commit(u, rootfd, path, &own, &err);
+        r = sh_fs_upload_commit(u, rootfd, path, &own, -1, &kept, &err);
 out:
         sh_error_release(&err);
         return r;
@@ -238,7 +244,7 @@ START_TEST(test_upload_size_counts_written_bytes)
         ck_assert_int_eq(sh_fs_upload_write(u, "abc", 3, &err), 0);
         ck_assert_int_eq(sh_fs_upload_write(u, "de", 2, &err), 0);
         ck_assert_uint_eq(sh_fs_upload_size(u), 5);
-        sh_fs_upload_abort(u);
+        (void)sh_fs_upload_abort(u, -1);
 }
 END_TEST
 
@@ -252,7 +258,7 @@ START_TEST(test_upload_invisible_until_commit_old_content_kept)
         ck_assert_int_eq(sh_fs_upload_write(u, "new", 3, &err), 0);
         ck_assert_str_eq(read_path(tp("ws/f")), "old");
         ck_assert_int_eq(count_entries(tp("ws")), 1);
-        ck_assert_int_eq(sh_fs_upload_commit(u, rootfd, "f", &own, &err), 0);
+        ck_assert_int_eq(sh_fs_upload_commit(u, rootfd, "f", &own, -1, &kept, &err), 0);
         ck_assert_str_eq(read_path(tp("ws/f")), "new");
 }
 END_TEST
@@ -264,8 +270,8 @@ START_TEST(test_upload_abort_leaves_no_trace)
 
         ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
         ck_assert_int_eq(sh_fs_upload_write(u, "data", 4, &err), 0);
-        sh_fs_upload_abort(u);
-        sh_fs_upload_abort(NULL);
+        (void)sh_fs_upload_abort(u, -1);
+        (void)sh_fs_upload_abort(NULL, -1);
         ck_assert_int_eq(count_entries(tp("ws")), 0);
 }
 END_TEST
@@ -278,7 +284,9 @@ START_TEST(test_upload_over_directory_is_eisdir_nothing_changed)
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
         ut_write_file(tp("ws/d/keep"), "k");
         ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
-        ck_assert_int_eq(err_errno(sh_fs_upload_commit(u, rootfd, "d", &own, &err), &err), EISDIR);
+        ck_assert_int_eq(
+                err_errno(sh_fs_upload_commit(u, rootfd, "d", &own, -1, &kept, &err), &err),
+                EISDIR);
         ck_assert_int_eq(count_entries(tp("ws")), 1);
         ck_assert_str_eq(read_path(tp("ws/d/keep")), "k");
 }
@@ -290,7 +298,8 @@ START_TEST(test_upload_to_root_is_eisdir)
         sh_error *err = NULL;
 
         ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
-        ck_assert_int_eq(err_errno(sh_fs_upload_commit(u, rootfd, "", &own, &err), &err), EISDIR);
+        ck_assert_int_eq(err_errno(sh_fs_upload_commit(u, rootfd, "", &own, -1, &kept, &err), &err),
+                         EISDIR);
 }
 END_TEST
 
@@ -484,10 +493,10 @@ START_TEST(test_unlink_removes_link_not_target)
 
         ut_write_file(tp("ws/f"), "x");
         ck_assert_int_eq(symlink("/f", tp("ws/l")), 0);
-        ck_assert_int_eq(sh_fs_unlink_file(rootfd, "l", &err), 0);
+        ck_assert_int_eq(sh_fs_unlink_file(rootfd, "l", -1, &err), 0);
         ck_assert(!lexists(tp("ws/l")));
         ck_assert(lexists(tp("ws/f")));
-        ck_assert_int_eq(sh_fs_unlink_file(rootfd, "f", &err), 0);
+        ck_assert_int_eq(sh_fs_unlink_file(rootfd, "f", -1, &err), 0);
         ck_assert(!lexists(tp("ws/f")));
 }
 END_TEST
@@ -497,10 +506,10 @@ START_TEST(test_unlink_directory_is_eisdir_absent_is_enoent)
         sh_error *err = NULL;
 
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
-        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "d", &err), &err), EISDIR);
-        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "", &err), &err), EISDIR);
-        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "nope", &err), &err), ENOENT);
-        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "nope/x", &err), &err), ENOENT);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "d", -1, &err), &err), EISDIR);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "", -1, &err), &err), EISDIR);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "nope", -1, &err), &err), ENOENT);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "nope/x", -1, &err), &err), ENOENT);
         ck_assert(lexists(tp("ws/d")));
 }
 END_TEST
@@ -510,7 +519,7 @@ START_TEST(test_unlink_through_escaping_link_touches_nothing_outside)
         sh_error *err = NULL;
 
         ck_assert_int_eq(symlink("../outside", tp("ws/up")), 0);
-        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "up/secret", &err), &err), ENOENT);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "up/secret", -1, &err), &err), ENOENT);
         ck_assert(lexists(tp("outside/secret")));
 }
 END_TEST
@@ -521,7 +530,7 @@ START_TEST(test_rename_moves_and_creates_dst_parents)
         struct stat st;
 
         ut_write_file(tp("ws/f"), "x");
-        ck_assert_int_eq(sh_fs_rename(rootfd, "f", "n/m/g", &own, &err), 0);
+        ck_assert_int_eq(sh_fs_rename(rootfd, "f", "n/m/g", &own, -1, &err), 0);
         ck_assert(!lexists(tp("ws/f")));
         ck_assert_str_eq(read_path(tp("ws/n/m/g")), "x");
         ck_assert_int_eq(lstat(tp("ws/n/m"), &st), 0);
@@ -535,7 +544,7 @@ START_TEST(test_rename_replaces_existing_dst_file)
 
         ut_write_file(tp("ws/a"), "A");
         ut_write_file(tp("ws/b"), "B");
-        ck_assert_int_eq(sh_fs_rename(rootfd, "a", "b", &own, &err), 0);
+        ck_assert_int_eq(sh_fs_rename(rootfd, "a", "b", &own, -1, &err), 0);
         ck_assert_str_eq(read_path(tp("ws/b")), "A");
         ck_assert_int_eq(count_entries(tp("ws")), 1);
 }
@@ -545,7 +554,8 @@ START_TEST(test_rename_absent_src_is_enoent_and_creates_nothing)
 {
         sh_error *err = NULL;
 
-        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "nope", "x/y", &own, &err), &err), ENOENT);
+        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "nope", "x/y", &own, -1, &err), &err),
+                         ENOENT);
         ck_assert_int_eq(count_entries(tp("ws")), 0);
 }
 END_TEST
@@ -555,8 +565,8 @@ START_TEST(test_rename_root_is_einval)
         sh_error *err = NULL;
 
         ut_write_file(tp("ws/f"), "x");
-        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "", "x", &own, &err), &err), EINVAL);
-        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "f", "", &own, &err), &err), EINVAL);
+        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "", "x", &own, -1, &err), &err), EINVAL);
+        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "f", "", &own, -1, &err), &err), EINVAL);
 }
 END_TEST
 
@@ -1294,11 +1304,11 @@ static void run_race(void)
                 (void)sh_fs_remove_tree(trashfd, tname, &err);
                 sh_error_release(&err);
                 snprintf(sub, sizeof(sub), "d/%s-moved", victim);
-                (void)sh_fs_rename(rootfd, vpath, sub, &own, &err);
+                (void)sh_fs_rename(rootfd, vpath, sub, &own, -1, &err);
                 sh_error_release(&err);
-                (void)sh_fs_unlink_file(rootfd, sub, &err);
+                (void)sh_fs_unlink_file(rootfd, sub, -1, &err);
                 sh_error_release(&err);
-                (void)sh_fs_unlink_file(rootfd, vpath, &err);
+                (void)sh_fs_unlink_file(rootfd, vpath, -1, &err);
                 sh_error_release(&err);
                 {
                         sh_fs_walker *w = NULL;
@@ -1566,12 +1576,396 @@ START_TEST(test_listing_never_enters_a_directory_swapped_after_it_was_shown)
 }
 END_TEST
 
+/* ---- the trash (sh/trash.h) ------------------------------------------------------------- */
+
+#define BIG (2u << 20) /* over SH_FS_TRASH_INLINE_MAX */
+
+static int wdir = -1;    /* tdir/ws, O_RDONLY */
+static int trashfd = -1; /* tdir/trash */
+
+static void trash_setup(void)
+{
+        setup();
+        wdir = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        trashfd = open(tp("trash"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(wdir, 0);
+        ck_assert_int_ge(trashfd, 0);
+}
+
+static void trash_teardown(void)
+{
+        close(wdir);
+        close(trashfd);
+        teardown();
+}
+
+/* A file of `size` bytes really written (its blocks allocated), every byte `c`. */
+static void write_big(const char *path, size_t size, char c)
+{
+        static char chunk[64 << 10];
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+        ck_assert_int_ge(fd, 0);
+        memset(chunk, c, sizeof(chunk));
+        for (size_t done = 0; done < size; done += sizeof(chunk))
+                ck_assert_int_eq(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+        close(fd);
+}
+
+static off_t size_of(const char *path)
+{
+        struct stat st;
+
+        ck_assert_int_eq(lstat(path, &st), 0);
+        return st.st_size;
+}
+
+/* The one entry of the trash, by path. */
+static const char *trash_entry(void)
+{
+        static char name[1024];
+        DIR *d = opendir(tp("trash"));
+        struct dirent *de;
+
+        ck_assert_ptr_nonnull(d);
+        name[0] = '\0';
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        snprintf(name, sizeof(name), "%s/trash/%s", tdir, de->d_name);
+        closedir(d);
+        ck_assert_str_ne(name, "");
+        return name;
+}
+
+/* An unnamed file in the workspace holding `content`. */
+static int unnamed(const char *content)
+{
+        int fd = openat(rootfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));
+        return fd;
+}
+
+START_TEST(test_a_small_deleted_file_is_freed_at_once)
+{
+        sh_error *err = NULL;
+
+        ut_write_file(tp("ws/small"), "x");
+        ck_assert_int_eq(sh_fs_trash_entry(wdir, "small", false, trashfd, &err), 0);
+        ck_assert_int_eq(count_entries(tp("ws")), 0);
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+}
+END_TEST
+
+START_TEST(test_a_big_deleted_file_waits_in_the_trash)
+{
+        sh_error *err = NULL;
+
+        write_big(tp("ws/big"), BIG, 'b');
+        ck_assert_int_eq(sh_fs_trash_entry(wdir, "big", false, trashfd, &err), 1);
+        ck_assert_int_eq(count_entries(tp("ws")), 0);
+        ck_assert_int_eq(size_of(trash_entry()), BIG);
+}
+END_TEST
+
+START_TEST(test_a_sparse_file_counts_only_its_blocks)
+{
+        sh_error *err = NULL;
+        int fd = open(tp("ws/sparse"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(ftruncate(fd, (off_t)1 << 34), 0); /* 16 GiB of holes */
+        close(fd);
+        ck_assert_int_eq(sh_fs_trash_entry(wdir, "sparse", false, trashfd, &err), 0);
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+}
+END_TEST
+
+START_TEST(test_delete_of_a_file_refuses_a_directory_and_the_reverse)
+{
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        ut_write_file(tp("ws/f"), "x");
+        ck_assert_int_lt(sh_fs_trash_entry(wdir, "d", false, trashfd, &err), 0);
+        ck_assert_int_eq(err->errnum, EISDIR);
+        sh_error_release(&err);
+        ck_assert_int_lt(sh_fs_trash_entry(wdir, "f", true, trashfd, &err), 0);
+        ck_assert_int_eq(err->errnum, ENOTDIR);
+        sh_error_release(&err);
+        ck_assert_int_lt(sh_fs_trash_entry(wdir, "nope", false, trashfd, &err), 0);
+        ck_assert_int_eq(err->errnum, ENOENT);
+        sh_error_release(&err);
+        ck_assert_int_eq(count_entries(tp("ws")), 2);
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+}
+END_TEST
+
+START_TEST(test_a_directory_goes_whole_and_waits_unless_empty)
+{
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(mkdir(tp("ws/empty"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/tree"), 0755), 0);
+        ut_write_file(tp("ws/tree/f"), "x");
+        ck_assert_int_eq(sh_fs_trash_entry(wdir, "empty", true, trashfd, &err), 0);
+        ck_assert_int_eq(sh_fs_trash_entry(wdir, "tree", true, trashfd, &err), 1);
+        ck_assert_int_eq(count_entries(tp("ws")), 0);
+        ck_assert_int_eq(count_entries(trash_entry()), 1);
+}
+END_TEST
+
+START_TEST(test_a_deleted_link_goes_itself_never_its_target)
+{
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(symlink("../outside/secret", tp("ws/l")), 0);
+        ck_assert_int_eq(sh_fs_trash_entry(wdir, "l", false, trashfd, &err), 0);
+        ck_assert_int_eq(size_of(tp("outside/secret")), 6);
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+}
+END_TEST
+
+/* An unnamed file holding "new" committed at `base` (sh_fs_trash_commit's result; its error's
+ * errno, negated, on failure). */
+static int commit_new(const char *base, int trash)
+{
+        sh_error *err = NULL;
+        int fd = unnamed("new"), r = sh_fs_trash_commit(fd, wdir, base, trash, &err);
+
+        if (r < 0)
+                r = -err->errnum;
+        sh_error_release(&err);
+        close(fd);
+        return r;
+}
+
+START_TEST(test_commit_puts_the_new_file_in_and_the_big_old_one_in_the_trash)
+{
+        sh_error *err = NULL;
+        int fd = unnamed("new");
+        struct stat mine, at;
+
+        write_big(tp("ws/f"), BIG, 'o');
+        ck_assert_int_eq(fstat(fd, &mine), 0);
+        ck_assert_int_eq(sh_fs_trash_commit(fd, wdir, "f", trashfd, &err), 1);
+        ck_assert_int_eq(lstat(tp("ws/f"), &at), 0);
+        ck_assert(at.st_ino == mine.st_ino);
+        ck_assert_int_eq(count_entries(tp("ws")), 1); /* no temporary name left */
+        ck_assert_int_eq(size_of(trash_entry()), BIG);
+        close(fd);
+}
+END_TEST
+
+START_TEST(test_commit_frees_a_small_old_file_at_once_and_makes_a_new_one)
+{
+        sh_error *err = NULL;
+        int a = unnamed("A"), b = unnamed("B");
+
+        ck_assert_int_eq(sh_fs_trash_commit(a, wdir, "f", trashfd, &err), 0);
+        ck_assert_int_eq(size_of(tp("ws/f")), 1);
+        ut_write_file(tp("ws/g"), "old");
+        ck_assert_int_eq(sh_fs_trash_commit(b, wdir, "g", trashfd, &err), 0);
+        ck_assert_int_eq(size_of(tp("ws/g")), 1);
+        ck_assert_int_eq(count_entries(tp("ws")), 2);
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+        close(a);
+        close(b);
+}
+END_TEST
+
+START_TEST(test_commit_over_a_directory_is_eisdir_and_changes_nothing)
+{
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        ut_write_file(tp("ws/d/keep"), "k");
+        ck_assert_int_eq(commit_new("d", trashfd), -EISDIR);
+        ck_assert_int_eq(count_entries(tp("ws")), 1);
+        ck_assert_int_eq(count_entries(tp("ws/d")), 1);
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+}
+END_TEST
+
+START_TEST(test_commit_over_a_file_with_other_links_keeps_them)
+{
+        write_big(tp("ws/f"), BIG, 'o');
+        ck_assert_int_eq(link(tp("ws/f"), tp("ws/other")), 0);
+        ck_assert_int_eq(commit_new("f", trashfd), 1);
+        ck_assert_int_eq(size_of(tp("ws/f")), 3);
+        ck_assert_int_eq(size_of(tp("ws/other")), BIG);
+}
+END_TEST
+
+START_TEST(test_commit_replaces_a_link_never_its_target)
+{
+        ck_assert_int_eq(symlink("../outside/secret", tp("ws/l")), 0);
+        ck_assert_int_eq(commit_new("l", trashfd), 0);
+        ck_assert_int_eq(size_of(tp("ws/l")), 3);
+        ck_assert_int_eq(size_of(tp("outside/secret")), 6);
+}
+END_TEST
+
+START_TEST(test_commit_without_a_trash_replaces_in_place)
+{
+        write_big(tp("ws/f"), BIG, 'o');
+        ck_assert_int_eq(commit_new("f", -1), 0);
+        ck_assert_int_eq(size_of(tp("ws/f")), 3);
+        ck_assert_int_eq(count_entries(tp("ws")), 1);
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+}
+END_TEST
+
+START_TEST(test_rename_over_a_big_file_puts_it_in_the_trash)
+{
+        sh_error *err = NULL;
+
+        ut_write_file(tp("ws/a"), "A");
+        write_big(tp("ws/b"), BIG, 'b');
+        ck_assert_int_eq(sh_fs_rename(rootfd, "a", "b", &own, trashfd, &err), 1);
+        ck_assert_str_eq(read_path(tp("ws/b")), "A");
+        ck_assert(!lexists(tp("ws/a")));
+        ck_assert_int_eq(size_of(trash_entry()), BIG);
+        ut_write_file(tp("ws/c"), "C");
+        ck_assert_int_eq(sh_fs_rename(rootfd, "c", "b", &own, trashfd, &err), 0);
+        ck_assert_str_eq(read_path(tp("ws/b")), "C");
+        ck_assert_int_eq(count_entries(tp("ws")), 1);
+        /* two names of one file: nothing happens, as rename(2) */
+        ck_assert_int_eq(link(tp("ws/b"), tp("ws/b2")), 0);
+        ck_assert_int_eq(sh_fs_rename(rootfd, "b", "b2", &own, trashfd, &err), 0);
+        ck_assert_int_eq(sh_fs_rename(rootfd, "b", "b", &own, trashfd, &err), 0);
+        ck_assert_int_eq(count_entries(tp("ws")), 2);
+}
+END_TEST
+
+START_TEST(test_rename_with_a_directory_keeps_the_rules_of_rename)
+{
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/e"), 0755), 0);
+        ut_write_file(tp("ws/d/keep"), "k");
+        ut_write_file(tp("ws/f"), "f");
+        ck_assert_int_lt(sh_fs_rename(rootfd, "d", "f", &own, trashfd, &err), 0);
+        ck_assert_int_eq(err->errnum, ENOTDIR);
+        sh_error_release(&err);
+        ck_assert_int_lt(sh_fs_rename(rootfd, "f", "d", &own, trashfd, &err), 0);
+        ck_assert_int_eq(err->errnum, EISDIR);
+        sh_error_release(&err);
+        ck_assert_int_eq(sh_fs_rename(rootfd, "d", "e", &own, trashfd, &err), 0);
+        ck_assert_str_eq(read_path(tp("ws/e/keep")), "k");
+        ck_assert_str_eq(read_path(tp("ws/f")), "f");
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+}
+END_TEST
+
+START_TEST(test_an_unnamed_file_given_up_goes_to_the_trash_only_when_big)
+{
+        int small = unnamed("x"), big = openat(rootfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        static char chunk[BIG];
+
+        ck_assert_int_ge(big, 0);
+        memset(chunk, 'z', sizeof(chunk));
+        ck_assert_int_eq(write(big, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+        ck_assert_int_eq(sh_fs_trash_unnamed(small, trashfd), 0);
+        ck_assert_int_eq(sh_fs_trash_unnamed(big, -1), 0);
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+        ck_assert_int_eq(sh_fs_trash_unnamed(big, trashfd), 1);
+        ck_assert_int_eq(size_of(trash_entry()), BIG);
+        ck_assert_int_eq(count_entries(tp("ws")), 0);
+        close(small);
+        close(big);
+}
+END_TEST
+
+/* ---- the daemon's view of another mount's directory (root: bind mounts) ----------------- */
+
+/* tdir/mnt: a bind mount of ws, as a sandbox's /workspace is; in a mount namespace of this
+ * test's own (Check forks each test), so nothing outlives it. */
+static void bind_setup(void)
+{
+        trash_setup();
+        if (geteuid() != 0)
+                return;
+        ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+        ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+        ck_assert_int_eq(mkdir(tp("mnt"), 0755), 0);
+        ck_assert_int_eq(mount(tp("ws"), tp("mnt"), NULL, MS_BIND, NULL), 0);
+}
+
+static int view(const char *below)
+{
+        int fd = open(tp("mnt/%s", below), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int r;
+
+        ck_assert_int_ge(fd, 0);
+        r = sh_fs_view_dir(rootfd, tp("mnt"), fd);
+        close(fd);
+        return r;
+}
+
+START_TEST(test_view_of_a_directory_through_another_mount_is_that_directory)
+{
+        struct stat want, got;
+        int fd;
+
+        if (geteuid() != 0)
+                return; /* bind mounts need root */
+        ck_assert_int_eq(mkdir(tp("ws/a"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/a/b c"), 0755), 0);
+        fd = view("a/b c");
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(fstat(fd, &got), 0);
+        ck_assert_int_eq(stat(tp("ws/a/b c"), &want), 0);
+        ck_assert(got.st_ino == want.st_ino && got.st_dev == want.st_dev);
+        close(fd);
+        fd = view("");
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+}
+END_TEST
+
+START_TEST(test_view_refuses_what_is_not_the_workspace_or_no_longer_in_it)
+{
+        int fd;
+
+        if (geteuid() != 0)
+                return;
+        /* moved out of the workspace while held: no path below it leads there */
+        ck_assert_int_eq(mkdir(tp("ws/gone"), 0755), 0);
+        fd = open(tp("mnt/gone"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(rename(tp("ws/gone"), tp("trash/gone")), 0);
+        ck_assert_int_eq(sh_fs_view_dir(rootfd, tp("mnt"), fd), -ESTALE);
+        ck_assert_int_eq(rmdir(tp("trash/gone")), 0);
+        ck_assert_int_eq(sh_fs_view_dir(rootfd, tp("mnt"), fd), -ENOENT);
+        close(fd);
+        /* another filesystem (a sandbox's /tmp) */
+        ck_assert_int_eq(mkdir(tp("ws/tmp"), 0755), 0);
+        ck_assert_int_eq(mount("tmpfs", tp("mnt/tmp"), "tmpfs", 0, "size=1m"), 0);
+        ck_assert_int_eq(view("tmp"), -EXDEV);
+        /* a read-only mount of the same filesystem */
+        ck_assert_int_eq(mkdir(tp("ro"), 0755), 0);
+        ck_assert_int_eq(mount(tp("ws"), tp("ro"), NULL, MS_BIND, NULL), 0);
+        ck_assert_int_eq(mount(NULL, tp("ro"), NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL), 0);
+        fd = open(tp("ro"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(sh_fs_view_dir(rootfd, tp("ro"), fd), -EXDEV);
+        close(fd);
+        /* a path outside the mount point given */
+        fd = open(tp("mnt"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_eq(sh_fs_view_dir(rootfd, tp("mntx"), fd), -ESTALE);
+        close(fd);
+}
+END_TEST
+
 static Suite *fsops_suite(void)
 {
         Suite *s = suite_create("fsops");
         TCase *tc = tcase_create("ops");
         TCase *fb = tcase_create("ops_fallback");
         TCase *race = tcase_create("race");
+        TCase *trash = tcase_create("trash");
+        TCase *tv = tcase_create("trash_view");
         TCase *both[] = {tc, fb};
 
         for (size_t i = 0; i < 2; i++) {
@@ -1653,6 +2047,30 @@ static Suite *fsops_suite(void)
         tcase_add_test(race, test_race_swapping_dir_for_escaping_links_never_escapes);
         tcase_add_test(race, test_race_fallback_walker_never_escapes);
         suite_add_tcase(s, race);
+        tcase_add_unchecked_fixture(trash, base_setup, base_teardown);
+        tcase_add_checked_fixture(trash, trash_setup, trash_teardown);
+        tcase_add_unchecked_fixture(tv, base_setup, base_teardown);
+        tcase_add_checked_fixture(tv, bind_setup, trash_teardown);
+        tcase_add_test(trash, test_a_small_deleted_file_is_freed_at_once);
+        tcase_add_test(trash, test_a_big_deleted_file_waits_in_the_trash);
+        tcase_add_test(trash, test_a_sparse_file_counts_only_its_blocks);
+        tcase_add_test(trash, test_delete_of_a_file_refuses_a_directory_and_the_reverse);
+        tcase_add_test(trash, test_a_directory_goes_whole_and_waits_unless_empty);
+        tcase_add_test(trash, test_a_deleted_link_goes_itself_never_its_target);
+        tcase_add_test(trash, test_commit_puts_the_new_file_in_and_the_big_old_one_in_the_trash);
+        tcase_add_test(trash, test_commit_frees_a_small_old_file_at_once_and_makes_a_new_one);
+        tcase_add_test(trash, test_commit_over_a_directory_is_eisdir_and_changes_nothing);
+        tcase_add_test(trash, test_commit_over_a_file_with_other_links_keeps_them);
+        tcase_add_test(trash, test_commit_replaces_a_link_never_its_target);
+        tcase_add_test(trash, test_commit_without_a_trash_replaces_in_place);
+        tcase_add_test(trash, test_rename_over_a_big_file_puts_it_in_the_trash);
+        tcase_add_test(trash, test_rename_with_a_directory_keeps_the_rules_of_rename);
+        tcase_add_test(trash, test_an_unnamed_file_given_up_goes_to_the_trash_only_when_big);
+        tcase_add_test(tv, test_view_of_a_directory_through_another_mount_is_that_directory);
+        tcase_add_test(tv, test_view_refuses_what_is_not_the_workspace_or_no_longer_in_it);
+        suite_add_tcase(s, trash);
+        suite_add_tcase(s, tv);
+
         return s;
 }
 

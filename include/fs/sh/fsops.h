@@ -11,6 +11,7 @@
 
 #include "sh/error.h"
 #include "sh/remove.h" /* the file handlers use the whole fs layer */
+#include "sh/trash.h"
 #include "sh/walk.h"
 
 /* Owner of everything the host creates in a workspace (the sandbox uid). Functions taking a
@@ -38,11 +39,17 @@ int sh_fs_upload_write(sh_fs_upload *u, const void *buf, size_t len, sh_error **
 uint64_t sh_fs_upload_size(const sh_fs_upload *u);
 /* Create missing parents, set owner and mode 0644, replace `path` atomically (whatever
  * non-directory stood there; a directory there is EISDIR and nothing changes; the root is
- * EISDIR). Frees u in every case. */
+ * EISDIR). What stood there goes into trashfd (sh_fs_trash_commit; < 0: none, dropped in
+ * place), and so does the staged file when the commit fails and it is big. Frees u in every
+ * case; *ret_kept: the trash holds something of it for a remover. */
 int sh_fs_upload_commit(sh_fs_upload *u, int rootfd, const char *path, const sh_fs_owner *own,
-                        sh_error **err);
-/* Discard (accepts NULL). */
-void sh_fs_upload_abort(sh_fs_upload *u);
+                        int trashfd, bool *ret_kept, sh_error **err);
+/* Discard (accepts NULL): a big staged file goes into trashfd first (sh_fs_trash_unnamed), so
+ * that closing it frees nothing on the loop. 1: the trash holds it for a remover; else 0. */
+int sh_fs_upload_abort(sh_fs_upload *u, int trashfd);
+/* Discard u, handing its staged file's fd to the caller (who decides where its blocks are
+ * freed; -1 for NULL). */
+int sh_fs_upload_take_fd(sh_fs_upload *u);
 
 /* Open a regular file for reading without ever blocking on a FIFO or touching a device:
  * O_PATH first, fstat, then reopen of that very inode. A directory is EISDIR, any other
@@ -62,12 +69,14 @@ int sh_fs_exists(int rootfd, const char *path, bool *ret, sh_error **err);
 int sh_fs_size(int rootfd, const char *path, int64_t *ret, sh_error **err);
 
 /* Remove a non-directory entry (a link itself, never its target). Absent ENOENT, a
- * directory (or the root) EISDIR. */
-int sh_fs_unlink_file(int rootfd, const char *path, sh_error **err);
+ * directory (or the root) EISDIR. trashfd >= 0: moved into that trash (sh_fs_trash_entry),
+ * then 1 when it waits there for a remover; < 0: unlinked in place. */
+int sh_fs_unlink_file(int rootfd, const char *path, int trashfd, sh_error **err);
 
 /* rename(2) semantics inside the root; missing parents of dst created; absent src ENOENT;
- * src or dst the root EINVAL. */
-int sh_fs_rename(int rootfd, const char *src, const char *dst, const sh_fs_owner *own,
+ * src or dst the root EINVAL. A file replaced at dst goes into trashfd (sh_fs_trash_rename;
+ * < 0: dropped in place): 1 when it waits there for a remover. */
+int sh_fs_rename(int rootfd, const char *src, const char *dst, const sh_fs_owner *own, int trashfd,
                  sh_error **err);
 
 /* Move the directory at `path` out of the workspace, to `trash_name` inside `trashfd` (a

@@ -86,8 +86,49 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err);
 void sh_manager_delete_all(sh_manager *m);
 
 /* DELETE /dir: move the directory at workspace path `path` out of the workspace at once (into
- * the state root's trash, same filesystem) and remove it in the background. */
+ * the sandbox's trash, same filesystem: sh_sandbox_open_trash) and remove it in the
+ * background. */
 int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_error **err);
+
+/* Something was moved into sb's trash (sh/trash.h) and waits for a remover: one empties it, in
+ * the background (a confined child billed to sb, one at a time per sandbox: more entries
+ * meanwhile make it run once more), retried with backoff if it fails. Nothing to do once sb is
+ * deleted: its trash goes with its directory. */
+void sh_manager_trash_kick(sh_manager *m, sh_sandbox *sb);
+
+/* A request whose answer waits until what it moved into its sandbox's trash is gone (a delete
+ * is answered once the space is free again, as when the daemon freed it itself). The caller's
+ * memory, with `done` set; done is called once, from the loop. */
+typedef struct sh_trash_waiter {
+        void (*done)(struct sh_trash_waiter *w);
+        SH_LIST_FIELDS(struct sh_trash_waiter, waiters);
+        struct sh_trash_waiter **head; /* the list it is on; NULL: none */
+} sh_trash_waiter;
+
+/* sh_manager_trash_kick, and w->done once a removal of sb's trash that began after now has
+ * ended (whether or not it removed everything: one that fails is retried, nobody waits for
+ * that), or sb's trash is no longer the manager's to empty (deleted, shutdown). false: there is
+ * nothing to wait for (done is not called). */
+bool sh_manager_trash_wait(sh_manager *m, sh_sandbox *sb, sh_trash_waiter *w);
+/* w stops waiting (its request went); done is not called. Accepts a waiter that waits for
+ * nothing. */
+void sh_manager_trash_unwait(sh_trash_waiter *w);
+
+/* fd (taken) is an unnamed file given up (a cut or refused upload, a refused replace). Its
+ * blocks are freed when its last fd closes, so a big one (sh/trash.h) is linked into sb's trash
+ * for its remover, or, when there is none (sb deleted, NULL), closed through a child that holds
+ * it last; a small one is closed here. */
+void sh_manager_discard_unnamed(sh_manager *m, sh_sandbox *sb, int fd);
+
+/* Removals not finished yet (running, or waiting for a retry), and the disk teardowns that
+ * will start some: a clean shutdown waits for them, bounded (daemon.c). */
+bool sh_manager_removing(const sh_manager *m);
+/* Shutdown begins: removals waiting for a retry start now, and one that fails again is retried
+ * after a short pause, not its backoff, while the daemon waits. */
+void sh_manager_removals_hurry(sh_manager *m);
+/* The shutdown's bound passed: removers still at work are killed, and what is left is logged
+ * (it stays in the trash: the next start with this state root removes it). */
+void sh_manager_removals_stop(sh_manager *m);
 
 /* Remove the tree `name` below the directory `trash_dir` (a trash of the caller's, such as the
  * snapshot root's: names in it are the caller's to give) in the background, by the same
@@ -139,6 +180,12 @@ int sh_sandbox_open_workspace(sh_sandbox *sb, sh_error **err);
 int sh_sandbox_open_root(const sh_sandbox *sb);
 /* uid/gid of the sandbox's processes and files. */
 const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
+/* The sandbox's trash (a new O_RDONLY|O_DIRECTORY fd; the caller closes it): a directory of its
+ * workspace's filesystem, on the mount sh_sandbox_open_workspace's fd is on, outside the
+ * workspace (no sandbox process reaches it) and inside the workspace's disk limit (or charged
+ * to its project). SH_E_SANDBOX_NOT_FOUND once deleted. Entries moved there are freed by
+ * sh_manager_trash_kick's remover. */
+int sh_sandbox_open_trash(sh_sandbox *sb, sh_error **err);
 bool sh_sandbox_deleted(const sh_sandbox *sb);
 /* Its cgroup (NULL until its worker is being started): persist freezes it, helpers go below. */
 struct sh_cgroup *sh_sandbox_cgroup(const sh_sandbox *sb);
