@@ -786,7 +786,6 @@ static bool sliced_start(sliced *s, sh_request *r, const sh_pending_ops *ops)
         return true;
 }
 
-
 /* A job of the loop whose answer may be streamed: its first slices run from the loop while the
  * request waits (sliced), until it answers, whole or with a stream that goes on as the client
  * reads (sh_sliced_stream). A job embeds one first; streamed_gone is its token's gone. */

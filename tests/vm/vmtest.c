@@ -2011,8 +2011,8 @@ static int xfs(const char *bin, const char *cgdir, const char *mnt)
                daemon_root, total, why);
         r = up ? http("GET", "/healthz", NULL) : (resp){0};
         result("xfs_healthz_project",
-               r.status == 200 && r.body && strstr(r.body, "\"disk-quota.project\""),
-               "%d %.600s", r.status, r.body ? r.body : r.err);
+               r.status == 200 && r.body && strstr(r.body, "\"disk-quota.project\""), "%d %.600s",
+               r.status, r.body ? r.body : r.err);
         resp_free(&r);
 
         /* writes without end stop at the default's limit, and the volume gives no more */
@@ -2022,8 +2022,8 @@ static int xfs(const char *bin, const char *cgdir, const char *mnt)
         sscanf(x.out, "written=%lld errno=%d allocated=%lld", &n, &e, &alloc);
         used = fs_used(mnt) - base;
         result("xfs_fill", x.ok && full(e) && n <= lim && alloc <= lim,
-               "written=%lld errno=%d allocated=%lld (limit %lld) %s %.200s", n, e, alloc, lim,
-               why, x.frame);
+               "written=%lld errno=%d allocated=%lld (limit %lld) %s %.200s", n, e, alloc, lim, why,
+               x.frame);
         result("xfs_host_volume", x.ok && used <= lim + QSLACK,
                "the state root's filesystem gave %lld bytes (limit %lld)", used, lim);
         check_projid("xfs_workspace_project_id", ok, a);
@@ -2088,8 +2088,9 @@ int main(int argc, char **argv)
                 return cmd_projid(argv[2], atoi(argv[3]));
         if (argc == 4 && strcmp(argv[1], "noinherit") == 0)
                 return cmd_noinherit(argv[2], atoi(argv[3]));
-        fprintf(stderr, "usage: vmtest e2e DAEMON CGDIR | quota|xfs DAEMON CGDIR MOUNT | memhog MIB | "
-                        "forkloop N | fill FILE MIB | falloc FILE MIB | ghost MIB | symlinks N | "
-                        "files N | projid FILE MIB | noinherit DIR MIB\n");
+        fprintf(stderr,
+                "usage: vmtest e2e DAEMON CGDIR | quota|xfs DAEMON CGDIR MOUNT | memhog MIB | "
+                "forkloop N | fill FILE MIB | falloc FILE MIB | ghost MIB | symlinks N | "
+                "files N | projid FILE MIB | noinherit DIR MIB\n");
         return 2;
 }
