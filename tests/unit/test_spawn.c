@@ -53,12 +53,17 @@ static void give_up(sh_loop *l, sh_timer *t, void *data)
         sh_loop_stop(l);
 }
 
-/* Run the loop until a done callback stops it; a hung child fails the test. */
-static void run_until_done(void)
+/* Run the loop until o's done callback has run; a hung child fails the test. The wait is on
+ * the event: a done that already ran (an adopted child reaped at its poke, before the loop
+ * ever ran, so its sh_loop_stop came too early to stop anything) ends it at once. */
+static void run_until_done(const outcome *o)
 {
         bool timed_out = false;
-        sh_timer *t = sh_loop_add_timer(loop, 10000, give_up, &timed_out);
+        sh_timer *t;
 
+        if (o->done)
+                return;
+        t = sh_loop_add_timer(loop, 10000, give_up, &timed_out);
         ck_assert_int_eq(sh_loop_run(loop), 0);
         ck_assert_msg(!timed_out, "the child was never reaped");
         sh_loop_cancel_timer(loop, t);
@@ -79,7 +84,7 @@ START_TEST(test_done_runs_from_the_loop_never_inside_the_fork)
         /* the child is long gone (a zombie) by now: still nobody is told before the loop runs */
         usleep(100 * 1000);
         ck_assert(!o.done);
-        run_until_done();
+        run_until_done(&o);
         ck_assert(o.done);
         ck_assert(WIFEXITED(o.status));
         ck_assert_int_eq(WEXITSTATUS(o.status), 7);
@@ -111,7 +116,7 @@ START_TEST(test_a_child_keeps_exactly_the_fds_it_is_handed)
         ck_assert_int_ge(inherited, 0);
         ck_assert_ptr_nonnull(sh_child_fork(loop, p[1], check_fds, NULL, on_done, &o));
         close(p[1]);
-        run_until_done();
+        run_until_done(&o);
         ck_assert_int_eq(WEXITSTATUS(o.status), 0);
         ck_assert_int_eq(read(p[0], &b, 1), 1);
         close(p[0]);
@@ -246,7 +251,7 @@ START_TEST(test_a_signal_reaches_an_adopted_process_by_its_pid)
         ck_assert_ptr_nonnull(c);
         ck_assert_int_eq(sh_child_kill(c, SIGKILL), 0);
         sh_child_poke(loop, c);
-        run_until_done();
+        run_until_done(&o);
         ck_assert(WIFSIGNALED(o.status));
         ck_assert_int_eq(WTERMSIG(o.status), SIGKILL);
 }
@@ -259,7 +264,7 @@ START_TEST(test_a_signal_goes_to_the_child_by_its_pidfd)
 
         ck_assert_ptr_nonnull(c);
         ck_assert_int_eq(sh_child_kill(c, SIGKILL), 0);
-        run_until_done();
+        run_until_done(&o);
         ck_assert(WIFSIGNALED(o.status));
         ck_assert_int_eq(WTERMSIG(o.status), SIGKILL);
 }
@@ -281,7 +286,7 @@ START_TEST(test_a_child_in_a_new_pid_namespace_is_its_pid_1)
         c = sh_child_clone_fds(loop, CLONE_NEWPID, NULL, 0, am_i_pid_1, NULL, on_done, &o);
         ck_assert_ptr_nonnull(c);
         ck_assert_int_gt(sh_child_pid(c), 1); /* the daemon's view */
-        run_until_done();
+        run_until_done(&o);
         ck_assert_int_eq(WEXITSTATUS(o.status), 0);
         /* and flags beyond the namespaces are refused */
         errno = 0;
