@@ -111,6 +111,8 @@ static const opt options[] = {
          "directory of /v1 snapshots (unset: {NFS_ROOT}/.snapshots, else {ROOT}/snapshots)"},
         {"SANDBOX_HOST_COMMAND_LOG_MAX", T_SIZE, OFF(command_log_max), "16M", 1024, 1ULL << 32,
          "bytes kept of each background command's output, bytes (suffixes K, M, G, T)"},
+        {"SANDBOX_HOST_BACKGROUND_MAX", T_UINT, OFF(background_max), "16", 1, 1024,
+         "background commands one /v1 sandbox may run at once (each holds one daemon fd)"},
 };
 
 const char *sh_config_help(void)

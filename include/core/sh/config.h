@@ -39,6 +39,7 @@ typedef struct sh_config {
         uint64_t min_timeout_s;   /* a create's shortest timeout */
         char *snapshot_root;      /* NULL: {nfs_root}/.snapshots, else {root}/snapshots */
         uint64_t command_log_max; /* bytes kept of each background command's output */
+        uint64_t background_max;  /* background commands of one sandbox running at once */
 } sh_config;
 
 #define SH_DISK_MIN (1ULL << 20) /* smallest SANDBOX_HOST_DISK_MAX other than 0 */
