@@ -120,8 +120,8 @@ int64_t os_log_append(os_log *g, sh_sandbox *sb, const char *p, size_t n, const 
         ssize_t w = -ENOENT;
         int fd;
 
-        if (!g->name[0] || !sb)
-                return 0;
+        if (!g->name[0] || !sb || sh_sandbox_deleted(sb))
+                return 0; /* its file goes with the sandbox's tree */
         fd = sh_sandbox_open_log(sb, g->name, O_WRONLY | O_CLOEXEC | (g->made ? 0 : O_CREAT), &err);
         if (fd >= 0) {
                 g->made = true;
@@ -132,8 +132,8 @@ int64_t os_log_append(os_log *g, sh_sandbox *sb, const char *p, size_t n, const 
         if ((fd < 0 || w < 0 || (size_t)w < n) && !g->warned) {
                 /* Once per log: a full disk limit repeats itself at every chunk. */
                 g->warned = true;
-                log_warn("command-log-short", log_id, "log '%s' keeps no more output: %s, ignoring",
-                         g->name,
+                log_warn("command-log-short", log_id,
+                         "log '%s' lost output (said once per log): %s, ignoring", g->name,
                          fd < 0 ? (err && err->msg ? err->msg : "")
                                 : strerror(w < 0 ? (int)-w : ENOSPC));
         }
