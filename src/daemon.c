@@ -40,9 +40,18 @@ struct sh_daemon {
  * degrades gracefully: creates and file requests answer 503, accepting pauses. */
 uint64_t sh_daemon_fds_needed(const sh_config *cfg)
 {
-        uint64_t per = SH_SANDBOX_FDS + (cfg->opensandbox ? SH_OS_SANDBOX_FDS : 0);
+        return cfg->max_sandboxes * sh_daemon_fds_per_sandbox(cfg) + SH_DAEMON_FD_RESERVE;
+}
 
-        return cfg->max_sandboxes * per + SH_DAEMON_FD_RESERVE;
+/* What one sandbox can make the daemon hold with no request open, at most: its worker's
+ * socket; through /v1 its entrypoint's pipe and one pipe per background command, at most
+ * SANDBOX_HOST_BACKGROUND_MAX of them (their logs are opened per use; sessions and
+ * everything else of a sandbox hold none between requests). */
+uint64_t sh_daemon_fds_per_sandbox(const sh_config *cfg)
+{
+        return SH_SANDBOX_FDS +
+               (cfg->opensandbox ? SH_OS_SANDBOX_FDS + cfg->background_max * SH_OS_BACKGROUND_FDS
+                                 : 0);
 }
 
 static void shutdown_poll(sh_loop *l, sh_timer *t, void *data)

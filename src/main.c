@@ -90,13 +90,13 @@ int main(int argc, char **argv)
         if (fd_limit != RLIM_INFINITY && (uint64_t)fd_limit < fd_need) {
                 fprintf(stderr,
                         "sandbox-host: SANDBOX_HOST_MAX_SANDBOXES=%" PRIu64 " needs %" PRIu64
-                        " open files (%" PRIu64 " per sandbox, %d for requests) but "
-                        "RLIMIT_NOFILE is %llu and cannot be raised: give the container a "
-                        "higher nofile limit or lower SANDBOX_HOST_MAX_SANDBOXES "
-                        "(docs/configuration.md)\n",
-                        cfg.max_sandboxes, fd_need,
-                        (fd_need - SH_DAEMON_FD_RESERVE) / cfg.max_sandboxes, SH_DAEMON_FD_RESERVE,
-                        (unsigned long long)fd_limit);
+                        " open files (%" PRIu64 " per sandbox at most, with "
+                        "SANDBOX_HOST_BACKGROUND_MAX=%" PRIu64 " background commands each; %d "
+                        "for requests) but RLIMIT_NOFILE is %llu and cannot be raised: give the "
+                        "container a higher nofile limit or lower SANDBOX_HOST_MAX_SANDBOXES or "
+                        "SANDBOX_HOST_BACKGROUND_MAX (docs/configuration.md)\n",
+                        cfg.max_sandboxes, fd_need, sh_daemon_fds_per_sandbox(&cfg),
+                        cfg.background_max, SH_DAEMON_FD_RESERVE, (unsigned long long)fd_limit);
                 sh_config_done(&cfg);
                 return 2;
         }

@@ -118,6 +118,8 @@ static const opt options[] = {
         {"SANDBOX_HOST_LISTING_MAX", T_SIZE, OFF(listing_max), "64M", 4096, 1ULL << 40,
          "largest answer of one /v1 listing or search, bytes (past it: 400 before the answer, "
          "or the streamed answer cut)"},
+        {"SANDBOX_HOST_BACKGROUND_MAX", T_UINT, OFF(background_max), "16", 1, 1024,
+         "background commands one /v1 sandbox may run at once (each holds one daemon fd)"},
 };
 
 const char *sh_config_help(void)

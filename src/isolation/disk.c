@@ -45,8 +45,8 @@
 #define IMG_DIR       ".disk" /* {root}/.disk: images (unnamed) and start-up probes */
 #define MAX_EXTENTS   4096    /* data extents of the template image (mke2fs writes tens) */
 #define MKFS_WAIT_MS  60000
-#define ROOT_INODES   2  /* tmpfs: its root and .trash, besides the workspace's own */
-#define EXT4_RESERVED 12 /* ext4: inodes 1-11 (root, lost+found...) and .trash */
+#define ROOT_INODES   3  /* tmpfs: its root, .trash and .logs, besides the workspace's own */
+#define EXT4_RESERVED 13 /* ext4: inodes 1-11 (root, lost+found...), .trash and .logs */
 
 /* What /healthz reports: the mechanism in use, "none" when no limit is configured. */
 static sh_disk_mode cap_mode = SH_DISK_NONE;
@@ -555,13 +555,15 @@ static _Noreturn void setup_fail(int step)
 
 /* loop, tmpfs: the workspace inside the sandbox's filesystem goes to the sandbox's uid and is
  * bound at dir/workspace, nosuid and nodev like the filesystem itself (a setuid binary or a
- * device node planted there must stay inert on the host too). */
+ * device node planted there must stay inert on the host too). Beside it, .logs: the daemon's
+ * files of the sandbox (sh_sandbox_open_log), on its filesystem but out of its sight. */
 static _Noreturn void finish_mounted(const sh_disk_job *j)
 {
         _cleanup_close_ int ws =
                 openat(FD_DIR, "disk/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
-        if (ws < 0 || fchown(ws, j->uid, j->gid) < 0 || fchmod(ws, 0755) < 0)
+        if (ws < 0 || fchown(ws, j->uid, j->gid) < 0 || fchmod(ws, 0755) < 0 ||
+            (mkdirat(FD_DIR, "disk/.logs", 0700) < 0 && errno != EEXIST))
                 setup_fail(STEP_POPULATE);
         if (mount(P_DISK_WS, P_WORKSPACE, NULL, MS_BIND, NULL) < 0 ||
             mount(NULL, P_WORKSPACE, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
@@ -608,6 +610,24 @@ static _Noreturn void setup_tmpfs(const sh_disk_job *j)
         if (root < 0 || mkdirat(root, "workspace", 0755) < 0 || mkdirat(root, ".trash", 0700) < 0)
                 setup_fail(STEP_POPULATE);
         finish_mounted(j);
+}
+
+/* project: dir/logs, the daemon's files of the sandbox (sh_sandbox_open_log), outside the
+ * workspace but in its project, so that they are charged to the same limit. */
+static void set_logs_project(uint32_t id)
+{
+        _cleanup_close_ int fd = -1;
+        struct fsxattr fx;
+
+        if (mkdirat(FD_DIR, "logs", 0700) < 0 && errno != EEXIST)
+                setup_fail(STEP_POPULATE);
+        fd = openat(FD_DIR, "logs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || ioctl(fd, FS_IOC_FSGETXATTR, &fx) < 0)
+                setup_fail(STEP_PROJID);
+        fx.fsx_projid = id;
+        fx.fsx_xflags |= FS_XFLAG_PROJINHERIT;
+        if (ioctl(fd, FS_IOC_FSSETXATTR, &fx) < 0)
+                setup_fail(STEP_PROJID);
 }
 
 #define PROJECT_FREE_POLL_MS 20
@@ -671,6 +691,7 @@ static _Noreturn void setup_project(const sh_disk_job *j)
         fx.fsx_xflags |= FS_XFLAG_PROJINHERIT;
         if (ioctl(ws, FS_IOC_FSSETXATTR, &fx) < 0)
                 setup_fail(STEP_PROJID);
+        set_logs_project(id);
         setup_answer(STEP_OK, 0, id);
 }
 

@@ -1,129 +1,181 @@
-/* cmdlog.c: the bounded log of a background command's output (OPENSANDBOX.md section 3.1):
- * the last `max` bytes in blocks (the memory a log holds is its blocks, so a sandbox's logs can
- * be budgeted together), byte offsets over everything ever appended (the logs route's
- * `cursor`), reads from an offset. Pure. */
+/* cmdlog.c: the bounded log of a background command's output (OPENSANDBOX.md section 3.1) and
+ * of an entrypoint's: the last `max` bytes, in a file of the sandbox's own (sh_sandbox_open_log:
+ * outside its view, on the filesystem of its disk limit), written as a ring (byte offset o at
+ * o % max, so the file never holds more than max bytes), byte offsets over everything kept
+ * (the logs route's `cursor`), reads from an offset in bounded steps. The daemon holds none of
+ * its bytes and no fd of it between uses. os_log_write and os_log_pread work on a given fd
+ * (pure but for that I/O: unit-tested on a file of their own). */
 #include <errno.h>
-#include <limits.h>
-#include <stdlib.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "execd.h"
-
-static uint64_t kept(const os_log *g)
-{
-        if (g->n_blk == 0)
-                return 0;
-        return (uint64_t)(g->n_blk - 1) * OS_LOG_BLOCK + g->tail - g->head;
-}
+#include "os-internal.h"
 
 uint64_t os_log_first(const os_log *g)
 {
-        return g->total - kept(g);
+        return g->first;
 }
 
-size_t os_log_blocks(const os_log *g)
+uint64_t os_log_kept(const os_log *g)
 {
-        return g->n_blk;
+        return g->total - g->first;
 }
 
-bool os_log_drop_block(os_log *g)
-{
-        if (g->n_blk == 0)
-                return false;
-        free(g->blk[0]);
-        memmove(g->blk, g->blk + 1, (g->n_blk - 1) * sizeof(*g->blk));
-        g->n_blk--;
-        g->head = 0;
-        if (g->n_blk == 0)
-                g->tail = 0;
-        return true;
-}
-
-long os_log_append(os_log *g, const char *p, size_t n)
+ssize_t os_log_write(os_log *g, int fd, const char *p, size_t n)
 {
         uint64_t max = g->max ? g->max : 1;
-        long delta = 0;
-        size_t run;
+        size_t done = 0;
+        int e = 0;
 
-        g->total += n;
-        while (n > 0) {
-                if (g->n_blk == 0 || g->tail == OS_LOG_BLOCK) {
-                        char *b;
+        /* Only the last max bytes of a long append can stay: the ones before it are counted
+         * (the offsets say they were there) and the kept range starts after them. */
+        if (n > max) {
+                g->total += n - max;
+                g->first = g->total;
+                p += n - max;
+                n = (size_t)max;
+        }
+        while (done < n) {
+                uint64_t at = g->total % max;
+                size_t run = n - done < max - at ? n - done : (size_t)(max - at);
+                ssize_t w = pwrite(fd, p + done, run, (off_t)at);
 
-                        if (g->n_blk == g->cap_blk) {
-                                size_t nc = g->cap_blk ? 2 * g->cap_blk : 8;
-                                char **nb = realloc(g->blk, nc * sizeof(*nb));
-
-                                if (!nb)
-                                        return INT32_MIN;
-                                g->blk = nb;
-                                g->cap_blk = nc;
-                        }
-                        if (!(b = malloc(OS_LOG_BLOCK)))
-                                return INT32_MIN;
-                        g->blk[g->n_blk++] = b;
-                        g->tail = 0;
-                        delta++;
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0) {
+                        e = w < 0 ? errno : ENOSPC;
+                        break;
                 }
-                run = OS_LOG_BLOCK - g->tail < n ? OS_LOG_BLOCK - g->tail : n;
-                memcpy(g->blk[g->n_blk - 1] + g->tail, p, run);
-                g->tail += run;
-                p += run;
-                n -= run;
-                /* The oldest bytes go past the bound: whole blocks first, then the head of
-                 * the oldest moves (its memory goes with the block). */
-                while (kept(g) > max) {
-                        uint64_t over = kept(g) - max;
-
-                        if (g->n_blk > 1 && over >= OS_LOG_BLOCK - g->head) {
-                                os_log_drop_block(g);
-                                delta--;
-                        } else {
-                                g->head += (size_t)over;
-                        }
+                /* These bytes took the places of the oldest ones once the ring is full. */
+                g->total += (uint64_t)w;
+                if (g->total - g->first > max)
+                        g->first = g->total - max;
+                done += (size_t)w;
+                if ((size_t)w < run) {
+                        e = ENOSPC; /* the file could not grow: its filesystem is full */
+                        break;
                 }
         }
-        return delta;
+        /* What could not be written is not counted: a log on a full filesystem stops growing
+         * (its offsets stay those of the bytes it holds). */
+        return done || !e ? (ssize_t)done : -e;
 }
 
-int os_log_read(const os_log *g, uint64_t from, char **ret, size_t *ret_len, uint64_t *ret_from)
+ssize_t os_log_pread(const os_log *g, int fd, uint64_t off, char *out, size_t n)
 {
-        uint64_t first = os_log_first(g), n;
-        size_t b, off, out = 0, run;
-        char *p;
+        uint64_t max = g->max ? g->max : 1;
+        size_t got = 0;
 
-        if (from < first)
-                from = first;
-        *ret = NULL;
-        *ret_len = 0;
-        *ret_from = from > g->total ? g->total : from;
-        if (from >= g->total)
+        if (off < g->first)
+                return -ESTALE; /* overwritten or dropped since it was promised */
+        if (off >= g->total)
                 return 0;
-        n = g->total - from;
-        if (n > SIZE_MAX || !(p = malloc((size_t)n)))
-                return -ENOMEM;
-        /* the position of `from` among the blocks */
-        off = (size_t)(from - first) + g->head;
-        b = off / OS_LOG_BLOCK;
-        off %= OS_LOG_BLOCK;
-        for (; b < g->n_blk && out < n; b++, off = 0) {
-                size_t end = b == g->n_blk - 1 ? g->tail : OS_LOG_BLOCK;
+        if (n > g->total - off)
+                n = (size_t)(g->total - off);
+        while (got < n) {
+                uint64_t at = (off + got) % max;
+                size_t run = n - got < max - at ? n - got : (size_t)(max - at);
+                ssize_t r = pread(fd, out + got, run, (off_t)at);
 
-                run = end - off;
-                memcpy(p + out, g->blk[b] + off, run);
-                out += run;
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0)
+                        return -errno;
+                if (r == 0)
+                        return -EIO; /* shorter than what it holds: not our file any more */
+                got += (size_t)r;
         }
-        *ret = p;
-        *ret_len = out;
+        return (ssize_t)got;
+}
+
+/* ---- with the sandbox's files ------------------------------------------------------------- */
+
+void os_log_init(os_log *g, const char *name, uint64_t max)
+{
+        *g = (os_log){.max = max ? max : 1};
+        snprintf(g->name, sizeof(g->name), "%s", name);
+}
+
+int os_log_create(os_log *g, sh_sandbox *sb, const char *name, uint64_t max, sh_error **err)
+{
+        int fd;
+
+        os_log_init(g, name, max);
+        fd = sh_sandbox_open_log(sb, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, err);
+        if (fd < 0) {
+                g->name[0] = '\0';
+                return -1;
+        }
+        close(fd);
+        g->made = true;
         return 0;
 }
 
-void os_log_done(os_log *g)
+int64_t os_log_append(os_log *g, sh_sandbox *sb, const char *p, size_t n, const char *log_id)
 {
-        size_t i;
+        uint64_t before = os_log_kept(g);
+        sh_error *err = NULL;
+        ssize_t w = -ENOENT;
+        int fd;
 
-        for (i = 0; i < g->n_blk; i++)
-                free(g->blk[i]);
-        free(g->blk);
-        *g = (os_log){.max = g->max};
+        if (!g->name[0] || !sb || sh_sandbox_deleted(sb))
+                return 0; /* its file goes with the sandbox's tree */
+        fd = sh_sandbox_open_log(sb, g->name, O_WRONLY | O_CLOEXEC | (g->made ? 0 : O_CREAT), &err);
+        if (fd >= 0) {
+                g->made = true;
+                w = os_log_write(g, fd, p, n);
+                if (close(fd) < 0 && w >= 0)
+                        w = -errno;
+        }
+        if ((fd < 0 || w < 0 || (size_t)w < n) && !g->warned) {
+                /* Once per log: a full disk limit repeats itself at every chunk. */
+                g->warned = true;
+                log_warn("command-log-short", log_id,
+                         "log '%s' lost output (said once per log): %s, ignoring", g->name,
+                         fd < 0 ? (err && err->msg ? err->msg : "")
+                                : strerror(w < 0 ? (int)-w : ENOSPC));
+        }
+        sh_error_release(&err);
+        return (int64_t)os_log_kept(g) - (int64_t)before;
+}
+
+ssize_t os_log_read(const os_log *g, sh_sandbox *sb, uint64_t off, char *out, size_t n)
+{
+        sh_error *err = NULL;
+        ssize_t r;
+        int fd;
+
+        if (off < g->first)
+                return -ESTALE;
+        if (off >= g->total)
+                return 0;
+        if (!g->name[0] || !sb)
+                return -ENOENT;
+        fd = sh_sandbox_open_log(sb, g->name, O_RDONLY | O_CLOEXEC, &err);
+        if (fd < 0) {
+                r = err && err->errnum ? -err->errnum : -EIO;
+                sh_error_release(&err);
+                return r;
+        }
+        r = os_log_pread(g, fd, off, out, n);
+        close(fd);
+        return r;
+}
+
+uint64_t os_log_drop(os_log *g, sh_sandbox *sb, const char *log_id)
+{
+        uint64_t kept = os_log_kept(g);
+        sh_error *err = NULL;
+
+        g->first = g->total;
+        if (g->made && sb && !sh_sandbox_deleted(sb) &&
+            sh_sandbox_remove_log(sb, g->name, &err) < 0) {
+                log_warn("command-log-remove", log_id, "%s, ignoring", err ? err->msg : "");
+                sh_error_release(&err);
+        }
+        g->name[0] = '\0';
+        g->made = false;
+        return kept;
 }

@@ -1,11 +1,13 @@
 /* commands.c: a sandbox's execd commands (OPENSANDBOX.md section 3.1): POST /command (shell
  * text through a fixed wrapper: the working directory, then `bash -c`, `sh -c` without bash),
- * its SSE stream fed by the exec engine (sse.c encodes), background commands with a bounded
- * daemon-side log, GET /command/status/{id}, GET /command/{id}/logs, DELETE /command?id=, the
- * timeout, the registry of a sandbox's last 1024 commands, and the sandbox's execd state
- * itself (rec->execd), which sessions.c and metrics.c share. Every command runs through the
- * same engine as a native exec (sh_sandbox_exec): its own cgroup, kill on disconnect,
- * backpressure. */
+ * its SSE stream fed by the exec engine (sse.c encodes), background commands (at most
+ * SANDBOX_HOST_BACKGROUND_MAX running, one daemon fd each: their stdout and stderr share one
+ * pipe) with a bounded log in a file of the sandbox's (cmdlog.c), GET /command/status/{id},
+ * GET /command/{id}/logs (streamed from that file in bounded steps), DELETE /command?id=, the
+ * timeout, the registry of a sandbox's last 1024 commands (their texts bounded together), and
+ * the sandbox's execd state itself (rec->execd), which sessions.c and metrics.c share. Every
+ * command runs through the same engine as a native exec (sh_sandbox_exec): its own cgroup,
+ * kill on disconnect, backpressure. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -49,12 +51,13 @@ struct os_cmd {
         os_execd *x; /* NULL once out of the registry (or never in it: session runs) */
         char id[OS_UUID_LEN + 1];
         char log_id[SH_ID_LEN + 1];
-        char *content; /* the shell text */
-        char *cwd;     /* the directory asked for, NULL: the default */
+        char *content;   /* the shell text */
+        char *cwd;       /* the directory asked for, NULL: the default */
+        size_t text_len; /* content and cwd: its share of x->text_bytes */
         bool background, linked;
+        bool bg_running; /* counted in x->n_running_bg */
         os_session *session;
         sh_loop *loop;
-        uint64_t log_max;
 
         sh_exec *e; /* the consumer's reference, until the end */
         os_handshake hs;
@@ -68,7 +71,7 @@ struct os_cmd {
         sh_timer *timeout_t;
         uint64_t timeout_ms;
         bool throttled; /* background: paused by the read rate */
-        os_log log;
+        os_log log;     /* background: its output, in a file of the sandbox's */
 
         /* its request's stream */
         sh_pending *tok; /* ours, until the stream's last event is queued or the client left */
@@ -102,14 +105,30 @@ os_execd *os_execd_of(os_record *rec)
         return x;
 }
 
-/* The blocks a sandbox's background logs may hold together: OS_LOG_BUDGET_TIMES full logs
- * (a full log of COMMAND_LOG_MAX bytes spans one block more than its size when its head is
- * inside its first block). */
-static uint64_t log_budget_blocks(const os_execd *x)
+/* The bytes a sandbox's background logs may keep together: OS_LOG_BUDGET_TIMES full logs. */
+static uint64_t log_budget(const os_execd *x)
 {
-        uint64_t max = x->rec->ctx->cfg->command_log_max;
+        return OS_LOG_BUDGET_TIMES * x->rec->ctx->cfg->command_log_max;
+}
 
-        return OS_LOG_BUDGET_TIMES * ((max + OS_LOG_BLOCK - 1) / OS_LOG_BLOCK + 1);
+/* A background command no longer runs (ended, or out of the registry): its room under
+ * SANDBOX_HOST_BACKGROUND_MAX is free. */
+static void bg_stopped(os_cmd *c)
+{
+        if (!c->bg_running)
+                return;
+        c->bg_running = false;
+        if (c->x)
+                c->x->n_running_bg--;
+}
+
+/* Its log goes (its file removed): a finished command's, over the budget, or one that leaves
+ * the registry. */
+static void drop_log(os_cmd *c)
+{
+        os_execd *x = c->x;
+
+        x->log_bytes -= os_log_drop(&c->log, os_record_sandbox(x->rec), c->log_id);
 }
 
 static void unlink_cmd(os_cmd *c)
@@ -123,25 +142,28 @@ static void unlink_cmd(os_cmd *c)
                 x->cmds_tail = c->all_prev;
         SH_LIST_REMOVE(all, x->cmds, c);
         x->n_cmds--;
-        x->log_blocks -= os_log_blocks(&c->log);
-        os_log_done(&c->log);
+        x->text_bytes -= c->text_len;
+        bg_stopped(c);
+        drop_log(c);
         c->x = NULL;
         cmd_unref(c);
 }
 
-/* Room for one more: the oldest finished command goes. False when all 1024 are running. */
-static bool registry_room(os_execd *x)
+/* Room for one more, whose texts take `need` bytes: the oldest finished commands go, until
+ * fewer than 1024 are remembered and their texts and the new one's fit OS_COMMAND_TEXTS_MAX.
+ * False when the running ones alone leave no room. */
+static bool registry_room(os_execd *x, size_t need)
 {
-        os_cmd *c;
+        os_cmd *c, *next;
 
-        if (x->n_cmds < OS_COMMANDS_MAX)
-                return true;
-        for (c = x->cmds; c; c = c->all_next)
-                if (c->done) {
+        for (c = x->cmds;
+             c && (x->n_cmds >= OS_COMMANDS_MAX || x->text_bytes + need > OS_COMMAND_TEXTS_MAX);
+             c = next) {
+                next = c->all_next;
+                if (c->done)
                         unlink_cmd(c);
-                        return true;
-                }
-        return false;
+        }
+        return x->n_cmds < OS_COMMANDS_MAX && x->text_bytes + need <= OS_COMMAND_TEXTS_MAX;
 }
 
 static os_cmd *find_cmd(os_execd *x, const char *id, size_t len)
@@ -156,29 +178,16 @@ static os_cmd *find_cmd(os_execd *x, const char *id, size_t len)
         return NULL;
 }
 
-/* Over the sandbox's budget for logs: finished commands' logs go first (oldest first), then
- * the oldest block of the largest running one. */
+/* Over the sandbox's budget for logs: finished commands' logs go, oldest first (a running
+ * command's log is bounded by COMMAND_LOG_MAX, and they by SANDBOX_HOST_BACKGROUND_MAX). */
 static void enforce_budget(os_execd *x)
 {
-        uint64_t budget = log_budget_blocks(x);
-        os_cmd *c, *big;
+        uint64_t budget = log_budget(x);
+        os_cmd *c;
 
-        while (x->log_blocks > budget) {
-                for (c = x->cmds; c && !(c->done && os_log_blocks(&c->log)); c = c->all_next)
-                        ;
-                if (c) {
-                        x->log_blocks -= os_log_blocks(&c->log);
-                        os_log_done(&c->log);
-                        continue;
-                }
-                big = NULL;
-                for (c = x->cmds; c; c = c->all_next)
-                        if (!big || os_log_blocks(&c->log) > os_log_blocks(&big->log))
-                                big = c;
-                if (!big || !os_log_drop_block(&big->log))
-                        break;
-                x->log_blocks--;
-        }
+        for (c = x->cmds; c && x->log_bytes > budget; c = c->all_next)
+                if (c->done && os_log_kept(&c->log))
+                        drop_log(c);
 }
 
 /* The read rate of background output: refill, then resume what waited. */
@@ -244,11 +253,14 @@ void os_execd_charge_entry(os_record *rec, size_t n)
 
 /* A background command read n bytes: over the sandbox's rate, it waits (its pipe fills and
  * stops it) until the bucket has refilled: the daemon's one thread never spends more than
- * that on one sandbox's background output. */
+ * that on one sandbox's background output. A small read costs its syscalls (the read, the
+ * log file's open, write and close) whatever its size: it is billed OS_LOG_CHARGE_MIN. */
 static void charge(os_cmd *c, size_t n)
 {
         os_execd *x = c->x;
 
+        if (n < OS_LOG_CHARGE_MIN)
+                n = OS_LOG_CHARGE_MIN;
         if (!x || c->throttled || !over_rate(x, n))
                 return;
         c->throttled = true;
@@ -340,6 +352,8 @@ static ssize_t stream_read(void *data, char *out, size_t max)
 
         if (n > max)
                 n = max;
+        if (n == 0 && c->q_ended)
+                sh_buf_done(&c->q); /* all read: nothing of the stream stays */
         if (n == 0)
                 return c->q_ended ? SH_STREAM_END : 0;
         memcpy(out, c->q.p + c->q.off, n);
@@ -415,16 +429,19 @@ static void reply_stream(os_cmd *c)
 
 /* ---- the command's life ----------------------------------------------------------------------- */
 
+#define ERROR_MAX 511 /* the text of a command's `error` kept (its registry's budget) */
+
 static void set_finished(os_cmd *c, int code, const char *error)
 {
         if (c->done)
                 return;
         c->done = true;
+        bg_stopped(c);
         c->finished_ms = os_now_wall_ms();
         c->has_exit = true;
         c->exit_code = code;
         free(c->error);
-        c->error = error && *error ? strdup(error) : NULL;
+        c->error = error && *error ? strndup(error, ERROR_MAX) : NULL;
         /* it may quote the sandbox's own bytes (a start failure's stderr): valid JSON text */
         if (c->error)
                 sh_utf8_sanitize(c->error);
@@ -510,6 +527,10 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
                 if (c->e)
                         sh_exec_resume(c->e);
         }
+        /* Nothing of its output stays with a finished command (a remembered one keeps only its
+         * status): the line splitter's buffers, the state, what came before the handshake. */
+        os_sse_done(&c->sse);
+        sh_buf_done(&c->pre_err);
 }
 
 /* The handshake line is in: answer the request. */
@@ -558,13 +579,11 @@ static void handshake_done(os_cmd *c)
                         reply_stream(c);
                         stream_end(c);
                 }
-                if (c->pre_err.len) {
-                        long d = os_log_append(&c->log, c->pre_err.p, c->pre_err.len);
-
-                        if (c->x && d != INT32_MIN) {
-                                c->x->log_blocks += (size_t)d;
-                                enforce_budget(c->x);
-                        }
+                /* what the shell said before the handshake line, in order */
+                if (c->pre_err.len && c->x) {
+                        c->x->log_bytes += os_log_append(&c->log, os_record_sandbox(c->x->rec),
+                                                         c->pre_err.p, c->pre_err.len, c->log_id);
+                        enforce_budget(c->x);
                 }
                 sh_buf_done(&c->pre_err);
                 return;
@@ -584,17 +603,14 @@ static void handshake_done(os_cmd *c)
                 stream_wake(c);
 }
 
+/* Into its log file (the daemon keeps none of it); a command out of the registry (its
+ * sandbox going) keeps nothing more. */
 static void background_output(os_cmd *c, const char *p, size_t n)
 {
-        long d = os_log_append(&c->log, p, n);
-
-        if (d == INT32_MIN)
-                log_error("command-oom", c->log_id, "cannot keep a background command's output");
-        else if (c->x)
-                c->x->log_blocks = (size_t)((long)c->x->log_blocks + d);
-        if (c->x)
-                enforce_budget(c->x);
-        charge(c, n);
+        if (!c->x)
+                return;
+        c->x->log_bytes += os_log_append(&c->log, os_record_sandbox(c->x->rec), p, n, c->log_id);
+        enforce_budget(c->x);
 }
 
 static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
@@ -605,6 +621,9 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
 
         if (ev->type == SH_EXEC_EV_HEARTBEAT)
                 return; /* our own ping timer keeps the stream alive */
+        /* Everything a background command's pipe gives is billed to its sandbox's rate. */
+        if (ev->type == SH_EXEC_EV_CHUNK && c->background)
+                charge(c, ev->chunk.len);
         if (ev->type == SH_EXEC_EV_CHUNK && c->hs.result == OS_HS_WAIT) {
                 if (ev->chunk.stream == SH_EXEC_STDERR) {
                         if (c->pre_err.len < OS_STREAM_HIGH &&
@@ -612,7 +631,10 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
                                 log_error("command-oom", c->log_id, "cannot keep output");
                         return;
                 }
-                used = os_handshake_feed(&c->hs, ev->chunk.data, ev->chunk.len);
+                /* A background command's one pipe carries stderr too: the shell's own lines
+                 * before the handshake's are kept as its stderr would be. */
+                used = os_handshake_feed(&c->hs, ev->chunk.data, ev->chunk.len,
+                                         c->background ? &c->pre_err : NULL);
                 if (c->hs.result == OS_HS_WAIT)
                         return;
                 c->refs++; /* handshake_done may unlink it */
@@ -701,7 +723,6 @@ static void cmd_free(os_cmd *c)
         os_sse_done(&c->sse);
         sh_buf_done(&c->q);
         sh_buf_done(&c->pre_err);
-        os_log_done(&c->log);
         free(c->content);
         free(c->cwd);
         free(c->error);
@@ -730,8 +751,18 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
 {
         os_execd *x = os_execd_of(rec);
         sh_sandbox *sb = os_record_sandbox(rec);
-        const sh_exec_opts eo = {.capture_max = 0, .heartbeat_ms = HEARTBEAT_OFF_MS};
-        char *argv[11];
+        const uint64_t bg_max = rec->ctx->cfg->background_max;
+        /* A background command's stdout and stderr share one pipe: one daemon fd while it
+         * runs, with no request open (its log keeps them as they come anyway). A streamed one
+         * is read OS_STREAM_READ at a time: one chunk of empty lines is an event each, and
+         * what it queues before the backpressure sees it stays ~1 MiB. */
+        const sh_exec_opts eo = {.capture_max = 0,
+                                 .heartbeat_ms = HEARTBEAT_OFF_MS,
+                                 .merge_output = o->background,
+                                 .read_max = o->background ? 0 : OS_STREAM_READ};
+        const char *cwd = o->cwd ? o->cwd : o->first_cwd;
+        size_t text_len = strlen(o->text) + (cwd ? strlen(cwd) : 0);
+        char *argv[11], name[24];
         sh_error *err = NULL;
         os_cmd *c;
         int k = 0;
@@ -740,15 +771,22 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
                 os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
                 return;
         }
-        if (!o->session && !registry_room(x)) {
+        if (o->background && x->n_running_bg >= bg_max) {
                 os_reply_error(r, 503, "UNAVAILABLE",
-                               "the sandbox runs %d commands already: wait for one to end",
-                               OS_COMMANDS_MAX);
+                               "the sandbox runs %" PRIu64 " background commands already "
+                               "(SANDBOX_HOST_BACKGROUND_MAX): wait for one to end",
+                               bg_max);
+                return;
+        }
+        if (!o->session && !registry_room(x, text_len)) {
+                os_reply_error(r, 503, "UNAVAILABLE",
+                               "the sandbox's running commands fill what it remembers (%d "
+                               "commands, %u bytes of text): wait for one to end",
+                               OS_COMMANDS_MAX, OS_COMMAND_TEXTS_MAX);
                 return;
         }
         c = calloc(1, sizeof(*c));
-        if (!c || !(c->content = strdup(o->text)) ||
-            ((o->cwd || o->first_cwd) && !(c->cwd = strdup(o->cwd ? o->cwd : o->first_cwd)))) {
+        if (!c || !(c->content = strdup(o->text)) || (cwd && !(c->cwd = strdup(cwd)))) {
                 if (c)
                         free(c->content);
                 free(c);
@@ -760,18 +798,29 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         c->background = o->background;
         c->session = o->session;
         c->timeout_ms = o->timeout_ms;
+        c->text_len = text_len;
         c->start_ms = os_now_wall_ms();
         c->sse.start_ms = c->start_ms;
         c->sse.session = o->session != NULL;
-        c->log.max = rec->ctx->cfg->command_log_max;
         snprintf(c->log_id, sizeof(c->log_id), "%s", rec->id);
         os_uuid(c->id);
         os_nonce(c->hs.nonce);
         memcpy(c->sse.nonce, c->hs.nonce, sizeof(c->sse.nonce));
+        /* Its log's file, before it runs: a sandbox whose disk is full is told so now. */
+        snprintf(name, sizeof(name), "c-%" PRIu64, x->next_log++);
+        if (o->background &&
+            os_log_create(&c->log, sb, name, rec->ctx->cfg->command_log_max, &err) < 0) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot make the command's log: %s",
+                               err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                cmd_free(c);
+                return;
+        }
         /* init first, whatever comes after it */
         if (os_sse_text(&c->q, "init", o->init_id ? o->init_id : c->id,
                         strlen(o->init_id ? o->init_id : c->id), c->start_ms) < 0 ||
             !(c->tok = sh_request_wait(r, &stream_ops, c))) {
+                os_log_drop(&c->log, sb, c->log_id);
                 cmd_free(c);
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
@@ -804,6 +853,8 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
 
                 snprintf(msg, sizeof(msg), "%s", err && err->msg ? err->msg : "cannot start");
                 sh_error_release(&err);
+                if (c->log.name[0])
+                        os_log_drop(&c->log, sb, c->log_id);
                 c->done = true;
                 c->has_exit = false;
                 /* a start failure: init, then the error naming why */
@@ -819,6 +870,11 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
                 SH_LIST_INSERT_AFTER(all, x->cmds, x->cmds_tail, c);
                 x->cmds_tail = c;
                 x->n_cmds++;
+                x->text_bytes += c->text_len;
+                if (c->background) {
+                        c->bg_running = true;
+                        x->n_running_bg++;
+                }
         } else {
                 c->refs++; /* the session's, until os_session_run_ended */
         }
@@ -1001,16 +1057,67 @@ static void api_status(sh_request *r)
         os_reply_json(r, 200, o);
 }
 
+/* A logs answer: the bytes [pos, end) of a command's log, read from its file OS_LOG_STEP at a
+ * time as the client takes them (the daemon holds one step, never the log). `end` is decided
+ * when the answer starts (its header names it): the log may grow meanwhile, the body stops
+ * there. Bytes overwritten before they were sent (a client slower than the command's output
+ * past COMMAND_LOG_MAX), or a sandbox deleted meanwhile, cut the connection: a short body,
+ * never a wrong one. */
+typedef struct log_reader {
+        os_cmd *c;      /* a reference */
+        os_record *rec; /* a reference: its sandbox, while it lives */
+        uint64_t pos, end;
+} log_reader;
+
+static ssize_t log_read(void *data, char *out, size_t max)
+{
+        log_reader *lr = data;
+        ssize_t n;
+
+        if (lr->pos >= lr->end)
+                return SH_STREAM_END;
+        if (max > OS_LOG_STEP)
+                max = OS_LOG_STEP;
+        if (max > lr->end - lr->pos)
+                max = (size_t)(lr->end - lr->pos);
+        n = os_log_read(&lr->c->log, os_record_sandbox(lr->rec), lr->pos, out, max);
+        if (n <= 0) {
+                log_info("command-logs-cut", lr->c->log_id,
+                         "a logs answer ends at %" PRIu64 " of %" PRIu64 ": %s", lr->pos, lr->end,
+                         n == -ESTALE ? "overwritten before it was read"
+                                      : strerror(n < 0 ? (int)-n : EIO));
+                return SH_STREAM_CUT;
+        }
+        lr->pos += (uint64_t)n;
+        return n;
+}
+
+static void log_reader_release(void *data)
+{
+        log_reader *lr = data;
+
+        cmd_unref(lr->c);
+        os_record_unref(lr->rec);
+        free(lr);
+}
+
+static const sh_pending_ops log_ops = {
+        .release = log_reader_release,
+        .read = log_read,
+};
+
 static void api_logs(sh_request *r)
 {
         os_record *rec = os_request_record(r);
-        size_t len, n;
+        size_t len;
         const char *id = sh_request_param(r, 1, &len);
         const sh_query_param *cur = sh_query_find(sh_request_query(r), "cursor");
         os_cmd *c = find_cmd(rec->execd, id, len);
-        uint64_t from = 0, at;
-        char *text, hdr[32];
+        uint64_t from = 0, end;
+        char hdr[32];
         sh_response *resp;
+        sh_pending *tok;
+        log_reader *lr;
 
         if (!c) {
                 os_reply_error(r, 404, OS_BAD_BODY, "command not found: %.*s",
@@ -1029,17 +1136,37 @@ static void api_logs(sh_request *r)
                 os_reply_error(r, 400, OS_BAD_BODY, "'cursor' is a byte offset (an integer >= 0)");
                 return;
         }
-        if (os_log_read(&c->log, from, &text, &n, &at) < 0) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
+        /* From the oldest kept byte when the cursor is older; to the end as it is now. */
+        end = c->log.total;
+        if (from < os_log_first(&c->log))
+                from = os_log_first(&c->log);
+        if (from > end)
+                from = end;
+        if (from == end) {
+                resp = sh_response_buffer(NULL, 0);
+        } else {
+                lr = calloc(1, sizeof(*lr));
+                if (!lr) {
+                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                        return;
+                }
+                c->refs++;
+                *lr = (log_reader){.c = c, .rec = os_record_ref(rec), .pos = from, .end = end};
+                tok = sh_request_wait(r, &log_ops, lr);
+                if (!tok) {
+                        log_reader_release(lr);
+                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                        return;
+                }
+                resp = sh_response_stream(tok, OS_LOG_STEP);
+                sh_pending_release(tok); /* the request's and the response's remain */
         }
-        resp = sh_response_buffer(text, n);
         if (!resp) {
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
         }
-        /* The offset after what is sent: the next poll's cursor. */
-        snprintf(hdr, sizeof(hdr), "%" PRIu64, c->log.total);
+        /* The offset after what the body holds: the next poll's cursor. */
+        snprintf(hdr, sizeof(hdr), "%" PRIu64, end);
         sh_response_header(resp, "EXECD-COMMANDS-TAIL-CURSOR", hdr);
         sh_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
         sh_response_header(resp, "X-Content-Type-Options", "nosniff");

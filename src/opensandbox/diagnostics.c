@@ -1,7 +1,7 @@
 /* diagnostics.c: GET /v1/sandboxes/{id}/diagnostics/logs and …/events (OPENSANDBOX.md section
  * 2.2), inline, the last 1 MiB: `lifecycle` logs are the daemon's log lines about the sandbox
  * (every line naming it, through a tap on the logger, kept in a bounded ring per record),
- * `container` its entrypoint's output (the record's ring), `all` both; events are its state
+ * `container` its entrypoint's output (the record's log file), `all` both; events are its state
  * transitions, one line each with its time, in a bounded ring. */
 #include <errno.h>
 #include <stdio.h>
@@ -121,22 +121,12 @@ typedef struct part {
         bool cut;
 } part;
 
-static int take(const os_ring *g, size_t budget, part *ret)
+/* The last `budget` bytes of `all` (len bytes, taken), `cut` when older ones are missing. */
+static int shape(char *all, size_t len, bool cut, size_t budget, part *ret)
 {
-        size_t skip = 0, len;
-        char *all;
+        size_t skip = 0;
 
-        *ret = (part){0};
-        if (!g || !g->len) {
-                ret->cut = g && g->total > 0;
-                return 0;
-        }
-        all = malloc(g->len);
-        if (!all)
-                return -ENOMEM;
-        os_ring_copy(g, all);
-        len = g->len;
-        ret->cut = g->total > g->len;
+        ret->cut = cut;
         if (len > budget) {
                 skip = len - budget;
                 ret->cut = true;
@@ -162,6 +152,44 @@ static int take(const os_ring *g, size_t budget, part *ret)
         free(all);
         clean_text(ret->p, ret->len);
         return 0;
+}
+
+static int take(const os_ring *g, size_t budget, part *ret)
+{
+        char *all;
+
+        *ret = (part){0};
+        if (!g || !g->len) {
+                ret->cut = g && g->total > 0;
+                return 0;
+        }
+        all = malloc(g->len);
+        if (!all)
+                return -ENOMEM;
+        os_ring_copy(g, all);
+        return shape(all, g->len, g->total > g->len, budget, ret);
+}
+
+/* The same of the entrypoint's log, read from its file (at most `budget` bytes of it). */
+static int take_log(os_record *rec, size_t budget, part *ret)
+{
+        const os_log *g = os_record_container_log(rec);
+        uint64_t n = os_log_kept(g) < budget ? os_log_kept(g) : budget, off = g->total - n;
+        char *all;
+        ssize_t r;
+
+        *ret = (part){.cut = off > 0};
+        if (!n)
+                return 0;
+        all = malloc((size_t)n);
+        if (!all)
+                return -ENOMEM;
+        r = os_log_read(g, os_record_sandbox(rec), off, all, (size_t)n);
+        if (r < 0) {
+                free(all);
+                return (int)r;
+        }
+        return shape(all, (size_t)r, off > 0, budget, ret);
 }
 
 static const os_ring *life_ring(const os_record *rec)
@@ -233,30 +261,31 @@ static void api_logs(sh_request *r)
         const char *name = NULL;
         part life = {0}, cont = {0};
         char *all = NULL;
-        int scope = scope_of(r, true, &name);
+        int scope = scope_of(r, true, &name), e = 0;
 
         if (scope < 0)
                 return;
         if (scope == 0) {
-                if (take(life_ring(rec), INLINE_MAX, &life) < 0)
-                        goto oom;
+                if ((e = take(life_ring(rec), INLINE_MAX, &life)) < 0)
+                        goto fail;
                 reply_content(r, rec, "logs", name, life.p ? life.p : "", life.cut);
         } else if (scope == 1) {
-                if (take(os_record_container_log(rec), INLINE_MAX, &cont) < 0)
-                        goto oom;
+                if ((e = take_log(rec, INLINE_MAX, &cont)) < 0)
+                        goto fail;
                 reply_content(r, rec, "logs", name, cont.p ? cont.p : "", cont.cut);
         } else {
                 /* Both, each under a heading: the lifecycle lines (at most LIFE_MAX) first, the
                  * container's last bytes in what is left of the 1 MiB. */
                 size_t room = INLINE_MAX - strlen(LIFE_HEAD) - strlen(CONT_HEAD);
 
-                if (take(life_ring(rec), room, &life) < 0 ||
-                    take(os_record_container_log(rec), room - life.len, &cont) < 0)
-                        goto oom;
+                if ((e = take(life_ring(rec), room, &life)) < 0 ||
+                    (e = take_log(rec, room - life.len, &cont)) < 0)
+                        goto fail;
                 if (asprintf(&all, "%s%s%s%s", LIFE_HEAD, life.p ? life.p : "", CONT_HEAD,
                              cont.p ? cont.p : "") < 0) {
                         all = NULL;
-                        goto oom;
+                        e = -ENOMEM;
+                        goto fail;
                 }
                 reply_content(r, rec, "logs", name, all, life.cut || cont.cut);
         }
@@ -264,10 +293,10 @@ static void api_logs(sh_request *r)
         free(life.p);
         free(cont.p);
         return;
-oom:
+fail:
         free(life.p);
         free(cont.p);
-        os_reply_error(r, 500, "INTERNAL", "out of memory");
+        os_reply_error(r, 500, "INTERNAL", "cannot read the sandbox's logs: %s", strerror(-e));
 }
 
 static void api_events(sh_request *r)

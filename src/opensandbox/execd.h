@@ -1,7 +1,6 @@
 /* execd.h: what the execd files of the /v1 surface share (issue 13; OPENSANDBOX.md section
  * 3.1): the SSE encoder of the exec engine's events with its line splitter and the wrapper's
- * handshake (sse.c, pure), the bounded log of a background command (cmdlog.c, pure), the
- * shell wrappers every command runs through, and each sandbox's execd state (rec->execd): its
+ * handshake (sse.c, pure), the shell wrappers every command runs through, and each sandbox's execd state (rec->execd): its
  * commands (commands.c), its sessions (sessions.c) and its metrics sampler (metrics.c).
  * Nothing outside src/opensandbox/ includes it. */
 #pragma once
@@ -16,18 +15,23 @@
 
 /* ---- bounds (docs/opensandbox.md "Limits") ------------------------------------------------ */
 
-#define OS_SSE_LINE_MAX      (64u * 1024)      /* a longer line is cut into events of this size */
-#define OS_PING_MS           3000              /* silence before a `ping` event */
-#define OS_STREAM_HIGH       (1u << 20)        /* unread SSE bytes that pause the command */
+#define OS_SSE_LINE_MAX (64u * 1024) /* a longer line is cut into events of this size */
+#define OS_PING_MS      3000         /* silence before a `ping` event */
+#define OS_STREAM_HIGH  (1u << 20)   /* unread SSE bytes that pause the command */
+#define OS_STREAM_READ                                                                             \
+        (16u * 1024)                           /* a streamed command's chunk: an event per line
+                                                * makes it ~1 MiB of events at most */
 #define OS_COMMANDS_MAX      1024              /* commands a sandbox remembers */
+#define OS_COMMAND_TEXTS_MAX (4u << 20)        /* their texts (command, cwd, error) together */
 #define OS_SESSIONS_MAX      64                /* sessions of a sandbox */
 #define OS_COMMAND_TEXT_MAX  (128u * 1024 - 1) /* the kernel's bound on one argv string */
 #define OS_SESSION_STATE_MAX (64u * 1024)      /* a session's carried state (cwd + exports) */
-#define OS_LOG_BLOCK         (16u * 1024)      /* a background log grows by blocks of this */
-#define OS_LOG_BUDGET_TIMES  4          /* a sandbox's logs together: this x COMMAND_LOG_MAX */
-#define OS_LOG_RATE          (8u << 20) /* background output read per second per sandbox */
-#define OS_CAPTURE           4096       /* stderr kept to explain a command that never ran */
-#define OS_NONCE_LEN         32         /* hex digits of a run's handshake nonce */
+#define OS_LOG_BUDGET_TIMES  4            /* a sandbox's logs together: this x COMMAND_LOG_MAX */
+#define OS_LOG_RATE          (8u << 20)   /* background output read per second per sandbox */
+#define OS_LOG_CHARGE_MIN    4096         /* a read of less is billed as this much (its syscalls) */
+#define OS_LOG_STEP          (64u * 1024) /* a logs answer reads its file by this much a step */
+#define OS_CAPTURE           4096         /* stderr kept to explain a command that never ran */
+#define OS_NONCE_LEN         32           /* hex digits of a run's handshake nonce */
 #define OS_UUID_LEN          36
 
 /* ---- sse.c: lines ------------------------------------------------------------------------- */
@@ -105,43 +109,20 @@ typedef struct os_handshake {
         char nonce[OS_NONCE_LEN + 1];
         char line[OS_NONCE_LEN + 16];
         size_t len;
+        bool skip; /* merged: the current line is not the handshake's, to its end */
         os_hs_result result;
 } os_handshake;
 
-/* Feed stdout bytes while result is OS_HS_WAIT: returns how many of them were the
- * handshake's (the rest, once the result is set, is the command's output). */
-size_t os_handshake_feed(os_handshake *h, const char *p, size_t n);
+/* Feed stdout bytes while result is OS_HS_WAIT: returns how many of them were consumed (the
+ * rest, once the result is set, is the command's output). `noise` NULL: stdout alone, where a
+ * line other than the handshake's is OS_HS_BAD. Else stderr shares the stream (a background
+ * command's one pipe): lines before the handshake's are the shell's own, their bytes appended
+ * to noise (its first OS_CAPTURE bytes), and the wait goes on. */
+size_t os_handshake_feed(os_handshake *h, const char *p, size_t n, sh_buf *noise);
 /* A fresh random nonce (hex) into out. */
 void os_nonce(char out[OS_NONCE_LEN + 1]);
 /* A random UUID (version 4) into out: command and session ids. */
 void os_uuid(char out[OS_UUID_LEN + 1]);
-
-/* ---- cmdlog.c: a background command's output ---------------------------------------------- */
-
-/* The last `max` bytes of a stream, in blocks of OS_LOG_BLOCK (the memory it holds is its
- * blocks); offsets count every byte ever appended. Pure. */
-typedef struct os_log {
-        char **blk;
-        size_t n_blk, cap_blk;
-        size_t head;    /* offset of the oldest kept byte in blk[0] */
-        size_t tail;    /* bytes used in the last block */
-        uint64_t total; /* bytes ever appended: the offset after the newest */
-        uint64_t max;   /* the bound, in bytes (> 0) */
-} os_log;
-
-/* Append n bytes, dropping the oldest blocks past max. Returns the change in blocks held
- * (>= 0 grew, < 0 shrank), or INT32_MIN when out of memory (the bytes are counted, not kept). */
-long os_log_append(os_log *g, const char *p, size_t n);
-/* The offset of the oldest byte kept (total when nothing is). */
-uint64_t os_log_first(const os_log *g);
-/* Bytes from offset `from` (from the oldest kept when older) to the end, into a new buffer
- * (*ret, *ret_len; NULL when empty); *ret_from: where they start. 0 or -ENOMEM. */
-int os_log_read(const os_log *g, uint64_t from, char **ret, size_t *ret_len, uint64_t *ret_from);
-/* Drop the oldest block (an eviction: the sandbox's logs are over their budget). Returns
- * whether one was dropped. */
-bool os_log_drop_block(os_log *g);
-size_t os_log_blocks(const os_log *g);
-void os_log_done(os_log *g);
 
 /* ---- a sandbox's execd state (commands.c owns it; rec->execd) -------------------------------- */
 
@@ -156,8 +137,11 @@ typedef struct os_execd {
         unsigned n_cmds;
         os_session *sessions;
         unsigned n_sessions;
-        os_metrics *metrics; /* metrics.c's, NULL until asked */
-        size_t log_blocks;   /* blocks held by the background logs together */
+        os_metrics *metrics;   /* metrics.c's, NULL until asked */
+        uint64_t log_bytes;    /* kept by the background logs together (in their files) */
+        uint64_t text_bytes;   /* the remembered commands' texts together (OS_COMMAND_TEXTS_MAX) */
+        unsigned n_running_bg; /* background commands running (SANDBOX_HOST_BACKGROUND_MAX) */
+        uint64_t next_log;     /* the next log file's number */
         /* the read rate of background output (OS_LOG_RATE): a token bucket refilled by a
          * timer; commands over it are paused until the next refill */
         int64_t tokens;

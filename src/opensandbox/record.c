@@ -271,7 +271,6 @@ static void record_free(os_record *rec)
         cJSON_Delete(rec->entrypoint);
         free(rec->image_uri);
         free(rec->snapshot_id);
-        os_ring_done(&rec->container);
         /* The token stays a secret after the record: no copy of it left in freed memory. */
         sodium_memzero(rec->token, sizeof(rec->token));
         free(rec);
@@ -362,7 +361,7 @@ sh_sandbox *os_record_sandbox(const os_record *rec)
         return rec->sb;
 }
 
-const os_ring *os_record_container_log(const os_record *rec)
+const os_log *os_record_container_log(const os_record *rec)
 {
         return &rec->container;
 }
@@ -381,7 +380,6 @@ int os_record_new(os_ctx *ctx, os_record **ret, sh_error **err)
         rec->ctx = ctx;
         rec->heap_idx = SIZE_MAX;
         rec->created_ms = rec->transition_ms = os_now_wall_ms();
-        rec->container.cap = OS_CONTAINER_LOG;
         rec->metadata = cJSON_CreateObject();
         rec->reason = strdup("creating");
         rec->message = strdup("the sandbox is being created");

@@ -398,7 +398,7 @@ void os_sse_done(os_sse *s)
 
 /* ---- the handshake ---------------------------------------------------------------------------- */
 
-size_t os_handshake_feed(os_handshake *h, const char *p, size_t n)
+static os_hs_result handshake_word(const os_handshake *h)
 {
         static const struct {
                 const char *word;
@@ -407,24 +407,59 @@ size_t os_handshake_feed(os_handshake *h, const char *p, size_t n)
                      {"nodir", OS_HS_NODIR},
                      {"notdir", OS_HS_NOTDIR},
                      {"noaccess", OS_HS_NOACCESS}};
+
+        if (h->len > OS_NONCE_LEN + 1 && memcmp(h->line, h->nonce, OS_NONCE_LEN) == 0 &&
+            h->line[OS_NONCE_LEN] == ' ')
+                for (size_t w = 0; w < ARRAY_SIZE(words); w++)
+                        if (STREQ(h->line + OS_NONCE_LEN + 1, words[w].word))
+                                return words[w].result;
+        return OS_HS_BAD;
+}
+
+/* Merged: bytes before the handshake line, kept up to OS_CAPTURE. */
+static void keep_noise(sh_buf *noise, const char *p, size_t n)
+{
+        size_t room = noise->len < OS_CAPTURE ? OS_CAPTURE - noise->len : 0;
+
+        if (room && sh_buf_append(noise, p, n < room ? n : room) < 0)
+                return; /* out of memory: only an explanation is lost */
+}
+
+size_t os_handshake_feed(os_handshake *h, const char *p, size_t n, sh_buf *noise)
+{
         size_t i;
 
         for (i = 0; i < n && h->result == OS_HS_WAIT; i++) {
+                if (h->skip) {
+                        keep_noise(noise, p + i, 1);
+                        if (p[i] == '\n')
+                                h->skip = false;
+                        continue;
+                }
                 if (p[i] != '\n') {
                         if (h->len == sizeof(h->line) - 1) {
-                                h->result = OS_HS_BAD;
-                                return i + 1;
+                                if (!noise) {
+                                        h->result = OS_HS_BAD;
+                                        return i + 1;
+                                }
+                                /* longer than the handshake's: someone else's line */
+                                keep_noise(noise, h->line, h->len);
+                                keep_noise(noise, p + i, 1);
+                                h->len = 0;
+                                h->skip = true;
+                                continue;
                         }
                         h->line[h->len++] = p[i];
                         continue;
                 }
                 h->line[h->len] = '\0';
-                h->result = OS_HS_BAD;
-                if (h->len > OS_NONCE_LEN + 1 && memcmp(h->line, h->nonce, OS_NONCE_LEN) == 0 &&
-                    h->line[OS_NONCE_LEN] == ' ')
-                        for (size_t w = 0; w < ARRAY_SIZE(words); w++)
-                                if (STREQ(h->line + OS_NONCE_LEN + 1, words[w].word))
-                                        h->result = words[w].result;
+                if (noise && handshake_word(h) == OS_HS_BAD) {
+                        keep_noise(noise, h->line, h->len);
+                        keep_noise(noise, "\n", 1);
+                        h->len = 0;
+                        continue;
+                }
+                h->result = handshake_word(h);
                 return i + 1;
         }
         return i;

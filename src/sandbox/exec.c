@@ -35,6 +35,7 @@ struct sh_exec {
         bool paused;   /* the consumer is full: the pipes are not watched */
         sh_buf out[2]; /* kept stdout / stderr, up to capture_max */
         uint64_t capture_max, heartbeat_ms, grace_ms;
+        size_t read_max; /* bytes of one read, at most sizeof(chunk) */
         bool truncated;
         bool started, exited, ended, detached, killed, owner_released;
         int status;
@@ -89,7 +90,7 @@ static void on_pipe(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
         sh_exec *e = data;
         static char chunk[READ_CHUNK]; /* one loop thread: one buffer */
         int i = fd == e->fd[0] ? 0 : 1;
-        ssize_t n = read(fd, chunk, sizeof(chunk));
+        ssize_t n = read(fd, chunk, e->read_max);
         sh_exec_event ev = {.type = SH_EXEC_EV_CHUNK};
 
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -382,6 +383,7 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
         e->capture_max = spec->capture_max;
         e->heartbeat_ms = spec->heartbeat_ms;
         e->grace_ms = spec->grace_ms;
+        e->read_max = spec->read_max && spec->read_max < READ_CHUNK ? spec->read_max : READ_CHUNK;
         e->fd[0] = e->fd[1] = -1;
         e->fn = fn;
         e->data = data;

@@ -206,14 +206,14 @@ static int remove_trash(sh_manager *m, const char *tname, sh_error **err)
 }
 
 /* A sandbox that left nothing behind needs no remover: its directory then holds only its
- * workspace, its trash and the mount points of its root and its /tmp tmpfs (.rootfs, .tmpfs:
- * mounted in the worker's namespace only), all empty. rmdir never follows a link and fails on a directory with anything in it
+ * workspace, its trash, its log directory (sh_sandbox_open_log) and the mount points of its
+ * root and its /tmp tmpfs (.rootfs, .tmpfs: mounted in the worker's namespace only), all empty. rmdir never follows a link and fails on a directory with anything in it
  * (ENOTEMPTY), so nothing of a sandbox's tree is ever read here: whatever it left goes to
  * the remover as before. Spares a delete the remover's fork, cgroup and network namespace,
  * whose cost the next create paid (churn). True when the whole directory is gone. */
 static bool remove_if_empty(int fromfd, const char *name)
 {
-        static const char *const parts[] = {"workspace", ".trash", ".rootfs", ".tmpfs"};
+        static const char *const parts[] = {"workspace", ".trash", "logs", ".rootfs", ".tmpfs"};
         _cleanup_close_ int fd =
                 openat(fromfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
@@ -932,6 +932,8 @@ int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
 
         if (m->draining)
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host is draining");
+        if (sh_sandbox_env_check(o->env, err) < 0)
+                return -1;
         if (pool_fits(o) && (sb = pool_take(m))) {
                 if (sh_sandbox_claim(sb, o, done, data, err) < 0) {
                         sh_error *ignored = NULL;

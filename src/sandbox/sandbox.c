@@ -19,6 +19,7 @@
 #include "sh/exec.h"
 #include "sh/list.h"
 #include "sh/log.h"
+#include "sh/safe_open.h"
 #include "sh/seccomp.h"
 #include "sh/worker.h"
 
@@ -360,6 +361,83 @@ int sh_sandbox_open_workspace(sh_sandbox *sb, sh_error **err)
         return fd;
 }
 
+/* ---- the daemon's files of a sandbox (its command logs) --------------------------------- */
+
+/* Where they live: a directory of the sandbox's filesystem that its view never shows. With a
+ * filesystem of its own (loop, tmpfs) its root's .logs, beside the workspace; with project
+ * quota dir/logs, given the workspace's project id by the disk limit's child (sh_disk_setup),
+ * so what they hold is charged to the same limit; without a limit dir/logs, made on first
+ * use. Only the daemon (root) makes entries in any of them (mode 0700). */
+static const char *logs_name(const sh_sandbox *sb)
+{
+        return sb->disk_mounted ? "disk/.logs" : "logs";
+}
+
+static int logs_open(sh_sandbox *sb, bool create, sh_error **err)
+{
+        _cleanup_close_ int dirfd = -1;
+        bool none = sh_disk_get_mode(sh_manager_disk(sb->mgr)) == SH_DISK_NONE;
+        int fd;
+
+        if (sb->deleted)
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
+        if (!sb->ws.ino)
+                return sh_error_new(err, SH_E_UNAVAILABLE,
+                                    "the sandbox's workspace is not set up yet");
+        dirfd = dir_open(sb, err);
+        if (dirfd < 0)
+                return -1;
+        fd = sh_safe_openat(dirfd, logs_name(sb), O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+        /* Never made here under a limit: a directory the limit's child did not make would be
+         * charged to nobody. */
+        if (fd == -ENOENT && none && create) {
+                if (mkdirat(dirfd, "logs", 0700) < 0 && errno != EEXIST)
+                        return sh_error_make(err, errno, "making the sandbox's log directory");
+                fd = sh_safe_openat(dirfd, "logs", O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+        }
+        if (fd < 0)
+                return sh_error_make(err, -fd, "opening the sandbox's log directory");
+        return fd;
+}
+
+/* A name of the caller's: one component, no dot first (never "." or ".."). */
+static bool log_name_ok(const char *name)
+{
+        return name[0] && name[0] != '.' && strlen(name) <= 64 &&
+               strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+                       strlen(name);
+}
+
+int sh_sandbox_open_log(sh_sandbox *sb, const char *name, int flags, sh_error **err)
+{
+        _cleanup_close_ int logs = -1;
+        int fd;
+
+        if (!log_name_ok(name))
+                return sh_error_new(err, SH_E_INVALID, "'%s' is no log name", name);
+        logs = logs_open(sb, flags & O_CREAT, err);
+        if (logs < 0)
+                return -1;
+        fd = sh_safe_openat(logs, name, flags | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return sh_error_make(err, -fd, "opening the sandbox's log '%s'", name);
+        return fd;
+}
+
+int sh_sandbox_remove_log(sh_sandbox *sb, const char *name, sh_error **err)
+{
+        _cleanup_close_ int logs = -1;
+
+        if (!log_name_ok(name))
+                return sh_error_new(err, SH_E_INVALID, "'%s' is no log name", name);
+        logs = logs_open(sb, false, err);
+        if (logs < 0)
+                return -1;
+        if (unlinkat(logs, name, 0) < 0 && errno != ENOENT)
+                return sh_error_make(err, errno, "removing the sandbox's log '%s'", name);
+        return 0;
+}
+
 /* The root as the sandbox's PID 1 sees it (after its pivot_root: READY comes once the root
  * filesystem is built), opened now from /proc/<pid>/root. The pid cannot name another process
  * meanwhile: the daemon is the worker's reaper (spawn.c's sh_child_adopt), so the pid stays the
@@ -438,6 +516,24 @@ void sh_sandbox_set_trash_name(sh_sandbox *sb, char *name)
 {
         free(sb->trash_name);
         sb->trash_name = name;
+}
+
+int sh_sandbox_env_check(const cJSON *env, sh_error **err)
+{
+        const cJSON *v;
+        size_t n = 0, bytes = 0;
+
+        cJSON_ArrayForEach(v, env)
+        {
+                n++;
+                bytes += strlen(v->string) + (cJSON_IsString(v) ? strlen(v->valuestring) : 0) + 2;
+        }
+        if (n > SH_SANDBOX_ENV_MAX || bytes > SH_SANDBOX_ENV_BYTES)
+                return sh_error_new(err, SH_E_INVALID,
+                                    "'env' holds %zu variables of %zu bytes: at most %d of %d "
+                                    "bytes (every command carries them)",
+                                    n, bytes, SH_SANDBOX_ENV_MAX, SH_SANDBOX_ENV_BYTES);
+        return 0;
 }
 
 int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_sandbox **ret,
@@ -839,6 +935,7 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
                                   .heartbeat_ms = o->heartbeat_ms,
                                   .grace_ms = sh_manager_config(m)->exec_grace_ms,
                                   .merge_output = o->merge_output,
+                                  .read_max = o->read_max,
                           },
                           fn, data,
                           &(sh_exec_owner){.ended = exec_ended,

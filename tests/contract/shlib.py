@@ -936,6 +936,17 @@ def peak_rss_growth_kib(pid, call):
     return res, status("VmHWM") - before
 
 
+def fd_links(pid):
+    """{fd number: link target} of process pid (an fd closing meanwhile is skipped)."""
+    res = {}
+    for name in os.listdir("/proc/%d/fd" % pid):
+        try:
+            res[int(name)] = os.readlink("/proc/%d/fd/%s" % (pid, name))
+        except OSError:
+            pass
+    return res
+
+
 def wait_until(fn, timeout=5.0, interval=0.05):
     deadline = time.monotonic() + timeout
     while True:

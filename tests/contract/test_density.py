@@ -27,15 +27,7 @@ pytestmark = needs_root
 N = 12  # sandboxes per count: one fd more per sandbox moves the count by 12
 
 
-def fd_links(pid):
-    """{fd number: link target} of process pid (an fd closing meanwhile is skipped)."""
-    res = {}
-    for name in os.listdir("/proc/%d/fd" % pid):
-        try:
-            res[int(name)] = os.readlink("/proc/%d/fd/%s" % (pid, name))
-        except OSError:
-            pass
-    return res
+fd_links = shlib.fd_links
 
 
 def unix_socket_inodes():
@@ -351,20 +343,38 @@ def test_the_daemon_raises_its_open_file_limit_as_far_as_the_system_allows(start
     assert execlib.sh(s, "ulimit -Sn; ulimit -Hn").split() == ["1024", "1024"]
 
 
-def test_a_capacity_the_open_file_limit_cannot_hold_stops_the_start_with_exit_2():
-    # 1,000 sandboxes need 1,000 x 2 fds (a /v1 sandbox: its socket and its entrypoint's pipe)
-    # and 8,192 for requests: more than 9,000
-    d = shlib.Daemon(args=["--max-sandboxes=1000"], prefix=unprivileged_limit(9000, 9000),
-                     wait_listen=False, env=DISK_DEFAULT)
+def _refused_start(args, nofile):
+    """The stderr of a daemon that must stop at start with exit 2 under a nofile limit."""
+    d = shlib.Daemon(args=args, prefix=unprivileged_limit(nofile, nofile), wait_listen=False,
+                     env=DISK_DEFAULT)
     try:
         rc = d.wait_exit()
     finally:
         d.close()
     err = d.stderr_text()
     assert rc == 2, (rc, err)
-    assert "SANDBOX_HOST_MAX_SANDBOXES=1000 needs 10192 open files" in err, err
-    assert "RLIMIT_NOFILE is 9000" in err, err
+    assert "RLIMIT_NOFILE is %d" % nofile in err, err
     assert "listening" not in err
+    return err
+
+
+def test_a_capacity_the_open_file_limit_cannot_hold_stops_the_start_with_exit_2():
+    # 1,000 sandboxes need 1,000 x 18 fds (a /v1 sandbox: its socket, its entrypoint's pipe and
+    # the pipes of its 16 background commands at most) and 8,192 for requests: more than 9,000
+    err = _refused_start(["--max-sandboxes=1000"], 9000)
+    assert "SANDBOX_HOST_MAX_SANDBOXES=1000 needs 26192 open files" in err, err
+
+
+def test_the_start_time_fd_check_counts_every_sandbox_at_its_background_bound(start_daemon):
+    # issue 20: 50 /v1 sandboxes each with 16 background commands (SANDBOX_HOST_BACKGROUND_MAX)
+    # need 50 x (1 + 1 + 16) + 8,192 = 9,092 fds: more than 9,000, though 50 x 2 + 8,192 fit
+    err = _refused_start(["--max-sandboxes=50"], 9000)
+    assert "SANDBOX_HOST_MAX_SANDBOXES=50 needs 9092 open files" in err, err
+    assert "SANDBOX_HOST_BACKGROUND_MAX" in err, err
+    # with a lower bound the same capacity fits
+    d = start_daemon(args=["--max-sandboxes=50", "--background-max=1"],
+                     prefix=unprivileged_limit(9000, 9000), env=DISK_DEFAULT)
+    assert d.client.get("/healthz").status == 200
 
 
 def memory_cgroups(d):

@@ -22,6 +22,7 @@ SETTINGS = {
     "MIN_TIMEOUT": (["60", "1", "120"], ["abc", "-1", "x1"]),
     "SNAPSHOT_ROOT": (["__tmp__"], []),
     "COMMAND_LOG_MAX": (["16M", "1k", "1024", "2m"], ["abc", "-1", "16Q", "M"]),
+    "BACKGROUND_MAX": (["16", "1", "32"], ["abc", "0", "-1", "1025", "1.5"]),
 }
 
 

@@ -1,12 +1,19 @@
 /* test_os_sse.c: the pure parts of the /v1 execd (src/opensandbox/sse.c, cmdlog.c): lines
  * split as OpenSandbox's execd splits them, the SSE events byte for byte, the encoder of the
  * engine's typed events (exit codes, signals, invalid UTF-8, a session run's state), the
- * wrapper's handshake, and the bounded background log with its offsets. */
+ * wrapper's handshake (stdout alone, or merged with stderr), and the bounded background log
+ * with its offsets, on a file of the test's own (cmdlog.c's ring). */
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../src/opensandbox/execd.h"
 #include "unit.h"
@@ -362,26 +369,70 @@ START_TEST(test_the_handshake_line_is_read_and_the_rest_is_output)
         const char *in = NONCE " ok\nhello";
 
         memcpy(h.nonce, NONCE, sizeof(h.nonce));
-        ck_assert_uint_eq(os_handshake_feed(&h, in, 10), 10);
+        ck_assert_uint_eq(os_handshake_feed(&h, in, 10, NULL), 10);
         ck_assert_int_eq(h.result, OS_HS_WAIT);
-        ck_assert_uint_eq(os_handshake_feed(&h, in + 10, strlen(in) - 10), OS_NONCE_LEN + 4 - 10);
+        ck_assert_uint_eq(os_handshake_feed(&h, in + 10, strlen(in) - 10, NULL),
+                          OS_NONCE_LEN + 4 - 10);
         ck_assert_int_eq(h.result, OS_HS_OK);
 
         h = (os_handshake){0};
         memcpy(h.nonce, NONCE, sizeof(h.nonce));
-        os_handshake_feed(&h, NONCE " nodir\n", OS_NONCE_LEN + 7);
+        os_handshake_feed(&h, NONCE " nodir\n", OS_NONCE_LEN + 7, NULL);
         ck_assert_int_eq(h.result, OS_HS_NODIR);
 
         /* another nonce, or no line at all, is not the wrapper's */
         h = (os_handshake){0};
         memcpy(h.nonce, NONCE, sizeof(h.nonce));
-        os_handshake_feed(&h, "ffffffffffffffffffffffffffffffff ok\n", OS_NONCE_LEN + 4);
+        os_handshake_feed(&h, "ffffffffffffffffffffffffffffffff ok\n", OS_NONCE_LEN + 4, NULL);
         ck_assert_int_eq(h.result, OS_HS_BAD);
         h = (os_handshake){0};
         memcpy(h.nonce, NONCE, sizeof(h.nonce));
         for (int i = 0; i < 100 && h.result == OS_HS_WAIT; i++)
-                os_handshake_feed(&h, "x", 1);
+                os_handshake_feed(&h, "x", 1, NULL);
         ck_assert_int_eq(h.result, OS_HS_BAD);
+}
+END_TEST
+
+START_TEST(test_merged_lines_before_the_handshake_are_the_shells_own_output)
+{
+        os_handshake h = {0};
+        sh_buf noise = {0};
+        char longline[300];
+        const char *in = "sh: warning\nffffffffffffffffffffffffffffffff ok\n" NONCE " ok\nout";
+        size_t n = strlen(in), used;
+
+        memcpy(h.nonce, NONCE, sizeof(h.nonce));
+        /* byte by byte, as a pipe may give them */
+        for (used = 0; used < n && h.result == OS_HS_WAIT; used++)
+                ck_assert_uint_eq(os_handshake_feed(&h, in + used, 1, &noise), 1);
+        ck_assert_int_eq(h.result, OS_HS_OK);
+        ck_assert_str_eq(in + used, "out");
+        ck_assert_uint_eq(noise.len, 12 + OS_NONCE_LEN + 4);
+        ck_assert_int_eq(memcmp(noise.p, "sh: warning\nffffffff", 20), 0);
+        sh_buf_done(&noise);
+
+        /* a line longer than the handshake's, then the handshake in the same read */
+        h = (os_handshake){0};
+        memcpy(h.nonce, NONCE, sizeof(h.nonce));
+        memset(longline, 'z', sizeof(longline));
+        longline[sizeof(longline) - 1] = '\n';
+        ck_assert_uint_eq(os_handshake_feed(&h, longline, sizeof(longline), &noise),
+                          sizeof(longline));
+        ck_assert_int_eq(h.result, OS_HS_WAIT);
+        ck_assert_uint_eq(os_handshake_feed(&h, NONCE " nodir\n", OS_NONCE_LEN + 7, &noise),
+                          OS_NONCE_LEN + 7);
+        ck_assert_int_eq(h.result, OS_HS_NODIR);
+        ck_assert_uint_eq(noise.len, sizeof(longline));
+        sh_buf_done(&noise);
+
+        /* what came before it is kept up to OS_CAPTURE bytes, however much came */
+        h = (os_handshake){0};
+        memcpy(h.nonce, NONCE, sizeof(h.nonce));
+        for (int i = 0; i < 100; i++)
+                os_handshake_feed(&h, longline, sizeof(longline), &noise);
+        ck_assert_int_eq(h.result, OS_HS_WAIT);
+        ck_assert_uint_eq(noise.len, OS_CAPTURE);
+        sh_buf_done(&noise);
 }
 END_TEST
 
@@ -403,69 +454,109 @@ END_TEST
 
 /* ---- the background log ------------------------------------------------------------------------ */
 
-static void check_read(const os_log *g, uint64_t from, const char *want, uint64_t want_from)
+/* A log's file: a fresh file of the test's own. */
+static int log_file(char *dir, size_t size)
 {
-        char *p = NULL;
-        size_t n = 0;
-        uint64_t at = 0;
+        char path[4200];
+        int fd;
 
-        ck_assert_int_eq(os_log_read(g, from, &p, &n, &at), 0);
-        ck_assert_uint_eq(n, strlen(want));
-        ck_assert(n == 0 || memcmp(p, want, n) == 0);
-        ck_assert_uint_eq(at, want_from);
-        free(p);
+        ck_assert_int_eq(ut_mkdtemp(dir, size, "oslog"), 0);
+        snprintf(path, sizeof(path), "%s/log", dir);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        ck_assert_int_ge(fd, 0);
+        return fd;
+}
+
+static void check_read(const os_log *g, int fd, uint64_t from, const char *want)
+{
+        char buf[256];
+        ssize_t n = os_log_pread(g, fd, from, buf, sizeof(buf));
+
+        ck_assert_int_eq(n, (ssize_t)strlen(want));
+        ck_assert(n == 0 || memcmp(buf, want, (size_t)n) == 0);
 }
 
 START_TEST(test_the_log_reads_from_any_offset)
 {
         os_log g = {.max = 1 << 20};
+        char dir[4096];
+        int fd = log_file(dir, sizeof(dir));
 
-        ck_assert_int_eq(os_log_append(&g, "hello ", 6), 1);
-        ck_assert_int_eq(os_log_append(&g, "world", 5), 0);
+        ck_assert_int_eq(os_log_write(&g, fd, "hello ", 6), 6);
+        ck_assert_int_eq(os_log_write(&g, fd, "world", 5), 5);
         ck_assert_uint_eq(g.total, 11);
-        check_read(&g, 0, "hello world", 0);
-        check_read(&g, 6, "world", 6);
-        check_read(&g, 11, "", 11);
-        check_read(&g, 999, "", 11); /* past the end: nothing, at the end */
-        os_log_done(&g);
+        ck_assert_uint_eq(os_log_first(&g), 0);
+        check_read(&g, fd, 0, "hello world");
+        check_read(&g, fd, 6, "world");
+        check_read(&g, fd, 11, "");
+        check_read(&g, fd, 999, ""); /* past the end: nothing */
+        close(fd);
+        ut_rm_rf(dir);
 }
 END_TEST
 
-START_TEST(test_the_log_keeps_the_last_max_bytes_in_blocks)
+START_TEST(test_the_log_keeps_the_last_max_bytes_in_a_file_of_max_bytes)
 {
-        os_log g = {.max = 2 * OS_LOG_BLOCK};
-        char *b = malloc(OS_LOG_BLOCK), *p = NULL;
-        size_t n;
-        uint64_t at;
-        int i;
+        os_log g = {.max = 10};
+        char dir[4096], buf[64];
+        int fd = log_file(dir, sizeof(dir));
+        struct stat st;
 
-        for (i = 0; i < 5; i++) {
-                memset(b, 'a' + i, OS_LOG_BLOCK);
-                os_log_append(&g, b, OS_LOG_BLOCK);
-        }
-        ck_assert_uint_eq(g.total, 5 * OS_LOG_BLOCK);
-        ck_assert_uint_le(os_log_blocks(&g), 3);
-        ck_assert_uint_eq(os_log_first(&g), 3 * OS_LOG_BLOCK);
-        /* a cursor before the kept range reads from the oldest kept byte */
-        ck_assert_int_eq(os_log_read(&g, 0, &p, &n, &at), 0);
-        ck_assert_uint_eq(at, 3 * OS_LOG_BLOCK);
-        ck_assert_uint_eq(n, 2 * OS_LOG_BLOCK);
-        ck_assert_int_eq(p[0], 'd');
-        ck_assert_int_eq(p[n - 1], 'e');
-        free(p);
-        /* a few bytes more: the head moves inside the oldest block */
-        os_log_append(&g, "xyz", 3);
-        ck_assert_uint_eq(os_log_first(&g), 3 * OS_LOG_BLOCK + 3);
-        ck_assert_int_eq(os_log_read(&g, 0, &p, &n, &at), 0);
-        ck_assert_uint_eq(n, 2 * OS_LOG_BLOCK);
-        ck_assert_int_eq(memcmp(p + n - 3, "xyz", 3), 0);
-        free(p);
-        /* an eviction drops the oldest block */
-        ck_assert(os_log_drop_block(&g));
-        ck_assert_uint_gt(os_log_first(&g), 3 * OS_LOG_BLOCK + 3);
-        free(b);
-        os_log_done(&g);
-        ck_assert_uint_eq(os_log_blocks(&g), 0);
+        ck_assert_int_eq(os_log_write(&g, fd, "0123456789", 10), 10);
+        ck_assert_int_eq(os_log_write(&g, fd, "abcd", 4), 4); /* wraps */
+        ck_assert_uint_eq(g.total, 14);
+        ck_assert_uint_eq(os_log_first(&g), 4);
+        ck_assert_uint_eq(os_log_kept(&g), 10);
+        check_read(&g, fd, 4, "456789abcd");
+        check_read(&g, fd, 12, "cd");
+        /* an offset overwritten since: not a wrong byte, an error */
+        ck_assert_int_eq(os_log_pread(&g, fd, 3, buf, sizeof(buf)), -ESTALE);
+        /* a read of a few bytes across the wrap */
+        ck_assert_int_eq(os_log_pread(&g, fd, 8, buf, 4), 4);
+        ck_assert_int_eq(memcmp(buf, "89ab", 4), 0);
+        /* an append longer than the log: its last max bytes, the ones before counted */
+        ck_assert_int_eq(os_log_write(&g, fd, "ABCDEFGHIJKLMNOPQRST", 20), 10);
+        ck_assert_uint_eq(g.total, 34);
+        ck_assert_uint_eq(os_log_first(&g), 24);
+        ck_assert_int_eq(os_log_pread(&g, fd, 0, buf, sizeof(buf)), -ESTALE);
+        check_read(&g, fd, 24, "KLMNOPQRST");
+        ck_assert_int_eq(fstat(fd, &st), 0);
+        ck_assert_int_eq(st.st_size, 10); /* the file never holds more than max */
+        close(fd);
+        ut_rm_rf(dir);
+}
+END_TEST
+
+START_TEST(test_a_log_whose_file_cannot_grow_stops_at_the_bytes_it_holds)
+{
+        os_log g = {.max = 1 << 20};
+        char dir[4096], path[4200];
+        int fd = log_file(dir, sizeof(dir)), ro;
+        struct rlimit old, lim = {.rlim_cur = 6, .rlim_max = RLIM_INFINITY};
+        struct sigaction ign = {.sa_handler = SIG_IGN}, prev;
+
+        /* RLIMIT_FSIZE is the cheapest full filesystem: writes past it fall short */
+        ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+        lim.rlim_max = old.rlim_max;
+        ck_assert_int_eq(sigaction(SIGXFSZ, &ign, &prev), 0);
+        ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+        ck_assert_int_eq(os_log_write(&g, fd, "hello world", 11), 6);
+        ck_assert_int_eq(os_log_write(&g, fd, "more", 4), -EFBIG);
+        ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+        ck_assert_int_eq(sigaction(SIGXFSZ, &prev, NULL), 0);
+        ck_assert_uint_eq(g.total, 6);
+        check_read(&g, fd, 0, "hello ");
+        /* once it can grow again, it goes on from there */
+        ck_assert_int_eq(os_log_write(&g, fd, "again", 5), 5);
+        check_read(&g, fd, 0, "hello again");
+        /* a file shorter than what the log says it holds is not read as the log */
+        snprintf(path, sizeof(path), "%s/log", dir);
+        ck_assert_int_eq(truncate(path, 3), 0);
+        ro = open(path, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_eq(os_log_pread(&g, ro, 0, path, 11), -EIO);
+        close(ro);
+        close(fd);
+        ut_rm_rf(dir);
 }
 END_TEST
 
@@ -488,11 +579,13 @@ static Suite *os_sse_suite(void)
         suite_add_tcase(s, tc);
         tc = tcase_create("handshake");
         tcase_add_test(tc, test_the_handshake_line_is_read_and_the_rest_is_output);
+        tcase_add_test(tc, test_merged_lines_before_the_handshake_are_the_shells_own_output);
         tcase_add_test(tc, test_nonces_and_ids_are_random_hex);
         suite_add_tcase(s, tc);
         tc = tcase_create("log");
         tcase_add_test(tc, test_the_log_reads_from_any_offset);
-        tcase_add_test(tc, test_the_log_keeps_the_last_max_bytes_in_blocks);
+        tcase_add_test(tc, test_the_log_keeps_the_last_max_bytes_in_a_file_of_max_bytes);
+        tcase_add_test(tc, test_a_log_whose_file_cannot_grow_stops_at_the_bytes_it_holds);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -1832,6 +1832,7 @@ static int quota(const char *bin, const char *cgdir, const char *mnt)
         static const char *const env[] = {"SANDBOX_HOST_DISK_MAX=4M",
                                           "SANDBOX_HOST_DISK_INODES_MAX=1024",
                                           "SANDBOX_HOST_DISK_QUOTA=project", NULL};
+        static char root[4096]; /* the daemon's state root (not pathf's: its buffers rotate) */
         char why[1200] = "", a[128] = "", b[128] = "", c[128] = "";
         long long base = fs_used(mnt), n = -1, alloc = -1, used;
         int e = -1, e2 = -1, k = -1;
@@ -1841,7 +1842,8 @@ static int quota(const char *bin, const char *cgdir, const char *mnt)
 
         /* As variables: a daemon that does not know them ignores them, and every attack
          * below then succeeds (each check fails on the code before the limit). */
-        daemon_root = pathf("%s/root", mnt);
+        snprintf(root, sizeof(root), "%s/root", mnt);
+        daemon_root = root;
         daemon_env = env;
         up = start_daemon(bin, cgdir, why, sizeof(why));
         result("quota_daemon_start", up, "port=%d root=%s %s", port, daemon_root, why);
@@ -1960,6 +1962,78 @@ static int quota(const char *bin, const char *cgdir, const char *mnt)
                "FS_IOC_SETFLAGS -PROJINHERIT: errno %d; then written=%lld errno=%d %.200s", e2, n,
                e, x.frame);
         drop(a);
+
+        /* a /v1 background command's log (issue 20): a file in {dir}/logs, in the workspace's
+         * project, so it stops at the limit with the workspace's own files, and the sandbox's
+         * writes then find it full */
+        if (up) {
+                char vid[128] = "", cid[64] = "", path[512], detail[600] = "";
+                struct fsxattr wfx = {0}, lfx = {0}, ffx = {0};
+                const char *const names[] = {"workspace", "logs", "logs/c-0"};
+                struct fsxattr *fxs[] = {&wfx, &lfx, &ffx};
+                bool made, done = false;
+                long long got = -1;
+                uint64_t t0;
+
+                r = http("POST", "/v1/sandboxes",
+                         "{\"image\":{\"uri\":\"default\"},\"entrypoint\":[\"sleep\",\"3600\"],"
+                         "\"timeout\":600}");
+                made = r.status == 202 && r.body && json_str(r.body, "id", vid, sizeof(vid));
+                snprintf(detail, sizeof(detail), "create %d %.200s; ", r.status,
+                         r.body ? r.body : r.err);
+                resp_free(&r);
+                if (made) {
+                        snprintf(path, sizeof(path), "/v1/sandboxes/%s/proxy/44772/command", vid);
+                        r = http("POST", path,
+                                 "{\"command\":\"yes 0123456789abcdef | head -c 8388608\","
+                                 "\"background\":true}");
+                        made = r.status == 200 && r.body &&
+                               json_str(r.body, "text", cid, sizeof(cid));
+                        resp_free(&r);
+                }
+                for (t0 = now_ms(); made && !done && now_ms() - t0 < 30000; sleep_ms(100)) {
+                        snprintf(path, sizeof(path),
+                                 "/v1/sandboxes/%s/proxy/44772/command/status/%s", vid, cid);
+                        r = http("GET", path, NULL);
+                        done = r.status == 200 && r.body && strstr(r.body, "\"running\":false");
+                        resp_free(&r);
+                }
+                if (done) {
+                        snprintf(path, sizeof(path),
+                                 "/v1/sandboxes/%s/proxy/44772/command/%s/logs?cursor=0", vid, cid);
+                        r = http("GET", path, NULL);
+                        if (r.status == 200)
+                                got = (long long)r.len;
+                        resp_free(&r);
+                }
+                for (size_t i = 0; made && i < sizeof(names) / sizeof(names[0]); i++) {
+                        int fd = open(pathf("%s/%s/%s", daemon_root, vid, names[i]),
+                                      O_RDONLY | O_CLOEXEC);
+
+                        if (fd < 0 || ioctl(fd, FS_IOC_FSGETXATTR, fxs[i]) < 0)
+                                snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail),
+                                         "%s: %s; ", names[i], strerror(errno));
+                        if (fd >= 0)
+                                close(fd);
+                }
+                x = made ? run(vid, "[\"vmtest\",\"fill\",\"f\",\"2\"]") : (execres){0};
+                e = -1;
+                sscanf(x.out, "written=%*d errno=%d", &e);
+                result("quota_os_command_log",
+                       done && got > 0 && got <= QLIMIT && e == EDQUOT && wfx.fsx_projid &&
+                               lfx.fsx_projid == wfx.fsx_projid &&
+                               ffx.fsx_projid == wfx.fsx_projid &&
+                               (lfx.fsx_xflags & FS_XFLAG_PROJINHERIT),
+                       "done=%d log=%lld bytes (limit %lld) then errno=%d; projid workspace=%u "
+                       "logs=%u (xflags 0x%x) log=%u; %s",
+                       done, got, QLIMIT, e, wfx.fsx_projid, lfx.fsx_projid, lfx.fsx_xflags,
+                       ffx.fsx_projid, detail);
+                if (vid[0]) {
+                        snprintf(path, sizeof(path), "/v1/sandboxes/%s", vid);
+                        r = http("DELETE", path, NULL);
+                        resp_free(&r);
+                }
+        }
 
         /* everything deleted: the filesystem is as before; SIGTERM exits 0 */
         frees_and_stops("quota", mnt, base, up);

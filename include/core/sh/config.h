@@ -42,6 +42,7 @@ typedef struct sh_config {
         char *snapshot_root;      /* NULL: {nfs_root}/.snapshots, else {root}/snapshots */
         uint64_t command_log_max; /* bytes kept of each background command's output */
         uint64_t listing_max;     /* bytes of one listing's or search's answer */
+        uint64_t background_max;  /* background commands of one sandbox running at once */
 } sh_config;
 
 #define SH_DISK_MIN      (1ULL << 20)  /* smallest SANDBOX_HOST_DISK_MAX other than 0 */

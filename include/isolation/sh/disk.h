@@ -7,8 +7,11 @@
  *   dir/workspace   the workspace: a directory (none, project), or a bind mount of
  *                   dir/disk/workspace (loop, tmpfs)
  *   dir/disk        loop, tmpfs: the sandbox's own filesystem, mounted nosuid,nodev; its root
- *                   holds `workspace` and `.trash` (trees that DELETE /dir removes in the
- *                   background, on the same filesystem, out of the sandbox's sight)
+ *                   holds `workspace`, `.trash` (trees that DELETE /dir removes in the
+ *                   background, on the same filesystem, out of the sandbox's sight) and
+ *                   `.logs` (the daemon's files of the sandbox: its command logs)
+ *   dir/logs        project: the command logs, in the workspace's project (charged to its
+ *                   limit); none: the same directory, made on first use, with no limit
  * Every mount, loop device and image is made in a child process, never on the loop. */
 #pragma once
 
@@ -61,7 +64,8 @@ typedef void (*sh_disk_done_fn)(const sh_error *err, uint32_t projid, void *data
  * and tmpfs mount dir/disk and bind dir/disk/workspace (owned by uid:gid) at dir/workspace;
  * project picks the first of base + slot, base + max + slot that holds nothing (a removed
  * sandbox's tree may still be charged to the other), sets its limits and gives it to
- * dir/workspace (inherited). `done` runs from the loop when the child has ended. */
+ * dir/workspace (inherited) and to dir/logs (made). `done` runs from the loop when the child
+ * has ended. */
 int sh_disk_setup(sh_disk *d, sh_loop *l, int dirfd, uid_t uid, gid_t gid, unsigned slot,
                   sh_disk_done_fn done, void *data, sh_disk_job **ret, sh_error **err);
 /* SIGKILL the child; `done` still runs, with an error. */

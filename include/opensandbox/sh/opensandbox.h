@@ -17,6 +17,9 @@ typedef struct sh_opensandbox sh_opensandbox;
 /* The daemon's fds an idle /v1 sandbox holds beyond SH_SANDBOX_FDS: its entrypoint's pipe
  * (stdout and stderr together) while the entrypoint runs. */
 #define SH_OS_SANDBOX_FDS 1
+/* ... and each of its running background commands (at most SANDBOX_HOST_BACKGROUND_MAX): its
+ * one pipe, stdout and stderr together (its log file is opened only while it is written). */
+#define SH_OS_BACKGROUND_FDS 1
 
 /* The surface's state: its sandbox records, the expiry timer, its route table. cfg, loop,
  * mgr, persister and srv outlive it. It observes the manager's deletes (a native delete or

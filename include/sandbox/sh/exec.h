@@ -89,6 +89,9 @@ typedef struct sh_exec_spec {
         uint64_t grace_ms;        /* after the exit, how long descendants may hold the pipes */
         bool merge_output;        /* stderr into stdout's pipe: one pipe (one daemon fd), every
                                    * chunk SH_EXEC_STDOUT, both streams in the order written */
+        size_t read_max;          /* the most one chunk event carries (0: the engine's 256 KiB):
+                                   * a consumer whose encoding multiplies bytes (one event per
+                                   * line) bounds what one chunk makes it queue */
 } sh_exec_spec;
 
 /* The session's owner (the sandbox): told when the session leaves it, so it can unlink it. */

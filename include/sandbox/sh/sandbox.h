@@ -42,6 +42,14 @@ typedef struct sh_create_opts {
  * pid (sh_child_adopt), and running commands hold their pipes only while they run. */
 #define SH_SANDBOX_FDS 1
 
+/* A create's env (sh_create_opts.env), which the sandbox keeps and every command carries: at
+ * most this many variables, and this many bytes ("NAME=value\0" each), half of what one
+ * exec's argv and env may take together (SH_EXEC_MSG_MAX): a larger one could run nothing. */
+#define SH_SANDBOX_ENV_MAX   1024
+#define SH_SANDBOX_ENV_BYTES (64 * 1024)
+/* SH_E_INVALID when env (NULL: none) is over those bounds; sh_manager_create checks it. */
+int sh_sandbox_env_check(const cJSON *env, sh_error **err);
+
 /* Open (creating) the state root, remove leftovers of an earlier run. */
 int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_error **err);
 /* Deletes every sandbox, waits for background removals. */
@@ -178,6 +186,15 @@ int sh_sandbox_open_workspace(sh_sandbox *sb, sh_error **err);
  * OpenSandbox file API resolves the sandbox's own absolute paths below it, through the mounts
  * of its namespace. -1 (errno set) before ready, once its worker is dead, or once deleted. */
 int sh_sandbox_open_root(const sh_sandbox *sb);
+/* The files the daemon keeps for a sandbox (the /v1 surface's command logs): in a directory
+ * of the sandbox's that its view never shows, on the filesystem of its disk limit, so that
+ * what they hold is charged to that limit (none: no limit, the caller bounds them). `name` is
+ * one component of [A-Za-z0-9._-] not starting with '.'; `flags` are open(2)'s (O_CREAT makes
+ * it, mode 0600, root's). A new fd the caller closes, opened now through fs/safe_open.c (no
+ * link followed): nothing is held between uses. SH_E_SANDBOX_NOT_FOUND once deleted. */
+int sh_sandbox_open_log(sh_sandbox *sb, const char *name, int flags, sh_error **err);
+/* Remove it (absent is fine). */
+int sh_sandbox_remove_log(sh_sandbox *sb, const char *name, sh_error **err);
 /* uid/gid of the sandbox's processes and files. */
 const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
 /* The sandbox's trash (a new O_RDONLY|O_DIRECTORY fd; the caller closes it): a directory of its
@@ -211,6 +228,7 @@ typedef struct sh_exec_opts {
         uint64_t capture_max;  /* bytes of each stream kept for the exit event */
         uint64_t heartbeat_ms; /* silence before a heartbeat event */
         bool merge_output;     /* one pipe for stdout and stderr (sh_exec_spec) */
+        size_t read_max;       /* bytes of one chunk at most (sh_exec_spec); 0: the engine's */
 } sh_exec_opts;
 
 /* Run argv (NULL-terminated, non-empty) in sb with the environment: base variables, then the
