@@ -431,6 +431,22 @@ static void reply_stream(os_cmd *c)
 
 #define ERROR_MAX 511 /* the text of a command's `error` kept (its registry's budget) */
 
+/* The first ERROR_MAX bytes of error, NUL-terminated (NULL: out of memory). A loop, not
+ * strndup: the callers' texts are arrays shorter than the bound, which gcc's -O3 flags. */
+static char *copy_error(const char *error)
+{
+        size_t n = 0;
+        char *p;
+
+        while (n < ERROR_MAX && error[n])
+                n++;
+        if (!(p = malloc(n + 1)))
+                return NULL;
+        memcpy(p, error, n);
+        p[n] = '\0';
+        return p;
+}
+
 static void set_finished(os_cmd *c, int code, const char *error)
 {
         if (c->done)
@@ -441,7 +457,7 @@ static void set_finished(os_cmd *c, int code, const char *error)
         c->has_exit = true;
         c->exit_code = code;
         free(c->error);
-        c->error = error && *error ? strndup(error, ERROR_MAX) : NULL;
+        c->error = error && *error ? copy_error(error) : NULL;
         /* it may quote the sandbox's own bytes (a start failure's stderr): valid JSON text */
         if (c->error)
                 sh_utf8_sanitize(c->error);

@@ -101,7 +101,9 @@ static int fctx_init(sh_request *r, fctx *f)
         f->mgr = os_ctx_of(r)->mgr;
         f->sb = sh_sandbox_ref(sb);
         f->id_base = os_ctx_of(r)->cfg->uid_base;
-        f->budget.left = SH_SAFE_REQUEST_STEPS;
+        /* a request done in one turn of the loop spends at most a turn's steps; the jobs that
+         * take their lookups in slices (pjob_run, the replace) give themselves a request's */
+        f->budget.left = SH_SAFE_TURN_STEPS;
         f->guard = (sh_safe_guard){dir_guard, f, &f->budget};
         return 0;
 }
@@ -214,9 +216,10 @@ static int fail(os_err *e, int errnum, const char *shown, const char *what)
         case E2BIG:
                 return os_err_set(e, 400, OS_BAD_BODY,
                                   "%s: '%s': resolving it looks up too many components (at most "
-                                  "%u for one path, %u for one request, the targets of its "
-                                  "links included)",
-                                  what, shown, SH_SAFE_LOOKUP_STEPS, SH_SAFE_REQUEST_STEPS);
+                                  "%u for one path; %u for one request done in slices, %u for "
+                                  "one done at once; the targets of its links included)",
+                                  what, shown, SH_SAFE_LOOKUP_STEPS, SH_SAFE_REQUEST_STEPS,
+                                  SH_SAFE_TURN_STEPS);
         case EAGAIN:
                 return os_err_set(e, 503, OS_RUNTIME, "%s: '%s' kept changing; try again", what,
                                   shown);
@@ -1970,7 +1973,7 @@ static void api_delete_files(sh_request *r)
 /* A request of many paths is a job of the loop too (the `sliced` helper of the listings): its
  * entries are done in order, each slice taking them up until it has used PATHS_SLICE_STEPS
  * lookup steps or WALK_SLICE_NS, then the loop serves everyone else. All its lookups together
- * draw from its fctx's budget (SH_SAFE_REQUEST_STEPS) and each lookup from its own bound
+ * draw from a request's budget (SH_SAFE_REQUEST_STEPS) and each lookup from its own bound
  * (SH_SAFE_LOOKUP_STEPS), so one slice costs at most the steps of one slice and one entry, and
  * the whole request at most its budget. The first entry refused is the answer. */
 #define PATHS_SLICE_STEPS 2048
@@ -2044,6 +2047,7 @@ static void pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(pjob *
                 pjob_release(j);
                 return;
         }
+        j->f.budget.left = SH_SAFE_REQUEST_STEPS;
         j->s.loop = os_ctx_of(r)->loop;
         j->s.slice = pjob_slice;
         j->s.what = "request";
@@ -2598,6 +2602,7 @@ static void api_replace(sh_request *r)
                 xjob_release(j);
                 return;
         }
+        j->f.budget.left = SH_SAFE_REQUEST_STEPS; /* one file opened a slice */
         j->s.loop = os_ctx_of(r)->loop;
         j->s.slice = xjob_slice;
         j->s.what = "replacement";

@@ -112,6 +112,23 @@ def test_info_of_1024_costly_paths_runs_in_slices_and_stops_at_the_requests_budg
         under_probes(daemon, lambda: list(pool.map(one, range(CLIENTS))))
 
 
+def test_a_delete_of_many_costly_paths_stops_at_one_turns_budget_and_healthz_keeps_answering(
+        daemon, osc, chain):
+    """`DELETE /files` looks its paths up in one turn of the loop: all of them together may
+    take at most a turn's steps (16,384: ~8 of these ~2,005-step lookups), so CLIENTS such
+    requests at once hold the loop ~36 ms each at most, not a request's whole 65,536 steps."""
+    url = "/files?" + "&".join("path=/tmp/y/c%d/nothing" % (i % COSTLY) for i in range(1024))
+
+    def one(_):
+        b = expect(osc.execd(chain, "DELETE", url, timeout=CALL), 400)
+        assert "16384" in b["message"] and "/tmp/y/c" in b["message"], b
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        under_probes(daemon, lambda: list(pool.map(one, range(CLIENTS))))
+    # and nothing of the sandbox's was touched meanwhile
+    assert stdout_of(osc, chain, "cat /tmp/y/c0/f") == ["chained"]
+
+
 def test_info_of_costly_paths_within_the_budget_is_answered_whole(daemon, osc, chain):
     """24 lookups of ~2,005 steps (48,000 of the request's 65,536): answered from several
     slices, every path as asked, in a 200."""

@@ -19,6 +19,9 @@
 #define SH_SAFE_LOOKUP_STEPS 4096u
 /* A default for all the lookups of one request together (sh_safe_budget). */
 #define SH_SAFE_REQUEST_STEPS (16u * SH_SAFE_LOOKUP_STEPS)
+/* What one turn of the loop may spend on the lookups of a request that is not cut into slices
+ * (~2.2 us a step in the walker: ~36 ms), and so all that such a request may spend. */
+#define SH_SAFE_TURN_STEPS (4u * SH_SAFE_LOOKUP_STEPS)
 
 /* Steps left to every lookup that draws from it (a request's lookups, through its guard): a
  * lookup that would take more than `left` fails with -E2BIG and sets `exhausted` (so the caller
