@@ -210,6 +210,18 @@ int sh_sandbox_open_dir(sh_sandbox *sb, sh_error **err)
         return dir_open(sb, err);
 }
 
+/* 0 while the sandbox lives and its workspace is set up, what its workspace, its trash and
+ * its logs are opened from; else -1 with err set. */
+static int ws_ready(const sh_sandbox *sb, sh_error **err)
+{
+        if (sb->deleted)
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
+        if (!sb->ws.ino)
+                return sh_error_new(err, SH_E_UNAVAILABLE,
+                                    "the sandbox's workspace is not set up yet");
+        return 0;
+}
+
 /* With a filesystem of its own, the daemon works through the mount of that filesystem, not
  * the bind at dir/workspace: DELETE /dir renames into disk/.trash, and rename(2) never crosses
  * mounts, even of one filesystem. */
@@ -227,11 +239,8 @@ int sh_sandbox_open_trash(sh_sandbox *sb, sh_error **err)
         _cleanup_close_ int dirfd = -1;
         int fd;
 
-        if (sb->deleted)
-                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
-        if (!sb->ws.ino)
-                return sh_error_new(err, SH_E_UNAVAILABLE,
-                                    "the sandbox's workspace is not set up yet");
+        if (ws_ready(sb, err) < 0)
+                return -1;
         if ((dirfd = dir_open(sb, err)) < 0)
                 return -1;
         fd = openat(dirfd, sb->disk_mounted ? "disk/.trash" : ".trash",
@@ -344,11 +353,8 @@ int sh_sandbox_open_workspace(sh_sandbox *sb, sh_error **err)
         char path[64];
         int fd, kept;
 
-        if (sb->deleted)
-                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
-        if (!sb->ws.ino)
-                return sh_error_new(err, SH_E_UNAVAILABLE,
-                                    "the sandbox's workspace is not set up yet");
+        if (ws_ready(sb, err) < 0)
+                return -1;
         sb->ws_used_ms = sh_now_ms();
         if (sb->ws_kept >= 0) {
                 fd = fcntl(sb->ws_kept, F_DUPFD_CLOEXEC, 3);
@@ -379,11 +385,8 @@ static int logs_open(sh_sandbox *sb, bool create, sh_error **err)
         bool none = sh_disk_get_mode(sh_manager_disk(sb->mgr)) == SH_DISK_NONE;
         int fd;
 
-        if (sb->deleted)
-                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
-        if (!sb->ws.ino)
-                return sh_error_new(err, SH_E_UNAVAILABLE,
-                                    "the sandbox's workspace is not set up yet");
+        if (ws_ready(sb, err) < 0)
+                return -1;
         dirfd = dir_open(sb, err);
         if (dirfd < 0)
                 return -1;
