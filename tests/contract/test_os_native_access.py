@@ -98,12 +98,11 @@ def test_with_a_key_a_v1_sandbox_answers_as_an_unknown_id_does(keyd, kc):
 def test_with_a_key_a_v1_sandbox_from_the_warm_pool_is_hidden_too(start_daemon):
     """A pooled sandbox was started for no surface yet; the /v1 create that takes it makes it
     a /v1 sandbox (the claim carries the surface), so the native surface does not know it."""
-    from test_warm_pool import workers
+    from test_warm_pool import settled_workers
     d = start_daemon(env={"SANDBOX_HOST_API_KEY": oslib.TEST_API_KEY,
                           "SANDBOX_HOST_WARM_POOL": "1"})
     kc = oslib.os_client(d, api_key=oslib.TEST_API_KEY)
-    assert shlib.wait_until(lambda: len(workers(d)) == 1, 30), workers(d)
-    before = workers(d)
+    before = settled_workers(d, 1, 30)
     # default options (no resourceLimits): the create a pooled sandbox serves
     body = {k: v for k, v in oslib.SDK_DEFAULT_CREATE.items() if k != "resourceLimits"}
     sid = expect(kc.create(body), 202)["id"]

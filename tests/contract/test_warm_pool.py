@@ -42,10 +42,29 @@ def workers(d):
     return out
 
 
+def settled_workers(d, n, timeout=None):
+    """The daemon's n pooled workers, once two looks 0.1 s apart agree on them: a worker is
+    seen through its intermediate for a moment while it starts (both are sandbox-init, and the
+    intermediate exits once it has made it), so one look can catch that moment. Bounded by the
+    call timeout; the map found last is in the assertion."""
+    seen = {}
+
+    def settled():
+        a = workers(d)
+        if len(a) != n:
+            return False
+        time.sleep(0.1)
+        seen["w"] = workers(d)
+        return seen["w"] == a
+
+    assert wait_until(settled, timeout or CALL), seen.get("w", workers(d))
+    return seen["w"]
+
+
 @pytest.fixture
 def pooled(start_daemon):
     d = start_daemon(args=["--warm-pool=%d" % POOL])
-    assert wait_until(lambda: len(workers(d)) == POOL, CALL), workers(d)
+    settled_workers(d, POOL)
     return d
 
 
@@ -105,7 +124,7 @@ def test_a_handed_out_sandbox_deletes_like_any(pooled):
 
 def test_a_full_host_still_hands_out_its_pool(start_daemon):
     d = start_daemon(args=["--warm-pool=1", "--max-sandboxes=1"])
-    assert wait_until(lambda: len(workers(d)) == 1, CALL), workers(d)
+    settled_workers(d, 1)
     assert_json(d.client.create({}), 200)
     shlib.assert_error(d.client.create({}), 503, "Unavailable")
 
@@ -115,7 +134,7 @@ def test_a_pooled_sandbox_keeps_its_first_execs_cgroup_until_handed_out(start_da
     # 10 s without an exec; a pooled one keeps it until a create takes it, so that the first
     # exec of a handed-out sandbox finds it (exec-1) instead of making one (exec-2).
     d = start_daemon(args=["--warm-pool=1"])
-    assert wait_until(lambda: len(workers(d)) == 1, CALL), workers(d)
+    settled_workers(d, 1)
     time.sleep(11)  # past the 10 s a spare is kept without an exec
     s = shlib.Sandbox(d.client, assert_json(d.client.create({}), 200)["remote_id"])
     groups = execlib.sh(s, "cat /proc/self/cgroup").split()
