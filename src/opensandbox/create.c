@@ -622,7 +622,12 @@ void os_api_create(sh_request *r)
         memcpy(rec->id, sh_sandbox_id(j->sb), SH_ID_LEN + 1);
         rec->sb = sh_sandbox_ref(j->sb);
         /* expiresAt = createdAt + timeout, counted from the create (the record's birth) */
-        os_record_link(rec);
+        if (os_record_link(rec, &err) < 0) {
+                /* the sandbox goes at once: nobody would know it */
+                sh_sandbox_create_cancel(j->sb);
+                os_reply_sh_error(r, err);
+                goto out;
+        }
         j = NULL; /* the token's now */
 out:
         if (j && !j->tok) {

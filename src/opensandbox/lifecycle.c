@@ -62,10 +62,10 @@ static void api_list(sh_request *r)
         const sh_query *q = sh_request_query(r);
         os_ctx *ctx = os_ctx_of(r);
         unsigned states = 0; /* a bit per os_state; 0: any */
+        os_record **recs = NULL;
+        size_t i, n = 0;
         os_pager pg;
         sh_query mf;
-        os_record *rec;
-        size_t i;
 
         if (os_pager_parse(r, &pg) < 0)
                 return;
@@ -87,16 +87,22 @@ static void api_list(sh_request *r)
                 return;
         /* One walk of the records (as many as the /v1 sandboxes, bounded by the host's
          * capacity), oldest first; only the page's items are built. */
+        if (os_records_list(ctx, &recs, &n) < 0) {
+                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                goto done;
+        }
         if (os_pager_open(r, &pg) < 0)
                 goto done;
-        for (rec = os_record_first(ctx); rec; rec = os_record_next(rec)) {
-                if ((states && !(states & (1u << rec->state))) || !metadata_matches(rec, &mf))
+        for (i = 0; i < n; i++) {
+                if ((states && !(states & (1u << recs[i]->state))) ||
+                    !metadata_matches(recs[i], &mf))
                         continue;
-                if (os_pager_take(&pg) && os_pager_add(r, &pg, os_record_json(rec, true)) < 0)
+                if (os_pager_take(&pg) && os_pager_add(r, &pg, os_record_json(recs[i], true)) < 0)
                         goto done;
         }
         os_pager_reply(r, &pg);
 done:
+        free(recs);
         sh_query_done(&mf);
 }
 

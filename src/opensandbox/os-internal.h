@@ -46,10 +46,6 @@ struct sh_persister;
 /* ---- the context -------------------------------------------------------------------------- */
 
 typedef struct os_record os_record;
-typedef struct os_heap {
-        os_record **v; /* a binary min-heap by expires_ms */
-        size_t n, cap;
-} os_heap;
 
 /* The surface's state (sh_opensandbox): what every handler works with (os_ctx_of). */
 typedef struct sh_opensandbox {
@@ -59,15 +55,8 @@ typedef struct sh_opensandbox {
         struct sh_persister *persister;
         sh_server *srv;               /* its pod_url */
         sh_sandbox_observer observer; /* the manager's deletes end records */
-        os_record *records;           /* every record, oldest first (SH_LIST, tail insert) */
-        os_record *records_tail;
-        unsigned n_records;
-        os_record **buckets; /* by id: a power of two, at least twice the host's capacity */
-        size_t n_buckets;
-        os_heap expiry;     /* records with an expiry, soonest first */
-        sh_timer *reaper;   /* armed for the soonest expiry, NULL when none */
-        uint64_t reaper_at; /* wall ms the reaper is armed for */
-        sh_route *routes;   /* every file's table, one array (the surface's) */
+        uint64_t record_seq;          /* the last record's os_record.seq */
+        sh_route *routes;             /* every file's table, one array (the surface's) */
         size_t n_routes;
         unsigned char api_key_hash[32]; /* BLAKE2b of SANDBOX_HOST_API_KEY; never the key */
         bool api_key;                   /* a key is set */
@@ -152,14 +141,18 @@ ssize_t os_log_read(const os_log *g, sh_sandbox *sb, uint64_t off, char *out, si
 uint64_t os_log_drop(os_log *g, sh_sandbox *sb, const char *log_id);
 
 /* One sandbox created through /v1. Lives from the create until its sandbox is deleted (a
- * /v1 or native delete, its expiry, a failed create, shutdown), then leaves the registry
- * (os_record_find no longer finds it) and is freed when its last reference goes. */
+ * /v1 or native delete, its expiry, a failed create, shutdown). The registry is the manager's:
+ * a record is attached to its sandbox (sh_sandbox_attach), found through the manager's look-up
+ * by id, until the delete detaches it (os_record_find no longer finds it); it is freed when
+ * its last reference goes. */
 struct os_record {
         unsigned refs;
         os_ctx *ctx;
         char id[SH_ID_LEN + 1]; /* its sandbox's remote_id */
         sh_sandbox *sb;         /* a reference; NULL once its sandbox is deleted */
-        bool gone;              /* out of the registry */
+        bool linked;            /* attached to its sandbox (os_record_link) */
+        bool gone;              /* detached: its sandbox is deleted */
+        uint64_t seq;           /* the order of the links: listings are oldest first */
 
         /* status */
         os_state state;
@@ -190,23 +183,23 @@ struct os_record {
         bool entry_throttled; /* paused by the sandbox's read rate (commands.c) */
         int entry_exit;       /* its exit code (128 + signal) once entry_ended */
 
-        /* the expiry heap */
-        size_t heap_idx; /* position in ctx->expiry, SIZE_MAX when not in it */
+        /* its expiry's loop timer: armed for expiry_at (<= expires_ms), NULL: none */
+        sh_timer *expiry_t;
+        uint64_t expiry_at;
 
         /* owned by pause.c, snapshots.c and diagnostics.c, each its own (NULL at first) */
         void *pause;
         void *snap;
         void *diag;
         void *execd; /* commands.c's (execd.h: commands, sessions, metrics) */
-
-        SH_LIST_FIELDS(os_record, all);
-        os_record *hash_next; /* its bucket's chain */
 };
 
 /* A new record (state Pending, its token made, not yet in the registry); one reference. */
 int os_record_new(os_ctx *ctx, os_record **ret, sh_error **err);
-/* Into the registry (found by id, listed newest last, its expiry armed); takes a reference. */
-void os_record_link(os_record *rec);
+/* Into the registry, once rec->sb is set: attached to its sandbox (found by id, listed newest
+ * last), its expiry armed; the attachment takes a reference. 0, or -1 with err (out of
+ * memory: nothing changed). */
+int os_record_link(os_record *rec, sh_error **err);
 /* The surface's start and end: observe the manager's deletes; at the end every record goes. */
 void os_records_init(os_ctx *ctx);
 void os_records_done(os_ctx *ctx);
@@ -214,10 +207,9 @@ os_record *os_record_ref(os_record *rec);
 void os_record_unref(os_record *rec); /* accepts NULL */
 /* The live record of id (`len` bytes), borrowed, or NULL (unknown, native, deleted). */
 os_record *os_record_find(os_ctx *ctx, const char *id, size_t len);
-/* Every live record, oldest first: `for (rec = os_record_first(ctx); rec; rec =
- * os_record_next(rec))`. The callback must not delete records while iterating. */
-os_record *os_record_first(os_ctx *ctx);
-os_record *os_record_next(os_record *rec);
+/* Every live record, oldest first: *ret an array of *ret_n borrowed records the caller frees
+ * (the registry's walk, sorted). 0, or -ENOMEM. */
+int os_records_list(os_ctx *ctx, os_record ***ret, size_t *ret_n);
 /* Its sandbox (borrowed; NULL once deleted): its cgroup, workspace, exec. */
 sh_sandbox *os_record_sandbox(const os_record *rec);
 /* The entrypoint's output log (diagnostics scope `container`). */
@@ -227,8 +219,8 @@ const os_log *os_record_container_log(const os_record *rec);
  * to the same state, is logged at debug and told to os_diag_on_transition. */
 void os_record_set_state(os_record *rec, os_state state, const char *reason, const char *fmt, ...)
         _printf_(4, 5);
-/* Set expiresAt (wall ms; 0: none), at most now + SANDBOX_HOST_MAX_TIMEOUT when that is set,
- * and re-arm the reaper. */
+/* Set expiresAt (wall ms; 0: none), at most now + SANDBOX_HOST_MAX_TIMEOUT when that is set;
+ * the record's timer fires then (one loop timer per record). */
 void os_record_set_expiry(os_record *rec, uint64_t expires_ms);
 /* A lifecycle log line about rec: to the daemon's log (level, event), and to
  * os_diag_on_log (the `lifecycle` scope of diagnostics). */

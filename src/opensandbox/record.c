@@ -1,8 +1,8 @@
-/* record.c: the records of the sandboxes created through /v1: their registry (oldest first),
- * their state machine (state, reason, message, lastTransitionAt), expiry (a min-heap and one
- * loop timer armed for the soonest: no scan per request), the entrypoint's output ring, their
- * Sandbox JSON, and the end of a record when its sandbox is deleted (a /v1 or native delete,
- * its expiry, shutdown: the manager's delete observer). */
+/* record.c: the records of the sandboxes created through /v1: attached to their sandboxes in
+ * the manager's registry (found by its look-up, listed oldest first), their state machine
+ * (state, reason, message, lastTransitionAt), expiry (one loop timer per record), the
+ * entrypoint's output ring, their Sandbox JSON, and the end of a record when its sandbox is
+ * deleted (a /v1 or native delete, its expiry, shutdown: the manager's delete observer). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -114,125 +114,62 @@ void os_ring_done(os_ring *g)
         *g = (os_ring){0};
 }
 
-/* ---- the expiry heap and its timer ------------------------------------------------------------ */
+/* ---- expiry: one loop timer per record ------------------------------------------------------ */
 
-static void heap_swap(os_heap *h, size_t a, size_t b)
+static void expiry_arm(os_record *rec);
+
+/* The record's timer: its expiresAt has come (unless a renew moved it meanwhile, or the wall
+ * clock stepped back: then it waits again). */
+static void expiry_fire(sh_loop *l, sh_timer *t, void *data)
 {
-        os_record *t = h->v[a];
+        os_record *rec = data;
+        sh_error *err = NULL;
 
-        h->v[a] = h->v[b];
-        h->v[b] = t;
-        h->v[a]->heap_idx = a;
-        h->v[b]->heap_idx = b;
-}
-
-static void heap_fix(os_heap *h, size_t i)
-{
-        while (i > 0 && h->v[(i - 1) / 2]->expires_ms > h->v[i]->expires_ms) {
-                heap_swap(h, i, (i - 1) / 2);
-                i = (i - 1) / 2;
-        }
-        for (;;) {
-                size_t l = 2 * i + 1, r = l + 1, m = i;
-
-                if (l < h->n && h->v[l]->expires_ms < h->v[m]->expires_ms)
-                        m = l;
-                if (r < h->n && h->v[r]->expires_ms < h->v[m]->expires_ms)
-                        m = r;
-                if (m == i)
-                        return;
-                heap_swap(h, i, m);
-                i = m;
-        }
-}
-
-static void heap_remove(os_heap *h, os_record *rec)
-{
-        size_t i = rec->heap_idx;
-
-        if (i == SIZE_MAX)
+        rec->expiry_t = NULL; /* the loop frees a fired timer */
+        if (rec->gone || !rec->expires_ms)
                 return;
-        rec->heap_idx = SIZE_MAX;
-        if (i != --h->n) {
-                h->v[i] = h->v[h->n];
-                h->v[i]->heap_idx = i;
-                heap_fix(h, i);
-        }
-}
-
-/* The heap holds at most one entry per live record, and records are bounded by the host's
- * capacity: its array never grows past SANDBOX_HOST_MAX_SANDBOXES. */
-static int heap_insert(os_heap *h, os_record *rec)
-{
-        if (h->n == h->cap) {
-                size_t cap = h->cap ? 2 * h->cap : 16;
-                os_record **v = realloc(h->v, cap * sizeof(*v));
-
-                if (!v)
-                        return -ENOMEM;
-                h->v = v;
-                h->cap = cap;
-        }
-        rec->heap_idx = h->n;
-        h->v[h->n++] = rec;
-        heap_fix(h, rec->heap_idx);
-        return 0;
-}
-
-static void reaper_arm(os_ctx *ctx);
-
-/* The soonest expiry has come: delete every sandbox whose time is past, then re-arm. */
-static void reaper_fire(sh_loop *l, sh_timer *t, void *data)
-{
-        os_ctx *ctx = data;
-        uint64_t now = os_now_wall_ms();
-
-        ctx->reaper = NULL;
-        while (ctx->expiry.n && ctx->expiry.v[0]->expires_ms <= now) {
-                os_record *rec = ctx->expiry.v[0];
-                sh_error *err = NULL;
-
-                heap_remove(&ctx->expiry, rec);
-                os_record_log(rec, SH_LOG_INFO, "sandbox-expired", "expired at its expiresAt");
-                if (os_record_delete(rec, "ttl_expiry", &err) < 0)
-                        log_warn("expiry-delete-failed", rec->id, "%s, ignoring",
-                                 err && err->msg ? err->msg : "");
-                sh_error_release(&err);
-        }
-        reaper_arm(ctx);
-}
-
-/* One timer for all records, armed for the soonest expiry (re-armed when that changes). */
-static void reaper_arm(os_ctx *ctx)
-{
-        uint64_t now, at;
-
-        if (ctx->freeing)
-                return;
-        if (!ctx->expiry.n) {
-                if (ctx->reaper)
-                        sh_loop_cancel_timer(ctx->loop, ctx->reaper);
-                ctx->reaper = NULL;
+        if (rec->expires_ms > os_now_wall_ms()) {
+                expiry_arm(rec);
                 return;
         }
-        at = ctx->expiry.v[0]->expires_ms;
-        if (ctx->reaper && ctx->reaper_at == at)
+        os_record_ref(rec);
+        os_record_log(rec, SH_LOG_INFO, "sandbox-expired", "expired at its expiresAt");
+        if (os_record_delete(rec, "ttl_expiry", &err) < 0)
+                log_warn("expiry-delete-failed", rec->id, "%s, ignoring",
+                         err && err->msg ? err->msg : "");
+        sh_error_release(&err);
+        os_record_unref(rec);
+}
+
+/* Armed for the expiry, never later. A renew that moves it later (every execd request may:
+ * renew on access) leaves the timer where it is: it fires, finds the later time and waits
+ * again, so a busy sandbox costs one timer per extension period, not one per request. */
+static void expiry_arm(os_record *rec)
+{
+        sh_loop *loop = rec->ctx->loop;
+        uint64_t now;
+
+        if (rec->gone || !rec->linked || rec->ctx->freeing)
                 return;
-        if (ctx->reaper)
-                sh_loop_cancel_timer(ctx->loop, ctx->reaper);
+        if (!rec->expires_ms) {
+                sh_loop_cancel_timer(loop, TAKE_PTR(rec->expiry_t));
+                return;
+        }
+        if (rec->expiry_t && rec->expiry_at <= rec->expires_ms)
+                return;
+        sh_loop_cancel_timer(loop, TAKE_PTR(rec->expiry_t));
         now = os_now_wall_ms();
-        ctx->reaper_at = at;
-        ctx->reaper = sh_loop_add_timer(ctx->loop, at > now ? at - now : 0, reaper_fire, ctx);
-        if (!ctx->reaper)
-                log_error("expiry-timer", NULL,
-                          "cannot arm the expiry timer: sandboxes may "
-                          "outlive their expiresAt");
+        rec->expiry_at = rec->expires_ms;
+        rec->expiry_t = sh_loop_add_timer(loop, rec->expires_ms > now ? rec->expires_ms - now : 0,
+                                          expiry_fire, rec);
+        if (!rec->expiry_t)
+                log_error("expiry-timer", rec->id,
+                          "cannot arm the expiry timer: the sandbox may outlive its expiresAt");
 }
 
 void os_record_set_expiry(os_record *rec, uint64_t expires_ms)
 {
-        os_ctx *ctx = rec->ctx;
-        uint64_t ceiling = ctx->cfg->max_timeout_s * 1000, now = os_now_wall_ms();
+        uint64_t ceiling = rec->ctx->cfg->max_timeout_s * 1000, now = os_now_wall_ms();
 
         /* No expiry the daemon sets is later than now + SANDBOX_HOST_MAX_TIMEOUT (at most 100
          * years: no overflow): renew on access stops there; create and renew-expiration refuse
@@ -240,19 +177,13 @@ void os_record_set_expiry(os_record *rec, uint64_t expires_ms)
         if (ceiling && expires_ms > now + ceiling)
                 expires_ms = now + ceiling;
         rec->expires_ms = expires_ms;
-        if (rec->gone)
-                return;
-        if (!expires_ms) {
-                heap_remove(&ctx->expiry, rec);
-        } else if (rec->heap_idx != SIZE_MAX) {
-                heap_fix(&ctx->expiry, rec->heap_idx);
-        } else if (heap_insert(&ctx->expiry, rec) < 0) {
-                log_error("expiry-timer", rec->id, "out of memory: the sandbox will not expire");
-        }
-        reaper_arm(ctx);
+        expiry_arm(rec);
 }
 
-/* ---- the registry ----------------------------------------------------------------------------- */
+/* ---- the registry: the manager's, the record attached to its sandbox ---------------------------- */
+
+/* The key of a /v1 record on its sandbox (sh_sandbox_attach). */
+static const char record_key;
 
 os_record *os_record_ref(os_record *rec)
 {
@@ -282,78 +213,112 @@ void os_record_unref(os_record *rec)
                 record_free(rec);
 }
 
-static size_t bucket_of(const os_ctx *ctx, const char *id)
+static void record_unref_attached(void *rec)
 {
-        return sh_remote_id_hash(id) & (ctx->n_buckets - 1);
+        os_record_unref(rec);
+}
+
+/* The record of a live sandbox, if the /v1 surface made it (a native sandbox has none). */
+static os_record *record_of(const sh_sandbox *sb)
+{
+        return sh_sandbox_attached(sb, &record_key);
 }
 
 os_record *os_record_find(os_ctx *ctx, const char *id, size_t len)
 {
-        os_record *rec;
+        /* The registry's look-up (hash chains): a live sandbox, and a reference dropped at
+         * once (the registry holds its own: never the last). */
+        sh_sandbox *sb = sh_manager_get(ctx->mgr, id, len);
+        os_record *rec = sb ? record_of(sb) : NULL;
 
-        if (len != SH_ID_LEN || !sh_remote_id_valid(id, len))
-                return NULL;
-        for (rec = ctx->buckets[bucket_of(ctx, id)]; rec; rec = rec->hash_next)
-                if (memcmp(rec->id, id, SH_ID_LEN) == 0)
-                        return rec;
-        return NULL;
+        sh_sandbox_unref(sb);
+        return rec;
 }
 
-/* Into the registry: found by id, listed last (the newest). Takes a reference. */
-void os_record_link(os_record *rec)
+int os_record_link(os_record *rec, sh_error **err)
 {
-        os_ctx *ctx = rec->ctx;
-        size_t b = bucket_of(ctx, rec->id);
-
-        os_record_ref(rec);
-        rec->hash_next = ctx->buckets[b];
-        ctx->buckets[b] = rec;
-        SH_LIST_INSERT_AFTER(all, ctx->records, ctx->records_tail, rec);
-        ctx->records_tail = rec;
-        ctx->n_records++;
-        if (rec->expires_ms)
-                os_record_set_expiry(rec, rec->expires_ms);
+        if (sh_sandbox_attach(rec->sb, &record_key, os_record_ref(rec), record_unref_attached,
+                              err) < 0) {
+                os_record_unref(rec);
+                return -1;
+        }
+        rec->linked = true;
+        rec->seq = ++rec->ctx->record_seq;
+        expiry_arm(rec);
+        return 0;
 }
 
 /* Out of the registry (its sandbox is being deleted): the other files drop what they keep,
- * the entrypoint's session is let go (its processes die with the sandbox), the registry's
+ * the entrypoint's session is let go (its processes die with the sandbox), the attachment's
  * reference goes. */
 static void record_unlink(os_record *rec)
 {
-        os_ctx *ctx = rec->ctx;
-        os_record **pp;
+        os_record *attached;
 
         if (rec->gone)
                 return;
         rec->gone = true;
-        for (pp = &ctx->buckets[bucket_of(ctx, rec->id)]; *pp; pp = &(*pp)->hash_next)
-                if (*pp == rec) {
-                        *pp = rec->hash_next;
-                        break;
-                }
-        if (ctx->records_tail == rec)
-                ctx->records_tail = rec->all_prev;
-        SH_LIST_REMOVE(all, ctx->records, rec);
-        ctx->n_records--;
-        heap_remove(&ctx->expiry, rec);
-        reaper_arm(ctx);
+        sh_loop_cancel_timer(rec->ctx->loop, TAKE_PTR(rec->expiry_t));
         os_pause_record_gone(rec);
         os_snapshot_record_gone(rec);
         os_diag_record_gone(rec);
         os_execd_record_gone(rec);
         sh_exec_detach(TAKE_PTR(rec->entry));
+        attached = rec->sb ? sh_sandbox_detach(rec->sb, &record_key) : NULL;
         sh_sandbox_unref(TAKE_PTR(rec->sb));
-        os_record_unref(rec);
+        os_record_unref(attached);
 }
 
-os_record *os_record_first(os_ctx *ctx)
+typedef struct record_list {
+        os_record **v;
+        size_t n, cap;
+        bool oom;
+} record_list;
+
+static void collect(sh_sandbox *sb, void *data)
 {
-        return ctx->records;
+        record_list *l = data;
+        os_record *rec = record_of(sb);
+
+        if (!rec || l->oom)
+                return;
+        if (l->n == l->cap) {
+                size_t cap = l->cap ? 2 * l->cap : 64;
+                os_record **v = realloc(l->v, cap * sizeof(*v));
+
+                if (!v) {
+                        l->oom = true;
+                        return;
+                }
+                l->v = v;
+                l->cap = cap;
+        }
+        l->v[l->n++] = rec;
 }
 
-os_record *os_record_next(os_record *rec)
+static int by_seq(const void *a, const void *b)
 {
-        return rec->all_next;
+        const os_record *x = *(os_record *const *)a, *y = *(os_record *const *)b;
+
+        return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+int os_records_list(os_ctx *ctx, os_record ***ret, size_t *ret_n)
+{
+        record_list l = {0};
+
+        /* The registry's walk (its sandboxes, by slot), then the records in the order they
+         * were made: O(n log n) for a listing, nothing kept between listings. */
+        sh_manager_foreach(ctx->mgr, collect, &l);
+        if (l.oom) {
+                free(l.v);
+                return -ENOMEM;
+        }
+        if (l.n > 1)
+                qsort(l.v, l.n, sizeof(*l.v), by_seq);
+        *ret = l.v;
+        *ret_n = l.n;
+        return 0;
 }
 
 sh_sandbox *os_record_sandbox(const os_record *rec)
@@ -378,7 +343,6 @@ int os_record_new(os_ctx *ctx, os_record **ret, sh_error **err)
                 return sh_error_make(err, ENOMEM, "out of memory");
         rec->refs = 1;
         rec->ctx = ctx;
-        rec->heap_idx = SIZE_MAX;
         rec->created_ms = rec->transition_ms = os_now_wall_ms();
         rec->metadata = cJSON_CreateObject();
         rec->reason = strdup("creating");
@@ -460,10 +424,9 @@ int os_record_delete(os_record *rec, const char *reason, sh_error **err)
 /* The manager deletes a sandbox (whoever asked): a /v1 one's record ends. */
 static void on_deleted(sh_sandbox *sb, void *data)
 {
-        os_ctx *ctx = data;
-        os_record *rec = os_record_find(ctx, sh_sandbox_id(sb), SH_ID_LEN);
+        os_record *rec = record_of(sb);
 
-        if (!rec || rec->sb != sb)
+        if (!rec)
                 return;
         os_record_set_state(rec, OS_TERMINATED, rec->state == OS_STOPPING ? rec->reason : "deleted",
                             "the sandbox was deleted");
@@ -477,19 +440,22 @@ void os_records_init(os_ctx *ctx)
         sh_manager_observe(ctx->mgr, &ctx->observer);
 }
 
+static void unlink_one(sh_sandbox *sb, void *data)
+{
+        os_record *rec = record_of(sb);
+
+        if (rec)
+                record_unlink(rec);
+}
+
 /* Shutdown: the records of the sandboxes still there go (their sandboxes are deleted by the
  * manager right after; their entrypoints die with them). */
 void os_records_done(os_ctx *ctx)
 {
         sh_manager_unobserve(ctx->mgr, &ctx->observer);
-        while (ctx->records)
-                record_unlink(ctx->records);
+        /* record_unlink deletes no sandbox: the walk stays valid */
+        sh_manager_foreach(ctx->mgr, unlink_one, ctx);
         ctx->freeing = true;
-        if (ctx->reaper)
-                sh_loop_cancel_timer(ctx->loop, ctx->reaper);
-        ctx->reaper = NULL;
-        free(ctx->expiry.v);
-        ctx->expiry = (os_heap){0};
 }
 
 /* ---- the Sandbox JSON ------------------------------------------------------------------------- */

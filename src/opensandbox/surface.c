@@ -456,13 +456,7 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
         for (i = 0; i < ARRAY_SIZE(tables); i++)
                 n += tables[i].n;
         ctx->routes = calloc(n, sizeof(*ctx->routes));
-        /* Twice the host's capacity, a power of two: short chains for any number of ids. */
-        for (ctx->n_buckets = 16; ctx->n_buckets < 2 * cfg->max_sandboxes; ctx->n_buckets *= 2)
-                ;
-        ctx->buckets = calloc(ctx->n_buckets, sizeof(*ctx->buckets));
-        if (!ctx->routes || !ctx->buckets) {
-                free(ctx->routes);
-                free(ctx->buckets);
+        if (!ctx->routes) {
                 free(ctx);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
@@ -481,7 +475,6 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                 os_snapshot_free_all(ctx);
                 os_diag_free_all(ctx);
                 free(ctx->routes);
-                free(ctx->buckets);
                 free(ctx);
                 return -1;
         }
@@ -515,6 +508,5 @@ void sh_opensandbox_free(sh_opensandbox *os)
         os_diag_free_all(os);
         os_execd_free_all(os);
         free(os->routes);
-        free(os->buckets);
         free(os);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "sandbox-internal.h"
+#include "sh/attach.h"
 #include "sh/cgroup.h"
 #include "sh/disk.h"
 #include "sh/exec.h"
@@ -78,6 +79,8 @@ struct sh_sandbox {
         bool pooled;           /* started for the warm pool, handed to no client yet */
         sh_timer *claim_t;     /* a claimed pooled sandbox's create ends from the loop */
         unsigned freeze_holds; /* sh_sandbox_freeze_hold minus releases */
+        /* what the layers above keep for it (sh_sandbox_attach) */
+        sh_attachments attached;
 };
 
 /* ---- the object ------------------------------------------------------------------------- */
@@ -118,6 +121,7 @@ static void ws_drop(sh_sandbox *sb);
 static void sandbox_free(sh_sandbox *sb)
 {
         sh_loop_cancel_timer(sh_manager_loop(sb->mgr), TAKE_PTR(sb->claim_t));
+        sh_attach_done(&sb->attached);
         spare_drop(sb);
         ws_drop(sb);
         sh_worker_free(sb->worker);
@@ -161,6 +165,24 @@ const char *sh_sandbox_item_id(const sh_sandbox *sb)
 const char *sh_sandbox_surface(const sh_sandbox *sb)
 {
         return sb->surface;
+}
+
+int sh_sandbox_attach(sh_sandbox *sb, const void *key, void *ptr, void (*free_fn)(void *),
+                      sh_error **err)
+{
+        if (sh_attach_set(&sb->attached, key, ptr, free_fn) < 0)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        return 0;
+}
+
+void *sh_sandbox_attached(const sh_sandbox *sb, const void *key)
+{
+        return sh_attach_get(&sb->attached, key);
+}
+
+void *sh_sandbox_detach(sh_sandbox *sb, const void *key)
+{
+        return sh_attach_take(&sb->attached, key);
 }
 
 /* The directory `path` below .sandboxes, opened now (O_PATH), if it is the one made for sb:

@@ -176,6 +176,16 @@ void sh_sandbox_unref(sh_sandbox *sb);
 const char *sh_sandbox_id(const sh_sandbox *sb);      /* the remote_id */
 const char *sh_sandbox_item_id(const sh_sandbox *sb); /* NULL: none */
 const char *sh_sandbox_surface(const sh_sandbox *sb); /* sh_create_opts.surface */
+/* What a layer above keeps for a sandbox (the /v1 surface's record), found through the
+ * registry's look-up (sh_manager_get) rather than a second registry of the surface's: ptr
+ * under key (the address of a static object of the attacher's), replacing what the key held
+ * (freed with its own free_fn); free_fn (NULL: none) runs when the sandbox object is freed
+ * with ptr still attached. sh_sandbox_attached: the data (borrowed), NULL: none.
+ * sh_sandbox_detach: the data is the caller's again (not freed), NULL: there was none. */
+int sh_sandbox_attach(sh_sandbox *sb, const void *key, void *ptr, void (*free_fn)(void *),
+                      sh_error **err);
+void *sh_sandbox_attached(const sh_sandbox *sb, const void *key);
+void *sh_sandbox_detach(sh_sandbox *sb, const void *key);
 /* The workspace: every client path resolves below it (fs/safe_open.c). A new O_PATH fd,
  * opened now by name below the state root and checked to be the directory made for this
  * sandbox (the caller closes it, before it drops its reference): the daemon holds no fd of an
