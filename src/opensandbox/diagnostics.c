@@ -68,12 +68,8 @@ static bool wants_line(const char *sandbox, void *data)
         return os_record_find(dg->ctx, sandbox, strlen(sandbox)) != NULL;
 }
 
-void os_diag_on_log(os_record *rec, sh_log_level level, const char *event, const char *line)
-{
-        /* os_record_log wrote the line through the daemon's log, naming rec: the tap has it. */
-}
-
-void os_diag_on_transition(os_record *rec, os_state from, os_state to)
+/* Every state change of rec: a line in its events ring. */
+static void on_transition(os_record *rec, os_state from, os_state to)
 {
         diag_rec *d = diag_of(rec);
         char t[32], line[1400];
@@ -318,8 +314,12 @@ static void api_events(sh_request *r)
 
 /* ---- the surface's start and end ---- */
 
+static void record_gone(os_record *rec);
+
 int os_diag_init(os_ctx *ctx, sh_error **err)
 {
+        static const os_record_observer observer = {.transition = on_transition,
+                                                    .gone = record_gone};
         os_diag *dg = calloc(1, sizeof(*dg));
 
         if (!dg)
@@ -328,10 +328,11 @@ int os_diag_init(os_ctx *ctx, sh_error **err)
         dg->tap = (sh_log_tap){.fn = on_line, .wants = wants_line, .data = dg};
         sh_log_tap_add(&dg->tap);
         ctx->diag = dg;
+        os_record_observe(ctx, &observer);
         return 0;
 }
 
-void os_diag_record_gone(os_record *rec)
+static void record_gone(os_record *rec)
 {
         diag_rec *d = rec->diag;
 

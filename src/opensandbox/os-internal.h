@@ -1,13 +1,13 @@
 /* os-internal.h: what the files of the OpenSandbox surface share: the surface's context, the
  * sandbox records (state machine, times, metadata, token, the entrypoint's output log), the
  * replies in OpenSandbox's shape ({code, message}, X-Request-ID, Content-Length: 0), the route
- * flags and each file's route table, and the hooks between the files (pause.c, snapshots.c and
- * diagnostics.c fill theirs). Nothing outside src/opensandbox/ includes it.
+ * flags and each file's route table, and the observers of the records (each file that keeps
+ * something per record registers one). Nothing outside src/opensandbox/ includes it.
  *
  * Ownership: record.c owns the records and their fields; other files read them and change a
  * record only through the functions here (os_record_set_state, os_record_set_expiry, ...),
- * except the three pointers kept for pause.c, snapshots.c and diagnostics.c (`pause`, `snap`,
- * `diag`), which are theirs alone. */
+ * except the pointers kept for pause.c, snapshots.c, diagnostics.c and the execd files
+ * (`pause`, `snap`, `diag`, `execd`), which are theirs alone. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -42,6 +42,7 @@ struct sh_persister;
 #define OS_EXECD_PORT     44772
 #define OS_EGRESS_PORT    18080
 #define OS_SURFACE        "opensandbox" /* its name, also the tag of the sandboxes it makes */
+#define OS_OBSERVERS_MAX  8             /* the files that keep something per record */
 
 /* ---- the context -------------------------------------------------------------------------- */
 
@@ -61,6 +62,9 @@ typedef struct sh_opensandbox {
         unsigned char api_key_hash[32]; /* BLAKE2b of SANDBOX_HOST_API_KEY; never the key */
         bool api_key;                   /* a key is set */
         bool freeing;
+        /* told of every record's changes, in order of registration (os_record_observe) */
+        const struct os_record_observer *observers[OS_OBSERVERS_MAX];
+        unsigned n_observers;
         void *snapshots; /* snapshots.c's: the snapshot store */
         void *diag;      /* diagnostics.c's: the tap on the daemon's log */
 } os_ctx;
@@ -215,15 +219,30 @@ sh_sandbox *os_record_sandbox(const os_record *rec);
 /* The entrypoint's output log (diagnostics scope `container`). */
 const os_log *os_record_container_log(const os_record *rec);
 
+/* What a file keeps per record (pause.c, snapshots.c, diagnostics.c, the execd files: its
+ * own pointer in the record, rec->pause, rec->snap, rec->diag, rec->execd) is told through its
+ * observer; record.c calls nobody by name. A static table, registered once at the surface's
+ * start (os_record_observe, before any record); a NULL member is not called. */
+typedef struct os_record_observer {
+        /* rec changed state (from -> to; its reason, message and time already set). */
+        void (*transition)(os_record *rec, os_state from, os_state to);
+        /* rec leaves the registry (its sandbox is being deleted; rec->sb is still set during
+         * the call): drop or finish what the file keeps for it; the record is freed later. */
+        void (*gone)(os_record *rec);
+} os_record_observer;
+/* Register o (static memory): told of every record from now on. At most
+ * OS_OBSERVERS_MAX; one more is a bug of the surface's, said in the log and ignored. */
+void os_record_observe(os_ctx *ctx, const os_record_observer *o);
+
 /* Change the state: reason (static or copied) and a message (printf). Every change, also one
- * to the same state, is logged at debug and told to os_diag_on_transition. */
+ * to the same state, is logged at debug and told to the observers. */
 void os_record_set_state(os_record *rec, os_state state, const char *reason, const char *fmt, ...)
         _printf_(4, 5);
 /* Set expiresAt (wall ms; 0: none), at most now + SANDBOX_HOST_MAX_TIMEOUT when that is set;
  * the record's timer fires then (one loop timer per record). */
 void os_record_set_expiry(os_record *rec, uint64_t expires_ms);
-/* A lifecycle log line about rec: to the daemon's log (level, event), and to
- * os_diag_on_log (the `lifecycle` scope of diagnostics). */
+/* A lifecycle log line about rec, to the daemon's log (level, event), naming the sandbox:
+ * diagnostics' log tap keeps it (the `lifecycle` scope). */
 void os_record_log(os_record *rec, sh_log_level level, const char *event, const char *fmt, ...)
         _printf_(4, 5);
 /* Delete rec's sandbox as DELETE does (state Terminated, reason given); the record then
@@ -335,28 +354,19 @@ void os_api_create(sh_request *r); /* create.c */
  * -1 with e (400 INVALID_METADATA_FORMAT). lifecycle.c */
 int os_metadata_check(const cJSON *md, unsigned have, os_err *e);
 
-/* ---- hooks between the files ----------------------------------------------------------------- */
+/* ---- each file's start and end ------------------------------------------------------------- */
 
-/* diagnostics.c: every state change of rec (from -> to, with its reason and message set). */
-void os_diag_on_transition(os_record *rec, os_state from, os_state to);
-/* diagnostics.c: every lifecycle log line about rec (os_record_log), without its newline. */
-void os_diag_on_log(os_record *rec, sh_log_level level, const char *event, const char *line);
-
-/* Each of pause.c, snapshots.c and diagnostics.c: rec leaves the registry (its sandbox is
- * being deleted; rec->sb is still set during the call): drop or finish what the file keeps for
- * it (rec->pause, rec->snap, rec->diag); the record itself is freed later. */
-void os_pause_record_gone(os_record *rec);
-void os_snapshot_record_gone(os_record *rec);
-void os_diag_record_gone(os_record *rec);
-/* snapshots.c and diagnostics.c: the surface starts (before any record): the snapshot store
- * opened (its records read), the log tap set. 0, or -1 with err. */
+/* The surface starts (before any record): each file registers its record observer
+ * (os_record_observe); snapshots.c opens the snapshot store (its records read), diagnostics.c
+ * sets its log tap. 0, or -1 with err. */
+void os_pause_init(os_ctx *ctx);
 int os_snapshot_init(os_ctx *ctx, sh_error **err);
 int os_diag_init(os_ctx *ctx, sh_error **err);
 /* Each: the surface goes (shutdown, after every record has gone). */
-void os_pause_free_all(os_ctx *ctx);
 void os_snapshot_free_all(os_ctx *ctx);
 void os_diag_free_all(os_ctx *ctx);
-/* commands.c (issue 13): the same for a sandbox's commands, sessions and metrics. */
+/* commands.c (issue 13): rec leaves (its commands, sessions and metrics go; surface.c
+ * registers it as an observer's `gone`), and the surface's end. */
 void os_execd_record_gone(os_record *rec);
 void os_execd_free_all(os_ctx *ctx);
 

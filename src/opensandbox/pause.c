@@ -169,7 +169,7 @@ static void api_resume(sh_request *r)
         os_reply_empty(r, 202);
 }
 
-void os_pause_record_gone(os_record *rec)
+static void record_gone(os_record *rec)
 {
         pause_st *p = rec->pause;
 
@@ -183,9 +183,11 @@ void os_pause_record_gone(os_record *rec)
         rec->pause = NULL;
 }
 
-void os_pause_free_all(os_ctx *ctx)
+void os_pause_init(os_ctx *ctx)
 {
-        /* Every record has gone already (os_records_done), each with its pause state. */
+        static const os_record_observer observer = {.gone = record_gone};
+
+        os_record_observe(ctx, &observer);
 }
 
 const sh_route os_pause_routes[] = {

@@ -248,9 +248,9 @@ int os_record_link(os_record *rec, sh_error **err)
         return 0;
 }
 
-/* Out of the registry (its sandbox is being deleted): the other files drop what they keep,
- * the entrypoint's session is let go (its processes die with the sandbox), the attachment's
- * reference goes. */
+/* Out of the registry (its sandbox is being deleted): no look-up finds it from now on, the
+ * other files drop what they keep, the entrypoint's session is let go (its processes die with
+ * the sandbox), the attachment's reference goes. */
 static void record_unlink(os_record *rec)
 {
         os_record *attached;
@@ -258,13 +258,12 @@ static void record_unlink(os_record *rec)
         if (rec->gone)
                 return;
         rec->gone = true;
-        sh_loop_cancel_timer(rec->ctx->loop, TAKE_PTR(rec->expiry_t));
-        os_pause_record_gone(rec);
-        os_snapshot_record_gone(rec);
-        os_diag_record_gone(rec);
-        os_execd_record_gone(rec);
-        sh_exec_detach(TAKE_PTR(rec->entry));
         attached = rec->sb ? sh_sandbox_detach(rec->sb, &record_key) : NULL;
+        sh_loop_cancel_timer(rec->ctx->loop, TAKE_PTR(rec->expiry_t));
+        for (unsigned i = 0; i < rec->ctx->n_observers; i++)
+                if (rec->ctx->observers[i]->gone)
+                        rec->ctx->observers[i]->gone(rec);
+        sh_exec_detach(TAKE_PTR(rec->entry));
         sh_sandbox_unref(TAKE_PTR(rec->sb));
         os_record_unref(attached);
 }
@@ -389,7 +388,9 @@ void os_record_set_state(os_record *rec, os_state state, const char *reason, con
         rec->transition_ms = os_now_wall_ms();
         log_debug("sandbox-state", rec->id, "%s -> %s (%s)", os_state_name(from),
                   os_state_name(state), rec->reason);
-        os_diag_on_transition(rec, from, state);
+        for (unsigned i = 0; i < rec->ctx->n_observers; i++)
+                if (rec->ctx->observers[i]->transition)
+                        rec->ctx->observers[i]->transition(rec, from, state);
 }
 
 void os_record_log(os_record *rec, sh_log_level level, const char *event, const char *fmt, ...)
@@ -401,7 +402,6 @@ void os_record_log(os_record *rec, sh_log_level level, const char *event, const 
         vsnprintf(line, sizeof(line), fmt, ap);
         va_end(ap);
         sh_log(level, event, rec->id, "%s", line);
-        os_diag_on_log(rec, level, event, line);
 }
 
 int os_record_delete(os_record *rec, const char *reason, sh_error **err)
@@ -432,6 +432,16 @@ static void on_deleted(sh_sandbox *sb, void *data)
                             "the sandbox was deleted");
         os_record_log(rec, SH_LOG_DEBUG, "sandbox-record-gone", "the record leaves");
         record_unlink(rec);
+}
+
+void os_record_observe(os_ctx *ctx, const os_record_observer *o)
+{
+        if (ctx->n_observers == OS_OBSERVERS_MAX) {
+                log_error("record-observers", NULL, "more than %d record observers, ignoring",
+                          OS_OBSERVERS_MAX);
+                return;
+        }
+        ctx->observers[ctx->n_observers++] = o;
 }
 
 void os_records_init(os_ctx *ctx)

@@ -456,8 +456,11 @@ void os_snapshot_source_free(os_snapshot_source *src)
 
 /* ---- the surface's start and end ---- */
 
+static void record_gone(os_record *rec);
+
 int os_snapshot_init(os_ctx *ctx, sh_error **err)
 {
+        static const os_record_observer observer = {.gone = record_gone};
         const sh_config *cfg = ctx->cfg;
         os_snapshots *ss = calloc(1, sizeof(*ss));
         _cleanup_free_ char *root = NULL;
@@ -485,6 +488,7 @@ int os_snapshot_init(os_ctx *ctx, sh_error **err)
                 return -1;
         }
         ctx->snapshots = ss;
+        os_record_observe(ctx, &observer);
         if (os_snapstore_count(ss->store))
                 log_info("snapshots", NULL, "%u snapshot(s) in '%s'", os_snapstore_count(ss->store),
                          root);
@@ -497,7 +501,7 @@ int os_snapshot_init(os_ctx *ctx, sh_error **err)
         return 0;
 }
 
-void os_snapshot_record_gone(os_record *rec)
+static void record_gone(os_record *rec)
 {
         /* A copy in progress ends through the persister (the sandbox's delete cancels it);
          * the count goes with the record. */

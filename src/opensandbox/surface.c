@@ -422,6 +422,10 @@ static void surface_finish(sh_request *r)
 
 /* ---- the surface ------------------------------------------------------------------------------ */
 
+/* commands.c's (its commands, sessions and metrics), registered here until it has a start of
+ * its own. */
+static const os_record_observer execd_observer = {.gone = os_execd_record_gone};
+
 int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                        struct sh_persister *persister, sh_server *srv, sh_opensandbox **ret,
                        sh_error **err)
@@ -471,6 +475,8 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                                    (const unsigned char *)cfg->api_key, strlen(cfg->api_key), NULL,
                                    0);
         }
+        /* Each file that keeps something per record registers its observer. */
+        os_pause_init(ctx);
         if (os_snapshot_init(ctx, err) < 0 || os_diag_init(ctx, err) < 0) {
                 os_snapshot_free_all(ctx);
                 os_diag_free_all(ctx);
@@ -478,6 +484,7 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                 free(ctx);
                 return -1;
         }
+        os_record_observe(ctx, &execd_observer);
         os_records_init(ctx);
         *ret = ctx;
         return 0;
@@ -503,7 +510,6 @@ void sh_opensandbox_free(sh_opensandbox *os)
         if (!os)
                 return;
         os_records_done(os);
-        os_pause_free_all(os);
         os_snapshot_free_all(os);
         os_diag_free_all(os);
         os_execd_free_all(os);
