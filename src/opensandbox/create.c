@@ -86,9 +86,9 @@ static int judge_image(const sh_config *cfg, const cJSON *image, os_record *rec,
         size_t n, i;
 
         if (!cJSON_IsObject(image) || !cJSON_IsString(uri))
-                return os_err_set(e, 400, "INVALID_REQUEST", "'image' is {\"uri\": \"<image>\"}");
+                return os_err_code(e, OS_E_INVALID_REQUEST, "'image' is {\"uri\": \"<image>\"}");
         if (!*uri->valuestring)
-                return os_err_set(e, 400, "INVALID_IMAGE", "'image.uri' is empty");
+                return os_err_code(e, OS_E_INVALID_IMAGE, "'image.uri' is empty");
         /* Nothing is pulled: the uri names one of the host's images, first match wins.
          * image.auth is ignored and not kept (a GET never hands a password back). */
         n = os_image_candidates(uri->valuestring, cand);
@@ -97,13 +97,13 @@ static int judge_image(const sh_config *cfg, const cJSON *image, os_record *rec,
                         snprintf(cr->image, sizeof(cr->image), "%s", cand[i]);
                         rec->image_uri = strdup(uri->valuestring);
                         if (!rec->image_uri)
-                                return os_err_set(e, 500, "INTERNAL", "out of memory");
+                                return os_err_code(e, OS_E_INTERNAL, "out of memory");
                         return 0;
                 }
         image_names(cfg, names, sizeof(names));
-        return os_err_set(e, 400, "INVALID_IMAGE",
-                          "no host image for '%.200s' (nothing is pulled); the images are: %s",
-                          uri->valuestring, names);
+        return os_err_code(e, OS_E_INVALID_IMAGE,
+                           "no host image for '%.200s' (nothing is pulled); the images are: %s",
+                           uri->valuestring, names);
 }
 
 static int judge_entrypoint(const cJSON *ep, os_record *rec, os_err *e)
@@ -112,14 +112,14 @@ static int judge_entrypoint(const cJSON *ep, os_record *rec, os_err *e)
         int n = cJSON_GetArraySize(ep);
 
         if (!cJSON_IsArray(ep) || n == 0 || n > OS_ENTRYPOINT_MAX || !strings_only(ep))
-                return os_err_set(e, 400, "INVALID_REQUEST",
-                                  "'entrypoint' is a non-empty list of at most %d strings",
-                                  OS_ENTRYPOINT_MAX);
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'entrypoint' is a non-empty list of at most %d strings",
+                                   OS_ENTRYPOINT_MAX);
         v = cJSON_GetArrayItem(ep, 0);
         if (!*v->valuestring)
-                return os_err_set(e, 400, "INVALID_REQUEST", "'entrypoint' names no program");
+                return os_err_code(e, OS_E_INVALID_REQUEST, "'entrypoint' names no program");
         rec->entrypoint = cJSON_Duplicate(ep, true);
-        return rec->entrypoint ? 0 : os_err_set(e, 500, "INTERNAL", "out of memory");
+        return rec->entrypoint ? 0 : os_err_code(e, OS_E_INTERNAL, "out of memory");
 }
 
 static int judge_limits(const sh_config *cfg, const cJSON *lim, create_req *cr, os_record *rec,
@@ -134,31 +134,31 @@ static int judge_limits(const sh_config *cfg, const cJSON *lim, create_req *cr, 
                 return 0;
         }
         if (!cJSON_IsObject(lim) || !strings_only(lim))
-                return os_err_set(e, 400, "INVALID_REQUEST",
-                                  "'resourceLimits' is an object of quantity strings");
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'resourceLimits' is an object of quantity strings");
         /* A GPU cannot be given: anything but none is refused rather than ignored. */
         v = cJSON_GetObjectItemCaseSensitive(lim, "gpu");
         if (v && (os_quantity_parse(v->valuestring, 1000, &q) < 0 || q != 0))
-                return os_err_set(e, 400, "NOT_SUPPORTED", "this host has no GPU to give");
+                return os_err_code(e, OS_E_NOT_SUPPORTED, "this host has no GPU to give");
         v = cJSON_GetObjectItemCaseSensitive(lim, "cpu");
         if (v) {
                 if (os_quantity_parse(v->valuestring, 1000, &q) < 0)
-                        return os_err_set(e, 400, "INVALID_REQUEST",
-                                          "'resourceLimits.cpu' is not a quantity: '%.64s'",
-                                          v->valuestring);
+                        return os_err_code(e, OS_E_INVALID_REQUEST,
+                                           "'resourceLimits.cpu' is not a quantity: '%.64s'",
+                                           v->valuestring);
                 /* cgroup v1's shortest CFS quota is 1 ms of a 100 ms period: 10 milli-cores. */
                 cr->cpu_max_milli = q && q < 10 ? 10 : q;
         }
         v = cJSON_GetObjectItemCaseSensitive(lim, "memory");
         if (v) {
                 if (os_quantity_parse(v->valuestring, 1, &q) < 0)
-                        return os_err_set(e, 400, "INVALID_REQUEST",
-                                          "'resourceLimits.memory' is not a quantity: '%.64s'",
-                                          v->valuestring);
+                        return os_err_code(e, OS_E_INVALID_REQUEST,
+                                           "'resourceLimits.memory' is not a quantity: '%.64s'",
+                                           v->valuestring);
                 if (q && q < (4u << 20))
-                        return os_err_set(e, 400, "INVALID_REQUEST",
-                                          "'resourceLimits.memory' below 4Mi cannot hold a "
-                                          "sandbox");
+                        return os_err_code(e, OS_E_INVALID_REQUEST,
+                                           "'resourceLimits.memory' below 4Mi cannot hold a "
+                                           "sandbox");
                 cr->memory_max = q;
         }
         /* Above the host's maxima they are lowered to them (the SDK's default asks 2Gi). */
@@ -176,24 +176,24 @@ static int judge_timeout(const sh_config *cfg, const cJSON *t, os_record *rec, o
 
         /* With a ceiling every sandbox has an expiry within it: "never" is past any ceiling. */
         if (!t && cfg->max_timeout_s)
-                return os_err_set(e, 400, "INVALID_REQUEST",
-                                  "'timeout' is needed on this host: at most %llu seconds "
-                                  "(no sandbox here lives without an expiry)",
-                                  (unsigned long long)cfg->max_timeout_s);
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'timeout' is needed on this host: at most %llu seconds "
+                                   "(no sandbox here lives without an expiry)",
+                                   (unsigned long long)cfg->max_timeout_s);
         if (!t)
                 return 0; /* no expiry: manual cleanup */
         d = cJSON_IsNumber(t) ? t->valuedouble : -1;
         /* an integer (no fraction), exactly representable (2^53) */
         if (!cJSON_IsNumber(t) || d < 1 || d > 9007199254740991.0 || d != (double)(uint64_t)d)
-                return os_err_set(e, 400, "INVALID_REQUEST",
-                                  "'timeout' is an integer number of seconds, or null");
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'timeout' is an integer number of seconds, or null");
         if ((uint64_t)d < cfg->min_timeout_s)
-                return os_err_set(e, 400, "INVALID_REQUEST", "'timeout' is at least %llu seconds",
-                                  (unsigned long long)cfg->min_timeout_s);
+                return os_err_code(e, OS_E_INVALID_REQUEST, "'timeout' is at least %llu seconds",
+                                   (unsigned long long)cfg->min_timeout_s);
         if (cfg->max_timeout_s && (uint64_t)d > cfg->max_timeout_s)
-                return os_err_set(e, 400, "INVALID_REQUEST",
-                                  "'timeout' is at most %llu seconds on this host",
-                                  (unsigned long long)cfg->max_timeout_s);
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'timeout' is at most %llu seconds on this host",
+                                   (unsigned long long)cfg->max_timeout_s);
         rec->expires_ms = rec->created_ms + (uint64_t)d * 1000;
         return 0;
 }
@@ -220,19 +220,19 @@ static int judge_platform(const cJSON *p, os_record *rec, os_err *e)
         os = cJSON_GetObjectItemCaseSensitive(p, "os");
         arch = cJSON_GetObjectItemCaseSensitive(p, "arch");
         if (!cJSON_IsObject(p) || !cJSON_IsString(os) || !cJSON_IsString(arch))
-                return os_err_set(e, 400, "INVALID_REQUEST",
-                                  "'platform' is {\"os\": ..., \"arch\": ...}");
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'platform' is {\"os\": ..., \"arch\": ...}");
         if (!STREQ(os->valuestring, "linux") || !STREQ(arch->valuestring, host_arch()))
-                return os_err_set(e, 400, "NOT_SUPPORTED", "this host runs linux/%s only",
-                                  host_arch());
+                return os_err_code(e, OS_E_NOT_SUPPORTED, "this host runs linux/%s only",
+                                   host_arch());
         rec->has_platform = true;
         snprintf(rec->platform_os, sizeof(rec->platform_os), "linux");
         /* uname's machine is at most 64 bytes; every architecture name is far shorter */
         if (snprintf(rec->platform_arch, sizeof(rec->platform_arch), "%s", host_arch()) >=
             (int)sizeof(rec->platform_arch))
-                return os_err_set(e, 400, "NOT_SUPPORTED",
-                                  "this host's architecture name is "
-                                  "too long to report");
+                return os_err_code(e, OS_E_NOT_SUPPORTED,
+                                   "this host's architecture name is "
+                                   "too long to report");
         return 0;
 }
 
@@ -245,15 +245,15 @@ static int judge_network(const cJSON *np, os_err *e)
         if (!np)
                 return 0;
         if (!cJSON_IsObject(np))
-                return os_err_set(e, 400, "INVALID_REQUEST", "'networkPolicy' is an object");
+                return os_err_code(e, OS_E_INVALID_REQUEST, "'networkPolicy' is an object");
         def = field(np, "defaultAction");
         rules = field(np, "egress");
         if (def && (!cJSON_IsString(def) ||
                     (!STREQ(def->valuestring, "deny") && !STREQ(def->valuestring, "allow"))))
-                return os_err_set(e, 400, "INVALID_REQUEST",
-                                  "'networkPolicy.defaultAction' is allow or deny");
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'networkPolicy.defaultAction' is allow or deny");
         if (rules && !cJSON_IsArray(rules))
-                return os_err_set(e, 400, "INVALID_REQUEST", "'networkPolicy.egress' is a list");
+                return os_err_code(e, OS_E_INVALID_REQUEST, "'networkPolicy.egress' is a list");
         cJSON_ArrayForEach(rule, rules)
         {
                 const cJSON *a = cJSON_GetObjectItemCaseSensitive(rule, "action");
@@ -261,16 +261,17 @@ static int judge_network(const cJSON *np, os_err *e)
 
                 if (!cJSON_IsObject(rule) || !cJSON_IsString(a) || !cJSON_IsString(t) ||
                     (!STREQ(a->valuestring, "allow") && !STREQ(a->valuestring, "deny")))
-                        return os_err_set(e, 400, "INVALID_REQUEST",
-                                          "an egress rule is {\"action\": allow|deny, \"target\"}");
+                        return os_err_code(
+                                e, OS_E_INVALID_REQUEST,
+                                "an egress rule is {\"action\": allow|deny, \"target\"}");
                 if (STREQ(a->valuestring, "allow"))
-                        return os_err_set(e, 400, "NOT_SUPPORTED",
-                                          "sandboxes here have no network: nothing can be "
-                                          "allowed");
+                        return os_err_code(e, OS_E_NOT_SUPPORTED,
+                                           "sandboxes here have no network: nothing can be "
+                                           "allowed");
         }
         if (def && STREQ(def->valuestring, "allow"))
-                return os_err_set(e, 400, "NOT_SUPPORTED",
-                                  "sandboxes here have no network: defaultAction must be deny");
+                return os_err_code(e, OS_E_NOT_SUPPORTED,
+                                   "sandboxes here have no network: defaultAction must be deny");
         return 0;
 }
 
@@ -282,16 +283,16 @@ static int judge_extensions(const cJSON *x, os_record *rec, os_err *e)
         if (!x)
                 return 0;
         if (!cJSON_IsObject(x))
-                return os_err_set(e, 400, "INVALID_REQUEST", "'extensions' is an object");
+                return os_err_code(e, OS_E_INVALID_REQUEST, "'extensions' is an object");
         if (cJSON_GetObjectItemCaseSensitive(x, "poolRef"))
-                return os_err_set(e, 400, "NOT_SUPPORTED", "this host has no sandbox pools");
+                return os_err_code(e, OS_E_NOT_SUPPORTED, "this host has no sandbox pools");
         v = cJSON_GetObjectItemCaseSensitive(x, "access.renew.extend.seconds");
         if (!v)
                 return 0;
         if (!cJSON_IsString(v) || sh_parse_u64(v->valuestring, &s) < 0 || s < 300 || s > 86400)
-                return os_err_set(e, 400, "INVALID_REQUEST",
-                                  "'access.renew.extend.seconds' is a decimal string from 300 to "
-                                  "86400");
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'access.renew.extend.seconds' is a decimal string from 300 to "
+                                   "86400");
         rec->renew_extend_s = s;
         return 0;
 }
@@ -308,61 +309,61 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
 
         /* What this host cannot honour is refused, never silently dropped. */
         if (vol && (!cJSON_IsArray(vol) || cJSON_GetArraySize(vol) > 0))
-                return os_err_set(e, 400, "NOT_SUPPORTED", "volumes are not supported here");
+                return os_err_code(e, OS_E_NOT_SUPPORTED, "volumes are not supported here");
         for (i = 0; i < ARRAY_SIZE(refused); i++)
                 if (field(body, refused[i]))
-                        return os_err_set(e, 400, "NOT_SUPPORTED", "'%s' is not supported here",
-                                          refused[i]);
+                        return os_err_code(e, OS_E_NOT_SUPPORTED, "'%s' is not supported here",
+                                           refused[i]);
         if (image && snap)
-                return os_err_set(e, 400, "INVALID_REQUEST",
-                                  "'image' and 'snapshotId' exclude each other");
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'image' and 'snapshotId' exclude each other");
         if (!image && !snap)
-                return os_err_set(e, 400, "INVALID_REQUEST", "'image' or 'snapshotId' is needed");
+                return os_err_code(e, OS_E_INVALID_REQUEST, "'image' or 'snapshotId' is needed");
         if (image && judge_image(cfg, image, rec, cr, e) < 0)
                 return -1;
         if (snap) {
                 if (!cJSON_IsString(snap) || !*snap->valuestring)
-                        return os_err_set(e, 400, "INVALID_REQUEST", "'snapshotId' is a string");
+                        return os_err_code(e, OS_E_INVALID_REQUEST, "'snapshotId' is a string");
                 snprintf(cr->image, sizeof(cr->image), "default");
                 if (!(rec->snapshot_id = strdup(snap->valuestring)))
-                        return os_err_set(e, 500, "INTERNAL", "out of memory");
+                        return os_err_code(e, OS_E_INTERNAL, "out of memory");
         }
         if (image && !ep)
-                return os_err_set(e, 400, "INVALID_REQUEST",
-                                  "'entrypoint' is required with 'image'");
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'entrypoint' is required with 'image'");
         if (ep && judge_entrypoint(ep, rec, e) < 0)
                 return -1;
         if (judge_limits(cfg, field(body, "resourceLimits"), cr, rec, e) < 0 ||
             judge_timeout(cfg, field(body, "timeout"), rec, e) < 0)
                 return -1;
         if (env && (!cJSON_IsObject(env) || !strings_only(env)))
-                return os_err_set(e, 400, "INVALID_REQUEST", "'env' is an object of strings");
-        cJSON_ArrayForEach(v, env) if (!*v->string || strchr(v->string, '=')) return os_err_set(
-                e, 400, "INVALID_REQUEST", "'env' names are non-empty and hold no '='");
+                return os_err_code(e, OS_E_INVALID_REQUEST, "'env' is an object of strings");
+        cJSON_ArrayForEach(v, env) if (!*v->string || strchr(v->string, '=')) return os_err_code(
+                e, OS_E_INVALID_REQUEST, "'env' names are non-empty and hold no '='");
         cr->env = env;
         if (md) {
                 if (!cJSON_IsObject(md))
-                        return os_err_set(e, 400, "INVALID_METADATA_FORMAT",
-                                          "'metadata' is an object of strings");
+                        return os_err_code(e, OS_E_INVALID_METADATA,
+                                           "'metadata' is an object of strings");
                 if (os_metadata_check(md, 0, e) < 0)
                         return -1;
                 cJSON_Delete(rec->metadata);
                 if (!(rec->metadata = cJSON_Duplicate(md, true)))
-                        return os_err_set(e, 500, "INTERNAL", "out of memory");
+                        return os_err_code(e, OS_E_INTERNAL, "out of memory");
         }
         if (judge_network(field(body, "networkPolicy"), e) < 0 ||
             judge_platform(field(body, "platform"), rec, e) < 0 ||
             judge_extensions(field(body, "extensions"), rec, e) < 0)
                 return -1;
         if (sa && !cJSON_IsBool(sa))
-                return os_err_set(e, 400, "INVALID_REQUEST", "'secureAccess' is a boolean");
+                return os_err_code(e, OS_E_INVALID_REQUEST, "'secureAccess' is a boolean");
         rec->secure_access = sa && cJSON_IsTrue(sa);
         /* Without a key the endpoint look-up hands the token to anyone who asks, and the
          * native surface runs anything on the sandbox: a token would protect nothing. */
         if (rec->secure_access && !rec->ctx->api_key)
-                return os_err_set(e, 400, "NOT_SUPPORTED",
-                                  "'secureAccess' needs an API key on this host "
-                                  "(SANDBOX_HOST_API_KEY): without one its token is anyone's");
+                return os_err_code(e, OS_E_NOT_SUPPORTED,
+                                   "'secureAccess' needs an API key on this host "
+                                   "(SANDBOX_HOST_API_KEY): without one its token is anyone's");
         return 0;
 }
 
@@ -435,18 +436,18 @@ static void job_end(create_job *j)
 }
 
 /* The create cannot complete after its sandbox was made: the sandbox goes. */
-static void job_fail(create_job *j, unsigned status, const char *code, const char *msg)
+static void job_fail(create_job *j, const os_err *e)
 {
         sh_request *r = sh_pending_request(j->tok);
         sh_error *ignored = NULL;
 
-        os_record_log(j->rec, SH_LOG_WARN, "sandbox-create-failed", "%s", msg);
+        os_record_log(j->rec, SH_LOG_WARN, "sandbox-create-failed", "%s", e->message);
         if (!j->rec->gone)
-                os_record_set_state(j->rec, OS_FAILED, "create_failed", "%s", msg);
+                os_record_set_state(j->rec, OS_FAILED, "create_failed", "%s", e->message);
         if (!j->rec->gone && os_record_delete(j->rec, "create_failed", &ignored) < 0)
                 sh_error_release(&ignored);
         if (r)
-                os_reply_error(r, status, code, "%s", msg);
+                os_reply_err(r, e);
         job_end(j);
 }
 
@@ -455,18 +456,18 @@ static void job_running(create_job *j)
         sh_request *r = sh_pending_request(j->tok);
         os_record *rec = j->rec;
         sh_error *err = NULL;
+        os_err e;
 
         if (rec->gone) {
-                job_fail(j, 503, "UNAVAILABLE", "the sandbox was deleted during its create");
+                os_err_code(&e, OS_E_UNAVAILABLE, "the sandbox was deleted during its create");
+                job_fail(j, &e);
                 return;
         }
         if (start_entrypoint(rec, &err) < 0) {
-                char msg[300];
-
-                snprintf(msg, sizeof(msg), "cannot start the entrypoint: %s",
-                         err && err->msg ? err->msg : "");
+                os_err_code(&e, OS_E_INTERNAL, "cannot start the entrypoint: %.300s",
+                            err && err->msg ? err->msg : "");
                 sh_error_release(&err);
-                job_fail(j, 500, "INTERNAL", msg);
+                job_fail(j, &e);
                 return;
         }
         os_record_set_state(rec, OS_RUNNING, "created", "the sandbox runs");
@@ -485,7 +486,7 @@ static void restore_done(os_record *rec, const os_err *e, void *data)
         if (j->ended)
                 return;
         if (e)
-                job_fail(j, e->status, e->code, e->message);
+                job_fail(j, e);
         else
                 job_running(j);
 }
@@ -508,7 +509,7 @@ static void create_done(sh_sandbox *sb, const sh_error *err, void *data)
                 j->restoring = true;
                 if (os_snapshot_restore_start(j->src, j->rec, restore_done, j, &e) < 0) {
                         j->restoring = false;
-                        job_fail(j, e.status, e.code, e.message);
+                        job_fail(j, &e);
                 }
                 return;
         }
@@ -558,16 +559,16 @@ void os_api_create(sh_request *r)
 
         /* A busy host says so whatever was asked. */
         if (sh_manager_draining(ctx->mgr) || sh_manager_full(ctx->mgr)) {
-                os_reply_error(r, 503, "UNAVAILABLE",
-                               sh_manager_draining(ctx->mgr) ? "the host is draining"
-                                                             : "the host is at capacity");
+                os_reply_code(r, OS_E_UNAVAILABLE,
+                              sh_manager_draining(ctx->mgr) ? "the host is draining"
+                                                            : "the host is at capacity");
                 return;
         }
         body = os_json_body(r, "INVALID_REQUEST", &empty);
         if (!body && !empty)
                 return;
         if (!cJSON_IsObject(body)) {
-                os_reply_error(r, 400, "INVALID_REQUEST", "the body is a JSON object");
+                os_reply_code(r, OS_E_INVALID_REQUEST, "the body is a JSON object");
                 goto out;
         }
         if (os_record_new(ctx, &rec, &err) < 0) {
@@ -580,7 +581,7 @@ void os_api_create(sh_request *r)
         }
         j = calloc(1, sizeof(*j));
         if (!j) {
-                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 goto out;
         }
         if (rec->snapshot_id) {
@@ -595,14 +596,14 @@ void os_api_create(sh_request *r)
                 rec->entrypoint = snap_ep ? cJSON_Duplicate(snap_ep, true)
                                           : cJSON_CreateStringArray(default_entrypoint, 3);
                 if (!rec->entrypoint) {
-                        os_reply_error(r, 500, "INTERNAL", "out of memory");
+                        os_reply_code(r, OS_E_INTERNAL, "out of memory");
                         goto out;
                 }
         }
         j->rec = os_record_ref(rec);
         j->tok = sh_request_wait(r, &create_ops, j);
         if (!j->tok) {
-                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 goto out;
         }
         /* Answered once the worker serves (and a snapshot's workspace is in). */

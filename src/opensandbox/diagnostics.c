@@ -210,8 +210,8 @@ static int scope_of(sh_request *r, bool logs, const char **ret_name)
         const char *supported = logs ? "lifecycle, container, all" : "lifecycle, all";
 
         if (!p || p->val_len == 0) {
-                os_reply_error(r, 400, "INVALID_REQUEST",
-                               "'scope' is required; this host supports: %s", supported);
+                os_reply_code(r, OS_E_INVALID_REQUEST,
+                              "'scope' is required; this host supports: %s", supported);
                 return -1;
         }
         for (int i = 0; i < 3; i++) {
@@ -222,9 +222,9 @@ static int scope_of(sh_request *r, bool logs, const char **ret_name)
                         return i;
                 }
         }
-        os_reply_error(r, 400, "INVALID_REQUEST",
-                       "scope '%.*s' is not supported; this host supports: %s",
-                       (int)(p->val_len < 64 ? p->val_len : 64), p->val, supported);
+        os_reply_code(r, OS_E_INVALID_REQUEST,
+                      "scope '%.*s' is not supported; this host supports: %s",
+                      (int)(p->val_len < 64 ? p->val_len : 64), p->val, supported);
         return -1;
 }
 
@@ -242,7 +242,7 @@ static void reply_content(sh_request *r, const os_record *rec, const char *kind,
             !cJSON_AddNumberToObject(o, "contentLength", (double)strlen(content)) ||
             !cJSON_AddBoolToObject(o, "truncated", truncated)) {
                 cJSON_Delete(o);
-                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 return;
         }
         os_reply_json(r, 200, o);
@@ -292,7 +292,7 @@ static void api_logs(sh_request *r)
 fail:
         free(life.p);
         free(cont.p);
-        os_reply_error(r, 500, "INTERNAL", "cannot read the sandbox's logs: %s", strerror(-e));
+        os_reply_code(r, OS_E_INTERNAL, "cannot read the sandbox's logs: %s", strerror(-e));
 }
 
 static void api_events(sh_request *r)
@@ -305,7 +305,7 @@ static void api_events(sh_request *r)
                 return;
         /* `all` is `lifecycle`: the transitions are the only events this host has. */
         if (take(events_ring(rec), INLINE_MAX, &ev) < 0) {
-                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 return;
         }
         reply_content(r, rec, "events", name, ev.p ? ev.p : "", ev.cut);

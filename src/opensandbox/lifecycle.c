@@ -38,8 +38,7 @@ static int metadata_filter(sh_request *r, sh_query *ret)
 bad:
         sh_query_done(ret);
         *ret = (sh_query){0};
-        os_reply_error(r, 400, "INVALID_REQUEST",
-                       "'metadata' must be form-encoded pairs k=v&k2=v2");
+        os_reply_code(r, OS_E_INVALID_REQUEST, "'metadata' must be form-encoded pairs k=v&k2=v2");
         return -1;
 }
 
@@ -76,9 +75,9 @@ static void api_list(sh_request *r)
                         continue;
                 st = os_state_parse(q->v[i].val, q->v[i].val_len);
                 if (st < 0) {
-                        os_reply_error(r, 400, "INVALID_REQUEST",
-                                       "'state' must be one of Pending, Running, Pausing, Paused, "
-                                       "Resuming, Stopping, Terminated, Failed");
+                        os_reply_code(r, OS_E_INVALID_REQUEST,
+                                      "'state' must be one of Pending, Running, Pausing, Paused, "
+                                      "Resuming, Stopping, Terminated, Failed");
                         return;
                 }
                 states |= 1u << st;
@@ -88,7 +87,7 @@ static void api_list(sh_request *r)
         /* One walk of the records (as many as the /v1 sandboxes, bounded by the host's
          * capacity), oldest first; only the page's items are built. */
         if (os_records_list(ctx, &recs, &n) < 0) {
-                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 goto done;
         }
         if (os_pager_open(r, &pg) < 0)
@@ -133,18 +132,18 @@ int os_metadata_check(const cJSON *md, unsigned have, os_err *e)
         cJSON_ArrayForEach(v, md)
         {
                 if (!cJSON_IsString(v))
-                        return os_err_set(e, 400, "INVALID_METADATA_FORMAT",
-                                          "metadata values are strings ('%.64s')", v->string);
+                        return os_err_code(e, OS_E_INVALID_METADATA,
+                                           "metadata values are strings ('%.64s')", v->string);
                 if ((why = os_label_key_invalid(v->string)))
-                        return os_err_set(e, 400, "INVALID_METADATA_FORMAT",
-                                          "metadata key '%.300s': %s", v->string, why);
+                        return os_err_code(e, OS_E_INVALID_METADATA, "metadata key '%.300s': %s",
+                                           v->string, why);
                 if ((why = os_label_value_invalid(v->valuestring)))
-                        return os_err_set(e, 400, "INVALID_METADATA_FORMAT",
-                                          "metadata value of '%.300s': %s", v->string, why);
+                        return os_err_code(e, OS_E_INVALID_METADATA,
+                                           "metadata value of '%.300s': %s", v->string, why);
                 /* A record's metadata is bounded: a huge map is the client's, not the host's. */
                 if (++n > OS_METADATA_MAX)
-                        return os_err_set(e, 400, "INVALID_METADATA_FORMAT",
-                                          "at most %u metadata pairs", OS_METADATA_MAX);
+                        return os_err_code(e, OS_E_INVALID_METADATA, "at most %u metadata pairs",
+                                           OS_METADATA_MAX);
         }
         return 0;
 }
@@ -162,8 +161,8 @@ static void api_patch(sh_request *r)
                 return;
         if (empty || !cJSON_IsObject(body)) {
                 cJSON_Delete(body);
-                os_reply_error(r, 400, "INVALID_REQUEST",
-                               "the body is a JSON object of metadata changes");
+                os_reply_code(r, OS_E_INVALID_REQUEST,
+                              "the body is a JSON object of metadata changes");
                 return;
         }
         next = cJSON_Duplicate(rec->metadata, true);
@@ -176,8 +175,8 @@ static void api_patch(sh_request *r)
                         continue;
                 }
                 if (!cJSON_IsString(v)) {
-                        os_reply_error(r, 400, "INVALID_METADATA_FORMAT",
-                                       "metadata values are strings or null ('%.64s')", v->string);
+                        os_reply_code(r, OS_E_INVALID_METADATA,
+                                      "metadata values are strings or null ('%.64s')", v->string);
                         goto out;
                 }
         }
@@ -204,7 +203,7 @@ static void api_patch(sh_request *r)
         os_reply_json(r, 200, os_record_json(rec, true));
         goto out;
 oom:
-        os_reply_error(r, 500, "INTERNAL", "out of memory");
+        os_reply_code(r, OS_E_INTERNAL, "out of memory");
 out:
         cJSON_Delete(next);
         cJSON_Delete(body);
@@ -227,24 +226,24 @@ static void api_renew(sh_request *r)
         at = cJSON_GetObjectItemCaseSensitive(body, "expiresAt");
         if (!cJSON_IsObject(body) || !cJSON_IsString(at) ||
             os_time_parse(at->valuestring, &when) < 0) {
-                os_reply_error(r, 400, "INVALID_REQUEST",
-                               "the body is {\"expiresAt\": an RFC 3339 date-time}");
+                os_reply_code(r, OS_E_INVALID_REQUEST,
+                              "the body is {\"expiresAt\": an RFC 3339 date-time}");
                 goto out;
         }
         /* As OpenSandbox's own server: a sandbox without expiry has nothing to renew. */
         if (!rec->expires_ms) {
-                os_reply_error(r, 409, "INVALID_STATE",
-                               "the sandbox has no expiry (it was created without a timeout)");
+                os_reply_code(r, OS_E_INVALID_STATE,
+                              "the sandbox has no expiry (it was created without a timeout)");
                 goto out;
         }
         if (when <= now) {
-                os_reply_error(r, 400, "INVALID_REQUEST", "expiresAt must be in the future");
+                os_reply_code(r, OS_E_INVALID_REQUEST, "expiresAt must be in the future");
                 goto out;
         }
         if (cfg->max_timeout_s && when > now + cfg->max_timeout_s * 1000) {
-                os_reply_error(r, 400, "INVALID_REQUEST",
-                               "expiresAt is past this host's ceiling (now + %llu s)",
-                               (unsigned long long)cfg->max_timeout_s);
+                os_reply_code(r, OS_E_INVALID_REQUEST,
+                              "expiresAt is past this host's ceiling (now + %llu s)",
+                              (unsigned long long)cfg->max_timeout_s);
                 goto out;
         }
         /* The SDK sends now + N: a renew may also shorten the expiry. */
@@ -277,13 +276,13 @@ static void api_endpoint(sh_request *r)
         for (i = 0; p && i < len && i < 6 && p[i] >= '0' && p[i] <= '9'; i++)
                 port = port * 10 + (unsigned)(p[i] - '0');
         if (!p || i != len || (port != OS_EXECD_PORT && port != OS_EGRESS_PORT)) {
-                os_reply_error(r, 404, "NOT_SUPPORTED",
-                               "sandboxes here expose no ports: only %u (execd) and %u (egress)",
-                               OS_EXECD_PORT, OS_EGRESS_PORT);
+                os_reply_code(r, OS_E_NO_SUCH_PORT,
+                              "sandboxes here expose no ports: only %u (execd) and %u (egress)",
+                              OS_EXECD_PORT, OS_EGRESS_PORT);
                 return;
         }
         if (sh_query_find(sh_request_query(r), "expires")) {
-                os_reply_error(r, 400, "NOT_SUPPORTED", "signed endpoints are not supported");
+                os_reply_code(r, OS_E_NOT_SUPPORTED, "signed endpoints are not supported");
                 return;
         }
         /* The pod_url's host:port and path prefix, then the proxy path (use_server_proxy
@@ -294,7 +293,7 @@ static void api_endpoint(sh_request *r)
                 pod += 8;
         if (asprintf(&url, "%s/v1/sandboxes/%s/proxy/%u", pod, rec->id, port) < 0) {
                 url = NULL;
-                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 return;
         }
         out = cJSON_CreateObject();
@@ -314,7 +313,7 @@ static void api_endpoint(sh_request *r)
         return;
 oom:
         cJSON_Delete(out);
-        os_reply_error(r, 500, "INTERNAL", "out of memory");
+        os_reply_code(r, OS_E_INTERNAL, "out of memory");
 }
 
 /* ---- metrics events ----------------------------------------------------------------------------- */

@@ -107,21 +107,21 @@ static void api_pause(sh_request *r)
         pause_st *p;
 
         if (rec->state != OS_RUNNING || !rec->sb) {
-                os_reply_error(r, 409, "INVALID_STATE",
-                               "only a Running sandbox can be paused: it is %s",
-                               os_state_name(rec->state));
+                os_reply_code(r, OS_E_INVALID_STATE,
+                              "only a Running sandbox can be paused: it is %s",
+                              os_state_name(rec->state));
                 return;
         }
         p = pause_of(rec);
         if (!p) {
-                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 return;
         }
         /* Asks the kernel to freeze every process of the sandbox (not the helpers working for
          * it); never waits: the ticks look at the freezer. */
         if (sh_sandbox_freeze_hold(rec->sb, &err) < 0) {
-                os_reply_error(r, 500, "INTERNAL", "cannot freeze the sandbox: %s",
-                               err && err->msg ? err->msg : "");
+                os_reply_code(r, OS_E_INTERNAL, "cannot freeze the sandbox: %s",
+                              err && err->msg ? err->msg : "");
                 sh_error_release(&err);
                 return;
         }
@@ -131,7 +131,7 @@ static void api_pause(sh_request *r)
         p->t = sh_loop_add_timer(rec->ctx->loop, 0, freeze_tick, p);
         if (!p->t) {
                 release(p);
-                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 return;
         }
         os_record_set_state(rec, OS_PAUSING, "pause_requested", "the sandbox is being frozen");
@@ -154,9 +154,9 @@ static void api_resume(sh_request *r)
         pause_st *p = rec->pause;
 
         if (rec->state != OS_PAUSED || !p || !rec->sb) {
-                os_reply_error(r, 409, "INVALID_STATE",
-                               "only a Paused sandbox can be resumed: it is %s",
-                               os_state_name(rec->state));
+                os_reply_code(r, OS_E_INVALID_STATE,
+                              "only a Paused sandbox can be resumed: it is %s",
+                              os_state_name(rec->state));
                 return;
         }
         os_record_set_state(rec, OS_RESUMING, "resume_requested", "the sandbox is being thawed");

@@ -28,11 +28,10 @@ static void execd_not_supported(sh_request *r)
         if (rest &&
             ((len >= 4 && memcmp(rest, "code", 4) == 0 && (len == 4 || rest[4] == '/')) ||
              (len >= 11 && memcmp(rest, "v1/isolated", 11) == 0 && (len == 11 || rest[11] == '/'))))
-                os_reply_error(r, 501, "NOT_SUPPORTED",
-                               "code interpreters and isolated sessions are not served here");
+                os_reply_code(r, OS_E_NOT_SERVED,
+                              "code interpreters and isolated sessions are not served here");
         else
-                os_reply_error(r, 501, "NOT_SUPPORTED",
-                               "this execd route is not served by this host");
+                os_reply_code(r, OS_E_NOT_SERVED, "this execd route is not served by this host");
 }
 
 /* Before any body byte: the route's answer (a 501) is given whatever the body, which is never
@@ -90,8 +89,8 @@ static void egress_patch(sh_request *r)
         if (!body && !empty)
                 return;
         if (!cJSON_IsArray(body) || cJSON_GetArraySize(body) == 0) {
-                os_reply_error(r, 400, "INVALID_REQUEST",
-                               "the body is a non-empty list of {action, target} rules");
+                os_reply_code(r, OS_E_INVALID_REQUEST,
+                              "the body is a non-empty list of {action, target} rules");
                 goto out;
         }
         cJSON_ArrayForEach(rule, body)
@@ -101,15 +100,15 @@ static void egress_patch(sh_request *r)
 
                 if (!cJSON_IsObject(rule) || !cJSON_IsString(a) || !cJSON_IsString(t) ||
                     (!STREQ(a->valuestring, "deny") && !STREQ(a->valuestring, "allow"))) {
-                        os_reply_error(r, 400, "INVALID_REQUEST",
-                                       "a rule is {\"action\": allow|deny, \"target\": <domain>}");
+                        os_reply_code(r, OS_E_INVALID_REQUEST,
+                                      "a rule is {\"action\": allow|deny, \"target\": <domain>}");
                         goto out;
                 }
                 allow = allow || STREQ(a->valuestring, "allow");
         }
         if (allow) {
-                os_reply_error(r, 400, "NOT_SUPPORTED",
-                               "sandboxes here have no network: nothing can be allowed");
+                os_reply_code(r, OS_E_NOT_SUPPORTED,
+                              "sandboxes here have no network: nothing can be allowed");
                 goto out;
         }
         os_reply_json(r, 200, policy_status(false));
@@ -129,8 +128,8 @@ static void egress_delete(sh_request *r)
 
                 cJSON_ArrayForEach(t, body) ok = ok && cJSON_IsString(t);
                 if (!ok) {
-                        os_reply_error(r, 400, "INVALID_REQUEST",
-                                       "the body is a list of target strings");
+                        os_reply_code(r, OS_E_INVALID_REQUEST,
+                                      "the body is a list of target strings");
                         cJSON_Delete(body);
                         return;
                 }
@@ -141,7 +140,7 @@ static void egress_delete(sh_request *r)
 
 static void egress_vault(sh_request *r)
 {
-        os_reply_error(r, 501, "NOT_SUPPORTED", "the credential vault is not served by this host");
+        os_reply_code(r, OS_E_NOT_SERVED, "the credential vault is not served by this host");
 }
 
 const sh_route os_proxy_routes[] = {

@@ -123,15 +123,15 @@ static int snapshot_name(sh_request *r, char **ret)
         if (!body)
                 return empty ? 0 : -1;
         if (!cJSON_IsObject(body)) {
-                os_reply_error(r, 400, "INVALID_REQUEST", "the body is a JSON object {name?}");
+                os_reply_code(r, OS_E_INVALID_REQUEST, "the body is a JSON object {name?}");
                 goto out;
         }
         cJSON_ArrayForEach(v, body)
         {
                 if (!STREQ(v->string, "name")) {
-                        os_reply_error(r, 400, "INVALID_REQUEST",
-                                       "unknown field '%.64s' (a snapshot takes only 'name')",
-                                       v->string);
+                        os_reply_code(r, OS_E_INVALID_REQUEST,
+                                      "unknown field '%.64s' (a snapshot takes only 'name')",
+                                      v->string);
                         goto out;
                 }
         }
@@ -139,15 +139,15 @@ static int snapshot_name(sh_request *r, char **ret)
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v) ||
                     !os_snap_name_valid(v->valuestring, strlen(v->valuestring))) {
-                        os_reply_error(r, 400, "INVALID_REQUEST",
-                                       "'name' is a string of 1 to %d bytes of text without "
-                                       "control characters",
-                                       OS_SNAP_NAME_MAX);
+                        os_reply_code(r, OS_E_INVALID_REQUEST,
+                                      "'name' is a string of 1 to %d bytes of text without "
+                                      "control characters",
+                                      OS_SNAP_NAME_MAX);
                         goto out;
                 }
                 *ret = strdup(v->valuestring);
                 if (!*ret) {
-                        os_reply_error(r, 500, "INTERNAL", "out of memory");
+                        os_reply_code(r, OS_E_INTERNAL, "out of memory");
                         goto out;
                 }
         }
@@ -164,7 +164,7 @@ static void reply_snapshot(sh_request *r, unsigned status, const os_snapshot *s)
         char loc[64];
 
         if (!resp) {
-                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 return;
         }
         snprintf(loc, sizeof(loc), "/v1/snapshots/%s", s->id);
@@ -190,25 +190,24 @@ static void api_create(sh_request *r)
          * a paused one stays paused: the freeze is a hold, sh_sandbox_freeze_hold). */
         if (!rec->sb || (rec->state != OS_RUNNING && rec->state != OS_PAUSING &&
                          rec->state != OS_PAUSED && rec->state != OS_RESUMING)) {
-                os_reply_error(r, 409, "INVALID_STATE",
-                               "a snapshot needs a running sandbox, not %s",
-                               os_state_name(rec->state));
+                os_reply_code(r, OS_E_INVALID_STATE, "a snapshot needs a running sandbox, not %s",
+                              os_state_name(rec->state));
                 return;
         }
         sr = rec_snap(rec);
         if (!sr) {
-                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 return;
         }
         if (sr->creating >= CREATING_PER_SANDBOX) {
-                os_reply_error(r, 409, "INVALID_STATE",
-                               "%d snapshots of this sandbox are being made already: wait for one",
-                               CREATING_PER_SANDBOX);
+                os_reply_code(r, OS_E_INVALID_STATE,
+                              "%d snapshots of this sandbox are being made already: wait for one",
+                              CREATING_PER_SANDBOX);
                 return;
         }
         j = calloc(1, sizeof(*j));
         if (!j) {
-                os_reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 return;
         }
         if (os_snapstore_add(ss->store, rec->id, name, rec->entrypoint, &s, &err) < 0) {
@@ -224,8 +223,8 @@ static void api_create(sh_request *r)
          * confined rsync as a persist: {snapshot root}/{snapshot id}/. */
         if (sh_persist_save_to(ctx->persister, rec->sb, os_snapstore_root(ss->store), s->id,
                                copy_done, j, &err) < 0) {
-                os_reply_error(r, 500, "INTERNAL", "cannot start the copy: %s",
-                               err && err->msg ? err->msg : "");
+                os_reply_code(r, OS_E_INTERNAL, "cannot start the copy: %s",
+                              err && err->msg ? err->msg : "");
                 sh_error_release(&err);
                 free(j);
                 (void)os_snapstore_remove(ss->store, s, tree_moved, ss, &err);
@@ -275,8 +274,8 @@ static void api_list(sh_request *r)
                         k = os_snap_state_parse(st);
                 }
                 if (k < 0) {
-                        os_reply_error(r, 400, "INVALID_REQUEST",
-                                       "'state' must be one of Creating, Ready, Failed");
+                        os_reply_code(r, OS_E_INVALID_REQUEST,
+                                      "'state' must be one of Creating, Ready, Failed");
                         return;
                 }
                 states |= 1u << k;
@@ -303,8 +302,7 @@ static os_snapshot *param_snapshot(sh_request *r)
         os_snapshot *s = id ? os_snapstore_get(ss->store, id, len) : NULL;
 
         if (!s)
-                os_reply_error(r, 404, "SNAPSHOT_NOT_FOUND",
-                               "no snapshot with this id on this host");
+                os_reply_code(r, OS_E_SNAPSHOT_NOT_FOUND, "no snapshot with this id on this host");
         return s;
 }
 
@@ -322,13 +320,13 @@ static void api_one(sh_request *r)
                 return;
         }
         if (s->state == OS_SNAP_CREATING) {
-                os_reply_error(r, 409, "INVALID_STATE",
-                               "the snapshot is still Creating: delete it once Ready or Failed");
+                os_reply_code(r, OS_E_INVALID_STATE,
+                              "the snapshot is still Creating: delete it once Ready or Failed");
                 return;
         }
         if (s->restoring) {
-                os_reply_error(r, 409, "INVALID_STATE",
-                               "a sandbox is being created from this snapshot");
+                os_reply_code(r, OS_E_INVALID_STATE,
+                              "a sandbox is being created from this snapshot");
                 return;
         }
         rec = os_record_find(ss->ctx, s->sandbox_id, SH_ID_LEN);
@@ -360,15 +358,15 @@ int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, os_snapshot
 
         *ret = NULL;
         if (!s)
-                return os_err_set(e, 404, "SNAPSHOT_NOT_FOUND",
-                                  "no snapshot with this id on this host");
+                return os_err_code(e, OS_E_SNAPSHOT_NOT_FOUND,
+                                   "no snapshot with this id on this host");
         if (s->state != OS_SNAP_READY)
-                return os_err_set(e, 409, "INVALID_STATE", "the snapshot is %s, not Ready",
-                                  os_snap_state_name(s->state));
+                return os_err_code(e, OS_E_INVALID_STATE, "the snapshot is %s, not Ready",
+                                   os_snap_state_name(s->state));
         src = calloc(1, sizeof(*src));
         if (!src || (s->entrypoint && !(src->entrypoint = cJSON_Duplicate(s->entrypoint, true)))) {
                 free(src);
-                return os_err_set(e, 500, "INTERNAL", "out of memory");
+                return os_err_code(e, OS_E_INTERNAL, "out of memory");
         }
         src->ctx = ctx;
         src->ss = ss;
@@ -400,11 +398,11 @@ static void restore_cb(sh_sandbox *sb, const sh_error *err, void *data)
                               "the snapshot's workspace is in");
                 j->done(j->rec, NULL, j->data);
         } else if (sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND) {
-                os_err_set(&e, 503, "UNAVAILABLE", "the sandbox was deleted during its restore");
+                os_err_code(&e, OS_E_UNAVAILABLE, "the sandbox was deleted during its restore");
                 j->done(j->rec, &e, j->data);
         } else {
-                os_err_set(&e, 500, "INTERNAL", "restoring the snapshot: %s",
-                           err->msg ? err->msg : "failed");
+                os_err_code(&e, OS_E_INTERNAL, "restoring the snapshot: %s",
+                            err->msg ? err->msg : "failed");
                 j->done(j->rec, &e, j->data);
         }
         os_record_unref(j->rec);
@@ -419,10 +417,10 @@ int os_snapshot_restore_start(os_snapshot_source *src, os_record *rec, os_restor
         restore_job *j;
 
         if (!rec->sb)
-                return os_err_set(e, 503, "UNAVAILABLE", "the sandbox was deleted");
+                return os_err_code(e, OS_E_UNAVAILABLE, "the sandbox was deleted");
         j = calloc(1, sizeof(*j));
         if (!j)
-                return os_err_set(e, 500, "INTERNAL", "out of memory");
+                return os_err_code(e, OS_E_INTERNAL, "out of memory");
         j->rec = os_record_ref(rec);
         j->done = done;
         j->data = data;
@@ -430,8 +428,8 @@ int os_snapshot_restore_start(os_snapshot_source *src, os_record *rec, os_restor
          * uid, by the persister's confined rsync; a tree that is gone is a failure. */
         if (sh_persist_restore_from(rec->ctx->persister, rec->sb, os_snapstore_root(ss->store),
                                     src->id, restore_cb, j, &err) < 0) {
-                os_err_set(e, 500, "INTERNAL", "cannot start the restore: %s",
-                           err && err->msg ? err->msg : "");
+                os_err_code(e, OS_E_INTERNAL, "cannot start the restore: %s",
+                            err && err->msg ? err->msg : "");
                 sh_error_release(&err);
                 os_record_unref(j->rec);
                 free(j);

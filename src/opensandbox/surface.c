@@ -36,6 +36,18 @@ int os_err_set(os_err *e, unsigned status, const char *code, const char *fmt, ..
         return -1;
 }
 
+int os_err_code(os_err *e, os_code c, const char *fmt, ...)
+{
+        va_list ap;
+
+        e->status = os_code_status(c);
+        e->code = os_code_name(c);
+        va_start(ap, fmt);
+        vsnprintf(e->message, sizeof(e->message), fmt, ap);
+        va_end(ap);
+        return -1;
+}
+
 /* The body of every error: {"code", "message"}, never empty (the SDK reads an empty error body
  * as success), valid JSON text whatever client bytes the message quotes. */
 static sh_response *error_response(unsigned status, const char *code, const char *msg)
@@ -76,6 +88,17 @@ void os_reply_error(sh_request *r, unsigned status, const char *code, const char
         reply_error(r, status, code, msg);
 }
 
+void os_reply_code(sh_request *r, os_code c, const char *fmt, ...)
+{
+        char msg[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        reply_error(r, os_code_status(c), os_code_name(c), msg);
+}
+
 void os_reply_error_header(sh_request *r, unsigned status, const char *code, const char *name,
                            const char *value, const char *msg)
 {
@@ -91,41 +114,6 @@ void os_reply_err(sh_request *r, const os_err *e)
         reply_error(r, e->status, e->code, e->message);
 }
 
-/* A kind of sh_error as OpenSandbox's status and code; execd routes speak execd's codes. */
-static unsigned kind_status(sh_error_kind kind, bool execd, const char **code)
-{
-        switch (kind) {
-        case SH_E_INVALID:
-        case SH_E_EXISTS:
-        case SH_E_IS_A_DIRECTORY:
-        case SH_E_NOT_A_DIRECTORY:
-                *code = execd ? "INVALID_REQUEST_BODY" : "INVALID_REQUEST";
-                return 400;
-        case SH_E_TOO_LARGE:
-                *code = execd ? "INVALID_REQUEST_BODY" : "INVALID_REQUEST";
-                return 413;
-        case SH_E_NOT_FOUND:
-                *code = execd ? "FILE_NOT_FOUND" : "NOT_FOUND";
-                return 404;
-        case SH_E_SANDBOX_NOT_FOUND:
-                *code = "SANDBOX_NOT_FOUND";
-                return 404;
-        case SH_E_NO_ROUTE:
-                *code = "NOT_FOUND";
-                return 404;
-        case SH_E_METHOD_NOT_ALLOWED:
-                *code = "METHOD_NOT_ALLOWED";
-                return 405;
-        case SH_E_UNAVAILABLE:
-        case SH_E_BUSY:
-                *code = "UNAVAILABLE";
-                return 503;
-        default:
-                *code = execd ? "RUNTIME_ERROR" : "INTERNAL";
-                return 500;
-        }
-}
-
 static bool route_is_proxy(const sh_request *r)
 {
         const sh_route *rt = sh_request_route(r);
@@ -133,27 +121,28 @@ static bool route_is_proxy(const sh_request *r)
         return rt && (rt->flags & (OS_R_EXECD | OS_R_EGRESS));
 }
 
+/* An error of the services, by its kind; execd and egress routes speak execd's codes. */
 void os_reply_sh_error(sh_request *r, const sh_error *err)
 {
-        const char *code;
-        unsigned status = kind_status(sh_error_kind_of(err), route_is_proxy(r), &code);
+        os_code c = os_code_of_kind(sh_error_kind_of(err), route_is_proxy(r));
 
-        reply_error(r, status, code, err && err->msg ? err->msg : "internal error");
+        reply_error(r, os_code_status(c), os_code_name(c),
+                    err && err->msg ? err->msg : "internal error");
 }
 
 /* The transport's errors on /v1 paths (no route, a wrong method, framing, 413, 503). */
 static sh_response *surface_error(sh_request *r, const sh_error *err, unsigned *ret_status)
 {
-        const char *code;
+        os_code c = os_code_of_kind(sh_error_kind_of(err), route_is_proxy(r));
 
-        *ret_status = kind_status(sh_error_kind_of(err), route_is_proxy(r), &code);
-        return error_response(*ret_status, code, err && err->msg ? err->msg : "error");
+        *ret_status = os_code_status(c);
+        return error_response(*ret_status, os_code_name(c), err && err->msg ? err->msg : "error");
 }
 
 void os_reply_json(sh_request *r, unsigned status, cJSON *body)
 {
         if (!body) {
-                reply_error(r, 500, "INTERNAL", "out of memory");
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 return;
         }
         sh_reply_json(r, status, body);
@@ -176,8 +165,8 @@ static int page_param(sh_request *r, const char *name, uint64_t def, uint64_t ma
         if (!p)
                 return 0;
         if (memchr(p->val, '\0', p->val_len) || sh_parse_u64(p->val, &v) < 0 || v < 1 || v > max) {
-                os_reply_error(r, 400, "INVALID_REQUEST", "'%s' must be an integer from 1 to %llu",
-                               name, (unsigned long long)max);
+                os_reply_code(r, OS_E_INVALID_REQUEST, "'%s' must be an integer from 1 to %llu",
+                              name, (unsigned long long)max);
                 return -1;
         }
         *ret = v;
@@ -198,7 +187,7 @@ static void pager_fail(sh_request *r, os_pager *pg)
 {
         cJSON_Delete(pg->out);
         pg->out = pg->items = NULL;
-        os_reply_error(r, 500, "INTERNAL", "out of memory");
+        os_reply_code(r, OS_E_INTERNAL, "out of memory");
 }
 
 int os_pager_open(sh_request *r, os_pager *pg)
@@ -256,7 +245,7 @@ cJSON *os_json_body(sh_request *r, const char *code, bool *empty)
 
         *empty = false;
         if (!body) {
-                reply_error(r, 500, "INTERNAL", "no body buffered for this route");
+                os_reply_code(r, OS_E_INTERNAL, "no body buffered for this route");
                 return NULL;
         }
         for (i = 0; i < len && strchr(" \t\r\n", body[i]) && body[i]; i++)
@@ -331,13 +320,13 @@ static int check_api_key(sh_request *r, os_ctx *ctx)
                 return 0;
         key = sh_request_header(r, "OPEN-SANDBOX-API-KEY");
         if (!key || !*key) {
-                os_reply_error(r, 401, "MISSING_API_KEY",
-                               "this host needs an API key in the OPEN-SANDBOX-API-KEY header");
+                os_reply_code(r, OS_E_MISSING_API_KEY,
+                              "this host needs an API key in the OPEN-SANDBOX-API-KEY header");
                 return -1;
         }
         /* Never logged: a wrong key may be a right key with a typo. */
         if (!secret_equal(ctx->api_key_hash, key)) {
-                os_reply_error(r, 401, "INVALID_API_KEY", "the API key is not this host's");
+                os_reply_code(r, OS_E_INVALID_API_KEY, "the API key is not this host's");
                 return -1;
         }
         return 0;
@@ -355,14 +344,14 @@ static int check_token(sh_request *r, os_ctx *ctx, const os_record *rec, bool ex
                 return 0;
         tok = sh_request_header(r, name);
         if (!tok || !*tok) {
-                os_reply_error(r, 401, "UNAUTHORIZED",
-                               "this sandbox needs its access token in the %s header "
-                               "(from the endpoint look-up)",
-                               name);
+                os_reply_code(r, OS_E_UNAUTHORIZED,
+                              "this sandbox needs its access token in the %s header "
+                              "(from the endpoint look-up)",
+                              name);
                 return -1;
         }
         if (!secret_equal(rec->token_hash, tok)) {
-                os_reply_error(r, 401, "UNAUTHORIZED", "the access token is not this sandbox's");
+                os_reply_code(r, OS_E_UNAUTHORIZED, "the access token is not this sandbox's");
                 return -1;
         }
         return 0;
@@ -386,7 +375,7 @@ static int surface_admit(sh_request *r)
         id = sh_request_param(r, 0, &len);
         rec = id ? os_record_find(ctx, id, len) : NULL;
         if (!rec) {
-                os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "no sandbox with this id on this host");
+                os_reply_code(r, OS_E_SANDBOX_NOT_FOUND, "no sandbox with this id on this host");
                 return -1;
         }
         sh_request_set_local(r, os_record_ref(rec));
@@ -399,8 +388,8 @@ static int surface_admit(sh_request *r)
                 return 0;
         /* A paused sandbox's execd does not answer (so the SDK's health check is false). */
         if (rec->state == OS_PAUSED || rec->state == OS_PAUSING || rec->state == OS_RESUMING) {
-                os_reply_error(r, 409, "SANDBOX_PAUSED", "the sandbox is %s",
-                               os_state_name(rec->state));
+                os_reply_code(r, OS_E_SANDBOX_PAUSED, "the sandbox is %s",
+                              os_state_name(rec->state));
                 return -1;
         }
         /* Renew on access: every execd request moves expiresAt to at least now + N (never
