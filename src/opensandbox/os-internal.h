@@ -422,6 +422,11 @@ void os_diag_free_all(os_ctx *ctx);
 void os_execd_record_gone(os_record *rec);
 void os_execd_free_all(os_ctx *ctx);
 
+/* snapshots.c: the API's Snapshot object of a snapshot of the store (sandbox-lifecycle.yml),
+ * times as RFC 3339. NULL: out of memory. */
+struct sh_snapshot;
+cJSON *os_snapshot_json(const struct sh_snapshot *s);
+
 /* snapshots.c: a create with `snapshotId`. Before the sandbox is made: find the snapshot
  * (`Ready`), or fill e (404 SNAPSHOT_NOT_FOUND, 409 INVALID_STATE, ...) and return -1. The
  * source (snapshots.c's) is kept by the create until os_snapshot_source_free. */

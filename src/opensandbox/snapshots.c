@@ -2,7 +2,7 @@
  * /v1/sandboxes/{id}/snapshots (a frozen, confined rsync of the workspace into {snapshot
  * root}/{snapshot id}/ through the persister), GET /v1/snapshots (filters, pages), GET and
  * DELETE /v1/snapshots/{sid}, and the restore of a create with `snapshotId`. The records are
- * snapstore.c's. */
+ * the snapshot store's (persist/snapstore.c); their shape here. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 
 #include "os-internal.h"
 #include "sh/persist.h"
-#include "snapstore.h"
+#include "sh/snapstore.h"
 
 #define SB OS_R_SANDBOX
 /* Copies of one sandbox waiting or running at once: the persister serializes them anyway, and
@@ -20,7 +20,7 @@
 /* The surface's snapshots (ctx->snapshots). */
 typedef struct os_snapshots {
         os_ctx *ctx;
-        os_snapstore *store;
+        sh_snapstore *store;
 } os_snapshots;
 
 /* What a record keeps (rec->snap): its copies in progress. */
@@ -28,11 +28,11 @@ typedef struct snap_rec {
         unsigned creating;
 } snap_rec;
 
-/* One copy in progress (os_snapshot.job): it knows its snapshot by id, which a Creating
+/* One copy in progress (sh_snapshot.job): it knows its snapshot by id, which a Creating
  * snapshot keeps (its delete is refused). */
 typedef struct copy_job {
         os_snapshots *ss;
-        char snap_id[OS_SNAP_ID_LEN + 1];
+        char snap_id[SH_SNAP_ID_LEN + 1];
         char sandbox_id[SH_ID_LEN + 1];
 } copy_job;
 
@@ -45,15 +45,15 @@ static os_snapshots *of(os_ctx *ctx)
 
 /* A deleted (or failed) snapshot's tree is in {root}/.trash: the manager's confined remover
  * takes it from there (a sandbox wrote it: never walked by the daemon itself). */
-static void tree_moved(os_snapstore *st, const char *trash_name, void *data)
+static void tree_moved(sh_snapstore *st, const char *trash_name, void *data)
 {
         os_snapshots *ss = data;
         sh_error *err = NULL;
 
-        if (sh_manager_remove_trashed(ss->ctx->mgr, os_snapstore_trash_dir(st), trash_name, &err) <
+        if (sh_manager_remove_trashed(ss->ctx->mgr, sh_snapstore_trash_dir(st), trash_name, &err) <
             0)
                 log_warn("snapshot-remove-failed", NULL, "'%s/%s/%s': %s, ignoring",
-                         os_snapstore_root(st), OS_SNAP_TRASH, trash_name,
+                         sh_snapstore_root(st), SH_SNAP_TRASH, trash_name,
                          err && err->msg ? err->msg : "");
         sh_error_release(&err);
 }
@@ -71,7 +71,7 @@ static void copy_done(sh_sandbox *sb, const sh_error *err, void *data)
 {
         copy_job *j = data;
         os_snapshots *ss = j->ss;
-        os_snapshot *s = os_snapstore_get(ss->store, j->snap_id, OS_SNAP_ID_LEN);
+        sh_snapshot *s = sh_snapstore_get(ss->store, j->snap_id, SH_SNAP_ID_LEN);
         os_record *rec = os_record_find(ss->ctx, j->sandbox_id, SH_ID_LEN);
         sh_error *werr = NULL;
         int r;
@@ -84,7 +84,7 @@ static void copy_done(sh_sandbox *sb, const sh_error *err, void *data)
         }
         s->job = NULL;
         if (!err) {
-                r = os_snapstore_set_state(ss->store, s, OS_SNAP_READY, "snapshot_ready",
+                r = sh_snapstore_set_state(ss->store, s, SH_SNAP_READY, "snapshot_ready",
                                            "the workspace is copied", &werr);
                 if (rec)
                         os_record_log(rec, SH_LOG_INFO, "snapshot-ready", "snapshot %s is ready",
@@ -96,13 +96,13 @@ static void copy_done(sh_sandbox *sb, const sh_error *err, void *data)
                                   : kind == SH_E_UNAVAILABLE     ? "snapshot_interrupted"
                                                                  : "snapshot_capture_failed";
 
-                r = os_snapstore_set_state(ss->store, s, OS_SNAP_FAILED, why,
+                r = sh_snapstore_set_state(ss->store, s, SH_SNAP_FAILED, why,
                                            err->msg ? err->msg : "the copy failed", &werr);
                 log_warn("snapshot-failed", rec ? rec->id : NULL, "snapshot %s: %s", s->id,
                          err->msg ? err->msg : "the copy failed");
                 /* What the copy left is no snapshot: its tree goes, its record says why. */
                 if (r == 0)
-                        r = os_snapstore_drop_tree(ss->store, s, tree_moved, ss, &werr);
+                        r = sh_snapstore_drop_tree(ss->store, s, tree_moved, ss, &werr);
         }
         if (r < 0)
                 log_warn("snapshot-store-failed", NULL, "snapshot %s: %s", j->snap_id,
@@ -138,11 +138,11 @@ static int snapshot_name(sh_request *r, char **ret)
         v = cJSON_GetObjectItemCaseSensitive(body, "name");
         if (v && !cJSON_IsNull(v)) {
                 if (!cJSON_IsString(v) ||
-                    !os_snap_name_valid(v->valuestring, strlen(v->valuestring))) {
+                    !sh_snap_name_valid(v->valuestring, strlen(v->valuestring))) {
                         os_reply_code(r, OS_E_INVALID_REQUEST,
                                       "'name' is a string of 1 to %d bytes of text without "
                                       "control characters",
-                                      OS_SNAP_NAME_MAX);
+                                      SH_SNAP_NAME_MAX);
                         goto out;
                 }
                 *ret = strdup(v->valuestring);
@@ -157,9 +157,40 @@ out:
         return rc;
 }
 
-static void reply_snapshot(sh_request *r, unsigned status, const os_snapshot *s)
+/* ---- the API's Snapshot object ---- */
+
+cJSON *os_snapshot_json(const sh_snapshot *s)
 {
-        cJSON *o = os_snap_json(s);
+        cJSON *o = cJSON_CreateObject(), *st;
+        char created[32], changed[32];
+
+        if (!o)
+                return NULL;
+        os_time_format(s->created_ms, created);
+        os_time_format(s->transition_ms, changed);
+        st = cJSON_CreateObject();
+        if (!st || !cJSON_AddItemToObject(o, "status", st)) {
+                cJSON_Delete(st);
+                cJSON_Delete(o);
+                return NULL;
+        }
+        if (!cJSON_AddStringToObject(o, "id", s->id) ||
+            !cJSON_AddStringToObject(o, "sandboxId", s->sandbox_id) ||
+            (s->name && !cJSON_AddStringToObject(o, "name", s->name)) ||
+            !cJSON_AddStringToObject(o, "createdAt", created) ||
+            !cJSON_AddStringToObject(st, "state", sh_snap_state_name(s->state)) ||
+            (s->reason && s->reason[0] && !cJSON_AddStringToObject(st, "reason", s->reason)) ||
+            (s->message && !cJSON_AddStringToObject(st, "message", s->message)) ||
+            !cJSON_AddStringToObject(st, "lastTransitionAt", changed)) {
+                cJSON_Delete(o);
+                return NULL;
+        }
+        return o;
+}
+
+static void reply_snapshot(sh_request *r, unsigned status, const sh_snapshot *s)
+{
+        cJSON *o = os_snapshot_json(s);
         sh_response *resp = o ? sh_response_json(o) : NULL;
         char loc[64];
 
@@ -180,7 +211,7 @@ static void api_create(sh_request *r)
         os_record *rec = os_request_record(r);
         _cleanup_free_ char *name = NULL;
         sh_error *err = NULL;
-        os_snapshot *s = NULL;
+        sh_snapshot *s = NULL;
         snap_rec *sr;
         copy_job *j;
 
@@ -210,7 +241,7 @@ static void api_create(sh_request *r)
                 os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 return;
         }
-        if (os_snapstore_add(ss->store, rec->id, name, rec->entrypoint, &s, &err) < 0) {
+        if (sh_snapstore_add(ss->store, rec->id, name, rec->entrypoint, &s, &err) < 0) {
                 free(j);
                 os_reply_sh_error(r, err);
                 sh_error_release(&err);
@@ -221,13 +252,13 @@ static void api_create(sh_request *r)
         memcpy(j->sandbox_id, rec->id, sizeof(j->sandbox_id));
         /* The workspace only (not /tmp, not the image), frozen while it is read, by the same
          * confined rsync as a persist: {snapshot root}/{snapshot id}/. */
-        if (sh_persist_save_to(ctx->persister, rec->sb, os_snapstore_root(ss->store), s->id,
+        if (sh_persist_save_to(ctx->persister, rec->sb, sh_snapstore_root(ss->store), s->id,
                                copy_done, j, &err) < 0) {
                 os_reply_code(r, OS_E_INTERNAL, "cannot start the copy: %s",
                               err && err->msg ? err->msg : "");
                 sh_error_release(&err);
                 free(j);
-                (void)os_snapstore_remove(ss->store, s, tree_moved, ss, &err);
+                (void)sh_snapstore_remove(ss->store, s, tree_moved, ss, &err);
                 sh_error_release(&err);
                 return;
         }
@@ -255,9 +286,9 @@ static void api_list(sh_request *r)
         os_snapshots *ss = of(os_ctx_of(r));
         const sh_query_param *sbid = sh_query_find(q, "sandboxId"),
                              *name = sh_query_find(q, "name");
-        unsigned states = 0; /* a bit per os_snap_state; 0: any */
+        unsigned states = 0; /* a bit per sh_snap_state; 0: any */
         os_pager pg;
-        os_snapshot *s;
+        sh_snapshot *s;
 
         if (os_pager_parse(r, &pg) < 0)
                 return;
@@ -271,7 +302,7 @@ static void api_list(sh_request *r)
                 if (q->v[i].val_len < sizeof(st) && !memchr(q->v[i].val, '\0', q->v[i].val_len)) {
                         memcpy(st, q->v[i].val, q->v[i].val_len);
                         st[q->v[i].val_len] = '\0';
-                        k = os_snap_state_parse(st);
+                        k = sh_snap_state_parse(st);
                 }
                 if (k < 0) {
                         os_reply_code(r, OS_E_INVALID_REQUEST,
@@ -280,26 +311,26 @@ static void api_list(sh_request *r)
                 }
                 states |= 1u << k;
         }
-        /* One walk of the records (at most OS_SNAP_MAX), oldest first; only the page's items
+        /* One walk of the records (at most SH_SNAP_MAX), oldest first; only the page's items
          * are built. */
         if (os_pager_open(r, &pg) < 0)
                 return;
-        for (s = os_snapstore_first(ss->store); s; s = os_snapstore_next(s)) {
+        for (s = sh_snapstore_first(ss->store); s; s = sh_snapstore_next(s)) {
                 if ((states && !(states & (1u << s->state))) ||
                     (sbid && !value_is(sbid, s->sandbox_id)) || (name && !value_is(name, s->name)))
                         continue;
-                if (os_pager_take(&pg) && os_pager_add(r, &pg, os_snap_json(s)) < 0)
+                if (os_pager_take(&pg) && os_pager_add(r, &pg, os_snapshot_json(s)) < 0)
                         return;
         }
         os_pager_reply(r, &pg);
 }
 
-static os_snapshot *param_snapshot(sh_request *r)
+static sh_snapshot *param_snapshot(sh_request *r)
 {
         os_snapshots *ss = of(os_ctx_of(r));
         size_t len = 0;
         const char *id = sh_request_param(r, 0, &len);
-        os_snapshot *s = id ? os_snapstore_get(ss->store, id, len) : NULL;
+        sh_snapshot *s = id ? sh_snapstore_get(ss->store, id, len) : NULL;
 
         if (!s)
                 os_reply_code(r, OS_E_SNAPSHOT_NOT_FOUND, "no snapshot with this id on this host");
@@ -309,7 +340,7 @@ static os_snapshot *param_snapshot(sh_request *r)
 static void api_one(sh_request *r)
 {
         os_snapshots *ss = of(os_ctx_of(r));
-        os_snapshot *s = param_snapshot(r);
+        sh_snapshot *s = param_snapshot(r);
         sh_error *err = NULL;
         os_record *rec;
 
@@ -319,7 +350,7 @@ static void api_one(sh_request *r)
                 reply_snapshot(r, 200, s);
                 return;
         }
-        if (s->state == OS_SNAP_CREATING) {
+        if (s->state == SH_SNAP_CREATING) {
                 os_reply_code(r, OS_E_INVALID_STATE,
                               "the snapshot is still Creating: delete it once Ready or Failed");
                 return;
@@ -332,7 +363,7 @@ static void api_one(sh_request *r)
         rec = os_record_find(ss->ctx, s->sandbox_id, SH_ID_LEN);
         if (rec)
                 os_record_log(rec, SH_LOG_INFO, "snapshot-delete", "snapshot %s is deleted", s->id);
-        if (os_snapstore_remove(ss->store, s, tree_moved, ss, &err) < 0) {
+        if (sh_snapstore_remove(ss->store, s, tree_moved, ss, &err) < 0) {
                 os_reply_sh_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -345,7 +376,7 @@ static void api_one(sh_request *r)
 struct os_snapshot_source {
         os_ctx *ctx;
         os_snapshots *ss; /* compared with ctx->snapshots before any use at the end */
-        char id[OS_SNAP_ID_LEN + 1];
+        char id[SH_SNAP_ID_LEN + 1];
         cJSON *entrypoint; /* a copy, NULL: none kept */
 };
 
@@ -353,16 +384,16 @@ int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, os_snapshot
                                os_err *e)
 {
         os_snapshots *ss = of(ctx);
-        os_snapshot *s = os_snapstore_get(ss->store, snapshot_id, strlen(snapshot_id));
+        sh_snapshot *s = sh_snapstore_get(ss->store, snapshot_id, strlen(snapshot_id));
         os_snapshot_source *src;
 
         *ret = NULL;
         if (!s)
                 return os_err_code(e, OS_E_SNAPSHOT_NOT_FOUND,
                                    "no snapshot with this id on this host");
-        if (s->state != OS_SNAP_READY)
+        if (s->state != SH_SNAP_READY)
                 return os_err_code(e, OS_E_INVALID_STATE, "the snapshot is %s, not Ready",
-                                   os_snap_state_name(s->state));
+                                   sh_snap_state_name(s->state));
         src = calloc(1, sizeof(*src));
         if (!src || (s->entrypoint && !(src->entrypoint = cJSON_Duplicate(s->entrypoint, true)))) {
                 free(src);
@@ -426,7 +457,7 @@ int os_snapshot_restore_start(os_snapshot_source *src, os_record *rec, os_restor
         j->data = data;
         /* The snapshot's tree into the new (empty) workspace, re-owned to the new sandbox's
          * uid, by the persister's confined rsync; a tree that is gone is a failure. */
-        if (sh_persist_restore_from(rec->ctx->persister, rec->sb, os_snapstore_root(ss->store),
+        if (sh_persist_restore_from(rec->ctx->persister, rec->sb, sh_snapstore_root(ss->store),
                                     src->id, restore_cb, j, &err) < 0) {
                 os_err_code(e, OS_E_INTERNAL, "cannot start the restore: %s",
                             err && err->msg ? err->msg : "");
@@ -440,13 +471,13 @@ int os_snapshot_restore_start(os_snapshot_source *src, os_record *rec, os_restor
 
 void os_snapshot_source_free(os_snapshot_source *src)
 {
-        os_snapshot *s;
+        sh_snapshot *s;
 
         if (!src)
                 return;
         /* The store may be gone first at shutdown. */
         if (src->ctx->snapshots == src->ss &&
-            (s = os_snapstore_get(src->ss->store, src->id, OS_SNAP_ID_LEN)) && s->restoring)
+            (s = sh_snapstore_get(src->ss->store, src->id, SH_SNAP_ID_LEN)) && s->restoring)
                 s->restoring--;
         cJSON_Delete(src->entrypoint);
         free(src);
@@ -481,20 +512,20 @@ int os_snapshot_init(os_ctx *ctx, sh_error **err)
                 free(ss);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
-        if (os_snapstore_open(root, ctx->loop, &ss->store, err) < 0) {
+        if (sh_snapstore_open(root, ctx->loop, &ss->store, err) < 0) {
                 free(ss);
                 return -1;
         }
         ctx->snapshots = ss;
         os_record_observe(ctx, &observer);
-        if (os_snapstore_count(ss->store))
-                log_info("snapshots", NULL, "%u snapshot(s) in '%s'", os_snapstore_count(ss->store),
+        if (sh_snapstore_count(ss->store))
+                log_info("snapshots", NULL, "%u snapshot(s) in '%s'", sh_snapstore_count(ss->store),
                          root);
         /* What deletes of an earlier run left in the trash goes, in a confined child (which
          * opens the trash itself; none yet: nothing to do). */
-        if (sh_manager_remove_trashed(ctx->mgr, os_snapstore_trash_dir(ss->store), NULL, &rerr) < 0)
+        if (sh_manager_remove_trashed(ctx->mgr, sh_snapstore_trash_dir(ss->store), NULL, &rerr) < 0)
                 log_warn("snapshot-remove-failed", NULL, "'%s/%s': %s, ignoring", root,
-                         OS_SNAP_TRASH, rerr && rerr->msg ? rerr->msg : "");
+                         SH_SNAP_TRASH, rerr && rerr->msg ? rerr->msg : "");
         sh_error_release(&rerr);
         return 0;
 }
@@ -510,19 +541,19 @@ static void record_gone(os_record *rec)
 void os_snapshot_free_all(os_ctx *ctx)
 {
         os_snapshots *ss = of(ctx);
-        os_snapshot *s;
+        sh_snapshot *s;
 
         if (!ss)
                 return;
         ctx->snapshots = NULL;
         /* The persister has ended every copy already (daemon.c frees it first); a job still
          * linked would be a leak, not a use after free. */
-        for (s = os_snapstore_first(ss->store); s; s = os_snapstore_next(s))
+        for (s = sh_snapstore_first(ss->store); s; s = sh_snapstore_next(s))
                 if (s->job) {
                         free(s->job);
                         s->job = NULL;
                 }
-        os_snapstore_free(ss->store);
+        sh_snapstore_free(ss->store);
         free(ss);
 }
 

@@ -1,5 +1,6 @@
-/* snapstore.c: the snapshot records: in memory, read from {root} at start, written by a child. */
-#include "snapstore.h"
+/* snapstore.c: the snapshot records (sh/snapstore.h): in memory, read from {root} at start,
+ * written by a child. */
+#include "sh/snapstore.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,24 +25,24 @@
 #define WRITER_WAIT_MS 3000 /* at shutdown, how long the running writer is waited for */
 #define MAX_SAFE_MS    ((uint64_t)1 << 53) /* a time a JSON number holds exactly */
 
-/* ---- pure: ids, states, names, times -------------------------------------------------- */
+/* ---- pure: ids, states, names -------------------------------------------------- */
 
 static const char *const state_names[] = {"Creating", "Ready", "Failed"};
 
-bool os_snap_id_valid(const char *s, size_t len)
+bool sh_snap_id_valid(const char *s, size_t len)
 {
-        size_t p = sizeof(OS_SNAP_PREFIX) - 1;
+        size_t p = sizeof(SH_SNAP_PREFIX) - 1;
 
-        return len == OS_SNAP_ID_LEN && memcmp(s, OS_SNAP_PREFIX, p) == 0 &&
+        return len == SH_SNAP_ID_LEN && memcmp(s, SH_SNAP_PREFIX, p) == 0 &&
                sh_remote_id_valid(s + p, len - p);
 }
 
-const char *os_snap_state_name(os_snap_state s)
+const char *sh_snap_state_name(sh_snap_state s)
 {
         return (unsigned)s < ARRAY_SIZE(state_names) ? state_names[s] : "Failed";
 }
 
-int os_snap_state_parse(const char *s)
+int sh_snap_state_parse(const char *s)
 {
         for (size_t i = 0; i < ARRAY_SIZE(state_names); i++)
                 if (STREQ(s, state_names[i]))
@@ -61,26 +62,12 @@ static bool text_valid(const char *s, size_t len, size_t max)
         return true;
 }
 
-bool os_snap_name_valid(const char *s, size_t len)
+bool sh_snap_name_valid(const char *s, size_t len)
 {
-        return text_valid(s, len, OS_SNAP_NAME_MAX);
+        return text_valid(s, len, SH_SNAP_NAME_MAX);
 }
 
-void os_snap_time(uint64_t ms, char buf[OS_SNAP_TIME_LEN])
-{
-        time_t t = (time_t)(ms / 1000);
-        struct tm tm;
-
-        if (!gmtime_r(&t, &tm)) {
-                snprintf(buf, OS_SNAP_TIME_LEN, "1970-01-01T00:00:00.000Z");
-                return;
-        }
-        snprintf(buf, OS_SNAP_TIME_LEN, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900,
-                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                 (unsigned)(ms % 1000));
-}
-
-void os_snapshot_free(os_snapshot *s)
+void sh_snapshot_free(sh_snapshot *s)
 {
         if (!s)
                 return;
@@ -98,7 +85,7 @@ static void json_freep(cJSON **o)
         cJSON_Delete(*o);
 }
 
-cJSON *os_snap_record(const os_snapshot *s)
+cJSON *sh_snap_record(const sh_snapshot *s)
 {
         cJSON *o = cJSON_CreateObject();
 
@@ -108,7 +95,7 @@ cJSON *os_snap_record(const os_snapshot *s)
             !cJSON_AddStringToObject(o, "id", s->id) ||
             !cJSON_AddStringToObject(o, "sandboxId", s->sandbox_id) ||
             (s->name && !cJSON_AddStringToObject(o, "name", s->name)) ||
-            !cJSON_AddStringToObject(o, "state", os_snap_state_name(s->state)) ||
+            !cJSON_AddStringToObject(o, "state", sh_snap_state_name(s->state)) ||
             !cJSON_AddStringToObject(o, "reason", s->reason ? s->reason : "") ||
             (s->message && !cJSON_AddStringToObject(o, "message", s->message)) ||
             !cJSON_AddNumberToObject(o, "createdAtMs", (double)s->created_ms) ||
@@ -128,8 +115,8 @@ cJSON *os_snap_record(const os_snapshot *s)
         return o;
 }
 
-/* An entrypoint worth keeping: 1..OS_SNAP_ENTRY_ARGS strings of UTF-8, at most
- * OS_SNAP_ENTRY_MAX bytes as JSON (counted at their worst escaping). */
+/* An entrypoint worth keeping: 1..SH_SNAP_ENTRY_ARGS strings of UTF-8, at most
+ * SH_SNAP_ENTRY_MAX bytes as JSON (counted at their worst escaping). */
 static bool entry_valid(const cJSON *ep)
 {
         const cJSON *v;
@@ -140,10 +127,10 @@ static bool entry_valid(const cJSON *ep)
                 return false;
         cJSON_ArrayForEach(v, ep)
         {
-                if (!cJSON_IsString(v) || !v->valuestring || ++n > OS_SNAP_ENTRY_ARGS)
+                if (!cJSON_IsString(v) || !v->valuestring || ++n > SH_SNAP_ENTRY_ARGS)
                         return false;
                 bytes += 6 * strlen(v->valuestring) + 3;
-                if (bytes > OS_SNAP_ENTRY_MAX ||
+                if (bytes > SH_SNAP_ENTRY_MAX ||
                     !sh_utf8_valid(v->valuestring, strlen(v->valuestring)))
                         return false;
         }
@@ -191,38 +178,38 @@ static int dup_opt(const char *s, char **ret)
         return *ret ? 0 : -ENOMEM;
 }
 
-int os_snap_parse_record(const char *text, size_t len, const char *file_id, os_snapshot **ret,
+int sh_snap_parse_record(const char *text, size_t len, const char *file_id, sh_snapshot **ret,
                          sh_error **err)
 {
         _cleanup_(json_freep) cJSON *o = NULL;
         const char *id, *sbid, *name, *state, *reason, *message;
         const cJSON *ver, *ep;
-        os_snapshot *s;
+        sh_snapshot *s;
         int st;
 
-        if (len > OS_SNAP_RECORD_MAX)
-                return sh_error_new(err, SH_E_INVALID, "larger than %d bytes", OS_SNAP_RECORD_MAX);
+        if (len > SH_SNAP_RECORD_MAX)
+                return sh_error_new(err, SH_E_INVALID, "larger than %d bytes", SH_SNAP_RECORD_MAX);
         o = cJSON_ParseWithLength(text, len);
         if (!cJSON_IsObject(o))
                 return sh_error_new(err, SH_E_INVALID, "not a JSON object");
         ver = cJSON_GetObjectItemCaseSensitive(o, "version");
         if (!cJSON_IsNumber(ver) || ver->valuedouble != RECORD_VERSION)
                 return sh_error_new(err, SH_E_INVALID, "unknown record version");
-        if (get_text(o, "id", OS_SNAP_ID_LEN, false, &id, err) < 0 ||
+        if (get_text(o, "id", SH_SNAP_ID_LEN, false, &id, err) < 0 ||
             get_text(o, "sandboxId", SH_ID_LEN, false, &sbid, err) < 0 ||
-            get_text(o, "name", OS_SNAP_NAME_MAX, true, &name, err) < 0 ||
+            get_text(o, "name", SH_SNAP_NAME_MAX, true, &name, err) < 0 ||
             get_text(o, "state", 16, false, &state, err) < 0 ||
-            get_text(o, "reason", OS_SNAP_TEXT_MAX, false, &reason, err) < 0 ||
-            get_text(o, "message", OS_SNAP_TEXT_MAX, true, &message, err) < 0)
+            get_text(o, "reason", SH_SNAP_TEXT_MAX, false, &reason, err) < 0 ||
+            get_text(o, "message", SH_SNAP_TEXT_MAX, true, &message, err) < 0)
                 return -1;
         /* The file's name is the only place a path comes from, and it must be the id. */
-        if (!os_snap_id_valid(id, strlen(id)) || !STREQ(id, file_id))
+        if (!sh_snap_id_valid(id, strlen(id)) || !STREQ(id, file_id))
                 return sh_error_new(err, SH_E_INVALID, "the id is not the file's name");
         if (!sh_remote_id_valid(sbid, strlen(sbid)))
                 return sh_error_new(err, SH_E_INVALID, "invalid sandboxId");
-        if (name && !os_snap_name_valid(name, strlen(name)))
+        if (name && !sh_snap_name_valid(name, strlen(name)))
                 return sh_error_new(err, SH_E_INVALID, "invalid name");
-        st = os_snap_state_parse(state);
+        st = sh_snap_state_parse(state);
         if (st < 0)
                 return sh_error_new(err, SH_E_INVALID, "unknown state");
         ep = cJSON_GetObjectItemCaseSensitive(o, "entrypoint");
@@ -231,57 +218,28 @@ int os_snap_parse_record(const char *text, size_t len, const char *file_id, os_s
         s = calloc(1, sizeof(*s));
         if (!s)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        memcpy(s->id, id, OS_SNAP_ID_LEN + 1);
+        memcpy(s->id, id, SH_SNAP_ID_LEN + 1);
         memcpy(s->sandbox_id, sbid, SH_ID_LEN + 1);
-        s->state = (os_snap_state)st;
+        s->state = (sh_snap_state)st;
         if (get_ms(o, "createdAtMs", &s->created_ms, err) < 0 ||
             get_ms(o, "lastTransitionAtMs", &s->transition_ms, err) < 0) {
-                os_snapshot_free(s);
+                sh_snapshot_free(s);
                 return -1;
         }
-        if (s->state == OS_SNAP_CREATING) {
+        if (s->state == SH_SNAP_CREATING) {
                 /* Its copy ended with the daemon that made it: what the tree holds is partial. */
-                s->state = OS_SNAP_FAILED;
+                s->state = SH_SNAP_FAILED;
                 reason = "snapshot_interrupted";
                 message = "the daemon stopped before the copy ended";
         }
         if (dup_opt(name, &s->name) < 0 || dup_opt(reason, &s->reason) < 0 ||
             dup_opt(message, &s->message) < 0 ||
             (ep && !(s->entrypoint = cJSON_Duplicate(ep, true)))) {
-                os_snapshot_free(s);
+                sh_snapshot_free(s);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
         *ret = s;
         return 0;
-}
-
-cJSON *os_snap_json(const os_snapshot *s)
-{
-        cJSON *o = cJSON_CreateObject(), *st;
-        char created[OS_SNAP_TIME_LEN], changed[OS_SNAP_TIME_LEN];
-
-        if (!o)
-                return NULL;
-        os_snap_time(s->created_ms, created);
-        os_snap_time(s->transition_ms, changed);
-        st = cJSON_CreateObject();
-        if (!st || !cJSON_AddItemToObject(o, "status", st)) {
-                cJSON_Delete(st);
-                cJSON_Delete(o);
-                return NULL;
-        }
-        if (!cJSON_AddStringToObject(o, "id", s->id) ||
-            !cJSON_AddStringToObject(o, "sandboxId", s->sandbox_id) ||
-            (s->name && !cJSON_AddStringToObject(o, "name", s->name)) ||
-            !cJSON_AddStringToObject(o, "createdAt", created) ||
-            !cJSON_AddStringToObject(st, "state", os_snap_state_name(s->state)) ||
-            (s->reason && s->reason[0] && !cJSON_AddStringToObject(st, "reason", s->reason)) ||
-            (s->message && !cJSON_AddStringToObject(st, "message", s->message)) ||
-            !cJSON_AddStringToObject(st, "lastTransitionAt", changed)) {
-                cJSON_Delete(o);
-                return NULL;
-        }
-        return o;
 }
 
 /* ---- the store ------------------------------------------------------------------------ */
@@ -291,20 +249,20 @@ typedef enum { OP_WRITE, OP_TREE_TO_TRASH, OP_UNLINK } op_kind;
 /* One write on disk, made by the writer child in queue order. */
 typedef struct op {
         op_kind kind;
-        char id[OS_SNAP_ID_LEN + 1];
-        char aux[OS_SNAP_ID_LEN + 48]; /* OP_WRITE: the temporary name; TREE: the trash name */
+        char id[SH_SNAP_ID_LEN + 1];
+        char aux[SH_SNAP_ID_LEN + 48]; /* OP_WRITE: the temporary name; TREE: the trash name */
         char *text;                    /* OP_WRITE: the record */
         size_t len;
-        os_snap_moved_fn moved;
+        sh_snap_moved_fn moved;
         void *data;
         SH_LIST_FIELDS(struct op, ops);
 } op;
 
-struct os_snapstore {
+struct sh_snapstore {
         char *root;  /* never opened by the loop after the start: the writers open it */
         char *trash; /* {root}/.trash */
         sh_loop *loop;
-        os_snapshot *snaps; /* oldest first */
+        sh_snapshot *snaps; /* oldest first */
         unsigned count;
         op *queue;    /* not started yet, in order */
         op *inflight; /* the running writer's */
@@ -328,7 +286,7 @@ static void op_free(op *o)
  * (nothing to move or remove). */
 static int op_do(const op *o, int rootfd, int trashfd)
 {
-        char file[OS_SNAP_ID_LEN + 8];
+        char file[SH_SNAP_ID_LEN + 8];
         size_t off = 0;
         int fd, e;
 
@@ -409,8 +367,8 @@ static void run_ops(const char *root, const op *ops, void (*report)(int e, void 
                 rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 k = rootfd < 0 ? -errno : 0;
         }
-        if (rootfd >= 0 && (mkdirat(rootfd, OS_SNAP_TRASH, 0700) == 0 || errno == EEXIST))
-                trashfd = openat(rootfd, OS_SNAP_TRASH,
+        if (rootfd >= 0 && (mkdirat(rootfd, SH_SNAP_TRASH, 0700) == 0 || errno == EEXIST))
+                trashfd = openat(rootfd, SH_SNAP_TRASH,
                                  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         SH_LIST_FOREACH(ops, o, ops)
                 report(rootfd < 0 ? -k : op_do(o, rootfd, trashfd), data);
@@ -441,9 +399,9 @@ static int writer_main(void *arg)
         return 0;
 }
 
-static void writer_next(os_snapstore *st);
+static void writer_next(sh_snapstore *st);
 
-static void op_report(os_snapstore *st, op *o, int e)
+static void op_report(sh_snapstore *st, op *o, int e)
 {
         static const char *const what[] = {"writing the record of", "moving the tree of",
                                            "removing the record of"};
@@ -461,7 +419,7 @@ static void op_report(os_snapstore *st, op *o, int e)
 
 static void writer_done(sh_child *c, pid_t pid, int status, void *data)
 {
-        os_snapstore *st = data;
+        sh_snapstore *st = data;
         unsigned char res[BATCH_MAX];
         ssize_t n;
         size_t got = 0;
@@ -492,7 +450,7 @@ static void writer_done(sh_child *c, pid_t pid, int status, void *data)
 }
 
 /* The batch handed to a writer that could not start: each op is told errno e. */
-static void fail_inflight(os_snapstore *st, int e)
+static void fail_inflight(sh_snapstore *st, int e)
 {
         op *o;
 
@@ -505,7 +463,7 @@ static void fail_inflight(os_snapstore *st, int e)
 }
 
 /* Hand the queue (up to BATCH_MAX ops) to a new writer, unless one runs. */
-static void writer_next(os_snapstore *st)
+static void writer_next(sh_snapstore *st)
 {
         int fds[2] = {-1, -1};
         writer_arg a;
@@ -539,7 +497,7 @@ static void writer_next(os_snapstore *st)
         st->resfd = fds[0];
 }
 
-static int queue_op(os_snapstore *st, op_kind kind, const os_snapshot *s, os_snap_moved_fn moved,
+static int queue_op(sh_snapstore *st, op_kind kind, const sh_snapshot *s, sh_snap_moved_fn moved,
                     void *data, sh_error **err)
 {
         op *o = calloc(1, sizeof(*o));
@@ -552,7 +510,7 @@ static int queue_op(os_snapstore *st, op_kind kind, const os_snapshot *s, os_sna
         o->data = data;
         st->seq++;
         if (kind == OP_WRITE) {
-                cJSON *rec = os_snap_record(s);
+                cJSON *rec = sh_snap_record(s);
 
                 o->text = rec ? cJSON_PrintUnformatted(rec) : NULL;
                 cJSON_Delete(rec);
@@ -578,9 +536,9 @@ static int queue_op(os_snapstore *st, op_kind kind, const os_snapshot *s, os_sna
 
 /* Insert s keeping the list ordered by (created_ms, id); the load is the only caller that
  * inserts out of order. */
-static void insert_sorted(os_snapstore *st, os_snapshot *s)
+static void insert_sorted(sh_snapstore *st, sh_snapshot *s)
 {
-        os_snapshot *at = NULL, *i;
+        sh_snapshot *at = NULL, *i;
 
         SH_LIST_FOREACH(snaps, i, st->snaps) {
                 if (i->created_ms > s->created_ms ||
@@ -593,7 +551,7 @@ static void insert_sorted(os_snapstore *st, os_snapshot *s)
 }
 
 /* Read {root}/{name} (a record file): a regular file, never through a link, never a FIFO
- * (O_NONBLOCK), at most OS_SNAP_RECORD_MAX bytes. */
+ * (O_NONBLOCK), at most SH_SNAP_RECORD_MAX bytes. */
 static int read_record(int rootfd, const char *name, char **ret, size_t *ret_len, sh_error **err)
 {
         _cleanup_close_ int fd =
@@ -608,13 +566,13 @@ static int read_record(int rootfd, const char *name, char **ret, size_t *ret_len
                 return sh_error_make(err, errno, "stat");
         if (!S_ISREG(sb.st_mode))
                 return sh_error_new(err, SH_E_INVALID, "not a regular file");
-        if (sb.st_size > OS_SNAP_RECORD_MAX)
-                return sh_error_new(err, SH_E_INVALID, "larger than %d bytes", OS_SNAP_RECORD_MAX);
-        buf = malloc(OS_SNAP_RECORD_MAX + 1);
+        if (sb.st_size > SH_SNAP_RECORD_MAX)
+                return sh_error_new(err, SH_E_INVALID, "larger than %d bytes", SH_SNAP_RECORD_MAX);
+        buf = malloc(SH_SNAP_RECORD_MAX + 1);
         if (!buf)
                 return sh_error_make(err, ENOMEM, "out of memory");
         for (;;) {
-                ssize_t n = read(fd, buf + len, OS_SNAP_RECORD_MAX + 1 - len);
+                ssize_t n = read(fd, buf + len, SH_SNAP_RECORD_MAX + 1 - len);
 
                 if (n < 0 && errno == EINTR)
                         continue;
@@ -623,9 +581,9 @@ static int read_record(int rootfd, const char *name, char **ret, size_t *ret_len
                 if (n == 0)
                         break;
                 len += (size_t)n;
-                if (len > OS_SNAP_RECORD_MAX)
+                if (len > SH_SNAP_RECORD_MAX)
                         return sh_error_new(err, SH_E_INVALID, "larger than %d bytes",
-                                            OS_SNAP_RECORD_MAX);
+                                            SH_SNAP_RECORD_MAX);
         }
         *ret = TAKE_PTR(buf);
         *ret_len = len;
@@ -633,23 +591,23 @@ static int read_record(int rootfd, const char *name, char **ret, size_t *ret_len
 }
 
 /* One directory entry: a record ("<id>.json") is loaded, anything else left alone. */
-static void load_one(os_snapstore *st, int rootfd, const char *name)
+static void load_one(sh_snapstore *st, int rootfd, const char *name)
 {
         size_t n = strlen(name);
-        char id[OS_SNAP_ID_LEN + 1];
+        char id[SH_SNAP_ID_LEN + 1];
         _cleanup_free_ char *text = NULL;
         sh_error *err = NULL;
-        os_snapshot *s = NULL;
+        sh_snapshot *s = NULL;
         struct stat sb;
         size_t len = 0;
 
-        if (n != OS_SNAP_ID_LEN + 5 || !STREQ(name + OS_SNAP_ID_LEN, ".json") ||
-            !os_snap_id_valid(name, OS_SNAP_ID_LEN))
+        if (n != SH_SNAP_ID_LEN + 5 || !STREQ(name + SH_SNAP_ID_LEN, ".json") ||
+            !sh_snap_id_valid(name, SH_SNAP_ID_LEN))
                 return;
-        memcpy(id, name, OS_SNAP_ID_LEN);
-        id[OS_SNAP_ID_LEN] = '\0';
+        memcpy(id, name, SH_SNAP_ID_LEN);
+        id[SH_SNAP_ID_LEN] = '\0';
         if (read_record(rootfd, name, &text, &len, &err) < 0 ||
-            os_snap_parse_record(text, len, id, &s, &err) < 0) {
+            sh_snap_parse_record(text, len, id, &s, &err) < 0) {
                 log_warn("snapshot-record-skipped", NULL, "'%s/%s': %s, ignoring", st->root, name,
                          err && err->msg ? err->msg : "invalid");
                 sh_error_release(&err);
@@ -657,18 +615,18 @@ static void load_one(os_snapstore *st, int rootfd, const char *name)
         }
         /* A Ready snapshot is its tree: one that is gone (or is not a directory) cannot be
          * restored, and is not shown. */
-        if (s->state == OS_SNAP_READY &&
+        if (s->state == SH_SNAP_READY &&
             (fstatat(rootfd, id, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(sb.st_mode))) {
                 log_warn("snapshot-record-skipped", NULL,
                          "'%s/%s': its tree '%s' is missing or not a directory, ignoring", st->root,
                          name, id);
-                os_snapshot_free(s);
+                sh_snapshot_free(s);
                 return;
         }
-        if (st->count >= OS_SNAP_MAX) {
+        if (st->count >= SH_SNAP_MAX) {
                 log_warn("snapshot-record-skipped", NULL,
-                         "'%s/%s': more than %d snapshots, ignoring", st->root, name, OS_SNAP_MAX);
-                os_snapshot_free(s);
+                         "'%s/%s': more than %d snapshots, ignoring", st->root, name, SH_SNAP_MAX);
+                sh_snapshot_free(s);
                 return;
         }
         insert_sorted(st, s);
@@ -676,7 +634,7 @@ static void load_one(os_snapstore *st, int rootfd, const char *name)
 
 /* Read the records of the root (blocking: at start only). A root that does not exist yet
  * holds none. */
-static int load(os_snapstore *st, sh_error **err)
+static int load(sh_snapstore *st, sh_error **err)
 {
         int rootfd = open(st->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd;
         struct dirent *de;
@@ -711,9 +669,9 @@ static int load(os_snapstore *st, sh_error **err)
         return 0;
 }
 
-int os_snapstore_open(const char *root, sh_loop *loop, os_snapstore **ret, sh_error **err)
+int sh_snapstore_open(const char *root, sh_loop *loop, sh_snapstore **ret, sh_error **err)
 {
-        os_snapstore *st;
+        sh_snapstore *st;
         sh_error *lerr = NULL;
 
         if (!root || root[0] != '/')
@@ -724,9 +682,9 @@ int os_snapstore_open(const char *root, sh_loop *loop, os_snapstore **ret, sh_er
         st->resfd = -1;
         st->loop = loop;
         st->root = strdup(root);
-        if (!st->root || asprintf(&st->trash, "%s/%s", root, OS_SNAP_TRASH) < 0) {
+        if (!st->root || asprintf(&st->trash, "%s/%s", root, SH_SNAP_TRASH) < 0) {
                 st->trash = NULL;
-                os_snapstore_free(st);
+                sh_snapstore_free(st);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
         /* Snapshots are one feature of the daemon: a root it cannot read (a read-only or
@@ -741,7 +699,7 @@ int os_snapstore_open(const char *root, sh_loop *loop, os_snapstore **ret, sh_er
 
 /* Inline at shutdown: each result goes to its op, in order. */
 typedef struct inline_ctx {
-        os_snapstore *st;
+        sh_snapstore *st;
         op *next;
 } inline_ctx;
 
@@ -757,7 +715,7 @@ static void report_inline(int e, void *data)
 
 /* The writer that runs at shutdown is waited for (bounded), without reaping it: the loop's
  * child bookkeeping does that. */
-static void wait_writer(os_snapstore *st)
+static void wait_writer(sh_snapstore *st)
 {
         pid_t pid = sh_child_pid(st->writer);
         int fd;
@@ -774,9 +732,9 @@ static void wait_writer(os_snapstore *st)
         }
 }
 
-void os_snapstore_free(os_snapstore *st)
+void sh_snapstore_free(sh_snapstore *st)
 {
-        os_snapshot *s;
+        sh_snapshot *s;
         op *o;
 
         if (!st)
@@ -802,7 +760,7 @@ void os_snapstore_free(os_snapstore *st)
         }
         while ((s = st->snaps)) {
                 SH_LIST_REMOVE(snaps, st->snaps, s);
-                os_snapshot_free(s);
+                sh_snapshot_free(s);
         }
         sh_close(st->resfd);
         free(st->root);
@@ -810,39 +768,39 @@ void os_snapstore_free(os_snapstore *st)
         free(st);
 }
 
-const char *os_snapstore_root(const os_snapstore *st)
+const char *sh_snapstore_root(const sh_snapstore *st)
 {
         return st->root;
 }
 
-const char *os_snapstore_trash_dir(const os_snapstore *st)
+const char *sh_snapstore_trash_dir(const sh_snapstore *st)
 {
         return st->trash;
 }
 
-unsigned os_snapstore_count(const os_snapstore *st)
+unsigned sh_snapstore_count(const sh_snapstore *st)
 {
         return st->count;
 }
 
-os_snapshot *os_snapstore_first(os_snapstore *st)
+sh_snapshot *sh_snapstore_first(sh_snapstore *st)
 {
         return st->snaps;
 }
 
-os_snapshot *os_snapstore_next(os_snapshot *s)
+sh_snapshot *sh_snapstore_next(sh_snapshot *s)
 {
         return s->snaps_next;
 }
 
-os_snapshot *os_snapstore_get(os_snapstore *st, const char *id, size_t len)
+sh_snapshot *sh_snapstore_get(sh_snapstore *st, const char *id, size_t len)
 {
-        os_snapshot *s;
+        sh_snapshot *s;
 
-        if (!os_snap_id_valid(id, len))
+        if (!sh_snap_id_valid(id, len))
                 return NULL;
         SH_LIST_FOREACH(snaps, s, st->snaps) {
-                if (memcmp(s->id, id, OS_SNAP_ID_LEN) == 0)
+                if (memcmp(s->id, id, SH_SNAP_ID_LEN) == 0)
                         return s;
         }
         return NULL;
@@ -857,11 +815,11 @@ static uint64_t now_ms(void)
 }
 
 /* A fresh id: 128 random bits. */
-static int new_id(char out[OS_SNAP_ID_LEN + 1])
+static int new_id(char out[SH_SNAP_ID_LEN + 1])
 {
         static const char hex[] = "0123456789abcdef";
         unsigned char b[SH_ID_LEN / 2];
-        size_t p = sizeof(OS_SNAP_PREFIX) - 1;
+        size_t p = sizeof(SH_SNAP_PREFIX) - 1;
         size_t got = 0;
 
         while (got < sizeof(b)) {
@@ -873,27 +831,27 @@ static int new_id(char out[OS_SNAP_ID_LEN + 1])
                         return -errno;
                 got += (size_t)n;
         }
-        memcpy(out, OS_SNAP_PREFIX, p);
+        memcpy(out, SH_SNAP_PREFIX, p);
         for (size_t i = 0; i < sizeof(b); i++) {
                 out[p + 2 * i] = hex[b[i] >> 4];
                 out[p + 2 * i + 1] = hex[b[i] & 15];
         }
-        out[OS_SNAP_ID_LEN] = '\0';
+        out[SH_SNAP_ID_LEN] = '\0';
         return 0;
 }
 
-int os_snapstore_add(os_snapstore *st, const char *sandbox_id, const char *name,
-                     const cJSON *entrypoint, os_snapshot **ret, sh_error **err)
+int sh_snapstore_add(sh_snapstore *st, const char *sandbox_id, const char *name,
+                     const cJSON *entrypoint, sh_snapshot **ret, sh_error **err)
 {
-        os_snapshot *s;
+        sh_snapshot *s;
         int k;
 
-        if (st->count >= OS_SNAP_MAX)
+        if (st->count >= SH_SNAP_MAX)
                 return sh_error_new(err, SH_E_UNAVAILABLE,
                                     "this host keeps at most %d snapshots: delete some first",
-                                    OS_SNAP_MAX);
+                                    SH_SNAP_MAX);
         if (!sh_remote_id_valid(sandbox_id, strlen(sandbox_id)) ||
-            (name && !os_snap_name_valid(name, strlen(name))))
+            (name && !sh_snap_name_valid(name, strlen(name))))
                 return sh_error_new(err, SH_E_INVALID, "invalid snapshot name");
         s = calloc(1, sizeof(*s));
         if (!s)
@@ -904,17 +862,17 @@ int os_snapstore_add(os_snapstore *st, const char *sandbox_id, const char *name,
                 return sh_error_make(err, -k, "getrandom");
         }
         memcpy(s->sandbox_id, sandbox_id, SH_ID_LEN + 1);
-        s->state = OS_SNAP_CREATING;
+        s->state = SH_SNAP_CREATING;
         s->created_ms = s->transition_ms = now_ms();
         if (dup_opt(name, &s->name) < 0 || dup_opt("snapshot_accepted", &s->reason) < 0 ||
             (entrypoint && entry_valid(entrypoint) &&
              !(s->entrypoint = cJSON_Duplicate(entrypoint, true)))) {
-                os_snapshot_free(s);
+                sh_snapshot_free(s);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
         /* Appended: created now, it is the newest (a clock step back only bends the order). */
         if (queue_op(st, OP_WRITE, s, NULL, NULL, err) < 0) {
-                os_snapshot_free(s);
+                sh_snapshot_free(s);
                 return -1;
         }
         SH_LIST_APPEND(snaps, st->snaps, s);
@@ -923,7 +881,7 @@ int os_snapstore_add(os_snapstore *st, const char *sandbox_id, const char *name,
         return 0;
 }
 
-int os_snapstore_set_state(os_snapstore *st, os_snapshot *s, os_snap_state state,
+int sh_snapstore_set_state(sh_snapstore *st, sh_snapshot *s, sh_snap_state state,
                            const char *reason, const char *message, sh_error **err)
 {
         char *r = NULL, *m = NULL;
@@ -935,8 +893,8 @@ int os_snapstore_set_state(os_snapstore *st, os_snapshot *s, os_snap_state state
         /* A message may quote rsync's output: kept printable and bounded. */
         if (m) {
                 sh_utf8_sanitize(m);
-                if (strlen(m) > OS_SNAP_TEXT_MAX)
-                        m[OS_SNAP_TEXT_MAX] = '\0';
+                if (strlen(m) > SH_SNAP_TEXT_MAX)
+                        m[SH_SNAP_TEXT_MAX] = '\0';
                 if (!sh_utf8_valid(m, strlen(m))) /* cut inside a sequence */
                         sh_utf8_sanitize(m);
         }
@@ -949,13 +907,13 @@ int os_snapstore_set_state(os_snapstore *st, os_snapshot *s, os_snap_state state
         return queue_op(st, OP_WRITE, s, NULL, NULL, err);
 }
 
-int os_snapstore_drop_tree(os_snapstore *st, os_snapshot *s, os_snap_moved_fn moved, void *data,
+int sh_snapstore_drop_tree(sh_snapstore *st, sh_snapshot *s, sh_snap_moved_fn moved, void *data,
                            sh_error **err)
 {
         return queue_op(st, OP_TREE_TO_TRASH, s, moved, data, err);
 }
 
-int os_snapstore_remove(os_snapstore *st, os_snapshot *s, os_snap_moved_fn moved, void *data,
+int sh_snapstore_remove(sh_snapstore *st, sh_snapshot *s, sh_snap_moved_fn moved, void *data,
                         sh_error **err)
 {
         /* The tree first: a crash between the two leaves a record whose tree is gone, which
@@ -965,11 +923,11 @@ int os_snapstore_remove(os_snapstore *st, os_snapshot *s, os_snap_moved_fn moved
                 return -1;
         SH_LIST_REMOVE(snaps, st->snaps, s);
         st->count--;
-        os_snapshot_free(s);
+        sh_snapshot_free(s);
         return 0;
 }
 
-bool os_snapstore_idle(const os_snapstore *st)
+bool sh_snapstore_idle(const sh_snapstore *st)
 {
         return !st->writer && !st->queue && !st->inflight;
 }
