@@ -92,11 +92,18 @@ static void begin_shutdown(sh_daemon *d, const char *why)
                 sh_loop_stop(d->loop);
 }
 
-/* The restore step of a create (sh_restorer), done by the persister. */
+/* The restore step of a create (sh_restorer), done by the persister: the item's archive, or a
+ * directory of the creator's (a snapshot's tree). */
 static int restore_step(void *impl, sh_sandbox *sb, sh_sandbox_done_fn done, void *data,
                         sh_error **err)
 {
         return sh_persist_restore(impl, sb, done, data, err);
+}
+
+static int restore_dir_step(void *impl, sh_sandbox *sb, const char *root, const char *name,
+                            sh_sandbox_done_fn done, void *data, sh_error **err)
+{
+        return sh_persist_restore_from(impl, sb, root, name, done, data, err);
 }
 
 static void on_signal(sh_loop *l, sh_io *io, int fd, uint32_t signo, void *data)
@@ -148,9 +155,11 @@ int sh_daemon_new(const sh_config *cfg, bool signals, sh_daemon **ret, sh_error 
                 goto fail;
         if (sh_tools_new(cfg, d->loop, sh_manager_cgroups(d->mgr), &d->tools, err) < 0)
                 goto fail;
-        /* With an archive root, every create with an item restores it before it is answered. */
-        if (cfg->nfs_root)
-                sh_manager_set_restorer(d->mgr, &(sh_restorer){restore_step, d->persister});
+        /* With an archive root, every create with an item restores it before it is answered;
+         * a create with a directory (a snapshot's) restores that. */
+        sh_manager_set_restorer(d->mgr, &(sh_restorer){.start = cfg->nfs_root ? restore_step : NULL,
+                                                       .start_dir = restore_dir_step,
+                                                       .impl = d->persister});
         if (sh_server_new(cfg, d->loop, &d->srv, err) < 0)
                 goto fail;
         d->native = (sh_native_ctx){

@@ -424,9 +424,8 @@ typedef struct create_job {
         sh_pending *tok;         /* the job's reference, until it answers */
         os_record *rec;          /* a reference */
         sh_sandbox *sb;          /* a reference, from sh_manager_create */
-        os_snapshot_source *src; /* with a snapshotId */
+        os_snapshot_source *src; /* with a snapshotId: held (not deleted) until the end */
         bool ended;              /* answered, or the request is gone */
-        bool restoring;          /* the snapshot's restore runs */
 } create_job;
 
 static void job_end(create_job *j)
@@ -478,42 +477,27 @@ static void job_running(create_job *j)
         job_end(j);
 }
 
-static void restore_done(os_record *rec, const os_err *e, void *data)
-{
-        create_job *j = data;
-
-        j->restoring = false;
-        if (j->ended)
-                return;
-        if (e)
-                job_fail(j, e);
-        else
-                job_running(j);
-}
-
-/* The sandbox layer's done: the worker serves (or the create failed, and the sandbox is gone
- * already, its record with it). */
+/* The sandbox layer's done: the worker serves and a snapshot's workspace is in (or the create
+ * failed, and the sandbox is gone already, its record with it). */
 static void create_done(sh_sandbox *sb, const sh_error *err, void *data)
 {
         create_job *j = data;
         sh_request *r = sh_pending_request(j->tok);
-        os_err e;
 
-        if (err) {
+        if (!err) {
+                job_running(j);
+                return;
+        }
+        if (j->src && sh_error_kind_of(err) == SH_E_PERSIST_FAILED) {
+                os_record_log(j->rec, SH_LOG_WARN, "sandbox-create-failed",
+                              "restoring the snapshot: %s", err->msg ? err->msg : "failed");
                 if (r)
-                        os_reply_sh_error(r, err);
-                job_end(j);
-                return;
+                        os_reply_code(r, OS_E_INTERNAL, "restoring the snapshot: %s",
+                                      err->msg ? err->msg : "failed");
+        } else if (r) {
+                os_reply_sh_error(r, err);
         }
-        if (j->src) {
-                j->restoring = true;
-                if (os_snapshot_restore_start(j->src, j->rec, restore_done, j, &e) < 0) {
-                        j->restoring = false;
-                        job_fail(j, &e);
-                }
-                return;
-        }
-        job_running(j);
+        job_end(j);
 }
 
 /* The request ended unanswered (the client left, shutdown): the sandbox must not stay behind
@@ -521,16 +505,12 @@ static void create_done(sh_sandbox *sb, const sh_error *err, void *data)
 static void create_gone(void *data)
 {
         create_job *j = data;
-        sh_error *ignored = NULL;
 
         if (j->ended)
                 return;
         j->ended = true;
-        if (!j->restoring) {
-                sh_sandbox_create_cancel(j->sb);
-        } else if (!j->rec->gone && os_record_delete(j->rec, "create_cancelled", &ignored) < 0) {
-                sh_error_release(&ignored);
-        }
+        /* while its worker starts or its restore runs (sh_sandbox_create_cancel) */
+        sh_sandbox_create_cancel(j->sb);
         sh_pending_release(TAKE_PTR(j->tok));
 }
 
@@ -550,6 +530,7 @@ void os_api_create(sh_request *r)
 {
         os_ctx *ctx = os_ctx_of(r);
         create_req cr = {0};
+        sh_create_opts opts;
         os_record *rec = NULL;
         sh_error *err = NULL;
         create_job *j = NULL;
@@ -606,14 +587,15 @@ void os_api_create(sh_request *r)
                 os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 goto out;
         }
-        /* Answered once the worker serves (and a snapshot's workspace is in). */
-        if (sh_manager_create(ctx->mgr,
-                              &(sh_create_opts){.image = cr.image,
-                                                .env = cr.env,
-                                                .memory_max = cr.memory_max,
-                                                .cpu_max_milli = cr.cpu_max_milli,
-                                                .surface = OS_SURFACE},
-                              create_done, j, &j->sb, &err) < 0) {
+        /* Answered once the worker serves and a snapshot's workspace is in (the manager's
+         * restore step: the persister's copy of its tree). */
+        opts = (sh_create_opts){.image = cr.image,
+                                .env = cr.env,
+                                .memory_max = cr.memory_max,
+                                .cpu_max_milli = cr.cpu_max_milli,
+                                .surface = OS_SURFACE};
+        os_snapshot_source_restore(j->src, &opts);
+        if (sh_manager_create(ctx->mgr, &opts, create_done, j, &j->sb, &err) < 0) {
                 os_reply_sh_error(r, err);
                 j->ended = true;
                 sh_pending_release(TAKE_PTR(j->tok)); /* frees j with the request */

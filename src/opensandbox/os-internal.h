@@ -435,12 +435,9 @@ int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, os_snapshot
                                os_err *e);
 /* The snapshot's entrypoint (an array of strings, borrowed), or NULL: the create's default. */
 const cJSON *os_snapshot_source_entrypoint(const os_snapshot_source *src);
-/* Once the new sandbox runs (default image, state Pending): copy the snapshot's workspace
- * into rec's workspace; `done` once, from the loop, never before this returns (e NULL on
- * success). 0, or -1 with e filled (done is then not called). */
-typedef void (*os_restore_done_fn)(os_record *rec, const os_err *e, void *data);
-int os_snapshot_restore_start(os_snapshot_source *src, os_record *rec, os_restore_done_fn done,
-                              void *data, os_err *e);
+/* The create restores the snapshot's tree (its restore step: o->restore_root and
+ * restore_name, the source's until it is freed); src NULL: nothing. */
+void os_snapshot_source_restore(const os_snapshot_source *src, sh_create_opts *o);
 void os_snapshot_source_free(os_snapshot_source *src); /* accepts NULL */
 
 /* ---- pure rules (rules.c) -------------------------------------------------------------------- */

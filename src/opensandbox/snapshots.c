@@ -413,60 +413,15 @@ const cJSON *os_snapshot_source_entrypoint(const os_snapshot_source *src)
         return src ? src->entrypoint : NULL;
 }
 
-typedef struct restore_job {
-        os_record *rec; /* a reference */
-        os_restore_done_fn done;
-        void *data;
-} restore_job;
-
-static void restore_cb(sh_sandbox *sb, const sh_error *err, void *data)
+void os_snapshot_source_restore(const os_snapshot_source *src, sh_create_opts *o)
 {
-        restore_job *j = data;
-        os_err e;
-
-        if (!err) {
-                os_record_log(j->rec, SH_LOG_INFO, "snapshot-restored",
-                              "the snapshot's workspace is in");
-                j->done(j->rec, NULL, j->data);
-        } else if (sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND) {
-                os_err_code(&e, OS_E_UNAVAILABLE, "the sandbox was deleted during its restore");
-                j->done(j->rec, &e, j->data);
-        } else {
-                os_err_code(&e, OS_E_INTERNAL, "restoring the snapshot: %s",
-                            err->msg ? err->msg : "failed");
-                j->done(j->rec, &e, j->data);
-        }
-        os_record_unref(j->rec);
-        free(j);
-}
-
-int os_snapshot_restore_start(os_snapshot_source *src, os_record *rec, os_restore_done_fn done,
-                              void *data, os_err *e)
-{
-        os_snapshots *ss = src->ss;
-        sh_error *err = NULL;
-        restore_job *j;
-
-        if (!rec->sb)
-                return os_err_code(e, OS_E_UNAVAILABLE, "the sandbox was deleted");
-        j = calloc(1, sizeof(*j));
-        if (!j)
-                return os_err_code(e, OS_E_INTERNAL, "out of memory");
-        j->rec = os_record_ref(rec);
-        j->done = done;
-        j->data = data;
+        if (!src)
+                return;
         /* The snapshot's tree into the new (empty) workspace, re-owned to the new sandbox's
-         * uid, by the persister's confined rsync; a tree that is gone is a failure. */
-        if (sh_persist_restore_from(rec->ctx->persister, rec->sb, sh_snapstore_root(ss->store),
-                                    src->id, restore_cb, j, &err) < 0) {
-                os_err_code(e, OS_E_INTERNAL, "cannot start the restore: %s",
-                            err && err->msg ? err->msg : "");
-                sh_error_release(&err);
-                os_record_unref(j->rec);
-                free(j);
-                return -1;
-        }
-        return 0;
+         * uid, by the persister's confined rsync (the manager's restore step); a tree that is
+         * gone is a failure. */
+        o->restore_root = sh_snapstore_root(src->ss->store);
+        o->restore_name = src->id;
 }
 
 void os_snapshot_source_free(os_snapshot_source *src)

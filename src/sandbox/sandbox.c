@@ -47,7 +47,9 @@ struct sh_sandbox {
         int ws_kept;         /* the workspace's checked fd while in use (sh_ws_cache), or -1 */
         uint64_t ws_used_ms; /* its last use */
         SH_LIST_FIELDS(sh_sandbox, ws_kept_list);
-        char *item_id;       /* NULL: none */
+        char *item_id; /* NULL: none */
+        /* a directory of the creator's restored instead of an item ({root}/{name}), NULL: none */
+        char *restore_root, *restore_name;
         char *image;         /* image name, "default" for the default */
         cJSON *env;          /* create-time env: object of strings (owned) */
         const char *surface; /* the surface that made it (a static name); NULL: native */
@@ -134,6 +136,8 @@ static void sandbox_free(sh_sandbox *sb)
                 sh_manager_release_dir(sb->mgr, sb->dirname, TAKE_PTR(sb->trash_name));
         free(sb->trash_name);
         free(sb->item_id);
+        free(sb->restore_root);
+        free(sb->restore_name);
         free(sb->image);
         cJSON_Delete(sb->env);
         free(sb);
@@ -561,6 +565,16 @@ int sh_sandbox_env_check(const cJSON *env, sh_error **err)
         return 0;
 }
 
+/* The create's directory to restore (sh_create_opts.restore_root), copied. -ENOMEM. */
+static int restore_dir_set(sh_sandbox *sb, const sh_create_opts *o)
+{
+        if (!o->restore_root)
+                return 0;
+        sb->restore_root = strdup(o->restore_root);
+        sb->restore_name = o->restore_name ? strdup(o->restore_name) : NULL;
+        return sb->restore_root && sb->restore_name ? 0 : -ENOMEM;
+}
+
 int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_sandbox **ret,
                    sh_error **err)
 {
@@ -588,7 +602,7 @@ int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_san
         sb->item_id = o->item_id ? strdup(o->item_id) : NULL;
         sb->env = o->env ? cJSON_Duplicate(o->env, true) : cJSON_CreateObject();
         sb->surface = o->surface;
-        if (!sb->image || (o->item_id && !sb->item_id) || !sb->env) {
+        if (!sb->image || (o->item_id && !sb->item_id) || !sb->env || restore_dir_set(sb, o) < 0) {
                 sandbox_free(sb);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
@@ -1023,8 +1037,12 @@ static void restore_done(sh_sandbox *sb, const sh_error *err, void *data)
         if (!sb->create_done)
                 return; /* cancelled: the creator is gone, the sandbox deleted */
         if (err) {
-                log_warn("restore-failed", sb->id, "item %s: %s", sb->item_id,
-                         err->msg ? err->msg : "");
+                if (sb->restore_root)
+                        log_warn("restore-failed", sb->id, "directory '%s/%s': %s",
+                                 sb->restore_root, sb->restore_name, err->msg ? err->msg : "");
+                else
+                        log_warn("restore-failed", sb->id, "item %s: %s", sb->item_id,
+                                 err->msg ? err->msg : "");
                 if (sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND) {
                         sh_error_new(&own, SH_E_UNAVAILABLE,
                                      "the sandbox was deleted during its restore");
@@ -1042,7 +1060,9 @@ static void restore_done(sh_sandbox *sb, const sh_error *err, void *data)
                 sh_error_release(&own);
                 return;
         }
-        if (sh_sandbox_mark_ready(sb, &own) < 0) {
+        /* The marker says the workspace is its item's archive, complete: a directory's restore
+         * (a snapshot's) has no item to persist back to, and sets none. */
+        if (!sb->restore_root && sh_sandbox_mark_ready(sb, &own) < 0) {
                 create_fail(sb, own);
                 sh_error_release(&own);
                 return;
@@ -1050,19 +1070,30 @@ static void restore_done(sh_sandbox *sb, const sh_error *err, void *data)
         create_end(sb, NULL);
 }
 
-/* The worker serves. With an item and a restorer (CONTRACT.md 2.1): restore {nfs_root}/
- * {item_id}/, re-own, mark ready, then the create ends; else it ends now. */
+/* The worker serves. The restore step, then the create ends: with a directory of the
+ * creator's, its tree copied in and re-owned; with an item and an archive root (CONTRACT.md
+ * 2.1), {nfs_root}/{item_id}/ restored, re-owned and marked ready; else nothing. */
 static void create_worker_ready(sh_sandbox *sb)
 {
         const sh_restorer *rs = sh_manager_restorer(sb->mgr);
         sh_error *err = NULL;
+        int r;
 
-        if (!rs->start || !sb->item_id) {
+        if (sb->restore_root && !rs->start_dir) {
+                sh_error_new(&err, SH_E_INTERNAL, "this host restores no directory");
+                create_fail(sb, err);
+                sh_error_release(&err);
+                return;
+        }
+        if (!sb->restore_root && (!rs->start || !sb->item_id)) {
                 create_end(sb, NULL);
                 return;
         }
         sb->restoring = true;
-        if (rs->start(rs->impl, sb, restore_done, NULL, &err) < 0) {
+        r = sb->restore_root ? rs->start_dir(rs->impl, sb, sb->restore_root, sb->restore_name,
+                                             restore_done, NULL, &err)
+                             : rs->start(rs->impl, sb, restore_done, NULL, &err);
+        if (r < 0) {
                 sb->restoring = false;
                 create_fail(sb, err);
                 sh_error_release(&err);
@@ -1322,7 +1353,7 @@ static void claim_end(sh_loop *l, sh_timer *t, void *data)
         if (sb->create_done && sb->deleted)
                 create_deleted(sb);
         else if (sb->create_done)
-                create_end(sb, NULL);
+                create_worker_ready(sb); /* its restore step, if it has one */
 }
 
 int sh_sandbox_claim(sh_sandbox *sb, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
@@ -1335,6 +1366,8 @@ int sh_sandbox_claim(sh_sandbox *sb, const sh_create_opts *o, sh_sandbox_done_fn
         cJSON_Delete(sb->env);
         sb->env = copy;
         sb->surface = o->surface;
+        if (restore_dir_set(sb, o) < 0)
+                return sh_error_make(err, ENOMEM, "out of memory");
         sb->created_ms = sh_now_ms();
         sb->pooled = false;
         if (sb->spare_cg)

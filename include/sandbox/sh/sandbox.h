@@ -35,6 +35,11 @@ typedef struct sh_create_opts {
          * The sandbox layer only keeps it (sh_sandbox_surface): what a sandbox made through one
          * surface may do on another is that surface's decision (native.c's admission). */
         const char *surface;
+        /* A directory of the creator's whose tree is restored into the new workspace instead of
+         * an item's archive, {restore_root}/{restore_name} (a snapshot's: the /v1 surface's);
+         * a missing one fails the create. NULL: none. The creator keeps it until done. */
+        const char *restore_root;
+        const char *restore_name;
 } sh_create_opts;
 
 /* The daemon's fds an idle sandbox holds: its worker's control socket. Nothing else is held
@@ -58,18 +63,23 @@ void sh_manager_free(sh_manager *m);
 /* The end of a create (or of a restore): err NULL on success. */
 typedef void (*sh_sandbox_done_fn)(sh_sandbox *sb, const sh_error *err, void *data);
 
-/* The step of every create with an item, between its worker's ready and its readiness marker:
- * the restore of the item's archive (the persister's, given by daemon.c when there is an
- * archive root). start calls done once, from the loop, never before it returns. */
+/* The restore step of a create, between its worker's ready and its answer (the persister's,
+ * given by daemon.c): the item's archive (start: NULL when there is no archive root, and an
+ * item is then not restored), then the readiness marker; or a directory of the creator's
+ * (start_dir, sh_create_opts.restore_root). Each calls done once, from the loop, never before
+ * it returns. */
 typedef struct sh_restorer {
         int (*start)(void *impl, sh_sandbox *sb, sh_sandbox_done_fn done, void *data,
                      sh_error **err);
+        int (*start_dir)(void *impl, sh_sandbox *sb, const char *root, const char *name,
+                         sh_sandbox_done_fn done, void *data, sh_error **err);
         void *impl;
 } sh_restorer;
 void sh_manager_set_restorer(sh_manager *m, const sh_restorer *r);
 
 /* Create a sandbox and bring it up: its workspace's disk limit (in a child), its worker, and
- * with an item and a restorer the item's restore, then the readiness marker. Unavailable when
+ * the restore step (a directory's, or with an item and an archive the item's, then the
+ * readiness marker). Unavailable when
  * draining or full; invalid for an unknown image. On success *ret holds a reference and `done`
  * runs once, from the loop (never before this returns): err NULL once the sandbox serves, or
  * err set when it could not be made (the sandbox is then deleted already; deleted by someone
