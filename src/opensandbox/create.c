@@ -383,14 +383,12 @@ static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
         case SH_EXEC_EV_HEARTBEAT:
                 break;
         case SH_EXEC_EV_EXIT:
-                rec->entry_ended = true;
-                rec->entry_exit = ev->exit.code;
+                os_record_entry_ended(rec, ev->exit.code);
                 os_record_log(rec, SH_LOG_INFO, "entrypoint-exited", "the entrypoint exited (%d)",
                               ev->exit.code);
                 break;
         case SH_EXEC_EV_ERROR:
-                rec->entry_ended = true;
-                rec->entry_exit = -1;
+                os_record_entry_ended(rec, -1);
                 os_record_log(rec, SH_LOG_INFO, "entrypoint-ended", "the entrypoint ended: %s",
                               ev->error.text ? ev->error.text : "");
                 break;
@@ -602,10 +600,8 @@ void os_api_create(sh_request *r)
                 j = NULL;
                 goto out;
         }
-        memcpy(rec->id, sh_sandbox_id(j->sb), SH_ID_LEN + 1);
-        rec->sb = sh_sandbox_ref(j->sb);
         /* expiresAt = createdAt + timeout, counted from the create (the record's birth) */
-        if (os_record_link(rec, &err) < 0) {
+        if (os_record_link(rec, j->sb, &err) < 0) {
                 /* the sandbox goes at once: nobody would know it */
                 sh_sandbox_create_cancel(j->sb);
                 os_reply_sh_error(r, err);

@@ -198,8 +198,7 @@ static void api_patch(sh_request *r)
                 os_reply_err(r, &e);
                 goto out;
         }
-        cJSON_Delete(rec->metadata);
-        rec->metadata = TAKE_PTR(next);
+        os_record_set_metadata(rec, TAKE_PTR(next));
         os_reply_json(r, 200, os_record_json(rec, true));
         goto out;
 oom:

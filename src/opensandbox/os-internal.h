@@ -5,7 +5,8 @@
  * something per record registers one). Nothing outside src/opensandbox/ includes it.
  *
  * Ownership: record.c owns the records and their fields; other files read them and change a
- * record only through the functions here (os_record_set_state, os_record_set_expiry, ...),
+ * record only through the functions here (os_record_set_state, os_record_set_expiry,
+ * os_record_set_metadata, ...; create.c fills a new record before it is linked),
  * except the pointers kept for pause.c, snapshots.c, diagnostics.c and the execd files
  * (`pause`, `snap`, `diag`, `execd`), which are theirs alone. */
 #pragma once
@@ -200,10 +201,10 @@ struct os_record {
 
 /* A new record (state Pending, its token made, not yet in the registry); one reference. */
 int os_record_new(os_ctx *ctx, os_record **ret, sh_error **err);
-/* Into the registry, once rec->sb is set: attached to its sandbox (found by id, listed newest
- * last), its expiry armed; the attachment takes a reference. 0, or -1 with err (out of
- * memory: nothing changed). */
-int os_record_link(os_record *rec, sh_error **err);
+/* Into the registry: rec becomes sb's record (its id, a reference of sb), attached to it
+ * (found by id, listed newest last), its expiry armed; the attachment takes a reference of
+ * rec. 0, or -1 with err (out of memory: nothing changed). */
+int os_record_link(os_record *rec, sh_sandbox *sb, sh_error **err);
 /* The surface's start and end: observe the manager's deletes; at the end every record goes. */
 void os_records_init(os_ctx *ctx);
 void os_records_done(os_ctx *ctx);
@@ -241,6 +242,11 @@ void os_record_set_state(os_record *rec, os_state state, const char *reason, con
 /* Set expiresAt (wall ms; 0: none), at most now + SANDBOX_HOST_MAX_TIMEOUT when that is set;
  * the record's timer fires then (one loop timer per record). */
 void os_record_set_expiry(os_record *rec, uint64_t expires_ms);
+/* The fields other files change after the create. The metadata (an object of strings, taken)
+ * replaces the old; the entrypoint ended with its exit code (128 + signal, -1: an error). */
+void os_record_set_metadata(os_record *rec, cJSON *metadata);
+void os_record_entry_ended(os_record *rec, int exit_code);
+
 /* A lifecycle log line about rec, to the daemon's log (level, event), naming the sandbox:
  * diagnostics' log tap keeps it (the `lifecycle` scope). */
 void os_record_log(os_record *rec, sh_log_level level, const char *event, const char *fmt, ...)

@@ -235,13 +235,15 @@ os_record *os_record_find(os_ctx *ctx, const char *id, size_t len)
         return rec;
 }
 
-int os_record_link(os_record *rec, sh_error **err)
+int os_record_link(os_record *rec, sh_sandbox *sb, sh_error **err)
 {
-        if (sh_sandbox_attach(rec->sb, &record_key, os_record_ref(rec), record_unref_attached,
-                              err) < 0) {
+        if (sh_sandbox_attach(sb, &record_key, os_record_ref(rec), record_unref_attached, err) <
+            0) {
                 os_record_unref(rec);
                 return -1;
         }
+        memcpy(rec->id, sh_sandbox_id(sb), SH_ID_LEN + 1);
+        rec->sb = sh_sandbox_ref(sb);
         rec->linked = true;
         rec->seq = ++rec->ctx->record_seq;
         expiry_arm(rec);
@@ -391,6 +393,18 @@ void os_record_set_state(os_record *rec, os_state state, const char *reason, con
         for (unsigned i = 0; i < rec->ctx->n_observers; i++)
                 if (rec->ctx->observers[i]->transition)
                         rec->ctx->observers[i]->transition(rec, from, state);
+}
+
+void os_record_set_metadata(os_record *rec, cJSON *metadata)
+{
+        cJSON_Delete(rec->metadata);
+        rec->metadata = metadata;
+}
+
+void os_record_entry_ended(os_record *rec, int exit_code)
+{
+        rec->entry_ended = true;
+        rec->entry_exit = exit_code;
 }
 
 void os_record_log(os_record *rec, sh_log_level level, const char *event, const char *fmt, ...)
