@@ -371,7 +371,7 @@ static void api_one(sh_request *r)
         os_reply_empty(r, 204);
 }
 
-/* ---- the restore of a create with snapshotId ---- */
+/* ---- a create with snapshotId: its snapshot, held while its tree is restored ---- */
 
 struct os_snapshot_source {
         os_ctx *ctx;

@@ -47,9 +47,7 @@ struct sh_sandbox {
         int ws_kept;         /* the workspace's checked fd while in use (sh_ws_cache), or -1 */
         uint64_t ws_used_ms; /* its last use */
         SH_LIST_FIELDS(sh_sandbox, ws_kept_list);
-        char *item_id; /* NULL: none */
-        /* a directory of the creator's restored instead of an item ({root}/{name}), NULL: none */
-        char *restore_root, *restore_name;
+        char *item_id;       /* NULL: none */
         char *image;         /* image name, "default" for the default */
         cJSON *env;          /* create-time env: object of strings (owned) */
         const char *surface; /* the surface that made it (a static name); NULL: native */
@@ -83,6 +81,8 @@ struct sh_sandbox {
         unsigned freeze_holds; /* sh_sandbox_freeze_hold minus releases */
         /* what the layers above keep for it (sh_sandbox_attach) */
         sh_attachments attached;
+        /* a directory of the creator's restored instead of an item ({root}/{name}), NULL: none */
+        char *restore_root, *restore_name;
 };
 
 /* ---- the object ------------------------------------------------------------------------- */
