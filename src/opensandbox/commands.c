@@ -19,8 +19,6 @@
 SH_CAPABILITY(os_command, "opensandbox.command")
 SH_CAPABILITY(os_command_background, "opensandbox.command-background")
 
-#define HEARTBEAT_OFF_MS 3600000 /* the engine's heartbeat: unused, our own `ping` timer counts */
-
 /* The wrapper every /command runs through, as `/bin/sh -c WRAPPER sh NONCE CWD TEXT`. It
  * enters the working directory (`~` is HOME), says so on stdout before any byte of the
  * command's own (the daemon reads that line: a directory that cannot be entered is the
@@ -773,7 +771,7 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
          * is read OS_STREAM_READ at a time: one chunk of empty lines is an event each, and
          * what it queues before the backpressure sees it stays ~1 MiB. */
         const sh_exec_opts eo = {.capture_max = 0,
-                                 .heartbeat_ms = HEARTBEAT_OFF_MS,
+                                 .heartbeat_ms = 0, /* none: our `ping` counts */
                                  .merge_output = o->background,
                                  .read_max = o->background ? 0 : OS_STREAM_READ};
         const char *cwd = o->cwd ? o->cwd : o->first_cwd;

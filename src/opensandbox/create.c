@@ -14,8 +14,6 @@
 #include "execd.h"
 #include "os-internal.h"
 
-#define ENTRY_HEARTBEAT_MS 3600000 /* the entrypoint has no client to keep alive */
-
 static const char *const default_entrypoint[] = {"tail", "-f", "/dev/null"};
 
 /* What the create asks of the sandbox layer, judged from the body. */
@@ -402,8 +400,8 @@ static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
  * the daemon one fd for its entrypoint rather than two. */
 static int start_entrypoint(os_record *rec, sh_error **err)
 {
-        const sh_exec_opts o = {
-                .capture_max = 0, .heartbeat_ms = ENTRY_HEARTBEAT_MS, .merge_output = true};
+        /* no heartbeat: the entrypoint has no client to keep alive */
+        const sh_exec_opts o = {.capture_max = 0, .heartbeat_ms = 0, .merge_output = true};
         int n = cJSON_GetArraySize(rec->entrypoint), i = 0;
         _cleanup_free_ char **argv = calloc((size_t)n + 1, sizeof(char *));
         const cJSON *v;

@@ -423,7 +423,8 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
                         goto fail_started;
                 }
         }
-        e->hb_t = sh_loop_add_timer(env->loop, e->heartbeat_ms, on_heartbeat, e);
+        if (e->heartbeat_ms) /* 0: no heartbeat */
+                e->hb_t = sh_loop_add_timer(env->loop, e->heartbeat_ms, on_heartbeat, e);
         e->refs = 2; /* the owner's and the consumer's */
         e->owned = true;
         r = 0;

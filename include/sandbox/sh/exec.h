@@ -85,7 +85,7 @@ typedef struct sh_exec_spec {
         char *const *argv;        /* NULL-terminated, non-empty (copied) */
         char *const *envp;        /* NULL-terminated (copied) */
         uint64_t capture_max;     /* bytes of each stream kept for the exit event */
-        uint64_t heartbeat_ms;    /* silence before a heartbeat event */
+        uint64_t heartbeat_ms;    /* silence before a heartbeat event; 0: none */
         uint64_t grace_ms;        /* after the exit, how long descendants may hold the pipes */
         bool merge_output;        /* stderr into stdout's pipe: one pipe (one daemon fd), every
                                    * chunk SH_EXEC_STDOUT, both streams in the order written */
