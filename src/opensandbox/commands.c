@@ -44,16 +44,39 @@ static const char launcher[] = "s=$1; shift\n"
                                "exec sh -c \"$s\" sh \"$@\"\n";
 extern const char os_session_script[];
 
+/* A command's life. Its transitions (cmd_ran, cmd_refused, cmd_broken, cmd_finish) are the
+ * only writers of its state:
+ *
+ *   STARTING --the wrapper said ok--------------------> RUNNING ---------the end--> FINISHED
+ *      |-----the directory cannot be entered (400)----> REFUSED ---------the end--> FINISHED
+ *      |-----not the wrapper's line (killed)----------> BROKEN ----------the end--> FINISHED
+ *      '-----the end before the wrapper said anything (a start failure)-----------> FINISHED
+ *
+ * A command the engine could not start at all is FINISHED at once. Apart from its state, its
+ * session may be held (paused) for two reasons (`holds`): its stream's reader is behind, its
+ * sandbox's read rate is spent. */
+typedef enum {
+        CMD_STARTING, /* running its wrapper, which has not yet said it entered the directory */
+        CMD_RUNNING,  /* the wrapper said ok: what comes is the command's own output */
+        CMD_REFUSED,  /* the directory cannot be entered: answered 400, out of the registry */
+        CMD_BROKEN,   /* the image's /bin/sh did not run the wrapper: killed */
+        CMD_FINISHED, /* ended: its exit code, error and finish time are set */
+} cmd_state;
+
+#define CMD_HOLD_READER 1u /* its stream is past its high mark */
+#define CMD_HOLD_RATE   2u /* background: over its sandbox's read rate (OS_LOG_RATE) */
+
 struct os_cmd {
         unsigned refs;
         os_execd *x; /* NULL once out of the registry (or never in it: session runs) */
+        cmd_state state;
+        unsigned holds; /* CMD_HOLD_*: why its session is paused (none: it reads) */
         char id[OS_UUID_LEN + 1];
         char log_id[SH_ID_LEN + 1];
         char *content;   /* the shell text */
         char *cwd;       /* the directory asked for, NULL: the default */
         size_t text_len; /* content and cwd: its share of x->text_bytes */
-        bool background, linked;
-        bool bg_running; /* counted in x->n_running_bg */
+        bool background; /* output into its log; running in the registry: x->n_running_bg */
         os_session *session;
         sh_loop *loop;
 
@@ -62,26 +85,37 @@ struct os_cmd {
         sh_buf pre_err; /* stderr that came before the handshake line */
         os_sse sse;
         uint64_t start_ms, finished_ms; /* wall */
-        bool done, has_exit;
         int exit_code;
         char *error;
         char why[128]; /* why it was killed, for its traceback */
         sh_timer *timeout_t;
         uint64_t timeout_ms;
-        bool throttled; /* background: paused by the read rate */
-        os_log log;     /* background: its output, in a file of the sandbox's */
+        os_log log; /* background: its output, in a file of the sandbox's */
 
-        /* its request's stream */
-        sh_pending *tok; /* ours, until the stream's last event is queued or the client left */
-        sh_buf q;        /* SSE events not yet handed out */
-        bool replied, q_ended, paused, client_gone;
-        sh_timer *ping_t;
-        uint64_t last_ms; /* monotonic: the last event queued */
+        /* its request's stream: ours until its last event is queued or the client left */
+        sh_queued_stream *qs;
 
         SH_LIST_FIELDS(os_cmd, all);
 };
 
 static void cmd_unref(os_cmd *c);
+
+/* The session is paused while any hold is taken, and reads again when the last is let go. */
+static void cmd_hold(os_cmd *c, unsigned why)
+{
+        if (!c->holds && c->e)
+                sh_exec_pause(c->e);
+        c->holds |= why;
+}
+
+static void cmd_unhold(os_cmd *c, unsigned why)
+{
+        if (!(c->holds & why))
+                return;
+        c->holds &= ~why;
+        if (!c->holds && c->e)
+                sh_exec_resume(c->e);
+}
 
 /* ---- the sandbox's execd state ---------------------------------------------------------------- */
 
@@ -109,14 +143,11 @@ static uint64_t log_budget(const os_execd *x)
         return OS_LOG_BUDGET_TIMES * x->rec->ctx->cfg->command_log_max;
 }
 
-/* A background command no longer runs (ended, or out of the registry): its room under
- * SANDBOX_HOST_BACKGROUND_MAX is free. */
+/* A background command no longer runs (it ends, or leaves the registry unfinished): its room
+ * under SANDBOX_HOST_BACKGROUND_MAX is free. */
 static void bg_stopped(os_cmd *c)
 {
-        if (!c->bg_running)
-                return;
-        c->bg_running = false;
-        if (c->x)
+        if (c->background && c->x && c->state != CMD_FINISHED)
                 c->x->n_running_bg--;
 }
 
@@ -133,9 +164,8 @@ static void unlink_cmd(os_cmd *c)
 {
         os_execd *x = c->x;
 
-        if (!c->linked)
+        if (!x)
                 return;
-        c->linked = false;
         if (x->cmds_tail == c)
                 x->cmds_tail = c->all_prev;
         SH_LIST_REMOVE(all, x->cmds, c);
@@ -158,7 +188,7 @@ static bool registry_room(os_execd *x, size_t need)
              c && (x->n_cmds >= OS_COMMANDS_MAX || x->text_bytes + need > OS_COMMAND_TEXTS_MAX);
              c = next) {
                 next = c->all_next;
-                if (c->done)
+                if (c->state == CMD_FINISHED)
                         unlink_cmd(c);
         }
         return x->n_cmds < OS_COMMANDS_MAX && x->text_bytes + need <= OS_COMMAND_TEXTS_MAX;
@@ -184,7 +214,7 @@ static void enforce_budget(os_execd *x)
         os_cmd *c;
 
         for (c = x->cmds; c && x->log_bytes > budget; c = c->all_next)
-                if (c->done && os_log_kept(&c->log))
+                if (c->state == CMD_FINISHED && os_log_kept(&c->log))
                         drop_log(c);
 }
 
@@ -208,11 +238,7 @@ static void on_refill(sh_loop *l, sh_timer *t, void *data)
         x->refill = NULL;
         refill(x);
         for (c = x->cmds; c; c = c->all_next)
-                if (c->throttled) {
-                        c->throttled = false;
-                        if (c->e)
-                                sh_exec_resume(c->e);
-                }
+                cmd_unhold(c, CMD_HOLD_RATE);
         if (x->rec->entry_throttled) {
                 x->rec->entry_throttled = false;
                 if (x->rec->entry)
@@ -259,10 +285,9 @@ static void charge(os_cmd *c, size_t n)
 
         if (n < OS_LOG_CHARGE_MIN)
                 n = OS_LOG_CHARGE_MIN;
-        if (!x || c->throttled || !over_rate(x, n))
+        if (!x || (c->holds & CMD_HOLD_RATE) || !over_rate(x, n))
                 return;
-        c->throttled = true;
-        sh_exec_pause(c->e);
+        cmd_hold(c, CMD_HOLD_RATE);
 }
 
 void os_execd_record_gone(os_record *rec)
@@ -279,14 +304,11 @@ void os_execd_record_gone(os_record *rec)
         /* Their processes die with the sandbox; the engine then ends each session with an
          * error event, which a foreground stream shows. */
         for (c = x->cmds; c; c = c->all_next)
-                if (!c->done && !c->why[0])
+                if (c->state != CMD_FINISHED && !c->why[0])
                         snprintf(c->why, sizeof(c->why), "the sandbox was deleted");
         while (x->cmds) {
                 c = x->cmds;
-                if (c->throttled && c->e) {
-                        c->throttled = false;
-                        sh_exec_resume(c->e);
-                }
+                cmd_unhold(c, CMD_HOLD_RATE);
                 unlink_cmd(c);
         }
         if (rec->entry_throttled && rec->entry)
@@ -303,91 +325,46 @@ void os_execd_free_all(os_ctx *ctx)
 
 /* ---- the stream -------------------------------------------------------------------------------- */
 
-static void stream_wake(os_cmd *c)
-{
-        c->last_ms = sh_now_ms();
-        if (c->replied)
-                sh_pending_wake(c->tok);
-}
-
-/* Our reference to the token goes: after the stream's last event, or when the client left. */
-static void stream_let_go(os_cmd *c)
-{
-        sh_loop_cancel_timer(c->loop, c->ping_t);
-        c->ping_t = NULL;
-        sh_pending_release(TAKE_PTR(c->tok));
-}
-
+/* Our reference to the stream goes: after its last event, or when the client left. */
 static void stream_end(os_cmd *c)
 {
-        c->q_ended = true;
-        stream_wake(c);
-        stream_let_go(c);
+        sh_queued_stream_end(c->qs);
+        sh_queued_stream_release(TAKE_PTR(c->qs));
 }
 
-static void on_ping(sh_loop *l, sh_timer *t, void *data)
+/* `ping` after every 3 s of silence: harmless to the client, and the write that tells us a
+ * vanished client is gone. */
+static int stream_ping(void *data, sh_buf *q)
 {
-        os_cmd *c = data;
-        uint64_t now = sh_now_ms();
-
-        c->ping_t = NULL;
-        if (c->q_ended || !c->tok)
-                return;
-        /* `ping` after every 3 s of silence: harmless to the client, and the write that tells
-         * us a vanished client is gone. */
-        if (now - c->last_ms >= OS_PING_MS) {
-                if (os_sse_text(&c->q, "ping", "pong", 4, os_now_wall_ms()) == 0)
-                        stream_wake(c);
-                now = c->last_ms = sh_now_ms();
-        }
-        c->ping_t = sh_loop_add_timer(l, OS_PING_MS - (now - c->last_ms), on_ping, c);
+        return os_sse_text(q, "ping", "pong", 4, os_now_wall_ms());
 }
 
-static ssize_t stream_read(void *data, char *out, size_t max)
+/* Backpressure: a client that does not read stops the command, never the daemon's memory. */
+static void stream_high(void *data)
 {
-        os_cmd *c = data;
-        size_t n = sh_buf_unread(&c->q);
+        cmd_hold(data, CMD_HOLD_READER);
+}
 
-        if (n > max)
-                n = max;
-        if (n == 0 && c->q_ended)
-                sh_buf_done(&c->q); /* all read: nothing of the stream stays */
-        if (n == 0)
-                return c->q_ended ? SH_STREAM_END : 0;
-        memcpy(out, c->q.p + c->q.off, n);
-        c->q.off += n;
-        if (c->q.off == c->q.len)
-                c->q.off = c->q.len = 0;
-        if (c->paused && sh_buf_unread(&c->q) < OS_STREAM_HIGH / 2) {
-                c->paused = false;
-                if (c->e && !c->throttled)
-                        sh_exec_resume(c->e);
-        }
-        return (ssize_t)n;
+static void stream_low(void *data)
+{
+        cmd_unhold(data, CMD_HOLD_READER);
 }
 
 /* The request has ended. A foreground command whose client left before its last event dies
- * with its whole tree (its exit still comes, for its status); a background one runs on. */
+ * with its whole tree (its exit still comes, for its status; nobody reads any more, so the
+ * stream lets its pipes drain to their end); a background one runs on. */
 static void stream_gone(void *data)
 {
         os_cmd *c = data;
 
-        c->client_gone = true;
-        sh_buf_done(&c->q);
-        if (!c->done && !c->background) {
+        if (c->state != CMD_FINISHED && !c->background) {
                 if (!c->why[0])
                         snprintf(c->why, sizeof(c->why), "the client went away");
                 log_info("command-killed", c->log_id, "client went away before the end");
-                if (c->e) {
+                if (c->e)
                         sh_exec_kill(c->e);
-                        /* nobody reads any more: let the pipes drain to their end */
-                        if (c->paused) {
-                                c->paused = false;
-                                sh_exec_resume(c->e);
-                        }
-                }
         }
-        stream_let_go(c);
+        sh_queued_stream_release(TAKE_PTR(c->qs));
 }
 
 static void stream_release(void *data)
@@ -395,21 +372,29 @@ static void stream_release(void *data)
         cmd_unref(data);
 }
 
-static const sh_pending_ops stream_ops = {
+static const sh_queued_stream_ops stream_ops = {
+        .high = stream_high,
+        .low = stream_low,
+        .keepalive = stream_ping,
         .gone = stream_gone,
         .release = stream_release,
-        .read = stream_read,
+};
+static const sh_queued_stream_opts stream_opts = {
+        .high = OS_STREAM_HIGH,
+        .low = OS_STREAM_HIGH / 2,
+        .keepalive_ms = OS_PING_MS,
+        .block = 256 * 1024,
 };
 
 /* The 200 text/event-stream answer, with what is queued. */
 static void reply_stream(os_cmd *c)
 {
-        sh_request *r = sh_pending_request(c->tok);
+        sh_request *r = sh_queued_stream_request(c->qs);
         sh_response *resp;
 
         if (!r)
                 return;
-        resp = sh_response_stream(c->tok, 256 * 1024);
+        resp = sh_queued_stream_response(c->qs);
         if (!resp) {
                 os_reply_error(r, 500, OS_RUNTIME, "cannot create the response");
                 return;
@@ -418,11 +403,7 @@ static void reply_stream(os_cmd *c)
         sh_response_header(resp, "Cache-Control", "no-cache");
         sh_response_header(resp, "X-Accel-Buffering", "no");
         sh_response_header(resp, "X-Content-Type-Options", "nosniff");
-        c->replied = true;
-        c->last_ms = sh_now_ms();
         sh_reply(r, 200, resp);
-        if (!c->q_ended)
-                c->ping_t = sh_loop_add_timer(c->loop, OS_PING_MS, on_ping, c);
 }
 
 /* ---- the command's life ----------------------------------------------------------------------- */
@@ -445,14 +426,40 @@ static char *copy_error(const char *error)
         return p;
 }
 
-static void set_finished(os_cmd *c, int code, const char *error)
+/* ---- its transitions ---- */
+
+/* STARTING -> RUNNING: the wrapper entered the directory; the command runs. */
+static void cmd_ran(os_cmd *c)
 {
-        if (c->done)
+        c->state = CMD_RUNNING;
+}
+
+/* STARTING -> REFUSED: the directory cannot be entered (the request's 400); the wrapper's exit
+ * is still awaited. */
+static void cmd_refused(os_cmd *c)
+{
+        c->state = CMD_REFUSED;
+}
+
+/* STARTING -> BROKEN: what came first is not the wrapper's line: the image's /bin/sh is no
+ * shell. Killed; its end explains. */
+static void cmd_broken(os_cmd *c)
+{
+        c->state = CMD_BROKEN;
+        snprintf(c->why, sizeof(c->why), "the shell did not start as a shell");
+        if (c->e)
+                sh_exec_kill(c->e);
+}
+
+/* Any -> FINISHED, once: its exit code and error (kept bounded, as valid JSON text), its finish
+ * time, its room among the running background commands freed, its timeout off. */
+static void cmd_finish(os_cmd *c, int code, const char *error)
+{
+        if (c->state == CMD_FINISHED)
                 return;
-        c->done = true;
         bg_stopped(c);
+        c->state = CMD_FINISHED;
         c->finished_ms = os_now_wall_ms();
-        c->has_exit = true;
         c->exit_code = code;
         free(c->error);
         c->error = error && *error ? copy_error(error) : NULL;
@@ -467,11 +474,10 @@ static void set_finished(os_cmd *c, int code, const char *error)
 static void start_failed(os_cmd *c, const char *msg)
 {
         c->sse.ended = true;
-        if (c->tok && !c->client_gone) {
-                if (os_sse_error(&c->q, msg, msg, os_now_wall_ms()) < 0)
+        if (c->qs) {
+                if (os_sse_error(sh_queued_stream_queue(c->qs), msg, msg, os_now_wall_ms()) < 0)
                         log_error("command-oom", c->log_id, "cannot queue the error event");
-                if (!c->replied)
-                        reply_stream(c);
+                reply_stream(c); /* not answered yet: that waits for the handshake */
                 stream_end(c);
         }
 }
@@ -501,46 +507,42 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
         size_t slen = 0;
         const char *st;
 
-        if (c->hs.result != OS_HS_OK) {
-                if (c->hs.result == OS_HS_WAIT || c->hs.result == OS_HS_BAD) {
-                        /* killed before it ran (timeout, interrupt, the client left): that
-                         * is why; else what the wrapper or the exec said */
-                        if (c->why[0])
-                                snprintf(msg, sizeof(msg), "%s", c->why);
-                        else
-                                failure_message(c, ev, msg, sizeof(msg));
-                        set_finished(c, ev->type == SH_EXEC_EV_EXIT ? ev->exit.code : 125, msg);
-                        start_failed(c, msg);
-                } else {
-                        set_finished(c, 125, "the working directory cannot be entered");
-                }
+        const cmd_state was = c->state;
+
+        if (was == CMD_STARTING || was == CMD_BROKEN) {
+                /* killed before it ran (timeout, interrupt, the client left, not a shell): that
+                 * is why; else what the wrapper or the exec said */
+                if (c->why[0])
+                        snprintf(msg, sizeof(msg), "%s", c->why);
+                else
+                        failure_message(c, ev, msg, sizeof(msg));
+                cmd_finish(c, ev->type == SH_EXEC_EV_EXIT ? ev->exit.code : 125, msg);
+                start_failed(c, msg);
+        } else if (was == CMD_REFUSED) {
+                cmd_finish(c, 125, "the working directory cannot be entered");
         } else if (ev->type == SH_EXEC_EV_EXIT) {
                 if (ev->exit.code == 0)
-                        set_finished(c, 0, NULL);
+                        cmd_finish(c, 0, NULL);
                 else if (c->why[0])
-                        set_finished(c, ev->exit.code, c->why);
+                        cmd_finish(c, ev->exit.code, c->why);
                 else if (ev->exit.signal) {
                         snprintf(msg, sizeof(msg), "killed by signal %d", ev->exit.signal);
-                        set_finished(c, ev->exit.code, msg);
+                        cmd_finish(c, ev->exit.code, msg);
                 } else {
                         snprintf(msg, sizeof(msg), "exit status %d", ev->exit.code);
-                        set_finished(c, ev->exit.code, msg);
+                        cmd_finish(c, ev->exit.code, msg);
                 }
         } else {
-                set_finished(c, -1, c->why[0] ? c->why : ev->error.text);
+                cmd_finish(c, -1, c->why[0] ? c->why : ev->error.text);
         }
         if (c->session) {
-                st = c->hs.result == OS_HS_OK && ev->type == SH_EXEC_EV_EXIT
+                st = was == CMD_RUNNING && ev->type == SH_EXEC_EV_EXIT
                              ? os_sse_session_state(&c->sse, &slen)
                              : NULL;
                 os_session_run_ended(c->session, c, st, slen);
                 c->session = NULL;
         }
-        if (c->throttled) {
-                c->throttled = false;
-                if (c->e)
-                        sh_exec_resume(c->e);
-        }
+        cmd_unhold(c, CMD_HOLD_RATE);
         /* Nothing of its output stays with a finished command (a remembered one keeps only its
          * status): the line splitter's buffers, the state, what came before the handshake. */
         os_sse_done(&c->sse);
@@ -550,12 +552,13 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
 /* The handshake line is in: answer the request. */
 static void handshake_done(os_cmd *c)
 {
-        sh_request *r = sh_pending_request(c->tok);
+        sh_request *r = c->qs ? sh_queued_stream_request(c->qs) : NULL;
         const char *why = NULL;
         sh_exec_event ev = {.type = SH_EXEC_EV_CHUNK};
 
         switch (c->hs.result) {
         case OS_HS_OK:
+                cmd_ran(c);
                 break;
         case OS_HS_NODIR:
                 why = "working directory does not exist";
@@ -567,18 +570,15 @@ static void handshake_done(os_cmd *c)
                 why = "cannot access working directory";
                 break;
         default:
-                /* Not the wrapper's line: the image's /bin/sh is not a shell. */
-                snprintf(c->why, sizeof(c->why), "the shell did not start as a shell");
-                if (c->e)
-                        sh_exec_kill(c->e);
+                cmd_broken(c);
                 return;
         }
         if (why) {
                 /* As OpenSandbox's execd: a 400 before any stream; the command never ran. */
+                cmd_refused(c);
                 if (r)
                         os_reply_error(r, 400, OS_BAD_BODY, "%s: %s", why, c->cwd ? c->cwd : "");
-                if (c->tok)
-                        stream_let_go(c);
+                sh_queued_stream_release(TAKE_PTR(c->qs));
                 if (c->x)
                         unlink_cmd(c);
                 return;
@@ -586,9 +586,9 @@ static void handshake_done(os_cmd *c)
         if (c->background) {
                 /* init and execution_complete at once; the command runs on, its output into
                  * the log. */
-                if (c->tok && !c->client_gone) {
-                        if (os_sse_complete(&c->q, os_now_wall_ms() - c->start_ms,
-                                            os_now_wall_ms()) < 0)
+                if (c->qs) {
+                        if (os_sse_complete(sh_queued_stream_queue(c->qs),
+                                            os_now_wall_ms() - c->start_ms, os_now_wall_ms()) < 0)
                                 log_error("command-oom", c->log_id, "cannot queue an event");
                         reply_stream(c);
                         stream_end(c);
@@ -602,19 +602,20 @@ static void handshake_done(os_cmd *c)
                 sh_buf_done(&c->pre_err);
                 return;
         }
-        if (c->tok && !c->client_gone)
+        if (c->qs)
                 reply_stream(c);
         /* stderr that raced ahead of the handshake line, now in order */
         if (c->pre_err.len) {
                 ev.chunk.stream = SH_EXEC_STDERR;
                 ev.chunk.data = c->pre_err.p;
                 ev.chunk.len = c->pre_err.len;
-                if (!c->client_gone && os_sse_event(&c->sse, &c->q, &ev, os_now_wall_ms()) < 0)
+                if (c->qs &&
+                    os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), &ev, os_now_wall_ms()) < 0)
                         log_error("command-oom", c->log_id, "cannot queue output");
         }
         sh_buf_done(&c->pre_err);
-        if (c->replied)
-                stream_wake(c);
+        if (c->qs)
+                sh_queued_stream_pushed(c->qs);
 }
 
 /* Into its log file (the daemon keeps none of it); a command out of the registry (its
@@ -638,7 +639,7 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
         /* Everything a background command's pipe gives is billed to its sandbox's rate. */
         if (ev->type == SH_EXEC_EV_CHUNK && c->background)
                 charge(c, ev->chunk.len);
-        if (ev->type == SH_EXEC_EV_CHUNK && c->hs.result == OS_HS_WAIT) {
+        if (ev->type == SH_EXEC_EV_CHUNK && c->state == CMD_STARTING) {
                 if (ev->chunk.stream == SH_EXEC_STDERR) {
                         if (c->pre_err.len < OS_STREAM_HIGH &&
                             sh_buf_append(&c->pre_err, ev->chunk.data, ev->chunk.len) < 0)
@@ -656,34 +657,29 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
                 cmd_unref(c); /* the engine's reference still holds it */
                 sub.chunk.data += used;
                 sub.chunk.len -= used;
-                if (c->hs.result != OS_HS_OK || sub.chunk.len == 0)
+                if (c->state != CMD_RUNNING || sub.chunk.len == 0)
                         return;
         }
-        if (ev->type == SH_EXEC_EV_CHUNK && c->hs.result != OS_HS_OK)
+        if (ev->type == SH_EXEC_EV_CHUNK && c->state != CMD_RUNNING)
                 return; /* a failed start's leftovers */
         if (ev->type == SH_EXEC_EV_CHUNK && c->background) {
                 background_output(c, sub.chunk.data, sub.chunk.len);
                 return;
         }
         if (ev->type == SH_EXEC_EV_CHUNK) {
-                if (c->client_gone)
-                        return;
-                if (os_sse_event(&c->sse, &c->q, &sub, os_now_wall_ms()) < 0)
+                if (!c->qs)
+                        return; /* the client left */
+                if (os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), &sub, os_now_wall_ms()) <
+                    0)
                         log_error("command-oom", c->log_id, "cannot queue output");
-                /* Backpressure: a client that does not read stops the command, never the
-                 * daemon's memory. */
-                if (!c->paused && sh_buf_unread(&c->q) > OS_STREAM_HIGH) {
-                        c->paused = true;
-                        sh_exec_pause(e);
-                }
-                stream_wake(c);
+                sh_queued_stream_pushed(c->qs); /* past its high mark: paused */
                 return;
         }
         /* The end (exit or error). */
         c->refs++;
-        if (c->hs.result == OS_HS_OK && !c->background && c->tok && !c->client_gone) {
+        if (c->state == CMD_RUNNING && !c->background && c->qs) {
                 c->sse.why = c->why[0] ? c->why : NULL;
-                if (os_sse_event(&c->sse, &c->q, ev, os_now_wall_ms()) < 0)
+                if (os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), ev, os_now_wall_ms()) < 0)
                         log_error("command-oom", c->log_id, "cannot queue the last event");
                 stream_end(c);
         }
@@ -701,7 +697,7 @@ static void on_timeout(sh_loop *l, sh_timer *t, void *data)
         os_cmd *c = data;
 
         c->timeout_t = NULL;
-        if (c->done)
+        if (c->state == CMD_FINISHED)
                 return;
         /* The whole tree, then the exit (signal 9) ends the stream with an error event. */
         if (!c->why[0])
@@ -712,7 +708,7 @@ static void on_timeout(sh_loop *l, sh_timer *t, void *data)
 
 void os_cmd_kill(os_cmd *c, const char *why)
 {
-        if (c->done || !c->e)
+        if (c->state == CMD_FINISHED || !c->e)
                 return;
         if (why && !c->why[0])
                 snprintf(c->why, sizeof(c->why), "%s", why);
@@ -733,9 +729,7 @@ static void cmd_free(os_cmd *c)
 {
         sh_exec_detach(c->e);
         sh_loop_cancel_timer(c->loop, c->timeout_t);
-        sh_loop_cancel_timer(c->loop, c->ping_t);
         os_sse_done(&c->sse);
-        sh_buf_done(&c->q);
         sh_buf_done(&c->pre_err);
         free(c->content);
         free(c->cwd);
@@ -830,16 +824,24 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
                 cmd_free(c);
                 return;
         }
-        /* init first, whatever comes after it */
-        if (os_sse_text(&c->q, "init", o->init_id ? o->init_id : c->id,
-                        strlen(o->init_id ? o->init_id : c->id), c->start_ms) < 0 ||
-            !(c->tok = sh_request_wait(r, &stream_ops, c))) {
+        c->qs = sh_queued_stream_new(r, c->loop, &stream_ops, &stream_opts, c);
+        if (!c->qs) {
                 os_log_drop(&c->log, sb, c->log_id);
                 cmd_free(c);
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
         }
-        c->refs++; /* the token's, dropped by stream_release */
+        c->refs++; /* the stream's, dropped by stream_release */
+        /* init first, whatever comes after it */
+        if (os_sse_text(sh_queued_stream_queue(c->qs), "init", o->init_id ? o->init_id : c->id,
+                        strlen(o->init_id ? o->init_id : c->id), c->start_ms) < 0) {
+                os_log_drop(&c->log, sb, c->log_id);
+                cmd_finish(c, -1, NULL); /* it never ran: the request's end kills nothing */
+                sh_queued_stream_release(TAKE_PTR(c->qs));
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                cmd_unref(c);
+                return;
+        }
         argv[k++] = "/bin/sh";
         argv[k++] = "-c";
         if (o->session) {
@@ -869,9 +871,8 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
                 sh_error_release(&err);
                 if (c->log.name[0])
                         os_log_drop(&c->log, sb, c->log_id);
-                c->done = true;
-                c->has_exit = false;
                 /* a start failure: init, then the error naming why */
+                cmd_finish(c, -1, msg);
                 start_failed(c, msg);
                 cmd_unref(c);
                 return;
@@ -879,16 +880,13 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         c->refs++; /* the engine's, until its end event */
         if (!o->session) {
                 c->x = x;
-                c->linked = true;
                 c->refs++; /* the registry's */
                 SH_LIST_INSERT_AFTER(all, x->cmds, x->cmds_tail, c);
                 x->cmds_tail = c;
                 x->n_cmds++;
                 x->text_bytes += c->text_len;
-                if (c->background) {
-                        c->bg_running = true;
-                        x->n_running_bg++;
-                }
+                if (c->background)
+                        x->n_running_bg++; /* until bg_stopped */
         } else {
                 c->refs++; /* the session's, until os_session_run_ended */
         }
@@ -1059,13 +1057,13 @@ static void api_status(sh_request *r)
         if (o) {
                 cJSON_AddStringToObject(o, "id", c->id);
                 cJSON_AddStringToObject(o, "content", c->content);
-                cJSON_AddBoolToObject(o, "running", !c->done);
-                if (c->done && c->has_exit)
+                cJSON_AddBoolToObject(o, "running", c->state != CMD_FINISHED);
+                if (c->state == CMD_FINISHED)
                         cJSON_AddNumberToObject(o, "exit_code", c->exit_code);
                 if (c->error)
                         cJSON_AddStringToObject(o, "error", c->error);
                 add_time(o, "started_at", c->start_ms);
-                if (c->done)
+                if (c->state == CMD_FINISHED)
                         add_time(o, "finished_at", c->finished_ms);
         }
         os_reply_json(r, 200, o);
