@@ -2,7 +2,7 @@
  * text through a fixed wrapper: the working directory, then `bash -c`, `sh -c` without bash),
  * its SSE stream fed by the exec engine (sse.c encodes), background commands (at most
  * SANDBOX_HOST_BACKGROUND_MAX running, one daemon fd each: their stdout and stderr share one
- * pipe) with a bounded log in a file of the sandbox's (cmdlog.c), GET /command/status/{id},
+ * pipe) with a bounded log in a file of the sandbox's (sh/ringlog.h), GET /command/status/{id},
  * GET /command/{id}/logs (streamed from that file in bounded steps), DELETE /command?id=, the
  * timeout, the registry of a sandbox's last 1024 commands (their texts bounded together), and
  * the sandbox's execd state itself (rec->execd), which sessions.c and metrics.c share. Every
@@ -90,7 +90,7 @@ struct os_cmd {
         char why[128]; /* why it was killed, for its traceback */
         sh_timer *timeout_t;
         uint64_t timeout_ms;
-        os_log log; /* background: its output, in a file of the sandbox's */
+        sh_ringlog log; /* background: its output, in a file of the sandbox's */
 
         /* its request's stream: ours until its last event is queued or the client left */
         sh_queued_stream *qs;
@@ -157,7 +157,7 @@ static void drop_log(os_cmd *c)
 {
         os_execd *x = c->x;
 
-        x->log_bytes -= os_log_drop(&c->log, os_record_sandbox(x->rec), c->log_id);
+        x->log_bytes -= sh_ringlog_drop(&c->log, os_record_sandbox(x->rec), c->log_id);
 }
 
 static void unlink_cmd(os_cmd *c)
@@ -214,7 +214,7 @@ static void enforce_budget(os_execd *x)
         os_cmd *c;
 
         for (c = x->cmds; c && x->log_bytes > budget; c = c->all_next)
-                if (c->state == CMD_FINISHED && os_log_kept(&c->log))
+                if (c->state == CMD_FINISHED && sh_ringlog_kept(&c->log))
                         drop_log(c);
 }
 
@@ -595,8 +595,9 @@ static void handshake_done(os_cmd *c)
                 }
                 /* what the shell said before the handshake line, in order */
                 if (c->pre_err.len && c->x) {
-                        c->x->log_bytes += os_log_append(&c->log, os_record_sandbox(c->x->rec),
-                                                         c->pre_err.p, c->pre_err.len, c->log_id);
+                        c->x->log_bytes +=
+                                sh_ringlog_append(&c->log, os_record_sandbox(c->x->rec),
+                                                  c->pre_err.p, c->pre_err.len, c->log_id);
                         enforce_budget(c->x);
                 }
                 sh_buf_done(&c->pre_err);
@@ -624,7 +625,8 @@ static void background_output(os_cmd *c, const char *p, size_t n)
 {
         if (!c->x)
                 return;
-        c->x->log_bytes += os_log_append(&c->log, os_record_sandbox(c->x->rec), p, n, c->log_id);
+        c->x->log_bytes +=
+                sh_ringlog_append(&c->log, os_record_sandbox(c->x->rec), p, n, c->log_id);
         enforce_budget(c->x);
 }
 
@@ -817,7 +819,7 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         /* Its log's file, before it runs: a sandbox whose disk is full is told so now. */
         snprintf(name, sizeof(name), "c-%" PRIu64, x->next_log++);
         if (o->background &&
-            os_log_create(&c->log, sb, name, rec->ctx->cfg->command_log_max, &err) < 0) {
+            sh_ringlog_create(&c->log, sb, name, rec->ctx->cfg->command_log_max, &err) < 0) {
                 os_reply_error(r, 500, OS_RUNTIME, "cannot make the command's log: %s",
                                err && err->msg ? err->msg : "");
                 sh_error_release(&err);
@@ -826,7 +828,7 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         }
         c->qs = sh_queued_stream_new(r, c->loop, &stream_ops, &stream_opts, c);
         if (!c->qs) {
-                os_log_drop(&c->log, sb, c->log_id);
+                sh_ringlog_drop(&c->log, sb, c->log_id);
                 cmd_free(c);
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
@@ -835,7 +837,7 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         /* init first, whatever comes after it */
         if (os_sse_text(sh_queued_stream_queue(c->qs), "init", o->init_id ? o->init_id : c->id,
                         strlen(o->init_id ? o->init_id : c->id), c->start_ms) < 0) {
-                os_log_drop(&c->log, sb, c->log_id);
+                sh_ringlog_drop(&c->log, sb, c->log_id);
                 cmd_finish(c, -1, NULL); /* it never ran: the request's end kills nothing */
                 sh_queued_stream_release(TAKE_PTR(c->qs));
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
@@ -870,7 +872,7 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
                 snprintf(msg, sizeof(msg), "%s", err && err->msg ? err->msg : "cannot start");
                 sh_error_release(&err);
                 if (c->log.name[0])
-                        os_log_drop(&c->log, sb, c->log_id);
+                        sh_ringlog_drop(&c->log, sb, c->log_id);
                 /* a start failure: init, then the error naming why */
                 cmd_finish(c, -1, msg);
                 start_failed(c, msg);
@@ -1092,7 +1094,7 @@ static ssize_t log_read(void *data, char *out, size_t max)
                 max = OS_LOG_STEP;
         if (max > lr->end - lr->pos)
                 max = (size_t)(lr->end - lr->pos);
-        n = os_log_read(&lr->c->log, os_record_sandbox(lr->rec), lr->pos, out, max);
+        n = sh_ringlog_read(&lr->c->log, os_record_sandbox(lr->rec), lr->pos, out, max);
         if (n <= 0) {
                 log_info("command-logs-cut", lr->c->log_id,
                          "a logs answer ends at %" PRIu64 " of %" PRIu64 ": %s", lr->pos, lr->end,
@@ -1150,8 +1152,8 @@ static void api_logs(sh_request *r)
         }
         /* From the oldest kept byte when the cursor is older; to the end as it is now. */
         end = c->log.total;
-        if (from < os_log_first(&c->log))
-                from = os_log_first(&c->log);
+        if (from < sh_ringlog_first(&c->log))
+                from = sh_ringlog_first(&c->log);
         if (from > end)
                 from = end;
         if (from == end) {

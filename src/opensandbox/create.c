@@ -367,14 +367,14 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
 /* ---- the entrypoint ------------------------------------------------------------------------- */
 
 /* Its output, stdout and stderr as they come, into the record's log (the last 1 MiB, in a
- * file of the sandbox's: cmdlog.c). */
+ * file of the sandbox's: sh/ringlog.h). */
 static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
 {
         os_record *rec = data;
 
         switch (ev->type) {
         case SH_EXEC_EV_CHUNK:
-                os_log_append(&rec->container, rec->sb, ev->chunk.data, ev->chunk.len, rec->id);
+                sh_ringlog_append(&rec->container, rec->sb, ev->chunk.data, ev->chunk.len, rec->id);
                 os_execd_charge_entry(rec, ev->chunk.len);
                 break;
         case SH_EXEC_EV_HEARTBEAT:
@@ -408,9 +408,9 @@ static int start_entrypoint(os_record *rec, sh_error **err)
 
         if (!argv)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        /* its output's log file (cmdlog.c), made by its first byte: a quiet entrypoint leaves
+        /* its output's log file (sh/ringlog.h), made by its first byte: a quiet entrypoint leaves
          * the sandbox's directory empty, and its delete needs no remover */
-        os_log_init(&rec->container, "entrypoint", OS_CONTAINER_LOG);
+        sh_ringlog_init(&rec->container, "entrypoint", OS_CONTAINER_LOG);
         cJSON_ArrayForEach(v, rec->entrypoint) argv[i++] = v->valuestring; /* copied by exec */
         return sh_sandbox_exec(rec->sb, argv, NULL, &o, entry_event, rec, &rec->entry, err);
 }
