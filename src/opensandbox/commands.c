@@ -52,9 +52,7 @@ extern const char os_session_script[];
  *      |-----not the wrapper's line (killed)----------> BROKEN ----------the end--> FINISHED
  *      '-----the end before the wrapper said anything (a start failure)-----------> FINISHED
  *
- * A command the engine could not start at all is FINISHED at once. Apart from its state, its
- * session may be held (paused) for two reasons (`holds`): its stream's reader is behind, its
- * sandbox's read rate is spent. */
+ * A command the engine could not start at all is FINISHED at once. */
 typedef enum {
         CMD_STARTING, /* running its wrapper, which has not yet said it entered the directory */
         CMD_RUNNING,  /* the wrapper said ok: what comes is the command's own output */
@@ -63,14 +61,10 @@ typedef enum {
         CMD_FINISHED, /* ended: its exit code, error and finish time are set */
 } cmd_state;
 
-#define CMD_HOLD_READER 1u /* its stream is past its high mark */
-#define CMD_HOLD_RATE   2u /* background: over its sandbox's read rate (OS_LOG_RATE) */
-
 struct os_cmd {
         unsigned refs;
         os_execd *x; /* NULL once out of the registry (or never in it: session runs) */
         cmd_state state;
-        unsigned holds; /* CMD_HOLD_*: why its session is paused (none: it reads) */
         char id[OS_UUID_LEN + 1];
         char log_id[SH_ID_LEN + 1];
         char *content;   /* the shell text */
@@ -100,23 +94,6 @@ struct os_cmd {
 
 static void cmd_unref(os_cmd *c);
 
-/* The session is paused while any hold is taken, and reads again when the last is let go. */
-static void cmd_hold(os_cmd *c, unsigned why)
-{
-        if (!c->holds && c->e)
-                sh_exec_pause(c->e);
-        c->holds |= why;
-}
-
-static void cmd_unhold(os_cmd *c, unsigned why)
-{
-        if (!(c->holds & why))
-                return;
-        c->holds &= ~why;
-        if (!c->holds && c->e)
-                sh_exec_resume(c->e);
-}
-
 /* ---- the sandbox's execd state ---------------------------------------------------------------- */
 
 os_execd *os_execd_of(os_record *rec)
@@ -131,8 +108,11 @@ os_execd *os_execd_of(os_record *rec)
         if (!x)
                 return NULL;
         x->rec = rec;
-        x->tokens = OS_LOG_RATE / 8;
-        x->tokens_ms = sh_now_ms();
+        x->rate = sh_exec_rate_new(rec->ctx->loop, OS_LOG_RATE);
+        if (!x->rate) {
+                free(x);
+                return NULL;
+        }
         rec->execd = x;
         return x;
 }
@@ -218,78 +198,6 @@ static void enforce_budget(os_execd *x)
                         drop_log(c);
 }
 
-/* The read rate of background output: refill, then resume what waited. */
-static void refill(os_execd *x)
-{
-        uint64_t now = sh_now_ms();
-        int64_t cap = OS_LOG_RATE / 8;
-
-        x->tokens += (int64_t)((now - x->tokens_ms) * (OS_LOG_RATE / 1000));
-        if (x->tokens > cap)
-                x->tokens = cap;
-        x->tokens_ms = now;
-}
-
-static void on_refill(sh_loop *l, sh_timer *t, void *data)
-{
-        os_execd *x = data;
-        os_cmd *c;
-
-        x->refill = NULL;
-        refill(x);
-        for (c = x->cmds; c; c = c->all_next)
-                cmd_unhold(c, CMD_HOLD_RATE);
-        if (x->rec->entry_throttled) {
-                x->rec->entry_throttled = false;
-                if (x->rec->entry)
-                        sh_exec_resume(x->rec->entry);
-        }
-}
-
-/* Bill n bytes read to the sandbox's bucket: true when that went over it, and then the refill
- * timer is armed (false from it too when the timer cannot be made: nobody would resume). */
-static bool over_rate(os_execd *x, size_t n)
-{
-        uint64_t wait;
-
-        refill(x);
-        x->tokens -= (int64_t)n;
-        if (x->tokens >= 0)
-                return false;
-        if (!x->refill) {
-                wait = (uint64_t)(-x->tokens) * 1000 / OS_LOG_RATE + 1;
-                x->refill = sh_loop_add_timer(x->rec->ctx->loop, wait, on_refill, x);
-        }
-        return x->refill != NULL;
-}
-
-void os_execd_charge_entry(os_record *rec, size_t n)
-{
-        os_execd *x = os_execd_of(rec);
-
-        /* Without the state (out of memory), the entrypoint goes unthrottled rather than
-         * stopped forever. */
-        if (!x || rec->entry_throttled || !rec->entry || !over_rate(x, n))
-                return;
-        rec->entry_throttled = true;
-        sh_exec_pause(rec->entry);
-}
-
-/* A background command read n bytes: over the sandbox's rate, it waits (its pipe fills and
- * stops it) until the bucket has refilled: the daemon's one thread never spends more than
- * that on one sandbox's background output. A small read costs its syscalls (the read, the
- * log file's open, write and close) whatever its size: it is billed OS_LOG_CHARGE_MIN. */
-static void charge(os_cmd *c, size_t n)
-{
-        os_execd *x = c->x;
-
-        if (n < OS_LOG_CHARGE_MIN)
-                n = OS_LOG_CHARGE_MIN;
-        if (!x || (c->holds & CMD_HOLD_RATE) || !over_rate(x, n))
-                return;
-        cmd_hold(c, CMD_HOLD_RATE);
-}
-
 void os_execd_record_gone(os_record *rec)
 {
         os_execd *x = rec->execd;
@@ -299,21 +207,15 @@ void os_execd_record_gone(os_record *rec)
                 return;
         os_metrics_gone(x);
         os_sessions_gone(x);
-        if (x->refill)
-                sh_loop_cancel_timer(rec->ctx->loop, x->refill);
         /* Their processes die with the sandbox; the engine then ends each session with an
          * error event, which a foreground stream shows. */
         for (c = x->cmds; c; c = c->all_next)
                 if (c->state != CMD_FINISHED && !c->why[0])
                         snprintf(c->why, sizeof(c->why), "the sandbox was deleted");
-        while (x->cmds) {
-                c = x->cmds;
-                cmd_unhold(c, CMD_HOLD_RATE);
-                unlink_cmd(c);
-        }
-        if (rec->entry_throttled && rec->entry)
-                sh_exec_resume(rec->entry);
-        rec->entry_throttled = false;
+        while (x->cmds)
+                unlink_cmd(x->cmds);
+        /* the sessions billed to it (the entrypoint's too) keep it until they end */
+        sh_exec_rate_unref(x->rate);
         rec->execd = NULL;
         free(x);
 }
@@ -342,12 +244,18 @@ static int stream_ping(void *data, sh_buf *q)
 /* Backpressure: a client that does not read stops the command, never the daemon's memory. */
 static void stream_high(void *data)
 {
-        cmd_hold(data, CMD_HOLD_READER);
+        os_cmd *c = data;
+
+        if (c->e)
+                sh_exec_pause(c->e);
 }
 
 static void stream_low(void *data)
 {
-        cmd_unhold(data, CMD_HOLD_READER);
+        os_cmd *c = data;
+
+        if (c->e)
+                sh_exec_resume(c->e);
 }
 
 /* The request has ended. A foreground command whose client left before its last event dies
@@ -542,7 +450,6 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
                 os_session_run_ended(c->session, c, st, slen);
                 c->session = NULL;
         }
-        cmd_unhold(c, CMD_HOLD_RATE);
         /* Nothing of its output stays with a finished command (a remembered one keeps only its
          * status): the line splitter's buffers, the state, what came before the handshake. */
         os_sse_done(&c->sse);
@@ -638,9 +545,6 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
 
         if (ev->type == SH_EXEC_EV_HEARTBEAT)
                 return; /* our own ping timer keeps the stream alive */
-        /* Everything a background command's pipe gives is billed to its sandbox's rate. */
-        if (ev->type == SH_EXEC_EV_CHUNK && c->background)
-                charge(c, ev->chunk.len);
         if (ev->type == SH_EXEC_EV_CHUNK && c->state == CMD_STARTING) {
                 if (ev->chunk.stream == SH_EXEC_STDERR) {
                         if (c->pre_err.len < OS_STREAM_HIGH &&
@@ -765,11 +669,17 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         /* A background command's stdout and stderr share one pipe: one daemon fd while it
          * runs, with no request open (its log keeps them as they come anyway). A streamed one
          * is read OS_STREAM_READ at a time: one chunk of empty lines is an event each, and
-         * what it queues before the backpressure sees it stays ~1 MiB. */
+         * what it queues before the backpressure sees it stays ~1 MiB. What a background
+         * command's pipe gives is billed to its sandbox's read rate: past it the command waits
+         * (its pipe fills) for the refill, so the daemon's one thread never spends more than
+         * that on one sandbox's background output; a small read costs its syscalls (the read,
+         * the log file's open, write and close) whatever its size: OS_LOG_CHARGE_MIN. */
         const sh_exec_opts eo = {.capture_max = 0,
                                  .heartbeat_ms = 0, /* none: our `ping` counts */
                                  .merge_output = o->background,
-                                 .read_max = o->background ? 0 : OS_STREAM_READ};
+                                 .read_max = o->background ? 0 : OS_STREAM_READ,
+                                 .rate = x && o->background ? x->rate : NULL,
+                                 .rate_charge_min = OS_LOG_CHARGE_MIN};
         const char *cwd = o->cwd ? o->cwd : o->first_cwd;
         size_t text_len = strlen(o->text) + (cwd ? strlen(cwd) : 0);
         char *argv[11], name[24];

@@ -375,7 +375,6 @@ static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
         switch (ev->type) {
         case SH_EXEC_EV_CHUNK:
                 sh_ringlog_append(&rec->container, rec->sb, ev->chunk.data, ev->chunk.len, rec->id);
-                os_execd_charge_entry(rec, ev->chunk.len);
                 break;
         case SH_EXEC_EV_HEARTBEAT:
                 break;
@@ -400,8 +399,15 @@ static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
  * the daemon one fd for its entrypoint rather than two. */
 static int start_entrypoint(os_record *rec, sh_error **err)
 {
-        /* no heartbeat: the entrypoint has no client to keep alive */
-        const sh_exec_opts o = {.capture_max = 0, .heartbeat_ms = 0, .merge_output = true};
+        os_execd *x = os_execd_of(rec);
+        /* No heartbeat: the entrypoint has no client to keep alive. Its reads share its
+         * sandbox's read rate with the background commands (OS_LOG_RATE; without it, out of
+         * memory, it goes unbilled rather than stopped forever): an entrypoint writing as fast
+         * as it can never takes the daemon's one thread from the other sandboxes. */
+        const sh_exec_opts o = {.capture_max = 0,
+                                .heartbeat_ms = 0,
+                                .merge_output = true,
+                                .rate = x ? x->rate : NULL};
         int n = cJSON_GetArraySize(rec->entrypoint), i = 0;
         _cleanup_free_ char **argv = calloc((size_t)n + 1, sizeof(char *));
         const cJSON *v;

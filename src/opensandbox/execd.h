@@ -142,19 +142,13 @@ typedef struct os_execd {
         uint64_t text_bytes;   /* the remembered commands' texts together (OS_COMMAND_TEXTS_MAX) */
         unsigned n_running_bg; /* background commands running (SANDBOX_HOST_BACKGROUND_MAX) */
         uint64_t next_log;     /* the next log file's number */
-        /* the read rate of background output (OS_LOG_RATE): a token bucket refilled by a
-         * timer; commands over it are paused until the next refill */
-        int64_t tokens;
-        uint64_t tokens_ms;
-        sh_timer *refill;
+        /* the read rate of the sandbox's output nobody waits for (OS_LOG_RATE): its background
+         * commands' and its entrypoint's reads are billed to it (sh_exec_rate) */
+        sh_exec_rate *rate;
 } os_execd;
 
 /* The sandbox's execd state, made on first use; NULL when out of memory or gone. */
 os_execd *os_execd_of(os_record *rec);
-/* The entrypoint read n bytes of output: it shares its sandbox's read rate (OS_LOG_RATE) with
- * the background commands, and waits (paused) past it, so that an entrypoint writing as fast
- * as it can never takes the daemon's one thread from the other sandboxes. */
-void os_execd_charge_entry(os_record *rec, size_t n);
 
 /* What a run is: a command of /command (foreground or background), or a session's run. */
 typedef struct os_run_opts {

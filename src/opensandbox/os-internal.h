@@ -152,8 +152,7 @@ struct os_record {
         sh_exec *entry;
         sh_ringlog container;
         bool entry_ended;
-        bool entry_throttled; /* paused by the sandbox's read rate (commands.c) */
-        int entry_exit;       /* its exit code (128 + signal) once entry_ended */
+        int entry_exit; /* its exit code (128 + signal) once entry_ended */
 
         /* the expiry heap */
         size_t heap_idx; /* position in ctx->expiry, SIZE_MAX when not in it */
