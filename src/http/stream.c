@@ -43,7 +43,7 @@ static ssize_t qs_read(void *data, char *out, size_t max)
                 s->q.off = s->q.len = 0;
         if (s->held && sh_buf_unread(&s->q) < s->low) {
                 s->held = false;
-                s->ops->low(s->data);
+                s->ops->backpressure(s->data, false);
         }
         return (ssize_t)n;
 }
@@ -62,7 +62,7 @@ static void qs_gone(void *data)
                 s->ops->gone(s->data);
         if (s->held) {
                 s->held = false;
-                s->ops->low(s->data);
+                s->ops->backpressure(s->data, false);
         }
 }
 
@@ -94,7 +94,7 @@ sh_queued_stream *sh_queued_stream_new(sh_request *r, sh_loop *loop,
         s->ops = ops;
         s->data = data;
         s->loop = loop;
-        s->high = ops->high && ops->low ? o->high : 0;
+        s->high = ops->backpressure ? o->high : 0;
         s->low = o->low;
         s->block = o->block;
         s->keepalive_ms = ops->keepalive ? o->keepalive_ms : 0;
@@ -157,7 +157,7 @@ void sh_queued_stream_pushed(sh_queued_stream *s)
         s->last_ms = sh_now_ms();
         if (s->high && !s->held && sh_buf_unread(&s->q) > s->high) {
                 s->held = true;
-                s->ops->high(s->data);
+                s->ops->backpressure(s->data, true);
         }
         /* Before its response the connection waits for the answer, not for bytes. */
         if (s->answered)

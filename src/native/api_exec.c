@@ -45,20 +45,12 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
                 sh_queued_stream_end(st->qs);
 }
 
-static void stream_high(void *data)
+static void stream_backpressure(void *data, bool stop)
 {
         stream *st = data;
 
         if (st->e)
-                sh_exec_pause(st->e);
-}
-
-static void stream_low(void *data)
-{
-        stream *st = data;
-
-        if (st->e)
-                sh_exec_resume(st->e);
+                (stop ? sh_exec_pause : sh_exec_resume)(st->e);
 }
 
 /* The request has ended: a client that went away before the last frame has its command
@@ -79,8 +71,7 @@ static void stream_release(void *data)
 }
 
 static const sh_queued_stream_ops stream_ops = {
-        .high = stream_high,
-        .low = stream_low,
+        .backpressure = stream_backpressure,
         .gone = stream_gone,
         .release = stream_release,
 };

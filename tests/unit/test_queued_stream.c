@@ -25,15 +25,15 @@ static sh_request *req;
 static sh_pending *tok; /* the stream's token, as the transport holds it */
 static producer pr;
 
-static void on_high(void *data)
-{
-        ((producer *)data)->high++;
-}
-
-static void on_low(void *data)
+/* high counts the stops, low the goes-on */
+static void on_backpressure(void *data, bool stop)
 {
         producer *p = data;
 
+        if (stop) {
+                p->high++;
+                return;
+        }
         p->low++;
         if (p->gone && !p->order)
                 p->order = 1;
@@ -63,8 +63,7 @@ static int on_keepalive(void *data, sh_buf *q)
 }
 
 static const sh_queued_stream_ops ops = {
-        .high = on_high,
-        .low = on_low,
+        .backpressure = on_backpressure,
         .keepalive = on_keepalive,
         .gone = on_gone,
         .release = on_release,

@@ -346,14 +346,15 @@ void sh_sliced_stream_done(sh_sliced_stream *ss); /* and free the buffer */
  * hold theirs, and the last one frees the stream (ops->release). */
 typedef struct sh_queued_stream sh_queued_stream;
 typedef struct sh_queued_stream_ops {
-        /* More than opts->high bytes are unread: stop producing. NULL with low: no marks. */
-        void (*high)(void *data);
-        /* Back under opts->low after a high, or the client gone meanwhile: go on. */
-        void (*low)(void *data);
+        /* Backpressure: `stop` when more than opts->high bytes are unread (the high mark);
+         * then not `stop` once back under opts->low (the low mark), or the client gone
+         * meanwhile: go on. NULL: no marks. */
+        void (*backpressure)(void *data, bool stop);
         /* Append one keepalive frame to q: 0, or < 0 for none this time. NULL: none. */
         int (*keepalive)(void *data, sh_buf *q);
         /* The request ended (the client left, or it read the end): bytes pushed from now on
-         * are dropped. Called once, before a low that lets a stopped producer go. NULL. */
+         * are dropped. Called once, before the backpressure that lets a stopped producer go.
+         * NULL. */
         void (*gone)(void *data);
         /* The stream is freed (its last reference went). NULL: nothing to free. */
         void (*release)(void *data);
