@@ -1,5 +1,6 @@
-/* loop.c: epoll event loop with fd handlers, a timer list on one timerfd, before-sleep hooks
- * and a signalfd. Deleting handlers from inside callbacks is safe: freed after dispatch. */
+/* loop.c: epoll event loop with fd handlers, timers in a binary min-heap on one timerfd,
+ * before-sleep hooks and a signalfd. Deleting handlers from inside callbacks is safe: freed
+ * after dispatch. */
 #include "sh/loop.h"
 
 #include <errno.h>
@@ -25,9 +26,10 @@ struct sh_io {
 
 struct sh_timer {
         uint64_t deadline_ms;
+        uint64_t seq; /* the order of adding: equal deadlines fire first in, first out */
+        size_t idx;   /* its place in the heap */
         sh_timer_fn fn;
         void *data;
-        SH_LIST_FIELDS(sh_timer, timers);
 };
 
 typedef struct hook {
@@ -39,7 +41,11 @@ struct sh_loop {
         int epfd;
         int timerfd;
         sh_io *timer_io;
-        sh_timer *timers; /* sorted by deadline */
+        /* Timers in a binary min-heap by (deadline, seq): adding and cancelling cost
+         * O(log n) with thousands of sandboxes' timers, the soonest is heap[0]. */
+        sh_timer **heap;
+        size_t n_timers, cap_timers;
+        uint64_t timer_seq;
         hook hooks[8];
         sh_io *ios; /* live ios */
         int n_hooks;
@@ -116,8 +122,9 @@ void sh_loop_free(sh_loop *l)
 {
         if (!l)
                 return;
-        while (l->timers)
-                sh_loop_cancel_timer(l, l->timers);
+        while (l->n_timers)
+                sh_loop_cancel_timer(l, l->heap[0]);
+        free(l->heap);
         while (l->ios)
                 sh_loop_del_io(l, l->ios);
         free_dead(l);
@@ -170,22 +177,81 @@ void sh_loop_del_io(sh_loop *l, sh_io *io)
         l->dead = io;
 }
 
+/* a fires before b */
+static bool timer_before(const sh_timer *a, const sh_timer *b)
+{
+        return a->deadline_ms != b->deadline_ms ? a->deadline_ms < b->deadline_ms : a->seq < b->seq;
+}
+
+static void heap_put(sh_loop *l, size_t i, sh_timer *t)
+{
+        l->heap[i] = t;
+        t->idx = i;
+}
+
+/* t, at i or about to be put there, moves up to its place. */
+static void sift_up(sh_loop *l, size_t i, sh_timer *t)
+{
+        while (i > 0 && timer_before(t, l->heap[(i - 1) / 2])) {
+                heap_put(l, i, l->heap[(i - 1) / 2]);
+                i = (i - 1) / 2;
+        }
+        heap_put(l, i, t);
+}
+
+/* t, about to be put at i, moves down to its place. */
+static void sift_down(sh_loop *l, size_t i, sh_timer *t)
+{
+        for (;;) {
+                size_t c = 2 * i + 1;
+
+                if (c >= l->n_timers)
+                        break;
+                if (c + 1 < l->n_timers && timer_before(l->heap[c + 1], l->heap[c]))
+                        c++;
+                if (!timer_before(l->heap[c], t))
+                        break;
+                heap_put(l, i, l->heap[c]);
+                i = c;
+        }
+        heap_put(l, i, t);
+}
+
+/* Take t out of the heap (the last one fills its place). */
+static void heap_remove(sh_loop *l, sh_timer *t)
+{
+        size_t i = t->idx;
+        sh_timer *last = l->heap[--l->n_timers];
+
+        if (last == t)
+                return;
+        if (i > 0 && timer_before(last, l->heap[(i - 1) / 2]))
+                sift_up(l, i, last);
+        else
+                sift_down(l, i, last);
+}
+
 sh_timer *sh_loop_add_timer(sh_loop *l, uint64_t ms, sh_timer_fn fn, void *data)
 {
-        sh_timer *t = calloc(1, sizeof(*t)), *i, *after = NULL;
+        sh_timer *t;
 
+        if (l->n_timers == l->cap_timers) {
+                size_t cap = l->cap_timers ? 2 * l->cap_timers : 64;
+                sh_timer **h = reallocarray(l->heap, cap, sizeof(*h));
+
+                if (!h)
+                        return NULL;
+                l->heap = h;
+                l->cap_timers = cap;
+        }
+        t = calloc(1, sizeof(*t));
         if (!t)
                 return NULL;
         t->deadline_ms = sh_now_ms() + ms;
+        t->seq = l->timer_seq++;
         t->fn = fn;
         t->data = data;
-        /* Sorted by deadline; timers of the same deadline fire in the order they were added. */
-        SH_LIST_FOREACH(timers, i, l->timers) {
-                if (i->deadline_ms > t->deadline_ms)
-                        break;
-                after = i;
-        }
-        SH_LIST_INSERT_AFTER(timers, l->timers, after, t);
+        sift_up(l, l->n_timers++, t);
         return t;
 }
 
@@ -193,7 +259,7 @@ void sh_loop_cancel_timer(sh_loop *l, sh_timer *t)
 {
         if (!t)
                 return;
-        SH_LIST_REMOVE(timers, l->timers, t);
+        heap_remove(l, t);
         free(t);
 }
 
@@ -244,10 +310,10 @@ static void run_due_timers(sh_loop *l)
 {
         uint64_t now = sh_now_ms();
 
-        while (l->timers && l->timers->deadline_ms <= now) {
-                sh_timer *t = l->timers;
+        while (l->n_timers && l->heap[0]->deadline_ms <= now) {
+                sh_timer *t = l->heap[0];
 
-                SH_LIST_REMOVE(timers, l->timers, t);
+                heap_remove(l, t);
                 t->fn(l, t, t->data);
                 free(t);
         }
@@ -288,8 +354,8 @@ int sh_loop_run(sh_loop *l)
                 now = sh_now_ms();
                 if (limit >= 0)
                         deadline = now + (uint64_t)limit;
-                if (l->timers && (!deadline || l->timers->deadline_ms < deadline))
-                        deadline = l->timers->deadline_ms;
+                if (l->n_timers && (!deadline || l->heap[0]->deadline_ms < deadline))
+                        deadline = l->heap[0]->deadline_ms;
                 if (deadline && deadline <= now)
                         wait_ms = 0; /* something is due now: just poll */
                 else

@@ -1,7 +1,7 @@
 /* api_exec.c: POST /sandboxes/{rid}/exec (CONTRACT.md section 4): validation (a plain 400
- * before any stream opens), then a 200 application/x-ndjson stream fed by the exec session:
- * the stream hands out queued frames, waits when there are none, and the session wakes it as
- * output arrives. */
+ * before any stream opens), then a 200 application/x-ndjson stream fed by the exec session
+ * through the transport's queued stream: frames queued as output arrives, handed out as the
+ * client reads, the session paused past 1 MiB unread. */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,14 +18,14 @@ SH_CAPABILITY(exec_kill_on_disconnect, "exec.kill-on-disconnect")
 #define HEARTBEAT_MS 4500       /* contract: a frame at least every 5 s */
 #define QUEUE_HIGH   (1u << 20) /* pause the session above this much unread NDJSON */
 
-/* One exec stream: the session's events, encoded, until the transport takes them; freed with
- * its token. */
+static const sh_queued_stream_opts stream_opts = {
+        .high = QUEUE_HIGH, .low = QUEUE_HIGH / 2, .block = 256 * 1024};
+
+/* One exec stream: the session's events, encoded into the request's queued stream until the
+ * transport takes them; freed with the stream. */
 typedef struct stream {
         sh_exec *e;             /* NULL once detached */
-        sh_pending *tok;        /* borrowed: valid while e is attached (gone detaches it) */
-        sh_buf q;               /* NDJSON frames not yet handed out */
-        bool ended;             /* the last frame (exit or error) is queued */
-        bool paused;            /* the session is paused: q is over QUEUE_HIGH */
+        sh_queued_stream *qs;   /* borrowed: valid while e is attached (gone detaches it) */
         char id[SH_ID_LEN + 1]; /* the sandbox, for log lines */
 } stream;
 
@@ -33,42 +33,24 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
 {
         stream *st = data;
 
-        if (sh_ndjson_event(&st->q, ev) < 0)
+        if (sh_ndjson_event(sh_queued_stream_queue(st->qs), ev) < 0)
                 log_error("exec-oom", st->id, "%s",
                           ev->type == SH_EXEC_EV_EXIT    ? "cannot queue the exit frame"
                           : ev->type == SH_EXEC_EV_ERROR ? "cannot queue the error frame"
                                                          : "cannot queue output");
+        /* A client that does not read pauses the session (the stream's high mark), whose full
+         * pipe then stops the command. Memory never grows with a silent client. */
+        sh_queued_stream_pushed(st->qs);
         if (ev->type == SH_EXEC_EV_EXIT || ev->type == SH_EXEC_EV_ERROR)
-                st->ended = true;
-        /* Backpressure: a client that does not read pauses the session, whose full pipe then
-         * stops the command. Memory never grows with a silent client. */
-        if (ev->type == SH_EXEC_EV_CHUNK && !st->paused && sh_buf_unread(&st->q) > QUEUE_HIGH) {
-                st->paused = true;
-                sh_exec_pause(e);
-        }
-        sh_pending_wake(st->tok);
+                sh_queued_stream_end(st->qs);
 }
 
-static ssize_t stream_read(void *data, char *out, size_t max)
+static void stream_backpressure(void *data, bool stop)
 {
         stream *st = data;
-        size_t n = sh_buf_unread(&st->q);
 
-        if (n > max)
-                n = max;
-        if (n == 0)
-                /* Nothing to send yet: the connection waits for the next frame; a heartbeat
-                 * comes at least every 5 s. */
-                return st->ended ? SH_STREAM_END : 0;
-        memcpy(out, st->q.p + st->q.off, n);
-        st->q.off += n;
-        if (st->q.off == st->q.len)
-                st->q.off = st->q.len = 0;
-        if (st->paused && sh_buf_unread(&st->q) < QUEUE_HIGH / 2) {
-                st->paused = false;
-                sh_exec_resume(st->e);
-        }
-        return (ssize_t)n;
+        if (st->e)
+                (stop ? sh_exec_pause : sh_exec_resume)(st->e);
 }
 
 /* The request has ended: a client that went away before the last frame has its command
@@ -85,14 +67,13 @@ static void stream_release(void *data)
         stream *st = data;
 
         sh_exec_detach(st->e);
-        sh_buf_done(&st->q);
         free(st);
 }
 
-static const sh_pending_ops stream_ops = {
+static const sh_queued_stream_ops stream_ops = {
+        .backpressure = stream_backpressure,
         .gone = stream_gone,
         .release = stream_release,
-        .read = stream_read,
 };
 
 static bool strings_only(const cJSON *o)
@@ -134,7 +115,7 @@ void sh_api_exec(sh_request *r)
         }
         argv = calloc((size_t)cJSON_GetArraySize(cmd) + 1, sizeof(char *));
         st = argv ? calloc(1, sizeof(*st)) : NULL;
-        if (!st || !(st->tok = sh_request_wait(r, &stream_ops, st))) {
+        if (!st || !(st->qs = sh_queued_stream_new(r, n->loop, &stream_ops, &stream_opts, st))) {
                 free(st);
                 sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 goto out;
@@ -144,11 +125,11 @@ void sh_api_exec(sh_request *r)
         if (sh_sandbox_exec(sb, argv, env, &opts, on_event, st, &st->e, &err) < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
-                sh_pending_release(st->tok);
+                sh_queued_stream_release(st->qs);
                 goto out;
         }
-        resp = sh_response_stream(st->tok, 256 * 1024);
-        sh_pending_release(st->tok); /* the request's and the response's references remain */
+        resp = sh_queued_stream_response(st->qs);
+        sh_queued_stream_release(st->qs); /* the request's and the response's remain */
         if (!resp) {
                 sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
                 goto out;

@@ -14,8 +14,6 @@
 #include "execd.h"
 #include "os-internal.h"
 
-#define ENTRY_HEARTBEAT_MS 3600000 /* the entrypoint has no client to keep alive */
-
 static const char *const default_entrypoint[] = {"tail", "-f", "/dev/null"};
 
 /* What the create asks of the sandbox layer, judged from the body. */
@@ -370,15 +368,14 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
 /* ---- the entrypoint ------------------------------------------------------------------------- */
 
 /* Its output, stdout and stderr as they come, into the record's log (the last 1 MiB, in a
- * file of the sandbox's: cmdlog.c). */
+ * file of the sandbox's: sh/ringlog.h). */
 static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
 {
         os_record *rec = data;
 
         switch (ev->type) {
         case SH_EXEC_EV_CHUNK:
-                os_log_append(&rec->container, rec->sb, ev->chunk.data, ev->chunk.len, rec->id);
-                os_execd_charge_entry(rec, ev->chunk.len);
+                sh_ringlog_append(&rec->container, rec->sb, ev->chunk.data, ev->chunk.len, rec->id);
                 break;
         case SH_EXEC_EV_HEARTBEAT:
                 break;
@@ -401,17 +398,24 @@ static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
  * the daemon one fd for its entrypoint rather than two. */
 static int start_entrypoint(os_record *rec, sh_error **err)
 {
-        const sh_exec_opts o = {
-                .capture_max = 0, .heartbeat_ms = ENTRY_HEARTBEAT_MS, .merge_output = true};
+        os_execd *x = os_execd_of(rec);
+        /* No heartbeat: the entrypoint has no client to keep alive. Its reads share its
+         * sandbox's read rate with the background commands (OS_LOG_RATE; without it, out of
+         * memory, it goes unbilled rather than stopped forever): an entrypoint writing as fast
+         * as it can never takes the daemon's one thread from the other sandboxes. */
+        const sh_exec_opts o = {.capture_max = 0,
+                                .heartbeat_ms = 0,
+                                .merge_output = true,
+                                .rate = x ? x->rate : NULL};
         int n = cJSON_GetArraySize(rec->entrypoint), i = 0;
         _cleanup_free_ char **argv = calloc((size_t)n + 1, sizeof(char *));
         const cJSON *v;
 
         if (!argv)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        /* its output's log file (cmdlog.c), made by its first byte: a quiet entrypoint leaves
+        /* its output's log file (sh/ringlog.h), made by its first byte: a quiet entrypoint leaves
          * the sandbox's directory empty, and its delete needs no remover */
-        os_log_init(&rec->container, "entrypoint", OS_CONTAINER_LOG);
+        sh_ringlog_init(&rec->container, "entrypoint", OS_CONTAINER_LOG);
         cJSON_ArrayForEach(v, rec->entrypoint) argv[i++] = v->valuestring; /* copied by exec */
         return sh_sandbox_exec(rec->sb, argv, NULL, &o, entry_event, rec, &rec->entry, err);
 }

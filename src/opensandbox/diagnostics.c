@@ -169,8 +169,8 @@ static int take(const os_ring *g, size_t budget, part *ret)
 /* The same of the entrypoint's log, read from its file (at most `budget` bytes of it). */
 static int take_log(os_record *rec, size_t budget, part *ret)
 {
-        const os_log *g = os_record_container_log(rec);
-        uint64_t n = os_log_kept(g) < budget ? os_log_kept(g) : budget, off = g->total - n;
+        const sh_ringlog *g = os_record_container_log(rec);
+        uint64_t n = sh_ringlog_kept(g) < budget ? sh_ringlog_kept(g) : budget, off = g->total - n;
         char *all;
         ssize_t r;
 
@@ -180,7 +180,7 @@ static int take_log(os_record *rec, size_t budget, part *ret)
         all = malloc((size_t)n);
         if (!all)
                 return -ENOMEM;
-        r = os_log_read(g, os_record_sandbox(rec), off, all, (size_t)n);
+        r = sh_ringlog_read(g, os_record_sandbox(rec), off, all, (size_t)n);
         if (r < 0) {
                 free(all);
                 return (int)r;

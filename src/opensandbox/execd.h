@@ -1,8 +1,8 @@
 /* execd.h: what the execd files of the /v1 surface share (issue 13; OPENSANDBOX.md section
  * 3.1): the SSE encoder of the exec engine's events with its line splitter and the wrapper's
- * handshake (sse.c, pure), the shell wrappers every command runs through, and each sandbox's execd state (rec->execd): its
- * commands (commands.c), its sessions (sessions.c) and its metrics sampler (metrics.c).
- * Nothing outside src/opensandbox/ includes it. */
+ * handshake (sse.c, pure), each sandbox's execd state (rec->execd, execd.c) with its registry
+ * of commands, a command and its runs (run.c), the routes of commands (commands.c), sessions
+ * (sessions.c) and metrics (metrics.c). Nothing outside src/opensandbox/ includes it. */
 #pragma once
 
 #include <stdbool.h>
@@ -93,7 +93,7 @@ void os_sse_done(os_sse *s);
 
 /* ---- sse.c: the wrapper's handshake ----------------------------------------------------------- */
 
-/* Every command runs through a fixed shell wrapper (commands.c) that enters the working
+/* Every command runs through a fixed shell wrapper (run.c) that enters the working
  * directory and then, before any byte of the command's own, prints "<nonce> <word>\n" on
  * stdout: `ok`, or why the directory could not be entered. */
 typedef enum {
@@ -124,7 +124,7 @@ void os_nonce(char out[OS_NONCE_LEN + 1]);
 /* A random UUID (version 4) into out: command and session ids. */
 void os_uuid(char out[OS_UUID_LEN + 1]);
 
-/* ---- a sandbox's execd state (commands.c owns it; rec->execd) -------------------------------- */
+/* ---- a sandbox's execd state (execd.c owns it; rec->execd) ----------------------------------- */
 
 typedef struct os_cmd os_cmd;
 typedef struct os_session os_session;
@@ -142,19 +142,78 @@ typedef struct os_execd {
         uint64_t text_bytes;   /* the remembered commands' texts together (OS_COMMAND_TEXTS_MAX) */
         unsigned n_running_bg; /* background commands running (SANDBOX_HOST_BACKGROUND_MAX) */
         uint64_t next_log;     /* the next log file's number */
-        /* the read rate of background output (OS_LOG_RATE): a token bucket refilled by a
-         * timer; commands over it are paused until the next refill */
-        int64_t tokens;
-        uint64_t tokens_ms;
-        sh_timer *refill;
+        /* the read rate of the sandbox's output nobody waits for (OS_LOG_RATE): its background
+         * commands' and its entrypoint's reads are billed to it (sh_exec_rate) */
+        sh_exec_rate *rate;
 } os_execd;
 
 /* The sandbox's execd state, made on first use; NULL when out of memory or gone. */
 os_execd *os_execd_of(os_record *rec);
-/* The entrypoint read n bytes of output: it shares its sandbox's read rate (OS_LOG_RATE) with
- * the background commands, and waits (paused) past it, so that an entrypoint writing as fast
- * as it can never takes the daemon's one thread from the other sandboxes. */
-void os_execd_charge_entry(os_record *rec, size_t n);
+
+/* ---- a command (run.c; its registry execd.c) ------------------------------------------------- */
+
+/* A command's life. Its transitions (run.c: cmd_ran, cmd_refused, cmd_broken, cmd_finish) are
+ * the only writers of its state:
+ *
+ *   STARTING --the wrapper said ok--------------------> RUNNING ---------the end--> FINISHED
+ *      |-----the directory cannot be entered (400)----> REFUSED ---------the end--> FINISHED
+ *      |-----not the wrapper's line (killed)----------> BROKEN ----------the end--> FINISHED
+ *      '-----the end before the wrapper said anything (a start failure)-----------> FINISHED
+ *
+ * A command the engine could not start at all is FINISHED at once. */
+typedef enum {
+        CMD_STARTING, /* running its wrapper, which has not yet said it entered the directory */
+        CMD_RUNNING,  /* the wrapper said ok: what comes is the command's own output */
+        CMD_REFUSED,  /* the directory cannot be entered: answered 400, out of the registry */
+        CMD_BROKEN,   /* the image's /bin/sh did not run the wrapper: killed */
+        CMD_FINISHED, /* ended: its exit code, error and finish time are set */
+} cmd_state;
+
+struct os_cmd {
+        unsigned refs;
+        os_execd *x; /* NULL once out of the registry (or never in it: session runs) */
+        cmd_state state;
+        char id[OS_UUID_LEN + 1];
+        char log_id[SH_ID_LEN + 1];
+        char *content;   /* the shell text */
+        char *cwd;       /* the directory asked for, NULL: the default */
+        size_t text_len; /* content and cwd: its share of x->text_bytes */
+        bool background; /* output into its log; running in the registry: x->n_running_bg */
+        os_session *session;
+        sh_loop *loop;
+
+        sh_exec *e; /* the consumer's reference, until the end */
+        os_handshake hs;
+        sh_buf pre_err; /* stderr that came before the handshake line */
+        os_sse sse;
+        uint64_t start_ms, finished_ms; /* wall */
+        int exit_code;
+        char *error;
+        char why[128]; /* why it was killed, for its traceback */
+        sh_timer *timeout_t;
+        uint64_t timeout_ms;
+        sh_ringlog log; /* background: its output, in a file of the sandbox's */
+
+        /* its request's stream: ours until its last event is queued or the client left */
+        sh_queued_stream *qs;
+
+        SH_LIST_FIELDS(os_cmd, all);
+};
+
+/* execd.c, the registry: room for one more command whose texts take `need` bytes (the oldest
+ * finished ones forgotten until fewer than OS_COMMANDS_MAX are remembered and the texts fit
+ * OS_COMMAND_TEXTS_MAX), false when the running ones leave none; a command in (a reference
+ * taken) and out (its log dropped, the reference let go); found by id (NULL: none). */
+bool os_cmd_room(os_execd *x, size_t need);
+void os_cmd_link(os_execd *x, os_cmd *c);
+void os_cmd_unlink(os_cmd *c);
+os_cmd *os_cmd_find(os_execd *x, const char *id, size_t len);
+/* execd.c: a background command no longer runs (it ends, or leaves the registry unfinished):
+ * its room under SANDBOX_HOST_BACKGROUND_MAX is free. Call before its state changes. */
+void os_cmd_bg_stopped(os_cmd *c);
+/* execd.c: a background command's output into its log file, under its sandbox's budget of logs
+ * (nothing once out of the registry). */
+void os_cmd_log(os_cmd *c, const char *p, size_t n);
 
 /* What a run is: a command of /command (foreground or background), or a session's run. */
 typedef struct os_run_opts {
@@ -181,7 +240,7 @@ int os_run_fields(sh_request *r, const cJSON *body, os_run_opts *o);
  * command. `why` is its traceback. */
 int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why);
 
-/* commands.c -> sessions.c: a session run ended; `state` its new state (NULL: unchanged). */
+/* run.c -> sessions.c: a session run ended; `state` its new state (NULL: unchanged). */
 void os_session_run_ended(os_session *s, os_cmd *c, const char *state, size_t len);
 /* sessions.c: the record goes: every session ends (their runs are killed with the sandbox). */
 void os_sessions_gone(os_execd *x);
@@ -190,7 +249,7 @@ void os_sessions_gone(os_execd *x);
 int os_session_interrupt(os_execd *x, const char *id, size_t len);
 /* The run's session is deleted: the run no longer tells it of its end. */
 void os_cmd_forget_session(os_cmd *c);
-/* commands.c -> sessions.c: a session's run has started (the session takes a reference,
+/* run.c -> sessions.c: a session's run has started (the session takes a reference,
  * dropped by os_session_run_ended). */
 void os_session_run_started(os_session *s, os_cmd *c);
 /* Kill a command's whole tree; `why` (NULL: keep) becomes its traceback. */

@@ -19,13 +19,12 @@ SH_CAPABILITY(os_metrics, "opensandbox.metrics")
 #define WATCH_QUEUED (64 * 1024) /* a watcher that does not read skips samples past this */
 #define WAITERS_MAX  64          /* GET /metrics waiting for a first sample, per sandbox */
 
+/* A GET /metrics waiting for the first sample, or a watch's stream of samples. */
 typedef struct waiter waiter;
 struct waiter {
-        sh_pending *tok; /* the request's answer, until given or gone */
-        os_metrics *m;   /* NULL once the sandbox is gone */
-        bool watch;
-        sh_buf q; /* a watcher's lines */
-        bool ended;
+        sh_pending *tok;      /* GET /metrics: the request's answer, until given or gone */
+        sh_queued_stream *qs; /* a watch: its stream, until the sandbox goes */
+        os_metrics *m;        /* NULL once the sandbox is gone */
         SH_LIST_FIELDS(waiter, all);
 };
 
@@ -116,7 +115,7 @@ static void waiter_unlink(waiter *w)
 
         if (!m)
                 return;
-        if (w->watch) {
+        if (w->qs) {
                 SH_LIST_REMOVE(all, m->watchers, w);
         } else {
                 SH_LIST_REMOVE(all, m->waiters, w);
@@ -133,40 +132,32 @@ static void waiter_gone(void *data)
         sh_pending_release(TAKE_PTR(w->tok));
 }
 
+static void watcher_gone(void *data)
+{
+        waiter *w = data;
+
+        waiter_unlink(w);
+        sh_queued_stream_release(TAKE_PTR(w->qs));
+}
+
 static void waiter_release(void *data)
 {
         waiter *w = data;
 
         waiter_unlink(w);
-        sh_buf_done(&w->q);
         free(w);
 }
 
-static ssize_t watch_read(void *data, char *out, size_t max)
-{
-        waiter *w = data;
-        size_t n = sh_buf_unread(&w->q);
-
-        if (n > max)
-                n = max;
-        if (n == 0)
-                return w->ended ? SH_STREAM_END : 0;
-        memcpy(out, w->q.p + w->q.off, n);
-        w->q.off += n;
-        if (w->q.off == w->q.len)
-                w->q.off = w->q.len = 0;
-        return (ssize_t)n;
-}
-
 static const sh_pending_ops waiter_ops = {.gone = waiter_gone, .release = waiter_release};
-static const sh_pending_ops watch_ops = {
-        .gone = waiter_gone, .release = waiter_release, .read = watch_read};
+static const sh_queued_stream_ops watch_ops = {.gone = watcher_gone, .release = waiter_release};
+static const sh_queued_stream_opts watch_opts = {.block = 4096};
 
 /* Each watcher gets the sample as one JSON line (unless it is too far behind). */
 static void feed_watchers(os_metrics *m)
 {
         waiter *w, *next;
         char *line = NULL;
+        sh_buf *q;
         cJSON *o;
 
         if (!m->watchers || !m->have_sample || !(o = sample_json(m)))
@@ -177,11 +168,11 @@ static void feed_watchers(os_metrics *m)
                 return;
         for (w = m->watchers; w; w = next) {
                 next = w->all_next;
-                if (sh_buf_unread(&w->q) > WATCH_QUEUED)
+                if (sh_queued_stream_unread(w->qs) > WATCH_QUEUED)
                         continue; /* a client that does not read skips samples */
-                if (sh_buf_append(&w->q, line, strlen(line)) == 0 &&
-                    sh_buf_append(&w->q, "\n", 1) == 0)
-                        sh_pending_wake(w->tok);
+                q = sh_queued_stream_queue(w->qs);
+                if (sh_buf_append(q, line, strlen(line)) == 0 && sh_buf_append(q, "\n", 1) == 0)
+                        sh_queued_stream_pushed(w->qs);
         }
         free(line);
 }
@@ -265,9 +256,8 @@ void os_metrics_gone(os_execd *x)
         }
         while ((w = m->watchers)) {
                 waiter_unlink(w);
-                w->ended = true;
-                sh_pending_wake(w->tok);
-                sh_pending_release(TAKE_PTR(w->tok));
+                sh_queued_stream_end(w->qs);
+                sh_queued_stream_release(TAKE_PTR(w->qs));
         }
         x->metrics = NULL;
         free(m);
@@ -314,12 +304,11 @@ static void api_watch(sh_request *r)
                 os_reply_error(r, 500, OS_RUNTIME, "cannot sample the sandbox's metrics");
                 return;
         }
-        w->watch = true;
-        w->tok = sh_request_wait(r, &watch_ops, w);
-        resp = w->tok ? sh_response_stream(w->tok, 4096) : NULL;
+        w->qs = sh_queued_stream_new(r, m->loop, &watch_ops, &watch_opts, w);
+        resp = w->qs ? sh_queued_stream_response(w->qs) : NULL;
         if (!resp) {
-                if (w->tok)
-                        sh_pending_release(TAKE_PTR(w->tok)); /* frees w with the request */
+                if (w->qs)
+                        sh_queued_stream_release(TAKE_PTR(w->qs)); /* frees w with the request */
                 else
                         free(w);
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");

@@ -24,6 +24,7 @@
 #include "sh/log.h"
 #include "sh/loop.h"
 #include "sh/opensandbox.h"
+#include "sh/ringlog.h"
 #include "sh/sandbox.h"
 #include "sh/util.h"
 
@@ -109,42 +110,6 @@ void os_ring_append(os_ring *g, const char *p, size_t n);
 void os_ring_copy(const os_ring *g, char *out);
 void os_ring_done(os_ring *g);
 
-/* cmdlog.c: the bounded log of a background command's or an entrypoint's output, in a file
- * of the sandbox's (sh_sandbox_open_log: outside its view, inside its disk limit): the last
- * `max` bytes, the file a ring of max bytes (offset o at o % max). The daemon holds none of
- * its bytes, and no fd of it between uses. Offsets count every byte kept. */
-typedef struct os_log {
-        uint64_t total; /* the offset after the newest byte kept */
-        uint64_t first; /* the offset of the oldest byte kept (total: none) */
-        uint64_t max;   /* the bound (> 0) */
-        char name[24];  /* its file; "" once dropped */
-        bool made;      /* the file exists */
-        bool warned;    /* a write fell short, and the log said so */
-} os_log;
-
-uint64_t os_log_first(const os_log *g);
-uint64_t os_log_kept(const os_log *g); /* total - first */
-/* Write n bytes (the last max of them) at the end of the log into fd, its file opened for
- * writing. Returns the bytes kept (fewer than n when the file could not grow: its filesystem
- * is full; what was not written is not counted), or -errno when none could be. */
-ssize_t os_log_write(os_log *g, int fd, const char *p, size_t n);
-/* Up to n bytes from offset off into out, read from fd (its file): the count, 0 at or past
- * the end, -ESTALE when off is no longer kept (overwritten or dropped), -errno. */
-ssize_t os_log_pread(const os_log *g, int fd, uint64_t off, char *out, size_t n);
-/* A log of max bytes in the file `name` of the sandbox's log directory, made by its first
- * append (a log that never gets a byte leaves no file). */
-void os_log_init(os_log *g, const char *name, uint64_t max);
-/* The same, its file made now (empty, new): 0, or -1 with err (the sandbox's disk is full). */
-int os_log_create(os_log *g, sh_sandbox *sb, const char *name, uint64_t max, sh_error **err);
-/* Append n bytes through sb: the change in bytes kept (what was dropped to make room counts
- * negative). A write that falls short is logged once per log (log_id: the sandbox). */
-int64_t os_log_append(os_log *g, sh_sandbox *sb, const char *p, size_t n, const char *log_id);
-/* os_log_pread through sb (the file opened and closed in the call). */
-ssize_t os_log_read(const os_log *g, sh_sandbox *sb, uint64_t off, char *out, size_t n);
-/* Keep nothing more, and remove its file (sb NULL or deleted: the file goes with the
- * sandbox's tree). Returns the bytes it kept. */
-uint64_t os_log_drop(os_log *g, sh_sandbox *sb, const char *log_id);
-
 /* One sandbox created through /v1. Lives from the create until its sandbox is deleted (a
  * /v1 or native delete, its expiry, a failed create, shutdown). The registry is the manager's:
  * a record is attached to its sandbox (sh_sandbox_attach), found through the manager's look-up
@@ -183,10 +148,9 @@ struct os_record {
 
         /* the entrypoint: a background command, its output (stdout + stderr) in a log file */
         sh_exec *entry;
-        os_log container;
+        sh_ringlog container;
         bool entry_ended;
-        bool entry_throttled; /* paused by the sandbox's read rate (commands.c) */
-        int entry_exit;       /* its exit code (128 + signal) once entry_ended */
+        int entry_exit; /* its exit code (128 + signal) once entry_ended */
 
         /* its expiry's loop timer: armed for expiry_at (<= expires_ms), NULL: none */
         sh_timer *expiry_t;
@@ -218,7 +182,7 @@ int os_records_list(os_ctx *ctx, os_record ***ret, size_t *ret_n);
 /* Its sandbox (borrowed; NULL once deleted): its cgroup, workspace, exec. */
 sh_sandbox *os_record_sandbox(const os_record *rec);
 /* The entrypoint's output log (diagnostics scope `container`). */
-const os_log *os_record_container_log(const os_record *rec);
+const sh_ringlog *os_record_container_log(const os_record *rec);
 
 /* What a file keeps per record (pause.c, snapshots.c, diagnostics.c, the execd files: its
  * own pointer in the record, rec->pause, rec->snap, rec->diag, rec->execd) is told through its

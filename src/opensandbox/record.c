@@ -327,7 +327,7 @@ sh_sandbox *os_record_sandbox(const os_record *rec)
         return rec->sb;
 }
 
-const os_log *os_record_container_log(const os_record *rec)
+const sh_ringlog *os_record_container_log(const os_record *rec)
 {
         return &rec->container;
 }

@@ -1,6 +1,6 @@
 /* exec.c: exec sessions: pipes from the sandbox read by the loop, typed events for the
- * consumer, the output kept for the exit event, heartbeats, the grace for descendants, and the
- * kill of the exec cgroup. */
+ * consumer, the output kept for the exit event, heartbeats, the grace for descendants, the
+ * kill of the exec cgroup, and the read rates sessions share. */
 #include "sh/exec.h"
 
 #include <errno.h>
@@ -11,8 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sh/bucket.h"
 #include "sh/buf.h"
 #include "sh/cgroup.h"
+#include "sh/list.h"
 #include "sh/log.h"
 #include "sh/util.h"
 #include "sh/worker.h"
@@ -32,8 +34,12 @@ struct sh_exec {
         bool ooms_read;                   /* ooms_after was read */
         int fd[2];                        /* read ends: stdout, stderr (-1 once at EOF) */
         sh_io *io[2];
-        bool paused;   /* the consumer is full: the pipes are not watched */
-        sh_buf out[2]; /* kept stdout / stderr, up to capture_max */
+        bool paused;            /* the consumer is full: the pipes are not watched */
+        sh_exec_rate *rate;     /* the rate its reads are billed to, or NULL (a reference) */
+        size_t rate_charge_min; /* the least one read costs of it */
+        bool rate_wait;         /* its rate is spent: the pipes are not watched until the refill */
+        SH_LIST_FIELDS(sh_exec, waiting); /* in rate->waiting while rate_wait */
+        sh_buf out[2];                    /* kept stdout / stderr, up to capture_max */
         uint64_t capture_max, heartbeat_ms, grace_ms;
         size_t read_max; /* bytes of one read, at most sizeof(chunk) */
         bool truncated;
@@ -46,6 +52,111 @@ struct sh_exec {
 };
 
 static void exec_unref(sh_exec *e);
+static void on_pipe(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data);
+
+/* ---- read rates ------------------------------------------------------------------------- */
+
+struct sh_exec_rate {
+        unsigned refs;
+        sh_loop *loop;
+        sh_bucket b;      /* bytes, monotonic ms */
+        sh_timer *refill; /* armed while in debt */
+        sh_exec *waiting; /* the sessions waiting for the refill */
+};
+
+sh_exec_rate *sh_exec_rate_new(sh_loop *loop, uint64_t bytes_per_s)
+{
+        sh_exec_rate *r = calloc(1, sizeof(*r));
+
+        if (!r)
+                return NULL;
+        r->refs = 1;
+        r->loop = loop;
+        sh_bucket_init(&r->b, bytes_per_s, bytes_per_s / 8, sh_now_ms());
+        return r;
+}
+
+static sh_exec_rate *rate_ref(sh_exec_rate *r)
+{
+        if (r)
+                r->refs++;
+        return r;
+}
+
+void sh_exec_rate_unref(sh_exec_rate *r)
+{
+        if (!r || --r->refs > 0)
+                return;
+        sh_loop_cancel_timer(r->loop, r->refill);
+        free(r);
+}
+
+/* The pipes are watched unless the consumer paused the session or its rate is spent. */
+static void watch_pipes(sh_exec *e)
+{
+        int k;
+
+        for (k = 0; k < 2; k++)
+                if (e->fd[k] >= 0 && !e->io[k])
+                        e->io[k] = sh_loop_add_io(e->env.loop, e->fd[k], EPOLLIN, on_pipe, e);
+}
+
+static void unwatch_pipes(sh_exec *e)
+{
+        int k;
+
+        for (k = 0; k < 2; k++)
+                if (e->io[k]) {
+                        sh_loop_del_io(e->env.loop, e->io[k]);
+                        e->io[k] = NULL;
+                }
+}
+
+/* The session no longer waits for its rate (refilled, or ended). */
+static void rate_wait_end(sh_exec *e)
+{
+        if (!e->rate_wait)
+                return;
+        e->rate_wait = false;
+        SH_LIST_REMOVE(waiting, e->rate->waiting, e);
+}
+
+/* Refilled: every session that waited reads again (unless its consumer paused it). */
+static void on_refill(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_exec_rate *r = data;
+        sh_exec *e;
+
+        r->refill = NULL;
+        sh_bucket_refill(&r->b, sh_now_ms());
+        while ((e = r->waiting)) {
+                rate_wait_end(e);
+                if (!e->paused)
+                        watch_pipes(e);
+        }
+}
+
+/* Bill n bytes read by e: past the bucket, e waits for the refill timer (armed now; without
+ * it, e is not stopped: nobody would resume it). */
+static void rate_charge(sh_exec *e, size_t n)
+{
+        sh_exec_rate *r = e->rate;
+        uint64_t wait_ms;
+
+        if (!r || e->rate_wait)
+                return;
+        wait_ms =
+                sh_bucket_take(&r->b, n > e->rate_charge_min ? n : e->rate_charge_min, sh_now_ms());
+        if (!wait_ms)
+                return;
+        if (!r->refill)
+                r->refill = sh_loop_add_timer(r->loop, wait_ms, on_refill, r);
+        if (!r->refill)
+                return;
+        e->rate_wait = true;
+        SH_LIST_PREPEND(waiting, r->waiting, e);
+        unwatch_pipes(e);
+}
 
 /* Every event goes through here: the heartbeat counts silence from the last one. */
 static void emit(sh_exec *e, const sh_exec_event *ev)
@@ -118,33 +229,25 @@ static void on_pipe(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
         ev.chunk.stream = i == 0 ? SH_EXEC_STDOUT : SH_EXEC_STDERR;
         ev.chunk.data = chunk;
         ev.chunk.len = (size_t)n;
+        rate_charge(e, (size_t)n);
         emit(e, &ev);
 }
 
 void sh_exec_pause(sh_exec *e)
 {
-        int k;
-
         if (e->paused || e->ended)
                 return;
         e->paused = true;
-        for (k = 0; k < 2; k++)
-                if (e->io[k]) {
-                        sh_loop_del_io(e->env.loop, e->io[k]);
-                        e->io[k] = NULL;
-                }
+        unwatch_pipes(e);
 }
 
 void sh_exec_resume(sh_exec *e)
 {
-        int k;
-
         if (!e->paused)
                 return;
         e->paused = false;
-        for (k = 0; k < 2; k++)
-                if (e->fd[k] >= 0 && !e->io[k])
-                        e->io[k] = sh_loop_add_io(e->env.loop, e->fd[k], EPOLLIN, on_pipe, e);
+        if (!e->rate_wait)
+                watch_pipes(e);
 }
 
 static void on_heartbeat(sh_loop *l, sh_timer *t, void *data)
@@ -181,6 +284,7 @@ static void close_pipes(sh_exec *e)
                 if (e->fd[k] >= 0)
                         stop_reading(e, k);
         e->paused = false;
+        rate_wait_end(e);
 }
 
 static void on_grace(sh_loop *l, sh_timer *t, void *data)
@@ -276,6 +380,8 @@ static void exec_free(sh_exec *e)
         }
         sh_buf_done(&e->out[0]);
         sh_buf_done(&e->out[1]);
+        rate_wait_end(e);
+        sh_exec_rate_unref(e->rate);
         if (e->owned && e->owner.freed)
                 e->owner.freed(e->owner.data);
         free(e);
@@ -384,6 +490,8 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
         e->heartbeat_ms = spec->heartbeat_ms;
         e->grace_ms = spec->grace_ms;
         e->read_max = spec->read_max && spec->read_max < READ_CHUNK ? spec->read_max : READ_CHUNK;
+        e->rate = rate_ref(spec->rate);
+        e->rate_charge_min = spec->rate_charge_min;
         e->fd[0] = e->fd[1] = -1;
         e->fn = fn;
         e->data = data;
@@ -423,7 +531,8 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
                         goto fail_started;
                 }
         }
-        e->hb_t = sh_loop_add_timer(env->loop, e->heartbeat_ms, on_heartbeat, e);
+        if (e->heartbeat_ms) /* 0: no heartbeat */
+                e->hb_t = sh_loop_add_timer(env->loop, e->heartbeat_ms, on_heartbeat, e);
         e->refs = 2; /* the owner's and the consumer's */
         e->owned = true;
         r = 0;

@@ -975,6 +975,8 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
                                   .grace_ms = sh_manager_config(m)->exec_grace_ms,
                                   .merge_output = o->merge_output,
                                   .read_max = o->read_max,
+                                  .rate = o->rate,
+                                  .rate_charge_min = o->rate_charge_min,
                           },
                           fn, data,
                           &(sh_exec_owner){.ended = exec_ended,

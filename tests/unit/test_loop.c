@@ -1,4 +1,5 @@
-/* test_loop.c: the event loop: timers, io, deleting ios in callbacks, hooks, stop, signals. */
+/* test_loop.c: the event loop: timers (their heap: order, cancel, many), io, deleting ios in
+ * callbacks, hooks, stop, signals. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -361,6 +362,150 @@ START_TEST(test_mod_io_switches_events)
 }
 END_TEST
 
+/* ---- the timers' heap ------------------------------------------------------------------- */
+
+#define MANY 200000 /* with a sorted list (O(n) a timer) adding these took ~10^10 steps */
+
+/* One of many timers: what it asked, and the clock around its adding (its deadline lies in
+ * [before + ms, after + ms]). */
+typedef struct many_timer {
+        sh_timer *t;
+        uint64_t ms, before, after;
+        bool cancelled;
+        int fired; /* its place in the firing order, from 1; 0: not fired */
+} many_timer;
+
+static many_timer *many;
+static int n_many_fired;
+static int *many_order; /* the indices in firing order */
+
+static void on_many(sh_loop *l, sh_timer *t, void *data)
+{
+        many_timer *m = &many[(intptr_t)data];
+
+        /* no ck_assert on the hot path: each passing one writes Check's location record */
+        if (m->fired || m->t != t)
+                ck_abort_msg("timer %d fired twice, or as another", (int)(intptr_t)data);
+        m->t = NULL;
+        m->fired = ++n_many_fired;
+        many_order[n_many_fired - 1] = (int)(intptr_t)data;
+}
+
+static void add_many(int n, uint64_t spread, unsigned seed)
+{
+        many = calloc((size_t)n, sizeof(*many));
+        many_order = calloc((size_t)n, sizeof(*many_order));
+        ck_assert_ptr_nonnull(many);
+        ck_assert_ptr_nonnull(many_order);
+        n_many_fired = 0;
+        srand(seed);
+        for (int i = 0; i < n; i++) {
+                many[i].ms = (uint64_t)rand() % spread;
+                many[i].before = sh_now_ms();
+                many[i].t = sh_loop_add_timer(loop, many[i].ms, on_many, (void *)(intptr_t)i);
+                many[i].after = sh_now_ms();
+                if (!many[i].t)
+                        ck_abort_msg("timer %d not added", i);
+        }
+}
+
+/* Every timer not cancelled fired once, none cancelled did, and in an order their deadlines
+ * allow: b after a unless b's deadline was surely earlier; equal ones first in, first out. */
+static void check_many(int n)
+{
+        int expected = 0;
+
+        for (int i = 0; i < n; i++) {
+                if (many[i].cancelled ? many[i].fired != 0 : many[i].fired == 0)
+                        ck_abort_msg("timer %d: cancelled %d fired %d", i, many[i].cancelled,
+                                     many[i].fired);
+                expected += !many[i].cancelled;
+        }
+        ck_assert_int_eq(n_many_fired, expected);
+        for (int k = 1; k < n_many_fired; k++) {
+                const many_timer *a = &many[many_order[k - 1]], *b = &many[many_order[k]];
+
+                if (b->after + b->ms < a->before + a->ms)
+                        ck_abort_msg("timer %d (%llu ms) fired after timer %d (%llu ms)",
+                                     many_order[k], (unsigned long long)b->ms, many_order[k - 1],
+                                     (unsigned long long)a->ms);
+                if (a->before == a->after && b->before == b->after &&
+                    a->before + a->ms == b->before + b->ms && many_order[k - 1] > many_order[k])
+                        ck_abort_msg("timers %d and %d of one deadline fired last in, first out",
+                                     many_order[k - 1], many_order[k]);
+        }
+        free(many);
+        free(many_order);
+        many = NULL;
+        many_order = NULL;
+}
+
+START_TEST(test_many_timers_fire_in_deadline_order)
+{
+        add_many(MANY, 50, 1);
+        ck_assert_ptr_nonnull(sh_loop_add_timer(loop, 60, on_stop_timer, NULL));
+        run_within(SAFETY_MS * 10);
+        check_many(MANY);
+}
+END_TEST
+
+START_TEST(test_many_timers_cancelled_in_any_order_never_fire)
+{
+        /* every third, from the end, then every fifth from the start: the heap's holes filled
+         * from its last place, up or down */
+        add_many(MANY, 50, 2);
+        for (int i = MANY - 1; i >= 0; i -= 3) {
+                sh_loop_cancel_timer(loop, many[i].t);
+                many[i].t = NULL;
+                many[i].cancelled = true;
+        }
+        for (int i = 0; i < MANY; i += 5)
+                if (!many[i].cancelled) {
+                        sh_loop_cancel_timer(loop, many[i].t);
+                        many[i].t = NULL;
+                        many[i].cancelled = true;
+                }
+        ck_assert_ptr_nonnull(sh_loop_add_timer(loop, 60, on_stop_timer, NULL));
+        run_within(SAFETY_MS * 10);
+        check_many(MANY);
+}
+END_TEST
+
+static void on_cancel_next(sh_loop *l, sh_timer *t, void *data)
+{
+        int i = (int)(intptr_t)data;
+
+        on_many(l, t, data);
+        /* the next one by index, whatever its deadline: wherever it is in the heap */
+        if (i + 1 < 1000 && many[i + 1].t && !many[i + 1].cancelled && (i & 1) == 0) {
+                sh_loop_cancel_timer(l, many[i + 1].t);
+                many[i + 1].t = NULL;
+                many[i + 1].cancelled = true;
+        }
+}
+
+START_TEST(test_timers_cancelled_from_callbacks_in_a_heap_never_fire)
+{
+        many = calloc(1000, sizeof(*many));
+        many_order = calloc(1000, sizeof(*many_order));
+        ck_assert_ptr_nonnull(many);
+        ck_assert_ptr_nonnull(many_order);
+        n_many_fired = 0;
+        srand(3);
+        for (int i = 0; i < 1000; i++) {
+                many[i].ms = (uint64_t)rand() % 30;
+                many[i].before = sh_now_ms();
+                many[i].t =
+                        sh_loop_add_timer(loop, many[i].ms, on_cancel_next, (void *)(intptr_t)i);
+                many[i].after = sh_now_ms();
+                ck_assert_ptr_nonnull(many[i].t);
+        }
+        ck_assert_ptr_nonnull(sh_loop_add_timer(loop, 40, on_stop_timer, NULL));
+        run_bounded();
+        check_many(1000);
+}
+END_TEST
+
 /* ---- hooks ------------------------------------------------------------------------------ */
 
 typedef struct hook_state {
@@ -540,6 +685,14 @@ static Suite *loop_suite(void)
         tcase_add_test(tc, test_cancel_due_timer_sharing_deadline_from_callback);
         tcase_add_test(tc, test_timer_added_from_timer_callback_fires);
         tcase_add_test(tc, test_free_with_pending_timers);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("heap");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60); /* a bound, never a measure: a list took hours here */
+        tcase_add_test(tc, test_many_timers_fire_in_deadline_order);
+        tcase_add_test(tc, test_many_timers_cancelled_in_any_order_never_fire);
+        tcase_add_test(tc, test_timers_cancelled_from_callbacks_in_a_heap_never_fire);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("io");

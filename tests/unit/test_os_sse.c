@@ -1,8 +1,8 @@
-/* test_os_sse.c: the pure parts of the /v1 execd (src/opensandbox/sse.c, cmdlog.c): lines
- * split as OpenSandbox's execd splits them, the SSE events byte for byte, the encoder of the
- * engine's typed events (exit codes, signals, invalid UTF-8, a session run's state), the
- * wrapper's handshake (stdout alone, or merged with stderr), and the bounded background log
- * with its offsets, on a file of the test's own (cmdlog.c's ring). */
+/* test_os_sse.c: the pure parts of the /v1 execd (src/opensandbox/sse.c): lines split as
+ * OpenSandbox's execd splits them, the SSE events byte for byte, the encoder of the engine's
+ * typed events (exit codes, signals, invalid UTF-8, a session run's state), the wrapper's
+ * handshake (stdout alone, or merged with stderr). The background log's ring is
+ * test_ringlog.c's. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -452,114 +452,6 @@ START_TEST(test_nonces_and_ids_are_random_hex)
 }
 END_TEST
 
-/* ---- the background log ------------------------------------------------------------------------ */
-
-/* A log's file: a fresh file of the test's own. */
-static int log_file(char *dir, size_t size)
-{
-        char path[4200];
-        int fd;
-
-        ck_assert_int_eq(ut_mkdtemp(dir, size, "oslog"), 0);
-        snprintf(path, sizeof(path), "%s/log", dir);
-        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        ck_assert_int_ge(fd, 0);
-        return fd;
-}
-
-static void check_read(const os_log *g, int fd, uint64_t from, const char *want)
-{
-        char buf[256];
-        ssize_t n = os_log_pread(g, fd, from, buf, sizeof(buf));
-
-        ck_assert_int_eq(n, (ssize_t)strlen(want));
-        ck_assert(n == 0 || memcmp(buf, want, (size_t)n) == 0);
-}
-
-START_TEST(test_the_log_reads_from_any_offset)
-{
-        os_log g = {.max = 1 << 20};
-        char dir[4096];
-        int fd = log_file(dir, sizeof(dir));
-
-        ck_assert_int_eq(os_log_write(&g, fd, "hello ", 6), 6);
-        ck_assert_int_eq(os_log_write(&g, fd, "world", 5), 5);
-        ck_assert_uint_eq(g.total, 11);
-        ck_assert_uint_eq(os_log_first(&g), 0);
-        check_read(&g, fd, 0, "hello world");
-        check_read(&g, fd, 6, "world");
-        check_read(&g, fd, 11, "");
-        check_read(&g, fd, 999, ""); /* past the end: nothing */
-        close(fd);
-        ut_rm_rf(dir);
-}
-END_TEST
-
-START_TEST(test_the_log_keeps_the_last_max_bytes_in_a_file_of_max_bytes)
-{
-        os_log g = {.max = 10};
-        char dir[4096], buf[64];
-        int fd = log_file(dir, sizeof(dir));
-        struct stat st;
-
-        ck_assert_int_eq(os_log_write(&g, fd, "0123456789", 10), 10);
-        ck_assert_int_eq(os_log_write(&g, fd, "abcd", 4), 4); /* wraps */
-        ck_assert_uint_eq(g.total, 14);
-        ck_assert_uint_eq(os_log_first(&g), 4);
-        ck_assert_uint_eq(os_log_kept(&g), 10);
-        check_read(&g, fd, 4, "456789abcd");
-        check_read(&g, fd, 12, "cd");
-        /* an offset overwritten since: not a wrong byte, an error */
-        ck_assert_int_eq(os_log_pread(&g, fd, 3, buf, sizeof(buf)), -ESTALE);
-        /* a read of a few bytes across the wrap */
-        ck_assert_int_eq(os_log_pread(&g, fd, 8, buf, 4), 4);
-        ck_assert_int_eq(memcmp(buf, "89ab", 4), 0);
-        /* an append longer than the log: its last max bytes, the ones before counted */
-        ck_assert_int_eq(os_log_write(&g, fd, "ABCDEFGHIJKLMNOPQRST", 20), 10);
-        ck_assert_uint_eq(g.total, 34);
-        ck_assert_uint_eq(os_log_first(&g), 24);
-        ck_assert_int_eq(os_log_pread(&g, fd, 0, buf, sizeof(buf)), -ESTALE);
-        check_read(&g, fd, 24, "KLMNOPQRST");
-        ck_assert_int_eq(fstat(fd, &st), 0);
-        ck_assert_int_eq(st.st_size, 10); /* the file never holds more than max */
-        close(fd);
-        ut_rm_rf(dir);
-}
-END_TEST
-
-START_TEST(test_a_log_whose_file_cannot_grow_stops_at_the_bytes_it_holds)
-{
-        os_log g = {.max = 1 << 20};
-        char dir[4096], path[4200];
-        int fd = log_file(dir, sizeof(dir)), ro;
-        struct rlimit old, lim = {.rlim_cur = 6, .rlim_max = RLIM_INFINITY};
-        struct sigaction ign = {.sa_handler = SIG_IGN}, prev;
-
-        /* RLIMIT_FSIZE is the cheapest full filesystem: writes past it fall short */
-        ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
-        lim.rlim_max = old.rlim_max;
-        ck_assert_int_eq(sigaction(SIGXFSZ, &ign, &prev), 0);
-        ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-        ck_assert_int_eq(os_log_write(&g, fd, "hello world", 11), 6);
-        ck_assert_int_eq(os_log_write(&g, fd, "more", 4), -EFBIG);
-        ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
-        ck_assert_int_eq(sigaction(SIGXFSZ, &prev, NULL), 0);
-        ck_assert_uint_eq(g.total, 6);
-        check_read(&g, fd, 0, "hello ");
-        /* once it can grow again, it goes on from there */
-        ck_assert_int_eq(os_log_write(&g, fd, "again", 5), 5);
-        check_read(&g, fd, 0, "hello again");
-        /* a file shorter than what the log says it holds is not read as the log */
-        snprintf(path, sizeof(path), "%s/log", dir);
-        ck_assert_int_eq(truncate(path, 3), 0);
-        ro = open(path, O_RDONLY | O_CLOEXEC);
-        ck_assert_int_eq(os_log_pread(&g, ro, 0, path, 11), -EIO);
-        close(ro);
-        close(fd);
-        ut_rm_rf(dir);
-}
-END_TEST
-
 static Suite *os_sse_suite(void)
 {
         Suite *s = suite_create("os_sse");
@@ -581,11 +473,6 @@ static Suite *os_sse_suite(void)
         tcase_add_test(tc, test_the_handshake_line_is_read_and_the_rest_is_output);
         tcase_add_test(tc, test_merged_lines_before_the_handshake_are_the_shells_own_output);
         tcase_add_test(tc, test_nonces_and_ids_are_random_hex);
-        suite_add_tcase(s, tc);
-        tc = tcase_create("log");
-        tcase_add_test(tc, test_the_log_reads_from_any_offset);
-        tcase_add_test(tc, test_the_log_keeps_the_last_max_bytes_in_a_file_of_max_bytes);
-        tcase_add_test(tc, test_a_log_whose_file_cannot_grow_stops_at_the_bytes_it_holds);
         suite_add_tcase(s, tc);
         return s;
 }

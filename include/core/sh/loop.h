@@ -1,5 +1,6 @@
-/* loop.h: the one event loop (redis ae-style): epoll over fd handlers, monotonic timers on one
- * timerfd, before-sleep hooks (used to run libmicrohttpd), signals via signalfd. One thread. */
+/* loop.h: the one event loop (redis ae-style): epoll over fd handlers, monotonic timers (a
+ * heap) on one timerfd, before-sleep hooks (used to run libmicrohttpd), signals via signalfd.
+ * One thread. */
 #pragma once
 
 #include <stdbool.h>
@@ -26,7 +27,9 @@ int sh_loop_mod_io(sh_loop *l, sh_io *io, uint32_t events);
 void sh_loop_del_io(sh_loop *l, sh_io *io);
 
 /* One-shot timer `ms` from now. Returns a handle or NULL. Cancel accepts NULL. A timer is
- * freed after it fires: do not cancel it from then on. */
+ * freed after it fires: do not cancel it from then on. Timers of one deadline fire in the
+ * order they were added. Adding and cancelling cost O(log n) in the timers pending (a
+ * binary heap): thousands of sandboxes each keep a few. */
 sh_timer *sh_loop_add_timer(sh_loop *l, uint64_t ms, sh_timer_fn fn, void *data);
 void sh_loop_cancel_timer(sh_loop *l, sh_timer *t);
 

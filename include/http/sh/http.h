@@ -334,3 +334,57 @@ ssize_t sh_sliced_stream_read(sh_sliced_stream *ss, char *out, size_t max, sh_sl
                               void *data);
 void sh_sliced_stream_stop(sh_sliced_stream *ss); /* no more wakes */
 void sh_sliced_stream_done(sh_sliced_stream *ss); /* and free the buffer */
+
+/* A streamed body fed by a producer that does not wait for the client (an exec's output, a
+ * sampler), http/stream.c: the producer queues whole frames as they come (push, or append to
+ * the queue and say so: an encoder writes into it), the client takes them as fast as it
+ * reads, the stream's end is read after its last byte. Backpressure: past `high` unread bytes
+ * the producer is told to stop, back under `low` to go on, so memory never grows with a client
+ * that does not read. An optional keepalive frame after `keepalive_ms` without a push (the
+ * write that tells a vanished client is gone). The stream takes the request's pending token;
+ * the producer gets one reference (sh_queued_stream_release), the request and the response
+ * hold theirs, and the last one frees the stream (ops->release). */
+typedef struct sh_queued_stream sh_queued_stream;
+typedef struct sh_queued_stream_ops {
+        /* Backpressure: `stop` when more than opts->high bytes are unread (the high mark);
+         * then not `stop` once back under opts->low (the low mark), or the client gone
+         * meanwhile: go on. NULL: no marks. */
+        void (*backpressure)(void *data, bool stop);
+        /* Append one keepalive frame to q: 0, or < 0 for none this time. NULL: none. */
+        int (*keepalive)(void *data, sh_buf *q);
+        /* The request ended (the client left, or it read the end): bytes pushed from now on
+         * are dropped. Called once, before the backpressure that lets a stopped producer go.
+         * NULL. */
+        void (*gone)(void *data);
+        /* The stream is freed (its last reference went). NULL: nothing to free. */
+        void (*release)(void *data);
+} sh_queued_stream_ops;
+typedef struct sh_queued_stream_opts {
+        size_t high, low;      /* the marks, in unread bytes (high 0: none) */
+        uint64_t keepalive_ms; /* silence before a keepalive frame (0: none) */
+        size_t block;          /* the most one read of the transport takes */
+} sh_queued_stream_opts;
+
+/* A stream for r (it takes r's token: at most one per request); the caller's reference. NULL
+ * when out of memory or r has a token. ops must outlive the stream. */
+sh_queued_stream *sh_queued_stream_new(sh_request *r, sh_loop *loop,
+                                       const sh_queued_stream_ops *ops,
+                                       const sh_queued_stream_opts *o, void *data);
+/* The request, or NULL once it has ended: to answer otherwise (an error) before the stream's
+ * response is made. */
+sh_request *sh_queued_stream_request(const sh_queued_stream *s);
+/* The streamed response (once; the caller adds its headers and sh_reply's it): from now on a
+ * push wakes the connection, and the keepalive counts. NULL when out of memory. */
+sh_response *sh_queued_stream_response(sh_queued_stream *s);
+/* The queue, for an encoder that appends whole frames to it; then sh_queued_stream_pushed. */
+sh_buf *sh_queued_stream_queue(sh_queued_stream *s);
+/* Bytes were appended (maybe none: it still counts against the keepalive's silence): the
+ * high mark is looked at, the connection woken. */
+void sh_queued_stream_pushed(sh_queued_stream *s);
+/* Append n bytes and say so: 0 or -ENOMEM. */
+int sh_queued_stream_push(sh_queued_stream *s, const void *p, size_t n);
+/* No more bytes: the client reads the end after what is queued. */
+void sh_queued_stream_end(sh_queued_stream *s);
+size_t sh_queued_stream_unread(const sh_queued_stream *s);
+/* The caller's reference goes (accepts NULL); queued bytes are still read to the end. */
+void sh_queued_stream_release(sh_queued_stream *s);

@@ -22,6 +22,18 @@ struct sh_worker;
 
 typedef struct sh_exec sh_exec;
 
+/* A read rate exec sessions share (a sandbox's output that no client waits for): a token
+ * bucket refilled at `bytes_per_s`, holding at most an eighth of a second's worth. Each read
+ * of a session billed to it costs its bytes (at least the session's rate_charge_min: a read's
+ * syscalls cost whatever its size); a read that takes the bucket below zero stops the
+ * session's reads (its full pipe then stops its writer) until a loop timer has refilled the
+ * bucket, so the daemon's one thread spends at most that on one bucket's sessions. Refcounted:
+ * the maker's reference, and each session's billed to it. */
+typedef struct sh_exec_rate sh_exec_rate;
+/* NULL when out of memory. */
+sh_exec_rate *sh_exec_rate_new(sh_loop *loop, uint64_t bytes_per_s);
+void sh_exec_rate_unref(sh_exec_rate *r); /* accepts NULL */
+
 typedef enum { SH_EXEC_STDOUT = 0, SH_EXEC_STDERR = 1 } sh_exec_stream;
 
 typedef enum {
@@ -85,13 +97,16 @@ typedef struct sh_exec_spec {
         char *const *argv;        /* NULL-terminated, non-empty (copied) */
         char *const *envp;        /* NULL-terminated (copied) */
         uint64_t capture_max;     /* bytes of each stream kept for the exit event */
-        uint64_t heartbeat_ms;    /* silence before a heartbeat event */
+        uint64_t heartbeat_ms;    /* silence before a heartbeat event; 0: none */
         uint64_t grace_ms;        /* after the exit, how long descendants may hold the pipes */
         bool merge_output;        /* stderr into stdout's pipe: one pipe (one daemon fd), every
                                    * chunk SH_EXEC_STDOUT, both streams in the order written */
         size_t read_max;          /* the most one chunk event carries (0: the engine's 256 KiB):
                                    * a consumer whose encoding multiplies bytes (one event per
                                    * line) bounds what one chunk makes it queue */
+        sh_exec_rate *rate;       /* its reads billed to this rate (a reference taken); NULL:
+                                   * unbilled */
+        size_t rate_charge_min;   /* the least one read costs of the rate */
 } sh_exec_spec;
 
 /* The session's owner (the sandbox): told when the session leaves it, so it can unlink it. */
@@ -116,7 +131,8 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
                   const sh_exec_owner *owner, sh_exec **ret, sh_error **err);
 
 /* Backpressure: the consumer has too much queued: stop reading the pipes (a full pipe then
- * stops the command; heartbeats still come). Resume when it has room again. */
+ * stops the command; heartbeats still come). Resume when it has room again (the reads then
+ * go on unless the session's rate is spent: they do once it is refilled). */
 void sh_exec_pause(sh_exec *e);
 void sh_exec_resume(sh_exec *e);
 

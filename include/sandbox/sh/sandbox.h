@@ -245,10 +245,12 @@ unsigned sh_sandbox_freeze_holds(const sh_sandbox *sb);
 
 /* What a surface chooses for its exec sessions. */
 typedef struct sh_exec_opts {
-        uint64_t capture_max;  /* bytes of each stream kept for the exit event */
-        uint64_t heartbeat_ms; /* silence before a heartbeat event */
-        bool merge_output;     /* one pipe for stdout and stderr (sh_exec_spec) */
-        size_t read_max;       /* bytes of one chunk at most (sh_exec_spec); 0: the engine's */
+        uint64_t capture_max;   /* bytes of each stream kept for the exit event */
+        uint64_t heartbeat_ms;  /* silence before a heartbeat event; 0: none */
+        bool merge_output;      /* one pipe for stdout and stderr (sh_exec_spec) */
+        size_t read_max;        /* bytes of one chunk at most (sh_exec_spec); 0: the engine's */
+        sh_exec_rate *rate;     /* its reads billed to this rate (sh_exec_spec); NULL: none */
+        size_t rate_charge_min; /* the least one read costs of it */
 } sh_exec_opts;
 
 /* Run argv (NULL-terminated, non-empty) in sb with the environment: base variables, then the

@@ -1,29 +1,29 @@
-/* cmdlog.c: the bounded log of a background command's output (OPENSANDBOX.md section 3.1) and
- * of an entrypoint's: the last `max` bytes, in a file of the sandbox's own (sh_sandbox_open_log:
- * outside its view, on the filesystem of its disk limit), written as a ring (byte offset o at
- * o % max, so the file never holds more than max bytes), byte offsets over everything kept
- * (the logs route's `cursor`), reads from an offset in bounded steps. The daemon holds none of
- * its bytes and no fd of it between uses. os_log_write and os_log_pread work on a given fd
- * (pure but for that I/O: unit-tested on a file of their own). */
+/* ringlog.c: a bounded log in a file of a sandbox's (sh/ringlog.h): the last `max` bytes,
+ * written as a ring (byte offset o at o % max), byte offsets over everything kept, reads from
+ * an offset. The /v1 surface keeps its background commands' and entrypoints' output in them.
+ * sh_ringlog_write and sh_ringlog_pread work on a given fd (pure but for that I/O:
+ * unit-tested on a file of their own); the rest opens the file per call. */
+#include "sh/ringlog.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "os-internal.h"
+#include "sh/log.h"
 
-uint64_t os_log_first(const os_log *g)
+uint64_t sh_ringlog_first(const sh_ringlog *g)
 {
         return g->first;
 }
 
-uint64_t os_log_kept(const os_log *g)
+uint64_t sh_ringlog_kept(const sh_ringlog *g)
 {
         return g->total - g->first;
 }
 
-ssize_t os_log_write(os_log *g, int fd, const char *p, size_t n)
+ssize_t sh_ringlog_write(sh_ringlog *g, int fd, const char *p, size_t n)
 {
         uint64_t max = g->max ? g->max : 1;
         size_t done = 0;
@@ -63,7 +63,7 @@ ssize_t os_log_write(os_log *g, int fd, const char *p, size_t n)
         return done || !e ? (ssize_t)done : -e;
 }
 
-ssize_t os_log_pread(const os_log *g, int fd, uint64_t off, char *out, size_t n)
+ssize_t sh_ringlog_pread(const sh_ringlog *g, int fd, uint64_t off, char *out, size_t n)
 {
         uint64_t max = g->max ? g->max : 1;
         size_t got = 0;
@@ -92,17 +92,17 @@ ssize_t os_log_pread(const os_log *g, int fd, uint64_t off, char *out, size_t n)
 
 /* ---- with the sandbox's files ------------------------------------------------------------- */
 
-void os_log_init(os_log *g, const char *name, uint64_t max)
+void sh_ringlog_init(sh_ringlog *g, const char *name, uint64_t max)
 {
-        *g = (os_log){.max = max ? max : 1};
+        *g = (sh_ringlog){.max = max ? max : 1};
         snprintf(g->name, sizeof(g->name), "%s", name);
 }
 
-int os_log_create(os_log *g, sh_sandbox *sb, const char *name, uint64_t max, sh_error **err)
+int sh_ringlog_create(sh_ringlog *g, sh_sandbox *sb, const char *name, uint64_t max, sh_error **err)
 {
         int fd;
 
-        os_log_init(g, name, max);
+        sh_ringlog_init(g, name, max);
         fd = sh_sandbox_open_log(sb, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, err);
         if (fd < 0) {
                 g->name[0] = '\0';
@@ -113,9 +113,10 @@ int os_log_create(os_log *g, sh_sandbox *sb, const char *name, uint64_t max, sh_
         return 0;
 }
 
-int64_t os_log_append(os_log *g, sh_sandbox *sb, const char *p, size_t n, const char *log_id)
+int64_t sh_ringlog_append(sh_ringlog *g, sh_sandbox *sb, const char *p, size_t n,
+                          const char *log_id)
 {
-        uint64_t before = os_log_kept(g);
+        uint64_t before = sh_ringlog_kept(g);
         sh_error *err = NULL;
         ssize_t w = -ENOENT;
         int fd;
@@ -125,7 +126,7 @@ int64_t os_log_append(os_log *g, sh_sandbox *sb, const char *p, size_t n, const 
         fd = sh_sandbox_open_log(sb, g->name, O_WRONLY | O_CLOEXEC | (g->made ? 0 : O_CREAT), &err);
         if (fd >= 0) {
                 g->made = true;
-                w = os_log_write(g, fd, p, n);
+                w = sh_ringlog_write(g, fd, p, n);
                 if (close(fd) < 0 && w >= 0)
                         w = -errno;
         }
@@ -138,10 +139,10 @@ int64_t os_log_append(os_log *g, sh_sandbox *sb, const char *p, size_t n, const 
                                 : strerror(w < 0 ? (int)-w : ENOSPC));
         }
         sh_error_release(&err);
-        return (int64_t)os_log_kept(g) - (int64_t)before;
+        return (int64_t)sh_ringlog_kept(g) - (int64_t)before;
 }
 
-ssize_t os_log_read(const os_log *g, sh_sandbox *sb, uint64_t off, char *out, size_t n)
+ssize_t sh_ringlog_read(const sh_ringlog *g, sh_sandbox *sb, uint64_t off, char *out, size_t n)
 {
         sh_error *err = NULL;
         ssize_t r;
@@ -159,14 +160,14 @@ ssize_t os_log_read(const os_log *g, sh_sandbox *sb, uint64_t off, char *out, si
                 sh_error_release(&err);
                 return r;
         }
-        r = os_log_pread(g, fd, off, out, n);
+        r = sh_ringlog_pread(g, fd, off, out, n);
         close(fd);
         return r;
 }
 
-uint64_t os_log_drop(os_log *g, sh_sandbox *sb, const char *log_id)
+uint64_t sh_ringlog_drop(sh_ringlog *g, sh_sandbox *sb, const char *log_id)
 {
-        uint64_t kept = os_log_kept(g);
+        uint64_t kept = sh_ringlog_kept(g);
         sh_error *err = NULL;
 
         g->first = g->total;

@@ -1,0 +1,591 @@
+/* run.c: a run of a sandbox's shell (OPENSANDBOX.md section 3.1): a /command (foreground or
+ * background) or a session's run, from its start to its end. Every run goes through a fixed
+ * shell wrapper (the working directory, then `bash -c`, `sh -c` without bash; a session's
+ * script, sessions.c) on the same engine as a native exec (sh_sandbox_exec: its own cgroup,
+ * kill on disconnect, backpressure), with no heartbeat of the engine's. Its SSE stream (sse.c
+ * encodes) is a queued stream with a `ping` after 3 s of silence; the wrapper's handshake line
+ * decides its answer (a 400 for a directory that cannot be entered); a background command
+ * answers at once and runs on, its output into a bounded log of the sandbox's (execd.c), its
+ * reads billed to its sandbox's read rate; a timeout, an interrupt or the client leaving kills
+ * its whole tree. Its life is one state (execd.h) changed only by the transitions here. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "execd.h"
+
+/* The wrapper every /command runs through, as `/bin/sh -c WRAPPER sh NONCE CWD TEXT`. It
+ * enters the working directory (`~` is HOME), says so on stdout before any byte of the
+ * command's own (the daemon reads that line: a directory that cannot be entered is the
+ * request's 400, as OpenSandbox's execd answers), then becomes `bash -c TEXT` (`sh -c`
+ * without bash). Client text only ever reaches it as arguments, never inside the script. */
+static const char wrapper[] =
+        "n=$1 d=$2 c=$3\n"
+        "if [ -n \"$d\" ]; then\n"
+        "case $d in \"~\") d=$HOME;; \"~/\"*) d=$HOME/${d#\"~/\"};; esac\n"
+        "if [ ! -e \"$d\" ]; then printf '%s nodir\\n' \"$n\"; exit 125; fi\n"
+        "if [ ! -d \"$d\" ]; then printf '%s notdir\\n' \"$n\"; exit 125; fi\n"
+        "cd -- \"$d\" 2>/dev/null || { printf '%s noaccess\\n' \"$n\"; exit 125; }\n"
+        "fi\n"
+        "printf '%s ok\\n' \"$n\"\n"
+        "if command -v bash >/dev/null 2>&1; then exec bash -c \"$c\"; fi\n"
+        "exec sh -c \"$c\"\n";
+
+/* A session's run: `/bin/sh -c LAUNCHER sh SCRIPT NONCE CWD TEXT STATE FIRST` (sessions.c
+ * gives SCRIPT): the script runs in bash (sh without). */
+static const char launcher[] = "s=$1; shift\n"
+                               "if command -v bash >/dev/null 2>&1; then exec bash -c \"$s\" bash "
+                               "\"$@\"; fi\n"
+                               "exec sh -c \"$s\" sh \"$@\"\n";
+extern const char os_session_script[];
+
+/* ---- the stream -------------------------------------------------------------------------------- */
+
+/* Our reference to the stream goes: after its last event, or when the client left. */
+static void stream_end(os_cmd *c)
+{
+        sh_queued_stream_end(c->qs);
+        sh_queued_stream_release(TAKE_PTR(c->qs));
+}
+
+/* `ping` after every 3 s of silence: harmless to the client, and the write that tells us a
+ * vanished client is gone. */
+static int stream_ping(void *data, sh_buf *q)
+{
+        return os_sse_text(q, "ping", "pong", 4, os_now_wall_ms());
+}
+
+/* A client that does not read stops the command, never the daemon's memory. */
+static void stream_backpressure(void *data, bool stop)
+{
+        os_cmd *c = data;
+
+        if (c->e)
+                (stop ? sh_exec_pause : sh_exec_resume)(c->e);
+}
+
+/* The request has ended. A foreground command whose client left before its last event dies
+ * with its whole tree (its exit still comes, for its status; nobody reads any more, so the
+ * stream lets its pipes drain to their end); a background one runs on. */
+static void stream_gone(void *data)
+{
+        os_cmd *c = data;
+
+        if (c->state != CMD_FINISHED && !c->background) {
+                if (!c->why[0])
+                        snprintf(c->why, sizeof(c->why), "the client went away");
+                log_info("command-killed", c->log_id, "client went away before the end");
+                if (c->e)
+                        sh_exec_kill(c->e);
+        }
+        sh_queued_stream_release(TAKE_PTR(c->qs));
+}
+
+static void stream_release(void *data)
+{
+        os_cmd_unref(data);
+}
+
+static const sh_queued_stream_ops stream_ops = {
+        .backpressure = stream_backpressure,
+        .keepalive = stream_ping,
+        .gone = stream_gone,
+        .release = stream_release,
+};
+static const sh_queued_stream_opts stream_opts = {
+        .high = OS_STREAM_HIGH,
+        .low = OS_STREAM_HIGH / 2,
+        .keepalive_ms = OS_PING_MS,
+        .block = 256 * 1024,
+};
+
+/* The 200 text/event-stream answer, with what is queued. */
+static void reply_stream(os_cmd *c)
+{
+        sh_request *r = sh_queued_stream_request(c->qs);
+        sh_response *resp;
+
+        if (!r)
+                return;
+        resp = sh_queued_stream_response(c->qs);
+        if (!resp) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot create the response");
+                return;
+        }
+        sh_response_header(resp, "Content-Type", "text/event-stream");
+        sh_response_header(resp, "Cache-Control", "no-cache");
+        sh_response_header(resp, "X-Accel-Buffering", "no");
+        sh_response_header(resp, "X-Content-Type-Options", "nosniff");
+        sh_reply(r, 200, resp);
+}
+
+/* ---- the command's life ----------------------------------------------------------------------- */
+
+#define ERROR_MAX 511 /* the text of a command's `error` kept (its registry's budget) */
+
+/* The first ERROR_MAX bytes of error, NUL-terminated (NULL: out of memory). A loop, not
+ * strndup: the callers' texts are arrays shorter than the bound, which gcc's -O3 flags. */
+static char *copy_error(const char *error)
+{
+        size_t n = 0;
+        char *p;
+
+        while (n < ERROR_MAX && error[n])
+                n++;
+        if (!(p = malloc(n + 1)))
+                return NULL;
+        memcpy(p, error, n);
+        p[n] = '\0';
+        return p;
+}
+
+/* ---- its transitions ---- */
+
+/* STARTING -> RUNNING: the wrapper entered the directory; the command runs. */
+static void cmd_ran(os_cmd *c)
+{
+        c->state = CMD_RUNNING;
+}
+
+/* STARTING -> REFUSED: the directory cannot be entered (the request's 400); the wrapper's exit
+ * is still awaited. */
+static void cmd_refused(os_cmd *c)
+{
+        c->state = CMD_REFUSED;
+}
+
+/* STARTING -> BROKEN: what came first is not the wrapper's line: the image's /bin/sh is no
+ * shell. Killed; its end explains. */
+static void cmd_broken(os_cmd *c)
+{
+        c->state = CMD_BROKEN;
+        snprintf(c->why, sizeof(c->why), "the shell did not start as a shell");
+        if (c->e)
+                sh_exec_kill(c->e);
+}
+
+/* Any -> FINISHED, once: its exit code and error (kept bounded, as valid JSON text), its finish
+ * time, its room among the running background commands freed, its timeout off. */
+static void cmd_finish(os_cmd *c, int code, const char *error)
+{
+        if (c->state == CMD_FINISHED)
+                return;
+        os_cmd_bg_stopped(c);
+        c->state = CMD_FINISHED;
+        c->finished_ms = os_now_wall_ms();
+        c->exit_code = code;
+        free(c->error);
+        c->error = error && *error ? copy_error(error) : NULL;
+        /* it may quote the sandbox's own bytes (a start failure's stderr): valid JSON text */
+        if (c->error)
+                sh_utf8_sanitize(c->error);
+        sh_loop_cancel_timer(c->loop, c->timeout_t);
+        c->timeout_t = NULL;
+}
+
+/* It never ran (no handshake before its end): a start failure, its evalue the message. */
+static void start_failed(os_cmd *c, const char *msg)
+{
+        c->sse.ended = true;
+        if (c->qs) {
+                if (os_sse_error(sh_queued_stream_queue(c->qs), msg, msg, os_now_wall_ms()) < 0)
+                        log_error("command-oom", c->log_id, "cannot queue the error event");
+                reply_stream(c); /* not answered yet: that waits for the handshake */
+                stream_end(c);
+        }
+}
+
+/* The stderr bytes of a command that never ran: what its wrapper or the exec said. */
+static void failure_message(os_cmd *c, const sh_exec_event *ev, char *out, size_t size)
+{
+        size_t n = c->pre_err.len, i;
+
+        while (n && (c->pre_err.p[n - 1] == '\n' || c->pre_err.p[n - 1] == '\r'))
+                n--;
+        if (n) {
+                snprintf(out, size, "%.*s", (int)(n < size - 1 ? n : size - 1), c->pre_err.p);
+                for (i = 0; out[i]; i++)
+                        if ((unsigned char)out[i] < 0x20)
+                                out[i] = ' ';
+        } else if (ev->type == SH_EXEC_EV_ERROR) {
+                snprintf(out, size, "%s", ev->error.text ? ev->error.text : "the command ended");
+        } else {
+                snprintf(out, size, "the command could not start (exit %d)", ev->exit.code);
+        }
+}
+
+static void end_of_run(os_cmd *c, const sh_exec_event *ev)
+{
+        const cmd_state was = c->state;
+        char msg[512];
+        size_t slen = 0;
+        const char *st;
+
+        if (was == CMD_STARTING || was == CMD_BROKEN) {
+                /* killed before it ran (timeout, interrupt, the client left, not a shell): that
+                 * is why; else what the wrapper or the exec said */
+                if (c->why[0])
+                        snprintf(msg, sizeof(msg), "%s", c->why);
+                else
+                        failure_message(c, ev, msg, sizeof(msg));
+                cmd_finish(c, ev->type == SH_EXEC_EV_EXIT ? ev->exit.code : 125, msg);
+                start_failed(c, msg);
+        } else if (was == CMD_REFUSED) {
+                cmd_finish(c, 125, "the working directory cannot be entered");
+        } else if (ev->type == SH_EXEC_EV_EXIT) {
+                if (ev->exit.code == 0)
+                        cmd_finish(c, 0, NULL);
+                else if (c->why[0])
+                        cmd_finish(c, ev->exit.code, c->why);
+                else if (ev->exit.signal) {
+                        snprintf(msg, sizeof(msg), "killed by signal %d", ev->exit.signal);
+                        cmd_finish(c, ev->exit.code, msg);
+                } else {
+                        snprintf(msg, sizeof(msg), "exit status %d", ev->exit.code);
+                        cmd_finish(c, ev->exit.code, msg);
+                }
+        } else {
+                cmd_finish(c, -1, c->why[0] ? c->why : ev->error.text);
+        }
+        if (c->session) {
+                st = was == CMD_RUNNING && ev->type == SH_EXEC_EV_EXIT
+                             ? os_sse_session_state(&c->sse, &slen)
+                             : NULL;
+                os_session_run_ended(c->session, c, st, slen);
+                c->session = NULL;
+        }
+        /* Nothing of its output stays with a finished command (a remembered one keeps only its
+         * status): the line splitter's buffers, the state, what came before the handshake. */
+        os_sse_done(&c->sse);
+        sh_buf_done(&c->pre_err);
+}
+
+/* The handshake line is in: answer the request. */
+static void handshake_done(os_cmd *c)
+{
+        sh_request *r = c->qs ? sh_queued_stream_request(c->qs) : NULL;
+        const char *why = NULL;
+        sh_exec_event ev = {.type = SH_EXEC_EV_CHUNK};
+
+        switch (c->hs.result) {
+        case OS_HS_OK:
+                cmd_ran(c);
+                break;
+        case OS_HS_NODIR:
+                why = "working directory does not exist";
+                break;
+        case OS_HS_NOTDIR:
+                why = "working directory path is not a directory";
+                break;
+        case OS_HS_NOACCESS:
+                why = "cannot access working directory";
+                break;
+        default:
+                cmd_broken(c);
+                return;
+        }
+        if (why) {
+                /* As OpenSandbox's execd: a 400 before any stream; the command never ran. */
+                cmd_refused(c);
+                if (r)
+                        os_reply_error(r, 400, OS_BAD_BODY, "%s: %s", why, c->cwd ? c->cwd : "");
+                sh_queued_stream_release(TAKE_PTR(c->qs));
+                if (c->x)
+                        os_cmd_unlink(c);
+                return;
+        }
+        if (c->background) {
+                /* init and execution_complete at once; the command runs on, its output into
+                 * the log. */
+                if (c->qs) {
+                        if (os_sse_complete(sh_queued_stream_queue(c->qs),
+                                            os_now_wall_ms() - c->start_ms, os_now_wall_ms()) < 0)
+                                log_error("command-oom", c->log_id, "cannot queue an event");
+                        reply_stream(c);
+                        stream_end(c);
+                }
+                /* what the shell said before the handshake line, in order */
+                if (c->pre_err.len)
+                        os_cmd_log(c, c->pre_err.p, c->pre_err.len);
+                sh_buf_done(&c->pre_err);
+                return;
+        }
+        if (c->qs)
+                reply_stream(c);
+        /* stderr that raced ahead of the handshake line, now in order */
+        if (c->pre_err.len) {
+                ev.chunk.stream = SH_EXEC_STDERR;
+                ev.chunk.data = c->pre_err.p;
+                ev.chunk.len = c->pre_err.len;
+                if (c->qs &&
+                    os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), &ev, os_now_wall_ms()) < 0)
+                        log_error("command-oom", c->log_id, "cannot queue output");
+        }
+        sh_buf_done(&c->pre_err);
+        if (c->qs)
+                sh_queued_stream_pushed(c->qs);
+}
+
+static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
+{
+        os_cmd *c = data;
+        sh_exec_event sub = *ev;
+        size_t used;
+
+        if (ev->type == SH_EXEC_EV_HEARTBEAT)
+                return; /* our own ping timer keeps the stream alive */
+        if (ev->type == SH_EXEC_EV_CHUNK && c->state == CMD_STARTING) {
+                if (ev->chunk.stream == SH_EXEC_STDERR) {
+                        if (c->pre_err.len < OS_STREAM_HIGH &&
+                            sh_buf_append(&c->pre_err, ev->chunk.data, ev->chunk.len) < 0)
+                                log_error("command-oom", c->log_id, "cannot keep output");
+                        return;
+                }
+                /* A background command's one pipe carries stderr too: the shell's own lines
+                 * before the handshake's are kept as its stderr would be. */
+                used = os_handshake_feed(&c->hs, ev->chunk.data, ev->chunk.len,
+                                         c->background ? &c->pre_err : NULL);
+                if (c->hs.result == OS_HS_WAIT)
+                        return;
+                c->refs++; /* handshake_done may unlink it */
+                handshake_done(c);
+                os_cmd_unref(c); /* the engine's reference still holds it */
+                sub.chunk.data += used;
+                sub.chunk.len -= used;
+                if (c->state != CMD_RUNNING || sub.chunk.len == 0)
+                        return;
+        }
+        if (ev->type == SH_EXEC_EV_CHUNK && c->state != CMD_RUNNING)
+                return; /* a failed start's leftovers */
+        if (ev->type == SH_EXEC_EV_CHUNK && c->background) {
+                os_cmd_log(c, sub.chunk.data, sub.chunk.len);
+                return;
+        }
+        if (ev->type == SH_EXEC_EV_CHUNK) {
+                if (!c->qs)
+                        return; /* the client left */
+                if (os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), &sub, os_now_wall_ms()) <
+                    0)
+                        log_error("command-oom", c->log_id, "cannot queue output");
+                sh_queued_stream_pushed(c->qs); /* past its high mark: paused */
+                return;
+        }
+        /* The end (exit or error). */
+        c->refs++;
+        if (c->state == CMD_RUNNING && !c->background && c->qs) {
+                c->sse.why = c->why[0] ? c->why : NULL;
+                if (os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), ev, os_now_wall_ms()) < 0)
+                        log_error("command-oom", c->log_id, "cannot queue the last event");
+                stream_end(c);
+        }
+        end_of_run(c, ev);
+        sh_exec_detach(TAKE_PTR(c->e)); /* ended: only the reference goes */
+        /* The engine's reference goes, then ours: the engine's is never the last (ours still
+         * holds it), so it is dropped without a free check (one os_cmd_unref, after which c is
+         * never touched). */
+        c->refs--;
+        os_cmd_unref(c);
+}
+
+static void on_timeout(sh_loop *l, sh_timer *t, void *data)
+{
+        os_cmd *c = data;
+
+        c->timeout_t = NULL;
+        if (c->state == CMD_FINISHED)
+                return;
+        /* The whole tree, then the exit (signal 9) ends the stream with an error event. */
+        if (!c->why[0])
+                snprintf(c->why, sizeof(c->why), "timed out after %" PRIu64 " ms", c->timeout_ms);
+        log_info("command-timeout", c->log_id, "killed after %" PRIu64 " ms", c->timeout_ms);
+        os_cmd_kill(c, NULL);
+}
+
+void os_cmd_kill(os_cmd *c, const char *why)
+{
+        if (c->state == CMD_FINISHED || !c->e)
+                return;
+        if (why && !c->why[0])
+                snprintf(c->why, sizeof(c->why), "%s", why);
+        sh_exec_kill(c->e);
+}
+
+int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why)
+{
+        os_cmd *c = os_cmd_find(x, id, len);
+
+        if (!c)
+                return 0;
+        os_cmd_kill(c, why);
+        return 1;
+}
+
+static void cmd_free(os_cmd *c)
+{
+        sh_exec_detach(c->e);
+        sh_loop_cancel_timer(c->loop, c->timeout_t);
+        os_sse_done(&c->sse);
+        sh_buf_done(&c->pre_err);
+        free(c->content);
+        free(c->cwd);
+        free(c->error);
+        free(c);
+}
+
+void os_cmd_unref(os_cmd *c)
+{
+        if (c && --c->refs == 0)
+                cmd_free(c);
+}
+
+void os_cmd_forget_session(os_cmd *c)
+{
+        c->session = NULL;
+}
+
+/* ---- starting a run ----------------------------------------------------------------------------- */
+
+void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
+{
+        os_execd *x = os_execd_of(rec);
+        sh_sandbox *sb = os_record_sandbox(rec);
+        const uint64_t bg_max = rec->ctx->cfg->background_max;
+        /* A background command's stdout and stderr share one pipe: one daemon fd while it
+         * runs, with no request open (its log keeps them as they come anyway). A streamed one
+         * is read OS_STREAM_READ at a time: one chunk of empty lines is an event each, and
+         * what it queues before the backpressure sees it stays ~1 MiB. What a background
+         * command's pipe gives is billed to its sandbox's read rate: past it the command waits
+         * (its pipe fills) for the refill, so the daemon's one thread never spends more than
+         * that on one sandbox's background output; a small read costs its syscalls (the read,
+         * the log file's open, write and close) whatever its size: OS_LOG_CHARGE_MIN. */
+        const sh_exec_opts eo = {.capture_max = 0,
+                                 .heartbeat_ms = 0, /* none: our `ping` counts */
+                                 .merge_output = o->background,
+                                 .read_max = o->background ? 0 : OS_STREAM_READ,
+                                 .rate = x && o->background ? x->rate : NULL,
+                                 .rate_charge_min = OS_LOG_CHARGE_MIN};
+        const char *cwd = o->cwd ? o->cwd : o->first_cwd;
+        size_t text_len = strlen(o->text) + (cwd ? strlen(cwd) : 0);
+        char *argv[11], name[24];
+        sh_error *err = NULL;
+        os_cmd *c;
+        int k = 0;
+
+        if (!x || !sb) {
+                os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
+                return;
+        }
+        if (o->background && x->n_running_bg >= bg_max) {
+                os_reply_error(r, 503, "UNAVAILABLE",
+                               "the sandbox runs %" PRIu64 " background commands already "
+                               "(SANDBOX_HOST_BACKGROUND_MAX): wait for one to end",
+                               bg_max);
+                return;
+        }
+        if (!o->session && !os_cmd_room(x, text_len)) {
+                os_reply_error(r, 503, "UNAVAILABLE",
+                               "the sandbox's running commands fill what it remembers (%d "
+                               "commands, %u bytes of text): wait for one to end",
+                               OS_COMMANDS_MAX, OS_COMMAND_TEXTS_MAX);
+                return;
+        }
+        c = calloc(1, sizeof(*c));
+        if (!c || !(c->content = strdup(o->text)) || (cwd && !(c->cwd = strdup(cwd)))) {
+                if (c)
+                        free(c->content);
+                free(c);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        c->refs = 1; /* ours, until the end of this function */
+        c->loop = rec->ctx->loop;
+        c->background = o->background;
+        c->session = o->session;
+        c->timeout_ms = o->timeout_ms;
+        c->text_len = text_len;
+        c->start_ms = os_now_wall_ms();
+        c->sse.start_ms = c->start_ms;
+        c->sse.session = o->session != NULL;
+        snprintf(c->log_id, sizeof(c->log_id), "%s", rec->id);
+        os_uuid(c->id);
+        os_nonce(c->hs.nonce);
+        memcpy(c->sse.nonce, c->hs.nonce, sizeof(c->sse.nonce));
+        /* Its log's file, before it runs: a sandbox whose disk is full is told so now. */
+        snprintf(name, sizeof(name), "c-%" PRIu64, x->next_log++);
+        if (o->background &&
+            sh_ringlog_create(&c->log, sb, name, rec->ctx->cfg->command_log_max, &err) < 0) {
+                os_reply_error(r, 500, OS_RUNTIME, "cannot make the command's log: %s",
+                               err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                cmd_free(c);
+                return;
+        }
+        c->qs = sh_queued_stream_new(r, c->loop, &stream_ops, &stream_opts, c);
+        if (!c->qs) {
+                sh_ringlog_drop(&c->log, sb, c->log_id);
+                cmd_free(c);
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                return;
+        }
+        c->refs++; /* the stream's, dropped by stream_release */
+        /* init first, whatever comes after it */
+        if (os_sse_text(sh_queued_stream_queue(c->qs), "init", o->init_id ? o->init_id : c->id,
+                        strlen(o->init_id ? o->init_id : c->id), c->start_ms) < 0) {
+                sh_ringlog_drop(&c->log, sb, c->log_id);
+                cmd_finish(c, -1, NULL); /* it never ran: the request's end kills nothing */
+                sh_queued_stream_release(TAKE_PTR(c->qs));
+                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_cmd_unref(c);
+                return;
+        }
+        argv[k++] = "/bin/sh";
+        argv[k++] = "-c";
+        if (o->session) {
+                argv[k++] = (char *)launcher;
+                argv[k++] = "sh";
+                argv[k++] = (char *)os_session_script;
+                argv[k++] = c->hs.nonce;
+                argv[k++] = (char *)(o->cwd ? o->cwd : "");
+                argv[k++] = (char *)o->text;
+                argv[k++] = (char *)(o->state ? o->state : "");
+                argv[k++] = (char *)(o->first_cwd ? o->first_cwd : "");
+        } else {
+                argv[k++] = (char *)wrapper;
+                argv[k++] = "sh";
+                argv[k++] = c->hs.nonce;
+                argv[k++] = (char *)(o->cwd ? o->cwd : "");
+                argv[k++] = (char *)o->text;
+        }
+        argv[k] = NULL;
+        /* Same engine as a native exec: the sandbox's uid, namespaces and cgroup, an exec
+         * cgroup of its own (the whole tree dies with a kill), stdin /dev/null, the
+         * environment: base, the sandbox's, then envs. */
+        if (sh_sandbox_exec(sb, argv, o->envs, &eo, on_event, c, &c->e, &err) < 0) {
+                char msg[512];
+
+                snprintf(msg, sizeof(msg), "%s", err && err->msg ? err->msg : "cannot start");
+                sh_error_release(&err);
+                if (c->log.name[0])
+                        sh_ringlog_drop(&c->log, sb, c->log_id);
+                /* a start failure: init, then the error naming why */
+                cmd_finish(c, -1, msg);
+                start_failed(c, msg);
+                os_cmd_unref(c);
+                return;
+        }
+        c->refs++; /* the engine's, until its end event */
+        if (!o->session)
+                os_cmd_link(x, c);
+        else
+                c->refs++; /* the session's, until os_session_run_ended */
+        if (c->timeout_ms) {
+                c->timeout_t = sh_loop_add_timer(c->loop, c->timeout_ms, on_timeout, c);
+                if (!c->timeout_t)
+                        log_error("command-timeout", c->log_id,
+                                  "out of memory: the command's timeout is not armed");
+        }
+        if (o->session)
+                os_session_run_started(o->session, c);
+        os_cmd_unref(c);
+}
