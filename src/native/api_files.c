@@ -8,6 +8,7 @@
 
 #include "sh/buf.h"
 #include "sh/capability.h"
+#include "sh/job.h"
 #include "sh/log.h"
 #include "sh/native.h"
 
@@ -319,19 +320,14 @@ void sh_api_size(sh_request *r)
 
 /* ---- disk-usage: walked in slices so a huge workspace never stalls the loop ------------- */
 
-/* One slice of a walk between other work of the loop: at most SLICE_CALLS walker steps or
- * SLICE_NS, whichever comes first. Each step is bounded by the walker (a few hundred entries
- * read, stat'ed or skipped, whether they yield a file or not), so the slice is bounded by
+/* A job of the loop (sh/job.h): each step is one walker step, itself bounded (a few hundred
+ * entries read, stat'ed or skipped, whether they yield a file or not), so a slice is bounded by
  * time and not by the shape of the tree. */
-#define SLICE_CALLS 4096
-#define SLICE_NS    (5 * 1000 * 1000ULL)
-
 typedef struct du_job {
+        sh_loop_job job;
         sh_pending *tok; /* the job's reference, until it has answered */
         sh_fs_walker *w;
         sh_fs_usage *u;
-        sh_timer *t;
-        sh_loop *loop;
 } du_job;
 
 /* The request ended before the walk did: stop walking. */
@@ -339,7 +335,7 @@ static void du_gone(void *data)
 {
         du_job *j = data;
 
-        sh_loop_cancel_timer(j->loop, TAKE_PTR(j->t));
+        sh_loop_job_stop(&j->job);
         sh_pending_release(TAKE_PTR(j->tok));
 }
 
@@ -354,9 +350,11 @@ static void du_release(void *data)
 
 static const sh_pending_ops du_ops = {.gone = du_gone, .release = du_release};
 
-/* Answer, and the job is done with its request. */
-static void du_reply_error(du_job *j, sh_request *r, const sh_error *err)
+/* Answer (an error, or out of memory), and the job is done with its request. */
+static void du_reply_error(du_job *j, const sh_error *err)
 {
+        sh_request *r = sh_pending_request(j->tok);
+
         if (err)
                 sh_reply_error(r, err);
         else
@@ -364,49 +362,36 @@ static void du_reply_error(du_job *j, sh_request *r, const sh_error *err)
         sh_pending_release(TAKE_PTR(j->tok));
 }
 
-/* Returns true when the request was answered. */
-static bool du_slice(du_job *j, sh_request *r)
+static void du_stalled(void *data)
 {
-        uint64_t start = sh_now_ns();
+        du_job *j = data;
+
+        sh_reply_errorf(sh_pending_request(j->tok), SH_E_INTERNAL, "cannot schedule the walk");
+        sh_pending_release(TAKE_PTR(j->tok));
+}
+
+static int du_step(void *data)
+{
+        du_job *j = data;
         sh_error *err = NULL;
         sh_fs_entry e;
-        unsigned n = 0;
         cJSON *o;
-        int k;
+        int k = sh_fs_walk_next(j->w, &e, &err);
 
-        while ((k = sh_fs_walk_next(j->w, &e, &err)) > 0) {
-                if (k == 1 && sh_fs_usage_add(j->u, &e) < 0) {
-                        du_reply_error(j, r, NULL);
-                        return true;
-                }
-                if (++n >= SLICE_CALLS || sh_now_ns() - start > SLICE_NS)
-                        return false;
-        }
+        if (k == 1 && sh_fs_usage_add(j->u, &e) < 0)
+                k = -ENOMEM;
+        if (k > 0)
+                return 1;
         if (k < 0) {
-                du_reply_error(j, r, err);
+                du_reply_error(j, err);
                 sh_error_release(&err);
-                return true;
+                return SH_LOOP_JOB_DONE;
         }
         o = cJSON_CreateObject();
         add_u64(o, "bytes", sh_fs_usage_bytes(j->u));
-        sh_reply_json(r, 200, o);
+        sh_reply_json(sh_pending_request(j->tok), 200, o);
         sh_pending_release(TAKE_PTR(j->tok));
-        return true;
-}
-
-static void du_timer(sh_loop *l, sh_timer *t, void *data)
-{
-        du_job *j = data;
-        sh_request *r = sh_pending_request(j->tok);
-
-        j->t = NULL; /* the loop frees a fired timer */
-        if (du_slice(j, r))
-                return;
-        j->t = sh_loop_add_timer(l, 0, du_timer, j);
-        if (!j->t) {
-                sh_reply_errorf(r, SH_E_INTERNAL, "cannot schedule the walk");
-                sh_pending_release(TAKE_PTR(j->tok));
-        }
+        return SH_LOOP_JOB_DONE;
 }
 
 void sh_api_disk_usage(sh_request *r)
@@ -425,32 +410,29 @@ void sh_api_disk_usage(sh_request *r)
                 sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
-        j->loop = sh_native(r)->loop;
         if (sh_fs_walk_open(wsfd, "", &j->w, &err) < 0) {
-                du_reply_error(j, r, err);
+                du_reply_error(j, err);
                 sh_error_release(&err);
                 return;
         }
-        if (du_slice(j, r))
-                return;
-        /* The rest in slices from the loop; the request waits. */
-        j->t = sh_loop_add_timer(j->loop, 0, du_timer, j);
-        if (!j->t) {
-                sh_reply_errorf(r, SH_E_INTERNAL, "cannot schedule the walk");
-                sh_pending_release(TAKE_PTR(j->tok));
-        }
+        /* The first slice now, the rest from the loop while the request waits. */
+        j->job = (sh_loop_job){
+                .step = du_step, .stalled = du_stalled, .data = j, .loop = sh_native(r)->loop};
+        sh_loop_job_run(&j->job);
 }
 
 /* ---- walk: streamed as it is walked; memory bounded by the walker, not the tree -------- */
 
-/* Each read of the stream walks one slice at most (as disk-usage does), through the
- * transport's sliced stream: a slice that found nothing to send (skipped entries, empty
+/* Each read of the stream runs one slice of the walk's job at most (as disk-usage's), through
+ * the transport's sliced stream: a slice that found nothing to send (skipped entries, empty
  * directories) makes the connection wait a loop iteration, so other work runs in between. */
 typedef struct walk_stream {
         sh_sliced_stream ss;
+        sh_loop_job job;
         sh_fs_walker *w;
         size_t want; /* of this slice */
         bool first;
+        bool failed; /* the walk (or memory) failed: the stream is cut */
 } walk_stream;
 
 static void walk_gone(void *data)
@@ -469,10 +451,9 @@ static void walk_release(void *data)
         free(ws);
 }
 
-/* One entry encoded; 1 once the slice made about what was asked for. */
-static int ws_append_entry(void *data, const sh_fs_entry *e)
+/* One entry encoded; -1 out of memory. */
+static int ws_append_entry(walk_stream *ws, const sh_fs_entry *e)
 {
-        walk_stream *ws = data;
         sh_buf *b = &ws->ss.b;
         size_t plen = strlen(e->path);
         int n;
@@ -488,33 +469,46 @@ static int ws_append_entry(void *data, const sh_fs_entry *e)
         n = snprintf(b->p + b->len, b->cap - b->len, ",\"size\":%llu,\"version\":%lld}",
                      (unsigned long long)e->size, (long long)e->mtime_ns);
         b->len += (size_t)n;
-        return b->len >= ws->want;
+        return 0;
 }
 
-/* Encode entries into the stream's buffer, about as much as was asked for, in one slice at
- * most; the footer (or a cut) when the walk is over. */
-static int walk_slice(void *data, sh_buf *b, size_t want, bool *ended)
+/* One walker step, its file encoded: a pause once the slice made about what was asked for; the
+ * footer (or a cut) when the walk is over. */
+static int walk_step(void *data)
 {
         walk_stream *ws = data;
         sh_error *err = NULL;
-        int k;
+        sh_fs_entry e;
+        int k = sh_fs_walk_next(ws->w, &e, &err);
 
-        ws->want = want;
-        k = sh_fs_walk_slice(ws->w, SLICE_CALLS, SLICE_NS, ws_append_entry, ws, &err);
+        if (k == 1 && ws_append_entry(ws, &e) < 0)
+                k = -ENOMEM;
         if (k > 0)
-                return 0;
+                return ws->ss.b.len >= ws->want ? SH_LOOP_JOB_PAUSE : 1;
         if (k < 0) {
                 /* The status line is gone already: cut the stream, so the client sees
                  * invalid JSON, never a short list. */
                 if (err)
                         log_warn("walk-failed", NULL, "%s", err->msg ? err->msg : "");
                 sh_error_release(&err);
-                return SH_STREAM_CUT;
+                ws->failed = true;
+        } else if (sh_buf_append(&ws->ss.b, "]}", 2) < 0) {
+                ws->failed = true;
+        } else {
+                ws->ss.ended = true;
         }
-        if (sh_buf_append(b, "]}", 2) < 0)
-                return SH_STREAM_CUT;
-        *ended = true;
-        return 0;
+        return SH_LOOP_JOB_DONE;
+}
+
+static int walk_slice(void *data, sh_buf *b, size_t want, bool *ended)
+{
+        walk_stream *ws = data;
+
+        (void)b;
+        (void)ended; /* walk_step sets ws->ss.ended */
+        ws->want = want;
+        (void)sh_loop_job_slice(&ws->job);
+        return ws->failed ? SH_STREAM_CUT : 0;
 }
 
 static ssize_t walk_read(void *data, char *out, size_t max)
@@ -547,6 +541,7 @@ void sh_api_walk(sh_request *r)
         }
         ws->first = true;
         ws->ss.loop = sh_native(r)->loop;
+        ws->job = (sh_loop_job){.step = walk_step, .data = ws};
         if (sh_buf_append(&ws->ss.b, "{\"entries\":[", 12) < 0)
                 sh_error_make(&err, ENOMEM, "out of memory");
         if (err || sh_fs_walk_open(wsfd, root, &ws->w, &err) < 0) {
