@@ -30,6 +30,9 @@
 #include "sh/capability.h"
 #include "sh/fsops.h"
 #include "sh/fsprobe.h"
+#include "sh/job.h"
+#include "sh/lines.h"
+#include "sh/replace.h"
 #include "sh/remove.h"
 #include "sh/safe_open.h"
 
@@ -711,124 +714,133 @@ static void free_names(char **v, size_t n)
         free(v);
 }
 
-/* Jobs of the loop done in slices (as the native disk-usage): at most WALK_SLICE steps or
- * WALK_SLICE_NS a slice, then the loop serves everyone else before the next one, so a tree of
- * 100,000 entries never stalls the daemon. */
-#define WALK_SLICE    2048
-#define WALK_SLICE_NS (5 * 1000 * 1000ULL)
-
-/* A job answered from the loop in slices (a listing, a search, a recursive delete): its
- * request waits on tok, and each slice (at most WALK_SLICE entries or WALK_SLICE_NS) runs
- * from a 0 ms timer until `slice` has answered and says so (true). A job embeds one as its
- * first member and is given it back by `slice`. */
-typedef struct sliced {
+/* A job answered from the loop in slices (sh/job.h: a listing, a search, a line-mode download, a
+ * replacement, a recursive delete, a request of many paths): its request waits on tok, and the
+ * job's steps run until the one that answered says SH_LOOP_JOB_DONE. A job embeds one as its
+ * first member; its steps are given the job. */
+typedef struct fjob {
         sh_trash_waiter w; /* first: the answer waiting for the trash (job_answer) */
-        sh_pending *tok;   /* the job's reference, until it has answered */
-        sh_timer *t;
-        sh_loop *loop;
-        bool (*slice)(struct sliced *s, sh_request *r);
+        sh_loop_job job;
+        sh_pending *tok;  /* the job's reference, until it has answered */
         const char *what; /* "walk", "removal": for the 500 when a slice cannot be scheduled */
         unsigned status;  /* that answer */
         cJSON *body;
-} sliced;
+} fjob;
 
 /* The request went (its client left, or shutdown): no slice runs any more, no answer waits. */
-static void sliced_gone(sliced *s)
+static void fjob_gone(fjob *s)
 {
-        sh_loop_cancel_timer(s->loop, TAKE_PTR(s->t));
+        sh_loop_job_stop(&s->job);
         sh_manager_trash_unwait(&s->w);
         cJSON_Delete(TAKE_PTR(s->body));
         sh_pending_release(TAKE_PTR(s->tok));
 }
 
-/* Answered: the job's reference to its request goes (release frees the job). */
-static void sliced_done(sliced *s)
+/* Answered: the job's reference to its request goes (release frees the job). Returns
+ * SH_LOOP_JOB_DONE, for the step that answered. */
+static int fjob_done(fjob *s)
 {
         sh_pending_release(TAKE_PTR(s->tok));
+        return SH_LOOP_JOB_DONE;
 }
 
-static void sliced_timer(sh_loop *l, sh_timer *t, void *data);
-
-static void sliced_next(sliced *s, sh_request *r)
+static void fjob_stalled(void *data)
 {
-        s->t = sh_loop_add_timer(s->loop, 0, sliced_timer, s);
-        if (!s->t) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the %s", s->what);
-                sliced_done(s);
-        }
+        fjob *s = data;
+
+        os_reply_error(sh_pending_request(s->tok), 500, OS_RUNTIME, "cannot schedule the %s",
+                       s->what);
+        fjob_done(s);
 }
 
-static void sliced_timer(sh_loop *l, sh_timer *t, void *data)
+/* The request waits on a token of ops for the job (s its first member), whose steps are `step`
+ * (its budget s->job.steps and .ns as the caller set them: 0 the default): the first slice runs
+ * now, the rest from the loop. false: no token could be had (answered 500): the caller frees
+ * the job. */
+static bool fjob_start(fjob *s, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
+                       const char *what)
 {
-        sliced *s = data;
-        sh_request *r = sh_pending_request(s->tok);
-
-        (void)l;
-        (void)t;
-        s->t = NULL; /* the loop frees a fired timer */
-        if (r && !s->slice(s, r))
-                sliced_next(s, r);
-}
-
-/* The first slice now, the rest from the loop while the request waits. */
-static void sliced_run(sliced *s, sh_request *r)
-{
-        if (!s->slice(s, r))
-                sliced_next(s, r);
-}
-
-/* The request waits on a token of ops for `job` (s is its first member), and the first slice
- * runs now. false: no token could be had (answered 500): the caller frees the job. */
-static bool sliced_start(sliced *s, sh_request *r, const sh_pending_ops *ops)
-{
-        if (!(s->tok = sh_request_wait(r, ops, s))) {
+        s->what = what;
+        s->job.step = step;
+        s->job.stalled = fjob_stalled;
+        s->job.data = s;
+        s->job.loop = os_ctx_of(r)->loop;
+        if (!s->tok && !(s->tok = sh_request_wait(r, ops, s))) {
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return false;
         }
-        sliced_run(s, r);
+        sh_loop_job_run(&s->job);
         return true;
 }
 
 /* A job of the loop whose answer may be streamed: its first slices run from the loop while the
- * request waits (sliced), until it answers, whole or with a stream that goes on as the client
- * reads (sh_sliced_stream). A job embeds one first; streamed_gone is its token's gone. */
+ * request waits (fjob), until it answers, whole or with a stream that goes on as the client
+ * reads (sh_sliced_stream: one slice of the same job each time). A job embeds one first;
+ * streamed_gone is its token's gone. */
 typedef struct streamed {
-        sliced s;
+        fjob s;
         sh_sliced_stream ss;
+        size_t want; /* of the stream's slice */
+        bool cut;    /* the stream is cut */
 } streamed;
 
 static void streamed_gone(void *data)
 {
         streamed *st = data;
 
-        sliced_gone(&st->s);
+        fjob_gone(&st->s);
         sh_sliced_stream_stop(&st->ss);
 }
 
-/* Line mode: lines offset..offset+limit-1 (1-based), joined by "\n" (a last line without its
- * "\n" is a line; nothing after a final "\n" is), read from the file in slices: at most
- * LINES_SLICE bytes of the file (or LINES_SLICE_NS) a slice, LINES_READ at a time, the wanted
- * lines among them kept. First from the loop while the request waits: an answer that ends
- * within LINES_HEAD bytes is sent whole, with its Content-Length (an empty one too, as the
- * surface's every empty answer); a longer one is streamed from there, a slice each time the
- * transport wants bytes (sh_sliced_stream). So the loop time of a step and the memory are
- * bounded whatever the file, and a client that does not read stops the reading. A read that
- * fails before the answer is a 500, after it cuts the stream. */
-#define LINES_READ     (64u << 10)
-#define LINES_SLICE    (1u << 20)
-#define LINES_SLICE_NS (5 * 1000 * 1000ULL)
-#define LINES_HEAD     (256u << 10)
+/* The stream's slice: one slice of the job, whose steps fill st->ss.b (about `want`: a step
+ * pauses there), set st->ss.ended at the end or st->cut. */
+static int streamed_slice(void *data, sh_buf *b, size_t want, bool *ended)
+{
+        streamed *st = data;
+
+        (void)b;
+        (void)ended;
+        st->want = want;
+        (void)sh_loop_job_slice(&st->s.job);
+        return st->cut ? SH_STREAM_CUT : 0;
+}
+
+static ssize_t streamed_read(void *data, char *out, size_t max)
+{
+        streamed *st = data;
+
+        return sh_sliced_stream_read(&st->ss, out, max, streamed_slice, st);
+}
+
+/* From the head to the stream: the answer is the stream, read through the job's token
+ * (borrowed: the request and the response keep it), in blocks of `block`. */
+static void streamed_answer(streamed *st, sh_request *r, size_t block, const char *type)
+{
+        sh_response *resp;
+
+        st->ss.loop = st->s.job.loop;
+        st->ss.tok = st->s.tok;
+        resp = sh_response_stream(st->ss.tok, block);
+        if (resp)
+                sh_response_header(resp, "Content-Type", type);
+        sh_reply(r, 200, resp);
+}
+
+/* Line mode: the lines asked (sh/lines.h), read in slices: at most LINES_SLICE bytes of the
+ * file (or SH_LOOP_JOB_NS) a slice, SH_FS_LINES_READ at a time. First from the loop while the
+ * request waits: an answer that ends within LINES_HEAD bytes is sent whole, with its
+ * Content-Length (an empty one too, as the surface's every empty answer); a longer one is
+ * streamed from there, a slice each time the transport wants bytes. So the loop time of a step
+ * and the memory are bounded whatever the file, and a client that does not read stops the
+ * reading. A read that fails before the answer is a 500, after it cuts the stream. */
+#define LINES_SLICE (1u << 20)
+#define LINES_HEAD  (256u << 10)
 
 typedef struct ljob {
-        streamed st; /* first: the head's slices are ljob_head */
-        int fd;
-        uint64_t first, end; /* the lines wanted: [first, end); end 0: to the last */
-        uint64_t line;       /* the line the next byte read belongs to */
-        uint64_t emitted;    /* lines begun in the answer */
-        bool open_line;      /* the current line is begun in the answer */
+        streamed st; /* first */
         char *shown;
-        int read_errno; /* a read failed */
-        char buf[LINES_READ];
+        bool streaming;
+        sh_fs_lines l;
 } ljob;
 
 static void ljob_release(void *data)
@@ -836,118 +848,54 @@ static void ljob_release(void *data)
         ljob *j = data;
 
         sh_sliced_stream_done(&j->st.ss);
-        sh_close(j->fd);
+        sh_close(j->l.fd);
         free(j->shown);
         free(j);
 }
 
-static bool ljob_past_end(const ljob *j)
-{
-        return j->end && j->line >= j->end;
-}
-
-/* The wanted bytes of n bytes read into b (at most n + 1: a separator may come first). */
-static void ljob_split(ljob *j, const char *q, size_t n, sh_buf *b)
-{
-        const char *end = q + n;
-
-        while (q < end && !ljob_past_end(j)) {
-                const char *nl = memchr(q, '\n', (size_t)(end - q));
-                const char *seg = nl ? nl : end;
-
-                if (j->line >= j->first && (seg > q || nl)) {
-                        if (!j->open_line) {
-                                if (j->emitted++ > 0)
-                                        b->p[b->len++] = '\n';
-                                j->open_line = true;
-                        }
-                        memcpy(b->p + b->len, q, (size_t)(seg - q));
-                        b->len += (size_t)(seg - q);
-                }
-                if (!nl)
-                        break;
-                j->line++;
-                j->open_line = false;
-                q = nl + 1;
-        }
-}
-
-static int ljob_slice(void *data, sh_buf *b, size_t want, bool *ended)
-{
-        ljob *j = data;
-        uint64_t start = sh_now_ns();
-        size_t done = 0;
-
-        while (done < LINES_SLICE && b->len < want && sh_now_ns() - start < LINES_SLICE_NS) {
-                ssize_t n;
-
-                if (ljob_past_end(j)) {
-                        *ended = true;
-                        return 0;
-                }
-                n = read(j->fd, j->buf, sizeof(j->buf));
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        j->read_errno = errno;
-                        return SH_STREAM_CUT;
-                }
-                if (n == 0) {
-                        *ended = true;
-                        return 0;
-                }
-                if (sh_buf_reserve(b, (size_t)n + 1) < 0)
-                        return SH_STREAM_CUT;
-                ljob_split(j, j->buf, (size_t)n, b);
-                done += (size_t)n;
-        }
-        return 0;
-}
-
-static ssize_t ljob_read(void *data, char *out, size_t max)
-{
-        ljob *j = data;
-        ssize_t n = sh_sliced_stream_read(&j->st.ss, out, max, ljob_slice, j);
-
-        if (n == SH_STREAM_CUT)
-                log_warn("download-cut", sh_request_log_id(sh_pending_request(j->st.ss.tok)),
-                         "line mode of '%s': %s; the answer was cut", j->shown,
-                         strerror(j->read_errno ? j->read_errno : ENOMEM));
-        return n;
-}
-
 static const sh_pending_ops ljob_ops = {
-        .gone = streamed_gone, .release = ljob_release, .read = ljob_read};
+        .gone = streamed_gone, .release = ljob_release, .read = streamed_read};
 
-/* The head, from the loop: true once answered (whole, or as the stream that goes on). */
-static bool ljob_head(sliced *s, sh_request *r)
+/* One read: in the head, answered once the lines end or pass LINES_HEAD; in the stream, a pause
+ * once the slice made what the transport asked. */
+static int ljob_step(void *data)
 {
-        ljob *j = (ljob *)s;
+        ljob *j = data;
+        sh_buf *b = &j->st.ss.b;
+        sh_request *r = sh_pending_request(j->st.s.tok);
         sh_response *resp;
+        int k = sh_fs_lines_step(&j->l, b);
 
-        if (ljob_slice(j, &j->st.ss.b, LINES_HEAD, &j->st.ss.ended) < 0) {
-                if (j->read_errno)
-                        os_reply_error(r, 500, OS_RUNTIME, "read '%s': %s", j->shown,
-                                       strerror(j->read_errno));
-                else
-                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                sliced_done(s);
-                return true;
+        if (j->streaming) {
+                if (k > 0)
+                        return b->len >= j->st.want ? SH_LOOP_JOB_PAUSE : 1;
+                if (k == 0) {
+                        j->st.ss.ended = true;
+                        return SH_LOOP_JOB_DONE;
+                }
+                log_warn("download-cut", sh_request_log_id(sh_pending_request(j->st.ss.tok)),
+                         "line mode of '%s': %s; the answer was cut", j->shown, strerror(-k));
+                j->st.cut = true;
+                return SH_LOOP_JOB_DONE;
         }
-        if (!j->st.ss.ended && j->st.ss.b.len < LINES_HEAD)
-                return false;
-        if (j->st.ss.ended) {
-                resp = sh_response_buffer(TAKE_PTR(j->st.ss.b.p), j->st.ss.b.len);
-                sh_buf_done(&j->st.ss.b);
+        if (k < 0) {
+                os_reply_error(r, 500, OS_RUNTIME, "read '%s': %s", j->shown, strerror(-k));
+                return fjob_done(&j->st.s);
+        }
+        if (k > 0 && b->len < LINES_HEAD)
+                return 1;
+        if (k == 0) {
+                j->st.ss.ended = true;
+                resp = sh_response_buffer(TAKE_PTR(b->p), b->len);
+                sh_buf_done(b);
+                if (resp)
+                        sh_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+                sh_reply(r, 200, resp);
         } else {
-                j->st.ss.tok = j->st.s.tok; /* borrowed: the request and the response keep it */
-                resp = sh_response_stream(j->st.ss.tok, LINES_READ);
+                j->streaming = true;
+                streamed_answer(&j->st, r, SH_FS_LINES_READ, "text/plain; charset=utf-8");
         }
-        if (resp)
-                sh_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
-        sh_reply(r, 200, resp);
-        sliced_done(s);
-        return true;
+        return fjob_done(&j->st.s);
 }
 
 static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limit,
@@ -961,19 +909,10 @@ static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limi
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
         }
-        j->fd = fd;
-        j->first = offset;
-        j->end = limit && limit <= UINT64_MAX - offset ? offset + limit : 0; /* else: to the last */
-        j->line = 1;
-        j->st.s.loop = j->st.ss.loop = os_ctx_of(r)->loop;
-        j->st.s.slice = ljob_head;
-        j->st.s.what = "download";
-        if (!(j->st.s.tok = sh_request_wait(r, &ljob_ops, j))) {
+        sh_fs_lines_init(&j->l, fd, offset, limit);
+        j->st.s.job.steps = LINES_SLICE / SH_FS_LINES_READ; /* a step: one read */
+        if (!fjob_start(&j->st.s, r, &ljob_ops, ljob_step, "download"))
                 ljob_release(j);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        sliced_run(&j->st.s, r);
 }
 
 /* A listing or a search: fs/walk.c's listing mode (each directory by name, a directory's
@@ -1003,7 +942,7 @@ static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limi
 typedef enum { WALK_HEAD, WALK_COUNT, WALK_STREAM } walk_phase;
 
 typedef struct wjob {
-        streamed st; /* first: the head's (and the count's) slices are wjob_slice */
+        streamed st; /* first */
         fctx f;
         int top;       /* the directory walked (O_PATH, checked by walk_top): each pass's */
         char *shown;   /* the top as asked: every path shown starts with it */
@@ -1014,7 +953,6 @@ typedef struct wjob {
         sh_buf out;            /* head: the answer so far; count: the entry being counted */
         uint64_t bytes, count; /* of the answer of this pass, the brackets included */
         uint64_t max;          /* SANDBOX_HOST_LISTING_MAX */
-        size_t want;           /* stream: what this slice is asked for */
         os_err e;
 } wjob;
 
@@ -1103,11 +1041,9 @@ static void wjob_failed(wjob *j, sh_error *err)
 }
 
 /* Entry e into this pass's answer: the head keeps it (and past WALK_HEAD_MAX the pass turns to
- * counting), the count only counts it, the stream sends it. 0; 1 once a stream's slice made
- * what was asked; -1 with j->e filled. */
-static int wjob_entry(void *data, const sh_fs_entry *e)
+ * counting), the count only counts it, the stream sends it. 0, or -1 with j->e filled. */
+static int wjob_entry(wjob *j, const sh_fs_entry *e)
 {
-        wjob *j = data;
         sh_buf *b = j->phase == WALK_STREAM ? &j->st.ss.b : &j->out;
 
         if (j->phase == WALK_COUNT)
@@ -1118,81 +1054,26 @@ static int wjob_entry(void *data, const sh_fs_entry *e)
                 j->phase = WALK_COUNT;
                 sh_buf_done(&j->out);
         }
-        return j->phase == WALK_STREAM && b->len >= j->want;
+        return 0;
 }
-
-/* One slice of this pass: 1 more to walk, 0 the walk is over, -1 with j->e filled. */
-static int wjob_walk(wjob *j)
-{
-        sh_error *err = NULL;
-        int k = sh_fs_walk_slice(j->w, WALK_SLICE, WALK_SLICE_NS, wjob_entry, j, &err);
-
-        if (k < 0 && err)
-                wjob_failed(j, err);
-        sh_error_release(&err);
-        return k < 0 ? -1 : k;
-}
-
-/* The stream: one slice of the walk each time the transport wants bytes. */
-static int wjob_stream_slice(void *data, sh_buf *b, size_t want, bool *ended)
-{
-        wjob *j = data;
-        int k;
-
-        j->want = want;
-        if ((k = wjob_walk(j)) > 0)
-                return 0;
-        if (k == 0 && sh_buf_append(b, "]", 1) == 0) {
-                *ended = true;
-                return 0;
-        }
-        if (k == 0)
-                os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        /* The 200 is gone: the client sees a cut stream, never a short list. */
-        log_warn("listing-cut", sh_request_log_id(sh_pending_request(j->st.ss.tok)),
-                 "the answer below '%s' was cut after %" PRIu64 " entries: %s", j->shown, j->count,
-                 j->e.message);
-        return SH_STREAM_CUT;
-}
-
-static ssize_t wjob_read(void *data, char *out, size_t max)
-{
-        wjob *j = data;
-
-        return sh_sliced_stream_read(&j->st.ss, out, max, wjob_stream_slice, j);
-}
-
-static const sh_pending_ops wjob_ops = {
-        .gone = streamed_gone, .release = wjob_release, .read = wjob_read};
 
 /* Counted within the bounds: answer with the stream, walked again from the top. */
 static void wjob_stream(wjob *j, sh_request *r)
 {
-        sh_response *resp;
-
         sh_buf_done(&j->out);
         if (wjob_begin(j, WALK_STREAM, &j->st.ss.b) < 0) {
                 os_reply_err(r, &j->e);
                 return;
         }
-        j->st.ss.loop = j->st.s.loop;
-        j->st.ss.tok = j->st.s.tok; /* borrowed: the request and the response keep it */
-        resp = sh_response_stream(j->st.ss.tok, WALK_BLOCK);
-        if (resp)
-                sh_response_header(resp, "Content-Type", "application/json");
-        sh_reply(r, 200, resp);
+        streamed_answer(&j->st, r, WALK_BLOCK, "application/json");
 }
 
-/* Head and count, from the loop in slices. Returns true when the request was answered (the
- * job is then done with it; a stream lives on with the response). */
-static bool wjob_slice(sliced *s, sh_request *r)
+/* The head's or the count's walk is over (k 0) or failed (k < 0, j->e filled): the answer. */
+static int wjob_answer(wjob *j, int k)
 {
-        wjob *j = (wjob *)s;
+        sh_request *r = sh_pending_request(j->st.s.tok);
         sh_response *resp;
-        int k = wjob_walk(j);
 
-        if (k > 0)
-                return false;
         if (k == 0 && j->phase == WALK_COUNT) {
                 wjob_stream(j, r);
         } else if (k == 0 && sh_buf_append(&j->out, "]", 1) == 0) {
@@ -1206,9 +1087,49 @@ static bool wjob_slice(sliced *s, sh_request *r)
                         os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
                 os_reply_err(r, &j->e);
         }
-        sliced_done(s);
-        return true;
+        return fjob_done(&j->st.s);
 }
+
+/* The stream's walk is over (k 0) or failed (k < 0, j->e filled): its end, or its cut. */
+static int wjob_stream_end(wjob *j, int k)
+{
+        if (k == 0 && sh_buf_append(&j->st.ss.b, "]", 1) == 0) {
+                j->st.ss.ended = true;
+                return SH_LOOP_JOB_DONE;
+        }
+        if (k == 0)
+                os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        /* The 200 is gone: the client sees a cut stream, never a short list. */
+        log_warn("listing-cut", sh_request_log_id(sh_pending_request(j->st.ss.tok)),
+                 "the answer below '%s' was cut after %" PRIu64 " entries: %s", j->shown, j->count,
+                 j->e.message);
+        j->st.cut = true;
+        return SH_LOOP_JOB_DONE;
+}
+
+/* One walker step of this pass, its entry into the answer: the head and the count answer once
+ * the walk is over, from the loop; the stream pauses once the slice made what the transport
+ * asked for. */
+static int wjob_step(void *data)
+{
+        wjob *j = data;
+        sh_error *err = NULL;
+        sh_fs_entry e;
+        int k = sh_fs_walk_next(j->w, &e, &err);
+
+        if (k < 0)
+                wjob_failed(j, err);
+        else if (k == 1 && wjob_entry(j, &e) < 0)
+                k = -1;
+        sh_error_release(&err);
+        if (k > 0)
+                return j->phase == WALK_STREAM && j->st.ss.b.len >= j->st.want ? SH_LOOP_JOB_PAUSE
+                                                                               : 1;
+        return j->phase == WALK_STREAM ? wjob_stream_end(j, k) : wjob_answer(j, k);
+}
+
+static const sh_pending_ops wjob_ops = {
+        .gone = streamed_gone, .release = wjob_release, .read = streamed_read};
 
 /* The directory to walk: `path` itself must be a directory (a link there is a 400, as execd),
  * readable by the sandbox's uid. */
@@ -1252,9 +1173,6 @@ static void run_walk(sh_request *r, const char *pattern, unsigned depth)
                 wjob_release(j);
                 return;
         }
-        j->st.s.loop = os_ctx_of(r)->loop;
-        j->st.s.slice = wjob_slice;
-        j->st.s.what = "walk";
         j->max = os_ctx_of(r)->cfg->listing_max;
         j->o = (sh_fs_walk_opts){
                 .all = !pattern,
@@ -1275,12 +1193,12 @@ static void run_walk(sh_request *r, const char *pattern, unsigned depth)
             (j->top = walk_top(&j->f, p, q->val, &j->e)) < 0 ||
             wjob_begin(j, WALK_HEAD, &j->out) < 0) {
                 os_reply_err(r, &j->e);
-                sliced_done(&j->st.s);
+                fjob_done(&j->st.s);
                 return;
         }
         /* the walk needs no more of the sandbox's root than the top directory */
         j->f.root = sh_close(j->f.root);
-        sliced_run(&j->st.s, r);
+        fjob_start(&j->st.s, r, &wjob_ops, wjob_step, "walk");
 }
 
 static void api_list(sh_request *r)
@@ -1490,27 +1408,27 @@ static void f_answer(fctx *f, sh_request *r, unsigned status, cJSON *body)
 
 static void job_answer_done(sh_trash_waiter *w)
 {
-        sliced *s = (sliced *)w;
+        fjob *s = (fjob *)w;
         sh_request *r = sh_pending_request(s->tok);
 
         if (r)
                 f_reply(r, s->status, TAKE_PTR(s->body));
-        sliced_done(s);
+        fjob_done(s);
 }
 
-/* The same for a job of the loop (sliced), through the job's own token: now, or once the
- * trash is removed (sliced_gone stops the wait). */
-static void job_answer(fctx *f, sliced *s, sh_request *r, unsigned status, cJSON *body)
+/* The same for a job of the loop (fjob), through the job's own token: now, or once the trash
+ * is removed (fjob_gone stops the wait). Returns SH_LOOP_JOB_DONE, for the step that answered. */
+static int job_answer(fctx *f, fjob *s, unsigned status, cJSON *body)
 {
         s->w.done = job_answer_done;
         s->status = status;
         s->body = body;
         if (f->trashed && sh_manager_trash_wait(f->mgr, f->sb, &s->w)) {
                 f->trashed = false;
-                return;
+                return SH_LOOP_JOB_DONE;
         }
-        f_reply(r, status, TAKE_PTR(s->body));
-        sliced_done(s);
+        f_reply(sh_pending_request(s->tok), status, TAKE_PTR(s->body));
+        return fjob_done(s);
 }
 
 /* An unnamed file (O_TMPFILE) beside `base` in the checked directory, linked in over it at
@@ -1970,17 +1888,16 @@ static void api_delete_files(sh_request *r)
 
 /* ---- many-path requests: info, permissions, mv, directories ---------------------------------- */
 
-/* A request of many paths is a job of the loop too (the `sliced` helper of the listings): its
- * entries are done in order, each slice taking them up until it has used PATHS_SLICE_STEPS
- * lookup steps or WALK_SLICE_NS, then the loop serves everyone else. All its lookups together
- * draw from a request's budget (SH_SAFE_REQUEST_STEPS) and each lookup from its own bound
- * (SH_SAFE_LOOKUP_STEPS), so one slice costs at most the steps of one slice and one entry, and
- * the whole request at most its budget. The first entry refused is the answer. */
-#define PATHS_SLICE_STEPS 2048
-
+/* A request of many paths is a job of the loop too (fjob): its entries are done in order, one a
+ * step, each step charged the lookup steps its entry used, so a slice takes them up until it
+ * has used SH_LOOP_JOB_STEPS lookup steps or SH_LOOP_JOB_NS, then the loop serves everyone
+ * else. All its lookups together draw from a request's budget (SH_SAFE_REQUEST_STEPS) and each
+ * lookup from its own bound (SH_SAFE_LOOKUP_STEPS), so one slice costs at most the steps of one
+ * slice and one entry, and the whole request at most its budget. The first entry refused is the
+ * answer. */
 typedef struct pjob pjob;
 struct pjob {
-        sliced s; /* first: pjob_slice is given it */
+        fjob s; /* first */
         fctx f;
         cJSON *body;       /* permissions, mv, directories: the body, done entry by entry */
         const cJSON *next; /* its next entry */
@@ -1993,7 +1910,7 @@ struct pjob {
 
 static void pjob_gone(void *data)
 {
-        sliced_gone(&((pjob *)data)->s);
+        fjob_gone(&((pjob *)data)->s);
 }
 
 static void pjob_release(void *data)
@@ -2008,24 +1925,23 @@ static void pjob_release(void *data)
 
 static const sh_pending_ops pjob_ops = {.gone = pjob_gone, .release = pjob_release};
 
-static bool pjob_slice(sliced *s, sh_request *r)
+/* One entry: charged the lookup steps it took (at least one). */
+static int pjob_step(void *data)
 {
-        pjob *j = (pjob *)s;
-        uint64_t start = sh_now_ns(), left = j->f.budget.left;
-        int more;
+        pjob *j = data;
+        sh_request *r = sh_pending_request(j->s.tok);
+        uint64_t left = j->f.budget.left;
+        int more = j->entry(j, r);
 
-        while ((more = j->entry(j, r)) > 0)
-                if (left - j->f.budget.left >= PATHS_SLICE_STEPS ||
-                    sh_now_ns() - start > WALK_SLICE_NS)
-                        return false;
+        if (more > 0)
+                return left - j->f.budget.left > 1 ? (int)(left - j->f.budget.left) : 1;
         if (more < 0)
                 os_reply_err(r, &j->e);
         else if (j->out)
                 os_reply_json(r, 200, TAKE_PTR(j->out));
         else
                 os_reply_empty(r, 200);
-        sliced_done(s);
-        return true;
+        return fjob_done(&j->s);
 }
 
 /* Run `entry` over the body's entries (body and out taken; both NULL for none) from the loop. */
@@ -2048,15 +1964,8 @@ static void pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(pjob *
                 return;
         }
         j->f.budget.left = SH_SAFE_REQUEST_STEPS;
-        j->s.loop = os_ctx_of(r)->loop;
-        j->s.slice = pjob_slice;
-        j->s.what = "request";
-        if (!(j->s.tok = sh_request_wait(r, &pjob_ops, j))) {
+        if (!fjob_start(&j->s, r, &pjob_ops, pjob_step, "request"))
                 pjob_release(j);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        sliced_run(&j->s, r);
 }
 
 /* A body of at most PATHS_MAX entries, or a 400 naming the bound (the body is then freed). */
@@ -2279,22 +2188,18 @@ static void api_move(sh_request *r)
 
 /* ---- POST /files/replace ----------------------------------------------------------------------- */
 
-/* POST /files/replace is a job of the loop, run in slices (sliced: at most WALK_SLICE_NS each,
- * the loop serves everyone else in between). Each file is read REPLACE_CHUNK at a time, twice:
- * the first pass counts its matches and what the file would grow to (no match, or a bound
- * passed: nothing is written at all), the second writes the new text, REPLACE_OUT at a time,
- * into an unnamed file beside it, which replaces the file at the end, its owner and mode kept
- * (tmpfile_commit: atomic, the old file into the trash). Nothing partial is ever visible: a
- * refusal, a failure or the client leaving drops the unnamed file. Bounded: the file
- * (REPLACE_MAX), what it becomes (REPLACE_MAX), its matches (REPLACE_MATCHES_MAX), the paths of
- * one request (PATHS_MAX), the memory of a job (one chunk and one output buffer beside the
- * body). */
-#define REPLACE_CHUNK       (256u << 10)
-#define REPLACE_OUT         (256u << 10)
+/* POST /files/replace is a job of the loop, run in slices (fjob), each of its files rewritten by
+ * fs/replace.c in two passes (counted first: no match, or a bound passed, and nothing is written
+ * at all), the new text into an unnamed file beside it, which replaces the file at the end, its
+ * owner and mode kept (tmpfile_commit: atomic, the old file into the trash). Nothing partial is
+ * ever visible: a refusal, a failure or the client leaving drops the unnamed file. Bounded: the
+ * file (REPLACE_MAX), what it becomes (REPLACE_MAX), its matches (REPLACE_MATCHES_MAX), the
+ * paths of one request (PATHS_MAX), the memory of a job (one chunk and one output buffer beside
+ * the body). */
 #define REPLACE_MATCHES_MAX (1u << 20)
 
 typedef struct xjob {
-        sliced s; /* first: xjob_slice is given it */
+        fjob s; /* first */
         fctx f;
         cJSON *body; /* {path: {old, new}}, checked */
         cJSON *it;   /* the entry in work; NULL: every entry done */
@@ -2304,17 +2209,8 @@ typedef struct xjob {
         char *path; /* below the root */
         int in;     /* the file, read */
         struct statx st;
-        const char *old, *new;
-        size_t olen, nlen;
-        int pass;      /* 0: not begun; 1: counting; 2: writing */
-        char *buf;     /* REPLACE_CHUNK + olen bytes: what was read and not scanned yet */
-        size_t have;   /* bytes in buf */
-        size_t pos;    /* scanned up to here */
-        uint64_t read; /* bytes read in this pass */
-        bool eof;
-        uint64_t count;
-        uint64_t written;
-        sh_buf outb; /* the new text not yet written */
+        int pass; /* 0: not begun; 1: counting; 2: writing */
+        sh_fs_replace x;
         tmpf t;
         char *base; /* its name in t.pfd */
         os_err e;
@@ -2325,16 +2221,15 @@ static void xjob_file_done(xjob *j)
 {
         j->in = sh_close(j->in);
         tmpfile_done(&j->t);
-        free(TAKE_PTR(j->buf));
+        sh_fs_replace_done(&j->x);
         free(TAKE_PTR(j->path));
         free(TAKE_PTR(j->base));
-        sh_buf_done(&j->outb);
         j->pass = 0;
 }
 
 static void xjob_gone(void *data)
 {
-        sliced_gone(&((xjob *)data)->s);
+        fjob_gone(&((xjob *)data)->s);
 }
 
 static void xjob_release(void *data)
@@ -2350,15 +2245,39 @@ static void xjob_release(void *data)
 
 static const sh_pending_ops xjob_ops = {.gone = xjob_gone, .release = xjob_release};
 
-/* A pass begins: from the start of the file. */
+/* A step of fs/replace.c that failed (k < 0): why, as execd's answer. -1. */
+static int xjob_failed(xjob *j, int k)
+{
+        const char *shown = j->it->string;
+
+        switch (j->x.refused) {
+        case SH_FS_REPLACE_OVER:
+                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is over %u MiB: not rewritten",
+                                  shown, REPLACE_MAX >> 20);
+        case SH_FS_REPLACE_GROWS:
+                return os_err_set(&j->e, 400, OS_BAD_BODY,
+                                  "'%s' would grow over %u MiB: not rewritten", shown,
+                                  REPLACE_MAX >> 20);
+        case SH_FS_REPLACE_MATCHES:
+                return os_err_set(&j->e, 400, OS_BAD_BODY,
+                                  "'%s' holds more than %u matches: not rewritten", shown,
+                                  REPLACE_MATCHES_MAX);
+        case SH_FS_REPLACE_OK:
+                break;
+        }
+        if (k == -ENOMEM)
+                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        return fail(&j->e, -k, shown, "replace");
+}
+
+/* A pass begins: from the start of the file (2: into the unnamed file). */
 static int xjob_pass(xjob *j, int pass)
 {
-        if (lseek(j->in, 0, SEEK_SET) < 0)
-                return fail(&j->e, errno, j->it->string, "replace");
+        int k = sh_fs_replace_pass(&j->x, pass == 2 ? j->t.fd : -1);
+
+        if (k < 0)
+                return fail(&j->e, -k, j->it->string, "replace");
         j->pass = pass;
-        j->have = j->pos = 0;
-        j->read = j->count = j->written = 0;
-        j->eof = false;
         return 0;
 }
 
@@ -2367,11 +2286,9 @@ static int xjob_pass(xjob *j, int pass)
 static int xjob_open(xjob *j)
 {
         const char *shown = j->it->string;
+        const char *old = cJSON_GetObjectItemCaseSensitive(j->it, "old")->valuestring;
+        const char *new = cJSON_GetObjectItemCaseSensitive(j->it, "new")->valuestring;
 
-        j->old = cJSON_GetObjectItemCaseSensitive(j->it, "old")->valuestring;
-        j->new = cJSON_GetObjectItemCaseSensitive(j->it, "new")->valuestring;
-        j->olen = strlen(j->old);
-        j->nlen = strlen(j->new);
         j->t = (tmpf){.fd = -1, .pfd = -1, .trash = -1};
         if (!(j->path = sb_path(shown, strlen(shown), &j->e)) ||
             (j->in = f_open_read(&j->f, j->path, shown, &j->st, &j->e)) < 0)
@@ -2381,7 +2298,8 @@ static int xjob_open(xjob *j)
         if (j->st.stx_size > REPLACE_MAX)
                 return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is over %u MiB: not rewritten",
                                   shown, REPLACE_MAX >> 20);
-        if (!(j->buf = malloc(REPLACE_CHUNK + j->olen)))
+        if (sh_fs_replace_init(&j->x, j->in, old, strlen(old), new, strlen(new), REPLACE_MAX,
+                               REPLACE_MATCHES_MAX) < 0)
                 return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
         return xjob_pass(j, 1);
 }
@@ -2402,89 +2320,6 @@ static int xjob_begin_writing(xjob *j)
         if (tmpfile_begin(&j->t, &j->f, pfd, shown, "replace", &j->e) < 0)
                 return -1;
         return xjob_pass(j, 2);
-}
-
-static int xjob_out(xjob *j, const char *p, size_t n)
-{
-        if (n && sh_buf_append(&j->outb, p, n) < 0)
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        return 0;
-}
-
-static int xjob_flush(xjob *j)
-{
-        int r;
-
-        j->written += j->outb.len;
-        if (j->written > REPLACE_MAX)
-                return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                  "'%s' would grow over %u MiB: not rewritten", j->it->string,
-                                  REPLACE_MAX >> 20);
-        if ((r = tmpfile_write(&j->t, j->outb.p, j->outb.len)) < 0)
-                return fail(&j->e, -r, j->it->string, "replace");
-        j->outb.len = j->outb.off = 0;
-        return 0;
-}
-
-/* One step of a pass: one read (at most REPLACE_CHUNK), its matches (counted; in the second
- * pass, the text with each replaced, until about REPLACE_OUT of it is waiting), what waits
- * written out. A match may straddle two reads: the last olen - 1 bytes wait for the next one.
- * 1: more steps; 0: the pass is over; -1: refused, j->e filled. */
-static int xjob_step(xjob *j)
-{
-        const char *shown = j->it->string, *hit;
-        bool full = false;
-        size_t keep, upto;
-
-        if (!j->eof && j->have < REPLACE_CHUNK + j->olen) {
-                ssize_t n = read(j->in, j->buf + j->have, REPLACE_CHUNK + j->olen - j->have);
-
-                if (n < 0 && errno != EINTR)
-                        return fail(&j->e, errno, shown, "replace");
-                if (n == 0)
-                        j->eof = true;
-                if (n > 0) {
-                        j->have += (size_t)n;
-                        j->read += (uint64_t)n;
-                }
-                if (j->read > REPLACE_MAX)
-                        return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                          "'%s' is over %u MiB: not rewritten", shown,
-                                          REPLACE_MAX >> 20);
-        }
-        while ((hit = memmem(j->buf + j->pos, j->have - j->pos, j->old, j->olen))) {
-                if (++j->count > REPLACE_MATCHES_MAX)
-                        return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                          "'%s' holds more than %u matches: not rewritten", shown,
-                                          REPLACE_MATCHES_MAX);
-                if (j->pass == 2 &&
-                    (xjob_out(j, j->buf + j->pos, (size_t)(hit - j->buf) - j->pos) < 0 ||
-                     xjob_out(j, j->new, j->nlen) < 0))
-                        return -1;
-                j->pos = (size_t)(hit - j->buf) + j->olen;
-                if (j->pass == 2 && j->outb.len >= REPLACE_OUT) {
-                        full = true;
-                        break;
-                }
-        }
-        if (!full) {
-                /* no match in what is left: all but a possible beginning of one is done */
-                keep = j->eof ? 0 : j->have - j->pos < j->olen - 1 ? j->have - j->pos : j->olen - 1;
-                upto = j->have - keep;
-                if (j->pass == 2 && xjob_out(j, j->buf + j->pos, upto - j->pos) < 0)
-                        return -1;
-                memmove(j->buf, j->buf + upto, keep);
-                j->have = keep;
-                j->pos = 0;
-        }
-        if (j->pass == 1 && j->nlen > j->olen &&
-            j->read + j->count * (uint64_t)(j->nlen - j->olen) > REPLACE_MAX)
-                return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                  "'%s' would grow over %u MiB: not rewritten", shown,
-                                  REPLACE_MAX >> 20);
-        if (j->pass == 2 && (full || j->eof) && xjob_flush(j) < 0)
-                return -1;
-        return j->eof && !full && j->have == 0 ? 0 : 1;
 }
 
 /* The file is rewritten: in over its old self, unless that was replaced meanwhile (then nothing
@@ -2518,38 +2353,37 @@ static int xjob_next(xjob *j, uint64_t count)
  * done; -1 refused (j->e). */
 static int xjob_work(xjob *j)
 {
+        uint64_t count;
         int k;
 
         if (!j->it)
                 return 0;
         if (j->pass == 0)
                 return xjob_open(j) < 0 ? -1 : 1;
-        if ((k = xjob_step(j)) != 0)
-                return k;
-        if (j->pass == 1 && j->count == 0)
+        if ((k = sh_fs_replace_step(&j->x)) > 0)
+                return 1;
+        if (k < 0)
+                return xjob_failed(j, k);
+        if (j->pass == 1 && j->x.count == 0)
                 return xjob_next(j, 0) < 0 ? -1 : 1; /* nothing to rewrite */
         if (j->pass == 1)
                 return xjob_begin_writing(j) < 0 ? -1 : 1;
+        count = j->x.count;
         k = xjob_commit(j);
-        return k < 0 || xjob_next(j, j->count) < 0 ? -1 : 1;
+        return k < 0 || xjob_next(j, count) < 0 ? -1 : 1;
 }
 
-static bool xjob_slice(sliced *s, sh_request *r)
+static int xjob_job_step(void *data)
 {
-        xjob *j = (xjob *)s;
-        uint64_t start = sh_now_ns();
-        int k;
+        xjob *j = data;
+        int k = xjob_work(j);
 
-        while ((k = xjob_work(j)) > 0)
-                if (sh_now_ns() - start > WALK_SLICE_NS)
-                        return false;
-        if (k < 0) {
-                os_reply_err(r, &j->e);
-                sliced_done(s);
-        } else {
-                job_answer(&j->f, s, r, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
-        }
-        return true;
+        if (k > 0)
+                return 1;
+        if (k == 0)
+                return job_answer(&j->f, &j->s, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
+        os_reply_err(sh_pending_request(j->s.tok), &j->e);
+        return fjob_done(&j->s);
 }
 
 static void api_replace(sh_request *r)
@@ -2603,10 +2437,7 @@ static void api_replace(sh_request *r)
                 return;
         }
         j->f.budget.left = SH_SAFE_REQUEST_STEPS; /* one file opened a slice */
-        j->s.loop = os_ctx_of(r)->loop;
-        j->s.slice = xjob_slice;
-        j->s.what = "replacement";
-        if (!sliced_start(&j->s, r, &xjob_ops))
+        if (!fjob_start(&j->s, r, &xjob_ops, xjob_job_step, "replacement"))
                 xjob_release(j);
 }
 
@@ -2659,7 +2490,7 @@ static void api_mkdirs(sh_request *r)
  * workspace is moved into the sandbox's trash at once (f_view: through the daemon's view of its
  * parent) and removed there by the sandbox's remover, off the loop: none of its files is freed
  * here, however big. One elsewhere (its /tmp, a tmpfs) is a job of the loop: removed in slices
- * (WALK_SLICE entries or WALK_SLICE_NS a slice), depth first, never following a link (every
+ * (fjob: SH_LOOP_JOB_STEPS entries or SH_LOOP_JOB_NS a slice), depth first, never following a link (every
  * entry looked at with AT_SYMLINK_NOFOLLOW, every directory entered with O_NOFOLLOW from the fd
  * of the one that holds it), keeping going past what cannot be removed and answering the first
  * error. A subtree deeper than WALK_DEPTH_MAX levels is handed to the tree remover (sh/remove.h)
@@ -2678,8 +2509,8 @@ typedef struct rtop {
 } rtop;
 
 typedef struct rjob {
-        sliced s; /* first: rjob_slice is given it */
-        fctx f;   /* its trash, and the sandbox its remover works for */
+        fjob s; /* first */
+        fctx f; /* its trash, and the sandbox its remover works for */
         rtop *tops;
         size_t ntops, itop; /* itop: the one being removed (st holds its frames) */
         rframe st[WALK_DEPTH_MAX + 1];
@@ -2701,7 +2532,7 @@ static void rjob_pop(rjob *j)
 
 static void rjob_gone(void *data)
 {
-        sliced_gone(&((rjob *)data)->s);
+        fjob_gone(&((rjob *)data)->s);
 }
 
 static void rjob_release(void *data)
@@ -2830,23 +2661,17 @@ static bool rjob_step(rjob *j)
         return true;
 }
 
-static bool rjob_slice(sliced *s, sh_request *r)
+static int rjob_job_step(void *data)
 {
-        rjob *j = (rjob *)s;
-        uint64_t start = sh_now_ns();
-        unsigned n = 0;
+        rjob *j = data;
 
-        while (rjob_step(j))
-                if (++n >= WALK_SLICE || sh_now_ns() - start > WALK_SLICE_NS)
-                        return false;
-        if (j->first_err) {
-                fail(&j->e, j->first_err, j->tops[j->err_top].shown, "delete");
-                os_reply_err(r, &j->e);
-                sliced_done(s);
-        } else {
-                job_answer(&j->f, s, r, 200, NULL);
-        }
-        return true;
+        if (rjob_step(j))
+                return 1;
+        if (!j->first_err)
+                return job_answer(&j->f, &j->s, 200, NULL);
+        fail(&j->e, j->first_err, j->tops[j->err_top].shown, "delete");
+        os_reply_err(sh_pending_request(j->s.tok), &j->e);
+        return fjob_done(&j->s);
 }
 
 static void api_rmdirs(sh_request *r)
@@ -2873,7 +2698,6 @@ static void api_rmdirs(sh_request *r)
                 rjob_release(j);
                 return;
         }
-        j->s.loop = os_ctx_of(r)->loop;
         /* every path checked before anything is removed */
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *p = sb_path(ps[i]->val, ps[i]->val_len, &e);
@@ -2911,9 +2735,7 @@ static void api_rmdirs(sh_request *r)
                 t->pfd = TAKE_FD(pfd);
                 j->ntops++;
         }
-        j->s.slice = rjob_slice;
-        j->s.what = "removal";
-        if (!sliced_start(&j->s, r, &rjob_ops))
+        if (!fjob_start(&j->s, r, &rjob_ops, rjob_job_step, "removal"))
                 rjob_release(j);
         return;
 refuse:
