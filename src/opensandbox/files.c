@@ -25,15 +25,16 @@
 #include "access.h"
 #include "execd.h"
 #include "mode.h"
-#include "multipart.h"
 #include "passwd.h"
 #include "sh/capability.h"
 #include "sh/fsops.h"
 #include "sh/fsprobe.h"
 #include "sh/job.h"
 #include "sh/lines.h"
-#include "sh/replace.h"
+#include "sh/multipart.h"
+#include "sh/range.h"
 #include "sh/remove.h"
+#include "sh/replace.h"
 #include "sh/safe_open.h"
 
 SH_CAPABILITY(os_files, "opensandbox.files")
@@ -617,7 +618,7 @@ static void api_download(sh_request *r)
                 download_lines(r, TAKE_FD(fd), has_off ? offset : 1, limit, q->val);
                 return;
         }
-        if (range && (rr = os_range_parse(range, s.stx_size, &from, &to)) < 0) {
+        if (range && (rr = sh_range_parse(range, s.stx_size, &from, &to)) < 0) {
                 char msg[160];
 
                 snprintf(cr, sizeof(cr), "bytes */%" PRIu64, (uint64_t)s.stx_size);
@@ -1519,7 +1520,7 @@ static int tmpfile_commit(tmpf *t, const char *base, uid_t uid, gid_t gid, mode_
 
 typedef struct upload {
         fctx f;
-        os_mp *mp;
+        sh_mp *mp;
         uint64_t max, seen;
         os_err e;
         bool failed;
@@ -1541,7 +1542,7 @@ static void upload_free(upload *u)
                 return;
         tmpfile_done(&u->t); /* an unnamed file: nothing is left behind */
         sh_buf_done(&u->meta);
-        os_mp_free(u->mp);
+        sh_mp_free(u->mp);
         free(u->shown);
         free(u->path);
         fctx_done(&u->f);
@@ -1679,14 +1680,14 @@ static int upload_event(void *data, upload_ev ev, const char *p, size_t n)
 }
 
 /* The parser's callbacks. A refusal of upload_event stops the parse: its answer is u->e, the
- * sh_error only carries the stop back through os_mp_feed. */
+ * sh_error only carries the stop back through sh_mp_feed. */
 static int upload_stop(const upload *u, sh_error **err)
 {
         return sh_error_new(err, u->e.status >= 500 ? SH_E_INTERNAL : SH_E_INVALID, "%s",
                             u->e.message);
 }
 
-static int upload_part_begin(void *data, const os_mp_part *part, sh_error **err)
+static int upload_part_begin(void *data, const sh_mp_part *part, sh_error **err)
 {
         return upload_event(data, UP_BEGIN, part->name, strlen(part->name)) < 0
                        ? upload_stop(data, err)
@@ -1703,19 +1704,19 @@ static int upload_part_end(void *data, sh_error **err)
         return upload_event(data, UP_END, NULL, 0) < 0 ? upload_stop(data, err) : 0;
 }
 
-static const os_mp_callbacks upload_parts = {.part_begin = upload_part_begin,
+static const sh_mp_callbacks upload_parts = {.part_begin = upload_part_begin,
                                              .part_data = upload_part_data,
                                              .part_end = upload_part_end};
 
 static int upload_begin(sh_request *r, void **state)
 {
         const char *ct = sh_request_header(r, "Content-Type");
-        char boundary[OS_MP_BOUNDARY_MAX + 1];
+        char boundary[SH_MP_BOUNDARY_MAX + 1];
         _cleanup_error_ sh_error *err = NULL;
         upload *u;
 
         *state = NULL;
-        if (os_mp_boundary(ct, boundary, &err) < 0) {
+        if (sh_mp_boundary(ct, boundary, &err) < 0) {
                 os_reply_error(r, 400, OS_BAD_BODY, "%s",
                                err ? err->msg : "the body is multipart/form-data with a boundary");
                 return -1;
@@ -1738,7 +1739,7 @@ static int upload_begin(sh_request *r, void **state)
                 free(u);
                 return -1;
         }
-        if (os_mp_new(ct, &upload_parts, u, &u->mp, &err) < 0) {
+        if (sh_mp_new(ct, &upload_parts, u, &u->mp, &err) < 0) {
                 upload_free(u);
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return -1;
@@ -1768,7 +1769,7 @@ static int upload_data(sh_request *r, void *state, const char *p, size_t n)
                 tmpfile_done(&u->t);
                 return -1;
         }
-        if (os_mp_feed(u->mp, p, n, &err) < 0) {
+        if (sh_mp_feed(u->mp, p, n, &err) < 0) {
                 /* the parser's own refusal (a refusal of upload_event is in u->e already) */
                 if (!u->e.status)
                         os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
@@ -1786,7 +1787,7 @@ static int upload_end(sh_request *r, void *state)
         _cleanup_error_ sh_error *err = NULL;
 
         /* a cut body (no closing delimiter) or one without any boundary */
-        if (!u->failed && os_mp_finish(u->mp, &err) < 0)
+        if (!u->failed && sh_mp_finish(u->mp, &err) < 0)
                 os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
                            err ? err->msg : "the multipart body is cut");
         else if (!u->failed && u->st == U_FILE_NEXT)
