@@ -41,7 +41,6 @@ SH_CAPABILITY(os_files, "opensandbox.files")
 
 #define WALK_DEPTH_MAX   64          /* directory levels a listing or search descends */
 #define WALK_ENTRIES_MAX 200000      /* entries one listing or search answers */
-#define DIR_NAMES_MAX    200000      /* names a recursive delete reads from one directory */
 #define REPLACE_MAX      (64u << 20) /* a file /files/replace rewrites */
 #define PATHS_MAX        1024        /* paths of one request (query or body) */
 #define METADATA_MAX     (64u << 10) /* one metadata part of an upload */
@@ -646,74 +645,6 @@ static void api_download(sh_request *r)
 }
 
 /* ---- walks: directories/list and files/search ------------------------------------------------- */
-
-static int cmp_names(const void *a, const void *b)
-{
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The names of directory fd (not "." or ".."), sorted; *ret_n. NULL with errno on failure. */
-static char **read_names(int fd, size_t *ret_n)
-{
-        int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-        char **v = NULL;
-        size_t n = 0, cap = 0;
-        struct dirent *de;
-
-        if (!d) {
-                sh_close(dfd);
-                return NULL;
-        }
-        while ((errno = 0, de = readdir(d))) {
-                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
-                        continue;
-                if (n == DIR_NAMES_MAX) {
-                        errno = E2BIG;
-                        goto fail;
-                }
-                if (n == cap) {
-                        size_t nc = cap ? cap * 2 : 64;
-                        char **nv = realloc(v, nc * sizeof(*nv));
-                        if (!nv)
-                                goto fail;
-                        v = nv;
-                        cap = nc;
-                }
-                if (!(v[n] = strdup(de->d_name)))
-                        goto fail;
-                n++;
-        }
-        if (errno)
-                goto fail;
-        closedir(d);
-        if (!v) { /* an empty directory: an empty list, not an error */
-                v = calloc(1, sizeof(*v));
-                if (!v)
-                        errno = ENOMEM;
-                *ret_n = 0;
-                return v;
-        }
-        qsort(v, n, sizeof(*v), cmp_names);
-        *ret_n = n;
-        return v;
-fail : {
-        int saved = errno ? errno : ENOMEM;
-        closedir(d);
-        while (n > 0)
-                free(v[--n]);
-        free(v);
-        errno = saved;
-        return NULL;
-}
-}
-
-static void free_names(char **v, size_t n)
-{
-        while (n > 0)
-                free(v[--n]);
-        free(v);
-}
 
 /* A job answered from the loop in slices (sh/job.h: a listing, a search, a line-mode download, a
  * replacement, a recursive delete, a request of many paths): its request waits on tok, and the
@@ -2490,19 +2421,10 @@ static void api_mkdirs(sh_request *r)
 /* DELETE /directories: every path is checked before anything is removed. A directory of the
  * workspace is moved into the sandbox's trash at once (f_view: through the daemon's view of its
  * parent) and removed there by the sandbox's remover, off the loop: none of its files is freed
- * here, however big. One elsewhere (its /tmp, a tmpfs) is a job of the loop: removed in slices
- * (fjob: SH_LOOP_JOB_STEPS entries or SH_LOOP_JOB_NS a slice), depth first, never following a link (every
- * entry looked at with AT_SYMLINK_NOFOLLOW, every directory entered with O_NOFOLLOW from the fd
- * of the one that holds it), keeping going past what cannot be removed and answering the first
- * error. A subtree deeper than WALK_DEPTH_MAX levels is handed to the tree remover (sh/remove.h)
- * in one go. */
-typedef struct rframe {
-        int fd; /* O_RDONLY: the directory being emptied */
-        char **names;
-        size_t n, i;
-        char *name; /* its name in the frame below (the top's: the path's base) */
-} rframe;
-
+ * here, however big. One elsewhere (its /tmp, a tmpfs) is a job of the loop (fjob): removed in
+ * slices by the tree remover a step at a time (sh_fs_remover: depth first, never following a
+ * link, a bounded number of directories open however deep the tree, kernel filesystems never
+ * entered), keeping going past what cannot be removed and answering the first error. */
 typedef struct rtop {
         int pfd; /* its parent, checked writable by the sandbox */
         char *base, *shown;
@@ -2513,23 +2435,12 @@ typedef struct rjob {
         fjob s; /* first */
         fctx f; /* its trash, and the sandbox its remover works for */
         rtop *tops;
-        size_t ntops, itop; /* itop: the one being removed (st holds its frames) */
-        rframe st[WALK_DEPTH_MAX + 1];
-        unsigned top;
+        size_t ntops, itop; /* itop: the one being removed */
+        sh_fs_remover *rm;  /* itop's, removed in place */
         int first_err;
         size_t err_top; /* the path first_err belongs to */
         os_err e;
 } rjob;
-
-static void rjob_pop(rjob *j)
-{
-        rframe *fr = &j->st[--j->top];
-
-        free_names(fr->names, fr->n);
-        sh_close(fr->fd);
-        free(fr->name);
-        memset(fr, 0, sizeof(*fr));
-}
 
 static void rjob_gone(void *data)
 {
@@ -2540,8 +2451,7 @@ static void rjob_release(void *data)
 {
         rjob *j = data;
 
-        while (j->top > 0)
-                rjob_pop(j);
+        sh_fs_remover_free(j->rm);
         for (size_t i = 0; i < j->ntops; i++) {
                 sh_close(j->tops[i].pfd);
                 free(j->tops[i].base);
@@ -2556,108 +2466,50 @@ static const sh_pending_ops rjob_ops = {.gone = rjob_gone, .release = rjob_relea
 
 static void rjob_error(rjob *j, int errnum)
 {
-        if (!j->first_err && errnum != ENOENT) {
+        if (!j->first_err && errnum && errnum != ENOENT) {
                 j->first_err = errnum;
                 j->err_top = j->itop;
         }
 }
 
-/* Enter directory `name` of dirfd (O_NOFOLLOW: a link swapped in is not entered, it is
- * unlinked as the link it is). */
-static void rjob_enter(rjob *j, int dirfd, const char *name)
+/* Kernel filesystems are never entered (never below a sandbox's writable directory; refused
+ * anyway). */
+static bool remove_may_enter(void *data, int fd)
 {
-        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        rframe *fr;
-        size_t n = 0;
-        char **names;
-        char *copy;
-
-        if (fd < 0) {
-                if ((errno == ENOTDIR || errno == ELOOP) && unlinkat(dirfd, name, 0) < 0)
-                        rjob_error(j, errno);
-                else if (errno != ENOTDIR && errno != ELOOP)
-                        rjob_error(j, errno);
-                return;
-        }
-        if (kernel_fs(fd)) { /* never below a sandbox's writable directory; refuse anyway */
-                sh_close(fd);
-                rjob_error(j, EPERM);
-                return;
-        }
-        names = read_names(fd, &n);
-        copy = names ? strdup(name) : NULL;
-        if (!copy) {
-                rjob_error(j, names ? ENOMEM : errno);
-                free_names(names, n);
-                sh_close(fd);
-                return;
-        }
-        fr = &j->st[j->top++];
-        fr->fd = fd;
-        fr->names = names;
-        fr->n = n;
-        fr->i = 0;
-        fr->name = copy;
+        (void)data;
+        return !kernel_fs(fd);
 }
 
-/* One step: an entry removed or entered, a directory finished, or the next path begun. Returns
- * false when every path is done. */
+/* One step: a step of the path's remover, or the next path begun (into the trash at once, or
+ * its remover made). Returns false when every path is done. */
 static bool rjob_step(rjob *j)
 {
-        rframe *fr;
-        const char *name;
-        struct stat st;
+        rtop *t = &j->tops[j->itop];
+        sh_error *err = NULL;
+        int k;
 
-        if (j->top == 0) {
-                rtop *t = &j->tops[j->itop];
-                sh_error *err = NULL;
-                int k;
-
-                if (j->itop == j->ntops)
-                        return false;
-                if (t->trash) {
-                        k = sh_fs_trash_entry(t->pfd, t->base, true, j->f.trash, &err);
-                        if (k < 0)
-                                rjob_error(j, err ? err->errnum : EIO);
-                        sh_error_release(&err);
-                        f_trashed(&j->f, k);
-                        j->itop++;
+        if (j->rm) {
+                if (sh_fs_remover_step(j->rm))
                         return true;
-                }
-                rjob_enter(j, t->pfd, t->base);
-                if (j->top == 0)
-                        j->itop++; /* could not be entered: its error is kept */
+                rjob_error(j, sh_fs_remover_errno(j->rm));
+                j->rm = sh_fs_remover_free(j->rm);
+                j->itop++;
                 return true;
         }
-        fr = &j->st[j->top - 1];
-        if (fr->i == fr->n) {
-                int pfd = j->top >= 2 ? j->st[j->top - 2].fd : j->tops[j->itop].pfd;
-                char *nm = TAKE_PTR(fr->name);
-
-                rjob_pop(j);
-                if (unlinkat(pfd, nm, AT_REMOVEDIR) < 0)
-                        rjob_error(j, errno);
-                free(nm);
-                if (j->top == 0)
-                        j->itop++;
-                return true;
-        }
-        name = fr->names[fr->i++];
-        if (fstatat(fr->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                rjob_error(j, errno);
-                return true;
-        }
-        if (!S_ISDIR(st.st_mode)) {
-                if (unlinkat(fr->fd, name, 0) < 0)
-                        rjob_error(j, errno);
-        } else if (j->top < WALK_DEPTH_MAX) {
-                rjob_enter(j, fr->fd, name);
-        } else {
-                sh_error *err = NULL;
-
-                if (sh_fs_remove_tree(fr->fd, name, &err) < 0)
+        if (j->itop == j->ntops)
+                return false;
+        if (t->trash) {
+                k = sh_fs_trash_entry(t->pfd, t->base, true, j->f.trash, &err);
+                if (k < 0)
                         rjob_error(j, err ? err->errnum : EIO);
                 sh_error_release(&err);
+                f_trashed(&j->f, k);
+                j->itop++;
+                return true;
+        }
+        if ((k = sh_fs_remover_new(t->pfd, t->base, remove_may_enter, NULL, &j->rm)) < 0) {
+                rjob_error(j, -k);
+                j->itop++;
         }
         return true;
 }
