@@ -173,6 +173,16 @@ static int open_trash(sh_request *r)
         return fd;
 }
 
+/* The native surface's policy for the fs operations (sh_fs_ctx): the workspace wsfd, no guard,
+ * the sandbox's owner, the trash trashfd (-1: none), too many links an absent file. */
+static sh_fs_ctx fs_ctx(sh_request *r, int wsfd, int trashfd)
+{
+        return (sh_fs_ctx){.root = wsfd,
+                           .trashfd = trashfd,
+                           .own = sh_sandbox_owner(sh_native_sandbox(r)),
+                           .loop_absent = true};
+}
+
 /* An empty answer given once what the request moved into its sandbox's trash is removed (its
  * remover runs once for it): a replace or a delete is answered when the space is free again, as
  * when the daemon freed it itself, yet never on the loop. */
@@ -226,6 +236,7 @@ void sh_api_upload(sh_request *r)
 {
         upload *u = sh_request_sink_state(r);
         sh_sandbox *sb = sh_native_sandbox(r);
+        sh_fs_ctx c;
         sh_error *err = NULL;
         bool kept;
         /* Opened again and checked: the one the upload began in, or 404 once the sandbox was
@@ -236,8 +247,8 @@ void sh_api_upload(sh_request *r)
         if (wsfd < 0)
                 return;
         trashfd = open_trash(r);
-        if (sh_fs_upload_commit(TAKE_PTR(u->up), wsfd, u->path, sh_sandbox_owner(sb), trashfd,
-                                &kept, &err) < 0) {
+        c = fs_ctx(r, wsfd, trashfd);
+        if (sh_fs_upload_commit(TAKE_PTR(u->up), &c, u->path, &kept, &err) < 0) {
                 if (kept)
                         sh_manager_trash_kick(sh_native(r)->mgr, sb);
                 reply_fs_error(r, err);
@@ -572,6 +583,7 @@ void sh_api_delete_file(sh_request *r)
 {
         _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
         _cleanup_close_ int wsfd = -1, trashfd = -1;
+        sh_fs_ctx c;
         sh_error *err = NULL;
         int k;
 
@@ -579,7 +591,8 @@ void sh_api_delete_file(sh_request *r)
                 return;
         /* Into the trash: a big file is freed by the sandbox's remover, never here. */
         trashfd = open_trash(r);
-        k = sh_fs_unlink_file(wsfd, path, trashfd, &err);
+        c = fs_ctx(r, wsfd, trashfd);
+        k = sh_fs_unlink_file(&c, path, &err);
         if (k < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
@@ -610,6 +623,7 @@ void sh_api_mkdir(sh_request *r)
         cJSON *body = sh_native_json(r);
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int wsfd = -1;
+        sh_fs_ctx c;
         sh_error *err = NULL;
 
         if (!body)
@@ -618,7 +632,8 @@ void sh_api_mkdir(sh_request *r)
         cJSON_Delete(body);
         if (!path || (wsfd = sh_native_workspace(r)) < 0)
                 return;
-        if (sh_fs_mkdir_p(wsfd, path, sh_sandbox_owner(sh_native_sandbox(r)), &err) < 0) {
+        c = fs_ctx(r, wsfd, -1);
+        if (sh_fs_mkdir_p(&c, path, &err) < 0) {
                 reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -650,6 +665,7 @@ void sh_api_rename(sh_request *r)
         cJSON *body = sh_native_json(r);
         _cleanup_free_ char *src = NULL, *dst = NULL;
         _cleanup_close_ int wsfd = -1, trashfd = -1;
+        sh_fs_ctx c;
         sh_error *err = NULL;
         int k;
 
@@ -663,7 +679,8 @@ void sh_api_rename(sh_request *r)
                 return;
         /* a file replaced at dst goes into the trash, for the remover */
         trashfd = open_trash(r);
-        k = sh_fs_rename(wsfd, src, dst, sh_sandbox_owner(sh_native_sandbox(r)), trashfd, &err);
+        c = fs_ctx(r, wsfd, trashfd);
+        k = sh_fs_rename(&c, src, dst, 0, NULL, &err);
         if (k < 0) {
                 reply_fs_error(r, err);
                 sh_error_release(&err);

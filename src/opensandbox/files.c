@@ -55,12 +55,17 @@ typedef struct fctx {
         uint64_t id_base; /* ids from here up are the sandboxes' own: only its own may be given */
         sh_safe_guard guard;   /* every directory a lookup passes through (dir_guard) */
         sh_safe_budget budget; /* the steps all the request's lookups draw from (the guard's) */
+        sh_fs_ctx fs;          /* the policy of the fs operations: guard, may_create, f_trash */
         bool kfs;              /* the last lookup was refused at a kernel filesystem */
+        /* the last trash view (f_trash) refused: 404 the sandbox was deleted, 503 its
+         * workspace is not available (why in view_msg) */
+        unsigned view;
+        char view_msg[200];
         bool maps_read;
         os_idmap users, groups;
         sh_manager *mgr;
         sh_sandbox *sb;  /* a reference: the request's record lets its sandbox go on a delete */
-        int trash;       /* the sandbox's trash, once opened (f_view) */
+        int trash;       /* the sandbox's trash, once opened (f_trash) */
         bool trash_open; /* trash is an fd of ours */
         bool trashed;    /* something waits in the trash: the answer waits for its removal */
 } fctx;
@@ -84,6 +89,8 @@ static void fctx_done(fctx *f)
 
 /* The request's sandbox and its root, or a reply. */
 static int dir_guard(void *data, int dirfd);
+static int may_create(void *data, int dirfd);
+static int f_trash(void *data, int *pfd, int *ret_trashfd);
 
 static int fctx_init(sh_request *r, fctx *f)
 {
@@ -108,6 +115,15 @@ static int fctx_init(sh_request *r, fctx *f)
          * take their lookups in slices (pjob_run, the replace) give themselves a request's */
         f->budget.left = SH_SAFE_TURN_STEPS;
         f->guard = (sh_safe_guard){dir_guard, f, &f->budget};
+        /* the parents mkdir -p makes are the sandbox's own, 0755 (a parent given away first
+         * would refuse the next level) */
+        f->fs = (sh_fs_ctx){.root = f->root,
+                            .guard = &f->guard,
+                            .may_change = may_create,
+                            .trash = f_trash,
+                            .data = f,
+                            .trashfd = -1,
+                            .own = own};
         return 0;
 }
 
@@ -295,28 +311,61 @@ static int f_open(fctx *f, const char *path, int flags, struct statx *s, const c
         return TAKE_FD(fd);
 }
 
+static int gone(os_err *e)
+{
+        return os_err_set(e, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
+}
+
+/* A failed fs operation (err, taken) as execd's answer: a kernel filesystem met on the way, the
+ * trash view's refusal (f_trash), else its errno. -1. */
+static int f_fail(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e)
+{
+        int errnum = *err ? (*err)->errnum : ENOMEM;
+        unsigned view = f->view;
+        bool kfs = f->kfs;
+
+        sh_error_release(err);
+        f->kfs = false;
+        f->view = 0;
+        if (kfs)
+                return refused_kernel_fs(e, shown);
+        if (view == 404)
+                return gone(e);
+        if (view == 503)
+                return os_err_set(e, 503, OS_RUNTIME, "%s: the sandbox's workspace: %s", what,
+                                  f->view_msg);
+        return fail(e, errnum, shown, what);
+}
+
 /* The parent directory of non-root `path` (O_PATH), checked: the sandbox may create and remove
- * entries in it (write and search). *base: the last component. The fd, or -1 with e filled. */
+ * entries in it (write and search: may_create). *base: the last component. The fd, or -1 with e
+ * filled. */
 static int f_parent(fctx *f, const char *path, const char **base, const char *shown,
                     const char *what, os_err *e)
 {
-        _cleanup_close_ int fd = -1;
-        struct statx s;
-        int r;
+        sh_error *err = NULL;
+        int fd;
 
         if (!*path)
                 return os_err_set(e, 400, OS_BAD_BODY, "%s: '/' itself cannot be changed", what);
-        f->kfs = false;
-        fd = sh_safe_open_parent_guarded(f->root, path, base, &f->guard);
-        if (fd < 0)
-                return f->kfs ? refused_kernel_fs(e, shown) : fail(e, -fd, shown, what);
-        if (kernel_fs(fd))
-                return refused_kernel_fs(e, shown);
-        if ((r = fstatx(fd, &s)) < 0)
-                return fail(e, -r, shown, what);
-        if (!may(f, fd, &s, OS_MAY_WRITE | OS_MAY_EXEC))
-                return fail(e, denied(fd), shown, what);
-        return TAKE_FD(fd);
+        if ((fd = sh_fs_open_parent(&f->fs, path, base, &err)) < 0)
+                return f_fail(f, &err, shown, what, e);
+        return fd;
+}
+
+/* The same, the missing parents made first (the sandbox's own, 0755: sh_fs_open_parent_p). */
+static int f_parent_p(fctx *f, const char *path, const char **base, const char *shown,
+                      const char *what, os_err *e)
+{
+        sh_error *err = NULL;
+        int fd = sh_fs_open_parent_p(&f->fs, path, base, &err);
+
+        if (fd < 0 && !f->kfs && err && err->errnum == ENOTDIR) {
+                sh_error_release(&err);
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "mkdir: '%s': a component is not a directory", shown);
+        }
+        return fd < 0 ? f_fail(f, &err, shown, what, e) : fd;
 }
 
 /* ---- ids and modes ---------------------------------------------------------------------------- */
@@ -1173,33 +1222,24 @@ static int may_create(void *data, int dirfd)
         return may(data, dirfd, &s, OS_MAY_WRITE | OS_MAY_EXEC) ? 0 : -denied(dirfd);
 }
 
-/* mkdir -p `path` below the root, in one walk (sh_safe_mkdir_p, every directory entered checked
- * by dir_guard): each missing level made in a directory the sandbox's uid may write; `path`
- * itself (when made) owned by uid:gid with `mode`, as mkdir -p -m: the parents it makes are the
- * sandbox's own, 0755 (a parent given away first would refuse the next level). An fd of the
- * directory, or -1 with e filled. */
-static int f_mkdir_p(fctx *f, const char *path, mode_t mode, uid_t uid, gid_t gid,
+/* mkdir -p `path` below the root (sh_fs_mkdir_p_at: one walk, every directory entered checked
+ * by dir_guard, each missing level made in a directory the sandbox's uid may write); `path`
+ * itself (when made) owned by *own with `mode`, as mkdir -p -m. An fd of the directory, or -1
+ * with e filled. */
+static int f_mkdir_p(fctx *f, const char *path, mode_t mode, const sh_fs_owner *own,
                      const char *shown, os_err *e)
 {
-        const sh_safe_mkdir how = {.mode = mode,
-                                   .uid = uid,
-                                   .gid = gid,
-                                   .parents_mode = 0755,
-                                   .parents_uid = f->uid,
-                                   .parents_gid = f->gid,
-                                   .may_create = may_create,
-                                   .data = f};
         _cleanup_close_ int fd = -1;
+        sh_error *err = NULL;
 
-        f->kfs = false;
-        fd = sh_safe_mkdir_p(f->root, path, &how, &f->guard);
-        if (f->kfs)
-                return refused_kernel_fs(e, shown);
-        if (fd == -ENOTDIR || fd == -EEXIST)
+        fd = sh_fs_mkdir_p_at(&f->fs, path, mode, own, &err);
+        if (fd < 0 && !f->kfs && (err->errnum == ENOTDIR || err->errnum == EEXIST)) {
+                sh_error_release(&err);
                 return os_err_set(e, 400, OS_BAD_BODY,
                                   "mkdir: '%s': a component is not a directory", shown);
+        }
         if (fd < 0)
-                return fail(e, -fd, shown, "mkdir");
+                return f_fail(f, &err, shown, "mkdir", e);
         if (kernel_fs(fd))
                 return refused_kernel_fs(e, shown);
         return TAKE_FD(fd);
@@ -1211,35 +1251,34 @@ static int f_mkdir_p(fctx *f, const char *path, mode_t mode, uid_t uid, gid_t gi
  * (the trash is beside the workspace, on the daemon's mount of the same filesystem). */
 #define OS_WORKSPACE "/workspace"
 
-static int gone(os_err *e)
-{
-        return os_err_set(e, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
-}
-
 /* A replace or a delete in the sandbox's directory *pfd (checked by the caller) drops the last
  * reference to what it replaces or removes, and freeing a big file takes its filesystem a
  * while: on the daemon's loop, never. So the work goes through the daemon's own view of that
  * directory (the same inode, found through the daemon's fd of the workspace: sh_fs_view_dir),
  * on whose mount the sandbox's trash is (f->trash, opened once): what is left moves there, and
- * a remover frees it. 1: *pfd is that view now; 0: *pfd is not in the workspace (its /tmp: a
- * tmpfs of at most min(256 MiB, memory/2): 256 MiB frees in 36-52 ms here, in place);
- * -1 with e filled: the sandbox is gone (404), or the directory kept moving (503). */
-static int f_view(fctx *f, int *pfd, const char *shown, const char *what, os_err *e)
+ * a remover frees it. f->fs's `trash`: *pfd that view now and *ret_trashfd the trash; or -1 when
+ * *pfd is not in the workspace (its /tmp: a tmpfs of at most min(256 MiB, memory/2): 256 MiB
+ * frees in 36-52 ms here, in place); or -errno: the sandbox is gone or its workspace not
+ * available (f->view), or the directory kept moving (EAGAIN: 503). */
+static int f_trash(void *data, int *pfd, int *ret_trashfd)
 {
+        fctx *f = data;
         _cleanup_close_ int ws = -1;
         sh_error *err = NULL;
         int fd = -ESTALE;
 
-        if (sh_sandbox_deleted(f->sb))
-                return gone(e);
+        *ret_trashfd = -1;
+        if (sh_sandbox_deleted(f->sb)) {
+                f->view = 404;
+                return -ECANCELED;
+        }
         ws = sh_sandbox_open_workspace(f->sb, &err);
         if (ws < 0) {
-                bool deleted = sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND;
-
-                os_err_set(e, 503, OS_RUNTIME, "%s: the sandbox's workspace: %s", what,
-                           err && err->msg ? err->msg : "not available");
+                f->view = sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND ? 404 : 503;
+                snprintf(f->view_msg, sizeof(f->view_msg), "%s",
+                         err && err->msg ? err->msg : "not available");
                 sh_error_release(&err);
-                return deleted ? gone(e) : -1;
+                return -ECANCELED;
         }
         /* a rename of one of its parents between the look-up and the check: look again */
         for (int i = 0; i < 4 && fd == -ESTALE; i++)
@@ -1247,7 +1286,7 @@ static int f_view(fctx *f, int *pfd, const char *shown, const char *what, os_err
         if (fd == -EXDEV)
                 return 0;
         if (fd < 0)
-                return fail(e, fd == -ESTALE ? EAGAIN : -fd, shown, what);
+                return fd == -ESTALE ? -EAGAIN : fd;
         if (!f->trash_open) {
                 f->trash = sh_sandbox_open_trash(f->sb, &err);
                 if (f->trash < 0) {
@@ -1261,7 +1300,8 @@ static int f_view(fctx *f, int *pfd, const char *shown, const char *what, os_err
         }
         sh_close(*pfd);
         *pfd = fd;
-        return 1;
+        *ret_trashfd = f->trash;
+        return 0;
 }
 
 /* k (sh/trash.h) > 0: the trash holds something for the sandbox's remover, which the answer
@@ -1363,69 +1403,46 @@ static int job_answer(fctx *f, fjob *s, unsigned status, cJSON *body)
         return fjob_done(s);
 }
 
-/* An unnamed file (O_TMPFILE) beside `base` in the checked directory, linked in over it at
- * commit, through the daemon's view of the directory when it is the workspace's (f_view): the
- * old file goes into the trash. Given up, it is freed off the loop when big. */
+/* An unnamed file (O_TMPFILE, sh_fs_upload) beside `base` in the checked directory, linked in
+ * over it at commit, through the daemon's view of the directory when it is the workspace's
+ * (f_trash): the old file goes into the trash. Given up, it is freed off the loop when big. */
 typedef struct tmpf {
         fctx *f;
-        int fd, pfd, trash; /* trash: f's, or -1 (in place) */
-        uint64_t size;
+        sh_fs_upload *u;
+        int pfd, trash; /* trash: f's, or -1 (in place) */
 } tmpf;
 
 static void tmpfile_done(tmpf *t)
 {
-        if (t->fd >= 0)
-                sh_manager_discard_unnamed(t->f->mgr, t->f->sb, TAKE_FD(t->fd));
+        if (t->u)
+                sh_manager_discard_unnamed(t->f->mgr, t->f->sb,
+                                           sh_fs_upload_take_fd(TAKE_PTR(t->u)));
         t->pfd = sh_close(t->pfd);
 }
 
 /* pfd (taken): the directory, checked writable by the sandbox. */
 static int tmpfile_begin(tmpf *t, fctx *f, int pfd, const char *shown, const char *what, os_err *e)
 {
-        int k;
+        sh_error *err = NULL;
+        int r;
 
-        t->f = f;
-        t->fd = -1;
-        t->pfd = pfd;
-        t->size = 0;
-        if ((k = f_view(f, &t->pfd, shown, what, e)) < 0) {
-                tmpfile_done(t);
-                return -1;
-        }
-        t->trash = k > 0 ? f->trash : -1;
-        t->fd = openat(t->pfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (t->fd < 0) {
-                int errnum = errno;
-
-                tmpfile_done(t);
-                return fail(e, errnum, shown, "create");
-        }
-        return 0;
+        *t = (tmpf){.f = f, .pfd = pfd, .trash = -1};
+        if ((r = sh_fs_trash_of(&f->fs, &t->pfd, &t->trash)) < 0)
+                sh_error_make(&err, -r, "view");
+        else if (sh_fs_upload_begin(t->pfd, &t->u, &err) < 0)
+                what = "create";
+        if (!err)
+                return 0;
+        tmpfile_done(t);
+        return f_fail(f, &err, shown, what, e);
 }
 
-static int tmpfile_write(tmpf *t, const char *p, size_t n)
-{
-        while (n > 0) {
-                ssize_t w = write(t->fd, p, n);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w < 0)
-                        return -errno;
-                if (w == 0)
-                        return -EIO;
-                p += w;
-                n -= (size_t)w;
-                t->size += (uint64_t)w;
-        }
-        return 0;
-}
-
-/* Owner and mode while still unnamed, then in over base (sh_fs_trash_commit): readers see the
- * old file or the new one, never a mix; a link at base is replaced, never written through
+/* Owner and mode while still unnamed, then in over base (sh_fs_upload_commit_at): readers see
+ * the old file or the new one, never a mix; a link at base is replaced, never written through
  * (rename never follows). Only while the sandbox lives: the check and the rename run in one turn
  * of the loop, which no delete comes between, so nothing is ever written into a deleted
  * sandbox's tree (its trash, being removed). */
-static int tmpfile_commit(tmpf *t, const char *base, uid_t uid, gid_t gid, mode_t mode,
+static int tmpfile_commit(tmpf *t, const char *base, const sh_fs_owner *own, mode_t mode,
                           const char *shown, os_err *e)
 {
         sh_error *err = NULL;
@@ -1433,17 +1450,11 @@ static int tmpfile_commit(tmpf *t, const char *base, uid_t uid, gid_t gid, mode_
 
         if (sh_sandbox_deleted(t->f->sb))
                 return gone(e);
-        if (fchown(t->fd, uid, gid) < 0 || fchmod(t->fd, mode) < 0)
-                return fail(e, errno, shown, "write");
-        k = sh_fs_trash_commit(t->fd, t->pfd, base, t->trash, &err);
-        if (k < 0) {
-                int errnum = err ? err->errnum : EIO;
-
-                sh_error_release(&err);
-                return fail(e, errnum, shown, "write");
-        }
+        k = sh_fs_upload_commit_at(t->u, t->pfd, base, own, mode, t->trash, &err);
+        if (k < 0)
+                return f_fail(t->f, &err, shown, "write", e);
         f_trashed(t->f, k);
-        t->fd = sh_close(t->fd); /* named now: its blocks are the file's */
+        sh_fs_upload_abort(TAKE_PTR(t->u), -1); /* named now: its blocks are the file's */
         return 0;
 }
 
@@ -1462,7 +1473,7 @@ typedef struct upload {
         char *shown;
         char *path;
         const char *base;
-        uint32_t uid, gid;
+        sh_fs_owner own;
         mode_t mode;
         tmpf t;
 } upload;
@@ -1486,7 +1497,6 @@ static int upload_meta(upload *u)
 {
         cJSON *j, *path;
         _cleanup_close_ int pfd = -1;
-        _cleanup_free_ char *parent = NULL;
         size_t mlen = u->meta.len;
         const char *why;
         int r = -1;
@@ -1510,10 +1520,10 @@ static int upload_meta(upload *u)
                 goto out;
         }
         if (!(u->path = sb_path(u->shown, strlen(u->shown), &u->e)) ||
-            resolve_id(&u->f, cJSON_GetObjectItemCaseSensitive(j, "owner"), false, &u->uid, &u->e) <
-                    0 ||
-            resolve_id(&u->f, cJSON_GetObjectItemCaseSensitive(j, "group"), true, &u->gid, &u->e) <
-                    0 ||
+            resolve_id(&u->f, cJSON_GetObjectItemCaseSensitive(j, "owner"), false, &u->own.uid,
+                       &u->e) < 0 ||
+            resolve_id(&u->f, cJSON_GetObjectItemCaseSensitive(j, "group"), true, &u->own.gid,
+                       &u->e) < 0 ||
             parse_mode(cJSON_GetObjectItemCaseSensitive(j, "mode"), &u->mode, &u->e) < 0)
                 goto out;
         if (!u->mode)
@@ -1522,21 +1532,10 @@ static int upload_meta(upload *u)
                 fail(&u->e, EISDIR, u->shown, "upload");
                 goto out;
         }
-        if (sh_path_split(u->path, &parent, &u->base) < 0) {
-                os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
-                goto out;
-        }
-        /* parents: the sandbox's own, 0755 */
-        pfd = f_mkdir_p(&u->f, parent, 0755, u->f.uid, u->f.gid, u->shown, &u->e);
+        /* parents: the sandbox's own, 0755; the last checked writable by the sandbox */
+        pfd = f_parent_p(&u->f, u->path, &u->base, u->shown, "upload", &u->e);
         if (pfd < 0)
                 goto out;
-        {
-                struct statx s;
-                if (fstatx(pfd, &s) < 0 || !may(&u->f, pfd, &s, OS_MAY_WRITE | OS_MAY_EXEC)) {
-                        fail(&u->e, denied(pfd), u->shown, "upload");
-                        goto out;
-                }
-        }
         if (tmpfile_begin(&u->t, &u->f, TAKE_FD(pfd), u->shown, "upload", &u->e) < 0)
                 goto out;
         r = 0;
@@ -1585,8 +1584,10 @@ static int upload_event(void *data, upload_ev ev, const char *p, size_t n)
                         if (sh_buf_append(&u->meta, p, n) < 0)
                                 return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
                 } else if (u->st == U_IN_FILE) {
-                        if ((r = tmpfile_write(&u->t, p, n)) < 0)
-                                return fail(&u->e, -r, u->shown, "upload");
+                        sh_error *err = NULL;
+
+                        if (sh_fs_upload_write(u->t.u, p, n, &err) < 0)
+                                return f_fail(&u->f, &err, u->shown, "upload", &u->e);
                 }
                 return 0;
         case UP_END:
@@ -1595,8 +1596,7 @@ static int upload_event(void *data, upload_ev ev, const char *p, size_t n)
                                 return -1;
                         u->st = U_FILE_NEXT;
                 } else if (u->st == U_IN_FILE) {
-                        r = tmpfile_commit(&u->t, u->base, u->uid, u->gid, u->mode, u->shown,
-                                           &u->e);
+                        r = tmpfile_commit(&u->t, u->base, &u->own, u->mode, u->shown, &u->e);
                         tmpfile_done(&u->t);
                         if (r < 0)
                                 return -1;
@@ -1657,7 +1657,7 @@ static int upload_begin(sh_request *r, void **state)
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return -1;
         }
-        u->t.fd = u->t.pfd = -1;
+        u->t.pfd = -1;
         u->max = os_ctx_of(r)->cfg->upload_max;
         /* a declared body over the bound is refused before any byte is read */
         if (sh_request_declared_over(r, u->max)) {
@@ -1767,49 +1767,29 @@ static void api_delete_files(sh_request *r)
                 return;
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *p = sb_path(ps[i]->val, ps[i]->val_len, &e);
-                _cleanup_close_ int pfd = -1;
                 sh_error *err = NULL;
-                const char *base;
-                struct stat st;
                 int k;
 
-                if (!p || (pfd = f_parent(&f, p, &base, ps[i]->val, "delete", &e)) < 0) {
-                        if (e.status == 404)
-                                continue; /* absent is fine */
+                if (p && !*p) {
+                        f_parent(&f, p, NULL, ps[i]->val, "delete", &e);
                         os_reply_err(r, &e);
                         return;
                 }
-                if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                        if (errno == ENOENT)
-                                continue;
-                        fail(&e, errno, ps[i]->val, "delete");
-                        os_reply_err(r, &e);
-                        return;
-                }
-                if (S_ISDIR(st.st_mode)) {
+                /* the entry itself, never what a link names, into the trash (f_trash); a
+                 * directory swapped in meanwhile is refused (put back) */
+                k = p ? sh_fs_unlink_file(&f.fs, p, &err) : -1;
+                if (k < 0 && err && err->errnum == EISDIR && !f.kfs && !f.view) {
+                        sh_error_release(&err);
                         os_reply_error(r, 400, OS_BAD_BODY,
                                        "'%s' is a directory: DELETE /directories removes it",
                                        ps[i]->val);
                         return;
                 }
-                if ((k = f_view(&f, &pfd, ps[i]->val, "delete", &e)) < 0) {
-                        os_reply_err(r, &e);
-                        return;
-                }
-                /* the entry itself, never what a link names; a directory swapped in meanwhile
-                 * is refused: into the trash (put back if it is a directory), or by unlinkat
-                 * without AT_REMOVEDIR */
-                if (k > 0)
-                        k = sh_fs_trash_entry(pfd, base, false, f.trash, &err);
-                else
-                        k = unlinkat(pfd, base, 0) < 0 ? sh_error_make(&err, errno, "unlink") : 0;
+                if (k < 0 && p)
+                        f_fail(&f, &err, ps[i]->val, "delete", &e);
+                if (k < 0 && e.status == 404 && !STREQ(e.code, "SANDBOX_NOT_FOUND"))
+                        continue; /* absent is fine */
                 if (k < 0) {
-                        int errnum = err ? err->errnum : EIO;
-
-                        sh_error_release(&err);
-                        if (errnum == ENOENT)
-                                continue;
-                        fail(&e, errnum, ps[i]->val, "delete");
                         os_reply_err(r, &e);
                         return;
                 }
@@ -2044,35 +2024,27 @@ static void api_permissions(sh_request *r)
 
 /* ---- POST /files/mv ------------------------------------------------------------------------------ */
 
+/* The names themselves (sh_fs_rename): links at either end are moved, never followed; the
+ * destination's parents are made (the sandbox's own); an existing destination is an error
+ * (NOREPLACE), never clobbered. */
 static int move_one(fctx *f, const char *src_shown, const char *dst_shown, os_err *e)
 {
-        _cleanup_free_ char *src = sb_path(src_shown, strlen(src_shown), e), *dst = NULL,
-                            *dparent = NULL;
-        _cleanup_close_ int spfd = -1, dpfd = -1;
-        const char *sbase, *dbase;
-        struct stat st;
-        struct statx s;
+        _cleanup_free_ char *src = sb_path(src_shown, strlen(src_shown), e), *dst = NULL;
+        sh_error *err = NULL;
+        bool at_src;
 
         if (!src || !(dst = sb_path(dst_shown, strlen(dst_shown), e)))
                 return -1;
-        if ((spfd = f_parent(f, src, &sbase, src_shown, "move", e)) < 0)
-                return -1;
-        if (fstatat(spfd, sbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return fail(e, errno, src_shown, "move");
-        if (!*dst)
-                return fail(e, EEXIST, dst_shown, "move");
-        if (sh_path_split(dst, &dparent, &dbase) < 0)
-                return os_err_set(e, 500, OS_RUNTIME, "out of memory");
-        /* the destination's parents are made (the sandbox's own) */
-        if ((dpfd = f_mkdir_p(f, dparent, 0755, f->uid, f->gid, dst_shown, e)) < 0)
-                return -1;
-        if (fstatx(dpfd, &s) < 0 || !may(f, dpfd, &s, OS_MAY_WRITE | OS_MAY_EXEC))
-                return fail(e, denied(dpfd), dst_shown, "move");
-        /* the names themselves: links at either end are moved, never followed; an existing
-         * destination is an error (NOREPLACE), never clobbered */
-        if (renameat2(spfd, sbase, dpfd, dbase, RENAME_NOREPLACE) < 0)
-                return fail(e, errno, dst_shown, "move");
-        return 0;
+        if (!*src)
+                return f_parent(f, src, NULL, src_shown, "move", e);
+        if (sh_fs_rename(&f->fs, src, dst, SH_FS_NOREPLACE, &at_src, &err) == 0)
+                return 0;
+        if (!at_src && !f->kfs && err && err->errnum == ENOTDIR) {
+                sh_error_release(&err);
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "mkdir: '%s': a component is not a directory", dst_shown);
+        }
+        return f_fail(f, &err, at_src ? src_shown : dst_shown, "move", e);
 }
 
 static int move_entry(pjob *j, sh_request *r)
@@ -2205,7 +2177,7 @@ static int xjob_failed(xjob *j, int k)
 /* A pass begins: from the start of the file (2: into the unnamed file). */
 static int xjob_pass(xjob *j, int pass)
 {
-        int k = sh_fs_replace_pass(&j->x, pass == 2 ? j->t.fd : -1);
+        int k = sh_fs_replace_pass(&j->x, pass == 2 ? sh_fs_upload_fd(j->t.u) : -1);
 
         if (k < 0)
                 return fail(&j->e, -k, j->it->string, "replace");
@@ -2221,7 +2193,7 @@ static int xjob_open(xjob *j)
         const char *old = cJSON_GetObjectItemCaseSensitive(j->it, "old")->valuestring;
         const char *new = cJSON_GetObjectItemCaseSensitive(j->it, "new")->valuestring;
 
-        j->t = (tmpf){.fd = -1, .pfd = -1, .trash = -1};
+        j->t = (tmpf){.pfd = -1, .trash = -1};
         if (!(j->path = sb_path(shown, strlen(shown), &j->e)) ||
             (j->in = f_open_read(&j->f, j->path, shown, &j->st, &j->e)) < 0)
                 return -1;
@@ -2265,8 +2237,8 @@ static int xjob_commit(xjob *j)
             now.st_ino != was.st_ino || now.st_dev != was.st_dev)
                 return fail(&j->e, EAGAIN, shown, "replace");
         /* its owner and mode kept (never a setuid, setgid or sticky bit) */
-        return tmpfile_commit(&j->t, j->base, j->st.stx_uid, j->st.stx_gid, j->st.stx_mode & 0777,
-                              shown, &j->e);
+        return tmpfile_commit(&j->t, j->base, &(sh_fs_owner){j->st.stx_uid, j->st.stx_gid},
+                              j->st.stx_mode & 0777, shown, &j->e);
 }
 
 /* The entry's result, and on to the next. -1 with j->e filled. */
@@ -2361,7 +2333,7 @@ static void api_replace(sh_request *r)
         j->body = body;
         j->it = body->child;
         j->in = -1;
-        j->t = (tmpf){.fd = -1, .pfd = -1, .trash = -1};
+        j->t = (tmpf){.pfd = -1, .trash = -1};
         j->verbose = v && (STREQ(v->val, "true") || STREQ(v->val, "1"));
         j->f.root = -1;
         if (fctx_init(r, &j->f) < 0) {
@@ -2397,7 +2369,8 @@ static int mkdirs_entry(pjob *j, sh_request *r)
                     0 ||
             resolve_id(&j->f, cJSON_GetObjectItemCaseSensitive(it, "group"), true, &gid, &j->e) <
                     0 ||
-            (fd = f_mkdir_p(&j->f, p, mode ? mode : 0755, uid, gid, it->string, &j->e)) < 0)
+            (fd = f_mkdir_p(&j->f, p, mode ? mode : 0755, &(sh_fs_owner){uid, gid}, it->string,
+                            &j->e)) < 0)
                 return -1;
         return 1;
 }
@@ -2419,7 +2392,7 @@ static void api_mkdirs(sh_request *r)
 }
 
 /* DELETE /directories: every path is checked before anything is removed. A directory of the
- * workspace is moved into the sandbox's trash at once (f_view: through the daemon's view of its
+ * workspace is moved into the sandbox's trash at once (f_trash: through the daemon's view of its
  * parent) and removed there by the sandbox's remover, off the loop: none of its files is freed
  * here, however big. One elsewhere (its /tmp, a tmpfs) is a job of the loop (fjob): removed in
  * slices by the tree remover a step at a time (sh_fs_remover: depth first, never following a
@@ -2428,7 +2401,7 @@ static void api_mkdirs(sh_request *r)
 typedef struct rtop {
         int pfd; /* its parent, checked writable by the sandbox */
         char *base, *shown;
-        bool trash; /* pfd is the daemon's view (f_view): into the trash */
+        bool trash; /* pfd is the daemon's view (f_trash): into the trash */
 } rtop;
 
 typedef struct rjob {
@@ -2555,20 +2528,17 @@ static void api_rmdirs(sh_request *r)
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *p = sb_path(ps[i]->val, ps[i]->val_len, &e);
                 _cleanup_close_ int pfd = -1;
+                sh_error *err = NULL;
                 const char *base;
                 struct stat st;
+                int trashfd, k;
                 rtop *t;
-                int k;
 
-                if (!p || (pfd = f_parent(f, p, &base, ps[i]->val, "delete", &e)) < 0) {
-                        if (e.status == 404)
-                                continue; /* absent is fine */
+                if (!p || (!*p && f_parent(f, p, NULL, ps[i]->val, "delete", &e) < 0))
                         goto refuse;
-                }
-                if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                        if (errno == ENOENT)
-                                continue;
-                        fail(&e, errno, ps[i]->val, "delete");
+                if ((pfd = sh_fs_open_entry(&f->fs, p, &base, &st, &err)) < 0) {
+                        if (f_fail(f, &err, ps[i]->val, "delete", &e) < 0 && e.status == 404)
+                                continue; /* absent is fine */
                         goto refuse;
                 }
                 if (!S_ISDIR(st.st_mode)) {
@@ -2576,10 +2546,13 @@ static void api_rmdirs(sh_request *r)
                                    "'%s' is not a directory: DELETE /files removes it", ps[i]->val);
                         goto refuse;
                 }
-                if ((k = f_view(f, &pfd, ps[i]->val, "delete", &e)) < 0)
+                if ((k = sh_fs_trash_of(&f->fs, &pfd, &trashfd)) < 0) {
+                        sh_error_make(&err, -k, "view");
+                        f_fail(f, &err, ps[i]->val, "delete", &e);
                         goto refuse;
+                }
                 t = &j->tops[j->ntops];
-                t->trash = k > 0;
+                t->trash = trashfd >= 0;
                 if (!(t->base = strdup(base)) || !(t->shown = strdup(ps[i]->val))) {
                         free(t->base);
                         os_err_set(&e, 500, OS_RUNTIME, "out of memory");
