@@ -8,7 +8,6 @@
 
 #include "sh/buf.h"
 #include "sh/capability.h"
-#include "sh/job.h"
 #include "sh/log.h"
 #include "sh/native.h"
 
@@ -331,29 +330,25 @@ void sh_api_size(sh_request *r)
 
 /* ---- disk-usage: walked in slices so a huge workspace never stalls the loop ------------- */
 
-/* A job of the loop (sh/job.h): each step is one walker step, itself bounded (a few hundred
- * entries read, stat'ed or skipped, whether they yield a file or not), so a slice is bounded by
- * time and not by the shape of the tree. */
+/* A job of the loop answering the request (sh_request_job): each step is one walker step,
+ * itself bounded (a few hundred entries read, stat'ed or skipped, whether they yield a file or
+ * not), so a slice is bounded by time and not by the shape of the tree. */
 typedef struct du_job {
-        sh_loop_job job;
-        sh_pending *tok; /* the job's reference, until it has answered */
+        sh_request_job rj; /* first */
         sh_fs_walker *w;
         sh_fs_usage *u;
 } du_job;
 
-/* The request ended before the walk did: stop walking. */
 static void du_gone(void *data)
 {
-        du_job *j = data;
-
-        sh_loop_job_stop(&j->job);
-        sh_pending_release(TAKE_PTR(j->tok));
+        sh_request_job_gone(data);
 }
 
 static void du_release(void *data)
 {
         du_job *j = data;
 
+        sh_request_job_free(&j->rj);
         sh_fs_walk_free(j->w);
         sh_fs_usage_free(j->u);
         free(j);
@@ -361,48 +356,28 @@ static void du_release(void *data)
 
 static const sh_pending_ops du_ops = {.gone = du_gone, .release = du_release};
 
-/* Answer (an error, or out of memory), and the job is done with its request. */
-static void du_reply_error(du_job *j, const sh_error *err)
-{
-        sh_request *r = sh_pending_request(j->tok);
-
-        if (err)
-                sh_reply_error(r, err);
-        else
-                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
-        sh_pending_release(TAKE_PTR(j->tok));
-}
-
-static void du_stalled(void *data)
-{
-        du_job *j = data;
-
-        sh_reply_errorf(sh_pending_request(j->tok), SH_E_INTERNAL, "cannot schedule the walk");
-        sh_pending_release(TAKE_PTR(j->tok));
-}
-
 static int du_step(void *data)
 {
         du_job *j = data;
+        sh_request *r = sh_request_job_request(&j->rj);
         sh_error *err = NULL;
         sh_fs_entry e;
         cJSON *o;
         int k = sh_fs_walk_next(j->w, &e, &err);
 
         if (k == 1 && sh_fs_usage_add(j->u, &e) < 0)
-                k = -ENOMEM;
+                k = sh_error_make(&err, ENOMEM, "out of memory");
         if (k > 0)
                 return 1;
         if (k < 0) {
-                du_reply_error(j, err);
+                sh_reply_error(r, err);
                 sh_error_release(&err);
-                return SH_LOOP_JOB_DONE;
+                return sh_request_job_done(&j->rj);
         }
         o = cJSON_CreateObject();
         add_u64(o, "bytes", sh_fs_usage_bytes(j->u));
-        sh_reply_json(sh_pending_request(j->tok), 200, o);
-        sh_pending_release(TAKE_PTR(j->tok));
-        return SH_LOOP_JOB_DONE;
+        sh_reply_json(r, 200, o);
+        return sh_request_job_done(&j->rj);
 }
 
 void sh_api_disk_usage(sh_request *r)
@@ -414,50 +389,46 @@ void sh_api_disk_usage(sh_request *r)
         if (wsfd < 0)
                 return;
         j = calloc(1, sizeof(*j));
-        if (!j || !(j->u = sh_fs_usage_new()) || !(j->tok = sh_request_wait(r, &du_ops, j))) {
-                if (j)
-                        sh_fs_usage_free(j->u);
+        if (!j || !(j->u = sh_fs_usage_new())) {
                 free(j);
                 sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
+        if (!sh_request_job_wait(&j->rj, r, sh_native(r)->loop, &du_ops, du_step, "walk")) {
+                du_release(j);
+                return;
+        }
         if (sh_fs_walk_open(wsfd, "", &j->w, &err) < 0) {
-                du_reply_error(j, err);
+                sh_reply_error(r, err);
                 sh_error_release(&err);
+                sh_request_job_done(&j->rj);
                 return;
         }
         /* The first slice now, the rest from the loop while the request waits. */
-        j->job = (sh_loop_job){
-                .step = du_step, .stalled = du_stalled, .data = j, .loop = sh_native(r)->loop};
-        sh_loop_job_run(&j->job);
+        sh_request_job_run(&j->rj);
 }
 
 /* ---- walk: streamed as it is walked; memory bounded by the walker, not the tree -------- */
 
-/* Each read of the stream runs one slice of the walk's job at most (as disk-usage's), through
- * the transport's sliced stream: a slice that found nothing to send (skipped entries, empty
- * directories) makes the connection wait a loop iteration, so other work runs in between. */
+/* Each read of the stream runs one slice of the walk's job at most (as disk-usage's): a slice
+ * that found nothing to send (skipped entries, empty directories) makes the connection wait a
+ * loop iteration, so other work runs in between. */
 typedef struct walk_stream {
-        sh_sliced_stream ss;
-        sh_loop_job job;
+        sh_request_job rj; /* first */
         sh_fs_walker *w;
-        size_t want; /* of this slice */
         bool first;
-        bool failed; /* the walk (or memory) failed: the stream is cut */
 } walk_stream;
 
 static void walk_gone(void *data)
 {
-        walk_stream *ws = data;
-
-        sh_sliced_stream_stop(&ws->ss);
+        sh_request_job_gone(data);
 }
 
 static void walk_release(void *data)
 {
         walk_stream *ws = data;
 
-        sh_sliced_stream_done(&ws->ss);
+        sh_request_job_free(&ws->rj);
         sh_fs_walk_free(ws->w);
         free(ws);
 }
@@ -465,7 +436,7 @@ static void walk_release(void *data)
 /* One entry encoded; -1 out of memory. */
 static int ws_append_entry(walk_stream *ws, const sh_fs_entry *e)
 {
-        sh_buf *b = &ws->ss.b;
+        sh_buf *b = &ws->rj.ss.b;
         size_t plen = strlen(e->path);
         int n;
 
@@ -495,38 +466,25 @@ static int walk_step(void *data)
         if (k == 1 && ws_append_entry(ws, &e) < 0)
                 k = -ENOMEM;
         if (k > 0)
-                return ws->ss.b.len >= ws->want ? SH_LOOP_JOB_PAUSE : 1;
+                return ws->rj.ss.b.len >= ws->rj.want ? SH_LOOP_JOB_PAUSE : 1;
         if (k < 0) {
                 /* The status line is gone already: cut the stream, so the client sees
                  * invalid JSON, never a short list. */
                 if (err)
                         log_warn("walk-failed", NULL, "%s", err->msg ? err->msg : "");
                 sh_error_release(&err);
-                ws->failed = true;
-        } else if (sh_buf_append(&ws->ss.b, "]}", 2) < 0) {
-                ws->failed = true;
+                ws->rj.cut = true;
+        } else if (sh_buf_append(&ws->rj.ss.b, "]}", 2) < 0) {
+                ws->rj.cut = true;
         } else {
-                ws->ss.ended = true;
+                ws->rj.ss.ended = true;
         }
         return SH_LOOP_JOB_DONE;
 }
 
-static int walk_slice(void *data, sh_buf *b, size_t want, bool *ended)
-{
-        walk_stream *ws = data;
-
-        (void)b;
-        (void)ended; /* walk_step sets ws->ss.ended */
-        ws->want = want;
-        (void)sh_loop_job_slice(&ws->job);
-        return ws->failed ? SH_STREAM_CUT : 0;
-}
-
 static ssize_t walk_read(void *data, char *out, size_t max)
 {
-        walk_stream *ws = data;
-
-        return sh_sliced_stream_read(&ws->ss, out, max, walk_slice, ws);
+        return sh_request_job_read(data, out, max);
 }
 
 static const sh_pending_ops walk_ops = {
@@ -540,7 +498,6 @@ void sh_api_walk(sh_request *r)
         _cleanup_free_ char *root = sh_native_path_param(r, "root", true);
         _cleanup_close_ int wsfd = -1; /* the walker opens its own */
         walk_stream *ws;
-        sh_response *resp;
         sh_error *err = NULL;
 
         if (!root || (wsfd = sh_native_workspace(r)) < 0)
@@ -551,9 +508,7 @@ void sh_api_walk(sh_request *r)
                 return;
         }
         ws->first = true;
-        ws->ss.loop = sh_native(r)->loop;
-        ws->job = (sh_loop_job){.step = walk_step, .data = ws};
-        if (sh_buf_append(&ws->ss.b, "{\"entries\":[", 12) < 0)
+        if (sh_buf_append(&ws->rj.ss.b, "{\"entries\":[", 12) < 0)
                 sh_error_make(&err, ENOMEM, "out of memory");
         if (err || sh_fs_walk_open(wsfd, root, &ws->w, &err) < 0) {
                 walk_release(ws);
@@ -561,20 +516,11 @@ void sh_api_walk(sh_request *r)
                 sh_error_release(&err);
                 return;
         }
-        ws->ss.tok = sh_request_wait(r, &walk_ops, ws);
-        if (!ws->ss.tok) {
+        if (!sh_request_job_wait(&ws->rj, r, sh_native(r)->loop, &walk_ops, walk_step, "walk")) {
                 walk_release(ws);
-                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
-        resp = sh_response_stream(ws->ss.tok, 64 * 1024);
-        sh_pending_release(ws->ss.tok); /* the request's and the response's references remain */
-        if (!resp) {
-                sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
-                return;
-        }
-        sh_response_header(resp, "Content-Type", "application/json");
-        sh_reply(r, 200, resp);
+        sh_request_job_stream(&ws->rj, 64 * 1024, "application/json");
 }
 
 /* ---- delete file, mkdir, delete dir, rename -------------------------------------------- */

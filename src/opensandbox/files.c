@@ -8,13 +8,13 @@
  * sandbox's uid, FIFOs and devices are refused without being opened, new entries belong to the
  * sandbox's uid/gid, and the read-only image refuses every write (EROFS). */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <sodium.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -695,116 +695,42 @@ static void api_download(sh_request *r)
 
 /* ---- walks: directories/list and files/search ------------------------------------------------- */
 
-/* A job answered from the loop in slices (sh/job.h: a listing, a search, a line-mode download, a
- * replacement, a recursive delete, a request of many paths): its request waits on tok, and the
- * job's steps run until the one that answered says SH_LOOP_JOB_DONE. A job embeds one as its
- * first member; its steps are given the job. */
+/* A job answered from the loop in slices (sh_request_job: a listing, a search, a line-mode
+ * download, a replacement, a recursive delete, a request of many paths), whose answer may wait
+ * for the trash (job_answer). A job embeds one as its first member; its steps are given the job,
+ * and fjob_gone is its pending ops' gone. */
 typedef struct fjob {
-        sh_trash_waiter w; /* first: the answer waiting for the trash (job_answer) */
-        sh_loop_job job;
-        sh_pending *tok;  /* the job's reference, until it has answered */
-        const char *what; /* "walk", "removal": for the 500 when a slice cannot be scheduled */
-        unsigned status;  /* that answer */
+        sh_request_job rj; /* first */
+        sh_trash_waiter w; /* the answer waiting for the trash (job_answer) */
+        unsigned status;   /* that answer */
         cJSON *body;
 } fjob;
 
 /* The request went (its client left, or shutdown): no slice runs any more, no answer waits. */
-static void fjob_gone(fjob *s)
-{
-        sh_loop_job_stop(&s->job);
-        sh_manager_trash_unwait(&s->w);
-        cJSON_Delete(TAKE_PTR(s->body));
-        sh_pending_release(TAKE_PTR(s->tok));
-}
-
-/* Answered: the job's reference to its request goes (release frees the job). Returns
- * SH_LOOP_JOB_DONE, for the step that answered. */
-static int fjob_done(fjob *s)
-{
-        sh_pending_release(TAKE_PTR(s->tok));
-        return SH_LOOP_JOB_DONE;
-}
-
-static void fjob_stalled(void *data)
+static void fjob_gone(void *data)
 {
         fjob *s = data;
 
-        os_reply_error(sh_pending_request(s->tok), 500, OS_RUNTIME, "cannot schedule the %s",
-                       s->what);
-        fjob_done(s);
+        sh_request_job_gone(&s->rj);
+        sh_manager_trash_unwait(&s->w);
+        cJSON_Delete(TAKE_PTR(s->body));
 }
 
-/* The request waits on a token of ops for the job (s its first member), whose steps are `step`
- * (its budget s->job.steps and .ns as the caller set them: 0 the default): the first slice runs
- * now, the rest from the loop. false: no token could be had (answered 500): the caller frees
- * the job. */
+static ssize_t fjob_read(void *data, char *out, size_t max)
+{
+        return sh_request_job_read(data, out, max);
+}
+
+/* The request waits on a token of ops for the job, whose steps are `step` (its budget
+ * s->rj.job.steps and .ns as the caller set them: 0 the default): the first slice runs now, the
+ * rest from the loop. false: no token could be had (answered 500): the caller frees the job. */
 static bool fjob_start(fjob *s, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
                        const char *what)
 {
-        s->what = what;
-        s->job.step = step;
-        s->job.stalled = fjob_stalled;
-        s->job.data = s;
-        s->job.loop = os_ctx_of(r)->loop;
-        if (!s->tok && !(s->tok = sh_request_wait(r, ops, s))) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+        if (!sh_request_job_wait(&s->rj, r, os_ctx_of(r)->loop, ops, step, what))
                 return false;
-        }
-        sh_loop_job_run(&s->job);
+        sh_request_job_run(&s->rj);
         return true;
-}
-
-/* A job of the loop whose answer may be streamed: its first slices run from the loop while the
- * request waits (fjob), until it answers, whole or with a stream that goes on as the client
- * reads (sh_sliced_stream: one slice of the same job each time). A job embeds one first;
- * streamed_gone is its token's gone. */
-typedef struct streamed {
-        fjob s;
-        sh_sliced_stream ss;
-        size_t want; /* of the stream's slice */
-        bool cut;    /* the stream is cut */
-} streamed;
-
-static void streamed_gone(void *data)
-{
-        streamed *st = data;
-
-        fjob_gone(&st->s);
-        sh_sliced_stream_stop(&st->ss);
-}
-
-/* The stream's slice: one slice of the job, whose steps fill st->ss.b (about `want`: a step
- * pauses there), set st->ss.ended at the end or st->cut. */
-static int streamed_slice(void *data, sh_buf *b, size_t want, bool *ended)
-{
-        streamed *st = data;
-
-        (void)b;
-        (void)ended;
-        st->want = want;
-        (void)sh_loop_job_slice(&st->s.job);
-        return st->cut ? SH_STREAM_CUT : 0;
-}
-
-static ssize_t streamed_read(void *data, char *out, size_t max)
-{
-        streamed *st = data;
-
-        return sh_sliced_stream_read(&st->ss, out, max, streamed_slice, st);
-}
-
-/* From the head to the stream: the answer is the stream, read through the job's token
- * (borrowed: the request and the response keep it), in blocks of `block`. */
-static void streamed_answer(streamed *st, sh_request *r, size_t block, const char *type)
-{
-        sh_response *resp;
-
-        st->ss.loop = st->s.job.loop;
-        st->ss.tok = st->s.tok;
-        resp = sh_response_stream(st->ss.tok, block);
-        if (resp)
-                sh_response_header(resp, "Content-Type", type);
-        sh_reply(r, 200, resp);
 }
 
 /* Line mode: the lines asked (sh/lines.h), read in slices: at most LINES_SLICE bytes of the
@@ -816,9 +742,10 @@ static void streamed_answer(streamed *st, sh_request *r, size_t block, const cha
  * reading. A read that fails before the answer is a 500, after it cuts the stream. */
 #define LINES_SLICE (1u << 20)
 #define LINES_HEAD  (256u << 10)
+#define LINES_TYPE  "text/plain; charset=utf-8"
 
 typedef struct ljob {
-        streamed st; /* first */
+        fjob s; /* first */
         char *shown;
         bool streaming;
         sh_fs_lines l;
@@ -828,55 +755,43 @@ static void ljob_release(void *data)
 {
         ljob *j = data;
 
-        sh_sliced_stream_done(&j->st.ss);
+        sh_request_job_free(&j->s.rj);
         sh_close(j->l.fd);
         free(j->shown);
         free(j);
 }
 
 static const sh_pending_ops ljob_ops = {
-        .gone = streamed_gone, .release = ljob_release, .read = streamed_read};
+        .gone = fjob_gone, .release = ljob_release, .read = fjob_read};
 
 /* One read: in the head, answered once the lines end or pass LINES_HEAD; in the stream, a pause
  * once the slice made what the transport asked. */
 static int ljob_step(void *data)
 {
         ljob *j = data;
-        sh_buf *b = &j->st.ss.b;
-        sh_request *r = sh_pending_request(j->st.s.tok);
-        sh_response *resp;
-        int k = sh_fs_lines_step(&j->l, b);
+        sh_request_job *rj = &j->s.rj;
+        int k = sh_fs_lines_step(&j->l, &rj->ss.b);
 
-        if (j->streaming) {
-                if (k > 0)
-                        return b->len >= j->st.want ? SH_LOOP_JOB_PAUSE : 1;
-                if (k == 0) {
-                        j->st.ss.ended = true;
-                        return SH_LOOP_JOB_DONE;
-                }
-                log_warn("download-cut", sh_request_log_id(sh_pending_request(j->st.ss.tok)),
-                         "line mode of '%s': %s; the answer was cut", j->shown, strerror(-k));
-                j->st.cut = true;
-                return SH_LOOP_JOB_DONE;
+        if (k > 0 && j->streaming)
+                return rj->ss.b.len >= rj->want ? SH_LOOP_JOB_PAUSE : 1;
+        if (k > 0)
+                return rj->ss.b.len < LINES_HEAD
+                               ? 1
+                               : (j->streaming = true,
+                                  sh_request_job_stream(rj, SH_FS_LINES_READ, LINES_TYPE));
+        if (k == 0 && j->streaming)
+                rj->ss.ended = true;
+        if (k == 0)
+                return j->streaming ? SH_LOOP_JOB_DONE : sh_request_job_whole(rj, LINES_TYPE);
+        if (!j->streaming) {
+                os_reply_error(sh_request_job_request(rj), 500, OS_RUNTIME, "read '%s': %s",
+                               j->shown, strerror(-k));
+                return sh_request_job_done(rj);
         }
-        if (k < 0) {
-                os_reply_error(r, 500, OS_RUNTIME, "read '%s': %s", j->shown, strerror(-k));
-                return fjob_done(&j->st.s);
-        }
-        if (k > 0 && b->len < LINES_HEAD)
-                return 1;
-        if (k == 0) {
-                j->st.ss.ended = true;
-                resp = sh_response_buffer(TAKE_PTR(b->p), b->len);
-                sh_buf_done(b);
-                if (resp)
-                        sh_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
-                sh_reply(r, 200, resp);
-        } else {
-                j->streaming = true;
-                streamed_answer(&j->st, r, SH_FS_LINES_READ, "text/plain; charset=utf-8");
-        }
-        return fjob_done(&j->st.s);
+        log_warn("download-cut", sh_request_log_id(sh_pending_request(rj->ss.tok)),
+                 "line mode of '%s': %s; the answer was cut", j->shown, strerror(-k));
+        rj->cut = true;
+        return SH_LOOP_JOB_DONE;
 }
 
 static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limit,
@@ -891,8 +806,8 @@ static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limi
                 return;
         }
         sh_fs_lines_init(&j->l, fd, offset, limit);
-        j->st.s.job.steps = LINES_SLICE / SH_FS_LINES_READ; /* a step: one read */
-        if (!fjob_start(&j->st.s, r, &ljob_ops, ljob_step, "download"))
+        j->s.rj.job.steps = LINES_SLICE / SH_FS_LINES_READ; /* a step: one read */
+        if (!fjob_start(&j->s, r, &ljob_ops, ljob_step, "download"))
                 ljob_release(j);
 }
 
@@ -923,7 +838,7 @@ static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limi
 typedef enum { WALK_HEAD, WALK_COUNT, WALK_STREAM } walk_phase;
 
 typedef struct wjob {
-        streamed st; /* first */
+        fjob s; /* first */
         fctx f;
         int top;       /* the directory walked (O_PATH, checked by walk_top): each pass's */
         char *shown;   /* the top as asked: every path shown starts with it */
@@ -942,7 +857,7 @@ static void wjob_release(void *data)
         wjob *j = data;
 
         sh_fs_walk_free(j->w);
-        sh_sliced_stream_done(&j->st.ss);
+        sh_request_job_free(&j->s.rj);
         sh_buf_done(&j->out);
         sh_close(j->top);
         free(j->shown);
@@ -1025,7 +940,7 @@ static void wjob_failed(wjob *j, sh_error *err)
  * counting), the count only counts it, the stream sends it. 0, or -1 with j->e filled. */
 static int wjob_entry(wjob *j, const sh_fs_entry *e)
 {
-        sh_buf *b = j->phase == WALK_STREAM ? &j->st.ss.b : &j->out;
+        sh_buf *b = j->phase == WALK_STREAM ? &j->s.rj.ss.b : &j->out;
 
         if (j->phase == WALK_COUNT)
                 j->out.len = 0;
@@ -1042,49 +957,46 @@ static int wjob_entry(wjob *j, const sh_fs_entry *e)
 static void wjob_stream(wjob *j, sh_request *r)
 {
         sh_buf_done(&j->out);
-        if (wjob_begin(j, WALK_STREAM, &j->st.ss.b) < 0) {
+        if (wjob_begin(j, WALK_STREAM, &j->s.rj.ss.b) < 0) {
                 os_reply_err(r, &j->e);
                 return;
         }
-        streamed_answer(&j->st, r, WALK_BLOCK, "application/json");
+        sh_request_job_stream(&j->s.rj, WALK_BLOCK, "application/json");
 }
 
 /* The head's or the count's walk is over (k 0) or failed (k < 0, j->e filled): the answer. */
 static int wjob_answer(wjob *j, int k)
 {
-        sh_request *r = sh_pending_request(j->st.s.tok);
-        sh_response *resp;
+        sh_request *r = sh_request_job_request(&j->s.rj);
 
         if (k == 0 && j->phase == WALK_COUNT) {
                 wjob_stream(j, r);
         } else if (k == 0 && sh_buf_append(&j->out, "]", 1) == 0) {
-                resp = sh_response_buffer(TAKE_PTR(j->out.p), j->out.len);
-                sh_buf_done(&j->out);
-                if (resp)
-                        sh_response_header(resp, "Content-Type", "application/json");
-                sh_reply(r, 200, resp);
+                j->s.rj.ss.b = j->out; /* the answer, whole */
+                j->out = (sh_buf){0};
+                return sh_request_job_whole(&j->s.rj, "application/json");
         } else {
                 if (k == 0)
                         os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
                 os_reply_err(r, &j->e);
         }
-        return fjob_done(&j->st.s);
+        return sh_request_job_done(&j->s.rj);
 }
 
 /* The stream's walk is over (k 0) or failed (k < 0, j->e filled): its end, or its cut. */
 static int wjob_stream_end(wjob *j, int k)
 {
-        if (k == 0 && sh_buf_append(&j->st.ss.b, "]", 1) == 0) {
-                j->st.ss.ended = true;
+        if (k == 0 && sh_buf_append(&j->s.rj.ss.b, "]", 1) == 0) {
+                j->s.rj.ss.ended = true;
                 return SH_LOOP_JOB_DONE;
         }
         if (k == 0)
                 os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
         /* The 200 is gone: the client sees a cut stream, never a short list. */
-        log_warn("listing-cut", sh_request_log_id(sh_pending_request(j->st.ss.tok)),
+        log_warn("listing-cut", sh_request_log_id(sh_pending_request(j->s.rj.ss.tok)),
                  "the answer below '%s' was cut after %" PRIu64 " entries: %s", j->shown, j->count,
                  j->e.message);
-        j->st.cut = true;
+        j->s.rj.cut = true;
         return SH_LOOP_JOB_DONE;
 }
 
@@ -1104,13 +1016,14 @@ static int wjob_step(void *data)
                 k = -1;
         sh_error_release(&err);
         if (k > 0)
-                return j->phase == WALK_STREAM && j->st.ss.b.len >= j->st.want ? SH_LOOP_JOB_PAUSE
-                                                                               : 1;
+                return j->phase == WALK_STREAM && j->s.rj.ss.b.len >= j->s.rj.want
+                               ? SH_LOOP_JOB_PAUSE
+                               : 1;
         return j->phase == WALK_STREAM ? wjob_stream_end(j, k) : wjob_answer(j, k);
 }
 
 static const sh_pending_ops wjob_ops = {
-        .gone = streamed_gone, .release = wjob_release, .read = streamed_read};
+        .gone = fjob_gone, .release = wjob_release, .read = fjob_read};
 
 /* The directory to walk: `path` itself must be a directory (a link there is a 400, as execd),
  * readable by the sandbox's uid. */
@@ -1164,22 +1077,18 @@ static void run_walk(sh_request *r, const char *pattern, unsigned depth)
                 .data = &j->f,
                 .held_max = WALK_HELD_MAX,
         };
-        if (!(j->st.s.tok = sh_request_wait(r, &wjob_ops, j))) {
-                wjob_release(j);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
         read_maps(&j->f); /* once, before the walk: the names of every entry */
         if (!(p = sb_path(q->val, q->val_len, &j->e)) ||
             (j->top = walk_top(&j->f, p, q->val, &j->e)) < 0 ||
             wjob_begin(j, WALK_HEAD, &j->out) < 0) {
                 os_reply_err(r, &j->e);
-                fjob_done(&j->st.s);
+                wjob_release(j);
                 return;
         }
         /* the walk needs no more of the sandbox's root than the top directory */
-        j->f.root = sh_close(j->f.root);
-        fjob_start(&j->st.s, r, &wjob_ops, wjob_step, "walk");
+        j->f.root = j->f.fs.root = sh_close(j->f.root);
+        if (!fjob_start(&j->s, r, &wjob_ops, wjob_step, "walk"))
+                wjob_release(j);
 }
 
 static void api_list(sh_request *r)
@@ -1380,12 +1289,12 @@ static void f_answer(fctx *f, sh_request *r, unsigned status, cJSON *body)
 
 static void job_answer_done(sh_trash_waiter *w)
 {
-        fjob *s = (fjob *)w;
-        sh_request *r = sh_pending_request(s->tok);
+        fjob *s = (fjob *)((char *)w - offsetof(fjob, w));
+        sh_request *r = sh_request_job_request(&s->rj);
 
         if (r)
                 f_reply(r, s->status, TAKE_PTR(s->body));
-        fjob_done(s);
+        sh_request_job_done(&s->rj);
 }
 
 /* The same for a job of the loop (fjob), through the job's own token: now, or once the trash
@@ -1399,8 +1308,8 @@ static int job_answer(fctx *f, fjob *s, unsigned status, cJSON *body)
                 f->trashed = false;
                 return SH_LOOP_JOB_DONE;
         }
-        f_reply(sh_pending_request(s->tok), status, TAKE_PTR(s->body));
-        return fjob_done(s);
+        f_reply(sh_request_job_request(&s->rj), status, TAKE_PTR(s->body));
+        return sh_request_job_done(&s->rj);
 }
 
 /* An unnamed file (O_TMPFILE, sh_fs_upload) beside `base` in the checked directory, linked in
@@ -1822,7 +1731,7 @@ struct pjob {
 
 static void pjob_gone(void *data)
 {
-        fjob_gone(&((pjob *)data)->s);
+        fjob_gone(data);
 }
 
 static void pjob_release(void *data)
@@ -1841,7 +1750,7 @@ static const sh_pending_ops pjob_ops = {.gone = pjob_gone, .release = pjob_relea
 static int pjob_step(void *data)
 {
         pjob *j = data;
-        sh_request *r = sh_pending_request(j->s.tok);
+        sh_request *r = sh_request_job_request(&j->s.rj);
         uint64_t left = j->f.budget.left;
         int more = j->entry(j, r);
 
@@ -1853,7 +1762,7 @@ static int pjob_step(void *data)
                 os_reply_json(r, 200, TAKE_PTR(j->out));
         else
                 os_reply_empty(r, 200);
-        return fjob_done(&j->s);
+        return sh_request_job_done(&j->s.rj);
 }
 
 /* Run `entry` over the body's entries (body and out taken; both NULL for none) from the loop. */
@@ -2133,7 +2042,7 @@ static void xjob_file_done(xjob *j)
 
 static void xjob_gone(void *data)
 {
-        fjob_gone(&((xjob *)data)->s);
+        fjob_gone(data);
 }
 
 static void xjob_release(void *data)
@@ -2286,8 +2195,8 @@ static int xjob_job_step(void *data)
                 return 1;
         if (k == 0)
                 return job_answer(&j->f, &j->s, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
-        os_reply_err(sh_pending_request(j->s.tok), &j->e);
-        return fjob_done(&j->s);
+        os_reply_err(sh_request_job_request(&j->s.rj), &j->e);
+        return sh_request_job_done(&j->s.rj);
 }
 
 static void api_replace(sh_request *r)
@@ -2417,7 +2326,7 @@ typedef struct rjob {
 
 static void rjob_gone(void *data)
 {
-        fjob_gone(&((rjob *)data)->s);
+        fjob_gone(data);
 }
 
 static void rjob_release(void *data)
@@ -2496,8 +2405,8 @@ static int rjob_job_step(void *data)
         if (!j->first_err)
                 return job_answer(&j->f, &j->s, 200, NULL);
         fail(&j->e, j->first_err, j->tops[j->err_top].shown, "delete");
-        os_reply_err(sh_pending_request(j->s.tok), &j->e);
-        return fjob_done(&j->s);
+        os_reply_err(sh_request_job_request(&j->s.rj), &j->e);
+        return sh_request_job_done(&j->s.rj);
 }
 
 static void api_rmdirs(sh_request *r)
