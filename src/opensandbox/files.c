@@ -656,6 +656,36 @@ bool f_body_bounded(sh_request *r, cJSON *body)
         return false;
 }
 
+/* The body {path: {owner?, group?, mode}} of at most PATHS_MAX entries, run by `entry` (a 400
+ * otherwise). */
+void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *, sh_request *))
+{
+        bool empty;
+        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
+
+        if (!body && !empty)
+                return;
+        if (!cJSON_IsObject(body)) {
+                cJSON_Delete(body);
+                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
+                return;
+        }
+        if (f_body_bounded(r, body))
+                f_pjob_run(r, body, NULL, entry);
+}
+
+/* The next entry of such a body, its path below the root in *p: NULL when none is left; the body
+ * itself (j->body) when its path is refused (j->e filled). */
+const cJSON *f_pjob_next(f_pjob *j, char **p)
+{
+        const cJSON *it = j->next;
+
+        if (!it)
+                return NULL;
+        j->next = it->next;
+        return (*p = f_path(it->string, strlen(it->string), &j->e)) ? it : j->body;
+}
+
 /* ---- routes ----------------------------------------------------------------------------------- */
 
 const sh_route os_files_routes[] = {

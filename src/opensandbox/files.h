@@ -142,8 +142,12 @@ struct f_pjob {
         os_err e;
 };
 
-/* Run `entry` over the body's entries (body and out taken; both NULL for none) from the loop. */
+/* Run `entry` over the body's entries (body and out taken; both NULL for none) from the loop; the
+ * same for a body {path: {...}} (a 400 when it is none); such an entry's next (f_pjob_next: NULL
+ * at the end, j->body when its path is refused, *p its path below the root). */
 void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *, sh_request *));
+void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *, sh_request *));
+const cJSON *f_pjob_next(f_pjob *j, char **p);
 
 /* An unnamed file beside a checked directory's entry, put in over it at commit (owner and mode
  * set while unnamed, the old file into the trash); given up, freed off the loop when big. */

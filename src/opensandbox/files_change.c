@@ -106,33 +106,18 @@ static int set_perm(fctx *f, const char *p, const char *shown, const cJSON *perm
 
 static int perm_entry(f_pjob *j, sh_request *r)
 {
-        const cJSON *it = j->next;
         _cleanup_free_ char *p = NULL;
+        const cJSON *it = f_pjob_next(j, &p);
 
         (void)r;
-        if (!it)
-                return 0;
-        j->next = it->next;
-        if (!(p = f_path(it->string, strlen(it->string), &j->e)) ||
-            set_perm(&j->f, p, it->string, it, &j->e) < 0)
+        if (it == j->body)
                 return -1;
-        return 1;
+        return !it ? 0 : set_perm(&j->f, p, it->string, it, &j->e) < 0 ? -1 : 1;
 }
 
 void os_files_permissions(sh_request *r)
 {
-        bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
-
-        if (!body && !empty)
-                return;
-        if (!cJSON_IsObject(body)) {
-                cJSON_Delete(body);
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
-                return;
-        }
-        if (f_body_bounded(r, body))
-                f_pjob_run(r, body, NULL, perm_entry);
+        f_pjob_paths(r, perm_entry);
 }
 
 /* ---- POST /files/mv ------------------------------------------------------------------------------ */
@@ -208,7 +193,7 @@ void os_files_move(sh_request *r)
 /* POST /files/replace is a job of the loop, run in slices (f_job), each of its files rewritten by
  * fs/replace.c in two passes (counted first: no match, or a bound passed, and nothing is written
  * at all), the new text into an unnamed file beside it, which replaces the file at the end, its
- * owner and mode kept (tmpfile_commit: atomic, the old file into the trash). Nothing partial is
+ * owner and mode kept (f_tmp_commit: atomic, the old file into the trash). Nothing partial is
  * ever visible: a refusal, a failure or the client leaving drops the unnamed file. Bounded: the
  * file (REPLACE_MAX), what it becomes (REPLACE_MAX), its matches (REPLACE_MATCHES_MAX), the
  * paths of one request (PATHS_MAX), the memory of a job (one chunk and one output buffer beside
@@ -457,18 +442,15 @@ void os_files_replace(sh_request *r)
 
 static int mkdirs_entry(f_pjob *j, sh_request *r)
 {
-        const cJSON *it = j->next;
         _cleanup_free_ char *p = NULL;
+        const cJSON *it = f_pjob_next(j, &p);
         _cleanup_close_ int fd = -1;
         uint32_t uid, gid;
         mode_t mode;
 
         (void)r;
-        if (!it)
-                return 0;
-        j->next = it->next;
-        if (!(p = f_path(it->string, strlen(it->string), &j->e)))
-                return -1;
+        if (!it || it == j->body)
+                return it ? -1 : 0;
         if (!cJSON_IsObject(it))
                 return os_err_set(&j->e, 400, OS_BAD_BODY,
                                   "'%s': permissions are {owner?, group?, mode}", it->string);
@@ -485,18 +467,7 @@ static int mkdirs_entry(f_pjob *j, sh_request *r)
 
 void os_files_mkdirs(sh_request *r)
 {
-        bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
-
-        if (!body && !empty)
-                return;
-        if (!cJSON_IsObject(body)) {
-                cJSON_Delete(body);
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
-                return;
-        }
-        if (f_body_bounded(r, body))
-                f_pjob_run(r, body, NULL, mkdirs_entry);
+        f_pjob_paths(r, mkdirs_entry);
 }
 
 /* DELETE /directories: every path is checked before anything is removed. A directory of the
