@@ -105,51 +105,48 @@ START_TEST(test_a_line_cut_across_two_reads_is_one_line)
 }
 END_TEST
 
-START_TEST(test_a_step_reads_one_buffer_at_most)
+/* Lines offset..offset+limit-1 of 3 * SH_FS_LINES_READ empty lines: the steps taken, the bytes
+ * of the answer. */
+static void steps_over_empty_lines(uint64_t offset, uint64_t limit, unsigned *steps, size_t *len)
 {
         size_t n = 3 * SH_FS_LINES_READ;
         char *text = malloc(n);
         sh_fs_lines *l = malloc(sizeof(*l));
         sh_buf b = {0};
-        unsigned steps;
-        int fd;
-
-        ck_assert_ptr_nonnull(text);
-        ck_assert_ptr_nonnull(l);
-        memset(text, '\n', n); /* 3 * 64 Ki empty lines */
-        fd = text_fd(text, n);
-        sh_fs_lines_init(l, fd, n, 0); /* the last line only */
-        read_all(l, &b, &steps);
-        ck_assert_uint_eq(steps, 3);
-        ck_assert_uint_eq(b.len, 0);
-        sh_buf_done(&b);
-        free(l);
-        free(text);
-        close(fd);
-}
-END_TEST
-
-START_TEST(test_the_range_ends_without_reading_the_rest)
-{
-        size_t n = 3 * SH_FS_LINES_READ;
-        char *text = malloc(n);
-        sh_fs_lines *l = malloc(sizeof(*l));
-        sh_buf b = {0};
-        unsigned steps;
         int fd;
 
         ck_assert_ptr_nonnull(text);
         ck_assert_ptr_nonnull(l);
         memset(text, '\n', n);
         fd = text_fd(text, n);
-        sh_fs_lines_init(l, fd, 1, 2);
-        read_all(l, &b, &steps);
-        ck_assert_uint_eq(steps, 1); /* the first buffer holds both: the rest is not read */
-        ck_assert_uint_eq(b.len, 1);
+        sh_fs_lines_init(l, fd, offset, limit);
+        read_all(l, &b, steps);
+        *len = b.len;
         sh_buf_done(&b);
         free(l);
         free(text);
         close(fd);
+}
+
+START_TEST(test_a_step_reads_one_buffer_at_most)
+{
+        unsigned steps;
+        size_t len;
+
+        steps_over_empty_lines(3 * SH_FS_LINES_READ, 0, &steps, &len); /* the last line only */
+        ck_assert_uint_eq(steps, 3);
+        ck_assert_uint_eq(len, 0);
+}
+END_TEST
+
+START_TEST(test_the_range_ends_without_reading_the_rest)
+{
+        unsigned steps;
+        size_t len;
+
+        steps_over_empty_lines(1, 2, &steps, &len);
+        ck_assert_uint_eq(steps, 1); /* the first buffer holds both: the rest is not read */
+        ck_assert_uint_eq(len, 1);
 }
 END_TEST
 

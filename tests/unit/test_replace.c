@@ -124,42 +124,40 @@ START_TEST(test_an_empty_new_text_removes_the_matches)
 }
 END_TEST
 
-START_TEST(test_a_file_over_the_bound_is_refused)
+/* Why the counting pass of old -> new in text, bounded by max and max_matches, refuses it. */
+static sh_fs_replace_refusal counting_refusal(const char *text, const char *old, const char *new,
+                                              uint64_t max, uint64_t max_matches)
 {
-        int in = memfd_with("0123456789", 10);
+        int in = memfd_with(text, strlen(text));
         sh_fs_replace x;
+        sh_fs_replace_refusal why;
 
-        ck_assert_int_eq(sh_fs_replace_init(&x, in, "5", 1, "x", 1, 9, 100), 0);
+        ck_assert_int_eq(
+                sh_fs_replace_init(&x, in, old, strlen(old), new, strlen(new), max, max_matches),
+                0);
         ck_assert_int_lt(run_pass(&x, -1), 0);
-        ck_assert_int_eq(x.refused, SH_FS_REPLACE_OVER);
+        why = x.refused;
         sh_fs_replace_done(&x);
         close(in);
+        return why;
+}
+
+START_TEST(test_a_file_over_the_bound_is_refused)
+{
+        ck_assert_int_eq(counting_refusal("0123456789", "5", "x", 9, 100), SH_FS_REPLACE_OVER);
 }
 END_TEST
 
 START_TEST(test_a_file_that_would_grow_past_the_bound_is_refused_while_counting)
 {
-        int in = memfd_with("aaaa", 4);
-        sh_fs_replace x;
-
-        ck_assert_int_eq(sh_fs_replace_init(&x, in, "a", 1, "bbb", 3, 10, 100), 0);
-        ck_assert_int_lt(run_pass(&x, -1), 0); /* 4 + 4 * 2 = 12 > 10 */
-        ck_assert_int_eq(x.refused, SH_FS_REPLACE_GROWS);
-        sh_fs_replace_done(&x);
-        close(in);
+        /* 4 + 4 * 2 = 12 > 10 */
+        ck_assert_int_eq(counting_refusal("aaaa", "a", "bbb", 10, 100), SH_FS_REPLACE_GROWS);
 }
 END_TEST
 
 START_TEST(test_more_matches_than_the_bound_are_refused)
 {
-        int in = memfd_with("aaaa", 4);
-        sh_fs_replace x;
-
-        ck_assert_int_eq(sh_fs_replace_init(&x, in, "a", 1, "a", 1, 100, 3), 0);
-        ck_assert_int_lt(run_pass(&x, -1), 0);
-        ck_assert_int_eq(x.refused, SH_FS_REPLACE_MATCHES);
-        sh_fs_replace_done(&x);
-        close(in);
+        ck_assert_int_eq(counting_refusal("aaaa", "a", "a", 100, 3), SH_FS_REPLACE_MATCHES);
 }
 END_TEST
 
