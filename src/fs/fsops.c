@@ -1,6 +1,7 @@
-/* fsops.c: workspace file operations (CONTRACT.md section 3) on top of safe_open: mkdir -p,
- * atomic upload, non-blocking read, stat queries, unlink/rename/detach (the walk is walk.c, the
- * tree remover remove.c). Nothing here ever resolves a client path without the root fd. */
+/* fsops.c: the file operations of both surfaces on top of safe_open, under a surface's policy
+ * (sh_fs_ctx: guard, may_change, owner, trash): mkdir -p, parents, atomic upload, non-blocking
+ * read, stat queries, unlink/rename/detach (the walk is walk.c, the tree remover remove.c).
+ * Nothing here ever resolves a client path without the root fd. */
 #include "sh/fsops.h"
 
 #include <dirent.h>
@@ -22,38 +23,51 @@
 
 #include "fs-internal.h"
 
-/* ---- mkdir -p ----------------------------------------------------------------------- */
+/* ---- the policy: parents, mkdir -p, the trash --------------------------------------- */
 
-/* mkdir -p returning a directory fd (O_PATH or O_RDONLY) of `path`, in one walk from the root
- * (sh_safe_mkdir_p): every level made 0755 exactly, owned by *own. With `as_parent`, a
- * non-directory at the end of `path` is ENOTDIR rather than EEXIST: `path` is then the parent
- * of what the caller wants to create, and open("f/x") with a file f is ENOTDIR too. */
-static int mkdir_p_fd(int rootfd, const char *path, const sh_fs_owner *own, bool as_parent,
-                      sh_error **err)
+/* A lookup's -errno as c's contract has it (loop_absent: too many links is absence). */
+static int lookup_errno(const sh_fs_ctx *c, int r)
 {
-        const uid_t uid = own ? own->uid : (uid_t)-1;
-        const gid_t gid = own ? own->gid : (gid_t)-1;
-        const sh_safe_mkdir how = {.mode = 0755,
-                                   .uid = uid,
-                                   .gid = gid,
-                                   .parents_mode = 0755,
-                                   .parents_uid = uid,
-                                   .parents_gid = gid};
-        int fd = sh_safe_mkdir_p(rootfd, path, &how, NULL);
+        return c->loop_absent && r == -ELOOP ? ENOENT : -r;
+}
+
+/* may_change of directory fd: 0 or -errno. */
+static int may_change(const sh_fs_ctx *c, int fd)
+{
+        return c->may_change ? c->may_change(c->data, fd) : 0;
+}
+
+int sh_fs_mkdir_p_at(const sh_fs_ctx *c, const char *path, mode_t mode, const sh_fs_owner *own,
+                     sh_error **err)
+{
+        const sh_fs_owner *pown = c->own;
+        const mode_t pmode = c->dir_mode ? c->dir_mode : 0755;
+        const sh_safe_mkdir how = {.mode = mode ? mode : pmode,
+                                   .uid = own    ? own->uid
+                                          : pown ? pown->uid
+                                                 : (uid_t)-1,
+                                   .gid = own    ? own->gid
+                                          : pown ? pown->gid
+                                                 : (gid_t)-1,
+                                   .parents_mode = pmode,
+                                   .parents_uid = pown ? pown->uid : (uid_t)-1,
+                                   .parents_gid = pown ? pown->gid : (gid_t)-1,
+                                   .may_create = c->may_change,
+                                   .data = c->data};
+        int fd = sh_safe_mkdir_p(c->root, path, &how, c->guard);
 
         if (fd >= 0)
                 return fd;
         if (fd == -EEXIST)
-                return sh_error_make(err, as_parent ? ENOTDIR : EEXIST,
-                                     "'%s' exists and is not a directory", path);
+                return sh_error_make(err, EEXIST, "'%s' exists and is not a directory", path);
         if (fd == -ENOTDIR)
                 return sh_error_make(err, ENOTDIR, "'%s': a component is not a directory", path);
         return sh_error_make(err, -fd, "mkdir '%s'", path);
 }
 
-int sh_fs_mkdir_p(int rootfd, const char *path, const sh_fs_owner *own, sh_error **err)
+int sh_fs_mkdir_p(const sh_fs_ctx *c, const char *path, sh_error **err)
 {
-        int fd = mkdir_p_fd(rootfd, path, own, false, err);
+        int fd = sh_fs_mkdir_p_at(c, path, 0, NULL, err);
 
         if (fd < 0)
                 return fd;
@@ -61,38 +75,81 @@ int sh_fs_mkdir_p(int rootfd, const char *path, const sh_fs_owner *own, sh_error
         return 0;
 }
 
-int sh_fs_open_parent_p(int rootfd, const char *path, const sh_fs_owner *own, const char **ret_base,
-                        sh_error **err)
+/* The parent of non-root `path` split off: its path (*ret_parent, the caller's) and base. */
+static int split(const char *path, char **ret_parent, const char **ret_base, sh_error **err)
 {
-        _cleanup_free_ char *parent = NULL;
-        const char *base;
-        int fd;
-
         if (!*path)
-                return sh_error_make(err, EINVAL, "the workspace root has no parent");
-        if (sh_path_split(path, &parent, &base) < 0)
+                return sh_error_make(err, EINVAL, "the root has no parent");
+        if (sh_path_split(path, ret_parent, ret_base) < 0)
                 return sh_error_make(err, ENOMEM, "split '%s'", path);
         /* base is used with *at() calls on the parent: "." or ".." would name the parent
          * or the grandparent. Normalised paths never hold them; refuse anyway. */
-        if (!*base || STREQ(base, ".") || STREQ(base, ".."))
+        if (!**ret_base || STREQ(*ret_base, ".") || STREQ(*ret_base, ".."))
                 return sh_error_make(err, EINVAL, "'%s': bad last component", path);
-        fd = mkdir_p_fd(rootfd, parent, own, true, err);
-        if (fd < 0)
-                return fd;
-        *ret_base = base;
+        return 0;
+}
+
+/* A parent opened, checked by may_change. */
+static int checked_parent(const sh_fs_ctx *c, int fd, const char *path, sh_error **err)
+{
+        int r;
+
+        if (fd >= 0 && (r = may_change(c, fd)) < 0) {
+                sh_close(fd);
+                return sh_error_make(err, -r, "'%s'", path);
+        }
         return fd;
 }
 
-/* Open the parent of `path` (no creation), mapping errors for the contract. */
-static int open_parent(int rootfd, const char *path, const char **ret_base, sh_error **err)
+int sh_fs_open_parent(const sh_fs_ctx *c, const char *path, const char **ret_base, sh_error **err)
 {
-        int fd = sh_safe_open_parent(rootfd, path, ret_base);
+        int fd;
 
-        if (fd >= 0)
+        if (!*path)
+                return sh_error_make(err, EINVAL, "the root has no parent");
+        fd = sh_safe_open_parent_guarded(c->root, path, ret_base, c->guard);
+        if (fd < 0)
+                return sh_error_make(err, lookup_errno(c, fd), "'%s'", path);
+        return checked_parent(c, fd, path, err);
+}
+
+int sh_fs_open_parent_p(const sh_fs_ctx *c, const char *path, const char **ret_base, sh_error **err)
+{
+        _cleanup_free_ char *parent = NULL;
+        sh_error *e = NULL;
+        int fd;
+
+        if (split(path, &parent, ret_base, err) < 0)
+                return -1;
+        fd = sh_fs_mkdir_p_at(c, parent, 0, NULL, &e);
+        if (fd < 0 && e && e->errnum == EEXIST) {
+                /* open("f/x") with a file f is ENOTDIR too */
+                sh_error_release(&e);
+                return sh_error_make(err, ENOTDIR, "'%s' exists and is not a directory", parent);
+        }
+        if (fd < 0) {
+                *err = e;
                 return fd;
-        if (fd == -ELOOP)
-                return sh_error_make(err, ENOENT, "'%s': too many levels of links", path);
-        return sh_error_make(err, -fd, "'%s'", path);
+        }
+        return checked_parent(c, fd, path, err);
+}
+
+int sh_fs_open_entry(const sh_fs_ctx *c, const char *path, const char **ret_base,
+                     struct stat *ret_st, sh_error **err)
+{
+        _cleanup_close_ int pfd = sh_fs_open_parent(c, path, ret_base, err);
+
+        if (pfd < 0)
+                return pfd;
+        if (fstatat(pfd, *ret_base, ret_st, AT_SYMLINK_NOFOLLOW) < 0)
+                return sh_error_make(err, errno, "'%s'", path);
+        return TAKE_FD(pfd);
+}
+
+int sh_fs_trash_of(const sh_fs_ctx *c, int *pfd, int *ret_trashfd)
+{
+        *ret_trashfd = c->trashfd;
+        return c->trash ? c->trash(c->data, pfd, ret_trashfd) : 0;
 }
 
 /* ---- upload ------------------------------------------------------------------------- */
@@ -185,32 +242,46 @@ int sh_fs_link_unnamed(int fd, int pfd, const char *name)
         return 0;
 }
 
-int sh_fs_upload_commit(sh_fs_upload *u, int rootfd, const char *path, const sh_fs_owner *own,
-                        int trashfd, bool *ret_kept, sh_error **err)
+int sh_fs_upload_fd(const sh_fs_upload *u)
+{
+        return u->fd;
+}
+
+int sh_fs_upload_commit_at(sh_fs_upload *u, int pfd, const char *base, const sh_fs_owner *own,
+                           mode_t mode, int trashfd, sh_error **err)
+{
+        struct stat st;
+
+        /* A directory at the target: refuse before touching anything (renameat would say
+         * EISDIR too, but only after the temporary name existed). */
+        if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+                return sh_error_make(err, EISDIR, "'%s' is a directory", base);
+        /* Owner and mode while still unnamed: never visible with the daemon's ids. */
+        if (own && fchown(u->fd, own->uid, own->gid) < 0)
+                return sh_error_make(err, errno, "chown upload");
+        if (fchmod(u->fd, mode) < 0)
+                return sh_error_make(err, errno, "chmod upload");
+        /* Readers see old or new, never a mix; a link planted at the target is replaced, not
+         * written through; the old file goes into the trash (trash.h). */
+        return sh_fs_trash_commit(u->fd, pfd, base, trashfd, err);
+}
+
+int sh_fs_upload_commit(sh_fs_upload *u, const sh_fs_ctx *c, const char *path, bool *ret_kept,
+                        sh_error **err)
 {
         _cleanup_close_ int pfd = -1;
         const char *base;
-        struct stat st;
-        int r;
+        int r, trashfd = -1;
 
         *ret_kept = false;
         if (!*path)
-                r = sh_error_make(err, EISDIR, "the workspace root is a directory");
-        else if ((pfd = sh_fs_open_parent_p(rootfd, path, own, &base, err)) < 0)
+                r = sh_error_make(err, EISDIR, "the root is a directory");
+        else if ((pfd = sh_fs_open_parent_p(c, path, &base, err)) < 0)
                 r = pfd;
-        /* A directory at the target: refuse before touching anything (renameat would say
-         * EISDIR too, but only after the temporary name existed). */
-        else if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-                r = sh_error_make(err, EISDIR, "'%s' is a directory", path);
-        /* Owner and mode while still unnamed: never visible with the daemon's ids. */
-        else if (own && fchown(u->fd, own->uid, own->gid) < 0)
-                r = sh_error_make(err, errno, "chown upload");
-        else if (fchmod(u->fd, 0644) < 0)
-                r = sh_error_make(err, errno, "chmod upload");
-        /* Readers see old or new, never a mix; a link planted at the target is replaced, not
-         * written through; the old file goes into the trash (trash.h). */
+        else if ((r = sh_fs_trash_of(c, &pfd, &trashfd)) < 0)
+                r = sh_error_make(err, -r, "'%s'", path);
         else
-                r = sh_fs_trash_commit(u->fd, pfd, base, trashfd, err);
+                r = sh_fs_upload_commit_at(u, pfd, base, c->own, 0644, trashfd, err);
         if (r > 0)
                 *ret_kept = true;
         /* Committed, its blocks are the file's; refused, a big one waits in the trash. */
@@ -303,78 +374,92 @@ int sh_fs_size(int rootfd, const char *path, int64_t *ret, sh_error **err)
 
 /* ---- unlink, rename, detach --------------------------------------------------------- */
 
-int sh_fs_unlink_file(int rootfd, const char *path, int trashfd, sh_error **err)
+int sh_fs_unlink_file(const sh_fs_ctx *c, const char *path, sh_error **err)
 {
         _cleanup_close_ int pfd = -1;
         const char *base;
         struct stat st;
+        int r, trashfd;
 
         if (!*path)
-                return sh_error_make(err, EISDIR, "the workspace root is a directory");
-        pfd = open_parent(rootfd, path, &base, err);
-        if (pfd < 0)
+                return sh_error_make(err, EISDIR, "the root is a directory");
+        /* AT_SYMLINK_NOFOLLOW: a link is removed itself, its target is never looked at. */
+        if ((pfd = sh_fs_open_entry(c, path, &base, &st, err)) < 0)
                 return pfd;
+        if (S_ISDIR(st.st_mode))
+                return sh_error_make(err, EISDIR, "'%s' is a directory", path);
+        if ((r = sh_fs_trash_of(c, &pfd, &trashfd)) < 0)
+                return sh_error_make(err, -r, "'%s'", path);
         /* The entry itself, a link never followed, into the trash (trash.h). */
         if (trashfd >= 0)
                 return sh_fs_trash_entry(pfd, base, false, trashfd, err);
-        /* AT_SYMLINK_NOFOLLOW: a link is removed itself, its target is never looked at. */
-        if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return sh_error_make(err, errno, "'%s'", path);
-        if (S_ISDIR(st.st_mode))
-                return sh_error_make(err, EISDIR, "'%s' is a directory", path);
         /* Without AT_REMOVEDIR unlinkat refuses a directory swapped in meanwhile (EISDIR). */
         if (unlinkat(pfd, base, 0) < 0)
                 return sh_error_make(err, errno, "unlink '%s'", path);
         return 0;
 }
 
-int sh_fs_rename(int rootfd, const char *src, const char *dst, const sh_fs_owner *own, int trashfd,
-                 sh_error **err)
+int sh_fs_rename(const sh_fs_ctx *c, const char *src, const char *dst, unsigned flags,
+                 bool *ret_src, sh_error **err)
 {
+        const bool noreplace = flags & SH_FS_NOREPLACE;
         _cleanup_close_ int spfd = -1, dpfd = -1;
         const char *sbase, *dbase;
         struct stat st;
+        int r, trashfd = -1;
+        bool at_src = true;
 
-        if (!*src || !*dst)
-                return sh_error_make(err, EINVAL, "cannot rename the workspace root");
-        spfd = open_parent(rootfd, src, &sbase, err);
-        if (spfd < 0)
-                return spfd;
+        if (!*src || (!*dst && !noreplace)) {
+                r = sh_error_make(err, EINVAL, "cannot rename the root");
+                goto out;
+        }
         /* Check the source before creating the destination's parents: a failed rename
          * should leave no new directories behind. */
-        if (fstatat(spfd, sbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return sh_error_make(err, errno, "'%s'", src);
-        dpfd = sh_fs_open_parent_p(rootfd, dst, own, &dbase, err);
-        if (dpfd < 0)
-                return dpfd;
-        /* rename acts on the names themselves: links at src or dst are moved/replaced, never
-         * followed; a file replaced at dst goes into the trash (trash.h). */
-        return sh_fs_trash_rename(spfd, sbase, dpfd, dbase, trashfd, err);
+        if ((spfd = sh_fs_open_entry(c, src, &sbase, &st, err)) < 0) {
+                r = spfd;
+                goto out;
+        }
+        at_src = false;
+        if (!*dst)
+                r = sh_error_make(err, EEXIST, "the root exists");
+        else if ((dpfd = sh_fs_open_parent_p(c, dst, &dbase, err)) < 0)
+                r = dpfd;
+        /* The names themselves: links at either end are moved, never followed. NOREPLACE: an
+         * existing destination is an error, never clobbered. */
+        else if (noreplace)
+                r = renameat2(spfd, sbase, dpfd, dbase, RENAME_NOREPLACE) < 0
+                            ? sh_error_make(err, errno, "rename to '%s'", dst)
+                            : 0;
+        else if ((r = sh_fs_trash_of(c, &dpfd, &trashfd)) < 0)
+                r = sh_error_make(err, -r, "'%s'", dst);
+        /* a file replaced at dst goes into the trash (trash.h) */
+        else
+                r = sh_fs_trash_rename(spfd, sbase, dpfd, dbase, trashfd, err);
+out:
+        if (ret_src)
+                *ret_src = r < 0 && at_src;
+        return r;
 }
 
-int sh_fs_detach_dir(int rootfd, const char *path, int trashfd, const char *trash_name,
-                     sh_error **err)
+int sh_fs_detach_dir(const sh_fs_ctx *c, const char *path, const char *trash_name, sh_error **err)
 {
         _cleanup_close_ int pfd = -1;
         const char *base;
         struct stat st;
 
         if (!*path)
-                return sh_error_make(err, EINVAL, "cannot remove the workspace root");
-        pfd = open_parent(rootfd, path, &base, err);
-        if (pfd < 0)
+                return sh_error_make(err, EINVAL, "cannot remove the root");
+        if ((pfd = sh_fs_open_entry(c, path, &base, &st, err)) < 0)
                 return pfd;
-        if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return sh_error_make(err, errno, "'%s'", path);
         if (!S_ISDIR(st.st_mode))
                 return sh_error_make(err, ENOTDIR, "'%s' is not a directory", path);
         /* If a racer swaps the directory for a link now, the link is what moves to the
          * trash, and remove_tree never follows it. NOREPLACE: never clobber trash. */
-        if (renameat2(pfd, base, trashfd, trash_name, RENAME_NOREPLACE) < 0) {
+        if (renameat2(pfd, base, c->trashfd, trash_name, RENAME_NOREPLACE) < 0) {
                 if (errno != EINVAL && errno != ENOSYS)
                         return sh_error_make(err, errno, "detach '%s'", path);
                 /* filesystem without RENAME_NOREPLACE: the trash name is unique anyway */
-                if (renameat(pfd, base, trashfd, trash_name) < 0)
+                if (renameat(pfd, base, c->trashfd, trash_name) < 0)
                         return sh_error_make(err, errno, "detach '%s'", path);
         }
         return 0;

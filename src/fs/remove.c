@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +28,8 @@ typedef struct rm_state {
         bool moved;     /* this pass moved a subtree up: another pass */
         int first;      /* the first error, -errno */
         sh_error **err;
+        bool (*may_enter)(void *data, int fd);
+        void *data;
 } rm_state;
 
 /* Keep going past failures, but remember the first one for the caller. */
@@ -95,64 +98,175 @@ static int rm_visit(const sh_tree_ev *ev, void *data)
                 rm_fail(st, ev->err, ev->what, ev->name ? ev->name : ".");
                 return 0;
         case SH_TREE_DIR:
+                /* a directory the caller's rules keep us out of: left as it is */
+                if (st->may_enter && !st->may_enter(st->data, ev->dirfd)) {
+                        rm_fail(st, EPERM, "enter", ev->depth ? ev->name : ".");
+                        return SH_TREE_SKIP;
+                }
                 return 0;
         }
         return 0;
 }
 
-/* Empty the directory open as `topfd` (without removing it). A directory deeper than
- * RM_MAX_OPEN levels is moved (renamed) up into `topfd` under a random name and removed in a
- * later pass, so a pathologically deep tree costs passes, never unbounded fds or stack. The
- * passes have no cap: a cap would leave any tree deeper than cap * RM_MAX_OPEN on disk for
- * good. They end because each pass that moves a subtree brings it RM_MAX_OPEN - 1 levels
- * closer to the top (and removes what it climbed through), so a tree of depth D takes about
- * D / 63 passes. (cgroupfs renames only within a parent: there the move fails, and the
- * error is reported; cgroups are never that deep.) */
-static void rm_contents(rm_state *st)
-{
-        do {
-                int r;
+/* The remover, a step at a time: the entry itself looked at (a file or a link is unlinked, a
+ * directory opened with O_NOFOLLOW), then its tree emptied an event of the tree walker a step
+ * (sh_tree_step), pass after pass, then the directory itself removed.
+ *
+ * A directory deeper than RM_MAX_OPEN levels is moved (renamed) up into the top under a random
+ * name and removed in a later pass, so a pathologically deep tree costs passes, never unbounded
+ * fds or stack. The passes have no cap: a cap would leave any tree deeper than
+ * cap * RM_MAX_OPEN on disk for good. They end because each pass that moves a subtree brings it
+ * RM_MAX_OPEN - 1 levels closer to the top (and removes what it climbed through), so a tree of
+ * depth D takes about D / 63 passes. (cgroupfs renames only within a parent: there the move
+ * fails, and the error is reported; cgroups are never that deep.) */
+typedef enum { RM_START, RM_WALK, RM_TOP, RM_DONE } rm_phase;
 
-                st->moved = false;
-                r = sh_tree_walk(st->topfd, RM_MAX_OPEN, rm_visit, st);
-                if (r < 0) {
-                        rm_fail(st, -r, "open", ".");
-                        return;
-                }
-        } while (st->moved);
+struct sh_fs_remover {
+        rm_state st;
+        int dirfd; /* borrowed */
+        char *name;
+        sh_tree_walker *w;
+        rm_phase phase;
+        sh_error *e; /* the first error's message (sh_fs_remove_tree's) */
+};
+
+static int remover_new(int dirfd, const char *name, bool dirs_only, sh_fs_remover **ret)
+{
+        sh_fs_remover *rm = calloc(1, sizeof(*rm));
+
+        if (!rm || !(rm->name = strdup(name))) {
+                free(rm);
+                return -ENOMEM;
+        }
+        rm->dirfd = dirfd;
+        rm->st.topfd = -1;
+        rm->st.dirs_only = dirs_only;
+        rm->st.err = &rm->e;
+        *ret = rm;
+        return 0;
+}
+
+int sh_fs_remover_new(int dirfd, const char *name, bool (*may_enter)(void *data, int fd),
+                      void *data, sh_fs_remover **ret)
+{
+        int r = remover_new(dirfd, name, false, ret);
+
+        if (r == 0) {
+                (*ret)->st.may_enter = may_enter;
+                (*ret)->st.data = data;
+        }
+        return r;
+}
+
+/* The entry itself: a non-directory unlinked (done), a directory opened for its tree. */
+static rm_phase rm_start(sh_fs_remover *rm)
+{
+        rm_state *st = &rm->st;
+        struct stat top;
+        int fd, r;
+
+        if (fstatat(rm->dirfd, rm->name, &top, AT_SYMLINK_NOFOLLOW) < 0) {
+                rm_fail(st, errno, "stat", rm->name);
+                return RM_DONE;
+        }
+        if (!S_ISDIR(top.st_mode)) {
+                if (st->dirs_only)
+                        rm_fail(st, ENOTDIR, "not a directory", rm->name);
+                else if (unlinkat(rm->dirfd, rm->name, 0) < 0)
+                        rm_fail(st, errno, "unlink", rm->name);
+                return RM_DONE;
+        }
+        fd = openat(rm->dirfd, rm->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                /* replaced by a link or file since the stat: remove that entry itself */
+                if (errno != ENOTDIR && errno != ELOOP)
+                        rm_fail(st, errno, "open", rm->name);
+                else if (unlinkat(rm->dirfd, rm->name, 0) < 0)
+                        rm_fail(st, errno, "unlink", rm->name);
+                return RM_DONE;
+        }
+        st->topfd = fd;
+        if ((r = sh_tree_open(fd, RM_MAX_OPEN, &rm->w)) < 0) {
+                rm_fail(st, -r, "open", ".");
+                return RM_TOP;
+        }
+        return RM_WALK;
+}
+
+/* One event of this pass; at its end another pass when it moved a subtree up. */
+static rm_phase rm_walk(sh_fs_remover *rm)
+{
+        rm_state *st = &rm->st;
+        int r = sh_tree_step(rm->w, rm_visit, st);
+
+        if (r > 0)
+                return RM_WALK;
+        sh_tree_free(TAKE_PTR(rm->w));
+        if (r < 0) {
+                rm_fail(st, -r, "open", ".");
+                return RM_TOP;
+        }
+        if (!st->moved)
+                return RM_TOP;
+        st->moved = false;
+        if ((r = sh_tree_open(st->topfd, RM_MAX_OPEN, &rm->w)) < 0) {
+                rm_fail(st, -r, "open", ".");
+                return RM_TOP;
+        }
+        return RM_WALK;
+}
+
+int sh_fs_remover_step(sh_fs_remover *rm)
+{
+        switch (rm->phase) {
+        case RM_START:
+                rm->phase = rm_start(rm);
+                break;
+        case RM_WALK:
+                rm->phase = rm_walk(rm);
+                break;
+        case RM_TOP:
+                if (unlinkat(rm->dirfd, rm->name, AT_REMOVEDIR) < 0)
+                        rm_fail(&rm->st, errno, "rmdir", rm->name);
+                rm->phase = RM_DONE;
+                break;
+        case RM_DONE:
+                break;
+        }
+        return rm->phase != RM_DONE;
+}
+
+int sh_fs_remover_errno(const sh_fs_remover *rm)
+{
+        return -rm->st.first;
+}
+
+sh_fs_remover *sh_fs_remover_free(sh_fs_remover *rm)
+{
+        if (!rm)
+                return NULL;
+        sh_tree_free(rm->w);
+        sh_close(rm->st.topfd);
+        sh_error_release(&rm->e);
+        free(rm->name);
+        free(rm);
+        return NULL;
 }
 
 static int remove_tree(int dirfd, const char *name, bool dirs_only, sh_error **err)
 {
-        _cleanup_close_ int fd = -1;
-        rm_state st = {.dirs_only = dirs_only, .err = err};
-        struct stat st_top;
+        sh_fs_remover *rm;
+        int r = remover_new(dirfd, name, dirs_only, &rm);
 
-        if (fstatat(dirfd, name, &st_top, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT ? 0 : sh_error_make(err, errno, "stat '%s'", name);
-        if (!S_ISDIR(st_top.st_mode)) {
-                if (dirs_only)
-                        return sh_error_make(err, ENOTDIR, "remove tree: '%s'", name);
-                if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
-                        return sh_error_make(err, errno, "unlink '%s'", name);
-                return 0;
-        }
-        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-                if (errno == ENOENT)
-                        return 0;
-                if (errno != ENOTDIR && errno != ELOOP)
-                        return sh_error_make(err, errno, "open '%s'", name);
-                /* replaced by a link or file since the stat: remove that entry itself */
-                if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
-                        return sh_error_make(err, errno, "unlink '%s'", name);
-                return 0;
-        }
-        st.topfd = fd;
-        rm_contents(&st);
-        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
-                rm_fail(&st, errno, "rmdir", name);
-        return st.first;
+        if (r < 0)
+                return sh_error_make(err, -r, "remove tree: '%s'", name);
+        while (sh_fs_remover_step(rm))
+                ;
+        r = rm->st.first;
+        if (r < 0 && err && !*err)
+                *err = TAKE_PTR(rm->e);
+        sh_fs_remover_free(rm);
+        return r;
 }
 
 int sh_fs_remove_tree(int dirfd, const char *name, sh_error **err)

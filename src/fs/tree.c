@@ -1,5 +1,5 @@
 /* tree.c: the iterative, bounded-fd walker of whole directory trees (remover, finisher, cgroup
- * walks). */
+ * walks), whole or an event at a time. */
 #include "sh/tree.h"
 
 #include <dirent.h>
@@ -16,6 +16,7 @@
 typedef struct level {
         DIR *d;
         char *name; /* this directory's name in the level above (NULL for the top) */
+        bool skip;  /* its entries are not read (the callback said SH_TREE_SKIP) */
 } level;
 
 static int emit(sh_tree_fn fn, void *data, sh_tree_kind kind, int dirfd, const char *name,
@@ -80,15 +81,22 @@ static int descend(level *lv, unsigned depth, const char *name, sh_tree_fn fn, v
         }
         lv[depth].d = d;
         lv[depth].name = copy;
+        lv[depth].skip = false;
         *ret_entered = true;
         return emit(fn, data, SH_TREE_DIR, fd, copy, depth);
 }
 
-int sh_tree_walk(int topfd, unsigned max_open, sh_tree_fn fn, void *data)
-{
+struct sh_tree_walker {
         level *lv;
-        unsigned depth = 0; /* levels open */
-        int fd, r = 0;
+        unsigned max_open;
+        unsigned depth; /* levels open */
+        bool started;   /* the top's SH_TREE_DIR was told */
+};
+
+int sh_tree_open(int topfd, unsigned max_open, sh_tree_walker **ret)
+{
+        sh_tree_walker *w;
+        int fd, r;
         DIR *top;
 
         if (max_open == 0)
@@ -103,69 +111,112 @@ int sh_tree_walk(int topfd, unsigned max_open, sh_tree_fn fn, void *data)
                 close(fd);
                 return r;
         }
-        lv = calloc(max_open, sizeof(*lv));
-        if (!lv) {
+        w = calloc(1, sizeof(*w));
+        if (w)
+                w->lv = calloc(max_open, sizeof(*w->lv));
+        if (!w || !w->lv) {
+                free(w);
                 closedir(top);
                 return -ENOMEM;
         }
-        lv[0].d = top;
-        depth = 1;
-        r = emit(fn, data, SH_TREE_DIR, fd, "", 0);
-        while (r >= 0 && depth > 0) {
-                level *l = &lv[depth - 1];
-                int pfd = dirfd(l->d);
+        w->lv[0].d = top;
+        w->depth = 1;
+        w->max_open = max_open;
+        *ret = w;
+        return 0;
+}
+
+/* The callback's verdict on entering the level just opened at index i (SH_TREE_SKIP: its
+ * entries are not read). */
+static int entered(sh_tree_walker *w, unsigned i, int r)
+{
+        if (r == SH_TREE_SKIP)
+                w->lv[i].skip = true;
+        return r < 0 ? r : 1;
+}
+
+int sh_tree_step(sh_tree_walker *w, sh_tree_fn fn, void *data)
+{
+        if (!w->started) {
+                w->started = true;
+                return entered(w, 0, emit(fn, data, SH_TREE_DIR, dirfd(w->lv[0].d), "", 0));
+        }
+        while (w->depth > 0) {
+                level *l = &w->lv[w->depth - 1];
+                int pfd = dirfd(l->d), r = 0;
                 unsigned char type = DT_UNKNOWN;
-                struct dirent *de;
-                bool entered;
+                struct dirent *de = NULL;
+                bool in;
 
                 errno = 0;
-                de = readdir(l->d);
+                if (!l->skip)
+                        de = readdir(l->d);
                 if (!de) {
-                        if (errno)
-                                r = emit_error(fn, data, pfd, NULL, depth - 1, "readdir", errno);
+                        if (errno && !l->skip)
+                                r = emit_error(fn, data, pfd, NULL, w->depth - 1, "readdir", errno);
                         if (r < 0)
-                                break;
+                                return r;
                         closedir(l->d);
                         l->d = NULL;
-                        depth--;
-                        if (depth > 0)
-                                r = emit(fn, data, SH_TREE_LEAVE, dirfd(lv[depth - 1].d), l->name,
-                                         depth);
+                        w->depth--;
+                        if (w->depth > 0)
+                                r = emit(fn, data, SH_TREE_LEAVE, dirfd(w->lv[w->depth - 1].d),
+                                         l->name, w->depth);
                         free(l->name);
                         l->name = NULL;
-                        continue;
+                        return r < 0 ? r : w->depth > 0;
                 }
                 if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
                         continue;
                 r = entry_type(pfd, de, &type);
                 if (r < 0) {
-                        r = emit_error(fn, data, pfd, de->d_name, depth, "stat", -r);
-                        continue;
+                        r = emit_error(fn, data, pfd, de->d_name, w->depth, "stat", -r);
+                        return r < 0 ? r : 1;
                 }
                 {
                         sh_tree_ev ev = {.kind = SH_TREE_ENTRY,
                                          .dirfd = pfd,
                                          .name = de->d_name,
-                                         .depth = depth,
+                                         .depth = w->depth,
                                          .type = type};
 
                         r = fn(&ev, data);
                 }
                 if (r != SH_TREE_DESCEND)
-                        continue;
-                if (depth >= max_open) {
-                        r = -ELOOP;
-                        break;
-                }
-                r = descend(lv, depth, de->d_name, fn, data, &entered);
-                if (entered)
-                        depth++;
+                        return r < 0 ? r : 1;
+                if (w->depth >= w->max_open)
+                        return -ELOOP;
+                r = descend(w->lv, w->depth, de->d_name, fn, data, &in);
+                if (!in)
+                        return r < 0 ? r : 1;
+                return entered(w, w->depth++, r);
         }
-        while (depth > 0) {
-                depth--;
-                closedir(lv[depth].d);
-                free(lv[depth].name);
+        return 0;
+}
+
+void sh_tree_free(sh_tree_walker *w)
+{
+        if (!w)
+                return;
+        while (w->depth > 0) {
+                w->depth--;
+                if (w->lv[w->depth].d)
+                        closedir(w->lv[w->depth].d);
+                free(w->lv[w->depth].name);
         }
-        free(lv);
-        return r < 0 ? r : 0;
+        free(w->lv);
+        free(w);
+}
+
+int sh_tree_walk(int topfd, unsigned max_open, sh_tree_fn fn, void *data)
+{
+        sh_tree_walker *w;
+        int r = sh_tree_open(topfd, max_open, &w);
+
+        if (r < 0)
+                return r;
+        while ((r = sh_tree_step(w, fn, data)) > 0)
+                ;
+        sh_tree_free(w);
+        return r;
 }

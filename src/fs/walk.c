@@ -13,7 +13,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "sh/loop.h"
 #include "sh/macro.h"
 #include "sh/safe_open.h"
 #include "sh/syscalls.h"
@@ -659,23 +658,6 @@ int sh_fs_walk_next(sh_fs_walker *w, sh_fs_entry *ret, sh_error **err)
                         return r;
         }
         return 0;
-}
-
-int sh_fs_walk_slice(sh_fs_walker *w, unsigned steps, uint64_t ns, sh_fs_walk_fn fn, void *data,
-                     sh_error **err)
-{
-        uint64_t start = sh_now_ns();
-        unsigned n = 0;
-        sh_fs_entry e;
-        int k, r;
-
-        while ((k = sh_fs_walk_next(w, &e, err)) > 0) {
-                if (k == 1 && (r = fn(data, &e)) != 0)
-                        return r < 0 ? r : 1;
-                if (++n >= steps || sh_now_ns() - start > ns)
-                        return 1;
-        }
-        return k;
 }
 
 void sh_fs_walk_free(sh_fs_walker *w)

@@ -159,3 +159,99 @@ void sh_sliced_stream_done(sh_sliced_stream *ss)
         sh_sliced_stream_stop(ss);
         sh_buf_done(&ss->b);
 }
+
+/* ---- an answer made by a job of the loop ---------------------------------------------- */
+
+static void request_job_stalled(void *data)
+{
+        sh_request_job *rj = data;
+        sh_request *r = sh_request_job_request(rj);
+
+        if (r)
+                sh_reply_errorf(r, SH_E_INTERNAL, "cannot schedule the %s", rj->what);
+        sh_request_job_done(rj);
+}
+
+bool sh_request_job_wait(sh_request_job *rj, sh_request *r, sh_loop *loop,
+                         const sh_pending_ops *ops, int (*step)(void *data), const char *what)
+{
+        rj->job.step = step;
+        rj->job.stalled = request_job_stalled;
+        rj->job.data = rj;
+        rj->job.loop = rj->ss.loop = loop;
+        rj->what = what;
+        if (!(rj->tok = sh_request_wait(r, ops, rj))) {
+                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
+                return false;
+        }
+        return true;
+}
+
+void sh_request_job_run(sh_request_job *rj)
+{
+        sh_loop_job_run(&rj->job);
+}
+
+sh_request *sh_request_job_request(const sh_request_job *rj)
+{
+        return sh_pending_request(rj->tok);
+}
+
+int sh_request_job_done(sh_request_job *rj)
+{
+        sh_pending_release(rj->tok);
+        rj->tok = NULL;
+        return SH_LOOP_JOB_DONE;
+}
+
+int sh_request_job_whole(sh_request_job *rj, const char *type)
+{
+        sh_response *resp = sh_response_buffer(rj->ss.b.p, rj->ss.b.len);
+
+        rj->ss.b.p = NULL; /* the response's now */
+        sh_buf_done(&rj->ss.b);
+        if (resp && type)
+                sh_response_header(resp, "Content-Type", type);
+        sh_reply(sh_request_job_request(rj), 200, resp);
+        return sh_request_job_done(rj);
+}
+
+int sh_request_job_stream(sh_request_job *rj, size_t block, const char *type)
+{
+        sh_response *resp;
+
+        rj->ss.tok = rj->tok; /* borrowed: the request and the response keep it */
+        resp = sh_response_stream(rj->tok, block);
+        if (resp && type)
+                sh_response_header(resp, "Content-Type", type);
+        sh_reply(sh_request_job_request(rj), 200, resp);
+        return sh_request_job_done(rj);
+}
+
+void sh_request_job_gone(sh_request_job *rj)
+{
+        sh_loop_job_stop(&rj->job);
+        sh_sliced_stream_stop(&rj->ss);
+        sh_request_job_done(rj);
+}
+
+static int request_job_slice(void *data, sh_buf *b, size_t want, bool *ended)
+{
+        sh_request_job *rj = data;
+
+        (void)b;
+        (void)ended; /* the steps set rj->ss.ended */
+        rj->want = want;
+        (void)sh_loop_job_slice(&rj->job);
+        return rj->cut ? SH_STREAM_CUT : 0;
+}
+
+ssize_t sh_request_job_read(sh_request_job *rj, char *out, size_t max)
+{
+        return sh_sliced_stream_read(&rj->ss, out, max, request_job_slice, rj);
+}
+
+void sh_request_job_free(sh_request_job *rj)
+{
+        sh_sliced_stream_done(&rj->ss);
+}

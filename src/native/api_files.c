@@ -172,6 +172,16 @@ static int open_trash(sh_request *r)
         return fd;
 }
 
+/* The native surface's policy for the fs operations (sh_fs_ctx): the workspace wsfd, no guard,
+ * the sandbox's owner, the trash trashfd (-1: none), too many links an absent file. */
+static sh_fs_ctx fs_ctx(sh_request *r, int wsfd, int trashfd)
+{
+        return (sh_fs_ctx){.root = wsfd,
+                           .trashfd = trashfd,
+                           .own = sh_sandbox_owner(sh_native_sandbox(r)),
+                           .loop_absent = true};
+}
+
 /* An empty answer given once what the request moved into its sandbox's trash is removed (its
  * remover runs once for it): a replace or a delete is answered when the space is free again, as
  * when the daemon freed it itself, yet never on the loop. */
@@ -225,6 +235,7 @@ void sh_api_upload(sh_request *r)
 {
         upload *u = sh_request_sink_state(r);
         sh_sandbox *sb = sh_native_sandbox(r);
+        sh_fs_ctx c;
         sh_error *err = NULL;
         bool kept;
         /* Opened again and checked: the one the upload began in, or 404 once the sandbox was
@@ -235,8 +246,8 @@ void sh_api_upload(sh_request *r)
         if (wsfd < 0)
                 return;
         trashfd = open_trash(r);
-        if (sh_fs_upload_commit(TAKE_PTR(u->up), wsfd, u->path, sh_sandbox_owner(sb), trashfd,
-                                &kept, &err) < 0) {
+        c = fs_ctx(r, wsfd, trashfd);
+        if (sh_fs_upload_commit(TAKE_PTR(u->up), &c, u->path, &kept, &err) < 0) {
                 if (kept)
                         sh_manager_trash_kick(sh_native(r)->mgr, sb);
                 reply_fs_error(r, err);
@@ -319,34 +330,25 @@ void sh_api_size(sh_request *r)
 
 /* ---- disk-usage: walked in slices so a huge workspace never stalls the loop ------------- */
 
-/* One slice of a walk between other work of the loop: at most SLICE_CALLS walker steps or
- * SLICE_NS, whichever comes first. Each step is bounded by the walker (a few hundred entries
- * read, stat'ed or skipped, whether they yield a file or not), so the slice is bounded by
- * time and not by the shape of the tree. */
-#define SLICE_CALLS 4096
-#define SLICE_NS    (5 * 1000 * 1000ULL)
-
+/* A job of the loop answering the request (sh_request_job): each step is one walker step,
+ * itself bounded (a few hundred entries read, stat'ed or skipped, whether they yield a file or
+ * not), so a slice is bounded by time and not by the shape of the tree. */
 typedef struct du_job {
-        sh_pending *tok; /* the job's reference, until it has answered */
+        sh_request_job rj; /* first */
         sh_fs_walker *w;
         sh_fs_usage *u;
-        sh_timer *t;
-        sh_loop *loop;
 } du_job;
 
-/* The request ended before the walk did: stop walking. */
 static void du_gone(void *data)
 {
-        du_job *j = data;
-
-        sh_loop_cancel_timer(j->loop, TAKE_PTR(j->t));
-        sh_pending_release(TAKE_PTR(j->tok));
+        sh_request_job_gone(data);
 }
 
 static void du_release(void *data)
 {
         du_job *j = data;
 
+        sh_request_job_free(&j->rj);
         sh_fs_walk_free(j->w);
         sh_fs_usage_free(j->u);
         free(j);
@@ -354,59 +356,28 @@ static void du_release(void *data)
 
 static const sh_pending_ops du_ops = {.gone = du_gone, .release = du_release};
 
-/* Answer, and the job is done with its request. */
-static void du_reply_error(du_job *j, sh_request *r, const sh_error *err)
+static int du_step(void *data)
 {
-        if (err)
-                sh_reply_error(r, err);
-        else
-                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
-        sh_pending_release(TAKE_PTR(j->tok));
-}
-
-/* Returns true when the request was answered. */
-static bool du_slice(du_job *j, sh_request *r)
-{
-        uint64_t start = sh_now_ns();
+        du_job *j = data;
+        sh_request *r = sh_request_job_request(&j->rj);
         sh_error *err = NULL;
         sh_fs_entry e;
-        unsigned n = 0;
         cJSON *o;
-        int k;
+        int k = sh_fs_walk_next(j->w, &e, &err);
 
-        while ((k = sh_fs_walk_next(j->w, &e, &err)) > 0) {
-                if (k == 1 && sh_fs_usage_add(j->u, &e) < 0) {
-                        du_reply_error(j, r, NULL);
-                        return true;
-                }
-                if (++n >= SLICE_CALLS || sh_now_ns() - start > SLICE_NS)
-                        return false;
-        }
+        if (k == 1 && sh_fs_usage_add(j->u, &e) < 0)
+                k = sh_error_make(&err, ENOMEM, "out of memory");
+        if (k > 0)
+                return 1;
         if (k < 0) {
-                du_reply_error(j, r, err);
+                sh_reply_error(r, err);
                 sh_error_release(&err);
-                return true;
+                return sh_request_job_done(&j->rj);
         }
         o = cJSON_CreateObject();
         add_u64(o, "bytes", sh_fs_usage_bytes(j->u));
         sh_reply_json(r, 200, o);
-        sh_pending_release(TAKE_PTR(j->tok));
-        return true;
-}
-
-static void du_timer(sh_loop *l, sh_timer *t, void *data)
-{
-        du_job *j = data;
-        sh_request *r = sh_pending_request(j->tok);
-
-        j->t = NULL; /* the loop frees a fired timer */
-        if (du_slice(j, r))
-                return;
-        j->t = sh_loop_add_timer(l, 0, du_timer, j);
-        if (!j->t) {
-                sh_reply_errorf(r, SH_E_INTERNAL, "cannot schedule the walk");
-                sh_pending_release(TAKE_PTR(j->tok));
-        }
+        return sh_request_job_done(&j->rj);
 }
 
 void sh_api_disk_usage(sh_request *r)
@@ -418,62 +389,54 @@ void sh_api_disk_usage(sh_request *r)
         if (wsfd < 0)
                 return;
         j = calloc(1, sizeof(*j));
-        if (!j || !(j->u = sh_fs_usage_new()) || !(j->tok = sh_request_wait(r, &du_ops, j))) {
-                if (j)
-                        sh_fs_usage_free(j->u);
+        if (!j || !(j->u = sh_fs_usage_new())) {
                 free(j);
                 sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
-        j->loop = sh_native(r)->loop;
+        if (!sh_request_job_wait(&j->rj, r, sh_native(r)->loop, &du_ops, du_step, "walk")) {
+                du_release(j);
+                return;
+        }
         if (sh_fs_walk_open(wsfd, "", &j->w, &err) < 0) {
-                du_reply_error(j, r, err);
+                sh_reply_error(r, err);
                 sh_error_release(&err);
+                sh_request_job_done(&j->rj);
                 return;
         }
-        if (du_slice(j, r))
-                return;
-        /* The rest in slices from the loop; the request waits. */
-        j->t = sh_loop_add_timer(j->loop, 0, du_timer, j);
-        if (!j->t) {
-                sh_reply_errorf(r, SH_E_INTERNAL, "cannot schedule the walk");
-                sh_pending_release(TAKE_PTR(j->tok));
-        }
+        /* The first slice now, the rest from the loop while the request waits. */
+        sh_request_job_run(&j->rj);
 }
 
 /* ---- walk: streamed as it is walked; memory bounded by the walker, not the tree -------- */
 
-/* Each read of the stream walks one slice at most (as disk-usage does), through the
- * transport's sliced stream: a slice that found nothing to send (skipped entries, empty
- * directories) makes the connection wait a loop iteration, so other work runs in between. */
+/* Each read of the stream runs one slice of the walk's job at most (as disk-usage's): a slice
+ * that found nothing to send (skipped entries, empty directories) makes the connection wait a
+ * loop iteration, so other work runs in between. */
 typedef struct walk_stream {
-        sh_sliced_stream ss;
+        sh_request_job rj; /* first */
         sh_fs_walker *w;
-        size_t want; /* of this slice */
         bool first;
 } walk_stream;
 
 static void walk_gone(void *data)
 {
-        walk_stream *ws = data;
-
-        sh_sliced_stream_stop(&ws->ss);
+        sh_request_job_gone(data);
 }
 
 static void walk_release(void *data)
 {
         walk_stream *ws = data;
 
-        sh_sliced_stream_done(&ws->ss);
+        sh_request_job_free(&ws->rj);
         sh_fs_walk_free(ws->w);
         free(ws);
 }
 
-/* One entry encoded; 1 once the slice made about what was asked for. */
-static int ws_append_entry(void *data, const sh_fs_entry *e)
+/* One entry encoded; -1 out of memory. */
+static int ws_append_entry(walk_stream *ws, const sh_fs_entry *e)
 {
-        walk_stream *ws = data;
-        sh_buf *b = &ws->ss.b;
+        sh_buf *b = &ws->rj.ss.b;
         size_t plen = strlen(e->path);
         int n;
 
@@ -488,40 +451,40 @@ static int ws_append_entry(void *data, const sh_fs_entry *e)
         n = snprintf(b->p + b->len, b->cap - b->len, ",\"size\":%llu,\"version\":%lld}",
                      (unsigned long long)e->size, (long long)e->mtime_ns);
         b->len += (size_t)n;
-        return b->len >= ws->want;
+        return 0;
 }
 
-/* Encode entries into the stream's buffer, about as much as was asked for, in one slice at
- * most; the footer (or a cut) when the walk is over. */
-static int walk_slice(void *data, sh_buf *b, size_t want, bool *ended)
+/* One walker step, its file encoded: a pause once the slice made about what was asked for; the
+ * footer (or a cut) when the walk is over. */
+static int walk_step(void *data)
 {
         walk_stream *ws = data;
         sh_error *err = NULL;
-        int k;
+        sh_fs_entry e;
+        int k = sh_fs_walk_next(ws->w, &e, &err);
 
-        ws->want = want;
-        k = sh_fs_walk_slice(ws->w, SLICE_CALLS, SLICE_NS, ws_append_entry, ws, &err);
+        if (k == 1 && ws_append_entry(ws, &e) < 0)
+                k = -ENOMEM;
         if (k > 0)
-                return 0;
+                return ws->rj.ss.b.len >= ws->rj.want ? SH_LOOP_JOB_PAUSE : 1;
         if (k < 0) {
                 /* The status line is gone already: cut the stream, so the client sees
                  * invalid JSON, never a short list. */
                 if (err)
                         log_warn("walk-failed", NULL, "%s", err->msg ? err->msg : "");
                 sh_error_release(&err);
-                return SH_STREAM_CUT;
+                ws->rj.cut = true;
+        } else if (sh_buf_append(&ws->rj.ss.b, "]}", 2) < 0) {
+                ws->rj.cut = true;
+        } else {
+                ws->rj.ss.ended = true;
         }
-        if (sh_buf_append(b, "]}", 2) < 0)
-                return SH_STREAM_CUT;
-        *ended = true;
-        return 0;
+        return SH_LOOP_JOB_DONE;
 }
 
 static ssize_t walk_read(void *data, char *out, size_t max)
 {
-        walk_stream *ws = data;
-
-        return sh_sliced_stream_read(&ws->ss, out, max, walk_slice, ws);
+        return sh_request_job_read(data, out, max);
 }
 
 static const sh_pending_ops walk_ops = {
@@ -535,7 +498,6 @@ void sh_api_walk(sh_request *r)
         _cleanup_free_ char *root = sh_native_path_param(r, "root", true);
         _cleanup_close_ int wsfd = -1; /* the walker opens its own */
         walk_stream *ws;
-        sh_response *resp;
         sh_error *err = NULL;
 
         if (!root || (wsfd = sh_native_workspace(r)) < 0)
@@ -546,8 +508,7 @@ void sh_api_walk(sh_request *r)
                 return;
         }
         ws->first = true;
-        ws->ss.loop = sh_native(r)->loop;
-        if (sh_buf_append(&ws->ss.b, "{\"entries\":[", 12) < 0)
+        if (sh_buf_append(&ws->rj.ss.b, "{\"entries\":[", 12) < 0)
                 sh_error_make(&err, ENOMEM, "out of memory");
         if (err || sh_fs_walk_open(wsfd, root, &ws->w, &err) < 0) {
                 walk_release(ws);
@@ -555,20 +516,11 @@ void sh_api_walk(sh_request *r)
                 sh_error_release(&err);
                 return;
         }
-        ws->ss.tok = sh_request_wait(r, &walk_ops, ws);
-        if (!ws->ss.tok) {
+        if (!sh_request_job_wait(&ws->rj, r, sh_native(r)->loop, &walk_ops, walk_step, "walk")) {
                 walk_release(ws);
-                sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
                 return;
         }
-        resp = sh_response_stream(ws->ss.tok, 64 * 1024);
-        sh_pending_release(ws->ss.tok); /* the request's and the response's references remain */
-        if (!resp) {
-                sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
-                return;
-        }
-        sh_response_header(resp, "Content-Type", "application/json");
-        sh_reply(r, 200, resp);
+        sh_request_job_stream(&ws->rj, 64 * 1024, "application/json");
 }
 
 /* ---- delete file, mkdir, delete dir, rename -------------------------------------------- */
@@ -577,6 +529,7 @@ void sh_api_delete_file(sh_request *r)
 {
         _cleanup_free_ char *path = sh_native_path_param(r, "path", false);
         _cleanup_close_ int wsfd = -1, trashfd = -1;
+        sh_fs_ctx c;
         sh_error *err = NULL;
         int k;
 
@@ -584,7 +537,8 @@ void sh_api_delete_file(sh_request *r)
                 return;
         /* Into the trash: a big file is freed by the sandbox's remover, never here. */
         trashfd = open_trash(r);
-        k = sh_fs_unlink_file(wsfd, path, trashfd, &err);
+        c = fs_ctx(r, wsfd, trashfd);
+        k = sh_fs_unlink_file(&c, path, &err);
         if (k < 0) {
                 sh_reply_error(r, err);
                 sh_error_release(&err);
@@ -615,6 +569,7 @@ void sh_api_mkdir(sh_request *r)
         cJSON *body = sh_native_json(r);
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int wsfd = -1;
+        sh_fs_ctx c;
         sh_error *err = NULL;
 
         if (!body)
@@ -623,7 +578,8 @@ void sh_api_mkdir(sh_request *r)
         cJSON_Delete(body);
         if (!path || (wsfd = sh_native_workspace(r)) < 0)
                 return;
-        if (sh_fs_mkdir_p(wsfd, path, sh_sandbox_owner(sh_native_sandbox(r)), &err) < 0) {
+        c = fs_ctx(r, wsfd, -1);
+        if (sh_fs_mkdir_p(&c, path, &err) < 0) {
                 reply_fs_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -655,6 +611,7 @@ void sh_api_rename(sh_request *r)
         cJSON *body = sh_native_json(r);
         _cleanup_free_ char *src = NULL, *dst = NULL;
         _cleanup_close_ int wsfd = -1, trashfd = -1;
+        sh_fs_ctx c;
         sh_error *err = NULL;
         int k;
 
@@ -668,7 +625,8 @@ void sh_api_rename(sh_request *r)
                 return;
         /* a file replaced at dst goes into the trash, for the remover */
         trashfd = open_trash(r);
-        k = sh_fs_rename(wsfd, src, dst, sh_sandbox_owner(sh_native_sandbox(r)), trashfd, &err);
+        c = fs_ctx(r, wsfd, trashfd);
+        k = sh_fs_rename(&c, src, dst, 0, NULL, &err);
         if (k < 0) {
                 reply_fs_error(r, err);
                 sh_error_release(&err);

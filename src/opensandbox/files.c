@@ -1,20 +1,19 @@
 /* files.c: a sandbox's execd files and directories (OPENSANDBOX.md section 3.2) over the
  * sandbox's whole filesystem: every path is the sandbox's own absolute path, resolved below the
  * sandbox's root (sh_sandbox_open_root: its PID 1's root, opened per request, through the
- * mounts of its mount namespace) by fs/safe_open.c, so that no link, however it changes during a call, leaves that
- * root. The daemon acts as root there, so every route checks what the sandbox's own uid may do
- * (docs/security.md "The OpenSandbox file API"): kernel filesystems (/proc, /dev/pts, ...) are
- * never served, a file the sandbox does not own is read or changed only as its mode allows the
- * sandbox's uid, FIFOs and devices are refused without being opened, new entries belong to the
- * sandbox's uid/gid, and the read-only image refuses every write (EROFS). */
+ * mounts of its mount namespace) by fs/safe_open.c, so that no link, however it changes during
+ * a call, leaves that root. The daemon acts as root there, so every route checks what the
+ * sandbox's own uid may do (docs/security.md "The OpenSandbox file API"): kernel filesystems
+ * (/proc, /dev/pts, ...) are never served, a file the sandbox does not own is read or changed
+ * only as its mode allows the sandbox's uid, FIFOs and devices are refused without being opened,
+ * new entries belong to the sandbox's uid/gid, and the read-only image refuses every write
+ * (EROFS). This file: the request's view of its sandbox and those rules (the policy its fs
+ * operations take: sh_fs_ctx), execd's errors, paths, ids, modes and FileInfo, the jobs of the
+ * loop of many paths, the route table; the routes themselves in files_read.c, files_write.c and
+ * files_change.c (files.h). */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,47 +21,16 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "access.h"
-#include "execd.h"
-#include "mode.h"
-#include "multipart.h"
-#include "passwd.h"
+#include "files.h"
 #include "sh/capability.h"
-#include "sh/fsops.h"
 #include "sh/fsprobe.h"
-#include "sh/remove.h"
 #include "sh/safe_open.h"
 
 SH_CAPABILITY(os_files, "opensandbox.files")
 
-#define WALK_DEPTH_MAX   64          /* directory levels a listing or search descends */
-#define WALK_ENTRIES_MAX 200000      /* entries one listing or search answers */
-#define DIR_NAMES_MAX    200000      /* names a recursive delete reads from one directory */
-#define REPLACE_MAX      (64u << 20) /* a file /files/replace rewrites */
-#define PATHS_MAX        1024        /* paths of one request (query or body) */
-#define METADATA_MAX     (64u << 10) /* one metadata part of an upload */
-
 /* ---- the sandbox's side --------------------------------------------------------------------- */
 
-typedef struct fctx {
-        sh_request *r;
-        int root; /* the sandbox's root (sh_sandbox_open_root: ours, closed by fctx_done) */
-        uid_t uid;
-        gid_t gid;
-        uint64_t id_base; /* ids from here up are the sandboxes' own: only its own may be given */
-        sh_safe_guard guard;   /* every directory a lookup passes through (dir_guard) */
-        sh_safe_budget budget; /* the steps all the request's lookups draw from (the guard's) */
-        bool kfs;              /* the last lookup was refused at a kernel filesystem */
-        bool maps_read;
-        os_idmap users, groups;
-        sh_manager *mgr;
-        sh_sandbox *sb;  /* a reference: the request's record lets its sandbox go on a delete */
-        int trash;       /* the sandbox's trash, once opened (f_view) */
-        bool trash_open; /* trash is an fd of ours */
-        bool trashed;    /* something waits in the trash: the answer waits for its removal */
-} fctx;
-
-static void fctx_done(fctx *f)
+void fctx_done(fctx *f)
 {
         sh_close(f->root);
         f->root = -1;
@@ -80,9 +48,8 @@ static void fctx_done(fctx *f)
 }
 
 /* The request's sandbox and its root, or a reply. */
-static int dir_guard(void *data, int dirfd);
 
-static int fctx_init(sh_request *r, fctx *f)
+int fctx_init(sh_request *r, fctx *f)
 {
         os_record *rec = os_request_record(r);
         sh_sandbox *sb = rec ? os_record_sandbox(rec) : NULL;
@@ -102,16 +69,25 @@ static int fctx_init(sh_request *r, fctx *f)
         f->sb = sh_sandbox_ref(sb);
         f->id_base = os_ctx_of(r)->cfg->uid_base;
         /* a request done in one turn of the loop spends at most a turn's steps; the jobs that
-         * take their lookups in slices (pjob_run, the replace) give themselves a request's */
+         * take their lookups in slices (f_pjob_run, the replace) give themselves a request's */
         f->budget.left = SH_SAFE_TURN_STEPS;
-        f->guard = (sh_safe_guard){dir_guard, f, &f->budget};
+        f->guard = (sh_safe_guard){f_dir_guard, f, &f->budget};
+        /* the parents mkdir -p makes are the sandbox's own, 0755 (a parent given away first
+         * would refuse the next level) */
+        f->fs = (sh_fs_ctx){.root = f->root,
+                            .guard = &f->guard,
+                            .may_change = f_may_create,
+                            .trash = f_trash_view,
+                            .data = f,
+                            .trashfd = -1,
+                            .own = own};
         return 0;
 }
 
 /* The kernel's own filesystems are refused whatever the sandbox mounted where: the daemon
  * acts as root in the init user namespace, and a sysctl, a cgroup or a sysfs attribute written
  * through the sandbox's /proc would change the host (fs/fsprobe.c). */
-static bool kernel_fs(int fd)
+bool f_kernel_fs(int fd)
 {
         return sh_fs_on_kernel_fs(fd);
 }
@@ -120,7 +96,7 @@ static bool kernel_fs(int fd)
  * the entry of fd, whose statx is *s? Its own entries are wholly its own (it could chmod
  * them); anyone else's as the kernel would judge its uid and gid, the entry's POSIX ACL
  * included (access.c). An ACL that cannot be read or is not valid: no. */
-static bool may(const fctx *f, int fd, const struct statx *s, unsigned want)
+bool f_may(const fctx *f, int fd, const struct statx *s, unsigned want)
 {
         const uint32_t gids[] = {f->gid};
         const os_who who = {f->uid, gids, ARRAY_SIZE(gids)};
@@ -141,14 +117,14 @@ static bool may(const fctx *f, int fd, const struct statx *s, unsigned want)
 
 /* Why the sandbox may not write in directory fd: a read-only mount (the image) says so,
  * whatever its bits; else the bits (EACCES). */
-static int denied(int fd)
+int f_denied(int fd)
 {
         struct statvfs v;
 
         return fstatvfs(fd, &v) == 0 && (v.f_flag & ST_RDONLY) ? EROFS : EACCES;
 }
 
-static int fstatx(int fd, struct statx *s)
+int f_statx(int fd, struct statx *s)
 {
         if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, s) <
             0)
@@ -163,27 +139,27 @@ static int fstatx(int fd, struct statx *s)
  * /usr), is never reached for it either, by its path or through any link it plants: the
  * guarded lookup is the walker of fs/safe_open.c, which sees each directory, links' targets
  * included (openat2 does the whole walk in the kernel, as root, and cannot be asked). */
-static int dir_guard(void *data, int dirfd)
+int f_dir_guard(void *data, int dirfd)
 {
         fctx *f = data;
         struct statx s;
         int r;
 
-        if (kernel_fs(dirfd)) {
+        if (f_kernel_fs(dirfd)) {
                 f->kfs = true;
                 return -EACCES;
         }
-        if ((r = fstatx(dirfd, &s)) < 0)
+        if ((r = f_statx(dirfd, &s)) < 0)
                 return r;
         if (!S_ISDIR(s.stx_mode))
                 return -ENOTDIR;
-        return may(f, dirfd, &s, OS_MAY_EXEC) ? 0 : -EACCES;
+        return f_may(f, dirfd, &s, OS_MAY_EXEC) ? 0 : -EACCES;
 }
 
 /* ---- errors ------------------------------------------------------------------------------------ */
 
 /* errno of a file operation as execd's answer; `shown` is the path as asked. Returns -1. */
-static int fail(os_err *e, int errnum, const char *shown, const char *what)
+int f_error(os_err *e, int errnum, const char *shown, const char *what)
 {
         switch (errnum) {
         case ENOENT:
@@ -229,7 +205,7 @@ static int fail(os_err *e, int errnum, const char *shown, const char *what)
         }
 }
 
-static int refused_kernel_fs(os_err *e, const char *shown)
+int f_refused_kfs(os_err *e, const char *shown)
 {
         return os_err_set(e, 400, OS_BAD_BODY,
                           "'%s' is on a kernel filesystem (/proc, /dev/pts, ...): not served",
@@ -240,7 +216,7 @@ static int refused_kernel_fs(os_err *e, const char *shown)
 
 /* The sandbox's path `raw` (n bytes: absolute, `~` or `~/...` for HOME, the workspace, or
  * relative to it) as a path below its root ("" for "/"), or NULL and e filled. */
-static char *sb_path(const char *raw, size_t n, os_err *e)
+char *f_path(const char *raw, size_t n, os_err *e)
 {
         char *full = NULL, *norm = NULL;
         int r;
@@ -275,8 +251,8 @@ static char *sb_path(const char *raw, size_t n, os_err *e)
 
 /* Resolve `path` below the root with open(2) `flags` (O_PATH, O_NOFOLLOW...), never on a kernel
  * filesystem; *s its statx. The fd, or -1 with e filled. */
-static int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *shown,
-                  const char *what, os_err *e)
+int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *shown,
+           const char *what, os_err *e)
 {
         _cleanup_close_ int fd = -1;
         int r;
@@ -284,36 +260,69 @@ static int f_open(fctx *f, const char *path, int flags, struct statx *s, const c
         f->kfs = false;
         fd = sh_safe_openat_guarded(f->root, path, flags, 0, &f->guard);
         if (fd < 0)
-                return f->kfs ? refused_kernel_fs(e, shown) : fail(e, -fd, shown, what);
-        if (kernel_fs(fd))
-                return refused_kernel_fs(e, shown);
-        if ((r = fstatx(fd, s)) < 0)
-                return fail(e, -r, shown, what);
+                return f->kfs ? f_refused_kfs(e, shown) : f_error(e, -fd, shown, what);
+        if (f_kernel_fs(fd))
+                return f_refused_kfs(e, shown);
+        if ((r = f_statx(fd, s)) < 0)
+                return f_error(e, -r, shown, what);
         return TAKE_FD(fd);
 }
 
-/* The parent directory of non-root `path` (O_PATH), checked: the sandbox may create and remove
- * entries in it (write and search). *base: the last component. The fd, or -1 with e filled. */
-static int f_parent(fctx *f, const char *path, const char **base, const char *shown,
-                    const char *what, os_err *e)
+int f_gone(os_err *e)
 {
-        _cleanup_close_ int fd = -1;
-        struct statx s;
-        int r;
+        return os_err_set(e, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
+}
+
+/* A failed fs operation (err, taken) as execd's answer: a kernel filesystem met on the way, the
+ * trash view's refusal (f_trash_view), else its errno. -1. */
+int f_fail(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e)
+{
+        int errnum = *err ? (*err)->errnum : ENOMEM;
+        unsigned view = f->view;
+        bool kfs = f->kfs;
+
+        sh_error_release(err);
+        f->kfs = false;
+        f->view = 0;
+        if (kfs)
+                return f_refused_kfs(e, shown);
+        if (view == 404)
+                return f_gone(e);
+        if (view == 503)
+                return os_err_set(e, 503, OS_RUNTIME, "%s: the sandbox's workspace: %s", what,
+                                  f->view_msg);
+        return f_error(e, errnum, shown, what);
+}
+
+/* The parent directory of non-root `path` (O_PATH), checked: the sandbox may create and remove
+ * entries in it (write and search: f_may_create). *base: the last component. The fd, or -1 with e
+ * filled. */
+int f_parent(fctx *f, const char *path, const char **base, const char *shown, const char *what,
+             os_err *e)
+{
+        sh_error *err = NULL;
+        int fd;
 
         if (!*path)
                 return os_err_set(e, 400, OS_BAD_BODY, "%s: '/' itself cannot be changed", what);
-        f->kfs = false;
-        fd = sh_safe_open_parent_guarded(f->root, path, base, &f->guard);
-        if (fd < 0)
-                return f->kfs ? refused_kernel_fs(e, shown) : fail(e, -fd, shown, what);
-        if (kernel_fs(fd))
-                return refused_kernel_fs(e, shown);
-        if ((r = fstatx(fd, &s)) < 0)
-                return fail(e, -r, shown, what);
-        if (!may(f, fd, &s, OS_MAY_WRITE | OS_MAY_EXEC))
-                return fail(e, denied(fd), shown, what);
-        return TAKE_FD(fd);
+        if ((fd = sh_fs_open_parent(&f->fs, path, base, &err)) < 0)
+                return f_fail(f, &err, shown, what, e);
+        return fd;
+}
+
+/* The same, the missing parents made first (the sandbox's own, 0755: sh_fs_open_parent_p). */
+int f_parent_p(fctx *f, const char *path, const char **base, const char *shown, const char *what,
+               os_err *e)
+{
+        sh_error *err = NULL;
+        int fd = sh_fs_open_parent_p(&f->fs, path, base, &err);
+
+        if (fd < 0 && !f->kfs && err && err->errnum == ENOTDIR) {
+                sh_error_release(&err);
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "mkdir: '%s': a component is not a directory", shown);
+        }
+        return fd < 0 ? f_fail(f, &err, shown, what, e) : fd;
 }
 
 /* ---- ids and modes ---------------------------------------------------------------------------- */
@@ -332,7 +341,7 @@ static void read_idmap(fctx *f, const char *path, os_iddb_kind kind, os_idmap *m
                 sh_error_release(&err);
                 return;
         }
-        if (kernel_fs(fd))
+        if (f_kernel_fs(fd))
                 return;
         buf = malloc(OS_IDDB_READ_MAX);
         if (!buf)
@@ -349,7 +358,7 @@ static void read_idmap(fctx *f, const char *path, os_iddb_kind kind, os_idmap *m
                 log_warn("idmap-oom", NULL, "%s not read: out of memory", path);
 }
 
-static void read_maps(fctx *f)
+void f_read_maps(fctx *f)
 {
         if (f->maps_read)
                 return;
@@ -360,7 +369,7 @@ static void read_maps(fctx *f)
 
 /* A name (or decimal number) of the image's passwd/group as an id the sandbox may give: its
  * own, or one below the sandboxes' uid range (never another sandbox's). -1 with e filled. */
-static int resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e)
+int f_resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e)
 {
         const char *what = group ? "group" : "owner";
         uint32_t own = group ? f->gid : f->uid;
@@ -376,7 +385,7 @@ static int resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err
                 *ret = own;
                 return 0;
         }
-        read_maps(f);
+        f_read_maps(f);
         r = os_idmap_resolve(group ? &f->groups : &f->users, v->valuestring, ret);
         if (r == -ENOENT)
                 return os_err_set(e, 400, OS_BAD_BODY, "%s '%.64s' is not in the image's %s", what,
@@ -394,7 +403,7 @@ static int resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err
 
 /* `mode` (os_mode_from_json: octal digits written as a decimal number, 644); 0 or absent keeps
  * (-> *ret 0). setuid, setgid and sticky are refused. */
-static int parse_mode(const cJSON *v, mode_t *ret, os_err *e)
+int f_parse_mode(const cJSON *v, mode_t *ret, os_err *e)
 {
         unsigned m;
         int r = os_mode_from_json(v, &m);
@@ -431,13 +440,13 @@ static uint64_t ts_ms(const struct statx_timestamp *t)
         return t->tv_sec < 0 ? 0 : (uint64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
 }
 
-static cJSON *file_info(fctx *f, const char *shown, const struct statx *s)
+cJSON *f_file_info(fctx *f, const char *shown, const struct statx *s)
 {
         cJSON *o = cJSON_CreateObject();
         char t[32], num[16];
         const char *name;
 
-        read_maps(f);
+        f_read_maps(f);
         if (!o || !cJSON_AddStringToObject(o, "path", shown) ||
             !cJSON_AddStringToObject(o, "type", type_name(s->stx_mode)) ||
             !cJSON_AddNumberToObject(o, "size", (double)s->stx_size))
@@ -465,7 +474,7 @@ oom:
 }
 
 /* Every `path=` of the query, in order; none -> 400 MISSING_QUERY. */
-static size_t query_paths(sh_request *r, const sh_query_param **out, size_t max)
+size_t f_query_paths(sh_request *r, const sh_query_param **out, size_t max)
 {
         const sh_query *q = sh_request_query(r);
         size_t n = 0;
@@ -476,17 +485,15 @@ static size_t query_paths(sh_request *r, const sh_query_param **out, size_t max)
         return n;
 }
 
-static const sh_query_param *query_one(sh_request *r, const char *key)
+const sh_query_param *f_query_one(sh_request *r, const char *key)
 {
         return sh_query_find(sh_request_query(r), key);
 }
 
-/* ---- GET /files/download ------------------------------------------------------------------------ */
-
 /* A regular file for reading, checked (readable by the sandbox's uid, not on a kernel
  * filesystem), opened without ever blocking (O_PATH first: a FIFO or a device is never opened).
  * The fd or -1 with e filled. */
-static int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e)
+int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e)
 {
         _cleanup_close_ int pfd = -1, fd = -1;
         sh_error *err = NULL;
@@ -496,15 +503,15 @@ static int f_open_read(fctx *f, const char *path, const char *shown, struct stat
         f->kfs = false;
         pfd = sh_safe_openat_guarded(f->root, path, O_PATH, 0, &f->guard);
         if (pfd < 0)
-                return f->kfs ? refused_kernel_fs(e, shown)
-                              : fail(e, pfd == -ELOOP ? ENOENT : -pfd, shown, "read");
-        if (kernel_fs(pfd))
-                return refused_kernel_fs(e, shown);
-        if ((r = fstatx(pfd, s)) < 0)
-                return fail(e, -r, shown, "read");
+                return f->kfs ? f_refused_kfs(e, shown)
+                              : f_error(e, pfd == -ELOOP ? ENOENT : -pfd, shown, "read");
+        if (f_kernel_fs(pfd))
+                return f_refused_kfs(e, shown);
+        if ((r = f_statx(pfd, s)) < 0)
+                return f_error(e, -r, shown, "read");
         /* the bits before the open: a file the sandbox may not read is never opened */
-        if (S_ISREG(s->stx_mode) && !may(f, pfd, s, OS_MAY_READ))
-                return fail(e, EACCES, shown, "read");
+        if (S_ISREG(s->stx_mode) && !f_may(f, pfd, s, OS_MAY_READ))
+                return f_error(e, EACCES, shown, "read");
         if (sh_fs_reopen_read(pfd, path, &fd, &size, &err) < 0) {
                 int errnum = err ? err->errnum : EIO;
                 bool special = err && err->kind == SH_E_INVALID;
@@ -515,48 +522,18 @@ static int f_open_read(fctx *f, const char *path, const char *shown, struct stat
                                           "'%s' is not a regular file (FIFOs, devices and sockets "
                                           "are not read)",
                                           shown);
-                return fail(e, errnum, shown, "read");
+                return f_error(e, errnum, shown, "read");
         }
-        if ((r = fstatx(fd, s)) < 0)
-                return fail(e, -r, shown, "read");
-        if (!may(f, fd, s, OS_MAY_READ))
-                return fail(e, EACCES, shown, "read");
+        if ((r = f_statx(fd, s)) < 0)
+                return f_error(e, -r, shown, "read");
+        if (!f_may(f, fd, s, OS_MAY_READ))
+                return f_error(e, EACCES, shown, "read");
         return TAKE_FD(fd);
 }
 
-/* Content-Disposition with the base name: plain ASCII in `filename`, the exact name in
- * RFC 5987's `filename*` (a name with quotes, CR or LF never reaches a header as such). */
-static void add_disposition(sh_response *resp, const char *path)
+int f_query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present)
 {
-        const char *base = strrchr(path, '/');
-        char plain[256], enc[3 * 255 + 1];
-        size_t np = 0, ne = 0;
-        char *h = NULL;
-
-        base = base ? base + 1 : path;
-        for (const unsigned char *c = (const unsigned char *)base; *c && np < 255; c++) {
-                plain[np++] = (*c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\') ? (char)*c : '_';
-                if (ne + 3 < sizeof(enc)) {
-                        if (isalnum(*c) || strchr("!#$&+-.^_`|~", *c))
-                                enc[ne++] = (char)*c;
-                        else
-                                ne += (size_t)snprintf(enc + ne, 4, "%%%02X", *c);
-                }
-        }
-        plain[np] = enc[ne] = '\0';
-        if (asprintf(&h, "attachment; filename=\"%s\"; filename*=UTF-8''%s", plain, enc) >= 0) {
-                sh_response_header(resp, "Content-Disposition", h);
-                free(h);
-        }
-}
-
-/* Line mode (below: a job of the loop). */
-static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limit,
-                           const char *shown);
-
-static int query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present)
-{
-        const sh_query_param *q = query_one(r, key);
+        const sh_query_param *q = f_query_one(r, key);
         char *end;
 
         *present = q != NULL;
@@ -572,1433 +549,51 @@ static int query_uint(sh_request *r, const char *key, uint64_t *ret, bool *prese
         return 0;
 }
 
-static void api_download(sh_request *r)
-{
-        _cleanup_(fctx_done) fctx f = {.root = -1};
-        const sh_query_param *q = query_one(r, "path");
-        _cleanup_free_ char *p = NULL;
-        _cleanup_close_ int fd = -1;
-        uint64_t offset, limit, from = 0, to = 0;
-        bool has_off, has_lim;
-        const char *range;
-        struct statx s;
-        sh_response *resp;
-        char cr[96];
-        int rr = 0;
-        os_err e;
-
-        if (!q) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
-                return;
-        }
-        if (query_uint(r, "offset", &offset, &has_off) < 0 ||
-            query_uint(r, "limit", &limit, &has_lim) < 0)
-                return;
-        if ((has_off && offset < 1) || (has_lim && limit < 1)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "offset and limit are at least 1");
-                return;
-        }
-        range = sh_request_header(r, "Range");
-        if ((has_off || has_lim) && range) {
-                os_reply_error(r, 400, OS_BAD_BODY, "offset/limit and Range exclude each other");
-                return;
-        }
-        if (fctx_init(r, &f) < 0)
-                return;
-        if (!(p = sb_path(q->val, q->val_len, &e)) ||
-            (fd = f_open_read(&f, p, q->val, &s, &e)) < 0) {
-                os_reply_err(r, &e);
-                return;
-        }
-        if (has_off || has_lim) {
-                download_lines(r, TAKE_FD(fd), has_off ? offset : 1, limit, q->val);
-                return;
-        }
-        if (range && (rr = os_range_parse(range, s.stx_size, &from, &to)) < 0) {
-                char msg[160];
-
-                snprintf(cr, sizeof(cr), "bytes */%" PRIu64, (uint64_t)s.stx_size);
-                snprintf(msg, sizeof(msg), "range '%.64s' is outside the file's %" PRIu64 " bytes",
-                         range, (uint64_t)s.stx_size);
-                os_reply_error_header(r, 416, OS_BAD_BODY, "Content-Range", cr, msg);
-                return;
-        }
-        if (rr == 1) {
-                resp = sh_response_fd_at(r, TAKE_FD(fd), from, to - from + 1);
-                snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to,
-                         (uint64_t)s.stx_size);
-                if (resp)
-                        sh_response_header(resp, "Content-Range", cr);
-        } else {
-                /* sent from the very inode checked, with sendfile: memory does not grow */
-                resp = sh_response_fd(r, TAKE_FD(fd), s.stx_size);
-        }
-        if (resp) {
-                sh_response_header(resp, "Content-Type", "application/octet-stream");
-                sh_response_header(resp, "Accept-Ranges", "bytes");
-                add_disposition(resp, p);
-        }
-        sh_reply(r, rr == 1 ? 206 : 200, resp);
-}
-
-/* ---- walks: directories/list and files/search ------------------------------------------------- */
-
-static int cmp_names(const void *a, const void *b)
-{
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The names of directory fd (not "." or ".."), sorted; *ret_n. NULL with errno on failure. */
-static char **read_names(int fd, size_t *ret_n)
-{
-        int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-        char **v = NULL;
-        size_t n = 0, cap = 0;
-        struct dirent *de;
-
-        if (!d) {
-                sh_close(dfd);
-                return NULL;
-        }
-        while ((errno = 0, de = readdir(d))) {
-                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
-                        continue;
-                if (n == DIR_NAMES_MAX) {
-                        errno = E2BIG;
-                        goto fail;
-                }
-                if (n == cap) {
-                        size_t nc = cap ? cap * 2 : 64;
-                        char **nv = realloc(v, nc * sizeof(*nv));
-                        if (!nv)
-                                goto fail;
-                        v = nv;
-                        cap = nc;
-                }
-                if (!(v[n] = strdup(de->d_name)))
-                        goto fail;
-                n++;
-        }
-        if (errno)
-                goto fail;
-        closedir(d);
-        if (!v) { /* an empty directory: an empty list, not an error */
-                v = calloc(1, sizeof(*v));
-                if (!v)
-                        errno = ENOMEM;
-                *ret_n = 0;
-                return v;
-        }
-        qsort(v, n, sizeof(*v), cmp_names);
-        *ret_n = n;
-        return v;
-fail : {
-        int saved = errno ? errno : ENOMEM;
-        closedir(d);
-        while (n > 0)
-                free(v[--n]);
-        free(v);
-        errno = saved;
-        return NULL;
-}
-}
-
-static void free_names(char **v, size_t n)
-{
-        while (n > 0)
-                free(v[--n]);
-        free(v);
-}
-
-/* Jobs of the loop done in slices (as the native disk-usage): at most WALK_SLICE steps or
- * WALK_SLICE_NS a slice, then the loop serves everyone else before the next one, so a tree of
- * 100,000 entries never stalls the daemon. */
-#define WALK_SLICE    2048
-#define WALK_SLICE_NS (5 * 1000 * 1000ULL)
-
-/* A job answered from the loop in slices (a listing, a search, a recursive delete): its
- * request waits on tok, and each slice (at most WALK_SLICE entries or WALK_SLICE_NS) runs
- * from a 0 ms timer until `slice` has answered and says so (true). A job embeds one as its
- * first member and is given it back by `slice`. */
-typedef struct sliced {
-        sh_trash_waiter w; /* first: the answer waiting for the trash (job_answer) */
-        sh_pending *tok;   /* the job's reference, until it has answered */
-        sh_timer *t;
-        sh_loop *loop;
-        bool (*slice)(struct sliced *s, sh_request *r);
-        const char *what; /* "walk", "removal": for the 500 when a slice cannot be scheduled */
-        unsigned status;  /* that answer */
-        cJSON *body;
-} sliced;
+/* A job answered from the loop in slices (sh_request_job: a listing, a search, a line-mode
+ * download, a replacement, a recursive delete, a request of many paths), whose answer may wait
+ * for the trash (job_answer). A job embeds one as its first member; its steps are given the job,
+ * and f_job_gone is its pending ops' gone. */
 
 /* The request went (its client left, or shutdown): no slice runs any more, no answer waits. */
-static void sliced_gone(sliced *s)
+void f_job_gone(void *data)
 {
-        sh_loop_cancel_timer(s->loop, TAKE_PTR(s->t));
+        f_job *s = data;
+
+        sh_request_job_gone(&s->rj);
         sh_manager_trash_unwait(&s->w);
         cJSON_Delete(TAKE_PTR(s->body));
-        sh_pending_release(TAKE_PTR(s->tok));
 }
 
-/* Answered: the job's reference to its request goes (release frees the job). */
-static void sliced_done(sliced *s)
+ssize_t f_job_read(void *data, char *out, size_t max)
 {
-        sh_pending_release(TAKE_PTR(s->tok));
+        return sh_request_job_read(data, out, max);
 }
 
-static void sliced_timer(sh_loop *l, sh_timer *t, void *data);
-
-static void sliced_next(sliced *s, sh_request *r)
+/* The request waits on a token of ops for the job, whose steps are `step` (its budget
+ * s->rj.job.steps and .ns as the caller set them: 0 the default): the first slice runs now, the
+ * rest from the loop. false: no token could be had (answered 500): the caller frees the job. */
+bool f_job_start(f_job *s, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
+                 const char *what)
 {
-        s->t = sh_loop_add_timer(s->loop, 0, sliced_timer, s);
-        if (!s->t) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot schedule the %s", s->what);
-                sliced_done(s);
-        }
-}
-
-static void sliced_timer(sh_loop *l, sh_timer *t, void *data)
-{
-        sliced *s = data;
-        sh_request *r = sh_pending_request(s->tok);
-
-        (void)l;
-        (void)t;
-        s->t = NULL; /* the loop frees a fired timer */
-        if (r && !s->slice(s, r))
-                sliced_next(s, r);
-}
-
-/* The first slice now, the rest from the loop while the request waits. */
-static void sliced_run(sliced *s, sh_request *r)
-{
-        if (!s->slice(s, r))
-                sliced_next(s, r);
-}
-
-/* The request waits on a token of ops for `job` (s is its first member), and the first slice
- * runs now. false: no token could be had (answered 500): the caller frees the job. */
-static bool sliced_start(sliced *s, sh_request *r, const sh_pending_ops *ops)
-{
-        if (!(s->tok = sh_request_wait(r, ops, s))) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+        if (!sh_request_job_wait(&s->rj, r, os_ctx_of(r)->loop, ops, step, what))
                 return false;
-        }
-        sliced_run(s, r);
+        sh_request_job_run(&s->rj);
         return true;
-}
-
-/* A job of the loop whose answer may be streamed: its first slices run from the loop while the
- * request waits (sliced), until it answers, whole or with a stream that goes on as the client
- * reads (sh_sliced_stream). A job embeds one first; streamed_gone is its token's gone. */
-typedef struct streamed {
-        sliced s;
-        sh_sliced_stream ss;
-} streamed;
-
-static void streamed_gone(void *data)
-{
-        streamed *st = data;
-
-        sliced_gone(&st->s);
-        sh_sliced_stream_stop(&st->ss);
-}
-
-/* Line mode: lines offset..offset+limit-1 (1-based), joined by "\n" (a last line without its
- * "\n" is a line; nothing after a final "\n" is), read from the file in slices: at most
- * LINES_SLICE bytes of the file (or LINES_SLICE_NS) a slice, LINES_READ at a time, the wanted
- * lines among them kept. First from the loop while the request waits: an answer that ends
- * within LINES_HEAD bytes is sent whole, with its Content-Length (an empty one too, as the
- * surface's every empty answer); a longer one is streamed from there, a slice each time the
- * transport wants bytes (sh_sliced_stream). So the loop time of a step and the memory are
- * bounded whatever the file, and a client that does not read stops the reading. A read that
- * fails before the answer is a 500, after it cuts the stream. */
-#define LINES_READ     (64u << 10)
-#define LINES_SLICE    (1u << 20)
-#define LINES_SLICE_NS (5 * 1000 * 1000ULL)
-#define LINES_HEAD     (256u << 10)
-
-typedef struct ljob {
-        streamed st; /* first: the head's slices are ljob_head */
-        int fd;
-        uint64_t first, end; /* the lines wanted: [first, end); end 0: to the last */
-        uint64_t line;       /* the line the next byte read belongs to */
-        uint64_t emitted;    /* lines begun in the answer */
-        bool open_line;      /* the current line is begun in the answer */
-        char *shown;
-        int read_errno; /* a read failed */
-        char buf[LINES_READ];
-} ljob;
-
-static void ljob_release(void *data)
-{
-        ljob *j = data;
-
-        sh_sliced_stream_done(&j->st.ss);
-        sh_close(j->fd);
-        free(j->shown);
-        free(j);
-}
-
-static bool ljob_past_end(const ljob *j)
-{
-        return j->end && j->line >= j->end;
-}
-
-/* The wanted bytes of n bytes read into b (at most n + 1: a separator may come first). */
-static void ljob_split(ljob *j, const char *q, size_t n, sh_buf *b)
-{
-        const char *end = q + n;
-
-        while (q < end && !ljob_past_end(j)) {
-                const char *nl = memchr(q, '\n', (size_t)(end - q));
-                const char *seg = nl ? nl : end;
-
-                if (j->line >= j->first && (seg > q || nl)) {
-                        if (!j->open_line) {
-                                if (j->emitted++ > 0)
-                                        b->p[b->len++] = '\n';
-                                j->open_line = true;
-                        }
-                        memcpy(b->p + b->len, q, (size_t)(seg - q));
-                        b->len += (size_t)(seg - q);
-                }
-                if (!nl)
-                        break;
-                j->line++;
-                j->open_line = false;
-                q = nl + 1;
-        }
-}
-
-static int ljob_slice(void *data, sh_buf *b, size_t want, bool *ended)
-{
-        ljob *j = data;
-        uint64_t start = sh_now_ns();
-        size_t done = 0;
-
-        while (done < LINES_SLICE && b->len < want && sh_now_ns() - start < LINES_SLICE_NS) {
-                ssize_t n;
-
-                if (ljob_past_end(j)) {
-                        *ended = true;
-                        return 0;
-                }
-                n = read(j->fd, j->buf, sizeof(j->buf));
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        j->read_errno = errno;
-                        return SH_STREAM_CUT;
-                }
-                if (n == 0) {
-                        *ended = true;
-                        return 0;
-                }
-                if (sh_buf_reserve(b, (size_t)n + 1) < 0)
-                        return SH_STREAM_CUT;
-                ljob_split(j, j->buf, (size_t)n, b);
-                done += (size_t)n;
-        }
-        return 0;
-}
-
-static ssize_t ljob_read(void *data, char *out, size_t max)
-{
-        ljob *j = data;
-        ssize_t n = sh_sliced_stream_read(&j->st.ss, out, max, ljob_slice, j);
-
-        if (n == SH_STREAM_CUT)
-                log_warn("download-cut", sh_request_log_id(sh_pending_request(j->st.ss.tok)),
-                         "line mode of '%s': %s; the answer was cut", j->shown,
-                         strerror(j->read_errno ? j->read_errno : ENOMEM));
-        return n;
-}
-
-static const sh_pending_ops ljob_ops = {
-        .gone = streamed_gone, .release = ljob_release, .read = ljob_read};
-
-/* The head, from the loop: true once answered (whole, or as the stream that goes on). */
-static bool ljob_head(sliced *s, sh_request *r)
-{
-        ljob *j = (ljob *)s;
-        sh_response *resp;
-
-        if (ljob_slice(j, &j->st.ss.b, LINES_HEAD, &j->st.ss.ended) < 0) {
-                if (j->read_errno)
-                        os_reply_error(r, 500, OS_RUNTIME, "read '%s': %s", j->shown,
-                                       strerror(j->read_errno));
-                else
-                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                sliced_done(s);
-                return true;
-        }
-        if (!j->st.ss.ended && j->st.ss.b.len < LINES_HEAD)
-                return false;
-        if (j->st.ss.ended) {
-                resp = sh_response_buffer(TAKE_PTR(j->st.ss.b.p), j->st.ss.b.len);
-                sh_buf_done(&j->st.ss.b);
-        } else {
-                j->st.ss.tok = j->st.s.tok; /* borrowed: the request and the response keep it */
-                resp = sh_response_stream(j->st.ss.tok, LINES_READ);
-        }
-        if (resp)
-                sh_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
-        sh_reply(r, 200, resp);
-        sliced_done(s);
-        return true;
-}
-
-static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limit,
-                           const char *shown)
-{
-        ljob *j = calloc(1, sizeof(*j));
-
-        if (!j || !(j->shown = strdup(shown))) {
-                free(j);
-                sh_close(fd);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        j->fd = fd;
-        j->first = offset;
-        j->end = limit && limit <= UINT64_MAX - offset ? offset + limit : 0; /* else: to the last */
-        j->line = 1;
-        j->st.s.loop = j->st.ss.loop = os_ctx_of(r)->loop;
-        j->st.s.slice = ljob_head;
-        j->st.s.what = "download";
-        if (!(j->st.s.tok = sh_request_wait(r, &ljob_ops, j))) {
-                ljob_release(j);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        sliced_run(&j->st.s, r);
-}
-
-/* A listing or a search: fs/walk.c's listing mode (each directory by name, a directory's
- * entries right after it, links never followed or entered, directories entered only as
- * walk_may_enter allows), its answer a JSON array of FileInfo made as the walk goes, with
- * bounded memory whatever the tree (docs/architecture.md "Listings and searches"):
- *
- * - head: the walk runs in slices from the loop while the request waits, and the answer is
- *   kept; one that ends within WALK_HEAD_MAX bytes is sent whole (with its Content-Length),
- *   and an error met meanwhile is answered as such;
- * - count: past WALK_HEAD_MAX, what is kept is dropped and the walk goes on only counting
- *   what it would send: past SANDBOX_HOST_LISTING_MAX bytes or WALK_ENTRIES_MAX entries the
- *   answer is 400 naming the bound, before a byte of it is sent;
- * - stream: within them, the walk starts again from the same top directory and the answer
- *   is streamed (chunked) as it is walked, one slice each time the transport wants bytes
- *   (sh_sliced_stream): a client that does not read stops the walk, and the daemon holds a
- *   block and about one slice's entries for it. The status is gone by then: if the tree
- *   grew past a bound, or the walk fails, the stream is cut where it is (the client sees an
- *   unfinished chunked body and an unclosed array, never a well-formed short list) and the
- *   cut is logged.
- *
- * So a big answer is walked twice; an answer that fits the head, the common one, once. */
-#define WALK_HEAD_MAX (256u << 10)
-#define WALK_HELD_MAX (16u << 20) /* directory listings a walk holds (its current path's) */
-#define WALK_BLOCK    (64u << 10) /* the transport's block of a streamed answer */
-
-typedef enum { WALK_HEAD, WALK_COUNT, WALK_STREAM } walk_phase;
-
-typedef struct wjob {
-        streamed st; /* first: the head's (and the count's) slices are wjob_slice */
-        fctx f;
-        int top;       /* the directory walked (O_PATH, checked by walk_top): each pass's */
-        char *shown;   /* the top as asked: every path shown starts with it */
-        char *pattern; /* search: a glob; NULL: a listing */
-        sh_fs_walk_opts o;
-        sh_fs_walker *w;
-        walk_phase phase;
-        sh_buf out;            /* head: the answer so far; count: the entry being counted */
-        uint64_t bytes, count; /* of the answer of this pass, the brackets included */
-        uint64_t max;          /* SANDBOX_HOST_LISTING_MAX */
-        size_t want;           /* stream: what this slice is asked for */
-        os_err e;
-} wjob;
-
-static void wjob_release(void *data)
-{
-        wjob *j = data;
-
-        sh_fs_walk_free(j->w);
-        sh_sliced_stream_done(&j->st.ss);
-        sh_buf_done(&j->out);
-        sh_close(j->top);
-        free(j->shown);
-        free(j->pattern);
-        fctx_done(&j->f);
-        free(j);
-}
-
-/* Kernel filesystems are never entered, nor a directory the sandbox's uid could not list
- * itself (read and search). */
-static bool walk_may_enter(void *data, int fd)
-{
-        fctx *f = data;
-        struct statx s;
-
-        return !kernel_fs(fd) && fstatx(fd, &s) == 0 && may(f, fd, &s, OS_MAY_READ | OS_MAY_EXEC);
-}
-
-/* A new pass over the top directory. 0, or -1 with j->e filled. */
-static int wjob_begin(wjob *j, walk_phase phase, sh_buf *b)
-{
-        sh_error *err = NULL;
-
-        sh_fs_walk_free(TAKE_PTR(j->w));
-        j->phase = phase;
-        j->count = 0;
-        j->bytes = 2; /* "[" and "]" */
-        if (sh_fs_walk_open_at(j->top, j->shown, &j->o, &j->w, &err) < 0) {
-                fail(&j->e, err ? err->errnum : ENOMEM, j->shown, "list");
-                sh_error_release(&err);
-                return -1;
-        }
-        if (sh_buf_append(b, "[", 1) < 0)
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        return 0;
-}
-
-/* The FileInfo of entry e appended to b (after a comma but for the first), counted against
- * the bounds. 0, or -1 with j->e filled. */
-static int wjob_add(wjob *j, sh_buf *b, const sh_fs_entry *e)
-{
-        cJSON *fi = file_info(&j->f, e->path, e->stx);
-        char *text = fi ? cJSON_PrintUnformatted(fi) : NULL;
-        bool comma = j->count > 0;
-        int r = -1;
-
-        cJSON_Delete(fi);
-        if (!text)
-                os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        else if (++j->count > WALK_ENTRIES_MAX)
-                os_err_set(&j->e, 400, OS_BAD_BODY,
-                           "more than %u entries: narrow the path or depth", WALK_ENTRIES_MAX);
-        else if ((j->bytes += strlen(text) + comma) > j->max)
-                os_err_set(&j->e, 400, OS_BAD_BODY,
-                           "the answer would pass %" PRIu64
-                           " bytes (SANDBOX_HOST_LISTING_MAX): narrow the path or depth",
-                           j->max);
-        else if ((comma && sh_buf_append(b, ",", 1) < 0) ||
-                 sh_buf_append(b, text, strlen(text)) < 0)
-                os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        else
-                r = 0;
-        free(text);
-        return r;
-}
-
-/* A walk that failed: why, as execd's answer. */
-static void wjob_failed(wjob *j, sh_error *err)
-{
-        if (err && err->errnum == E2BIG)
-                os_err_set(&j->e, 400, OS_BAD_BODY,
-                           "'%s': the directories on one path below it hold more than %u MiB "
-                           "of names: narrow the path or depth",
-                           j->shown, WALK_HELD_MAX >> 20);
-        else
-                fail(&j->e, err ? err->errnum : EIO, j->shown, "list");
-}
-
-/* Entry e into this pass's answer: the head keeps it (and past WALK_HEAD_MAX the pass turns to
- * counting), the count only counts it, the stream sends it. 0; 1 once a stream's slice made
- * what was asked; -1 with j->e filled. */
-static int wjob_entry(void *data, const sh_fs_entry *e)
-{
-        wjob *j = data;
-        sh_buf *b = j->phase == WALK_STREAM ? &j->st.ss.b : &j->out;
-
-        if (j->phase == WALK_COUNT)
-                j->out.len = 0;
-        if (wjob_add(j, b, e) < 0)
-                return -1;
-        if (j->phase == WALK_HEAD && j->out.len > WALK_HEAD_MAX) {
-                j->phase = WALK_COUNT;
-                sh_buf_done(&j->out);
-        }
-        return j->phase == WALK_STREAM && b->len >= j->want;
-}
-
-/* One slice of this pass: 1 more to walk, 0 the walk is over, -1 with j->e filled. */
-static int wjob_walk(wjob *j)
-{
-        sh_error *err = NULL;
-        int k = sh_fs_walk_slice(j->w, WALK_SLICE, WALK_SLICE_NS, wjob_entry, j, &err);
-
-        if (k < 0 && err)
-                wjob_failed(j, err);
-        sh_error_release(&err);
-        return k < 0 ? -1 : k;
-}
-
-/* The stream: one slice of the walk each time the transport wants bytes. */
-static int wjob_stream_slice(void *data, sh_buf *b, size_t want, bool *ended)
-{
-        wjob *j = data;
-        int k;
-
-        j->want = want;
-        if ((k = wjob_walk(j)) > 0)
-                return 0;
-        if (k == 0 && sh_buf_append(b, "]", 1) == 0) {
-                *ended = true;
-                return 0;
-        }
-        if (k == 0)
-                os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        /* The 200 is gone: the client sees a cut stream, never a short list. */
-        log_warn("listing-cut", sh_request_log_id(sh_pending_request(j->st.ss.tok)),
-                 "the answer below '%s' was cut after %" PRIu64 " entries: %s", j->shown, j->count,
-                 j->e.message);
-        return SH_STREAM_CUT;
-}
-
-static ssize_t wjob_read(void *data, char *out, size_t max)
-{
-        wjob *j = data;
-
-        return sh_sliced_stream_read(&j->st.ss, out, max, wjob_stream_slice, j);
-}
-
-static const sh_pending_ops wjob_ops = {
-        .gone = streamed_gone, .release = wjob_release, .read = wjob_read};
-
-/* Counted within the bounds: answer with the stream, walked again from the top. */
-static void wjob_stream(wjob *j, sh_request *r)
-{
-        sh_response *resp;
-
-        sh_buf_done(&j->out);
-        if (wjob_begin(j, WALK_STREAM, &j->st.ss.b) < 0) {
-                os_reply_err(r, &j->e);
-                return;
-        }
-        j->st.ss.loop = j->st.s.loop;
-        j->st.ss.tok = j->st.s.tok; /* borrowed: the request and the response keep it */
-        resp = sh_response_stream(j->st.ss.tok, WALK_BLOCK);
-        if (resp)
-                sh_response_header(resp, "Content-Type", "application/json");
-        sh_reply(r, 200, resp);
-}
-
-/* Head and count, from the loop in slices. Returns true when the request was answered (the
- * job is then done with it; a stream lives on with the response). */
-static bool wjob_slice(sliced *s, sh_request *r)
-{
-        wjob *j = (wjob *)s;
-        sh_response *resp;
-        int k = wjob_walk(j);
-
-        if (k > 0)
-                return false;
-        if (k == 0 && j->phase == WALK_COUNT) {
-                wjob_stream(j, r);
-        } else if (k == 0 && sh_buf_append(&j->out, "]", 1) == 0) {
-                resp = sh_response_buffer(TAKE_PTR(j->out.p), j->out.len);
-                sh_buf_done(&j->out);
-                if (resp)
-                        sh_response_header(resp, "Content-Type", "application/json");
-                sh_reply(r, 200, resp);
-        } else {
-                if (k == 0)
-                        os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-                os_reply_err(r, &j->e);
-        }
-        sliced_done(s);
-        return true;
-}
-
-/* The directory to walk: `path` itself must be a directory (a link there is a 400, as execd),
- * readable by the sandbox's uid. */
-static int walk_top(fctx *f, const char *p, const char *shown, os_err *e)
-{
-        _cleanup_close_ int fd = -1;
-        struct statx s;
-
-        if ((fd = f_open(f, p, O_PATH | O_NOFOLLOW, &s, shown, "list", e)) < 0)
-                return -1;
-        if (S_ISLNK(s.stx_mode))
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "'%s' is a link: pass the directory it names", shown);
-        if (!S_ISDIR(s.stx_mode))
-                return fail(e, ENOTDIR, shown, "list");
-        if (!may(f, fd, &s, OS_MAY_READ | OS_MAY_EXEC))
-                return fail(e, EACCES, shown, "list");
-        return TAKE_FD(fd);
-}
-
-static void run_walk(sh_request *r, const char *pattern, unsigned depth)
-{
-        const sh_query_param *q = query_one(r, "path");
-        _cleanup_free_ char *p = NULL;
-        wjob *j;
-
-        if (!q) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
-                return;
-        }
-        j = calloc(1, sizeof(*j));
-        if (!j || (pattern && !(j->pattern = strdup(pattern))) || !(j->shown = strdup(q->val))) {
-                if (j)
-                        free(j->pattern);
-                free(j);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        j->f.root = j->top = -1;
-        if (fctx_init(r, &j->f) < 0) {
-                wjob_release(j);
-                return;
-        }
-        j->st.s.loop = os_ctx_of(r)->loop;
-        j->st.s.slice = wjob_slice;
-        j->st.s.what = "walk";
-        j->max = os_ctx_of(r)->cfg->listing_max;
-        j->o = (sh_fs_walk_opts){
-                .all = !pattern,
-                .max_depth = depth,
-                .pattern = j->pattern,
-                .pattern_path = pattern && strchr(pattern, '/'),
-                .may_enter = walk_may_enter,
-                .data = &j->f,
-                .held_max = WALK_HELD_MAX,
-        };
-        if (!(j->st.s.tok = sh_request_wait(r, &wjob_ops, j))) {
-                wjob_release(j);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        read_maps(&j->f); /* once, before the walk: the names of every entry */
-        if (!(p = sb_path(q->val, q->val_len, &j->e)) ||
-            (j->top = walk_top(&j->f, p, q->val, &j->e)) < 0 ||
-            wjob_begin(j, WALK_HEAD, &j->out) < 0) {
-                os_reply_err(r, &j->e);
-                sliced_done(&j->st.s);
-                return;
-        }
-        /* the walk needs no more of the sandbox's root than the top directory */
-        j->f.root = sh_close(j->f.root);
-        sliced_run(&j->st.s, r);
-}
-
-static void api_list(sh_request *r)
-{
-        uint64_t depth;
-        bool has;
-
-        if (query_uint(r, "depth", &depth, &has) < 0)
-                return;
-        if (!has || depth == 0)
-                depth = 1;
-        if (depth > WALK_DEPTH_MAX)
-                depth = WALK_DEPTH_MAX;
-        run_walk(r, NULL, (unsigned)depth);
-}
-
-static void api_search(sh_request *r)
-{
-        const sh_query_param *pat = query_one(r, "pattern");
-        const char *pattern = pat && pat->val_len ? pat->val : "**";
-
-        if (pat && memchr(pat->val, '\0', pat->val_len)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "the pattern holds a NUL byte");
-                return;
-        }
-        run_walk(r, pattern, WALK_DEPTH_MAX);
-}
-
-/* ---- creating: mkdir -p, atomic files ------------------------------------------------------- */
-
-/* May the sandbox's uid make an entry in directory fd (sh_safe_mkdir's may_create): what the
- * guard asks of a directory entered, and its bits allow writing it too. */
-static int may_create(void *data, int dirfd)
-{
-        struct statx s;
-        int r;
-
-        if ((r = dir_guard(data, dirfd)) < 0 || (r = fstatx(dirfd, &s)) < 0)
-                return r;
-        return may(data, dirfd, &s, OS_MAY_WRITE | OS_MAY_EXEC) ? 0 : -denied(dirfd);
-}
-
-/* mkdir -p `path` below the root, in one walk (sh_safe_mkdir_p, every directory entered checked
- * by dir_guard): each missing level made in a directory the sandbox's uid may write; `path`
- * itself (when made) owned by uid:gid with `mode`, as mkdir -p -m: the parents it makes are the
- * sandbox's own, 0755 (a parent given away first would refuse the next level). An fd of the
- * directory, or -1 with e filled. */
-static int f_mkdir_p(fctx *f, const char *path, mode_t mode, uid_t uid, gid_t gid,
-                     const char *shown, os_err *e)
-{
-        const sh_safe_mkdir how = {.mode = mode,
-                                   .uid = uid,
-                                   .gid = gid,
-                                   .parents_mode = 0755,
-                                   .parents_uid = f->uid,
-                                   .parents_gid = f->gid,
-                                   .may_create = may_create,
-                                   .data = f};
-        _cleanup_close_ int fd = -1;
-
-        f->kfs = false;
-        fd = sh_safe_mkdir_p(f->root, path, &how, &f->guard);
-        if (f->kfs)
-                return refused_kernel_fs(e, shown);
-        if (fd == -ENOTDIR || fd == -EEXIST)
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "mkdir: '%s': a component is not a directory", shown);
-        if (fd < 0)
-                return fail(e, -fd, shown, "mkdir");
-        if (kernel_fs(fd))
-                return refused_kernel_fs(e, shown);
-        return TAKE_FD(fd);
-}
-
-/* ---- the trash: what a replace or a delete leaves (sh/trash.h) ----------------------------- */
-
-/* The sandbox's workspace as its processes see it: a bind mount of its own, on which no trash is
- * (the trash is beside the workspace, on the daemon's mount of the same filesystem). */
-#define OS_WORKSPACE "/workspace"
-
-static int gone(os_err *e)
-{
-        return os_err_set(e, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
-}
-
-/* A replace or a delete in the sandbox's directory *pfd (checked by the caller) drops the last
- * reference to what it replaces or removes, and freeing a big file takes its filesystem a
- * while: on the daemon's loop, never. So the work goes through the daemon's own view of that
- * directory (the same inode, found through the daemon's fd of the workspace: sh_fs_view_dir),
- * on whose mount the sandbox's trash is (f->trash, opened once): what is left moves there, and
- * a remover frees it. 1: *pfd is that view now; 0: *pfd is not in the workspace (its /tmp: a
- * tmpfs of at most min(256 MiB, memory/2): 256 MiB frees in 36-52 ms here, in place);
- * -1 with e filled: the sandbox is gone (404), or the directory kept moving (503). */
-static int f_view(fctx *f, int *pfd, const char *shown, const char *what, os_err *e)
-{
-        _cleanup_close_ int ws = -1;
-        sh_error *err = NULL;
-        int fd = -ESTALE;
-
-        if (sh_sandbox_deleted(f->sb))
-                return gone(e);
-        ws = sh_sandbox_open_workspace(f->sb, &err);
-        if (ws < 0) {
-                bool deleted = sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND;
-
-                os_err_set(e, 503, OS_RUNTIME, "%s: the sandbox's workspace: %s", what,
-                           err && err->msg ? err->msg : "not available");
-                sh_error_release(&err);
-                return deleted ? gone(e) : -1;
-        }
-        /* a rename of one of its parents between the look-up and the check: look again */
-        for (int i = 0; i < 4 && fd == -ESTALE; i++)
-                fd = sh_fs_view_dir(ws, OS_WORKSPACE, *pfd);
-        if (fd == -EXDEV)
-                return 0;
-        if (fd < 0)
-                return fail(e, fd == -ESTALE ? EAGAIN : -fd, shown, what);
-        if (!f->trash_open) {
-                f->trash = sh_sandbox_open_trash(f->sb, &err);
-                if (f->trash < 0) {
-                        log_warn("trash-unavailable", sh_sandbox_id(f->sb), "%s: freed in place",
-                                 err && err->msg ? err->msg : "");
-                        sh_error_release(&err);
-                        sh_close(fd);
-                        return 0;
-                }
-                f->trash_open = true;
-        }
-        sh_close(*pfd);
-        *pfd = fd;
-        return 1;
-}
-
-/* k (sh/trash.h) > 0: the trash holds something for the sandbox's remover, which the answer
- * waits for (f_answer, job_answer): a delete or a replace is answered once the space is free
- * again, as when the daemon freed it itself, and its remover runs once for the request. */
-static void f_trashed(fctx *f, int k)
-{
-        if (k > 0)
-                f->trashed = true;
-}
-
-static void f_reply(sh_request *r, unsigned status, cJSON *body)
-{
-        if (body)
-                os_reply_json(r, status, body);
-        else
-                os_reply_empty(r, status);
-}
-
-/* The answer of a handler (status, body taken: NULL is empty), given once what the request moved
- * into the trash is removed: through a token of its own. */
-typedef struct tanswer {
-        sh_trash_waiter w; /* first: done is given it */
-        sh_pending *tok;
-        unsigned status;
-        cJSON *body;
-} tanswer;
-
-static void tanswer_done(sh_trash_waiter *w)
-{
-        tanswer *a = (tanswer *)w;
-        sh_request *r = sh_pending_request(a->tok);
-
-        if (r)
-                f_reply(r, a->status, TAKE_PTR(a->body));
-        sh_pending_release(TAKE_PTR(a->tok));
-}
-
-static void tanswer_gone(void *data)
-{
-        tanswer *a = data;
-
-        sh_manager_trash_unwait(&a->w);
-        sh_pending_release(TAKE_PTR(a->tok));
-}
-
-static void tanswer_release(void *data)
-{
-        tanswer *a = data;
-
-        cJSON_Delete(a->body);
-        free(a);
-}
-
-static const sh_pending_ops tanswer_ops = {.gone = tanswer_gone, .release = tanswer_release};
-
-static void f_answer(fctx *f, sh_request *r, unsigned status, cJSON *body)
-{
-        tanswer *a = f->trashed ? calloc(1, sizeof(*a)) : NULL;
-
-        if (a) {
-                a->w.done = tanswer_done;
-                a->status = status;
-                a->body = TAKE_PTR(body);
-                if (sh_manager_trash_wait(f->mgr, f->sb, &a->w)) {
-                        f->trashed = false; /* its remover runs */
-                        if ((a->tok = sh_request_wait(r, &tanswer_ops, a)))
-                                return;
-                        sh_manager_trash_unwait(&a->w);
-                }
-                body = TAKE_PTR(a->body);
-                free(a);
-        }
-        f_reply(r, status, body);
-}
-
-static void job_answer_done(sh_trash_waiter *w)
-{
-        sliced *s = (sliced *)w;
-        sh_request *r = sh_pending_request(s->tok);
-
-        if (r)
-                f_reply(r, s->status, TAKE_PTR(s->body));
-        sliced_done(s);
-}
-
-/* The same for a job of the loop (sliced), through the job's own token: now, or once the
- * trash is removed (sliced_gone stops the wait). */
-static void job_answer(fctx *f, sliced *s, sh_request *r, unsigned status, cJSON *body)
-{
-        s->w.done = job_answer_done;
-        s->status = status;
-        s->body = body;
-        if (f->trashed && sh_manager_trash_wait(f->mgr, f->sb, &s->w)) {
-                f->trashed = false;
-                return;
-        }
-        f_reply(r, status, TAKE_PTR(s->body));
-        sliced_done(s);
-}
-
-/* An unnamed file (O_TMPFILE) beside `base` in the checked directory, linked in over it at
- * commit, through the daemon's view of the directory when it is the workspace's (f_view): the
- * old file goes into the trash. Given up, it is freed off the loop when big. */
-typedef struct tmpf {
-        fctx *f;
-        int fd, pfd, trash; /* trash: f's, or -1 (in place) */
-        uint64_t size;
-} tmpf;
-
-static void tmpfile_done(tmpf *t)
-{
-        if (t->fd >= 0)
-                sh_manager_discard_unnamed(t->f->mgr, t->f->sb, TAKE_FD(t->fd));
-        t->pfd = sh_close(t->pfd);
-}
-
-/* pfd (taken): the directory, checked writable by the sandbox. */
-static int tmpfile_begin(tmpf *t, fctx *f, int pfd, const char *shown, const char *what, os_err *e)
-{
-        int k;
-
-        t->f = f;
-        t->fd = -1;
-        t->pfd = pfd;
-        t->size = 0;
-        if ((k = f_view(f, &t->pfd, shown, what, e)) < 0) {
-                tmpfile_done(t);
-                return -1;
-        }
-        t->trash = k > 0 ? f->trash : -1;
-        t->fd = openat(t->pfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (t->fd < 0) {
-                int errnum = errno;
-
-                tmpfile_done(t);
-                return fail(e, errnum, shown, "create");
-        }
-        return 0;
-}
-
-static int tmpfile_write(tmpf *t, const char *p, size_t n)
-{
-        while (n > 0) {
-                ssize_t w = write(t->fd, p, n);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w < 0)
-                        return -errno;
-                if (w == 0)
-                        return -EIO;
-                p += w;
-                n -= (size_t)w;
-                t->size += (uint64_t)w;
-        }
-        return 0;
-}
-
-/* Owner and mode while still unnamed, then in over base (sh_fs_trash_commit): readers see the
- * old file or the new one, never a mix; a link at base is replaced, never written through
- * (rename never follows). Only while the sandbox lives: the check and the rename run in one turn
- * of the loop, which no delete comes between, so nothing is ever written into a deleted
- * sandbox's tree (its trash, being removed). */
-static int tmpfile_commit(tmpf *t, const char *base, uid_t uid, gid_t gid, mode_t mode,
-                          const char *shown, os_err *e)
-{
-        sh_error *err = NULL;
-        int k;
-
-        if (sh_sandbox_deleted(t->f->sb))
-                return gone(e);
-        if (fchown(t->fd, uid, gid) < 0 || fchmod(t->fd, mode) < 0)
-                return fail(e, errno, shown, "write");
-        k = sh_fs_trash_commit(t->fd, t->pfd, base, t->trash, &err);
-        if (k < 0) {
-                int errnum = err ? err->errnum : EIO;
-
-                sh_error_release(&err);
-                return fail(e, errnum, shown, "write");
-        }
-        f_trashed(t->f, k);
-        t->fd = sh_close(t->fd); /* named now: its blocks are the file's */
-        return 0;
-}
-
-/* ---- POST /files/upload (multipart through a body sink) ---------------------------------------- */
-
-typedef struct upload {
-        fctx f;
-        os_mp *mp;
-        uint64_t max, seen;
-        os_err e;
-        bool failed;
-        enum { U_META_NEXT = 0, U_IN_META, U_FILE_NEXT, U_IN_FILE, U_OTHER } st;
-        sh_buf meta;
-        unsigned pairs;
-        /* the pair being written */
-        char *shown;
-        char *path;
-        const char *base;
-        uint32_t uid, gid;
-        mode_t mode;
-        tmpf t;
-} upload;
-
-static void upload_free(upload *u)
-{
-        if (!u)
-                return;
-        tmpfile_done(&u->t); /* an unnamed file: nothing is left behind */
-        sh_buf_done(&u->meta);
-        os_mp_free(u->mp);
-        free(u->shown);
-        free(u->path);
-        fctx_done(&u->f);
-        free(u);
-}
-
-/* The metadata part is in: {path, owner?, group?, mode?}; the file's parents are made and its
- * unnamed file opened, ready for the file part. */
-static int upload_meta(upload *u)
-{
-        cJSON *j, *path;
-        _cleanup_close_ int pfd = -1;
-        _cleanup_free_ char *parent = NULL;
-        size_t mlen = u->meta.len;
-        const char *why;
-        int r = -1;
-
-        if (sh_buf_append(&u->meta, "", 1) < 0)
-                return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
-        /* as every /v1 JSON body: a NUL in the path would cut it */
-        j = sh_json_parse_text(u->meta.p, &mlen, 0, &why);
-        u->meta.len = 0;
-        path = j ? cJSON_GetObjectItemCaseSensitive(j, "path") : NULL;
-        if (!cJSON_IsObject(j) || !cJSON_IsString(path) || !*path->valuestring) {
-                os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                           "the metadata part is JSON {path, owner?, group?, mode?}");
-                goto out;
-        }
-        free(u->shown);
-        free(u->path);
-        u->path = NULL;
-        if (!(u->shown = strdup(path->valuestring))) {
-                os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
-                goto out;
-        }
-        if (!(u->path = sb_path(u->shown, strlen(u->shown), &u->e)) ||
-            resolve_id(&u->f, cJSON_GetObjectItemCaseSensitive(j, "owner"), false, &u->uid, &u->e) <
-                    0 ||
-            resolve_id(&u->f, cJSON_GetObjectItemCaseSensitive(j, "group"), true, &u->gid, &u->e) <
-                    0 ||
-            parse_mode(cJSON_GetObjectItemCaseSensitive(j, "mode"), &u->mode, &u->e) < 0)
-                goto out;
-        if (!u->mode)
-                u->mode = 0644;
-        if (!*u->path) {
-                fail(&u->e, EISDIR, u->shown, "upload");
-                goto out;
-        }
-        if (sh_path_split(u->path, &parent, &u->base) < 0) {
-                os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
-                goto out;
-        }
-        /* parents: the sandbox's own, 0755 */
-        pfd = f_mkdir_p(&u->f, parent, 0755, u->f.uid, u->f.gid, u->shown, &u->e);
-        if (pfd < 0)
-                goto out;
-        {
-                struct statx s;
-                if (fstatx(pfd, &s) < 0 || !may(&u->f, pfd, &s, OS_MAY_WRITE | OS_MAY_EXEC)) {
-                        fail(&u->e, denied(pfd), u->shown, "upload");
-                        goto out;
-                }
-        }
-        if (tmpfile_begin(&u->t, &u->f, TAKE_FD(pfd), u->shown, "upload", &u->e) < 0)
-                goto out;
-        r = 0;
-out:
-        cJSON_Delete(j);
-        return r;
-}
-
-/* What the parser tells the upload, in order: a part begins (p: its name), some of its data, its
- * end. < 0 with u->e filled refuses the body. */
-typedef enum { UP_BEGIN, UP_DATA, UP_END } upload_ev;
-
-static int upload_event(void *data, upload_ev ev, const char *p, size_t n)
-{
-        upload *u = data;
-        int r;
-
-        switch (ev) {
-        case UP_BEGIN:
-                if (STREQ(p, "metadata")) {
-                        if (u->st == U_FILE_NEXT)
-                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                                                  "two metadata parts in a row: each is followed "
-                                                  "by its file part");
-                        u->st = U_IN_META;
-                        u->meta.len = 0;
-                } else if (STREQ(p, "file")) {
-                        if (u->st != U_FILE_NEXT)
-                                return os_err_set(
-                                        &u->e, 400, "INVALID_FILE_METADATA",
-                                        "a file part without its metadata part before it");
-                        u->st = U_IN_FILE;
-                } else {
-                        u->st = u->st == U_FILE_NEXT ? U_FILE_NEXT : U_OTHER;
-                        if (u->st == U_FILE_NEXT)
-                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                                                  "the part after a metadata part is its file");
-                }
-                return 0;
-        case UP_DATA:
-                if (u->st == U_IN_META) {
-                        if (u->meta.len + n > METADATA_MAX)
-                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                                                  "a metadata part is at most %u bytes",
-                                                  METADATA_MAX);
-                        if (sh_buf_append(&u->meta, p, n) < 0)
-                                return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
-                } else if (u->st == U_IN_FILE) {
-                        if ((r = tmpfile_write(&u->t, p, n)) < 0)
-                                return fail(&u->e, -r, u->shown, "upload");
-                }
-                return 0;
-        case UP_END:
-                if (u->st == U_IN_META) {
-                        if (upload_meta(u) < 0)
-                                return -1;
-                        u->st = U_FILE_NEXT;
-                } else if (u->st == U_IN_FILE) {
-                        r = tmpfile_commit(&u->t, u->base, u->uid, u->gid, u->mode, u->shown,
-                                           &u->e);
-                        tmpfile_done(&u->t);
-                        if (r < 0)
-                                return -1;
-                        u->pairs++;
-                        u->st = U_META_NEXT;
-                } else {
-                        u->st = U_META_NEXT;
-                }
-                return 0;
-        }
-        return 0;
-}
-
-/* The parser's callbacks. A refusal of upload_event stops the parse: its answer is u->e, the
- * sh_error only carries the stop back through os_mp_feed. */
-static int upload_stop(const upload *u, sh_error **err)
-{
-        return sh_error_new(err, u->e.status >= 500 ? SH_E_INTERNAL : SH_E_INVALID, "%s",
-                            u->e.message);
-}
-
-static int upload_part_begin(void *data, const os_mp_part *part, sh_error **err)
-{
-        return upload_event(data, UP_BEGIN, part->name, strlen(part->name)) < 0
-                       ? upload_stop(data, err)
-                       : 0;
-}
-
-static int upload_part_data(void *data, const char *p, size_t n, sh_error **err)
-{
-        return upload_event(data, UP_DATA, p, n) < 0 ? upload_stop(data, err) : 0;
-}
-
-static int upload_part_end(void *data, sh_error **err)
-{
-        return upload_event(data, UP_END, NULL, 0) < 0 ? upload_stop(data, err) : 0;
-}
-
-static const os_mp_callbacks upload_parts = {.part_begin = upload_part_begin,
-                                             .part_data = upload_part_data,
-                                             .part_end = upload_part_end};
-
-static int upload_begin(sh_request *r, void **state)
-{
-        const char *ct = sh_request_header(r, "Content-Type");
-        char boundary[OS_MP_BOUNDARY_MAX + 1];
-        _cleanup_error_ sh_error *err = NULL;
-        upload *u;
-
-        *state = NULL;
-        if (os_mp_boundary(ct, boundary, &err) < 0) {
-                os_reply_error(r, 400, OS_BAD_BODY, "%s",
-                               err ? err->msg : "the body is multipart/form-data with a boundary");
-                return -1;
-        }
-        u = calloc(1, sizeof(*u));
-        if (!u) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return -1;
-        }
-        u->t.fd = u->t.pfd = -1;
-        u->max = os_ctx_of(r)->cfg->upload_max;
-        /* a declared body over the bound is refused before any byte is read */
-        if (sh_request_declared_over(r, u->max)) {
-                free(u);
-                os_reply_error(r, 413, OS_BAD_BODY, "the upload is over %" PRIu64 " bytes",
-                               os_ctx_of(r)->cfg->upload_max);
-                return -1;
-        }
-        if (fctx_init(r, &u->f) < 0) {
-                free(u);
-                return -1;
-        }
-        if (os_mp_new(ct, &upload_parts, u, &u->mp, &err) < 0) {
-                upload_free(u);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return -1;
-        }
-        *state = u;
-        return 0;
-}
-
-static int upload_data(sh_request *r, void *state, const char *p, size_t n)
-{
-        upload *u = state;
-        _cleanup_error_ sh_error *err = NULL;
-
-        if (u->failed)
-                return -1;
-        u->seen += n;
-        if (u->seen > u->max) {
-                os_err_set(&u->e, 413, OS_BAD_BODY, "the upload is over %" PRIu64 " bytes", u->max);
-                u->failed = true;
-                tmpfile_done(&u->t);
-                return -1;
-        }
-        /* Deleted while the body comes: nothing more is written, nothing lands, 404. */
-        if (sh_sandbox_deleted(u->f.sb)) {
-                gone(&u->e);
-                u->failed = true;
-                tmpfile_done(&u->t);
-                return -1;
-        }
-        if (os_mp_feed(u->mp, p, n, &err) < 0) {
-                /* the parser's own refusal (a refusal of upload_event is in u->e already) */
-                if (!u->e.status)
-                        os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
-                                   err ? err->msg : "the body is not multipart/form-data");
-                u->failed = true;
-                tmpfile_done(&u->t);
-                return -1;
-        }
-        return 0;
-}
-
-static int upload_end(sh_request *r, void *state)
-{
-        upload *u = state;
-        _cleanup_error_ sh_error *err = NULL;
-
-        /* a cut body (no closing delimiter) or one without any boundary */
-        if (!u->failed && os_mp_finish(u->mp, &err) < 0)
-                os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
-                           err ? err->msg : "the multipart body is cut");
-        else if (!u->failed && u->st == U_FILE_NEXT)
-                os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                           "a metadata part without its file part");
-        else if (!u->failed && u->pairs == 0)
-                os_err_set(&u->e, 400, "INVALID_FILE_METADATA", "no metadata and file parts");
-        else if (!u->failed && sh_sandbox_deleted(u->f.sb))
-                gone(&u->e); /* what it wrote before the delete went with the sandbox */
-        else if (!u->failed)
-                return 0;
-        tmpfile_done(&u->t);
-        os_reply_err(r, &u->e);
-        return -1;
-}
-
-static void upload_abort(sh_request *r, void *state)
-{
-        upload_free(state);
-}
-
-static const sh_body_sink upload_sink = {
-        .begin = upload_begin, .data = upload_data, .end = upload_end, .abort = upload_abort};
-
-static void api_upload(sh_request *r)
-{
-        upload *u = sh_request_sink_state(r);
-
-        f_answer(&u->f, r, 200, NULL);
-}
-
-/* ---- DELETE /files ------------------------------------------------------------------------------ */
-
-static void api_delete_files(sh_request *r)
-{
-        _cleanup_(fctx_done) fctx f = {.root = -1};
-        const sh_query_param *ps[PATHS_MAX];
-        size_t n = query_paths(r, ps, PATHS_MAX);
-        os_err e;
-
-        if (n == 0) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
-                return;
-        }
-        if (fctx_init(r, &f) < 0)
-                return;
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *p = sb_path(ps[i]->val, ps[i]->val_len, &e);
-                _cleanup_close_ int pfd = -1;
-                sh_error *err = NULL;
-                const char *base;
-                struct stat st;
-                int k;
-
-                if (!p || (pfd = f_parent(&f, p, &base, ps[i]->val, "delete", &e)) < 0) {
-                        if (e.status == 404)
-                                continue; /* absent is fine */
-                        os_reply_err(r, &e);
-                        return;
-                }
-                if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                        if (errno == ENOENT)
-                                continue;
-                        fail(&e, errno, ps[i]->val, "delete");
-                        os_reply_err(r, &e);
-                        return;
-                }
-                if (S_ISDIR(st.st_mode)) {
-                        os_reply_error(r, 400, OS_BAD_BODY,
-                                       "'%s' is a directory: DELETE /directories removes it",
-                                       ps[i]->val);
-                        return;
-                }
-                if ((k = f_view(&f, &pfd, ps[i]->val, "delete", &e)) < 0) {
-                        os_reply_err(r, &e);
-                        return;
-                }
-                /* the entry itself, never what a link names; a directory swapped in meanwhile
-                 * is refused: into the trash (put back if it is a directory), or by unlinkat
-                 * without AT_REMOVEDIR */
-                if (k > 0)
-                        k = sh_fs_trash_entry(pfd, base, false, f.trash, &err);
-                else
-                        k = unlinkat(pfd, base, 0) < 0 ? sh_error_make(&err, errno, "unlink") : 0;
-                if (k < 0) {
-                        int errnum = err ? err->errnum : EIO;
-
-                        sh_error_release(&err);
-                        if (errnum == ENOENT)
-                                continue;
-                        fail(&e, errnum, ps[i]->val, "delete");
-                        os_reply_err(r, &e);
-                        return;
-                }
-                f_trashed(&f, k);
-        }
-        f_answer(&f, r, 200, NULL);
 }
 
 /* ---- many-path requests: info, permissions, mv, directories ---------------------------------- */
 
-/* A request of many paths is a job of the loop too (the `sliced` helper of the listings): its
- * entries are done in order, each slice taking them up until it has used PATHS_SLICE_STEPS
- * lookup steps or WALK_SLICE_NS, then the loop serves everyone else. All its lookups together
- * draw from a request's budget (SH_SAFE_REQUEST_STEPS) and each lookup from its own bound
- * (SH_SAFE_LOOKUP_STEPS), so one slice costs at most the steps of one slice and one entry, and
- * the whole request at most its budget. The first entry refused is the answer. */
-#define PATHS_SLICE_STEPS 2048
-
-typedef struct pjob pjob;
-struct pjob {
-        sliced s; /* first: pjob_slice is given it */
-        fctx f;
-        cJSON *body;       /* permissions, mv, directories: the body, done entry by entry */
-        const cJSON *next; /* its next entry */
-        size_t qi, taken;  /* info: the next query parameter looked at, the paths taken */
-        cJSON *out;        /* info: the answer so far (NULL: an empty 200 at the end) */
-        /* One entry: 1 done (more may follow), 0 none left, -1 refused with e filled. */
-        int (*entry)(pjob *j, sh_request *r);
-        os_err e;
-};
-
-static void pjob_gone(void *data)
-{
-        sliced_gone(&((pjob *)data)->s);
-}
+/* A request of many paths is a job of the loop too (f_job): its entries are done in order, one a
+ * step, each step charged the lookup steps its entry used, so a slice takes them up until it
+ * has used SH_LOOP_JOB_STEPS lookup steps or SH_LOOP_JOB_NS, then the loop serves everyone
+ * else. All its lookups together draw from a request's budget (SH_SAFE_REQUEST_STEPS) and each
+ * lookup from its own bound (SH_SAFE_LOOKUP_STEPS), so one slice costs at most the steps of one
+ * slice and one entry, and the whole request at most its budget. The first entry refused is the
+ * answer. */
 
 static void pjob_release(void *data)
 {
-        pjob *j = data;
+        f_pjob *j = data;
 
         cJSON_Delete(j->body);
         cJSON_Delete(j->out);
@@ -2006,32 +601,31 @@ static void pjob_release(void *data)
         free(j);
 }
 
-static const sh_pending_ops pjob_ops = {.gone = pjob_gone, .release = pjob_release};
+static const sh_pending_ops pjob_ops = {.gone = f_job_gone, .release = pjob_release};
 
-static bool pjob_slice(sliced *s, sh_request *r)
+/* One entry: charged the lookup steps it took (at least one). */
+static int pjob_step(void *data)
 {
-        pjob *j = (pjob *)s;
-        uint64_t start = sh_now_ns(), left = j->f.budget.left;
-        int more;
+        f_pjob *j = data;
+        sh_request *r = sh_request_job_request(&j->s.rj);
+        uint64_t left = j->f.budget.left;
+        int more = j->entry(j, r);
 
-        while ((more = j->entry(j, r)) > 0)
-                if (left - j->f.budget.left >= PATHS_SLICE_STEPS ||
-                    sh_now_ns() - start > WALK_SLICE_NS)
-                        return false;
+        if (more > 0)
+                return left - j->f.budget.left > 1 ? (int)(left - j->f.budget.left) : 1;
         if (more < 0)
                 os_reply_err(r, &j->e);
         else if (j->out)
                 os_reply_json(r, 200, TAKE_PTR(j->out));
         else
                 os_reply_empty(r, 200);
-        sliced_done(s);
-        return true;
+        return sh_request_job_done(&j->s.rj);
 }
 
 /* Run `entry` over the body's entries (body and out taken; both NULL for none) from the loop. */
-static void pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(pjob *, sh_request *))
+void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *, sh_request *))
 {
-        pjob *j = calloc(1, sizeof(*j));
+        f_pjob *j = calloc(1, sizeof(*j));
 
         if (!j) {
                 cJSON_Delete(body);
@@ -2048,19 +642,12 @@ static void pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(pjob *
                 return;
         }
         j->f.budget.left = SH_SAFE_REQUEST_STEPS;
-        j->s.loop = os_ctx_of(r)->loop;
-        j->s.slice = pjob_slice;
-        j->s.what = "request";
-        if (!(j->s.tok = sh_request_wait(r, &pjob_ops, j))) {
+        if (!f_job_start(&j->s, r, &pjob_ops, pjob_step, "request"))
                 pjob_release(j);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        sliced_run(&j->s, r);
 }
 
 /* A body of at most PATHS_MAX entries, or a 400 naming the bound (the body is then freed). */
-static bool body_bounded(sh_request *r, cJSON *body)
+bool f_body_bounded(sh_request *r, cJSON *body)
 {
         if (cJSON_GetArraySize(body) <= PATHS_MAX)
                 return true;
@@ -2069,123 +656,9 @@ static bool body_bounded(sh_request *r, cJSON *body)
         return false;
 }
 
-/* ---- GET /files/info ---------------------------------------------------------------------------- */
-
-/* The next `path=` of the query (the first PATHS_MAX of them), as info_entry takes them. */
-static const sh_query_param *next_query_path(pjob *j, sh_request *r)
-{
-        const sh_query *q = sh_request_query(r);
-
-        while (q && j->qi < q->n && j->taken < PATHS_MAX) {
-                const sh_query_param *qp = &q->v[j->qi++];
-
-                if (STREQ(qp->key, "path")) {
-                        j->taken++;
-                        return qp;
-                }
-        }
-        return NULL;
-}
-
-static int info_entry(pjob *j, sh_request *r)
-{
-        const sh_query_param *qp = next_query_path(j, r);
-        _cleanup_free_ char *p = NULL;
-        _cleanup_close_ int fd = -1;
-        struct statx s;
-        cJSON *fi;
-
-        if (!qp)
-                return 0;
-        /* the entry itself: a link is shown as a link, never followed */
-        if (!(p = sb_path(qp->val, qp->val_len, &j->e)) ||
-            (fd = f_open(&j->f, p, O_PATH | O_NOFOLLOW, &s, qp->val, "info", &j->e)) < 0)
-                return -1;
-        if (cJSON_GetObjectItemCaseSensitive(j->out, qp->val))
-                return 1; /* asked twice: one answer */
-        fi = file_info(&j->f, qp->val, &s);
-        if (!fi || !cJSON_AddItemToObject(j->out, qp->val, fi)) {
-                cJSON_Delete(fi);
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        }
-        return 1;
-}
-
-static void api_info(sh_request *r)
-{
-        const sh_query_param *ps[1];
-        cJSON *out;
-
-        if (query_paths(r, ps, 1) == 0) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
-                return;
-        }
-        if (!(out = cJSON_CreateObject())) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        pjob_run(r, NULL, out, info_entry);
-}
-
-/* ---- POST /files/permissions -------------------------------------------------------------------- */
-
-/* {owner?, group?, mode?} on the entry at p (links followed inside the root, as chmod(1)):
- * only on the sandbox's own entries. */
-static int set_perm(fctx *f, const char *p, const char *shown, const cJSON *perm, os_err *e)
-{
-        _cleanup_close_ int fd = -1;
-        const cJSON *owner = cJSON_GetObjectItemCaseSensitive(perm, "owner");
-        const cJSON *group = cJSON_GetObjectItemCaseSensitive(perm, "group");
-        struct statx s;
-        uint32_t uid, gid;
-        mode_t mode;
-        char proc[64];
-
-        if (!cJSON_IsObject(perm))
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "'%s': permissions are {owner?, group?, mode}", shown);
-        if (parse_mode(cJSON_GetObjectItemCaseSensitive(perm, "mode"), &mode, e) < 0)
-                return -1;
-        if ((fd = f_open(f, p, O_PATH, &s, shown, "chmod", e)) < 0)
-                return -1;
-        if (!S_ISREG(s.stx_mode) && !S_ISDIR(s.stx_mode))
-                return os_err_set(e, 400, OS_BAD_BODY, "'%s' is not a file or a directory", shown);
-        if (s.stx_uid != f->uid)
-                return fail(e, EPERM, shown, "chmod");
-        if (resolve_id(f, owner, false, &uid, e) < 0 || resolve_id(f, group, true, &gid, e) < 0)
-                return -1;
-        if (!owner || cJSON_IsNull(owner))
-                uid = s.stx_uid;
-        if (!group || cJSON_IsNull(group))
-                gid = s.stx_gid;
-        /* chown first (it would clear setuid bits, never set here anyway), then the mode */
-        if ((uid != s.stx_uid || gid != s.stx_gid) && fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0)
-                return fail(e, errno, shown, "chown");
-        if (mode) {
-                /* the very inode resolved (an O_PATH fd cannot fchmod): its magic link */
-                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-                if (chmod(proc, mode) < 0)
-                        return fail(e, errno, shown, "chmod");
-        }
-        return 0;
-}
-
-static int perm_entry(pjob *j, sh_request *r)
-{
-        const cJSON *it = j->next;
-        _cleanup_free_ char *p = NULL;
-
-        (void)r;
-        if (!it)
-                return 0;
-        j->next = it->next;
-        if (!(p = sb_path(it->string, strlen(it->string), &j->e)) ||
-            set_perm(&j->f, p, it->string, it, &j->e) < 0)
-                return -1;
-        return 1;
-}
-
-static void api_permissions(sh_request *r)
+/* The body {path: {owner?, group?, mode}} of at most PATHS_MAX entries, run by `entry` (a 400
+ * otherwise). */
+void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *, sh_request *))
 {
         bool empty;
         cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
@@ -2197,761 +670,55 @@ static void api_permissions(sh_request *r)
                 os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
                 return;
         }
-        if (body_bounded(r, body))
-                pjob_run(r, body, NULL, perm_entry);
+        if (f_body_bounded(r, body))
+                f_pjob_run(r, body, NULL, entry);
 }
 
-/* ---- POST /files/mv ------------------------------------------------------------------------------ */
-
-static int move_one(fctx *f, const char *src_shown, const char *dst_shown, os_err *e)
-{
-        _cleanup_free_ char *src = sb_path(src_shown, strlen(src_shown), e), *dst = NULL,
-                            *dparent = NULL;
-        _cleanup_close_ int spfd = -1, dpfd = -1;
-        const char *sbase, *dbase;
-        struct stat st;
-        struct statx s;
-
-        if (!src || !(dst = sb_path(dst_shown, strlen(dst_shown), e)))
-                return -1;
-        if ((spfd = f_parent(f, src, &sbase, src_shown, "move", e)) < 0)
-                return -1;
-        if (fstatat(spfd, sbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return fail(e, errno, src_shown, "move");
-        if (!*dst)
-                return fail(e, EEXIST, dst_shown, "move");
-        if (sh_path_split(dst, &dparent, &dbase) < 0)
-                return os_err_set(e, 500, OS_RUNTIME, "out of memory");
-        /* the destination's parents are made (the sandbox's own) */
-        if ((dpfd = f_mkdir_p(f, dparent, 0755, f->uid, f->gid, dst_shown, e)) < 0)
-                return -1;
-        if (fstatx(dpfd, &s) < 0 || !may(f, dpfd, &s, OS_MAY_WRITE | OS_MAY_EXEC))
-                return fail(e, denied(dpfd), dst_shown, "move");
-        /* the names themselves: links at either end are moved, never followed; an existing
-         * destination is an error (NOREPLACE), never clobbered */
-        if (renameat2(spfd, sbase, dpfd, dbase, RENAME_NOREPLACE) < 0)
-                return fail(e, errno, dst_shown, "move");
-        return 0;
-}
-
-static int move_entry(pjob *j, sh_request *r)
+/* The next entry of such a body, its path below the root in *p: NULL when none is left; the body
+ * itself (j->body) when its path is refused (j->e filled). */
+const cJSON *f_pjob_next(f_pjob *j, char **p)
 {
         const cJSON *it = j->next;
 
-        (void)r;
         if (!it)
-                return 0;
+                return NULL;
         j->next = it->next;
-        return move_one(&j->f, cJSON_GetObjectItemCaseSensitive(it, "src")->valuestring,
-                        cJSON_GetObjectItemCaseSensitive(it, "dest")->valuestring, &j->e) < 0
-                       ? -1
-                       : 1;
-}
-
-static void api_move(sh_request *r)
-{
-        bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
-
-        if (!body && !empty)
-                return;
-        if (!cJSON_IsArray(body)) {
-                cJSON_Delete(body);
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is a list of {src, dest}");
-                return;
-        }
-        if (!body_bounded(r, body))
-                return;
-        /* every entry's shape before any is moved */
-        cJSON_ArrayForEach(it, body)
-        {
-                const cJSON *s = cJSON_GetObjectItemCaseSensitive(it, "src");
-                const cJSON *d = cJSON_GetObjectItemCaseSensitive(it, "dest");
-
-                if (!cJSON_IsString(s) || !cJSON_IsString(d)) {
-                        cJSON_Delete(body);
-                        os_reply_error(r, 400, OS_BAD_BODY, "each move is {src, dest}");
-                        return;
-                }
-        }
-        pjob_run(r, body, NULL, move_entry);
-}
-
-/* ---- POST /files/replace ----------------------------------------------------------------------- */
-
-/* POST /files/replace is a job of the loop, run in slices (sliced: at most WALK_SLICE_NS each,
- * the loop serves everyone else in between). Each file is read REPLACE_CHUNK at a time, twice:
- * the first pass counts its matches and what the file would grow to (no match, or a bound
- * passed: nothing is written at all), the second writes the new text, REPLACE_OUT at a time,
- * into an unnamed file beside it, which replaces the file at the end, its owner and mode kept
- * (tmpfile_commit: atomic, the old file into the trash). Nothing partial is ever visible: a
- * refusal, a failure or the client leaving drops the unnamed file. Bounded: the file
- * (REPLACE_MAX), what it becomes (REPLACE_MAX), its matches (REPLACE_MATCHES_MAX), the paths of
- * one request (PATHS_MAX), the memory of a job (one chunk and one output buffer beside the
- * body). */
-#define REPLACE_CHUNK       (256u << 10)
-#define REPLACE_OUT         (256u << 10)
-#define REPLACE_MATCHES_MAX (1u << 20)
-
-typedef struct xjob {
-        sliced s; /* first: xjob_slice is given it */
-        fctx f;
-        cJSON *body; /* {path: {old, new}}, checked */
-        cJSON *it;   /* the entry in work; NULL: every entry done */
-        cJSON *out;  /* {path: {replacedCount}} so far */
-        bool verbose;
-        /* the file in work */
-        char *path; /* below the root */
-        int in;     /* the file, read */
-        struct statx st;
-        const char *old, *new;
-        size_t olen, nlen;
-        int pass;      /* 0: not begun; 1: counting; 2: writing */
-        char *buf;     /* REPLACE_CHUNK + olen bytes: what was read and not scanned yet */
-        size_t have;   /* bytes in buf */
-        size_t pos;    /* scanned up to here */
-        uint64_t read; /* bytes read in this pass */
-        bool eof;
-        uint64_t count;
-        uint64_t written;
-        sh_buf outb; /* the new text not yet written */
-        tmpf t;
-        char *base; /* its name in t.pfd */
-        os_err e;
-} xjob;
-
-/* The file in work is done with (committed, or given up). */
-static void xjob_file_done(xjob *j)
-{
-        j->in = sh_close(j->in);
-        tmpfile_done(&j->t);
-        free(TAKE_PTR(j->buf));
-        free(TAKE_PTR(j->path));
-        free(TAKE_PTR(j->base));
-        sh_buf_done(&j->outb);
-        j->pass = 0;
-}
-
-static void xjob_gone(void *data)
-{
-        sliced_gone(&((xjob *)data)->s);
-}
-
-static void xjob_release(void *data)
-{
-        xjob *j = data;
-
-        xjob_file_done(j);
-        cJSON_Delete(j->body);
-        cJSON_Delete(j->out);
-        fctx_done(&j->f);
-        free(j);
-}
-
-static const sh_pending_ops xjob_ops = {.gone = xjob_gone, .release = xjob_release};
-
-/* A pass begins: from the start of the file. */
-static int xjob_pass(xjob *j, int pass)
-{
-        if (lseek(j->in, 0, SEEK_SET) < 0)
-                return fail(&j->e, errno, j->it->string, "replace");
-        j->pass = pass;
-        j->have = j->pos = 0;
-        j->read = j->count = j->written = 0;
-        j->eof = false;
-        return 0;
-}
-
-/* The next entry's file opened (readable by the sandbox, at most REPLACE_MAX) for its first
- * pass. -1 with j->e filled. */
-static int xjob_open(xjob *j)
-{
-        const char *shown = j->it->string;
-
-        j->old = cJSON_GetObjectItemCaseSensitive(j->it, "old")->valuestring;
-        j->new = cJSON_GetObjectItemCaseSensitive(j->it, "new")->valuestring;
-        j->olen = strlen(j->old);
-        j->nlen = strlen(j->new);
-        j->t = (tmpf){.fd = -1, .pfd = -1, .trash = -1};
-        if (!(j->path = sb_path(shown, strlen(shown), &j->e)) ||
-            (j->in = f_open_read(&j->f, j->path, shown, &j->st, &j->e)) < 0)
-                return -1;
-        if (!S_ISREG(j->st.stx_mode))
-                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is not a regular file", shown);
-        if (j->st.stx_size > REPLACE_MAX)
-                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is over %u MiB: not rewritten",
-                                  shown, REPLACE_MAX >> 20);
-        if (!(j->buf = malloc(REPLACE_CHUNK + j->olen)))
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        return xjob_pass(j, 1);
-}
-
-/* Counted matches: the second pass begins, into an unnamed file beside the file (its
- * directory checked writable by the sandbox). -1 with j->e filled. */
-static int xjob_begin_writing(xjob *j)
-{
-        const char *shown = j->it->string, *base;
-        int pfd;
-
-        if ((pfd = f_parent(&j->f, j->path, &base, shown, "replace", &j->e)) < 0)
-                return -1;
-        if (!(j->base = strdup(base))) {
-                sh_close(pfd);
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        }
-        if (tmpfile_begin(&j->t, &j->f, pfd, shown, "replace", &j->e) < 0)
-                return -1;
-        return xjob_pass(j, 2);
-}
-
-static int xjob_out(xjob *j, const char *p, size_t n)
-{
-        if (n && sh_buf_append(&j->outb, p, n) < 0)
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        return 0;
-}
-
-static int xjob_flush(xjob *j)
-{
-        int r;
-
-        j->written += j->outb.len;
-        if (j->written > REPLACE_MAX)
-                return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                  "'%s' would grow over %u MiB: not rewritten", j->it->string,
-                                  REPLACE_MAX >> 20);
-        if ((r = tmpfile_write(&j->t, j->outb.p, j->outb.len)) < 0)
-                return fail(&j->e, -r, j->it->string, "replace");
-        j->outb.len = j->outb.off = 0;
-        return 0;
-}
-
-/* One step of a pass: one read (at most REPLACE_CHUNK), its matches (counted; in the second
- * pass, the text with each replaced, until about REPLACE_OUT of it is waiting), what waits
- * written out. A match may straddle two reads: the last olen - 1 bytes wait for the next one.
- * 1: more steps; 0: the pass is over; -1: refused, j->e filled. */
-static int xjob_step(xjob *j)
-{
-        const char *shown = j->it->string, *hit;
-        bool full = false;
-        size_t keep, upto;
-
-        if (!j->eof && j->have < REPLACE_CHUNK + j->olen) {
-                ssize_t n = read(j->in, j->buf + j->have, REPLACE_CHUNK + j->olen - j->have);
-
-                if (n < 0 && errno != EINTR)
-                        return fail(&j->e, errno, shown, "replace");
-                if (n == 0)
-                        j->eof = true;
-                if (n > 0) {
-                        j->have += (size_t)n;
-                        j->read += (uint64_t)n;
-                }
-                if (j->read > REPLACE_MAX)
-                        return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                          "'%s' is over %u MiB: not rewritten", shown,
-                                          REPLACE_MAX >> 20);
-        }
-        while ((hit = memmem(j->buf + j->pos, j->have - j->pos, j->old, j->olen))) {
-                if (++j->count > REPLACE_MATCHES_MAX)
-                        return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                          "'%s' holds more than %u matches: not rewritten", shown,
-                                          REPLACE_MATCHES_MAX);
-                if (j->pass == 2 &&
-                    (xjob_out(j, j->buf + j->pos, (size_t)(hit - j->buf) - j->pos) < 0 ||
-                     xjob_out(j, j->new, j->nlen) < 0))
-                        return -1;
-                j->pos = (size_t)(hit - j->buf) + j->olen;
-                if (j->pass == 2 && j->outb.len >= REPLACE_OUT) {
-                        full = true;
-                        break;
-                }
-        }
-        if (!full) {
-                /* no match in what is left: all but a possible beginning of one is done */
-                keep = j->eof ? 0 : j->have - j->pos < j->olen - 1 ? j->have - j->pos : j->olen - 1;
-                upto = j->have - keep;
-                if (j->pass == 2 && xjob_out(j, j->buf + j->pos, upto - j->pos) < 0)
-                        return -1;
-                memmove(j->buf, j->buf + upto, keep);
-                j->have = keep;
-                j->pos = 0;
-        }
-        if (j->pass == 1 && j->nlen > j->olen &&
-            j->read + j->count * (uint64_t)(j->nlen - j->olen) > REPLACE_MAX)
-                return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                  "'%s' would grow over %u MiB: not rewritten", shown,
-                                  REPLACE_MAX >> 20);
-        if (j->pass == 2 && (full || j->eof) && xjob_flush(j) < 0)
-                return -1;
-        return j->eof && !full && j->have == 0 ? 0 : 1;
-}
-
-/* The file is rewritten: in over its old self, unless that was replaced meanwhile (then nothing
- * changes: 503, try again). -1 with j->e filled. */
-static int xjob_commit(xjob *j)
-{
-        const char *shown = j->it->string;
-        struct stat now, was;
-
-        if (fstat(j->in, &was) < 0 || fstatat(j->t.pfd, j->base, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
-            now.st_ino != was.st_ino || now.st_dev != was.st_dev)
-                return fail(&j->e, EAGAIN, shown, "replace");
-        /* its owner and mode kept (never a setuid, setgid or sticky bit) */
-        return tmpfile_commit(&j->t, j->base, j->st.stx_uid, j->st.stx_gid, j->st.stx_mode & 0777,
-                              shown, &j->e);
-}
-
-/* The entry's result, and on to the next. -1 with j->e filled. */
-static int xjob_next(xjob *j, uint64_t count)
-{
-        cJSON *res = cJSON_AddObjectToObject(j->out, j->it->string);
-
-        xjob_file_done(j);
-        if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)count))
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        j->it = j->it->next;
-        return 0;
-}
-
-/* The job's work between two looks at the clock: 1 while there is more; 0 when every entry is
- * done; -1 refused (j->e). */
-static int xjob_work(xjob *j)
-{
-        int k;
-
-        if (!j->it)
-                return 0;
-        if (j->pass == 0)
-                return xjob_open(j) < 0 ? -1 : 1;
-        if ((k = xjob_step(j)) != 0)
-                return k;
-        if (j->pass == 1 && j->count == 0)
-                return xjob_next(j, 0) < 0 ? -1 : 1; /* nothing to rewrite */
-        if (j->pass == 1)
-                return xjob_begin_writing(j) < 0 ? -1 : 1;
-        k = xjob_commit(j);
-        return k < 0 || xjob_next(j, j->count) < 0 ? -1 : 1;
-}
-
-static bool xjob_slice(sliced *s, sh_request *r)
-{
-        xjob *j = (xjob *)s;
-        uint64_t start = sh_now_ns();
-        int k;
-
-        while ((k = xjob_work(j)) > 0)
-                if (sh_now_ns() - start > WALK_SLICE_NS)
-                        return false;
-        if (k < 0) {
-                os_reply_err(r, &j->e);
-                sliced_done(s);
-        } else {
-                job_answer(&j->f, s, r, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
-        }
-        return true;
-}
-
-static void api_replace(sh_request *r)
-{
-        const sh_query_param *v = query_one(r, "verbose");
-        bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
-        size_t n = 0;
-        xjob *j;
-
-        if (!body && !empty)
-                return;
-        if (!cJSON_IsObject(body)) {
-                cJSON_Delete(body);
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {old, new}}");
-                return;
-        }
-        cJSON_ArrayForEach(it, body)
-        {
-                const cJSON *o = cJSON_GetObjectItemCaseSensitive(it, "old");
-                const cJSON *nw = cJSON_GetObjectItemCaseSensitive(it, "new");
-
-                if (!cJSON_IsString(o) || !*o->valuestring || !cJSON_IsString(nw)) {
-                        cJSON_Delete(body);
-                        os_reply_error(r, 400, OS_BAD_BODY,
-                                       "each replacement is {old: non-empty text, new: text}");
-                        return;
-                }
-                if (++n > PATHS_MAX) {
-                        cJSON_Delete(body);
-                        os_reply_error(r, 400, OS_BAD_BODY, "at most %u paths per request",
-                                       PATHS_MAX);
-                        return;
-                }
-        }
-        j = calloc(1, sizeof(*j));
-        if (!j || !(j->out = cJSON_CreateObject())) {
-                free(j);
-                cJSON_Delete(body);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        j->body = body;
-        j->it = body->child;
-        j->in = -1;
-        j->t = (tmpf){.fd = -1, .pfd = -1, .trash = -1};
-        j->verbose = v && (STREQ(v->val, "true") || STREQ(v->val, "1"));
-        j->f.root = -1;
-        if (fctx_init(r, &j->f) < 0) {
-                xjob_release(j);
-                return;
-        }
-        j->f.budget.left = SH_SAFE_REQUEST_STEPS; /* one file opened a slice */
-        j->s.loop = os_ctx_of(r)->loop;
-        j->s.slice = xjob_slice;
-        j->s.what = "replacement";
-        if (!sliced_start(&j->s, r, &xjob_ops))
-                xjob_release(j);
-}
-
-/* ---- POST /directories, DELETE /directories --------------------------------------------------- */
-
-static int mkdirs_entry(pjob *j, sh_request *r)
-{
-        const cJSON *it = j->next;
-        _cleanup_free_ char *p = NULL;
-        _cleanup_close_ int fd = -1;
-        uint32_t uid, gid;
-        mode_t mode;
-
-        (void)r;
-        if (!it)
-                return 0;
-        j->next = it->next;
-        if (!(p = sb_path(it->string, strlen(it->string), &j->e)))
-                return -1;
-        if (!cJSON_IsObject(it))
-                return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                  "'%s': permissions are {owner?, group?, mode}", it->string);
-        if (parse_mode(cJSON_GetObjectItemCaseSensitive(it, "mode"), &mode, &j->e) < 0 ||
-            resolve_id(&j->f, cJSON_GetObjectItemCaseSensitive(it, "owner"), false, &uid, &j->e) <
-                    0 ||
-            resolve_id(&j->f, cJSON_GetObjectItemCaseSensitive(it, "group"), true, &gid, &j->e) <
-                    0 ||
-            (fd = f_mkdir_p(&j->f, p, mode ? mode : 0755, uid, gid, it->string, &j->e)) < 0)
-                return -1;
-        return 1;
-}
-
-static void api_mkdirs(sh_request *r)
-{
-        bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
-
-        if (!body && !empty)
-                return;
-        if (!cJSON_IsObject(body)) {
-                cJSON_Delete(body);
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
-                return;
-        }
-        if (body_bounded(r, body))
-                pjob_run(r, body, NULL, mkdirs_entry);
-}
-
-/* DELETE /directories: every path is checked before anything is removed. A directory of the
- * workspace is moved into the sandbox's trash at once (f_view: through the daemon's view of its
- * parent) and removed there by the sandbox's remover, off the loop: none of its files is freed
- * here, however big. One elsewhere (its /tmp, a tmpfs) is a job of the loop: removed in slices
- * (WALK_SLICE entries or WALK_SLICE_NS a slice), depth first, never following a link (every
- * entry looked at with AT_SYMLINK_NOFOLLOW, every directory entered with O_NOFOLLOW from the fd
- * of the one that holds it), keeping going past what cannot be removed and answering the first
- * error. A subtree deeper than WALK_DEPTH_MAX levels is handed to the tree remover (sh/remove.h)
- * in one go. */
-typedef struct rframe {
-        int fd; /* O_RDONLY: the directory being emptied */
-        char **names;
-        size_t n, i;
-        char *name; /* its name in the frame below (the top's: the path's base) */
-} rframe;
-
-typedef struct rtop {
-        int pfd; /* its parent, checked writable by the sandbox */
-        char *base, *shown;
-        bool trash; /* pfd is the daemon's view (f_view): into the trash */
-} rtop;
-
-typedef struct rjob {
-        sliced s; /* first: rjob_slice is given it */
-        fctx f;   /* its trash, and the sandbox its remover works for */
-        rtop *tops;
-        size_t ntops, itop; /* itop: the one being removed (st holds its frames) */
-        rframe st[WALK_DEPTH_MAX + 1];
-        unsigned top;
-        int first_err;
-        size_t err_top; /* the path first_err belongs to */
-        os_err e;
-} rjob;
-
-static void rjob_pop(rjob *j)
-{
-        rframe *fr = &j->st[--j->top];
-
-        free_names(fr->names, fr->n);
-        sh_close(fr->fd);
-        free(fr->name);
-        memset(fr, 0, sizeof(*fr));
-}
-
-static void rjob_gone(void *data)
-{
-        sliced_gone(&((rjob *)data)->s);
-}
-
-static void rjob_release(void *data)
-{
-        rjob *j = data;
-
-        while (j->top > 0)
-                rjob_pop(j);
-        for (size_t i = 0; i < j->ntops; i++) {
-                sh_close(j->tops[i].pfd);
-                free(j->tops[i].base);
-                free(j->tops[i].shown);
-        }
-        free(j->tops);
-        fctx_done(&j->f);
-        free(j);
-}
-
-static const sh_pending_ops rjob_ops = {.gone = rjob_gone, .release = rjob_release};
-
-static void rjob_error(rjob *j, int errnum)
-{
-        if (!j->first_err && errnum != ENOENT) {
-                j->first_err = errnum;
-                j->err_top = j->itop;
-        }
-}
-
-/* Enter directory `name` of dirfd (O_NOFOLLOW: a link swapped in is not entered, it is
- * unlinked as the link it is). */
-static void rjob_enter(rjob *j, int dirfd, const char *name)
-{
-        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        rframe *fr;
-        size_t n = 0;
-        char **names;
-        char *copy;
-
-        if (fd < 0) {
-                if ((errno == ENOTDIR || errno == ELOOP) && unlinkat(dirfd, name, 0) < 0)
-                        rjob_error(j, errno);
-                else if (errno != ENOTDIR && errno != ELOOP)
-                        rjob_error(j, errno);
-                return;
-        }
-        if (kernel_fs(fd)) { /* never below a sandbox's writable directory; refuse anyway */
-                sh_close(fd);
-                rjob_error(j, EPERM);
-                return;
-        }
-        names = read_names(fd, &n);
-        copy = names ? strdup(name) : NULL;
-        if (!copy) {
-                rjob_error(j, names ? ENOMEM : errno);
-                free_names(names, n);
-                sh_close(fd);
-                return;
-        }
-        fr = &j->st[j->top++];
-        fr->fd = fd;
-        fr->names = names;
-        fr->n = n;
-        fr->i = 0;
-        fr->name = copy;
-}
-
-/* One step: an entry removed or entered, a directory finished, or the next path begun. Returns
- * false when every path is done. */
-static bool rjob_step(rjob *j)
-{
-        rframe *fr;
-        const char *name;
-        struct stat st;
-
-        if (j->top == 0) {
-                rtop *t = &j->tops[j->itop];
-                sh_error *err = NULL;
-                int k;
-
-                if (j->itop == j->ntops)
-                        return false;
-                if (t->trash) {
-                        k = sh_fs_trash_entry(t->pfd, t->base, true, j->f.trash, &err);
-                        if (k < 0)
-                                rjob_error(j, err ? err->errnum : EIO);
-                        sh_error_release(&err);
-                        f_trashed(&j->f, k);
-                        j->itop++;
-                        return true;
-                }
-                rjob_enter(j, t->pfd, t->base);
-                if (j->top == 0)
-                        j->itop++; /* could not be entered: its error is kept */
-                return true;
-        }
-        fr = &j->st[j->top - 1];
-        if (fr->i == fr->n) {
-                int pfd = j->top >= 2 ? j->st[j->top - 2].fd : j->tops[j->itop].pfd;
-                char *nm = TAKE_PTR(fr->name);
-
-                rjob_pop(j);
-                if (unlinkat(pfd, nm, AT_REMOVEDIR) < 0)
-                        rjob_error(j, errno);
-                free(nm);
-                if (j->top == 0)
-                        j->itop++;
-                return true;
-        }
-        name = fr->names[fr->i++];
-        if (fstatat(fr->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                rjob_error(j, errno);
-                return true;
-        }
-        if (!S_ISDIR(st.st_mode)) {
-                if (unlinkat(fr->fd, name, 0) < 0)
-                        rjob_error(j, errno);
-        } else if (j->top < WALK_DEPTH_MAX) {
-                rjob_enter(j, fr->fd, name);
-        } else {
-                sh_error *err = NULL;
-
-                if (sh_fs_remove_tree(fr->fd, name, &err) < 0)
-                        rjob_error(j, err ? err->errnum : EIO);
-                sh_error_release(&err);
-        }
-        return true;
-}
-
-static bool rjob_slice(sliced *s, sh_request *r)
-{
-        rjob *j = (rjob *)s;
-        uint64_t start = sh_now_ns();
-        unsigned n = 0;
-
-        while (rjob_step(j))
-                if (++n >= WALK_SLICE || sh_now_ns() - start > WALK_SLICE_NS)
-                        return false;
-        if (j->first_err) {
-                fail(&j->e, j->first_err, j->tops[j->err_top].shown, "delete");
-                os_reply_err(r, &j->e);
-                sliced_done(s);
-        } else {
-                job_answer(&j->f, s, r, 200, NULL);
-        }
-        return true;
-}
-
-static void api_rmdirs(sh_request *r)
-{
-        const sh_query_param *ps[PATHS_MAX];
-        size_t n = query_paths(r, ps, PATHS_MAX);
-        rjob *j;
-        fctx *f;
-        os_err e;
-
-        if (n == 0) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
-                return;
-        }
-        j = calloc(1, sizeof(*j));
-        if (!j || !(j->tops = calloc(n, sizeof(*j->tops)))) {
-                free(j);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        f = &j->f;
-        f->root = -1;
-        if (fctx_init(r, f) < 0) {
-                rjob_release(j);
-                return;
-        }
-        j->s.loop = os_ctx_of(r)->loop;
-        /* every path checked before anything is removed */
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *p = sb_path(ps[i]->val, ps[i]->val_len, &e);
-                _cleanup_close_ int pfd = -1;
-                const char *base;
-                struct stat st;
-                rtop *t;
-                int k;
-
-                if (!p || (pfd = f_parent(f, p, &base, ps[i]->val, "delete", &e)) < 0) {
-                        if (e.status == 404)
-                                continue; /* absent is fine */
-                        goto refuse;
-                }
-                if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                        if (errno == ENOENT)
-                                continue;
-                        fail(&e, errno, ps[i]->val, "delete");
-                        goto refuse;
-                }
-                if (!S_ISDIR(st.st_mode)) {
-                        os_err_set(&e, 400, OS_BAD_BODY,
-                                   "'%s' is not a directory: DELETE /files removes it", ps[i]->val);
-                        goto refuse;
-                }
-                if ((k = f_view(f, &pfd, ps[i]->val, "delete", &e)) < 0)
-                        goto refuse;
-                t = &j->tops[j->ntops];
-                t->trash = k > 0;
-                if (!(t->base = strdup(base)) || !(t->shown = strdup(ps[i]->val))) {
-                        free(t->base);
-                        os_err_set(&e, 500, OS_RUNTIME, "out of memory");
-                        goto refuse;
-                }
-                t->pfd = TAKE_FD(pfd);
-                j->ntops++;
-        }
-        j->s.slice = rjob_slice;
-        j->s.what = "removal";
-        if (!sliced_start(&j->s, r, &rjob_ops))
-                rjob_release(j);
-        return;
-refuse:
-        rjob_release(j);
-        os_reply_err(r, &e);
+        return (*p = f_path(it->string, strlen(it->string), &j->e)) ? it : j->body;
 }
 
 /* ---- routes ----------------------------------------------------------------------------------- */
 
 const sh_route os_files_routes[] = {
-        {OS_EXECD_PATH "/files/info", SH_M_GET, NULL, api_info, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/info", SH_M_GET, NULL, os_files_info, OS_EXECD_FLAGS},
         {OS_EXECD_PATH "/files/info", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
          OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files", SH_M_DELETE, NULL, api_delete_files, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files", SH_M_DELETE, NULL, os_files_delete, OS_EXECD_FLAGS},
         {OS_EXECD_PATH "/files", OS_EXECD_METHODS, NULL, os_execd_wrong_method, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/permissions", SH_M_POST, &sh_body_buffer, api_permissions,
+        {OS_EXECD_PATH "/files/permissions", SH_M_POST, &sh_body_buffer, os_files_permissions,
          OS_EXECD_FLAGS},
         {OS_EXECD_PATH "/files/permissions", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
          OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/mv", SH_M_POST, &sh_body_buffer, api_move, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/mv", SH_M_POST, &sh_body_buffer, os_files_move, OS_EXECD_FLAGS},
         {OS_EXECD_PATH "/files/mv", OS_EXECD_METHODS, NULL, os_execd_wrong_method, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/search", SH_M_GET, NULL, api_search, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/search", SH_M_GET, NULL, os_files_search, OS_EXECD_FLAGS},
         {OS_EXECD_PATH "/files/search", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
          OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/replace", SH_M_POST, &sh_body_buffer, api_replace, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/replace", SH_M_POST, &sh_body_buffer, os_files_replace,
+         OS_EXECD_FLAGS},
         {OS_EXECD_PATH "/files/replace", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
          OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/upload", SH_M_POST, &upload_sink, api_upload, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/upload", SH_M_POST, &os_files_upload_sink, os_files_upload,
+         OS_EXECD_FLAGS},
         {OS_EXECD_PATH "/files/upload", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
          OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/download", SH_M_GET, NULL, api_download, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/files/download", SH_M_GET, NULL, os_files_download, OS_EXECD_FLAGS},
         {OS_EXECD_PATH "/files/download", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
          OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories/list", SH_M_GET, NULL, api_list, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/directories/list", SH_M_GET, NULL, os_files_list, OS_EXECD_FLAGS},
         {OS_EXECD_PATH "/directories/list", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
          OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories", SH_M_POST, &sh_body_buffer, api_mkdirs, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories", SH_M_DELETE, NULL, api_rmdirs, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/directories", SH_M_POST, &sh_body_buffer, os_files_mkdirs, OS_EXECD_FLAGS},
+        {OS_EXECD_PATH "/directories", SH_M_DELETE, NULL, os_files_rmdirs, OS_EXECD_FLAGS},
         {OS_EXECD_PATH "/directories", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
          OS_EXECD_FLAGS},
 };

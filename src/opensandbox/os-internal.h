@@ -342,14 +342,6 @@ void os_time_format(uint64_t ms, char out[32]);
 /* An RFC 3339 date-time (any offset, any fraction) as Unix ms. 0 or -EINVAL. */
 int os_time_parse(const char *s, uint64_t *ret_ms);
 
-/* A download's Range header over a file of `size` bytes (range.c, pure; RFC 9110 section 14):
- * one range `bytes=a-b`, `a-` or `-n` (the unit in any case). 1 with [*from, *to] inclusive,
- * an end at or past the size being the last byte and a suffix longer than the file all of
- * it; -1 when unsatisfiable (416: a start at or past the size, `-0`, an empty file); 0 when
- * the header is no such range and the whole file is served (junk, b < a, several ranges).
- * Numbers too long for 64 bits saturate: a huge start is past the file, a huge end its end. */
-int os_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to);
-
 /* ---- each file's routes (the surface joins them in this order) ------------------------------ */
 
 extern const sh_route os_lifecycle_routes[]; /* lifecycle.c */

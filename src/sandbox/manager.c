@@ -1028,7 +1028,8 @@ int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_er
                 return -1;
         snprintf(tname, sizeof(tname), "dir.%llu.%llu", (unsigned long long)getpid(),
                  (unsigned long long)++m->trash_seq);
-        if (sh_fs_detach_dir(wsfd, path, trashfd, tname, err) < 0)
+        if (sh_fs_detach_dir(&(sh_fs_ctx){.root = wsfd, .trashfd = trashfd, .loop_absent = true},
+                             path, tname, err) < 0)
                 return -1;
         /* The sandbox pays for removing its own tree. */
         sh_manager_trash_kick(m, sb);

@@ -3,7 +3,7 @@ over a 10-byte file, every answer pinned to the byte: its status, `Content-Range
 `Content-Length` and body. An end at or past the size is the last byte (`bytes=8-10` is
 `bytes 8-9/10`, two bytes), a start at or past it is 416; several ranges or junk are the whole
 file (200). Each call has a timeout: an answer that promised a byte the file does not have
-would never end. The parser itself is unit-tested form by form (u/test_os_range.c)."""
+would never end. The parser itself is unit-tested form by form (u/test_range.c)."""
 import pytest
 
 import oslib

@@ -34,6 +34,10 @@ static int rootfd = -1;
 static sh_fs_owner own;
 static bool kept; /* sh_fs_upload_commit: whether a trash holds something (none here) */
 
+/* The native surface's policy over root (sh_fs_ctx): no guard, owner, trash (-1: none). */
+#define FS(dirfd, owner, trash)                                                                    \
+        (&(sh_fs_ctx){.root = (dirfd), .own = (owner), .trashfd = (trash), .loop_absent = true})
+
 /* A path below the test dir (unit.h: rotating buffers, several per call). */
 #define tp(...) ut_path(tdir, __VA_ARGS__)
 
@@ -123,7 +127,7 @@ static int upload(const char *path, const char *content)
                 (void)sh_fs_upload_abort(u, -1);
                 goto out;
         }
-        r = sh_fs_upload_commit(u, rootfd, path, &own, -1, &kept, &err);
+        r = sh_fs_upload_commit(u, FS(rootfd, &own, -1), path, &kept, &err);
 out:
         sh_error_release(&err);
         return r;
@@ -144,7 +148,7 @@ START_TEST(test_mkdir_p_creates_parents_0755_owned)
         sh_error *err = NULL;
         struct stat st;
 
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "a/b/c", &own, &err), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, &own, -1), "a/b/c", &err), 0);
         ck_assert_ptr_null(err);
         for (int i = 0; i < 3; i++) {
                 const char *p = i == 0 ? tp("ws/a") : i == 1 ? tp("ws/a/b") : tp("ws/a/b/c");
@@ -161,8 +165,8 @@ START_TEST(test_mkdir_p_existing_directory_is_fine)
 {
         sh_error *err = NULL;
         ck_assert_int_eq(mkdir(tp("ws/d"), 0700), 0);
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "d", &own, &err), 0);
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "", &own, &err), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, &own, -1), "d", &err), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, &own, -1), "", &err), 0);
         ck_assert_ptr_null(err);
 }
 END_TEST
@@ -171,7 +175,7 @@ START_TEST(test_mkdir_p_existing_file_is_eexist)
 {
         sh_error *err = NULL;
         ut_write_file(tp("ws/f"), "x");
-        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(rootfd, "f", &own, &err), &err), EEXIST);
+        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(FS(rootfd, &own, -1), "f", &err), &err), EEXIST);
 }
 END_TEST
 
@@ -179,7 +183,8 @@ START_TEST(test_mkdir_p_file_in_middle_is_enotdir)
 {
         sh_error *err = NULL;
         ut_write_file(tp("ws/f"), "x");
-        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(rootfd, "f/x/y", &own, &err), &err), ENOTDIR);
+        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(FS(rootfd, &own, -1), "f/x/y", &err), &err),
+                         ENOTDIR);
 }
 END_TEST
 
@@ -189,11 +194,11 @@ START_TEST(test_mkdir_p_through_escaping_link_stays_inside)
 
         /* the link names tdir/outside on the host, ws/<tdir>/outside inside the root */
         ck_assert_int_eq(symlink(tp("outside"), tp("ws/l")), 0);
-        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(rootfd, "l/newdir", &own, &err), &err),
+        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(FS(rootfd, &own, -1), "l/newdir", &err), &err),
                          ENOTDIR); /* dangling inside the root, like mkdir -p */
         ck_assert(!lexists(tp("outside/newdir")));
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, tp("outside") + 1, NULL, &err), 0);
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "l/newdir", &own, &err), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, NULL, -1), tp("outside") + 1, &err), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, &own, -1), "l/newdir", &err), 0);
         ck_assert(!lexists(tp("outside/newdir")));
         ck_assert(lexists(tp("ws%s/newdir", tp("outside"))));
 }
@@ -203,7 +208,7 @@ START_TEST(test_mkdir_p_dangling_link_at_end_is_eexist)
 {
         sh_error *err = NULL;
         ck_assert_int_eq(symlink("../../nowhere", tp("ws/dl")), 0);
-        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(rootfd, "dl", &own, &err), &err), EEXIST);
+        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(FS(rootfd, &own, -1), "dl", &err), &err), EEXIST);
 }
 END_TEST
 
@@ -258,7 +263,7 @@ START_TEST(test_upload_invisible_until_commit_old_content_kept)
         ck_assert_int_eq(sh_fs_upload_write(u, "new", 3, &err), 0);
         ck_assert_str_eq(read_path(tp("ws/f")), "old");
         ck_assert_int_eq(count_entries(tp("ws")), 1);
-        ck_assert_int_eq(sh_fs_upload_commit(u, rootfd, "f", &own, -1, &kept, &err), 0);
+        ck_assert_int_eq(sh_fs_upload_commit(u, FS(rootfd, &own, -1), "f", &kept, &err), 0);
         ck_assert_str_eq(read_path(tp("ws/f")), "new");
 }
 END_TEST
@@ -285,7 +290,7 @@ START_TEST(test_upload_over_directory_is_eisdir_nothing_changed)
         ut_write_file(tp("ws/d/keep"), "k");
         ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
         ck_assert_int_eq(
-                err_errno(sh_fs_upload_commit(u, rootfd, "d", &own, -1, &kept, &err), &err),
+                err_errno(sh_fs_upload_commit(u, FS(rootfd, &own, -1), "d", &kept, &err), &err),
                 EISDIR);
         ck_assert_int_eq(count_entries(tp("ws")), 1);
         ck_assert_str_eq(read_path(tp("ws/d/keep")), "k");
@@ -298,8 +303,9 @@ START_TEST(test_upload_to_root_is_eisdir)
         sh_error *err = NULL;
 
         ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
-        ck_assert_int_eq(err_errno(sh_fs_upload_commit(u, rootfd, "", &own, -1, &kept, &err), &err),
-                         EISDIR);
+        ck_assert_int_eq(
+                err_errno(sh_fs_upload_commit(u, FS(rootfd, &own, -1), "", &kept, &err), &err),
+                EISDIR);
 }
 END_TEST
 
@@ -493,10 +499,10 @@ START_TEST(test_unlink_removes_link_not_target)
 
         ut_write_file(tp("ws/f"), "x");
         ck_assert_int_eq(symlink("/f", tp("ws/l")), 0);
-        ck_assert_int_eq(sh_fs_unlink_file(rootfd, "l", -1, &err), 0);
+        ck_assert_int_eq(sh_fs_unlink_file(FS(rootfd, NULL, -1), "l", &err), 0);
         ck_assert(!lexists(tp("ws/l")));
         ck_assert(lexists(tp("ws/f")));
-        ck_assert_int_eq(sh_fs_unlink_file(rootfd, "f", -1, &err), 0);
+        ck_assert_int_eq(sh_fs_unlink_file(FS(rootfd, NULL, -1), "f", &err), 0);
         ck_assert(!lexists(tp("ws/f")));
 }
 END_TEST
@@ -506,10 +512,14 @@ START_TEST(test_unlink_directory_is_eisdir_absent_is_enoent)
         sh_error *err = NULL;
 
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
-        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "d", -1, &err), &err), EISDIR);
-        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "", -1, &err), &err), EISDIR);
-        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "nope", -1, &err), &err), ENOENT);
-        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "nope/x", -1, &err), &err), ENOENT);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(FS(rootfd, NULL, -1), "d", &err), &err),
+                         EISDIR);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(FS(rootfd, NULL, -1), "", &err), &err),
+                         EISDIR);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(FS(rootfd, NULL, -1), "nope", &err), &err),
+                         ENOENT);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(FS(rootfd, NULL, -1), "nope/x", &err), &err),
+                         ENOENT);
         ck_assert(lexists(tp("ws/d")));
 }
 END_TEST
@@ -519,7 +529,9 @@ START_TEST(test_unlink_through_escaping_link_touches_nothing_outside)
         sh_error *err = NULL;
 
         ck_assert_int_eq(symlink("../outside", tp("ws/up")), 0);
-        ck_assert_int_eq(err_errno(sh_fs_unlink_file(rootfd, "up/secret", -1, &err), &err), ENOENT);
+        ck_assert_int_eq(
+                err_errno(sh_fs_unlink_file(FS(rootfd, NULL, -1), "up/secret", &err), &err),
+                ENOENT);
         ck_assert(lexists(tp("outside/secret")));
 }
 END_TEST
@@ -530,7 +542,7 @@ START_TEST(test_rename_moves_and_creates_dst_parents)
         struct stat st;
 
         ut_write_file(tp("ws/f"), "x");
-        ck_assert_int_eq(sh_fs_rename(rootfd, "f", "n/m/g", &own, -1, &err), 0);
+        ck_assert_int_eq(sh_fs_rename(FS(rootfd, &own, -1), "f", "n/m/g", 0, NULL, &err), 0);
         ck_assert(!lexists(tp("ws/f")));
         ck_assert_str_eq(read_path(tp("ws/n/m/g")), "x");
         ck_assert_int_eq(lstat(tp("ws/n/m"), &st), 0);
@@ -544,7 +556,7 @@ START_TEST(test_rename_replaces_existing_dst_file)
 
         ut_write_file(tp("ws/a"), "A");
         ut_write_file(tp("ws/b"), "B");
-        ck_assert_int_eq(sh_fs_rename(rootfd, "a", "b", &own, -1, &err), 0);
+        ck_assert_int_eq(sh_fs_rename(FS(rootfd, &own, -1), "a", "b", 0, NULL, &err), 0);
         ck_assert_str_eq(read_path(tp("ws/b")), "A");
         ck_assert_int_eq(count_entries(tp("ws")), 1);
 }
@@ -554,8 +566,9 @@ START_TEST(test_rename_absent_src_is_enoent_and_creates_nothing)
 {
         sh_error *err = NULL;
 
-        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "nope", "x/y", &own, -1, &err), &err),
-                         ENOENT);
+        ck_assert_int_eq(
+                err_errno(sh_fs_rename(FS(rootfd, &own, -1), "nope", "x/y", 0, NULL, &err), &err),
+                ENOENT);
         ck_assert_int_eq(count_entries(tp("ws")), 0);
 }
 END_TEST
@@ -565,8 +578,12 @@ START_TEST(test_rename_root_is_einval)
         sh_error *err = NULL;
 
         ut_write_file(tp("ws/f"), "x");
-        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "", "x", &own, -1, &err), &err), EINVAL);
-        ck_assert_int_eq(err_errno(sh_fs_rename(rootfd, "f", "", &own, -1, &err), &err), EINVAL);
+        ck_assert_int_eq(
+                err_errno(sh_fs_rename(FS(rootfd, &own, -1), "", "x", 0, NULL, &err), &err),
+                EINVAL);
+        ck_assert_int_eq(
+                err_errno(sh_fs_rename(FS(rootfd, &own, -1), "f", "", 0, NULL, &err), &err),
+                EINVAL);
 }
 END_TEST
 
@@ -578,7 +595,7 @@ START_TEST(test_detach_dir_moves_it_to_trash)
         ck_assert_int_ge(trashfd, 0);
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
         ut_write_file(tp("ws/d/f"), "x");
-        ck_assert_int_eq(sh_fs_detach_dir(rootfd, "d", trashfd, "t1", &err), 0);
+        ck_assert_int_eq(sh_fs_detach_dir(FS(rootfd, NULL, trashfd), "d", "t1", &err), 0);
         ck_assert(!lexists(tp("ws/d")));
         ck_assert_str_eq(read_path(tp("trash/t1/f")), "x");
         close(trashfd);
@@ -594,10 +611,12 @@ START_TEST(test_detach_dir_link_or_file_is_enotdir)
         ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
         ck_assert_int_eq(symlink("d", tp("ws/l")), 0);
         ut_write_file(tp("ws/f"), "x");
-        ck_assert_int_eq(err_errno(sh_fs_detach_dir(rootfd, "l", trashfd, "t", &err), &err),
-                         ENOTDIR);
-        ck_assert_int_eq(err_errno(sh_fs_detach_dir(rootfd, "f", trashfd, "t", &err), &err),
-                         ENOTDIR);
+        ck_assert_int_eq(
+                err_errno(sh_fs_detach_dir(FS(rootfd, NULL, trashfd), "l", "t", &err), &err),
+                ENOTDIR);
+        ck_assert_int_eq(
+                err_errno(sh_fs_detach_dir(FS(rootfd, NULL, trashfd), "f", "t", &err), &err),
+                ENOTDIR);
         ck_assert(lexists(tp("ws/l")) && lexists(tp("ws/d")));
         close(trashfd);
 }
@@ -609,9 +628,12 @@ START_TEST(test_detach_dir_absent_enoent_root_einval)
         int trashfd = open(tp("trash"), O_PATH | O_DIRECTORY | O_CLOEXEC);
 
         ck_assert_int_ge(trashfd, 0);
-        ck_assert_int_eq(err_errno(sh_fs_detach_dir(rootfd, "nope", trashfd, "t", &err), &err),
-                         ENOENT);
-        ck_assert_int_eq(err_errno(sh_fs_detach_dir(rootfd, "", trashfd, "t", &err), &err), EINVAL);
+        ck_assert_int_eq(
+                err_errno(sh_fs_detach_dir(FS(rootfd, NULL, trashfd), "nope", "t", &err), &err),
+                ENOENT);
+        ck_assert_int_eq(
+                err_errno(sh_fs_detach_dir(FS(rootfd, NULL, trashfd), "", "t", &err), &err),
+                EINVAL);
         close(trashfd);
 }
 END_TEST
@@ -623,7 +645,7 @@ START_TEST(test_remove_tree_removes_nested_tree)
         sh_error *err = NULL;
         int dfd = open(tp("ws"), O_PATH | O_DIRECTORY | O_CLOEXEC);
 
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/a/b/c", NULL, &err), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, NULL, -1), "t/a/b/c", &err), 0);
         ut_write_file(tp("ws/t/a/f"), "x");
         ut_write_file(tp("ws/t/a/b/c/g"), "y");
         ck_assert_int_eq(mkfifo(tp("ws/t/p"), 0644), 0);
@@ -765,7 +787,7 @@ START_TEST(test_walk_subdir_root_gives_paths_from_workspace_root)
 {
         char got[16][64];
 
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "x/y", NULL, &(sh_error *){NULL}), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, NULL, -1), "x/y", &(sh_error *){NULL}), 0);
         ut_write_file(tp("ws/x/y/f"), "x");
         ut_write_file(tp("ws/top"), "x");
         ck_assert_int_eq(walk_all("x", got, 16), 1);
@@ -1295,20 +1317,20 @@ static void run_race(void)
                 (void)sh_fs_size(rootfd, vpath, &sz, &err);
                 sh_error_release(&err);
                 snprintf(sub, sizeof(sub), "d/%s-dir/x", victim);
-                (void)sh_fs_mkdir_p(rootfd, sub, &own, &err);
+                (void)sh_fs_mkdir_p(FS(rootfd, &own, -1), sub, &err);
                 sh_error_release(&err);
                 snprintf(sub, sizeof(sub), "d/%s-dir", victim);
                 snprintf(tname, sizeof(tname), "t%d", ops);
-                (void)sh_fs_detach_dir(rootfd, sub, trashfd, tname, &err);
+                (void)sh_fs_detach_dir(FS(rootfd, NULL, trashfd), sub, tname, &err);
                 sh_error_release(&err);
                 (void)sh_fs_remove_tree(trashfd, tname, &err);
                 sh_error_release(&err);
                 snprintf(sub, sizeof(sub), "d/%s-moved", victim);
-                (void)sh_fs_rename(rootfd, vpath, sub, &own, -1, &err);
+                (void)sh_fs_rename(FS(rootfd, &own, -1), vpath, sub, 0, NULL, &err);
                 sh_error_release(&err);
-                (void)sh_fs_unlink_file(rootfd, sub, -1, &err);
+                (void)sh_fs_unlink_file(FS(rootfd, NULL, -1), sub, &err);
                 sh_error_release(&err);
-                (void)sh_fs_unlink_file(rootfd, vpath, -1, &err);
+                (void)sh_fs_unlink_file(FS(rootfd, NULL, -1), vpath, &err);
                 sh_error_release(&err);
                 {
                         sh_fs_walker *w = NULL;
@@ -1468,7 +1490,7 @@ START_TEST(test_listing_stops_at_its_depth)
         char got[16][64];
         int errnum, n;
 
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/a/b/c", NULL, &(sh_error *){NULL}), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, NULL, -1), "t/a/b/c", &(sh_error *){NULL}), 0);
         ut_write_file(tp("ws/t/f"), "");
         n = list_all("t", "t", &o, got, 16, &errnum);
         assert_listed(got, n, one);
@@ -1497,8 +1519,8 @@ START_TEST(test_listing_enters_only_the_directories_its_caller_allows)
         char got[16][64];
         int errnum, n;
 
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/no", NULL, &(sh_error *){NULL}), 0);
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/yes", NULL, &(sh_error *){NULL}), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, NULL, -1), "t/no", &(sh_error *){NULL}), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, NULL, -1), "t/yes", &(sh_error *){NULL}), 0);
         ut_write_file(tp("ws/t/no/secret"), "");
         ut_write_file(tp("ws/t/yes/f"), "");
         n = list_all("t", "t", &o, got, 16, &errnum);
@@ -1514,7 +1536,8 @@ START_TEST(test_search_matches_regular_files_by_base_name_or_by_path)
         char got[16][64];
         int errnum, n;
 
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "s/sub/d.txt", NULL, &(sh_error *){NULL}), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, NULL, -1), "s/sub/d.txt", &(sh_error *){NULL}),
+                         0);
         ut_write_file(tp("ws/s/a.txt"), "");
         ut_write_file(tp("ws/s/b.py"), "");
         ut_write_file(tp("ws/s/sub/c.txt"), "");
@@ -1561,8 +1584,8 @@ START_TEST(test_listing_never_enters_a_directory_swapped_after_it_was_shown)
         sh_error *err = NULL;
         sh_fs_entry e;
 
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/d", NULL, &(sh_error *){NULL}), 0);
-        ck_assert_int_eq(sh_fs_mkdir_p(rootfd, "t/other", NULL, &(sh_error *){NULL}), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, NULL, -1), "t/d", &(sh_error *){NULL}), 0);
+        ck_assert_int_eq(sh_fs_mkdir_p(FS(rootfd, NULL, -1), "t/other", &(sh_error *){NULL}), 0);
         ut_write_file(tp("ws/t/d/mine"), "");
         ut_write_file(tp("ws/t/other/decoy"), "");
         w = open_listing("t", "t", &o);
@@ -1821,18 +1844,18 @@ START_TEST(test_rename_over_a_big_file_puts_it_in_the_trash)
 
         ut_write_file(tp("ws/a"), "A");
         write_big(tp("ws/b"), BIG, 'b');
-        ck_assert_int_eq(sh_fs_rename(rootfd, "a", "b", &own, trashfd, &err), 1);
+        ck_assert_int_eq(sh_fs_rename(FS(rootfd, &own, trashfd), "a", "b", 0, NULL, &err), 1);
         ck_assert_str_eq(read_path(tp("ws/b")), "A");
         ck_assert(!lexists(tp("ws/a")));
         ck_assert_int_eq(size_of(trash_entry()), BIG);
         ut_write_file(tp("ws/c"), "C");
-        ck_assert_int_eq(sh_fs_rename(rootfd, "c", "b", &own, trashfd, &err), 0);
+        ck_assert_int_eq(sh_fs_rename(FS(rootfd, &own, trashfd), "c", "b", 0, NULL, &err), 0);
         ck_assert_str_eq(read_path(tp("ws/b")), "C");
         ck_assert_int_eq(count_entries(tp("ws")), 1);
         /* two names of one file: nothing happens, as rename(2) */
         ck_assert_int_eq(link(tp("ws/b"), tp("ws/b2")), 0);
-        ck_assert_int_eq(sh_fs_rename(rootfd, "b", "b2", &own, trashfd, &err), 0);
-        ck_assert_int_eq(sh_fs_rename(rootfd, "b", "b", &own, trashfd, &err), 0);
+        ck_assert_int_eq(sh_fs_rename(FS(rootfd, &own, trashfd), "b", "b2", 0, NULL, &err), 0);
+        ck_assert_int_eq(sh_fs_rename(FS(rootfd, &own, trashfd), "b", "b", 0, NULL, &err), 0);
         ck_assert_int_eq(count_entries(tp("ws")), 2);
 }
 END_TEST
@@ -1845,13 +1868,13 @@ START_TEST(test_rename_with_a_directory_keeps_the_rules_of_rename)
         ck_assert_int_eq(mkdir(tp("ws/e"), 0755), 0);
         ut_write_file(tp("ws/d/keep"), "k");
         ut_write_file(tp("ws/f"), "f");
-        ck_assert_int_lt(sh_fs_rename(rootfd, "d", "f", &own, trashfd, &err), 0);
+        ck_assert_int_lt(sh_fs_rename(FS(rootfd, &own, trashfd), "d", "f", 0, NULL, &err), 0);
         ck_assert_int_eq(err->errnum, ENOTDIR);
         sh_error_release(&err);
-        ck_assert_int_lt(sh_fs_rename(rootfd, "f", "d", &own, trashfd, &err), 0);
+        ck_assert_int_lt(sh_fs_rename(FS(rootfd, &own, trashfd), "f", "d", 0, NULL, &err), 0);
         ck_assert_int_eq(err->errnum, EISDIR);
         sh_error_release(&err);
-        ck_assert_int_eq(sh_fs_rename(rootfd, "d", "e", &own, trashfd, &err), 0);
+        ck_assert_int_eq(sh_fs_rename(FS(rootfd, &own, trashfd), "d", "e", 0, NULL, &err), 0);
         ck_assert_str_eq(read_path(tp("ws/e/keep")), "k");
         ck_assert_str_eq(read_path(tp("ws/f")), "f");
         ck_assert_int_eq(count_entries(tp("trash")), 0);
@@ -1958,6 +1981,159 @@ START_TEST(test_view_refuses_what_is_not_the_workspace_or_no_longer_in_it)
 }
 END_TEST
 
+/* ---- the policy (sh_fs_ctx): guard, may_change, trash, loop_absent --------------------- */
+
+/* What the test's policy callbacks see and say. */
+typedef struct policy {
+        ino_t refuse;     /* a directory refused (guard or may_change), by inode; 0: none */
+        int refuse_errno; /* with this -errno */
+        unsigned guarded, asked, trashed;
+        int trash_r;  /* what the trash view returns */
+        int trash_to; /* the trash it gives */
+} policy;
+
+static bool is_refused(const policy *p, int fd)
+{
+        struct stat st;
+
+        return p->refuse && fstat(fd, &st) == 0 && st.st_ino == p->refuse;
+}
+
+static int policy_guard(void *data, int dirfd)
+{
+        policy *p = data;
+
+        p->guarded++;
+        return is_refused(p, dirfd) ? p->refuse_errno : 0;
+}
+
+static int policy_may_change(void *data, int dirfd)
+{
+        policy *p = data;
+
+        p->asked++;
+        return is_refused(p, dirfd) ? p->refuse_errno : 0;
+}
+
+static int policy_trash(void *data, int *pfd, int *ret_trashfd)
+{
+        policy *p = data;
+
+        (void)pfd;
+        p->trashed++;
+        *ret_trashfd = p->trash_to;
+        return p->trash_r;
+}
+
+static ino_t ino_of(const char *path)
+{
+        struct stat st;
+
+        ck_assert_int_eq(lstat(path, &st), 0);
+        return st.st_ino;
+}
+
+START_TEST(test_a_policy_may_change_refuses_every_change_in_a_directory)
+{
+        policy p = {.refuse_errno = -EACCES, .trash_to = -1};
+        sh_fs_ctx c = {.root = rootfd, .may_change = policy_may_change, .data = &p, .trashfd = -1};
+        sh_fs_upload *u = NULL;
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(mkdir(tp("ws/ro"), 0755), 0);
+        ut_write_file(tp("ws/ro/f"), "x");
+        ut_write_file(tp("ws/g"), "y");
+        p.refuse = ino_of(tp("ws/ro"));
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(&c, "ro/f", &err), &err), EACCES);
+        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(&c, "ro/new/deeper", &err), &err), EACCES);
+        ck_assert_int_eq(err_errno(sh_fs_rename(&c, "g", "ro/g", 0, NULL, &err), &err), EACCES);
+        ck_assert_int_eq(err_errno(sh_fs_rename(&c, "ro/f", "h", 0, NULL, &err), &err), EACCES);
+        ck_assert_int_eq(sh_fs_upload_begin(rootfd, &u, &err), 0);
+        ck_assert_int_eq(err_errno(sh_fs_upload_commit(u, &c, "ro/up", &kept, &err), &err), EACCES);
+        ck_assert(lexists(tp("ws/ro/f")) && lexists(tp("ws/g")));
+        ck_assert(!lexists(tp("ws/ro/new")) && !lexists(tp("ws/ro/up")) && !lexists(tp("ws/h")));
+        /* elsewhere it is asked and says yes */
+        p.asked = 0;
+        ck_assert_int_eq(sh_fs_mkdir_p(&c, "ok/a", &err), 0);
+        ck_assert_uint_eq(p.asked, 2); /* each level made: in the root, then in ok */
+}
+END_TEST
+
+START_TEST(test_a_policys_guard_sees_every_directory_a_lookup_passes)
+{
+        policy p = {.refuse_errno = -EPERM, .trash_to = -1};
+        sh_safe_guard g = {policy_guard, &p, NULL};
+        sh_fs_ctx c = {.root = rootfd, .guard = &g, .data = &p, .trashfd = -1};
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(mkdir(tp("ws/a"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/a/b"), 0755), 0);
+        ut_write_file(tp("ws/a/b/f"), "x");
+        ck_assert_int_eq(sh_fs_unlink_file(&c, "a/b/f", &err), 0);
+        ck_assert_uint_eq(p.guarded, 3); /* the root, a and b */
+        ut_write_file(tp("ws/a/b/f"), "x");
+        p.refuse = ino_of(tp("ws/a"));
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(&c, "a/b/f", &err), &err), EPERM);
+        ck_assert_int_eq(err_errno(sh_fs_mkdir_p(&c, "a/b/c", &err), &err), EPERM);
+        ck_assert(lexists(tp("ws/a/b/f")) && !lexists(tp("ws/a/b/c")));
+}
+END_TEST
+
+START_TEST(test_a_policys_trash_view_is_asked_for_what_a_change_leaves)
+{
+        policy p = {.trash_r = -EAGAIN, .trash_to = -1};
+        sh_fs_ctx c = {.root = rootfd, .trash = policy_trash, .data = &p, .trashfd = -1};
+        sh_error *err = NULL;
+
+        ut_write_file(tp("ws/f"), "x");
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(&c, "f", &err), &err), EAGAIN);
+        ck_assert(lexists(tp("ws/f")));
+        p.trash_r = 0; /* no trash here: in place */
+        ck_assert_int_eq(sh_fs_unlink_file(&c, "f", &err), 0);
+        ck_assert(!lexists(tp("ws/f")));
+        ck_assert_uint_eq(p.trashed, 2);
+}
+END_TEST
+
+START_TEST(test_rename_noreplace_refuses_an_existing_destination_and_says_which_side)
+{
+        sh_fs_ctx c = {.root = rootfd, .trashfd = -1};
+        sh_error *err = NULL;
+        bool at_src = true;
+
+        ut_write_file(tp("ws/a"), "A");
+        ut_write_file(tp("ws/b"), "B");
+        ck_assert_int_eq(
+                err_errno(sh_fs_rename(&c, "a", "b", SH_FS_NOREPLACE, &at_src, &err), &err),
+                EEXIST);
+        ck_assert(!at_src);
+        ck_assert_str_eq(read_path(tp("ws/b")), "B");
+        ck_assert_int_eq(err_errno(sh_fs_rename(&c, "a", "", SH_FS_NOREPLACE, &at_src, &err), &err),
+                         EEXIST);
+        ck_assert(!at_src);
+        ck_assert_int_eq(
+                err_errno(sh_fs_rename(&c, "nope", "", SH_FS_NOREPLACE, &at_src, &err), &err),
+                ENOENT);
+        ck_assert(at_src);
+        ck_assert_int_eq(sh_fs_rename(&c, "a", "n/c", SH_FS_NOREPLACE, &at_src, &err), 0);
+        ck_assert(!at_src);
+        ck_assert_str_eq(read_path(tp("ws/n/c")), "A");
+}
+END_TEST
+
+START_TEST(test_too_many_links_is_absence_only_where_the_policy_says)
+{
+        sh_fs_ctx native = {.root = rootfd, .trashfd = -1, .loop_absent = true};
+        sh_fs_ctx strict = {.root = rootfd, .trashfd = -1};
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(symlink("l2", tp("ws/l1")), 0);
+        ck_assert_int_eq(symlink("l1", tp("ws/l2")), 0);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(&native, "l1/f", &err), &err), ENOENT);
+        ck_assert_int_eq(err_errno(sh_fs_unlink_file(&strict, "l1/f", &err), &err), ELOOP);
+}
+END_TEST
+
 static Suite *fsops_suite(void)
 {
         Suite *s = suite_create("fsops");
@@ -2005,6 +2181,13 @@ static Suite *fsops_suite(void)
                 tcase_add_test(t, test_rename_replaces_existing_dst_file);
                 tcase_add_test(t, test_rename_absent_src_is_enoent_and_creates_nothing);
                 tcase_add_test(t, test_rename_root_is_einval);
+                tcase_add_test(t, test_a_policy_may_change_refuses_every_change_in_a_directory);
+                tcase_add_test(t, test_a_policys_guard_sees_every_directory_a_lookup_passes);
+                tcase_add_test(t, test_a_policys_trash_view_is_asked_for_what_a_change_leaves);
+                tcase_add_test(
+                        t,
+                        test_rename_noreplace_refuses_an_existing_destination_and_says_which_side);
+                tcase_add_test(t, test_too_many_links_is_absence_only_where_the_policy_says);
                 tcase_add_test(t, test_detach_dir_moves_it_to_trash);
                 tcase_add_test(t, test_detach_dir_link_or_file_is_enotdir);
                 tcase_add_test(t, test_detach_dir_absent_enoent_root_einval);

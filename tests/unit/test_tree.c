@@ -1,8 +1,9 @@
 /* test_tree.c: the one tree walker (sh/tree.h) and the cgroupfs flavour of the remover: every
  * entry once with its depth, directories announced when entered and left after their
  * contents, links never followed, the open-directory bound held, a stop honoured with
- * nothing left open; sh_fs_remove_dirs removes empty directories deepest first and nothing
- * else. */
+ * nothing left open, an event a step when stepped; sh_fs_remove_dirs removes empty directories
+ * deepest first and nothing else; the remover in steps (one entry a step, passes for a deep tree,
+ * directories its caller refuses left alone). */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -242,6 +243,156 @@ START_TEST(test_remove_dirs_leaves_files_and_their_directories_alone)
 }
 END_TEST
 
+START_TEST(test_a_walk_stepped_tells_one_entry_a_step_and_the_same_events)
+{
+        rec whole = {0}, stepped = {0};
+        sh_tree_walker *w;
+        int k, steps = 0;
+
+        mk("a");
+        mk("a/b");
+        touch("a/b/f");
+        touch("g");
+        ck_assert_int_eq(sh_tree_walk(dfd, 8, record, &whole), 0);
+        ck_assert_int_eq(sh_tree_open(dfd, 8, &w), 0);
+        while ((k = sh_tree_step(w, record, &stepped)) > 0) {
+                int entries = 0;
+
+                steps++;
+                for (const char *c = stepped.log; *c; c++)
+                        entries += *c == 'E' && (c == stepped.log || c[-1] == '\n');
+                ck_assert_int_le(entries, steps);
+        }
+        ck_assert_int_eq(k, 0);
+        sh_tree_free(w);
+        ck_assert_str_eq(stepped.log, whole.log);
+}
+END_TEST
+
+/* SKIP at a directory's SH_TREE_DIR: its entries are not read, and it is left at once. */
+static int skip_b(const sh_tree_ev *ev, void *data)
+{
+        int r = record(ev, data);
+
+        return ev->kind == SH_TREE_DIR && strcmp(ev->name, "b") == 0 ? SH_TREE_SKIP : r;
+}
+
+START_TEST(test_a_directory_skipped_when_entered_is_left_unread)
+{
+        rec r = {0};
+
+        mk("b");
+        touch("b/hidden");
+        ck_assert_int_eq(sh_tree_walk(dfd, 8, skip_b, &r), 0);
+        ck_assert_str_eq(r.log, "D  0\nE b 1 4\nD b 1\nL b 1\n");
+}
+END_TEST
+
+static unsigned entries_below(const char *path)
+{
+        DIR *d = opendir(ut_path(dir, "%s", path));
+        struct dirent *de;
+        unsigned n = 0;
+
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)))
+                n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+        closedir(d);
+        return n;
+}
+
+START_TEST(test_the_remover_in_steps_removes_one_entry_a_step)
+{
+        sh_fs_remover *rm;
+        struct stat st;
+
+        mk("t");
+        for (int i = 0; i < 5; i++)
+                touch(ut_path("t", "f%d", i));
+        ck_assert_int_eq(sh_fs_remover_new(dfd, "t", NULL, NULL, &rm), 0);
+        ck_assert_int_eq(sh_fs_remover_step(rm), 1); /* the entry looked at, opened */
+        ck_assert_int_eq(sh_fs_remover_step(rm), 1); /* its walk begun */
+        for (unsigned left = 5; left > 0; left--) {
+                ck_assert_uint_eq(entries_below("t"), left);
+                ck_assert_int_eq(sh_fs_remover_step(rm), 1);
+        }
+        ck_assert_uint_eq(entries_below("t"), 0);
+        while (sh_fs_remover_step(rm))
+                ;
+        ck_assert_int_eq(sh_fs_remover_errno(rm), 0);
+        sh_fs_remover_free(rm);
+        ck_assert_int_eq(fstatat(dfd, "t", &st, AT_SYMLINK_NOFOLLOW), -1);
+        ck_assert_int_eq(errno, ENOENT);
+}
+END_TEST
+
+START_TEST(test_the_remover_removes_a_tree_deeper_than_it_keeps_open_in_passes)
+{
+        char path[1024] = "deep";
+        sh_fs_remover *rm;
+        struct stat st;
+
+        mk(path);
+        for (int i = 0; i < 150; i++) {
+                strcat(path, "/d");
+                mk(path);
+        }
+        touch(ut_path(path, "f"));
+        ck_assert_int_eq(sh_fs_remover_new(dfd, "deep", NULL, NULL, &rm), 0);
+        while (sh_fs_remover_step(rm))
+                ;
+        ck_assert_int_eq(sh_fs_remover_errno(rm), 0);
+        sh_fs_remover_free(rm);
+        ck_assert_int_eq(fstatat(dfd, "deep", &st, AT_SYMLINK_NOFOLLOW), -1);
+}
+END_TEST
+
+static bool refuse_inner(void *data, int fd)
+{
+        struct stat st;
+
+        return fstat(fd, &st) == 0 && st.st_ino != *(ino_t *)data;
+}
+
+START_TEST(test_the_remover_leaves_a_directory_its_caller_refuses_and_says_eperm)
+{
+        sh_fs_remover *rm;
+        struct stat st;
+        ino_t inner;
+
+        mk("t");
+        touch("t/x");
+        mk("t/inner");
+        touch("t/inner/kept");
+        ck_assert_int_eq(fstatat(dfd, "t/inner", &st, 0), 0);
+        inner = st.st_ino;
+        ck_assert_int_eq(sh_fs_remover_new(dfd, "t", refuse_inner, &inner, &rm), 0);
+        while (sh_fs_remover_step(rm))
+                ;
+        ck_assert_int_eq(sh_fs_remover_errno(rm), EPERM);
+        sh_fs_remover_free(rm);
+        ck_assert_int_eq(fstatat(dfd, "t/inner/kept", &st, AT_SYMLINK_NOFOLLOW), 0);
+        ck_assert_int_eq(fstatat(dfd, "t/x", &st, AT_SYMLINK_NOFOLLOW), -1);
+}
+END_TEST
+
+START_TEST(test_the_remover_unlinks_a_file_or_a_link_itself)
+{
+        sh_fs_remover *rm;
+        struct stat st;
+
+        touch("f");
+        ck_assert_int_eq(symlinkat("f", dfd, "l"), 0);
+        ck_assert_int_eq(sh_fs_remover_new(dfd, "l", NULL, NULL, &rm), 0);
+        while (sh_fs_remover_step(rm))
+                ;
+        ck_assert_int_eq(sh_fs_remover_errno(rm), 0);
+        sh_fs_remover_free(rm);
+        ck_assert_int_eq(fstatat(dfd, "l", &st, AT_SYMLINK_NOFOLLOW), -1);
+        ck_assert_int_eq(fstatat(dfd, "f", &st, AT_SYMLINK_NOFOLLOW), 0);
+}
+END_TEST
+
 static Suite *tree_suite(void)
 {
         Suite *s = suite_create("tree");
@@ -258,6 +409,12 @@ static Suite *tree_suite(void)
         tcase_add_test(tc, test_an_o_path_top_works_and_keeps_its_offset_untouched);
         tcase_add_test(tc, test_remove_dirs_removes_empty_directories_deepest_first);
         tcase_add_test(tc, test_remove_dirs_leaves_files_and_their_directories_alone);
+        tcase_add_test(tc, test_a_walk_stepped_tells_one_entry_a_step_and_the_same_events);
+        tcase_add_test(tc, test_a_directory_skipped_when_entered_is_left_unread);
+        tcase_add_test(tc, test_the_remover_in_steps_removes_one_entry_a_step);
+        tcase_add_test(tc, test_the_remover_removes_a_tree_deeper_than_it_keeps_open_in_passes);
+        tcase_add_test(tc, test_the_remover_leaves_a_directory_its_caller_refuses_and_says_eperm);
+        tcase_add_test(tc, test_the_remover_unlinks_a_file_or_a_link_itself);
         suite_add_tcase(s, tc);
         return s;
 }

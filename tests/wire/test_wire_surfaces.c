@@ -2,7 +2,8 @@
  * own and no daemon: each surface shapes its own errors (the transport's own 404, 405 and 413
  * too) and adds its own headers, PATCH and a free path tail route, a request waits for its
  * answer through a pending token, a stream waits and is woken, and a streaming job learns
- * when its client has left. */
+ * when its client has left; a job of the loop answering a request (sh_request_job) answers whole
+ * within its head, streams past it, and stops when its client leaves. */
 #include <check.h>
 #include <curl/curl.h>
 #include <pthread.h>
@@ -229,10 +230,78 @@ static void h_ticks(sh_request *r)
         sh_reply(r, 200, resp);
 }
 
+/* GET /count?n=N&head=H: a job of the loop (sh_request_job) writing "0\n1\n..." up to N (0:
+ * forever), one number a step, 10 steps a slice; answered whole if it ends within H bytes, else
+ * streamed from there. */
+typedef struct counting {
+        sh_request_job rj; /* first */
+        unsigned n, next;
+        size_t head;
+        bool streaming;
+} counting;
+
+static void counting_gone(void *data)
+{
+        sh_request_job_gone(data);
+        atomic_fetch_add(&gone_calls, 1);
+}
+
+static void counting_release(void *data)
+{
+        sh_request_job_free(data);
+        free(data);
+}
+
+static ssize_t counting_read(void *data, char *out, size_t max)
+{
+        return sh_request_job_read(data, out, max);
+}
+
+static const sh_pending_ops counting_ops = {
+        .gone = counting_gone, .release = counting_release, .read = counting_read};
+
+static int counting_step(void *data)
+{
+        counting *c = data;
+        sh_buf *b = &c->rj.ss.b;
+        char num[16];
+        int k = snprintf(num, sizeof(num), "%u\n", c->next++);
+
+        if (c->n && c->next > c->n) {
+                c->rj.ss.ended = true;
+                return c->streaming ? SH_LOOP_JOB_DONE : sh_request_job_whole(&c->rj, "text/plain");
+        }
+        if (sh_buf_append(b, num, (size_t)k) < 0) {
+                c->rj.cut = true;
+                return SH_LOOP_JOB_DONE;
+        }
+        if (c->streaming)
+                return b->len >= c->rj.want ? SH_LOOP_JOB_PAUSE : 1;
+        if (b->len <= c->head)
+                return 1;
+        c->streaming = true;
+        return sh_request_job_stream(&c->rj, 4096, "text/plain");
+}
+
+static void h_count(sh_request *r)
+{
+        const sh_query_param *n = sh_query_find(sh_request_query(r), "n");
+        const sh_query_param *h = sh_query_find(sh_request_query(r), "head");
+        counting *c = calloc(1, sizeof(*c));
+
+        ck_assert_ptr_nonnull(c);
+        c->n = n ? (unsigned)atoi(n->val) : 0;
+        c->head = h ? (size_t)atoi(h->val) : 0;
+        c->rj.job.steps = 10;
+        ck_assert(sh_request_job_wait(&c->rj, r, the_loop, &counting_ops, counting_step, "count"));
+        sh_request_job_run(&c->rj);
+}
+
 static const sh_route plain_routes[] = {
         {"/hello", SH_M_GET, NULL, h_hello, 0},
         {"/later", SH_M_POST, NULL, h_later, 0},
         {"/ticks", SH_M_GET, NULL, h_ticks, 0},
+        {"/count", SH_M_GET, NULL, h_count, 0},
 };
 
 static const sh_route v1_routes[] = {
@@ -533,6 +602,61 @@ START_TEST(test_the_job_learns_when_its_client_leaves)
 }
 END_TEST
 
+/* "0\n1\n...(n-1)\n" */
+static void expect_count(const resp *a, unsigned n)
+{
+        char want[8192] = "";
+        size_t len = 0;
+
+        for (unsigned i = 0; i < n; i++)
+                len += (size_t)snprintf(want + len, sizeof(want) - len, "%u\n", i);
+        ck_assert_str_eq(a->body, want);
+}
+
+START_TEST(test_a_request_job_ends_within_its_head_and_is_answered_whole)
+{
+        resp a = {0};
+
+        start();
+        call("GET", "/count?n=100&head=4096", NULL, NULL, &a);
+        ck_assert_int_eq(a.status, 200);
+        expect_count(&a, 100);
+        ck_assert_ptr_nonnull(header(&a, "Content-Length"));
+        ck_assert_ptr_null(header(&a, "Transfer-Encoding"));
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_request_job_past_its_head_goes_on_as_a_stream)
+{
+        resp a = {0};
+
+        start();
+        call("GET", "/count?n=1000&head=64", NULL, NULL, &a);
+        ck_assert_int_eq(a.status, 200);
+        expect_count(&a, 1000);
+        ck_assert_ptr_null(header(&a, "Content-Length"));
+        ck_assert_str_eq(header(&a, "Transfer-Encoding"), "chunked");
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_request_job_stops_when_its_client_leaves)
+{
+        resp a = {.stop_after = 100};
+        int i;
+
+        start();
+        atomic_store(&gone_calls, 0);
+        call("GET", "/count?head=10", NULL, NULL, &a); /* forever; the client leaves */
+        ck_assert_int_eq(a.status, 200);
+        for (i = 0; i < 500 && atomic_load(&gone_calls) == 0; i++)
+                usleep(10000);
+        ck_assert_int_eq(atomic_load(&gone_calls), 1);
+        stop();
+}
+END_TEST
+
 static Suite *surfaces_suite(void)
 {
         Suite *s = suite_create("surfaces");
@@ -546,6 +670,9 @@ static Suite *surfaces_suite(void)
         tcase_add_test(tc, test_a_waiting_request_is_answered_from_the_loop);
         tcase_add_test(tc, test_a_stream_waits_and_is_woken_until_its_end);
         tcase_add_test(tc, test_the_job_learns_when_its_client_leaves);
+        tcase_add_test(tc, test_a_request_job_ends_within_its_head_and_is_answered_whole);
+        tcase_add_test(tc, test_a_request_job_past_its_head_goes_on_as_a_stream);
+        tcase_add_test(tc, test_a_request_job_stops_when_its_client_leaves);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -12,7 +12,8 @@ typedef enum {
          * to enter it (a directory), 0 to go on with the next entry, or < 0 to stop. */
         SH_TREE_ENTRY,
         /* The directory `dirfd` itself was entered, at `depth` (0: the top; its name `name`,
-         * "" for the top). Return 0 or < 0 to stop. */
+         * "" for the top). Return 0, SH_TREE_SKIP to leave it without reading its entries (its
+         * SH_TREE_LEAVE follows), or < 0 to stop. */
         SH_TREE_DIR,
         /* Every entry of directory `name` (in `dirfd`, at `depth`) was visited and it is
          * closed: the place for post-order work (rmdir). Return 0 or < 0 to stop. */
@@ -35,6 +36,7 @@ typedef struct sh_tree_ev {
 } sh_tree_ev;
 
 #define SH_TREE_DESCEND 1
+#define SH_TREE_SKIP    2
 
 typedef int (*sh_tree_fn)(const sh_tree_ev *ev, void *data);
 
@@ -44,3 +46,14 @@ typedef int (*sh_tree_fn)(const sh_tree_ev *ev, void *data);
  * callback that may meet deeper trees checks the depth itself. Returns 0, the callback's
  * value < 0 that stopped the walk, or -errno when the top cannot be read. */
 int sh_tree_walk(int topfd, unsigned max_open, sh_tree_fn fn, void *data);
+
+/* The same walk a step at a time, for a caller that cuts it into steps between other work (the
+ * remover in slices, sh/remove.h): sh_tree_open as sh_tree_walk begins (-errno when the top
+ * cannot be read), then each sh_tree_step tells fn of one entry at most (and of its SH_TREE_DIR
+ * when it is entered), or of one directory left ("." and ".." are passed over), and returns 1
+ * while there is more, 0 at the end, or the callback's value < 0 that stopped the walk (or
+ * -ELOOP past max_open); sh_tree_free closes what is open (accepts NULL). */
+typedef struct sh_tree_walker sh_tree_walker;
+int sh_tree_open(int topfd, unsigned max_open, sh_tree_walker **ret);
+int sh_tree_step(sh_tree_walker *w, sh_tree_fn fn, void *data);
+void sh_tree_free(sh_tree_walker *w);

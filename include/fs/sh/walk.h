@@ -77,14 +77,6 @@ int sh_fs_walk_open_at(int dirfd, const char *prefix, const sh_fs_walk_opts *o, 
 int sh_fs_walk_next(sh_fs_walker *w, sh_fs_entry *ret, sh_error **err);
 void sh_fs_walk_free(sh_fs_walker *w);
 
-/* One slice of a walk, run between other work: `fn` is given each entry until it returns
- * non-zero (> 0: the slice is done, say a buffer is full; < 0: an error, returned as is), or
- * `steps` calls of sh_fs_walk_next have run, or `ns` nanoseconds have passed. 1: there is
- * more to walk; 0: the walk is over; < 0: fn's error, or the walk's (with *err). */
-typedef int (*sh_fs_walk_fn)(void *data, const sh_fs_entry *e);
-int sh_fs_walk_slice(sh_fs_walker *w, unsigned steps, uint64_t ns, sh_fs_walk_fn fn, void *data,
-                     sh_error **err);
-
 /* disk-usage accumulator: st_size of each regular file, each inode once. */
 typedef struct sh_fs_usage sh_fs_usage;
 sh_fs_usage *sh_fs_usage_new(void);

@@ -13,6 +13,7 @@
 #include "sh/buf.h"
 #include "sh/config.h"
 #include "sh/error.h"
+#include "sh/job.h"
 #include "sh/list.h"
 #include "sh/loop.h"
 #include "sh/util.h"
@@ -388,3 +389,47 @@ void sh_queued_stream_end(sh_queued_stream *s);
 size_t sh_queued_stream_unread(const sh_queued_stream *s);
 /* The caller's reference goes (accepts NULL); queued bytes are still read to the end. */
 void sh_queued_stream_release(sh_queued_stream *s);
+
+/* ---- an answer made by a job of the loop (sh/job.h) -------------------------------------------
+ *
+ * A job that answers a request (a walk, a listing, a removal, a request of many paths): the
+ * request waits on the job's token while the job's slices run from the loop, and the job answers
+ * from a step (sh_reply* on sh_request_job_request, then sh_request_job_done; or
+ * sh_request_job_whole, sh_request_job_stream). A streamed answer goes on one slice of the same
+ * job each time the transport wants bytes: the steps append to rj->ss.b, pause
+ * (SH_LOOP_JOB_PAUSE) once rj->want bytes are there, set rj->ss.ended at the end, or rj->cut to
+ * cut the stream. The owner embeds one as its first member (the job's steps are given it) and
+ * sets rj->job.steps and .ns where it wants another budget than the default; its pending ops'
+ * gone calls sh_request_job_gone, release sh_request_job_free, read sh_request_job_read. */
+typedef struct sh_request_job {
+        sh_loop_job job;
+        sh_pending *tok;     /* the job's reference, until it answered */
+        sh_sliced_stream ss; /* a streamed answer's */
+        size_t want;         /* what the stream's slice is asked for */
+        bool cut;            /* the stream is cut */
+        const char *what;    /* "walk": for the 500 when a slice cannot be scheduled */
+} sh_request_job;
+
+/* The request waits on a token of ops for the job (data: rj; step: its steps). false: no token
+ * could be had (answered 500): the caller frees the job. */
+bool sh_request_job_wait(sh_request_job *rj, sh_request *r, sh_loop *loop,
+                         const sh_pending_ops *ops, int (*step)(void *data), const char *what);
+/* Its first slice now, the rest from the loop until a step says SH_LOOP_JOB_DONE. */
+void sh_request_job_run(sh_request_job *rj);
+/* The request waiting, or NULL once it has ended (or the job answered). */
+sh_request *sh_request_job_request(const sh_request_job *rj);
+/* The job answered: its reference goes. Returns SH_LOOP_JOB_DONE, for the step that answered. */
+int sh_request_job_done(sh_request_job *rj);
+/* Answer 200 with what rj->ss.b holds, whole (its Content-Length; `type` its Content-Type), and
+ * done. Returns SH_LOOP_JOB_DONE. */
+int sh_request_job_whole(sh_request_job *rj, const char *type);
+/* Answer 200 with a stream of the job's slices (what rj->ss.b holds first), `block` bytes at a
+ * time, and done (the request's and the response's references keep the token). Returns
+ * SH_LOOP_JOB_DONE. */
+int sh_request_job_stream(sh_request_job *rj, size_t block, const char *type);
+/* ops->gone: no slice runs any more, no wake comes. */
+void sh_request_job_gone(sh_request_job *rj);
+/* ops->read of a streamed job: one slice of the job when what it made is handed out. */
+ssize_t sh_request_job_read(sh_request_job *rj, char *out, size_t max);
+/* ops->release: what rj holds (the stream's buffer). */
+void sh_request_job_free(sh_request_job *rj);

@@ -1,5 +1,6 @@
-/* multipart.c: the streaming multipart/form-data parser of the execd upload (RFC 7578/2046). */
-#include "multipart.h"
+/* multipart.c: the streaming multipart/form-data parser (RFC 7578/2046) of an upload's body sink
+ * (the execd upload's). */
+#include "sh/multipart.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -10,10 +11,10 @@
 
 #include "sh/util.h"
 
-#define DELIM_MAX (4 + OS_MP_BOUNDARY_MAX) /* "\r\n--" + boundary */
+#define DELIM_MAX (4 + SH_MP_BOUNDARY_MAX) /* "\r\n--" + boundary */
 /* Room for a whole header block and a delimiter with what decides it: every state leaves less
  * than this in the buffer when it waits for more, so each feed makes progress. */
-#define BUF_CAP (2 * OS_MP_HEADER_MAX)
+#define BUF_CAP (2 * SH_MP_HEADER_MAX)
 
 typedef enum {
         ST_PREAMBLE = 0, /* before the first delimiter: dropped */
@@ -24,8 +25,8 @@ typedef enum {
         ST_FAILED,
 } mp_state;
 
-struct os_mp {
-        const os_mp_callbacks *cb;
+struct sh_mp {
+        const sh_mp_callbacks *cb;
         void *ctx;
         char delim[DELIM_MAX + 1];
         size_t dlen;
@@ -183,7 +184,7 @@ static int ct_param(void *data, const char *name, size_t nlen, char *value, sh_e
         return 0;
 }
 
-int os_mp_boundary(const char *content_type, char ret[OS_MP_BOUNDARY_MAX + 1], sh_error **err)
+int sh_mp_boundary(const char *content_type, char ret[SH_MP_BOUNDARY_MAX + 1], sh_error **err)
 {
         static const char type[] = "multipart/form-data";
         ct_params c = {NULL};
@@ -195,12 +196,12 @@ int os_mp_boundary(const char *content_type, char ret[OS_MP_BOUNDARY_MAX + 1], s
                 return sh_error_new(err, SH_E_INVALID,
                                     "multipart/form-data expected, the "
                                     "request has no Content-Type");
-        n = strnlen(content_type, OS_MP_CONTENT_TYPE_MAX + 1);
-        if (n > OS_MP_CONTENT_TYPE_MAX)
+        n = strnlen(content_type, SH_MP_CONTENT_TYPE_MAX + 1);
+        if (n > SH_MP_CONTENT_TYPE_MAX)
                 return sh_error_new(err, SH_E_INVALID,
                                     "the Content-Type is longer than %d "
                                     "bytes",
-                                    OS_MP_CONTENT_TYPE_MAX);
+                                    SH_MP_CONTENT_TYPE_MAX);
         end = content_type + n;
         p = skip_ows(content_type, end);
         if ((size_t)(end - p) < sizeof(type) - 1 || strncasecmp(p, type, sizeof(type) - 1) != 0 ||
@@ -216,7 +217,7 @@ int os_mp_boundary(const char *content_type, char ret[OS_MP_BOUNDARY_MAX + 1], s
                                     "the multipart Content-Type has no "
                                     "boundary");
         blen = strlen(c.boundary);
-        r = blen >= 1 && blen <= OS_MP_BOUNDARY_MAX && c.boundary[blen - 1] != ' ';
+        r = blen >= 1 && blen <= SH_MP_BOUNDARY_MAX && c.boundary[blen - 1] != ' ';
         for (size_t i = 0; r && i < blen; i++)
                 r = is_bchar((unsigned char)c.boundary[i]);
         if (!r) {
@@ -224,21 +225,21 @@ int os_mp_boundary(const char *content_type, char ret[OS_MP_BOUNDARY_MAX + 1], s
                 return sh_error_new(err, SH_E_INVALID,
                                     "the multipart boundary is not 1 to %d "
                                     "characters of RFC 2046",
-                                    OS_MP_BOUNDARY_MAX);
+                                    SH_MP_BOUNDARY_MAX);
         }
         memcpy(ret, c.boundary, blen + 1);
         free(c.boundary);
         return 0;
 }
 
-int os_mp_new(const char *content_type, const os_mp_callbacks *cb, void *ctx, os_mp **ret,
+int sh_mp_new(const char *content_type, const sh_mp_callbacks *cb, void *ctx, sh_mp **ret,
               sh_error **err)
 {
-        char boundary[OS_MP_BOUNDARY_MAX + 1];
-        os_mp *m;
+        char boundary[SH_MP_BOUNDARY_MAX + 1];
+        sh_mp *m;
         int r;
 
-        r = os_mp_boundary(content_type, boundary, err);
+        r = sh_mp_boundary(content_type, boundary, err);
         if (r < 0)
                 return r;
         m = calloc(1, sizeof(*m));
@@ -257,7 +258,7 @@ int os_mp_new(const char *content_type, const os_mp_callbacks *cb, void *ctx, os
 
 /* ---- the parts ----------------------------------------------------------------------------- */
 
-static void part_clear(os_mp *m)
+static void part_clear(sh_mp *m)
 {
         free(m->name);
         free(m->filename);
@@ -266,14 +267,14 @@ static void part_clear(os_mp *m)
         m->has_cd = m->has_ct = m->has_cte = false;
 }
 
-static int fail(os_mp *m, int r)
+static int fail(sh_mp *m, int r)
 {
         m->state = ST_FAILED;
         return r < 0 ? r : -1;
 }
 
 typedef struct cd_params {
-        os_mp *m;
+        sh_mp *m;
         bool name, filename;
 } cd_params;
 
@@ -306,7 +307,7 @@ static int cd_param(void *data, const char *name, size_t nlen, char *value, sh_e
         return 0;
 }
 
-static int content_disposition(os_mp *m, const char *p, const char *end, sh_error **err)
+static int content_disposition(sh_mp *m, const char *p, const char *end, sh_error **err)
 {
         cd_params c = {m, false, false};
         const char *t = p;
@@ -321,7 +322,7 @@ static int content_disposition(os_mp *m, const char *p, const char *end, sh_erro
 }
 
 /* One header line [p, p + n): no CR, LF or NUL in it (the caller cut it at its CRLF). */
-static int header_line(os_mp *m, const char *p, size_t n, sh_error **err)
+static int header_line(sh_mp *m, const char *p, size_t n, sh_error **err)
 {
         const char *end = p + n, *name = p, *v, *ve;
         size_t nlen;
@@ -386,9 +387,9 @@ static int header_line(os_mp *m, const char *p, size_t n, sh_error **err)
         return 0; /* other headers are allowed and ignored (RFC 7578 4.8) */
 }
 
-static int headers_end(os_mp *m, sh_error **err)
+static int headers_end(sh_mp *m, sh_error **err)
 {
-        os_mp_part part;
+        sh_mp_part part;
 
         if (!m->has_cd)
                 return sh_error_new(err, SH_E_INVALID, "part %u has no Content-Disposition",
@@ -405,16 +406,16 @@ static int headers_end(os_mp *m, sh_error **err)
 /* ---- the machine --------------------------------------------------------------------------- */
 
 /* Bytes [a, b) of buf leave the parser: dropped before the first delimiter, else part data. */
-static int emit(os_mp *m, size_t a, size_t b, sh_error **err)
+static int emit(sh_mp *m, size_t a, size_t b, sh_error **err)
 {
         if (m->state == ST_PREAMBLE) {
                 m->preamble += b - a;
-                /* + 2: the CRLF os_mp_new put before the body is counted too. */
-                if (m->preamble > OS_MP_PREAMBLE_MAX + 2)
+                /* + 2: the CRLF sh_mp_new put before the body is counted too. */
+                if (m->preamble > SH_MP_PREAMBLE_MAX + 2)
                         return sh_error_new(err, SH_E_INVALID,
                                             "no multipart boundary in the first %d bytes of the "
                                             "body (a wrong or missing boundary)",
-                                            OS_MP_PREAMBLE_MAX);
+                                            SH_MP_PREAMBLE_MAX);
                 return 0;
         }
         for (; m->skip > 0 && a < b; m->skip--)
@@ -424,7 +425,7 @@ static int emit(os_mp *m, size_t a, size_t b, sh_error **err)
 
 /* Search the next delimiter from *pos. 1: one was found and consumed (the state is changed);
  * 0: more bytes are needed (*pos is where to resume); < 0: an error. */
-static int scan_delimiter(os_mp *m, size_t *pos, sh_error **err)
+static int scan_delimiter(sh_mp *m, size_t *pos, sh_error **err)
 {
         for (;;) {
                 const char *hit = memmem(m->buf + *pos, m->len - *pos, m->delim, m->dlen);
@@ -477,11 +478,11 @@ static int scan_delimiter(os_mp *m, size_t *pos, sh_error **err)
         }
 }
 
-static int begin_part(os_mp *m, sh_error **err)
+static int begin_part(sh_mp *m, sh_error **err)
 {
-        if (m->parts >= OS_MP_PARTS_MAX)
+        if (m->parts >= SH_MP_PARTS_MAX)
                 return sh_error_new(err, SH_E_TOO_LARGE, "more than %d parts in the body",
-                                    OS_MP_PARTS_MAX);
+                                    SH_MP_PARTS_MAX);
         m->parts++;
         m->header_bytes = 0;
         part_clear(m);
@@ -490,7 +491,7 @@ static int begin_part(os_mp *m, sh_error **err)
 }
 
 /* Consume what buf holds as far as it goes; what cannot be decided yet is moved to its start. */
-static int process(os_mp *m, sh_error **err)
+static int process(sh_mp *m, sh_error **err)
 {
         size_t pos = 0;
         int r = 0;
@@ -522,11 +523,11 @@ static int process(os_mp *m, sh_error **err)
                                 if (cr && cr != m->buf + m->len - 1)
                                         r = sh_error_new(err, SH_E_INVALID,
                                                          "a bare CR in a part's headers");
-                                else if (m->header_bytes + (m->len - pos) > OS_MP_HEADER_MAX)
+                                else if (m->header_bytes + (m->len - pos) > SH_MP_HEADER_MAX)
                                         r = sh_error_new(err, SH_E_TOO_LARGE,
                                                          "a part's headers are longer than %d "
                                                          "bytes",
-                                                         OS_MP_HEADER_MAX);
+                                                         SH_MP_HEADER_MAX);
                                 break;
                         }
                         n = (size_t)(nl - (m->buf + pos));
@@ -537,10 +538,10 @@ static int process(os_mp *m, sh_error **err)
                         }
                         n--; /* the line without its CRLF */
                         m->header_bytes += n + 2;
-                        if (m->header_bytes > OS_MP_HEADER_MAX) {
+                        if (m->header_bytes > SH_MP_HEADER_MAX) {
                                 r = sh_error_new(err, SH_E_TOO_LARGE,
                                                  "a part's headers are longer than %d bytes",
-                                                 OS_MP_HEADER_MAX);
+                                                 SH_MP_HEADER_MAX);
                                 break;
                         }
                         if (memchr(m->buf + pos, '\r', n) || memchr(m->buf + pos, '\0', n)) {
@@ -574,13 +575,13 @@ static int process(os_mp *m, sh_error **err)
         return 0;
 }
 
-int os_mp_feed(os_mp *m, const char *p, size_t n, sh_error **err)
+int sh_mp_feed(sh_mp *m, const char *p, size_t n, sh_error **err)
 {
         if (m->state == ST_FAILED)
                 return sh_error_new(err, SH_E_INVALID, "the multipart body was already refused");
         while (n > 0) {
                 /* process() leaves less than BUF_CAP: a header block is at most
-                 * OS_MP_HEADER_MAX, a held-back tail at most DELIM_MAX + 1. */
+                 * SH_MP_HEADER_MAX, a held-back tail at most DELIM_MAX + 1. */
                 size_t k = BUF_CAP - m->len < n ? BUF_CAP - m->len : n;
                 int r;
 
@@ -595,7 +596,7 @@ int os_mp_feed(os_mp *m, const char *p, size_t n, sh_error **err)
         return 0;
 }
 
-int os_mp_finish(os_mp *m, sh_error **err)
+int sh_mp_finish(sh_mp *m, sh_error **err)
 {
         mp_state s = m->state;
 
@@ -614,12 +615,12 @@ int os_mp_finish(os_mp *m, sh_error **err)
                             "boundary");
 }
 
-unsigned os_mp_parts(const os_mp *m)
+unsigned sh_mp_parts(const sh_mp *m)
 {
         return m->parts;
 }
 
-os_mp *os_mp_free(os_mp *m)
+sh_mp *sh_mp_free(sh_mp *m)
 {
         if (m) {
                 part_clear(m);

@@ -1,17 +1,17 @@
-/* test_os_range.c: the Range header of a /v1 download (src/opensandbox/range.c), every form of
+/* test_range.c: the Range header of a download (src/http/range.c), every form of
  * RFC 9110 section 14 over a 10-byte file: a-b, a-, -n, an end at and past the size, a start
  * at or past it (416), several ranges, junk and numbers too long for 64 bits. */
 #include <check.h>
 #include <stdint.h>
 
-#include "../../src/opensandbox/os-internal.h"
+#include "sh/range.h"
 #include "unit.h"
 
 /* The range [from, to] of h over size bytes, which must be satisfiable. */
 static void served(const char *h, uint64_t size, uint64_t from, uint64_t to)
 {
         uint64_t f = 12345, t = 12345;
-        int r = os_range_parse(h, size, &f, &t);
+        int r = sh_range_parse(h, size, &f, &t);
 
         ck_assert_msg(r == 1, "'%s' over %llu: %d, not a range", h, (unsigned long long)size, r);
         ck_assert_msg(f == from && t == to, "'%s' over %llu: [%llu, %llu], not [%llu, %llu]", h,
@@ -23,7 +23,7 @@ static void served(const char *h, uint64_t size, uint64_t from, uint64_t to)
 static void judged(const char *h, uint64_t size, int want)
 {
         uint64_t f = 12345, t = 12345;
-        int r = os_range_parse(h, size, &f, &t);
+        int r = sh_range_parse(h, size, &f, &t);
 
         ck_assert_msg(r == want, "'%s' over %llu: %d, not %d", h, (unsigned long long)size, r,
                       want);
@@ -151,9 +151,9 @@ START_TEST(test_big_files_keep_full_64_bit_positions)
 }
 END_TEST
 
-static Suite *os_range_suite(void)
+static Suite *range_suite(void)
 {
-        Suite *s = suite_create("os_range");
+        Suite *s = suite_create("range");
         TCase *tc = tcase_create("forms");
 
         tcase_add_test(tc, test_a_dash_b_is_that_range_inclusive);
@@ -175,5 +175,5 @@ static Suite *os_range_suite(void)
 
 int main(void)
 {
-        return ut_run(os_range_suite());
+        return ut_run(range_suite());
 }

@@ -1,5 +1,5 @@
-/* test_os_multipart.c: the streaming multipart/form-data parser of the execd upload
- * (src/opensandbox/multipart.c): the SDK 0.1.11's exact bodies, every rule of the boundary,
+/* test_multipart.c: the streaming multipart/form-data parser of an upload's body sink
+ * (src/http/multipart.c): the SDK 0.1.11's exact bodies, every rule of the boundary,
  * the delimiters, the part headers and their quoted strings, the bounds, cut and garbage
  * bodies, and random and mutated bodies fed in random chunks, which must never crash and must
  * give the same parts however the body is cut. */
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/opensandbox/multipart.h"
+#include "sh/multipart.h"
 #include "unit.h"
 
 /* The ASan build checks string functions strictly here, as the contract tier runs the daemon
@@ -50,7 +50,7 @@ static void puts_(rec *r, const char *s)
         put(r, s ? s : "-", strlen(s ? s : "-"));
 }
 
-static int on_begin(void *ctx, const os_mp_part *part, sh_error **err)
+static int on_begin(void *ctx, const sh_mp_part *part, sh_error **err)
 {
         rec *r = ctx;
 
@@ -99,14 +99,14 @@ static int on_end(void *ctx, sh_error **err)
         return 0;
 }
 
-static const os_mp_callbacks cbs = {on_begin, on_data, on_end};
+static const sh_mp_callbacks cbs = {on_begin, on_data, on_end};
 
 /* The result of parsing body (len bytes, fed in chunks of `chunk`, 0: all at once; each chunk
  * an exact heap copy, so ASan sees a read past it), its log in r, the error's text in why. */
 static int parse(const char *ct, const char *body, size_t len, size_t chunk, rec *r, char *why,
                  size_t whylen)
 {
-        os_mp *m = NULL;
+        sh_mp *m = NULL;
         sh_error *err = NULL;
         int res;
 
@@ -114,19 +114,19 @@ static int parse(const char *ct, const char *body, size_t len, size_t chunk, rec
         r->fail_begin = -1;
         put(r, "", 0);
         why[0] = '\0';
-        res = os_mp_new(ct, &cbs, r, &m, &err);
+        res = sh_mp_new(ct, &cbs, r, &m, &err);
         for (size_t off = 0; res == 0 && off < len;) {
                 size_t k = chunk && chunk < len - off ? chunk : len - off;
                 char *copy = malloc(k);
 
                 ck_assert_ptr_nonnull(copy);
                 memcpy(copy, body + off, k);
-                res = os_mp_feed(m, copy, k, &err);
+                res = sh_mp_feed(m, copy, k, &err);
                 free(copy);
                 off += k;
         }
         if (res == 0)
-                res = os_mp_finish(m, &err);
+                res = sh_mp_finish(m, &err);
         if (res < 0) {
                 ck_assert_ptr_nonnull(err);
                 snprintf(why, whylen, "%s", err->msg);
@@ -134,7 +134,7 @@ static int parse(const char *ct, const char *body, size_t len, size_t chunk, rec
                 ck_assert_ptr_null(err);
         }
         sh_error_release(&err);
-        os_mp_free(m);
+        sh_mp_free(m);
         return res;
 }
 
@@ -289,20 +289,20 @@ END_TEST
 
 static void boundary_is(const char *ct, const char *want)
 {
-        char b[OS_MP_BOUNDARY_MAX + 1];
+        char b[SH_MP_BOUNDARY_MAX + 1];
         sh_error *err = NULL;
 
-        ck_assert_msg(os_mp_boundary(ct, b, &err) == 0, "'%s' refused: %s", ct,
+        ck_assert_msg(sh_mp_boundary(ct, b, &err) == 0, "'%s' refused: %s", ct,
                       err ? err->msg : "?");
         ck_assert_str_eq(b, want);
 }
 
 static void boundary_refused(const char *ct)
 {
-        char b[OS_MP_BOUNDARY_MAX + 1];
+        char b[SH_MP_BOUNDARY_MAX + 1];
         sh_error *err = NULL;
 
-        ck_assert_msg(os_mp_boundary(ct, b, &err) < 0, "'%s' accepted", ct ? ct : "(null)");
+        ck_assert_msg(sh_mp_boundary(ct, b, &err) < 0, "'%s' accepted", ct ? ct : "(null)");
         ck_assert_ptr_nonnull(err);
         ck_assert_int_eq(err->kind, SH_E_INVALID);
         sh_error_release(&err);
@@ -331,7 +331,7 @@ END_TEST
 
 START_TEST(test_bad_boundaries_are_refused)
 {
-        char huge[OS_MP_CONTENT_TYPE_MAX + 64];
+        char huge[SH_MP_CONTENT_TYPE_MAX + 64];
 
         boundary_refused(NULL);
         boundary_refused("");
@@ -379,19 +379,19 @@ START_TEST(test_a_body_without_the_boundary_is_refused)
         {
                 size_t n = 1u << 20;
                 char *big = malloc(n);
-                os_mp *m = NULL;
+                sh_mp *m = NULL;
                 sh_error *err = NULL;
 
                 ck_assert_ptr_nonnull(big);
                 memset(big, 'a', n);
                 memset(&r, 0, sizeof(r));
-                ck_assert_int_eq(os_mp_new(CT, &cbs, &r, &m, &err), 0);
-                ck_assert_int_lt(os_mp_feed(m, big, OS_MP_PREAMBLE_MAX + 100, &err), 0);
+                ck_assert_int_eq(sh_mp_new(CT, &cbs, &r, &m, &err), 0);
+                ck_assert_int_lt(sh_mp_feed(m, big, SH_MP_PREAMBLE_MAX + 100, &err), 0);
                 ck_assert_int_eq(err->kind, SH_E_INVALID);
                 sh_error_release(&err);
-                ck_assert_int_lt(os_mp_feed(m, big, 10, &err), 0); /* and stays refused */
+                ck_assert_int_lt(sh_mp_feed(m, big, 10, &err), 0); /* and stays refused */
                 sh_error_release(&err);
-                os_mp_free(m);
+                sh_mp_free(m);
                 free(big);
         }
         (void)why;
@@ -644,8 +644,8 @@ static char *headers_of(size_t total)
 
 START_TEST(test_part_headers_are_bounded)
 {
-        char *ok = headers_of(OS_MP_HEADER_MAX), *over = headers_of(OS_MP_HEADER_MAX + 4);
-        char *one = malloc(OS_MP_HEADER_MAX * 2 + 100);
+        char *ok = headers_of(SH_MP_HEADER_MAX), *over = headers_of(SH_MP_HEADER_MAX + 4);
+        char *one = malloc(SH_MP_HEADER_MAX * 2 + 100);
         char why[256];
         rec r;
 
@@ -654,11 +654,11 @@ START_TEST(test_part_headers_are_bounded)
         /* one endless header line, without its CRLF */
         ck_assert_ptr_nonnull(one);
         memcpy(one, "--XyZ\r\nX: ", 10);
-        memset(one + 10, 'v', OS_MP_HEADER_MAX * 2);
-        ck_assert_int_lt(parse(CT, one, 10 + OS_MP_HEADER_MAX * 2, 0, &r, why, sizeof(why)), 0);
+        memset(one + 10, 'v', SH_MP_HEADER_MAX * 2);
+        ck_assert_int_lt(parse(CT, one, 10 + SH_MP_HEADER_MAX * 2, 0, &r, why, sizeof(why)), 0);
         ck_assert_ptr_nonnull(strstr(why, "longer than 8192 bytes"));
         rec_done(&r);
-        ck_assert_int_lt(parse(CT, one, 10 + OS_MP_HEADER_MAX * 2, 1, &r, why, sizeof(why)), 0);
+        ck_assert_int_lt(parse(CT, one, 10 + SH_MP_HEADER_MAX * 2, 1, &r, why, sizeof(why)), 0);
         ck_assert_ptr_nonnull(strstr(why, "longer than 8192 bytes"));
         rec_done(&r);
         free(ok);
@@ -671,22 +671,22 @@ START_TEST(test_the_number_of_parts_is_bounded)
 {
         static const char part[] = "--XyZ\r\nContent-Disposition: form-data; name=p\r\n\r\nx\r\n";
         size_t plen = sizeof(part) - 1, n = 0;
-        char *body = malloc(plen * (OS_MP_PARTS_MAX + 1) + 16);
+        char *body = malloc(plen * (SH_MP_PARTS_MAX + 1) + 16);
         char why[256];
         rec r;
 
         ck_assert_ptr_nonnull(body);
-        for (int i = 0; i < OS_MP_PARTS_MAX; i++, n += plen)
+        for (int i = 0; i < SH_MP_PARTS_MAX; i++, n += plen)
                 memcpy(body + n, part, plen);
         memcpy(body + n, "--XyZ--", 7);
         ck_assert_int_eq(parse(CT, body, n + 7, 0, &r, why, sizeof(why)), 0);
-        ck_assert_uint_eq(r.ends, OS_MP_PARTS_MAX);
+        ck_assert_uint_eq(r.ends, SH_MP_PARTS_MAX);
         rec_done(&r);
         memcpy(body + n, part, plen);
         memcpy(body + n + plen, "--XyZ--", 7);
         ck_assert_int_lt(parse(CT, body, n + plen + 7, 0, &r, why, sizeof(why)), 0);
         ck_assert_ptr_nonnull(strstr(why, "more than 256 parts"));
-        ck_assert_uint_eq(r.ends, OS_MP_PARTS_MAX);
+        ck_assert_uint_eq(r.ends, SH_MP_PARTS_MAX);
         rec_done(&r);
         free(body);
 }
@@ -699,29 +699,29 @@ START_TEST(test_data_is_handed_on_as_it_comes_not_kept)
         static const char head[] = "--XyZ\r\nContent-Disposition: form-data; name=f\r\n\r\n";
         size_t chunk = 100000, total = 0, rounds = 640; /* 64 MB of data */
         char *buf = malloc(chunk);
-        os_mp *m = NULL;
+        sh_mp *m = NULL;
         sh_error *err = NULL;
         rec r;
 
         ck_assert_ptr_nonnull(buf);
         memset(&r, 0, sizeof(r));
         r.fail_begin = -1;
-        ck_assert_int_eq(os_mp_new(CT, &cbs, &r, &m, &err), 0);
-        ck_assert_int_eq(os_mp_feed(m, head, sizeof(head) - 1, &err), 0);
+        ck_assert_int_eq(sh_mp_new(CT, &cbs, &r, &m, &err), 0);
+        ck_assert_int_eq(sh_mp_feed(m, head, sizeof(head) - 1, &err), 0);
         for (size_t i = 0; i < chunk; i++)
                 buf[i] = "\r\n-XyZ"[i % 6]; /* the delimiter's bytes, but never the delimiter */
         for (size_t i = 0; i < rounds; i++) {
-                ck_assert_int_eq(os_mp_feed(m, buf, chunk, &err), 0);
+                ck_assert_int_eq(sh_mp_feed(m, buf, chunk, &err), 0);
                 total += chunk;
                 ck_assert_uint_ge(r.data_total + 4 + 3 + 2, total); /* held back: < delim + 2 */
                 r.n = 0; /* the log need not hold 64 MB */
         }
-        ck_assert_uint_le(r.max_chunk, 2 * OS_MP_HEADER_MAX);
-        ck_assert_int_eq(os_mp_feed(m, "\r\n--XyZ--", 9, &err), 0);
-        ck_assert_int_eq(os_mp_finish(m, &err), 0);
+        ck_assert_uint_le(r.max_chunk, 2 * SH_MP_HEADER_MAX);
+        ck_assert_int_eq(sh_mp_feed(m, "\r\n--XyZ--", 9, &err), 0);
+        ck_assert_int_eq(sh_mp_finish(m, &err), 0);
         ck_assert_uint_eq(r.data_total, total);
         ck_assert_uint_eq(r.ends, 1);
-        os_mp_free(m);
+        sh_mp_free(m);
         free(buf);
         rec_done(&r);
 }
@@ -763,35 +763,35 @@ START_TEST(test_a_callback_error_stops_the_parse)
         static const char body[] = PART("Content-Disposition: form-data; name=a");
         static const char two[] = "--XyZ\r\nContent-Disposition: form-data; name=a\r\n\r\nA\r\n"
                                   "--XyZ\r\nContent-Disposition: form-data; name=b\r\n\r\nB";
-        os_mp *m = NULL;
+        sh_mp *m = NULL;
         sh_error *err = NULL;
         rec r;
 
         memset(&r, 0, sizeof(r));
         r.fail_begin = -1;
         r.fail_data = true;
-        ck_assert_int_eq(os_mp_new(CT, &cbs, &r, &m, &err), 0);
-        ck_assert_int_lt(os_mp_feed(m, body, sizeof(body) - 1, &err), 0);
+        ck_assert_int_eq(sh_mp_new(CT, &cbs, &r, &m, &err), 0);
+        ck_assert_int_lt(sh_mp_feed(m, body, sizeof(body) - 1, &err), 0);
         ck_assert_int_eq(err->kind, SH_E_NO_SPACE); /* the callback's own error */
         sh_error_release(&err);
-        ck_assert_int_lt(os_mp_feed(m, "x", 1, &err), 0);
+        ck_assert_int_lt(sh_mp_feed(m, "x", 1, &err), 0);
         sh_error_release(&err);
-        ck_assert_int_lt(os_mp_finish(m, &err), 0);
+        ck_assert_int_lt(sh_mp_finish(m, &err), 0);
         sh_error_release(&err);
         ck_assert_uint_eq(r.ends, 0);
-        os_mp_free(m);
+        sh_mp_free(m);
         rec_done(&r);
 
         memset(&r, 0, sizeof(r));
         r.fail_begin = 1;
-        ck_assert_int_eq(os_mp_new(CT, &cbs, &r, &m, &err), 0);
-        ck_assert_int_lt(os_mp_feed(m, two, strlen(two), &err), 0);
+        ck_assert_int_eq(sh_mp_new(CT, &cbs, &r, &m, &err), 0);
+        ck_assert_int_lt(sh_mp_feed(m, two, strlen(two), &err), 0);
         ck_assert_str_eq(err->msg, "refused by the caller");
         sh_error_release(&err);
         ck_assert_uint_eq(r.ends, 1);
-        os_mp_free(m);
+        sh_mp_free(m);
         rec_done(&r);
-        os_mp_free(NULL);
+        sh_mp_free(NULL);
 }
 END_TEST
 
@@ -879,7 +879,7 @@ START_TEST(test_random_content_types_never_crash)
 {
         static const char alphabet[] = "multipart/form-data; boundary=\"\\ \t,";
         unsigned seed = 99;
-        char ct[96], b[OS_MP_BOUNDARY_MAX + 1];
+        char ct[96], b[SH_MP_BOUNDARY_MAX + 1];
 
         for (int round = 0; round < 50000; round++) {
                 size_t len = (size_t)rand_r(&seed) % (sizeof(ct) - 1);
@@ -894,10 +894,10 @@ START_TEST(test_random_content_types_never_crash)
                                 ct[i] = (char)(1 + rand_r(&seed) % 255);
                 }
                 ct[len] = '\0';
-                if (os_mp_boundary(ct, b, &err) == 0) {
+                if (sh_mp_boundary(ct, b, &err) == 0) {
                         size_t bl = strlen(b);
 
-                        ck_assert(bl >= 1 && bl <= OS_MP_BOUNDARY_MAX && b[bl - 1] != ' ');
+                        ck_assert(bl >= 1 && bl <= SH_MP_BOUNDARY_MAX && b[bl - 1] != ' ');
                 } else {
                         ck_assert_ptr_nonnull(err);
                 }
@@ -908,7 +908,7 @@ END_TEST
 
 static Suite *multipart_suite(void)
 {
-        Suite *s = suite_create("os_multipart");
+        Suite *s = suite_create("multipart");
         TCase *sdk = tcase_create("sdk");
         TCase *rules = tcase_create("rules");
         TCase *hostile = tcase_create("hostile");

@@ -1,9 +1,10 @@
-/* range.c: the Range header of a download (OPENSANDBOX.md section 3.2, RFC 9110 section 14):
- * one byte range over a file of a known size, judged without any I/O (pure). */
+/* range.c: the Range header of a download (RFC 9110 section 14): one byte range over a file of a
+ * known size, judged without any I/O (pure). */
+#include "sh/range.h"
+
+#include <stdbool.h>
 #include <string.h>
 #include <strings.h>
-
-#include "os-internal.h"
 
 /* The decimal digits at *p (at least one), saturated at UINT64_MAX: a position past any file
  * is past this one too, so an overflow never wraps to a small one. false without a digit. */
@@ -24,7 +25,7 @@ static bool digits(const char **p, uint64_t *ret)
         return true;
 }
 
-int os_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
+int sh_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
 {
         const char *p;
         uint64_t a, b;
