@@ -455,6 +455,9 @@ START_TEST(remover_allow_list_removes_trees_and_nothing_else)
                 int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 char *const argv[] = {"/bin/true", NULL};
 
+                /* a fault (no i386 ABI at all) kills, as it would the remover: no sanitizer
+                 * handles it (set now: the filter refuses sigaction) */
+                signal(SIGSEGV, SIG_DFL);
                 if (dfd < 0 || sh_jail_confine(f) < 0)
                         _exit(80);
                 rep.rm = sh_fs_remove_tree(dfd, "doomed", &err) == 0 &&
