@@ -199,7 +199,7 @@ void sh_persist_libs_free(sh_persist_libs *l)
 /* Read the NUL-separated paths from the discovery child into l (each stat'ed now). */
 static int libs_read(int fd, sh_persist_libs *l)
 {
-        char *buf = malloc(TRACE_MAX + 1);
+        _cleanup_free_ char *buf = malloc(TRACE_MAX + 1);
         size_t len = 0;
         int r = 0;
 
@@ -227,52 +227,51 @@ static int libs_read(int fd, sh_persist_libs *l)
                         l->n++;
                 }
         }
-        free(buf);
         return r;
+}
+
+static void libs_freep(sh_persist_libs **l)
+{
+        sh_persist_libs_free(*l);
 }
 
 int sh_persist_libs_discover(const char *rsync, sh_persist_libs **ret)
 {
-        sh_persist_libs *l = calloc(1, sizeof(*l));
+        _cleanup_(libs_freep) sh_persist_libs *l = calloc(1, sizeof(*l));
+        _cleanup_close_ int rd = -1, wr = -1;
         int p[2], status, r;
         pid_t pid;
 
         if (!l)
                 return -ENOMEM;
-        if (stat(rsync, &l->rsync_st) < 0 || pipe2(p, O_CLOEXEC) < 0) {
-                r = -errno;
-                free(l);
-                return r;
-        }
+        if (stat(rsync, &l->rsync_st) < 0 || pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        rd = p[0];
+        wr = p[1];
         pid = fork();
-        if (pid < 0) {
-                r = -errno;
-                close(p[0]);
-                close(p[1]);
-                free(l);
-                return r;
-        }
+        if (pid < 0)
+                return -errno;
         if (pid == 0) {
                 /* The child's own steps die on any surprise (exit status != 0): the daemon
                  * then keeps no list. The paths go back NUL-separated. */
                 libset ls = {.n = 0};
                 int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
-                close(p[0]);
+                rd = sh_close(rd);
                 if (devnull < 0 || dup2(devnull, 2) < 0)
                         _exit(SH_PERSIST_EXIT_SETUP);
                 trace_libraries(rsync, &ls);
                 for (int i = 0; i < ls.n; i++) {
                         size_t n = strlen(ls.path[i]) + 1;
 
-                        if (write(p[1], ls.path[i], n) != (ssize_t)n)
+                        if (write(wr, ls.path[i], n) != (ssize_t)n)
                                 _exit(SH_PERSIST_EXIT_SETUP);
                 }
                 _exit(0);
         }
-        close(p[1]);
-        r = libs_read(p[0], l);
-        close(p[0]);
+        wr = sh_close(wr);
+        r = libs_read(rd, l);
+        rd = sh_close(rd);
         /* An answer too long: the child may be blocked writing the rest. */
         if (r < 0)
                 (void)kill(pid, SIGKILL);
@@ -283,11 +282,9 @@ int sh_persist_libs_discover(const char *rsync, sh_persist_libs **ret)
                 }
         if (r == 0 && status != 0)
                 r = -EIO;
-        if (r < 0) {
-                sh_persist_libs_free(l);
+        if (r < 0)
                 return r;
-        }
-        *ret = l;
+        *ret = TAKE_PTR(l);
         return 0;
 }
 
