@@ -532,7 +532,7 @@ static void resolve_finish(sh_resolve *res)
         }
         if (!tools || !refused) {
                 cJSON_Delete(out);
-                out = NULL; /* the caller answers 500 */
+                out = NULL; /* the caller answers an internal error */
         }
         res->done(out, res->data);
         resolve_free(res);
