@@ -24,7 +24,7 @@ struct sh_tools {
         const sh_config *cfg;
         sh_loop *loop;
         sh_cgroup_root *cgroot; /* the manager's: the store's cgroup goes below it */
-        bool opened;            /* fetcher, store and keys are open (sh_tools_open) */
+        bool opened;            /* fetcher, store and keys are open (tools_open) */
         sh_fetcher *fetcher;
         sh_store *store;
         bool keys_on; /* a manifest must carry a valid signature */
