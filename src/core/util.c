@@ -512,6 +512,11 @@ struct cJSON *sh_json_parse_text(char *text, size_t *len, unsigned flags, const 
         return j;
 }
 
+void sh_json_freep(struct cJSON **p)
+{
+        cJSON_Delete(*p);
+}
+
 size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
 {
         static const char hex[] = "0123456789abcdef";

@@ -38,7 +38,9 @@
  * pipe the daemon reads) and exits SH_PERSIST_EXIT_SETUP.
  */
 
-#define NEWROOT   "/tmp" /* shadowed by our tmpfs in our own mount namespace only */
+/* The new root: shadowed by our tmpfs in our own mount namespace only. What the host has below
+ * it is hidden from then on, so whatever the new root binds is opened before (build_root). */
+#define NEWROOT   "/tmp"
 #define WS_FD     3
 #define OUT_FD    4
 #define PROCS_FD  5 /* and up: cgroup.procs of the helper's cgroup */
@@ -197,7 +199,7 @@ void sh_persist_libs_free(sh_persist_libs *l)
 /* Read the NUL-separated paths from the discovery child into l (each stat'ed now). */
 static int libs_read(int fd, sh_persist_libs *l)
 {
-        char *buf = malloc(TRACE_MAX + 1);
+        _cleanup_free_ char *buf = malloc(TRACE_MAX + 1);
         size_t len = 0;
         int r = 0;
 
@@ -225,52 +227,51 @@ static int libs_read(int fd, sh_persist_libs *l)
                         l->n++;
                 }
         }
-        free(buf);
         return r;
+}
+
+static void libs_freep(sh_persist_libs **l)
+{
+        sh_persist_libs_free(*l);
 }
 
 int sh_persist_libs_discover(const char *rsync, sh_persist_libs **ret)
 {
-        sh_persist_libs *l = calloc(1, sizeof(*l));
+        _cleanup_(libs_freep) sh_persist_libs *l = calloc(1, sizeof(*l));
+        _cleanup_close_ int rd = -1, wr = -1;
         int p[2], status, r;
         pid_t pid;
 
         if (!l)
                 return -ENOMEM;
-        if (stat(rsync, &l->rsync_st) < 0 || pipe2(p, O_CLOEXEC) < 0) {
-                r = -errno;
-                free(l);
-                return r;
-        }
+        if (stat(rsync, &l->rsync_st) < 0 || pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        rd = p[0];
+        wr = p[1];
         pid = fork();
-        if (pid < 0) {
-                r = -errno;
-                close(p[0]);
-                close(p[1]);
-                free(l);
-                return r;
-        }
+        if (pid < 0)
+                return -errno;
         if (pid == 0) {
                 /* The child's own steps die on any surprise (exit status != 0): the daemon
                  * then keeps no list. The paths go back NUL-separated. */
                 libset ls = {.n = 0};
                 int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
-                close(p[0]);
+                rd = sh_close(rd);
                 if (devnull < 0 || dup2(devnull, 2) < 0)
                         _exit(SH_PERSIST_EXIT_SETUP);
                 trace_libraries(rsync, &ls);
                 for (int i = 0; i < ls.n; i++) {
                         size_t n = strlen(ls.path[i]) + 1;
 
-                        if (write(p[1], ls.path[i], n) != (ssize_t)n)
+                        if (write(wr, ls.path[i], n) != (ssize_t)n)
                                 _exit(SH_PERSIST_EXIT_SETUP);
                 }
                 _exit(0);
         }
-        close(p[1]);
-        r = libs_read(p[0], l);
-        close(p[0]);
+        wr = sh_close(wr);
+        r = libs_read(rd, l);
+        rd = sh_close(rd);
         /* An answer too long: the child may be blocked writing the rest. */
         if (r < 0)
                 (void)kill(pid, SIGKILL);
@@ -281,11 +282,9 @@ int sh_persist_libs_discover(const char *rsync, sh_persist_libs **ret)
                 }
         if (r == 0 && status != 0)
                 r = -EIO;
-        if (r < 0) {
-                sh_persist_libs_free(l);
+        if (r < 0)
                 return r;
-        }
-        *ret = l;
+        *ret = TAKE_PTR(l);
         return 0;
 }
 
@@ -357,13 +356,25 @@ static void mkdir_p(char *path)
                 die("create a mount point", errno);
 }
 
-/* Bind the host file at `host` read-only to the same path inside the new root. Host paths come
- * from the loader and name system files: following their links is intended (/lib64/ld-linux
- * is one). */
-static void bind_host_file(const char *host)
+/* The host file at `host` (rsync or a library), opened now: before the root tmpfs goes over
+ * NEWROOT, which hides whatever the host has below it (a build under /tmp, a library there).
+ * Host paths come from the loader and name system files: following their links is intended
+ * (/lib64/ld-linux is one). An O_PATH fd of our own namespace, which the kernel binds. */
+static int open_host_file(const char *host)
 {
-        char dst[PATH_MAX], *slash;
-        int fd;
+        int fd = open(host, O_PATH | O_CLOEXEC);
+
+        if (fd < 0)
+                die("open a library", errno);
+        return fd;
+}
+
+/* Bind the host file behind fd (open_host_file's, closed here) read-only to the same path
+ * `host` inside the new root. */
+static void bind_host_file(int fd, const char *host)
+{
+        char dst[PATH_MAX], src[64], *slash;
+        int mp;
 
         if (snprintf(dst, sizeof(dst), "%s%s", NEWROOT, host) >= (int)sizeof(dst))
                 die("bind a library", ENAMETOOLONG);
@@ -371,12 +382,14 @@ static void bind_host_file(const char *host)
         *slash = '\0';
         mkdir_p(dst);
         *slash = '/';
-        fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0)
+        mp = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (mp < 0)
                 die("create a mount point", errno);
-        close(fd);
-        if (sh_jail_bind(host, dst, SH_JAIL_RDONLY) < 0)
+        close(mp);
+        snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+        if (sh_jail_bind(src, dst, SH_JAIL_RDONLY) < 0)
                 die("bind a library", errno);
+        close(fd);
 }
 
 /* Bind the directory behind fd at NEWROOT/name. noexec: rsync never runs anything from the
@@ -400,17 +413,21 @@ static void own_mount_namespace(void)
                 die("make mounts private", errno);
 }
 
-/* Every fd here belongs to our namespace; the tmpfs over NEWROOT may hide the paths they were
- * opened by (a state root below /tmp), not the fds. */
+/* Everything the new root holds is opened first, as fds of our namespace: the tmpfs over
+ * NEWROOT may hide the paths they were opened by (a state root, rsync or a library below
+ * /tmp), not the fds. */
 static void build_root(const sh_persist_child_arg *a, const libset *ls, int wsfd, int itemfd)
 {
+        int rsync_fd = open_host_file(a->rsync), lib_fd[MAX_LIBS];
         int i;
 
+        for (i = 0; i < ls->n; i++)
+                lib_fd[i] = open_host_file(ls->path[i]);
         if (sh_jail_tmpfs_root(NEWROOT) < 0)
                 die("mount the root tmpfs", errno);
-        bind_host_file(a->rsync);
+        bind_host_file(rsync_fd, a->rsync);
         for (i = 0; i < ls->n; i++)
-                bind_host_file(ls->path[i]);
+                bind_host_file(lib_fd[i], ls->path[i]);
         /* The source of the transfer is read-only: rsync can never change what it copies. */
         bind_dir_fd(wsfd, "workspace", !a->restore);
         bind_dir_fd(itemfd, "archive", a->restore);

@@ -89,10 +89,15 @@ static void on_deleted(sh_sandbox *sb, void *data)
         sh_persist_forget(data, sb);
 }
 
+static void persister_freep(sh_persister **p)
+{
+        sh_persister_free(*p);
+}
+
 int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_manager *m, sh_persister **ret,
                      sh_error **err)
 {
-        sh_persister *p = calloc(1, sizeof(*p));
+        _cleanup_(persister_freep) sh_persister *p = calloc(1, sizeof(*p));
 
         if (!p)
                 return sh_error_make(err, ENOMEM, "out of memory");
@@ -109,18 +114,14 @@ int sh_persister_new(const sh_config *cfg, sh_loop *loop, sh_manager *m, sh_pers
         /* rsync runs under the sandboxes' deny list (nothing of the kernel a sandbox may not
          * reach) plus the helpers' socket filter; both are made now, loaded in the child. */
         if (sh_seccomp_build(&p->sandbox_filter, err) < 0 ||
-            !(p->socket_filter = sh_helper_rsync_filter(err))) {
-                sh_seccomp_free(p->sandbox_filter);
-                sh_persist_libs_free(p->libs);
-                free(p);
+            !(p->socket_filter = sh_helper_rsync_filter(err)))
                 return -1;
-        }
         /* A deleted sandbox's jobs are cancelled at once (the watch timer would notice within
          * WATCH_MS anyway). */
         p->deletes.deleted = on_deleted;
         p->deletes.data = p;
         sh_manager_observe(m, &p->deletes);
-        *ret = p;
+        *ret = TAKE_PTR(p);
         return 0;
 }
 
@@ -556,26 +557,24 @@ static void job_free_unstarted(job *j)
         free(j);
 }
 
+static void job_freep(job **j)
+{
+        if (*j)
+                job_free_unstarted(*j);
+}
+
 /* Queue a job between sb's workspace and {root}/{item}/ (root and item already checked). */
 static int submit(sh_persister *p, sh_sandbox *sb, const char *root, const char *item, bool restore,
                   bool delete_extra, bool own_target, sh_persist_done_fn done, void *data,
                   sh_error **err)
 {
-        job *j;
+        _cleanup_(job_freep) job *j = NULL;
 
         if (!root || !item)
                 return sh_error_new(err, SH_E_PERSIST_FAILED, "no archive for this sandbox");
         j = calloc(1, sizeof(*j));
-        if (!j)
+        if (!j || !(j->item_id = strdup(item)) || !(j->root = strdup(root)))
                 return sh_error_make(err, ENOMEM, "out of memory");
-        j->item_id = strdup(item);
-        j->root = strdup(root);
-        if (!j->item_id || !j->root) {
-                free(j->item_id);
-                free(j->root);
-                free(j);
-                return sh_error_make(err, ENOMEM, "out of memory");
-        }
         j->p = p;
         j->sb = sh_sandbox_ref(sb);
         j->outfd = -1;
@@ -602,9 +601,9 @@ static int submit(sh_persister *p, sh_sandbox *sb, const char *root, const char 
         if (!p->pump_t) {
                 /* No timer (out of memory): the job cannot be run from the loop. */
                 job_unlink(p, j);
-                job_free_unstarted(j);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
+        TAKE_PTR(j); /* the queue's */
         return 0;
 }
 

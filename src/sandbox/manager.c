@@ -53,6 +53,7 @@ struct sh_manager {
         sh_sandbox_observer *observers; /* told of every delete */
         sh_ws_cache *ws_cache;          /* the workspaces in use (sandbox.c) */
         sh_restorer restorer;           /* start NULL: no restore step */
+        sh_sandbox_env sbenv;           /* what every sandbox is made with (sh_sandbox_new) */
         /* the warm pool (SANDBOX_HOST_WARM_POOL): ready sandboxes, one being started for it,
          * the timer that starts the next; each holds a reference */
         sh_sandbox **pool;
@@ -69,41 +70,6 @@ static void pool_stop(sh_manager *m);
 void sh_manager_set_restorer(sh_manager *m, const sh_restorer *r)
 {
         m->restorer = *r;
-}
-
-const sh_restorer *sh_manager_restorer(const sh_manager *m)
-{
-        return &m->restorer;
-}
-
-sh_seccomp *sh_manager_filter(const sh_manager *m)
-{
-        return m->filter;
-}
-
-int sh_manager_init_image(const sh_manager *m)
-{
-        return m->init_image;
-}
-
-const char *sh_manager_tools_dir(const sh_manager *m)
-{
-        return m->tools;
-}
-
-sh_disk *sh_manager_disk(const sh_manager *m)
-{
-        return m->disk;
-}
-
-int sh_manager_sandboxes_fd(const sh_manager *m)
-{
-        return m->sbfd;
-}
-
-sh_ws_cache *sh_manager_ws_cache(const sh_manager *m)
-{
-        return m->ws_cache;
 }
 
 int sh_manager_trash_fd(const sh_manager *m)
@@ -392,6 +358,26 @@ static void cleanup_leftovers(sh_manager *m)
         sh_disk_strv_free(mps, n);
 }
 
+/* ---- what every sandbox is made with (sh_sandbox_env) ----------------------------------- */
+
+static void bury(void *reaper, sh_cgroup *cg)
+{
+        sh_manager_bury_cgroup(reaper, cg);
+}
+
+static void release_dir(void *owner, const char *dirname, char *trash_name);
+
+static int remove_sandbox(void *owner, sh_sandbox *sb, sh_error **err)
+{
+        return sh_manager_delete(owner, sb, err);
+}
+
+/* The only calls a sandbox makes up to the manager. */
+static const sh_sandbox_owner_ops sandbox_owner = {
+        .remove = remove_sandbox,
+        .release_dir = release_dir,
+};
+
 /* {root}/{name}, made if missing, opened without following a link: an O_DIRECTORY fd or -1. */
 static int state_dir(int rootfd, const char *root, const char *name, mode_t mode, sh_error **err)
 {
@@ -547,6 +533,19 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 sh_cgroup_root_on_lost(m->cgroot, cgroup_lost, m);
                 cg_mode = sh_cgroup_mode(m->cgroot);
         }
+        m->sbenv = (sh_sandbox_env){
+                .exec = {.loop = loop, .cgroot = m->cgroot, .bury = bury, .reaper = m},
+                .cfg = cfg,
+                .filter = m->filter,
+                .init_image = m->init_image,
+                .tools_dir = m->tools,
+                .disk = m->disk,
+                .sandboxes_fd = m->sbfd,
+                .ws_cache = m->ws_cache,
+                .restorer = &m->restorer,
+                .owner = &sandbox_owner,
+                .owner_data = m,
+        };
         cleanup_leftovers(m);
         /* the pool fills from the loop, once it runs */
         pool_schedule(m, 0);
@@ -609,9 +608,11 @@ static void teardown_done(bool ok, void *data)
 }
 
 /* Called with every fd of the daemon into the filesystem closed: the detach child (or the
- * dying worker's namespace) drops the last reference, and with it the unmount's cost. */
-void sh_manager_release_dir(sh_manager *m, const char *dirname, char *trash_name)
+ * dying worker's namespace) drops the last reference, and with it the unmount's cost. The
+ * sandbox's owner call (sh_sandbox_owner_ops.release_dir). */
+static void release_dir(void *owner, const char *dirname, char *trash_name)
 {
+        sh_manager *m = owner;
         teardown *t = calloc(1, sizeof(*t));
         char ws[4300], disk[4300];
         char *paths[] = {ws, disk};
@@ -744,7 +745,7 @@ static int create_new(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
         if (check_image(m, o->image, err) < 0)
                 return -1;
         slot = m->free_ring[m->free_head];
-        if (sh_sandbox_new(m, slot, o, &sb, err) < 0)
+        if (sh_sandbox_new(&m->sbenv, slot, o, &sb, err) < 0)
                 return -1;
         if (sandbox_dir_create(m, sb, err) < 0) {
                 sh_sandbox_unref(sb);

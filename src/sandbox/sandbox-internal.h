@@ -1,7 +1,8 @@
 /* sandbox-internal.h: what the sandbox layer's two owners share: manager.c (the registry, the
  * state root's directories and trash, the resources every sandbox uses) and sandbox.c (the
- * sandbox object: its fields, its lifecycle, its worker and exec sessions). Nothing outside
- * src/sandbox/ includes it. */
+ * sandbox object: its fields, its lifecycle, its worker and exec sessions), and remover.c.
+ * Nothing outside src/sandbox/ includes it but the unit test of the sandbox object on an env
+ * of its own (tests/unit/test_sandbox_env.c). */
 #pragma once
 
 #include <sys/stat.h>
@@ -15,21 +16,45 @@
 
 /* ---- manager.c, for sandbox.c ----------------------------------------------------------- */
 
-sh_seccomp *sh_manager_filter(const sh_manager *m);
-int sh_manager_init_image(const sh_manager *m); /* sandbox-init's sealed memfd */
-const char *sh_manager_tools_dir(const sh_manager *m);
-sh_disk *sh_manager_disk(const sh_manager *m);
-const sh_restorer *sh_manager_restorer(const sh_manager *m); /* start NULL: none */
-/* {root}/.sandboxes (O_DIRECTORY, the manager's): every sandbox's directory is opened below it
- * by name when it is used. */
-int sh_manager_sandboxes_fd(const sh_manager *m);
 /* The workspaces in use (sandbox.c), one per manager. */
 typedef struct sh_ws_cache sh_ws_cache;
-sh_ws_cache *sh_manager_ws_cache(const sh_manager *m);
-/* The last reference to a sandbox whose workspace has a filesystem of its own went: detach it
- * (in a child) and remove the directory, named `dirname` below .sandboxes or `trash_name`
- * (taken; NULL: not moved yet) in the trash. */
-void sh_manager_release_dir(sh_manager *m, const char *dirname, char *trash_name);
+
+/* The calls a sandbox makes up to whoever made it (the manager): the only two it makes. */
+typedef struct sh_sandbox_owner_ops {
+        /* A create that cannot complete (or is cancelled) deletes its sandbox, which the owner
+         * does (sh_manager_delete): sb is live (not deleted yet). */
+        int (*remove)(void *owner, sh_sandbox *sb, sh_error **err);
+        /* The last reference to a sandbox whose workspace has a filesystem of its own went:
+         * detach it (in a child) and remove the directory, named `dirname` below .sandboxes or
+         * `trash_name` (taken; NULL: not moved yet) in the trash. */
+        void (*release_dir)(void *owner, const char *dirname, char *trash_name);
+} sh_sandbox_owner_ops;
+
+/* What a sandbox needs of the daemon, built once by the manager (sh_manager_new) and handed to
+ * every sandbox it makes (sh_sandbox_new), the shape of sh_exec_env: passed in, never reached
+ * back for. The manager's memory: it outlives every sandbox. */
+typedef struct sh_sandbox_env {
+        /* The loop, the cgroup root and the reaper of emptied cgroups: what the sandbox uses
+         * itself, and what each of its exec sessions is started with. */
+        sh_exec_env exec;
+        const sh_config *cfg;
+        sh_seccomp *filter;    /* every worker's filter */
+        int init_image;        /* sandbox-init's sealed memfd: every worker is exec'd from it */
+        const char *tools_dir; /* {root}/tools: the tool store, read-only in every sandbox */
+        sh_disk *disk;         /* how workspaces are limited */
+        /* {root}/.sandboxes (O_DIRECTORY): every sandbox's directory is opened below it by name
+         * when it is used. */
+        int sandboxes_fd;
+        sh_ws_cache *ws_cache;
+        /* The step of a create with an item (sh_manager_set_restorer, before any create);
+         * start NULL: none. */
+        const sh_restorer *restorer;
+        const sh_sandbox_owner_ops *owner;
+        void *owner_data;
+} sh_sandbox_env;
+
+/* ---- manager.c, for remover.c ----------------------------------------------------------- */
+
 /* {root}/.trash (O_DIRECTORY, the manager's): deleted sandboxes' trees, leftovers. */
 int sh_manager_trash_fd(const sh_manager *m);
 /* The removals in the background (remover.c), one set per manager. */
@@ -43,9 +68,10 @@ struct sh_removals *sh_manager_removals(const sh_manager *m);
 sh_ws_cache *sh_ws_cache_new(sh_loop *loop);
 void sh_ws_cache_free(sh_ws_cache *c);
 
-/* A new sandbox object for slot (uid and gid from it), with a fresh id; one reference. */
-int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_sandbox **ret,
-                   sh_error **err);
+/* A new sandbox object for slot (uid and gid from it), with a fresh id; one reference. env
+ * (kept, not copied) must outlive it. */
+int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opts *o,
+                   sh_sandbox **ret, sh_error **err);
 unsigned sh_sandbox_slot(const sh_sandbox *sb);
 /* Its directory, made by the manager: its name below .sandboxes and the identities (st_dev,
  * st_ino) of it and of its workspace (NULL until the disk limit is set up). No fd is kept. */

@@ -2,7 +2,8 @@
  * references, its readiness marker, its create lifecycle (the workspace's disk limit, the
  * worker, the restore step, the marker, then one done), its worker's events, forwarded to its
  * exec sessions, and what a delete does to it. The registry and the state root's directories
- * are manager.c's. */
+ * are manager.c's: a sandbox knows the manager only through what it was made with
+ * (sh_sandbox_env, built once by the manager) and its owner's two calls (remove, release_dir). */
 #include "sh/sandbox.h"
 
 #include <errno.h>
@@ -34,7 +35,8 @@ typedef struct dir_id {
 
 struct sh_sandbox {
         unsigned refs;
-        sh_manager *mgr;
+        const sh_sandbox_env *host; /* what the host gives every sandbox: the manager's, built
+                                     * once, never reached back for */
         char id[SH_ID_LEN + 1];
         unsigned slot;     /* index in the uid range */
         sh_fs_owner owner; /* uid/gid of the sandbox's processes and files */
@@ -87,6 +89,18 @@ struct sh_sandbox {
 
 /* ---- the object ------------------------------------------------------------------------- */
 
+/* A cgroup (taken) removed once it is empty, by the reaper every exec session uses too. */
+static void cg_bury(const sh_sandbox *sb, sh_cgroup *cg)
+{
+        sb->host->exec.bury(sb->host->exec.reaper, cg);
+}
+
+/* The sandbox deleted by its owner (a create that cannot complete). */
+static int owner_remove(sh_sandbox *sb, sh_error **err)
+{
+        return sb->host->owner->remove(sb->host->owner_data, sb, err);
+}
+
 static void create_worker_ready(sh_sandbox *sb);
 static void create_fail(sh_sandbox *sb, const sh_error *err);
 static void create_deleted(sh_sandbox *sb);
@@ -122,18 +136,19 @@ static void ws_drop(sh_sandbox *sb);
 
 static void sandbox_free(sh_sandbox *sb)
 {
-        sh_loop_cancel_timer(sh_manager_loop(sb->mgr), TAKE_PTR(sb->claim_t));
+        sh_loop_cancel_timer(sb->host->exec.loop, TAKE_PTR(sb->claim_t));
         sh_attach_done(&sb->attached);
         spare_drop(sb);
         ws_drop(sb);
         sh_worker_free(sb->worker);
         if (sb->cg)
-                sh_manager_bury_cgroup(sb->mgr, sb->cg);
+                cg_bury(sb, sb->cg);
         /* The sandbox held no fd into its filesystem, and every request that opened one held
          * a reference until it closed it: whoever drops the last reference pays for the
          * unmount (a child of the manager's). */
         if (sb->disk_mounted)
-                sh_manager_release_dir(sb->mgr, sb->dirname, TAKE_PTR(sb->trash_name));
+                sb->host->owner->release_dir(sb->host->owner_data, sb->dirname,
+                                             TAKE_PTR(sb->trash_name));
         free(sb->trash_name);
         free(sb->item_id);
         free(sb->restore_root);
@@ -200,8 +215,8 @@ void *sh_sandbox_detach(sh_sandbox *sb, const void *key)
 static int open_checked(sh_sandbox *sb, const char *path, const dir_id *id, const char *what,
                         sh_error **err)
 {
-        _cleanup_close_ int fd = openat(sh_manager_sandboxes_fd(sb->mgr), path,
-                                        O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int fd =
+                openat(sb->host->sandboxes_fd, path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
 
         if (fd < 0 || fstat(fd, &st) < 0) {
@@ -318,7 +333,7 @@ static void ws_drop(sh_sandbox *sb)
 
         if (sb->ws_kept < 0)
                 return;
-        c = sh_manager_ws_cache(sb->mgr);
+        c = sb->host->ws_cache;
         SH_LIST_REMOVE(ws_kept_list, c->kept, sb);
         c->n--;
         sb->ws_kept = sh_close(sb->ws_kept);
@@ -354,7 +369,7 @@ static void ws_sweep(sh_loop *l, sh_timer *t, void *data)
  * WS_KEPT_MAX: never of all sandboxes). */
 static void ws_keep(sh_sandbox *sb, int fd)
 {
-        sh_ws_cache *c = sh_manager_ws_cache(sb->mgr);
+        sh_ws_cache *c = sb->host->ws_cache;
 
         if (!c->sweep && !(c->sweep = sh_loop_add_timer(c->loop, WS_KEEP_MS, ws_sweep, c))) {
                 close(fd);
@@ -408,7 +423,7 @@ static const char *logs_name(const sh_sandbox *sb)
 static int logs_open(sh_sandbox *sb, bool create, sh_error **err)
 {
         _cleanup_close_ int dirfd = -1;
-        bool none = sh_disk_get_mode(sh_manager_disk(sb->mgr)) == SH_DISK_NONE;
+        bool none = sh_disk_get_mode(sb->host->disk) == SH_DISK_NONE;
         int fd;
 
         if (ws_ready(sb, err) < 0)
@@ -575,17 +590,17 @@ static int restore_dir_set(sh_sandbox *sb, const sh_create_opts *o)
         return sb->restore_root && sb->restore_name ? 0 : -ENOMEM;
 }
 
-int sh_sandbox_new(sh_manager *m, unsigned slot, const sh_create_opts *o, sh_sandbox **ret,
-                   sh_error **err)
+int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opts *o,
+                   sh_sandbox **ret, sh_error **err)
 {
-        const sh_config *cfg = sh_manager_config(m);
+        const sh_config *cfg = env->cfg;
         sh_sandbox *sb = calloc(1, sizeof(*sb));
         int r;
 
         if (!sb)
                 return sh_error_make(err, ENOMEM, "out of memory");
         sb->refs = 1;
-        sb->mgr = m;
+        sb->host = env;
         sb->ws_kept = -1;
         sb->slot = slot;
         sb->owner.uid = (uid_t)(cfg->uid_base + slot);
@@ -764,11 +779,6 @@ static void execs_abandon(sh_sandbox *sb, const char *why)
         }
 }
 
-static void bury(void *reaper, sh_cgroup *cg)
-{
-        sh_manager_bury_cgroup(reaper, cg);
-}
-
 static void strv_free(char **v)
 {
         size_t i;
@@ -854,9 +864,9 @@ static int build_env(sh_sandbox *sb, const cJSON *env, char ***ret, sh_error **e
 
 static void spare_drop(sh_sandbox *sb)
 {
-        sh_loop_cancel_timer(sh_manager_loop(sb->mgr), TAKE_PTR(sb->spare_t));
+        sh_loop_cancel_timer(sb->host->exec.loop, TAKE_PTR(sb->spare_t));
         if (sb->spare_cg)
-                sh_manager_bury_cgroup(sb->mgr, TAKE_PTR(sb->spare_cg));
+                cg_bury(sb, TAKE_PTR(sb->spare_cg));
 }
 
 static void spare_idle(sh_loop *l, sh_timer *t, void *data)
@@ -873,7 +883,7 @@ static void spare_idle(sh_loop *l, sh_timer *t, void *data)
  * exec like any later one; the claim arms the idle timer (spare_arm). */
 static void spare_arm(sh_sandbox *sb)
 {
-        sh_loop *l = sh_manager_loop(sb->mgr);
+        sh_loop *l = sb->host->exec.loop;
 
         sh_loop_cancel_timer(l, TAKE_PTR(sb->spare_t));
         if (sb->pooled || !sb->spare_cg)
@@ -901,7 +911,7 @@ static void spare_make(sh_loop *l, sh_timer *t, void *data)
         if (sb->spare_cg || sb->deleted || sb->worker_dead || !sb->worker_ready || !sb->cg)
                 return;
         snprintf(name, sizeof(name), "exec-%u", ++sb->next_exec_id);
-        if (sh_cgroup_create(sh_manager_cgroups(sb->mgr), sb->cg, name, NULL, &cg, &err) < 0) {
+        if (sh_cgroup_create(sb->host->exec.cgroot, sb->cg, name, NULL, &cg, &err) < 0) {
                 /* nobody's request: the next exec makes its own, and says so if it cannot */
                 log_warn("exec-cgroup-ahead-failed", sb->id, "%s", err && err->msg ? err->msg : "");
                 sh_error_release(&err);
@@ -932,13 +942,6 @@ static bool exec_recycle(sh_cgroup *cg, uint64_t ooms, void *data)
 int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const sh_exec_opts *o,
                     sh_exec_event_fn fn, void *data, sh_exec **ret, sh_error **err)
 {
-        sh_manager *m = sb->mgr;
-        const sh_exec_env xenv = {
-                .loop = sh_manager_loop(m),
-                .cgroot = sh_manager_cgroups(m),
-                .bury = bury,
-                .reaper = m,
-        };
         _cleanup_strv_ char **envp = NULL;
         sh_cgroup *cg = NULL;
         uint64_t ooms = 0;
@@ -955,12 +958,12 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
         l->id = ++sb->next_exec_id;
         /* The spare, if there is one; else a spare still to be made (an exec right after the
          * create) is not: this exec makes its own cgroup, and hands it on when it ends. */
-        sh_loop_cancel_timer(sh_manager_loop(sb->mgr), TAKE_PTR(sb->spare_t));
+        sh_loop_cancel_timer(sb->host->exec.loop, TAKE_PTR(sb->spare_t));
         if (sb->spare_cg) {
                 cg = TAKE_PTR(sb->spare_cg);
                 ooms = sb->spare_ooms;
         }
-        r = sh_exec_start(&xenv,
+        r = sh_exec_start(&sb->host->exec,
                           &(sh_exec_spec){
                                   .worker = sb->worker,
                                   .parent = sb->cg,
@@ -972,7 +975,7 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
                                   .envp = envp,
                                   .capture_max = o->capture_max,
                                   .heartbeat_ms = o->heartbeat_ms,
-                                  .grace_ms = sh_manager_config(m)->exec_grace_ms,
+                                  .grace_ms = sb->host->cfg->exec_grace_ms,
                                   .merge_output = o->merge_output,
                                   .read_max = o->read_max,
                                   .rate = o->rate,
@@ -1013,7 +1016,7 @@ static void create_fail(sh_sandbox *sb, const sh_error *err)
         sh_error *ignored = NULL;
 
         sh_sandbox_ref(sb);
-        if (!sb->deleted && sh_manager_delete(sb->mgr, sb, &ignored) < 0)
+        if (!sb->deleted && owner_remove(sb, &ignored) < 0)
                 log_warn("delete-failed", sb->id, "%s",
                          ignored && ignored->msg ? ignored->msg : "");
         sh_error_release(&ignored);
@@ -1077,7 +1080,7 @@ static void restore_done(sh_sandbox *sb, const sh_error *err, void *data)
  * 2.1), {nfs_root}/{item_id}/ restored, re-owned and marked ready; else nothing. */
 static void create_worker_ready(sh_sandbox *sb)
 {
-        const sh_restorer *rs = sh_manager_restorer(sb->mgr);
+        const sh_restorer *rs = sb->host->restorer;
         sh_error *err = NULL;
         int r;
 
@@ -1111,7 +1114,7 @@ void sh_sandbox_create_cancel(sh_sandbox *sb)
         /* A create that was never answered (shutdown) must not leave a sandbox nobody knows:
          * neither while its worker starts nor while its restore runs. */
         sb->create_done = NULL;
-        if (!sb->deleted && sh_manager_delete(sb->mgr, sb, &err) < 0)
+        if (!sb->deleted && owner_remove(sb, &err) < 0)
                 log_warn("delete-failed", sb->id, "%s", err && err->msg ? err->msg : "");
         sh_error_release(&err);
 }
@@ -1129,8 +1132,8 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
                 /* The first exec's cgroup, made once the create is answered: a 0 ms timer
                  * runs in this loop turn, before the transport sends the answer, and its
                  * mkdirs (four on v1, ~0.35 ms) made every create that much slower. */
-                sh_loop_cancel_timer(sh_manager_loop(sb->mgr), TAKE_PTR(sb->spare_t));
-                sb->spare_t = sh_loop_add_timer(sh_manager_loop(sb->mgr), SPARE_AFTER_READY_MS,
+                sh_loop_cancel_timer(sb->host->exec.loop, TAKE_PTR(sb->spare_t));
+                sb->spare_t = sh_loop_add_timer(sb->host->exec.loop, SPARE_AFTER_READY_MS,
                                                 spare_make, sb);
                 if (sb->create_done)
                         create_worker_ready(sb);
@@ -1170,9 +1173,9 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
 
 static int start_worker(sh_sandbox *sb, sh_error **err)
 {
-        sh_manager *m = sb->mgr;
-        const sh_config *cfg = sh_manager_config(m);
-        sh_cgroup_root *cgroot = sh_manager_cgroups(m);
+        const sh_sandbox_env *env = sb->host;
+        const sh_config *cfg = env->cfg;
+        sh_cgroup_root *cgroot = env->exec.cgroot;
         _cleanup_free_ sh_worker_spec *spec = calloc(1, sizeof(*spec));
         sh_cgroup *init_cg = NULL;
         char image_dir[4200];
@@ -1196,7 +1199,7 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
                  sb->dirname);
         snprintf(spec->workspace, sizeof(spec->workspace), "%s/%s/%s/workspace", cfg->root, SB_DIR,
                  sb->dirname);
-        snprintf(spec->tools, sizeof(spec->tools), "%s", sh_manager_tools_dir(m));
+        snprintf(spec->tools, sizeof(spec->tools), "%s", env->tools_dir);
         /* tmpfs pages count against the sandbox's memory: a full /tmp must leave room for
          * the commands themselves. */
         spec->tmp_size = 256ULL << 20;
@@ -1204,7 +1207,7 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
                 spec->tmp_size = sb->memory_max / 2;
         spec->uid = sb->owner.uid;
         spec->gid = sb->owner.gid;
-        spec->seccomp = *sh_seccomp_prog(sh_manager_filter(m));
+        spec->seccomp = *sh_seccomp_prog(env->filter);
         spec->ptys_max = SH_WORKER_PTYS_MAX;
         sh_worker_spec_limits(spec, cfg->pids_max);
         if (STREQ(sb->image, "default")) {
@@ -1237,8 +1240,8 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
         init_cg = NULL;
         if (n < 0)
                 return sh_error_make(err, -n, "opening the sandbox cgroup");
-        r = sh_worker_start(sh_manager_loop(m), sh_manager_init_image(m), spec, procs, n,
-                            worker_event, sb, &sb->worker, err);
+        r = sh_worker_start(env->exec.loop, env->init_image, spec, procs, n, worker_event, sb,
+                            &sb->worker, err);
         for (i = 0; i < n; i++)
                 close(procs[i]);
         return r;
@@ -1299,15 +1302,15 @@ static void disk_ready(const sh_error *err, uint32_t projid, void *data)
  * quota writes all take time); the create stays suspended until disk_ready. */
 static int start_disk(sh_sandbox *sb, sh_error **err)
 {
-        sh_disk *disk = sh_manager_disk(sb->mgr);
+        sh_disk *disk = sb->host->disk;
         _cleanup_close_ int dirfd = dir_open(sb, err);
 
         if (dirfd < 0)
                 return -1;
         sb->disk_mounted = sh_disk_mounted(disk);
         /* The child gets its own copy of dirfd; ours closes on return. */
-        if (sh_disk_setup(disk, sh_manager_loop(sb->mgr), dirfd, sb->owner.uid, sb->owner.gid,
-                          sb->slot, disk_ready, sh_sandbox_ref(sb), &sb->disk_job, err) < 0) {
+        if (sh_disk_setup(disk, sb->host->exec.loop, dirfd, sb->owner.uid, sb->owner.gid, sb->slot,
+                          disk_ready, sh_sandbox_ref(sb), &sb->disk_job, err) < 0) {
                 sh_sandbox_unref(sb);
                 return -1;
         }
@@ -1320,8 +1323,8 @@ int sh_sandbox_start(sh_sandbox *sb, sh_sandbox_done_fn done, void *data, sh_err
 
         /* No limit: the worker starts at once, as it always did. A limit: a child sets it up
          * first (disk_ready starts the worker). */
-        r = sh_disk_get_mode(sh_manager_disk(sb->mgr)) == SH_DISK_NONE ? start_worker(sb, err)
-                                                                       : start_disk(sb, err);
+        r = sh_disk_get_mode(sb->host->disk) == SH_DISK_NONE ? start_worker(sb, err)
+                                                             : start_disk(sb, err);
         if (r < 0)
                 return -1;
         sb->create_done = done;
@@ -1376,7 +1379,7 @@ int sh_sandbox_claim(sh_sandbox *sb, const sh_create_opts *o, sh_sandbox_done_fn
                 spare_arm(sb); /* kept while pooled: from now on, as every sandbox's */
         /* As every create: done once, from the loop, never before the create returns (a
          * delete meanwhile ends it with an error instead: create_deleted). */
-        sb->claim_t = sh_loop_add_timer(sh_manager_loop(sb->mgr), 0, claim_end, sb);
+        sb->claim_t = sh_loop_add_timer(sb->host->exec.loop, 0, claim_end, sb);
         if (!sb->claim_t)
                 return sh_error_make(err, ENOMEM, "cannot schedule the create's end");
         sb->create_done = done;

@@ -321,20 +321,26 @@ static bool aim(sh_fetch *x, const char *url, bool loopback_http, uint64_t left_
                curl_easy_setopt(x->easy, CURLOPT_NOPROXY, loopback_http ? "*" : NULL) == CURLE_OK;
 }
 
+static void easy_cleanupp(CURL **easy)
+{
+        curl_easy_cleanup(*easy); /* accepts NULL */
+}
+
 sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint64_t max, int fd,
                          sh_fetch_done_fn done, void *data, sh_error **err)
 {
-        sh_fetch *x = calloc(1, sizeof(*x));
+        _cleanup_free_ sh_fetch *x = NULL;
+        _cleanup_(easy_cleanupp) CURL *easy = NULL;
         char reason[SH_TOOLS_REASON_MAX];
         bool ok, loopback_http;
 
-        if (!x) {
-                sh_error_make(err, ENOMEM, "out of memory");
+        if (check_url(f, url, what, reason, sizeof(reason), &loopback_http) < 0) {
+                sh_error_make(err, EPERM, "%s", reason);
                 return NULL;
         }
-        if (check_url(f, url, what, reason, sizeof(reason), &loopback_http) < 0) {
-                free(x);
-                sh_error_make(err, EPERM, "%s", reason);
+        x = calloc(1, sizeof(*x));
+        if (!x) {
+                sh_error_make(err, ENOMEM, "out of memory");
                 return NULL;
         }
         x->f = f;
@@ -345,9 +351,8 @@ sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint6
         x->deadline_ms = sh_now_ms() + SH_TOOLS_TOTAL_TIMEOUT_MS;
         snprintf(x->what, sizeof(x->what), "%s", what);
         crypto_hash_sha256_init(&x->sha);
-        x->easy = curl_easy_init();
-        if (!x->easy) {
-                free(x);
+        x->easy = easy = curl_easy_init();
+        if (!easy) {
                 sh_error_make(err, ENOMEM, "creating a libcurl handle");
                 return NULL;
         }
@@ -370,19 +375,16 @@ sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint6
              curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x) == CURLE_OK &&
              curl_easy_setopt(x->easy, CURLOPT_USERAGENT, "sandbox-host/" SH_VERSION) == CURLE_OK;
         if (!ok) {
-                curl_easy_cleanup(x->easy);
-                free(x);
                 sh_error_make(err, EINVAL, "configuring libcurl for the %s", what);
                 return NULL;
         }
         if (curl_multi_add_handle(f->multi, x->easy) != CURLM_OK) {
-                curl_easy_cleanup(x->easy);
-                free(x);
                 sh_error_make(err, ENOMEM, "starting the %s fetch", what);
                 return NULL;
         }
+        easy = NULL; /* x's now, freed with it (fetch_free) */
         SH_LIST_PREPEND(fetches, f->fetches, x);
-        return x;
+        return TAKE_PTR(x);
 }
 
 /* A 3xx answer: follow it if the rules allow (at most MAX_REDIRECTS, every target checked

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sh/tools.h"
+#include "sh/util.h"
 
 #define FIELD_MAX 256 /* name and version */
 
@@ -44,13 +45,13 @@ static int field_string(const cJSON *o, const char *key, size_t max, char **ret,
 
 int sh_manifest_parse(const char *body, size_t len, sh_manifest *m, char *reason, size_t reason_len)
 {
-        cJSON *root, *bundle, *sha, *commands;
+        _cleanup_cjson_ cJSON *root = NULL;
+        cJSON *bundle, *sha, *commands;
         size_t i;
 
         memset(m, 0, sizeof(*m));
         root = cJSON_ParseWithLength(body, len);
         if (!cJSON_IsObject(root)) {
-                cJSON_Delete(root);
                 snprintf(reason, reason_len, "bad manifest: not a JSON object");
                 return -1;
         }
@@ -91,10 +92,8 @@ int sh_manifest_parse(const char *body, size_t len, sh_manifest *m, char *reason
         }
         /* Detach: the commands travel to the response byte-for-byte as parsed. */
         m->commands = cJSON_DetachItemViaPointer(root, commands);
-        cJSON_Delete(root);
         return 0;
 fail:
-        cJSON_Delete(root);
         sh_manifest_done(m);
         return -1;
 }

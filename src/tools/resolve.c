@@ -24,7 +24,7 @@ struct sh_tools {
         const sh_config *cfg;
         sh_loop *loop;
         sh_cgroup_root *cgroot; /* the manager's: the store's cgroup goes below it */
-        bool opened;            /* fetcher, store and keys are open (sh_tools_open) */
+        bool opened;            /* fetcher, store and keys are open (tools_open) */
         sh_fetcher *fetcher;
         sh_store *store;
         bool keys_on; /* a manifest must carry a valid signature */
@@ -89,10 +89,11 @@ static void cache_name(const char *url, char out[70])
  * result, never half of one. Best effort: a failed write only costs a future stale fallback. */
 static void cache_store(sh_tools *t, const char *url, const sh_manifest *m)
 {
-        int dfd = sh_store_cache_fd(t->store), fd;
+        int dfd = sh_store_cache_fd(t->store);
+        _cleanup_close_ int fd = -1;
         char file[70], tmp[96];
-        cJSON *o = cJSON_CreateObject();
-        char *text = NULL;
+        _cleanup_cjson_ cJSON *o = cJSON_CreateObject();
+        _cleanup_free_ char *text = NULL;
         size_t len, off = 0;
 
         cache_name(url, file);
@@ -103,11 +104,11 @@ static void cache_store(sh_tools *t, const char *url, const sh_manifest *m)
             !cJSON_AddStringToObject(o, "sha", m->sha256) ||
             !cJSON_AddItemToObject(o, "commands", cJSON_Duplicate(m->commands, true)) ||
             !(text = cJSON_PrintUnformatted(o)))
-                goto out;
+                return;
         len = strlen(text);
         fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
-                goto out;
+                return;
         while (off < len) {
                 ssize_t w = write(fd, text + off, len - off);
 
@@ -117,16 +118,12 @@ static void cache_store(sh_tools *t, const char *url, const sh_manifest *m)
                         break;
                 off += (size_t)w;
         }
-        if (off != len || fsync(fd) < 0 || close(fd) < 0 || renameat(dfd, tmp, dfd, file) < 0) {
-                if (off != len)
-                        close(fd);
+        if (off != len || fsync(fd) < 0 || close(TAKE_FD(fd)) < 0 ||
+            renameat(dfd, tmp, dfd, file) < 0) {
                 (void)unlinkat(dfd, tmp, 0);
                 log_debug("tools-cache", NULL, "cannot store the result for %s: %s", url,
                           strerror(errno));
         }
-out:
-        free(text);
-        cJSON_Delete(o);
 }
 
 static bool is_sha(const char *s)
@@ -142,11 +139,13 @@ static bool is_sha(const char *s)
 /* The last good result for `url` as a response entry with stale: true, or NULL. */
 static cJSON *cache_load(sh_tools *t, const char *url)
 {
-        int dfd = sh_store_cache_fd(t->store), fd;
+        int dfd = sh_store_cache_fd(t->store);
+        _cleanup_close_ int fd = -1;
         char file[70];
         struct stat st;
-        char *buf = NULL;
-        cJSON *o = NULL, *out = NULL, *u, *sha, *version, *commands;
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_cjson_ cJSON *o = NULL, *out = NULL;
+        cJSON *u, *sha, *version, *commands;
         ssize_t n;
 
         cache_name(url, file);
@@ -155,10 +154,10 @@ static cJSON *cache_load(sh_tools *t, const char *url)
                 return NULL;
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
             (uint64_t)st.st_size > CACHE_FILE_MAX || !(buf = malloc((size_t)st.st_size + 1)))
-                goto out;
+                return NULL;
         n = pread(fd, buf, (size_t)st.st_size, 0);
         if (n != (ssize_t)st.st_size)
-                goto out;
+                return NULL;
         o = cJSON_ParseWithLength(buf, (size_t)n);
         u = cJSON_GetObjectItemCaseSensitive(o, "url");
         sha = cJSON_GetObjectItemCaseSensitive(o, "sha");
@@ -169,20 +168,14 @@ static cJSON *cache_load(sh_tools *t, const char *url)
         if (!cJSON_IsString(u) || strcmp(u->valuestring, url) != 0 || !cJSON_IsString(sha) ||
             !is_sha(sha->valuestring) || !cJSON_IsString(version) || !cJSON_IsArray(commands) ||
             !sh_store_has(t->store, sha->valuestring))
-                goto out;
+                return NULL;
         out = cJSON_CreateObject();
         if (!out || !cJSON_AddStringToObject(out, "sha", sha->valuestring) ||
             !cJSON_AddStringToObject(out, "version", version->valuestring) ||
             !cJSON_AddBoolToObject(out, "stale", true) ||
-            !cJSON_AddItemToObject(out, "commands", cJSON_DetachItemViaPointer(o, commands))) {
-                cJSON_Delete(out);
-                out = NULL;
-        }
-out:
-        cJSON_Delete(o);
-        free(buf);
-        close(fd);
-        return out;
+            !cJSON_AddItemToObject(out, "commands", cJSON_DetachItemViaPointer(o, commands)))
+                return NULL;
+        return TAKE_PTR(out);
 }
 
 /* ---- settling one tool -------------------------------------------------------------- */
@@ -516,6 +509,12 @@ static void resolve_free(sh_resolve *res)
         free(res);
 }
 
+static void resolve_freep(sh_resolve **res)
+{
+        if (*res)
+                resolve_free(*res);
+}
+
 static void resolve_finish(sh_resolve *res)
 {
         cJSON *out = cJSON_CreateObject(), *tools, *refused;
@@ -533,7 +532,7 @@ static void resolve_finish(sh_resolve *res)
         }
         if (!tools || !refused) {
                 cJSON_Delete(out);
-                out = NULL; /* the caller answers 500 */
+                out = NULL; /* the caller answers an internal error */
         }
         res->done(out, res->data);
         resolve_free(res);
@@ -544,7 +543,7 @@ static int tools_open(sh_tools *t, sh_error **err);
 int sh_tools_resolve_start(sh_tools *t, const char *const *names, const char *const *urls, size_t n,
                            sh_resolve_done_fn done, void *data, sh_resolve **ret, sh_error **err)
 {
-        sh_resolve *res;
+        _cleanup_(resolve_freep) sh_resolve *res = NULL;
         size_t i;
 
         *ret = NULL;
@@ -552,13 +551,8 @@ int sh_tools_resolve_start(sh_tools *t, const char *const *names, const char *co
                 return -1;
         res = calloc(1, sizeof(*res));
         if (!res || !(res->jobs = calloc(n ? n : 1, sizeof(job))) ||
-            !(res->names = calloc(n ? n : 1, sizeof(char *)))) {
-                if (res) {
-                        free(res->jobs);
-                        free(res);
-                }
+            !(res->names = calloc(n ? n : 1, sizeof(char *))))
                 return sh_error_make(err, ENOMEM, "out of memory");
-        }
         res->t = t;
         res->done = done;
         res->data = data;
@@ -568,10 +562,8 @@ int sh_tools_resolve_start(sh_tools *t, const char *const *names, const char *co
                 res->jobs[i].url = strdup(urls[i]);
                 res->jobs[i].res = res;
                 res->jobs[i].name = res->names[i];
-                if (!res->names[i] || !res->jobs[i].url) {
-                        resolve_free(res);
+                if (!res->names[i] || !res->jobs[i].url)
                         return sh_error_make(err, ENOMEM, "out of memory");
-                }
         }
         /* One extra count held while starting: a tool refused at once must not finish the
          * request before the others have even begun. */
@@ -579,10 +571,10 @@ int sh_tools_resolve_start(sh_tools *t, const char *const *names, const char *co
         for (i = 0; i < n; i++)
                 job_begin(&res->jobs[i]);
         if (--res->pending == 0) {
-                resolve_finish(res);
+                resolve_finish(TAKE_PTR(res));
                 return 0;
         }
-        *ret = res;
+        *ret = TAKE_PTR(res);
         return 0;
 }
 

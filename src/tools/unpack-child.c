@@ -179,22 +179,18 @@ static int prepare_libc(void)
  * component of it; the inode is checked) before the tmpfs may hide it. */
 static int build_root(void)
 {
-        int fd;
+        _cleanup_close_ int fd = -1;
 
         if (sh_jail_private() < 0)
                 return step_fail("make mounts private");
         fd = sh_jail_reopen_dir(FD_STAGE);
         if (fd < 0)
                 return step_fail("open the staging directory");
-        if (sh_jail_tmpfs_root(NEWROOT) < 0) {
-                close(fd);
+        if (sh_jail_tmpfs_root(NEWROOT) < 0)
                 return step_fail("mount the root tmpfs");
-        }
-        if (sh_jail_bind_fd(fd, NEWROOT "/" OUT_DIR, SH_JAIL_NOEXEC) < 0) {
-                close(fd);
+        if (sh_jail_bind_fd(fd, NEWROOT "/" OUT_DIR, SH_JAIL_NOEXEC) < 0)
                 return step_fail("bind the staging directory");
-        }
-        close(fd);
+        fd = sh_close(fd);
         close(FD_STAGE);
         if (sh_jail_enter(NEWROOT) < 0)
                 return step_fail("pivot_root");

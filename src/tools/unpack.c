@@ -138,7 +138,8 @@ int sh_store_open(const char *root, sh_loop *loop, uid_t uid, sh_cgroup_root *cg
                 .pids_max = SH_TOOLS_CG_PIDS_MAX,
                 .cpu_max_milli = SH_TOOLS_CG_CPU_MILLI,
         };
-        int rootfd, r;
+        _cleanup_close_ int rootfd = -1;
+        int r;
 
         if (!s)
                 return sh_error_make(err, ENOMEM, "out of memory");
@@ -163,11 +164,10 @@ int sh_store_open(const char *root, sh_loop *loop, uid_t uid, sh_cgroup_root *cg
         }
         if (mkdirat(rootfd, "tools", 0755) < 0 && errno != EEXIST) {
                 r = sh_error_make(err, errno, "creating '%s/tools'", root);
-                close(rootfd);
                 goto fail;
         }
         s->toolsfd = openat(rootfd, "tools", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        close(rootfd);
+        rootfd = sh_close(rootfd);
         if (s->toolsfd < 0) {
                 r = sh_error_make(err, errno, "opening '%s/tools'", root);
                 goto fail;

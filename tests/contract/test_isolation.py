@@ -401,6 +401,9 @@ def witnessed(arch, nr, call):
         witness(arch, [nr])
         return call()
     return fork_run(fn)
+# A kernel without IA32 emulation faults every int $0x80 (SIGSEGV) before any filter: the
+# i386 ABI is then out of every process's reach, and the probes leave it out (out['ia32']).
+IA32 = fork_run(lambda: i3(20)) == 'ok'
 """
 
 SOCKET_FAMILY_PROBE = PROBE_LIB + r"""
@@ -414,16 +417,19 @@ for fam in (17, 38, 15, 44, 40, 2, 16):  # socketpair of refused and allowed-but
 for proto in list(range(32)) + [1000]:
     out['netlink %d' % proto] = witnessed(X86_64, 41, lambda: sc(41, 16, 3, proto))
 for fam in (17, 38, 15, 1):
-    out['i386 socket %d' % fam] = witnessed(I386, 359, lambda: i3(359, fam, 2, 0))
+    if IA32:
+        out['i386 socket %d' % fam] = witnessed(I386, 359, lambda: i3(359, fam, 2, 0))
     out['x32 socket %d' % fam] = witnessed(X86_64, X32 | 41, lambda: sc(X32 | 41, fam, 2, 0))
-for call in (1, 3, 8):  # socketcall SOCKET, CONNECT, SOCKETPAIR
+for call in (1, 3, 8) if IA32 else ():  # socketcall SOCKET, CONNECT, SOCKETPAIR
     out['i386 socketcall %d' % call] = witnessed(I386, 102, lambda: i3(102, call, 0, 0))
+out['ia32'] = IA32
 print(json.dumps(out))
 """
 
 
 def test_seccomp_refuses_every_socket_family_outside_the_allow_list(sb):
     res = json.loads(py(sb, SOCKET_FAMILY_PROBE))
+    ia32 = res.pop("ia32")  # without it, the i386 ABI reaches nothing: nothing to refuse
     reached, refused = "ENOSYS", "EAFNOSUPPORT"  # the witness answers ENOSYS
     want = {}
     for fam in list(range(64)) + [1000, 0x7fffffff, 0xffffffff]:
@@ -433,9 +439,11 @@ def test_seccomp_refuses_every_socket_family_outside_the_allow_list(sb):
     for proto in list(range(32)) + [1000]:
         want["netlink %d" % proto] = reached if proto == 0 else "EPROTONOSUPPORT"
     for fam in (17, 38, 15, 1):
-        want["i386 socket %d" % fam] = reached if fam == 1 else refused
+        if ia32:
+            want["i386 socket %d" % fam] = reached if fam == 1 else refused
         want["x32 socket %d" % fam] = reached if fam == 1 else refused
-    for call in (1, 3, 8):  # its arguments are invisible: SOCKET and SOCKETPAIR refused whole
+    # socketcall's arguments are invisible to a filter: SOCKET and SOCKETPAIR refused whole
+    for call in (1, 3, 8) if ia32 else ():
         want["i386 socketcall %d" % call] = reached if call == 3 else refused
     wrong = {k: (res.get(k), v) for k, v in want.items() if res.get(k) != v}
     assert wrong == {}, "(got, wanted): %r" % wrong
@@ -458,7 +466,8 @@ out = {}
 for nr in (457, 462, 469, 1000):
     out['%d' % nr] = fork_run(lambda: sc(nr, 0 if nr == 462 else -1, 0, 0, 0, 0))
 for nr in (457, 469):
-    out['i386 %d' % nr] = fork_run(lambda: i3(nr, 0xffffffff, 0, 0))
+    if IA32:
+        out['i386 %d' % nr] = fork_run(lambda: i3(nr, 0xffffffff, 0, 0))
     out['x32 %d' % nr] = fork_run(lambda: sc(X32 | nr, -1, 0, 0, 0, 0))
 print(json.dumps(out))
 """

@@ -233,6 +233,9 @@ static Suite *mode_suite(void)
         tcase_add_test(tc, test_bits_are_shown_as_decimal_digits);
         tcase_add_test(tc, test_every_permission_round_trips);
         tcase_add_test(tc, test_random_values_never_crash_and_never_give_special_bits);
+        /* 200,000 random values: a fixed amount of work, whose time is the machine's (ASan
+         * beside other jobs took longer than Check's default 4 s) */
+        tcase_set_timeout(tc, 60);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -1041,19 +1041,6 @@ static struct outcome probe_int80_getpid(void)
         return o;
 }
 
-/* IA32 emulation can be off at boot (ia32_emulation=0): then int $0x80 raises SIGSEGV. */
-static bool ia32_available(void)
-{
-        int status = 0;
-        pid_t pid = fork();
-
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0)
-                _exit(int80(I386_getpid, 0, 0, 0) == getpid() ? 0 : 1);
-        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-        return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 static struct outcome probe_int80_unshare_newuser(void)
 {
         return int80_result(int80(I386_unshare, CLONE_NEWUSER, 0, 0));
@@ -1117,7 +1104,7 @@ static struct outcome probe_int80_socketcall_socket(void)
 
 START_TEST(test_i386_unshare_newuser_refused_with_eperm)
 {
-        if (!ia32_available()) {
+        if (!ut_ia32_available()) {
                 fprintf(stderr, "IA32 emulation disabled in this kernel: nothing to test\n");
                 return;
         }
@@ -1128,7 +1115,7 @@ END_TEST
 
 START_TEST(test_i386_abi_refuses_the_same_calls)
 {
-        if (!ia32_available())
+        if (!ut_ia32_available())
                 return;
         expect_refused(probe_int80_clone_newuser, EPERM, "int80 clone(CLONE_NEWUSER)");
         expect_refused(probe_int80_mount, EPERM, "int80 mount");
@@ -1183,7 +1170,7 @@ START_TEST(test_i386_socket_of_a_refused_family_answers_eafnosupport)
 {
         static const unsigned long ok[] = {AF_UNIX, AF_INET, AF_INET6};
 
-        if (!ia32_available())
+        if (!ut_ia32_available())
                 return;
         fill_refused_families();
         expect_int80_sweep(I386_socket, &i386_socket_witness, refused_families, n_refused_families,
@@ -1203,7 +1190,7 @@ START_TEST(test_i386_socketcall_socket_and_socketpair_refused)
         static const unsigned long use[] = {3 /* CONNECT */, 9 /* SEND */, 20 /* SENDMMSG */, 0,
                                             21};
 
-        if (!ia32_available())
+        if (!ut_ia32_available())
                 return;
         expect_int80_sweep(I386_socketcall, &i386_socketcall_witness, create,
                            sizeof(create) / sizeof(create[0]), EAFNOSUPPORT, "int80 socketcall");
@@ -1232,7 +1219,7 @@ static struct outcome probe_int80_fssetxattr(void)
 
 START_TEST(test_i386_unix_socket_works_and_fssetxattr_refused)
 {
-        if (!ia32_available())
+        if (!ut_ia32_available())
                 return;
         expect_works(probe_int80_socket_unix, "int80 socket(AF_UNIX)");
         expect_refused(probe_int80_fssetxattr, EPERM, "int80 ioctl(FS_IOC_FSSETXATTR)");
@@ -1511,7 +1498,7 @@ END_TEST
 #if defined(__x86_64__)
 START_TEST(test_every_i386_syscall_number_gets_the_policy_answer)
 {
-        if (!ia32_available())
+        if (!ut_ia32_available())
                 return;
         expect_sweep(SWEEP_I386);
 }

@@ -1,7 +1,8 @@
 /* test_util.c: util.h helpers: paths, URL and query decoding, numbers, ids, JSON quoting, the
- * intake of JSON text (no NUL in any string). */
+ * intake of JSON text (no NUL in any string), the cleanup of a cJSON variable. */
 #include <check.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -834,6 +835,54 @@ START_TEST(test_json_surrogate_bytes_only_when_asked)
 }
 END_TEST
 
+/* ---- _cleanup_cjson_ ---------------------------------------------------------------------- */
+
+static unsigned json_live; /* cJSON allocations not freed yet */
+
+static void *counting_malloc(size_t n)
+{
+        void *p = malloc(n);
+
+        if (p)
+                json_live++;
+        return p;
+}
+
+static void counting_free(void *p)
+{
+        if (p)
+                json_live--;
+        free(p);
+}
+
+static cJSON *made_in_a_scope(bool hand_out)
+{
+        _cleanup_cjson_ cJSON *o = cJSON_CreateObject();
+
+        ck_assert_ptr_nonnull(cJSON_AddStringToObject(o, "k", "v"));
+        ck_assert_uint_gt(json_live, 0);
+        return hand_out ? TAKE_PTR(o) : NULL;
+}
+
+START_TEST(test_json_cleanup_deletes_at_scope_end_unless_handed_out)
+{
+        cJSON_Hooks hooks = {.malloc_fn = counting_malloc, .free_fn = counting_free};
+        cJSON *kept;
+
+        cJSON_InitHooks(&hooks);
+        json_live = 0;
+        ck_assert_ptr_null(made_in_a_scope(false));
+        ck_assert_uint_eq(json_live, 0);
+        kept = made_in_a_scope(true);
+        ck_assert_ptr_nonnull(kept);
+        ck_assert_str_eq(cJSON_GetObjectItem(kept, "k")->valuestring, "v");
+        ck_assert_uint_gt(json_live, 0);
+        cJSON_Delete(kept);
+        ck_assert_uint_eq(json_live, 0);
+        cJSON_InitHooks(NULL);
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
         Suite *s = suite_create("util");
@@ -920,6 +969,7 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_json_raw_controls_nul_bytes_and_bad_utf8_are_refused);
         tcase_add_test(tc, test_json_one_value_and_only_whitespace_after_it);
         tcase_add_test(tc, test_json_surrogate_bytes_only_when_asked);
+        tcase_add_test(tc, test_json_cleanup_deletes_at_scope_end_unless_handed_out);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -151,6 +151,29 @@ int ut_need_root(const char *why)
         return UT_SKIP;
 }
 
+bool ut_ia32_available(void)
+{
+#if defined(__x86_64__)
+        int status = 0;
+        pid_t pid = fork();
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                long r = 20; /* i386 getpid */
+
+                /* the fault kills, as it would any process (no sanitizer's report) */
+                signal(SIGSEGV, SIG_DFL);
+
+                __asm__ volatile("int $0x80" : "+a"(r) : : "memory", "r8", "r9", "r10", "r11");
+                _exit(r == getpid() ? 0 : 1);
+        }
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+#else
+        return false;
+#endif
+}
+
 static int run(Suite *s, bool always_fork)
 {
         SRunner *sr = srunner_create(s);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <check.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -42,6 +43,12 @@ int ut_count_fds(void);
 
 /* 0 as root; otherwise prints "SKIP: <why>" and returns UT_SKIP (main returns it). */
 int ut_need_root(const char *why);
+
+/* Whether this kernel takes a syscall through the i386 ABI (int $0x80 from a 64-bit
+ * process): IA32 emulation may be off (ia32_emulation=0, or a kernel built or virtualised
+ * without it), and int $0x80 then raises SIGSEGV before any seccomp filter sees it. Asked in a
+ * child; false on any other architecture. */
+bool ut_ia32_available(void);
 
 /* Run the suite (in fork mode unless CK_FORK=no says otherwise); EXIT_SUCCESS when no test
  * failed. ut_run_forked forks whatever CK_FORK says: for tests that start processes or

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "unit.h"
 #include "wire_helpers.h"
 
 static const char *const no_flags[] = {NULL};
@@ -1499,5 +1500,7 @@ static Suite *wire_suite(void)
 
 int main(void)
 {
-        return wire_main(wire_suite());
+        int k = ut_need_root("the daemon needs root (its cgroups, the sandboxes' namespaces)");
+
+        return k ? k : wire_main(wire_suite());
 }

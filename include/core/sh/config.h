@@ -34,7 +34,7 @@ typedef struct sh_config {
         char *disk_quota;               /* auto, project, loop, tmpfs, none */
         uint64_t disk_project_base;     /* first project quota id */
         /* the OpenSandbox surface (/v1, docs/opensandbox.md) */
-        bool opensandbox;         /* off: every /v1 path is the native 404 */
+        bool opensandbox;         /* off: every /v1 path is the native surface's (no route) */
         bool native;              /* off: only the probes and /drain of the native surface */
         char *api_key;            /* NULL: /v1 asks no key; never logged nor shown */
         uint64_t max_timeout_s;   /* a create's longest timeout; 0: no ceiling */

@@ -36,7 +36,7 @@ typedef struct sh_error {
 
 /* Allocate *err from an errno and a message; the kind follows from the errno
  * (sh_error_kind_of_errno). Returns -errnum (or -EIO when errnum is 0). If allocation fails
- * *err stays NULL; callers must cope (the surfaces answer 500). */
+ * *err stays NULL; callers must cope (the surfaces answer an internal error). */
 int sh_error_make(sh_error **err, int errnum, const char *fmt, ...) _printf_(3, 4);
 
 /* Allocate *err of an explicit kind (no errno). Returns -1. */

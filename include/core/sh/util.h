@@ -91,6 +91,10 @@ struct cJSON *sh_json_parse_exact(const char *text, size_t len);
  * failure, with *ret_why a static reason for the client. */
 #define SH_JSON_SURROGATE_BYTES 1u
 struct cJSON *sh_json_parse_text(char *text, size_t *len, unsigned flags, const char **ret_why);
+/* cJSON_Delete of a cleanup-managed variable (`_cleanup_cjson_ cJSON *o = NULL;`, handed out
+ * with TAKE_PTR). */
+void sh_json_freep(struct cJSON **p);
+#define _cleanup_cjson_ _cleanup_(sh_json_freep)
 
 /* Replace, in place, every byte of `s` that is not part of valid UTF-8 (and every control
  * character) with '?', so a message quoting client bytes is always valid JSON text. */

@@ -1,9 +1,9 @@
 /* fsops.h: the file operations of both surfaces (CONTRACT.md section 3, OPENSANDBOX.md section
  * 3.2) built on safe_open, each under a surface's policy (sh_fs_ctx). Every path argument is
  * already normalised (sh_path_normalize); "" is the root. Errors carry
- * an errno that the HTTP layer maps: ENOENT -> 404 FileNotFoundError, EISDIR -> 400
- * IsADirectoryError, ENOTDIR -> 400 NotADirectoryError, EEXIST -> 400 FileExistsError,
- * EINVAL -> 400 BadRequest; or an explicit http status/type. None of these functions logs. */
+ * a kind (sh/error.h), from the errno where one caused it (ENOENT: not found, EISDIR: is a
+ * directory, ENOTDIR: not a directory, EEXIST: exists, EINVAL: invalid) or named; the surfaces
+ * map kinds to their statuses. None of these functions logs. */
 #pragma once
 
 #include <stdbool.h>
@@ -111,7 +111,7 @@ int sh_fs_upload_fd(const sh_fs_upload *u);
 
 /* Open a regular file for reading without ever blocking on a FIFO or touching a device:
  * O_PATH first, fstat, then reopen of that very inode. A directory is EISDIR, any other
- * non-regular file an explicit 400 BadRequest, absent ENOENT. */
+ * non-regular file SH_E_INVALID, absent ENOENT. */
 int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err);
 
 /* The second half of sh_fs_open_read, for a caller that resolved the path itself: the O_PATH

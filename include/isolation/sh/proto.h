@@ -35,7 +35,7 @@
 enum {
         SH_MSG_PID = 1,      /* intermediate -> daemon: a = the worker's pid (daemon's view) */
         SH_MSG_READY,        /* worker is set up and serving */
-        SH_MSG_SETUP_FAILED, /* a = step (sh_worker_step), b = errno */
+        SH_MSG_SETUP_FAILED, /* a = step (SH_STEP_*, below), b = errno */
         SH_MSG_STARTED,      /* id, a = pid inside the sandbox */
         SH_MSG_EXITED,       /* id, a = wait status */
         SH_MSG_EXEC,         /* daemon -> worker: id + argv/env payload; fds: out, err, procs... */

@@ -34,7 +34,7 @@ int sh_persist_restore(sh_persister *p, sh_sandbox *sb, sh_persist_done_fn done,
 /* Persist sb's workspace to its item's archive: additive (delete false) or reconciling
  * (delete true: the archive ends equal to the workspace). The sandbox is frozen for the
  * duration through a freeze hold (sh_sandbox_freeze_hold), always released: a sandbox paused
- * before or meanwhile stays frozen. Failures are 500 PersistFailed with the tail of rsync's
+ * before or meanwhile stays frozen. Failures are SH_E_PERSIST_FAILED with the tail of rsync's
  * stderr in the message. */
 int sh_persist_save(sh_persister *p, sh_sandbox *sb, bool delete_extra, sh_persist_done_fn done,
                     void *data, sh_error **err);
@@ -56,10 +56,11 @@ int sh_persist_restore_from(sh_persister *p, sh_sandbox *sb, const char *root, c
                             sh_persist_done_fn done, void *data, sh_error **err);
 
 /* Every callback runs from the loop, never inside these calls. A sandbox deleted while its job
- * waits or runs ends that job with 404 SandboxNotFound (noticed within 200 ms even when nobody
- * calls sh_persist_forget). */
+ * waits or runs ends that job with SH_E_SANDBOX_NOT_FOUND (noticed within 200 ms even when
+ * nobody calls sh_persist_forget). */
 
 /* sb is going away: cancel its queued work and stop its running rsync (SIGTERM to every rsync
- * process, so rsync removes its temporary file; SIGKILL to its PID namespace 3 s later). The callbacks still run, later, from the loop, with 404
- * SandboxNotFound, so that a suspended request is always answered. p may be NULL. */
+ * process, so rsync removes its temporary file; SIGKILL to its PID namespace 3 s later). The
+ * callbacks still run, later, from the loop, with SH_E_SANDBOX_NOT_FOUND, so that a suspended
+ * request is always answered. p may be NULL. */
 void sh_persist_forget(sh_persister *p, sh_sandbox *sb);

@@ -89,7 +89,8 @@ int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
 /* The creator is gone before done: the sandbox is deleted, and done will not be called. */
 void sh_sandbox_create_cancel(sh_sandbox *sb);
 
-/* The manager's shared isolation state for exec sessions. */
+/* The manager's shared state, for what works beside the sandboxes (the persister, the
+ * removers, daemon.c); a sandbox and its exec sessions get theirs at their making. */
 struct sh_cgroup_root *sh_manager_cgroups(sh_manager *m);
 const sh_config *sh_manager_config(const sh_manager *m);
 sh_loop *sh_manager_loop(const sh_manager *m);

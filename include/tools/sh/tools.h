@@ -19,7 +19,7 @@
 #define SH_TOOLS_FILES_MAX          20000u         /* entries in one bundle */
 #define SH_TOOLS_CONNECT_TIMEOUT_MS 5000L
 #define SH_TOOLS_TOTAL_TIMEOUT_MS   60000L
-#define SH_TOOLS_PER_REQUEST_MAX    256u  /* tools in one resolve request (more: 400) */
+#define SH_TOOLS_PER_REQUEST_MAX    256u  /* tools in one resolve request (more: invalid) */
 #define SH_TOOLS_NAME_MAX           256u  /* bytes of a tool name (longer: refused) */
 #define SH_TOOLS_URL_MAX            4096u /* bytes of a manifest or bundle URL */
 #define SH_TOOLS_KEYS_MAX           64u   /* trusted publisher keys */
