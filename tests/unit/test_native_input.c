@@ -1,0 +1,190 @@
+/* test_native_input.c: the native surface's pure input rules (native/input.c,
+ * native/api_sandbox.c): a JSON body as text (empty is {}, an object, byte-string paths through
+ * surrogate escapes) and the fields of a create body (CONTRACT.md 2.1). The same rules over
+ * HTTP are the contract tier's (tests/contract). */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sh/native.h"
+#include "unit.h"
+
+/* The body `text` through sh_native_json_text: the object, or NULL with why. */
+static cJSON *body_of(const char *text, char *why, size_t why_size)
+{
+        size_t n = strlen(text);
+        char *copy = malloc(n + 1);
+        cJSON *j;
+
+        ck_assert_ptr_nonnull(copy);
+        memcpy(copy, text, n + 1);
+        j = sh_native_json_text(copy, n, why, why_size);
+        free(copy);
+        return j;
+}
+
+START_TEST(test_an_empty_body_is_an_empty_object)
+{
+        char why[128];
+        cJSON *j = body_of("", why, sizeof(why));
+
+        ck_assert(cJSON_IsObject(j));
+        ck_assert_ptr_null(j->child);
+        cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(test_a_whitespace_body_is_an_empty_object)
+{
+        char why[128];
+        cJSON *j = body_of(" \r\n\t ", why, sizeof(why));
+
+        ck_assert(cJSON_IsObject(j));
+        ck_assert_ptr_null(j->child);
+        cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(test_a_body_that_is_no_object_is_refused)
+{
+        char why[128];
+
+        ck_assert_ptr_null(body_of("[1, 2]", why, sizeof(why)));
+        ck_assert_str_eq(why, "the body must be a JSON object");
+}
+END_TEST
+
+START_TEST(test_a_body_that_is_no_json_is_refused_saying_why)
+{
+        char why[128];
+
+        ck_assert_ptr_null(body_of("{\"a\": 1} {}", why, sizeof(why)));
+        ck_assert_str_eq(why, "the body is not valid JSON");
+}
+END_TEST
+
+START_TEST(test_a_surrogate_escape_is_the_raw_byte)
+{
+        char why[128];
+        cJSON *j = body_of("{\"path\": \"/tmp/\\udcff\"}", why, sizeof(why));
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "path");
+
+        ck_assert(cJSON_IsString(p));
+        ck_assert_str_eq(p->valuestring, "/tmp/\xff");
+        cJSON_Delete(j);
+}
+END_TEST
+
+/* The create fields of `text` (an object): 0 and o, or -1 and why. */
+static int create_opts(const char *text, cJSON **ret_body, sh_create_opts *o, const char **why)
+{
+        *ret_body = cJSON_Parse(text);
+        ck_assert(cJSON_IsObject(*ret_body));
+        return sh_native_create_opts(*ret_body, o, why);
+}
+
+START_TEST(test_create_fields_absent_or_null_are_none)
+{
+        sh_create_opts o = {.image = "x", .item_id = "x"};
+        const char *why = NULL;
+        cJSON *body;
+
+        ck_assert_int_eq(
+                create_opts("{\"image\": null, \"env\": null, \"item_id\": null}", &body, &o, &why),
+                0);
+        ck_assert_ptr_null(o.image);
+        ck_assert_ptr_null(o.env);
+        ck_assert_ptr_null(o.item_id);
+        cJSON_Delete(body);
+}
+END_TEST
+
+START_TEST(test_create_fields_point_into_the_body)
+{
+        sh_create_opts o = {0};
+        const char *why = NULL;
+        cJSON *body;
+
+        ck_assert_int_eq(create_opts("{\"image\": \"py\", \"env\": {\"A\": \"1\"}, "
+                                     "\"exposed_ports\": [8080], \"item_id\": \"task-1\"}",
+                                     &body, &o, &why),
+                         0);
+        ck_assert_str_eq(o.image, "py");
+        ck_assert_ptr_eq(o.env, cJSON_GetObjectItemCaseSensitive(body, "env"));
+        ck_assert_str_eq(o.item_id, "task-1");
+        cJSON_Delete(body);
+}
+END_TEST
+
+START_TEST(test_create_image_that_is_no_string_is_refused)
+{
+        sh_create_opts o = {0};
+        const char *why = NULL;
+        cJSON *body;
+
+        ck_assert_int_eq(create_opts("{\"image\": 1}", &body, &o, &why), -1);
+        ck_assert_str_eq(why, "'image' must be a string");
+        cJSON_Delete(body);
+}
+END_TEST
+
+START_TEST(test_create_env_with_a_value_that_is_no_string_is_refused)
+{
+        sh_create_opts o = {0};
+        const char *why = NULL;
+        cJSON *body;
+
+        ck_assert_int_eq(create_opts("{\"env\": {\"A\": 1}}", &body, &o, &why), -1);
+        ck_assert_str_eq(why, "'env' must be an object of strings");
+        cJSON_Delete(body);
+}
+END_TEST
+
+START_TEST(test_create_exposed_ports_that_is_no_list_is_refused)
+{
+        sh_create_opts o = {0};
+        const char *why = NULL;
+        cJSON *body;
+
+        ck_assert_int_eq(create_opts("{\"exposed_ports\": 8080}", &body, &o, &why), -1);
+        ck_assert_str_eq(why, "'exposed_ports' must be a list");
+        cJSON_Delete(body);
+}
+END_TEST
+
+START_TEST(test_create_item_id_out_of_its_syntax_is_refused)
+{
+        sh_create_opts o = {0};
+        const char *why = NULL;
+        cJSON *body;
+
+        ck_assert_int_eq(create_opts("{\"item_id\": \"-x\"}", &body, &o, &why), -1);
+        ck_assert_str_eq(why, "'item_id' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}");
+        cJSON_Delete(body);
+}
+END_TEST
+
+static Suite *native_input_suite(void)
+{
+        Suite *s = suite_create("native_input");
+        TCase *tc = tcase_create("native_input");
+
+        tcase_add_test(tc, test_an_empty_body_is_an_empty_object);
+        tcase_add_test(tc, test_a_whitespace_body_is_an_empty_object);
+        tcase_add_test(tc, test_a_body_that_is_no_object_is_refused);
+        tcase_add_test(tc, test_a_body_that_is_no_json_is_refused_saying_why);
+        tcase_add_test(tc, test_a_surrogate_escape_is_the_raw_byte);
+        tcase_add_test(tc, test_create_fields_absent_or_null_are_none);
+        tcase_add_test(tc, test_create_fields_point_into_the_body);
+        tcase_add_test(tc, test_create_image_that_is_no_string_is_refused);
+        tcase_add_test(tc, test_create_env_with_a_value_that_is_no_string_is_refused);
+        tcase_add_test(tc, test_create_exposed_ports_that_is_no_list_is_refused);
+        tcase_add_test(tc, test_create_item_id_out_of_its_syntax_is_refused);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        return ut_run(native_input_suite());
+}
