@@ -23,25 +23,26 @@ static cJSON *body_of(const char *text, char *why, size_t why_size)
         return j;
 }
 
-START_TEST(test_an_empty_body_is_an_empty_object)
+/* The body `text` is the empty object. */
+static void assert_empty_object(const char *text)
 {
         char why[128];
-        cJSON *j = body_of("", why, sizeof(why));
+        cJSON *j = body_of(text, why, sizeof(why));
 
         ck_assert(cJSON_IsObject(j));
         ck_assert_ptr_null(j->child);
         cJSON_Delete(j);
 }
+
+START_TEST(test_an_empty_body_is_an_empty_object)
+{
+        assert_empty_object("");
+}
 END_TEST
 
 START_TEST(test_a_whitespace_body_is_an_empty_object)
 {
-        char why[128];
-        cJSON *j = body_of(" \r\n\t ", why, sizeof(why));
-
-        ck_assert(cJSON_IsObject(j));
-        ck_assert_ptr_null(j->child);
-        cJSON_Delete(j);
+        assert_empty_object(" \r\n\t ");
 }
 END_TEST
 
@@ -116,51 +117,40 @@ START_TEST(test_create_fields_point_into_the_body)
 }
 END_TEST
 
-START_TEST(test_create_image_that_is_no_string_is_refused)
+/* A create body `text` is refused, saying `why`. */
+static void assert_create_refused(const char *text, const char *why)
 {
         sh_create_opts o = {0};
-        const char *why = NULL;
+        const char *got = NULL;
         cJSON *body;
 
-        ck_assert_int_eq(create_opts("{\"image\": 1}", &body, &o, &why), -1);
-        ck_assert_str_eq(why, "'image' must be a string");
+        ck_assert_int_eq(create_opts(text, &body, &o, &got), -1);
+        ck_assert_str_eq(got, why);
         cJSON_Delete(body);
+}
+
+START_TEST(test_create_image_that_is_no_string_is_refused)
+{
+        assert_create_refused("{\"image\": 1}", "'image' must be a string");
 }
 END_TEST
 
 START_TEST(test_create_env_with_a_value_that_is_no_string_is_refused)
 {
-        sh_create_opts o = {0};
-        const char *why = NULL;
-        cJSON *body;
-
-        ck_assert_int_eq(create_opts("{\"env\": {\"A\": 1}}", &body, &o, &why), -1);
-        ck_assert_str_eq(why, "'env' must be an object of strings");
-        cJSON_Delete(body);
+        assert_create_refused("{\"env\": {\"A\": 1}}", "'env' must be an object of strings");
 }
 END_TEST
 
 START_TEST(test_create_exposed_ports_that_is_no_list_is_refused)
 {
-        sh_create_opts o = {0};
-        const char *why = NULL;
-        cJSON *body;
-
-        ck_assert_int_eq(create_opts("{\"exposed_ports\": 8080}", &body, &o, &why), -1);
-        ck_assert_str_eq(why, "'exposed_ports' must be a list");
-        cJSON_Delete(body);
+        assert_create_refused("{\"exposed_ports\": 8080}", "'exposed_ports' must be a list");
 }
 END_TEST
 
 START_TEST(test_create_item_id_out_of_its_syntax_is_refused)
 {
-        sh_create_opts o = {0};
-        const char *why = NULL;
-        cJSON *body;
-
-        ck_assert_int_eq(create_opts("{\"item_id\": \"-x\"}", &body, &o, &why), -1);
-        ck_assert_str_eq(why, "'item_id' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}");
-        cJSON_Delete(body);
+        assert_create_refused("{\"item_id\": \"-x\"}",
+                              "'item_id' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}");
 }
 END_TEST
 
