@@ -76,6 +76,17 @@ static inline uint64_t fz_u64(fz *f)
         return v;
 }
 
+/* The next n bytes (fewer at the end of the input), consumed: *ret points at them; how many. */
+static inline size_t fz_take(fz *f, size_t n, const char **ret)
+{
+        size_t k = n < f->n ? n : f->n;
+
+        *ret = (const char *)f->p;
+        f->p += k;
+        f->n -= k;
+        return k;
+}
+
 /* Which of n modes the input asks for: its first byte, '0' being mode 0, '1' mode 1 and so on
  * (so text seeds stay readable), any other byte some mode. */
 static inline unsigned fz_mode(fz *f, unsigned n)

@@ -44,11 +44,6 @@ static void check_paths(const char *p, size_t n)
         free(b);
 }
 
-static size_t take(fz *f, size_t n)
-{
-        return n < f->n ? n : f->n;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         fz f = fz_init(data, size);
@@ -58,19 +53,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 sh_exec_event ev = {.type = SH_EXEC_EV_CHUNK};
                 uint8_t op = fz_u8(&f), bits;
                 size_t from = q.len, n;
+                const char *p;
                 char *text = NULL, *line;
                 cJSON *j;
 
                 switch (op) {
                 case 'o':
                 case 'e':
-                        n = take(&f, fz_u8(&f));
                         ev.chunk.stream = op == 'o' ? SH_EXEC_STDOUT : SH_EXEC_STDERR;
-                        ev.chunk.data = (const char *)f.p;
-                        ev.chunk.len = n;
-                        f.p += n;
-                        f.n -= n;
-                        check_paths(ev.chunk.data, n);
+                        ev.chunk.len = fz_take(&f, fz_u8(&f), &ev.chunk.data);
+                        check_paths(ev.chunk.data, ev.chunk.len);
                         break;
                 case 'h':
                         ev.type = SH_EXEC_EV_HEARTBEAT;
@@ -82,20 +74,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         ev.exit.signal = bits & 1 ? 9 : 0;
                         ev.exit.oom = bits & 2;
                         ev.exit.truncated = bits & 4;
-                        n = take(&f, bits >> 3);
-                        ev.exit.out = (const char *)f.p;
-                        ev.exit.out_len = n;
-                        ev.exit.err = (const char *)f.p + n / 2;
+                        n = fz_take(&f, bits >> 3, &ev.exit.out);
+                        ev.exit.out_len = n / 2;
+                        ev.exit.err = ev.exit.out + n / 2;
                         ev.exit.err_len = n - n / 2;
-                        f.p += n;
-                        f.n -= n;
                         break;
                 case 'E':
                         ev.type = SH_EXEC_EV_ERROR;
-                        n = take(&f, fz_u8(&f));
-                        text = fz_str(f.p, n);
-                        f.p += n;
-                        f.n -= n;
+                        n = fz_take(&f, fz_u8(&f), &p);
+                        text = fz_str(p, n);
                         ev.error.kind = (sh_error_kind)(n % 8);
                         ev.error.text = text;
                         break;

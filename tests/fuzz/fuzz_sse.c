@@ -2,9 +2,9 @@
  * write any bytes, which become SSE events, one JSON object each. Input: a flags byte (bit 0: a
  * session run, whose state follows a nonce line; bit 1: stdout goes through the wrapper's
  * handshake first; bit 2: stderr shares that pipe), then events: 'o'/'e' + length byte + bytes
- * (a chunk of stdout/stderr), 'O' + byte + 1..4 bytes (a chunk of (N + 1) x 512 bytes of that
- * pattern, past the 64 KiB line cut; two at most), 'h' (heartbeat), 'x' + code byte (the exit), 'E' + length + text (an
- * engine error); other bytes are skipped. Properties: every event is one valid JSON object
+ * (a chunk of stdout/stderr), 'O' + byte N + 1..4 bytes (a chunk of (N % 136 + 1) x 512 bytes
+ * of that pattern, up to past the 64 KiB line cut; one at most), 'h' (heartbeat), 'x' + code
+ * byte (the exit), 'E' + length + text (an engine error); other bytes are skipped. Properties: every event is one valid JSON object
  * (lone surrogates for bytes that are not UTF-8) ending in a blank line, of a known type, its
  * text no longer than a line and holding no line end (but the "\n" of an empty line); without
  * a session, the stdout bytes that are no line end all come out as text. */
@@ -72,11 +72,6 @@ static void check_events(const sh_buf *q, size_t from, counts *c)
         }
 }
 
-static size_t take(fz *f, size_t n)
-{
-        return n < f->n ? n : f->n;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         fz f = fz_init(data, size);
@@ -93,30 +88,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 sh_exec_event ev = {.type = SH_EXEC_EV_CHUNK};
                 uint8_t op = fz_u8(&f);
                 size_t from = q.len, n, k, used;
-                char pat[4], *text = NULL;
+                const char *p;
+                char *text = NULL;
 
                 switch (op) {
                 case 'o':
                 case 'e':
-                        n = take(&f, fz_u8(&f));
                         ev.chunk.stream = op == 'o' ? SH_EXEC_STDOUT : SH_EXEC_STDERR;
-                        ev.chunk.data = (const char *)f.p;
-                        ev.chunk.len = n;
-                        f.p += n;
-                        f.n -= n;
+                        ev.chunk.len = fz_take(&f, fz_u8(&f), &ev.chunk.data);
                         break;
                 case 'O':
-                        if (++bigs > 2)
-                                continue; /* two are enough to cross a cut: keep runs fast */
-                        n = (size_t)(fz_u8(&f) + 1) * 512;
-                        k = take(&f, 1 + f.n % 4);
-                        fz_bytes(&f, pat, k);
+                        if (++bigs > 1)
+                                continue; /* one crosses a cut: keep runs fast */
+                        n = (size_t)(fz_u8(&f) % 136 + 1) * 512; /* up to 68 KiB */
+                        k = fz_take(&f, 1 + f.n % 4, &p);
                         free(big);
                         big = malloc(n);
                         if (!big)
                                 abort();
                         for (size_t i = 0; i < n; i++)
-                                big[i] = k ? pat[i % k] : 'a';
+                                big[i] = k ? p[i % k] : 'a';
                         ev.chunk.data = big;
                         ev.chunk.len = n;
                         break;
@@ -130,10 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         break;
                 case 'E':
                         ev.type = SH_EXEC_EV_ERROR;
-                        n = take(&f, fz_u8(&f));
-                        text = fz_str(f.p, n);
-                        f.p += n;
-                        f.n -= n;
+                        n = fz_take(&f, fz_u8(&f), &p);
+                        text = fz_str(p, n);
                         ev.error.kind = SH_E_INTERNAL;
                         ev.error.text = text;
                         break;

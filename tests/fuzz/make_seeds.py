@@ -339,7 +339,7 @@ def sse():
         "handshake-merged": b"\x06" + chunk(b"o", b"sh: noise\n") + hs + chunk(b"o", b"x\n") +
                             b"x\x01",
         "handshake-nodir": b"\x02" + chunk(b"o", NONCE + b" nodir\n") + b"x\x01",
-        "long-line": b"\x00O\x90\xe2\x82\xac" + b"O\x10a" + chunk(b"o", b"\n") + b"x\x00",
+        "long-line": b"\x00O\x87\xe2\x82\xac" + chunk(b"o", b"\n") + b"x\x00",
     }
 
 
