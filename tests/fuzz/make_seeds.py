@@ -75,6 +75,8 @@ def proto():
         "msg-setup-failed": b"2" + u32(3) + u32(0) + u32(5) + u32(13),
         "msg-exited": b"2" + u32(5) + u32(42) + u32(0x0900) + u32(0),
         "fds": b"3" + u8(40) + cmsg,
+        # a last record whose length runs past the buffer (test_proto.c has it as a unit test)
+        "fds-past-the-end": b"3" + u8(40) + cmsg + struct.pack("<QII", 16 + 8, 1, 1),
     }
 
 
