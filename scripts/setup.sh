@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake pkg-config git libmicrohttpd-dev libcjson-dev libseccomp-dev
       libcap-dev libsodium-dev libssl-dev check libcurl4-openssl-dev libarchive-dev rsync python3 python3-pytest
       python3-pytest-timeout python3-yaml python3-jsonschema
-      clang-format cppcheck qemu-system-x86 cpio busybox-static e2fsprogs xfsprogs acl bubblewrap
+      clang clang-format cppcheck qemu-system-x86 cpio busybox-static e2fsprogs xfsprogs acl bubblewrap
       haproxy)
 # Node.js and npm for tests/k8s (manifest validation, `npm ci --prefix tests/k8s`). Any node
 # >= 18 with its npm does; a NodeSource nodejs (bundles npm, conflicts with Debian's npm
@@ -30,6 +30,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${missing[*]}"
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# libFuzzer and the sanitizer runtimes of that clang, for the fuzz tier (scripts/fuzz.sh):
+# libclang-rt-<its major version>-dev (Debian 12: 14). Without them that tier skips.
+rt="libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev"
+if ! dpkg-query -W -f='${Status}' "$rt" 2>/dev/null | grep -q "install ok installed"; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "$rt" ||
+        echo "setup: $rt could not be installed: the fuzz tier will skip" >&2
 fi
 
 # The npm packages of the test tiers, exactly as their lockfiles pin them: tests/k8s (manifest

@@ -2,7 +2,8 @@
 # Set everything up, then run the whole test suite twice: on the normal build and on the
 # ASan+UBSan build. Each pass runs the C suites (unit, wire: ctest), the contract suite
 # (pytest against the built binary over real HTTP) and the OpenSandbox SDK tier (node --test
-# driving the binary through OpenSandbox's npm SDK). Ends with one summary line
+# driving the binary through OpenSandbox's npm SDK); then the VM suite and the fuzz tier
+# (clang's libFuzzer, build-fuzz/) once. Ends with one summary line
 # "N passed, N failed, N skipped". Exit 0 only when nothing failed. Debian's own python3 runs
 # pytest (python3-pytest), whatever other python3 comes first on PATH.
 set -uo pipefail
@@ -48,6 +49,11 @@ done
 echo "=== cgroup v2 VM suite (qemu) ==="
 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/vm --junitxml="$out/pytest-vm.xml" \
     || status=1
+
+echo "=== fuzz tier (libFuzzer, build-fuzz) ==="
+# Each target's seeds, then a few seconds of new inputs (scripts/fuzz.sh runs them longer);
+# skipped with its reason where clang cannot build them.
+bash scripts/fuzz.sh --ci "$out/ctest-fuzz.xml" "${SH_FUZZ_SECONDS:-10}" || status=1
 
 /usr/bin/python3 scripts/summarize.py "$out"/*.xml || status=1
 exit $status

@@ -453,12 +453,19 @@ int sh_proto_take_fds(const struct msghdr *mh, int fds[SH_PROTO_EXEC_FDS])
 
         /* CMSG_NXTHDR takes a non-const msghdr; it only reads it. */
         for (c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR((struct msghdr *)mh, c)) {
+                const unsigned char *end =
+                        (const unsigned char *)mh->msg_control + mh->msg_controllen;
                 size_t k;
 
                 if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
                     c->cmsg_len < CMSG_LEN(0))
                         continue;
                 k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                /* Only the fds inside the buffer: glibc before 2.37 hands out a last record
+                 * whose header fits but whose length runs past the buffer's end (CMSG_FIRSTHDR
+                 * and CMSG_NXTHDR check the header only). */
+                if (k > (size_t)(end - CMSG_DATA(c)) / sizeof(int))
+                        k = (size_t)(end - CMSG_DATA(c)) / sizeof(int);
                 if (k > (size_t)(SH_PROTO_EXEC_FDS - n))
                         k = (size_t)(SH_PROTO_EXEC_FDS - n);
                 memcpy(fds + n, CMSG_DATA(c), k * sizeof(int));

@@ -11,10 +11,10 @@ SH_CAPABILITY(create_images, "create.images")
 SH_CAPABILITY(create_restore, "create.restore")
 
 /* An optional field: absent and null are the same (NULL); anything else must pass `check`. */
-static bool optional_field(cJSON *body, const char *name, cJSON_bool (*check)(const cJSON *),
-                           cJSON **ret)
+static bool optional_field(const cJSON *body, const char *name, cJSON_bool (*check)(const cJSON *),
+                           const cJSON **ret)
 {
-        cJSON *f = cJSON_GetObjectItemCaseSensitive(body, name);
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(body, name);
 
         *ret = NULL;
         if (!f || cJSON_IsNull(f))
@@ -31,6 +31,35 @@ static bool env_valid(const cJSON *env)
 
         cJSON_ArrayForEach(v, env) if (!cJSON_IsString(v) || !v->string) return false;
         return true;
+}
+
+int sh_native_create_opts(const cJSON *body, sh_create_opts *o, const char **ret_why)
+{
+        const cJSON *image, *env, *ports, *item;
+
+        if (!optional_field(body, "image", cJSON_IsString, &image)) {
+                *ret_why = "'image' must be a string";
+                return -1;
+        }
+        if (!optional_field(body, "env", cJSON_IsObject, &env) || (env && !env_valid(env))) {
+                *ret_why = "'env' must be an object of strings";
+                return -1;
+        }
+        /* Accepted and ignored in v1 (no network path into a sandbox); only its type is
+         * checked, a list, whatever it holds. */
+        if (!optional_field(body, "exposed_ports", cJSON_IsArray, &ports)) {
+                *ret_why = "'exposed_ports' must be a list";
+                return -1;
+        }
+        if (!optional_field(body, "item_id", cJSON_IsString, &item) ||
+            (item && !sh_item_id_valid(item->valuestring))) {
+                *ret_why = "'item_id' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}";
+                return -1;
+        }
+        o->image = image ? image->valuestring : NULL;
+        o->env = env;
+        o->item_id = item ? item->valuestring : NULL;
+        return 0;
 }
 
 /* One create: the request waits for the sandbox layer's done. */
@@ -91,8 +120,9 @@ static const sh_pending_ops create_ops = {.gone = create_gone, .release = create
 void sh_api_create(sh_request *r)
 {
         sh_manager *m = sh_native(r)->mgr;
-        cJSON *body, *image, *env, *ports, *item;
         sh_create_opts o = {0};
+        const char *why;
+        cJSON *body;
         create_ctx *c;
         sh_error *err = NULL;
 
@@ -107,29 +137,10 @@ void sh_api_create(sh_request *r)
         body = sh_native_json(r);
         if (!body)
                 return;
-        if (!optional_field(body, "image", cJSON_IsString, &image)) {
-                sh_reply_errorf(r, SH_E_INVALID, "'image' must be a string");
+        if (sh_native_create_opts(body, &o, &why) < 0) {
+                sh_reply_errorf(r, SH_E_INVALID, "%s", why);
                 goto out;
         }
-        if (!optional_field(body, "env", cJSON_IsObject, &env) || (env && !env_valid(env))) {
-                sh_reply_errorf(r, SH_E_INVALID, "'env' must be an object of strings");
-                goto out;
-        }
-        /* Accepted and ignored in v1 (no network path into a sandbox); only its type is
-         * checked, a list, whatever it holds. */
-        if (!optional_field(body, "exposed_ports", cJSON_IsArray, &ports)) {
-                sh_reply_errorf(r, SH_E_INVALID, "'exposed_ports' must be a list");
-                goto out;
-        }
-        if (!optional_field(body, "item_id", cJSON_IsString, &item) ||
-            (item && !sh_item_id_valid(item->valuestring))) {
-                sh_reply_errorf(r, SH_E_INVALID,
-                                "'item_id' must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}");
-                goto out;
-        }
-        o.image = image ? image->valuestring : NULL;
-        o.env = env;
-        o.item_id = item ? item->valuestring : NULL;
         c = calloc(1, sizeof(*c));
         if (!c || !(c->tok = sh_request_wait(r, &create_ops, c))) {
                 free(c);

@@ -1,37 +1,50 @@
 /* input.c: the native contract's input rules, shared by its handlers: JSON bodies (empty =
  * {}, must be an object, UTF-8, byte-string paths through surrogate escapes) and workspace
  * path parameters (CONTRACT.md sections 2 and 3). */
+#include <stdio.h>
 #include <string.h>
 
 #include "sh/native.h"
 
-cJSON *sh_native_json(sh_request *r)
+cJSON *sh_native_json_text(char *body, size_t len, char *why, size_t why_size)
 {
-        size_t len, i;
-        char *body = sh_request_body(r, &len);
-        const char *why;
+        const char *reason;
+        size_t i;
         cJSON *j;
 
-        if (!body) { /* a route without a buffered body: a bug of the route table */
-                sh_reply_errorf(r, SH_E_INTERNAL, "no body buffered for this route");
-                return NULL;
-        }
+        why[0] = '\0';
         for (i = 0; i < len && body[i] && strchr(" \t\r\n", body[i]); i++)
                 ;
         if (i == len)
                 return cJSON_CreateObject(); /* empty or whitespace-only body is {} */
         /* UTF-8 without NUL, no control character or \u0000 in a string (paths may not hold
          * NUL), and byte-string paths through surrogate escapes (sh_json_parse_text). */
-        j = sh_json_parse_text(body, &len, SH_JSON_SURROGATE_BYTES, &why);
+        j = sh_json_parse_text(body, &len, SH_JSON_SURROGATE_BYTES, &reason);
         if (!j) {
-                sh_reply_errorf(r, SH_E_INVALID, "the body is %s", why);
+                snprintf(why, why_size, "the body is %s", reason);
                 return NULL;
         }
         if (!cJSON_IsObject(j)) {
                 cJSON_Delete(j);
-                sh_reply_errorf(r, SH_E_INVALID, "the body must be a JSON object");
+                snprintf(why, why_size, "the body must be a JSON object");
                 return NULL;
         }
+        return j;
+}
+
+cJSON *sh_native_json(sh_request *r)
+{
+        size_t len;
+        char *body = sh_request_body(r, &len), why[128];
+        cJSON *j;
+
+        if (!body) { /* a route without a buffered body: a bug of the route table */
+                sh_reply_errorf(r, SH_E_INTERNAL, "no body buffered for this route");
+                return NULL;
+        }
+        j = sh_native_json_text(body, len, why, sizeof(why));
+        if (!j && why[0])
+                sh_reply_errorf(r, SH_E_INVALID, "%s", why);
         return j;
 }
 

@@ -512,6 +512,32 @@ START_TEST(test_records_that_are_not_fds_are_ignored)
 }
 END_TEST
 
+/* A record whose length claims more fds than the control buffer holds (glibc before 2.37 hands
+ * such a last record out: CMSG_NXTHDR checks that its header fits, not its data): only the fds
+ * inside the buffer are taken, nothing is read past it (found by tests/fuzz/fuzz_proto.c). */
+START_TEST(test_a_record_longer_than_the_buffer_gives_only_the_fds_inside_it)
+{
+        size_t len = sizeof(((sh_proto_cmsg *)0)->buf); /* 40: a record of 2 fds, a header */
+        unsigned char *buf = calloc(1, len);            /* exactly: ASan sees a read past it */
+        struct msghdr mh = {.msg_control = buf, .msg_controllen = len};
+        struct cmsghdr h = {.cmsg_len = CMSG_LEN(2 * sizeof(int)),
+                            .cmsg_level = SOL_SOCKET,
+                            .cmsg_type = SCM_RIGHTS};
+        int fds[2] = {5, 6}, got[SH_PROTO_EXEC_FDS] = {0};
+
+        ck_assert_ptr_nonnull(buf);
+        ck_assert_uint_eq(len, CMSG_SPACE(2 * sizeof(int)) + sizeof(h));
+        memcpy(buf, &h, sizeof(h));
+        memcpy(buf + CMSG_LEN(0), fds, sizeof(fds));
+        /* the second record's header fills the buffer; its 2 fds would lie past it */
+        memcpy(buf + CMSG_SPACE(2 * sizeof(int)), &h, sizeof(h));
+        ck_assert_int_eq(sh_proto_take_fds(&mh, got), 2);
+        ck_assert_int_eq(got[0], 5);
+        ck_assert_int_eq(got[1], 6);
+        free(buf);
+}
+END_TEST
+
 START_TEST(test_every_step_has_a_name)
 {
         for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_SECCOMP; step++)
@@ -553,6 +579,7 @@ static Suite *proto_suite(void)
         tcase_add_test(tc, test_messages_of_a_wrong_size_or_type_are_refused);
         tcase_add_test(tc, test_fds_travel_in_one_record);
         tcase_add_test(tc, test_records_that_are_not_fds_are_ignored);
+        tcase_add_test(tc, test_a_record_longer_than_the_buffer_gives_only_the_fds_inside_it);
         tcase_add_test(tc, test_every_step_has_a_name);
         suite_add_tcase(s, tc);
         return s;

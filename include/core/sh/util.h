@@ -12,7 +12,8 @@
 #define SH_PATH_MAX 4096 /* longest workspace path a client may send (CONTRACT.md 3) */
 #define SH_ID_LEN   32   /* remote_id: 128 random bits as lower-case hex */
 
-/* Parse a non-negative decimal integer, whole string, no sign, no overflow. 0 or -EINVAL. */
+/* Parse a non-negative decimal integer, whole string, no sign. 0, -EINVAL, or -ERANGE past
+ * UINT64_MAX. */
 int sh_parse_u64(const char *s, uint64_t *ret);
 
 /* Parse a byte size with optional binary suffix K/M/G/T (either case, `K` = 1024),

@@ -55,6 +55,9 @@ sh_sandbox *sh_native_sandbox(const sh_request *r);
 int sh_native_workspace(sh_request *r);
 /* Parse the JSON body (empty/whitespace = {}); must be an object. NULL after a 400. */
 cJSON *sh_native_json(sh_request *r);
+/* The same rules on `len` bytes of text (pure; the text may change in place): the object, or
+ * NULL with why (at most why_size bytes) the 400's detail, or empty when out of memory. */
+cJSON *sh_native_json_text(char *body, size_t len, char *why, size_t why_size);
 /* The query parameter `name` normalised as a workspace path; NULL after a 400. `optional`:
  * absent or empty means the root (""). */
 char *sh_native_path_param(sh_request *r, const char *name, bool optional);
@@ -71,6 +74,11 @@ extern const sh_body_sink sh_native_upload_sink;
 int sh_ndjson_event(sh_buf *q, const sh_exec_event *ev);
 
 /* ---- handlers (api_*.c) ----------------------------------------------------------------- */
+
+/* The create body's fields (CONTRACT.md 2.1; pure): image a string, env an object of strings,
+ * exposed_ports a list (ignored), item_id an item id; absent and null are the same. 0 with o's
+ * image, env and item_id pointing into body, or -1 with *ret_why the 400's detail. */
+int sh_native_create_opts(const cJSON *body, sh_create_opts *o, const char **ret_why);
 
 void sh_api_create(sh_request *r);
 void sh_api_delete(sh_request *r);
