@@ -53,7 +53,7 @@ echo "=== cgroup v2 VM suite (qemu) ==="
 echo "=== fuzz tier (libFuzzer, build-fuzz) ==="
 # Each target's seeds, then a few seconds of new inputs (scripts/fuzz.sh runs them longer);
 # skipped with its reason where clang cannot build them.
-bash scripts/fuzz.sh --ci "$out/ctest-fuzz.xml" "${SH_FUZZ_SECONDS:-10}" || status=1
+bash scripts/fuzz.sh --ci "$out/ctest-fuzz.xml" "${SH_FUZZ_SECONDS:-5}" || status=1
 
 /usr/bin/python3 scripts/summarize.py "$out"/*.xml || status=1
 exit $status

@@ -6,7 +6,7 @@
  * body was cut. */
 #include "fuzz.h"
 
-#include "multipart.h"
+#include "sh/multipart.h"
 
 typedef struct rec {
         uint64_t h; /* of every callback's arguments, in order */
@@ -19,7 +19,7 @@ static uint64_t hash_str(uint64_t h, const char *s)
         return s ? fz_hash(h, s, strlen(s) + 1) : fz_hash(h, "-", 1);
 }
 
-static int on_begin(void *ctx, const os_mp_part *part, sh_error **err)
+static int on_begin(void *ctx, const sh_mp_part *part, sh_error **err)
 {
         rec *r = ctx;
 
@@ -57,18 +57,18 @@ static int on_end(void *ctx, sh_error **err)
         return 0;
 }
 
-static const os_mp_callbacks cbs = {
+static const sh_mp_callbacks cbs = {
         .part_begin = on_begin, .part_data = on_data, .part_end = on_end};
 
 /* Parse body[0..n) fed in pieces of step(i) bytes (0: all at once). 0 or the error's kind. */
 static int parse(const char *ctype, const char *body, size_t n, unsigned cut, rec *r)
 {
         sh_error *err = NULL;
-        os_mp *m = NULL;
+        sh_mp *m = NULL;
         size_t off = 0, i = 0;
         int ret = 0;
 
-        if (os_mp_new(ctype, &cbs, r, &m, &err) < 0) {
+        if (sh_mp_new(ctype, &cbs, r, &m, &err) < 0) {
                 ret = -(int)sh_error_kind_of(err) - 1;
                 sh_error_release(&err);
                 return ret;
@@ -79,18 +79,18 @@ static int parse(const char *ctype, const char *body, size_t n, unsigned cut, re
 
                 if (k > n - off)
                         k = n - off;
-                if (os_mp_feed(m, body + off, k, &err) < 0)
+                if (sh_mp_feed(m, body + off, k, &err) < 0)
                         ret = -(int)sh_error_kind_of(err) - 1;
                 off += k;
         }
-        if (ret == 0 && os_mp_finish(m, &err) < 0)
+        if (ret == 0 && sh_mp_finish(m, &err) < 0)
                 ret = -(int)sh_error_kind_of(err) - 1;
         if (ret == 0) {
                 FZ_CHECK(!r->open && r->begins == r->ends);
-                FZ_CHECK(os_mp_parts(m) == r->begins);
+                FZ_CHECK(sh_mp_parts(m) == r->begins);
         }
         sh_error_release(&err);
-        os_mp_free(m);
+        sh_mp_free(m);
         return ret;
 }
 

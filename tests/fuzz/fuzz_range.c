@@ -3,7 +3,7 @@
  * a range served lies inside the file. */
 #include "fuzz.h"
 
-#include "os-internal.h"
+#include "sh/range.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!(fz_u8(&f) & 1))
                 fsize &= 0xffff;
         h = fz_rest_str(&f);
-        r = os_range_parse(h, fsize, &from, &to);
+        r = sh_range_parse(h, fsize, &from, &to);
         FZ_CHECK(r >= -1 && r <= 1);
         if (r == 1)
                 FZ_CHECK(from <= to && to < fsize);
