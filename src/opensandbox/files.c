@@ -34,8 +34,8 @@ void fctx_done(fctx *f)
 {
         sh_close(f->root);
         f->root = -1;
-        os_idmap_done(&f->users);
-        os_idmap_done(&f->groups);
+        sh_idmap_done(&f->users);
+        sh_idmap_done(&f->groups);
         if (f->trash_open)
                 sh_close(f->trash);
         f->trash_open = false;
@@ -329,7 +329,7 @@ int f_parent_p(fctx *f, const char *path, const char **base, const char *shown, 
 
 /* Read one of the image's files through the sandbox root, bounded, never blocking (a FIFO or a
  * device there is not read). Absent or unreadable: no names. */
-static void read_idmap(fctx *f, const char *path, os_iddb_kind kind, os_idmap *m)
+static void read_idmap(fctx *f, const char *path, sh_iddb_kind kind, sh_idmap *m)
 {
         _cleanup_close_ int fd = -1;
         _cleanup_free_ char *buf = NULL;
@@ -343,18 +343,18 @@ static void read_idmap(fctx *f, const char *path, os_iddb_kind kind, os_idmap *m
         }
         if (f_kernel_fs(fd))
                 return;
-        buf = malloc(OS_IDDB_READ_MAX);
+        buf = malloc(SH_IDDB_READ_MAX);
         if (!buf)
                 return;
-        while (got < OS_IDDB_READ_MAX) {
-                ssize_t n = read(fd, buf + got, OS_IDDB_READ_MAX - got);
+        while (got < SH_IDDB_READ_MAX) {
+                ssize_t n = read(fd, buf + got, SH_IDDB_READ_MAX - got);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0)
                         break;
                 got += (size_t)n;
         }
-        if (os_idmap_parse(m, kind, buf, got) < 0)
+        if (sh_idmap_parse(m, kind, buf, got) < 0)
                 log_warn("idmap-oom", NULL, "%s not read: out of memory", path);
 }
 
@@ -363,8 +363,8 @@ void f_read_maps(fctx *f)
         if (f->maps_read)
                 return;
         f->maps_read = true;
-        read_idmap(f, "etc/passwd", OS_IDDB_PASSWD, &f->users);
-        read_idmap(f, "etc/group", OS_IDDB_GROUP, &f->groups);
+        read_idmap(f, "etc/passwd", SH_IDDB_PASSWD, &f->users);
+        read_idmap(f, "etc/group", SH_IDDB_GROUP, &f->groups);
 }
 
 /* A name (or decimal number) of the image's passwd/group as an id the sandbox may give: its
@@ -386,7 +386,7 @@ int f_resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e)
                 return 0;
         }
         f_read_maps(f);
-        r = os_idmap_resolve(group ? &f->groups : &f->users, v->valuestring, ret);
+        r = sh_idmap_resolve(group ? &f->groups : &f->users, v->valuestring, ret);
         if (r == -ENOENT)
                 return os_err_set(e, 400, OS_BAD_BODY, "%s '%.64s' is not in the image's %s", what,
                                   v->valuestring, group ? "/etc/group" : "/etc/passwd");
@@ -458,11 +458,11 @@ cJSON *f_file_info(fctx *f, const char *shown, const struct statx *s)
         os_time_format(ts_ms((s->stx_mask & STATX_BTIME) ? &s->stx_btime : &s->stx_ctime), t);
         if (!cJSON_AddStringToObject(o, "created_at", t))
                 goto oom;
-        name = os_idmap_name(&f->users, s->stx_uid);
+        name = sh_idmap_name(&f->users, s->stx_uid);
         snprintf(num, sizeof(num), "%u", s->stx_uid);
         if (!cJSON_AddStringToObject(o, "owner", name ? name : num))
                 goto oom;
-        name = os_idmap_name(&f->groups, s->stx_gid);
+        name = sh_idmap_name(&f->groups, s->stx_gid);
         snprintf(num, sizeof(num), "%u", s->stx_gid);
         if (!cJSON_AddStringToObject(o, "group", name ? name : num) ||
             !cJSON_AddNumberToObject(o, "mode", (double)os_mode_to_decimal(s->stx_mode)))

@@ -12,7 +12,7 @@
 #include "access.h"
 #include "execd.h"
 #include "mode.h"
-#include "passwd.h"
+#include "sh/passwd.h"
 #include "sh/fsops.h"
 
 #define WALK_DEPTH_MAX   64          /* directory levels a listing or search descends */
@@ -40,7 +40,7 @@ typedef struct fctx {
         unsigned view;
         char view_msg[200];
         bool maps_read;
-        os_idmap users, groups;
+        sh_idmap users, groups;
         sh_manager *mgr;
         sh_sandbox *sb;  /* a reference: the request's record lets its sandbox go on a delete */
         int trash;       /* the sandbox's trash, once opened (f_trash_view) */

@@ -109,7 +109,7 @@ def multipart():
     }
 
 
-# ---- passwd and group (opensandbox/passwd.c) ---------------------------------------------------
+# ---- passwd and group (fs/passwd.c) -----------------------------------------------------------
 
 def passwd():
     pw = (b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n"

@@ -1,5 +1,5 @@
-/* test_os_passwd.c: name <-> id lookups in an image's /etc/passwd and /etc/group
- * (src/opensandbox/passwd.c): every rule, and hostile files (huge lines, binary, NULs, no
+/* test_passwd.c: name <-> id lookups in an image's /etc/passwd and /etc/group
+ * (src/fs/passwd.c): every rule, and hostile files (huge lines, binary, NULs, no
  * final newline, missing fields, bad or overflowing ids, duplicates, more lines than are kept),
  * with a loop over random and mutated files that must never read past the buffer (the ASan
  * build checks it), and a listing's worth of lookups in the largest table. */
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/opensandbox/passwd.h"
+#include "sh/passwd.h"
 #include "unit.h"
 
 static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
@@ -40,56 +40,56 @@ static char *exact(const char *s, size_t len)
 }
 
 /* The table of `len` bytes of db, parsed from an exact copy. */
-static void table(os_idmap *m, os_iddb_kind k, const char *db, size_t len)
+static void table(sh_idmap *m, sh_iddb_kind k, const char *db, size_t len)
 {
         char *copy = exact(db, len);
 
-        ck_assert_int_eq(os_idmap_parse(m, k, copy, len), 0);
+        ck_assert_int_eq(sh_idmap_parse(m, k, copy, len), 0);
         free(copy);
 }
 
-/* fn (os_idmap_lookup_name or os_idmap_resolve) of s in the table of db. */
-static int look_up(int (*fn)(const os_idmap *, const char *, uint32_t *), os_iddb_kind k,
+/* fn (sh_idmap_lookup_name or sh_idmap_resolve) of s in the table of db. */
+static int look_up(int (*fn)(const sh_idmap *, const char *, uint32_t *), sh_iddb_kind k,
                    const char *db, size_t len, const char *s, uint32_t *id)
 {
-        os_idmap m;
+        sh_idmap m;
         int r;
 
         table(&m, k, db, len);
         r = fn(&m, s, id);
-        os_idmap_done(&m);
+        sh_idmap_done(&m);
         return r;
 }
 
-static int name2id(os_iddb_kind k, const char *db, size_t len, const char *name, uint32_t *id)
+static int name2id(sh_iddb_kind k, const char *db, size_t len, const char *name, uint32_t *id)
 {
         *id = 0xdeadbeef;
-        return look_up(os_idmap_lookup_name, k, db, len, name, id);
+        return look_up(sh_idmap_lookup_name, k, db, len, name, id);
 }
 
-static int id2name(os_iddb_kind k, const char *db, size_t len, uint32_t id,
-                   char name[OS_IDDB_NAME_MAX + 1])
+static int id2name(sh_iddb_kind k, const char *db, size_t len, uint32_t id,
+                   char name[SH_IDDB_NAME_MAX + 1])
 {
-        os_idmap m;
+        sh_idmap m;
         const char *found;
 
         table(&m, k, db, len);
         strcpy(name, "untouched");
-        found = os_idmap_name(&m, id);
+        found = sh_idmap_name(&m, id);
         if (found) {
-                ck_assert_uint_le(strlen(found), OS_IDDB_NAME_MAX);
+                ck_assert_uint_le(strlen(found), SH_IDDB_NAME_MAX);
                 strcpy(name, found);
         }
-        os_idmap_done(&m);
+        sh_idmap_done(&m);
         return found ? 0 : -ENOENT;
 }
 
-static int resolve(os_iddb_kind k, const char *db, size_t len, const char *spec, uint32_t *id)
+static int resolve(sh_iddb_kind k, const char *db, size_t len, const char *spec, uint32_t *id)
 {
-        return look_up(os_idmap_resolve, k, db, len, spec, id);
+        return look_up(sh_idmap_resolve, k, db, len, spec, id);
 }
 
-#define P(name, id) name2id(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, name, id)
+#define P(name, id) name2id(SH_IDDB_PASSWD, passwd, sizeof(passwd) - 1, name, id)
 
 START_TEST(test_names_give_their_uid)
 {
@@ -129,19 +129,19 @@ END_TEST
 
 START_TEST(test_ids_give_their_name)
 {
-        char name[OS_IDDB_NAME_MAX + 1];
+        char name[SH_IDDB_NAME_MAX + 1];
 
-        ck_assert_int_eq(id2name(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, 0, name), 0);
+        ck_assert_int_eq(id2name(SH_IDDB_PASSWD, passwd, sizeof(passwd) - 1, 0, name), 0);
         ck_assert_str_eq(name, "root");
-        ck_assert_int_eq(id2name(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, 1000, name), 0);
+        ck_assert_int_eq(id2name(SH_IDDB_PASSWD, passwd, sizeof(passwd) - 1, 1000, name), 0);
         ck_assert_str_eq(name, "alice");
-        ck_assert_int_eq(id2name(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, 1001, name), 0);
+        ck_assert_int_eq(id2name(SH_IDDB_PASSWD, passwd, sizeof(passwd) - 1, 1001, name), 0);
         ck_assert_str_eq(name, "host$");
-        ck_assert_int_eq(id2name(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, 5, name), -ENOENT);
+        ck_assert_int_eq(id2name(SH_IDDB_PASSWD, passwd, sizeof(passwd) - 1, 5, name), -ENOENT);
         ck_assert_str_eq(name, "untouched");
-        ck_assert_int_eq(id2name(OS_IDDB_GROUP, group, sizeof(group) - 1, 10, name), 0);
+        ck_assert_int_eq(id2name(SH_IDDB_GROUP, group, sizeof(group) - 1, 10, name), 0);
         ck_assert_str_eq(name, "wheel");
-        ck_assert_int_eq(id2name(OS_IDDB_GROUP, group, sizeof(group) - 1, 65534, name), 0);
+        ck_assert_int_eq(id2name(SH_IDDB_GROUP, group, sizeof(group) - 1, 65534, name), 0);
         ck_assert_str_eq(name, "nogroup");
 }
 END_TEST
@@ -150,13 +150,13 @@ START_TEST(test_groups_have_four_fields_and_passwd_seven)
 {
         uint32_t id;
 
-        ck_assert_int_eq(name2id(OS_IDDB_GROUP, group, sizeof(group) - 1, "wheel", &id), 0);
+        ck_assert_int_eq(name2id(SH_IDDB_GROUP, group, sizeof(group) - 1, "wheel", &id), 0);
         ck_assert_uint_eq(id, 10);
-        ck_assert_int_eq(name2id(OS_IDDB_GROUP, group, sizeof(group) - 1, "nogroup", &id), 0);
+        ck_assert_int_eq(name2id(SH_IDDB_GROUP, group, sizeof(group) - 1, "nogroup", &id), 0);
         ck_assert_uint_eq(id, 65534);
         /* a group file read as passwd has no well-formed line, and the other way round */
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, group, sizeof(group) - 1, "root", &id), -ENOENT);
-        ck_assert_int_eq(name2id(OS_IDDB_GROUP, passwd, sizeof(passwd) - 1, "root", &id), -ENOENT);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, group, sizeof(group) - 1, "root", &id), -ENOENT);
+        ck_assert_int_eq(name2id(SH_IDDB_GROUP, passwd, sizeof(passwd) - 1, "root", &id), -ENOENT);
 }
 END_TEST
 
@@ -164,12 +164,12 @@ START_TEST(test_the_first_of_duplicate_names_wins)
 {
         static const char db[] = "dup:x:5:5::/:/bin/sh\ndup:x:0:0::/:/bin/sh\n";
         static const char ids[] = "first:x:7:7::/:/bin/sh\nsecond:x:7:7::/:/bin/sh\n";
-        char name[OS_IDDB_NAME_MAX + 1];
+        char name[SH_IDDB_NAME_MAX + 1];
         uint32_t id;
 
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, sizeof(db) - 1, "dup", &id), 0);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, db, sizeof(db) - 1, "dup", &id), 0);
         ck_assert_uint_eq(id, 5);
-        ck_assert_int_eq(id2name(OS_IDDB_PASSWD, ids, sizeof(ids) - 1, 7, name), 0);
+        ck_assert_int_eq(id2name(SH_IDDB_PASSWD, ids, sizeof(ids) - 1, 7, name), 0);
         ck_assert_str_eq(name, "first");
 }
 END_TEST
@@ -192,20 +192,20 @@ START_TEST(test_malformed_lines_are_skipped_not_fatal)
                                  "1234:x:11:5::/:/bin/sh\n" /* all digits: never a name */
                                  "0123456789abcdef0123456789abcdef0:x:12:5::/:/bin/sh\n"
                                  "ok:x:13:5::/:/bin/sh\n";
-        char name[OS_IDDB_NAME_MAX + 1];
+        char name[SH_IDDB_NAME_MAX + 1];
         uint32_t id;
 
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, sizeof(db) - 1, "ok", &id), 0);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, db, sizeof(db) - 1, "ok", &id), 0);
         ck_assert_uint_eq(id, 13);
         static const char *const gone[] = {"short", "long", "neg", "plus",   "space",
                                            "empty", "hex",  "big", "minus1", "huge"};
         for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++)
-                ck_assert_msg(name2id(OS_IDDB_PASSWD, db, sizeof(db) - 1, gone[i], &id) == -ENOENT,
+                ck_assert_msg(name2id(SH_IDDB_PASSWD, db, sizeof(db) - 1, gone[i], &id) == -ENOENT,
                               "found %s", gone[i]);
         for (uint32_t u = 5; u <= 12; u++)
-                ck_assert_int_eq(id2name(OS_IDDB_PASSWD, db, sizeof(db) - 1, u, name), -ENOENT);
-        ck_assert_int_eq(id2name(OS_IDDB_PASSWD, db, sizeof(db) - 1, 0, name), -ENOENT);
-        ck_assert_int_eq(id2name(OS_IDDB_PASSWD, db, sizeof(db) - 1, UINT32_MAX, name), -ENOENT);
+                ck_assert_int_eq(id2name(SH_IDDB_PASSWD, db, sizeof(db) - 1, u, name), -ENOENT);
+        ck_assert_int_eq(id2name(SH_IDDB_PASSWD, db, sizeof(db) - 1, 0, name), -ENOENT);
+        ck_assert_int_eq(id2name(SH_IDDB_PASSWD, db, sizeof(db) - 1, UINT32_MAX, name), -ENOENT);
 }
 END_TEST
 
@@ -213,14 +213,14 @@ START_TEST(test_a_line_with_a_nul_is_skipped)
 {
         static const char db[] = "evil\0:x:0:0::/:/bin/sh\nev\0il:x:3:3::/:/bin/sh\n"
                                  "root:x:0:0::/:/bin/s\0h\nroot:x:4:4::/:/bin/sh\n";
-        char name[OS_IDDB_NAME_MAX + 1];
+        char name[SH_IDDB_NAME_MAX + 1];
         uint32_t id;
 
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, sizeof(db) - 1, "evil", &id), -ENOENT);
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, sizeof(db) - 1, "ev", &id), -ENOENT);
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, sizeof(db) - 1, "root", &id), 0);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, db, sizeof(db) - 1, "evil", &id), -ENOENT);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, db, sizeof(db) - 1, "ev", &id), -ENOENT);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, db, sizeof(db) - 1, "root", &id), 0);
         ck_assert_uint_eq(id, 4);
-        ck_assert_int_eq(id2name(OS_IDDB_PASSWD, db, sizeof(db) - 1, 3, name), -ENOENT);
+        ck_assert_int_eq(id2name(SH_IDDB_PASSWD, db, sizeof(db) - 1, 3, name), -ENOENT);
 }
 END_TEST
 
@@ -228,15 +228,15 @@ START_TEST(test_crlf_files_and_binary_lines)
 {
         static const char db[] = "\xff\xfe\x01\x02:x:1:1\r\nwin:x:7:7::/:/bin/sh\r\n"
                                  "\x80:x:8:8::/:/bin/sh\n:x:9:9::/:/bin/sh\n";
-        char name[OS_IDDB_NAME_MAX + 1];
+        char name[SH_IDDB_NAME_MAX + 1];
         uint32_t id;
 
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, sizeof(db) - 1, "win", &id), 0);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, db, sizeof(db) - 1, "win", &id), 0);
         ck_assert_uint_eq(id, 7);
-        ck_assert_int_eq(id2name(OS_IDDB_PASSWD, db, sizeof(db) - 1, 8, name), -ENOENT);
-        ck_assert_int_eq(id2name(OS_IDDB_PASSWD, db, sizeof(db) - 1, 9, name), -ENOENT);
+        ck_assert_int_eq(id2name(SH_IDDB_PASSWD, db, sizeof(db) - 1, 8, name), -ENOENT);
+        ck_assert_int_eq(id2name(SH_IDDB_PASSWD, db, sizeof(db) - 1, 9, name), -ENOENT);
         /* a group line ending in \r keeps its id: the \r is part of the members field */
-        ck_assert_int_eq(name2id(OS_IDDB_GROUP, "g:x:5:\r\n", 8, "g", &id), 0);
+        ck_assert_int_eq(name2id(SH_IDDB_GROUP, "g:x:5:\r\n", 8, "g", &id), 0);
         ck_assert_uint_eq(id, 5);
 }
 END_TEST
@@ -250,70 +250,70 @@ START_TEST(test_a_huge_line_and_a_cut_file)
         ck_assert_ptr_nonnull(db);
         memset(db, 'a', n);
         memcpy(db, "x:x:1:1::/:", 11); /* one line of 8 MiB, no newline */
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, n, "x", &id), 0);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, db, n, "x", &id), 0);
         ck_assert_uint_eq(id, 1);
         memset(db, ':', n); /* millions of fields */
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, n, "x", &id), -ENOENT);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, db, n, "x", &id), -ENOENT);
         memset(db, '\n', n); /* millions of empty lines */
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, db, n, "x", &id), -ENOENT);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, db, n, "x", &id), -ENOENT);
         free(db);
         /* a file cut by the caller's read bound mid-line: a line cut in its last field keeps its
          * id; cut earlier, it has too few fields and is skipped */
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, "root:x:0:0:root:/root:/bin/ba", 29, "root", &id),
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, "root:x:0:0:root:/root:/bin/ba", 29, "root", &id),
                          0);
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, "roo", 3, "roo", &id), -ENOENT);
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, "root:x:1", 8, "root", &id), -ENOENT);
-        ck_assert_int_eq(name2id(OS_IDDB_PASSWD, "", 0, "root", &id), -ENOENT);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, "roo", 3, "roo", &id), -ENOENT);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, "root:x:1", 8, "root", &id), -ENOENT);
+        ck_assert_int_eq(name2id(SH_IDDB_PASSWD, "", 0, "root", &id), -ENOENT);
         {
-                os_idmap m;
+                sh_idmap m;
 
-                ck_assert_int_eq(os_idmap_parse(&m, OS_IDDB_PASSWD, NULL, 0), 0);
-                ck_assert_int_eq(os_idmap_lookup_name(&m, "root", &id), -ENOENT);
-                ck_assert_ptr_null(os_idmap_name(&m, 0));
-                os_idmap_done(&m);
-                os_idmap_done(&m); /* done twice, and a zeroed table, are fine */
-                m = (os_idmap){0};
-                ck_assert_ptr_null(os_idmap_name(&m, 0));
-                os_idmap_done(&m);
+                ck_assert_int_eq(sh_idmap_parse(&m, SH_IDDB_PASSWD, NULL, 0), 0);
+                ck_assert_int_eq(sh_idmap_lookup_name(&m, "root", &id), -ENOENT);
+                ck_assert_ptr_null(sh_idmap_name(&m, 0));
+                sh_idmap_done(&m);
+                sh_idmap_done(&m); /* done twice, and a zeroed table, are fine */
+                m = (sh_idmap){0};
+                ck_assert_ptr_null(sh_idmap_name(&m, 0));
+                sh_idmap_done(&m);
         }
 }
 END_TEST
 
-/* From i14-impl's idmap tests: whatever the bytes, at most OS_IDDB_ENTRIES_MAX lines are kept,
+/* From i14-impl's idmap tests: whatever the bytes, at most SH_IDDB_ENTRIES_MAX lines are kept,
  * the first ones; a file of pseudo-random bytes or of colons keeps none. */
 START_TEST(test_a_huge_file_keeps_at_most_its_first_entries)
 {
         size_t n = 8u << 20, lines = 0;
         char *b = malloc(n);
-        char name[OS_IDDB_NAME_MAX + 1];
-        os_idmap m;
+        char name[SH_IDDB_NAME_MAX + 1];
+        sh_idmap m;
         uint32_t id;
 
         ck_assert_ptr_nonnull(b);
         for (size_t i = 0; i < n; i++)
                 b[i] = (char)(i * 7919 % 251);
-        ck_assert_int_eq(os_idmap_parse(&m, OS_IDDB_PASSWD, b, n), 0);
-        ck_assert_uint_le(m.n, OS_IDDB_ENTRIES_MAX);
-        os_idmap_done(&m);
-        /* many valid lines: the first OS_IDDB_ENTRIES_MAX are kept, the next ones never seen */
+        ck_assert_int_eq(sh_idmap_parse(&m, SH_IDDB_PASSWD, b, n), 0);
+        ck_assert_uint_le(m.n, SH_IDDB_ENTRIES_MAX);
+        sh_idmap_done(&m);
+        /* many valid lines: the first SH_IDDB_ENTRIES_MAX are kept, the next ones never seen */
         for (size_t off = 0; off + 64 < n; lines++)
                 off += (size_t)snprintf(b + off, n - off, "u%zu:x:%zu:1::/:\n", lines, 100 + lines);
-        ck_assert_uint_gt(lines, OS_IDDB_ENTRIES_MAX + 1);
-        ck_assert_int_eq(os_idmap_parse(&m, OS_IDDB_PASSWD, b, n), 0);
-        ck_assert_uint_eq(m.n, OS_IDDB_ENTRIES_MAX);
-        ck_assert_int_eq(os_idmap_lookup_name(&m, "u0", &id), 0);
+        ck_assert_uint_gt(lines, SH_IDDB_ENTRIES_MAX + 1);
+        ck_assert_int_eq(sh_idmap_parse(&m, SH_IDDB_PASSWD, b, n), 0);
+        ck_assert_uint_eq(m.n, SH_IDDB_ENTRIES_MAX);
+        ck_assert_int_eq(sh_idmap_lookup_name(&m, "u0", &id), 0);
         ck_assert_uint_eq(id, 100);
-        snprintf(name, sizeof(name), "u%d", OS_IDDB_ENTRIES_MAX - 1);
-        ck_assert_int_eq(os_idmap_lookup_name(&m, name, &id), 0);
-        ck_assert_uint_eq(id, 100 + OS_IDDB_ENTRIES_MAX - 1);
-        snprintf(name, sizeof(name), "u%d", OS_IDDB_ENTRIES_MAX);
-        ck_assert_int_eq(os_idmap_lookup_name(&m, name, &id), -ENOENT);
-        ck_assert_ptr_null(os_idmap_name(&m, 100 + OS_IDDB_ENTRIES_MAX));
-        os_idmap_done(&m);
+        snprintf(name, sizeof(name), "u%d", SH_IDDB_ENTRIES_MAX - 1);
+        ck_assert_int_eq(sh_idmap_lookup_name(&m, name, &id), 0);
+        ck_assert_uint_eq(id, 100 + SH_IDDB_ENTRIES_MAX - 1);
+        snprintf(name, sizeof(name), "u%d", SH_IDDB_ENTRIES_MAX);
+        ck_assert_int_eq(sh_idmap_lookup_name(&m, name, &id), -ENOENT);
+        ck_assert_ptr_null(sh_idmap_name(&m, 100 + SH_IDDB_ENTRIES_MAX));
+        sh_idmap_done(&m);
         memset(b, ':', n);
-        ck_assert_int_eq(os_idmap_parse(&m, OS_IDDB_PASSWD, b, n), 0);
+        ck_assert_int_eq(sh_idmap_parse(&m, SH_IDDB_PASSWD, b, n), 0);
         ck_assert_uint_eq(m.n, 0);
-        os_idmap_done(&m);
+        sh_idmap_done(&m);
         free(b);
 }
 END_TEST
@@ -325,7 +325,7 @@ START_TEST(test_the_first_of_many_duplicates_wins_both_ways)
         enum { LINES = 5000, IDS = 7, NAMES = 5 };
         char *db = malloc(LINES * 48);
         size_t len = 0;
-        os_idmap m;
+        sh_idmap m;
         uint32_t id;
 
         ck_assert_ptr_nonnull(db);
@@ -333,22 +333,22 @@ START_TEST(test_the_first_of_many_duplicates_wins_both_ways)
          * first at line k, name d(k % NAMES)) */
         for (int i = 0; i < LINES; i++)
                 len += (size_t)sprintf(db + len, "d%d:x:%d:0::/:/bin/sh\n", i % NAMES, i % IDS);
-        table(&m, OS_IDDB_PASSWD, db, len);
+        table(&m, SH_IDDB_PASSWD, db, len);
         for (int j = 0; j < NAMES; j++) {
                 char name[8];
 
                 snprintf(name, sizeof(name), "d%d", j);
-                ck_assert_int_eq(os_idmap_lookup_name(&m, name, &id), 0);
+                ck_assert_int_eq(sh_idmap_lookup_name(&m, name, &id), 0);
                 ck_assert_uint_eq(id, (uint32_t)j);
         }
         for (int k = 0; k < IDS; k++) {
                 char want[8];
 
                 snprintf(want, sizeof(want), "d%d", k % NAMES);
-                ck_assert_str_eq(os_idmap_name(&m, (uint32_t)k), want);
+                ck_assert_str_eq(sh_idmap_name(&m, (uint32_t)k), want);
         }
-        ck_assert_ptr_null(os_idmap_name(&m, IDS));
-        os_idmap_done(&m);
+        ck_assert_ptr_null(sh_idmap_name(&m, IDS));
+        sh_idmap_done(&m);
         free(db);
 }
 END_TEST
@@ -358,23 +358,23 @@ END_TEST
  * does not read the file again (a scan of 1 MiB per lookup is 400 GB of work). */
 START_TEST(test_a_listings_worth_of_lookups_does_not_rescan_the_file)
 {
-        size_t n = OS_IDDB_READ_MAX, len = 0;
+        size_t n = SH_IDDB_READ_MAX, len = 0;
         char *db = malloc(n);
-        os_idmap m;
+        sh_idmap m;
         uint32_t found = 0;
 
         ck_assert_ptr_nonnull(db);
         for (unsigned i = 0; len + 64 < n; i++)
                 len += (size_t)snprintf(db + len, n - len, "user%u:x:%u:%u::/home:/bin/sh\n", i,
                                         1000 + i, 1000 + i);
-        table(&m, OS_IDDB_PASSWD, db, len);
-        ck_assert_uint_eq(m.n, OS_IDDB_ENTRIES_MAX);
+        table(&m, SH_IDDB_PASSWD, db, len);
+        ck_assert_uint_eq(m.n, SH_IDDB_ENTRIES_MAX);
         for (uint32_t i = 0; i < 200000; i++) {
-                found += os_idmap_name(&m, 100000 + i) != NULL;       /* the sandbox's: absent */
-                found += os_idmap_name(&m, 1000 + i % 20000) != NULL; /* the image's */
+                found += sh_idmap_name(&m, 100000 + i) != NULL;       /* the sandbox's: absent */
+                found += sh_idmap_name(&m, 1000 + i % 20000) != NULL; /* the image's */
         }
-        ck_assert_uint_eq(found, 200000 / 20000 * OS_IDDB_ENTRIES_MAX);
-        os_idmap_done(&m);
+        ck_assert_uint_eq(found, 200000 / 20000 * SH_IDDB_ENTRIES_MAX);
+        sh_idmap_done(&m);
         free(db);
 }
 END_TEST
@@ -396,10 +396,10 @@ START_TEST(test_name_rules)
                 "é", "a\n", "a\t", "1$",  "0123456789abcdef0123456789abcdef0"};
 
         for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-                ck_assert_msg(os_iddb_name_valid(ok[i], strlen(ok[i])), "refused %s", ok[i]);
+                ck_assert_msg(sh_iddb_name_valid(ok[i], strlen(ok[i])), "refused %s", ok[i]);
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-                ck_assert_msg(!os_iddb_name_valid(bad[i], strlen(bad[i])), "accepted %s", bad[i]);
-        ck_assert(os_iddb_name_valid("0123456789abcdef0123456789abcdef", 32));
+                ck_assert_msg(!sh_iddb_name_valid(bad[i], strlen(bad[i])), "accepted %s", bad[i]);
+        ck_assert(sh_iddb_name_valid("0123456789abcdef0123456789abcdef", 32));
 }
 END_TEST
 
@@ -407,19 +407,19 @@ START_TEST(test_id_rules)
 {
         uint32_t id = 7;
 
-        ck_assert_int_eq(os_iddb_parse_id("0", 1, &id), 0);
+        ck_assert_int_eq(sh_iddb_parse_id("0", 1, &id), 0);
         ck_assert_uint_eq(id, 0);
-        ck_assert_int_eq(os_iddb_parse_id("4294967294", 10, &id), 0);
+        ck_assert_int_eq(sh_iddb_parse_id("4294967294", 10, &id), 0);
         ck_assert_uint_eq(id, 4294967294u);
-        ck_assert_int_eq(os_iddb_parse_id("0001000", 7, &id), 0);
+        ck_assert_int_eq(sh_iddb_parse_id("0001000", 7, &id), 0);
         ck_assert_uint_eq(id, 1000);
-        ck_assert_int_eq(os_iddb_parse_id("4294967295", 10, &id), -ERANGE);
-        ck_assert_int_eq(os_iddb_parse_id("9999999999", 10, &id), -ERANGE);
-        ck_assert_int_eq(os_iddb_parse_id("00000000001", 11, &id), -ERANGE);
-        ck_assert_int_eq(os_iddb_parse_id("", 0, &id), -EINVAL);
-        ck_assert_int_eq(os_iddb_parse_id("-1", 2, &id), -EINVAL);
-        ck_assert_int_eq(os_iddb_parse_id("1 ", 2, &id), -EINVAL);
-        ck_assert_int_eq(os_iddb_parse_id("1e3", 3, &id), -EINVAL);
+        ck_assert_int_eq(sh_iddb_parse_id("4294967295", 10, &id), -ERANGE);
+        ck_assert_int_eq(sh_iddb_parse_id("9999999999", 10, &id), -ERANGE);
+        ck_assert_int_eq(sh_iddb_parse_id("00000000001", 11, &id), -ERANGE);
+        ck_assert_int_eq(sh_iddb_parse_id("", 0, &id), -EINVAL);
+        ck_assert_int_eq(sh_iddb_parse_id("-1", 2, &id), -EINVAL);
+        ck_assert_int_eq(sh_iddb_parse_id("1 ", 2, &id), -EINVAL);
+        ck_assert_int_eq(sh_iddb_parse_id("1e3", 3, &id), -EINVAL);
         ck_assert_uint_eq(id, 1000);
 }
 END_TEST
@@ -428,27 +428,27 @@ START_TEST(test_numbers_resolve_as_numbers_and_names_through_the_file)
 {
         uint32_t id = 7;
 
-        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "1000", &id), 0);
+        ck_assert_int_eq(resolve(SH_IDDB_PASSWD, NULL, 0, "1000", &id), 0);
         ck_assert_uint_eq(id, 1000);
-        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "0", &id), 0);
+        ck_assert_int_eq(resolve(SH_IDDB_PASSWD, NULL, 0, "0", &id), 0);
         ck_assert_uint_eq(id, 0);
         /* a number not in the file is still that number */
-        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "4242", &id), 0);
+        ck_assert_int_eq(resolve(SH_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "4242", &id), 0);
         ck_assert_uint_eq(id, 4242);
-        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "alice", &id), 0);
+        ck_assert_int_eq(resolve(SH_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "alice", &id), 0);
         ck_assert_uint_eq(id, 1000);
-        ck_assert_int_eq(resolve(OS_IDDB_GROUP, group, sizeof(group) - 1, "wheel", &id), 0);
+        ck_assert_int_eq(resolve(SH_IDDB_GROUP, group, sizeof(group) - 1, "wheel", &id), 0);
         ck_assert_uint_eq(id, 10);
-        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "bob", &id), -ENOENT);
-        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "4294967295", &id), -ERANGE);
+        ck_assert_int_eq(resolve(SH_IDDB_PASSWD, passwd, sizeof(passwd) - 1, "bob", &id), -ENOENT);
+        ck_assert_int_eq(resolve(SH_IDDB_PASSWD, NULL, 0, "4294967295", &id), -ERANGE);
         ck_assert_int_eq(
-                resolve(OS_IDDB_PASSWD, NULL, 0, "000000000000000000000000000000000000001", &id),
+                resolve(SH_IDDB_PASSWD, NULL, 0, "000000000000000000000000000000000000001", &id),
                 -ERANGE);
-        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "", &id), -EINVAL);
-        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "-1", &id), -EINVAL);
-        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, "a:b", &id), -EINVAL);
-        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0, NULL, &id), -EINVAL);
-        ck_assert_int_eq(resolve(OS_IDDB_PASSWD, NULL, 0,
+        ck_assert_int_eq(resolve(SH_IDDB_PASSWD, NULL, 0, "", &id), -EINVAL);
+        ck_assert_int_eq(resolve(SH_IDDB_PASSWD, NULL, 0, "-1", &id), -EINVAL);
+        ck_assert_int_eq(resolve(SH_IDDB_PASSWD, NULL, 0, "a:b", &id), -EINVAL);
+        ck_assert_int_eq(resolve(SH_IDDB_PASSWD, NULL, 0, NULL, &id), -EINVAL);
+        ck_assert_int_eq(resolve(SH_IDDB_PASSWD, NULL, 0,
                                  "a-name-far-longer-than-thirty-two-bytes-is-never-looked-up", &id),
                          -EINVAL);
         ck_assert_uint_eq(id, 10);
@@ -462,7 +462,7 @@ START_TEST(test_random_and_mutated_files_never_crash)
 {
         static const char alphabet[] = "root:x0123456789\n\r\0-+#$_ab:";
         unsigned seed = 4242;
-        char name[OS_IDDB_NAME_MAX + 1];
+        char name[SH_IDDB_NAME_MAX + 1];
 
         for (int round = 0; round < 20000; round++) {
                 size_t len = (size_t)rand_r(&seed) % 300;
@@ -481,23 +481,23 @@ START_TEST(test_random_and_mutated_files_never_crash)
                                                                (sizeof(alphabet) - 1)];
                 }
                 for (int kind = 0; kind < 2; kind++) {
-                        os_iddb_kind k = kind ? OS_IDDB_GROUP : OS_IDDB_PASSWD;
-                        os_idmap m;
+                        sh_iddb_kind k = kind ? SH_IDDB_GROUP : SH_IDDB_PASSWD;
+                        sh_idmap m;
 
-                        ck_assert_int_eq(os_idmap_parse(&m, k, db, len), 0);
+                        ck_assert_int_eq(sh_idmap_parse(&m, k, db, len), 0);
                         for (uint32_t u = 0; u < 12; u++) {
-                                const char *found = os_idmap_name(&m, u);
+                                const char *found = sh_idmap_name(&m, u);
 
                                 if (!found)
                                         continue;
-                                ck_assert(os_iddb_name_valid(found, strlen(found)));
+                                ck_assert(sh_iddb_name_valid(found, strlen(found)));
                                 strcpy(name, found);
-                                ck_assert_int_eq(os_idmap_lookup_name(&m, name, &id), 0);
+                                ck_assert_int_eq(sh_idmap_lookup_name(&m, name, &id), 0);
                                 /* the first line of that name may carry another id */
-                                ck_assert_ptr_nonnull(os_idmap_name(&m, id));
+                                ck_assert_ptr_nonnull(sh_idmap_name(&m, id));
                         }
-                        (void)os_idmap_lookup_name(&m, kind ? "r" : "root", &id2);
-                        os_idmap_done(&m);
+                        (void)sh_idmap_lookup_name(&m, kind ? "r" : "root", &id2);
+                        sh_idmap_done(&m);
                 }
                 free(db);
         }
@@ -506,7 +506,7 @@ END_TEST
 
 static Suite *passwd_suite(void)
 {
-        Suite *s = suite_create("os_passwd");
+        Suite *s = suite_create("passwd");
         TCase *tc = tcase_create("passwd");
 
         tcase_set_timeout(tc, 60);

@@ -1,6 +1,6 @@
 /* passwd.c: an image's /etc/passwd or /etc/group text (hostile input) as a table of names and
  * ids, looked up both ways. */
-#include "passwd.h"
+#include "sh/passwd.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,12 +15,12 @@ static bool portable(char c)
                c == '.' || c == '_' || c == '-';
 }
 
-bool os_iddb_name_valid(const char *s, size_t len)
+bool sh_iddb_name_valid(const char *s, size_t len)
 {
         size_t body = len;
         bool digits = true;
 
-        if (len == 0 || len > OS_IDDB_NAME_MAX || s[0] == '-')
+        if (len == 0 || len > SH_IDDB_NAME_MAX || s[0] == '-')
                 return false;
         if (s[len - 1] == '$')
                 body--;
@@ -35,7 +35,7 @@ bool os_iddb_name_valid(const char *s, size_t len)
         return !digits;
 }
 
-int os_iddb_parse_id(const char *s, size_t len, uint32_t *ret)
+int sh_iddb_parse_id(const char *s, size_t len, uint32_t *ret)
 {
         uint64_t v = 0;
 
@@ -51,7 +51,7 @@ int os_iddb_parse_id(const char *s, size_t len, uint32_t *ret)
         for (size_t i = 0; i < len; i++)
                 v = v * 10 + (uint64_t)(s[i] - '0');
         /* (uid_t)-1 means "leave it" to chown: it must never come out of a lookup. */
-        if (v >= OS_IDDB_ID_NONE)
+        if (v >= SH_IDDB_ID_NONE)
                 return -ERANGE;
         *ret = (uint32_t)v;
         return 0;
@@ -64,14 +64,14 @@ typedef struct entry {
         uint32_t id;
 } entry;
 
-static size_t fields_of(os_iddb_kind kind)
+static size_t fields_of(sh_iddb_kind kind)
 {
-        return kind == OS_IDDB_GROUP ? 4 : 7;
+        return kind == SH_IDDB_GROUP ? 4 : 7;
 }
 
 /* Whether the line [p, p + n) is a well-formed entry of `kind`; fills *e. Every access is
  * below p + n: the line was cut by the caller at its '\n' or at the end of the buffer. */
-static bool parse_line(os_iddb_kind kind, const char *p, size_t n, entry *e)
+static bool parse_line(sh_iddb_kind kind, const char *p, size_t n, entry *e)
 {
         const char *field[FIELDS_MAX];
         size_t flen[FIELDS_MAX], nf = 0, want = fields_of(kind), start = 0;
@@ -93,24 +93,24 @@ static bool parse_line(os_iddb_kind kind, const char *p, size_t n, entry *e)
         }
         if (nf != want)
                 return false;
-        if (!os_iddb_name_valid(field[0], flen[0]))
+        if (!sh_iddb_name_valid(field[0], flen[0]))
                 return false;
-        if (os_iddb_parse_id(field[2], flen[2], &e->id) < 0)
+        if (sh_iddb_parse_id(field[2], flen[2], &e->id) < 0)
                 return false;
         e->name = field[0];
         e->name_len = flen[0];
         return true;
 }
 
-/* The next entry of the table, grown by doubling up to OS_IDDB_ENTRIES_MAX. NULL: no memory. */
-static os_idmap_entry *grow(os_idmap *m, size_t *cap)
+/* The next entry of the table, grown by doubling up to SH_IDDB_ENTRIES_MAX. NULL: no memory. */
+static sh_idmap_entry *grow(sh_idmap *m, size_t *cap)
 {
         if (m->n == *cap) {
                 size_t nc = *cap ? *cap * 2 : 64;
-                os_idmap_entry *v;
+                sh_idmap_entry *v;
 
-                if (nc > OS_IDDB_ENTRIES_MAX)
-                        nc = OS_IDDB_ENTRIES_MAX;
+                if (nc > SH_IDDB_ENTRIES_MAX)
+                        nc = SH_IDDB_ENTRIES_MAX;
                 v = realloc(m->v, nc * sizeof(*v));
                 if (!v)
                         return NULL;
@@ -124,8 +124,8 @@ static os_idmap_entry *grow(os_idmap *m, size_t *cap)
  * duplicates comes first, and a lookup finds it. */
 static int cmp_id(const void *a, const void *b)
 {
-        const os_idmap_entry *x = *(const os_idmap_entry *const *)a;
-        const os_idmap_entry *y = *(const os_idmap_entry *const *)b;
+        const sh_idmap_entry *x = *(const sh_idmap_entry *const *)a;
+        const sh_idmap_entry *y = *(const sh_idmap_entry *const *)b;
 
         if (x->id != y->id)
                 return x->id < y->id ? -1 : 1;
@@ -134,8 +134,8 @@ static int cmp_id(const void *a, const void *b)
 
 static int cmp_name(const void *a, const void *b)
 {
-        const os_idmap_entry *x = *(const os_idmap_entry *const *)a;
-        const os_idmap_entry *y = *(const os_idmap_entry *const *)b;
+        const sh_idmap_entry *x = *(const sh_idmap_entry *const *)a;
+        const sh_idmap_entry *y = *(const sh_idmap_entry *const *)b;
         int c = strcmp(x->name, y->name);
 
         if (c)
@@ -143,15 +143,15 @@ static int cmp_name(const void *a, const void *b)
         return x < y ? -1 : x > y;
 }
 
-int os_idmap_parse(os_idmap *m, os_iddb_kind kind, const char *db, size_t len)
+int sh_idmap_parse(sh_idmap *m, sh_iddb_kind kind, const char *db, size_t len)
 {
         size_t pos = 0, cap = 0;
 
-        *m = (os_idmap){0};
-        while (db && pos < len && m->n < OS_IDDB_ENTRIES_MAX) {
+        *m = (sh_idmap){0};
+        while (db && pos < len && m->n < SH_IDDB_ENTRIES_MAX) {
                 const char *nl = memchr(db + pos, '\n', len - pos);
                 size_t n = nl ? (size_t)(nl - (db + pos)) : len - pos;
-                os_idmap_entry *slot;
+                sh_idmap_entry *slot;
                 entry e;
 
                 /* A line too long to hold valid fields is still only scanned once: memchr and
@@ -160,7 +160,7 @@ int os_idmap_parse(os_idmap *m, os_iddb_kind kind, const char *db, size_t len)
                         if (!(slot = grow(m, &cap)))
                                 goto oom;
                         slot->id = e.id;
-                        memcpy(slot->name, e.name, e.name_len); /* <= OS_IDDB_NAME_MAX */
+                        memcpy(slot->name, e.name, e.name_len); /* <= SH_IDDB_NAME_MAX */
                         slot->name[e.name_len] = '\0';
                         m->n++;
                 }
@@ -178,15 +178,15 @@ int os_idmap_parse(os_idmap *m, os_iddb_kind kind, const char *db, size_t len)
         qsort(m->by_name, m->n, sizeof(*m->by_name), cmp_name);
         return 0;
 oom:
-        os_idmap_done(m);
+        sh_idmap_done(m);
         return -ENOMEM;
 }
 
-int os_idmap_lookup_name(const os_idmap *m, const char *name, uint32_t *ret_id)
+int sh_idmap_lookup_name(const sh_idmap *m, const char *name, uint32_t *ret_id)
 {
         size_t lo = 0, hi = m->n;
 
-        if (!name || !os_iddb_name_valid(name, strnlen(name, OS_IDDB_NAME_MAX + 1)))
+        if (!name || !sh_iddb_name_valid(name, strnlen(name, SH_IDDB_NAME_MAX + 1)))
                 return -EINVAL;
         /* the first entry whose name is not below `name`: the first line of that name */
         while (lo < hi) {
@@ -203,7 +203,7 @@ int os_idmap_lookup_name(const os_idmap *m, const char *name, uint32_t *ret_id)
         return 0;
 }
 
-const char *os_idmap_name(const os_idmap *m, uint32_t id)
+const char *sh_idmap_name(const sh_idmap *m, uint32_t id)
 {
         size_t lo = 0, hi = m->n;
 
@@ -218,29 +218,29 @@ const char *os_idmap_name(const os_idmap *m, uint32_t id)
         return lo < m->n && m->by_id[lo]->id == id ? m->by_id[lo]->name : NULL;
 }
 
-int os_idmap_resolve(const os_idmap *m, const char *spec, uint32_t *ret_id)
+int sh_idmap_resolve(const sh_idmap *m, const char *spec, uint32_t *ret_id)
 {
         size_t n;
         bool digits = true;
 
         if (!spec)
                 return -EINVAL;
-        n = strnlen(spec, OS_IDDB_NAME_MAX + 1);
+        n = strnlen(spec, SH_IDDB_NAME_MAX + 1);
         for (size_t i = 0; i < n; i++)
                 if (spec[i] < '0' || spec[i] > '9')
                         digits = false;
         if (n > 0 && digits) {
                 if (spec[n] != '\0')
-                        return -ERANGE; /* more than OS_IDDB_NAME_MAX digits */
-                return os_iddb_parse_id(spec, n, ret_id);
+                        return -ERANGE; /* more than SH_IDDB_NAME_MAX digits */
+                return sh_iddb_parse_id(spec, n, ret_id);
         }
-        return os_idmap_lookup_name(m, spec, ret_id);
+        return sh_idmap_lookup_name(m, spec, ret_id);
 }
 
-void os_idmap_done(os_idmap *m)
+void sh_idmap_done(sh_idmap *m)
 {
         free(m->v);
         free(m->by_id);
         free(m->by_name);
-        *m = (os_idmap){0};
+        *m = (sh_idmap){0};
 }
