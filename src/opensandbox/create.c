@@ -136,11 +136,11 @@ static int judge_limits(const sh_config *cfg, const cJSON *lim, create_req *cr, 
                                    "'resourceLimits' is an object of quantity strings");
         /* A GPU cannot be given: anything but none is refused rather than ignored. */
         v = cJSON_GetObjectItemCaseSensitive(lim, "gpu");
-        if (v && (os_quantity_parse(v->valuestring, 1000, &q) < 0 || q != 0))
+        if (v && (sh_quantity_parse(v->valuestring, 1000, &q) < 0 || q != 0))
                 return os_err_code(e, OS_E_NOT_SUPPORTED, "this host has no GPU to give");
         v = cJSON_GetObjectItemCaseSensitive(lim, "cpu");
         if (v) {
-                if (os_quantity_parse(v->valuestring, 1000, &q) < 0)
+                if (sh_quantity_parse(v->valuestring, 1000, &q) < 0)
                         return os_err_code(e, OS_E_INVALID_REQUEST,
                                            "'resourceLimits.cpu' is not a quantity: '%.64s'",
                                            v->valuestring);
@@ -149,7 +149,7 @@ static int judge_limits(const sh_config *cfg, const cJSON *lim, create_req *cr, 
         }
         v = cJSON_GetObjectItemCaseSensitive(lim, "memory");
         if (v) {
-                if (os_quantity_parse(v->valuestring, 1, &q) < 0)
+                if (sh_quantity_parse(v->valuestring, 1, &q) < 0)
                         return os_err_code(e, OS_E_INVALID_REQUEST,
                                            "'resourceLimits.memory' is not a quantity: '%.64s'",
                                            v->valuestring);

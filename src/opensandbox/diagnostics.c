@@ -77,7 +77,7 @@ static void on_transition(os_record *rec, os_state from, os_state to)
 
         if (!d)
                 return;
-        os_time_format(rec->transition_ms, t);
+        sh_rfc3339_format(rec->transition_ms, t);
         n = snprintf(line, sizeof(line), "%s %s -> %s (%s): %s\n", t, os_state_name(from),
                      os_state_name(to), rec->reason ? rec->reason : "",
                      rec->message ? rec->message : "");

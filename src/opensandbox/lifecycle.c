@@ -215,7 +215,7 @@ static void api_renew(sh_request *r)
         os_record *rec = os_request_record(r);
         const sh_config *cfg = os_ctx_of(r)->cfg;
         cJSON *body, *at, *out;
-        uint64_t when, now = os_now_wall_ms();
+        uint64_t when, now = sh_now_wall_ms();
         bool empty;
         char t[32];
 
@@ -224,7 +224,7 @@ static void api_renew(sh_request *r)
                 return;
         at = cJSON_GetObjectItemCaseSensitive(body, "expiresAt");
         if (!cJSON_IsObject(body) || !cJSON_IsString(at) ||
-            os_time_parse(at->valuestring, &when) < 0) {
+            sh_rfc3339_parse(at->valuestring, &when) < 0) {
                 os_reply_code(r, OS_E_INVALID_REQUEST,
                               "the body is {\"expiresAt\": an RFC 3339 date-time}");
                 goto out;
@@ -248,7 +248,7 @@ static void api_renew(sh_request *r)
         /* The SDK sends now + N: a renew may also shorten the expiry. */
         os_record_set_expiry(rec, when);
         os_record_log(rec, SH_LOG_DEBUG, "sandbox-renewed", "expiresAt moved by renew-expiration");
-        os_time_format(when, t);
+        sh_rfc3339_format(when, t);
         out = cJSON_CreateObject();
         if (out && !cJSON_AddStringToObject(out, "expiresAt", t)) {
                 cJSON_Delete(out);

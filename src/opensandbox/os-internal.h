@@ -73,8 +73,10 @@ typedef struct sh_opensandbox {
 
 os_ctx *os_ctx_of(const sh_request *r);
 
-/* Wall-clock time (CLOCK_REALTIME) in Unix ms: what createdAt and expiresAt speak. */
-uint64_t os_now_wall_ms(void);
+/* The core's clock and RFC 3339 (sh/loop.h, sh/util.h), by the names the execd and file
+ * routes still call. */
+#define os_now_wall_ms sh_now_wall_ms
+#define os_time_format sh_rfc3339_format
 
 /* ---- records (record.c) --------------------------------------------------------------------- */
 
@@ -337,11 +339,6 @@ void os_pager_reply(sh_request *r, os_pager *pg);
  * (INVALID_REQUEST, execd's INVALID_REQUEST_BODY). */
 cJSON *os_json_body(sh_request *r, const char *code, bool *empty);
 
-/* RFC 3339 in UTC with milliseconds ("2026-01-02T03:04:05.678Z") of wall ms. */
-void os_time_format(uint64_t ms, char out[32]);
-/* An RFC 3339 date-time (any offset, any fraction) as Unix ms. 0 or -EINVAL. */
-int os_time_parse(const char *s, uint64_t *ret_ms);
-
 /* ---- each file's routes (the surface joins them in this order) ------------------------------ */
 
 extern const sh_route os_lifecycle_routes[]; /* lifecycle.c */
@@ -404,9 +401,6 @@ void os_snapshot_source_free(os_snapshot_source *src); /* accepts NULL */
 
 /* ---- pure rules (rules.c) -------------------------------------------------------------------- */
 
-/* A Kubernetes quantity ("500m", "1.5", "2Gi", "1G", "262144Ki", "1e3") times `scale` (1000:
- * CPU in milli-cores; 1: bytes), rounded up, saturating at UINT64_MAX. 0 or -EINVAL. */
-int os_quantity_parse(const char *s, uint64_t scale, uint64_t *ret);
 /* Kubernetes label rules (OPENSANDBOX.md section 2): a key (optional DNS-subdomain prefix and
  * '/', a name of at most 63) and a value (empty or a name). The `opensandbox.io/` prefix is
  * reserved. NULL when valid, else why (static). */

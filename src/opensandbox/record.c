@@ -7,22 +7,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <sodium.h>
 
 #include "os-internal.h"
-
-/* ---- times ---------------------------------------------------------------------------------- */
-
-uint64_t os_now_wall_ms(void)
-{
-        struct timespec ts;
-
-        if (clock_gettime(CLOCK_REALTIME, &ts) < 0)
-                return 0;
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* ---- states --------------------------------------------------------------------------------- */
 
@@ -128,7 +116,7 @@ static void expiry_fire(sh_loop *l, sh_timer *t, void *data)
         rec->expiry_t = NULL; /* the loop frees a fired timer */
         if (rec->gone || !rec->expires_ms)
                 return;
-        if (rec->expires_ms > os_now_wall_ms()) {
+        if (rec->expires_ms > sh_now_wall_ms()) {
                 expiry_arm(rec);
                 return;
         }
@@ -158,7 +146,7 @@ static void expiry_arm(os_record *rec)
         if (rec->expiry_t && rec->expiry_at <= rec->expires_ms)
                 return;
         sh_loop_cancel_timer(loop, TAKE_PTR(rec->expiry_t));
-        now = os_now_wall_ms();
+        now = sh_now_wall_ms();
         rec->expiry_at = rec->expires_ms;
         rec->expiry_t = sh_loop_add_timer(loop, rec->expires_ms > now ? rec->expires_ms - now : 0,
                                           expiry_fire, rec);
@@ -169,7 +157,7 @@ static void expiry_arm(os_record *rec)
 
 void os_record_set_expiry(os_record *rec, uint64_t expires_ms)
 {
-        uint64_t ceiling = rec->ctx->cfg->max_timeout_s * 1000, now = os_now_wall_ms();
+        uint64_t ceiling = rec->ctx->cfg->max_timeout_s * 1000, now = sh_now_wall_ms();
 
         /* No expiry the daemon sets is later than now + SANDBOX_HOST_MAX_TIMEOUT (at most 100
          * years: no overflow): renew on access stops there; create and renew-expiration refuse
@@ -344,7 +332,7 @@ int os_record_new(os_ctx *ctx, os_record **ret, sh_error **err)
                 return sh_error_make(err, ENOMEM, "out of memory");
         rec->refs = 1;
         rec->ctx = ctx;
-        rec->created_ms = rec->transition_ms = os_now_wall_ms();
+        rec->created_ms = rec->transition_ms = sh_now_wall_ms();
         rec->metadata = cJSON_CreateObject();
         rec->reason = strdup("creating");
         rec->message = strdup("the sandbox is being created");
@@ -387,7 +375,7 @@ void os_record_set_state(os_record *rec, os_state state, const char *reason, con
                 rec->message = msg;
         }
         rec->state = state;
-        rec->transition_ms = os_now_wall_ms();
+        rec->transition_ms = sh_now_wall_ms();
         log_debug("sandbox-state", rec->id, "%s -> %s (%s)", os_state_name(from),
                   os_state_name(state), rec->reason);
         for (unsigned i = 0; i < rec->ctx->n_observers; i++)
@@ -488,7 +476,7 @@ static bool add_time(cJSON *o, const char *name, uint64_t ms)
 {
         char t[32];
 
-        os_time_format(ms, t);
+        sh_rfc3339_format(ms, t);
         return cJSON_AddStringToObject(o, name, t) != NULL;
 }
 

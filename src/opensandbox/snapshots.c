@@ -166,8 +166,8 @@ cJSON *os_snapshot_json(const sh_snapshot *s)
 
         if (!o)
                 return NULL;
-        os_time_format(s->created_ms, created);
-        os_time_format(s->transition_ms, changed);
+        sh_rfc3339_format(s->created_ms, created);
+        sh_rfc3339_format(s->transition_ms, changed);
         st = cJSON_CreateObject();
         if (!st || !cJSON_AddItemToObject(o, "status", st)) {
                 cJSON_Delete(st);

@@ -395,7 +395,7 @@ static int surface_admit(sh_request *r)
         /* Renew on access: every execd request moves expiresAt to at least now + N (never
          * past now + the ceiling: os_record_set_expiry). */
         if (rec->renew_extend_s && rec->expires_ms) {
-                uint64_t want = os_now_wall_ms() + rec->renew_extend_s * 1000;
+                uint64_t want = sh_now_wall_ms() + rec->renew_extend_s * 1000;
 
                 if (want > rec->expires_ms)
                         os_record_set_expiry(rec, want);

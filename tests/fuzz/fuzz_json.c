@@ -42,11 +42,11 @@ static void v1_rules(const cJSON *body)
         if (cJSON_IsObject(md) && os_metadata_check(md, 0, &e) < 0)
                 FZ_CHECK(e.status == 400 && STREQ(e.code, "INVALID_METADATA_FORMAT"));
         cJSON_ArrayForEach(v, lim) if (cJSON_IsString(v))(void)
-                os_quantity_parse(v->valuestring, 1000, &q);
+                sh_quantity_parse(v->valuestring, 1000, &q);
         if (cJSON_IsString(uri))
                 FZ_CHECK(os_image_candidates(uri->valuestring, cand) <= 3);
         if (cJSON_IsString(at))
-                (void)os_time_parse(at->valuestring, &q);
+                (void)sh_rfc3339_parse(at->valuestring, &q);
         (void)os_mode_from_json(cJSON_GetObjectItemCaseSensitive(body, "mode"), &mode);
 }
 

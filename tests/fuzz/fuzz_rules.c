@@ -1,6 +1,6 @@
-/* fuzz_rules.c: the pure rules of the /v1 create and metadata (opensandbox/rules.c). Modes:
- * '0' a Kubernetes quantity, '1' a label key and value, '2' an image uri's host names, '3' an
- * RFC 3339 time. Properties: a valid label key and value are what Kubernetes allows (bounded,
+/* fuzz_rules.c: the pure rules of the /v1 create and metadata (opensandbox/rules.c; the
+ * quantity and the time are core/util.c's). Modes: '0' a Kubernetes quantity, '1' a label key
+ * and value, '2' an image uri's host names, '3' an RFC 3339 time. Properties: a valid label key and value are what Kubernetes allows (bounded,
  * alphanumeric ends); a quantity in milli-units is no less than in units; image names are single path components, distinct, at most 3; a time that
  * parses formats back to the same instant. */
 #include "fuzz.h"
@@ -57,11 +57,11 @@ static void times(fz *f)
         char *s = fz_rest_str(f), back[32];
         uint64_t ms, again;
 
-        if (os_time_parse(s, &ms) == 0) {
-                os_time_format(ms, back);
+        if (sh_rfc3339_parse(s, &ms) == 0) {
+                sh_rfc3339_format(ms, back);
                 /* years past 9999 are shown as the latest instant there is */
                 if (!STREQ(back, "9999-12-31T23:59:59.999Z"))
-                        FZ_CHECK(os_time_parse(back, &again) == 0 && again == ms);
+                        FZ_CHECK(sh_rfc3339_parse(back, &again) == 0 && again == ms);
         }
         free(s);
 }
@@ -76,9 +76,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         switch (fz_mode(&f, 4)) {
         case 0:
                 s = fz_rest_str(&f);
-                r = os_quantity_parse(s, 1000, &q);
+                r = sh_quantity_parse(s, 1000, &q);
                 FZ_CHECK(r == 0 || r == -EINVAL);
-                FZ_CHECK((os_quantity_parse(s, 1, &q1) == 0) == (r == 0));
+                FZ_CHECK((sh_quantity_parse(s, 1, &q1) == 0) == (r == 0));
                 if (r == 0)
                         FZ_CHECK(q >= q1); /* milli-units round up no lower than units */
                 free(s);

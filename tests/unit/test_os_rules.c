@@ -1,5 +1,5 @@
 /* test_os_rules.c: the pure rules of the /v1 surface (src/opensandbox/rules.c) and the
- * record's output ring: Kubernetes quantities, label rules, image uri candidates, RFC 3339. */
+ * record's output ring: label rules, image uri candidates. */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -8,66 +8,6 @@
 
 #include "../../src/opensandbox/os-internal.h"
 #include "unit.h"
-
-/* ---- quantities -------------------------------------------------------------------------- */
-
-static uint64_t q(const char *s, uint64_t scale)
-{
-        uint64_t v = 0;
-        int r = os_quantity_parse(s, scale, &v);
-
-        ck_assert_msg(r == 0, "quantity '%s' refused (%d)", s, r);
-        return v;
-}
-
-START_TEST(test_cpu_quantities_in_millicores)
-{
-        ck_assert_uint_eq(q("500m", 1000), 500);
-        ck_assert_uint_eq(q("1", 1000), 1000);
-        ck_assert_uint_eq(q("1.5", 1000), 1500);
-        ck_assert_uint_eq(q("0.75", 1000), 750);
-        ck_assert_uint_eq(q("250m", 1000), 250);
-        ck_assert_uint_eq(q("0.0001", 1000), 1); /* rounded up, never to 0 */
-        ck_assert_uint_eq(q("0", 1000), 0);
-}
-END_TEST
-
-START_TEST(test_memory_quantities_binary_and_decimal)
-{
-        ck_assert_uint_eq(q("512Mi", 1), 512ULL << 20);
-        ck_assert_uint_eq(q("2Gi", 1), 2ULL << 30);
-        ck_assert_uint_eq(q("1.5Gi", 1), 1536ULL << 20);
-        ck_assert_uint_eq(q("262144Ki", 1), 256ULL << 20);
-        ck_assert_uint_eq(q("314572800", 1), 300ULL << 20);
-        ck_assert_uint_eq(q("1G", 1), 1000000000ULL);
-        ck_assert_uint_eq(q("300M", 1), 300000000ULL);
-        ck_assert_uint_eq(q("1k", 1), 1000);
-        ck_assert_uint_eq(q("1E", 1), 1000000000000000000ULL);
-        ck_assert_uint_eq(q("2e3", 1), 2000);
-        ck_assert_uint_eq(q("+5", 1), 5);
-}
-END_TEST
-
-START_TEST(test_huge_quantities_saturate)
-{
-        ck_assert_uint_eq(q("100Ei", 1), UINT64_MAX);
-        ck_assert_uint_eq(q("99999999999999999999", 1000), UINT64_MAX);
-}
-END_TEST
-
-START_TEST(test_unparsable_quantities_are_refused)
-{
-        static const char *const bad[] = {
-                "",    "lots",   "1.5.5",  "1,5", "12Qi", "Gi",
-                "abc", "1..5Gi", "512 Mi", "-1",  "m",    ".",
-                "1e",  "1Mib",   "0x10",   " 1",  "1 ",   "1234567890123456789012345678901"};
-        uint64_t v;
-        size_t i;
-
-        for (i = 0; i < ARRAY_SIZE(bad); i++)
-                ck_assert_msg(os_quantity_parse(bad[i], 1, &v) == -EINVAL, "'%s' accepted", bad[i]);
-}
-END_TEST
 
 /* ---- labels ------------------------------------------------------------------------------ */
 
@@ -156,45 +96,6 @@ START_TEST(test_image_candidates_never_leave_the_images_dir)
 }
 END_TEST
 
-/* ---- RFC 3339 ---------------------------------------------------------------------------- */
-
-START_TEST(test_time_round_trip)
-{
-        char t[32];
-        uint64_t ms;
-
-        os_time_format(1767323045678ULL, t);
-        ck_assert_str_eq(t, "2026-01-02T03:04:05.678Z");
-        ck_assert_int_eq(os_time_parse(t, &ms), 0);
-        ck_assert_uint_eq(ms, 1767323045678ULL);
-        ck_assert_int_eq(os_time_parse("2026-01-02T05:04:05+02:00", &ms), 0);
-        ck_assert_uint_eq(ms, 1767323045000ULL);
-        ck_assert_int_eq(os_time_parse("2026-01-02t03:04:05.123456789z", &ms), 0);
-        ck_assert_uint_eq(ms, 1767323045123ULL);
-        ck_assert_int_eq(os_time_parse("2024-02-29T00:00:00Z", &ms), 0);
-}
-END_TEST
-
-START_TEST(test_time_refuses_what_is_not_rfc_3339)
-{
-        static const char *const bad[] = {"tomorrow",
-                                          "2026-01-02 03:04:05Z",
-                                          "2026-01-02T03:04:05",
-                                          "1700000000",
-                                          "",
-                                          "2026-13-02T03:04:05Z",
-                                          "2025-02-29T00:00:00Z",
-                                          "2026-01-02T03:04:05.Z",
-                                          "2026-01-02T03:04:05+0200",
-                                          "2026-01-02T03:04:05Zx"};
-        uint64_t ms;
-        size_t i;
-
-        for (i = 0; i < ARRAY_SIZE(bad); i++)
-                ck_assert_msg(os_time_parse(bad[i], &ms) == -EINVAL, "'%s' accepted", bad[i]);
-}
-END_TEST
-
 /* ---- the output ring --------------------------------------------------------------------- */
 
 static char *ring_text(const os_ring *g)
@@ -250,24 +151,14 @@ END_TEST
 static Suite *os_rules_suite(void)
 {
         Suite *s = suite_create("os_rules");
-        TCase *tc = tcase_create("quantities");
+        TCase *tc = tcase_create("labels");
 
-        tcase_add_test(tc, test_cpu_quantities_in_millicores);
-        tcase_add_test(tc, test_memory_quantities_binary_and_decimal);
-        tcase_add_test(tc, test_huge_quantities_saturate);
-        tcase_add_test(tc, test_unparsable_quantities_are_refused);
-        suite_add_tcase(s, tc);
-        tc = tcase_create("labels");
         tcase_add_test(tc, test_label_keys);
         tcase_add_test(tc, test_label_values);
         suite_add_tcase(s, tc);
         tc = tcase_create("images");
         tcase_add_test(tc, test_image_candidates_in_order);
         tcase_add_test(tc, test_image_candidates_never_leave_the_images_dir);
-        suite_add_tcase(s, tc);
-        tc = tcase_create("times");
-        tcase_add_test(tc, test_time_round_trip);
-        tcase_add_test(tc, test_time_refuses_what_is_not_rfc_3339);
         suite_add_tcase(s, tc);
         tc = tcase_create("ring");
         tcase_add_test(tc, test_ring_keeps_the_last_cap_bytes);

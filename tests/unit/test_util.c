@@ -1,5 +1,6 @@
-/* test_util.c: util.h helpers: paths, URL and query decoding, numbers, ids, JSON quoting, the
- * intake of JSON text (no NUL in any string), the cleanup of a cJSON variable. */
+/* test_util.c: util.h helpers: paths, URL and query decoding, numbers, Kubernetes quantities,
+ * RFC 3339 times, ids, JSON quoting, the intake of JSON text (no NUL in any string), the cleanup
+ * of a cJSON variable. */
 #include <check.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -12,7 +13,7 @@
 #include "sh/util.h"
 #include "unit.h"
 
-/* ---- helpers --------------------------------------------------------------------------- */
+/* ---- helpers ---------------------------------------------------------------------------- */
 
 /* Normalise a C string; returns the errno result, *out the new string (or NULL). */
 static int norm(const char *in, char **out)
@@ -735,7 +736,7 @@ START_TEST(test_memdup0_copies_exactly_n_bytes_and_terminates)
 }
 END_TEST
 
-/* ---- JSON text intake (sh_json_parse_text) ------------------------------------------------- */
+/* ---- JSON text intake (sh_json_parse_text) ---------------------------------------------- */
 
 /* Parse a copy of the n bytes at text (the intake rewrites in place) with flags; the cJSON or
  * NULL, and a reason exactly when NULL. *ret_len: the text's length after the intake. */
@@ -835,7 +836,7 @@ START_TEST(test_json_surrogate_bytes_only_when_asked)
 }
 END_TEST
 
-/* ---- _cleanup_cjson_ ---------------------------------------------------------------------- */
+/* ---- _cleanup_cjson_ -------------------------------------------------------------------- */
 
 static unsigned json_live; /* cJSON allocations not freed yet */
 
@@ -880,6 +881,105 @@ START_TEST(test_json_cleanup_deletes_at_scope_end_unless_handed_out)
         cJSON_Delete(kept);
         ck_assert_uint_eq(json_live, 0);
         cJSON_InitHooks(NULL);
+}
+END_TEST
+
+/* ---- Kubernetes quantities -------------------------------------------------------------- */
+
+static uint64_t q(const char *s, uint64_t scale)
+{
+        uint64_t v = 0;
+        int r = sh_quantity_parse(s, scale, &v);
+
+        ck_assert_msg(r == 0, "quantity '%s' refused (%d)", s, r);
+        return v;
+}
+
+START_TEST(test_cpu_quantities_in_millicores)
+{
+        ck_assert_uint_eq(q("500m", 1000), 500);
+        ck_assert_uint_eq(q("1", 1000), 1000);
+        ck_assert_uint_eq(q("1.5", 1000), 1500);
+        ck_assert_uint_eq(q("0.75", 1000), 750);
+        ck_assert_uint_eq(q("250m", 1000), 250);
+        ck_assert_uint_eq(q("0.0001", 1000), 1); /* rounded up, never to 0 */
+        ck_assert_uint_eq(q("0", 1000), 0);
+}
+END_TEST
+
+START_TEST(test_memory_quantities_binary_and_decimal)
+{
+        ck_assert_uint_eq(q("512Mi", 1), 512ULL << 20);
+        ck_assert_uint_eq(q("2Gi", 1), 2ULL << 30);
+        ck_assert_uint_eq(q("1.5Gi", 1), 1536ULL << 20);
+        ck_assert_uint_eq(q("262144Ki", 1), 256ULL << 20);
+        ck_assert_uint_eq(q("314572800", 1), 300ULL << 20);
+        ck_assert_uint_eq(q("1G", 1), 1000000000ULL);
+        ck_assert_uint_eq(q("300M", 1), 300000000ULL);
+        ck_assert_uint_eq(q("1k", 1), 1000);
+        ck_assert_uint_eq(q("1E", 1), 1000000000000000000ULL);
+        ck_assert_uint_eq(q("2e3", 1), 2000);
+        ck_assert_uint_eq(q("+5", 1), 5);
+}
+END_TEST
+
+START_TEST(test_huge_quantities_saturate)
+{
+        ck_assert_uint_eq(q("100Ei", 1), UINT64_MAX);
+        ck_assert_uint_eq(q("99999999999999999999", 1000), UINT64_MAX);
+}
+END_TEST
+
+START_TEST(test_unparsable_quantities_are_refused)
+{
+        static const char *const bad[] = {
+                "",    "lots",   "1.5.5",  "1,5", "12Qi", "Gi",
+                "abc", "1..5Gi", "512 Mi", "-1",  "m",    ".",
+                "1e",  "1Mib",   "0x10",   " 1",  "1 ",   "1234567890123456789012345678901"};
+        uint64_t v;
+        size_t i;
+
+        for (i = 0; i < ARRAY_SIZE(bad); i++)
+                ck_assert_msg(sh_quantity_parse(bad[i], 1, &v) == -EINVAL, "'%s' accepted", bad[i]);
+}
+END_TEST
+
+/* ---- RFC 3339 --------------------------------------------------------------------------- */
+
+START_TEST(test_time_round_trip)
+{
+        char t[32];
+        uint64_t ms;
+
+        sh_rfc3339_format(1767323045678ULL, t);
+        ck_assert_str_eq(t, "2026-01-02T03:04:05.678Z");
+        ck_assert_int_eq(sh_rfc3339_parse(t, &ms), 0);
+        ck_assert_uint_eq(ms, 1767323045678ULL);
+        ck_assert_int_eq(sh_rfc3339_parse("2026-01-02T05:04:05+02:00", &ms), 0);
+        ck_assert_uint_eq(ms, 1767323045000ULL);
+        ck_assert_int_eq(sh_rfc3339_parse("2026-01-02t03:04:05.123456789z", &ms), 0);
+        ck_assert_uint_eq(ms, 1767323045123ULL);
+        ck_assert_int_eq(sh_rfc3339_parse("2024-02-29T00:00:00Z", &ms), 0);
+}
+END_TEST
+
+START_TEST(test_time_refuses_what_is_not_rfc_3339)
+{
+        static const char *const bad[] = {"tomorrow",
+                                          "2026-01-02 03:04:05Z",
+                                          "2026-01-02T03:04:05",
+                                          "1700000000",
+                                          "",
+                                          "2026-13-02T03:04:05Z",
+                                          "2025-02-29T00:00:00Z",
+                                          "2026-01-02T03:04:05.Z",
+                                          "2026-01-02T03:04:05+0200",
+                                          "2026-01-02T03:04:05Zx"};
+        uint64_t ms;
+        size_t i;
+
+        for (i = 0; i < ARRAY_SIZE(bad); i++)
+                ck_assert_msg(sh_rfc3339_parse(bad[i], &ms) == -EINVAL, "'%s' accepted", bad[i]);
 }
 END_TEST
 
@@ -942,6 +1042,15 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_size_garbage_rejected);
         tcase_add_test(tc, test_millicores_valid);
         tcase_add_test(tc, test_millicores_invalid);
+        tcase_add_test(tc, test_cpu_quantities_in_millicores);
+        tcase_add_test(tc, test_memory_quantities_binary_and_decimal);
+        tcase_add_test(tc, test_huge_quantities_saturate);
+        tcase_add_test(tc, test_unparsable_quantities_are_refused);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("times");
+        tcase_add_test(tc, test_time_round_trip);
+        tcase_add_test(tc, test_time_refuses_what_is_not_rfc_3339);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("ids");

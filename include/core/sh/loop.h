@@ -46,3 +46,6 @@ void sh_loop_stop(sh_loop *l);
 /* Monotonic time in ms / ns. */
 uint64_t sh_now_ms(void);
 uint64_t sh_now_ns(void);
+/* Wall-clock time (CLOCK_REALTIME) in Unix ms: what clients' dates speak (expiries, createdAt);
+ * 0 if the clock cannot be read. */
+uint64_t sh_now_wall_ms(void);

@@ -1,5 +1,6 @@
-/* util.h: pure helpers with no side effects beyond memory: checked number parsing, URL
- * decoding, query strings, workspace path normalisation, id validation. Unit-tested with
+/* util.h: pure helpers with no side effects beyond memory: checked number parsing, Kubernetes
+ * quantities, RFC 3339 times, URL decoding, query strings, workspace path normalisation, id
+ * validation. Unit-tested with
  * canned input (tests/unit/test_util.c). */
 #pragma once
 
@@ -25,6 +26,17 @@ int sh_parse_millicores(const char *s, uint64_t *ret);
 /* Parse a duration in seconds: digits with an optional suffix s, m, h or d (either case).
  * 0, -EINVAL or -ERANGE. */
 int sh_parse_seconds(const char *s, uint64_t *ret);
+
+/* A Kubernetes quantity ("500m", "1.5", "2Gi", "1G", "262144Ki", "1e3": apimachinery's
+ * resource.Quantity) times `scale` (1000: CPU in milli-cores; 1: bytes), rounded up, saturating
+ * at UINT64_MAX. 0 or -EINVAL. */
+int sh_quantity_parse(const char *s, uint64_t scale, uint64_t *ret);
+
+/* RFC 3339 in UTC with milliseconds ("2026-01-02T03:04:05.678Z") of Unix ms; years past 9999
+ * are the latest instant it can write. */
+void sh_rfc3339_format(uint64_t ms, char out[32]);
+/* An RFC 3339 date-time (any offset, any fraction) as Unix ms. 0 or -EINVAL. */
+int sh_rfc3339_parse(const char *s, uint64_t *ret_ms);
 
 /* Percent-decode `len` bytes of `in` into a new NUL-terminated buffer (the decoded data may
  * itself hold NUL bytes; *ret_len is its true length). With `plus_is_space`, '+' becomes ' '
