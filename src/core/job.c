@@ -1,7 +1,8 @@
 /* job.c: jobs of the loop run in slices (sh/job.h): a slice's budget in steps and time, the next
- * slice from a 0 ms timer. */
+ * slice from a 0 ms timer; conditions polled from timers further and further apart. */
 #include "sh/job.h"
 
+#include <errno.h>
 #include <stddef.h>
 
 int sh_loop_job_slice(sh_loop_job *j)
@@ -61,4 +62,40 @@ void sh_loop_job_stop(sh_loop_job *j)
         if (j->t)
                 sh_loop_cancel_timer(j->loop, j->t);
         j->t = NULL;
+}
+
+static void poll_tick(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_loop_poll *p = data;
+        sh_error *err = NULL;
+        int k;
+
+        (void)t;
+        p->t = NULL; /* the loop frees a fired timer */
+        k = p->check(p->data, &err);
+        if (k == 0 && sh_now_ms() < p->deadline_ms) {
+                p->gap_ms = p->gap_ms ? p->gap_ms * 2 : 1;
+                if (p->gap_ms > (p->gap_max_ms ? p->gap_max_ms : 1))
+                        p->gap_ms = p->gap_max_ms ? p->gap_max_ms : 1;
+                p->t = sh_loop_add_timer(l, p->gap_ms, poll_tick, p);
+                if (p->t)
+                        return;
+                k = -ENOMEM;
+        }
+        p->end(p->data, k > 0 ? 1 : k, err);
+        sh_error_release(&err);
+}
+
+int sh_loop_poll_start(sh_loop_poll *p)
+{
+        p->gap_ms = 0;
+        p->deadline_ms = sh_now_ms() + p->timeout_ms;
+        p->t = sh_loop_add_timer(p->loop, 0, poll_tick, p);
+        return p->t ? 0 : -ENOMEM;
+}
+
+void sh_loop_poll_stop(sh_loop_poll *p)
+{
+        sh_loop_cancel_timer(p->loop, p->t);
+        p->t = NULL;
 }

@@ -19,6 +19,7 @@
 #include "sh/cgroup.h"
 #include "sh/disk.h"
 #include "sh/exec.h"
+#include "sh/job.h"
 #include "sh/list.h"
 #include "sh/log.h"
 #include "sh/safe_open.h"
@@ -81,6 +82,17 @@ struct sh_sandbox {
         bool pooled;           /* started for the warm pool, handed to no client yet */
         sh_timer *claim_t;     /* a claimed pooled sandbox's create ends from the loop */
         unsigned freeze_holds; /* sh_sandbox_freeze_hold minus releases */
+        /* a pause: its own hold (paused), the freeze waited for (pause_wait.t set) or the
+         * resume's step (resume_t), and their one done */
+        bool paused;
+        sh_loop_poll pause_wait;
+        sh_timer *resume_t;
+        sh_sandbox_done_fn pause_done;
+        void *pause_data;
+        /* its expiry (wall ms, 0: none) and the timer armed no later (for expiry_at) */
+        uint64_t expires_ms, expiry_at;
+        sh_timer *expiry_t;
+        bool expired;
         /* what the layers above keep for it (sh_sandbox_attach) */
         sh_attachments attached;
         /* a directory of the creator's restored instead of an item ({root}/{name}), NULL: none */
@@ -134,9 +146,12 @@ static int random_id(char out[SH_ID_LEN + 1])
 static void spare_drop(sh_sandbox *sb);
 static void ws_drop(sh_sandbox *sb);
 
+static void timers_stop(sh_sandbox *sb);
+
 static void sandbox_free(sh_sandbox *sb)
 {
         sh_loop_cancel_timer(sb->host->exec.loop, TAKE_PTR(sb->claim_t));
+        timers_stop(sb);
         sh_attach_done(&sb->attached);
         spare_drop(sb);
         ws_drop(sb);
@@ -674,6 +689,193 @@ int sh_sandbox_freeze_release(sh_sandbox *sb, sh_error **err)
 unsigned sh_sandbox_freeze_holds(const sh_sandbox *sb)
 {
         return sb->freeze_holds;
+}
+
+/* ---- pause and resume: a freeze hold of their own ------------------------------------- */
+
+/* How long a pause may take to freeze (a task in an uninterruptible sleep delays it), and the
+ * longest gap between two looks at the freezer. */
+#define PAUSE_TIMEOUT_MS 5000
+#define PAUSE_GAP_MAX_MS 16
+
+static int pause_look(void *data, sh_error **err)
+{
+        bool frozen = false;
+
+        return sh_sandbox_freeze_poll(data, &frozen, err) < 0 ? -1 : frozen;
+}
+
+/* The pause's hold given back: the sandbox thaws unless another holder keeps it frozen. */
+static void pause_release(sh_sandbox *sb)
+{
+        sh_error *err = NULL;
+
+        sb->paused = false;
+        if (sh_sandbox_freeze_release(sb, &err) < 0)
+                log_warn("resume-failed", sb->id, "thawing: %s", err && err->msg ? err->msg : "");
+        sh_error_release(&err);
+}
+
+static void pause_end(sh_sandbox *sb, const sh_error *err)
+{
+        sh_sandbox_done_fn done = TAKE_PTR(sb->pause_done);
+
+        done(sb, err, sb->pause_data);
+}
+
+static void pause_waited(void *data, int result, const sh_error *perr)
+{
+        sh_sandbox *sb = data;
+        sh_error *err = NULL;
+
+        if (result == 0)
+                sh_error_new(&err, SH_E_INTERNAL,
+                             "the sandbox did not freeze within 5 s (a process in an "
+                             "uninterruptible sleep?)");
+        else if (result < 0 && perr)
+                sh_error_new(&err, SH_E_INTERNAL, "reading the freezer: %s",
+                             perr->msg ? perr->msg : "");
+        else if (result < 0)
+                sh_error_make(&err, ENOMEM, "out of memory");
+        if (err)
+                pause_release(sb);
+        pause_end(sb, err);
+        sh_error_release(&err);
+}
+
+int sh_sandbox_pause(sh_sandbox *sb, sh_sandbox_done_fn done, void *data, sh_error **err)
+{
+        if (sb->paused || sb->pause_done || sb->deleted)
+                return sh_error_new(err, SH_E_INVALID, "the sandbox is paused or resuming");
+        /* Asks the kernel to freeze every process of the sandbox (not the helpers working for
+         * it); never waits: the loop's timers look at the freezer. */
+        if (sh_sandbox_freeze_hold(sb, err) < 0)
+                return -1;
+        sb->paused = true;
+        sb->pause_wait = (sh_loop_poll){.loop = sb->host->exec.loop,
+                                        .check = pause_look,
+                                        .end = pause_waited,
+                                        .data = sb,
+                                        .timeout_ms = PAUSE_TIMEOUT_MS,
+                                        .gap_max_ms = PAUSE_GAP_MAX_MS};
+        if (sh_loop_poll_start(&sb->pause_wait) < 0) {
+                pause_release(sb);
+                return sh_error_make(err, ENOMEM, "out of memory");
+        }
+        sb->pause_done = done;
+        sb->pause_data = data;
+        return 0;
+}
+
+static void resumed(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_sandbox *sb = data;
+
+        (void)l;
+        (void)t;
+        sb->resume_t = NULL;
+        pause_end(sb, NULL);
+}
+
+int sh_sandbox_resume(sh_sandbox *sb, sh_sandbox_done_fn done, void *data, sh_error **err)
+{
+        if (!sb->paused || sb->pause_done)
+                return sh_error_new(err, SH_E_INVALID, "the sandbox is not paused");
+        sb->resume_t = sh_loop_add_timer(sb->host->exec.loop, 0, resumed, sb);
+        if (!sb->resume_t)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        sb->pause_done = done;
+        sb->pause_data = data;
+        pause_release(sb);
+        return 0;
+}
+
+/* ---- expiry: one loop timer ------------------------------------------------------------ */
+
+static void expiry_arm(sh_sandbox *sb);
+
+/* Its expiry has come, unless it was moved later meanwhile (or the wall clock stepped back):
+ * then the timer waits again. */
+static void expiry_fire(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_sandbox *sb = data;
+        sh_error *err = NULL;
+
+        (void)l;
+        (void)t;
+        sb->expiry_t = NULL; /* the loop frees a fired timer */
+        if (sb->expires_ms > sh_now_wall_ms()) {
+                expiry_arm(sb);
+                return;
+        }
+        log_info("sandbox-expired", sb->id, "expired at its expiry time");
+        sb->expired = true;
+        if (owner_remove(sb, &err) < 0)
+                log_warn("expiry-delete-failed", sb->id, "%s, ignoring",
+                         err && err->msg ? err->msg : "");
+        sh_error_release(&err);
+}
+
+/* Armed for the expiry, never later. A renew that moves it later (every request may: renew on
+ * access) leaves the timer where it is: it fires, finds the later time and waits again, so a
+ * busy sandbox costs one timer per extension, not one per request. */
+static void expiry_arm(sh_sandbox *sb)
+{
+        sh_loop *loop = sb->host->exec.loop;
+        uint64_t now;
+
+        if (sb->deleted || (sb->expiry_t && sb->expiry_at <= sb->expires_ms))
+                return;
+        sh_loop_cancel_timer(loop, TAKE_PTR(sb->expiry_t));
+        if (!sb->expires_ms)
+                return;
+        now = sh_now_wall_ms();
+        sb->expiry_at = sb->expires_ms;
+        sb->expiry_t = sh_loop_add_timer(loop, sb->expires_ms > now ? sb->expires_ms - now : 0,
+                                         expiry_fire, sb);
+        if (!sb->expiry_t)
+                log_error("expiry-timer", sb->id,
+                          "cannot arm the expiry timer: the sandbox may outlive its expiry");
+}
+
+void sh_sandbox_set_expiry(sh_sandbox *sb, uint64_t wall_ms)
+{
+        uint64_t ceiling = sb->host->cfg->max_timeout_s * 1000, now = sh_now_wall_ms();
+
+        /* SANDBOX_HOST_MAX_TIMEOUT is at most 100 years: no overflow. */
+        if (ceiling && wall_ms > now + ceiling)
+                wall_ms = now + ceiling;
+        sb->expires_ms = wall_ms;
+        expiry_arm(sb);
+}
+
+void sh_sandbox_renew(sh_sandbox *sb, uint64_t extend_ms)
+{
+        uint64_t want = sh_now_wall_ms() + extend_ms;
+
+        if (sb->expires_ms && want > sb->expires_ms)
+                sh_sandbox_set_expiry(sb, want);
+}
+
+uint64_t sh_sandbox_expiry(const sh_sandbox *sb)
+{
+        return sb->expires_ms;
+}
+
+bool sh_sandbox_expired(const sh_sandbox *sb)
+{
+        return sb->expired;
+}
+
+/* A delete (or the object's end): no pause's or resume's done, no expiry any more. */
+static void timers_stop(sh_sandbox *sb)
+{
+        sh_loop *loop = sb->host->exec.loop;
+
+        sh_loop_cancel_timer(loop, TAKE_PTR(sb->expiry_t));
+        sh_loop_cancel_timer(loop, TAKE_PTR(sb->resume_t));
+        sh_loop_poll_stop(&sb->pause_wait);
+        sb->pause_done = NULL;
 }
 
 /* ---- the readiness marker (CONTRACT.md 3.1) --------------------------------------------- */
@@ -1391,6 +1593,9 @@ int sh_sandbox_claim(sh_sandbox *sb, const sh_create_opts *o, sh_sandbox_done_fn
 void sh_sandbox_set_deleted(sh_sandbox *sb)
 {
         sb->deleted = true;
+        /* A pause or resume under way ends without its done; the pause's hold stays (the kill
+         * thaws). No expiry any more. */
+        timers_stop(sb);
         ws_drop(sb);
 }
 

@@ -1,6 +1,7 @@
 /* test_job.c: jobs of the loop run in slices (sh/job.h): a slice ends at its budget of steps or
  * time, or at a pause; the next slice comes from the loop, after what else is due; a job that
- * said DONE or was stopped is not stepped again. */
+ * said DONE or was stopped is not stepped again. A poll of the loop ends once: when its
+ * condition holds, fails or its time runs out, never inside its start, never once stopped. */
 #include <check.h>
 #include <stdint.h>
 #include <string.h>
@@ -183,6 +184,132 @@ START_TEST(test_a_stopped_job_is_not_stepped_again)
 }
 END_TEST
 
+/* ---- polls ---------------------------------------------------------------------------- */
+
+typedef struct poller {
+        unsigned checks;
+        unsigned holds_at; /* the look that finds the condition (0: never) */
+        unsigned fails_at; /* the look that fails (0: never) */
+        unsigned ends;
+        int result;
+        sh_error_kind kind; /* of the end's error */
+        bool had_err;
+        sh_loop *loop; /* stopped at the end */
+} poller;
+
+static int poll_check(void *data, sh_error **err)
+{
+        poller *p = data;
+
+        p->checks++;
+        if (p->checks == p->fails_at)
+                return sh_error_new(err, SH_E_UNAVAILABLE, "cannot look");
+        return p->checks == p->holds_at;
+}
+
+static void poll_end(void *data, int result, const sh_error *err)
+{
+        poller *p = data;
+
+        p->ends++;
+        p->result = result;
+        p->had_err = err != NULL;
+        p->kind = err ? err->kind : SH_E_INTERNAL;
+        sh_loop_stop(p->loop);
+}
+
+static sh_loop_poll poll_of(sh_loop *l, poller *p, uint64_t timeout_ms)
+{
+        p->loop = l;
+        return (sh_loop_poll){.loop = l,
+                              .check = poll_check,
+                              .end = poll_end,
+                              .data = p,
+                              .timeout_ms = timeout_ms,
+                              .gap_max_ms = 4};
+}
+
+START_TEST(test_a_poll_ends_once_when_its_condition_holds)
+{
+        poller p = {.holds_at = 3};
+        sh_loop *l;
+        sh_loop_poll lp;
+        bool hit = false;
+
+        ck_assert_int_eq(sh_loop_new(&l), 0);
+        lp = poll_of(l, &p, SAFETY_MS);
+        ck_assert_int_eq(sh_loop_poll_start(&lp), 0);
+        ck_assert_uint_eq(p.checks, 0); /* never inside the start */
+        run_within(l, SAFETY_MS, &hit);
+        ck_assert(!hit);
+        ck_assert_uint_eq(p.ends, 1);
+        ck_assert_int_eq(p.result, 1);
+        ck_assert(!p.had_err);
+        ck_assert_uint_eq(p.checks, 3);
+        sh_loop_free(l);
+}
+END_TEST
+
+START_TEST(test_a_poll_ends_with_0_once_its_time_runs_out)
+{
+        poller p = {0};
+        sh_loop *l;
+        sh_loop_poll lp;
+        bool hit = false;
+
+        ck_assert_int_eq(sh_loop_new(&l), 0);
+        lp = poll_of(l, &p, 20);
+        ck_assert_int_eq(sh_loop_poll_start(&lp), 0);
+        run_within(l, SAFETY_MS, &hit);
+        ck_assert(!hit);
+        ck_assert_uint_eq(p.ends, 1);
+        ck_assert_int_eq(p.result, 0);
+        ck_assert_uint_ge(p.checks, 2);
+        sh_loop_free(l);
+}
+END_TEST
+
+START_TEST(test_a_failed_look_ends_the_poll_with_its_error)
+{
+        poller p = {.fails_at = 2};
+        sh_loop *l;
+        sh_loop_poll lp;
+        bool hit = false;
+
+        ck_assert_int_eq(sh_loop_new(&l), 0);
+        lp = poll_of(l, &p, SAFETY_MS);
+        ck_assert_int_eq(sh_loop_poll_start(&lp), 0);
+        run_within(l, SAFETY_MS, &hit);
+        ck_assert(!hit);
+        ck_assert_uint_eq(p.ends, 1);
+        ck_assert_int_lt(p.result, 0);
+        ck_assert(p.had_err);
+        ck_assert_int_eq(p.kind, SH_E_UNAVAILABLE);
+        ck_assert_uint_eq(p.checks, 2);
+        sh_loop_free(l);
+}
+END_TEST
+
+START_TEST(test_a_stopped_poll_never_looks_or_ends)
+{
+        poller p = {.holds_at = 1};
+        sh_loop *l;
+        sh_loop_poll lp;
+        bool hit = false;
+
+        ck_assert_int_eq(sh_loop_new(&l), 0);
+        lp = poll_of(l, &p, SAFETY_MS);
+        ck_assert_int_eq(sh_loop_poll_start(&lp), 0);
+        sh_loop_poll_stop(&lp);
+        sh_loop_poll_stop(&lp); /* twice is fine */
+        run_within(l, 30, &hit);
+        ck_assert(hit);
+        ck_assert_uint_eq(p.checks, 0);
+        ck_assert_uint_eq(p.ends, 0);
+        sh_loop_free(l);
+}
+END_TEST
+
 static Suite *job_suite(void)
 {
         Suite *s = suite_create("loop_job");
@@ -198,6 +325,12 @@ static Suite *job_suite(void)
         tc = tcase_create("loop");
         tcase_add_test(tc, test_a_run_slices_from_the_loop_with_other_work_in_between);
         tcase_add_test(tc, test_a_stopped_job_is_not_stepped_again);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("polls");
+        tcase_add_test(tc, test_a_poll_ends_once_when_its_condition_holds);
+        tcase_add_test(tc, test_a_poll_ends_with_0_once_its_time_runs_out);
+        tcase_add_test(tc, test_a_failed_look_ends_the_poll_with_its_error);
+        tcase_add_test(tc, test_a_stopped_poll_never_looks_or_ends);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -2,7 +2,9 @@
  * (sh_sandbox_env: the settings, the loop, the owner's calls) and reaches nothing else: made
  * here with no manager at all, its ids and limits come from the env's settings, its create
  * ends from the env's loop, and a create that must go asks the env's owner to remove the
- * sandbox, once, and only while nobody else deleted it. */
+ * sandbox, once, and only while nobody else deleted it. Its expiry is a timer of the env's
+ * loop that asks the owner to remove it, once, never later than the settings' ceiling; a pause
+ * needs its cgroup, a resume a pause. */
 #include <check.h>
 #include <stdbool.h>
 #include <string.h>
@@ -38,6 +40,7 @@ static int owner_remove(void *owner, sh_sandbox *sb, sh_error **err)
         r->removed = sb;
         r->removes++;
         sh_sandbox_set_deleted(sb);
+        sh_loop_stop(loop); /* a run waiting for it ends */
         return 0;
 }
 
@@ -199,6 +202,135 @@ START_TEST(a_create_ended_by_a_delete_tells_the_creator_and_asks_the_owner_nothi
 }
 END_TEST
 
+static void on_time_up(sh_loop *l, sh_timer *t, void *data)
+{
+        (void)t;
+        *(bool *)data = true;
+        sh_loop_stop(l);
+}
+
+/* Run the env's loop until `ms` have passed (or the owner removes a sandbox), bounded. */
+static void run_for(unsigned ms)
+{
+        bool hit = false, up = false;
+        sh_timer *safety = sh_loop_add_timer(loop, SAFETY_MS, on_safety, &hit);
+        sh_timer *stop = sh_loop_add_timer(loop, ms, on_time_up, &up);
+
+        ck_assert_ptr_nonnull(safety);
+        ck_assert_ptr_nonnull(stop);
+        ck_assert_int_eq(sh_loop_run(loop), 0);
+        ck_assert_msg(!hit, "the loop ran into the %u ms safety timer", SAFETY_MS);
+        sh_loop_cancel_timer(loop, safety);
+        if (!up)
+                sh_loop_cancel_timer(loop, stop);
+}
+
+static sh_sandbox *made(void)
+{
+        const sh_create_opts o = {0};
+        sh_sandbox *sb = NULL;
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(sh_sandbox_new(&env, 5, &o, &sb, &err), 0);
+        return sb;
+}
+
+START_TEST(an_expiry_asks_the_owner_to_remove_the_sandbox_once)
+{
+        sh_sandbox *sb = made();
+
+        sh_sandbox_set_expiry(sb, sh_now_wall_ms() + 20);
+        ck_assert(!sh_sandbox_expired(sb));
+        run_for(SAFETY_MS / 2);
+        ck_assert_uint_eq(rec.removes, 1);
+        ck_assert_ptr_eq(rec.removed, sb);
+        ck_assert(sh_sandbox_expired(sb));
+        run_for(30);
+        ck_assert_uint_eq(rec.removes, 1);
+        sh_sandbox_unref(sb);
+}
+END_TEST
+
+START_TEST(an_expiry_moved_later_is_the_one_kept)
+{
+        sh_sandbox *sb = made();
+
+        sh_sandbox_set_expiry(sb, sh_now_wall_ms() + 10);
+        sh_sandbox_set_expiry(sb, sh_now_wall_ms() + 60000);
+        run_for(100); /* past the first: its timer fires, finds the later one and waits */
+        ck_assert_uint_eq(rec.removes, 0);
+        ck_assert(!sh_sandbox_expired(sb));
+        sh_sandbox_unref(sb); /* its timer goes with it */
+}
+END_TEST
+
+START_TEST(a_renew_moves_an_expiry_later_never_earlier)
+{
+        sh_sandbox *sb = made();
+        uint64_t before, now;
+
+        sh_sandbox_renew(sb, 1000); /* no expiry: none made */
+        ck_assert_uint_eq(sh_sandbox_expiry(sb), 0);
+        sh_sandbox_set_expiry(sb, sh_now_wall_ms() + 60000);
+        before = sh_sandbox_expiry(sb);
+        sh_sandbox_renew(sb, 1000);
+        ck_assert_uint_eq(sh_sandbox_expiry(sb), before);
+        now = sh_now_wall_ms();
+        sh_sandbox_renew(sb, 120000);
+        ck_assert_uint_ge(sh_sandbox_expiry(sb), now + 120000);
+        sh_sandbox_unref(sb);
+}
+END_TEST
+
+START_TEST(no_expiry_is_later_than_now_plus_the_ceiling)
+{
+        sh_sandbox *sb;
+        uint64_t after;
+
+        cfg.max_timeout_s = 60;
+        sb = made();
+        sh_sandbox_set_expiry(sb, sh_now_wall_ms() + 36000000);
+        after = sh_now_wall_ms();
+        ck_assert_uint_le(sh_sandbox_expiry(sb), after + 60000);
+        ck_assert_uint_ge(sh_sandbox_expiry(sb), after + 59000);
+        sh_sandbox_renew(sb, 36000000); /* renew too */
+        ck_assert_uint_le(sh_sandbox_expiry(sb), sh_now_wall_ms() + 60000);
+        sh_sandbox_unref(sb);
+}
+END_TEST
+
+START_TEST(a_deleted_sandbox_does_not_expire)
+{
+        sh_sandbox *sb = made();
+
+        sh_sandbox_set_expiry(sb, sh_now_wall_ms() + 5);
+        sh_sandbox_set_deleted(sb);
+        run_for(50);
+        ck_assert_uint_eq(rec.removes, 0);
+        ck_assert(!sh_sandbox_expired(sb));
+        sh_sandbox_unref(sb);
+}
+END_TEST
+
+START_TEST(a_pause_needs_the_sandbox_cgroup_and_a_resume_a_pause)
+{
+        sh_sandbox *sb = made();
+        sh_error *err = NULL;
+
+        ck_assert_int_lt(sh_sandbox_resume(sb, on_done, &rec, &err), 0);
+        ck_assert_int_eq(sh_error_kind_of(err), SH_E_INVALID);
+        sh_error_release(&err);
+        ck_assert_int_lt(sh_sandbox_pause(sb, on_done, &rec, &err), 0); /* no worker yet */
+        sh_error_release(&err);
+        ck_assert_uint_eq(sh_sandbox_freeze_holds(sb), 0);
+        ck_assert_int_lt(sh_sandbox_resume(sb, on_done, &rec, &err), 0); /* nothing paused */
+        sh_error_release(&err);
+        run_for(20);
+        ck_assert_uint_eq(rec.dones, 0);
+        sh_sandbox_unref(sb);
+}
+END_TEST
+
 static Suite *sandbox_env_suite(void)
 {
         Suite *s = suite_create("sandbox_env");
@@ -209,6 +341,15 @@ static Suite *sandbox_env_suite(void)
         tcase_add_test(tc, a_create_ends_once_from_the_loop_of_its_env);
         tcase_add_test(tc, a_cancelled_create_asks_its_owner_to_remove_the_sandbox_once);
         tcase_add_test(tc, a_create_ended_by_a_delete_tells_the_creator_and_asks_the_owner_nothing);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("expiry and pause");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, an_expiry_asks_the_owner_to_remove_the_sandbox_once);
+        tcase_add_test(tc, an_expiry_moved_later_is_the_one_kept);
+        tcase_add_test(tc, a_renew_moves_an_expiry_later_never_earlier);
+        tcase_add_test(tc, no_expiry_is_later_than_now_plus_the_ceiling);
+        tcase_add_test(tc, a_deleted_sandbox_does_not_expire);
+        tcase_add_test(tc, a_pause_needs_the_sandbox_cgroup_and_a_resume_a_pause);
         suite_add_tcase(s, tc);
         return s;
 }

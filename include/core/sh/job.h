@@ -1,4 +1,5 @@
-/* job.h: a job of the loop run in slices. Work that is long only in total (walking 100,000
+/* job.h: a job of the loop run in slices, and a condition waited for from the loop's timers.
+ * A job of the loop run in slices: Work that is long only in total (walking 100,000
  * entries, removing a tree in a tmpfs, rewriting a 64 MiB file) is cut into steps, and the steps
  * into slices: a slice runs steps until they have cost `steps` units or taken `ns`, whichever
  * comes first, or a step asks for a pause; between two slices the loop serves everyone else (the
@@ -16,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sh/error.h"
 #include "sh/loop.h"
 
 /* A slice's default budget: 2,048 steps (a walker step, a lookup step, an entry removed...) or
@@ -53,3 +55,28 @@ void sh_loop_job_run(sh_loop_job *j);
 
 /* No slice runs any more (accepts a job never run, or stopped already). */
 void sh_loop_job_stop(sh_loop_job *j);
+
+/* A condition waited for from the loop's timers, never by sleeping (a cgroup's freeze): looked
+ * at first from a 0 ms timer, then 1, 2, 4... ms apart up to `gap_max_ms`, until `check` says
+ * it holds or failed, or `timeout_ms` has passed since the start; `end` runs once, from the
+ * loop, never inside sh_loop_poll_start. The caller's memory, set before the start. */
+typedef struct sh_loop_poll {
+        sh_loop *loop;
+        /* 1: the condition holds; 0: not yet; < 0: it never will (err set). */
+        int (*check)(void *data, sh_error **err);
+        /* Once: result 1 (held), 0 (timeout_ms passed first) or < 0 (check failed, err; out of
+         * memory for a timer, err NULL). The poll is over: it may be freed. */
+        void (*end)(void *data, int result, const sh_error *err);
+        void *data;
+        uint64_t timeout_ms;
+        unsigned gap_max_ms; /* 0: 1 ms */
+        /* private */
+        sh_timer *t;
+        uint64_t deadline_ms;
+        unsigned gap_ms;
+} sh_loop_poll;
+
+/* 0, or -ENOMEM (nothing started, end not called). */
+int sh_loop_poll_start(sh_loop_poll *p);
+/* The poll stops (end is not called); accepts one over or never started. */
+void sh_loop_poll_stop(sh_loop_poll *p);

@@ -244,6 +244,24 @@ int sh_sandbox_freeze_release(sh_sandbox *sb, sh_error **err);
 /* How many holds are taken. */
 unsigned sh_sandbox_freeze_holds(const sh_sandbox *sb);
 
+/* Pause: a freeze hold of its own, and `done` once every process is frozen (err NULL), or
+ * once the freeze failed or did not complete within 5 s (err set; the hold given back then).
+ * Resume: that hold given back (the sandbox thaws unless another holder keeps it frozen: a
+ * persist's copy thaws it when it ends), `done` from the next turn of the loop. Each calls
+ * done once, from the loop; invalid while paused (pause) or not paused (resume, a pause still
+ * freezing included). A delete ends either without its done; the kill thaws. */
+int sh_sandbox_pause(sh_sandbox *sb, sh_sandbox_done_fn done, void *data, sh_error **err);
+int sh_sandbox_resume(sh_sandbox *sb, sh_sandbox_done_fn done, void *data, sh_error **err);
+
+/* Its expiry: deleted at this wall time (Unix ms; 0: never), as sh_manager_delete deletes
+ * (sh_sandbox_expired then says why), by one loop timer of its own. No expiry is later than
+ * now + SANDBOX_HOST_MAX_TIMEOUT when that is set. _renew moves an expiry to at least
+ * now + extend_ms (never earlier; a sandbox without one keeps none). */
+void sh_sandbox_set_expiry(sh_sandbox *sb, uint64_t wall_ms);
+void sh_sandbox_renew(sh_sandbox *sb, uint64_t extend_ms);
+uint64_t sh_sandbox_expiry(const sh_sandbox *sb);
+bool sh_sandbox_expired(const sh_sandbox *sb);
+
 /* What a surface chooses for its exec sessions. */
 typedef struct sh_exec_opts {
         uint64_t capture_max;   /* bytes of each stream kept for the exit event */
