@@ -21,6 +21,7 @@ typedef struct create_req {
         char image[256]; /* the host image's name */
         const cJSON *env;
         uint64_t memory_max, cpu_max_milli; /* 0: the host's */
+        uint64_t expires_ms;                /* createdAt + timeout; 0: none */
 } create_req;
 
 /* ---- judging the body ---------------------------------------------------------------------- */
@@ -168,7 +169,8 @@ static int judge_limits(const sh_config *cfg, const cJSON *lim, create_req *cr, 
         return 0;
 }
 
-static int judge_timeout(const sh_config *cfg, const cJSON *t, os_record *rec, os_err *e)
+static int judge_timeout(const sh_config *cfg, const cJSON *t, const os_record *rec, create_req *cr,
+                         os_err *e)
 {
         double d;
 
@@ -192,7 +194,7 @@ static int judge_timeout(const sh_config *cfg, const cJSON *t, os_record *rec, o
                 return os_err_code(e, OS_E_INVALID_REQUEST,
                                    "'timeout' is at most %llu seconds on this host",
                                    (unsigned long long)cfg->max_timeout_s);
-        rec->expires_ms = rec->created_ms + (uint64_t)d * 1000;
+        cr->expires_ms = rec->created_ms + (uint64_t)d * 1000;
         return 0;
 }
 
@@ -332,7 +334,7 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
         if (ep && judge_entrypoint(ep, rec, e) < 0)
                 return -1;
         if (judge_limits(cfg, field(body, "resourceLimits"), cr, rec, e) < 0 ||
-            judge_timeout(cfg, field(body, "timeout"), rec, e) < 0)
+            judge_timeout(cfg, field(body, "timeout"), rec, cr, e) < 0)
                 return -1;
         if (env && (!cJSON_IsObject(env) || !strings_only(env)))
                 return os_err_code(e, OS_E_INVALID_REQUEST, "'env' is an object of strings");
@@ -604,13 +606,14 @@ void os_api_create(sh_request *r)
                 j = NULL;
                 goto out;
         }
-        /* expiresAt = createdAt + timeout, counted from the create (the record's birth) */
         if (os_record_link(rec, j->sb, &err) < 0) {
                 /* the sandbox goes at once: nobody would know it */
                 sh_sandbox_create_cancel(j->sb);
                 os_reply_sh_error(r, err);
                 goto out;
         }
+        /* expiresAt = createdAt + timeout, counted from the create (the record's birth) */
+        sh_sandbox_set_expiry(j->sb, cr.expires_ms);
         j = NULL; /* the token's now */
 out:
         if (j && !j->tok) {

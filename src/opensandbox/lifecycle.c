@@ -230,7 +230,7 @@ static void api_renew(sh_request *r)
                 goto out;
         }
         /* As OpenSandbox's own server: a sandbox without expiry has nothing to renew. */
-        if (!rec->expires_ms) {
+        if (!sh_sandbox_expiry(rec->sb)) {
                 os_reply_code(r, OS_E_INVALID_STATE,
                               "the sandbox has no expiry (it was created without a timeout)");
                 goto out;
@@ -246,7 +246,7 @@ static void api_renew(sh_request *r)
                 goto out;
         }
         /* The SDK sends now + N: a renew may also shorten the expiry. */
-        os_record_set_expiry(rec, when);
+        sh_sandbox_set_expiry(rec->sb, when);
         os_record_log(rec, SH_LOG_DEBUG, "sandbox-renewed", "expiresAt moved by renew-expiration");
         sh_rfc3339_format(when, t);
         out = cJSON_CreateObject();

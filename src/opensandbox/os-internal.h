@@ -63,7 +63,6 @@ typedef struct sh_opensandbox {
         size_t n_routes;
         unsigned char api_key_hash[32]; /* BLAKE2b of SANDBOX_HOST_API_KEY; never the key */
         bool api_key;                   /* a key is set */
-        bool freeing;
         /* told of every record's changes, in order of registration (os_record_observe) */
         const struct os_record_observer *observers[OS_OBSERVERS_MAX];
         unsigned n_observers;
@@ -134,7 +133,6 @@ struct os_record {
 
         /* what the create asked (kept as given, shown by GET) */
         uint64_t created_ms; /* wall ms */
-        uint64_t expires_ms; /* wall ms; 0: no expiry */
         cJSON *metadata;     /* object of strings (owned) */
         char *image_uri;     /* as given; NULL with a snapshot */
         char *snapshot_id;   /* NULL with an image */
@@ -154,12 +152,7 @@ struct os_record {
         bool entry_ended;
         int entry_exit; /* its exit code (128 + signal) once entry_ended */
 
-        /* its expiry's loop timer: armed for expiry_at (<= expires_ms), NULL: none */
-        sh_timer *expiry_t;
-        uint64_t expiry_at;
-
-        /* owned by pause.c, snapshots.c and diagnostics.c, each its own (NULL at first) */
-        void *pause;
+        /* owned by snapshots.c and diagnostics.c, each its own (NULL at first) */
         void *snap;
         void *diag;
         void *execd; /* commands.c's (execd.h: commands, sessions, metrics) */
@@ -178,6 +171,8 @@ os_record *os_record_ref(os_record *rec);
 void os_record_unref(os_record *rec); /* accepts NULL */
 /* The live record of id (`len` bytes), borrowed, or NULL (unknown, native, deleted). */
 os_record *os_record_find(os_ctx *ctx, const char *id, size_t len);
+/* The record of a live sandbox (borrowed), NULL: none (native, or its record has gone). */
+os_record *os_record_of(const sh_sandbox *sb);
 /* Every live record, oldest first: *ret an array of *ret_n borrowed records the caller frees
  * (the registry's walk, sorted). 0, or -ENOMEM. */
 int os_records_list(os_ctx *ctx, os_record ***ret, size_t *ret_n);
@@ -205,9 +200,6 @@ void os_record_observe(os_ctx *ctx, const os_record_observer *o);
  * to the same state, is logged at debug and told to the observers. */
 void os_record_set_state(os_record *rec, os_state state, const char *reason, const char *fmt, ...)
         _printf_(4, 5);
-/* Set expiresAt (wall ms; 0: none), at most now + SANDBOX_HOST_MAX_TIMEOUT when that is set;
- * the record's timer fires then (one loop timer per record). */
-void os_record_set_expiry(os_record *rec, uint64_t expires_ms);
 /* The fields other files change after the create. The metadata (an object of strings, taken)
  * replaces the old; the entrypoint ended with its exit code (128 + signal, -1: an error). */
 void os_record_set_metadata(os_record *rec, cJSON *metadata);
@@ -370,7 +362,6 @@ int os_metadata_check(const cJSON *md, unsigned have, os_err *e);
 /* The surface starts (before any record): each file registers its record observer
  * (os_record_observe); snapshots.c opens the snapshot store (its records read), diagnostics.c
  * sets its log tap. 0, or -1 with err. */
-void os_pause_init(os_ctx *ctx);
 int os_snapshot_init(os_ctx *ctx, sh_error **err);
 int os_diag_init(os_ctx *ctx, sh_error **err);
 /* Each: the surface goes (shutdown, after every record has gone). */

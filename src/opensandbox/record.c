@@ -1,8 +1,8 @@
 /* record.c: the records of the sandboxes created through /v1: attached to their sandboxes in
  * the manager's registry (found by its look-up, listed oldest first), their state machine
- * (state, reason, message, lastTransitionAt), expiry (one loop timer per record), the
- * entrypoint's output ring, their Sandbox JSON, and the end of a record when its sandbox is
- * deleted (a /v1 or native delete, its expiry, shutdown: the manager's delete observer). */
+ * (state, reason, message, lastTransitionAt), the entrypoint's output ring, their Sandbox JSON
+ * (expiresAt is the sandbox's expiry), and the end of a record when its sandbox is deleted (a
+ * /v1 or native delete, its expiry, shutdown: the manager's delete observer). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -102,72 +102,6 @@ void os_ring_done(os_ring *g)
         *g = (os_ring){0};
 }
 
-/* ---- expiry: one loop timer per record ------------------------------------------------------ */
-
-static void expiry_arm(os_record *rec);
-
-/* The record's timer: its expiresAt has come (unless a renew moved it meanwhile, or the wall
- * clock stepped back: then it waits again). */
-static void expiry_fire(sh_loop *l, sh_timer *t, void *data)
-{
-        os_record *rec = data;
-        sh_error *err = NULL;
-
-        rec->expiry_t = NULL; /* the loop frees a fired timer */
-        if (rec->gone || !rec->expires_ms)
-                return;
-        if (rec->expires_ms > sh_now_wall_ms()) {
-                expiry_arm(rec);
-                return;
-        }
-        os_record_ref(rec);
-        os_record_log(rec, SH_LOG_INFO, "sandbox-expired", "expired at its expiresAt");
-        if (os_record_delete(rec, "ttl_expiry", &err) < 0)
-                log_warn("expiry-delete-failed", rec->id, "%s, ignoring",
-                         err && err->msg ? err->msg : "");
-        sh_error_release(&err);
-        os_record_unref(rec);
-}
-
-/* Armed for the expiry, never later. A renew that moves it later (every execd request may:
- * renew on access) leaves the timer where it is: it fires, finds the later time and waits
- * again, so a busy sandbox costs one timer per extension period, not one per request. */
-static void expiry_arm(os_record *rec)
-{
-        sh_loop *loop = rec->ctx->loop;
-        uint64_t now;
-
-        if (rec->gone || !rec->linked || rec->ctx->freeing)
-                return;
-        if (!rec->expires_ms) {
-                sh_loop_cancel_timer(loop, TAKE_PTR(rec->expiry_t));
-                return;
-        }
-        if (rec->expiry_t && rec->expiry_at <= rec->expires_ms)
-                return;
-        sh_loop_cancel_timer(loop, TAKE_PTR(rec->expiry_t));
-        now = sh_now_wall_ms();
-        rec->expiry_at = rec->expires_ms;
-        rec->expiry_t = sh_loop_add_timer(loop, rec->expires_ms > now ? rec->expires_ms - now : 0,
-                                          expiry_fire, rec);
-        if (!rec->expiry_t)
-                log_error("expiry-timer", rec->id,
-                          "cannot arm the expiry timer: the sandbox may outlive its expiresAt");
-}
-
-void os_record_set_expiry(os_record *rec, uint64_t expires_ms)
-{
-        uint64_t ceiling = rec->ctx->cfg->max_timeout_s * 1000, now = sh_now_wall_ms();
-
-        /* No expiry the daemon sets is later than now + SANDBOX_HOST_MAX_TIMEOUT (at most 100
-         * years: no overflow): renew on access stops there; create and renew-expiration refuse
-         * anything beyond it before. */
-        if (ceiling && expires_ms > now + ceiling)
-                expires_ms = now + ceiling;
-        rec->expires_ms = expires_ms;
-        expiry_arm(rec);
-}
-
 /* ---- the registry: the manager's, the record attached to its sandbox ---------------------------- */
 
 /* The key of a /v1 record on its sandbox (sh_sandbox_attach). */
@@ -206,8 +140,7 @@ static void record_unref_attached(void *rec)
         os_record_unref(rec);
 }
 
-/* The record of a live sandbox, if the /v1 surface made it (a native sandbox has none). */
-static os_record *record_of(const sh_sandbox *sb)
+os_record *os_record_of(const sh_sandbox *sb)
 {
         return sh_sandbox_attached(sb, &record_key);
 }
@@ -217,7 +150,7 @@ os_record *os_record_find(os_ctx *ctx, const char *id, size_t len)
         /* The registry's look-up (hash chains): a live sandbox, and a reference dropped at
          * once (the registry holds its own: never the last). */
         sh_sandbox *sb = sh_manager_get(ctx->mgr, id, len);
-        os_record *rec = sb ? record_of(sb) : NULL;
+        os_record *rec = sb ? os_record_of(sb) : NULL;
 
         sh_sandbox_unref(sb);
         return rec;
@@ -234,7 +167,6 @@ int os_record_link(os_record *rec, sh_sandbox *sb, sh_error **err)
         rec->sb = sh_sandbox_ref(sb);
         rec->linked = true;
         rec->seq = ++rec->ctx->record_seq;
-        expiry_arm(rec);
         return 0;
 }
 
@@ -249,7 +181,6 @@ static void record_unlink(os_record *rec)
                 return;
         rec->gone = true;
         attached = rec->sb ? sh_sandbox_detach(rec->sb, &record_key) : NULL;
-        sh_loop_cancel_timer(rec->ctx->loop, TAKE_PTR(rec->expiry_t));
         for (unsigned i = 0; i < rec->ctx->n_observers; i++)
                 if (rec->ctx->observers[i]->gone)
                         rec->ctx->observers[i]->gone(rec);
@@ -267,7 +198,7 @@ typedef struct record_list {
 static void collect(sh_sandbox *sb, void *data)
 {
         record_list *l = data;
-        os_record *rec = record_of(sb);
+        os_record *rec = os_record_of(sb);
 
         if (!rec || l->oom)
                 return;
@@ -426,11 +357,14 @@ int os_record_delete(os_record *rec, const char *reason, sh_error **err)
 /* The manager deletes a sandbox (whoever asked): a /v1 one's record ends. */
 static void on_deleted(sh_sandbox *sb, void *data)
 {
-        os_record *rec = record_of(sb);
+        os_record *rec = os_record_of(sb);
 
         if (!rec)
                 return;
-        os_record_set_state(rec, OS_TERMINATED, rec->state == OS_STOPPING ? rec->reason : "deleted",
+        os_record_set_state(rec, OS_TERMINATED,
+                            rec->state == OS_STOPPING ? rec->reason
+                            : sh_sandbox_expired(sb)  ? "ttl_expiry"
+                                                      : "deleted",
                             "the sandbox was deleted");
         os_record_log(rec, SH_LOG_DEBUG, "sandbox-record-gone", "the record leaves");
         record_unlink(rec);
@@ -454,7 +388,7 @@ void os_records_init(os_ctx *ctx)
 
 static void unlink_one(sh_sandbox *sb, void *data)
 {
-        os_record *rec = record_of(sb);
+        os_record *rec = os_record_of(sb);
 
         if (rec)
                 record_unlink(rec);
@@ -467,7 +401,6 @@ void os_records_done(os_ctx *ctx)
         sh_manager_unobserve(ctx->mgr, &ctx->observer);
         /* record_unlink deletes no sandbox: the walk stays valid */
         sh_manager_foreach(ctx->mgr, unlink_one, ctx);
-        ctx->freeing = true;
 }
 
 /* ---- the Sandbox JSON ------------------------------------------------------------------------- */
@@ -496,8 +429,8 @@ cJSON *os_record_json(const os_record *rec, bool full)
         } else {
                 cJSON_Delete(st);
         }
-        if (ok && rec->expires_ms)
-                ok = add_time(o, "expiresAt", rec->expires_ms);
+        if (ok && rec->sb && sh_sandbox_expiry(rec->sb))
+                ok = add_time(o, "expiresAt", sh_sandbox_expiry(rec->sb));
         if (ok) {
                 v = cJSON_Duplicate(rec->metadata, true);
                 ok = v && cJSON_AddItemToObject(o, "metadata", v);

@@ -393,13 +393,9 @@ static int surface_admit(sh_request *r)
                 return -1;
         }
         /* Renew on access: every execd request moves expiresAt to at least now + N (never
-         * past now + the ceiling: os_record_set_expiry). */
-        if (rec->renew_extend_s && rec->expires_ms) {
-                uint64_t want = sh_now_wall_ms() + rec->renew_extend_s * 1000;
-
-                if (want > rec->expires_ms)
-                        os_record_set_expiry(rec, want);
-        }
+         * past now + the ceiling: sh_sandbox_renew). */
+        if (rec->renew_extend_s)
+                sh_sandbox_renew(rec->sb, rec->renew_extend_s * 1000);
         return 0;
 }
 
@@ -465,7 +461,6 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                                    0);
         }
         /* Each file that keeps something per record registers its observer. */
-        os_pause_init(ctx);
         if (os_snapshot_init(ctx, err) < 0 || os_diag_init(ctx, err) < 0) {
                 os_snapshot_free_all(ctx);
                 os_diag_free_all(ctx);
