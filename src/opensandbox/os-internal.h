@@ -66,8 +66,8 @@ typedef struct sh_opensandbox {
         /* told of every record's changes, in order of registration (os_record_observe) */
         const struct os_record_observer *observers[OS_OBSERVERS_MAX];
         unsigned n_observers;
-        void *snapshots; /* snapshots.c's: the snapshot store */
-        void *diag;      /* diagnostics.c's: the tap on the daemon's log */
+        struct sh_snapstore *snapshots; /* the snapshot store (sh_snapshots_open) */
+        void *diag;                     /* diagnostics.c's: the tap on the daemon's log */
 } os_ctx;
 
 os_ctx *os_ctx_of(const sh_request *r);
@@ -152,8 +152,7 @@ struct os_record {
         bool entry_ended;
         int entry_exit; /* its exit code (128 + signal) once entry_ended */
 
-        /* owned by snapshots.c and diagnostics.c, each its own (NULL at first) */
-        void *snap;
+        /* owned by diagnostics.c and the execd files, each its own (NULL at first) */
         void *diag;
         void *execd; /* commands.c's (execd.h: commands, sessions, metrics) */
 };
@@ -360,12 +359,9 @@ int os_metadata_check(const cJSON *md, unsigned have, os_err *e);
 /* ---- each file's start and end ------------------------------------------------------------- */
 
 /* The surface starts (before any record): each file registers its record observer
- * (os_record_observe); snapshots.c opens the snapshot store (its records read), diagnostics.c
- * sets its log tap. 0, or -1 with err. */
-int os_snapshot_init(os_ctx *ctx, sh_error **err);
+ * (os_record_observe); diagnostics.c sets its log tap. 0, or -1 with err. */
 int os_diag_init(os_ctx *ctx, sh_error **err);
 /* Each: the surface goes (shutdown, after every record has gone). */
-void os_snapshot_free_all(os_ctx *ctx);
 void os_diag_free_all(os_ctx *ctx);
 /* commands.c (issue 13): rec leaves (its commands, sessions and metrics go; surface.c
  * registers it as an observer's `gone`), and the surface's end. */

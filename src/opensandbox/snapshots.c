@@ -1,8 +1,8 @@
 /* snapshots.c: snapshots of a sandbox's workspace (OPENSANDBOX.md section 2.1): POST
- * /v1/sandboxes/{id}/snapshots (a frozen, confined rsync of the workspace into {snapshot
- * root}/{snapshot id}/ through the persister), GET /v1/snapshots (filters, pages), GET and
- * DELETE /v1/snapshots/{sid}, and the restore of a create with `snapshotId`. The records are
- * the snapshot store's (persist/snapstore.c); their shape here. */
+ * /v1/sandboxes/{id}/snapshots, GET /v1/snapshots (filters, pages), GET and DELETE
+ * /v1/snapshots/{sid}, and the restore of a create with `snapshotId`. The records and their
+ * copies are the persist layer's (sh/snapstore.h: the store, the persister's copy into
+ * {snapshot root}/{snapshot id}/, its end); their shape here. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,100 +16,6 @@
 /* Copies of one sandbox waiting or running at once: the persister serializes them anyway, and
  * one sandbox must not fill the host's snapshot slots with queued copies. */
 #define CREATING_PER_SANDBOX 4
-
-/* The surface's snapshots (ctx->snapshots). */
-typedef struct os_snapshots {
-        os_ctx *ctx;
-        sh_snapstore *store;
-} os_snapshots;
-
-/* What a record keeps (rec->snap): its copies in progress. */
-typedef struct snap_rec {
-        unsigned creating;
-} snap_rec;
-
-/* One copy in progress (sh_snapshot.job): it knows its snapshot by id, which a Creating
- * snapshot keeps (its delete is refused). */
-typedef struct copy_job {
-        os_snapshots *ss;
-        char snap_id[SH_SNAP_ID_LEN + 1];
-        char sandbox_id[SH_ID_LEN + 1];
-} copy_job;
-
-static os_snapshots *of(os_ctx *ctx)
-{
-        return ctx->snapshots;
-}
-
-/* ---- the tree remover ---- */
-
-/* A deleted (or failed) snapshot's tree is in {root}/.trash: the manager's confined remover
- * takes it from there (a sandbox wrote it: never walked by the daemon itself). */
-static void tree_moved(sh_snapstore *st, const char *trash_name, void *data)
-{
-        os_snapshots *ss = data;
-        sh_error *err = NULL;
-
-        if (sh_manager_remove_trashed(ss->ctx->mgr, sh_snapstore_trash_dir(st), trash_name, &err) <
-            0)
-                log_warn("snapshot-remove-failed", NULL, "'%s/%s/%s': %s, ignoring",
-                         sh_snapstore_root(st), SH_SNAP_TRASH, trash_name,
-                         err && err->msg ? err->msg : "");
-        sh_error_release(&err);
-}
-
-/* ---- create ---- */
-
-static snap_rec *rec_snap(os_record *rec)
-{
-        if (!rec->snap)
-                rec->snap = calloc(1, sizeof(snap_rec));
-        return rec->snap;
-}
-
-static void copy_done(sh_sandbox *sb, const sh_error *err, void *data)
-{
-        copy_job *j = data;
-        os_snapshots *ss = j->ss;
-        sh_snapshot *s = sh_snapstore_get(ss->store, j->snap_id, SH_SNAP_ID_LEN);
-        os_record *rec = os_record_find(ss->ctx, j->sandbox_id, SH_ID_LEN);
-        sh_error *werr = NULL;
-        int r;
-
-        if (rec && rec->snap && ((snap_rec *)rec->snap)->creating)
-                ((snap_rec *)rec->snap)->creating--;
-        if (!s) { /* cannot happen: a Creating snapshot is never deleted */
-                free(j);
-                return;
-        }
-        s->job = NULL;
-        if (!err) {
-                r = sh_snapstore_set_state(ss->store, s, SH_SNAP_READY, "snapshot_ready",
-                                           "the workspace is copied", &werr);
-                if (rec)
-                        os_record_log(rec, SH_LOG_INFO, "snapshot-ready", "snapshot %s is ready",
-                                      s->id);
-        } else {
-                sh_error_kind kind = sh_error_kind_of(err);
-                /* the sandbox deleted meanwhile; the daemon shutting down; the copy itself */
-                const char *why = kind == SH_E_SANDBOX_NOT_FOUND ? "sandbox_deleted"
-                                  : kind == SH_E_UNAVAILABLE     ? "snapshot_interrupted"
-                                                                 : "snapshot_capture_failed";
-
-                r = sh_snapstore_set_state(ss->store, s, SH_SNAP_FAILED, why,
-                                           err->msg ? err->msg : "the copy failed", &werr);
-                log_warn("snapshot-failed", rec ? rec->id : NULL, "snapshot %s: %s", s->id,
-                         err->msg ? err->msg : "the copy failed");
-                /* What the copy left is no snapshot: its tree goes, its record says why. */
-                if (r == 0)
-                        r = sh_snapstore_drop_tree(ss->store, s, tree_moved, ss, &werr);
-        }
-        if (r < 0)
-                log_warn("snapshot-store-failed", NULL, "snapshot %s: %s", j->snap_id,
-                         werr && werr->msg ? werr->msg : "out of memory");
-        sh_error_release(&werr);
-        free(j);
-}
 
 /* `{}` or `{"name": "..."}` (the YAML's CreateSnapshotRequest: nothing else), or no body. */
 static int snapshot_name(sh_request *r, char **ret)
@@ -207,13 +113,10 @@ static void reply_snapshot(sh_request *r, unsigned status, const sh_snapshot *s)
 static void api_create(sh_request *r)
 {
         os_ctx *ctx = os_ctx_of(r);
-        os_snapshots *ss = of(ctx);
         os_record *rec = os_request_record(r);
         _cleanup_free_ char *name = NULL;
         sh_error *err = NULL;
         sh_snapshot *s = NULL;
-        snap_rec *sr;
-        copy_job *j;
 
         if (snapshot_name(r, &name) < 0)
                 return;
@@ -225,45 +128,18 @@ static void api_create(sh_request *r)
                               os_state_name(rec->state));
                 return;
         }
-        sr = rec_snap(rec);
-        if (!sr) {
-                os_reply_code(r, OS_E_INTERNAL, "out of memory");
-                return;
-        }
-        if (sr->creating >= CREATING_PER_SANDBOX) {
+        if (sh_snapstore_creating(ctx->snapshots, rec->id) >= CREATING_PER_SANDBOX) {
                 os_reply_code(r, OS_E_INVALID_STATE,
                               "%d snapshots of this sandbox are being made already: wait for one",
                               CREATING_PER_SANDBOX);
                 return;
         }
-        j = calloc(1, sizeof(*j));
-        if (!j) {
-                os_reply_code(r, OS_E_INTERNAL, "out of memory");
-                return;
-        }
-        if (sh_snapstore_add(ss->store, rec->id, name, rec->entrypoint, &s, &err) < 0) {
-                free(j);
+        if (sh_snapshot_take(ctx->persister, ctx->snapshots, rec->sb, name, rec->entrypoint, &s,
+                             &err) < 0) {
                 os_reply_sh_error(r, err);
                 sh_error_release(&err);
                 return;
         }
-        j->ss = ss;
-        memcpy(j->snap_id, s->id, sizeof(j->snap_id));
-        memcpy(j->sandbox_id, rec->id, sizeof(j->sandbox_id));
-        /* The workspace only (not /tmp, not the image), frozen while it is read, by the same
-         * confined rsync as a persist: {snapshot root}/{snapshot id}/. */
-        if (sh_persist_save_to(ctx->persister, rec->sb, sh_snapstore_root(ss->store), s->id,
-                               copy_done, j, &err) < 0) {
-                os_reply_code(r, OS_E_INTERNAL, "cannot start the copy: %s",
-                              err && err->msg ? err->msg : "");
-                sh_error_release(&err);
-                free(j);
-                (void)sh_snapstore_remove(ss->store, s, tree_moved, ss, &err);
-                sh_error_release(&err);
-                return;
-        }
-        s->job = j;
-        sr->creating++;
         os_record_log(rec, SH_LOG_INFO, "snapshot-create", "snapshot %s is being made", s->id);
         reply_snapshot(r, 202, s);
 }
@@ -283,7 +159,7 @@ static bool value_is(const sh_query_param *p, const char *s)
 static void api_list(sh_request *r)
 {
         const sh_query *q = sh_request_query(r);
-        os_snapshots *ss = of(os_ctx_of(r));
+        sh_snapstore *store = os_ctx_of(r)->snapshots;
         const sh_query_param *sbid = sh_query_find(q, "sandboxId"),
                              *name = sh_query_find(q, "name");
         unsigned states = 0; /* a bit per sh_snap_state; 0: any */
@@ -315,7 +191,7 @@ static void api_list(sh_request *r)
          * are built. */
         if (os_pager_open(r, &pg) < 0)
                 return;
-        for (s = sh_snapstore_first(ss->store); s; s = sh_snapstore_next(s)) {
+        for (s = sh_snapstore_first(store); s; s = sh_snapstore_next(s)) {
                 if ((states && !(states & (1u << s->state))) ||
                     (sbid && !value_is(sbid, s->sandbox_id)) || (name && !value_is(name, s->name)))
                         continue;
@@ -327,10 +203,10 @@ static void api_list(sh_request *r)
 
 static sh_snapshot *param_snapshot(sh_request *r)
 {
-        os_snapshots *ss = of(os_ctx_of(r));
+        sh_snapstore *st = os_ctx_of(r)->snapshots;
         size_t len = 0;
         const char *id = sh_request_param(r, 0, &len);
-        sh_snapshot *s = id ? sh_snapstore_get(ss->store, id, len) : NULL;
+        sh_snapshot *s = id ? sh_snapstore_get(st, id, len) : NULL;
 
         if (!s)
                 os_reply_code(r, OS_E_SNAPSHOT_NOT_FOUND, "no snapshot with this id on this host");
@@ -339,7 +215,7 @@ static sh_snapshot *param_snapshot(sh_request *r)
 
 static void api_one(sh_request *r)
 {
-        os_snapshots *ss = of(os_ctx_of(r));
+        sh_snapstore *st = os_ctx_of(r)->snapshots;
         sh_snapshot *s = param_snapshot(r);
         sh_error *err = NULL;
         os_record *rec;
@@ -360,10 +236,10 @@ static void api_one(sh_request *r)
                               "a sandbox is being created from this snapshot");
                 return;
         }
-        rec = os_record_find(ss->ctx, s->sandbox_id, SH_ID_LEN);
+        rec = os_record_find(os_ctx_of(r), s->sandbox_id, SH_ID_LEN);
         if (rec)
                 os_record_log(rec, SH_LOG_INFO, "snapshot-delete", "snapshot %s is deleted", s->id);
-        if (sh_snapstore_remove(ss->store, s, tree_moved, ss, &err) < 0) {
+        if (sh_snapshot_remove(os_ctx_of(r)->persister, st, s, &err) < 0) {
                 os_reply_sh_error(r, err);
                 sh_error_release(&err);
                 return;
@@ -375,7 +251,6 @@ static void api_one(sh_request *r)
 
 struct os_snapshot_source {
         os_ctx *ctx;
-        os_snapshots *ss; /* compared with ctx->snapshots before any use at the end */
         char id[SH_SNAP_ID_LEN + 1];
         cJSON *entrypoint; /* a copy, NULL: none kept */
 };
@@ -383,8 +258,7 @@ struct os_snapshot_source {
 int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, os_snapshot_source **ret,
                                os_err *e)
 {
-        os_snapshots *ss = of(ctx);
-        sh_snapshot *s = sh_snapstore_get(ss->store, snapshot_id, strlen(snapshot_id));
+        sh_snapshot *s = sh_snapstore_get(ctx->snapshots, snapshot_id, strlen(snapshot_id));
         os_snapshot_source *src;
 
         *ret = NULL;
@@ -400,7 +274,6 @@ int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, os_snapshot
                 return os_err_code(e, OS_E_INTERNAL, "out of memory");
         }
         src->ctx = ctx;
-        src->ss = ss;
         memcpy(src->id, s->id, sizeof(src->id));
         /* Held until the create ends: its tree must not go while it is copied. */
         s->restoring++;
@@ -420,7 +293,7 @@ void os_snapshot_source_restore(const os_snapshot_source *src, sh_create_opts *o
         /* The snapshot's tree into the new (empty) workspace, re-owned to the new sandbox's
          * uid, by the persister's confined rsync (the manager's restore step); a tree that is
          * gone is a failure. */
-        o->restore_root = sh_snapstore_root(src->ss->store);
+        o->restore_root = sh_snapstore_root(src->ctx->snapshots);
         o->restore_name = src->id;
 }
 
@@ -431,85 +304,11 @@ void os_snapshot_source_free(os_snapshot_source *src)
         if (!src)
                 return;
         /* The store may be gone first at shutdown. */
-        if (src->ctx->snapshots == src->ss &&
-            (s = sh_snapstore_get(src->ss->store, src->id, SH_SNAP_ID_LEN)) && s->restoring)
+        if (src->ctx->snapshots &&
+            (s = sh_snapstore_get(src->ctx->snapshots, src->id, SH_SNAP_ID_LEN)) && s->restoring)
                 s->restoring--;
         cJSON_Delete(src->entrypoint);
         free(src);
-}
-
-/* ---- the surface's start and end ---- */
-
-static void record_gone(os_record *rec);
-
-int os_snapshot_init(os_ctx *ctx, sh_error **err)
-{
-        static const os_record_observer observer = {.gone = record_gone};
-        const sh_config *cfg = ctx->cfg;
-        os_snapshots *ss = calloc(1, sizeof(*ss));
-        _cleanup_free_ char *root = NULL;
-        sh_error *rerr = NULL;
-        int k;
-
-        if (!ss)
-                return sh_error_make(err, ENOMEM, "out of memory");
-        ss->ctx = ctx;
-        /* OPENSANDBOX.md 2.1: the setting, else beside the archives (.snapshots is no item
-         * id: items start with a letter or digit), else in the state root. */
-        if (cfg->snapshot_root)
-                k = asprintf(&root, "%s", cfg->snapshot_root);
-        else if (cfg->nfs_root)
-                k = asprintf(&root, "%s/.snapshots", cfg->nfs_root);
-        else
-                k = asprintf(&root, "%s/snapshots", cfg->root);
-        if (k < 0) {
-                root = NULL;
-                free(ss);
-                return sh_error_make(err, ENOMEM, "out of memory");
-        }
-        if (sh_snapstore_open(root, ctx->loop, &ss->store, err) < 0) {
-                free(ss);
-                return -1;
-        }
-        ctx->snapshots = ss;
-        os_record_observe(ctx, &observer);
-        if (sh_snapstore_count(ss->store))
-                log_info("snapshots", NULL, "%u snapshot(s) in '%s'", sh_snapstore_count(ss->store),
-                         root);
-        /* What deletes of an earlier run left in the trash goes, in a confined child (which
-         * opens the trash itself; none yet: nothing to do). */
-        if (sh_manager_remove_trashed(ctx->mgr, sh_snapstore_trash_dir(ss->store), NULL, &rerr) < 0)
-                log_warn("snapshot-remove-failed", NULL, "'%s/%s': %s, ignoring", root,
-                         SH_SNAP_TRASH, rerr && rerr->msg ? rerr->msg : "");
-        sh_error_release(&rerr);
-        return 0;
-}
-
-static void record_gone(os_record *rec)
-{
-        /* A copy in progress ends through the persister (the sandbox's delete cancels it);
-         * the count goes with the record. */
-        free(rec->snap);
-        rec->snap = NULL;
-}
-
-void os_snapshot_free_all(os_ctx *ctx)
-{
-        os_snapshots *ss = of(ctx);
-        sh_snapshot *s;
-
-        if (!ss)
-                return;
-        ctx->snapshots = NULL;
-        /* The persister has ended every copy already (daemon.c frees it first); a job still
-         * linked would be a leak, not a use after free. */
-        for (s = sh_snapstore_first(ss->store); s; s = sh_snapstore_next(s))
-                if (s->job) {
-                        free(s->job);
-                        s->job = NULL;
-                }
-        sh_snapstore_free(ss->store);
-        free(ss);
 }
 
 const sh_route os_snapshot_routes[] = {

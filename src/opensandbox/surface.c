@@ -11,6 +11,7 @@
 #include <sodium.h>
 
 #include "os-internal.h"
+#include "sh/snapstore.h"
 
 os_ctx *os_ctx_of(const sh_request *r)
 {
@@ -461,8 +462,8 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                                    0);
         }
         /* Each file that keeps something per record registers its observer. */
-        if (os_snapshot_init(ctx, err) < 0 || os_diag_init(ctx, err) < 0) {
-                os_snapshot_free_all(ctx);
+        if (sh_snapshots_open(persister, &ctx->snapshots, err) < 0 || os_diag_init(ctx, err) < 0) {
+                sh_snapstore_free(ctx->snapshots);
                 os_diag_free_all(ctx);
                 free(ctx->routes);
                 free(ctx);
@@ -494,7 +495,7 @@ void sh_opensandbox_free(sh_opensandbox *os)
         if (!os)
                 return;
         os_records_done(os);
-        os_snapshot_free_all(os);
+        sh_snapstore_free(TAKE_PTR(os->snapshots));
         os_diag_free_all(os);
         os_execd_free_all(os);
         free(os->routes);

@@ -7,6 +7,11 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+struct sh_persister;
+struct sh_manager;
+/* The manager a persister works for (snapshot.c: its removers, settings and loop). */
+struct sh_manager *sh_persister_manager(const struct sh_persister *p);
+
 /* Exit codes of the confined helper besides rsync's own (0..35) and 128 + signal. */
 #define SH_PERSIST_EXIT_TOO_BIG    123 /* the source tree is above the byte cap; why on fd 2 */
 #define SH_PERSIST_EXIT_NO_ARCHIVE 124 /* restore: no archive directory yet (not an error) */

@@ -72,6 +72,11 @@ struct sh_persister {
         sh_sandbox_observer deletes; /* the manager tells us of every delete */
 };
 
+sh_manager *sh_persister_manager(const sh_persister *p)
+{
+        return p->mgr;
+}
+
 /* rsync is looked up in fixed system directories only, never through $PATH. */
 static const char *find_rsync(void)
 {

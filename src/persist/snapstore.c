@@ -793,6 +793,17 @@ sh_snapshot *sh_snapstore_next(sh_snapshot *s)
         return s->snaps_next;
 }
 
+unsigned sh_snapstore_creating(sh_snapstore *st, const char *sandbox_id)
+{
+        unsigned n = 0;
+        sh_snapshot *s;
+
+        SH_LIST_FOREACH(snaps, s, st->snaps) {
+                n += s->state == SH_SNAP_CREATING && STREQ(s->sandbox_id, sandbox_id);
+        }
+        return n;
+}
+
 sh_snapshot *sh_snapstore_get(sh_snapstore *st, const char *id, size_t len)
 {
         sh_snapshot *s;

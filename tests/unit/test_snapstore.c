@@ -1,5 +1,6 @@
 /* test_snapstore.c: the snapshot store (src/persist/snapstore.c): records parsed as hostile
- * input, the load at start (what is skipped and why), and the writer child. */
+ * input, the load at start (what is skipped and why), and the writer child; the end of a
+ * snapshot's copy (src/persist/snapshot.c): Ready, or Failed with why and its tree dropped. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -465,6 +466,107 @@ START_TEST(test_a_record_with_a_bad_entrypoint_is_refused)
 }
 END_TEST
 
+/* ---- the end of a copy ---- */
+
+/* s's copy ended with *cerr (released): its reason. */
+static const char *copy_end(sh_snapstore *st, sh_snapshot *s, sh_error **cerr, int *moved)
+{
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(sh_snapstore_copy_end(st, s, *cerr, on_moved, moved, &err), 0);
+        sh_error_release(cerr);
+        return s->reason;
+}
+
+START_TEST(test_a_copy_that_ends_well_makes_its_snapshot_ready)
+{
+        sh_snapstore *st = NULL;
+        sh_snapshot *s = NULL;
+        sh_error *err = NULL;
+        sh_loop *loop = NULL;
+        int moved = 0;
+
+        ck_assert_int_eq(sh_loop_new(&loop), 0);
+        ck_assert_int_eq(open_store(&st, loop), 0);
+        ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &s, &err), 0);
+        ck_assert_int_eq(mkdir(ut_path(dir, "%s", s->id), 0700), 0);
+        ck_assert_str_eq(copy_end(st, s, &err, &moved), "snapshot_ready");
+        ck_assert_int_eq(s->state, SH_SNAP_READY);
+        run_until_idle(loop, st);
+        ck_assert_int_eq(moved, 0);
+        ck_assert_int_eq(access(ut_path(dir, "%s", s->id), F_OK), 0);
+        sh_snapstore_free(st);
+        sh_loop_free(loop);
+}
+END_TEST
+
+START_TEST(test_a_failed_copy_makes_its_snapshot_failed_and_drops_its_tree)
+{
+        sh_snapstore *st = NULL;
+        sh_snapshot *s = NULL;
+        sh_error *err = NULL, *cerr = NULL;
+        sh_loop *loop = NULL;
+        char id[SH_SNAP_ID_LEN + 1];
+        int moved = 0;
+
+        ck_assert_int_eq(sh_loop_new(&loop), 0);
+        ck_assert_int_eq(open_store(&st, loop), 0);
+        ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &s, &err), 0);
+        memcpy(id, s->id, sizeof(id));
+        ck_assert_int_eq(mkdir(ut_path(dir, "%s", id), 0700), 0);
+        ut_write_file(ut_path(dir, "%s/part", id), "half a copy");
+        sh_error_new(&cerr, SH_E_PERSIST_FAILED, "rsync: boom");
+        ck_assert_str_eq(copy_end(st, s, &cerr, &moved), "snapshot_capture_failed");
+        ck_assert_int_eq(s->state, SH_SNAP_FAILED);
+        ck_assert_str_eq(s->message, "rsync: boom");
+        run_until_idle(loop, st);
+        ck_assert_int_eq(moved, 1);
+        ck_assert_int_eq(access(ut_path(dir, "%s", id), F_OK), -1);
+        ck_assert_int_eq(access(ut_path(dir, ".trash/%s/part", moved_name), F_OK), 0);
+        ck_assert_ptr_nonnull(sh_snapstore_get(st, id, strlen(id))); /* the record says why */
+        sh_snapstore_free(st);
+        sh_loop_free(loop);
+}
+END_TEST
+
+START_TEST(test_a_copy_ended_by_a_delete_or_a_shutdown_says_so)
+{
+        sh_snapstore *st = NULL;
+        sh_snapshot *a = NULL, *b = NULL;
+        sh_error *err = NULL, *cerr = NULL;
+        int moved = 0;
+
+        ck_assert_int_eq(open_store(&st, NULL), 0);
+        ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &a, &err), 0);
+        ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &b, &err), 0);
+        sh_error_new(&cerr, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
+        ck_assert_str_eq(copy_end(st, a, &cerr, &moved), "sandbox_deleted");
+        sh_error_new(&cerr, SH_E_UNAVAILABLE, "the daemon is shutting down");
+        ck_assert_str_eq(copy_end(st, b, &cerr, &moved), "snapshot_interrupted");
+        sh_snapstore_free(st);
+}
+END_TEST
+
+START_TEST(test_creating_counts_a_sandboxs_copies_in_progress)
+{
+        sh_snapstore *st = NULL;
+        sh_snapshot *s = NULL;
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(open_store(&st, NULL), 0);
+        ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &s, &err), 0);
+        ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &s, &err), 0);
+        ck_assert_int_eq(
+                sh_snapstore_add(st, "ffeeddccbbaa99887766554433221100", NULL, NULL, &s, &err), 0);
+        ck_assert_uint_eq(sh_snapstore_creating(st, SB), 2);
+        s = sh_snapstore_first(st);
+        ck_assert_int_eq(sh_snapstore_set_state(st, s, SH_SNAP_READY, "snapshot_ready", NULL, &err),
+                         0);
+        ck_assert_uint_eq(sh_snapstore_creating(st, SB), 1);
+        sh_snapstore_free(st);
+}
+END_TEST
+
 static Suite *snapstore_suite(void)
 {
         Suite *s = suite_create("snapstore");
@@ -489,6 +591,10 @@ static Suite *snapstore_suite(void)
         tcase_add_test(disk, test_writes_still_queued_at_free_are_made);
         tcase_add_test(disk, test_the_count_is_bounded);
         tcase_add_test(disk, test_an_entrypoint_too_long_to_keep_is_not_kept);
+        tcase_add_test(disk, test_a_copy_that_ends_well_makes_its_snapshot_ready);
+        tcase_add_test(disk, test_a_failed_copy_makes_its_snapshot_failed_and_drops_its_tree);
+        tcase_add_test(disk, test_a_copy_ended_by_a_delete_or_a_shutdown_says_so);
+        tcase_add_test(disk, test_creating_counts_a_sandboxs_copies_in_progress);
         suite_add_tcase(s, pure);
         suite_add_tcase(s, disk);
         return s;

@@ -6,7 +6,8 @@
  * a log line, and nothing in one is ever used as a path: a record's file name is its validated
  * id); every later write (a record, the removal of one, the move of a tree into {root}/.trash,
  * the root itself) is made by a child process, in order, because the root may be on NFS and
- * the loop never waits for NFS. What a snapshot looks like to a client is the surface's. */
+ * the loop never waits for NFS. The copies are the persister's (snapshot.c, at the end). What a
+ * snapshot looks like to a client is the surface's. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -17,6 +18,7 @@
 #include "sh/error.h"
 #include "sh/list.h"
 #include "sh/loop.h"
+#include "sh/persist.h"
 #include "sh/util.h"
 
 #define SH_SNAP_PREFIX     "snap-"
@@ -89,6 +91,8 @@ unsigned sh_snapstore_count(const sh_snapstore *st);
 sh_snapshot *sh_snapstore_first(sh_snapstore *st);
 sh_snapshot *sh_snapstore_next(sh_snapshot *s);
 sh_snapshot *sh_snapstore_get(sh_snapstore *st, const char *id, size_t len);
+/* The snapshots of sandbox `sandbox_id` still Creating (their copies in progress). */
+unsigned sh_snapstore_creating(sh_snapstore *st, const char *sandbox_id);
 
 /* A new Creating snapshot of sandbox `sandbox_id` with `name` (NULL: none) and the sandbox's
  * entrypoint (NULL, or one longer than SH_SNAP_ENTRY_MAX as JSON: not kept), its record
@@ -111,3 +115,22 @@ int sh_snapstore_drop_tree(sh_snapstore *st, sh_snapshot *s, sh_snap_moved_fn mo
                            sh_error **err);
 /* Every write queued so far is on disk (or failed, logged): for tests. */
 bool sh_snapstore_idle(const sh_snapstore *st);
+
+/* ---- the copies, on the persister (snapshot.c) --------------------------------------- */
+
+/* The store of the daemon's snapshots, where the settings say (SANDBOX_HOST_SNAPSHOT_ROOT, else
+ * {nfs_root}/.snapshots, else {root}/snapshots), opened with p's loop (sh_snapstore_open: call
+ * it at start); what deletes of an earlier run left in its trash is removed by p's manager. */
+int sh_snapshots_open(sh_persister *p, sh_snapstore **ret, sh_error **err);
+/* Take a snapshot of sb: a new Creating record (sh_snapstore_add: name, the entrypoint to
+ * restore with), then p's frozen copy of sb's workspace into {root}/{id}/ (sh_persist_save_to);
+ * its end is sh_snapstore_copy_end's. A copy that cannot start: internal, the record gone. */
+int sh_snapshot_take(sh_persister *p, sh_snapstore *st, sh_sandbox *sb, const char *name,
+                     const cJSON *entrypoint, sh_snapshot **ret, sh_error **err);
+/* The end of s's copy (cerr NULL: it worked): Ready; or Failed, its reason why (sandbox_deleted,
+ * snapshot_interrupted at shutdown, else snapshot_capture_failed) and its partial tree dropped
+ * (sh_snapstore_drop_tree: `moved` told). Logged, naming the sandbox. */
+int sh_snapstore_copy_end(sh_snapstore *st, sh_snapshot *s, const sh_error *cerr,
+                          sh_snap_moved_fn moved, void *data, sh_error **err);
+/* sh_snapstore_remove, its tree removed in the background by p's manager's confined remover. */
+int sh_snapshot_remove(sh_persister *p, sh_snapstore *st, sh_snapshot *s, sh_error **err);
