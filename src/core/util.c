@@ -757,19 +757,31 @@ size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
         return o;
 }
 
-void sh_utf8_sanitize(char *s)
+/* Every byte of s[0..n) not part of valid UTF-8, and NUL, and with `controls` every other
+ * control character, becomes '?'. */
+static void utf8_scrub(char *s, size_t n, bool controls)
 {
-        size_t n = strlen(s), i = 0;
+        size_t i = 0;
 
         while (i < n) {
-                size_t vl = sh_utf8_seq_len((const unsigned char *)s + i, n - i);
+                size_t vl = s[i] ? sh_utf8_seq_len((const unsigned char *)s + i, n - i) : 0;
 
-                if (vl == 0 || (unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+                if (vl == 0 || (controls && ((unsigned char)s[i] < 0x20 || s[i] == 0x7f))) {
                         s[i++] = '?';
                         continue;
                 }
                 i += vl;
         }
+}
+
+void sh_utf8_sanitize(char *s)
+{
+        utf8_scrub(s, strlen(s), true);
+}
+
+void sh_utf8_scrub(char *s, size_t n)
+{
+        utf8_scrub(s, n, false);
 }
 
 bool sh_utf8_valid(const char *s, size_t n)

@@ -67,7 +67,6 @@ typedef struct sh_opensandbox {
         const struct os_record_observer *observers[OS_OBSERVERS_MAX];
         unsigned n_observers;
         struct sh_snapstore *snapshots; /* the snapshot store (sh_snapshots_open) */
-        void *diag;                     /* diagnostics.c's: the tap on the daemon's log */
 } os_ctx;
 
 os_ctx *os_ctx_of(const sh_request *r);
@@ -95,21 +94,6 @@ typedef enum {
 const char *os_state_name(os_state s);
 /* The state named by `len` bytes of s (case-sensitive); -1 when none. */
 int os_state_parse(const char *s, size_t len);
-
-/* A bounded byte ring: the last `cap` bytes appended; `total` counts every byte ever. Its
- * buffer grows with what it holds (a quiet entrypoint costs nothing), up to cap. */
-typedef struct os_ring {
-        char *p;
-        size_t cap;   /* the bound */
-        size_t alloc; /* bytes of p */
-        size_t start, len;
-        uint64_t total;
-} os_ring;
-/* Append n bytes (the oldest go past cap). Out of memory: the bytes are counted, not kept. */
-void os_ring_append(os_ring *g, const char *p, size_t n);
-/* Copy the kept bytes, oldest first, to out (g->len bytes). */
-void os_ring_copy(const os_ring *g, char *out);
-void os_ring_done(os_ring *g);
 
 /* One sandbox created through /v1. Lives from the create until its sandbox is deleted (a
  * /v1 or native delete, its expiry, a failed create, shutdown). The registry is the manager's:
@@ -153,7 +137,6 @@ struct os_record {
         int entry_exit; /* its exit code (128 + signal) once entry_ended */
 
         /* owned by diagnostics.c and the execd files, each its own (NULL at first) */
-        void *diag;
         void *execd; /* commands.c's (execd.h: commands, sessions, metrics) */
 };
 
@@ -358,11 +341,8 @@ int os_metadata_check(const cJSON *md, unsigned have, os_err *e);
 
 /* ---- each file's start and end ------------------------------------------------------------- */
 
-/* The surface starts (before any record): each file registers its record observer
- * (os_record_observe); diagnostics.c sets its log tap. 0, or -1 with err. */
-int os_diag_init(os_ctx *ctx, sh_error **err);
-/* Each: the surface goes (shutdown, after every record has gone). */
-void os_diag_free_all(os_ctx *ctx);
+/* The surface starts (before any record): diagnostics.c registers its record observer. */
+void os_diag_init(os_ctx *ctx);
 /* commands.c (issue 13): rec leaves (its commands, sessions and metrics go; surface.c
  * registers it as an observer's `gone`), and the surface's end. */
 void os_execd_record_gone(os_record *rec);

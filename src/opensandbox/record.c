@@ -35,73 +35,6 @@ int os_state_parse(const char *s, size_t len)
         return -1;
 }
 
-/* ---- the output ring ------------------------------------------------------------------------ */
-
-void os_ring_append(os_ring *g, const char *p, size_t n)
-{
-        size_t end, first;
-
-        g->total += n;
-        if (!g->cap || !n)
-                return;
-        /* Below the bound the bytes sit from 0 on (the ring only wraps once it is full):
-         * growing is a realloc. */
-        if (g->alloc < g->cap && g->len + n > g->alloc) {
-                size_t want = g->alloc ? 2 * g->alloc : 4096;
-                char *q;
-
-                while (want < g->len + n && want < g->cap)
-                        want *= 2;
-                if (want > g->cap)
-                        want = g->cap;
-                q = realloc(g->p, want);
-                if (!q)
-                        return;
-                g->p = q;
-                g->alloc = want;
-        }
-        if (g->alloc < g->cap) {
-                memcpy(g->p + g->len, p, n);
-                g->len += n;
-                return;
-        }
-        /* Only the last cap bytes of a long append can stay. */
-        if (n >= g->cap) {
-                p += n - g->cap;
-                memcpy(g->p, p, g->cap);
-                g->start = 0;
-                g->len = g->cap;
-                return;
-        }
-        end = (g->start + g->len) % g->cap;
-        first = g->cap - end < n ? g->cap - end : n;
-        memcpy(g->p + end, p, first);
-        memcpy(g->p, p + first, n - first);
-        if (g->len + n > g->cap) {
-                g->start = (g->start + g->len + n - g->cap) % g->cap;
-                g->len = g->cap;
-        } else {
-                g->len += n;
-        }
-}
-
-void os_ring_copy(const os_ring *g, char *out)
-{
-        size_t first;
-
-        if (!g->len)
-                return;
-        first = g->cap - g->start < g->len ? g->cap - g->start : g->len;
-        memcpy(out, g->p + g->start, first);
-        memcpy(out + first, g->p, g->len - first);
-}
-
-void os_ring_done(os_ring *g)
-{
-        free(g->p);
-        *g = (os_ring){0};
-}
-
 /* ---- the registry: the manager's, the record attached to its sandbox ---------------------------- */
 
 /* The key of a /v1 record on its sandbox (sh_sandbox_attach). */
@@ -158,6 +91,9 @@ os_record *os_record_find(os_ctx *ctx, const char *id, size_t len)
 
 int os_record_link(os_record *rec, sh_sandbox *sb, sh_error **err)
 {
+        /* its journal (the diagnostics' lifecycle lines and events) from now on */
+        if (sh_sandbox_journal_keep(sb, err) < 0)
+                return -1;
         if (sh_sandbox_attach(sb, &record_key, os_record_ref(rec), record_unref_attached, err) <
             0) {
                 os_record_unref(rec);

@@ -462,13 +462,12 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                                    0);
         }
         /* Each file that keeps something per record registers its observer. */
-        if (sh_snapshots_open(persister, &ctx->snapshots, err) < 0 || os_diag_init(ctx, err) < 0) {
-                sh_snapstore_free(ctx->snapshots);
-                os_diag_free_all(ctx);
+        if (sh_snapshots_open(persister, &ctx->snapshots, err) < 0) {
                 free(ctx->routes);
                 free(ctx);
                 return -1;
         }
+        os_diag_init(ctx);
         os_record_observe(ctx, &execd_observer);
         os_records_init(ctx);
         *ret = ctx;
@@ -496,7 +495,6 @@ void sh_opensandbox_free(sh_opensandbox *os)
                 return;
         os_records_done(os);
         sh_snapstore_free(TAKE_PTR(os->snapshots));
-        os_diag_free_all(os);
         os_execd_free_all(os);
         free(os->routes);
         free(os);

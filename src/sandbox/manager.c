@@ -51,6 +51,7 @@ struct sh_manager {
         int init_image;   /* sandbox-init's sealed memfd: every worker is exec'd from it */
         char tools[4096]; /* {root}/tools: the tool store, read-only in every sandbox */
         sh_sandbox_observer *observers; /* told of every delete */
+        sh_log_tap journal_tap;         /* lines naming a sandbox into its journal */
         sh_ws_cache *ws_cache;          /* the workspaces in use (sandbox.c) */
         sh_restorer restorer;           /* start NULL: no restore step */
         sh_sandbox_env sbenv;           /* what every sandbox is made with (sh_sandbox_new) */
@@ -546,6 +547,8 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 .owner = &sandbox_owner,
                 .owner_data = m,
         };
+        sh_journal_tap_init(&m->journal_tap, m);
+        sh_log_tap_add(&m->journal_tap);
         cleanup_leftovers(m);
         /* the pool fills from the loop, once it runs */
         pool_schedule(m, 0);
@@ -562,6 +565,7 @@ void sh_manager_free(sh_manager *m)
                 return;
         pool_stop(m);
         sh_manager_delete_all(m);
+        sh_log_tap_remove(&m->journal_tap);
         /* The loop has stopped: a kill still waiting for a freeze ends now (thawed). */
         if (m->cgroot)
                 sh_cgroup_root_set_loop(m->cgroot, NULL);

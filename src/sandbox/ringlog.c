@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -163,6 +164,25 @@ ssize_t sh_ringlog_read(const sh_ringlog *g, sh_sandbox *sb, uint64_t off, char 
         r = sh_ringlog_pread(g, fd, off, out, n);
         close(fd);
         return r;
+}
+
+int sh_ringlog_tail(const sh_ringlog *g, sh_sandbox *sb, size_t budget, char **ret, size_t *ret_len,
+                    bool *ret_cut)
+{
+        uint64_t n = sh_ringlog_kept(g) < budget ? sh_ringlog_kept(g) : budget;
+        char *all = malloc((size_t)n + 1);
+        ssize_t r = 0;
+
+        if (!all)
+                return -ENOMEM;
+        if (n && (r = sh_ringlog_read(g, sb, g->total - n, all, (size_t)n)) < 0) {
+                free(all);
+                return (int)r;
+        }
+        *ret_cut = g->total - n > 0;
+        *ret_len = sh_text_tail(all, (size_t)r, budget, ret_cut);
+        *ret = all;
+        return 0;
 }
 
 uint64_t sh_ringlog_drop(sh_ringlog *g, sh_sandbox *sb, const char *log_id)

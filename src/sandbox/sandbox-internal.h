@@ -9,6 +9,7 @@
 
 #include "sh/cgroup.h"
 #include "sh/disk.h"
+#include "sh/log.h"
 #include "sh/sandbox.h"
 #include "sh/seccomp.h"
 
@@ -52,6 +53,12 @@ typedef struct sh_sandbox_env {
         const sh_sandbox_owner_ops *owner;
         void *owner_data;
 } sh_sandbox_env;
+
+/* ---- journal.c, for manager.c ------------------------------------------------------------ */
+
+/* The manager's tap on the logger (journal.c): each line naming a live sandbox of m that keeps
+ * a journal goes into it. */
+void sh_journal_tap_init(sh_log_tap *t, sh_manager *m);
 
 /* ---- manager.c, for remover.c ----------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
-/* test_os_rules.c: the pure rules of the /v1 surface (src/opensandbox/rules.c) and the
- * record's output ring: label rules, image uri candidates. */
+/* test_os_rules.c: the pure rules of the /v1 surface (src/opensandbox/rules.c): label rules,
+ * image uri candidates. */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -96,58 +96,6 @@ START_TEST(test_image_candidates_never_leave_the_images_dir)
 }
 END_TEST
 
-/* ---- the output ring --------------------------------------------------------------------- */
-
-static char *ring_text(const os_ring *g)
-{
-        char *s = calloc(1, g->len + 1);
-
-        ck_assert_ptr_nonnull(s);
-        os_ring_copy(g, s);
-        return s;
-}
-
-START_TEST(test_ring_keeps_the_last_cap_bytes)
-{
-        os_ring g = {.cap = 8};
-        char *s;
-
-        os_ring_append(&g, "abc", 3);
-        s = ring_text(&g);
-        ck_assert_str_eq(s, "abc");
-        free(s);
-        os_ring_append(&g, "defghij", 7);
-        s = ring_text(&g);
-        ck_assert_str_eq(s, "cdefghij");
-        free(s);
-        os_ring_append(&g, "0123456789", 10);
-        s = ring_text(&g);
-        ck_assert_str_eq(s, "23456789");
-        free(s);
-        ck_assert_uint_eq(g.total, 20);
-        ck_assert_uint_eq(g.alloc, 8);
-        os_ring_done(&g);
-}
-END_TEST
-
-START_TEST(test_ring_grows_only_with_what_it_holds)
-{
-        os_ring g = {.cap = 1u << 20};
-        char block[1000];
-        unsigned i;
-
-        memset(block, 'x', sizeof(block));
-        os_ring_append(&g, block, 10);
-        ck_assert_uint_le(g.alloc, 4096);
-        for (i = 0; i < 3000; i++)
-                os_ring_append(&g, block, sizeof(block));
-        ck_assert_uint_eq(g.alloc, 1u << 20);
-        ck_assert_uint_eq(g.len, 1u << 20);
-        ck_assert_uint_eq(g.total, 3000 * 1000 + 10);
-        os_ring_done(&g);
-}
-END_TEST
-
 static Suite *os_rules_suite(void)
 {
         Suite *s = suite_create("os_rules");
@@ -159,10 +107,6 @@ static Suite *os_rules_suite(void)
         tc = tcase_create("images");
         tcase_add_test(tc, test_image_candidates_in_order);
         tcase_add_test(tc, test_image_candidates_never_leave_the_images_dir);
-        suite_add_tcase(s, tc);
-        tc = tcase_create("ring");
-        tcase_add_test(tc, test_ring_keeps_the_last_cap_bytes);
-        tcase_add_test(tc, test_ring_grows_only_with_what_it_holds);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -4,7 +4,7 @@
  * ends from the env's loop, and a create that must go asks the env's owner to remove the
  * sandbox, once, and only while nobody else deleted it. Its expiry is a timer of the env's
  * loop that asks the owner to remove it, once, never later than the settings' ceiling; a pause
- * needs its cgroup, a resume a pause. */
+ * needs its cgroup, a resume a pause; its journal keeps what is noted once it is kept. */
 #include <check.h>
 #include <stdbool.h>
 #include <string.h>
@@ -331,6 +331,28 @@ START_TEST(a_pause_needs_the_sandbox_cgroup_and_a_resume_a_pause)
 }
 END_TEST
 
+START_TEST(a_journal_keeps_the_events_noted_once_it_is_kept)
+{
+        sh_sandbox *sb = made();
+        sh_error *err = NULL;
+        const sh_ring *g;
+
+        sh_sandbox_journal_note(sb, "before", 6); /* no journal yet: not kept */
+        ck_assert_ptr_null(sh_sandbox_journal(sb, SH_JOURNAL_EVENTS));
+        ck_assert_int_eq(sh_sandbox_journal_keep(sb, &err), 0);
+        ck_assert_int_eq(sh_sandbox_journal_keep(sb, &err), 0); /* twice is once */
+        sh_sandbox_journal_note(sb, "Pending -> Running", 18);
+        g = sh_sandbox_journal(sb, SH_JOURNAL_EVENTS);
+        ck_assert_ptr_nonnull(g);
+        ck_assert_uint_eq(g->len, 19);
+        ck_assert_int_eq(memcmp(g->p, "Pending -> Running\n", 19), 0);
+        ck_assert_uint_eq(g->cap, SH_JOURNAL_EVENTS_MAX);
+        ck_assert_uint_eq(sh_sandbox_journal(sb, SH_JOURNAL_LOG)->cap, SH_JOURNAL_LOG_MAX);
+        ck_assert_uint_eq(sh_sandbox_journal(sb, SH_JOURNAL_LOG)->total, 0);
+        sh_sandbox_unref(sb); /* the journal goes with it (ASan: no leak) */
+}
+END_TEST
+
 static Suite *sandbox_env_suite(void)
 {
         Suite *s = suite_create("sandbox_env");
@@ -342,7 +364,7 @@ static Suite *sandbox_env_suite(void)
         tcase_add_test(tc, a_cancelled_create_asks_its_owner_to_remove_the_sandbox_once);
         tcase_add_test(tc, a_create_ended_by_a_delete_tells_the_creator_and_asks_the_owner_nothing);
         suite_add_tcase(s, tc);
-        tc = tcase_create("expiry and pause");
+        tc = tcase_create("expiry, pause, journal");
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, an_expiry_asks_the_owner_to_remove_the_sandbox_once);
         tcase_add_test(tc, an_expiry_moved_later_is_the_one_kept);
@@ -350,6 +372,7 @@ static Suite *sandbox_env_suite(void)
         tcase_add_test(tc, no_expiry_is_later_than_now_plus_the_ceiling);
         tcase_add_test(tc, a_deleted_sandbox_does_not_expire);
         tcase_add_test(tc, a_pause_needs_the_sandbox_cgroup_and_a_resume_a_pause);
+        tcase_add_test(tc, a_journal_keeps_the_events_noted_once_it_is_kept);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -1,5 +1,5 @@
 /* test_util.c: util.h helpers: paths, URL and query decoding, numbers, Kubernetes quantities,
- * RFC 3339 times, ids, JSON quoting, the intake of JSON text (no NUL in any string), the cleanup
+ * RFC 3339 times, ids, UTF-8 made text, JSON quoting, the intake of JSON text (no NUL in any string), the cleanup
  * of a cJSON variable. */
 #include <check.h>
 #include <errno.h>
@@ -983,6 +983,27 @@ START_TEST(test_time_refuses_what_is_not_rfc_3339)
 }
 END_TEST
 
+/* ---- UTF-8 made text ------------------------------------------------------------------ */
+
+START_TEST(test_scrub_makes_invalid_bytes_and_nul_a_question_mark_one_for_one)
+{
+        char s[] = "ok \xc3\xa9 \xff\xfe\x00tab\there\n";
+        size_t n = sizeof(s) - 1;
+
+        sh_utf8_scrub(s, n);
+        ck_assert_int_eq(memcmp(s, "ok \xc3\xa9 ???tab\there\n", n), 0);
+}
+END_TEST
+
+START_TEST(test_sanitize_also_makes_controls_a_question_mark)
+{
+        char s[] = "a\tb\nc\x7f\xc3\xa9\xc3";
+
+        sh_utf8_sanitize(s);
+        ck_assert_str_eq(s, "a?b?c?\xc3\xa9?");
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
         Suite *s = suite_create("util");
@@ -1070,6 +1091,11 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_quote_overlong_forms_are_invalid);
         tcase_add_test(tc, test_quote_surrogate_encodings_are_invalid);
         tcase_add_test(tc, test_quote_worst_case_fits_bound);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("utf8");
+        tcase_add_test(tc, test_scrub_makes_invalid_bytes_and_nul_a_question_mark_one_for_one);
+        tcase_add_test(tc, test_sanitize_also_makes_controls_a_question_mark);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("json_intake");

@@ -112,6 +112,9 @@ void sh_json_freep(struct cJSON **p);
 /* Replace, in place, every byte of `s` that is not part of valid UTF-8 (and every control
  * character) with '?', so a message quoting client bytes is always valid JSON text. */
 void sh_utf8_sanitize(char *s);
+/* The same of n bytes kept as text (a log to show): every byte that is not part of valid UTF-8,
+ * and NUL (a JSON string built with cJSON ends there), becomes '?', one byte for one. */
+void sh_utf8_scrub(char *s, size_t n);
 
 /* True when the n bytes at s are valid UTF-8 (no overlong forms, no surrogates). */
 bool sh_utf8_valid(const char *s, size_t n);

@@ -46,6 +46,11 @@ int64_t sh_ringlog_append(sh_ringlog *g, sh_sandbox *sb, const char *p, size_t n
                           const char *log_id);
 /* sh_ringlog_pread through sb (the file opened and closed in the call). */
 ssize_t sh_ringlog_read(const sh_ringlog *g, sh_sandbox *sb, uint64_t off, char *out, size_t n);
+/* The tail of its text to show (sh_text_tail, sh/ring.h): at most its last `budget` bytes,
+ * read through sb, as a new string the caller frees; *ret_cut: older bytes are left out. 0,
+ * or -errno. */
+int sh_ringlog_tail(const sh_ringlog *g, sh_sandbox *sb, size_t budget, char **ret, size_t *ret_len,
+                    bool *ret_cut);
 /* Keep nothing more, and remove its file (sb NULL or deleted: the file goes with the
  * sandbox's tree). Returns the bytes it kept. */
 uint64_t sh_ringlog_drop(sh_ringlog *g, sh_sandbox *sb, const char *log_id);

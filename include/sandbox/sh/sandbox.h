@@ -17,6 +17,7 @@
 #include "sh/fsops.h"
 #include "sh/list.h"
 #include "sh/loop.h"
+#include "sh/ring.h"
 #include "sh/util.h"
 
 /* The sandbox object is sandbox.c's alone: everything else uses the functions below. */
@@ -261,6 +262,18 @@ void sh_sandbox_set_expiry(sh_sandbox *sb, uint64_t wall_ms);
 void sh_sandbox_renew(sh_sandbox *sb, uint64_t extend_ms);
 uint64_t sh_sandbox_expiry(const sh_sandbox *sb);
 bool sh_sandbox_expired(const sh_sandbox *sb);
+
+/* A sandbox's journal (journal.c; the /v1 diagnostics): from sh_sandbox_journal_keep on,
+ * every line of the daemon's log that names it, and the events its surface notes
+ * (sh_sandbox_journal_note: a line, its newline added), each kept in a bounded ring (the last
+ * SH_JOURNAL_LOG_MAX and SH_JOURNAL_EVENTS_MAX bytes) until the sandbox goes. Keeping it
+ * twice is keeping it once. sh_sandbox_journal: the part's ring (borrowed), NULL: none kept. */
+#define SH_JOURNAL_LOG_MAX    (128u << 10)
+#define SH_JOURNAL_EVENTS_MAX (32u << 10)
+typedef enum { SH_JOURNAL_LOG = 0, SH_JOURNAL_EVENTS } sh_journal_part;
+int sh_sandbox_journal_keep(sh_sandbox *sb, sh_error **err);
+void sh_sandbox_journal_note(sh_sandbox *sb, const char *line, size_t len);
+const sh_ring *sh_sandbox_journal(const sh_sandbox *sb, sh_journal_part part);
 
 /* What a surface chooses for its exec sessions. */
 typedef struct sh_exec_opts {
