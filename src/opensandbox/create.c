@@ -4,11 +4,9 @@
  * secureAccess, extensions, the fields this host refuses), then the sandbox's create on the
  * native lifecycle, the restore of a snapshot (snapshots.c), the entrypoint started as a
  * background command whose output the record keeps, and the 202 once it runs. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/utsname.h>
 
 #include "execd.h"
@@ -41,43 +39,7 @@ static bool strings_only(const cJSON *o)
         return true;
 }
 
-/* The images there are, for INVALID_IMAGE's message: `default` and the directories below
- * SANDBOX_HOST_IMAGES (bounded: the message is). */
-static void image_names(const sh_config *cfg, char *out, size_t size)
-{
-        size_t off = (size_t)snprintf(out, size, "default");
-        struct dirent *de;
-        DIR *d;
-
-        if (!cfg->images || !(d = opendir(cfg->images)))
-                return;
-        while ((de = readdir(d)) && off + 4 < size) {
-                if (de->d_name[0] == '.' || STREQ(de->d_name, "default"))
-                        continue;
-                if (de->d_type != DT_DIR && de->d_type != DT_LNK && de->d_type != DT_UNKNOWN)
-                        continue;
-                off += (size_t)snprintf(out + off, size - off, ", %s", de->d_name);
-        }
-        if (off >= size - 4)
-                snprintf(out + size - 4, 4, "...");
-        closedir(d);
-}
-
-/* A host image name exists: `default`, or a directory below SANDBOX_HOST_IMAGES. */
-static bool image_exists(const sh_config *cfg, const char *name)
-{
-        char path[4400];
-        struct stat st;
-
-        if (STREQ(name, "default"))
-                return true;
-        if (!cfg->images)
-                return false;
-        snprintf(path, sizeof(path), "%s/%s", cfg->images, name);
-        return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int judge_image(const sh_config *cfg, const cJSON *image, os_record *rec, create_req *cr,
+static int judge_image(const sh_manager *m, const cJSON *image, os_record *rec, create_req *cr,
                        os_err *e)
 {
         const cJSON *uri = cJSON_GetObjectItemCaseSensitive(image, "uri");
@@ -92,14 +54,14 @@ static int judge_image(const sh_config *cfg, const cJSON *image, os_record *rec,
          * image.auth is ignored and not kept (a GET never hands a password back). */
         n = os_image_candidates(uri->valuestring, cand);
         for (i = 0; i < n; i++)
-                if (image_exists(cfg, cand[i])) {
+                if (sh_manager_image_exists(m, cand[i])) {
                         snprintf(cr->image, sizeof(cr->image), "%s", cand[i]);
                         rec->image_uri = strdup(uri->valuestring);
                         if (!rec->image_uri)
                                 return os_err_code(e, OS_E_INTERNAL, "out of memory");
                         return 0;
                 }
-        image_names(cfg, names, sizeof(names));
+        sh_manager_image_names(m, names, sizeof(names));
         return os_err_code(e, OS_E_INVALID_IMAGE,
                            "no host image for '%.200s' (nothing is pulled); the images are: %s",
                            uri->valuestring, names);
@@ -121,17 +83,15 @@ static int judge_entrypoint(const cJSON *ep, os_record *rec, os_err *e)
         return rec->entrypoint ? 0 : os_err_code(e, OS_E_INTERNAL, "out of memory");
 }
 
-static int judge_limits(const sh_config *cfg, const cJSON *lim, create_req *cr, os_record *rec,
-                        os_err *e)
+/* The sandbox's own limits (0: the host's); above the host's maxima the sandbox layer lowers
+ * them (the SDK's default asks 2Gi). */
+static int judge_limits(const cJSON *lim, create_req *cr, os_err *e)
 {
         const cJSON *v;
         uint64_t q;
 
-        if (!lim) {
-                rec->memory_max = cfg->memory_max;
-                rec->cpu_max_milli = cfg->cpu_max_milli;
+        if (!lim)
                 return 0;
-        }
         if (!cJSON_IsObject(lim) || !strings_only(lim))
                 return os_err_code(e, OS_E_INVALID_REQUEST,
                                    "'resourceLimits' is an object of quantity strings");
@@ -160,12 +120,6 @@ static int judge_limits(const sh_config *cfg, const cJSON *lim, create_req *cr, 
                                            "sandbox");
                 cr->memory_max = q;
         }
-        /* Above the host's maxima they are lowered to them (the SDK's default asks 2Gi). */
-        rec->memory_max = cr->memory_max && cr->memory_max < cfg->memory_max ? cr->memory_max
-                                                                             : cfg->memory_max;
-        rec->cpu_max_milli = cr->cpu_max_milli && cr->cpu_max_milli < cfg->cpu_max_milli
-                                     ? cr->cpu_max_milli
-                                     : cfg->cpu_max_milli;
         return 0;
 }
 
@@ -319,7 +273,7 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
                                    "'image' and 'snapshotId' exclude each other");
         if (!image && !snap)
                 return os_err_code(e, OS_E_INVALID_REQUEST, "'image' or 'snapshotId' is needed");
-        if (image && judge_image(cfg, image, rec, cr, e) < 0)
+        if (image && judge_image(rec->ctx->mgr, image, rec, cr, e) < 0)
                 return -1;
         if (snap) {
                 if (!cJSON_IsString(snap) || !*snap->valuestring)
@@ -333,7 +287,7 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
                                    "'entrypoint' is required with 'image'");
         if (ep && judge_entrypoint(ep, rec, e) < 0)
                 return -1;
-        if (judge_limits(cfg, field(body, "resourceLimits"), cr, rec, e) < 0 ||
+        if (judge_limits(field(body, "resourceLimits"), cr, e) < 0 ||
             judge_timeout(cfg, field(body, "timeout"), rec, cr, e) < 0)
                 return -1;
         if (env && (!cJSON_IsObject(env) || !strings_only(env)))

@@ -123,8 +123,6 @@ struct os_record {
         cJSON *entrypoint;   /* array of strings (owned) */
         bool has_platform;
         char platform_os[16], platform_arch[16];
-        uint64_t memory_max;    /* its cgroup limit, bytes (lowered to the host's) */
-        uint64_t cpu_max_milli; /* its cgroup limit, milli-cores */
         bool secure_access;
         uint64_t renew_extend_s;      /* access.renew.extend.seconds; 0: unset */
         char token[OS_TOKEN_LEN + 1]; /* the access token (never logged) */

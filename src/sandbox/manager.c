@@ -645,21 +645,38 @@ static void release_dir(void *owner, const char *dirname, char *trash_name)
         m->teardowns++;
 }
 
-/* An image name is one path component naming a directory below SANDBOX_HOST_IMAGES. */
-static int check_image(sh_manager *m, const char *image, sh_error **err)
+bool sh_manager_image_exists(const sh_manager *m, const char *image)
 {
         struct stat st;
         char path[4200];
 
         if (!image || STREQ(image, "default"))
-                return 0;
+                return true;
         if (!m->cfg->images || !*image || strchr(image, '/') || STREQ(image, ".") ||
             STREQ(image, "..") || strlen(image) > 255)
-                return sh_error_new(err, SH_E_INVALID, "unknown image '%s'", image);
+                return false;
         snprintf(path, sizeof(path), "%s/%s", m->cfg->images, image);
-        if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-                return sh_error_new(err, SH_E_INVALID, "unknown image '%s'", image);
-        return 0;
+        return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void sh_manager_image_names(const sh_manager *m, char *out, size_t size)
+{
+        size_t off = (size_t)snprintf(out, size, "default");
+        struct dirent *de;
+        DIR *d;
+
+        if (!m->cfg->images || !(d = opendir(m->cfg->images)))
+                return;
+        while ((de = readdir(d)) && off + 4 < size) {
+                if (de->d_name[0] == '.' || STREQ(de->d_name, "default"))
+                        continue;
+                if (de->d_type != DT_DIR && de->d_type != DT_LNK && de->d_type != DT_UNKNOWN)
+                        continue;
+                off += (size_t)snprintf(out + off, size - off, ", %s", de->d_name);
+        }
+        if (off >= size - 4)
+                snprintf(out + size - 4, 4, "...");
+        closedir(d);
 }
 
 /* {root}/.sandboxes/{n} with `workspace` (and `disk`, the mount point of a filesystem of its
@@ -746,8 +763,8 @@ static int create_new(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host is draining");
         if (m->count >= m->cfg->max_sandboxes || !m->free_n)
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host holds %u sandboxes", m->count);
-        if (check_image(m, o->image, err) < 0)
-                return -1;
+        if (!sh_manager_image_exists(m, o->image))
+                return sh_error_new(err, SH_E_INVALID, "unknown image '%s'", o->image);
         slot = m->free_ring[m->free_head];
         if (sh_sandbox_new(&m->sbenv, slot, o, &sb, err) < 0)
                 return -1;

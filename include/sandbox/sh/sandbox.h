@@ -78,6 +78,12 @@ typedef struct sh_restorer {
 } sh_restorer;
 void sh_manager_set_restorer(sh_manager *m, const sh_restorer *r);
 
+/* The images a create may ask (sh_create_opts.image): "default" (also NULL), or one path
+ * component naming a directory below SANDBOX_HOST_IMAGES. _names: theirs, "default" first,
+ * ", " between them, into out (bounded: "..." when cut), for a refusal's message. */
+bool sh_manager_image_exists(const sh_manager *m, const char *image);
+void sh_manager_image_names(const sh_manager *m, char *out, size_t size);
+
 /* Create a sandbox and bring it up: its workspace's disk limit (in a child), its worker, and
  * the restore step (a directory's, or with an item and an archive the item's, then the
  * readiness marker). Unavailable when
