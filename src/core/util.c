@@ -757,6 +757,18 @@ size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
         return o;
 }
 
+void sh_hex_encode(const void *in, size_t n, char *out)
+{
+        static const char hex[] = "0123456789abcdef";
+        const unsigned char *b = in;
+
+        for (size_t i = 0; i < n; i++) {
+                out[2 * i] = hex[b[i] >> 4];
+                out[2 * i + 1] = hex[b[i] & 15];
+        }
+        out[2 * n] = '\0';
+}
+
 /* Every byte of s[0..n) not part of valid UTF-8, and NUL, and with `controls` every other
  * control character, becomes '?'. */
 static void utf8_scrub(char *s, size_t n, bool controls)

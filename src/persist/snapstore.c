@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -17,6 +16,7 @@
 
 #include "sh/log.h"
 #include "sh/macro.h"
+#include "sh/random.h"
 #include "sh/spawn.h"
 #include "sh/syscalls.h"
 
@@ -817,38 +817,11 @@ sh_snapshot *sh_snapstore_get(sh_snapstore *st, const char *id, size_t len)
         return NULL;
 }
 
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* A fresh id: 128 random bits. */
 static int new_id(char out[SH_SNAP_ID_LEN + 1])
 {
-        static const char hex[] = "0123456789abcdef";
-        unsigned char b[SH_ID_LEN / 2];
-        size_t p = sizeof(SH_SNAP_PREFIX) - 1;
-        size_t got = 0;
-
-        while (got < sizeof(b)) {
-                ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                got += (size_t)n;
-        }
-        memcpy(out, SH_SNAP_PREFIX, p);
-        for (size_t i = 0; i < sizeof(b); i++) {
-                out[p + 2 * i] = hex[b[i] >> 4];
-                out[p + 2 * i + 1] = hex[b[i] & 15];
-        }
-        out[SH_SNAP_ID_LEN] = '\0';
-        return 0;
+        memcpy(out, SH_SNAP_PREFIX, sizeof(SH_SNAP_PREFIX) - 1);
+        return sh_random_hex(out + sizeof(SH_SNAP_PREFIX) - 1, SH_ID_LEN / 2);
 }
 
 int sh_snapstore_add(sh_snapstore *st, const char *sandbox_id, const char *name,
@@ -874,7 +847,7 @@ int sh_snapstore_add(sh_snapstore *st, const char *sandbox_id, const char *name,
         }
         memcpy(s->sandbox_id, sandbox_id, SH_ID_LEN + 1);
         s->state = SH_SNAP_CREATING;
-        s->created_ms = s->transition_ms = now_ms();
+        s->created_ms = s->transition_ms = sh_now_wall_ms();
         if (dup_opt(name, &s->name) < 0 || dup_opt("snapshot_accepted", &s->reason) < 0 ||
             (entrypoint && entry_valid(entrypoint) &&
              !(s->entrypoint = cJSON_Duplicate(entrypoint, true)))) {
@@ -914,7 +887,7 @@ int sh_snapstore_set_state(sh_snapstore *st, sh_snapshot *s, sh_snap_state state
         s->reason = r;
         s->message = m;
         s->state = state;
-        s->transition_ms = now_ms();
+        s->transition_ms = sh_now_wall_ms();
         return queue_op(st, OP_WRITE, s, NULL, NULL, err);
 }
 

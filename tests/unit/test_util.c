@@ -983,7 +983,18 @@ START_TEST(test_time_refuses_what_is_not_rfc_3339)
 }
 END_TEST
 
-/* ---- UTF-8 made text ------------------------------------------------------------------ */
+/* ---- hex, UTF-8 made text ------------------------------------------------------------------ */
+
+START_TEST(test_hex_encode_writes_two_lower_case_digits_a_byte_and_a_nul)
+{
+        const unsigned char in[] = {0x00, 0x0f, 0xa5, 0xff};
+        char out[9];
+
+        memset(out, 'x', sizeof(out));
+        sh_hex_encode(in, sizeof(in), out);
+        ck_assert_str_eq(out, "000fa5ff");
+}
+END_TEST
 
 START_TEST(test_scrub_makes_invalid_bytes_and_nul_a_question_mark_one_for_one)
 {
@@ -1094,6 +1105,7 @@ static Suite *util_suite(void)
         suite_add_tcase(s, tc);
 
         tc = tcase_create("utf8");
+        tcase_add_test(tc, test_hex_encode_writes_two_lower_case_digits_a_byte_and_a_nul);
         tcase_add_test(tc, test_scrub_makes_invalid_bytes_and_nul_a_question_mark_one_for_one);
         tcase_add_test(tc, test_sanitize_also_makes_controls_a_question_mark);
         suite_add_tcase(s, tc);

@@ -109,6 +109,9 @@ struct cJSON *sh_json_parse_text(char *text, size_t *len, unsigned flags, const 
 void sh_json_freep(struct cJSON **p);
 #define _cleanup_cjson_ _cleanup_(sh_json_freep)
 
+/* The n bytes at in as 2 * n lower-case hex digits and a NUL into out. */
+void sh_hex_encode(const void *in, size_t n, char *out);
+
 /* Replace, in place, every byte of `s` that is not part of valid UTF-8 (and every control
  * character) with '?', so a message quoting client bytes is always valid JSON text. */
 void sh_utf8_sanitize(char *s);
