@@ -12,14 +12,16 @@
 #include "execd.h"
 #include "os-internal.h"
 
+#define ENTRYPOINT_MAX 256        /* arguments of an entrypoint */
+#define CONTAINER_LOG  (1u << 20) /* the entrypoint's output kept (diagnostics `container`) */
+
 static const char *const default_entrypoint[] = {"tail", "-f", "/dev/null"};
 
 /* What the create asks of the sandbox layer, judged from the body. */
 typedef struct create_req {
-        char image[256]; /* the host image's name */
-        const cJSON *env;
-        uint64_t memory_max, cpu_max_milli; /* 0: the host's */
-        uint64_t expires_ms;                /* createdAt + timeout; 0: none */
+        char image[256];     /* the host image's name (o.image) */
+        sh_create_opts o;    /* env, limits (0: the host's), the restore of a snapshot */
+        uint64_t expires_ms; /* createdAt + timeout; 0: none */
 } create_req;
 
 /* ---- judging the body ---------------------------------------------------------------------- */
@@ -72,10 +74,10 @@ static int judge_entrypoint(const cJSON *ep, os_record *rec, os_err *e)
         const cJSON *v;
         int n = cJSON_GetArraySize(ep);
 
-        if (!cJSON_IsArray(ep) || n == 0 || n > OS_ENTRYPOINT_MAX || !strings_only(ep))
+        if (!cJSON_IsArray(ep) || n == 0 || n > ENTRYPOINT_MAX || !strings_only(ep))
                 return os_err_code(e, OS_E_INVALID_REQUEST,
                                    "'entrypoint' is a non-empty list of at most %d strings",
-                                   OS_ENTRYPOINT_MAX);
+                                   ENTRYPOINT_MAX);
         v = cJSON_GetArrayItem(ep, 0);
         if (!*v->valuestring)
                 return os_err_code(e, OS_E_INVALID_REQUEST, "'entrypoint' names no program");
@@ -106,7 +108,7 @@ static int judge_limits(const cJSON *lim, create_req *cr, os_err *e)
                                            "'resourceLimits.cpu' is not a quantity: '%.64s'",
                                            v->valuestring);
                 /* cgroup v1's shortest CFS quota is 1 ms of a 100 ms period: 10 milli-cores. */
-                cr->cpu_max_milli = q && q < 10 ? 10 : q;
+                cr->o.cpu_max_milli = q && q < 10 ? 10 : q;
         }
         v = cJSON_GetObjectItemCaseSensitive(lim, "memory");
         if (v) {
@@ -118,7 +120,7 @@ static int judge_limits(const cJSON *lim, create_req *cr, os_err *e)
                         return os_err_code(e, OS_E_INVALID_REQUEST,
                                            "'resourceLimits.memory' below 4Mi cannot hold a "
                                            "sandbox");
-                cr->memory_max = q;
+                cr->o.memory_max = q;
         }
         return 0;
 }
@@ -294,7 +296,7 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
                 return os_err_code(e, OS_E_INVALID_REQUEST, "'env' is an object of strings");
         cJSON_ArrayForEach(v, env) if (!*v->string || strchr(v->string, '=')) return os_err_code(
                 e, OS_E_INVALID_REQUEST, "'env' names are non-empty and hold no '='");
-        cr->env = env;
+        cr->o.env = env;
         if (md) {
                 if (!cJSON_IsObject(md))
                         return os_err_code(e, OS_E_INVALID_METADATA,
@@ -371,7 +373,7 @@ static int start_entrypoint(os_record *rec, sh_error **err)
                 return sh_error_make(err, ENOMEM, "out of memory");
         /* its output's log file (sh/ringlog.h), made by its first byte: a quiet entrypoint leaves
          * the sandbox's directory empty, and its delete needs no remover */
-        sh_ringlog_init(&rec->container, "entrypoint", OS_CONTAINER_LOG);
+        sh_ringlog_init(&rec->container, "entrypoint", CONTAINER_LOG);
         cJSON_ArrayForEach(v, rec->entrypoint) argv[i++] = v->valuestring; /* copied by exec */
         return sh_sandbox_exec(rec->sb, argv, NULL, &o, entry_event, rec, &rec->entry, err);
 }
@@ -464,12 +466,11 @@ static void create_gone(void *data)
 {
         create_job *j = data;
 
-        if (j->ended)
-                return;
-        j->ended = true;
         /* while its worker starts or its restore runs (sh_sandbox_create_cancel) */
-        sh_sandbox_create_cancel(j->sb);
-        sh_pending_release(TAKE_PTR(j->tok));
+        if (!j->ended) {
+                sh_sandbox_create_cancel(j->sb);
+                job_end(j);
+        }
 }
 
 static void create_release(void *data)
@@ -488,7 +489,6 @@ void os_api_create(sh_request *r)
 {
         os_ctx *ctx = os_ctx_of(r);
         create_req cr = {0};
-        sh_create_opts opts;
         os_record *rec = NULL;
         sh_error *err = NULL;
         create_job *j = NULL;
@@ -518,16 +518,18 @@ void os_api_create(sh_request *r)
                 os_reply_err(r, &e);
                 goto out;
         }
+        cr.o.image = cr.image;
+        cr.o.surface = OS_SURFACE;
         j = calloc(1, sizeof(*j));
         if (!j) {
                 os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 goto out;
         }
-        if (rec->snapshot_id) {
-                if (os_snapshot_restore_source(ctx, rec->snapshot_id, &j->src, &e) < 0) {
-                        os_reply_err(r, &e);
-                        goto out;
-                }
+        /* With a snapshot its tree is the create's restore step (the persister's copy). */
+        if (rec->snapshot_id &&
+            os_snapshot_restore_source(ctx, rec->snapshot_id, &cr.o, &j->src, &e) < 0) {
+                os_reply_err(r, &e);
+                goto out;
         }
         if (!rec->entrypoint) {
                 const cJSON *snap_ep = os_snapshot_source_entrypoint(j->src);
@@ -545,19 +547,9 @@ void os_api_create(sh_request *r)
                 os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 goto out;
         }
-        /* Answered once the worker serves and a snapshot's workspace is in (the manager's
-         * restore step: the persister's copy of its tree). */
-        opts = (sh_create_opts){.image = cr.image,
-                                .env = cr.env,
-                                .memory_max = cr.memory_max,
-                                .cpu_max_milli = cr.cpu_max_milli,
-                                .surface = OS_SURFACE};
-        os_snapshot_source_restore(j->src, &opts);
-        if (sh_manager_create(ctx->mgr, &opts, create_done, j, &j->sb, &err) < 0) {
+        /* Answered once the worker serves and a snapshot's workspace is in. */
+        if (sh_manager_create(ctx->mgr, &cr.o, create_done, j, &j->sb, &err) < 0) {
                 os_reply_sh_error(r, err);
-                j->ended = true;
-                sh_pending_release(TAKE_PTR(j->tok)); /* frees j with the request */
-                j = NULL;
                 goto out;
         }
         if (os_record_link(rec, j->sb, &err) < 0) {
@@ -570,14 +562,10 @@ void os_api_create(sh_request *r)
         sh_sandbox_set_expiry(j->sb, cr.expires_ms);
         j = NULL; /* the token's now */
 out:
-        if (j && !j->tok) {
-                os_snapshot_source_free(j->src);
-                os_record_unref(j->rec);
-                free(j);
-        } else if (j) {
-                j->ended = true;
-                sh_pending_release(TAKE_PTR(j->tok));
-        }
+        if (j && j->tok)
+                job_end(j); /* j goes with the request */
+        else if (j)
+                create_release(j);
         sh_error_release(&err);
         os_record_unref(rec);
         cJSON_Delete(body);

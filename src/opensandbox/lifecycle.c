@@ -8,7 +8,10 @@
 
 #include "os-internal.h"
 
-#define SB OS_R_SANDBOX
+#define SB           OS_R_SANDBOX
+#define METADATA_MAX 128 /* pairs in one sandbox's metadata */
+#define EXECD_PORT   44772
+#define EGRESS_PORT  18080
 
 /* ---- get -------------------------------------------------------------------------------------- */
 
@@ -141,9 +144,9 @@ int os_metadata_check(const cJSON *md, unsigned have, os_err *e)
                         return os_err_code(e, OS_E_INVALID_METADATA,
                                            "metadata value of '%.300s': %s", v->string, why);
                 /* A record's metadata is bounded: a huge map is the client's, not the host's. */
-                if (++n > OS_METADATA_MAX)
+                if (++n > METADATA_MAX)
                         return os_err_code(e, OS_E_INVALID_METADATA, "at most %u metadata pairs",
-                                           OS_METADATA_MAX);
+                                           METADATA_MAX);
         }
         return 0;
 }
@@ -274,10 +277,10 @@ static void api_endpoint(sh_request *r)
         p = sh_request_param(r, 1, &len);
         for (i = 0; p && i < len && i < 6 && p[i] >= '0' && p[i] <= '9'; i++)
                 port = port * 10 + (unsigned)(p[i] - '0');
-        if (!p || i != len || (port != OS_EXECD_PORT && port != OS_EGRESS_PORT)) {
+        if (!p || i != len || (port != EXECD_PORT && port != EGRESS_PORT)) {
                 os_reply_code(r, OS_E_NO_SUCH_PORT,
                               "sandboxes here expose no ports: only %u (execd) and %u (egress)",
-                              OS_EXECD_PORT, OS_EGRESS_PORT);
+                              EXECD_PORT, EGRESS_PORT);
                 return;
         }
         if (sh_query_find(sh_request_query(r), "expires")) {
@@ -301,11 +304,10 @@ static void api_endpoint(sh_request *r)
         /* The token is handed out here only, and only when it is asked for. */
         if (ctx->api_key || rec->secure_access) {
                 h = cJSON_AddObjectToObject(out, "headers");
-                if (!h ||
-                    !cJSON_AddStringToObject(h,
-                                             port == OS_EXECD_PORT ? "X-EXECD-ACCESS-TOKEN"
-                                                                   : "OPENSANDBOX-EGRESS-AUTH",
-                                             rec->token))
+                if (!h || !cJSON_AddStringToObject(h,
+                                                   port == EXECD_PORT ? "X-EXECD-ACCESS-TOKEN"
+                                                                      : "OPENSANDBOX-EGRESS-AUTH",
+                                                   rec->token))
                         goto oom;
         }
         os_reply_json(r, 200, out);

@@ -1,14 +1,12 @@
 /* os-internal.h: what the files of the OpenSandbox surface share: the surface's context, the
- * sandbox records (state machine, times, metadata, token, the entrypoint's output log), the
- * replies in OpenSandbox's shape ({code, message}, X-Request-ID, Content-Length: 0), the route
- * flags and each file's route table, and the observers of the records (each file that keeps
- * something per record registers one). Nothing outside src/opensandbox/ includes it.
+ * sandbox records (state machine, times, metadata, token, the entrypoint's output log) and
+ * their observers, the error codes and the replies in OpenSandbox's shape ({code, message},
+ * X-Request-ID, Content-Length: 0), the route flags and each file's route table. Nothing
+ * outside src/opensandbox/ includes it but the tests of its pure parts.
  *
  * Ownership: record.c owns the records and their fields; other files read them and change a
- * record only through the functions here (os_record_set_state, os_record_set_expiry,
- * os_record_set_metadata, ...; create.c fills a new record before it is linked),
- * except the pointers kept for pause.c, snapshots.c, diagnostics.c and the execd files
- * (`pause`, `snap`, `diag`, `execd`), which are theirs alone. */
+ * record only through the functions here (os_record_set_state, os_record_set_metadata, ...;
+ * create.c fills a new record before it is linked), except `execd`, the execd files' alone. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -30,21 +28,9 @@
 
 struct sh_persister;
 
-/* ---- bounds (docs/opensandbox.md "Limits") ------------------------------------------------ */
-
-#define OS_METADATA_MAX   128        /* pairs in one sandbox's metadata */
-#define OS_ENTRYPOINT_MAX 256        /* arguments of an entrypoint */
-#define OS_CONTAINER_LOG  (1u << 20) /* the entrypoint's output kept (diagnostics `container`) */
-#define OS_TOKEN_BYTES    24         /* random bytes of an access token (192 bits) */
-#define OS_TOKEN_LEN      (2 * OS_TOKEN_BYTES) /* as hex */
-#define OS_REQUEST_ID_MAX 128 /* a client's X-Request-ID longer than this is replaced */
-#define OS_RETRY_AFTER    "5" /* seconds, with every 503 */
-#define OS_PAGE_SIZE_MAX  200
-#define OS_PAGE_SIZE_DEF  20
-#define OS_EXECD_PORT     44772
-#define OS_EGRESS_PORT    18080
-#define OS_SURFACE        "opensandbox" /* its name, also the tag of the sandboxes it makes */
-#define OS_OBSERVERS_MAX  8             /* the files that keep something per record */
+#define OS_TOKEN_LEN     48            /* an access token: 192 random bits as hex */
+#define OS_SURFACE       "opensandbox" /* its name, also the tag of the sandboxes it makes */
+#define OS_OBSERVERS_MAX 8             /* the files that keep something per record */
 
 /* ---- the context -------------------------------------------------------------------------- */
 
@@ -105,7 +91,6 @@ struct os_record {
         os_ctx *ctx;
         char id[SH_ID_LEN + 1]; /* its sandbox's remote_id */
         sh_sandbox *sb;         /* a reference; NULL once its sandbox is deleted */
-        bool linked;            /* attached to its sandbox (os_record_link) */
         bool gone;              /* detached: its sandbox is deleted */
         uint64_t seq;           /* the order of the links: listings are oldest first */
 
@@ -134,15 +119,14 @@ struct os_record {
         bool entry_ended;
         int entry_exit; /* its exit code (128 + signal) once entry_ended */
 
-        /* owned by diagnostics.c and the execd files, each its own (NULL at first) */
-        void *execd; /* commands.c's (execd.h: commands, sessions, metrics) */
+        void *execd; /* the execd files' (execd.h: commands, sessions, metrics), NULL at first */
 };
 
 /* A new record (state Pending, its token made, not yet in the registry); one reference. */
 int os_record_new(os_ctx *ctx, os_record **ret, sh_error **err);
 /* Into the registry: rec becomes sb's record (its id, a reference of sb), attached to it
- * (found by id, listed newest last), its expiry armed; the attachment takes a reference of
- * rec. 0, or -1 with err (out of memory: nothing changed). */
+ * (found by id, listed newest last; the attachment takes a reference of rec), its sandbox's
+ * journal kept (the diagnostics). 0, or -1 with err (out of memory: nothing changed). */
 int os_record_link(os_record *rec, sh_sandbox *sb, sh_error **err);
 /* The surface's start and end: observe the manager's deletes; at the end every record goes. */
 void os_records_init(os_ctx *ctx);
@@ -158,13 +142,10 @@ os_record *os_record_of(const sh_sandbox *sb);
 int os_records_list(os_ctx *ctx, os_record ***ret, size_t *ret_n);
 /* Its sandbox (borrowed; NULL once deleted): its cgroup, workspace, exec. */
 sh_sandbox *os_record_sandbox(const os_record *rec);
-/* The entrypoint's output log (diagnostics scope `container`). */
-const sh_ringlog *os_record_container_log(const os_record *rec);
 
-/* What a file keeps per record (pause.c, snapshots.c, diagnostics.c, the execd files: its
- * own pointer in the record, rec->pause, rec->snap, rec->diag, rec->execd) is told through its
- * observer; record.c calls nobody by name. A static table, registered once at the surface's
- * start (os_record_observe, before any record); a NULL member is not called. */
+/* A file that keeps something per record (diagnostics.c, the execd files) is told of its
+ * changes through an observer: record.c calls nobody by name. A static table, registered once
+ * at the surface's start (os_record_observe, before any record); a NULL member is not called. */
 typedef struct os_record_observer {
         /* rec changed state (from -> to; its reason, message and time already set). */
         void (*transition)(os_record *rec, os_state from, os_state to);
@@ -185,10 +166,9 @@ void os_record_set_state(os_record *rec, os_state state, const char *reason, con
 void os_record_set_metadata(os_record *rec, cJSON *metadata);
 void os_record_entry_ended(os_record *rec, int exit_code);
 
-/* A lifecycle log line about rec, to the daemon's log (level, event), naming the sandbox:
- * diagnostics' log tap keeps it (the `lifecycle` scope). */
-void os_record_log(os_record *rec, sh_log_level level, const char *event, const char *fmt, ...)
-        _printf_(4, 5);
+/* A lifecycle log line about rec, to the daemon's log (level, event, printf), naming the
+ * sandbox: its journal keeps it (the diagnostics' `lifecycle` scope). */
+#define os_record_log(rec, level, event, ...) sh_log(level, event, (rec)->id, __VA_ARGS__)
 /* Delete rec's sandbox as DELETE does (state Terminated, reason given); the record then
  * leaves. 0, or < 0 with err. */
 int os_record_delete(os_record *rec, const char *reason, sh_error **err);
@@ -341,8 +321,8 @@ int os_metadata_check(const cJSON *md, unsigned have, os_err *e);
 
 /* The surface starts (before any record): diagnostics.c registers its record observer. */
 void os_diag_init(os_ctx *ctx);
-/* commands.c (issue 13): rec leaves (its commands, sessions and metrics go; surface.c
- * registers it as an observer's `gone`), and the surface's end. */
+/* execd.c: rec leaves (its commands, sessions and metrics go; surface.c registers it as an
+ * observer's `gone`), and the surface's end. */
 void os_execd_record_gone(os_record *rec);
 void os_execd_free_all(os_ctx *ctx);
 
@@ -352,16 +332,14 @@ struct sh_snapshot;
 cJSON *os_snapshot_json(const struct sh_snapshot *s);
 
 /* snapshots.c: a create with `snapshotId`. Before the sandbox is made: find the snapshot
- * (`Ready`), or fill e (404 SNAPSHOT_NOT_FOUND, 409 INVALID_STATE, ...) and return -1. The
- * source (snapshots.c's) is kept by the create until os_snapshot_source_free. */
+ * (`Ready`), held (not deleted) until os_snapshot_source_free, its tree the create's restore
+ * step (o->restore_root and restore_name, the source's until it is freed); or fill e (404
+ * SNAPSHOT_NOT_FOUND, 409 INVALID_STATE, ...) and return -1. */
 typedef struct os_snapshot_source os_snapshot_source;
-int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, os_snapshot_source **ret,
-                               os_err *e);
+int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, sh_create_opts *o,
+                               os_snapshot_source **ret, os_err *e);
 /* The snapshot's entrypoint (an array of strings, borrowed), or NULL: the create's default. */
 const cJSON *os_snapshot_source_entrypoint(const os_snapshot_source *src);
-/* The create restores the snapshot's tree (its restore step: o->restore_root and
- * restore_name, the source's until it is freed); src NULL: nothing. */
-void os_snapshot_source_restore(const os_snapshot_source *src, sh_create_opts *o);
 void os_snapshot_source_free(os_snapshot_source *src); /* accepts NULL */
 
 /* ---- pure rules (rules.c) -------------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include <sodium.h>
 
 #include "os-internal.h"
+#include "sh/random.h"
 
 /* ---- states --------------------------------------------------------------------------------- */
 
@@ -101,7 +102,6 @@ int os_record_link(os_record *rec, sh_sandbox *sb, sh_error **err)
         }
         memcpy(rec->id, sh_sandbox_id(sb), SH_ID_LEN + 1);
         rec->sb = sh_sandbox_ref(sb);
-        rec->linked = true;
         rec->seq = ++rec->ctx->record_seq;
         return 0;
 }
@@ -182,18 +182,11 @@ sh_sandbox *os_record_sandbox(const os_record *rec)
         return rec->sb;
 }
 
-const sh_ringlog *os_record_container_log(const os_record *rec)
-{
-        return &rec->container;
-}
-
 /* A new record for a create (state Pending, not yet in the registry); one reference. */
 int os_record_new(os_ctx *ctx, os_record **ret, sh_error **err)
 {
         os_record *rec = calloc(1, sizeof(*rec));
-        static const char hex[] = "0123456789abcdef";
-        unsigned char raw[OS_TOKEN_BYTES];
-        unsigned i;
+        int k;
 
         if (!rec)
                 return sh_error_make(err, ENOMEM, "out of memory");
@@ -209,13 +202,11 @@ int os_record_new(os_ctx *ctx, os_record **ret, sh_error **err)
         }
         /* The sandbox's access token (OPENSANDBOX.md section 1): 192 random bits from the
          * kernel's CSPRNG, compared only through its hash, in constant time. */
-        randombytes_buf(raw, sizeof(raw));
-        for (i = 0; i < sizeof(raw); i++) {
-                rec->token[2 * i] = hex[raw[i] >> 4];
-                rec->token[2 * i + 1] = hex[raw[i] & 15];
+        k = sh_random_hex(rec->token, OS_TOKEN_LEN / 2);
+        if (k < 0) {
+                record_free(rec);
+                return sh_error_make(err, -k, "no random bytes for a token");
         }
-        rec->token[OS_TOKEN_LEN] = '\0';
-        sodium_memzero(raw, sizeof(raw));
         crypto_generichash(rec->token_hash, sizeof(rec->token_hash),
                            (const unsigned char *)rec->token, OS_TOKEN_LEN, NULL, 0);
         *ret = rec;
@@ -260,17 +251,6 @@ void os_record_entry_ended(os_record *rec, int exit_code)
 {
         rec->entry_ended = true;
         rec->entry_exit = exit_code;
-}
-
-void os_record_log(os_record *rec, sh_log_level level, const char *event, const char *fmt, ...)
-{
-        char line[1024];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(line, sizeof(line), fmt, ap);
-        va_end(ap);
-        sh_log(level, event, rec->id, "%s", line);
 }
 
 int os_record_delete(os_record *rec, const char *reason, sh_error **err)

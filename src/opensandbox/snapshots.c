@@ -255,8 +255,8 @@ struct os_snapshot_source {
         cJSON *entrypoint; /* a copy, NULL: none kept */
 };
 
-int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, os_snapshot_source **ret,
-                               os_err *e)
+int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, sh_create_opts *o,
+                               os_snapshot_source **ret, os_err *e)
 {
         sh_snapshot *s = sh_snapstore_get(ctx->snapshots, snapshot_id, strlen(snapshot_id));
         os_snapshot_source *src;
@@ -275,8 +275,12 @@ int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, os_snapshot
         }
         src->ctx = ctx;
         memcpy(src->id, s->id, sizeof(src->id));
-        /* Held until the create ends: its tree must not go while it is copied. */
+        /* Held until the create ends: its tree must not go while it is copied into the new
+         * (empty) workspace, re-owned to the new sandbox's uid, by the persister's confined
+         * rsync (the manager's restore step; a tree that is gone is a failure). */
         s->restoring++;
+        o->restore_root = sh_snapstore_root(ctx->snapshots);
+        o->restore_name = src->id;
         *ret = src;
         return 0;
 }
@@ -284,17 +288,6 @@ int os_snapshot_restore_source(os_ctx *ctx, const char *snapshot_id, os_snapshot
 const cJSON *os_snapshot_source_entrypoint(const os_snapshot_source *src)
 {
         return src ? src->entrypoint : NULL;
-}
-
-void os_snapshot_source_restore(const os_snapshot_source *src, sh_create_opts *o)
-{
-        if (!src)
-                return;
-        /* The snapshot's tree into the new (empty) workspace, re-owned to the new sandbox's
-         * uid, by the persister's confined rsync (the manager's restore step); a tree that is
-         * gone is a failure. */
-        o->restore_root = sh_snapstore_root(src->ctx->snapshots);
-        o->restore_name = src->id;
 }
 
 void os_snapshot_source_free(os_snapshot_source *src)

@@ -11,7 +11,13 @@
 #include <sodium.h>
 
 #include "os-internal.h"
+#include "sh/random.h"
 #include "sh/snapstore.h"
+
+#define REQUEST_ID_MAX 128 /* a client's X-Request-ID longer than this is replaced */
+#define RETRY_AFTER    "5" /* seconds, with every 503 */
+#define PAGE_SIZE_MAX  200
+#define PAGE_SIZE_DEF  20
 
 os_ctx *os_ctx_of(const sh_request *r)
 {
@@ -66,7 +72,7 @@ static sh_response *error_response(unsigned status, const char *code, const char
         free(clean);
         resp = sh_response_json(o);
         if (resp && status == 503)
-                sh_response_header(resp, "Retry-After", OS_RETRY_AFTER);
+                sh_response_header(resp, "Retry-After", RETRY_AFTER);
         return resp;
 }
 
@@ -178,7 +184,7 @@ int os_pager_parse(sh_request *r, os_pager *pg)
 {
         *pg = (os_pager){0};
         if (page_param(r, "page", 1, UINT32_MAX, &pg->page) < 0 ||
-            page_param(r, "pageSize", OS_PAGE_SIZE_DEF, OS_PAGE_SIZE_MAX, &pg->size) < 0)
+            page_param(r, "pageSize", PAGE_SIZE_DEF, PAGE_SIZE_MAX, &pg->size) < 0)
                 return -1;
         pg->first = (pg->page - 1) * pg->size;
         return 0;
@@ -270,10 +276,10 @@ cJSON *os_json_body(sh_request *r, const char *code, bool *empty)
 static void surface_decorate(sh_request *r, sh_response *resp)
 {
         const char *mine = sh_request_header(r, "X-Request-ID");
-        char fresh[37];
+        char fresh[SH_UUID_LEN + 1];
         size_t n, i;
 
-        if (mine && (n = strlen(mine)) > 0 && n <= OS_REQUEST_ID_MAX) {
+        if (mine && (n = strlen(mine)) > 0 && n <= REQUEST_ID_MAX) {
                 for (i = 0; i < n; i++)
                         if (mine[i] <= ' ' || mine[i] > '~')
                                 break;
@@ -282,23 +288,9 @@ static void surface_decorate(sh_request *r, sh_response *resp)
                         return;
                 }
         }
-        {
-                static const char hex[] = "0123456789abcdef";
-                unsigned char b[16];
-                unsigned k = 0;
-
-                randombytes_buf(b, sizeof(b));
-                b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
-                b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* variant 10 */
-                for (i = 0; i < 16; i++) {
-                        if (i == 4 || i == 6 || i == 8 || i == 10)
-                                fresh[k++] = '-';
-                        fresh[k++] = hex[b[i] >> 4];
-                        fresh[k++] = hex[b[i] & 15];
-                }
-                fresh[k] = '\0';
-        }
-        sh_response_header(resp, "X-Request-ID", fresh);
+        /* getrandom fails only on a kernel without it: no header then */
+        if (sh_random_uuid(fresh) == 0)
+                sh_response_header(resp, "X-Request-ID", fresh);
 }
 
 /* ---- admission: key, record, token, paused, renew on access ---------------------------------- */
