@@ -64,7 +64,7 @@ static void api_list(sh_request *r)
         const sh_query *q = sh_request_query(r);
         os_ctx *ctx = os_ctx_of(r);
         unsigned states = 0; /* a bit per os_state; 0: any */
-        os_record **recs = NULL;
+        sh_sandbox **sbs = NULL;
         size_t i, n = 0;
         os_pager pg;
         sh_query mf;
@@ -87,24 +87,26 @@ static void api_list(sh_request *r)
         }
         if (metadata_filter(r, &mf) < 0)
                 return;
-        /* One walk of the records (as many as the /v1 sandboxes, bounded by the host's
-         * capacity), oldest first; only the page's items are built. */
-        if (os_records_list(ctx, &recs, &n) < 0) {
+        /* One walk of the registry (bounded by the host's capacity), oldest first; only the
+         * page's items are built. */
+        if (sh_manager_list(ctx->mgr, &sbs, &n) < 0) {
                 os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 goto done;
         }
         if (os_pager_open(r, &pg) < 0)
                 goto done;
         for (i = 0; i < n; i++) {
-                if ((states && !(states & (1u << recs[i]->state))) ||
-                    !metadata_matches(recs[i], &mf))
+                os_record *rec = os_record_of(sbs[i]); /* NULL: a native sandbox */
+
+                if (!rec || (states && !(states & (1u << rec->state))) ||
+                    !metadata_matches(rec, &mf))
                         continue;
-                if (os_pager_take(&pg) && os_pager_add(r, &pg, os_record_json(recs[i], true)) < 0)
+                if (os_pager_take(&pg) && os_pager_add(r, &pg, os_record_json(rec, true)) < 0)
                         goto done;
         }
         os_pager_reply(r, &pg);
 done:
-        free(recs);
+        free(sbs);
         sh_query_done(&mf);
 }
 

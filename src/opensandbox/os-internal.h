@@ -44,7 +44,6 @@ typedef struct sh_opensandbox {
         struct sh_persister *persister;
         sh_server *srv;               /* its pod_url */
         sh_sandbox_observer observer; /* the manager's deletes end records */
-        uint64_t record_seq;          /* the last record's os_record.seq */
         sh_route *routes;             /* every file's table, one array (the surface's) */
         size_t n_routes;
         unsigned char api_key_hash[32]; /* BLAKE2b of SANDBOX_HOST_API_KEY; never the key */
@@ -92,7 +91,6 @@ struct os_record {
         char id[SH_ID_LEN + 1]; /* its sandbox's remote_id */
         sh_sandbox *sb;         /* a reference; NULL once its sandbox is deleted */
         bool gone;              /* detached: its sandbox is deleted */
-        uint64_t seq;           /* the order of the links: listings are oldest first */
 
         /* status */
         os_state state;
@@ -137,9 +135,6 @@ void os_record_unref(os_record *rec); /* accepts NULL */
 os_record *os_record_find(os_ctx *ctx, const char *id, size_t len);
 /* The record of a live sandbox (borrowed), NULL: none (native, or its record has gone). */
 os_record *os_record_of(const sh_sandbox *sb);
-/* Every live record, oldest first: *ret an array of *ret_n borrowed records the caller frees
- * (the registry's walk, sorted). 0, or -ENOMEM. */
-int os_records_list(os_ctx *ctx, os_record ***ret, size_t *ret_n);
 /* Its sandbox (borrowed; NULL once deleted): its cgroup, workspace, exec. */
 sh_sandbox *os_record_sandbox(const os_record *rec);
 

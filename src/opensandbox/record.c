@@ -102,7 +102,6 @@ int os_record_link(os_record *rec, sh_sandbox *sb, sh_error **err)
         }
         memcpy(rec->id, sh_sandbox_id(sb), SH_ID_LEN + 1);
         rec->sb = sh_sandbox_ref(sb);
-        rec->seq = ++rec->ctx->record_seq;
         return 0;
 }
 
@@ -123,58 +122,6 @@ static void record_unlink(os_record *rec)
         sh_exec_detach(TAKE_PTR(rec->entry));
         sh_sandbox_unref(TAKE_PTR(rec->sb));
         os_record_unref(attached);
-}
-
-typedef struct record_list {
-        os_record **v;
-        size_t n, cap;
-        bool oom;
-} record_list;
-
-static void collect(sh_sandbox *sb, void *data)
-{
-        record_list *l = data;
-        os_record *rec = os_record_of(sb);
-
-        if (!rec || l->oom)
-                return;
-        if (l->n == l->cap) {
-                size_t cap = l->cap ? 2 * l->cap : 64;
-                os_record **v = realloc(l->v, cap * sizeof(*v));
-
-                if (!v) {
-                        l->oom = true;
-                        return;
-                }
-                l->v = v;
-                l->cap = cap;
-        }
-        l->v[l->n++] = rec;
-}
-
-static int by_seq(const void *a, const void *b)
-{
-        const os_record *x = *(os_record *const *)a, *y = *(os_record *const *)b;
-
-        return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-int os_records_list(os_ctx *ctx, os_record ***ret, size_t *ret_n)
-{
-        record_list l = {0};
-
-        /* The registry's walk (its sandboxes, by slot), then the records in the order they
-         * were made: O(n log n) for a listing, nothing kept between listings. */
-        sh_manager_foreach(ctx->mgr, collect, &l);
-        if (l.oom) {
-                free(l.v);
-                return -ENOMEM;
-        }
-        if (l.n > 1)
-                qsort(l.v, l.n, sizeof(*l.v), by_seq);
-        *ret = l.v;
-        *ret_n = l.n;
-        return 0;
 }
 
 sh_sandbox *os_record_sandbox(const os_record *rec)

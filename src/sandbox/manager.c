@@ -1096,6 +1096,31 @@ void sh_manager_set_draining(sh_manager *m, bool on)
                 pool_schedule(m, 0);
 }
 
+static int by_create(const void *a, const void *b)
+{
+        uint64_t x = sh_sandbox_created(*(sh_sandbox *const *)a);
+        uint64_t y = sh_sandbox_created(*(sh_sandbox *const *)b);
+
+        return x < y ? -1 : x > y;
+}
+
+int sh_manager_list(sh_manager *m, sh_sandbox ***ret, size_t *ret_n)
+{
+        sh_sandbox **v = calloc(m->count ? m->count : 1, sizeof(*v));
+        size_t n = 0;
+
+        if (!v)
+                return -ENOMEM;
+        /* The slots' walk, then the sort: O(n log n) for a listing, nothing kept between. */
+        for (unsigned i = 0; i < m->cfg->max_sandboxes; i++)
+                if (m->slots[i] && !sh_sandbox_pooled(m->slots[i]))
+                        v[n++] = m->slots[i];
+        qsort(v, n, sizeof(*v), by_create);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
 void sh_manager_foreach(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data)
 {
         unsigned i;

@@ -80,6 +80,8 @@ void sh_ws_cache_free(sh_ws_cache *c);
 int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opts *o,
                    sh_sandbox **ret, sh_error **err);
 unsigned sh_sandbox_slot(const sh_sandbox *sb);
+/* Its create's place in the order of the creates (a claimed pooled sandbox's: its claim). */
+uint64_t sh_sandbox_created(const sh_sandbox *sb);
 /* Its directory, made by the manager: its name below .sandboxes and the identities (st_dev,
  * st_ino) of it and of its workspace (NULL until the disk limit is set up). No fd is kept. */
 void sh_sandbox_set_dir(sh_sandbox *sb, const char *dirname, const struct stat *dir,

@@ -55,7 +55,7 @@ struct sh_sandbox {
         cJSON *env;          /* create-time env: object of strings (owned) */
         const char *surface; /* the surface that made it (a static name); NULL: native */
         bool deleted;
-        uint64_t created_ms;
+        uint64_t created;    /* its create's place in the order of the creates */
         uint64_t memory_max; /* its cgroup's limits: the create's, at most the host's */
         uint64_t cpu_max_milli;
 
@@ -100,6 +100,14 @@ struct sh_sandbox {
 };
 
 /* ---- the object ------------------------------------------------------------------------- */
+
+/* The order of the creates (sh_manager_list): a count, not the clock (two in one ms). */
+static uint64_t creates;
+
+uint64_t sh_sandbox_created(const sh_sandbox *sb)
+{
+        return sb->created;
+}
 
 /* A cgroup (taken) removed once it is empty, by the reaper every exec session uses too. */
 static void cg_bury(const sh_sandbox *sb, sh_cgroup *cg)
@@ -595,7 +603,7 @@ int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opt
         sb->slot = slot;
         sb->owner.uid = (uid_t)(cfg->uid_base + slot);
         sb->owner.gid = (gid_t)(cfg->uid_base + slot);
-        sb->created_ms = sh_now_ms();
+        sb->created = ++creates;
         /* A sandbox may ask for less than the host gives one sandbox, never more: the host's
          * maxima are what its operator sized the node for. */
         sb->memory_max =
@@ -1550,7 +1558,7 @@ int sh_sandbox_claim(sh_sandbox *sb, const sh_create_opts *o, sh_sandbox_done_fn
         sb->surface = o->surface;
         if (restore_dir_set(sb, o) < 0)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        sb->created_ms = sh_now_ms();
+        sb->created = ++creates;
         sb->pooled = false;
         if (sb->spare_cg)
                 spare_arm(sb); /* kept while pooled: from now on, as every sandbox's */

@@ -353,6 +353,21 @@ START_TEST(a_journal_keeps_the_events_noted_once_it_is_kept)
 }
 END_TEST
 
+START_TEST(a_claim_takes_its_place_in_the_order_of_the_creates)
+{
+        sh_sandbox *pooled = made(), *later = made(), *claim;
+        sh_error *err = NULL;
+
+        ck_assert_uint_gt(sh_sandbox_created(later), sh_sandbox_created(pooled));
+        claim = pooled; /* started ahead for the pool, handed out now: newer than `later` */
+        ck_assert_int_eq(sh_sandbox_claim(claim, &(sh_create_opts){0}, on_done, &rec, &err), 0);
+        ck_assert_uint_gt(sh_sandbox_created(claim), sh_sandbox_created(later));
+        run_one_turn();
+        sh_sandbox_unref(later);
+        sh_sandbox_unref(claim);
+}
+END_TEST
+
 static Suite *sandbox_env_suite(void)
 {
         Suite *s = suite_create("sandbox_env");
@@ -363,6 +378,7 @@ static Suite *sandbox_env_suite(void)
         tcase_add_test(tc, a_create_ends_once_from_the_loop_of_its_env);
         tcase_add_test(tc, a_cancelled_create_asks_its_owner_to_remove_the_sandbox_once);
         tcase_add_test(tc, a_create_ended_by_a_delete_tells_the_creator_and_asks_the_owner_nothing);
+        tcase_add_test(tc, a_claim_takes_its_place_in_the_order_of_the_creates);
         suite_add_tcase(s, tc);
         tc = tcase_create("expiry, pause, journal");
         tcase_add_checked_fixture(tc, setup, teardown);

@@ -183,6 +183,9 @@ unsigned sh_manager_count(const sh_manager *m);
 bool sh_manager_full(const sh_manager *m);
 bool sh_manager_draining(const sh_manager *m);
 void sh_manager_set_draining(sh_manager *m, bool on);
+/* Every live sandbox, oldest create first (a pooled sandbox's create is its claim): *ret an
+ * array of *ret_n borrowed sandboxes the caller frees. 0, or -ENOMEM. */
+int sh_manager_list(sh_manager *m, sh_sandbox ***ret, size_t *ret_n);
 /* Visit every live sandbox. */
 void sh_manager_foreach(sh_manager *m, void (*fn)(sh_sandbox *sb, void *data), void *data);
 
