@@ -13,6 +13,7 @@
 #include "persist-internal.h"
 #include "sh/cgroup.h"
 #include "sh/helper.h"
+#include "sh/job.h"
 #include "sh/list.h"
 #include "sh/seccomp.h"
 #include "sh/spawn.h"
@@ -46,10 +47,8 @@ typedef struct job {
         int outfd;
         sh_io *out_io;
         sh_timer *timeout;
-        sh_timer *freeze_t;     /* FREEZING: the next look at the freezer */
-        uint64_t freeze_end_ms; /* FREEZING: give up then */
-        unsigned freeze_delay;
-        sh_cgroup *hcg; /* the helper's cgroup, below the sandbox's; buried at the end */
+        sh_loop_poll freeze; /* FREEZING: the freezer looked at from the loop's timers */
+        sh_cgroup *hcg;      /* the helper's cgroup, below the sandbox's; buried at the end */
         char tail[TAIL_MAX];
         size_t tail_len;
         sh_persist_done_fn done;
@@ -240,8 +239,7 @@ static void job_complete(job *j, const sh_error *err)
         job_unlink(p, j);
         sh_loop_cancel_timer(p->loop, j->timeout);
         j->timeout = NULL;
-        sh_loop_cancel_timer(p->loop, j->freeze_t);
-        j->freeze_t = NULL;
+        sh_loop_poll_stop(&j->freeze);
         close_output(j);
         thaw(j);
         /* The helper has been reaped (or never ran): its cgroup goes once empty. */
@@ -420,42 +418,36 @@ static void job_spawn(sh_persister *p, job *j)
         j->timeout = sh_loop_add_timer(p->loop, p->cfg->persist_timeout_ms, job_timeout, j);
 }
 
-/* FREEZING: look at the freezer again (from a timer: a freeze can take a while, and the loop
- * never waits for it); spawn once every process of the sandbox is frozen. */
-static void freeze_poll(sh_loop *l, sh_timer *t, void *data)
+/* FREEZING: the freezer is looked at from timers (a freeze can take a while, and the loop
+ * never waits for it); rsync is spawned once every process of the sandbox is frozen. */
+static int freeze_look(void *data, sh_error **err)
 {
         job *j = data;
-        sh_error *err = NULL;
         bool frozen = false;
 
-        j->freeze_t = NULL;
-        if (j->cancelled || sh_sandbox_deleted(j->sb)) {
-                job_fail(j, SH_E_SANDBOX_NOT_FOUND, "the sandbox was deleted during the %s",
-                         what(j));
-                return;
-        }
-        if (sh_sandbox_freeze_poll(j->sb, &frozen, &err) < 0) {
-                job_fail(j, SH_E_PERSIST_FAILED, "persist: freezing the sandbox: %s",
-                         err && err->msg ? err->msg : "");
-                sh_error_release(&err);
-                return;
-        }
-        if (frozen) {
+        if (j->cancelled || sh_sandbox_deleted(j->sb))
+                return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND,
+                                    "the sandbox was deleted during the %s", what(j));
+        return sh_sandbox_freeze_poll(j->sb, &frozen, err) < 0 ? -1 : frozen;
+}
+
+static void freeze_done(void *data, int result, const sh_error *err)
+{
+        job *j = data;
+
+        if (result > 0)
                 job_spawn(j->p, j);
-                return;
-        }
-        if (sh_now_ms() >= j->freeze_end_ms) {
+        else if (result == 0)
                 job_fail(j, SH_E_PERSIST_FAILED,
                          "persist: the sandbox did not freeze within %u ms (a process in an "
                          "uninterruptible sleep?)",
                          FREEZE_TIMEOUT_MS);
-                return;
-        }
-        if (j->freeze_delay < FREEZE_POLL_MAX_MS)
-                j->freeze_delay *= 2;
-        j->freeze_t = sh_loop_add_timer(l, j->freeze_delay, freeze_poll, j);
-        if (!j->freeze_t)
-                job_fail(j, SH_E_PERSIST_FAILED, "persist: out of memory freezing the sandbox");
+        else if (sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND)
+                job_fail(j, SH_E_SANDBOX_NOT_FOUND, "%s", err->msg);
+        else
+                job_fail(j, SH_E_PERSIST_FAILED, "persist: %s the sandbox%s%s",
+                         err ? "freezing" : "out of memory freezing", err ? ": " : "",
+                         err && err->msg ? err->msg : "");
 }
 
 /* Start j. Returns with j freezing or running, or completed (then j is freed). */
@@ -506,10 +498,13 @@ static void job_start(sh_persister *p, job *j)
         j->frozen = true;
         j->state = JOB_FREEZING;
         p->running++;
-        j->freeze_end_ms = sh_now_ms() + FREEZE_TIMEOUT_MS;
-        j->freeze_delay = 1;
-        j->freeze_t = sh_loop_add_timer(p->loop, 0, freeze_poll, j);
-        if (!j->freeze_t)
+        j->freeze = (sh_loop_poll){.loop = p->loop,
+                                   .check = freeze_look,
+                                   .end = freeze_done,
+                                   .data = j,
+                                   .timeout_ms = FREEZE_TIMEOUT_MS,
+                                   .gap_max_ms = FREEZE_POLL_MAX_MS};
+        if (sh_loop_poll_start(&j->freeze) < 0)
                 job_fail(j, SH_E_PERSIST_FAILED, "persist: out of memory freezing the sandbox");
 }
 
