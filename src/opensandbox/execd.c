@@ -135,17 +135,13 @@ os_cmd *os_cmd_find(os_execd *x, const char *id, size_t len)
 void os_execd_record_gone(os_record *rec)
 {
         os_execd *x = rec->execd;
-        os_cmd *c;
 
         if (!x)
                 return;
         os_metrics_gone(x);
         os_sessions_gone(x);
         /* Their processes die with the sandbox; the engine then ends each session with an
-         * error event, which a foreground stream shows. */
-        for (c = x->cmds; c; c = c->all_next)
-                if (c->state != CMD_FINISHED && !c->why[0])
-                        snprintf(c->why, sizeof(c->why), "the sandbox was deleted");
+         * error event ("the sandbox was deleted"), which a foreground stream shows. */
         while (x->cmds)
                 os_cmd_unlink(x->cmds);
         /* the sessions billed to it (the entrypoint's too) keep it until they end */

@@ -68,7 +68,8 @@ int os_sse_error(sh_buf *q, const char *evalue, const char *traceback, uint64_t 
 /* The engine's typed events of one command as OpenSandbox's SSE stream (section 3.1): output
  * chunks split into `stdout` / `stderr` events per line (an empty line is "\n"), the
  * heartbeat as `ping`, the exit as `execution_complete` (code 0) or `error` (the code as text,
- * 128 + N for a signal), an engine error as `error` with its text. The `init` event is the
+ * 128 + N for a signal; the kill's reason, the event's `why`, its traceback), an engine error
+ * as `error` with its text (or its `why`). The `init` event is the
  * caller's (it comes before anything reaches the encoder). Pure: the time is the caller's.
  *
  * A session run (session set) carries its shell's state after the command: the wrapper
@@ -77,7 +78,6 @@ int os_sse_error(sh_buf *q, const char *evalue, const char *traceback, uint64_t 
 typedef struct os_sse {
         os_lines lines[2];
         uint64_t start_ms; /* wall ms of the request: execution_time counts from it */
-        const char *why;   /* the traceback of a kill (timeout, interrupt): the caller's */
         bool session;
         char nonce[OS_NONCE_LEN + 1];
         bool in_state, held_empty, ended;
@@ -189,9 +189,6 @@ struct os_cmd {
         uint64_t start_ms, finished_ms; /* wall */
         int exit_code;
         char *error;
-        char why[128]; /* why it was killed, for its traceback */
-        sh_timer *timeout_t;
-        uint64_t timeout_ms;
         sh_ringlog log; /* background: its output, in a file of the sandbox's */
 
         /* its request's stream: ours until its last event is queued or the client left */

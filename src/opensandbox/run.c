@@ -72,13 +72,8 @@ static void stream_gone(void *data)
 {
         os_cmd *c = data;
 
-        if (c->state != CMD_FINISHED && !c->background) {
-                if (!c->why[0])
-                        snprintf(c->why, sizeof(c->why), "the client went away");
-                log_info("command-killed", c->log_id, "client went away before the end");
-                if (c->e)
-                        sh_exec_kill(c->e);
-        }
+        if (!c->background)
+                os_cmd_kill(c, "the client went away");
         sh_queued_stream_release(TAKE_PTR(c->qs));
 }
 
@@ -160,13 +155,11 @@ static void cmd_refused(os_cmd *c)
 static void cmd_broken(os_cmd *c)
 {
         c->state = CMD_BROKEN;
-        snprintf(c->why, sizeof(c->why), "the shell did not start as a shell");
-        if (c->e)
-                sh_exec_kill(c->e);
+        os_cmd_kill(c, "the shell did not start as a shell");
 }
 
 /* Any -> FINISHED, once: its exit code and error (kept bounded, as valid JSON text), its finish
- * time, its room among the running background commands freed, its timeout off. */
+ * time, its room among the running background commands freed. */
 static void cmd_finish(os_cmd *c, int code, const char *error)
 {
         if (c->state == CMD_FINISHED)
@@ -180,8 +173,6 @@ static void cmd_finish(os_cmd *c, int code, const char *error)
         /* it may quote the sandbox's own bytes (a start failure's stderr): valid JSON text */
         if (c->error)
                 sh_utf8_sanitize(c->error);
-        sh_loop_cancel_timer(c->loop, c->timeout_t);
-        c->timeout_t = NULL;
 }
 
 /* It never ran (no handshake before its end): a start failure, its evalue the message. */
@@ -225,8 +216,8 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
         if (was == CMD_STARTING || was == CMD_BROKEN) {
                 /* killed before it ran (timeout, interrupt, the client left, not a shell): that
                  * is why; else what the wrapper or the exec said */
-                if (c->why[0])
-                        snprintf(msg, sizeof(msg), "%s", c->why);
+                if (ev->why)
+                        snprintf(msg, sizeof(msg), "%s", ev->why);
                 else
                         failure_message(c, ev, msg, sizeof(msg));
                 cmd_finish(c, ev->type == SH_EXEC_EV_EXIT ? ev->exit.code : 125, msg);
@@ -236,8 +227,8 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
         } else if (ev->type == SH_EXEC_EV_EXIT) {
                 if (ev->exit.code == 0)
                         cmd_finish(c, 0, NULL);
-                else if (c->why[0])
-                        cmd_finish(c, ev->exit.code, c->why);
+                else if (ev->why)
+                        cmd_finish(c, ev->exit.code, ev->why);
                 else if (ev->exit.signal) {
                         snprintf(msg, sizeof(msg), "killed by signal %d", ev->exit.signal);
                         cmd_finish(c, ev->exit.code, msg);
@@ -246,7 +237,7 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
                         cmd_finish(c, ev->exit.code, msg);
                 }
         } else {
-                cmd_finish(c, -1, c->why[0] ? c->why : ev->error.text);
+                cmd_finish(c, -1, ev->why ? ev->why : ev->error.text);
         }
         if (c->session) {
                 st = was == CMD_RUNNING && ev->type == SH_EXEC_EV_EXIT
@@ -374,7 +365,6 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
         /* The end (exit or error). */
         c->refs++;
         if (c->state == CMD_RUNNING && !c->background && c->qs) {
-                c->sse.why = c->why[0] ? c->why : NULL;
                 if (os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), ev, os_now_wall_ms()) < 0)
                         log_error("command-oom", c->log_id, "cannot queue the last event");
                 stream_end(c);
@@ -388,27 +378,10 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
         os_cmd_unref(c);
 }
 
-static void on_timeout(sh_loop *l, sh_timer *t, void *data)
-{
-        os_cmd *c = data;
-
-        c->timeout_t = NULL;
-        if (c->state == CMD_FINISHED)
-                return;
-        /* The whole tree, then the exit (signal 9) ends the stream with an error event. */
-        if (!c->why[0])
-                snprintf(c->why, sizeof(c->why), "timed out after %" PRIu64 " ms", c->timeout_ms);
-        log_info("command-timeout", c->log_id, "killed after %" PRIu64 " ms", c->timeout_ms);
-        os_cmd_kill(c, NULL);
-}
-
+/* The whole tree; its end (signal 9) says why (sh_exec_kill). Nothing once it ended. */
 void os_cmd_kill(os_cmd *c, const char *why)
 {
-        if (c->state == CMD_FINISHED || !c->e)
-                return;
-        if (why && !c->why[0])
-                snprintf(c->why, sizeof(c->why), "%s", why);
-        sh_exec_kill(c->e);
+        sh_exec_kill(c->e, why);
 }
 
 int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why)
@@ -424,7 +397,6 @@ int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why)
 static void cmd_free(os_cmd *c)
 {
         sh_exec_detach(c->e);
-        sh_loop_cancel_timer(c->loop, c->timeout_t);
         os_sse_done(&c->sse);
         sh_buf_done(&c->pre_err);
         free(c->content);
@@ -461,6 +433,7 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
          * the log file's open, write and close) whatever its size: OS_LOG_CHARGE_MIN. */
         const sh_exec_opts eo = {.capture_max = 0,
                                  .heartbeat_ms = 0, /* none: our `ping` counts */
+                                 .timeout_ms = o->timeout_ms,
                                  .merge_output = o->background,
                                  .read_max = o->background ? 0 : OS_STREAM_READ,
                                  .rate = x && o->background ? x->rate : NULL,
@@ -502,7 +475,6 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         c->loop = rec->ctx->loop;
         c->background = o->background;
         c->session = o->session;
-        c->timeout_ms = o->timeout_ms;
         c->text_len = text_len;
         c->start_ms = os_now_wall_ms();
         c->sse.start_ms = c->start_ms;
@@ -579,12 +551,6 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
                 os_cmd_link(x, c);
         else
                 c->refs++; /* the session's, until os_session_run_ended */
-        if (c->timeout_ms) {
-                c->timeout_t = sh_loop_add_timer(c->loop, c->timeout_ms, on_timeout, c);
-                if (!c->timeout_t)
-                        log_error("command-timeout", c->log_id,
-                                  "out of memory: the command's timeout is not armed");
-        }
         if (o->session)
                 os_session_run_started(o->session, c);
         os_cmd_unref(c);

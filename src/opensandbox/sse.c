@@ -319,7 +319,7 @@ static int flush_lines(os_sse *s, sh_buf *q, uint64_t ts)
         return os_lines_flush(&s->lines[1], on_line, &f);
 }
 
-static int encode_exit(os_sse *s, sh_buf *q, const sh_exec_exit *x, uint64_t now)
+static int encode_exit(os_sse *s, sh_buf *q, const sh_exec_exit *x, const char *why, uint64_t now)
 {
         char evalue[16], tb[160];
 
@@ -328,8 +328,8 @@ static int encode_exit(os_sse *s, sh_buf *q, const sh_exec_exit *x, uint64_t now
         if (x->code == 0)
                 return os_sse_complete(q, now > s->start_ms ? now - s->start_ms : 0, now);
         snprintf(evalue, sizeof(evalue), "%d", x->code);
-        if (s->why)
-                snprintf(tb, sizeof(tb), "%s", s->why);
+        if (why)
+                snprintf(tb, sizeof(tb), "%s", why);
         else if (x->oom)
                 snprintf(tb, sizeof(tb), "killed by the OOM killer (the sandbox's memory limit)");
         else if (x->signal)
@@ -356,13 +356,13 @@ int os_sse_event(os_sse *s, sh_buf *q, const sh_exec_event *ev, uint64_t now_ms)
                 break;
         case SH_EXEC_EV_EXIT:
                 s->ended = true;
-                r = encode_exit(s, q, &ev->exit, now_ms);
+                r = encode_exit(s, q, &ev->exit, ev->why, now_ms);
                 break;
         case SH_EXEC_EV_ERROR:
                 s->ended = true;
                 r = flush_lines(s, q, now_ms);
                 if (r == 0) {
-                        const char *t = s->why ? s->why : ev->error.text ? ev->error.text : "";
+                        const char *t = ev->why ? ev->why : ev->error.text ? ev->error.text : "";
 
                         r = os_sse_error(q, t, t, now_ms);
                 }

@@ -975,6 +975,7 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
                                   .envp = envp,
                                   .capture_max = o->capture_max,
                                   .heartbeat_ms = o->heartbeat_ms,
+                                  .timeout_ms = o->timeout_ms,
                                   .grace_ms = sb->host->cfg->exec_grace_ms,
                                   .merge_output = o->merge_output,
                                   .read_max = o->read_max,

@@ -269,8 +269,9 @@ START_TEST(test_failures_and_signals_are_error_events_with_the_code_as_text)
         free(t);
         os_sse_done(&s);
         /* a kill the caller explains (a timeout) */
-        s = (os_sse){.why = "timed out after 5 ms"};
+        s = (os_sse){0};
         ev = exited(137, 9);
+        ev.why = "timed out after 5 ms";
         ck_assert_int_eq(os_sse_event(&s, &q, &ev, 3), 0);
         t = text_of(&q);
         ck_assert_ptr_nonnull(
