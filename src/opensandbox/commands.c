@@ -186,8 +186,7 @@ static void api_status(sh_request *r)
  * past COMMAND_LOG_MAX), or a sandbox deleted meanwhile, cut the connection: a short body,
  * never a wrong one. */
 typedef struct log_reader {
-        os_cmd *c;      /* a reference */
-        os_record *rec; /* a reference: its sandbox, while it lives */
+        os_cmd *c; /* a reference */
         uint64_t pos, end;
 } log_reader;
 
@@ -202,7 +201,7 @@ static ssize_t log_read(void *data, char *out, size_t max)
                 max = OS_LOG_STEP;
         if (max > lr->end - lr->pos)
                 max = (size_t)(lr->end - lr->pos);
-        n = sh_ringlog_read(&lr->c->log, os_record_sandbox(lr->rec), lr->pos, out, max);
+        n = sh_bgexec_read(lr->c->bg, lr->pos, out, max);
         if (n <= 0) {
                 log_info("command-logs-cut", lr->c->log_id,
                          "a logs answer ends at %" PRIu64 " of %" PRIu64 ": %s", lr->pos, lr->end,
@@ -219,7 +218,6 @@ static void log_reader_release(void *data)
         log_reader *lr = data;
 
         os_cmd_unref(lr->c);
-        os_record_unref(lr->rec);
         free(lr);
 }
 
@@ -235,6 +233,7 @@ static void api_logs(sh_request *r)
         const char *id = sh_request_param(r, 1, &len);
         const sh_query_param *cur = sh_query_find(sh_request_query(r), "cursor");
         os_cmd *c = os_cmd_find(rec->execd, id, len);
+        const sh_ringlog *g;
         uint64_t from = 0, end;
         char hdr[32];
         sh_response *resp;
@@ -246,7 +245,7 @@ static void api_logs(sh_request *r)
                                (int)(len > 64 ? 64 : len), id);
                 return;
         }
-        if (!c->background) {
+        if (!c->bg) {
                 os_reply_error(r, 400, OS_BAD_BODY,
                                "command %s is not running in background: its output was its "
                                "stream",
@@ -259,9 +258,10 @@ static void api_logs(sh_request *r)
                 return;
         }
         /* From the oldest kept byte when the cursor is older; to the end as it is now. */
-        end = c->log.total;
-        if (from < sh_ringlog_first(&c->log))
-                from = sh_ringlog_first(&c->log);
+        g = sh_bgexec_log(c->bg);
+        end = g->total;
+        if (from < sh_ringlog_first(g))
+                from = sh_ringlog_first(g);
         if (from > end)
                 from = end;
         if (from == end) {
@@ -273,7 +273,7 @@ static void api_logs(sh_request *r)
                         return;
                 }
                 c->refs++;
-                *lr = (log_reader){.c = c, .rec = os_record_ref(rec), .pos = from, .end = end};
+                *lr = (log_reader){.c = c, .pos = from, .end = end};
                 tok = sh_request_wait(r, &log_ops, lr);
                 if (!tok) {
                         log_reader_release(lr);

@@ -26,9 +26,6 @@
 #define OS_SESSIONS_MAX      64                /* sessions of a sandbox */
 #define OS_COMMAND_TEXT_MAX  (128u * 1024 - 1) /* the kernel's bound on one argv string */
 #define OS_SESSION_STATE_MAX (64u * 1024)      /* a session's carried state (cwd + exports) */
-#define OS_LOG_BUDGET_TIMES  4            /* a sandbox's logs together: this x COMMAND_LOG_MAX */
-#define OS_LOG_RATE          (8u << 20)   /* background output read per second per sandbox */
-#define OS_LOG_CHARGE_MIN    4096         /* a read of less is billed as this much (its syscalls) */
 #define OS_LOG_STEP          (64u * 1024) /* a logs answer reads its file by this much a step */
 #define OS_CAPTURE           4096         /* stderr kept to explain a command that never ran */
 #define OS_NONCE_LEN         32           /* hex digits of a run's handshake nonce */
@@ -137,14 +134,8 @@ typedef struct os_execd {
         unsigned n_cmds;
         os_session *sessions;
         unsigned n_sessions;
-        os_metrics *metrics;   /* metrics.c's, NULL until asked */
-        uint64_t log_bytes;    /* kept by the background logs together (in their files) */
-        uint64_t text_bytes;   /* the remembered commands' texts together (OS_COMMAND_TEXTS_MAX) */
-        unsigned n_running_bg; /* background commands running (SANDBOX_HOST_BACKGROUND_MAX) */
-        uint64_t next_log;     /* the next log file's number */
-        /* the read rate of the sandbox's output nobody waits for (OS_LOG_RATE): its background
-         * commands' and its entrypoint's reads are billed to it (sh_exec_rate) */
-        sh_exec_rate *rate;
+        os_metrics *metrics; /* metrics.c's, NULL until asked */
+        uint64_t text_bytes; /* the remembered commands' texts together (OS_COMMAND_TEXTS_MAX) */
 } os_execd;
 
 /* The sandbox's execd state, made on first use; NULL when out of memory or gone. */
@@ -178,18 +169,16 @@ struct os_cmd {
         char *content;   /* the shell text */
         char *cwd;       /* the directory asked for, NULL: the default */
         size_t text_len; /* content and cwd: its share of x->text_bytes */
-        bool background; /* output into its log; running in the registry: x->n_running_bg */
         os_session *session;
-        sh_loop *loop;
 
-        sh_exec *e; /* the consumer's reference, until the end */
+        sh_exec *e;    /* a streamed run: the consumer's reference, until the end */
+        sh_bgexec *bg; /* a background command: the sandbox's (sh/bgexec.h), its output its log */
         os_handshake hs;
         sh_buf pre_err; /* stderr that came before the handshake line */
         os_sse sse;
         uint64_t start_ms, finished_ms; /* wall */
         int exit_code;
         char *error;
-        sh_ringlog log; /* background: its output, in a file of the sandbox's */
 
         /* its request's stream: ours until its last event is queued or the client left */
         sh_queued_stream *qs;
@@ -200,17 +189,11 @@ struct os_cmd {
 /* execd.c, the registry: room for one more command whose texts take `need` bytes (the oldest
  * finished ones forgotten until fewer than OS_COMMANDS_MAX are remembered and the texts fit
  * OS_COMMAND_TEXTS_MAX), false when the running ones leave none; a command in (a reference
- * taken) and out (its log dropped, the reference let go); found by id (NULL: none). */
+ * taken) and out (the reference let go); found by id (NULL: none). */
 bool os_cmd_room(os_execd *x, size_t need);
 void os_cmd_link(os_execd *x, os_cmd *c);
 void os_cmd_unlink(os_cmd *c);
 os_cmd *os_cmd_find(os_execd *x, const char *id, size_t len);
-/* execd.c: a background command no longer runs (it ends, or leaves the registry unfinished):
- * its room under SANDBOX_HOST_BACKGROUND_MAX is free. Call before its state changes. */
-void os_cmd_bg_stopped(os_cmd *c);
-/* execd.c: a background command's output into its log file, under its sandbox's budget of logs
- * (nothing once out of the registry). */
-void os_cmd_log(os_cmd *c, const char *p, size_t n);
 
 /* What a run is: a command of /command (foreground or background), or a session's run. */
 typedef struct os_run_opts {

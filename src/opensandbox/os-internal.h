@@ -24,7 +24,7 @@
 #include "sh/log.h"
 #include "sh/loop.h"
 #include "sh/opensandbox.h"
-#include "sh/ringlog.h"
+#include "sh/bgexec.h"
 #include "sh/sandbox.h"
 #include "sh/util.h"
 
@@ -146,9 +146,8 @@ struct os_record {
         char token[OS_TOKEN_LEN + 1]; /* the access token (never logged) */
         unsigned char token_hash[32]; /* BLAKE2b of it, compared in constant time */
 
-        /* the entrypoint: a background command, its output (stdout + stderr) in a log file */
-        sh_exec *entry;
-        sh_ringlog container;
+        /* the entrypoint: a background command, its output (stdout + stderr) in its log */
+        sh_bgexec *entry;
         bool entry_ended;
         int entry_exit; /* its exit code (128 + signal) once entry_ended */
 

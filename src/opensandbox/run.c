@@ -2,12 +2,12 @@
  * background) or a session's run, from its start to its end. Every run goes through a fixed
  * shell wrapper (the working directory, then `bash -c`, `sh -c` without bash; a session's
  * script, sessions.c) on the same engine as a native exec (sh_sandbox_exec: its own cgroup,
- * kill on disconnect, backpressure), with no heartbeat of the engine's. Its SSE stream (sse.c
+ * backpressure, the timeout), with no heartbeat of the engine's. Its SSE stream (sse.c
  * encodes) is a queued stream with a `ping` after 3 s of silence; the wrapper's handshake line
  * decides its answer (a 400 for a directory that cannot be entered); a background command
- * answers at once and runs on, its output into a bounded log of the sandbox's (execd.c), its
- * reads billed to its sandbox's read rate; a timeout, an interrupt or the client leaving kills
- * its whole tree. Its life is one state (execd.h) changed only by the transitions here. */
+ * answers at once and runs on as the sandbox layer's (sh/bgexec.h: its output in a bounded log
+ * of the sandbox's); an interrupt or the client leaving kills its whole tree. Its life is one
+ * state (execd.h) changed only by the transitions here. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -72,7 +72,7 @@ static void stream_gone(void *data)
 {
         os_cmd *c = data;
 
-        if (!c->background)
+        if (!c->bg)
                 os_cmd_kill(c, "the client went away");
         sh_queued_stream_release(TAKE_PTR(c->qs));
 }
@@ -159,12 +159,11 @@ static void cmd_broken(os_cmd *c)
 }
 
 /* Any -> FINISHED, once: its exit code and error (kept bounded, as valid JSON text), its finish
- * time, its room among the running background commands freed. */
+ * time. */
 static void cmd_finish(os_cmd *c, int code, const char *error)
 {
         if (c->state == CMD_FINISHED)
                 return;
-        os_cmd_bg_stopped(c);
         c->state = CMD_FINISHED;
         c->finished_ms = os_now_wall_ms();
         c->exit_code = code;
@@ -286,7 +285,7 @@ static void handshake_done(os_cmd *c)
                         os_cmd_unlink(c);
                 return;
         }
-        if (c->background) {
+        if (c->bg) {
                 /* init and execution_complete at once; the command runs on, its output into
                  * the log. */
                 if (c->qs) {
@@ -297,8 +296,8 @@ static void handshake_done(os_cmd *c)
                         stream_end(c);
                 }
                 /* what the shell said before the handshake line, in order */
-                if (c->pre_err.len)
-                        os_cmd_log(c, c->pre_err.p, c->pre_err.len);
+                sh_bgexec_append(c->bg, c->pre_err.p, c->pre_err.len);
+                sh_bgexec_unhold(c->bg);
                 sh_buf_done(&c->pre_err);
                 return;
         }
@@ -318,9 +317,9 @@ static void handshake_done(os_cmd *c)
                 sh_queued_stream_pushed(c->qs);
 }
 
-static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
+/* The engine's events (a background command's: its output until its log takes it, its end). */
+static void on_event(os_cmd *c, const sh_exec_event *ev)
 {
-        os_cmd *c = data;
         sh_exec_event sub = *ev;
         size_t used;
 
@@ -336,7 +335,7 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
                 /* A background command's one pipe carries stderr too: the shell's own lines
                  * before the handshake's are kept as its stderr would be. */
                 used = os_handshake_feed(&c->hs, ev->chunk.data, ev->chunk.len,
-                                         c->background ? &c->pre_err : NULL);
+                                         c->bg ? &c->pre_err : NULL);
                 if (c->hs.result == OS_HS_WAIT)
                         return;
                 c->refs++; /* handshake_done may unlink it */
@@ -349,8 +348,8 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
         }
         if (ev->type == SH_EXEC_EV_CHUNK && c->state != CMD_RUNNING)
                 return; /* a failed start's leftovers */
-        if (ev->type == SH_EXEC_EV_CHUNK && c->background) {
-                os_cmd_log(c, sub.chunk.data, sub.chunk.len);
+        if (ev->type == SH_EXEC_EV_CHUNK && c->bg) {
+                sh_bgexec_append(c->bg, sub.chunk.data, sub.chunk.len);
                 return;
         }
         if (ev->type == SH_EXEC_EV_CHUNK) {
@@ -364,7 +363,7 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
         }
         /* The end (exit or error). */
         c->refs++;
-        if (c->state == CMD_RUNNING && !c->background && c->qs) {
+        if (c->state == CMD_RUNNING && !c->bg && c->qs) {
                 if (os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), ev, os_now_wall_ms()) < 0)
                         log_error("command-oom", c->log_id, "cannot queue the last event");
                 stream_end(c);
@@ -378,10 +377,23 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
         os_cmd_unref(c);
 }
 
+static void on_exec_event(sh_exec *e, const sh_exec_event *ev, void *data)
+{
+        on_event(data, ev);
+}
+
+static void on_bg_event(sh_bgexec *b, const sh_exec_event *ev, void *data)
+{
+        on_event(data, ev);
+}
+
 /* The whole tree; its end (signal 9) says why (sh_exec_kill). Nothing once it ended. */
 void os_cmd_kill(os_cmd *c, const char *why)
 {
-        sh_exec_kill(c->e, why);
+        if (c->bg)
+                sh_bgexec_kill(c->bg, why);
+        else
+                sh_exec_kill(c->e, why);
 }
 
 int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why)
@@ -397,6 +409,7 @@ int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why)
 static void cmd_free(os_cmd *c)
 {
         sh_exec_detach(c->e);
+        sh_bgexec_free(c->bg);
         os_sse_done(&c->sse);
         sh_buf_done(&c->pre_err);
         free(c->content);
@@ -422,45 +435,20 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
 {
         os_execd *x = os_execd_of(rec);
         sh_sandbox *sb = os_record_sandbox(rec);
-        const uint64_t bg_max = rec->ctx->cfg->background_max;
-        /* A background command's stdout and stderr share one pipe: one daemon fd while it
-         * runs, with no request open (its log keeps them as they come anyway). A streamed one
-         * is read OS_STREAM_READ at a time: one chunk of empty lines is an event each, and
-         * what it queues before the backpressure sees it stays ~1 MiB. What a background
-         * command's pipe gives is billed to its sandbox's read rate: past it the command waits
-         * (its pipe fills) for the refill, so the daemon's one thread never spends more than
-         * that on one sandbox's background output; a small read costs its syscalls (the read,
-         * the log file's open, write and close) whatever its size: OS_LOG_CHARGE_MIN. */
-        const sh_exec_opts eo = {.capture_max = 0,
-                                 .heartbeat_ms = 0, /* none: our `ping` counts */
+        /* A streamed run is read OS_STREAM_READ at a time: one chunk of empty lines is an event
+         * each, and what it queues before the backpressure sees it stays ~1 MiB. */
+        const sh_exec_opts eo = {.heartbeat_ms = 0, /* none: our `ping` counts */
                                  .timeout_ms = o->timeout_ms,
-                                 .merge_output = o->background,
-                                 .read_max = o->background ? 0 : OS_STREAM_READ,
-                                 .rate = x && o->background ? x->rate : NULL,
-                                 .rate_charge_min = OS_LOG_CHARGE_MIN};
+                                 .read_max = OS_STREAM_READ};
         const char *cwd = o->cwd ? o->cwd : o->first_cwd;
         size_t text_len = strlen(o->text) + (cwd ? strlen(cwd) : 0);
-        char *argv[11], name[24];
+        char *argv[11];
         sh_error *err = NULL;
         os_cmd *c;
         int k = 0;
 
         if (!x || !sb) {
                 os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
-                return;
-        }
-        if (o->background && x->n_running_bg >= bg_max) {
-                os_reply_error(r, 503, "UNAVAILABLE",
-                               "the sandbox runs %" PRIu64 " background commands already "
-                               "(SANDBOX_HOST_BACKGROUND_MAX): wait for one to end",
-                               bg_max);
-                return;
-        }
-        if (!o->session && !os_cmd_room(x, text_len)) {
-                os_reply_error(r, 503, "UNAVAILABLE",
-                               "the sandbox's running commands fill what it remembers (%d "
-                               "commands, %u bytes of text): wait for one to end",
-                               OS_COMMANDS_MAX, OS_COMMAND_TEXTS_MAX);
                 return;
         }
         c = calloc(1, sizeof(*c));
@@ -472,8 +460,28 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
                 return;
         }
         c->refs = 1; /* ours, until the end of this function */
-        c->loop = rec->ctx->loop;
-        c->background = o->background;
+        /* A background command: the sandbox's, under its bounds, its log made now (a sandbox
+         * whose disk is full is told so at once); its output ours until the handshake's. */
+        if (o->background &&
+            sh_bgexec_new(sb, &(sh_bgexec_opts){.timeout_ms = o->timeout_ms, .hold = true}, &c->bg,
+                          &err) < 0) {
+                if (sh_error_kind_of(err) == SH_E_UNAVAILABLE)
+                        os_reply_error(r, 503, "UNAVAILABLE", "%s", err->msg);
+                else
+                        os_reply_error(r, 500, OS_RUNTIME, "cannot make the command's log: %s",
+                                       err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                cmd_free(c);
+                return;
+        }
+        if (!o->session && !os_cmd_room(x, text_len)) {
+                os_reply_error(r, 503, "UNAVAILABLE",
+                               "the sandbox's running commands fill what it remembers (%d "
+                               "commands, %u bytes of text): wait for one to end",
+                               OS_COMMANDS_MAX, OS_COMMAND_TEXTS_MAX);
+                cmd_free(c);
+                return;
+        }
         c->session = o->session;
         c->text_len = text_len;
         c->start_ms = os_now_wall_ms();
@@ -483,19 +491,8 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         os_uuid(c->id);
         os_nonce(c->hs.nonce);
         memcpy(c->sse.nonce, c->hs.nonce, sizeof(c->sse.nonce));
-        /* Its log's file, before it runs: a sandbox whose disk is full is told so now. */
-        snprintf(name, sizeof(name), "c-%" PRIu64, x->next_log++);
-        if (o->background &&
-            sh_ringlog_create(&c->log, sb, name, rec->ctx->cfg->command_log_max, &err) < 0) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot make the command's log: %s",
-                               err && err->msg ? err->msg : "");
-                sh_error_release(&err);
-                cmd_free(c);
-                return;
-        }
-        c->qs = sh_queued_stream_new(r, c->loop, &stream_ops, &stream_opts, c);
+        c->qs = sh_queued_stream_new(r, rec->ctx->loop, &stream_ops, &stream_opts, c);
         if (!c->qs) {
-                sh_ringlog_drop(&c->log, sb, c->log_id);
                 cmd_free(c);
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
@@ -504,7 +501,6 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         /* init first, whatever comes after it */
         if (os_sse_text(sh_queued_stream_queue(c->qs), "init", o->init_id ? o->init_id : c->id,
                         strlen(o->init_id ? o->init_id : c->id), c->start_ms) < 0) {
-                sh_ringlog_drop(&c->log, sb, c->log_id);
                 cmd_finish(c, -1, NULL); /* it never ran: the request's end kills nothing */
                 sh_queued_stream_release(TAKE_PTR(c->qs));
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
@@ -533,13 +529,12 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         /* Same engine as a native exec: the sandbox's uid, namespaces and cgroup, an exec
          * cgroup of its own (the whole tree dies with a kill), stdin /dev/null, the
          * environment: base, the sandbox's, then envs. */
-        if (sh_sandbox_exec(sb, argv, o->envs, &eo, on_event, c, &c->e, &err) < 0) {
+        if ((c->bg ? sh_bgexec_start(c->bg, argv, o->envs, on_bg_event, c, &err)
+                   : sh_sandbox_exec(sb, argv, o->envs, &eo, on_exec_event, c, &c->e, &err)) < 0) {
                 char msg[512];
 
                 snprintf(msg, sizeof(msg), "%s", err && err->msg ? err->msg : "cannot start");
                 sh_error_release(&err);
-                if (c->log.name[0])
-                        sh_ringlog_drop(&c->log, sb, c->log_id);
                 /* a start failure: init, then the error naming why */
                 cmd_finish(c, -1, msg);
                 start_failed(c, msg);

@@ -537,6 +537,11 @@ unsigned sh_sandbox_slot(const sh_sandbox *sb)
         return sb->slot;
 }
 
+const sh_sandbox_env *sh_sandbox_host(const sh_sandbox *sb)
+{
+        return sb->host;
+}
+
 void sh_sandbox_set_dir(sh_sandbox *sb, const char *dirname, const struct stat *dir,
                         const struct stat *ws)
 {
