@@ -70,6 +70,15 @@ uint64_t sh_now_ms(void)
         return sh_now_ns() / 1000000ULL;
 }
 
+uint64_t sh_wall_ms(void)
+{
+        struct timespec ts;
+
+        if (clock_gettime(CLOCK_REALTIME, &ts) < 0)
+                return 0;
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static void timerfd_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
 {
         uint64_t expirations;

@@ -1,23 +1,21 @@
 /* metrics.c: a sandbox's execd metrics (OPENSANDBOX.md section 3.1): GET /metrics and GET
- * /metrics/watch from the sandbox's own cgroup (v1 and v2, sh_cgroup_usage): cpu_count its CPU
- * limit in cores, cpu_used_pct its use over the last second as a share of that limit,
- * mem_total_mib its memory limit, mem_used_mib its use. A loop timer samples once a second
- * each sandbox that has been asked within the last minute (or is watched): no request ever
- * waits on the loop; the first one waits (a pending answer) for the first full second. */
-#include <inttypes.h>
+ * /metrics/watch from the sandbox layer's sampler of its cgroup (sh/usage.h: once a second
+ * while asked within the last minute or watched): cpu_count its CPU limit in cores,
+ * cpu_used_pct its use over the last second as a share of that limit, mem_total_mib its memory
+ * limit, mem_used_mib its use. The first ask waits (a pending answer) for the first full
+ * second; a watch is a queued stream of one JSON line a sample. */
 #include <stdio.h>
 #include <string.h>
 
 #include "execd.h"
 #include "sh/capability.h"
-#include "sh/cgroup.h"
+#include "sh/usage.h"
 
 SH_CAPABILITY(os_metrics, "opensandbox.metrics")
 
-#define SAMPLE_MS    1000
-#define IDLE_STOP_MS 60000       /* a sampler nobody asked for this long stops */
 #define WATCH_QUEUED (64 * 1024) /* a watcher that does not read skips samples past this */
 #define WAITERS_MAX  64          /* GET /metrics waiting for a first sample, per sandbox */
+#define MIB          (1024.0 * 1024.0)
 
 /* A GET /metrics waiting for the first sample, or a watch's stream of samples. */
 typedef struct waiter waiter;
@@ -29,82 +27,26 @@ struct waiter {
 };
 
 struct os_metrics {
-        os_execd *x;
+        sh_sampler *s;
         sh_loop *loop;
-        char log_id[SH_ID_LEN + 1];
-        sh_timer *t;
-        bool have_prev, have_sample;
-        uint64_t prev_cpu_ns, prev_ms; /* monotonic ms */
-        double cpu_pct, mem_used_mib;
-        uint64_t sample_wall_ms;
-        uint64_t asked_ms;
         waiter *waiters; /* GET /metrics before the first sample */
         unsigned n_waiters;
         waiter *watchers;
 };
 
-/* ---- one sample ------------------------------------------------------------------------------- */
-
-static double cores(const os_execd *x)
-{
-        sh_sandbox *sb = os_record_sandbox(x->rec);
-
-        return sb ? (double)sh_sandbox_cpu_max_milli(sb) / 1000.0 : 0;
-}
-
-static double mem_total_mib(const os_execd *x)
-{
-        sh_sandbox *sb = os_record_sandbox(x->rec);
-
-        return sb ? (double)sh_sandbox_memory_max(sb) / (1024.0 * 1024.0) : 0;
-}
-
-static cJSON *sample_json(const os_metrics *m)
+static cJSON *sample_json(const sh_usage *u)
 {
         cJSON *o = cJSON_CreateObject();
 
-        if (!o || !cJSON_AddNumberToObject(o, "cpu_count", cores(m->x)) ||
-            !cJSON_AddNumberToObject(o, "cpu_used_pct", m->cpu_pct) ||
-            !cJSON_AddNumberToObject(o, "mem_total_mib", mem_total_mib(m->x)) ||
-            !cJSON_AddNumberToObject(o, "mem_used_mib", m->mem_used_mib) ||
-            !cJSON_AddNumberToObject(o, "timestamp", (double)m->sample_wall_ms)) {
+        if (!o || !cJSON_AddNumberToObject(o, "cpu_count", (double)u->cpu_max_milli / 1000.0) ||
+            !cJSON_AddNumberToObject(o, "cpu_used_pct", u->cpu_pct) ||
+            !cJSON_AddNumberToObject(o, "mem_total_mib", (double)u->memory_max / MIB) ||
+            !cJSON_AddNumberToObject(o, "mem_used_mib", (double)u->memory_used / MIB) ||
+            !cJSON_AddNumberToObject(o, "timestamp", (double)u->wall_ms)) {
                 cJSON_Delete(o);
                 return NULL;
         }
         return o;
-}
-
-/* Read the cgroup's counters: the CPU over the interval since the previous reading. */
-static void take_sample(os_metrics *m)
-{
-        sh_sandbox *sb = os_record_sandbox(m->x->rec);
-        struct sh_cgroup *cg = sb ? sh_sandbox_cgroup(sb) : NULL;
-        uint64_t now = sh_now_ms();
-        sh_cg_usage u;
-        sh_error *err = NULL;
-        double c = cores(m->x), total = mem_total_mib(m->x);
-
-        if (!cg || sh_cgroup_usage(cg, &u, &err) < 0) {
-                log_warn("metrics-read-failed", m->log_id, "%s, ignoring",
-                         err && err->msg ? err->msg : "the sandbox has no cgroup");
-                sh_error_release(&err);
-                return;
-        }
-        if (m->have_prev && now > m->prev_ms) {
-                /* a counter that went back (a helper's time left with it) counts as idle */
-                double used = u.cpu_ns > m->prev_cpu_ns ? (double)(u.cpu_ns - m->prev_cpu_ns) : 0;
-                double pct = c > 0 ? used / ((double)(now - m->prev_ms) * 1e6) / c * 100.0 : 0;
-
-                m->cpu_pct = pct > 100.0 ? 100.0 : pct;
-                m->have_sample = true;
-        }
-        m->mem_used_mib = (double)u.mem_bytes / (1024.0 * 1024.0);
-        if (total > 0 && m->mem_used_mib > total)
-                m->mem_used_mib = total;
-        m->sample_wall_ms = os_now_wall_ms();
-        m->prev_cpu_ns = u.cpu_ns;
-        m->prev_ms = now;
-        m->have_prev = true;
 }
 
 /* ---- waiters and watchers ----------------------------------------------------------------------- */
@@ -153,14 +95,14 @@ static const sh_queued_stream_ops watch_ops = {.gone = watcher_gone, .release = 
 static const sh_queued_stream_opts watch_opts = {.block = 4096};
 
 /* Each watcher gets the sample as one JSON line (unless it is too far behind). */
-static void feed_watchers(os_metrics *m)
+static void feed_watchers(os_metrics *m, const sh_usage *u)
 {
         waiter *w, *next;
         char *line = NULL;
         sh_buf *q;
         cJSON *o;
 
-        if (!m->watchers || !m->have_sample || !(o = sample_json(m)))
+        if (!m->watchers || !(o = sample_json(u)))
                 return;
         line = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
@@ -177,7 +119,7 @@ static void feed_watchers(os_metrics *m)
         free(line);
 }
 
-static void answer_waiters(os_metrics *m)
+static void answer_waiters(os_metrics *m, const sh_usage *u)
 {
         waiter *w;
         sh_request *r;
@@ -186,56 +128,42 @@ static void answer_waiters(os_metrics *m)
                 waiter_unlink(w);
                 r = sh_pending_request(w->tok);
                 if (r)
-                        os_reply_json(r, 200, sample_json(m));
+                        os_reply_json(r, 200, sample_json(u));
                 sh_pending_release(TAKE_PTR(w->tok));
         }
 }
 
-static void on_sample(sh_loop *l, sh_timer *t, void *data)
+/* Each sample: to those waiting for the first one and to the watchers. */
+static bool on_sample(void *data, const sh_usage *u)
 {
         os_metrics *m = data;
 
-        m->t = NULL;
-        take_sample(m);
-        if (m->have_sample) {
-                answer_waiters(m);
-                feed_watchers(m);
+        if (u) {
+                answer_waiters(m, u);
+                feed_watchers(m, u);
         }
-        /* nobody asked for a minute and nobody watches: stop (the next ask starts again) */
-        if (!m->watchers && !m->waiters && sh_now_ms() - m->asked_ms > IDLE_STOP_MS) {
-                m->have_prev = m->have_sample = false;
-                return;
-        }
-        m->t = sh_loop_add_timer(l, SAMPLE_MS, on_sample, m);
-        if (!m->t)
-                log_error("metrics-timer", m->log_id, "out of memory: sampling stops");
+        return m->waiters || m->watchers;
 }
 
-/* The sandbox's sampler, started if it does not run. */
-static os_metrics *sampler(os_record *rec)
+/* The sandbox's metrics, asked now: its sampler runs. NULL when it cannot. */
+static os_metrics *ask(os_record *rec, const sh_usage **u)
 {
         os_execd *x = os_execd_of(rec);
+        sh_sandbox *sb = os_record_sandbox(rec);
         os_metrics *m;
 
-        if (!x)
+        if (!x || !sb)
                 return NULL;
         if (!(m = x->metrics)) {
                 m = calloc(1, sizeof(*m));
-                if (!m)
+                if (!m || !(m->s = sh_sandbox_sampler(sb, on_sample, m))) {
+                        free(m);
                         return NULL;
-                m->x = x;
+                }
                 m->loop = rec->ctx->loop;
-                snprintf(m->log_id, sizeof(m->log_id), "%s", rec->id);
                 x->metrics = m;
         }
-        m->asked_ms = sh_now_ms();
-        if (!m->t) {
-                take_sample(m);
-                m->t = sh_loop_add_timer(m->loop, SAMPLE_MS, on_sample, m);
-                if (!m->t)
-                        return NULL;
-        }
-        return m;
+        return sh_sampler_ask(m->s, u) < 0 ? NULL : m;
 }
 
 void os_metrics_gone(os_execd *x)
@@ -246,7 +174,7 @@ void os_metrics_gone(os_execd *x)
 
         if (!m)
                 return;
-        sh_loop_cancel_timer(m->loop, m->t);
+        sh_sampler_free(m->s);
         while ((w = m->waiters)) {
                 waiter_unlink(w);
                 r = sh_pending_request(w->tok);
@@ -267,15 +195,16 @@ void os_metrics_gone(os_execd *x)
 
 static void api_metrics(sh_request *r)
 {
-        os_metrics *m = sampler(os_request_record(r));
+        const sh_usage *u = NULL;
+        os_metrics *m = ask(os_request_record(r), &u);
         waiter *w;
 
         if (!m) {
                 os_reply_error(r, 500, OS_RUNTIME, "cannot sample the sandbox's metrics");
                 return;
         }
-        if (m->have_sample) {
-                os_reply_json(r, 200, sample_json(m));
+        if (u) {
+                os_reply_json(r, 200, sample_json(u));
                 return;
         }
         /* The first ask: answered once a full second has been measured. */
@@ -296,7 +225,8 @@ static void api_metrics(sh_request *r)
 
 static void api_watch(sh_request *r)
 {
-        os_metrics *m = sampler(os_request_record(r));
+        const sh_usage *u;
+        os_metrics *m = ask(os_request_record(r), &u);
         sh_response *resp;
         waiter *w;
 

@@ -17,11 +17,7 @@
 
 uint64_t os_now_wall_ms(void)
 {
-        struct timespec ts;
-
-        if (clock_gettime(CLOCK_REALTIME, &ts) < 0)
-                return 0;
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+        return sh_wall_ms();
 }
 
 /* ---- states --------------------------------------------------------------------------------- */

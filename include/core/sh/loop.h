@@ -46,3 +46,5 @@ void sh_loop_stop(sh_loop *l);
 /* Monotonic time in ms / ns. */
 uint64_t sh_now_ms(void);
 uint64_t sh_now_ns(void);
+/* The wall clock (CLOCK_REALTIME) in ms since the epoch: what an API shows as a time. */
+uint64_t sh_wall_ms(void);
