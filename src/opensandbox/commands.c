@@ -28,26 +28,26 @@ int os_run_fields(sh_request *r, const cJSON *body, os_run_opts *o)
         const cJSON *t = opt(body, "timeout");
 
         if (!cJSON_IsObject(body)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is a JSON object");
+                os_reply_code(r, OS_E_BAD_BODY, "the body is a JSON object");
                 return -1;
         }
         if (!cJSON_IsString(cmd) || !*cmd->valuestring) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'command' is a non-empty string");
+                os_reply_code(r, OS_E_BAD_BODY, "'command' is a non-empty string");
                 return -1;
         }
         /* One argv string of the kernel's (MAX_ARG_STRLEN): a longer one could not be run. */
         if (strlen(cmd->valuestring) > OS_COMMAND_TEXT_MAX) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'command' is longer than %u bytes",
-                               OS_COMMAND_TEXT_MAX);
+                os_reply_code(r, OS_E_BAD_BODY, "'command' is longer than %u bytes",
+                              OS_COMMAND_TEXT_MAX);
                 return -1;
         }
         if (cwd && (!cJSON_IsString(cwd) || strlen(cwd->valuestring) > 4096)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'cwd' is a path of at most 4096 bytes");
+                os_reply_code(r, OS_E_BAD_BODY, "'cwd' is a path of at most 4096 bytes");
                 return -1;
         }
         if (t && (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble > 9.2e18 ||
                   t->valuedouble != (double)(uint64_t)t->valuedouble)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'timeout' is a number of milliseconds");
+                os_reply_code(r, OS_E_BAD_BODY, "'timeout' is a number of milliseconds");
                 return -1;
         }
         o->text = cmd->valuestring;
@@ -64,20 +64,20 @@ static int judge_ids(sh_request *r, const cJSON *body, const sh_sandbox *sb)
         if ((uid && !cJSON_IsNumber(uid)) || (gid && !cJSON_IsNumber(gid)) ||
             (uid && (uid->valuedouble < 0 || uid->valuedouble > 4294967295.0)) ||
             (gid && (gid->valuedouble < 0 || gid->valuedouble > 4294967295.0))) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'uid' and 'gid' are non-negative integers");
+                os_reply_code(r, OS_E_BAD_BODY, "'uid' and 'gid' are non-negative integers");
                 return -1;
         }
         if (gid && !uid) {
-                os_reply_error(r, 400, OS_BAD_BODY, "uid is required when gid is provided");
+                os_reply_code(r, OS_E_BAD_BODY, "uid is required when gid is provided");
                 return -1;
         }
         /* A sandbox's processes have its one uid and gid: another would need privileges the
          * sandbox never has. */
         if ((uid && (uid_t)uid->valuedouble != own->uid) ||
             (gid && (gid_t)gid->valuedouble != own->gid)) {
-                os_reply_error(r, 400, "NOT_SUPPORTED",
-                               "commands here run as the sandbox's own uid %u and gid %u only",
-                               (unsigned)own->uid, (unsigned)own->gid);
+                os_reply_code(r, OS_E_NOT_SUPPORTED,
+                              "commands here run as the sandbox's own uid %u and gid %u only",
+                              (unsigned)own->uid, (unsigned)own->gid);
                 return -1;
         }
         return 0;
@@ -90,18 +90,18 @@ static int judge_envs(sh_request *r, const cJSON *envs)
         if (!envs)
                 return 0;
         if (!cJSON_IsObject(envs)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'envs' is an object of strings");
+                os_reply_code(r, OS_E_BAD_BODY, "'envs' is an object of strings");
                 return -1;
         }
         cJSON_ArrayForEach(v, envs)
         {
                 if (!cJSON_IsString(v)) {
-                        os_reply_error(r, 400, OS_BAD_BODY, "'envs' is an object of strings");
+                        os_reply_code(r, OS_E_BAD_BODY, "'envs' is an object of strings");
                         return -1;
                 }
                 if (!*v->string || strchr(v->string, '=')) {
-                        os_reply_error(r, 400, OS_BAD_BODY,
-                                       "'envs' names are non-empty and hold no '='");
+                        os_reply_code(r, OS_E_BAD_BODY,
+                                      "'envs' names are non-empty and hold no '='");
                         return -1;
                 }
         }
@@ -112,13 +112,13 @@ static void api_run(sh_request *r)
 {
         os_record *rec = os_request_record(r);
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
+        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty);
         const cJSON *bg, *envs;
         os_run_opts o = {0};
 
         if (!body) {
                 if (empty)
-                        os_reply_error(r, 400, OS_BAD_BODY, "the body is a JSON object");
+                        os_reply_code(r, OS_E_BAD_BODY, "the body is a JSON object");
                 return;
         }
         if (os_run_fields(r, body, &o) < 0)
@@ -126,11 +126,11 @@ static void api_run(sh_request *r)
         bg = opt(body, "background");
         envs = opt(body, "envs");
         if (bg && !cJSON_IsBool(bg)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'background' is a boolean");
+                os_reply_code(r, OS_E_BAD_BODY, "'background' is a boolean");
                 goto out;
         }
         if (!os_record_sandbox(rec)) {
-                os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
+                os_reply_code(r, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
                 goto out;
         }
         if (judge_ids(r, body, os_record_sandbox(rec)) < 0 || judge_envs(r, envs) < 0)
@@ -159,8 +159,8 @@ static void api_status(sh_request *r)
         cJSON *o;
 
         if (!c) {
-                os_reply_error(r, 404, OS_BAD_BODY, "command not found: %.*s",
-                               (int)(len > 64 ? 64 : len), id);
+                os_reply_code(r, OS_E_NO_SUCH_COMMAND, "command not found: %.*s",
+                              (int)(len > 64 ? 64 : len), id);
                 return;
         }
         o = cJSON_CreateObject();
@@ -241,20 +241,20 @@ static void api_logs(sh_request *r)
         log_reader *lr;
 
         if (!c) {
-                os_reply_error(r, 404, OS_BAD_BODY, "command not found: %.*s",
-                               (int)(len > 64 ? 64 : len), id);
+                os_reply_code(r, OS_E_NO_SUCH_COMMAND, "command not found: %.*s",
+                              (int)(len > 64 ? 64 : len), id);
                 return;
         }
         if (!c->bg) {
-                os_reply_error(r, 400, OS_BAD_BODY,
-                               "command %s is not running in background: its output was its "
-                               "stream",
-                               c->id);
+                os_reply_code(r, OS_E_BAD_BODY,
+                              "command %s is not running in background: its output was its "
+                              "stream",
+                              c->id);
                 return;
         }
         if (cur && cur->val_len &&
             (memchr(cur->val, '\0', cur->val_len) || sh_parse_u64(cur->val, &from) < 0)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'cursor' is a byte offset (an integer >= 0)");
+                os_reply_code(r, OS_E_BAD_BODY, "'cursor' is a byte offset (an integer >= 0)");
                 return;
         }
         /* From the oldest kept byte when the cursor is older; to the end as it is now. */
@@ -269,7 +269,7 @@ static void api_logs(sh_request *r)
         } else {
                 lr = calloc(1, sizeof(*lr));
                 if (!lr) {
-                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                        os_reply_code(r, OS_E_RUNTIME, "out of memory");
                         return;
                 }
                 c->refs++;
@@ -277,14 +277,14 @@ static void api_logs(sh_request *r)
                 tok = sh_request_wait(r, &log_ops, lr);
                 if (!tok) {
                         log_reader_release(lr);
-                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                        os_reply_code(r, OS_E_RUNTIME, "out of memory");
                         return;
                 }
                 resp = sh_response_stream(tok, OS_LOG_STEP);
                 sh_pending_release(tok); /* the request's and the response's remain */
         }
         if (!resp) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         /* The offset after what the body holds: the next poll's cursor. */
@@ -302,7 +302,7 @@ static void api_interrupt(sh_request *r)
         os_execd *x = os_execd_of(rec);
 
         if (!id || !id->val_len) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'id'");
+                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'id'");
                 return;
         }
         if (x && os_cmd_interrupt(x, id->val, id->val_len, "interrupted") == 1) {
@@ -313,7 +313,7 @@ static void api_interrupt(sh_request *r)
                 os_reply_empty(r, 200);
                 return;
         }
-        os_reply_error(r, 404, OS_BAD_BODY, "no command or session with this id");
+        os_reply_code(r, OS_E_NO_SUCH_COMMAND, "no command or session with this id");
 }
 
 const sh_route os_command_routes[] = {

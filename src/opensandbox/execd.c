@@ -101,6 +101,6 @@ void os_execd_free_all(os_ctx *ctx)
  * no method, would say the route is not served yet). */
 void os_execd_wrong_method(sh_request *r)
 {
-        os_reply_error(r, 405, "METHOD_NOT_ALLOWED", "%s is not a method of this route",
-                       sh_request_method(r));
+        os_reply_code(r, OS_E_METHOD_NOT_ALLOWED, "%s is not a method of this route",
+                      sh_request_method(r));
 }

@@ -243,8 +243,8 @@ void os_metrics_gone(os_execd *x);
 /* 405 for a served execd path asked with a method it does not serve (every file's tables). */
 void os_execd_wrong_method(sh_request *r);
 
-/* The execd error replies (codes of execd-api.yaml, OPENSANDBOX.md section 1). */
-#define OS_BAD_BODY   "INVALID_REQUEST_BODY"
-#define OS_MISSING    "MISSING_QUERY"
-#define OS_RUNTIME    "RUNTIME_ERROR"
-#define OS_NO_CONTEXT "CONTEXT_NOT_FOUND"
+/* The execd codes the file routes (files*.c) still name by hand; the other execd files answer
+ * through the table (codes.c: os_reply_code). */
+#define OS_BAD_BODY "INVALID_REQUEST_BODY"
+#define OS_MISSING  "MISSING_QUERY"
+#define OS_RUNTIME  "RUNTIME_ERROR"

@@ -179,7 +179,7 @@ void os_metrics_gone(os_execd *x)
                 waiter_unlink(w);
                 r = sh_pending_request(w->tok);
                 if (r)
-                        os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
+                        os_reply_code(r, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
                 sh_pending_release(TAKE_PTR(w->tok));
         }
         while ((w = m->watchers)) {
@@ -200,7 +200,7 @@ static void api_metrics(sh_request *r)
         waiter *w;
 
         if (!m) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot sample the sandbox's metrics");
+                os_reply_code(r, OS_E_RUNTIME, "cannot sample the sandbox's metrics");
                 return;
         }
         if (u) {
@@ -209,13 +209,13 @@ static void api_metrics(sh_request *r)
         }
         /* The first ask: answered once a full second has been measured. */
         if (m->n_waiters >= WAITERS_MAX || !(w = calloc(1, sizeof(*w)))) {
-                os_reply_error(r, 503, "UNAVAILABLE", "too many metrics requests at once");
+                os_reply_code(r, OS_E_UNAVAILABLE, "too many metrics requests at once");
                 return;
         }
         w->tok = sh_request_wait(r, &waiter_ops, w);
         if (!w->tok) {
                 free(w);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         w->m = m;
@@ -231,7 +231,7 @@ static void api_watch(sh_request *r)
         waiter *w;
 
         if (!m || !(w = calloc(1, sizeof(*w)))) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot sample the sandbox's metrics");
+                os_reply_code(r, OS_E_RUNTIME, "cannot sample the sandbox's metrics");
                 return;
         }
         w->qs = sh_queued_stream_new(r, m->loop, &watch_ops, &watch_opts, w);
@@ -241,7 +241,7 @@ static void api_watch(sh_request *r)
                         sh_queued_stream_release(TAKE_PTR(w->qs)); /* frees w with the request */
                 else
                         free(w);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         w->m = m;

@@ -301,7 +301,7 @@ int os_err_code(os_err *e, os_code c, const char *fmt, ...) _printf_(3, 4);
 void os_reply_code(sh_request *r, os_code c, const char *fmt, ...) _printf_(3, 4);
 void os_reply_err(sh_request *r, const os_err *e);
 /* The same as os_err_code and os_reply_code, a status and a code picked by the caller: for the
- * files not moved to the table yet (files.c, commands.c, sessions.c, metrics.c). */
+ * files not moved to the table yet (files*.c). */
 int os_err_set(os_err *e, unsigned status, const char *code, const char *fmt, ...) _printf_(4, 5);
 void os_reply_error(sh_request *r, unsigned status, const char *code, const char *fmt, ...)
         _printf_(4, 5);

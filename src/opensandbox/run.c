@@ -105,7 +105,7 @@ static void reply_stream(os_cmd *c)
                 return;
         resp = sh_queued_stream_response(c->qs);
         if (!resp) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot create the response");
+                os_reply_code(r, OS_E_RUNTIME, "cannot create the response");
                 return;
         }
         sh_response_header(resp, "Content-Type", "text/event-stream");
@@ -279,7 +279,7 @@ static void handshake_done(os_cmd *c)
                 /* As OpenSandbox's execd: a 400 before any stream; the command never ran. */
                 cmd_refused(c);
                 if (r)
-                        os_reply_error(r, 400, OS_BAD_BODY, "%s: %s", why, c->cwd ? c->cwd : "");
+                        os_reply_code(r, OS_E_BAD_BODY, "%s: %s", why, c->cwd ? c->cwd : "");
                 sh_queued_stream_release(TAKE_PTR(c->qs));
                 if (c->x)
                         os_cmd_unlink(c);
@@ -448,7 +448,7 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         int k = 0;
 
         if (!x || !sb) {
-                os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
+                os_reply_code(r, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
                 return;
         }
         c = calloc(1, sizeof(*c));
@@ -456,7 +456,7 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
                 if (c)
                         free(c->content);
                 free(c);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         c->refs = 1; /* ours, until the end of this function */
@@ -466,19 +466,19 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
             sh_bgexec_new(sb, &(sh_bgexec_opts){.timeout_ms = o->timeout_ms, .hold = true}, &c->bg,
                           &err) < 0) {
                 if (sh_error_kind_of(err) == SH_E_UNAVAILABLE)
-                        os_reply_error(r, 503, "UNAVAILABLE", "%s", err->msg);
+                        os_reply_code(r, OS_E_UNAVAILABLE, "%s", err->msg);
                 else
-                        os_reply_error(r, 500, OS_RUNTIME, "cannot make the command's log: %s",
-                                       err && err->msg ? err->msg : "");
+                        os_reply_code(r, OS_E_RUNTIME, "cannot make the command's log: %s",
+                                      err && err->msg ? err->msg : "");
                 sh_error_release(&err);
                 cmd_free(c);
                 return;
         }
         if (!o->session && !os_cmd_room(x, text_len)) {
-                os_reply_error(r, 503, "UNAVAILABLE",
-                               "the sandbox's running commands fill what it remembers (%d "
-                               "commands, %u bytes of text): wait for one to end",
-                               OS_COMMANDS_MAX, OS_COMMAND_TEXTS_MAX);
+                os_reply_code(r, OS_E_UNAVAILABLE,
+                              "the sandbox's running commands fill what it remembers (%d "
+                              "commands, %u bytes of text): wait for one to end",
+                              OS_COMMANDS_MAX, OS_COMMAND_TEXTS_MAX);
                 cmd_free(c);
                 return;
         }
@@ -494,7 +494,7 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         c->qs = sh_queued_stream_new(r, rec->ctx->loop, &stream_ops, &stream_opts, c);
         if (!c->qs) {
                 cmd_free(c);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         c->refs++; /* the stream's, dropped by stream_release */
@@ -503,7 +503,7 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
                         strlen(o->init_id ? o->init_id : c->id), c->start_ms) < 0) {
                 cmd_finish(c, -1, NULL); /* it never ran: the request's end kills nothing */
                 sh_queued_stream_release(TAKE_PTR(c->qs));
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 os_cmd_unref(c);
                 return;
         }

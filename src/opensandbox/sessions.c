@@ -144,37 +144,37 @@ static void api_create(sh_request *r)
         os_record *rec = os_request_record(r);
         os_execd *x = os_execd_of(rec);
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *o;
+        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *o;
         const cJSON *cwd = NULL;
         os_session *s;
 
         if (!body && !empty)
                 return;
         if (body && !cJSON_IsObject(body)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is a JSON object");
+                os_reply_code(r, OS_E_BAD_BODY, "the body is a JSON object");
                 goto out;
         }
         cwd = body ? cJSON_GetObjectItemCaseSensitive(body, "cwd") : NULL;
         if (cJSON_IsNull(cwd))
                 cwd = NULL;
         if (cwd && (!cJSON_IsString(cwd) || strlen(cwd->valuestring) > 4096)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'cwd' is a path of at most 4096 bytes");
+                os_reply_code(r, OS_E_BAD_BODY, "'cwd' is a path of at most 4096 bytes");
                 goto out;
         }
         if (!x) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 goto out;
         }
         if (x->n_sessions >= OS_SESSIONS_MAX) {
-                os_reply_error(r, 503, "UNAVAILABLE",
-                               "the sandbox has %d sessions already: delete one first",
-                               OS_SESSIONS_MAX);
+                os_reply_code(r, OS_E_UNAVAILABLE,
+                              "the sandbox has %d sessions already: delete one first",
+                              OS_SESSIONS_MAX);
                 goto out;
         }
         s = calloc(1, sizeof(*s));
         if (!s || (cwd && *cwd->valuestring && !(s->cwd = strdup(cwd->valuestring)))) {
                 free(s);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 goto out;
         }
         s->x = x;
@@ -202,22 +202,22 @@ static void api_run(sh_request *r)
         os_run_opts o = {0};
 
         if (!s) {
-                os_reply_error(r, 404, OS_NO_CONTEXT, "session %.*s not found",
-                               (int)(len > 64 ? 64 : len), id);
+                os_reply_code(r, OS_E_CONTEXT_NOT_FOUND, "session %.*s not found",
+                              (int)(len > 64 ? 64 : len), id);
                 return;
         }
-        body = os_json_body(r, OS_BAD_BODY, &empty);
+        body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty);
         if (!body) {
                 if (empty)
-                        os_reply_error(r, 400, OS_BAD_BODY, "the body is a JSON object");
+                        os_reply_code(r, OS_E_BAD_BODY, "the body is a JSON object");
                 return;
         }
         if (os_run_fields(r, body, &o) < 0)
                 goto out;
         if (s->n_runs >= RUNS_MAX) {
-                os_reply_error(r, 503, "UNAVAILABLE",
-                               "the session runs %d commands already: wait for one to end",
-                               RUNS_MAX);
+                os_reply_code(r, OS_E_UNAVAILABLE,
+                              "the session runs %d commands already: wait for one to end",
+                              RUNS_MAX);
                 goto out;
         }
         o.session = s;
@@ -237,8 +237,8 @@ static void api_delete(sh_request *r)
         os_session *s = find_session(rec->execd, id, len);
 
         if (!s) {
-                os_reply_error(r, 404, OS_NO_CONTEXT, "session %.*s not found",
-                               (int)(len > 64 ? 64 : len), id);
+                os_reply_code(r, OS_E_CONTEXT_NOT_FOUND, "session %.*s not found",
+                              (int)(len > 64 ? 64 : len), id);
                 return;
         }
         session_free(s, "the session was deleted");
