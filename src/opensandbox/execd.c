@@ -68,10 +68,10 @@ os_cmd *os_cmd_find(os_execd *x, const char *id, size_t len)
 {
         os_cmd *c;
 
-        if (!x || len != OS_UUID_LEN)
+        if (!x || len != SH_UUID_LEN)
                 return NULL;
         for (c = x->cmds; c; c = c->all_next)
-                if (memcmp(c->id, id, OS_UUID_LEN) == 0)
+                if (memcmp(c->id, id, SH_UUID_LEN) == 0)
                         return c;
         return NULL;
 }

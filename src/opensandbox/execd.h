@@ -29,7 +29,6 @@
 #define OS_LOG_STEP          (64u * 1024) /* a logs answer reads its file by this much a step */
 #define OS_CAPTURE           4096         /* stderr kept to explain a command that never ran */
 #define OS_NONCE_LEN         32           /* hex digits of a run's handshake nonce */
-#define OS_UUID_LEN          36
 
 /* ---- sse.c: lines ------------------------------------------------------------------------- */
 
@@ -119,7 +118,7 @@ size_t os_handshake_feed(os_handshake *h, const char *p, size_t n, sh_buf *noise
 /* A fresh random nonce (hex) into out. */
 void os_nonce(char out[OS_NONCE_LEN + 1]);
 /* A random UUID (version 4) into out: command and session ids. */
-void os_uuid(char out[OS_UUID_LEN + 1]);
+void os_uuid(char out[SH_UUID_LEN + 1]);
 
 /* ---- a sandbox's execd state (execd.c owns it; rec->execd) ----------------------------------- */
 
@@ -164,7 +163,7 @@ struct os_cmd {
         unsigned refs;
         os_execd *x; /* NULL once out of the registry (or never in it: session runs) */
         cmd_state state;
-        char id[OS_UUID_LEN + 1];
+        char id[SH_UUID_LEN + 1];
         char log_id[SH_ID_LEN + 1];
         char *content;   /* the shell text */
         char *cwd;       /* the directory asked for, NULL: the default */

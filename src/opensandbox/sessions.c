@@ -53,7 +53,7 @@ const char os_session_script[] =
 
 struct os_session {
         os_execd *x;
-        char id[OS_UUID_LEN + 1];
+        char id[SH_UUID_LEN + 1];
         char *cwd;   /* the create's, NULL: none (the workspace) */
         char *state; /* the last run's state (shell text), NULL before any */
         os_cmd *runs[RUNS_MAX];
@@ -65,10 +65,10 @@ static os_session *find_session(os_execd *x, const char *id, size_t len)
 {
         os_session *s;
 
-        if (!x || len != OS_UUID_LEN)
+        if (!x || len != SH_UUID_LEN)
                 return NULL;
         for (s = x->sessions; s; s = s->all_next)
-                if (memcmp(s->id, id, OS_UUID_LEN) == 0)
+                if (memcmp(s->id, id, SH_UUID_LEN) == 0)
                         return s;
         return NULL;
 }

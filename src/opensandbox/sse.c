@@ -127,41 +127,13 @@ static int put(sh_buf *q, const char *s)
         return sh_buf_append(q, s, strlen(s));
 }
 
-/* A byte JSON carries as itself: printable ASCII but the quote and the backslash. */
-static inline bool plain(unsigned char c)
-{
-        return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-}
-
-/* `n` bytes as a JSON string (quotes included). Runs of plain ASCII are copied as they are
- * (most output); every other run goes through sh_json_quote_bytes, the one home of the
- * escaping rules (its own quotes dropped). */
+/* `n` bytes as a JSON string (quotes included): sh_json_quote_bytes, the one home of the
+ * escaping rules. */
 static int put_quoted(sh_buf *q, const char *s, size_t n)
 {
-        const unsigned char *u = (const unsigned char *)s;
-        size_t i = 0, j, w;
-        char *out;
-
         if (n > (SIZE_MAX - 16) / 6 || sh_buf_reserve(q, 6 * n + 3) < 0)
                 return -ENOMEM;
-        out = q->p + q->len;
-        *out++ = '"';
-        while (i < n) {
-                for (j = i; j < n && plain(u[j]); j++)
-                        ;
-                memcpy(out, s + i, j - i);
-                out += j - i;
-                if (j == n)
-                        break;
-                for (i = j; j < n && !plain(u[j]); j++)
-                        ;
-                w = sh_json_quote_bytes(s + i, j - i, out);
-                memmove(out, out + 1, w - 2);
-                out += w - 2;
-                i = j;
-        }
-        *out++ = '"';
-        q->len = (size_t)(out - q->p);
+        q->len += sh_json_quote_bytes(s, n, q->p + q->len);
         return 0;
 }
 
@@ -467,32 +439,16 @@ size_t os_handshake_feed(os_handshake *h, const char *p, size_t n, sh_buf *noise
 
 void os_nonce(char out[OS_NONCE_LEN + 1])
 {
-        static const char hex[] = "0123456789abcdef";
         unsigned char b[OS_NONCE_LEN / 2];
-        size_t i;
 
         randombytes_buf(b, sizeof(b));
-        for (i = 0; i < sizeof(b); i++) {
-                out[2 * i] = hex[b[i] >> 4];
-                out[2 * i + 1] = hex[b[i] & 15];
-        }
-        out[OS_NONCE_LEN] = '\0';
+        sh_hex_encode(b, sizeof(b), out);
 }
 
-void os_uuid(char out[OS_UUID_LEN + 1])
+void os_uuid(char out[SH_UUID_LEN + 1])
 {
-        static const char hex[] = "0123456789abcdef";
         unsigned char b[16];
-        unsigned i, k = 0;
 
         randombytes_buf(b, sizeof(b));
-        b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
-        b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* variant 10 */
-        for (i = 0; i < 16; i++) {
-                if (i == 4 || i == 6 || i == 8 || i == 10)
-                        out[k++] = '-';
-                out[k++] = hex[b[i] >> 4];
-                out[k++] = hex[b[i] & 15];
-        }
-        out[k] = '\0';
+        sh_uuid_format(b, out);
 }

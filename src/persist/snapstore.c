@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -17,6 +16,7 @@
 
 #include "sh/log.h"
 #include "sh/macro.h"
+#include "sh/random.h"
 #include "sh/spawn.h"
 #include "sh/syscalls.h"
 
@@ -814,30 +814,11 @@ static uint64_t now_ms(void)
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* A fresh id: 128 random bits. */
+/* A fresh id: the prefix and 128 random bits. */
 static int new_id(char out[SH_SNAP_ID_LEN + 1])
 {
-        static const char hex[] = "0123456789abcdef";
-        unsigned char b[SH_ID_LEN / 2];
-        size_t p = sizeof(SH_SNAP_PREFIX) - 1;
-        size_t got = 0;
-
-        while (got < sizeof(b)) {
-                ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                got += (size_t)n;
-        }
-        memcpy(out, SH_SNAP_PREFIX, p);
-        for (size_t i = 0; i < sizeof(b); i++) {
-                out[p + 2 * i] = hex[b[i] >> 4];
-                out[p + 2 * i + 1] = hex[b[i] & 15];
-        }
-        out[SH_SNAP_ID_LEN] = '\0';
-        return 0;
+        memcpy(out, SH_SNAP_PREFIX, sizeof(SH_SNAP_PREFIX) - 1);
+        return sh_random_hex(out + sizeof(SH_SNAP_PREFIX) - 1, SH_ID_LEN / 2);
 }
 
 int sh_snapstore_add(sh_snapstore *st, const char *sandbox_id, const char *name,

@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include "sh/exec.h"
 #include "sh/list.h"
 #include "sh/log.h"
+#include "sh/random.h"
 #include "sh/safe_open.h"
 #include "sh/seccomp.h"
 #include "sh/worker.h"
@@ -105,31 +105,6 @@ static void create_worker_ready(sh_sandbox *sb);
 static void create_fail(sh_sandbox *sb, const sh_error *err);
 static void create_deleted(sh_sandbox *sb);
 static void execs_abandon(sh_sandbox *sb, const char *why);
-
-static int random_id(char out[SH_ID_LEN + 1])
-{
-        static const char hex[] = "0123456789abcdef";
-        unsigned char b[SH_ID_LEN / 2];
-        size_t got = 0;
-        unsigned i;
-
-        while (got < sizeof(b)) {
-                ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                got += (size_t)n;
-        }
-        for (i = 0; i < sizeof(b); i++) {
-                out[2 * i] = hex[b[i] >> 4];
-                out[2 * i + 1] = hex[b[i] & 15];
-        }
-        out[SH_ID_LEN] = '\0';
-        return 0;
-}
 
 static void spare_drop(sh_sandbox *sb);
 static void ws_drop(sh_sandbox *sb);
@@ -626,7 +601,7 @@ int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opt
                 sandbox_free(sb);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
-        r = random_id(sb->id);
+        r = sh_random_hex(sb->id, SH_ID_LEN / 2);
         if (r < 0) {
                 sandbox_free(sb);
                 return sh_error_make(err, -r, "getrandom");

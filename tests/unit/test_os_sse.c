@@ -439,7 +439,7 @@ END_TEST
 
 START_TEST(test_nonces_and_ids_are_random_hex)
 {
-        char a[OS_NONCE_LEN + 1], b[OS_NONCE_LEN + 1], u[OS_UUID_LEN + 1];
+        char a[OS_NONCE_LEN + 1], b[OS_NONCE_LEN + 1], u[SH_UUID_LEN + 1];
 
         os_nonce(a);
         os_nonce(b);
@@ -447,7 +447,7 @@ START_TEST(test_nonces_and_ids_are_random_hex)
         ck_assert_str_ne(a, b);
         ck_assert_uint_eq(strspn(a, "0123456789abcdef"), OS_NONCE_LEN);
         os_uuid(u);
-        ck_assert_uint_eq(strlen(u), OS_UUID_LEN);
+        ck_assert_uint_eq(strlen(u), SH_UUID_LEN);
         ck_assert_int_eq(u[8], '-');
         ck_assert_int_eq(u[14], '4');
 }

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "sh/random.h"
 #include "sh/util.h"
 #include "unit.h"
 
@@ -633,6 +634,46 @@ START_TEST(test_remote_id_hash_is_its_first_32_bits)
 }
 END_TEST
 
+/* ---- hex, UUIDs, random ids -------------------------------------------------------------- */
+
+START_TEST(test_hex_is_two_lowercase_digits_a_byte)
+{
+        char out[16];
+
+        sh_hex_encode("\x00\x0f\xa5\xff", 4, out);
+        ck_assert_str_eq(out, "000fa5ff");
+        sh_hex_encode("", 0, out);
+        ck_assert_str_eq(out, "");
+}
+END_TEST
+
+START_TEST(test_a_uuid_is_its_bytes_with_version_4_and_variant_10)
+{
+        unsigned char b[16];
+        char out[SH_UUID_LEN + 1];
+
+        memset(b, 0xff, sizeof(b));
+        sh_uuid_format(b, out);
+        ck_assert_str_eq(out, "ffffffff-ffff-4fff-bfff-ffffffffffff");
+        memset(b, 0, sizeof(b));
+        sh_uuid_format(b, out);
+        ck_assert_str_eq(out, "00000000-0000-4000-8000-000000000000");
+}
+END_TEST
+
+START_TEST(test_random_hex_is_hex_of_the_length_asked_and_never_the_same)
+{
+        char a[2 * 100 + 1], b[2 * 100 + 1];
+
+        /* more than one read's worth (64 bytes) */
+        ck_assert_int_eq(sh_random_hex(a, 100), 0);
+        ck_assert_int_eq(sh_random_hex(b, 100), 0);
+        ck_assert_uint_eq(strlen(a), 200);
+        ck_assert_uint_eq(strspn(a, "0123456789abcdef"), 200);
+        ck_assert_str_ne(a, b);
+}
+END_TEST
+
 /* ---- sh_json_quote_bytes ---------------------------------------------------------------- */
 
 START_TEST(test_quote_ascii)
@@ -950,6 +991,12 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_item_id_later_chars);
         tcase_add_test(tc, test_remote_id_exactly_32_lower_hex);
         tcase_add_test(tc, test_remote_id_hash_is_its_first_32_bits);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("ids");
+        tcase_add_test(tc, test_hex_is_two_lowercase_digits_a_byte);
+        tcase_add_test(tc, test_a_uuid_is_its_bytes_with_version_4_and_variant_10);
+        tcase_add_test(tc, test_random_hex_is_hex_of_the_length_asked_and_never_the_same);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("json_quote");
