@@ -1,6 +1,6 @@
 /* execd.h: what the execd files of the /v1 surface share (issue 13; OPENSANDBOX.md section
- * 3.1): the SSE encoder of the exec engine's events with its line splitter and the wrapper's
- * handshake (sse.c, pure), each sandbox's execd state (rec->execd, execd.c) with its registry
+ * 3.1): the SSE encoder of the exec engine's events and the wrapper's handshake (sse.c,
+ * pure), each sandbox's execd state (rec->execd, execd.c) with its registry
  * of commands, a command and its runs (run.c), the routes of commands (commands.c), sessions
  * (sessions.c) and metrics (metrics.c). Nothing outside src/opensandbox/ includes it. */
 #pragma once
@@ -12,6 +12,7 @@
 
 #include "os-internal.h"
 #include "sh/buf.h"
+#include "sh/linesplit.h"
 
 /* ---- bounds (docs/opensandbox.md "Limits") ------------------------------------------------ */
 
@@ -29,28 +30,6 @@
 #define OS_LOG_STEP          (64u * 1024) /* a logs answer reads its file by this much a step */
 #define OS_CAPTURE           4096         /* stderr kept to explain a command that never ran */
 #define OS_NONCE_LEN         32           /* hex digits of a run's handshake nonce */
-
-/* ---- sse.c: lines ------------------------------------------------------------------------- */
-
-/* One line of output (terminator stripped; len 0: an empty line), or a 64 KiB cut of a longer
- * one. Returns 0 to go on, 1 to stop the feed (the rest of the bytes is not lines), < 0 on
- * error (out of memory). */
-typedef int (*os_line_fn)(void *data, const char *line, size_t len);
-
-/* A line splitter as OpenSandbox's execd splits: "\n", "\r" and "\r\n" each end a line; a line
- * longer than OS_SSE_LINE_MAX is cut at the last UTF-8 character boundary at or below it. */
-typedef struct os_lines {
-        char *p; /* the line so far (OS_SSE_LINE_MAX bytes once allocated) */
-        size_t len;
-        bool cr; /* the last byte was '\r': a '\n' right after ends nothing */
-} os_lines;
-
-/* Feed n bytes: fn for each complete line. Returns the bytes consumed (n, or fewer when fn
- * stopped the feed), or < 0 (fn's error, or -ENOMEM). */
-ssize_t os_lines_feed(os_lines *l, const char *p, size_t n, os_line_fn fn, void *data);
-/* The end of the stream: the last unterminated line, if any. 0 or < 0. */
-int os_lines_flush(os_lines *l, os_line_fn fn, void *data);
-void os_lines_done(os_lines *l);
 
 /* ---- sse.c: events -------------------------------------------------------------------------- */
 
@@ -72,8 +51,8 @@ int os_sse_error(sh_buf *q, const char *evalue, const char *traceback, uint64_t 
  * prints "\n<nonce>\n", the state, "<nonce>.\n" on stdout; the encoder shows none of it (nor
  * the empty line the first "\n" may make) and keeps the state (os_sse_session_state). */
 typedef struct os_sse {
-        os_lines lines[2];
-        uint64_t start_ms; /* wall ms of the request: execution_time counts from it */
+        sh_linesplit lines[2]; /* stdout's, stderr's (OS_SSE_LINE_MAX) */
+        uint64_t start_ms;     /* wall ms of the request: execution_time counts from it */
         bool session;
         char nonce[OS_NONCE_LEN + 1];
         bool in_state, held_empty, ended;

@@ -13,113 +13,6 @@
 
 #include "execd.h"
 
-/* ---- lines ------------------------------------------------------------------------------------ */
-
-/* Where to cut a full line so that no valid UTF-8 character is split: before a lead byte whose
- * sequence would run past the end. A byte that starts no valid sequence is cut anywhere. */
-static size_t utf8_cut(const char *p, size_t len)
-{
-        size_t j, need;
-        unsigned char c;
-
-        for (j = len; j > 0 && len - j < 4; j--) {
-                c = (unsigned char)p[j - 1];
-                if ((c & 0xc0) == 0x80)
-                        continue; /* a continuation byte: look further back */
-                need = c >= 0xf0 && c <= 0xf4   ? 4
-                       : c >= 0xe0 && c <= 0xef ? 3
-                       : c >= 0xc2 && c <= 0xdf ? 2
-                                                : 1;
-                return j - 1 + need > len && j - 1 > 0 ? j - 1 : len;
-        }
-        return len;
-}
-
-static int line_alloc(os_lines *l)
-{
-        if (!l->p && !(l->p = malloc(OS_SSE_LINE_MAX)))
-                return -ENOMEM;
-        return 0;
-}
-
-ssize_t os_lines_feed(os_lines *l, const char *p, size_t n, os_line_fn fn, void *data)
-{
-        size_t i = 0, j, run, k;
-        int r;
-
-        while (i < n) {
-                if (p[i] == '\n' || p[i] == '\r') {
-                        /* "\r\n" is one terminator; any other one ends a line, empty or not */
-                        if (l->len > 0)
-                                r = fn(data, l->p, l->len);
-                        else if (p[i] == '\n' && l->cr)
-                                r = 0;
-                        else
-                                r = fn(data, "", 0);
-                        l->len = 0;
-                        l->cr = p[i] == '\r';
-                        i++;
-                        if (r < 0)
-                                return r;
-                        if (r > 0)
-                                return (ssize_t)i;
-                        continue;
-                }
-                l->cr = false;
-                for (j = i; j < n && p[j] != '\n' && p[j] != '\r'; j++)
-                        ;
-                if (l->len == 0 && j < n && j - i <= OS_SSE_LINE_MAX) {
-                        /* a whole line in the input: no copy (its terminator comes next) */
-                        r = fn(data, p + i, j - i);
-                        l->cr = p[j] == '\r';
-                        i = j + 1;
-                        if (r < 0)
-                                return r;
-                        if (r > 0)
-                                return (ssize_t)i;
-                        continue;
-                }
-                while (i < j) {
-                        if (line_alloc(l) < 0)
-                                return -ENOMEM;
-                        if (l->len == OS_SSE_LINE_MAX) {
-                                /* Full, and more of the line comes: cut (lazily, so that a
-                                 * line of exactly 64 KiB is one event, not two). */
-                                k = utf8_cut(l->p, l->len);
-                                r = fn(data, l->p, k);
-                                memmove(l->p, l->p + k, l->len - k);
-                                l->len -= k;
-                                if (r < 0)
-                                        return r;
-                                if (r > 0)
-                                        return (ssize_t)i;
-                        }
-                        run = j - i < OS_SSE_LINE_MAX - l->len ? j - i : OS_SSE_LINE_MAX - l->len;
-                        memcpy(l->p + l->len, p + i, run);
-                        l->len += run;
-                        i += run;
-                }
-        }
-        return (ssize_t)n;
-}
-
-int os_lines_flush(os_lines *l, os_line_fn fn, void *data)
-{
-        int r = 0;
-
-        if (l->len > 0)
-                r = fn(data, l->p, l->len);
-        l->len = 0;
-        l->cr = false;
-        return r < 0 ? r : 0;
-}
-
-void os_lines_done(os_lines *l)
-{
-        free(l->p);
-        *l = (os_lines){0};
-}
-
 /* ---- events ----------------------------------------------------------------------------------- */
 
 static int put(sh_buf *q, const char *s)
@@ -264,7 +157,8 @@ static int feed_chunk(os_sse *s, sh_buf *q, sh_exec_stream stream, const char *p
                 keep_state(s, p, n);
                 return 0;
         }
-        k = os_lines_feed(&s->lines[f.err], p, n, on_line, &f);
+        s->lines[f.err].max = OS_SSE_LINE_MAX;
+        k = sh_linesplit_feed(&s->lines[f.err], p, n, on_line, &f);
         if (k < 0)
                 return (int)k;
         if ((size_t)k < n)
@@ -279,7 +173,7 @@ static int flush_lines(os_sse *s, sh_buf *q, uint64_t ts)
 
         feed_init(&f, s, q, false, ts);
         if (!s->in_state) {
-                if (os_lines_flush(&s->lines[0], on_line, &f) < 0)
+                if (sh_linesplit_flush(&s->lines[0], on_line, &f) < 0)
                         return -ENOMEM;
                 if (s->held_empty) {
                         s->held_empty = false;
@@ -288,7 +182,7 @@ static int flush_lines(os_sse *s, sh_buf *q, uint64_t ts)
                 }
         }
         f.err = true;
-        return os_lines_flush(&s->lines[1], on_line, &f);
+        return sh_linesplit_flush(&s->lines[1], on_line, &f);
 }
 
 static int encode_exit(os_sse *s, sh_buf *q, const sh_exec_exit *x, const char *why, uint64_t now)
@@ -363,8 +257,8 @@ const char *os_sse_session_state(os_sse *s, size_t *ret_len)
 
 void os_sse_done(os_sse *s)
 {
-        os_lines_done(&s->lines[0]);
-        os_lines_done(&s->lines[1]);
+        sh_linesplit_done(&s->lines[0]);
+        sh_linesplit_done(&s->lines[1]);
         sh_buf_done(&s->state);
 }
 
