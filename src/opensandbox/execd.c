@@ -104,3 +104,22 @@ void os_execd_wrong_method(sh_request *r)
         os_reply_code(r, OS_E_METHOD_NOT_ALLOWED, "%s is not a method of this route",
                       sh_request_method(r));
 }
+
+void os_reply_event_stream(sh_queued_stream *qs)
+{
+        sh_request *r = sh_queued_stream_request(qs);
+        sh_response *resp;
+
+        if (!r)
+                return;
+        resp = sh_queued_stream_response(qs);
+        if (!resp) {
+                os_reply_code(r, OS_E_RUNTIME, "cannot create the response");
+                return;
+        }
+        sh_response_header(resp, "Content-Type", "text/event-stream");
+        sh_response_header(resp, "Cache-Control", "no-cache");
+        sh_response_header(resp, "X-Accel-Buffering", "no");
+        sh_response_header(resp, "X-Content-Type-Options", "nosniff");
+        sh_reply(r, 200, resp);
+}

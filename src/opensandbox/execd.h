@@ -218,6 +218,10 @@ void os_cmd_unref(os_cmd *c);
 /* metrics.c: the record goes: its sampler stops, its watchers end. */
 void os_metrics_gone(os_execd *x);
 
+/* The 200 text/event-stream answer of a queued stream (a command's, a metrics watch), with
+ * what it has queued (500 when out of memory); nothing once its request has ended. */
+void os_reply_event_stream(sh_queued_stream *qs);
+
 /* 405 for a served execd path asked with a method it does not serve (every file's tables). */
 void os_execd_wrong_method(sh_request *r);
 

@@ -227,7 +227,6 @@ static void api_watch(sh_request *r)
 {
         const sh_usage *u;
         os_metrics *m = ask(os_request_record(r), &u);
-        sh_response *resp;
         waiter *w;
 
         if (!m || !(w = calloc(1, sizeof(*w)))) {
@@ -235,21 +234,14 @@ static void api_watch(sh_request *r)
                 return;
         }
         w->qs = sh_queued_stream_new(r, m->loop, &watch_ops, &watch_opts, w);
-        resp = w->qs ? sh_queued_stream_response(w->qs) : NULL;
-        if (!resp) {
-                if (w->qs)
-                        sh_queued_stream_release(TAKE_PTR(w->qs)); /* frees w with the request */
-                else
-                        free(w);
+        if (!w->qs) {
+                free(w);
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         w->m = m;
         SH_LIST_PREPEND(all, m->watchers, w);
-        sh_response_header(resp, "Content-Type", "text/event-stream");
-        sh_response_header(resp, "Cache-Control", "no-cache");
-        sh_response_header(resp, "X-Accel-Buffering", "no");
-        sh_reply(r, 200, resp);
+        os_reply_event_stream(w->qs);
 }
 
 const sh_route os_metrics_routes[] = {

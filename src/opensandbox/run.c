@@ -8,8 +8,6 @@
  * answers at once and runs on as the sandbox layer's (sh/bgexec.h: its output in a bounded log
  * of the sandbox's); an interrupt or the client leaving kills its whole tree. Its life is one
  * state (execd.h) changed only by the transitions here. */
-#include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,6 +37,8 @@ static const char launcher[] = "s=$1; shift\n"
                                "\"$@\"; fi\n"
                                "exec sh -c \"$s\" sh \"$@\"\n";
 extern const char os_session_script[];
+
+#define ERROR_MAX 511 /* the text of a command's `error` kept (its registry's budget) */
 
 /* ---- the stream -------------------------------------------------------------------------------- */
 
@@ -95,47 +95,14 @@ static const sh_queued_stream_opts stream_opts = {
         .block = 256 * 1024,
 };
 
-/* The 200 text/event-stream answer, with what is queued. */
-static void reply_stream(os_cmd *c)
+/* ev into the stream, if its client is still there. */
+static void queue(os_cmd *c, const sh_exec_event *ev)
 {
-        sh_request *r = sh_queued_stream_request(c->qs);
-        sh_response *resp;
-
-        if (!r)
-                return;
-        resp = sh_queued_stream_response(c->qs);
-        if (!resp) {
-                os_reply_code(r, OS_E_RUNTIME, "cannot create the response");
-                return;
-        }
-        sh_response_header(resp, "Content-Type", "text/event-stream");
-        sh_response_header(resp, "Cache-Control", "no-cache");
-        sh_response_header(resp, "X-Accel-Buffering", "no");
-        sh_response_header(resp, "X-Content-Type-Options", "nosniff");
-        sh_reply(r, 200, resp);
+        if (c->qs && os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), ev, os_now_wall_ms()) < 0)
+                log_error("command-oom", c->log_id, "cannot queue output");
 }
 
-/* ---- the command's life ----------------------------------------------------------------------- */
-
-#define ERROR_MAX 511 /* the text of a command's `error` kept (its registry's budget) */
-
-/* The first ERROR_MAX bytes of error, NUL-terminated (NULL: out of memory). A loop, not
- * strndup: the callers' texts are arrays shorter than the bound, which gcc's -O3 flags. */
-static char *copy_error(const char *error)
-{
-        size_t n = 0;
-        char *p;
-
-        while (n < ERROR_MAX && error[n])
-                n++;
-        if (!(p = malloc(n + 1)))
-                return NULL;
-        memcpy(p, error, n);
-        p[n] = '\0';
-        return p;
-}
-
-/* ---- its transitions ---- */
+/* ---- the command's life: its transitions -------------------------------------------------------- */
 
 /* STARTING -> RUNNING: the wrapper entered the directory; the command runs. */
 static void cmd_ran(os_cmd *c)
@@ -158,8 +125,8 @@ static void cmd_broken(os_cmd *c)
         os_cmd_kill(c, "the shell did not start as a shell");
 }
 
-/* Any -> FINISHED, once: its exit code and error (kept bounded, as valid JSON text), its finish
- * time. */
+/* Any -> FINISHED, once: its exit code and error (its first ERROR_MAX bytes, valid JSON text:
+ * it may quote the sandbox's own bytes, a start failure's stderr), its finish time. */
 static void cmd_finish(os_cmd *c, int code, const char *error)
 {
         if (c->state == CMD_FINISHED)
@@ -168,32 +135,37 @@ static void cmd_finish(os_cmd *c, int code, const char *error)
         c->finished_ms = os_now_wall_ms();
         c->exit_code = code;
         free(c->error);
-        c->error = error && *error ? copy_error(error) : NULL;
-        /* it may quote the sandbox's own bytes (a start failure's stderr): valid JSON text */
+        c->error = error && *error ? sh_memdup0(error, strnlen(error, ERROR_MAX)) : NULL;
         if (c->error)
                 sh_utf8_sanitize(c->error);
 }
 
-/* It never ran (no handshake before its end): a start failure, its evalue the message. */
+/* ---- its end ----------------------------------------------------------------------------------- */
+
+/* It never ran (no handshake before its end): a start failure, its evalue the message. The
+ * stream is answered now (its answer waited for the handshake). */
 static void start_failed(os_cmd *c, const char *msg)
 {
         c->sse.ended = true;
-        if (c->qs) {
-                if (os_sse_error(sh_queued_stream_queue(c->qs), msg, msg, os_now_wall_ms()) < 0)
-                        log_error("command-oom", c->log_id, "cannot queue the error event");
-                reply_stream(c); /* not answered yet: that waits for the handshake */
-                stream_end(c);
-        }
+        if (!c->qs)
+                return;
+        if (os_sse_error(sh_queued_stream_queue(c->qs), msg, msg, os_now_wall_ms()) < 0)
+                log_error("command-oom", c->log_id, "cannot queue the error event");
+        os_reply_event_stream(c->qs);
+        stream_end(c);
 }
 
-/* The stderr bytes of a command that never ran: what its wrapper or the exec said. */
+/* Why a command that never ran ended: its kill's reason, else the stderr bytes of its wrapper
+ * or the exec, else the engine's word. */
 static void failure_message(os_cmd *c, const sh_exec_event *ev, char *out, size_t size)
 {
         size_t n = c->pre_err.len, i;
 
         while (n && (c->pre_err.p[n - 1] == '\n' || c->pre_err.p[n - 1] == '\r'))
                 n--;
-        if (n) {
+        if (ev->why) {
+                snprintf(out, size, "%s", ev->why);
+        } else if (n) {
                 snprintf(out, size, "%.*s", (int)(n < size - 1 ? n : size - 1), c->pre_err.p);
                 for (i = 0; out[i]; i++)
                         if ((unsigned char)out[i] < 0x20)
@@ -208,42 +180,30 @@ static void failure_message(os_cmd *c, const sh_exec_event *ev, char *out, size_
 static void end_of_run(os_cmd *c, const sh_exec_event *ev)
 {
         const cmd_state was = c->state;
-        char msg[512];
+        const bool exited = ev->type == SH_EXEC_EV_EXIT;
         size_t slen = 0;
-        const char *st;
+        char msg[512];
 
         if (was == CMD_STARTING || was == CMD_BROKEN) {
-                /* killed before it ran (timeout, interrupt, the client left, not a shell): that
-                 * is why; else what the wrapper or the exec said */
-                if (ev->why)
-                        snprintf(msg, sizeof(msg), "%s", ev->why);
-                else
-                        failure_message(c, ev, msg, sizeof(msg));
-                cmd_finish(c, ev->type == SH_EXEC_EV_EXIT ? ev->exit.code : 125, msg);
+                failure_message(c, ev, msg, sizeof(msg));
+                cmd_finish(c, exited ? ev->exit.code : 125, msg);
                 start_failed(c, msg);
         } else if (was == CMD_REFUSED) {
                 cmd_finish(c, 125, "the working directory cannot be entered");
-        } else if (ev->type == SH_EXEC_EV_EXIT) {
-                if (ev->exit.code == 0)
-                        cmd_finish(c, 0, NULL);
-                else if (ev->why)
-                        cmd_finish(c, ev->exit.code, ev->why);
-                else if (ev->exit.signal) {
+        } else if (exited) {
+                if (ev->exit.signal)
                         snprintf(msg, sizeof(msg), "killed by signal %d", ev->exit.signal);
-                        cmd_finish(c, ev->exit.code, msg);
-                } else {
+                else
                         snprintf(msg, sizeof(msg), "exit status %d", ev->exit.code);
-                        cmd_finish(c, ev->exit.code, msg);
-                }
+                cmd_finish(c, ev->exit.code, !ev->exit.code ? NULL : ev->why ? ev->why : msg);
         } else {
                 cmd_finish(c, -1, ev->why ? ev->why : ev->error.text);
         }
         if (c->session) {
-                st = was == CMD_RUNNING && ev->type == SH_EXEC_EV_EXIT
-                             ? os_sse_session_state(&c->sse, &slen)
-                             : NULL;
-                os_session_run_ended(c->session, c, st, slen);
-                c->session = NULL;
+                const char *st =
+                        was == CMD_RUNNING && exited ? os_sse_session_state(&c->sse, &slen) : NULL;
+
+                os_session_run_ended(TAKE_PTR(c->session), c, st, slen);
         }
         /* Nothing of its output stays with a finished command (a remembered one keeps only its
          * status): the line splitter's buffers, the state, what came before the handshake. */
@@ -251,121 +211,113 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
         sh_buf_done(&c->pre_err);
 }
 
+/* ---- the handshake ----------------------------------------------------------------------------- */
+
 /* The handshake line is in: answer the request. */
 static void handshake_done(os_cmd *c)
 {
+        static const char *const refused[] = {
+                [OS_HS_NODIR] = "working directory does not exist",
+                [OS_HS_NOTDIR] = "working directory path is not a directory",
+                [OS_HS_NOACCESS] = "cannot access working directory",
+        };
         sh_request *r = c->qs ? sh_queued_stream_request(c->qs) : NULL;
-        const char *why = NULL;
         sh_exec_event ev = {.type = SH_EXEC_EV_CHUNK};
 
-        switch (c->hs.result) {
-        case OS_HS_OK:
-                cmd_ran(c);
-                break;
-        case OS_HS_NODIR:
-                why = "working directory does not exist";
-                break;
-        case OS_HS_NOTDIR:
-                why = "working directory path is not a directory";
-                break;
-        case OS_HS_NOACCESS:
-                why = "cannot access working directory";
-                break;
-        default:
+        if (c->hs.result == OS_HS_BAD) {
                 cmd_broken(c);
                 return;
         }
-        if (why) {
+        if (c->hs.result != OS_HS_OK) {
                 /* As OpenSandbox's execd: a 400 before any stream; the command never ran. */
                 cmd_refused(c);
                 if (r)
-                        os_reply_code(r, OS_E_BAD_BODY, "%s: %s", why, c->cwd ? c->cwd : "");
+                        os_reply_code(r, OS_E_BAD_BODY, "%s: %s", refused[c->hs.result],
+                                      c->cwd ? c->cwd : "");
                 sh_queued_stream_release(TAKE_PTR(c->qs));
                 if (c->x)
                         os_cmd_unlink(c);
                 return;
         }
+        cmd_ran(c);
         if (c->bg) {
                 /* init and execution_complete at once; the command runs on, its output into
-                 * the log. */
-                if (c->qs) {
-                        if (os_sse_complete(sh_queued_stream_queue(c->qs),
-                                            os_now_wall_ms() - c->start_ms, os_now_wall_ms()) < 0)
-                                log_error("command-oom", c->log_id, "cannot queue an event");
-                        reply_stream(c);
-                        stream_end(c);
-                }
-                /* what the shell said before the handshake line, in order */
+                 * its log, after what the shell said before the handshake line */
+                if (c->qs && os_sse_complete(sh_queued_stream_queue(c->qs),
+                                             os_now_wall_ms() - c->start_ms, os_now_wall_ms()) < 0)
+                        log_error("command-oom", c->log_id, "cannot queue an event");
                 sh_bgexec_append(c->bg, c->pre_err.p, c->pre_err.len);
                 sh_bgexec_unhold(c->bg);
-                sh_buf_done(&c->pre_err);
-                return;
-        }
-        if (c->qs)
-                reply_stream(c);
-        /* stderr that raced ahead of the handshake line, now in order */
-        if (c->pre_err.len) {
+        } else if (c->pre_err.len) {
+                /* stderr that raced ahead of the handshake line, now in order */
                 ev.chunk.stream = SH_EXEC_STDERR;
                 ev.chunk.data = c->pre_err.p;
                 ev.chunk.len = c->pre_err.len;
-                if (c->qs &&
-                    os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), &ev, os_now_wall_ms()) < 0)
-                        log_error("command-oom", c->log_id, "cannot queue output");
+                queue(c, &ev);
         }
         sh_buf_done(&c->pre_err);
-        if (c->qs)
+        if (!c->qs)
+                return;
+        os_reply_event_stream(c->qs);
+        if (c->bg)
+                stream_end(c);
+        else
                 sh_queued_stream_pushed(c->qs);
 }
 
-/* The engine's events (a background command's: its output until its log takes it, its end). */
+/* Output before the handshake: its stdout to the handshake (a background command's one pipe
+ * carries stderr too: the shell's own lines before the handshake's are kept as its stderr
+ * would be), its stderr kept. Returns how many bytes of the chunk were taken. */
+static size_t before_handshake(os_cmd *c, const sh_exec_event *ev)
+{
+        size_t used;
+
+        if (ev->chunk.stream == SH_EXEC_STDERR) {
+                if (c->pre_err.len < OS_STREAM_HIGH &&
+                    sh_buf_append(&c->pre_err, ev->chunk.data, ev->chunk.len) < 0)
+                        log_error("command-oom", c->log_id, "cannot keep output");
+                return ev->chunk.len;
+        }
+        used = os_handshake_feed(&c->hs, ev->chunk.data, ev->chunk.len, c->bg ? &c->pre_err : NULL);
+        if (c->hs.result != OS_HS_WAIT) {
+                c->refs++; /* handshake_done may unlink it; the engine's reference holds it */
+                handshake_done(c);
+                os_cmd_unref(c);
+        }
+        return used;
+}
+
+/* ---- the engine's events ----------------------------------------------------------------------- */
+
+/* A streamed run's events, or a background command's (its output until its log takes it, its
+ * end). */
 static void on_event(os_cmd *c, const sh_exec_event *ev)
 {
         sh_exec_event sub = *ev;
-        size_t used;
 
         if (ev->type == SH_EXEC_EV_HEARTBEAT)
                 return; /* our own ping timer keeps the stream alive */
-        if (ev->type == SH_EXEC_EV_CHUNK && c->state == CMD_STARTING) {
-                if (ev->chunk.stream == SH_EXEC_STDERR) {
-                        if (c->pre_err.len < OS_STREAM_HIGH &&
-                            sh_buf_append(&c->pre_err, ev->chunk.data, ev->chunk.len) < 0)
-                                log_error("command-oom", c->log_id, "cannot keep output");
-                        return;
-                }
-                /* A background command's one pipe carries stderr too: the shell's own lines
-                 * before the handshake's are kept as its stderr would be. */
-                used = os_handshake_feed(&c->hs, ev->chunk.data, ev->chunk.len,
-                                         c->bg ? &c->pre_err : NULL);
-                if (c->hs.result == OS_HS_WAIT)
-                        return;
-                c->refs++; /* handshake_done may unlink it */
-                handshake_done(c);
-                os_cmd_unref(c); /* the engine's reference still holds it */
-                sub.chunk.data += used;
-                sub.chunk.len -= used;
-                if (c->state != CMD_RUNNING || sub.chunk.len == 0)
-                        return;
-        }
-        if (ev->type == SH_EXEC_EV_CHUNK && c->state != CMD_RUNNING)
-                return; /* a failed start's leftovers */
-        if (ev->type == SH_EXEC_EV_CHUNK && c->bg) {
-                sh_bgexec_append(c->bg, sub.chunk.data, sub.chunk.len);
-                return;
-        }
         if (ev->type == SH_EXEC_EV_CHUNK) {
-                if (!c->qs)
-                        return; /* the client left */
-                if (os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), &sub, os_now_wall_ms()) <
-                    0)
-                        log_error("command-oom", c->log_id, "cannot queue output");
-                sh_queued_stream_pushed(c->qs); /* past its high mark: paused */
+                if (c->state == CMD_STARTING) {
+                        size_t used = before_handshake(c, ev);
+
+                        sub.chunk.data += used;
+                        sub.chunk.len -= used;
+                }
+                if (c->state != CMD_RUNNING || !sub.chunk.len)
+                        return; /* the handshake's, or a failed start's leftovers */
+                if (c->bg) {
+                        sh_bgexec_append(c->bg, sub.chunk.data, sub.chunk.len);
+                } else if (c->qs) {
+                        queue(c, &sub);
+                        sh_queued_stream_pushed(c->qs); /* past its high mark: paused */
+                }
                 return;
         }
         /* The end (exit or error). */
         c->refs++;
         if (c->state == CMD_RUNNING && !c->bg && c->qs) {
-                if (os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), ev, os_now_wall_ms()) < 0)
-                        log_error("command-oom", c->log_id, "cannot queue the last event");
+                queue(c, ev);
                 stream_end(c);
         }
         end_of_run(c, ev);
@@ -387,6 +339,8 @@ static void on_bg_event(sh_bgexec *b, const sh_exec_event *ev, void *data)
         on_event(data, ev);
 }
 
+/* ---- the command ------------------------------------------------------------------------------- */
+
 /* The whole tree; its end (signal 9) says why (sh_exec_kill). Nothing once it ended. */
 void os_cmd_kill(os_cmd *c, const char *why)
 {
@@ -400,10 +354,9 @@ int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why)
 {
         os_cmd *c = os_cmd_find(x, id, len);
 
-        if (!c)
-                return 0;
-        os_cmd_kill(c, why);
-        return 1;
+        if (c)
+                os_cmd_kill(c, why);
+        return c != NULL;
 }
 
 static void cmd_free(os_cmd *c)
@@ -431,39 +384,28 @@ void os_cmd_forget_session(os_cmd *c)
 
 /* ---- starting a run ----------------------------------------------------------------------------- */
 
-void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
+/* A new command of rec for o, not started, under the bounds of what the sandbox remembers and
+ * runs (a background command's log made: sh_bgexec_new). NULL having answered r. */
+static os_cmd *cmd_new(sh_request *r, os_record *rec, os_execd *x, const os_run_opts *o)
 {
-        os_execd *x = os_execd_of(rec);
-        sh_sandbox *sb = os_record_sandbox(rec);
-        /* A streamed run is read OS_STREAM_READ at a time: one chunk of empty lines is an event
-         * each, and what it queues before the backpressure sees it stays ~1 MiB. */
-        const sh_exec_opts eo = {.heartbeat_ms = 0, /* none: our `ping` counts */
-                                 .timeout_ms = o->timeout_ms,
-                                 .read_max = OS_STREAM_READ};
         const char *cwd = o->cwd ? o->cwd : o->first_cwd;
-        size_t text_len = strlen(o->text) + (cwd ? strlen(cwd) : 0);
-        char *argv[11];
+        os_cmd *c = calloc(1, sizeof(*c));
         sh_error *err = NULL;
-        os_cmd *c;
-        int k = 0;
 
-        if (!x || !sb) {
-                os_reply_code(r, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
-                return;
-        }
-        c = calloc(1, sizeof(*c));
         if (!c || !(c->content = strdup(o->text)) || (cwd && !(c->cwd = strdup(cwd)))) {
                 if (c)
                         free(c->content);
                 free(c);
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
-                return;
+                return NULL;
         }
-        c->refs = 1; /* ours, until the end of this function */
+        c->refs = 1;
+        c->text_len = strlen(o->text) + (cwd ? strlen(cwd) : 0);
         /* A background command: the sandbox's, under its bounds, its log made now (a sandbox
          * whose disk is full is told so at once); its output ours until the handshake's. */
         if (o->background &&
-            sh_bgexec_new(sb, &(sh_bgexec_opts){.timeout_ms = o->timeout_ms, .hold = true}, &c->bg,
+            sh_bgexec_new(os_record_sandbox(rec),
+                          &(sh_bgexec_opts){.timeout_ms = o->timeout_ms, .hold = true}, &c->bg,
                           &err) < 0) {
                 if (sh_error_kind_of(err) == SH_E_UNAVAILABLE)
                         os_reply_code(r, OS_E_UNAVAILABLE, "%s", err->msg);
@@ -472,25 +414,66 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
                                       err && err->msg ? err->msg : "");
                 sh_error_release(&err);
                 cmd_free(c);
-                return;
+                return NULL;
         }
-        if (!o->session && !os_cmd_room(x, text_len)) {
+        if (!o->session && !os_cmd_room(x, c->text_len)) {
                 os_reply_code(r, OS_E_UNAVAILABLE,
                               "the sandbox's running commands fill what it remembers (%d "
                               "commands, %u bytes of text): wait for one to end",
                               OS_COMMANDS_MAX, OS_COMMAND_TEXTS_MAX);
                 cmd_free(c);
-                return;
+                return NULL;
         }
         c->session = o->session;
-        c->text_len = text_len;
-        c->start_ms = os_now_wall_ms();
-        c->sse.start_ms = c->start_ms;
+        c->start_ms = c->sse.start_ms = os_now_wall_ms();
         c->sse.session = o->session != NULL;
         snprintf(c->log_id, sizeof(c->log_id), "%s", rec->id);
         os_uuid(c->id);
         os_nonce(c->hs.nonce);
         memcpy(c->sse.nonce, c->hs.nonce, sizeof(c->sse.nonce));
+        return c;
+}
+
+/* Run it: a session's script through the launcher, or the command through the wrapper. Same
+ * engine as a native exec: the sandbox's uid, namespaces and cgroup, an exec cgroup of its own
+ * (the whole tree dies with a kill), stdin /dev/null, the environment: base, the sandbox's,
+ * then envs. */
+static int cmd_start(os_cmd *c, sh_sandbox *sb, const os_run_opts *o, sh_error **err)
+{
+        char *cwd = (char *)(o->cwd ? o->cwd : ""), *text = (char *)o->text;
+        char *state = (char *)(o->state ? o->state : "");
+        char *first = (char *)(o->first_cwd ? o->first_cwd : "");
+        char *script = (char *)os_session_script, *nonce = c->hs.nonce;
+        char *const session[] = {
+                "/bin/sh", "-c", (char *)launcher, "sh", script, nonce, cwd, text, state,
+                first,     NULL};
+        char *const command[] = {"/bin/sh", "-c", (char *)wrapper, "sh", nonce, cwd, text, NULL};
+        char *const *argv = o->session ? session : command;
+        /* A streamed run is read OS_STREAM_READ at a time: one chunk of empty lines is an event
+         * each, and what it queues before the backpressure sees it stays ~1 MiB. No heartbeat:
+         * our `ping` counts. */
+        const sh_exec_opts eo = {.timeout_ms = o->timeout_ms, .read_max = OS_STREAM_READ};
+
+        if (c->bg)
+                return sh_bgexec_start(c->bg, argv, o->envs, on_bg_event, c, err);
+        return sh_sandbox_exec(sb, argv, o->envs, &eo, on_exec_event, c, &c->e, err);
+}
+
+void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
+{
+        os_execd *x = os_execd_of(rec);
+        sh_sandbox *sb = os_record_sandbox(rec);
+        const char *init;
+        sh_error *err = NULL;
+        char msg[512];
+        os_cmd *c;
+
+        if (!x || !sb) {
+                os_reply_code(r, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
+                return;
+        }
+        if (!(c = cmd_new(r, rec, x, o)))
+                return;
         c->qs = sh_queued_stream_new(r, rec->ctx->loop, &stream_ops, &stream_opts, c);
         if (!c->qs) {
                 cmd_free(c);
@@ -499,54 +482,30 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         }
         c->refs++; /* the stream's, dropped by stream_release */
         /* init first, whatever comes after it */
-        if (os_sse_text(sh_queued_stream_queue(c->qs), "init", o->init_id ? o->init_id : c->id,
-                        strlen(o->init_id ? o->init_id : c->id), c->start_ms) < 0) {
+        init = o->init_id ? o->init_id : c->id;
+        if (os_sse_text(sh_queued_stream_queue(c->qs), "init", init, strlen(init), c->start_ms) <
+            0) {
                 cmd_finish(c, -1, NULL); /* it never ran: the request's end kills nothing */
                 sh_queued_stream_release(TAKE_PTR(c->qs));
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 os_cmd_unref(c);
                 return;
         }
-        argv[k++] = "/bin/sh";
-        argv[k++] = "-c";
-        if (o->session) {
-                argv[k++] = (char *)launcher;
-                argv[k++] = "sh";
-                argv[k++] = (char *)os_session_script;
-                argv[k++] = c->hs.nonce;
-                argv[k++] = (char *)(o->cwd ? o->cwd : "");
-                argv[k++] = (char *)o->text;
-                argv[k++] = (char *)(o->state ? o->state : "");
-                argv[k++] = (char *)(o->first_cwd ? o->first_cwd : "");
-        } else {
-                argv[k++] = (char *)wrapper;
-                argv[k++] = "sh";
-                argv[k++] = c->hs.nonce;
-                argv[k++] = (char *)(o->cwd ? o->cwd : "");
-                argv[k++] = (char *)o->text;
-        }
-        argv[k] = NULL;
-        /* Same engine as a native exec: the sandbox's uid, namespaces and cgroup, an exec
-         * cgroup of its own (the whole tree dies with a kill), stdin /dev/null, the
-         * environment: base, the sandbox's, then envs. */
-        if ((c->bg ? sh_bgexec_start(c->bg, argv, o->envs, on_bg_event, c, &err)
-                   : sh_sandbox_exec(sb, argv, o->envs, &eo, on_exec_event, c, &c->e, &err)) < 0) {
-                char msg[512];
-
+        if (cmd_start(c, sb, o, &err) < 0) {
+                /* a start failure: init, then the error naming why */
                 snprintf(msg, sizeof(msg), "%s", err && err->msg ? err->msg : "cannot start");
                 sh_error_release(&err);
-                /* a start failure: init, then the error naming why */
                 cmd_finish(c, -1, msg);
                 start_failed(c, msg);
                 os_cmd_unref(c);
                 return;
         }
         c->refs++; /* the engine's, until its end event */
-        if (!o->session)
-                os_cmd_link(x, c);
-        else
+        if (o->session) {
                 c->refs++; /* the session's, until os_session_run_ended */
-        if (o->session)
                 os_session_run_started(o->session, c);
+        } else {
+                os_cmd_link(x, c);
+        }
         os_cmd_unref(c);
 }
