@@ -144,10 +144,11 @@ struct os_cmd {
         cmd_state state;
         char id[SH_UUID_LEN + 1];
         char log_id[SH_ID_LEN + 1];
-        char *content;   /* the shell text */
-        char *cwd;       /* the directory asked for, NULL: the default */
-        size_t text_len; /* content and cwd: its share of x->text_bytes */
-        os_session *session;
+        char *content;       /* the shell text */
+        char *cwd;           /* the directory asked for, NULL: the default */
+        size_t text_len;     /* content and cwd: its share of x->text_bytes */
+        os_session *session; /* a session's run: that session, until the end or its delete */
+        SH_LIST_FIELDS(os_cmd, runs); /* in session->runs */
 
         sh_exec *e;    /* a streamed run: the consumer's reference, until the end */
         sh_bgexec *bg; /* a background command: the sandbox's (sh/bgexec.h), its output its log */
@@ -190,29 +191,22 @@ typedef struct os_run_opts {
  * that cannot be entered). Answers r on every path. */
 void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o);
 
-/* The fields /command and a session's run share (command, cwd, timeout) into o. 0, or -1
- * having answered r with a 400. */
-int os_run_fields(sh_request *r, const cJSON *body, os_run_opts *o);
+/* commands.c: the body of a run (/command, a session's run): its JSON, the fields they share
+ * (command, cwd, timeout) judged into o; NULL having answered r (400). The caller frees it. */
+cJSON *os_run_body(sh_request *r, os_run_opts *o);
 
-/* Kill a running command of rec (DELETE /command) by id: 1 killed or already done, 0 no such
- * command. `why` is its traceback. */
-int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why);
-
-/* run.c -> sessions.c: a session run ended; `state` its new state (NULL: unchanged). */
+/* run.c -> sessions.c: a session's run has started (into the session's runs), ended (out of
+ * them; `state` its new state, NULL: unchanged). */
+void os_session_run_started(os_session *s, os_cmd *c);
 void os_session_run_ended(os_session *s, os_cmd *c, const char *state, size_t len);
 /* sessions.c: the record goes: every session ends (their runs are killed with the sandbox). */
 void os_sessions_gone(os_execd *x);
 /* sessions.c: DELETE /command?id=<session id> deletes that session (as OpenSandbox's execd):
  * 1 done, 0 no such session. */
 int os_session_interrupt(os_execd *x, const char *id, size_t len);
-/* The run's session is deleted: the run no longer tells it of its end. */
-void os_cmd_forget_session(os_cmd *c);
-/* run.c -> sessions.c: a session's run has started (the session takes a reference,
- * dropped by os_session_run_ended). */
-void os_session_run_started(os_session *s, os_cmd *c);
 /* Kill a command's whole tree; `why` (NULL: keep) becomes its traceback. */
 void os_cmd_kill(os_cmd *c, const char *why);
-/* A session's reference to its run: dropped (os_session_run_ended, a deleted session). */
+/* A reference to a command dropped (the registry's, a logs answer's). */
 void os_cmd_unref(os_cmd *c);
 
 /* metrics.c: the record goes: its sampler stops, its watchers end. */

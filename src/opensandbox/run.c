@@ -350,15 +350,6 @@ void os_cmd_kill(os_cmd *c, const char *why)
                 sh_exec_kill(c->e, why);
 }
 
-int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why)
-{
-        os_cmd *c = os_cmd_find(x, id, len);
-
-        if (c)
-                os_cmd_kill(c, why);
-        return c != NULL;
-}
-
 static void cmd_free(os_cmd *c)
 {
         sh_exec_detach(c->e);
@@ -375,11 +366,6 @@ void os_cmd_unref(os_cmd *c)
 {
         if (c && --c->refs == 0)
                 cmd_free(c);
-}
-
-void os_cmd_forget_session(os_cmd *c)
-{
-        c->session = NULL;
 }
 
 /* ---- starting a run ----------------------------------------------------------------------------- */
@@ -501,11 +487,9 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
                 return;
         }
         c->refs++; /* the engine's, until its end event */
-        if (o->session) {
-                c->refs++; /* the session's, until os_session_run_ended */
+        if (o->session)
                 os_session_run_started(o->session, c);
-        } else {
+        else
                 os_cmd_link(x, c);
-        }
         os_cmd_unref(c);
 }

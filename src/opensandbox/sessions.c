@@ -54,9 +54,9 @@ const char os_session_script[] =
 struct os_session {
         os_execd *x;
         char id[SH_UUID_LEN + 1];
-        char *cwd;   /* the create's, NULL: none (the workspace) */
-        char *state; /* the last run's state (shell text), NULL before any */
-        os_cmd *runs[RUNS_MAX];
+        char *cwd;    /* the create's, NULL: none (the workspace) */
+        char *state;  /* the last run's state (shell text), NULL before any */
+        os_cmd *runs; /* running now (their `session` is this one) */
         unsigned n_runs;
         SH_LIST_FIELDS(os_session, all);
 };
@@ -75,48 +75,34 @@ static os_session *find_session(os_execd *x, const char *id, size_t len)
 
 void os_session_run_started(os_session *s, os_cmd *c)
 {
-        s->runs[s->n_runs++] = c; /* room checked before the start */
-}
-
-static void drop_run(os_session *s, os_cmd *c)
-{
-        unsigned i;
-
-        for (i = 0; i < s->n_runs; i++)
-                if (s->runs[i] == c) {
-                        s->runs[i] = s->runs[--s->n_runs];
-                        os_cmd_unref(c);
-                        return;
-                }
+        SH_LIST_PREPEND(runs, s->runs, c);
+        s->n_runs++;
 }
 
 void os_session_run_ended(os_session *s, os_cmd *c, const char *state, size_t len)
 {
-        char *st;
+        char *st = state ? sh_memdup0(state, len) : NULL;
 
-        /* not strndup: the state is bytes of a buffer, not a string */
-        if (state && (st = malloc(len + 1))) {
-                memcpy(st, state, len);
-                st[len] = '\0';
+        if (st) {
                 free(s->state);
                 s->state = st;
         }
-        drop_run(s, c);
+        SH_LIST_REMOVE(runs, s->runs, c);
+        s->n_runs--;
 }
 
-/* The session goes: its running commands die with their trees (`why`: their traceback). */
+/* The session goes: its running commands die with their trees (`why`: their traceback), and
+ * no longer tell it of their end. */
 static void session_free(os_session *s, const char *why)
 {
-        os_execd *x = s->x;
+        os_cmd *c;
 
-        SH_LIST_REMOVE(all, x->sessions, s);
-        x->n_sessions--;
-        while (s->n_runs) {
-                os_cmd *c = s->runs[--s->n_runs];
-
-                os_cmd_forget_session(c);
+        SH_LIST_REMOVE(all, s->x->sessions, s);
+        s->x->n_sessions--;
+        while ((c = s->runs)) {
+                SH_LIST_REMOVE(runs, s->runs, c);
+                c->session = NULL;
                 os_cmd_kill(c, why);
-                os_cmd_unref(c);
         }
         free(s->cwd);
         free(s->state);
@@ -191,56 +177,46 @@ out:
         cJSON_Delete(body);
 }
 
-static void api_run(sh_request *r)
+/* The session the path names, or NULL having answered 404. */
+static os_session *session_of(sh_request *r)
 {
-        os_record *rec = os_request_record(r);
         size_t len;
         const char *id = sh_request_param(r, 1, &len);
-        os_session *s = find_session(rec->execd, id, len);
-        bool empty;
-        cJSON *body;
-        os_run_opts o = {0};
+        os_session *s = find_session(os_request_record(r)->execd, id, len);
 
-        if (!s) {
+        if (!s)
                 os_reply_code(r, OS_E_CONTEXT_NOT_FOUND, "session %.*s not found",
                               (int)(len > 64 ? 64 : len), id);
+        return s;
+}
+
+static void api_run(sh_request *r)
+{
+        os_session *s = session_of(r);
+        os_run_opts o = {0};
+        _cleanup_cjson_ cJSON *body = s ? os_run_body(r, &o) : NULL;
+
+        if (!body)
                 return;
-        }
-        body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty);
-        if (!body) {
-                if (empty)
-                        os_reply_code(r, OS_E_BAD_BODY, "the body is a JSON object");
-                return;
-        }
-        if (os_run_fields(r, body, &o) < 0)
-                goto out;
         if (s->n_runs >= RUNS_MAX) {
                 os_reply_code(r, OS_E_UNAVAILABLE,
                               "the session runs %d commands already: wait for one to end",
                               RUNS_MAX);
-                goto out;
+                return;
         }
         o.session = s;
         o.state = s->state;
         o.first_cwd = s->state ? NULL : s->cwd;
         o.init_id = s->id;
-        os_run_start(r, rec, &o);
-out:
-        cJSON_Delete(body);
+        os_run_start(r, os_request_record(r), &o);
 }
 
 static void api_delete(sh_request *r)
 {
-        os_record *rec = os_request_record(r);
-        size_t len;
-        const char *id = sh_request_param(r, 1, &len);
-        os_session *s = find_session(rec->execd, id, len);
+        os_session *s = session_of(r);
 
-        if (!s) {
-                os_reply_code(r, OS_E_CONTEXT_NOT_FOUND, "session %.*s not found",
-                              (int)(len > 64 ? 64 : len), id);
+        if (!s)
                 return;
-        }
         session_free(s, "the session was deleted");
         os_reply_empty(r, 200);
 }
