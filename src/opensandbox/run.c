@@ -13,30 +13,60 @@
 
 #include "execd.h"
 
+/* A shell function of the wrapper and the session script: enter the directory $1 (`~` is
+ * HOME; made first when $2 is set) or say why not on stdout ("<nonce> nodir", "notdir",
+ * "noaccess"; the nonce in $__sh_n) and exit 125. */
+#define ENTER                                                                                      \
+        "__sh_enter() {\n"                                                                         \
+        "__sh_e=$1\n"                                                                              \
+        "case $__sh_e in \"~\") __sh_e=$HOME;; \"~/\"*) __sh_e=$HOME/${__sh_e#\"~/\"};; esac\n"    \
+        "if [ -n \"$2\" ]; then mkdir -p -- \"$__sh_e\" >/dev/null 2>&1; fi\n"                     \
+        "if [ ! -e \"$__sh_e\" ]; then printf '%s nodir\\n' \"$__sh_n\"; exit 125; fi\n"           \
+        "if [ ! -d \"$__sh_e\" ]; then printf '%s notdir\\n' \"$__sh_n\"; exit 125; fi\n"          \
+        "cd -- \"$__sh_e\" 2>/dev/null || { printf '%s noaccess\\n' \"$__sh_n\"; exit 125; }\n"    \
+        "}\n"
+
 /* The wrapper every /command runs through, as `/bin/sh -c WRAPPER sh NONCE CWD TEXT`. It
- * enters the working directory (`~` is HOME), says so on stdout before any byte of the
- * command's own (the daemon reads that line: a directory that cannot be entered is the
- * request's 400, as OpenSandbox's execd answers), then becomes `bash -c TEXT` (`sh -c`
- * without bash). Client text only ever reaches it as arguments, never inside the script. */
+ * enters the working directory, says so on stdout before any byte of the command's own (the
+ * daemon reads that line: a directory that cannot be entered is the request's 400, as
+ * OpenSandbox's execd answers), then becomes `bash -c TEXT` (`sh -c` without bash). Client
+ * text only ever reaches it as arguments, never inside the script. */
 static const char wrapper[] =
-        "n=$1 d=$2 c=$3\n"
-        "if [ -n \"$d\" ]; then\n"
-        "case $d in \"~\") d=$HOME;; \"~/\"*) d=$HOME/${d#\"~/\"};; esac\n"
-        "if [ ! -e \"$d\" ]; then printf '%s nodir\\n' \"$n\"; exit 125; fi\n"
-        "if [ ! -d \"$d\" ]; then printf '%s notdir\\n' \"$n\"; exit 125; fi\n"
-        "cd -- \"$d\" 2>/dev/null || { printf '%s noaccess\\n' \"$n\"; exit 125; }\n"
-        "fi\n"
-        "printf '%s ok\\n' \"$n\"\n"
+        "__sh_n=$1 d=$2 c=$3\n" ENTER "if [ -n \"$d\" ]; then __sh_enter \"$d\"; fi\n"
+        "printf '%s ok\\n' \"$__sh_n\"\n"
         "if command -v bash >/dev/null 2>&1; then exec bash -c \"$c\"; fi\n"
         "exec sh -c \"$c\"\n";
 
-/* A session's run: `/bin/sh -c LAUNCHER sh SCRIPT NONCE CWD TEXT STATE FIRST` (sessions.c
- * gives SCRIPT): the script runs in bash (sh without). */
+/* A session's run, as `bash -c SCRIPT bash NONCE CWD TEXT STATE FIRST` (sessions.c): the state
+ * (its output silenced: nothing may come before the handshake line), the first run's directory
+ * (made if missing, as OpenSandbox's execd makes it at the create), the run's own directory,
+ * the handshake, the command in this same shell (so that `cd` and `export` stay), then the
+ * marker, the new state and the end marker, and the command's exit code. */
+static const char session_script[] =
+        "__sh_n=$1 __sh_d=$2 __sh_c=$3 __sh_s=$4 __sh_f=$5\n"
+        "set --\n"
+        "if [ -n \"$__sh_s\" ]; then eval \"$__sh_s\" >/dev/null 2>&1; fi\n" ENTER
+        "if [ -n \"$__sh_f\" ]; then __sh_enter \"$__sh_f\" mkdir; fi\n"
+        "if [ -n \"$__sh_d\" ]; then __sh_enter \"$__sh_d\"; fi\n"
+        "unset -f __sh_enter; unset __sh_d __sh_s __sh_f __sh_e\n"
+        "printf '%s ok\\n' \"$__sh_n\"\n"
+        "eval \"$__sh_c\"\n"
+        "__sh_rc=$?\n"
+        "__sh_q= __sh_r=$PWD\n"
+        "while :; do case $__sh_r in *\\'*) __sh_q=$__sh_q${__sh_r%%\\'*}\"'\\\\''\"; "
+        "__sh_r=${__sh_r#*\\'};; *) __sh_q=$__sh_q$__sh_r; break;; esac; done\n"
+        "printf '\\n%s\\n' \"$__sh_n\"\n"
+        "printf \"cd -- '%s'\\n\" \"$__sh_q\"\n"
+        "export -p\n"
+        "printf '%s.\\n' \"$__sh_n\"\n"
+        "exit \"$__sh_rc\"\n";
+
+/* ... started by `/bin/sh -c LAUNCHER sh SCRIPT NONCE CWD TEXT STATE FIRST`: in bash (sh
+ * without). */
 static const char launcher[] = "s=$1; shift\n"
                                "if command -v bash >/dev/null 2>&1; then exec bash -c \"$s\" bash "
                                "\"$@\"; fi\n"
                                "exec sh -c \"$s\" sh \"$@\"\n";
-extern const char os_session_script[];
 
 #define ERROR_MAX 511 /* the text of a command's `error` kept (its registry's budget) */
 
@@ -429,7 +459,7 @@ static int cmd_start(os_cmd *c, sh_sandbox *sb, const os_run_opts *o, sh_error *
         char *cwd = (char *)(o->cwd ? o->cwd : ""), *text = (char *)o->text;
         char *state = (char *)(o->state ? o->state : "");
         char *first = (char *)(o->first_cwd ? o->first_cwd : "");
-        char *script = (char *)os_session_script, *nonce = c->hs.nonce;
+        char *script = (char *)session_script, *nonce = c->hs.nonce;
         char *const session[] = {
                 "/bin/sh", "-c", (char *)launcher, "sh", script, nonce, cwd, text, state,
                 first,     NULL};

@@ -3,7 +3,7 @@
  * process: each run is a fresh shell (bash, sh without) through the same engine as every
  * command, that starts from the session's state (its directory and exported environment,
  * shell text its previous run printed) and prints its new state after the command, which
- * the daemon keeps for the next run (commands.c runs it, sse.c takes the state out of the
+ * the daemon keeps for the next run (run.c runs its script, sse.c takes the state out of the
  * stream). The state is the sandbox's own text run only inside that sandbox, as its uid: it
  * crosses no privilege boundary, and it is bounded (OS_SESSION_STATE_MAX). */
 #include <stdlib.h>
@@ -15,41 +15,6 @@
 SH_CAPABILITY(os_sessions, "opensandbox.sessions")
 
 #define RUNS_MAX 16 /* runs of one session at once */
-
-/* The run's script, as `bash -c SCRIPT bash NONCE CWD TEXT STATE FIRST`: the state (its output
- * silenced: nothing may come before the handshake line), the first run's directory (made if
- * missing, as OpenSandbox's execd makes it at the create), the run's own directory, the
- * handshake, the command in this same shell (so that `cd` and `export` stay), then the marker,
- * the new state and the end marker, and the command's exit code. */
-const char os_session_script[] =
-        "__sh_n=$1 __sh_d=$2 __sh_c=$3 __sh_s=$4 __sh_f=$5\n"
-        "set --\n"
-        "if [ -n \"$__sh_s\" ]; then eval \"$__sh_s\" >/dev/null 2>&1; fi\n"
-        "if [ -n \"$__sh_f\" ]; then\n"
-        "case $__sh_f in \"~\") __sh_f=$HOME;; \"~/\"*) __sh_f=$HOME/${__sh_f#\"~/\"};; esac\n"
-        "mkdir -p -- \"$__sh_f\" >/dev/null 2>&1\n"
-        "if [ ! -e \"$__sh_f\" ]; then printf '%s nodir\\n' \"$__sh_n\"; exit 125; fi\n"
-        "if [ ! -d \"$__sh_f\" ]; then printf '%s notdir\\n' \"$__sh_n\"; exit 125; fi\n"
-        "cd -- \"$__sh_f\" 2>/dev/null || { printf '%s noaccess\\n' \"$__sh_n\"; exit 125; }\n"
-        "fi\n"
-        "if [ -n \"$__sh_d\" ]; then\n"
-        "case $__sh_d in \"~\") __sh_d=$HOME;; \"~/\"*) __sh_d=$HOME/${__sh_d#\"~/\"};; esac\n"
-        "if [ ! -e \"$__sh_d\" ]; then printf '%s nodir\\n' \"$__sh_n\"; exit 125; fi\n"
-        "if [ ! -d \"$__sh_d\" ]; then printf '%s notdir\\n' \"$__sh_n\"; exit 125; fi\n"
-        "cd -- \"$__sh_d\" 2>/dev/null || { printf '%s noaccess\\n' \"$__sh_n\"; exit 125; }\n"
-        "fi\n"
-        "unset __sh_d __sh_s __sh_f\n"
-        "printf '%s ok\\n' \"$__sh_n\"\n"
-        "eval \"$__sh_c\"\n"
-        "__sh_rc=$?\n"
-        "__sh_q= __sh_r=$PWD\n"
-        "while :; do case $__sh_r in *\\'*) __sh_q=$__sh_q${__sh_r%%\\'*}\"'\\\\''\"; "
-        "__sh_r=${__sh_r#*\\'};; *) __sh_q=$__sh_q$__sh_r; break;; esac; done\n"
-        "printf '\\n%s\\n' \"$__sh_n\"\n"
-        "printf \"cd -- '%s'\\n\" \"$__sh_q\"\n"
-        "export -p\n"
-        "printf '%s.\\n' \"$__sh_n\"\n"
-        "exit \"$__sh_rc\"\n";
 
 struct os_session {
         os_execd *x;
