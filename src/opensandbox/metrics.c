@@ -17,21 +17,21 @@ SH_CAPABILITY(os_metrics, "opensandbox.metrics")
 #define WAITERS_MAX  64          /* GET /metrics waiting for a first sample, per sandbox */
 #define MIB          (1024.0 * 1024.0)
 
-/* A GET /metrics waiting for the first sample, or a watch's stream of samples. */
+/* Who waits on a sandbox's samples: a GET /metrics for the first one (answered with it), or a
+ * watch (a JSON line a sample, until the sandbox goes). */
 typedef struct waiter waiter;
 struct waiter {
         sh_pending *tok;      /* GET /metrics: the request's answer, until given or gone */
-        sh_queued_stream *qs; /* a watch: its stream, until the sandbox goes */
-        os_metrics *m;        /* NULL once the sandbox is gone */
+        sh_queued_stream *qs; /* a watch: its stream */
+        os_metrics *m;        /* NULL once out of its list */
         SH_LIST_FIELDS(waiter, all);
 };
 
 struct os_metrics {
         sh_sampler *s;
         sh_loop *loop;
-        waiter *waiters; /* GET /metrics before the first sample */
-        unsigned n_waiters;
-        waiter *watchers;
+        waiter *waiters;
+        unsigned n_asking; /* of them, GET /metrics */
 };
 
 static cJSON *sample_json(const sh_usage *u)
@@ -49,100 +49,62 @@ static cJSON *sample_json(const sh_usage *u)
         return o;
 }
 
-/* ---- waiters and watchers ----------------------------------------------------------------------- */
-
-static void waiter_unlink(waiter *w)
+/* Out of its list, and the waiter's reference to its request goes (its stream's, or its
+ * token's: maybe the last, which frees w). */
+static void waiter_done(waiter *w)
 {
-        os_metrics *m = w->m;
-
-        if (!m)
-                return;
-        if (w->qs) {
-                SH_LIST_REMOVE(all, m->watchers, w);
-        } else {
-                SH_LIST_REMOVE(all, m->waiters, w);
-                m->n_waiters--;
+        if (w->m) {
+                SH_LIST_REMOVE(all, w->m->waiters, w);
+                w->m->n_asking -= !w->qs;
+                w->m = NULL;
         }
-        w->m = NULL;
+        if (w->qs)
+                sh_queued_stream_release(TAKE_PTR(w->qs));
+        else
+                sh_pending_release(TAKE_PTR(w->tok));
 }
 
 static void waiter_gone(void *data)
 {
-        waiter *w = data;
-
-        waiter_unlink(w);
-        sh_pending_release(TAKE_PTR(w->tok));
-}
-
-static void watcher_gone(void *data)
-{
-        waiter *w = data;
-
-        waiter_unlink(w);
-        sh_queued_stream_release(TAKE_PTR(w->qs));
+        waiter_done(data);
 }
 
 static void waiter_release(void *data)
 {
-        waiter *w = data;
-
-        waiter_unlink(w);
-        free(w);
+        waiter_done(data);
+        free(data);
 }
 
 static const sh_pending_ops waiter_ops = {.gone = waiter_gone, .release = waiter_release};
-static const sh_queued_stream_ops watch_ops = {.gone = watcher_gone, .release = waiter_release};
+static const sh_queued_stream_ops watch_ops = {.gone = waiter_gone, .release = waiter_release};
 static const sh_queued_stream_opts watch_opts = {.block = 4096};
 
-/* Each watcher gets the sample as one JSON line (unless it is too far behind). */
-static void feed_watchers(os_metrics *m, const sh_usage *u)
-{
-        waiter *w, *next;
-        char *line = NULL;
-        sh_buf *q;
-        cJSON *o;
-
-        if (!m->watchers || !(o = sample_json(u)))
-                return;
-        line = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        if (!line)
-                return;
-        for (w = m->watchers; w; w = next) {
-                next = w->all_next;
-                if (sh_queued_stream_unread(w->qs) > WATCH_QUEUED)
-                        continue; /* a client that does not read skips samples */
-                q = sh_queued_stream_queue(w->qs);
-                if (sh_buf_append(q, line, strlen(line)) == 0 && sh_buf_append(q, "\n", 1) == 0)
-                        sh_queued_stream_pushed(w->qs);
-        }
-        free(line);
-}
-
-static void answer_waiters(os_metrics *m, const sh_usage *u)
-{
-        waiter *w;
-        sh_request *r;
-
-        while ((w = m->waiters)) {
-                waiter_unlink(w);
-                r = sh_pending_request(w->tok);
-                if (r)
-                        os_reply_json(r, 200, sample_json(u));
-                sh_pending_release(TAKE_PTR(w->tok));
-        }
-}
-
-/* Each sample: to those waiting for the first one and to the watchers. */
+/* Each sample: the first asks answered with it, each watcher given it as one JSON line (unless
+ * it is too far behind: a client that does not read skips samples). */
 static bool on_sample(void *data, const sh_usage *u)
 {
         os_metrics *m = data;
+        waiter *w, *next;
+        cJSON *o = u && m->waiters ? sample_json(u) : NULL;
+        char *line = o ? cJSON_PrintUnformatted(o) : NULL;
+        sh_buf *q;
 
-        if (u) {
-                answer_waiters(m, u);
-                feed_watchers(m, u);
+        for (w = m->waiters; u && w; w = next) {
+                next = w->all_next;
+                if (w->tok) {
+                        if (sh_pending_request(w->tok))
+                                os_reply_json(sh_pending_request(w->tok), 200, sample_json(u));
+                        waiter_done(w);
+                } else if (line && sh_queued_stream_unread(w->qs) <= WATCH_QUEUED) {
+                        q = sh_queued_stream_queue(w->qs);
+                        if (sh_buf_append(q, line, strlen(line)) == 0 &&
+                            sh_buf_append(q, "\n", 1) == 0)
+                                sh_queued_stream_pushed(w->qs);
+                }
         }
-        return m->waiters || m->watchers;
+        free(line);
+        cJSON_Delete(o);
+        return m->waiters != NULL;
 }
 
 /* The sandbox's metrics, asked now: its sampler runs. NULL when it cannot. */
@@ -166,26 +128,22 @@ static os_metrics *ask(os_record *rec, const sh_usage **u)
         return sh_sampler_ask(m->s, u) < 0 ? NULL : m;
 }
 
+/* The record goes: the first asks are answered 404, the watches end. */
 void os_metrics_gone(os_execd *x)
 {
         os_metrics *m = x->metrics;
         waiter *w;
-        sh_request *r;
 
         if (!m)
                 return;
         sh_sampler_free(m->s);
         while ((w = m->waiters)) {
-                waiter_unlink(w);
-                r = sh_pending_request(w->tok);
-                if (r)
-                        os_reply_code(r, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
-                sh_pending_release(TAKE_PTR(w->tok));
-        }
-        while ((w = m->watchers)) {
-                waiter_unlink(w);
-                sh_queued_stream_end(w->qs);
-                sh_queued_stream_release(TAKE_PTR(w->qs));
+                if (w->tok && sh_pending_request(w->tok))
+                        os_reply_code(sh_pending_request(w->tok), OS_E_SANDBOX_NOT_FOUND,
+                                      "the sandbox was deleted");
+                if (w->qs)
+                        sh_queued_stream_end(w->qs);
+                waiter_done(w);
         }
         x->metrics = NULL;
         free(m);
@@ -208,7 +166,7 @@ static void api_metrics(sh_request *r)
                 return;
         }
         /* The first ask: answered once a full second has been measured. */
-        if (m->n_waiters >= WAITERS_MAX || !(w = calloc(1, sizeof(*w)))) {
+        if (m->n_asking >= WAITERS_MAX || !(w = calloc(1, sizeof(*w)))) {
                 os_reply_code(r, OS_E_UNAVAILABLE, "too many metrics requests at once");
                 return;
         }
@@ -220,7 +178,7 @@ static void api_metrics(sh_request *r)
         }
         w->m = m;
         SH_LIST_PREPEND(all, m->waiters, w);
-        m->n_waiters++;
+        m->n_asking++;
 }
 
 static void api_watch(sh_request *r)
@@ -240,7 +198,7 @@ static void api_watch(sh_request *r)
                 return;
         }
         w->m = m;
-        SH_LIST_PREPEND(all, m->watchers, w);
+        SH_LIST_PREPEND(all, m->waiters, w);
         os_reply_event_stream(w->qs);
 }
 
