@@ -42,22 +42,9 @@ int sh_random_hex(char *out, size_t bytes)
 int sh_random_uuid(char out[SH_UUID_LEN + 1])
 {
         unsigned char b[16];
-        char hex[33];
         int k = sh_random_bytes(b, sizeof(b));
 
-        if (k < 0)
-                return k;
-        b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
-        b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* variant 10 */
-        sh_hex_encode(b, sizeof(b), hex);
-        memcpy(out, hex, 8);
-        out[8] = '-';
-        memcpy(out + 9, hex + 8, 4);
-        out[13] = '-';
-        memcpy(out + 14, hex + 12, 4);
-        out[18] = '-';
-        memcpy(out + 19, hex + 16, 4);
-        out[23] = '-';
-        memcpy(out + 24, hex + 20, 13); /* 12 digits and the NUL */
-        return 0;
+        if (k == 0)
+                sh_uuid_format(b, out);
+        return k;
 }

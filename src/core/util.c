@@ -720,18 +720,59 @@ void sh_json_freep(struct cJSON **p)
         cJSON_Delete(*p);
 }
 
+static const char hex_digits[] = "0123456789abcdef";
+
+void sh_hex_encode(const void *p, size_t n, char *out)
+{
+        const unsigned char *b = p;
+
+        for (size_t i = 0; i < n; i++) {
+                out[2 * i] = hex_digits[b[i] >> 4];
+                out[2 * i + 1] = hex_digits[b[i] & 15];
+        }
+        out[2 * n] = '\0';
+}
+
+void sh_uuid_format(const unsigned char b[16], char out[SH_UUID_LEN + 1])
+{
+        unsigned char v[16];
+        size_t k = 0;
+
+        memcpy(v, b, sizeof(v));
+        v[6] = (unsigned char)((v[6] & 0x0f) | 0x40); /* version 4 */
+        v[8] = (unsigned char)((v[8] & 0x3f) | 0x80); /* variant 10 */
+        for (size_t i = 0; i < 16; i++) {
+                if (i == 4 || i == 6 || i == 8 || i == 10)
+                        out[k++] = '-';
+                sh_hex_encode(v + i, 1, out + k);
+                k += 2;
+        }
+}
+
+/* A byte JSON carries as itself: printable ASCII but the quote and the backslash. */
+static inline bool json_plain(unsigned char c)
+{
+        return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
 size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
 {
         static const char hex[] = "0123456789abcdef";
         const unsigned char *u = (const unsigned char *)s;
-        size_t i = 0, o = 0;
+        size_t i = 0, o = 0, j;
 
         out[o++] = '"';
         while (i < n) {
                 unsigned char c = u[i];
                 size_t vl;
 
-                if (c == '"' || c == '\\') {
+                if (json_plain(c)) { /* a run of them at once: most text is */
+                        for (j = i + 1; j < n && json_plain(u[j]); j++)
+                                ;
+                        memcpy(out + o, u + i, j - i);
+                        o += j - i;
+                        i = j;
+                } else if (c == '"' || c == '\\') {
                         out[o++] = '\\';
                         out[o++] = (char)c;
                         i++;
@@ -755,18 +796,6 @@ size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
         }
         out[o++] = '"';
         return o;
-}
-
-void sh_hex_encode(const void *in, size_t n, char *out)
-{
-        static const char hex[] = "0123456789abcdef";
-        const unsigned char *b = in;
-
-        for (size_t i = 0; i < n; i++) {
-                out[2 * i] = hex[b[i] >> 4];
-                out[2 * i + 1] = hex[b[i] & 15];
-        }
-        out[2 * n] = '\0';
 }
 
 /* Every byte of s[0..n) not part of valid UTF-8, and NUL, and with `controls` every other

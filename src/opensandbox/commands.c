@@ -21,125 +21,116 @@ static const cJSON *opt(const cJSON *body, const char *name)
         return f && !cJSON_IsNull(f) ? f : NULL;
 }
 
-/* Validates the fields /command and a session's run share. 0, or -1 having answered. */
-int os_run_fields(sh_request *r, const cJSON *body, os_run_opts *o)
+/* The fields /command and a session's run share (command, cwd, timeout) into o. */
+static int run_fields(const cJSON *body, os_run_opts *o, os_err *e)
 {
         const cJSON *cmd = opt(body, "command"), *cwd = opt(body, "cwd");
         const cJSON *t = opt(body, "timeout");
 
-        if (!cJSON_IsObject(body)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is a JSON object");
-                return -1;
-        }
-        if (!cJSON_IsString(cmd) || !*cmd->valuestring) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'command' is a non-empty string");
-                return -1;
-        }
+        if (!cJSON_IsObject(body))
+                return os_err_code(e, OS_E_BAD_BODY, "the body is a JSON object");
+        if (!cJSON_IsString(cmd) || !*cmd->valuestring)
+                return os_err_code(e, OS_E_BAD_BODY, "'command' is a non-empty string");
         /* One argv string of the kernel's (MAX_ARG_STRLEN): a longer one could not be run. */
-        if (strlen(cmd->valuestring) > OS_COMMAND_TEXT_MAX) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'command' is longer than %u bytes",
-                               OS_COMMAND_TEXT_MAX);
-                return -1;
-        }
-        if (cwd && (!cJSON_IsString(cwd) || strlen(cwd->valuestring) > 4096)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'cwd' is a path of at most 4096 bytes");
-                return -1;
-        }
+        if (strlen(cmd->valuestring) > OS_COMMAND_TEXT_MAX)
+                return os_err_code(e, OS_E_BAD_BODY, "'command' is longer than %u bytes",
+                                   OS_COMMAND_TEXT_MAX);
+        if (cwd && (!cJSON_IsString(cwd) || strlen(cwd->valuestring) > 4096))
+                return os_err_code(e, OS_E_BAD_BODY, "'cwd' is a path of at most 4096 bytes");
         if (t && (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble > 9.2e18 ||
-                  t->valuedouble != (double)(uint64_t)t->valuedouble)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'timeout' is a number of milliseconds");
-                return -1;
-        }
+                  t->valuedouble != (double)(uint64_t)t->valuedouble))
+                return os_err_code(e, OS_E_BAD_BODY, "'timeout' is a number of milliseconds");
         o->text = cmd->valuestring;
         o->cwd = cwd && *cwd->valuestring ? cwd->valuestring : NULL;
         o->timeout_ms = t ? (uint64_t)t->valuedouble : 0;
         return 0;
 }
 
-static int judge_ids(sh_request *r, const cJSON *body, const sh_sandbox *sb)
+cJSON *os_run_body(sh_request *r, os_run_opts *o)
 {
-        const cJSON *uid = opt(body, "uid"), *gid = opt(body, "gid");
-        const sh_fs_owner *own = sh_sandbox_owner(sb);
+        bool empty;
+        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty);
+        os_err e;
 
-        if ((uid && !cJSON_IsNumber(uid)) || (gid && !cJSON_IsNumber(gid)) ||
-            (uid && (uid->valuedouble < 0 || uid->valuedouble > 4294967295.0)) ||
-            (gid && (gid->valuedouble < 0 || gid->valuedouble > 4294967295.0))) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'uid' and 'gid' are non-negative integers");
-                return -1;
+        if (!body && !empty)
+                return NULL; /* answered */
+        if (run_fields(body, o, &e) < 0) {
+                os_reply_err(r, &e);
+                cJSON_Delete(body);
+                return NULL;
         }
-        if (gid && !uid) {
-                os_reply_error(r, 400, OS_BAD_BODY, "uid is required when gid is provided");
-                return -1;
-        }
-        /* A sandbox's processes have its one uid and gid: another would need privileges the
-         * sandbox never has. */
-        if ((uid && (uid_t)uid->valuedouble != own->uid) ||
-            (gid && (gid_t)gid->valuedouble != own->gid)) {
-                os_reply_error(r, 400, "NOT_SUPPORTED",
-                               "commands here run as the sandbox's own uid %u and gid %u only",
-                               (unsigned)own->uid, (unsigned)own->gid);
-                return -1;
-        }
-        return 0;
+        return body;
 }
 
-static int judge_envs(sh_request *r, const cJSON *envs)
+static bool is_id(const cJSON *v)
 {
-        const cJSON *v;
+        return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 4294967295.0;
+}
 
-        if (!envs)
-                return 0;
-        if (!cJSON_IsObject(envs)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'envs' is an object of strings");
-                return -1;
-        }
+/* The fields only /command has (background, uid and gid, envs) into o. */
+static int command_fields(const cJSON *body, const sh_sandbox *sb, os_run_opts *o, os_err *e)
+{
+        const cJSON *bg = opt(body, "background"), *envs = opt(body, "envs"), *v;
+        const cJSON *uid = opt(body, "uid"), *gid = opt(body, "gid");
+        const sh_fs_owner *own;
+
+        if (bg && !cJSON_IsBool(bg))
+                return os_err_code(e, OS_E_BAD_BODY, "'background' is a boolean");
+        if (!sb)
+                return os_err_code(e, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
+        if ((uid && !is_id(uid)) || (gid && !is_id(gid)))
+                return os_err_code(e, OS_E_BAD_BODY, "'uid' and 'gid' are non-negative integers");
+        if (gid && !uid)
+                return os_err_code(e, OS_E_BAD_BODY, "uid is required when gid is provided");
+        /* A sandbox's processes have its one uid and gid: another would need privileges the
+         * sandbox never has. */
+        own = sh_sandbox_owner(sb);
+        if ((uid && (uid_t)uid->valuedouble != own->uid) ||
+            (gid && (gid_t)gid->valuedouble != own->gid))
+                return os_err_code(e, OS_E_NOT_SUPPORTED,
+                                   "commands here run as the sandbox's own uid %u and gid %u only",
+                                   (unsigned)own->uid, (unsigned)own->gid);
+        if (envs && !cJSON_IsObject(envs))
+                return os_err_code(e, OS_E_BAD_BODY, "'envs' is an object of strings");
         cJSON_ArrayForEach(v, envs)
         {
-                if (!cJSON_IsString(v)) {
-                        os_reply_error(r, 400, OS_BAD_BODY, "'envs' is an object of strings");
-                        return -1;
-                }
-                if (!*v->string || strchr(v->string, '=')) {
-                        os_reply_error(r, 400, OS_BAD_BODY,
-                                       "'envs' names are non-empty and hold no '='");
-                        return -1;
-                }
+                if (!cJSON_IsString(v))
+                        return os_err_code(e, OS_E_BAD_BODY, "'envs' is an object of strings");
+                if (!*v->string || strchr(v->string, '='))
+                        return os_err_code(e, OS_E_BAD_BODY,
+                                           "'envs' names are non-empty and hold no '='");
         }
+        o->background = bg && cJSON_IsTrue(bg);
+        o->envs = envs;
         return 0;
 }
 
 static void api_run(sh_request *r)
 {
         os_record *rec = os_request_record(r);
-        bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
-        const cJSON *bg, *envs;
         os_run_opts o = {0};
+        _cleanup_cjson_ cJSON *body = os_run_body(r, &o);
+        os_err e;
 
-        if (!body) {
-                if (empty)
-                        os_reply_error(r, 400, OS_BAD_BODY, "the body is a JSON object");
+        if (!body)
                 return;
-        }
-        if (os_run_fields(r, body, &o) < 0)
-                goto out;
-        bg = opt(body, "background");
-        envs = opt(body, "envs");
-        if (bg && !cJSON_IsBool(bg)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'background' is a boolean");
-                goto out;
-        }
-        if (!os_record_sandbox(rec)) {
-                os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
-                goto out;
-        }
-        if (judge_ids(r, body, os_record_sandbox(rec)) < 0 || judge_envs(r, envs) < 0)
-                goto out;
-        o.background = bg && cJSON_IsTrue(bg);
-        o.envs = envs;
-        os_run_start(r, rec, &o);
-out:
-        cJSON_Delete(body);
+        if (command_fields(body, os_record_sandbox(rec), &o, &e) < 0)
+                os_reply_err(r, &e);
+        else
+                os_run_start(r, rec, &o);
+}
+
+/* The command the path names, or NULL having answered 404. */
+static os_cmd *cmd_of(sh_request *r)
+{
+        size_t len;
+        const char *id = sh_request_param(r, 1, &len);
+        os_cmd *c = os_cmd_find(os_request_record(r)->execd, id, len);
+
+        if (!c)
+                os_reply_code(r, OS_E_NO_SUCH_COMMAND, "command not found: %.*s",
+                              (int)(len > 64 ? 64 : len), id);
+        return c;
 }
 
 static void add_time(cJSON *o, const char *name, uint64_t ms)
@@ -152,17 +143,11 @@ static void add_time(cJSON *o, const char *name, uint64_t ms)
 
 static void api_status(sh_request *r)
 {
-        os_record *rec = os_request_record(r);
-        size_t len;
-        const char *id = sh_request_param(r, 1, &len);
-        os_cmd *c = os_cmd_find(rec->execd, id, len);
+        os_cmd *c = cmd_of(r);
         cJSON *o;
 
-        if (!c) {
-                os_reply_error(r, 404, OS_BAD_BODY, "command not found: %.*s",
-                               (int)(len > 64 ? 64 : len), id);
+        if (!c)
                 return;
-        }
         o = cJSON_CreateObject();
         if (o) {
                 cJSON_AddStringToObject(o, "id", c->id);
@@ -186,8 +171,7 @@ static void api_status(sh_request *r)
  * past COMMAND_LOG_MAX), or a sandbox deleted meanwhile, cut the connection: a short body,
  * never a wrong one. */
 typedef struct log_reader {
-        os_cmd *c;      /* a reference */
-        os_record *rec; /* a reference: its sandbox, while it lives */
+        os_cmd *c; /* a reference */
         uint64_t pos, end;
 } log_reader;
 
@@ -202,7 +186,7 @@ static ssize_t log_read(void *data, char *out, size_t max)
                 max = OS_LOG_STEP;
         if (max > lr->end - lr->pos)
                 max = (size_t)(lr->end - lr->pos);
-        n = sh_ringlog_read(&lr->c->log, os_record_sandbox(lr->rec), lr->pos, out, max);
+        n = sh_bgexec_read(lr->c->bg, lr->pos, out, max);
         if (n <= 0) {
                 log_info("command-logs-cut", lr->c->log_id,
                          "a logs answer ends at %" PRIu64 " of %" PRIu64 ": %s", lr->pos, lr->end,
@@ -219,7 +203,6 @@ static void log_reader_release(void *data)
         log_reader *lr = data;
 
         os_cmd_unref(lr->c);
-        os_record_unref(lr->rec);
         free(lr);
 }
 
@@ -230,38 +213,34 @@ static const sh_pending_ops log_ops = {
 
 static void api_logs(sh_request *r)
 {
-        os_record *rec = os_request_record(r);
-        size_t len;
-        const char *id = sh_request_param(r, 1, &len);
         const sh_query_param *cur = sh_query_find(sh_request_query(r), "cursor");
-        os_cmd *c = os_cmd_find(rec->execd, id, len);
+        os_cmd *c = cmd_of(r);
+        const sh_ringlog *g;
         uint64_t from = 0, end;
         char hdr[32];
         sh_response *resp;
         sh_pending *tok;
         log_reader *lr;
 
-        if (!c) {
-                os_reply_error(r, 404, OS_BAD_BODY, "command not found: %.*s",
-                               (int)(len > 64 ? 64 : len), id);
+        if (!c)
                 return;
-        }
-        if (!c->background) {
-                os_reply_error(r, 400, OS_BAD_BODY,
-                               "command %s is not running in background: its output was its "
-                               "stream",
-                               c->id);
+        if (!c->bg) {
+                os_reply_code(r, OS_E_BAD_BODY,
+                              "command %s is not running in background: its output was its "
+                              "stream",
+                              c->id);
                 return;
         }
         if (cur && cur->val_len &&
             (memchr(cur->val, '\0', cur->val_len) || sh_parse_u64(cur->val, &from) < 0)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'cursor' is a byte offset (an integer >= 0)");
+                os_reply_code(r, OS_E_BAD_BODY, "'cursor' is a byte offset (an integer >= 0)");
                 return;
         }
         /* From the oldest kept byte when the cursor is older; to the end as it is now. */
-        end = c->log.total;
-        if (from < sh_ringlog_first(&c->log))
-                from = sh_ringlog_first(&c->log);
+        g = sh_bgexec_log(c->bg);
+        end = g->total;
+        if (from < sh_ringlog_first(g))
+                from = sh_ringlog_first(g);
         if (from > end)
                 from = end;
         if (from == end) {
@@ -269,22 +248,22 @@ static void api_logs(sh_request *r)
         } else {
                 lr = calloc(1, sizeof(*lr));
                 if (!lr) {
-                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                        os_reply_code(r, OS_E_RUNTIME, "out of memory");
                         return;
                 }
                 c->refs++;
-                *lr = (log_reader){.c = c, .rec = os_record_ref(rec), .pos = from, .end = end};
+                *lr = (log_reader){.c = c, .pos = from, .end = end};
                 tok = sh_request_wait(r, &log_ops, lr);
                 if (!tok) {
                         log_reader_release(lr);
-                        os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                        os_reply_code(r, OS_E_RUNTIME, "out of memory");
                         return;
                 }
                 resp = sh_response_stream(tok, OS_LOG_STEP);
                 sh_pending_release(tok); /* the request's and the response's remain */
         }
         if (!resp) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         /* The offset after what the body holds: the next poll's cursor. */
@@ -295,25 +274,22 @@ static void api_logs(sh_request *r)
         sh_reply(r, 200, resp);
 }
 
+/* A command's id: it is killed (or it ended already); a session's: it is deleted. */
 static void api_interrupt(sh_request *r)
 {
-        os_record *rec = os_request_record(r);
         const sh_query_param *id = sh_query_find(sh_request_query(r), "id");
-        os_execd *x = os_execd_of(rec);
+        os_execd *x = os_execd_of(os_request_record(r));
+        os_cmd *c;
 
-        if (!id || !id->val_len) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'id'");
-                return;
-        }
-        if (x && os_cmd_interrupt(x, id->val, id->val_len, "interrupted") == 1) {
+        if (!id || !id->val_len)
+                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'id'");
+        else if (x && (c = os_cmd_find(x, id->val, id->val_len))) {
+                os_cmd_kill(c, "interrupted");
                 os_reply_empty(r, 200);
-                return;
-        }
-        if (x && os_session_interrupt(x, id->val, id->val_len) == 1) {
+        } else if (x && os_session_interrupt(x, id->val, id->val_len))
                 os_reply_empty(r, 200);
-                return;
-        }
-        os_reply_error(r, 404, OS_BAD_BODY, "no command or session with this id");
+        else
+                os_reply_code(r, OS_E_NO_SUCH_COMMAND, "no command or session with this id");
 }
 
 const sh_route os_command_routes[] = {

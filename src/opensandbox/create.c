@@ -6,10 +6,10 @@
  * background command whose output the record keeps, and the 202 once it runs. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 
-#include "execd.h"
 #include "os-internal.h"
 
 #define ENTRYPOINT_MAX 256        /* arguments of an entrypoint */
@@ -325,57 +325,43 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
 
 /* ---- the entrypoint ------------------------------------------------------------------------- */
 
-/* Its output, stdout and stderr as they come, into the record's log (the last 1 MiB, in a
- * file of the sandbox's: sh/ringlog.h). */
-static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
+/* Its end (its output goes to its log: sh/bgexec.h). */
+static void entry_event(sh_bgexec *b, const sh_exec_event *ev, void *data)
 {
         os_record *rec = data;
 
-        switch (ev->type) {
-        case SH_EXEC_EV_CHUNK:
-                sh_ringlog_append(&rec->container, rec->sb, ev->chunk.data, ev->chunk.len, rec->id);
-                break;
-        case SH_EXEC_EV_HEARTBEAT:
-                break;
-        case SH_EXEC_EV_EXIT:
+        if (ev->type == SH_EXEC_EV_EXIT) {
                 os_record_entry_ended(rec, ev->exit.code);
                 os_record_log(rec, SH_LOG_INFO, "entrypoint-exited", "the entrypoint exited (%d)",
                               ev->exit.code);
-                break;
-        case SH_EXEC_EV_ERROR:
+        } else {
                 os_record_entry_ended(rec, -1);
                 os_record_log(rec, SH_LOG_INFO, "entrypoint-ended", "the entrypoint ended: %s",
                               ev->error.text ? ev->error.text : "");
-                break;
         }
 }
 
-/* Started as a background command of the sandbox: as its uid, in its namespaces and cgroup,
- * with its env, in the workspace. Its exit does not end the sandbox. Its stdout and stderr
- * share one pipe: the log keeps them as they come anyway, and an idle /v1 sandbox then costs
- * the daemon one fd for its entrypoint rather than two. */
+/* Started as a background command of the sandbox's (as its uid, in its namespaces and cgroup,
+ * with its env, in the workspace; its reads billed with its background commands'), outside
+ * their bounds; its exit does not end the sandbox. Its output's log (the last 1 MiB) is made by
+ * its first byte: a quiet entrypoint leaves the sandbox's directory empty, and its delete needs
+ * no remover. */
 static int start_entrypoint(os_record *rec, sh_error **err)
 {
-        os_execd *x = os_execd_of(rec);
-        /* No heartbeat: the entrypoint has no client to keep alive. Its reads share its
-         * sandbox's read rate with the background commands (OS_LOG_RATE; without it, out of
-         * memory, it goes unbilled rather than stopped forever): an entrypoint writing as fast
-         * as it can never takes the daemon's one thread from the other sandboxes. */
-        const sh_exec_opts o = {.capture_max = 0,
-                                .heartbeat_ms = 0,
-                                .merge_output = true,
-                                .rate = x ? x->rate : NULL};
+        const sh_bgexec_opts o = {.log_name = "entrypoint", .log_max = CONTAINER_LOG};
         int n = cJSON_GetArraySize(rec->entrypoint), i = 0;
-        _cleanup_free_ char **argv = calloc((size_t)n + 1, sizeof(char *));
+        char **argv = calloc((size_t)n + 1, sizeof(char *));
         const cJSON *v;
+        int k;
 
         if (!argv)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        /* its output's log file (sh/ringlog.h), made by its first byte: a quiet entrypoint leaves
-         * the sandbox's directory empty, and its delete needs no remover */
-        sh_ringlog_init(&rec->container, "entrypoint", CONTAINER_LOG);
         cJSON_ArrayForEach(v, rec->entrypoint) argv[i++] = v->valuestring; /* copied by exec */
-        return sh_sandbox_exec(rec->sb, argv, NULL, &o, entry_event, rec, &rec->entry, err);
+        k = sh_bgexec_new(rec->sb, &o, &rec->entry, err);
+        if (k >= 0)
+                k = sh_bgexec_start(rec->entry, argv, NULL, entry_event, rec, err);
+        free(argv);
+        return k;
 }
 
 /* ---- the create's job ------------------------------------------------------------------------ */

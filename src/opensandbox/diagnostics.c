@@ -50,7 +50,8 @@ static int take(const os_record *rec, sh_journal_part which, size_t budget, part
 
 static int take_log(os_record *rec, size_t budget, part *ret)
 {
-        int k = sh_ringlog_tail(&rec->container, rec->sb, budget, &ret->p, &ret->len, &ret->cut);
+        int k = sh_ringlog_tail(os_record_container_log(rec), rec->sb, budget, &ret->p, &ret->len,
+                                &ret->cut);
 
         if (k == 0)
                 sh_utf8_scrub(ret->p, ret->len);

@@ -1,6 +1,6 @@
 /* execd.h: what the execd files of the /v1 surface share (issue 13; OPENSANDBOX.md section
- * 3.1): the SSE encoder of the exec engine's events with its line splitter and the wrapper's
- * handshake (sse.c, pure), each sandbox's execd state (rec->execd, execd.c) with its registry
+ * 3.1): the SSE encoder of the exec engine's events and the wrapper's handshake (sse.c,
+ * pure), each sandbox's execd state (rec->execd, execd.c) with its registry
  * of commands, a command and its runs (run.c), the routes of commands (commands.c), sessions
  * (sessions.c) and metrics (metrics.c). Nothing outside src/opensandbox/ includes it. */
 #pragma once
@@ -12,6 +12,7 @@
 
 #include "os-internal.h"
 #include "sh/buf.h"
+#include "sh/linesplit.h"
 
 /* ---- bounds (docs/opensandbox.md "Limits") ------------------------------------------------ */
 
@@ -26,35 +27,9 @@
 #define OS_SESSIONS_MAX      64                /* sessions of a sandbox */
 #define OS_COMMAND_TEXT_MAX  (128u * 1024 - 1) /* the kernel's bound on one argv string */
 #define OS_SESSION_STATE_MAX (64u * 1024)      /* a session's carried state (cwd + exports) */
-#define OS_LOG_BUDGET_TIMES  4            /* a sandbox's logs together: this x COMMAND_LOG_MAX */
-#define OS_LOG_RATE          (8u << 20)   /* background output read per second per sandbox */
-#define OS_LOG_CHARGE_MIN    4096         /* a read of less is billed as this much (its syscalls) */
 #define OS_LOG_STEP          (64u * 1024) /* a logs answer reads its file by this much a step */
 #define OS_CAPTURE           4096         /* stderr kept to explain a command that never ran */
 #define OS_NONCE_LEN         32           /* hex digits of a run's handshake nonce */
-#define OS_UUID_LEN          36
-
-/* ---- sse.c: lines ------------------------------------------------------------------------- */
-
-/* One line of output (terminator stripped; len 0: an empty line), or a 64 KiB cut of a longer
- * one. Returns 0 to go on, 1 to stop the feed (the rest of the bytes is not lines), < 0 on
- * error (out of memory). */
-typedef int (*os_line_fn)(void *data, const char *line, size_t len);
-
-/* A line splitter as OpenSandbox's execd splits: "\n", "\r" and "\r\n" each end a line; a line
- * longer than OS_SSE_LINE_MAX is cut at the last UTF-8 character boundary at or below it. */
-typedef struct os_lines {
-        char *p; /* the line so far (OS_SSE_LINE_MAX bytes once allocated) */
-        size_t len;
-        bool cr; /* the last byte was '\r': a '\n' right after ends nothing */
-} os_lines;
-
-/* Feed n bytes: fn for each complete line. Returns the bytes consumed (n, or fewer when fn
- * stopped the feed), or < 0 (fn's error, or -ENOMEM). */
-ssize_t os_lines_feed(os_lines *l, const char *p, size_t n, os_line_fn fn, void *data);
-/* The end of the stream: the last unterminated line, if any. 0 or < 0. */
-int os_lines_flush(os_lines *l, os_line_fn fn, void *data);
-void os_lines_done(os_lines *l);
 
 /* ---- sse.c: events -------------------------------------------------------------------------- */
 
@@ -68,16 +43,16 @@ int os_sse_error(sh_buf *q, const char *evalue, const char *traceback, uint64_t 
 /* The engine's typed events of one command as OpenSandbox's SSE stream (section 3.1): output
  * chunks split into `stdout` / `stderr` events per line (an empty line is "\n"), the
  * heartbeat as `ping`, the exit as `execution_complete` (code 0) or `error` (the code as text,
- * 128 + N for a signal), an engine error as `error` with its text. The `init` event is the
+ * 128 + N for a signal; the kill's reason, the event's `why`, its traceback), an engine error
+ * as `error` with its text (or its `why`). The `init` event is the
  * caller's (it comes before anything reaches the encoder). Pure: the time is the caller's.
  *
  * A session run (session set) carries its shell's state after the command: the wrapper
  * prints "\n<nonce>\n", the state, "<nonce>.\n" on stdout; the encoder shows none of it (nor
  * the empty line the first "\n" may make) and keeps the state (os_sse_session_state). */
 typedef struct os_sse {
-        os_lines lines[2];
-        uint64_t start_ms; /* wall ms of the request: execution_time counts from it */
-        const char *why;   /* the traceback of a kill (timeout, interrupt): the caller's */
+        sh_linesplit lines[2]; /* stdout's, stderr's (OS_SSE_LINE_MAX) */
+        uint64_t start_ms;     /* wall ms of the request: execution_time counts from it */
         bool session;
         char nonce[OS_NONCE_LEN + 1];
         bool in_state, held_empty, ended;
@@ -119,10 +94,6 @@ typedef struct os_handshake {
  * command's one pipe): lines before the handshake's are the shell's own, their bytes appended
  * to noise (its first OS_CAPTURE bytes), and the wait goes on. */
 size_t os_handshake_feed(os_handshake *h, const char *p, size_t n, sh_buf *noise);
-/* A fresh random nonce (hex) into out. */
-void os_nonce(char out[OS_NONCE_LEN + 1]);
-/* A random UUID (version 4) into out: command and session ids. */
-void os_uuid(char out[OS_UUID_LEN + 1]);
 
 /* ---- a sandbox's execd state (execd.c owns it; rec->execd) ----------------------------------- */
 
@@ -137,14 +108,8 @@ typedef struct os_execd {
         unsigned n_cmds;
         os_session *sessions;
         unsigned n_sessions;
-        os_metrics *metrics;   /* metrics.c's, NULL until asked */
-        uint64_t log_bytes;    /* kept by the background logs together (in their files) */
-        uint64_t text_bytes;   /* the remembered commands' texts together (OS_COMMAND_TEXTS_MAX) */
-        unsigned n_running_bg; /* background commands running (SANDBOX_HOST_BACKGROUND_MAX) */
-        uint64_t next_log;     /* the next log file's number */
-        /* the read rate of the sandbox's output nobody waits for (OS_LOG_RATE): its background
-         * commands' and its entrypoint's reads are billed to it (sh_exec_rate) */
-        sh_exec_rate *rate;
+        os_metrics *metrics; /* metrics.c's, NULL until asked */
+        uint64_t text_bytes; /* the remembered commands' texts together (OS_COMMAND_TEXTS_MAX) */
 } os_execd;
 
 /* The sandbox's execd state, made on first use; NULL when out of memory or gone. */
@@ -173,26 +138,22 @@ struct os_cmd {
         unsigned refs;
         os_execd *x; /* NULL once out of the registry (or never in it: session runs) */
         cmd_state state;
-        char id[OS_UUID_LEN + 1];
+        char id[SH_UUID_LEN + 1];
         char log_id[SH_ID_LEN + 1];
-        char *content;   /* the shell text */
-        char *cwd;       /* the directory asked for, NULL: the default */
-        size_t text_len; /* content and cwd: its share of x->text_bytes */
-        bool background; /* output into its log; running in the registry: x->n_running_bg */
-        os_session *session;
-        sh_loop *loop;
+        char *content;       /* the shell text */
+        char *cwd;           /* the directory asked for, NULL: the default */
+        size_t text_len;     /* content and cwd: its share of x->text_bytes */
+        os_session *session; /* a session's run: that session, until the end or its delete */
+        SH_LIST_FIELDS(os_cmd, runs); /* in session->runs */
 
-        sh_exec *e; /* the consumer's reference, until the end */
+        sh_exec *e;    /* a streamed run: the consumer's reference, until the end */
+        sh_bgexec *bg; /* a background command: the sandbox's (sh/bgexec.h), its output its log */
         os_handshake hs;
         sh_buf pre_err; /* stderr that came before the handshake line */
         os_sse sse;
         uint64_t start_ms, finished_ms; /* wall */
         int exit_code;
         char *error;
-        char why[128]; /* why it was killed, for its traceback */
-        sh_timer *timeout_t;
-        uint64_t timeout_ms;
-        sh_ringlog log; /* background: its output, in a file of the sandbox's */
 
         /* its request's stream: ours until its last event is queued or the client left */
         sh_queued_stream *qs;
@@ -203,17 +164,11 @@ struct os_cmd {
 /* execd.c, the registry: room for one more command whose texts take `need` bytes (the oldest
  * finished ones forgotten until fewer than OS_COMMANDS_MAX are remembered and the texts fit
  * OS_COMMAND_TEXTS_MAX), false when the running ones leave none; a command in (a reference
- * taken) and out (its log dropped, the reference let go); found by id (NULL: none). */
+ * taken) and out (the reference let go); found by id (NULL: none). */
 bool os_cmd_room(os_execd *x, size_t need);
 void os_cmd_link(os_execd *x, os_cmd *c);
 void os_cmd_unlink(os_cmd *c);
 os_cmd *os_cmd_find(os_execd *x, const char *id, size_t len);
-/* execd.c: a background command no longer runs (it ends, or leaves the registry unfinished):
- * its room under SANDBOX_HOST_BACKGROUND_MAX is free. Call before its state changes. */
-void os_cmd_bg_stopped(os_cmd *c);
-/* execd.c: a background command's output into its log file, under its sandbox's budget of logs
- * (nothing once out of the registry). */
-void os_cmd_log(os_cmd *c, const char *p, size_t n);
 
 /* What a run is: a command of /command (foreground or background), or a session's run. */
 typedef struct os_run_opts {
@@ -232,39 +187,36 @@ typedef struct os_run_opts {
  * that cannot be entered). Answers r on every path. */
 void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o);
 
-/* The fields /command and a session's run share (command, cwd, timeout) into o. 0, or -1
- * having answered r with a 400. */
-int os_run_fields(sh_request *r, const cJSON *body, os_run_opts *o);
+/* commands.c: the body of a run (/command, a session's run): its JSON, the fields they share
+ * (command, cwd, timeout) judged into o; NULL having answered r (400). The caller frees it. */
+cJSON *os_run_body(sh_request *r, os_run_opts *o);
 
-/* Kill a running command of rec (DELETE /command) by id: 1 killed or already done, 0 no such
- * command. `why` is its traceback. */
-int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why);
-
-/* run.c -> sessions.c: a session run ended; `state` its new state (NULL: unchanged). */
+/* run.c -> sessions.c: a session's run has started (into the session's runs), ended (out of
+ * them; `state` its new state, NULL: unchanged). */
+void os_session_run_started(os_session *s, os_cmd *c);
 void os_session_run_ended(os_session *s, os_cmd *c, const char *state, size_t len);
 /* sessions.c: the record goes: every session ends (their runs are killed with the sandbox). */
 void os_sessions_gone(os_execd *x);
 /* sessions.c: DELETE /command?id=<session id> deletes that session (as OpenSandbox's execd):
  * 1 done, 0 no such session. */
 int os_session_interrupt(os_execd *x, const char *id, size_t len);
-/* The run's session is deleted: the run no longer tells it of its end. */
-void os_cmd_forget_session(os_cmd *c);
-/* run.c -> sessions.c: a session's run has started (the session takes a reference,
- * dropped by os_session_run_ended). */
-void os_session_run_started(os_session *s, os_cmd *c);
 /* Kill a command's whole tree; `why` (NULL: keep) becomes its traceback. */
 void os_cmd_kill(os_cmd *c, const char *why);
-/* A session's reference to its run: dropped (os_session_run_ended, a deleted session). */
+/* A reference to a command dropped (the registry's, a logs answer's). */
 void os_cmd_unref(os_cmd *c);
 
 /* metrics.c: the record goes: its sampler stops, its watchers end. */
 void os_metrics_gone(os_execd *x);
 
+/* The 200 text/event-stream answer of a queued stream (a command's, a metrics watch), with
+ * what it has queued (500 when out of memory); nothing once its request has ended. */
+void os_reply_event_stream(sh_queued_stream *qs);
+
 /* 405 for a served execd path asked with a method it does not serve (every file's tables). */
 void os_execd_wrong_method(sh_request *r);
 
-/* The execd error replies (codes of execd-api.yaml, OPENSANDBOX.md section 1). */
-#define OS_BAD_BODY   "INVALID_REQUEST_BODY"
-#define OS_MISSING    "MISSING_QUERY"
-#define OS_RUNTIME    "RUNTIME_ERROR"
-#define OS_NO_CONTEXT "CONTEXT_NOT_FOUND"
+/* The execd codes the file routes (files*.c) still name by hand; the other execd files answer
+ * through the table (codes.c: os_reply_code). */
+#define OS_BAD_BODY "INVALID_REQUEST_BODY"
+#define OS_MISSING  "MISSING_QUERY"
+#define OS_RUNTIME  "RUNTIME_ERROR"

@@ -22,7 +22,7 @@
 #include "sh/log.h"
 #include "sh/loop.h"
 #include "sh/opensandbox.h"
-#include "sh/ringlog.h"
+#include "sh/bgexec.h"
 #include "sh/sandbox.h"
 #include "sh/util.h"
 
@@ -111,9 +111,8 @@ struct os_record {
         char token[OS_TOKEN_LEN + 1]; /* the access token (never logged) */
         unsigned char token_hash[32]; /* BLAKE2b of it, compared in constant time */
 
-        /* the entrypoint: a background command, its output (stdout + stderr) in a log file */
-        sh_exec *entry;
-        sh_ringlog container;
+        /* the entrypoint: a background command, its output (stdout + stderr) in its log */
+        sh_bgexec *entry;
         bool entry_ended;
         int entry_exit; /* its exit code (128 + signal) once entry_ended */
 
@@ -137,6 +136,8 @@ os_record *os_record_find(os_ctx *ctx, const char *id, size_t len);
 os_record *os_record_of(const sh_sandbox *sb);
 /* Its sandbox (borrowed; NULL once deleted): its cgroup, workspace, exec. */
 sh_sandbox *os_record_sandbox(const os_record *rec);
+/* The entrypoint's output log (diagnostics scope `container`). */
+const sh_ringlog *os_record_container_log(const os_record *rec);
 
 /* A file that keeps something per record (diagnostics.c, the execd files) is told of its
  * changes through an observer: record.c calls nobody by name. A static table, registered once
@@ -251,7 +252,7 @@ int os_err_code(os_err *e, os_code c, const char *fmt, ...) _printf_(3, 4);
 void os_reply_code(sh_request *r, os_code c, const char *fmt, ...) _printf_(3, 4);
 void os_reply_err(sh_request *r, const os_err *e);
 /* The same as os_err_code and os_reply_code, a status and a code picked by the caller: for the
- * files not moved to the table yet (files.c, commands.c, sessions.c, metrics.c). */
+ * files not moved to the table yet (files*.c). */
 int os_err_set(os_err *e, unsigned status, const char *code, const char *fmt, ...) _printf_(4, 5);
 void os_reply_error(sh_request *r, unsigned status, const char *code, const char *fmt, ...)
         _printf_(4, 5);

@@ -50,7 +50,7 @@ os_record *os_record_ref(os_record *rec)
 
 static void record_free(os_record *rec)
 {
-        sh_exec_detach(rec->entry);
+        sh_bgexec_free(rec->entry);
         sh_sandbox_unref(rec->sb);
         free(rec->reason);
         free(rec->message);
@@ -119,7 +119,7 @@ static void record_unlink(os_record *rec)
         for (unsigned i = 0; i < rec->ctx->n_observers; i++)
                 if (rec->ctx->observers[i]->gone)
                         rec->ctx->observers[i]->gone(rec);
-        sh_exec_detach(TAKE_PTR(rec->entry));
+        sh_bgexec_free(TAKE_PTR(rec->entry));
         sh_sandbox_unref(TAKE_PTR(rec->sb));
         os_record_unref(attached);
 }
@@ -127,6 +127,13 @@ static void record_unlink(os_record *rec)
 sh_sandbox *os_record_sandbox(const os_record *rec)
 {
         return rec->sb;
+}
+
+const sh_ringlog *os_record_container_log(const os_record *rec)
+{
+        static const sh_ringlog none;
+
+        return rec->entry ? sh_bgexec_log(rec->entry) : &none;
 }
 
 /* A new record for a create (state Pending, not yet in the registry); one reference. */

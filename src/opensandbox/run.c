@@ -2,43 +2,75 @@
  * background) or a session's run, from its start to its end. Every run goes through a fixed
  * shell wrapper (the working directory, then `bash -c`, `sh -c` without bash; a session's
  * script, sessions.c) on the same engine as a native exec (sh_sandbox_exec: its own cgroup,
- * kill on disconnect, backpressure), with no heartbeat of the engine's. Its SSE stream (sse.c
+ * backpressure, the timeout), with no heartbeat of the engine's. Its SSE stream (sse.c
  * encodes) is a queued stream with a `ping` after 3 s of silence; the wrapper's handshake line
  * decides its answer (a 400 for a directory that cannot be entered); a background command
- * answers at once and runs on, its output into a bounded log of the sandbox's (execd.c), its
- * reads billed to its sandbox's read rate; a timeout, an interrupt or the client leaving kills
- * its whole tree. Its life is one state (execd.h) changed only by the transitions here. */
+ * answers at once and runs on as the sandbox layer's (sh/bgexec.h: its output in a bounded log
+ * of the sandbox's); an interrupt or the client leaving kills its whole tree. Its life is one
+ * state (execd.h) changed only by the transitions here. */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "execd.h"
+#include "sh/random.h"
+
+/* A shell function of the wrapper and the session script: enter the directory $1 (`~` is
+ * HOME; made first when $2 is set) or say why not on stdout ("<nonce> nodir", "notdir",
+ * "noaccess"; the nonce in $__sh_n) and exit 125. */
+#define ENTER                                                                                      \
+        "__sh_enter() {\n"                                                                         \
+        "__sh_e=$1\n"                                                                              \
+        "case $__sh_e in \"~\") __sh_e=$HOME;; \"~/\"*) __sh_e=$HOME/${__sh_e#\"~/\"};; esac\n"    \
+        "if [ -n \"$2\" ]; then mkdir -p -- \"$__sh_e\" >/dev/null 2>&1; fi\n"                     \
+        "if [ ! -e \"$__sh_e\" ]; then printf '%s nodir\\n' \"$__sh_n\"; exit 125; fi\n"           \
+        "if [ ! -d \"$__sh_e\" ]; then printf '%s notdir\\n' \"$__sh_n\"; exit 125; fi\n"          \
+        "cd -- \"$__sh_e\" 2>/dev/null || { printf '%s noaccess\\n' \"$__sh_n\"; exit 125; }\n"    \
+        "}\n"
 
 /* The wrapper every /command runs through, as `/bin/sh -c WRAPPER sh NONCE CWD TEXT`. It
- * enters the working directory (`~` is HOME), says so on stdout before any byte of the
- * command's own (the daemon reads that line: a directory that cannot be entered is the
- * request's 400, as OpenSandbox's execd answers), then becomes `bash -c TEXT` (`sh -c`
- * without bash). Client text only ever reaches it as arguments, never inside the script. */
+ * enters the working directory, says so on stdout before any byte of the command's own (the
+ * daemon reads that line: a directory that cannot be entered is the request's 400, as
+ * OpenSandbox's execd answers), then becomes `bash -c TEXT` (`sh -c` without bash). Client
+ * text only ever reaches it as arguments, never inside the script. */
 static const char wrapper[] =
-        "n=$1 d=$2 c=$3\n"
-        "if [ -n \"$d\" ]; then\n"
-        "case $d in \"~\") d=$HOME;; \"~/\"*) d=$HOME/${d#\"~/\"};; esac\n"
-        "if [ ! -e \"$d\" ]; then printf '%s nodir\\n' \"$n\"; exit 125; fi\n"
-        "if [ ! -d \"$d\" ]; then printf '%s notdir\\n' \"$n\"; exit 125; fi\n"
-        "cd -- \"$d\" 2>/dev/null || { printf '%s noaccess\\n' \"$n\"; exit 125; }\n"
-        "fi\n"
-        "printf '%s ok\\n' \"$n\"\n"
+        "__sh_n=$1 d=$2 c=$3\n" ENTER "if [ -n \"$d\" ]; then __sh_enter \"$d\"; fi\n"
+        "printf '%s ok\\n' \"$__sh_n\"\n"
         "if command -v bash >/dev/null 2>&1; then exec bash -c \"$c\"; fi\n"
         "exec sh -c \"$c\"\n";
 
-/* A session's run: `/bin/sh -c LAUNCHER sh SCRIPT NONCE CWD TEXT STATE FIRST` (sessions.c
- * gives SCRIPT): the script runs in bash (sh without). */
+/* A session's run, as `bash -c SCRIPT bash NONCE CWD TEXT STATE FIRST` (sessions.c): the state
+ * (its output silenced: nothing may come before the handshake line), the first run's directory
+ * (made if missing, as OpenSandbox's execd makes it at the create), the run's own directory,
+ * the handshake, the command in this same shell (so that `cd` and `export` stay), then the
+ * marker, the new state and the end marker, and the command's exit code. */
+static const char session_script[] =
+        "__sh_n=$1 __sh_d=$2 __sh_c=$3 __sh_s=$4 __sh_f=$5\n"
+        "set --\n"
+        "if [ -n \"$__sh_s\" ]; then eval \"$__sh_s\" >/dev/null 2>&1; fi\n" ENTER
+        "if [ -n \"$__sh_f\" ]; then __sh_enter \"$__sh_f\" mkdir; fi\n"
+        "if [ -n \"$__sh_d\" ]; then __sh_enter \"$__sh_d\"; fi\n"
+        "unset -f __sh_enter; unset __sh_d __sh_s __sh_f __sh_e\n"
+        "printf '%s ok\\n' \"$__sh_n\"\n"
+        "eval \"$__sh_c\"\n"
+        "__sh_rc=$?\n"
+        "__sh_q= __sh_r=$PWD\n"
+        "while :; do case $__sh_r in *\\'*) __sh_q=$__sh_q${__sh_r%%\\'*}\"'\\\\''\"; "
+        "__sh_r=${__sh_r#*\\'};; *) __sh_q=$__sh_q$__sh_r; break;; esac; done\n"
+        "printf '\\n%s\\n' \"$__sh_n\"\n"
+        "printf \"cd -- '%s'\\n\" \"$__sh_q\"\n"
+        "export -p\n"
+        "printf '%s.\\n' \"$__sh_n\"\n"
+        "exit \"$__sh_rc\"\n";
+
+/* ... started by `/bin/sh -c LAUNCHER sh SCRIPT NONCE CWD TEXT STATE FIRST`: in bash (sh
+ * without). */
 static const char launcher[] = "s=$1; shift\n"
                                "if command -v bash >/dev/null 2>&1; then exec bash -c \"$s\" bash "
                                "\"$@\"; fi\n"
                                "exec sh -c \"$s\" sh \"$@\"\n";
-extern const char os_session_script[];
+
+#define ERROR_MAX 511 /* the text of a command's `error` kept (its registry's budget) */
 
 /* ---- the stream -------------------------------------------------------------------------------- */
 
@@ -72,13 +104,8 @@ static void stream_gone(void *data)
 {
         os_cmd *c = data;
 
-        if (c->state != CMD_FINISHED && !c->background) {
-                if (!c->why[0])
-                        snprintf(c->why, sizeof(c->why), "the client went away");
-                log_info("command-killed", c->log_id, "client went away before the end");
-                if (c->e)
-                        sh_exec_kill(c->e);
-        }
+        if (!c->bg)
+                os_cmd_kill(c, "the client went away");
         sh_queued_stream_release(TAKE_PTR(c->qs));
 }
 
@@ -100,47 +127,14 @@ static const sh_queued_stream_opts stream_opts = {
         .block = 256 * 1024,
 };
 
-/* The 200 text/event-stream answer, with what is queued. */
-static void reply_stream(os_cmd *c)
+/* ev into the stream, if its client is still there. */
+static void queue(os_cmd *c, const sh_exec_event *ev)
 {
-        sh_request *r = sh_queued_stream_request(c->qs);
-        sh_response *resp;
-
-        if (!r)
-                return;
-        resp = sh_queued_stream_response(c->qs);
-        if (!resp) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot create the response");
-                return;
-        }
-        sh_response_header(resp, "Content-Type", "text/event-stream");
-        sh_response_header(resp, "Cache-Control", "no-cache");
-        sh_response_header(resp, "X-Accel-Buffering", "no");
-        sh_response_header(resp, "X-Content-Type-Options", "nosniff");
-        sh_reply(r, 200, resp);
+        if (c->qs && os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), ev, os_now_wall_ms()) < 0)
+                log_error("command-oom", c->log_id, "cannot queue output");
 }
 
-/* ---- the command's life ----------------------------------------------------------------------- */
-
-#define ERROR_MAX 511 /* the text of a command's `error` kept (its registry's budget) */
-
-/* The first ERROR_MAX bytes of error, NUL-terminated (NULL: out of memory). A loop, not
- * strndup: the callers' texts are arrays shorter than the bound, which gcc's -O3 flags. */
-static char *copy_error(const char *error)
-{
-        size_t n = 0;
-        char *p;
-
-        while (n < ERROR_MAX && error[n])
-                n++;
-        if (!(p = malloc(n + 1)))
-                return NULL;
-        memcpy(p, error, n);
-        p[n] = '\0';
-        return p;
-}
-
-/* ---- its transitions ---- */
+/* ---- the command's life: its transitions -------------------------------------------------------- */
 
 /* STARTING -> RUNNING: the wrapper entered the directory; the command runs. */
 static void cmd_ran(os_cmd *c)
@@ -160,50 +154,50 @@ static void cmd_refused(os_cmd *c)
 static void cmd_broken(os_cmd *c)
 {
         c->state = CMD_BROKEN;
-        snprintf(c->why, sizeof(c->why), "the shell did not start as a shell");
-        if (c->e)
-                sh_exec_kill(c->e);
+        os_cmd_kill(c, "the shell did not start as a shell");
 }
 
-/* Any -> FINISHED, once: its exit code and error (kept bounded, as valid JSON text), its finish
- * time, its room among the running background commands freed, its timeout off. */
+/* Any -> FINISHED, once: its exit code and error (its first ERROR_MAX bytes, valid JSON text:
+ * it may quote the sandbox's own bytes, a start failure's stderr), its finish time. */
 static void cmd_finish(os_cmd *c, int code, const char *error)
 {
         if (c->state == CMD_FINISHED)
                 return;
-        os_cmd_bg_stopped(c);
         c->state = CMD_FINISHED;
         c->finished_ms = os_now_wall_ms();
         c->exit_code = code;
         free(c->error);
-        c->error = error && *error ? copy_error(error) : NULL;
-        /* it may quote the sandbox's own bytes (a start failure's stderr): valid JSON text */
+        c->error = error && *error ? sh_memdup0(error, strnlen(error, ERROR_MAX)) : NULL;
         if (c->error)
                 sh_utf8_sanitize(c->error);
-        sh_loop_cancel_timer(c->loop, c->timeout_t);
-        c->timeout_t = NULL;
 }
 
-/* It never ran (no handshake before its end): a start failure, its evalue the message. */
+/* ---- its end ----------------------------------------------------------------------------------- */
+
+/* It never ran (no handshake before its end): a start failure, its evalue the message. The
+ * stream is answered now (its answer waited for the handshake). */
 static void start_failed(os_cmd *c, const char *msg)
 {
         c->sse.ended = true;
-        if (c->qs) {
-                if (os_sse_error(sh_queued_stream_queue(c->qs), msg, msg, os_now_wall_ms()) < 0)
-                        log_error("command-oom", c->log_id, "cannot queue the error event");
-                reply_stream(c); /* not answered yet: that waits for the handshake */
-                stream_end(c);
-        }
+        if (!c->qs)
+                return;
+        if (os_sse_error(sh_queued_stream_queue(c->qs), msg, msg, os_now_wall_ms()) < 0)
+                log_error("command-oom", c->log_id, "cannot queue the error event");
+        os_reply_event_stream(c->qs);
+        stream_end(c);
 }
 
-/* The stderr bytes of a command that never ran: what its wrapper or the exec said. */
+/* Why a command that never ran ended: its kill's reason, else the stderr bytes of its wrapper
+ * or the exec, else the engine's word. */
 static void failure_message(os_cmd *c, const sh_exec_event *ev, char *out, size_t size)
 {
         size_t n = c->pre_err.len, i;
 
         while (n && (c->pre_err.p[n - 1] == '\n' || c->pre_err.p[n - 1] == '\r'))
                 n--;
-        if (n) {
+        if (ev->why) {
+                snprintf(out, size, "%s", ev->why);
+        } else if (n) {
                 snprintf(out, size, "%.*s", (int)(n < size - 1 ? n : size - 1), c->pre_err.p);
                 for (i = 0; out[i]; i++)
                         if ((unsigned char)out[i] < 0x20)
@@ -218,42 +212,30 @@ static void failure_message(os_cmd *c, const sh_exec_event *ev, char *out, size_
 static void end_of_run(os_cmd *c, const sh_exec_event *ev)
 {
         const cmd_state was = c->state;
-        char msg[512];
+        const bool exited = ev->type == SH_EXEC_EV_EXIT;
         size_t slen = 0;
-        const char *st;
+        char msg[512];
 
         if (was == CMD_STARTING || was == CMD_BROKEN) {
-                /* killed before it ran (timeout, interrupt, the client left, not a shell): that
-                 * is why; else what the wrapper or the exec said */
-                if (c->why[0])
-                        snprintf(msg, sizeof(msg), "%s", c->why);
-                else
-                        failure_message(c, ev, msg, sizeof(msg));
-                cmd_finish(c, ev->type == SH_EXEC_EV_EXIT ? ev->exit.code : 125, msg);
+                failure_message(c, ev, msg, sizeof(msg));
+                cmd_finish(c, exited ? ev->exit.code : 125, msg);
                 start_failed(c, msg);
         } else if (was == CMD_REFUSED) {
                 cmd_finish(c, 125, "the working directory cannot be entered");
-        } else if (ev->type == SH_EXEC_EV_EXIT) {
-                if (ev->exit.code == 0)
-                        cmd_finish(c, 0, NULL);
-                else if (c->why[0])
-                        cmd_finish(c, ev->exit.code, c->why);
-                else if (ev->exit.signal) {
+        } else if (exited) {
+                if (ev->exit.signal)
                         snprintf(msg, sizeof(msg), "killed by signal %d", ev->exit.signal);
-                        cmd_finish(c, ev->exit.code, msg);
-                } else {
+                else
                         snprintf(msg, sizeof(msg), "exit status %d", ev->exit.code);
-                        cmd_finish(c, ev->exit.code, msg);
-                }
+                cmd_finish(c, ev->exit.code, !ev->exit.code ? NULL : ev->why ? ev->why : msg);
         } else {
-                cmd_finish(c, -1, c->why[0] ? c->why : ev->error.text);
+                cmd_finish(c, -1, ev->why ? ev->why : ev->error.text);
         }
         if (c->session) {
-                st = was == CMD_RUNNING && ev->type == SH_EXEC_EV_EXIT
-                             ? os_sse_session_state(&c->sse, &slen)
-                             : NULL;
-                os_session_run_ended(c->session, c, st, slen);
-                c->session = NULL;
+                const char *st =
+                        was == CMD_RUNNING && exited ? os_sse_session_state(&c->sse, &slen) : NULL;
+
+                os_session_run_ended(TAKE_PTR(c->session), c, st, slen);
         }
         /* Nothing of its output stays with a finished command (a remembered one keeps only its
          * status): the line splitter's buffers, the state, what came before the handshake. */
@@ -261,122 +243,113 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
         sh_buf_done(&c->pre_err);
 }
 
+/* ---- the handshake ----------------------------------------------------------------------------- */
+
 /* The handshake line is in: answer the request. */
 static void handshake_done(os_cmd *c)
 {
+        static const char *const refused[] = {
+                [OS_HS_NODIR] = "working directory does not exist",
+                [OS_HS_NOTDIR] = "working directory path is not a directory",
+                [OS_HS_NOACCESS] = "cannot access working directory",
+        };
         sh_request *r = c->qs ? sh_queued_stream_request(c->qs) : NULL;
-        const char *why = NULL;
         sh_exec_event ev = {.type = SH_EXEC_EV_CHUNK};
 
-        switch (c->hs.result) {
-        case OS_HS_OK:
-                cmd_ran(c);
-                break;
-        case OS_HS_NODIR:
-                why = "working directory does not exist";
-                break;
-        case OS_HS_NOTDIR:
-                why = "working directory path is not a directory";
-                break;
-        case OS_HS_NOACCESS:
-                why = "cannot access working directory";
-                break;
-        default:
+        if (c->hs.result == OS_HS_BAD) {
                 cmd_broken(c);
                 return;
         }
-        if (why) {
+        if (c->hs.result != OS_HS_OK) {
                 /* As OpenSandbox's execd: a 400 before any stream; the command never ran. */
                 cmd_refused(c);
                 if (r)
-                        os_reply_error(r, 400, OS_BAD_BODY, "%s: %s", why, c->cwd ? c->cwd : "");
+                        os_reply_code(r, OS_E_BAD_BODY, "%s: %s", refused[c->hs.result],
+                                      c->cwd ? c->cwd : "");
                 sh_queued_stream_release(TAKE_PTR(c->qs));
                 if (c->x)
                         os_cmd_unlink(c);
                 return;
         }
-        if (c->background) {
+        cmd_ran(c);
+        if (c->bg) {
                 /* init and execution_complete at once; the command runs on, its output into
-                 * the log. */
-                if (c->qs) {
-                        if (os_sse_complete(sh_queued_stream_queue(c->qs),
-                                            os_now_wall_ms() - c->start_ms, os_now_wall_ms()) < 0)
-                                log_error("command-oom", c->log_id, "cannot queue an event");
-                        reply_stream(c);
-                        stream_end(c);
-                }
-                /* what the shell said before the handshake line, in order */
-                if (c->pre_err.len)
-                        os_cmd_log(c, c->pre_err.p, c->pre_err.len);
-                sh_buf_done(&c->pre_err);
-                return;
-        }
-        if (c->qs)
-                reply_stream(c);
-        /* stderr that raced ahead of the handshake line, now in order */
-        if (c->pre_err.len) {
+                 * its log, after what the shell said before the handshake line */
+                if (c->qs && os_sse_complete(sh_queued_stream_queue(c->qs),
+                                             os_now_wall_ms() - c->start_ms, os_now_wall_ms()) < 0)
+                        log_error("command-oom", c->log_id, "cannot queue an event");
+                sh_bgexec_append(c->bg, c->pre_err.p, c->pre_err.len);
+                sh_bgexec_unhold(c->bg);
+        } else if (c->pre_err.len) {
+                /* stderr that raced ahead of the handshake line, now in order */
                 ev.chunk.stream = SH_EXEC_STDERR;
                 ev.chunk.data = c->pre_err.p;
                 ev.chunk.len = c->pre_err.len;
-                if (c->qs &&
-                    os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), &ev, os_now_wall_ms()) < 0)
-                        log_error("command-oom", c->log_id, "cannot queue output");
+                queue(c, &ev);
         }
         sh_buf_done(&c->pre_err);
-        if (c->qs)
+        if (!c->qs)
+                return;
+        os_reply_event_stream(c->qs);
+        if (c->bg)
+                stream_end(c);
+        else
                 sh_queued_stream_pushed(c->qs);
 }
 
-static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
+/* Output before the handshake: its stdout to the handshake (a background command's one pipe
+ * carries stderr too: the shell's own lines before the handshake's are kept as its stderr
+ * would be), its stderr kept. Returns how many bytes of the chunk were taken. */
+static size_t before_handshake(os_cmd *c, const sh_exec_event *ev)
 {
-        os_cmd *c = data;
-        sh_exec_event sub = *ev;
         size_t used;
+
+        if (ev->chunk.stream == SH_EXEC_STDERR) {
+                if (c->pre_err.len < OS_STREAM_HIGH &&
+                    sh_buf_append(&c->pre_err, ev->chunk.data, ev->chunk.len) < 0)
+                        log_error("command-oom", c->log_id, "cannot keep output");
+                return ev->chunk.len;
+        }
+        used = os_handshake_feed(&c->hs, ev->chunk.data, ev->chunk.len, c->bg ? &c->pre_err : NULL);
+        if (c->hs.result != OS_HS_WAIT) {
+                c->refs++; /* handshake_done may unlink it; the engine's reference holds it */
+                handshake_done(c);
+                os_cmd_unref(c);
+        }
+        return used;
+}
+
+/* ---- the engine's events ----------------------------------------------------------------------- */
+
+/* A streamed run's events, or a background command's (its output until its log takes it, its
+ * end). */
+static void on_event(os_cmd *c, const sh_exec_event *ev)
+{
+        sh_exec_event sub = *ev;
 
         if (ev->type == SH_EXEC_EV_HEARTBEAT)
                 return; /* our own ping timer keeps the stream alive */
-        if (ev->type == SH_EXEC_EV_CHUNK && c->state == CMD_STARTING) {
-                if (ev->chunk.stream == SH_EXEC_STDERR) {
-                        if (c->pre_err.len < OS_STREAM_HIGH &&
-                            sh_buf_append(&c->pre_err, ev->chunk.data, ev->chunk.len) < 0)
-                                log_error("command-oom", c->log_id, "cannot keep output");
-                        return;
-                }
-                /* A background command's one pipe carries stderr too: the shell's own lines
-                 * before the handshake's are kept as its stderr would be. */
-                used = os_handshake_feed(&c->hs, ev->chunk.data, ev->chunk.len,
-                                         c->background ? &c->pre_err : NULL);
-                if (c->hs.result == OS_HS_WAIT)
-                        return;
-                c->refs++; /* handshake_done may unlink it */
-                handshake_done(c);
-                os_cmd_unref(c); /* the engine's reference still holds it */
-                sub.chunk.data += used;
-                sub.chunk.len -= used;
-                if (c->state != CMD_RUNNING || sub.chunk.len == 0)
-                        return;
-        }
-        if (ev->type == SH_EXEC_EV_CHUNK && c->state != CMD_RUNNING)
-                return; /* a failed start's leftovers */
-        if (ev->type == SH_EXEC_EV_CHUNK && c->background) {
-                os_cmd_log(c, sub.chunk.data, sub.chunk.len);
-                return;
-        }
         if (ev->type == SH_EXEC_EV_CHUNK) {
-                if (!c->qs)
-                        return; /* the client left */
-                if (os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), &sub, os_now_wall_ms()) <
-                    0)
-                        log_error("command-oom", c->log_id, "cannot queue output");
-                sh_queued_stream_pushed(c->qs); /* past its high mark: paused */
+                if (c->state == CMD_STARTING) {
+                        size_t used = before_handshake(c, ev);
+
+                        sub.chunk.data += used;
+                        sub.chunk.len -= used;
+                }
+                if (c->state != CMD_RUNNING || !sub.chunk.len)
+                        return; /* the handshake's, or a failed start's leftovers */
+                if (c->bg) {
+                        sh_bgexec_append(c->bg, sub.chunk.data, sub.chunk.len);
+                } else if (c->qs) {
+                        queue(c, &sub);
+                        sh_queued_stream_pushed(c->qs); /* past its high mark: paused */
+                }
                 return;
         }
         /* The end (exit or error). */
         c->refs++;
-        if (c->state == CMD_RUNNING && !c->background && c->qs) {
-                c->sse.why = c->why[0] ? c->why : NULL;
-                if (os_sse_event(&c->sse, sh_queued_stream_queue(c->qs), ev, os_now_wall_ms()) < 0)
-                        log_error("command-oom", c->log_id, "cannot queue the last event");
+        if (c->state == CMD_RUNNING && !c->bg && c->qs) {
+                queue(c, ev);
                 stream_end(c);
         }
         end_of_run(c, ev);
@@ -388,43 +361,31 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
         os_cmd_unref(c);
 }
 
-static void on_timeout(sh_loop *l, sh_timer *t, void *data)
+static void on_exec_event(sh_exec *e, const sh_exec_event *ev, void *data)
 {
-        os_cmd *c = data;
-
-        c->timeout_t = NULL;
-        if (c->state == CMD_FINISHED)
-                return;
-        /* The whole tree, then the exit (signal 9) ends the stream with an error event. */
-        if (!c->why[0])
-                snprintf(c->why, sizeof(c->why), "timed out after %" PRIu64 " ms", c->timeout_ms);
-        log_info("command-timeout", c->log_id, "killed after %" PRIu64 " ms", c->timeout_ms);
-        os_cmd_kill(c, NULL);
+        on_event(data, ev);
 }
 
+static void on_bg_event(sh_bgexec *b, const sh_exec_event *ev, void *data)
+{
+        on_event(data, ev);
+}
+
+/* ---- the command ------------------------------------------------------------------------------- */
+
+/* The whole tree; its end (signal 9) says why (sh_exec_kill). Nothing once it ended. */
 void os_cmd_kill(os_cmd *c, const char *why)
 {
-        if (c->state == CMD_FINISHED || !c->e)
-                return;
-        if (why && !c->why[0])
-                snprintf(c->why, sizeof(c->why), "%s", why);
-        sh_exec_kill(c->e);
-}
-
-int os_cmd_interrupt(os_execd *x, const char *id, size_t len, const char *why)
-{
-        os_cmd *c = os_cmd_find(x, id, len);
-
-        if (!c)
-                return 0;
-        os_cmd_kill(c, why);
-        return 1;
+        if (c->bg)
+                sh_bgexec_kill(c->bg, why);
+        else
+                sh_exec_kill(c->e, why);
 }
 
 static void cmd_free(os_cmd *c)
 {
         sh_exec_detach(c->e);
-        sh_loop_cancel_timer(c->loop, c->timeout_t);
+        sh_bgexec_free(c->bg);
         os_sse_done(&c->sse);
         sh_buf_done(&c->pre_err);
         free(c->content);
@@ -439,153 +400,131 @@ void os_cmd_unref(os_cmd *c)
                 cmd_free(c);
 }
 
-void os_cmd_forget_session(os_cmd *c)
+/* ---- starting a run ----------------------------------------------------------------------------- */
+
+/* A new command of rec for o, not started, under the bounds of what the sandbox remembers and
+ * runs (a background command's log made: sh_bgexec_new). NULL having answered r. */
+static os_cmd *cmd_new(sh_request *r, os_record *rec, os_execd *x, const os_run_opts *o)
 {
-        c->session = NULL;
+        const char *cwd = o->cwd ? o->cwd : o->first_cwd;
+        os_cmd *c = calloc(1, sizeof(*c));
+        sh_error *err = NULL;
+
+        if (!c || !(c->content = strdup(o->text)) || (cwd && !(c->cwd = strdup(cwd)))) {
+                if (c)
+                        free(c->content);
+                free(c);
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
+                return NULL;
+        }
+        c->refs = 1;
+        c->text_len = strlen(o->text) + (cwd ? strlen(cwd) : 0);
+        /* A background command: the sandbox's, under its bounds, its log made now (a sandbox
+         * whose disk is full is told so at once); its output ours until the handshake's. */
+        if (o->background &&
+            sh_bgexec_new(os_record_sandbox(rec),
+                          &(sh_bgexec_opts){.timeout_ms = o->timeout_ms, .hold = true}, &c->bg,
+                          &err) < 0) {
+                if (sh_error_kind_of(err) == SH_E_UNAVAILABLE)
+                        os_reply_code(r, OS_E_UNAVAILABLE, "%s", err->msg);
+                else
+                        os_reply_code(r, OS_E_RUNTIME, "cannot make the command's log: %s",
+                                      err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                cmd_free(c);
+                return NULL;
+        }
+        if (!o->session && !os_cmd_room(x, c->text_len)) {
+                os_reply_code(r, OS_E_UNAVAILABLE,
+                              "the sandbox's running commands fill what it remembers (%d "
+                              "commands, %u bytes of text): wait for one to end",
+                              OS_COMMANDS_MAX, OS_COMMAND_TEXTS_MAX);
+                cmd_free(c);
+                return NULL;
+        }
+        c->session = o->session;
+        c->start_ms = c->sse.start_ms = os_now_wall_ms();
+        c->sse.session = o->session != NULL;
+        snprintf(c->log_id, sizeof(c->log_id), "%s", rec->id);
+        if (sh_random_uuid(c->id) < 0 || sh_random_hex(c->hs.nonce, OS_NONCE_LEN / 2) < 0) {
+                os_reply_code(r, OS_E_RUNTIME, "cannot draw the command's id: %s", strerror(errno));
+                cmd_free(c);
+                return NULL;
+        }
+        memcpy(c->sse.nonce, c->hs.nonce, sizeof(c->sse.nonce));
+        return c;
 }
 
-/* ---- starting a run ----------------------------------------------------------------------------- */
+/* Run it: a session's script through the launcher, or the command through the wrapper. Same
+ * engine as a native exec: the sandbox's uid, namespaces and cgroup, an exec cgroup of its own
+ * (the whole tree dies with a kill), stdin /dev/null, the environment: base, the sandbox's,
+ * then envs. */
+static int cmd_start(os_cmd *c, sh_sandbox *sb, const os_run_opts *o, sh_error **err)
+{
+        char *cwd = (char *)(o->cwd ? o->cwd : ""), *text = (char *)o->text;
+        char *state = (char *)(o->state ? o->state : "");
+        char *first = (char *)(o->first_cwd ? o->first_cwd : "");
+        char *script = (char *)session_script, *nonce = c->hs.nonce;
+        char *const session[] = {
+                "/bin/sh", "-c", (char *)launcher, "sh", script, nonce, cwd, text, state,
+                first,     NULL};
+        char *const command[] = {"/bin/sh", "-c", (char *)wrapper, "sh", nonce, cwd, text, NULL};
+        char *const *argv = o->session ? session : command;
+        /* A streamed run is read OS_STREAM_READ at a time: one chunk of empty lines is an event
+         * each, and what it queues before the backpressure sees it stays ~1 MiB. No heartbeat:
+         * our `ping` counts. */
+        const sh_exec_opts eo = {.timeout_ms = o->timeout_ms, .read_max = OS_STREAM_READ};
+
+        if (c->bg)
+                return sh_bgexec_start(c->bg, argv, o->envs, on_bg_event, c, err);
+        return sh_sandbox_exec(sb, argv, o->envs, &eo, on_exec_event, c, &c->e, err);
+}
 
 void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
 {
         os_execd *x = os_execd_of(rec);
         sh_sandbox *sb = os_record_sandbox(rec);
-        const uint64_t bg_max = rec->ctx->cfg->background_max;
-        /* A background command's stdout and stderr share one pipe: one daemon fd while it
-         * runs, with no request open (its log keeps them as they come anyway). A streamed one
-         * is read OS_STREAM_READ at a time: one chunk of empty lines is an event each, and
-         * what it queues before the backpressure sees it stays ~1 MiB. What a background
-         * command's pipe gives is billed to its sandbox's read rate: past it the command waits
-         * (its pipe fills) for the refill, so the daemon's one thread never spends more than
-         * that on one sandbox's background output; a small read costs its syscalls (the read,
-         * the log file's open, write and close) whatever its size: OS_LOG_CHARGE_MIN. */
-        const sh_exec_opts eo = {.capture_max = 0,
-                                 .heartbeat_ms = 0, /* none: our `ping` counts */
-                                 .merge_output = o->background,
-                                 .read_max = o->background ? 0 : OS_STREAM_READ,
-                                 .rate = x && o->background ? x->rate : NULL,
-                                 .rate_charge_min = OS_LOG_CHARGE_MIN};
-        const char *cwd = o->cwd ? o->cwd : o->first_cwd;
-        size_t text_len = strlen(o->text) + (cwd ? strlen(cwd) : 0);
-        char *argv[11], name[24];
+        const char *init;
         sh_error *err = NULL;
+        char msg[512];
         os_cmd *c;
-        int k = 0;
 
         if (!x || !sb) {
-                os_reply_error(r, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
+                os_reply_code(r, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
                 return;
         }
-        if (o->background && x->n_running_bg >= bg_max) {
-                os_reply_error(r, 503, "UNAVAILABLE",
-                               "the sandbox runs %" PRIu64 " background commands already "
-                               "(SANDBOX_HOST_BACKGROUND_MAX): wait for one to end",
-                               bg_max);
+        if (!(c = cmd_new(r, rec, x, o)))
                 return;
-        }
-        if (!o->session && !os_cmd_room(x, text_len)) {
-                os_reply_error(r, 503, "UNAVAILABLE",
-                               "the sandbox's running commands fill what it remembers (%d "
-                               "commands, %u bytes of text): wait for one to end",
-                               OS_COMMANDS_MAX, OS_COMMAND_TEXTS_MAX);
-                return;
-        }
-        c = calloc(1, sizeof(*c));
-        if (!c || !(c->content = strdup(o->text)) || (cwd && !(c->cwd = strdup(cwd)))) {
-                if (c)
-                        free(c->content);
-                free(c);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return;
-        }
-        c->refs = 1; /* ours, until the end of this function */
-        c->loop = rec->ctx->loop;
-        c->background = o->background;
-        c->session = o->session;
-        c->timeout_ms = o->timeout_ms;
-        c->text_len = text_len;
-        c->start_ms = os_now_wall_ms();
-        c->sse.start_ms = c->start_ms;
-        c->sse.session = o->session != NULL;
-        snprintf(c->log_id, sizeof(c->log_id), "%s", rec->id);
-        os_uuid(c->id);
-        os_nonce(c->hs.nonce);
-        memcpy(c->sse.nonce, c->hs.nonce, sizeof(c->sse.nonce));
-        /* Its log's file, before it runs: a sandbox whose disk is full is told so now. */
-        snprintf(name, sizeof(name), "c-%" PRIu64, x->next_log++);
-        if (o->background &&
-            sh_ringlog_create(&c->log, sb, name, rec->ctx->cfg->command_log_max, &err) < 0) {
-                os_reply_error(r, 500, OS_RUNTIME, "cannot make the command's log: %s",
-                               err && err->msg ? err->msg : "");
-                sh_error_release(&err);
-                cmd_free(c);
-                return;
-        }
-        c->qs = sh_queued_stream_new(r, c->loop, &stream_ops, &stream_opts, c);
+        c->qs = sh_queued_stream_new(r, rec->ctx->loop, &stream_ops, &stream_opts, c);
         if (!c->qs) {
-                sh_ringlog_drop(&c->log, sb, c->log_id);
                 cmd_free(c);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         c->refs++; /* the stream's, dropped by stream_release */
         /* init first, whatever comes after it */
-        if (os_sse_text(sh_queued_stream_queue(c->qs), "init", o->init_id ? o->init_id : c->id,
-                        strlen(o->init_id ? o->init_id : c->id), c->start_ms) < 0) {
-                sh_ringlog_drop(&c->log, sb, c->log_id);
+        init = o->init_id ? o->init_id : c->id;
+        if (os_sse_text(sh_queued_stream_queue(c->qs), "init", init, strlen(init), c->start_ms) <
+            0) {
                 cmd_finish(c, -1, NULL); /* it never ran: the request's end kills nothing */
                 sh_queued_stream_release(TAKE_PTR(c->qs));
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 os_cmd_unref(c);
                 return;
         }
-        argv[k++] = "/bin/sh";
-        argv[k++] = "-c";
-        if (o->session) {
-                argv[k++] = (char *)launcher;
-                argv[k++] = "sh";
-                argv[k++] = (char *)os_session_script;
-                argv[k++] = c->hs.nonce;
-                argv[k++] = (char *)(o->cwd ? o->cwd : "");
-                argv[k++] = (char *)o->text;
-                argv[k++] = (char *)(o->state ? o->state : "");
-                argv[k++] = (char *)(o->first_cwd ? o->first_cwd : "");
-        } else {
-                argv[k++] = (char *)wrapper;
-                argv[k++] = "sh";
-                argv[k++] = c->hs.nonce;
-                argv[k++] = (char *)(o->cwd ? o->cwd : "");
-                argv[k++] = (char *)o->text;
-        }
-        argv[k] = NULL;
-        /* Same engine as a native exec: the sandbox's uid, namespaces and cgroup, an exec
-         * cgroup of its own (the whole tree dies with a kill), stdin /dev/null, the
-         * environment: base, the sandbox's, then envs. */
-        if (sh_sandbox_exec(sb, argv, o->envs, &eo, on_event, c, &c->e, &err) < 0) {
-                char msg[512];
-
+        if (cmd_start(c, sb, o, &err) < 0) {
+                /* a start failure: init, then the error naming why */
                 snprintf(msg, sizeof(msg), "%s", err && err->msg ? err->msg : "cannot start");
                 sh_error_release(&err);
-                if (c->log.name[0])
-                        sh_ringlog_drop(&c->log, sb, c->log_id);
-                /* a start failure: init, then the error naming why */
                 cmd_finish(c, -1, msg);
                 start_failed(c, msg);
                 os_cmd_unref(c);
                 return;
         }
         c->refs++; /* the engine's, until its end event */
-        if (!o->session)
-                os_cmd_link(x, c);
-        else
-                c->refs++; /* the session's, until os_session_run_ended */
-        if (c->timeout_ms) {
-                c->timeout_t = sh_loop_add_timer(c->loop, c->timeout_ms, on_timeout, c);
-                if (!c->timeout_t)
-                        log_error("command-timeout", c->log_id,
-                                  "out of memory: the command's timeout is not armed");
-        }
         if (o->session)
                 os_session_run_started(o->session, c);
+        else
+                os_cmd_link(x, c);
         os_cmd_unref(c);
 }

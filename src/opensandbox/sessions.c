@@ -3,60 +3,26 @@
  * process: each run is a fresh shell (bash, sh without) through the same engine as every
  * command, that starts from the session's state (its directory and exported environment,
  * shell text its previous run printed) and prints its new state after the command, which
- * the daemon keeps for the next run (commands.c runs it, sse.c takes the state out of the
+ * the daemon keeps for the next run (run.c runs its script, sse.c takes the state out of the
  * stream). The state is the sandbox's own text run only inside that sandbox, as its uid: it
  * crosses no privilege boundary, and it is bounded (OS_SESSION_STATE_MAX). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "execd.h"
+#include "sh/random.h"
 #include "sh/capability.h"
 
 SH_CAPABILITY(os_sessions, "opensandbox.sessions")
 
 #define RUNS_MAX 16 /* runs of one session at once */
 
-/* The run's script, as `bash -c SCRIPT bash NONCE CWD TEXT STATE FIRST`: the state (its output
- * silenced: nothing may come before the handshake line), the first run's directory (made if
- * missing, as OpenSandbox's execd makes it at the create), the run's own directory, the
- * handshake, the command in this same shell (so that `cd` and `export` stay), then the marker,
- * the new state and the end marker, and the command's exit code. */
-const char os_session_script[] =
-        "__sh_n=$1 __sh_d=$2 __sh_c=$3 __sh_s=$4 __sh_f=$5\n"
-        "set --\n"
-        "if [ -n \"$__sh_s\" ]; then eval \"$__sh_s\" >/dev/null 2>&1; fi\n"
-        "if [ -n \"$__sh_f\" ]; then\n"
-        "case $__sh_f in \"~\") __sh_f=$HOME;; \"~/\"*) __sh_f=$HOME/${__sh_f#\"~/\"};; esac\n"
-        "mkdir -p -- \"$__sh_f\" >/dev/null 2>&1\n"
-        "if [ ! -e \"$__sh_f\" ]; then printf '%s nodir\\n' \"$__sh_n\"; exit 125; fi\n"
-        "if [ ! -d \"$__sh_f\" ]; then printf '%s notdir\\n' \"$__sh_n\"; exit 125; fi\n"
-        "cd -- \"$__sh_f\" 2>/dev/null || { printf '%s noaccess\\n' \"$__sh_n\"; exit 125; }\n"
-        "fi\n"
-        "if [ -n \"$__sh_d\" ]; then\n"
-        "case $__sh_d in \"~\") __sh_d=$HOME;; \"~/\"*) __sh_d=$HOME/${__sh_d#\"~/\"};; esac\n"
-        "if [ ! -e \"$__sh_d\" ]; then printf '%s nodir\\n' \"$__sh_n\"; exit 125; fi\n"
-        "if [ ! -d \"$__sh_d\" ]; then printf '%s notdir\\n' \"$__sh_n\"; exit 125; fi\n"
-        "cd -- \"$__sh_d\" 2>/dev/null || { printf '%s noaccess\\n' \"$__sh_n\"; exit 125; }\n"
-        "fi\n"
-        "unset __sh_d __sh_s __sh_f\n"
-        "printf '%s ok\\n' \"$__sh_n\"\n"
-        "eval \"$__sh_c\"\n"
-        "__sh_rc=$?\n"
-        "__sh_q= __sh_r=$PWD\n"
-        "while :; do case $__sh_r in *\\'*) __sh_q=$__sh_q${__sh_r%%\\'*}\"'\\\\''\"; "
-        "__sh_r=${__sh_r#*\\'};; *) __sh_q=$__sh_q$__sh_r; break;; esac; done\n"
-        "printf '\\n%s\\n' \"$__sh_n\"\n"
-        "printf \"cd -- '%s'\\n\" \"$__sh_q\"\n"
-        "export -p\n"
-        "printf '%s.\\n' \"$__sh_n\"\n"
-        "exit \"$__sh_rc\"\n";
-
 struct os_session {
         os_execd *x;
-        char id[OS_UUID_LEN + 1];
-        char *cwd;   /* the create's, NULL: none (the workspace) */
-        char *state; /* the last run's state (shell text), NULL before any */
-        os_cmd *runs[RUNS_MAX];
+        char id[SH_UUID_LEN + 1];
+        char *cwd;    /* the create's, NULL: none (the workspace) */
+        char *state;  /* the last run's state (shell text), NULL before any */
+        os_cmd *runs; /* running now (their `session` is this one) */
         unsigned n_runs;
         SH_LIST_FIELDS(os_session, all);
 };
@@ -65,58 +31,44 @@ static os_session *find_session(os_execd *x, const char *id, size_t len)
 {
         os_session *s;
 
-        if (!x || len != OS_UUID_LEN)
+        if (!x || len != SH_UUID_LEN)
                 return NULL;
         for (s = x->sessions; s; s = s->all_next)
-                if (memcmp(s->id, id, OS_UUID_LEN) == 0)
+                if (memcmp(s->id, id, SH_UUID_LEN) == 0)
                         return s;
         return NULL;
 }
 
 void os_session_run_started(os_session *s, os_cmd *c)
 {
-        s->runs[s->n_runs++] = c; /* room checked before the start */
-}
-
-static void drop_run(os_session *s, os_cmd *c)
-{
-        unsigned i;
-
-        for (i = 0; i < s->n_runs; i++)
-                if (s->runs[i] == c) {
-                        s->runs[i] = s->runs[--s->n_runs];
-                        os_cmd_unref(c);
-                        return;
-                }
+        SH_LIST_PREPEND(runs, s->runs, c);
+        s->n_runs++;
 }
 
 void os_session_run_ended(os_session *s, os_cmd *c, const char *state, size_t len)
 {
-        char *st;
+        char *st = state ? sh_memdup0(state, len) : NULL;
 
-        /* not strndup: the state is bytes of a buffer, not a string */
-        if (state && (st = malloc(len + 1))) {
-                memcpy(st, state, len);
-                st[len] = '\0';
+        if (st) {
                 free(s->state);
                 s->state = st;
         }
-        drop_run(s, c);
+        SH_LIST_REMOVE(runs, s->runs, c);
+        s->n_runs--;
 }
 
-/* The session goes: its running commands die with their trees (`why`: their traceback). */
+/* The session goes: its running commands die with their trees (`why`: their traceback), and
+ * no longer tell it of their end. */
 static void session_free(os_session *s, const char *why)
 {
-        os_execd *x = s->x;
+        os_cmd *c;
 
-        SH_LIST_REMOVE(all, x->sessions, s);
-        x->n_sessions--;
-        while (s->n_runs) {
-                os_cmd *c = s->runs[--s->n_runs];
-
-                os_cmd_forget_session(c);
+        SH_LIST_REMOVE(all, s->x->sessions, s);
+        s->x->n_sessions--;
+        while ((c = s->runs)) {
+                SH_LIST_REMOVE(runs, s->runs, c);
+                c->session = NULL;
                 os_cmd_kill(c, why);
-                os_cmd_unref(c);
         }
         free(s->cwd);
         free(s->state);
@@ -144,41 +96,46 @@ static void api_create(sh_request *r)
         os_record *rec = os_request_record(r);
         os_execd *x = os_execd_of(rec);
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *o;
+        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *o;
         const cJSON *cwd = NULL;
         os_session *s;
 
         if (!body && !empty)
                 return;
         if (body && !cJSON_IsObject(body)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is a JSON object");
+                os_reply_code(r, OS_E_BAD_BODY, "the body is a JSON object");
                 goto out;
         }
         cwd = body ? cJSON_GetObjectItemCaseSensitive(body, "cwd") : NULL;
         if (cJSON_IsNull(cwd))
                 cwd = NULL;
         if (cwd && (!cJSON_IsString(cwd) || strlen(cwd->valuestring) > 4096)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'cwd' is a path of at most 4096 bytes");
+                os_reply_code(r, OS_E_BAD_BODY, "'cwd' is a path of at most 4096 bytes");
                 goto out;
         }
         if (!x) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 goto out;
         }
         if (x->n_sessions >= OS_SESSIONS_MAX) {
-                os_reply_error(r, 503, "UNAVAILABLE",
-                               "the sandbox has %d sessions already: delete one first",
-                               OS_SESSIONS_MAX);
+                os_reply_code(r, OS_E_UNAVAILABLE,
+                              "the sandbox has %d sessions already: delete one first",
+                              OS_SESSIONS_MAX);
                 goto out;
         }
         s = calloc(1, sizeof(*s));
         if (!s || (cwd && *cwd->valuestring && !(s->cwd = strdup(cwd->valuestring)))) {
                 free(s);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 goto out;
         }
         s->x = x;
-        os_uuid(s->id);
+        if (sh_random_uuid(s->id) < 0) {
+                free(s->cwd);
+                free(s);
+                os_reply_code(r, OS_E_RUNTIME, "cannot draw the session's id");
+                goto out;
+        }
         SH_LIST_PREPEND(all, x->sessions, s);
         x->n_sessions++;
         o = cJSON_CreateObject();
@@ -191,56 +148,46 @@ out:
         cJSON_Delete(body);
 }
 
-static void api_run(sh_request *r)
+/* The session the path names, or NULL having answered 404. */
+static os_session *session_of(sh_request *r)
 {
-        os_record *rec = os_request_record(r);
         size_t len;
         const char *id = sh_request_param(r, 1, &len);
-        os_session *s = find_session(rec->execd, id, len);
-        bool empty;
-        cJSON *body;
-        os_run_opts o = {0};
+        os_session *s = find_session(os_request_record(r)->execd, id, len);
 
-        if (!s) {
-                os_reply_error(r, 404, OS_NO_CONTEXT, "session %.*s not found",
-                               (int)(len > 64 ? 64 : len), id);
+        if (!s)
+                os_reply_code(r, OS_E_CONTEXT_NOT_FOUND, "session %.*s not found",
+                              (int)(len > 64 ? 64 : len), id);
+        return s;
+}
+
+static void api_run(sh_request *r)
+{
+        os_session *s = session_of(r);
+        os_run_opts o = {0};
+        _cleanup_cjson_ cJSON *body = s ? os_run_body(r, &o) : NULL;
+
+        if (!body)
                 return;
-        }
-        body = os_json_body(r, OS_BAD_BODY, &empty);
-        if (!body) {
-                if (empty)
-                        os_reply_error(r, 400, OS_BAD_BODY, "the body is a JSON object");
-                return;
-        }
-        if (os_run_fields(r, body, &o) < 0)
-                goto out;
         if (s->n_runs >= RUNS_MAX) {
-                os_reply_error(r, 503, "UNAVAILABLE",
-                               "the session runs %d commands already: wait for one to end",
-                               RUNS_MAX);
-                goto out;
+                os_reply_code(r, OS_E_UNAVAILABLE,
+                              "the session runs %d commands already: wait for one to end",
+                              RUNS_MAX);
+                return;
         }
         o.session = s;
         o.state = s->state;
         o.first_cwd = s->state ? NULL : s->cwd;
         o.init_id = s->id;
-        os_run_start(r, rec, &o);
-out:
-        cJSON_Delete(body);
+        os_run_start(r, os_request_record(r), &o);
 }
 
 static void api_delete(sh_request *r)
 {
-        os_record *rec = os_request_record(r);
-        size_t len;
-        const char *id = sh_request_param(r, 1, &len);
-        os_session *s = find_session(rec->execd, id, len);
+        os_session *s = session_of(r);
 
-        if (!s) {
-                os_reply_error(r, 404, OS_NO_CONTEXT, "session %.*s not found",
-                               (int)(len > 64 ? 64 : len), id);
+        if (!s)
                 return;
-        }
         session_free(s, "the session was deleted");
         os_reply_empty(r, 200);
 }

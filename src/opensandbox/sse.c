@@ -9,116 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sodium.h>
-
 #include "execd.h"
-
-/* ---- lines ------------------------------------------------------------------------------------ */
-
-/* Where to cut a full line so that no valid UTF-8 character is split: before a lead byte whose
- * sequence would run past the end. A byte that starts no valid sequence is cut anywhere. */
-static size_t utf8_cut(const char *p, size_t len)
-{
-        size_t j, need;
-        unsigned char c;
-
-        for (j = len; j > 0 && len - j < 4; j--) {
-                c = (unsigned char)p[j - 1];
-                if ((c & 0xc0) == 0x80)
-                        continue; /* a continuation byte: look further back */
-                need = c >= 0xf0 && c <= 0xf4   ? 4
-                       : c >= 0xe0 && c <= 0xef ? 3
-                       : c >= 0xc2 && c <= 0xdf ? 2
-                                                : 1;
-                return j - 1 + need > len && j - 1 > 0 ? j - 1 : len;
-        }
-        return len;
-}
-
-static int line_alloc(os_lines *l)
-{
-        if (!l->p && !(l->p = malloc(OS_SSE_LINE_MAX)))
-                return -ENOMEM;
-        return 0;
-}
-
-ssize_t os_lines_feed(os_lines *l, const char *p, size_t n, os_line_fn fn, void *data)
-{
-        size_t i = 0, j, run, k;
-        int r;
-
-        while (i < n) {
-                if (p[i] == '\n' || p[i] == '\r') {
-                        /* "\r\n" is one terminator; any other one ends a line, empty or not */
-                        if (l->len > 0)
-                                r = fn(data, l->p, l->len);
-                        else if (p[i] == '\n' && l->cr)
-                                r = 0;
-                        else
-                                r = fn(data, "", 0);
-                        l->len = 0;
-                        l->cr = p[i] == '\r';
-                        i++;
-                        if (r < 0)
-                                return r;
-                        if (r > 0)
-                                return (ssize_t)i;
-                        continue;
-                }
-                l->cr = false;
-                for (j = i; j < n && p[j] != '\n' && p[j] != '\r'; j++)
-                        ;
-                if (l->len == 0 && j < n && j - i <= OS_SSE_LINE_MAX) {
-                        /* a whole line in the input: no copy (its terminator comes next) */
-                        r = fn(data, p + i, j - i);
-                        l->cr = p[j] == '\r';
-                        i = j + 1;
-                        if (r < 0)
-                                return r;
-                        if (r > 0)
-                                return (ssize_t)i;
-                        continue;
-                }
-                while (i < j) {
-                        if (line_alloc(l) < 0)
-                                return -ENOMEM;
-                        if (l->len == OS_SSE_LINE_MAX) {
-                                /* Full, and more of the line comes: cut (lazily, so that a
-                                 * line of exactly 64 KiB is one event, not two). */
-                                k = utf8_cut(l->p, l->len);
-                                r = fn(data, l->p, k);
-                                memmove(l->p, l->p + k, l->len - k);
-                                l->len -= k;
-                                if (r < 0)
-                                        return r;
-                                if (r > 0)
-                                        return (ssize_t)i;
-                        }
-                        run = j - i < OS_SSE_LINE_MAX - l->len ? j - i : OS_SSE_LINE_MAX - l->len;
-                        memcpy(l->p + l->len, p + i, run);
-                        l->len += run;
-                        i += run;
-                }
-        }
-        return (ssize_t)n;
-}
-
-int os_lines_flush(os_lines *l, os_line_fn fn, void *data)
-{
-        int r = 0;
-
-        if (l->len > 0)
-                r = fn(data, l->p, l->len);
-        l->len = 0;
-        l->cr = false;
-        return r < 0 ? r : 0;
-}
-
-void os_lines_done(os_lines *l)
-{
-        free(l->p);
-        *l = (os_lines){0};
-}
 
 /* ---- events ----------------------------------------------------------------------------------- */
 
@@ -127,41 +18,13 @@ static int put(sh_buf *q, const char *s)
         return sh_buf_append(q, s, strlen(s));
 }
 
-/* A byte JSON carries as itself: printable ASCII but the quote and the backslash. */
-static inline bool plain(unsigned char c)
-{
-        return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-}
-
-/* `n` bytes as a JSON string (quotes included). Runs of plain ASCII are copied as they are
- * (most output); every other run goes through sh_json_quote_bytes, the one home of the
- * escaping rules (its own quotes dropped). */
+/* `n` bytes as a JSON string (quotes included): sh_json_quote_bytes, the one home of the
+ * escaping rules. */
 static int put_quoted(sh_buf *q, const char *s, size_t n)
 {
-        const unsigned char *u = (const unsigned char *)s;
-        size_t i = 0, j, w;
-        char *out;
-
         if (n > (SIZE_MAX - 16) / 6 || sh_buf_reserve(q, 6 * n + 3) < 0)
                 return -ENOMEM;
-        out = q->p + q->len;
-        *out++ = '"';
-        while (i < n) {
-                for (j = i; j < n && plain(u[j]); j++)
-                        ;
-                memcpy(out, s + i, j - i);
-                out += j - i;
-                if (j == n)
-                        break;
-                for (i = j; j < n && !plain(u[j]); j++)
-                        ;
-                w = sh_json_quote_bytes(s + i, j - i, out);
-                memmove(out, out + 1, w - 2);
-                out += w - 2;
-                i = j;
-        }
-        *out++ = '"';
-        q->len = (size_t)(out - q->p);
+        q->len += sh_json_quote_bytes(s, n, q->p + q->len);
         return 0;
 }
 
@@ -292,7 +155,8 @@ static int feed_chunk(os_sse *s, sh_buf *q, sh_exec_stream stream, const char *p
                 keep_state(s, p, n);
                 return 0;
         }
-        k = os_lines_feed(&s->lines[f.err], p, n, on_line, &f);
+        s->lines[f.err].max = OS_SSE_LINE_MAX;
+        k = sh_linesplit_feed(&s->lines[f.err], p, n, on_line, &f);
         if (k < 0)
                 return (int)k;
         if ((size_t)k < n)
@@ -307,7 +171,7 @@ static int flush_lines(os_sse *s, sh_buf *q, uint64_t ts)
 
         feed_init(&f, s, q, false, ts);
         if (!s->in_state) {
-                if (os_lines_flush(&s->lines[0], on_line, &f) < 0)
+                if (sh_linesplit_flush(&s->lines[0], on_line, &f) < 0)
                         return -ENOMEM;
                 if (s->held_empty) {
                         s->held_empty = false;
@@ -316,10 +180,10 @@ static int flush_lines(os_sse *s, sh_buf *q, uint64_t ts)
                 }
         }
         f.err = true;
-        return os_lines_flush(&s->lines[1], on_line, &f);
+        return sh_linesplit_flush(&s->lines[1], on_line, &f);
 }
 
-static int encode_exit(os_sse *s, sh_buf *q, const sh_exec_exit *x, uint64_t now)
+static int encode_exit(os_sse *s, sh_buf *q, const sh_exec_exit *x, const char *why, uint64_t now)
 {
         char evalue[16], tb[160];
 
@@ -328,8 +192,8 @@ static int encode_exit(os_sse *s, sh_buf *q, const sh_exec_exit *x, uint64_t now
         if (x->code == 0)
                 return os_sse_complete(q, now > s->start_ms ? now - s->start_ms : 0, now);
         snprintf(evalue, sizeof(evalue), "%d", x->code);
-        if (s->why)
-                snprintf(tb, sizeof(tb), "%s", s->why);
+        if (why)
+                snprintf(tb, sizeof(tb), "%s", why);
         else if (x->oom)
                 snprintf(tb, sizeof(tb), "killed by the OOM killer (the sandbox's memory limit)");
         else if (x->signal)
@@ -356,13 +220,13 @@ int os_sse_event(os_sse *s, sh_buf *q, const sh_exec_event *ev, uint64_t now_ms)
                 break;
         case SH_EXEC_EV_EXIT:
                 s->ended = true;
-                r = encode_exit(s, q, &ev->exit, now_ms);
+                r = encode_exit(s, q, &ev->exit, ev->why, now_ms);
                 break;
         case SH_EXEC_EV_ERROR:
                 s->ended = true;
                 r = flush_lines(s, q, now_ms);
                 if (r == 0) {
-                        const char *t = s->why ? s->why : ev->error.text ? ev->error.text : "";
+                        const char *t = ev->why ? ev->why : ev->error.text ? ev->error.text : "";
 
                         r = os_sse_error(q, t, t, now_ms);
                 }
@@ -391,8 +255,8 @@ const char *os_sse_session_state(os_sse *s, size_t *ret_len)
 
 void os_sse_done(os_sse *s)
 {
-        os_lines_done(&s->lines[0]);
-        os_lines_done(&s->lines[1]);
+        sh_linesplit_done(&s->lines[0]);
+        sh_linesplit_done(&s->lines[1]);
         sh_buf_done(&s->state);
 }
 
@@ -463,36 +327,4 @@ size_t os_handshake_feed(os_handshake *h, const char *p, size_t n, sh_buf *noise
                 return i + 1;
         }
         return i;
-}
-
-void os_nonce(char out[OS_NONCE_LEN + 1])
-{
-        static const char hex[] = "0123456789abcdef";
-        unsigned char b[OS_NONCE_LEN / 2];
-        size_t i;
-
-        randombytes_buf(b, sizeof(b));
-        for (i = 0; i < sizeof(b); i++) {
-                out[2 * i] = hex[b[i] >> 4];
-                out[2 * i + 1] = hex[b[i] & 15];
-        }
-        out[OS_NONCE_LEN] = '\0';
-}
-
-void os_uuid(char out[OS_UUID_LEN + 1])
-{
-        static const char hex[] = "0123456789abcdef";
-        unsigned char b[16];
-        unsigned i, k = 0;
-
-        randombytes_buf(b, sizeof(b));
-        b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
-        b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* variant 10 */
-        for (i = 0; i < 16; i++) {
-                if (i == 4 || i == 6 || i == 8 || i == 10)
-                        out[k++] = '-';
-                out[k++] = hex[b[i] >> 4];
-                out[k++] = hex[b[i] & 15];
-        }
-        out[k] = '\0';
 }

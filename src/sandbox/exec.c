@@ -1,10 +1,12 @@
 /* exec.c: exec sessions: pipes from the sandbox read by the loop, typed events for the
  * consumer, the output kept for the exit event, heartbeats, the grace for descendants, the
- * kill of the exec cgroup, and the read rates sessions share. */
+ * kill of the exec cgroup (with its reason: asked, or the timeout), and the read rates sessions
+ * share. */
 #include "sh/exec.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,12 +42,15 @@ struct sh_exec {
         bool rate_wait;         /* its rate is spent: the pipes are not watched until the refill */
         SH_LIST_FIELDS(sh_exec, waiting); /* in rate->waiting while rate_wait */
         sh_buf out[2];                    /* kept stdout / stderr, up to capture_max */
-        uint64_t capture_max, heartbeat_ms, grace_ms;
+        uint64_t capture_max, heartbeat_ms, grace_ms, timeout_ms;
         size_t read_max; /* bytes of one read, at most sizeof(chunk) */
         bool truncated;
         bool started, exited, ended, detached, killed, owner_released;
         int status;
-        sh_timer *grace_t, *hb_t;
+        sh_timer *grace_t, *hb_t, *timeout_t;
+        sh_timer *rekill_t; /* killed, not yet exited: the kill again (a process joining late) */
+        uint64_t rekill_ms; /* the next wait before it, doubled up to REKILL_MAX_MS */
+        char why[128];      /* why it was killed (sh_exec_kill), "": it was not */
         uint64_t last_event_ms;
         sh_exec_event_fn fn;
         void *data;
@@ -311,8 +316,8 @@ static void finish(sh_exec *e)
         e->ended = true;
         sh_loop_cancel_timer(e->env.loop, e->grace_t);
         e->grace_t = NULL;
-        sh_loop_cancel_timer(e->env.loop, e->hb_t);
-        e->hb_t = NULL;
+        sh_loop_cancel_timer(e->env.loop, TAKE_PTR(e->hb_t));
+        sh_loop_cancel_timer(e->env.loop, TAKE_PTR(e->timeout_t));
         close_pipes(e);
         if (WIFSIGNALED(e->status)) {
                 ev.exit.signal = WTERMSIG(e->status);
@@ -330,6 +335,7 @@ static void finish(sh_exec *e)
         /* a recycled cgroup counts its earlier execs' kills too */
         ev.exit.oom = ooms > e->ooms_before;
         ev.exit.truncated = e->truncated;
+        ev.why = e->why[0] ? e->why : NULL;
         ev.exit.out = e->out[0].p ? e->out[0].p : "";
         ev.exit.out_len = e->out[0].len;
         ev.exit.err = e->out[1].p ? e->out[1].p : "";
@@ -346,11 +352,13 @@ static void fail(sh_exec *e, sh_error_kind kind, const char *text)
         if (e->ended)
                 return;
         e->ended = true;
+        sh_loop_cancel_timer(e->env.loop, TAKE_PTR(e->timeout_t));
         /* Paused by backpressure or not, the session no longer waits for the pipes' EOF: it
          * ends once the command has exited (maybe_release). */
         close_pipes(e);
         ev.error.kind = kind;
         ev.error.text = text;
+        ev.why = e->why[0] ? e->why : NULL;
         emit(e, &ev);
 }
 
@@ -360,6 +368,8 @@ static void exec_free(sh_exec *e)
 
         sh_loop_cancel_timer(e->env.loop, e->grace_t);
         sh_loop_cancel_timer(e->env.loop, e->hb_t);
+        sh_loop_cancel_timer(e->env.loop, e->timeout_t);
+        sh_loop_cancel_timer(e->env.loop, e->rekill_t);
         for (k = 0; k < 2; k++) {
                 sh_loop_del_io(e->env.loop, e->io[k]);
                 sh_close(e->fd[k]);
@@ -429,20 +439,64 @@ void sh_exec_abandon(sh_exec *e, sh_error_kind kind, const char *text)
         maybe_release(e);
 }
 
-void sh_exec_kill(sh_exec *e)
+#define REKILL_FIRST_MS 10
+#define REKILL_MAX_MS   1000
+
+static void kill_tree(sh_exec *e);
+
+static void on_rekill(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_exec *e = data;
+
+        (void)l;
+        (void)t;
+        e->rekill_t = NULL;
+        kill_tree(e);
+}
+
+/* The whole tree, however it detached (setsid, double fork): the exec's own cgroup holds every
+ * process it started. Its pipes then reach EOF and the exit comes as usual. A process not in
+ * the cgroup yet is not killed by this (the command's own process joins it after the worker's
+ * fork, so a kill right after the start may come first): until the exit comes, the kill is
+ * made again from a timer, 10 ms later, then twice as long each time up to 1 s. */
+static void kill_tree(sh_exec *e)
 {
         sh_error *err = NULL;
 
-        if (!e || e->ended || !e->cg)
+        if (e->ended || e->exited || !e->cg)
                 return;
-        /* The whole tree, however it detached (setsid, double fork): the exec's own cgroup
-         * holds every process it started. Its pipes then reach EOF and the exit comes as
-         * usual. */
-        e->killed = true;
         if (sh_cgroup_kill(e->cg, &err) < 0) {
                 log_warn("exec-kill-failed", e->log_id, "%s", err ? err->msg : "");
                 sh_error_release(&err);
         }
+        e->rekill_ms = e->rekill_ms ? e->rekill_ms * 2 : REKILL_FIRST_MS;
+        if (e->rekill_ms > REKILL_MAX_MS)
+                e->rekill_ms = REKILL_MAX_MS;
+        if (!e->rekill_t &&
+            !(e->rekill_t = sh_loop_add_timer(e->env.loop, e->rekill_ms, on_rekill, e)))
+                log_warn("exec-kill-failed", e->log_id, "cannot arm the kill's next look");
+}
+
+void sh_exec_kill(sh_exec *e, const char *why)
+{
+        if (!e || e->ended || !e->cg)
+                return;
+        if (why && !e->why[0]) {
+                snprintf(e->why, sizeof(e->why), "%s", why);
+                log_info("exec-killed", e->log_id, "%s", why);
+        }
+        e->killed = true;
+        kill_tree(e);
+}
+
+static void on_timeout(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_exec *e = data;
+        char why[64];
+
+        e->timeout_t = NULL;
+        snprintf(why, sizeof(why), "timed out after %" PRIu64 " ms", e->timeout_ms);
+        sh_exec_kill(e, why);
 }
 
 void sh_exec_detach(sh_exec *e)
@@ -488,6 +542,7 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
         e->id = spec->id;
         e->capture_max = spec->capture_max;
         e->heartbeat_ms = spec->heartbeat_ms;
+        e->timeout_ms = spec->timeout_ms;
         e->grace_ms = spec->grace_ms;
         e->read_max = spec->read_max && spec->read_max < READ_CHUNK ? spec->read_max : READ_CHUNK;
         e->rate = rate_ref(spec->rate);
@@ -533,6 +588,11 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
         }
         if (e->heartbeat_ms) /* 0: no heartbeat */
                 e->hb_t = sh_loop_add_timer(env->loop, e->heartbeat_ms, on_heartbeat, e);
+        if (e->timeout_ms &&
+            !(e->timeout_t = sh_loop_add_timer(env->loop, e->timeout_ms, on_timeout, e))) {
+                sh_error_make(err, ENOMEM, "arming the exec's timeout");
+                goto fail_started;
+        }
         e->refs = 2; /* the owner's and the consumer's */
         e->owned = true;
         r = 0;

@@ -1,6 +1,7 @@
 /* sandbox-internal.h: what the sandbox layer's two owners share: manager.c (the registry, the
  * state root's directories and trash, the resources every sandbox uses) and sandbox.c (the
- * sandbox object: its fields, its lifecycle, its worker and exec sessions), and remover.c.
+ * sandbox object: its fields, its lifecycle, its worker and exec sessions), and remover.c,
+ * bgexec.c and usage.c.
  * Nothing outside src/sandbox/ includes it but the unit test of the sandbox object on an env
  * of its own (tests/unit/test_sandbox_env.c). */
 #pragma once
@@ -82,6 +83,8 @@ int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opt
 unsigned sh_sandbox_slot(const sh_sandbox *sb);
 /* Its create's place in the order of the creates (a claimed pooled sandbox's: its claim). */
 uint64_t sh_sandbox_created(const sh_sandbox *sb);
+/* What it was made with: the loop, the settings (bgexec.c, usage.c). */
+const sh_sandbox_env *sh_sandbox_host(const sh_sandbox *sb);
 /* Its directory, made by the manager: its name below .sandboxes and the identities (st_dev,
  * st_ino) of it and of its workspace (NULL until the disk limit is set up). No fd is kept. */
 void sh_sandbox_set_dir(sh_sandbox *sb, const char *dirname, const struct stat *dir,

@@ -535,6 +535,11 @@ unsigned sh_sandbox_slot(const sh_sandbox *sb)
         return sb->slot;
 }
 
+const sh_sandbox_env *sh_sandbox_host(const sh_sandbox *sb)
+{
+        return sb->host;
+}
+
 void sh_sandbox_set_dir(sh_sandbox *sb, const char *dirname, const struct stat *dir,
                         const struct stat *ws)
 {
@@ -1160,6 +1165,7 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
                                   .envp = envp,
                                   .capture_max = o->capture_max,
                                   .heartbeat_ms = o->heartbeat_ms,
+                                  .timeout_ms = o->timeout_ms,
                                   .grace_ms = sb->host->cfg->exec_grace_ms,
                                   .merge_output = o->merge_output,
                                   .read_max = o->read_max,

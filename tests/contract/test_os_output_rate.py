@@ -1,5 +1,5 @@
 """A sandbox's output nobody waits for (its entrypoint, its background commands) is read at
-most OS_LOG_RATE (8 MiB/s) per sandbox: past that its writers wait on their full pipes, so one
+most SH_BG_RATE (8 MiB/s) per sandbox: past that its writers wait on their full pipes, so one
 sandbox writing as fast as it can never takes the daemon's one thread from the others
 (OPENSANDBOX.md sections 2 and 3.1; docs/opensandbox.md, Limits)."""
 import time

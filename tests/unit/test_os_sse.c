@@ -1,5 +1,5 @@
-/* test_os_sse.c: the pure parts of the /v1 execd (src/opensandbox/sse.c): lines split as
- * OpenSandbox's execd splits them, the SSE events byte for byte, the encoder of the engine's
+/* test_os_sse.c: the pure parts of the /v1 execd (src/opensandbox/sse.c): the SSE events byte
+ * for byte (lines split by test_linesplit.c's splitter), the encoder of the engine's
  * typed events (exit codes, signals, invalid UTF-8, a session run's state), the wrapper's
  * handshake (stdout alone, or merged with stderr). The background log's ring is
  * test_ringlog.c's. */
@@ -17,130 +17,6 @@
 
 #include "../../src/opensandbox/execd.h"
 #include "unit.h"
-
-/* ---- lines ------------------------------------------------------------------------------------ */
-
-typedef struct got {
-        char *v[64];
-        size_t len[64];
-        unsigned n;
-} got;
-
-static int collect(void *data, const char *line, size_t len)
-{
-        got *g = data;
-
-        ck_assert_uint_lt(g->n, 64);
-        g->v[g->n] = malloc(len + 1);
-        memcpy(g->v[g->n], line, len);
-        g->v[g->n][len] = '\0';
-        g->len[g->n++] = len;
-        return 0;
-}
-
-static void got_free(got *g)
-{
-        for (unsigned i = 0; i < g->n; i++)
-                free(g->v[i]);
-        g->n = 0;
-}
-
-static void feed_all(os_lines *l, got *g, const char *s)
-{
-        ck_assert_int_eq(os_lines_feed(l, s, strlen(s), collect, g), (ssize_t)strlen(s));
-}
-
-START_TEST(test_lines_end_at_lf_cr_and_crlf)
-{
-        os_lines l = {0};
-        got g = {0};
-
-        feed_all(&l, &g, "a\nb\rc\r\nd\n\ne");
-        ck_assert_uint_eq(g.n, 5);
-        ck_assert_str_eq(g.v[0], "a");
-        ck_assert_str_eq(g.v[1], "b");
-        ck_assert_str_eq(g.v[2], "c");
-        ck_assert_str_eq(g.v[3], "d");
-        ck_assert_uint_eq(g.len[4], 0); /* the empty line between the two "\n" */
-        ck_assert_int_eq(os_lines_flush(&l, collect, &g), 0);
-        ck_assert_uint_eq(g.n, 6);
-        ck_assert_str_eq(g.v[5], "e"); /* the last unterminated line, at the end */
-        got_free(&g);
-        os_lines_done(&l);
-}
-END_TEST
-
-START_TEST(test_crlf_split_between_two_reads_is_one_terminator)
-{
-        os_lines l = {0};
-        got g = {0};
-
-        feed_all(&l, &g, "x\r");
-        feed_all(&l, &g, "\ny\n");
-        ck_assert_uint_eq(g.n, 2);
-        ck_assert_str_eq(g.v[0], "x");
-        ck_assert_str_eq(g.v[1], "y");
-        got_free(&g);
-        /* but a lone "\r" then "\r" is an empty line, as is "\n" right after "\n" */
-        feed_all(&l, &g, "\r\r\n\n");
-        ck_assert_uint_eq(g.n, 3);
-        ck_assert_uint_eq(g.len[0], 0);
-        ck_assert_uint_eq(g.len[1], 0);
-        ck_assert_uint_eq(g.len[2], 0);
-        got_free(&g);
-        os_lines_done(&l);
-}
-END_TEST
-
-START_TEST(test_a_line_of_exactly_64k_is_one_event_and_longer_ones_are_cut)
-{
-        os_lines l = {0};
-        got g = {0};
-        size_t n = OS_SSE_LINE_MAX;
-        char *big = malloc(2 * n + 2);
-
-        memset(big, 'a', 2 * n + 1);
-        big[n] = '\n';
-        ck_assert_int_eq(os_lines_feed(&l, big, n + 1, collect, &g), (ssize_t)(n + 1));
-        ck_assert_uint_eq(g.n, 1);
-        ck_assert_uint_eq(g.len[0], n);
-        got_free(&g);
-        /* 2n + 1 bytes and no terminator: two full cuts once more comes, then the rest */
-        memset(big, 'b', 2 * n + 1);
-        ck_assert_int_eq(os_lines_feed(&l, big, 2 * n + 1, collect, &g), (ssize_t)(2 * n + 1));
-        ck_assert_uint_eq(g.n, 2);
-        ck_assert_uint_eq(g.len[0], n);
-        ck_assert_uint_eq(g.len[1], n);
-        ck_assert_int_eq(os_lines_flush(&l, collect, &g), 0);
-        ck_assert_uint_eq(g.n, 3);
-        ck_assert_uint_eq(g.len[2], 1);
-        got_free(&g);
-        free(big);
-        os_lines_done(&l);
-}
-END_TEST
-
-START_TEST(test_a_cut_never_splits_a_utf8_character)
-{
-        os_lines l = {0};
-        got g = {0};
-        size_t n = OS_SSE_LINE_MAX;
-        char *big = malloc(n + 8);
-
-        /* n - 1 ASCII bytes, then a 3-byte character across the 64 KiB boundary */
-        memset(big, 'a', n - 1);
-        memcpy(big + n - 1, "\xe2\x82\xac", 3); /* U+20AC */
-        big[n + 2] = '\n';
-        ck_assert_int_eq(os_lines_feed(&l, big, n + 3, collect, &g), (ssize_t)(n + 3));
-        ck_assert_uint_eq(g.n, 2);
-        ck_assert_uint_eq(g.len[0], n - 1);
-        ck_assert_uint_eq(g.len[1], 3);
-        ck_assert_str_eq(g.v[1], "\xe2\x82\xac");
-        got_free(&g);
-        free(big);
-        os_lines_done(&l);
-}
-END_TEST
 
 /* ---- events ----------------------------------------------------------------------------------- */
 
@@ -269,8 +145,9 @@ START_TEST(test_failures_and_signals_are_error_events_with_the_code_as_text)
         free(t);
         os_sse_done(&s);
         /* a kill the caller explains (a timeout) */
-        s = (os_sse){.why = "timed out after 5 ms"};
+        s = (os_sse){0};
         ev = exited(137, 9);
+        ev.why = "timed out after 5 ms";
         ck_assert_int_eq(os_sse_event(&s, &q, &ev, 3), 0);
         t = text_of(&q);
         ck_assert_ptr_nonnull(
@@ -436,33 +313,10 @@ START_TEST(test_merged_lines_before_the_handshake_are_the_shells_own_output)
 }
 END_TEST
 
-START_TEST(test_nonces_and_ids_are_random_hex)
-{
-        char a[OS_NONCE_LEN + 1], b[OS_NONCE_LEN + 1], u[OS_UUID_LEN + 1];
-
-        os_nonce(a);
-        os_nonce(b);
-        ck_assert_uint_eq(strlen(a), OS_NONCE_LEN);
-        ck_assert_str_ne(a, b);
-        ck_assert_uint_eq(strspn(a, "0123456789abcdef"), OS_NONCE_LEN);
-        os_uuid(u);
-        ck_assert_uint_eq(strlen(u), OS_UUID_LEN);
-        ck_assert_int_eq(u[8], '-');
-        ck_assert_int_eq(u[14], '4');
-}
-END_TEST
-
 static Suite *os_sse_suite(void)
 {
         Suite *s = suite_create("os_sse");
-        TCase *tc = tcase_create("lines");
-
-        tcase_add_test(tc, test_lines_end_at_lf_cr_and_crlf);
-        tcase_add_test(tc, test_crlf_split_between_two_reads_is_one_terminator);
-        tcase_add_test(tc, test_a_line_of_exactly_64k_is_one_event_and_longer_ones_are_cut);
-        tcase_add_test(tc, test_a_cut_never_splits_a_utf8_character);
-        suite_add_tcase(s, tc);
-        tc = tcase_create("events");
+        TCase *tc = tcase_create("events");
         tcase_add_test(tc, test_events_are_one_json_object_and_a_blank_line);
         tcase_add_test(tc, test_invalid_utf8_arrives_as_lone_surrogates_valid_utf8_unchanged);
         tcase_add_test(tc, test_the_encoder_splits_lines_per_stream_and_ends_once);
@@ -472,7 +326,6 @@ static Suite *os_sse_suite(void)
         tc = tcase_create("handshake");
         tcase_add_test(tc, test_the_handshake_line_is_read_and_the_rest_is_output);
         tcase_add_test(tc, test_merged_lines_before_the_handshake_are_the_shells_own_output);
-        tcase_add_test(tc, test_nonces_and_ids_are_random_hex);
         suite_add_tcase(s, tc);
         return s;
 }

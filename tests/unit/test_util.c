@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "sh/random.h"
 #include "sh/util.h"
 #include "unit.h"
 
@@ -634,6 +635,33 @@ START_TEST(test_remote_id_hash_is_its_first_32_bits)
 }
 END_TEST
 
+/* ---- hex, UUIDs ------------------------------------------------------------------------ */
+
+START_TEST(test_hex_is_two_lowercase_digits_a_byte)
+{
+        char out[16];
+
+        sh_hex_encode("\x00\x0f\xa5\xff", 4, out);
+        ck_assert_str_eq(out, "000fa5ff");
+        sh_hex_encode("", 0, out);
+        ck_assert_str_eq(out, "");
+}
+END_TEST
+
+START_TEST(test_a_uuid_is_its_bytes_with_version_4_and_variant_10)
+{
+        unsigned char b[16];
+        char out[SH_UUID_LEN + 1];
+
+        memset(b, 0xff, sizeof(b));
+        sh_uuid_format(b, out);
+        ck_assert_str_eq(out, "ffffffff-ffff-4fff-bfff-ffffffffffff");
+        memset(b, 0, sizeof(b));
+        sh_uuid_format(b, out);
+        ck_assert_str_eq(out, "00000000-0000-4000-8000-000000000000");
+}
+END_TEST
+
 /* ---- sh_json_quote_bytes ---------------------------------------------------------------- */
 
 START_TEST(test_quote_ascii)
@@ -983,18 +1011,7 @@ START_TEST(test_time_refuses_what_is_not_rfc_3339)
 }
 END_TEST
 
-/* ---- hex, UTF-8 made text ------------------------------------------------------------------ */
-
-START_TEST(test_hex_encode_writes_two_lower_case_digits_a_byte_and_a_nul)
-{
-        const unsigned char in[] = {0x00, 0x0f, 0xa5, 0xff};
-        char out[9];
-
-        memset(out, 'x', sizeof(out));
-        sh_hex_encode(in, sizeof(in), out);
-        ck_assert_str_eq(out, "000fa5ff");
-}
-END_TEST
+/* ---- UTF-8 made text ---------------------------------------------------------------------- */
 
 START_TEST(test_scrub_makes_invalid_bytes_and_nul_a_question_mark_one_for_one)
 {
@@ -1093,6 +1110,11 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_remote_id_hash_is_its_first_32_bits);
         suite_add_tcase(s, tc);
 
+        tc = tcase_create("ids");
+        tcase_add_test(tc, test_hex_is_two_lowercase_digits_a_byte);
+        tcase_add_test(tc, test_a_uuid_is_its_bytes_with_version_4_and_variant_10);
+        suite_add_tcase(s, tc);
+
         tc = tcase_create("json_quote");
         tcase_add_test(tc, test_quote_ascii);
         tcase_add_test(tc, test_quote_quotes_and_backslash);
@@ -1105,7 +1127,6 @@ static Suite *util_suite(void)
         suite_add_tcase(s, tc);
 
         tc = tcase_create("utf8");
-        tcase_add_test(tc, test_hex_encode_writes_two_lower_case_digits_a_byte_and_a_nul);
         tcase_add_test(tc, test_scrub_makes_invalid_bytes_and_nul_a_question_mark_one_for_one);
         tcase_add_test(tc, test_sanitize_also_makes_controls_a_question_mark);
         suite_add_tcase(s, tc);

@@ -24,6 +24,7 @@
 #include "sh/config.h"
 #include "sh/daemon.h"
 #include "sh/log.h"
+#include "sh/macro.h"
 
 #define MAX_FLAGS      32
 #define JOIN_TIMEOUT_S 20
@@ -35,6 +36,8 @@ static struct {
         uint16_t port;
         sh_config cfg;
         sh_daemon *d;
+        sh_loop *loop; /* wire_services_start's */
+        sh_manager *mgr;
         pthread_t thread;
         int run_rc;
 } W;
@@ -72,27 +75,23 @@ static const char *tmp_dir(void)
         return tmp && *tmp ? tmp : "/tmp";
 }
 
-void wire_start(const char *const *flags)
+/* A fresh state root (its name carries the runner's pid: remove_leftovers) and the settings
+ * on it: no disk limit unless a test's flags set one (a later flag wins), the wire tests run
+ * their workspaces on the state root itself, as they were written. */
+static void config_on_fresh_root(const char *const *flags)
 {
         char *argv[MAX_FLAGS + 5];
         char listen_arg[] = "--listen=127.0.0.1:0";
-        /* no disk limit unless a test's flags set one (a later flag wins): the wire tests run
-         * their workspaces on the state root itself, as they were written */
         char disk_arg[] = "--disk-max=0";
         char root_arg[300];
         char *envp[] = {NULL};
         char *msg = NULL;
-        sh_error *err = NULL;
         const char *lvl = getenv("WIRE_LOG");
         int argc = 0, r;
 
-        ck_assert_msg(!W.running, "wire_start: a daemon is already running");
-        signal(SIGPIPE, SIG_IGN);
-        ck_assert_int_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
         sh_log_set_level(lvl && !strcmp(lvl, "debug")  ? SH_LOG_DEBUG
                          : lvl && !strcmp(lvl, "info") ? SH_LOG_INFO
                                                        : SH_LOG_ERROR);
-
         snprintf(W.root, sizeof(W.root), "%s/sh-wire-%ld-XXXXXX", tmp_dir(),
                  (long)(runner_pid ? runner_pid : getpid()));
         ck_assert_msg(mkdtemp(W.root) != NULL, "mkdtemp: %s", strerror(errno));
@@ -110,6 +109,16 @@ void wire_start(const char *const *flags)
                 rm_rf(W.root);
                 ck_abort_msg("sh_config_parse: %d: %s", r, msg ? msg : "");
         }
+}
+
+void wire_start(const char *const *flags)
+{
+        sh_error *err = NULL;
+
+        ck_assert_msg(!W.running, "wire_start: a daemon is already running");
+        signal(SIGPIPE, SIG_IGN);
+        ck_assert_int_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
+        config_on_fresh_root(flags);
         if (sh_daemon_new(&W.cfg, false, &W.d, &err) < 0) {
                 rm_rf(W.root);
                 ck_abort_msg("sh_daemon_new: %s", err && err->msg ? err->msg : "?");
@@ -122,6 +131,93 @@ void wire_start(const char *const *flags)
         }
         ck_assert_int_eq(pthread_create(&W.thread, NULL, daemon_thread, W.d), 0);
         W.running = true;
+}
+
+/* ---- the services without the transport ------------------------------------------------- */
+
+sh_manager *wire_services_start(const char *const *flags, sh_loop **ret_loop)
+{
+        sh_error *err = NULL;
+
+        config_on_fresh_root(flags);
+        ck_assert_int_eq(sh_loop_new(&W.loop), 0);
+        if (sh_manager_new(&W.cfg, W.loop, &W.mgr, &err) < 0) {
+                rm_rf(W.root);
+                ck_abort_msg("sh_manager_new: %s", err && err->msg ? err->msg : "?");
+        }
+        *ret_loop = W.loop;
+        return W.mgr;
+}
+
+void wire_services_stop(void)
+{
+        sh_manager_free(TAKE_PTR(W.mgr));
+        sh_loop_free(TAKE_PTR(W.loop));
+        sh_config_done(&W.cfg);
+        rm_rf(W.root);
+}
+
+static void on_limit(sh_loop *l, sh_timer *t, void *data)
+{
+        (void)t;
+        *(bool *)data = true;
+        sh_loop_stop(l);
+}
+
+typedef struct until {
+        bool (*cond)(void *data);
+        void *data;
+        sh_timer *t;
+} until;
+
+static void on_check(sh_loop *l, sh_timer *t, void *data)
+{
+        until *u = data;
+
+        u->t = NULL;
+        if (u->cond(u->data))
+                sh_loop_stop(l);
+        else
+                u->t = sh_loop_add_timer(l, 5, on_check, u);
+}
+
+void wire_loop_until(bool (*cond)(void *data), void *data, unsigned ms, const char *what)
+{
+        bool hit = false;
+        sh_timer *limit = sh_loop_add_timer(W.loop, ms, on_limit, &hit);
+        until u = {.cond = cond, .data = data};
+
+        ck_assert_ptr_nonnull(limit);
+        u.t = sh_loop_add_timer(W.loop, 0, on_check, &u);
+        ck_assert_ptr_nonnull(u.t);
+        ck_assert_int_eq(sh_loop_run(W.loop), 0);
+        sh_loop_cancel_timer(W.loop, u.t);
+        ck_assert_msg(!hit, "%s: not within %u ms", what, ms);
+        sh_loop_cancel_timer(W.loop, limit);
+}
+
+static bool is_set(void *data)
+{
+        return *(bool *)data;
+}
+
+static void on_created(sh_sandbox *sb, const sh_error *err, void *data)
+{
+        (void)sb;
+        ck_assert_msg(!err, "the create failed: %s", err && err->msg ? err->msg : "");
+        *(bool *)data = true;
+}
+
+sh_sandbox *wire_sandbox(void)
+{
+        sh_sandbox *sb = NULL;
+        sh_error *err = NULL;
+        bool done = false;
+
+        if (sh_manager_create(W.mgr, &(sh_create_opts){0}, on_created, &done, &sb, &err) < 0)
+                ck_abort_msg("sh_manager_create: %s", err && err->msg ? err->msg : "?");
+        wire_loop_until(is_set, &done, 20000, "the create");
+        return sb;
 }
 
 /* The cgroup subtree the daemon of state root `root` made (src/sandbox/manager.c names it

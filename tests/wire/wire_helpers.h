@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sh/loop.h"
+#include "sh/sandbox.h"
+
 #define WIRE_TIMEOUT_MS 10000 /* bound on every HTTP exchange */
 
 typedef struct wire_resp {
@@ -27,6 +30,18 @@ void wire_stop(void);
 /* The same with the join bounded by `timeout_s`: a daemon that has not stopped by then fails
  * the test (a call timeout, for tests that the stop is prompt). */
 void wire_stop_within(unsigned timeout_s);
+
+/* The services without the transport, in this thread: a loop and a manager on a fresh state
+ * root as wire_start's (flags alike), for tests of the sandbox layer on real sandboxes; the
+ * runner removes what a failed test left as it does a daemon's. _stop frees them (the
+ * manager deletes its sandboxes first) and removes the root. */
+sh_manager *wire_services_start(const char *const *flags, sh_loop **ret_loop);
+void wire_services_stop(void);
+/* Run the services' loop until cond(data) holds (asked every 5 ms); a test failure, naming
+ * `what`, when it does not within ms. */
+void wire_loop_until(bool (*cond)(void *data), void *data, unsigned ms, const char *what);
+/* A sandbox of the services' manager, made with the default options and ready (a reference). */
+sh_sandbox *wire_sandbox(void);
 
 /* Run the suite (fork mode) and afterwards remove the state roots that failed tests left
  * behind. Returns the process exit code. */

@@ -4,8 +4,9 @@
 
 #include <stddef.h>
 
+#include "sh/util.h" /* SH_UUID_LEN */
+
 #define SH_RANDOM_HEX_MAX 64 /* bytes one sh_random_hex may take */
-#define SH_UUID_LEN       36 /* 8-4-4-4-12 hex digits */
 
 /* n random bytes into buf. 0, or -errno (getrandom failed). */
 int sh_random_bytes(void *buf, size_t n);

@@ -87,6 +87,13 @@ bool sh_remote_id_valid(const char *s, size_t len);
  * they are a uniform hash already). */
 uint32_t sh_remote_id_hash(const char *id);
 
+/* n bytes as 2n lowercase hex digits and a NUL into out (pure). */
+void sh_hex_encode(const void *p, size_t n, char *out);
+/* 16 (random) bytes as a version 4 UUID, "xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx", and a NUL
+ * into out: its version and variant bits set, the rest the bytes' (pure). */
+#define SH_UUID_LEN 36
+void sh_uuid_format(const unsigned char b[16], char out[SH_UUID_LEN + 1]);
+
 /* Append `n` bytes of `s` to `out` as a JSON string (with quotes). Valid UTF-8 passes through;
  * each byte of an invalid sequence becomes \udcXX (Python's surrogateescape, so a client's
  * os.fsencode gets the original bytes back); control characters are escaped. `out` must have
@@ -108,9 +115,6 @@ struct cJSON *sh_json_parse_text(char *text, size_t *len, unsigned flags, const 
  * with TAKE_PTR). */
 void sh_json_freep(struct cJSON **p);
 #define _cleanup_cjson_ _cleanup_(sh_json_freep)
-
-/* The n bytes at in as 2 * n lower-case hex digits and a NUL into out. */
-void sh_hex_encode(const void *in, size_t n, char *out);
 
 /* Replace, in place, every byte of `s` that is not part of valid UTF-8 (and every control
  * character) with '?', so a message quoting client bytes is always valid JSON text. */

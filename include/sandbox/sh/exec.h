@@ -55,6 +55,7 @@ typedef struct sh_exec_exit {
 
 typedef struct sh_exec_event {
         sh_exec_event_type type;
+        const char *why; /* the end: why it was killed (sh_exec_kill, its timeout); NULL: not */
         union {
                 struct {
                         sh_exec_stream stream;
@@ -98,6 +99,7 @@ typedef struct sh_exec_spec {
         char *const *envp;        /* NULL-terminated (copied) */
         uint64_t capture_max;     /* bytes of each stream kept for the exit event */
         uint64_t heartbeat_ms;    /* silence before a heartbeat event; 0: none */
+        uint64_t timeout_ms;      /* killed this long after its start ("timed out"); 0: never */
         uint64_t grace_ms;        /* after the exit, how long descendants may hold the pipes */
         bool merge_output;        /* stderr into stdout's pipe: one pipe (one daemon fd), every
                                    * chunk SH_EXEC_STDOUT, both streams in the order written */
@@ -138,8 +140,9 @@ void sh_exec_resume(sh_exec *e);
 
 /* Kill the command and everything it started (found through the exec's cgroup), the consumer
  * staying attached: the session then ends as usual, with an exit event (signal 9) once the
- * processes are gone. For a timeout or an interrupt. No-op after the end. */
-void sh_exec_kill(sh_exec *e);
+ * processes are gone, whose `why` says `why` (copied, the first one given; logged): an interrupt, a client gone, a shell that did not start. No-op after the
+ * end. */
+void sh_exec_kill(sh_exec *e, const char *why);
 
 /* The consumer is gone. If the session has not ended, its command and everything it started
  * are killed (found through the exec's cgroup). No event comes after this. Accepts NULL. */

@@ -288,6 +288,7 @@ const sh_ring *sh_sandbox_journal(const sh_sandbox *sb, sh_journal_part part);
 typedef struct sh_exec_opts {
         uint64_t capture_max;   /* bytes of each stream kept for the exit event */
         uint64_t heartbeat_ms;  /* silence before a heartbeat event; 0: none */
+        uint64_t timeout_ms;    /* killed this long after its start (sh_exec_spec); 0: never */
         bool merge_output;      /* one pipe for stdout and stderr (sh_exec_spec) */
         size_t read_max;        /* bytes of one chunk at most (sh_exec_spec); 0: the engine's */
         sh_exec_rate *rate;     /* its reads billed to this rate (sh_exec_spec); NULL: none */
