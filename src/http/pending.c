@@ -1,6 +1,7 @@
 /* pending.c: the pending-reply token: the one owner of "the request is gone / the job is done,
  * in either order", and of suspending and resuming a connection that waits for an answer or
  * for its stream's next bytes. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -230,6 +231,7 @@ int sh_request_job_stream(sh_request_job *rj, size_t block, const char *type)
 
 void sh_request_job_gone(sh_request_job *rj)
 {
+        sh_waiter_cancel(&rj->held);
         sh_loop_job_stop(&rj->job);
         sh_sliced_stream_stop(&rj->ss);
         sh_request_job_done(rj);
@@ -254,4 +256,51 @@ ssize_t sh_request_job_read(sh_request_job *rj, char *out, size_t max)
 void sh_request_job_free(sh_request_job *rj)
 {
         sh_sliced_stream_done(&rj->ss);
+        if (rj->held_resp)
+                MHD_destroy_response(TAKE_PTR(rj->held_resp));
+}
+
+/* ---- an answer that waits ------------------------------------------------------------- */
+
+static void request_job_held(sh_waiter *w)
+{
+        sh_request_job *rj = (sh_request_job *)((char *)w - offsetof(sh_request_job, held));
+        sh_request *r = sh_request_job_request(rj);
+
+        if (r)
+                sh_reply(r, rj->held_status, TAKE_PTR(rj->held_resp));
+        sh_request_job_done(rj);
+}
+
+sh_waiter *sh_request_job_hold(sh_request_job *rj, unsigned status, sh_response *resp)
+{
+        rj->held.done = request_job_held;
+        rj->held_status = status;
+        rj->held_resp = resp;
+        return &rj->held;
+}
+
+static void held_gone(void *data)
+{
+        sh_request_job_gone(data);
+}
+
+static void held_release(void *data)
+{
+        sh_request_job_free(data);
+        free(data);
+}
+
+static const sh_pending_ops held_ops = {.gone = held_gone, .release = held_release};
+
+sh_waiter *sh_request_hold(sh_request *r, unsigned status, sh_response *resp)
+{
+        sh_request_job *rj = calloc(1, sizeof(*rj));
+
+        if (!rj || !(rj->tok = sh_request_wait(r, &held_ops, rj))) {
+                free(rj);
+                sh_reply(r, status, resp);
+                return NULL;
+        }
+        return sh_request_job_hold(rj, status, resp);
 }

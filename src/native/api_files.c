@@ -182,53 +182,20 @@ static sh_fs_ctx fs_ctx(sh_request *r, int wsfd, int trashfd)
                            .loop_absent = true};
 }
 
-/* An empty answer given once what the request moved into its sandbox's trash is removed (its
- * remover runs once for it): a replace or a delete is answered when the space is free again, as
- * when the daemon freed it itself, yet never on the loop. */
-typedef struct trash_answer {
-        sh_trash_waiter w; /* first: done is given it */
-        sh_pending *tok;
-        unsigned status;
-} trash_answer;
-
-static void trash_answer_done(sh_trash_waiter *w)
-{
-        trash_answer *a = (trash_answer *)w;
-
-        if (sh_pending_request(a->tok))
-                sh_reply_empty(sh_pending_request(a->tok), a->status);
-        sh_pending_release(TAKE_PTR(a->tok));
-}
-
-static void trash_answer_gone(void *data)
-{
-        trash_answer *a = data;
-
-        sh_manager_trash_unwait(&a->w);
-        sh_pending_release(TAKE_PTR(a->tok));
-}
-
-static const sh_pending_ops trash_answer_ops = {.gone = trash_answer_gone, .release = free};
-
-/* kept: the trash holds something of the request's. */
+/* kept: the trash holds something of the request's, and the empty answer waits until it is
+ * removed (sh_request_hold: its remover runs once for it): a replace or a delete is answered when
+ * the space is free again, as when the daemon freed it itself, yet never on the loop. */
 static void reply_after_trash(sh_request *r, bool kept, unsigned status)
 {
-        sh_manager *m = sh_native(r)->mgr;
-        trash_answer *a = kept ? calloc(1, sizeof(*a)) : NULL;
+        sh_waiter *w;
 
-        if (a) {
-                a->w.done = trash_answer_done;
-                a->status = status;
-                if (sh_manager_trash_wait(m, sh_native_sandbox(r), &a->w)) {
-                        if ((a->tok = sh_request_wait(r, &trash_answer_ops, a)))
-                                return;
-                        sh_manager_trash_unwait(&a->w); /* its remover runs anyway */
-                }
-                free(a);
-        } else if (kept) {
-                sh_manager_trash_kick(m, sh_native_sandbox(r));
+        if (!kept) {
+                sh_reply_empty(r, status);
+                return;
         }
-        sh_reply_empty(r, status);
+        w = sh_request_hold(r, status, sh_response_empty());
+        if (!sh_manager_trash_wait(sh_native(r)->mgr, sh_native_sandbox(r), w) && w)
+                w->done(w);
 }
 
 void sh_api_upload(sh_request *r)

@@ -549,19 +549,12 @@ int f_query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present)
         return 0;
 }
 
-/* A job answered from the loop in slices (sh_request_job: a listing, a search, a line-mode
- * download, a replacement, a recursive delete, a request of many paths), whose answer may wait
- * for the trash (job_answer). A job embeds one as its first member; its steps are given the job,
- * and f_job_gone is its pending ops' gone. */
-
-/* The request went (its client left, or shutdown): no slice runs any more, no answer waits. */
+/* A job of these routes (a listing, a search, a line-mode download, a replacement, a recursive
+ * delete, a request of many paths) embeds its sh_request_job first: its steps are given the job.
+ * The request went (its client left, or shutdown): no slice runs any more, no answer waits. */
 void f_job_gone(void *data)
 {
-        f_job *s = data;
-
-        sh_request_job_gone(&s->rj);
-        sh_manager_trash_unwait(&s->w);
-        cJSON_Delete(TAKE_PTR(s->body));
+        sh_request_job_gone(data);
 }
 
 ssize_t f_job_read(void *data, char *out, size_t max)
@@ -569,15 +562,13 @@ ssize_t f_job_read(void *data, char *out, size_t max)
         return sh_request_job_read(data, out, max);
 }
 
-/* The request waits on a token of ops for the job, whose steps are `step` (its budget
- * s->rj.job.steps and .ns as the caller set them: 0 the default): the first slice runs now, the
- * rest from the loop. false: no token could be had (answered 500): the caller frees the job. */
-bool f_job_start(f_job *s, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
+/* Its budget rj->job.steps and .ns as the caller set them (0: the default). */
+bool f_job_start(sh_request_job *rj, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
                  const char *what)
 {
-        if (!sh_request_job_wait(&s->rj, r, os_ctx_of(r)->loop, ops, step, what))
+        if (!sh_request_job_wait(rj, r, os_ctx_of(r)->loop, ops, step, what))
                 return false;
-        sh_request_job_run(&s->rj);
+        sh_request_job_run(rj);
         return true;
 }
 
@@ -607,7 +598,7 @@ static const sh_pending_ops pjob_ops = {.gone = f_job_gone, .release = pjob_rele
 static int pjob_step(void *data)
 {
         f_pjob *j = data;
-        sh_request *r = sh_request_job_request(&j->s.rj);
+        sh_request *r = sh_request_job_request(&j->rj);
         uint64_t left = j->f.budget.left;
         int more = j->entry(j, r);
 
@@ -619,7 +610,7 @@ static int pjob_step(void *data)
                 os_reply_json(r, 200, TAKE_PTR(j->out));
         else
                 os_reply_empty(r, 200);
-        return sh_request_job_done(&j->s.rj);
+        return sh_request_job_done(&j->rj);
 }
 
 /* Run `entry` over the body's entries (body and out taken; both NULL for none) from the loop. */
@@ -642,7 +633,7 @@ void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *, s
                 return;
         }
         j->f.budget.left = SH_SAFE_REQUEST_STEPS;
-        if (!f_job_start(&j->s, r, &pjob_ops, pjob_step, "request"))
+        if (!f_job_start(&j->rj, r, &pjob_ops, pjob_step, "request"))
                 pjob_release(j);
 }
 

@@ -105,33 +105,25 @@ bool f_body_bounded(sh_request *r, cJSON *body);
 
 /* ---- jobs of the loop and their answers (files.c, files_write.c) --------------------------- */
 
-/* A job answered from the loop in slices (sh_request_job), whose answer may wait for the trash
- * (f_job_answer). A job embeds one first; f_job_gone is its pending ops' gone, f_job_read their
- * read when it streams. */
-typedef struct f_job {
-        sh_request_job rj; /* first */
-        sh_trash_waiter w; /* the answer waiting for the trash (job_answer) */
-        unsigned status;   /* that answer */
-        cJSON *body;
-} f_job;
-
+/* Every job of these routes is answered from the loop in slices (sh_request_job, its first
+ * member): f_job_gone is its pending ops' gone, f_job_read their read when it streams;
+ * f_job_start waits for it and runs its first slice (false: answered 500, the caller frees). */
 void f_job_gone(void *data);
 ssize_t f_job_read(void *data, char *out, size_t max);
-bool f_job_start(f_job *s, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
+bool f_job_start(sh_request_job *rj, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
                  const char *what);
 
 /* k > 0: the trash holds something of the request's, which its answer waits for. */
 void f_trashed(fctx *f, int k);
-void f_reply(sh_request *r, unsigned status, cJSON *body);
-/* The answer (status, body taken: NULL is empty) now, or once the trash is removed: of a job
- * (returns SH_LOOP_JOB_DONE), of a handler. */
-int f_job_answer(fctx *f, f_job *s, unsigned status, cJSON *body);
-void f_answer(fctx *f, sh_request *r, unsigned status, cJSON *body);
+/* The answer (status, body taken: NULL is empty) of a handler (rj NULL) or of a job's step (then
+ * the job is done: the step returns SH_LOOP_JOB_DONE), now, or once what the request moved into
+ * the trash is removed (sh_request_hold). */
+void f_answer(fctx *f, sh_request *r, sh_request_job *rj, unsigned status, cJSON *body);
 
 /* A request of many paths: its entries done one a step, each step charged its lookup steps. */
 typedef struct f_pjob f_pjob;
 struct f_pjob {
-        f_job s; /* first */
+        sh_request_job rj; /* first */
         fctx f;
         cJSON *body;       /* permissions, mv, directories: the body, done entry by entry */
         const cJSON *next; /* its next entry */

@@ -58,7 +58,7 @@ void os_files_delete(sh_request *r)
                 }
                 f_trashed(&f, k);
         }
-        f_answer(&f, r, 200, NULL);
+        f_answer(&f, r, NULL, 200, NULL);
 }
 
 /* ---- POST /files/permissions -------------------------------------------------------------------- */
@@ -201,7 +201,7 @@ void os_files_move(sh_request *r)
 #define REPLACE_MATCHES_MAX (1u << 20)
 
 typedef struct xjob {
-        f_job s; /* first */
+        sh_request_job rj; /* first */
         fctx f;
         cJSON *body; /* {path: {old, new}}, checked */
         cJSON *it;   /* the entry in work; NULL: every entry done */
@@ -377,10 +377,12 @@ static int xjob_job_step(void *data)
 
         if (k > 0)
                 return 1;
-        if (k == 0)
-                return f_job_answer(&j->f, &j->s, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
-        os_reply_err(sh_request_job_request(&j->s.rj), &j->e);
-        return sh_request_job_done(&j->s.rj);
+        if (k == 0) {
+                f_answer(&j->f, NULL, &j->rj, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
+                return SH_LOOP_JOB_DONE;
+        }
+        os_reply_err(sh_request_job_request(&j->rj), &j->e);
+        return sh_request_job_done(&j->rj);
 }
 
 void os_files_replace(sh_request *r)
@@ -434,7 +436,7 @@ void os_files_replace(sh_request *r)
                 return;
         }
         j->f.budget.left = SH_SAFE_REQUEST_STEPS; /* one file opened a slice */
-        if (!f_job_start(&j->s, r, &xjob_ops, xjob_job_step, "replacement"))
+        if (!f_job_start(&j->rj, r, &xjob_ops, xjob_job_step, "replacement"))
                 xjob_release(j);
 }
 
@@ -484,8 +486,8 @@ typedef struct rtop {
 } rtop;
 
 typedef struct rjob {
-        f_job s; /* first */
-        fctx f;  /* its trash, and the sandbox its remover works for */
+        sh_request_job rj; /* first */
+        fctx f;            /* its trash, and the sandbox its remover works for */
         rtop *tops;
         size_t ntops, itop; /* itop: the one being removed */
         sh_fs_remover *rm;  /* itop's, removed in place */
@@ -567,11 +569,13 @@ static int rjob_job_step(void *data)
 
         if (rjob_step(j))
                 return 1;
-        if (!j->first_err)
-                return f_job_answer(&j->f, &j->s, 200, NULL);
+        if (!j->first_err) {
+                f_answer(&j->f, NULL, &j->rj, 200, NULL);
+                return SH_LOOP_JOB_DONE;
+        }
         f_error(&j->e, j->first_err, j->tops[j->err_top].shown, "delete");
-        os_reply_err(sh_request_job_request(&j->s.rj), &j->e);
-        return sh_request_job_done(&j->s.rj);
+        os_reply_err(sh_request_job_request(&j->rj), &j->e);
+        return sh_request_job_done(&j->rj);
 }
 
 void os_files_rmdirs(sh_request *r)
@@ -635,7 +639,7 @@ void os_files_rmdirs(sh_request *r)
                 t->pfd = TAKE_FD(pfd);
                 j->ntops++;
         }
-        if (!f_job_start(&j->s, r, &rjob_ops, rjob_job_step, "removal"))
+        if (!f_job_start(&j->rj, r, &rjob_ops, rjob_job_step, "removal"))
                 rjob_release(j);
         return;
 refuse:

@@ -125,7 +125,7 @@ void os_files_download(sh_request *r)
 #define LINES_TYPE  "text/plain; charset=utf-8"
 
 typedef struct ljob {
-        f_job s; /* first */
+        sh_request_job rj; /* first */
         char *shown;
         bool streaming;
         sh_fs_lines l;
@@ -135,7 +135,7 @@ static void ljob_release(void *data)
 {
         ljob *j = data;
 
-        sh_request_job_free(&j->s.rj);
+        sh_request_job_free(&j->rj);
         sh_close(j->l.fd);
         free(j->shown);
         free(j);
@@ -149,7 +149,7 @@ static const sh_pending_ops ljob_ops = {
 static int ljob_step(void *data)
 {
         ljob *j = data;
-        sh_request_job *rj = &j->s.rj;
+        sh_request_job *rj = &j->rj;
         int k = sh_fs_lines_step(&j->l, &rj->ss.b);
 
         if (k > 0 && j->streaming)
@@ -186,8 +186,8 @@ static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limi
                 return;
         }
         sh_fs_lines_init(&j->l, fd, offset, limit);
-        j->s.rj.job.steps = LINES_SLICE / SH_FS_LINES_READ; /* a step: one read */
-        if (!f_job_start(&j->s, r, &ljob_ops, ljob_step, "download"))
+        j->rj.job.steps = LINES_SLICE / SH_FS_LINES_READ; /* a step: one read */
+        if (!f_job_start(&j->rj, r, &ljob_ops, ljob_step, "download"))
                 ljob_release(j);
 }
 
@@ -218,7 +218,7 @@ static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limi
 typedef enum { WALK_HEAD, WALK_COUNT, WALK_STREAM } walk_phase;
 
 typedef struct wjob {
-        f_job s; /* first */
+        sh_request_job rj; /* first */
         fctx f;
         int top;       /* the directory walked (O_PATH, checked by walk_top): each pass's */
         char *shown;   /* the top as asked: every path shown starts with it */
@@ -237,7 +237,7 @@ static void wjob_release(void *data)
         wjob *j = data;
 
         sh_fs_walk_free(j->w);
-        sh_request_job_free(&j->s.rj);
+        sh_request_job_free(&j->rj);
         sh_buf_done(&j->out);
         sh_close(j->top);
         free(j->shown);
@@ -321,7 +321,7 @@ static void wjob_failed(wjob *j, sh_error *err)
  * counting), the count only counts it, the stream sends it. 0, or -1 with j->e filled. */
 static int wjob_entry(wjob *j, const sh_fs_entry *e)
 {
-        sh_buf *b = j->phase == WALK_STREAM ? &j->s.rj.ss.b : &j->out;
+        sh_buf *b = j->phase == WALK_STREAM ? &j->rj.ss.b : &j->out;
 
         if (j->phase == WALK_COUNT)
                 j->out.len = 0;
@@ -338,46 +338,46 @@ static int wjob_entry(wjob *j, const sh_fs_entry *e)
 static void wjob_stream(wjob *j, sh_request *r)
 {
         sh_buf_done(&j->out);
-        if (wjob_begin(j, WALK_STREAM, &j->s.rj.ss.b) < 0) {
+        if (wjob_begin(j, WALK_STREAM, &j->rj.ss.b) < 0) {
                 os_reply_err(r, &j->e);
                 return;
         }
-        sh_request_job_stream(&j->s.rj, WALK_BLOCK, "application/json");
+        sh_request_job_stream(&j->rj, WALK_BLOCK, "application/json");
 }
 
 /* The head's or the count's walk is over (k 0) or failed (k < 0, j->e filled): the answer. */
 static int wjob_answer(wjob *j, int k)
 {
-        sh_request *r = sh_request_job_request(&j->s.rj);
+        sh_request *r = sh_request_job_request(&j->rj);
 
         if (k == 0 && j->phase == WALK_COUNT) {
                 wjob_stream(j, r);
         } else if (k == 0 && sh_buf_append(&j->out, "]", 1) == 0) {
-                j->s.rj.ss.b = j->out; /* the answer, whole */
+                j->rj.ss.b = j->out; /* the answer, whole */
                 j->out = (sh_buf){0};
-                return sh_request_job_whole(&j->s.rj, "application/json");
+                return sh_request_job_whole(&j->rj, "application/json");
         } else {
                 if (k == 0)
                         os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
                 os_reply_err(r, &j->e);
         }
-        return sh_request_job_done(&j->s.rj);
+        return sh_request_job_done(&j->rj);
 }
 
 /* The stream's walk is over (k 0) or failed (k < 0, j->e filled): its end, or its cut. */
 static int wjob_stream_end(wjob *j, int k)
 {
-        if (k == 0 && sh_buf_append(&j->s.rj.ss.b, "]", 1) == 0) {
-                j->s.rj.ss.ended = true;
+        if (k == 0 && sh_buf_append(&j->rj.ss.b, "]", 1) == 0) {
+                j->rj.ss.ended = true;
                 return SH_LOOP_JOB_DONE;
         }
         if (k == 0)
                 os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
         /* The 200 is gone: the client sees a cut stream, never a short list. */
-        log_warn("listing-cut", sh_request_log_id(sh_pending_request(j->s.rj.ss.tok)),
+        log_warn("listing-cut", sh_request_log_id(sh_pending_request(j->rj.ss.tok)),
                  "the answer below '%s' was cut after %" PRIu64 " entries: %s", j->shown, j->count,
                  j->e.message);
-        j->s.rj.cut = true;
+        j->rj.cut = true;
         return SH_LOOP_JOB_DONE;
 }
 
@@ -397,9 +397,8 @@ static int wjob_step(void *data)
                 k = -1;
         sh_error_release(&err);
         if (k > 0)
-                return j->phase == WALK_STREAM && j->s.rj.ss.b.len >= j->s.rj.want
-                               ? SH_LOOP_JOB_PAUSE
-                               : 1;
+                return j->phase == WALK_STREAM && j->rj.ss.b.len >= j->rj.want ? SH_LOOP_JOB_PAUSE
+                                                                               : 1;
         return j->phase == WALK_STREAM ? wjob_stream_end(j, k) : wjob_answer(j, k);
 }
 
@@ -468,7 +467,7 @@ static void run_walk(sh_request *r, const char *pattern, unsigned depth)
         }
         /* the walk needs no more of the sandbox's root than the top directory */
         j->f.root = j->f.fs.root = sh_close(j->f.root);
-        if (!f_job_start(&j->s, r, &wjob_ops, wjob_step, "walk"))
+        if (!f_job_start(&j->rj, r, &wjob_ops, wjob_step, "walk"))
                 wjob_release(j);
 }
 

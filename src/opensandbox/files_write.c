@@ -110,73 +110,29 @@ int f_trash_view(void *data, int *pfd, int *ret_trashfd)
 }
 
 /* k (sh/trash.h) > 0: the trash holds something for the sandbox's remover, which the answer
- * waits for (f_answer, f_job_answer): a delete or a replace is answered once the space is free
- * again, as when the daemon freed it itself, and its remover runs once for the request. */
+ * waits for (f_answer): a delete or a replace is answered once the space is free again, as when
+ * the daemon freed it itself, and its remover runs once for the request. */
 void f_trashed(fctx *f, int k)
 {
         if (k > 0)
                 f->trashed = true;
 }
 
-void f_reply(sh_request *r, unsigned status, cJSON *body)
+void f_answer(fctx *f, sh_request *r, sh_request_job *rj, unsigned status, cJSON *body)
 {
-        if (body)
-                os_reply_json(r, status, body);
-        else
-                os_reply_empty(r, status);
-}
+        sh_response *resp = body ? sh_response_json(body) : sh_response_empty();
+        sh_waiter *w;
 
-static void job_answer_done(sh_trash_waiter *w)
-{
-        f_job *s = (f_job *)((char *)w - offsetof(f_job, w));
-        sh_request *r = sh_request_job_request(&s->rj);
-
-        if (r)
-                f_reply(r, s->status, TAKE_PTR(s->body));
-        sh_request_job_done(&s->rj);
-}
-
-/* The answer of a job of the loop (status, body taken: NULL is empty), through the job's own
- * token: now, or once what the request moved into the trash is removed (f_job_gone stops the
- * wait): a delete or a replace is answered once the space is free again, as when the daemon
- * freed it itself, and its remover runs once for the request. Returns SH_LOOP_JOB_DONE, for the
- * step that answered. */
-int f_job_answer(fctx *f, f_job *s, unsigned status, cJSON *body)
-{
-        s->w.done = job_answer_done;
-        s->status = status;
-        s->body = body;
-        if (f->trashed && sh_manager_trash_wait(f->mgr, f->sb, &s->w)) {
-                f->trashed = false;
-                return SH_LOOP_JOB_DONE;
-        }
-        f_reply(sh_request_job_request(&s->rj), status, TAKE_PTR(s->body));
-        return sh_request_job_done(&s->rj);
-}
-
-static void answer_release(void *data)
-{
-        sh_request_job_free(data);
-        free(data);
-}
-
-static const sh_pending_ops answer_ops = {.gone = f_job_gone, .release = answer_release};
-
-/* The same for a handler, through a job of no steps when the trash holds something. */
-void f_answer(fctx *f, sh_request *r, unsigned status, cJSON *body)
-{
-        f_job *a = f->trashed ? calloc(1, sizeof(*a)) : NULL;
-
-        if (!a) {
-                f_reply(r, status, body);
+        if (!f->trashed) {
+                sh_reply(rj ? sh_request_job_request(rj) : r, status, resp);
+                if (rj)
+                        sh_request_job_done(rj);
                 return;
         }
-        if (sh_request_job_wait(&a->rj, r, os_ctx_of(r)->loop, &answer_ops, NULL, "answer")) {
-                f_job_answer(f, a, status, body);
-                return;
-        }
-        free(a); /* answered 500 */
-        cJSON_Delete(body);
+        f->trashed = false;
+        w = rj ? sh_request_job_hold(rj, status, resp) : sh_request_hold(r, status, resp);
+        if (!sh_manager_trash_wait(f->mgr, f->sb, w) && w)
+                w->done(w);
 }
 
 /* An unnamed file (O_TMPFILE, sh_fs_upload) beside `base` in the checked directory, linked in
@@ -518,5 +474,5 @@ void os_files_upload(sh_request *r)
 {
         upload *u = sh_request_sink_state(r);
 
-        f_answer(&u->f, r, 200, NULL);
+        f_answer(&u->f, r, NULL, 200, NULL);
 }

@@ -3,7 +3,8 @@
  * too) and adds its own headers, PATCH and a free path tail route, a request waits for its
  * answer through a pending token, a stream waits and is woken, and a streaming job learns
  * when its client has left; a job of the loop answering a request (sh_request_job) answers whole
- * within its head, streams past it, and stops when its client leaves. */
+ * within its head, streams past it, and stops when its client leaves; an answer held until its
+ * waiter is told (sh_request_hold) is given then, and never once its request ended. */
 #include <check.h>
 #include <curl/curl.h>
 #include <pthread.h>
@@ -297,10 +298,32 @@ static void h_count(sh_request *r)
         sh_request_job_run(&c->rj);
 }
 
+/* POST /held?ms=N: the answer {"held":true} held (sh_request_hold) on `held`, a list of waiters
+ * as a service keeps them, which a loop timer wakes N ms later (0: never). */
+static sh_waiter *held;
+
+static void held_fire(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_waiters_wake(&held);
+}
+
+static void h_held(sh_request *r)
+{
+        const sh_query_param *q = sh_query_find(sh_request_query(r), "ms");
+        cJSON *o = cJSON_CreateObject();
+        sh_waiter *w;
+
+        cJSON_AddBoolToObject(o, "held", true);
+        w = sh_request_hold(r, 200, sh_response_json(o));
+        ck_assert_ptr_nonnull(w);
+        sh_waiter_add(&held, w);
+        if (q && atoi(q->val) > 0)
+                ck_assert_ptr_nonnull(sh_loop_add_timer(the_loop, atoi(q->val), held_fire, NULL));
+}
+
 static const sh_route plain_routes[] = {
-        {"/hello", SH_M_GET, NULL, h_hello, 0},
-        {"/later", SH_M_POST, NULL, h_later, 0},
-        {"/ticks", SH_M_GET, NULL, h_ticks, 0},
+        {"/held", SH_M_POST, NULL, h_held, 0},   {"/hello", SH_M_GET, NULL, h_hello, 0},
+        {"/later", SH_M_POST, NULL, h_later, 0}, {"/ticks", SH_M_GET, NULL, h_ticks, 0},
         {"/count", SH_M_GET, NULL, h_count, 0},
 };
 
@@ -657,6 +680,43 @@ START_TEST(test_a_request_job_stops_when_its_client_leaves)
 }
 END_TEST
 
+START_TEST(test_a_held_answer_is_given_once_its_waiter_is_told)
+{
+        resp a = {0};
+
+        start();
+        call("POST", "/held?ms=20", "", NULL, &a);
+        ck_assert_int_eq(a.status, 200);
+        ck_assert_str_eq(a.body, "{\"held\":true}");
+        ck_assert_ptr_null(held);
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_held_answer_stops_waiting_when_its_request_ends)
+{
+        resp a = {0};
+        CURL *c = curl_easy_init();
+        char url[512];
+
+        start();
+        ck_assert_ptr_nonnull(c);
+        /* never told: the client gives up, then the server goes with the request still held */
+        snprintf(url, sizeof(url), "%s/held", S.url);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 200L);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+        ck_assert_int_eq(curl_easy_perform(c), CURLE_OPERATION_TIMEDOUT);
+        curl_easy_cleanup(c);
+        stop();
+        /* the request's end took its waiter off the list: nothing is told, nothing leaks */
+        ck_assert_ptr_null(held);
+}
+END_TEST
+
 static Suite *surfaces_suite(void)
 {
         Suite *s = suite_create("surfaces");
@@ -673,6 +733,8 @@ static Suite *surfaces_suite(void)
         tcase_add_test(tc, test_a_request_job_ends_within_its_head_and_is_answered_whole);
         tcase_add_test(tc, test_a_request_job_past_its_head_goes_on_as_a_stream);
         tcase_add_test(tc, test_a_request_job_stops_when_its_client_leaves);
+        tcase_add_test(tc, test_a_held_answer_is_given_once_its_waiter_is_told);
+        tcase_add_test(tc, test_a_held_answer_stops_waiting_when_its_request_ends);
         suite_add_tcase(s, tc);
         return s;
 }

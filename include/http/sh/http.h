@@ -17,6 +17,7 @@
 #include "sh/list.h"
 #include "sh/loop.h"
 #include "sh/util.h"
+#include "sh/waiter.h"
 
 typedef struct sh_server sh_server;
 typedef struct sh_request sh_request;
@@ -408,6 +409,9 @@ typedef struct sh_request_job {
         size_t want;         /* what the stream's slice is asked for */
         bool cut;            /* the stream is cut */
         const char *what;    /* "walk": for the 500 when a slice cannot be scheduled */
+        sh_waiter held;      /* an answer that waits (sh_request_job_hold): told, it is given */
+        unsigned held_status;
+        sh_response *held_resp;
 } sh_request_job;
 
 /* The request waits on a token of ops for the job (data: rj; step: its steps). false: no token
@@ -431,5 +435,15 @@ int sh_request_job_stream(sh_request_job *rj, size_t block, const char *type);
 void sh_request_job_gone(sh_request_job *rj);
 /* ops->read of a streamed job: one slice of the job when what it made is handed out. */
 ssize_t sh_request_job_read(sh_request_job *rj, char *out, size_t max);
-/* ops->release: what rj holds (the stream's buffer). */
+/* ops->release: what rj holds (the stream's buffer, an answer held). */
 void sh_request_job_free(sh_request_job *rj);
+
+/* An answer that waits (sh/waiter.h): the job's answer (status, resp taken) held until the waiter
+ * returned is told, then given, and the job done. The caller hands the waiter to what the answer
+ * waits for (its sandbox's trash emptied: sh_manager_trash_wait), or tells it itself when there
+ * is nothing to wait for; the token's gone (sh_request_job_gone) cancels the wait. The step that
+ * holds its answer returns SH_LOOP_JOB_DONE. */
+sh_waiter *sh_request_job_hold(sh_request_job *rj, unsigned status, sh_response *resp);
+/* The same for a handler, its answer held by a job of no steps: NULL when none could be had
+ * (the answer is given now). */
+sh_waiter *sh_request_hold(sh_request *r, unsigned status, sh_response *resp);

@@ -18,6 +18,7 @@
 #include "sh/list.h"
 #include "sh/loop.h"
 #include "sh/util.h"
+#include "sh/waiter.h"
 
 /* The sandbox object is sandbox.c's alone: everything else uses the functions below. */
 typedef struct sh_sandbox sh_sandbox;
@@ -115,23 +116,12 @@ int sh_manager_remove_dir(sh_manager *m, sh_sandbox *sb, const char *path, sh_er
  * deleted: its trash goes with its directory. */
 void sh_manager_trash_kick(sh_manager *m, sh_sandbox *sb);
 
-/* A request whose answer waits until what it moved into its sandbox's trash is gone (a delete
- * is answered once the space is free again, as when the daemon freed it itself). The caller's
- * memory, with `done` set; done is called once, from the loop. */
-typedef struct sh_trash_waiter {
-        void (*done)(struct sh_trash_waiter *w);
-        SH_LIST_FIELDS(struct sh_trash_waiter, waiters);
-        struct sh_trash_waiter **head; /* the list it is on; NULL: none */
-} sh_trash_waiter;
-
-/* sh_manager_trash_kick, and w->done once a removal of sb's trash that began after now has
- * ended (whether or not it removed everything: one that fails is retried, nobody waits for
- * that), or sb's trash is no longer the manager's to empty (deleted, shutdown). false: there is
- * nothing to wait for (done is not called). */
-bool sh_manager_trash_wait(sh_manager *m, sh_sandbox *sb, sh_trash_waiter *w);
-/* w stops waiting (its request went); done is not called. Accepts a waiter that waits for
- * nothing. */
-void sh_manager_trash_unwait(sh_trash_waiter *w);
+/* sh_manager_trash_kick, and w (sh/waiter.h: a request's answer, which waits until what it
+ * moved into sb's trash is gone, as when the daemon freed it itself) told once a removal of sb's
+ * trash that began after now has ended (whether or not it removed everything: one that fails is
+ * retried, nobody waits for that), or sb's trash is no longer the manager's to empty (deleted,
+ * shutdown). false: there is nothing to wait for (w is not told). w NULL: the kick alone. */
+bool sh_manager_trash_wait(sh_manager *m, sh_sandbox *sb, sh_waiter *w);
 
 /* fd (taken) is an unnamed file given up (a cut or refused upload, a refused replace). Its
  * blocks are freed when its last fd closes, so a big one (sh/trash.h) is linked into sb's trash
