@@ -149,7 +149,7 @@ int sh_fs_open_entry(const sh_fs_ctx *c, const char *path, const char **ret_base
 int sh_fs_trash_of(const sh_fs_ctx *c, int *pfd, int *ret_trashfd)
 {
         *ret_trashfd = c->trashfd;
-        return c->trash ? c->trash(c->data, pfd, ret_trashfd) : 0;
+        return c->trash ? c->trash(c->trash_data ? c->trash_data : c->data, pfd, ret_trashfd) : 0;
 }
 
 /* ---- upload ------------------------------------------------------------------------- */

@@ -156,22 +156,6 @@ const sh_body_sink sh_native_upload_sink = {
         .abort = upload_abort,
 };
 
-/* The sandbox's trash for what a replace or a delete leaves (sh/trash.h), or -1: then it is
- * dropped in place (a live sandbox always has one; should it fail to open, the operation goes
- * on as it did before there was one). */
-static int open_trash(sh_request *r)
-{
-        sh_error *err = NULL;
-        int fd = sh_sandbox_open_trash(sh_native_sandbox(r), &err);
-
-        if (fd < 0) {
-                log_warn("trash-unavailable", sh_sandbox_id(sh_native_sandbox(r)),
-                         "%s: freed in place", err && err->msg ? err->msg : "");
-                sh_error_release(&err);
-        }
-        return fd;
-}
-
 /* The native surface's policy for the fs operations (sh_fs_ctx): the workspace wsfd, no guard,
  * the sandbox's owner, the trash trashfd (-1: none), too many links an absent file. */
 static sh_fs_ctx fs_ctx(sh_request *r, int wsfd, int trashfd)
@@ -212,7 +196,7 @@ void sh_api_upload(sh_request *r)
 
         if (wsfd < 0)
                 return;
-        trashfd = open_trash(r);
+        trashfd = sh_sandbox_trash_or_none(sh_native_sandbox(r));
         c = fs_ctx(r, wsfd, trashfd);
         if (sh_fs_upload_commit(TAKE_PTR(u->up), &c, u->path, &kept, &err) < 0) {
                 if (kept)
@@ -503,7 +487,7 @@ void sh_api_delete_file(sh_request *r)
         if (!path || (wsfd = sh_native_workspace(r)) < 0)
                 return;
         /* Into the trash: a big file is freed by the sandbox's remover, never here. */
-        trashfd = open_trash(r);
+        trashfd = sh_sandbox_trash_or_none(sh_native_sandbox(r));
         c = fs_ctx(r, wsfd, trashfd);
         k = sh_fs_unlink_file(&c, path, &err);
         if (k < 0) {
@@ -591,7 +575,7 @@ void sh_api_rename(sh_request *r)
         if (!src || !dst || (wsfd = sh_native_workspace(r)) < 0)
                 return;
         /* a file replaced at dst goes into the trash, for the remover */
-        trashfd = open_trash(r);
+        trashfd = sh_sandbox_trash_or_none(sh_native_sandbox(r));
         c = fs_ctx(r, wsfd, trashfd);
         k = sh_fs_rename(&c, src, dst, 0, NULL, &err);
         if (k < 0) {

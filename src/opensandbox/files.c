@@ -36,9 +36,8 @@ void fctx_done(fctx *f)
         f->root = -1;
         os_idmap_done(&f->users);
         os_idmap_done(&f->groups);
-        if (f->trash_open)
-                sh_close(f->trash);
-        f->trash_open = false;
+        if (f->sb)
+                sh_sandbox_trash_view_done(&f->tv);
         /* not answered after its removal (refused, the client gone): removed anyway */
         if (f->trashed)
                 sh_manager_trash_kick(f->mgr, f->sb);
@@ -57,6 +56,7 @@ int fctx_init(sh_request *r, fctx *f)
 
         memset(f, 0, sizeof(*f));
         f->r = r;
+        f->tv = (sh_sandbox_trash_view){.sb = sb, .trash = -1};
         f->root = sb ? sh_sandbox_open_root(sb) : -1;
         if (f->root < 0) {
                 os_reply_error(r, 503, OS_RUNTIME, "the sandbox's filesystem is not available");
@@ -77,8 +77,9 @@ int fctx_init(sh_request *r, fctx *f)
         f->fs = (sh_fs_ctx){.root = f->root,
                             .guard = &f->guard,
                             .may_change = f_may_create,
-                            .trash = f_trash_view,
+                            .trash = sh_sandbox_trash_of_view,
                             .data = f,
+                            .trash_data = &f->tv,
                             .trashfd = -1,
                             .own = own};
         return 0;
@@ -274,23 +275,23 @@ int f_gone(os_err *e)
 }
 
 /* A failed fs operation (err, taken) as execd's answer: a kernel filesystem met on the way, the
- * trash view's refusal (f_trash_view), else its errno. -1. */
+ * trash view's refusal (ECANCELED: the sandbox deleted, or its workspace not available), else
+ * its errno. -1. */
 int f_fail(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e)
 {
         int errnum = *err ? (*err)->errnum : ENOMEM;
-        unsigned view = f->view;
+        _cleanup_error_ sh_error *refused = TAKE_PTR(f->tv.refused);
         bool kfs = f->kfs;
 
         sh_error_release(err);
         f->kfs = false;
-        f->view = 0;
         if (kfs)
                 return f_refused_kfs(e, shown);
-        if (view == 404)
+        if (errnum == ECANCELED && sh_error_kind_of(refused) == SH_E_SANDBOX_NOT_FOUND)
                 return f_gone(e);
-        if (view == 503)
+        if (errnum == ECANCELED)
                 return os_err_set(e, 503, OS_RUNTIME, "%s: the sandbox's workspace: %s", what,
-                                  f->view_msg);
+                                  refused && refused->msg ? refused->msg : "not available");
         return f_error(e, errnum, shown, what);
 }
 

@@ -33,19 +33,14 @@ typedef struct fctx {
         uint64_t id_base; /* ids from here up are the sandboxes' own: only its own may be given */
         sh_safe_guard guard;   /* every directory a lookup passes through (dir_guard) */
         sh_safe_budget budget; /* the steps all the request's lookups draw from (the guard's) */
-        sh_fs_ctx fs; /* the policy of the fs operations: guard, f_may_create, f_trash_view */
+        sh_fs_ctx fs; /* the policy of the fs operations: guard, f_may_create, the trash view */
         bool kfs;     /* the last lookup was refused at a kernel filesystem */
-        /* the last trash view (f_trash_view) refused: 404 the sandbox was deleted, 503 its
-         * workspace is not available (why in view_msg) */
-        unsigned view;
-        char view_msg[200];
+        sh_sandbox_trash_view tv; /* the sandbox's trash, reached from its view (sh/sandbox.h) */
         bool maps_read;
         os_idmap users, groups;
         sh_manager *mgr;
-        sh_sandbox *sb;  /* a reference: the request's record lets its sandbox go on a delete */
-        int trash;       /* the sandbox's trash, once opened (f_trash_view) */
-        bool trash_open; /* trash is an fd of ours */
-        bool trashed;    /* something waits in the trash: the answer waits for its removal */
+        sh_sandbox *sb; /* a reference: the request's record lets its sandbox go on a delete */
+        bool trashed;   /* something waits in the trash: the answer waits for its removal */
 } fctx;
 
 /* The request's sandbox and its root, or a reply (-1). */
@@ -56,14 +51,13 @@ void fctx_done(fctx *f);
  * served; may the sandbox's uid have `want` (OS_MAY_*) on the entry of fd, whose statx is *s;
  * why it may not write in directory fd (EROFS or EACCES); the guard of every directory a lookup
  * passes (sh_safe_guard); may it make or remove an entry in directory fd (sh_fs_ctx's
- * may_change); the trash for what a change in directory *pfd leaves (sh_fs_ctx's trash). */
+ * may_change). */
 bool f_kernel_fs(int fd);
 bool f_may(const fctx *f, int fd, const struct statx *s, unsigned want);
 int f_denied(int fd);
 int f_statx(int fd, struct statx *s);
 int f_dir_guard(void *data, int dirfd);
 int f_may_create(void *data, int dirfd);
-int f_trash_view(void *data, int *pfd, int *ret_trashfd);
 
 /* execd's answer (e filled) for an errno of `what` on the path as shown; a kernel filesystem
  * refused; the sandbox deleted; a failed fs operation (err taken). Each returns -1. */

@@ -38,10 +38,10 @@ void os_files_delete(sh_request *r)
                         os_reply_err(r, &e);
                         return;
                 }
-                /* the entry itself, never what a link names, into the trash (f_trash_view); a
+                /* the entry itself, never what a link names, into the trash (sh_sandbox_trash_view); a
                  * directory swapped in meanwhile is refused (put back) */
                 k = p ? sh_fs_unlink_file(&f.fs, p, &err) : -1;
-                if (k < 0 && err && err->errnum == EISDIR && !f.kfs && !f.view) {
+                if (k < 0 && err && err->errnum == EISDIR && !f.kfs) {
                         sh_error_release(&err);
                         os_reply_error(r, 400, OS_BAD_BODY,
                                        "'%s' is a directory: DELETE /directories removes it",
@@ -473,8 +473,8 @@ void os_files_mkdirs(sh_request *r)
 }
 
 /* DELETE /directories: every path is checked before anything is removed. A directory of the
- * workspace is moved into the sandbox's trash at once (f_trash_view: through the daemon's view of its
- * parent) and removed there by the sandbox's remover, off the loop: none of its files is freed
+ * workspace is moved into the sandbox's trash at once (sh_sandbox_trash_view: through the daemon's view
+ * of its parent) and removed there by the sandbox's remover, off the loop: none of its files is freed
  * here, however big. One elsewhere (its /tmp, a tmpfs) is a job of the loop (f_job): removed in
  * slices by the tree remover a step at a time (sh_fs_remover: depth first, never following a
  * link, a bounded number of directories open however deep the tree, kernel filesystems never
@@ -482,7 +482,7 @@ void os_files_mkdirs(sh_request *r)
 typedef struct rtop {
         int pfd; /* its parent, checked writable by the sandbox */
         char *base, *shown;
-        bool trash; /* pfd is the daemon's view (f_trash_view): into the trash */
+        bool trash; /* pfd is the daemon's view (sh_sandbox_trash_view): into the trash */
 } rtop;
 
 typedef struct rjob {
@@ -548,7 +548,7 @@ static bool rjob_step(rjob *j)
         if (j->itop == j->ntops)
                 return false;
         if (t->trash) {
-                k = sh_fs_trash_entry(t->pfd, t->base, true, j->f.trash, &err);
+                k = sh_fs_trash_entry(t->pfd, t->base, true, j->f.tv.trash, &err);
                 if (k < 0)
                         rjob_error(j, err ? err->errnum : EIO);
                 sh_error_release(&err);

@@ -50,64 +50,7 @@ int f_mkdir_p(fctx *f, const char *path, mode_t mode, const sh_fs_owner *own, co
         return TAKE_FD(fd);
 }
 
-/* ---- the trash: what a replace or a delete leaves (sh/trash.h) ----------------------------- */
-
-/* The sandbox's workspace as its processes see it: a bind mount of its own, on which no trash is
- * (the trash is beside the workspace, on the daemon's mount of the same filesystem). */
-#define OS_WORKSPACE "/workspace"
-
-/* A replace or a delete in the sandbox's directory *pfd (checked by the caller) drops the last
- * reference to what it replaces or removes, and freeing a big file takes its filesystem a
- * while: on the daemon's loop, never. So the work goes through the daemon's own view of that
- * directory (the same inode, found through the daemon's fd of the workspace: sh_fs_view_dir),
- * on whose mount the sandbox's trash is (f->trash, opened once): what is left moves there, and
- * a remover frees it. f->fs's `trash`: *pfd that view now and *ret_trashfd the trash; or -1 when
- * *pfd is not in the workspace (its /tmp: a tmpfs of at most min(256 MiB, memory/2): 256 MiB
- * frees in 36-52 ms here, in place); or -errno: the sandbox is gone or its workspace not
- * available (f->view), or the directory kept moving (EAGAIN: 503). */
-int f_trash_view(void *data, int *pfd, int *ret_trashfd)
-{
-        fctx *f = data;
-        _cleanup_close_ int ws = -1;
-        sh_error *err = NULL;
-        int fd = -ESTALE;
-
-        *ret_trashfd = -1;
-        if (sh_sandbox_deleted(f->sb)) {
-                f->view = 404;
-                return -ECANCELED;
-        }
-        ws = sh_sandbox_open_workspace(f->sb, &err);
-        if (ws < 0) {
-                f->view = sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND ? 404 : 503;
-                snprintf(f->view_msg, sizeof(f->view_msg), "%s",
-                         err && err->msg ? err->msg : "not available");
-                sh_error_release(&err);
-                return -ECANCELED;
-        }
-        /* a rename of one of its parents between the look-up and the check: look again */
-        for (int i = 0; i < 4 && fd == -ESTALE; i++)
-                fd = sh_fs_view_dir(ws, OS_WORKSPACE, *pfd);
-        if (fd == -EXDEV)
-                return 0;
-        if (fd < 0)
-                return fd == -ESTALE ? -EAGAIN : fd;
-        if (!f->trash_open) {
-                f->trash = sh_sandbox_open_trash(f->sb, &err);
-                if (f->trash < 0) {
-                        log_warn("trash-unavailable", sh_sandbox_id(f->sb), "%s: freed in place",
-                                 err && err->msg ? err->msg : "");
-                        sh_error_release(&err);
-                        sh_close(fd);
-                        return 0;
-                }
-                f->trash_open = true;
-        }
-        sh_close(*pfd);
-        *pfd = fd;
-        *ret_trashfd = f->trash;
-        return 0;
-}
+/* ---- the trash: the answers that wait for what a replace or a delete leaves ------------- */
 
 /* k (sh/trash.h) > 0: the trash holds something for the sandbox's remover, which the answer
  * waits for (f_answer): a delete or a replace is answered once the space is free again, as when
@@ -137,7 +80,7 @@ void f_answer(fctx *f, sh_request *r, sh_request_job *rj, unsigned status, cJSON
 
 /* An unnamed file (O_TMPFILE, sh_fs_upload) beside `base` in the checked directory, linked in
  * over it at commit, through the daemon's view of the directory when it is the workspace's
- * (f_trash_view): the old file goes into the trash. Given up, it is freed off the loop when big. */
+ * (sh_sandbox_trash_view): the old file goes into the trash. Given up, it is freed off the loop when big. */
 
 void f_tmp_done(f_tmp *t)
 {

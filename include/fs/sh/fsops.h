@@ -43,6 +43,7 @@ typedef struct sh_fs_ctx {
          * through which that trash is reached (sh_fs_view_dir). 0 or -errno. NULL: trashfd. */
         int (*trash)(void *data, int *pfd, int *ret_trashfd);
         void *data;
+        void *trash_data;       /* the trash hook's data (sh_sandbox_trash_view); NULL: data */
         int trashfd;            /* without `trash`: every directory's trash, or -1 */
         const sh_fs_owner *own; /* of what is made; NULL: the daemon's own ids */
         mode_t dir_mode;        /* of each directory mkdir -p makes on the way (0: 0755) */

@@ -215,6 +215,26 @@ const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
  * sh_manager_trash_kick's remover. */
 int sh_sandbox_open_trash(sh_sandbox *sb, sh_error **err);
 bool sh_sandbox_deleted(const sh_sandbox *sb);
+/* The same, or -1, logged: what would go there is then freed in place (a live sandbox always
+ * has one; should it fail to open, the operation goes on as it did before there was one). */
+int sh_sandbox_trash_or_none(sh_sandbox *sb);
+
+/* sb's trash reached from its processes' view of a directory, an sh_fs_ctx's `trash` hook (data:
+ * the view; trash -1 before the first call). Paths resolved below the sandbox's root (the /v1
+ * surface's) pass its /workspace, a bind mount of its own on which no trash is: what a replace or
+ * a delete in directory *pfd leaves goes through the daemon's own view of that directory (the
+ * same inode, below its fd of the workspace: sh_fs_view_dir), on whose mount sb's trash is
+ * (opened once): *pfd becomes that view and *ret_trashfd the trash. *ret_trashfd -1 when *pfd is
+ * not in the workspace (its /tmp, a tmpfs of at most min(256 MiB, memory/2): 256 MiB frees in
+ * 36-52 ms here, in place). -ECANCELED: sb deleted (refused's kind SH_E_SANDBOX_NOT_FOUND) or
+ * its workspace not available (refused says why); -EAGAIN: the directory kept moving. */
+typedef struct sh_sandbox_trash_view {
+        sh_sandbox *sb;    /* borrowed */
+        int trash;         /* sb's trash once opened, else -1 */
+        sh_error *refused; /* why the last call was -ECANCELED (NULL: out of memory) */
+} sh_sandbox_trash_view;
+int sh_sandbox_trash_of_view(void *data, int *pfd, int *ret_trashfd);
+void sh_sandbox_trash_view_done(sh_sandbox_trash_view *v);
 /* Its cgroup (NULL until its worker is being started): persist freezes it, helpers go below. */
 struct sh_cgroup *sh_sandbox_cgroup(const sh_sandbox *sb);
 /* Its own limits as its cgroup holds them (the create's, lowered to the host's maxima). */
