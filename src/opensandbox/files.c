@@ -46,6 +46,8 @@ void fctx_done(fctx *f)
         f->sb = NULL;
 }
 
+static int f_may_read(void *data, int fd, const struct statx *s);
+
 /* The request's sandbox and its root, or a reply. */
 
 int fctx_init(sh_request *r, fctx *f)
@@ -77,6 +79,7 @@ int fctx_init(sh_request *r, fctx *f)
         f->fs = (sh_fs_ctx){.root = f->root,
                             .guard = &f->guard,
                             .may_change = f_may_create,
+                            .may_read = f_may_read,
                             .trash = sh_sandbox_trash_of_view,
                             .data = f,
                             .trash_data = &f->tv,
@@ -125,14 +128,6 @@ int f_denied(int fd)
         return fstatvfs(fd, &v) == 0 && (v.f_flag & ST_RDONLY) ? EROFS : EACCES;
 }
 
-int f_statx(int fd, struct statx *s)
-{
-        if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, s) <
-            0)
-                return -errno;
-        return 0;
-}
-
 /* Every directory a lookup passes through, before anything in it is looked at: the sandbox's
  * uid must be allowed to search it (its own directories are its own: may), and it is
  * never on a kernel filesystem. So a file the sandbox could not reach itself, a world-readable
@@ -150,7 +145,7 @@ int f_dir_guard(void *data, int dirfd)
                 f->kfs = true;
                 return -EACCES;
         }
-        if ((r = f_statx(dirfd, &s)) < 0)
+        if ((r = sh_fs_statx(dirfd, &s)) < 0)
                 return r;
         if (!S_ISDIR(s.stx_mode))
                 return -ENOTDIR;
@@ -264,7 +259,7 @@ int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *sh
                 return f->kfs ? f_refused_kfs(e, shown) : f_error(e, -fd, shown, what);
         if (f_kernel_fs(fd))
                 return f_refused_kfs(e, shown);
-        if ((r = f_statx(fd, s)) < 0)
+        if ((r = sh_fs_statx(fd, s)) < 0)
                 return f_error(e, -r, shown, what);
         return TAKE_FD(fd);
 }
@@ -274,12 +269,13 @@ int f_gone(os_err *e)
         return os_err_set(e, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
 }
 
-/* A failed fs operation (err, taken) as execd's answer: a kernel filesystem met on the way, the
- * trash view's refusal (ECANCELED: the sandbox deleted, or its workspace not available), else
- * its errno. -1. */
+/* A failed fs operation (err, taken) as execd's answer: a kernel filesystem met on the way, a
+ * file that is no regular file where one is read, the trash view's refusal (ECANCELED: the
+ * sandbox deleted, or its workspace not available), else its errno. -1. */
 int f_fail(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e)
 {
         int errnum = *err ? (*err)->errnum : ENOMEM;
+        bool special = *err && (*err)->kind == SH_E_INVALID && !errnum;
         _cleanup_error_ sh_error *refused = TAKE_PTR(f->tv.refused);
         bool kfs = f->kfs;
 
@@ -287,6 +283,11 @@ int f_fail(fctx *f, sh_error **err, const char *shown, const char *what, os_err 
         f->kfs = false;
         if (kfs)
                 return f_refused_kfs(e, shown);
+        if (special) /* sh_fs_reopen_read's */
+                return os_err_set(e, 400, OS_BAD_BODY,
+                                  "'%s' is not a regular file (FIFOs, devices and sockets are not "
+                                  "read)",
+                                  shown);
         if (errnum == ECANCELED && sh_error_kind_of(refused) == SH_E_SANDBOX_NOT_FOUND)
                 return f_gone(e);
         if (errnum == ECANCELED)
@@ -491,45 +492,29 @@ const sh_query_param *f_query_one(sh_request *r, const char *key)
         return sh_query_find(sh_request_query(r), key);
 }
 
-/* A regular file for reading, checked (readable by the sandbox's uid, not on a kernel
- * filesystem), opened without ever blocking (O_PATH first: a FIFO or a device is never opened).
- * The fd or -1 with e filled. */
+/* May the sandbox's uid read the entry of fd (sh_fs_ctx's may_read: before it is opened and
+ * again once it is): never on a kernel filesystem, a regular file as its bits allow. */
+static int f_may_read(void *data, int fd, const struct statx *s)
+{
+        fctx *f = data;
+
+        if (f_kernel_fs(fd)) {
+                f->kfs = true;
+                return -EACCES;
+        }
+        return !S_ISREG(s->stx_mode) || f_may(f, fd, s, OS_MAY_READ) ? 0 : -EACCES;
+}
+
+/* A regular file for reading (sh_fs_open_read_at: never blocking, a FIFO or a device never
+ * opened), checked by f_may_read. The fd or -1 with e filled. */
 int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e)
 {
-        _cleanup_close_ int pfd = -1, fd = -1;
         sh_error *err = NULL;
-        uint64_t size;
-        int r;
+        int fd;
 
-        f->kfs = false;
-        pfd = sh_safe_openat_guarded(f->root, path, O_PATH, 0, &f->guard);
-        if (pfd < 0)
-                return f->kfs ? f_refused_kfs(e, shown)
-                              : f_error(e, pfd == -ELOOP ? ENOENT : -pfd, shown, "read");
-        if (f_kernel_fs(pfd))
-                return f_refused_kfs(e, shown);
-        if ((r = f_statx(pfd, s)) < 0)
-                return f_error(e, -r, shown, "read");
-        /* the bits before the open: a file the sandbox may not read is never opened */
-        if (S_ISREG(s->stx_mode) && !f_may(f, pfd, s, OS_MAY_READ))
-                return f_error(e, EACCES, shown, "read");
-        if (sh_fs_reopen_read(pfd, path, &fd, &size, &err) < 0) {
-                int errnum = err ? err->errnum : EIO;
-                bool special = err && err->kind == SH_E_INVALID;
-
-                sh_error_release(&err);
-                if (special)
-                        return os_err_set(e, 400, OS_BAD_BODY,
-                                          "'%s' is not a regular file (FIFOs, devices and sockets "
-                                          "are not read)",
-                                          shown);
-                return f_error(e, errnum, shown, "read");
-        }
-        if ((r = f_statx(fd, s)) < 0)
-                return f_error(e, -r, shown, "read");
-        if (!f_may(f, fd, s, OS_MAY_READ))
-                return f_error(e, EACCES, shown, "read");
-        return TAKE_FD(fd);
+        if (sh_fs_open_read_at(&f->fs, path, &fd, s, &err) < 0)
+                return f_fail(f, &err, shown, "read", e);
+        return fd;
 }
 
 int f_query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present)

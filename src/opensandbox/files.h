@@ -55,7 +55,6 @@ void fctx_done(fctx *f);
 bool f_kernel_fs(int fd);
 bool f_may(const fctx *f, int fd, const struct statx *s, unsigned want);
 int f_denied(int fd);
-int f_statx(int fd, struct statx *s);
 int f_dir_guard(void *data, int dirfd);
 int f_may_create(void *data, int dirfd);
 
@@ -134,19 +133,6 @@ struct f_pjob {
 void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *, sh_request *));
 void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *, sh_request *));
 const cJSON *f_pjob_next(f_pjob *j, char **p);
-
-/* An unnamed file beside a checked directory's entry, put in over it at commit (owner and mode
- * set while unnamed, the old file into the trash); given up, freed off the loop when big. */
-typedef struct f_tmp {
-        fctx *f;
-        sh_fs_upload *u;
-        int pfd, trash; /* trash: f's, or -1 (in place) */
-} f_tmp;
-
-int f_tmp_begin(f_tmp *t, fctx *f, int pfd, const char *shown, const char *what, os_err *e);
-int f_tmp_commit(f_tmp *t, const char *base, const sh_fs_owner *own, mode_t mode, const char *shown,
-                 os_err *e);
-void f_tmp_done(f_tmp *t);
 
 /* ---- the handlers ------------------------------------------------------------------------- */
 

@@ -190,14 +190,12 @@ void os_files_move(sh_request *r)
 
 /* ---- POST /files/replace ----------------------------------------------------------------------- */
 
-/* POST /files/replace is a job of the loop, run in slices (f_job), each of its files rewritten by
- * fs/replace.c in two passes (counted first: no match, or a bound passed, and nothing is written
- * at all), the new text into an unnamed file beside it, which replaces the file at the end, its
- * owner and mode kept (f_tmp_commit: atomic, the old file into the trash). Nothing partial is
- * ever visible: a refusal, a failure or the client leaving drops the unnamed file. Bounded: the
- * file (REPLACE_MAX), what it becomes (REPLACE_MAX), its matches (REPLACE_MATCHES_MAX), the
- * paths of one request (PATHS_MAX), the memory of a job (one chunk and one output buffer beside
- * the body). */
+/* POST /files/replace is a job of the loop, run in slices, each of its files rewritten by
+ * fs/replace.c under the request's policy (sh_fs_replace_file: counted first, no match or a bound
+ * passed and nothing is written at all; the new text into an unnamed file beside it, which
+ * replaces the file at the end, its owner and mode kept, the old file into the trash). Bounded:
+ * the file and what it becomes (REPLACE_MAX), its matches (REPLACE_MATCHES_MAX), the paths of one
+ * request (PATHS_MAX), the memory of a job (one chunk and one output buffer beside the body). */
 #define REPLACE_MATCHES_MAX (1u << 20)
 
 typedef struct xjob {
@@ -207,26 +205,17 @@ typedef struct xjob {
         cJSON *it;   /* the entry in work; NULL: every entry done */
         cJSON *out;  /* {path: {replacedCount}} so far */
         bool verbose;
-        /* the file in work */
-        char *path; /* below the root */
-        int in;     /* the file, read */
-        struct statx st;
-        int pass; /* 0: not begun; 1: counting; 2: writing */
-        sh_fs_replace x;
-        f_tmp t;
-        char *base; /* its name in t.pfd */
+        bool open; /* x is the entry's */
+        sh_fs_replace_file x;
         os_err e;
 } xjob;
 
-/* The file in work is done with (committed, or given up). */
+/* The file in work is done with (committed, or given up: its unnamed file freed off the loop). */
 static void xjob_file_done(xjob *j)
 {
-        j->in = sh_close(j->in);
-        f_tmp_done(&j->t);
-        sh_fs_replace_done(&j->x);
-        free(TAKE_PTR(j->path));
-        free(TAKE_PTR(j->base));
-        j->pass = 0;
+        if (j->open)
+                sh_manager_discard_unnamed(j->f.mgr, j->f.sb, sh_fs_replace_file_done(&j->x));
+        j->open = false;
 }
 
 static void xjob_release(void *data)
@@ -242,132 +231,72 @@ static void xjob_release(void *data)
 
 static const sh_pending_ops xjob_ops = {.gone = f_job_gone, .release = xjob_release};
 
-/* A step of fs/replace.c that failed (k < 0): why, as execd's answer. -1. */
-static int xjob_failed(xjob *j, int k)
+/* A step that failed (err taken): why, as execd's answer. -1. */
+static int xjob_failed(xjob *j, sh_error **err)
 {
         const char *shown = j->it->string;
+        sh_fs_replace_refusal why = j->x.x.refused;
+        int errnum = *err ? (*err)->errnum : ENOMEM;
 
-        switch (j->x.refused) {
-        case SH_FS_REPLACE_OVER:
-                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is over %u MiB: not rewritten",
-                                  shown, REPLACE_MAX >> 20);
-        case SH_FS_REPLACE_GROWS:
-                return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                  "'%s' would grow over %u MiB: not rewritten", shown,
-                                  REPLACE_MAX >> 20);
-        case SH_FS_REPLACE_MATCHES:
+        if (why != SH_FS_REPLACE_OK)
+                sh_error_release(err);
+        if (why == SH_FS_REPLACE_MATCHES)
                 return os_err_set(&j->e, 400, OS_BAD_BODY,
                                   "'%s' holds more than %u matches: not rewritten", shown,
                                   REPLACE_MATCHES_MAX);
-        case SH_FS_REPLACE_OK:
-                break;
-        }
-        if (k == -ENOMEM)
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        return f_error(&j->e, -k, shown, "replace");
+        if (why != SH_FS_REPLACE_OK)
+                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' %s %u MiB: not rewritten", shown,
+                                  why == SH_FS_REPLACE_OVER ? "is over" : "would grow over",
+                                  REPLACE_MAX >> 20);
+        return f_fail(&j->f, err, shown,
+                      j->x.pass == 0                       ? "read"
+                      : j->x.pass == 3 && errnum != EAGAIN ? "write"
+                                                           : "replace",
+                      &j->e);
 }
 
-/* A pass begins: from the start of the file (2: into the unnamed file). */
-static int xjob_pass(xjob *j, int pass)
-{
-        int k = sh_fs_replace_pass(&j->x, pass == 2 ? sh_fs_upload_fd(j->t.u) : -1);
-
-        if (k < 0)
-                return f_error(&j->e, -k, j->it->string, "replace");
-        j->pass = pass;
-        return 0;
-}
-
-/* The next entry's file opened (readable by the sandbox, at most REPLACE_MAX) for its first
- * pass. -1 with j->e filled. */
-static int xjob_open(xjob *j)
-{
-        const char *shown = j->it->string;
-        const char *old = cJSON_GetObjectItemCaseSensitive(j->it, "old")->valuestring;
-        const char *new = cJSON_GetObjectItemCaseSensitive(j->it, "new")->valuestring;
-
-        j->t = (f_tmp){.pfd = -1, .trash = -1};
-        if (!(j->path = f_path(shown, strlen(shown), &j->e)) ||
-            (j->in = f_open_read(&j->f, j->path, shown, &j->st, &j->e)) < 0)
-                return -1;
-        if (!S_ISREG(j->st.stx_mode))
-                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is not a regular file", shown);
-        if (j->st.stx_size > REPLACE_MAX)
-                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is over %u MiB: not rewritten",
-                                  shown, REPLACE_MAX >> 20);
-        if (sh_fs_replace_init(&j->x, j->in, old, strlen(old), new, strlen(new), REPLACE_MAX,
-                               REPLACE_MATCHES_MAX) < 0)
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        return xjob_pass(j, 1);
-}
-
-/* Counted matches: the second pass begins, into an unnamed file beside the file (its
- * directory checked writable by the sandbox). -1 with j->e filled. */
-static int xjob_begin_writing(xjob *j)
-{
-        const char *shown = j->it->string, *base;
-        int pfd;
-
-        if ((pfd = f_parent(&j->f, j->path, &base, shown, "replace", &j->e)) < 0)
-                return -1;
-        if (!(j->base = strdup(base))) {
-                sh_close(pfd);
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        }
-        if (f_tmp_begin(&j->t, &j->f, pfd, shown, "replace", &j->e) < 0)
-                return -1;
-        return xjob_pass(j, 2);
-}
-
-/* The file is rewritten: in over its old self, unless that was replaced meanwhile (then nothing
- * changes: 503, try again). -1 with j->e filled. */
-static int xjob_commit(xjob *j)
-{
-        const char *shown = j->it->string;
-        struct stat now, was;
-
-        if (fstat(j->in, &was) < 0 || fstatat(j->t.pfd, j->base, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
-            now.st_ino != was.st_ino || now.st_dev != was.st_dev)
-                return f_error(&j->e, EAGAIN, shown, "replace");
-        /* its owner and mode kept (never a setuid, setgid or sticky bit) */
-        return f_tmp_commit(&j->t, j->base, &(sh_fs_owner){j->st.stx_uid, j->st.stx_gid},
-                            j->st.stx_mode & 0777, shown, &j->e);
-}
-
-/* The entry's result, and on to the next. -1 with j->e filled. */
-static int xjob_next(xjob *j, uint64_t count)
+/* The entry is done: its result, and on to the next. -1 with j->e filled. */
+static int xjob_next(xjob *j)
 {
         cJSON *res = cJSON_AddObjectToObject(j->out, j->it->string);
 
-        xjob_file_done(j);
-        if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)count))
+        if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)j->x.x.count))
                 return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+        xjob_file_done(j);
         j->it = j->it->next;
-        return 0;
+        return 1;
 }
 
 /* The job's work between two looks at the clock: 1 while there is more; 0 when every entry is
  * done; -1 refused (j->e). */
 static int xjob_work(xjob *j)
 {
-        uint64_t count;
+        _cleanup_free_ char *p = NULL;
+        sh_error *err = NULL;
         int k;
 
         if (!j->it)
                 return 0;
-        if (j->pass == 0)
-                return xjob_open(j) < 0 ? -1 : 1;
-        if ((k = sh_fs_replace_step(&j->x)) > 0)
+        if (!j->open) {
+                const char *old = cJSON_GetObjectItemCaseSensitive(j->it, "old")->valuestring;
+                const char *new = cJSON_GetObjectItemCaseSensitive(j->it, "new")->valuestring;
+
+                if (!(p = f_path(j->it->string, strlen(j->it->string), &j->e)))
+                        return -1;
+                j->open = true;
+                k = sh_fs_replace_file_open(&j->x, &j->f.fs, p, old, strlen(old), new, strlen(new),
+                                            REPLACE_MAX, REPLACE_MATCHES_MAX, &err);
+                return k < 0 ? xjob_failed(j, &err) : 1;
+        }
+        if ((k = sh_fs_replace_file_step(&j->x, &err)) == 1)
                 return 1;
-        if (k < 0)
-                return xjob_failed(j, k);
-        if (j->pass == 1 && j->x.count == 0)
-                return xjob_next(j, 0) < 0 ? -1 : 1; /* nothing to rewrite */
-        if (j->pass == 1)
-                return xjob_begin_writing(j) < 0 ? -1 : 1;
-        count = j->x.count;
-        k = xjob_commit(j);
-        return k < 0 || xjob_next(j, count) < 0 ? -1 : 1;
+        /* only while the sandbox lives: the check and the commit run in one turn of the loop,
+         * which no delete comes between (nothing is written into a deleted sandbox's tree) */
+        if (k == SH_FS_REPLACE_WRITTEN && sh_sandbox_deleted(j->f.sb))
+                return f_gone(&j->e);
+        if (k == SH_FS_REPLACE_WRITTEN)
+                f_trashed(&j->f, k = sh_fs_replace_file_commit(&j->x, &err));
+        return k < 0 ? xjob_failed(j, &err) : xjob_next(j);
 }
 
 static int xjob_job_step(void *data)
@@ -427,8 +356,6 @@ void os_files_replace(sh_request *r)
         }
         j->body = body;
         j->it = body->child;
-        j->in = -1;
-        j->t = (f_tmp){.pfd = -1, .trash = -1};
         j->verbose = v && (STREQ(v->val, "true") || STREQ(v->val, "1"));
         j->f.root = -1;
         if (fctx_init(r, &j->f) < 0) {

@@ -253,7 +253,7 @@ static bool walk_may_enter(void *data, int fd)
         fctx *f = data;
         struct statx s;
 
-        return !f_kernel_fs(fd) && f_statx(fd, &s) == 0 &&
+        return !f_kernel_fs(fd) && sh_fs_statx(fd, &s) == 0 &&
                f_may(f, fd, &s, OS_MAY_READ | OS_MAY_EXEC);
 }
 

@@ -22,7 +22,7 @@ int f_may_create(void *data, int dirfd)
         struct statx s;
         int r;
 
-        if ((r = f_dir_guard(data, dirfd)) < 0 || (r = f_statx(dirfd, &s)) < 0)
+        if ((r = f_dir_guard(data, dirfd)) < 0 || (r = sh_fs_statx(dirfd, &s)) < 0)
                 return r;
         return f_may(data, dirfd, &s, OS_MAY_WRITE | OS_MAY_EXEC) ? 0 : -f_denied(dirfd);
 }
@@ -78,56 +78,6 @@ void f_answer(fctx *f, sh_request *r, sh_request_job *rj, unsigned status, cJSON
                 w->done(w);
 }
 
-/* An unnamed file (O_TMPFILE, sh_fs_upload) beside `base` in the checked directory, linked in
- * over it at commit, through the daemon's view of the directory when it is the workspace's
- * (sh_sandbox_trash_view): the old file goes into the trash. Given up, it is freed off the loop when big. */
-
-void f_tmp_done(f_tmp *t)
-{
-        if (t->u)
-                sh_manager_discard_unnamed(t->f->mgr, t->f->sb,
-                                           sh_fs_upload_take_fd(TAKE_PTR(t->u)));
-        t->pfd = sh_close(t->pfd);
-}
-
-/* pfd (taken): the directory, checked writable by the sandbox. */
-int f_tmp_begin(f_tmp *t, fctx *f, int pfd, const char *shown, const char *what, os_err *e)
-{
-        sh_error *err = NULL;
-        int r;
-
-        *t = (f_tmp){.f = f, .pfd = pfd, .trash = -1};
-        if ((r = sh_fs_trash_of(&f->fs, &t->pfd, &t->trash)) < 0)
-                sh_error_make(&err, -r, "view");
-        else if (sh_fs_upload_begin(t->pfd, &t->u, &err) < 0)
-                what = "create";
-        if (!err)
-                return 0;
-        f_tmp_done(t);
-        return f_fail(f, &err, shown, what, e);
-}
-
-/* Owner and mode while still unnamed, then in over base (sh_fs_upload_commit_at): readers see
- * the old file or the new one, never a mix; a link at base is replaced, never written through
- * (rename never follows). Only while the sandbox lives: the check and the rename run in one turn
- * of the loop, which no delete comes between, so nothing is ever written into a deleted
- * sandbox's tree (its trash, being removed). */
-int f_tmp_commit(f_tmp *t, const char *base, const sh_fs_owner *own, mode_t mode, const char *shown,
-                 os_err *e)
-{
-        sh_error *err = NULL;
-        int k;
-
-        if (sh_sandbox_deleted(t->f->sb))
-                return f_gone(e);
-        k = sh_fs_upload_commit_at(t->u, t->pfd, base, own, mode, t->trash, &err);
-        if (k < 0)
-                return f_fail(t->f, &err, shown, "write", e);
-        f_trashed(t->f, k);
-        sh_fs_upload_abort(TAKE_PTR(t->u), -1); /* named now: its blocks are the file's */
-        return 0;
-}
-
 /* ---- POST /files/upload (multipart through a body sink) ---------------------------------------- */
 
 typedef struct upload {
@@ -145,14 +95,20 @@ typedef struct upload {
         const char *base;
         sh_fs_owner own;
         mode_t mode;
-        f_tmp t;
+        sh_fs_staged t; /* its unnamed file, beside it (sh_fs_stage) */
 } upload;
+
+/* The pair's unnamed file given up: freed off the loop when it is big. */
+static void upload_drop(upload *u)
+{
+        sh_manager_discard_unnamed(u->f.mgr, u->f.sb, sh_fs_stage_drop(&u->t));
+}
 
 static void upload_free(upload *u)
 {
         if (!u)
                 return;
-        f_tmp_done(&u->t); /* an unnamed file: nothing is left behind */
+        upload_drop(u); /* an unnamed file: nothing is left behind */
         sh_buf_done(&u->meta);
         sh_mp_free(u->mp);
         free(u->shown);
@@ -167,6 +123,7 @@ static int upload_meta(upload *u)
 {
         cJSON *j, *path;
         _cleanup_close_ int pfd = -1;
+        sh_error *err = NULL;
         size_t mlen = u->meta.len;
         const char *why;
         int r = -1;
@@ -206,12 +163,31 @@ static int upload_meta(upload *u)
         pfd = f_parent_p(&u->f, u->path, &u->base, u->shown, "upload", &u->e);
         if (pfd < 0)
                 goto out;
-        if (f_tmp_begin(&u->t, &u->f, TAKE_FD(pfd), u->shown, "upload", &u->e) < 0)
+        if (sh_fs_stage(&u->f.fs, TAKE_FD(pfd), &u->t, &err) < 0) {
+                f_fail(&u->f, &err, u->shown, "upload", &u->e);
                 goto out;
+        }
         r = 0;
 out:
         cJSON_Delete(j);
         return r;
+}
+
+/* The pair's file in over its target (sh_fs_stage_commit: readers see the old file or the new
+ * one, never a mix; a link there is replaced, never written through). Only while the sandbox
+ * lives: the check and the rename run in one turn of the loop, which no delete comes between,
+ * so nothing is ever written into a deleted sandbox's tree (its trash, being removed). */
+static int upload_commit(upload *u)
+{
+        sh_error *err = NULL;
+        int k;
+
+        if (sh_sandbox_deleted(u->f.sb))
+                return f_gone(&u->e);
+        if ((k = sh_fs_stage_commit(&u->t, u->base, &u->own, u->mode, &err)) < 0)
+                return f_fail(&u->f, &err, u->shown, "write", &u->e);
+        f_trashed(&u->f, k);
+        return 0;
 }
 
 /* What the parser tells the upload, in order: a part begins (p: its name), some of its data, its
@@ -266,8 +242,8 @@ static int upload_event(void *data, upload_ev ev, const char *p, size_t n)
                                 return -1;
                         u->st = U_FILE_NEXT;
                 } else if (u->st == U_IN_FILE) {
-                        r = f_tmp_commit(&u->t, u->base, &u->own, u->mode, u->shown, &u->e);
-                        f_tmp_done(&u->t);
+                        r = upload_commit(u);
+                        upload_drop(u);
                         if (r < 0)
                                 return -1;
                         u->pairs++;
@@ -327,7 +303,7 @@ static int upload_begin(sh_request *r, void **state)
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return -1;
         }
-        u->t.pfd = -1;
+        u->t = (sh_fs_staged){.pfd = -1, .trashfd = -1};
         u->max = os_ctx_of(r)->cfg->upload_max;
         /* a declared body over the bound is refused before any byte is read */
         if (sh_request_declared_over(r, u->max)) {
@@ -360,14 +336,14 @@ static int upload_data(sh_request *r, void *state, const char *p, size_t n)
         if (u->seen > u->max) {
                 os_err_set(&u->e, 413, OS_BAD_BODY, "the upload is over %" PRIu64 " bytes", u->max);
                 u->failed = true;
-                f_tmp_done(&u->t);
+                upload_drop(u);
                 return -1;
         }
         /* Deleted while the body comes: nothing more is written, nothing lands, 404. */
         if (sh_sandbox_deleted(u->f.sb)) {
                 f_gone(&u->e);
                 u->failed = true;
-                f_tmp_done(&u->t);
+                upload_drop(u);
                 return -1;
         }
         if (sh_mp_feed(u->mp, p, n, &err) < 0) {
@@ -376,7 +352,7 @@ static int upload_data(sh_request *r, void *state, const char *p, size_t n)
                         os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
                                    err ? err->msg : "the body is not multipart/form-data");
                 u->failed = true;
-                f_tmp_done(&u->t);
+                upload_drop(u);
                 return -1;
         }
         return 0;
@@ -400,7 +376,7 @@ static int upload_end(sh_request *r, void *state)
                 f_gone(&u->e); /* what it wrote before the delete went with the sandbox */
         else if (!u->failed)
                 return 0;
-        f_tmp_done(&u->t);
+        upload_drop(u);
         os_reply_err(r, &u->e);
         return -1;
 }

@@ -38,6 +38,10 @@ typedef struct sh_fs_ctx {
          * -errno refusing. Asked of each level mkdir -p makes, and of the parent of each entry
          * made, replaced, moved or removed. NULL: always. */
         int (*may_change)(void *data, int dirfd);
+        /* May the entry of fd, whose statx is *s, be read (sh_fs_open_read_at): asked before it is
+         * opened, of what the lookup found, and again of what was opened. 0, or -errno refusing.
+         * NULL: always. */
+        int (*may_read)(void *data, int fd, const struct statx *s);
         /* The trash for what a replace or a delete in directory *pfd leaves: *ret_trashfd (-1:
          * none, dropped in place), *pfd possibly replaced by another fd of the same directory
          * through which that trash is reached (sh_fs_view_dir). 0 or -errno. NULL: trashfd. */
@@ -80,10 +84,29 @@ int sh_fs_open_entry(const sh_fs_ctx *c, const char *path, const char **ret_base
  * c->trashfd): 0 and *ret_trashfd (-1: none), or -errno. */
 int sh_fs_trash_of(const sh_fs_ctx *c, int *pfd, int *ret_trashfd);
 
+/* An unnamed file staged beside an entry of directory pfd and put in over it at the end (the /v1
+ * upload and replace: staged in the entry's own directory, so on its filesystem whatever the
+ * mount). sh_fs_stage takes pfd (checked by the caller: sh_fs_open_parent), finds its trash
+ * (sh_fs_trash_of: pfd may become the daemon's view of the directory) and makes the unnamed file
+ * there; -1 with err (nothing is left: s holds nothing). sh_fs_stage_commit puts it in over
+ * `base` (sh_fs_upload_commit_at; owner *own, exactly `mode`): 1 (the trash holds the old entry
+ * for a remover), 0, or -1 with err (s keeps the file). sh_fs_stage_drop closes the directory and
+ * hands back the unnamed file's fd when one was not committed (the caller frees its blocks off
+ * the loop when it is big), else -1. */
+typedef struct sh_fs_upload sh_fs_upload;
+typedef struct sh_fs_staged {
+        sh_fs_upload *u; /* NULL: none, or committed */
+        int pfd;         /* the directory, or -1 */
+        int trashfd;     /* its trash (the policy's, borrowed), or -1 */
+} sh_fs_staged;
+int sh_fs_stage(const sh_fs_ctx *c, int pfd, sh_fs_staged *s, sh_error **err);
+int sh_fs_stage_commit(sh_fs_staged *s, const char *base, const sh_fs_owner *own, mode_t mode,
+                       sh_error **err);
+int sh_fs_stage_drop(sh_fs_staged *s);
+
 /* Upload staging: an unnamed file (O_TMPFILE) on the workspace's filesystem, written as the
  * body arrives, then linked in and renamed over the target in one step. Until commit
  * nothing is visible; abort leaves no trace. */
-typedef struct sh_fs_upload sh_fs_upload;
 int sh_fs_upload_begin(int rootfd, sh_fs_upload **ret, sh_error **err);
 int sh_fs_upload_write(sh_fs_upload *u, const void *buf, size_t len, sh_error **err);
 uint64_t sh_fs_upload_size(const sh_fs_upload *u);
@@ -115,10 +138,18 @@ int sh_fs_upload_fd(const sh_fs_upload *u);
  * non-regular file SH_E_INVALID, absent ENOENT. */
 int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err);
 
+/* The same below c->root under its policy: every directory on the way through the guard, the
+ * entry and what was opened asked of may_read; *ret_stx its statx (sh_fs_statx). */
+int sh_fs_open_read_at(const sh_fs_ctx *c, const char *path, int *ret_fd, struct statx *ret_stx,
+                       sh_error **err);
+
 /* The second half of sh_fs_open_read, for a caller that resolved the path itself: the O_PATH
  * fd `pfd` (borrowed) checked to be a regular file and reopened for reading, O_NONBLOCK;
  * `path` only names it in errors. */
 int sh_fs_reopen_read(int pfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err);
+
+/* The entry of fd itself (never followed): its basic stats and birth time. 0 or -errno. */
+int sh_fs_statx(int fd, struct statx *s);
 
 /* Any entry at `path`, links resolved inside the root; a dangling link is false. Never fails
  * for absence (ENOENT/ENOTDIR/ELOOP are false). */
