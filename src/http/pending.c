@@ -260,6 +260,73 @@ void sh_request_job_free(sh_request_job *rj)
                 MHD_destroy_response(TAKE_PTR(rj->held_resp));
 }
 
+/* ---- an answer made as a body ----------------------------------------------------------- */
+
+enum { BODY_KEPT, BODY_COUNTED, BODY_STREAMED };
+
+static int body_failed(sh_body_job *bj, int k)
+{
+        bool sent = bj->phase == BODY_STREAMED;
+
+        bj->ops->failed(bj,
+                        sent ? sh_pending_request(bj->rj.ss.tok) : sh_request_job_request(&bj->rj),
+                        sent, k);
+        if (!sent)
+                return sh_request_job_done(&bj->rj);
+        bj->rj.cut = true;
+        return SH_LOOP_JOB_DONE;
+}
+
+/* One step of the body, into what its phase keeps it in: the head kept, turned past `head` into
+ * the count or the stream; the count's end makes it again as the stream; the stream pauses once
+ * the slice made what the transport asked for. */
+static int body_step(void *data)
+{
+        sh_body_job *bj = data;
+        sh_buf *b = bj->phase == BODY_COUNTED ? &bj->count : &bj->rj.ss.b;
+        int k;
+
+        b->len = bj->phase == BODY_COUNTED ? 0 : b->len;
+        if ((k = bj->ops->step(bj, b)) < 0)
+                return body_failed(bj, k);
+        if (bj->phase == BODY_STREAMED && k == 0)
+                bj->rj.ss.ended = true;
+        if (bj->phase == BODY_STREAMED)
+                return k == 0 ? SH_LOOP_JOB_DONE : b->len >= bj->rj.want ? SH_LOOP_JOB_PAUSE : 1;
+        if (k == 0 && bj->phase == BODY_KEPT)
+                return sh_request_job_whole(&bj->rj, bj->type);
+        if (k == 0) {
+                sh_buf_done(&bj->count);
+                if ((k = bj->ops->again(bj, &bj->rj.ss.b)) < 0)
+                        return body_failed(bj, k);
+        } else if (bj->phase == BODY_COUNTED || b->len <= bj->head) {
+                return 1;
+        } else if (bj->ops->again) {
+                bj->phase = BODY_COUNTED;
+                sh_buf_done(b);
+                return 1;
+        }
+        bj->phase = BODY_STREAMED;
+        return sh_request_job_stream(&bj->rj, bj->block, bj->type);
+}
+
+bool sh_body_job_start(sh_body_job *bj, sh_request *r, sh_loop *loop, const sh_pending_ops *ops,
+                       const sh_body_job_ops *bops, const char *what)
+{
+        bj->ops = bops;
+        bj->phase = BODY_KEPT;
+        if (!sh_request_job_wait(&bj->rj, r, loop, ops, body_step, what))
+                return false;
+        sh_request_job_run(&bj->rj);
+        return true;
+}
+
+void sh_body_job_free(sh_body_job *bj)
+{
+        sh_request_job_free(&bj->rj);
+        sh_buf_done(&bj->count);
+}
+
 /* ---- an answer that waits ------------------------------------------------------------- */
 
 static void request_job_held(sh_waiter *w)
