@@ -1,6 +1,6 @@
 /* files_change.c: the execd file routes that change entries (OPENSANDBOX.md section 3.2):
  * DELETE /files, permissions, mv, replace (fs/replace.c in slices), POST and DELETE
- * /directories (a removal in the trash, or the tree remover in slices). */
+ * /directories (into the trash, or the tree remover in slices: sh_fs_rmdir). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "files.h"
-#include "sh/remove.h"
 #include "sh/replace.h"
 
 /* ---- DELETE /files ------------------------------------------------------------------------------ */
@@ -399,17 +398,16 @@ void os_files_mkdirs(sh_request *r)
         f_pjob_paths(r, mkdirs_entry);
 }
 
-/* DELETE /directories: every path is checked before anything is removed. A directory of the
- * workspace is moved into the sandbox's trash at once (sh_sandbox_trash_view: through the daemon's view
- * of its parent) and removed there by the sandbox's remover, off the loop: none of its files is freed
- * here, however big. One elsewhere (its /tmp, a tmpfs) is a job of the loop (f_job): removed in
- * slices by the tree remover a step at a time (sh_fs_remover: depth first, never following a
- * link, a bounded number of directories open however deep the tree, kernel filesystems never
- * entered), keeping going past what cannot be removed and answering the first error. */
+/* DELETE /directories: every path is checked before anything is removed, then each removed a
+ * step at a time as a job of the loop (sh_fs_rmdir): a directory of the workspace moves into the
+ * sandbox's trash at once (through the daemon's view of its parent: sh_sandbox_trash_view) and is
+ * removed there by the sandbox's remover, off the loop; one elsewhere (its /tmp, a tmpfs) is
+ * removed in place by the tree remover (depth first, never following a link, a bounded number
+ * of directories open however deep the tree, kernel filesystems never entered), going on past
+ * what cannot be removed. The first error is the answer. */
 typedef struct rtop {
-        int pfd; /* its parent, checked writable by the sandbox */
-        char *base, *shown;
-        bool trash; /* pfd is the daemon's view (sh_sandbox_trash_view): into the trash */
+        sh_fs_rmdir d;
+        char *shown;
 } rtop;
 
 typedef struct rjob {
@@ -417,9 +415,8 @@ typedef struct rjob {
         fctx f;            /* its trash, and the sandbox its remover works for */
         rtop *tops;
         size_t ntops, itop; /* itop: the one being removed */
-        sh_fs_remover *rm;  /* itop's, removed in place */
+        size_t err_top;     /* the path of the first error */
         int first_err;
-        size_t err_top; /* the path first_err belongs to */
         os_err e;
 } rjob;
 
@@ -427,10 +424,8 @@ static void rjob_release(void *data)
 {
         rjob *j = data;
 
-        sh_fs_remover_free(j->rm);
         for (size_t i = 0; i < j->ntops; i++) {
-                sh_close(j->tops[i].pfd);
-                free(j->tops[i].base);
+                sh_fs_rmdir_done(&j->tops[i].d);
                 free(j->tops[i].shown);
         }
         free(j->tops);
@@ -440,14 +435,6 @@ static void rjob_release(void *data)
 
 static const sh_pending_ops rjob_ops = {.gone = f_job_gone, .release = rjob_release};
 
-static void rjob_error(rjob *j, int errnum)
-{
-        if (!j->first_err && errnum && errnum != ENOENT) {
-                j->first_err = errnum;
-                j->err_top = j->itop;
-        }
-}
-
 /* Kernel filesystems are never entered (never below a sandbox's writable directory; refused
  * anyway). */
 static bool remove_may_enter(void *data, int fd)
@@ -456,46 +443,22 @@ static bool remove_may_enter(void *data, int fd)
         return !f_kernel_fs(fd);
 }
 
-/* One step: a step of the path's remover, or the next path begun (into the trash at once, or
- * its remover made). Returns false when every path is done. */
-static bool rjob_step(rjob *j)
-{
-        rtop *t = &j->tops[j->itop];
-        sh_error *err = NULL;
-        int k;
-
-        if (j->rm) {
-                if (sh_fs_remover_step(j->rm))
-                        return true;
-                rjob_error(j, sh_fs_remover_errno(j->rm));
-                j->rm = sh_fs_remover_free(j->rm);
-                j->itop++;
-                return true;
-        }
-        if (j->itop == j->ntops)
-                return false;
-        if (t->trash) {
-                k = sh_fs_trash_entry(t->pfd, t->base, true, j->f.tv.trash, &err);
-                if (k < 0)
-                        rjob_error(j, err ? err->errnum : EIO);
-                sh_error_release(&err);
-                f_trashed(&j->f, k);
-                j->itop++;
-                return true;
-        }
-        if ((k = sh_fs_remover_new(t->pfd, t->base, remove_may_enter, NULL, &j->rm)) < 0) {
-                rjob_error(j, -k);
-                j->itop++;
-        }
-        return true;
-}
-
-static int rjob_job_step(void *data)
+static int rjob_step(void *data)
 {
         rjob *j = data;
+        rtop *t = &j->tops[j->itop];
 
-        if (rjob_step(j))
+        if (j->itop < j->ntops && sh_fs_rmdir_step(&t->d, remove_may_enter, NULL) > 0)
                 return 1;
+        if (j->itop < j->ntops) {
+                f_trashed(&j->f, t->d.kept);
+                if (!j->first_err && t->d.errnum) {
+                        j->first_err = t->d.errnum;
+                        j->err_top = j->itop;
+                }
+                j->itop++;
+                return 1;
+        }
         if (!j->first_err) {
                 f_answer(&j->f, NULL, &j->rj, 200, NULL);
                 return SH_LOOP_JOB_DONE;
@@ -505,12 +468,38 @@ static int rjob_job_step(void *data)
         return sh_request_job_done(&j->rj);
 }
 
+/* The directory at path p (shown as asked) checked into the next top: 1; absent: 0; refused: -1
+ * with e filled. */
+static int rmdir_top(rjob *j, const char *p, const char *shown, os_err *e)
+{
+        rtop *t = &j->tops[j->ntops];
+        sh_error *err = NULL;
+        struct stat st;
+
+        if (!*p)
+                return f_parent(&j->f, p, NULL, shown, "delete", e);
+        if (sh_fs_rmdir_open(&t->d, &j->f.fs, p, &st, &err) < 0) {
+                sh_fs_rmdir_done(&t->d);
+                if (err && err->errnum == ENOTDIR && st.st_mode && !S_ISDIR(st.st_mode)) {
+                        sh_error_release(&err);
+                        return os_err_set(e, 400, OS_BAD_BODY,
+                                          "'%s' is not a directory: DELETE /files removes it",
+                                          shown);
+                }
+                f_fail(&j->f, &err, shown, "delete", e);
+                return e->status == 404 && !STREQ(e->code, "SANDBOX_NOT_FOUND") ? 0 : -1;
+        }
+        j->ntops++;
+        if (!(t->shown = strdup(shown)))
+                return os_err_set(e, 500, OS_RUNTIME, "out of memory");
+        return 1;
+}
+
 void os_files_rmdirs(sh_request *r)
 {
         const sh_query_param *ps[PATHS_MAX];
         size_t n = f_query_paths(r, ps, PATHS_MAX);
         rjob *j;
-        fctx *f;
         os_err e;
 
         if (n == 0) {
@@ -523,53 +512,20 @@ void os_files_rmdirs(sh_request *r)
                 os_reply_error(r, 500, OS_RUNTIME, "out of memory");
                 return;
         }
-        f = &j->f;
-        f->root = -1;
-        if (fctx_init(r, f) < 0) {
+        j->f.root = -1;
+        if (fctx_init(r, &j->f) < 0) {
                 rjob_release(j);
                 return;
         }
-        /* every path checked before anything is removed */
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *p = f_path(ps[i]->val, ps[i]->val_len, &e);
-                _cleanup_close_ int pfd = -1;
-                sh_error *err = NULL;
-                const char *base;
-                struct stat st;
-                int trashfd, k;
-                rtop *t;
 
-                if (!p || (!*p && f_parent(f, p, NULL, ps[i]->val, "delete", &e) < 0))
-                        goto refuse;
-                if ((pfd = sh_fs_open_entry(&f->fs, p, &base, &st, &err)) < 0) {
-                        if (f_fail(f, &err, ps[i]->val, "delete", &e) < 0 && e.status == 404)
-                                continue; /* absent is fine */
-                        goto refuse;
+                if (!p || rmdir_top(j, p, ps[i]->val, &e) < 0) {
+                        rjob_release(j);
+                        os_reply_err(r, &e);
+                        return;
                 }
-                if (!S_ISDIR(st.st_mode)) {
-                        os_err_set(&e, 400, OS_BAD_BODY,
-                                   "'%s' is not a directory: DELETE /files removes it", ps[i]->val);
-                        goto refuse;
-                }
-                if ((k = sh_fs_trash_of(&f->fs, &pfd, &trashfd)) < 0) {
-                        sh_error_make(&err, -k, "view");
-                        f_fail(f, &err, ps[i]->val, "delete", &e);
-                        goto refuse;
-                }
-                t = &j->tops[j->ntops];
-                t->trash = trashfd >= 0;
-                if (!(t->base = strdup(base)) || !(t->shown = strdup(ps[i]->val))) {
-                        free(t->base);
-                        os_err_set(&e, 500, OS_RUNTIME, "out of memory");
-                        goto refuse;
-                }
-                t->pfd = TAKE_FD(pfd);
-                j->ntops++;
         }
-        if (!f_job_start(&j->rj, r, &rjob_ops, rjob_job_step, "removal"))
+        if (!f_job_start(&j->rj, r, &rjob_ops, rjob_step, "removal"))
                 rjob_release(j);
-        return;
-refuse:
-        rjob_release(j);
-        os_reply_err(r, &e);
 }

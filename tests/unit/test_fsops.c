@@ -2,7 +2,8 @@
  * exists/size, unlink/rename/detach, remove_tree, walk order, disk usage, the trash (what a
  * replace or a delete leaves: small entries freed at once, big ones kept for a remover, nothing
  * dropped where a sandbox could swap it, the daemon's view of another mount's directory, an
- * unnamed file staged beside an entry), a policy's hooks (guard, may_change, may_read, trash), and
+ * unnamed file staged beside an entry, a directory's removal into it or in place a step at a
+ * time), a policy's hooks (guard, may_change, may_read, trash), and
  * a race where a process swaps a directory for escaping links while the API works through it. */
 #include <check.h>
 #include <dirent.h>
@@ -1950,6 +1951,67 @@ START_TEST(test_a_staged_file_dropped_leaves_nothing_and_is_handed_back)
 }
 END_TEST
 
+START_TEST(test_a_directory_removed_with_a_trash_moves_there_at_once)
+{
+        sh_fs_ctx c = {.root = rootfd, .trashfd = trashfd};
+        sh_error *err = NULL;
+        sh_fs_rmdir d;
+        struct stat st;
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        write_big(tp("ws/d/big"), BIG, 'b');
+        ck_assert_int_eq(sh_fs_rmdir_open(&d, &c, "d", &st, &err), 0);
+        ck_assert_int_eq(sh_fs_rmdir_step(&d, NULL, NULL), 0);
+        ck_assert(d.kept);
+        ck_assert_int_eq(d.errnum, 0);
+        ck_assert(!lexists(tp("ws/d")));
+        ck_assert_int_eq(count_entries(tp("trash")), 1);
+        sh_fs_rmdir_done(&d);
+}
+END_TEST
+
+START_TEST(test_a_directory_removed_without_a_trash_goes_in_place_a_step_at_a_time)
+{
+        sh_fs_ctx c = {.root = rootfd, .trashfd = -1};
+        sh_error *err = NULL;
+        sh_fs_rmdir d;
+        struct stat st;
+        int steps = 0;
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/d/e"), 0755), 0);
+        ut_write_file(tp("ws/d/e/f"), "x");
+        ut_write_file(tp("ws/d/g"), "y");
+        ck_assert_int_eq(sh_fs_rmdir_open(&d, &c, "d", &st, &err), 0);
+        while (sh_fs_rmdir_step(&d, NULL, NULL) > 0)
+                steps++;
+        ck_assert_int_gt(steps, 4); /* the entries one at a time */
+        ck_assert(!d.kept);
+        ck_assert_int_eq(d.errnum, 0);
+        ck_assert(!lexists(tp("ws/d")));
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+        sh_fs_rmdir_done(&d);
+}
+END_TEST
+
+START_TEST(test_a_directory_removal_refuses_what_is_not_one)
+{
+        sh_fs_ctx c = {.root = rootfd, .trashfd = trashfd};
+        sh_error *err = NULL;
+        sh_fs_rmdir d;
+        struct stat st;
+
+        ut_write_file(tp("ws/f"), "x");
+        ck_assert_int_eq(err_errno(sh_fs_rmdir_open(&d, &c, "f", &st, &err), &err), ENOTDIR);
+        ck_assert(S_ISREG(st.st_mode)); /* the entry's own type, not a lookup's ENOTDIR */
+        sh_fs_rmdir_done(&d);
+        ck_assert_int_eq(err_errno(sh_fs_rmdir_open(&d, &c, "f/x", &st, &err), &err), ENOTDIR);
+        ck_assert_uint_eq(st.st_mode, 0);
+        sh_fs_rmdir_done(&d);
+        ck_assert(lexists(tp("ws/f")));
+}
+END_TEST
+
 /* ---- the daemon's view of another mount's directory (root: bind mounts) ----------------- */
 
 /* tdir/mnt: a bind mount of ws, as a sandbox's /workspace is; in a mount namespace of this
@@ -2356,6 +2418,10 @@ static Suite *fsops_suite(void)
         tcase_add_test(trash,
                        test_a_staged_file_goes_in_over_its_entry_and_the_old_one_into_the_trash);
         tcase_add_test(trash, test_a_staged_file_dropped_leaves_nothing_and_is_handed_back);
+        tcase_add_test(trash, test_a_directory_removed_with_a_trash_moves_there_at_once);
+        tcase_add_test(trash,
+                       test_a_directory_removed_without_a_trash_goes_in_place_a_step_at_a_time);
+        tcase_add_test(trash, test_a_directory_removal_refuses_what_is_not_one);
         tcase_add_test(tv, test_view_of_a_directory_through_another_mount_is_that_directory);
         tcase_add_test(tv, test_view_refuses_what_is_not_the_workspace_or_no_longer_in_it);
         suite_add_tcase(s, trash);

@@ -173,6 +173,27 @@ int sh_fs_unlink_file(const sh_fs_ctx *c, const char *path, sh_error **err);
 int sh_fs_rename(const sh_fs_ctx *c, const char *src, const char *dst, unsigned flags,
                  bool *ret_src, sh_error **err);
 
+/* A directory's removal under a policy, a step at a time (the /v1 DELETE /directories).
+ * sh_fs_rmdir_open: the entry at non-root `path` itself (never what a link names), which must be
+ * a directory (ENOTDIR, *ret_st its lstat then: the caller tells that from a lookup's ENOTDIR),
+ * and its directory's trash (sh_fs_trash_of). sh_fs_rmdir_step: 1 while there is more; 0 when it
+ * is done: moved into the trash at once (kept: it waits there for a remover, not being empty:
+ * sh_fs_trash_entry), or, without a trash, removed in place by the tree remover a step at a time
+ * (may_enter asked of each directory, going on past what cannot be removed); errnum: the first
+ * error (never ENOENT), or 0. */
+typedef struct sh_fs_rmdir {
+        int pfd;
+        char *base;
+        int trashfd;       /* the policy's (borrowed), or -1: in place */
+        sh_fs_remover *rm; /* in place, once begun */
+        bool kept;
+        int errnum;
+} sh_fs_rmdir;
+int sh_fs_rmdir_open(sh_fs_rmdir *d, const sh_fs_ctx *c, const char *path, struct stat *ret_st,
+                     sh_error **err);
+int sh_fs_rmdir_step(sh_fs_rmdir *d, bool (*may_enter)(void *data, int fd), void *data);
+void sh_fs_rmdir_done(sh_fs_rmdir *d); /* accepts one never opened (pfd -1) */
+
 /* Move the directory at `path` out of the workspace, to `trash_name` inside c->trashfd (a
  * directory on the same filesystem), so that it disappears at once and can be removed in
  * the background. Absent ENOENT; not a directory ENOTDIR; the root EINVAL. A link to a
