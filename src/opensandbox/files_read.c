@@ -2,7 +2,6 @@
  * or line mode as a job of the loop), listings and searches (the walker's listing mode, its
  * answer a body of the job: walked twice past 256 KiB, counted, then streamed), info of many
  * paths. */
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -15,32 +14,6 @@
 #include "sh/lines.h"
 #include "sh/range.h"
 
-/* Content-Disposition with the base name: plain ASCII in `filename`, the exact name in
- * RFC 5987's `filename*` (a name with quotes, CR or LF never reaches a header as such). */
-static void add_disposition(sh_response *resp, const char *path)
-{
-        const char *base = strrchr(path, '/');
-        char plain[256], enc[3 * 255 + 1];
-        size_t np = 0, ne = 0;
-        char *h = NULL;
-
-        base = base ? base + 1 : path;
-        for (const unsigned char *c = (const unsigned char *)base; *c && np < 255; c++) {
-                plain[np++] = (*c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\') ? (char)*c : '_';
-                if (ne + 3 < sizeof(enc)) {
-                        if (isalnum(*c) || strchr("!#$&+-.^_`|~", *c))
-                                enc[ne++] = (char)*c;
-                        else
-                                ne += (size_t)snprintf(enc + ne, 4, "%%%02X", *c);
-                }
-        }
-        plain[np] = enc[ne] = '\0';
-        if (asprintf(&h, "attachment; filename=\"%s\"; filename*=UTF-8''%s", plain, enc) >= 0) {
-                sh_response_header(resp, "Content-Disposition", h);
-                free(h);
-        }
-}
-
 /* Line mode (below: a job of the loop). */
 static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limit,
                            const char *shown);
@@ -49,15 +22,13 @@ void os_files_download(sh_request *r)
 {
         _cleanup_(fctx_done) fctx f = {.root = -1};
         const sh_query_param *q = f_query_one(r, "path");
+        const char *range = sh_request_header(r, "Range");
         _cleanup_free_ char *p = NULL;
         _cleanup_close_ int fd = -1;
-        uint64_t offset, limit, from = 0, to = 0;
+        uint64_t offset, limit;
         bool has_off, has_lim;
-        const char *range;
+        char cr[SH_RANGE_HEADER_MAX];
         struct statx s;
-        sh_response *resp;
-        char cr[96];
-        int rr = 0;
         os_err e;
 
         if (!q) {
@@ -71,7 +42,6 @@ void os_files_download(sh_request *r)
                 os_reply_error(r, 400, OS_BAD_BODY, "offset and limit are at least 1");
                 return;
         }
-        range = sh_request_header(r, "Range");
         if ((has_off || has_lim) && range) {
                 os_reply_error(r, 400, OS_BAD_BODY, "offset/limit and Range exclude each other");
                 return;
@@ -85,33 +55,14 @@ void os_files_download(sh_request *r)
         }
         if (has_off || has_lim) {
                 download_lines(r, TAKE_FD(fd), has_off ? offset : 1, limit, q->val);
-                return;
-        }
-        if (range && (rr = sh_range_parse(range, s.stx_size, &from, &to)) < 0) {
+        } else if (sh_reply_file(r, TAKE_FD(fd), s.stx_size, "application/octet-stream", p, cr) <
+                   0) {
                 char msg[160];
 
-                snprintf(cr, sizeof(cr), "bytes */%" PRIu64, (uint64_t)s.stx_size);
                 snprintf(msg, sizeof(msg), "range '%.64s' is outside the file's %" PRIu64 " bytes",
                          range, (uint64_t)s.stx_size);
                 os_reply_error_header(r, 416, OS_BAD_BODY, "Content-Range", cr, msg);
-                return;
         }
-        if (rr == 1) {
-                resp = sh_response_fd_at(r, TAKE_FD(fd), from, to - from + 1);
-                snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to,
-                         (uint64_t)s.stx_size);
-                if (resp)
-                        sh_response_header(resp, "Content-Range", cr);
-        } else {
-                /* sent from the very inode checked, with sendfile: memory does not grow */
-                resp = sh_response_fd(r, TAKE_FD(fd), s.stx_size);
-        }
-        if (resp) {
-                sh_response_header(resp, "Content-Type", "application/octet-stream");
-                sh_response_header(resp, "Accept-Ranges", "bytes");
-                add_disposition(resp, p);
-        }
-        sh_reply(r, rr == 1 ? 206 : 200, resp);
 }
 
 /* Line mode: the lines asked (sh/lines.h), read in slices of at most LINES_SLICE bytes of the

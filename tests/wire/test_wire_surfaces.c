@@ -6,7 +6,8 @@
  * within its head, streams past it, and stops when its client leaves; a body made by a job's steps
  * (sh_body_job) is answered whole within its head, streamed on past it, or counted and made again
  * as the stream, its failures answered before the answer and cut after it; an answer held until
- * its waiter is told (sh_request_hold) is given then, and never once its request ended. */
+ * its waiter is told (sh_request_hold) is given then, and never once its request ended; a file
+ * answered as its Range asks (sh_reply_file). */
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -17,12 +18,14 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "sh/config.h"
 #include "sh/http.h"
 #include "sh/log.h"
+#include "sh/range.h"
 #include "wire_helpers.h"
 
 #define CALL_TIMEOUT_MS 10000
@@ -374,6 +377,23 @@ static void h_body_job(sh_request *r)
                                     query_uint(r, "again") ? &body_again_ops : &body_ops, "body"));
 }
 
+/* GET /file: "0123456789" as /dir/ten.txt, as the Range asks; a 416 with the Content-Range it
+ * gives. */
+static void h_file(sh_request *r)
+{
+        int fd = memfd_create("ten", MFD_CLOEXEC);
+        char cr[SH_RANGE_HEADER_MAX];
+        sh_response *resp;
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, "0123456789", 10), 10);
+        if (sh_reply_file(r, fd, 10, "application/octet-stream", "/dir/ten.txt", cr) == 0)
+                return;
+        resp = sh_response_empty();
+        sh_response_header(resp, "Content-Range", cr);
+        sh_reply(r, 416, resp);
+}
+
 /* POST /held?ms=N: the answer {"held":true} held (sh_request_hold) on `held`, a list of waiters
  * as a service keeps them, which a loop timer wakes N ms later (0: never). */
 static sh_waiter *held;
@@ -398,9 +418,10 @@ static void h_held(sh_request *r)
 }
 
 static const sh_route plain_routes[] = {
-        {"/held", SH_M_POST, NULL, h_held, 0},  {"/body", SH_M_GET, NULL, h_body_job, 0},
-        {"/hello", SH_M_GET, NULL, h_hello, 0}, {"/later", SH_M_POST, NULL, h_later, 0},
-        {"/ticks", SH_M_GET, NULL, h_ticks, 0}, {"/count", SH_M_GET, NULL, h_count, 0},
+        {"/held", SH_M_POST, NULL, h_held, 0},   {"/body", SH_M_GET, NULL, h_body_job, 0},
+        {"/file", SH_M_GET, NULL, h_file, 0},    {"/hello", SH_M_GET, NULL, h_hello, 0},
+        {"/later", SH_M_POST, NULL, h_later, 0}, {"/ticks", SH_M_GET, NULL, h_ticks, 0},
+        {"/count", SH_M_GET, NULL, h_count, 0},
 };
 
 static const sh_route v1_routes[] = {
@@ -826,6 +847,31 @@ START_TEST(test_a_body_that_fails_in_its_stream_is_cut)
 }
 END_TEST
 
+START_TEST(test_a_file_is_answered_whole_or_as_its_range_asks)
+{
+        const char *const range[] = {"Range: bytes=2-5", NULL};
+        const char *const past[] = {"Range: bytes=20-", NULL};
+        resp a = {0}, b = {0}, c = {0};
+
+        start();
+        call("GET", "/file", NULL, NULL, &a);
+        ck_assert_int_eq(a.status, 200);
+        ck_assert_str_eq(a.body, "0123456789");
+        ck_assert_str_eq(header(&a, "Accept-Ranges"), "bytes");
+        ck_assert_str_eq(header(&a, "Content-Disposition"),
+                         "attachment; filename=\"ten.txt\"; filename*=UTF-8''ten.txt");
+        ck_assert_ptr_null(header(&a, "Content-Range"));
+        call("GET", "/file", NULL, range, &b);
+        ck_assert_int_eq(b.status, 206);
+        ck_assert_str_eq(b.body, "2345");
+        ck_assert_str_eq(header(&b, "Content-Range"), "bytes 2-5/10");
+        call("GET", "/file", NULL, past, &c);
+        ck_assert_int_eq(c.status, 416);
+        ck_assert_str_eq(header(&c, "Content-Range"), "bytes */10");
+        stop();
+}
+END_TEST
+
 START_TEST(test_a_held_answer_is_given_once_its_waiter_is_told)
 {
         resp a = {0};
@@ -884,6 +930,7 @@ static Suite *surfaces_suite(void)
         tcase_add_test(tc, test_a_body_made_again_is_counted_then_streamed_from_its_start);
         tcase_add_test(tc, test_a_body_that_fails_while_counted_is_answered_by_its_owner);
         tcase_add_test(tc, test_a_body_that_fails_in_its_stream_is_cut);
+        tcase_add_test(tc, test_a_file_is_answered_whole_or_as_its_range_asks);
         tcase_add_test(tc, test_a_held_answer_is_given_once_its_waiter_is_told);
         tcase_add_test(tc, test_a_held_answer_stops_waiting_when_its_request_ends);
         suite_add_tcase(s, tc);

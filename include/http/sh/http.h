@@ -261,6 +261,13 @@ sh_response *sh_response_fd(sh_request *r, int fd, uint64_t size);
 sh_response *sh_response_fd_at(sh_request *r, int fd, uint64_t offset, uint64_t size);
 /* 0, or -1 when the header could not be added. */
 int sh_response_header(sh_response *resp, const char *name, const char *value);
+/* A download as r's answer: fd's `size` bytes (fd taken), as the request's Range asks (one range,
+ * sh/range.h): 200 the whole file, 206 the range with its Content-Range; both with Accept-Ranges,
+ * `type` and the Content-Disposition of `name` (sh_content_disposition). -1 when no byte of the
+ * file is in the range: fd is closed, nothing is answered, and cr (SH_RANGE_HEADER_MAX bytes)
+ * holds the Content-Range of the caller's 416. */
+int sh_reply_file(sh_request *r, int fd, uint64_t size, const char *type, const char *name,
+                  char *cr);
 
 /* Each request is answered exactly once, in its handler or later from the loop (the waiting
  * connection is then resumed); a second answer is dropped. resp and body are consumed. */
