@@ -61,7 +61,7 @@ int fctx_init(sh_request *r, fctx *f)
         f->tv = (sh_sandbox_trash_view){.sb = sb, .trash = -1};
         f->root = sb ? sh_sandbox_open_root(sb) : -1;
         if (f->root < 0) {
-                os_reply_error(r, 503, OS_RUNTIME, "the sandbox's filesystem is not available");
+                os_reply_code(r, OS_E_RUNTIME_RETRY, "the sandbox's filesystem is not available");
                 return -1;
         }
         own = sh_sandbox_owner(sb);
@@ -154,58 +154,36 @@ int f_dir_guard(void *data, int dirfd)
 
 /* ---- errors ------------------------------------------------------------------------------------ */
 
-/* errno of a file operation as execd's answer; `shown` is the path as asked. Returns -1. */
+/* errno of a file operation as execd's answer (codes.c: os_code_of_file_errno), in words the
+ * client can act on; `shown` is the path as asked. Returns -1. */
 int f_error(os_err *e, int errnum, const char *shown, const char *what)
 {
-        switch (errnum) {
-        case ENOENT:
-                return os_err_set(e, 404, "FILE_NOT_FOUND", "%s: '%s' does not exist", what, shown);
-        case EROFS:
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "%s: '%s' is on a read-only filesystem (the image is read-only)",
-                                  what, shown);
-        case EACCES:
-        case EPERM:
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "%s: '%s': permission denied to the sandbox's user", what, shown);
-        case ELOOP:
-                return os_err_set(e, 400, OS_BAD_BODY, "%s: '%s': too many levels of links", what,
-                                  shown);
-        case ENOTDIR:
-        case EISDIR:
-        case EEXIST:
-        case ENOTEMPTY:
-        case EINVAL:
-        case ENAMETOOLONG:
-        case EXDEV:
-        case ENOSPC:
-        case EDQUOT:
-        case EFBIG:
-        case EBUSY:
-        case EMLINK:
-                return os_err_set(e, 400, OS_BAD_BODY, "%s: '%s': %s", what, shown,
-                                  strerror(errnum));
-        case E2BIG:
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "%s: '%s': resolving it looks up too many components (at most "
-                                  "%u for one path; %u for one request done in slices, %u for "
-                                  "one done at once; the targets of its links included)",
-                                  what, shown, SH_SAFE_LOOKUP_STEPS, SH_SAFE_REQUEST_STEPS,
-                                  SH_SAFE_TURN_STEPS);
-        case EAGAIN:
-                return os_err_set(e, 503, OS_RUNTIME, "%s: '%s' kept changing; try again", what,
-                                  shown);
-        default:
-                return os_err_set(e, 500, OS_RUNTIME, "%s: '%s': %s", what, shown,
-                                  strerror(errnum));
+        char steps[200];
+        const char *words =
+                errnum == ENOENT  ? " does not exist"
+                : errnum == EROFS ? " is on a read-only filesystem (the image is read-only)"
+                : errnum == EACCES || errnum == EPERM ? ": permission denied to the sandbox's user"
+                : errnum == ELOOP                     ? ": too many levels of links"
+                : errnum == EAGAIN                    ? " kept changing; try again"
+                                                      : NULL;
+
+        if (errnum == E2BIG) {
+                snprintf(steps, sizeof(steps),
+                         ": resolving it looks up too many components (at most %u for one path; "
+                         "%u for one request done in slices, %u for one done at once; the "
+                         "targets of its links included)",
+                         SH_SAFE_LOOKUP_STEPS, SH_SAFE_REQUEST_STEPS, SH_SAFE_TURN_STEPS);
+                words = steps;
         }
+        return os_err_code(e, os_code_of_file_errno(errnum), "%s: '%s'%s%s", what, shown,
+                           words ? "" : ": ", words ? words : strerror(errnum));
 }
 
 int f_refused_kfs(os_err *e, const char *shown)
 {
-        return os_err_set(e, 400, OS_BAD_BODY,
-                          "'%s' is on a kernel filesystem (/proc, /dev/pts, ...): not served",
-                          shown);
+        return os_err_code(e, OS_E_BAD_BODY,
+                           "'%s' is on a kernel filesystem (/proc, /dev/pts, ...): not served",
+                           shown);
 }
 
 /* ---- paths ------------------------------------------------------------------------------------- */
@@ -218,11 +196,11 @@ char *f_path(const char *raw, size_t n, os_err *e)
         int r;
 
         if (!raw || n == 0) {
-                os_err_set(e, 400, OS_MISSING, "a path is empty");
+                os_err_code(e, OS_E_MISSING_QUERY, "a path is empty");
                 return NULL;
         }
         if (memchr(raw, '\0', n)) {
-                os_err_set(e, 400, OS_BAD_BODY, "a path holds a NUL byte");
+                os_err_code(e, OS_E_BAD_BODY, "a path holds a NUL byte");
                 return NULL;
         }
         if (raw[0] == '/')
@@ -232,14 +210,14 @@ char *f_path(const char *raw, size_t n, os_err *e)
         else
                 r = asprintf(&full, "/workspace/%.*s", (int)n, raw);
         if (r < 0) {
-                os_err_set(e, 500, OS_RUNTIME, "out of memory");
+                os_err_code(e, OS_E_RUNTIME, "out of memory");
                 return NULL;
         }
         r = sh_path_normalize(full, strlen(full), &norm);
         free(full);
         if (r < 0) {
-                os_err_set(e, 400, OS_BAD_BODY, "'%.*s' is not a valid path",
-                           (int)(n > 200 ? 200 : n), raw);
+                os_err_code(e, OS_E_BAD_BODY, "'%.*s' is not a valid path",
+                            (int)(n > 200 ? 200 : n), raw);
                 return NULL;
         }
         return norm;
@@ -266,7 +244,7 @@ int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *sh
 
 int f_gone(os_err *e)
 {
-        return os_err_set(e, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
+        return os_err_code(e, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
 }
 
 /* A failed fs operation (err, taken) as execd's answer: a kernel filesystem met on the way, a
@@ -284,15 +262,15 @@ int f_fail(fctx *f, sh_error **err, const char *shown, const char *what, os_err 
         if (kfs)
                 return f_refused_kfs(e, shown);
         if (special) /* sh_fs_reopen_read's */
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "'%s' is not a regular file (FIFOs, devices and sockets are not "
-                                  "read)",
-                                  shown);
+                return os_err_code(e, OS_E_BAD_BODY,
+                                   "'%s' is not a regular file (FIFOs, devices and sockets are not "
+                                   "read)",
+                                   shown);
         if (errnum == ECANCELED && sh_error_kind_of(refused) == SH_E_SANDBOX_NOT_FOUND)
                 return f_gone(e);
         if (errnum == ECANCELED)
-                return os_err_set(e, 503, OS_RUNTIME, "%s: the sandbox's workspace: %s", what,
-                                  refused && refused->msg ? refused->msg : "not available");
+                return os_err_code(e, OS_E_RUNTIME_RETRY, "%s: the sandbox's workspace: %s", what,
+                                   refused && refused->msg ? refused->msg : "not available");
         return f_error(e, errnum, shown, what);
 }
 
@@ -306,7 +284,7 @@ int f_parent(fctx *f, const char *path, const char **base, const char *shown, co
         int fd;
 
         if (!*path)
-                return os_err_set(e, 400, OS_BAD_BODY, "%s: '/' itself cannot be changed", what);
+                return os_err_code(e, OS_E_BAD_BODY, "%s: '/' itself cannot be changed", what);
         if ((fd = sh_fs_open_parent(&f->fs, path, base, &err)) < 0)
                 return f_fail(f, &err, shown, what, e);
         return fd;
@@ -321,8 +299,8 @@ int f_parent_p(fctx *f, const char *path, const char **base, const char *shown, 
 
         if (fd < 0 && !f->kfs && err && err->errnum == ENOTDIR) {
                 sh_error_release(&err);
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "mkdir: '%s': a component is not a directory", shown);
+                return os_err_code(e, OS_E_BAD_BODY, "mkdir: '%s': a component is not a directory",
+                                   shown);
         }
         return fd < 0 ? f_fail(f, &err, shown, what, e) : fd;
 }
@@ -382,7 +360,7 @@ int f_resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e)
                 return 0;
         }
         if (!cJSON_IsString(v))
-                return os_err_set(e, 400, OS_BAD_BODY, "%s is a name", what);
+                return os_err_code(e, OS_E_BAD_BODY, "%s is a name", what);
         if (!*v->valuestring) {
                 *ret = own;
                 return 0;
@@ -390,16 +368,16 @@ int f_resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e)
         f_read_maps(f);
         r = os_idmap_resolve(group ? &f->groups : &f->users, v->valuestring, ret);
         if (r == -ENOENT)
-                return os_err_set(e, 400, OS_BAD_BODY, "%s '%.64s' is not in the image's %s", what,
-                                  v->valuestring, group ? "/etc/group" : "/etc/passwd");
+                return os_err_code(e, OS_E_BAD_BODY, "%s '%.64s' is not in the image's %s", what,
+                                   v->valuestring, group ? "/etc/group" : "/etc/passwd");
         if (r < 0)
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "%s '%.64s' is neither a name nor an id below 4294967295", what,
-                                  v->valuestring);
+                return os_err_code(e, OS_E_BAD_BODY,
+                                   "%s '%.64s' is neither a name nor an id below 4294967295", what,
+                                   v->valuestring);
         if (*ret != own && *ret >= f->id_base)
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "%s '%.64s' is in the sandboxes' own id range: not given", what,
-                                  v->valuestring);
+                return os_err_code(e, OS_E_BAD_BODY,
+                                   "%s '%.64s' is in the sandboxes' own id range: not given", what,
+                                   v->valuestring);
         return 0;
 }
 
@@ -412,14 +390,14 @@ int f_parse_mode(const cJSON *v, mode_t *ret, os_err *e)
 
         *ret = 0;
         if (r == -EPERM)
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "mode %g: setuid, setgid and sticky bits are not given",
-                                  v->valuedouble);
+                return os_err_code(e, OS_E_BAD_BODY,
+                                   "mode %g: setuid, setgid and sticky bits are not given",
+                                   v->valuedouble);
         if (r < 0 && cJSON_IsNumber(v))
-                return os_err_set(e, 400, OS_BAD_BODY, "mode %g is not up to 4 octal digits",
-                                  v->valuedouble);
+                return os_err_code(e, OS_E_BAD_BODY, "mode %g is not up to 4 octal digits",
+                                   v->valuedouble);
         if (r < 0)
-                return os_err_set(e, 400, OS_BAD_BODY, "mode is a number such as 644");
+                return os_err_code(e, OS_E_BAD_BODY, "mode is a number such as 644");
         *ret = (mode_t)m;
         return 0;
 }
@@ -529,7 +507,7 @@ int f_query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present)
         errno = 0;
         *ret = strtoull(q->val, &end, 10);
         if (!q->val_len || !isdigit((unsigned char)q->val[0]) || *end || errno) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'%s' is a whole number", key);
+                os_reply_code(r, OS_E_BAD_BODY, "'%s' is a whole number", key);
                 return -1;
         }
         return 0;
@@ -607,7 +585,7 @@ void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *, s
         if (!j) {
                 cJSON_Delete(body);
                 cJSON_Delete(out);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         j->body = body;
@@ -629,7 +607,7 @@ bool f_body_bounded(sh_request *r, cJSON *body)
         if (cJSON_GetArraySize(body) <= PATHS_MAX)
                 return true;
         cJSON_Delete(body);
-        os_reply_error(r, 400, OS_BAD_BODY, "a body holds at most %u entries", PATHS_MAX);
+        os_reply_code(r, OS_E_BAD_BODY, "a body holds at most %u entries", PATHS_MAX);
         return false;
 }
 
@@ -638,13 +616,13 @@ bool f_body_bounded(sh_request *r, cJSON *body)
 void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *, sh_request *))
 {
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
+        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty);
 
         if (!body && !empty)
                 return;
         if (!cJSON_IsObject(body)) {
                 cJSON_Delete(body);
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
+                os_reply_code(r, OS_E_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
                 return;
         }
         if (f_body_bounded(r, body))

@@ -22,7 +22,7 @@ void os_files_delete(sh_request *r)
         os_err e;
 
         if (n == 0) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
                 return;
         }
         if (fctx_init(r, &f) < 0)
@@ -42,14 +42,14 @@ void os_files_delete(sh_request *r)
                 k = p ? sh_fs_unlink_file(&f.fs, p, &err) : -1;
                 if (k < 0 && err && err->errnum == EISDIR && !f.kfs) {
                         sh_error_release(&err);
-                        os_reply_error(r, 400, OS_BAD_BODY,
-                                       "'%s' is a directory: DELETE /directories removes it",
-                                       ps[i]->val);
+                        os_reply_code(r, OS_E_BAD_BODY,
+                                      "'%s' is a directory: DELETE /directories removes it",
+                                      ps[i]->val);
                         return;
                 }
                 if (k < 0 && p)
                         f_fail(&f, &err, ps[i]->val, "delete", &e);
-                if (k < 0 && e.status == 404 && !STREQ(e.code, "SANDBOX_NOT_FOUND"))
+                if (k < 0 && STREQ(e.code, os_code_name(OS_E_FILE_NOT_FOUND)))
                         continue; /* absent is fine */
                 if (k < 0) {
                         os_reply_err(r, &e);
@@ -75,14 +75,14 @@ static int set_perm(fctx *f, const char *p, const char *shown, const cJSON *perm
         char proc[64];
 
         if (!cJSON_IsObject(perm))
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "'%s': permissions are {owner?, group?, mode}", shown);
+                return os_err_code(e, OS_E_BAD_BODY, "'%s': permissions are {owner?, group?, mode}",
+                                   shown);
         if (f_parse_mode(cJSON_GetObjectItemCaseSensitive(perm, "mode"), &mode, e) < 0)
                 return -1;
         if ((fd = f_open(f, p, O_PATH, &s, shown, "chmod", e)) < 0)
                 return -1;
         if (!S_ISREG(s.stx_mode) && !S_ISDIR(s.stx_mode))
-                return os_err_set(e, 400, OS_BAD_BODY, "'%s' is not a file or a directory", shown);
+                return os_err_code(e, OS_E_BAD_BODY, "'%s' is not a file or a directory", shown);
         if (s.stx_uid != f->uid)
                 return f_error(e, EPERM, shown, "chmod");
         if (f_resolve_id(f, owner, false, &uid, e) < 0 || f_resolve_id(f, group, true, &gid, e) < 0)
@@ -138,8 +138,8 @@ static int move_one(fctx *f, const char *src_shown, const char *dst_shown, os_er
                 return 0;
         if (!at_src && !f->kfs && err && err->errnum == ENOTDIR) {
                 sh_error_release(&err);
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "mkdir: '%s': a component is not a directory", dst_shown);
+                return os_err_code(e, OS_E_BAD_BODY, "mkdir: '%s': a component is not a directory",
+                                   dst_shown);
         }
         return f_fail(f, &err, at_src ? src_shown : dst_shown, "move", e);
 }
@@ -161,13 +161,13 @@ static int move_entry(f_pjob *j, sh_request *r)
 void os_files_move(sh_request *r)
 {
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
+        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *it;
 
         if (!body && !empty)
                 return;
         if (!cJSON_IsArray(body)) {
                 cJSON_Delete(body);
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is a list of {src, dest}");
+                os_reply_code(r, OS_E_BAD_BODY, "the body is a list of {src, dest}");
                 return;
         }
         if (!f_body_bounded(r, body))
@@ -180,7 +180,7 @@ void os_files_move(sh_request *r)
 
                 if (!cJSON_IsString(s) || !cJSON_IsString(d)) {
                         cJSON_Delete(body);
-                        os_reply_error(r, 400, OS_BAD_BODY, "each move is {src, dest}");
+                        os_reply_code(r, OS_E_BAD_BODY, "each move is {src, dest}");
                         return;
                 }
         }
@@ -240,13 +240,13 @@ static int xjob_failed(xjob *j, sh_error **err)
         if (why != SH_FS_REPLACE_OK)
                 sh_error_release(err);
         if (why == SH_FS_REPLACE_MATCHES)
-                return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                  "'%s' holds more than %u matches: not rewritten", shown,
-                                  REPLACE_MATCHES_MAX);
+                return os_err_code(&j->e, OS_E_BAD_BODY,
+                                   "'%s' holds more than %u matches: not rewritten", shown,
+                                   REPLACE_MATCHES_MAX);
         if (why != SH_FS_REPLACE_OK)
-                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' %s %u MiB: not rewritten", shown,
-                                  why == SH_FS_REPLACE_OVER ? "is over" : "would grow over",
-                                  REPLACE_MAX >> 20);
+                return os_err_code(&j->e, OS_E_BAD_BODY, "'%s' %s %u MiB: not rewritten", shown,
+                                   why == SH_FS_REPLACE_OVER ? "is over" : "would grow over",
+                                   REPLACE_MAX >> 20);
         return f_fail(&j->f, err, shown,
                       j->x.pass == 0                       ? "read"
                       : j->x.pass == 3 && errnum != EAGAIN ? "write"
@@ -260,7 +260,7 @@ static int xjob_next(xjob *j)
         cJSON *res = cJSON_AddObjectToObject(j->out, j->it->string);
 
         if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)j->x.x.count))
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+                return os_err_code(&j->e, OS_E_RUNTIME, "out of memory");
         xjob_file_done(j);
         j->it = j->it->next;
         return 1;
@@ -317,7 +317,7 @@ void os_files_replace(sh_request *r)
 {
         const sh_query_param *v = f_query_one(r, "verbose");
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
+        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *it;
         size_t n = 0;
         xjob *j;
 
@@ -325,7 +325,7 @@ void os_files_replace(sh_request *r)
                 return;
         if (!cJSON_IsObject(body)) {
                 cJSON_Delete(body);
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {old, new}}");
+                os_reply_code(r, OS_E_BAD_BODY, "the body is {path: {old, new}}");
                 return;
         }
         cJSON_ArrayForEach(it, body)
@@ -335,14 +335,13 @@ void os_files_replace(sh_request *r)
 
                 if (!cJSON_IsString(o) || !*o->valuestring || !cJSON_IsString(nw)) {
                         cJSON_Delete(body);
-                        os_reply_error(r, 400, OS_BAD_BODY,
-                                       "each replacement is {old: non-empty text, new: text}");
+                        os_reply_code(r, OS_E_BAD_BODY,
+                                      "each replacement is {old: non-empty text, new: text}");
                         return;
                 }
                 if (++n > PATHS_MAX) {
                         cJSON_Delete(body);
-                        os_reply_error(r, 400, OS_BAD_BODY, "at most %u paths per request",
-                                       PATHS_MAX);
+                        os_reply_code(r, OS_E_BAD_BODY, "at most %u paths per request", PATHS_MAX);
                         return;
                 }
         }
@@ -350,7 +349,7 @@ void os_files_replace(sh_request *r)
         if (!j || !(j->out = cJSON_CreateObject())) {
                 free(j);
                 cJSON_Delete(body);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         j->body = body;
@@ -380,8 +379,8 @@ static int mkdirs_entry(f_pjob *j, sh_request *r)
         if (!it || it == j->body)
                 return it ? -1 : 0;
         if (!cJSON_IsObject(it))
-                return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                  "'%s': permissions are {owner?, group?, mode}", it->string);
+                return os_err_code(&j->e, OS_E_BAD_BODY,
+                                   "'%s': permissions are {owner?, group?, mode}", it->string);
         if (f_parse_mode(cJSON_GetObjectItemCaseSensitive(it, "mode"), &mode, &j->e) < 0 ||
             f_resolve_id(&j->f, cJSON_GetObjectItemCaseSensitive(it, "owner"), false, &uid, &j->e) <
                     0 ||
@@ -482,16 +481,16 @@ static int rmdir_top(rjob *j, const char *p, const char *shown, os_err *e)
                 sh_fs_rmdir_done(&t->d);
                 if (err && err->errnum == ENOTDIR && st.st_mode && !S_ISDIR(st.st_mode)) {
                         sh_error_release(&err);
-                        return os_err_set(e, 400, OS_BAD_BODY,
-                                          "'%s' is not a directory: DELETE /files removes it",
-                                          shown);
+                        return os_err_code(e, OS_E_BAD_BODY,
+                                           "'%s' is not a directory: DELETE /files removes it",
+                                           shown);
                 }
                 f_fail(&j->f, &err, shown, "delete", e);
-                return e->status == 404 && !STREQ(e->code, "SANDBOX_NOT_FOUND") ? 0 : -1;
+                return STREQ(e->code, os_code_name(OS_E_FILE_NOT_FOUND)) ? 0 : -1;
         }
         j->ntops++;
         if (!(t->shown = strdup(shown)))
-                return os_err_set(e, 500, OS_RUNTIME, "out of memory");
+                return os_err_code(e, OS_E_RUNTIME, "out of memory");
         return 1;
 }
 
@@ -503,13 +502,13 @@ void os_files_rmdirs(sh_request *r)
         os_err e;
 
         if (n == 0) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
                 return;
         }
         j = calloc(1, sizeof(*j));
         if (!j || !(j->tops = calloc(n, sizeof(*j->tops)))) {
                 free(j);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         j->f.root = -1;

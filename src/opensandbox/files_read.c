@@ -32,18 +32,18 @@ void os_files_download(sh_request *r)
         os_err e;
 
         if (!q) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
                 return;
         }
         if (f_query_uint(r, "offset", &offset, &has_off) < 0 ||
             f_query_uint(r, "limit", &limit, &has_lim) < 0)
                 return;
         if ((has_off && offset < 1) || (has_lim && limit < 1)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "offset and limit are at least 1");
+                os_reply_code(r, OS_E_BAD_BODY, "offset and limit are at least 1");
                 return;
         }
         if ((has_off || has_lim) && range) {
-                os_reply_error(r, 400, OS_BAD_BODY, "offset/limit and Range exclude each other");
+                os_reply_code(r, OS_E_BAD_BODY, "offset/limit and Range exclude each other");
                 return;
         }
         if (fctx_init(r, &f) < 0)
@@ -61,7 +61,9 @@ void os_files_download(sh_request *r)
 
                 snprintf(msg, sizeof(msg), "range '%.64s' is outside the file's %" PRIu64 " bytes",
                          range, (uint64_t)s.stx_size);
-                os_reply_error_header(r, 416, OS_BAD_BODY, "Content-Range", cr, msg);
+                os_reply_error_header(r, os_code_status(OS_E_RANGE_NOT_SATISFIABLE),
+                                      os_code_name(OS_E_RANGE_NOT_SATISFIABLE), "Content-Range", cr,
+                                      msg);
         }
 }
 
@@ -104,7 +106,7 @@ static void ljob_failed(void *data, sh_request *r, bool sent, int k)
         ljob *j = data;
 
         if (!sent)
-                os_reply_error(r, 500, OS_RUNTIME, "read '%s': %s", j->shown, strerror(-k));
+                os_reply_code(r, OS_E_RUNTIME, "read '%s': %s", j->shown, strerror(-k));
         else
                 log_warn("download-cut", sh_request_log_id(r),
                          "line mode of '%s': %s; the answer was cut", j->shown, strerror(-k));
@@ -120,7 +122,7 @@ static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limi
         if (!j || !(j->shown = strdup(shown))) {
                 free(j);
                 sh_close(fd);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         sh_fs_lines_init(&j->l, fd, offset, limit);
@@ -201,7 +203,7 @@ static int wjob_again(void *data, sh_buf *b)
                 return -1;
         }
         if (sh_buf_append(b, "[", 1) < 0)
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+                return os_err_code(&j->e, OS_E_RUNTIME, "out of memory");
         return 0;
 }
 
@@ -216,18 +218,18 @@ static int wjob_add(wjob *j, sh_buf *b, const sh_fs_entry *e)
 
         cJSON_Delete(fi);
         if (!text)
-                os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+                os_err_code(&j->e, OS_E_RUNTIME, "out of memory");
         else if (++j->count > WALK_ENTRIES_MAX)
-                os_err_set(&j->e, 400, OS_BAD_BODY,
-                           "more than %u entries: narrow the path or depth", WALK_ENTRIES_MAX);
+                os_err_code(&j->e, OS_E_BAD_BODY, "more than %u entries: narrow the path or depth",
+                            WALK_ENTRIES_MAX);
         else if ((j->bytes += strlen(text) + comma) > j->max)
-                os_err_set(&j->e, 400, OS_BAD_BODY,
-                           "the answer would pass %" PRIu64
-                           " bytes (SANDBOX_HOST_LISTING_MAX): narrow the path or depth",
-                           j->max);
+                os_err_code(&j->e, OS_E_BAD_BODY,
+                            "the answer would pass %" PRIu64
+                            " bytes (SANDBOX_HOST_LISTING_MAX): narrow the path or depth",
+                            j->max);
         else if ((comma && sh_buf_append(b, ",", 1) < 0) ||
                  sh_buf_append(b, text, strlen(text)) < 0)
-                os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+                os_err_code(&j->e, OS_E_RUNTIME, "out of memory");
         else
                 r = 0;
         free(text);
@@ -244,16 +246,16 @@ static int wjob_step(void *data, sh_buf *b)
         int k = sh_fs_walk_next(j->w, &e, &err);
 
         if (k < 0 && err && err->errnum == E2BIG)
-                os_err_set(&j->e, 400, OS_BAD_BODY,
-                           "'%s': the directories on one path below it hold more than %u MiB "
-                           "of names: narrow the path or depth",
-                           j->shown, WALK_HELD_MAX >> 20);
+                os_err_code(&j->e, OS_E_BAD_BODY,
+                            "'%s': the directories on one path below it hold more than %u MiB "
+                            "of names: narrow the path or depth",
+                            j->shown, WALK_HELD_MAX >> 20);
         else if (k < 0)
                 f_error(&j->e, err ? err->errnum : EIO, j->shown, "list");
         else if (k == 1 && wjob_add(j, b, &e) < 0)
                 k = -1;
         else if (k == 0 && sh_buf_append(b, "]", 1) < 0)
-                k = os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+                k = os_err_code(&j->e, OS_E_RUNTIME, "out of memory");
         sh_error_release(&err);
         return k < 0 ? -1 : k;
 }
@@ -284,8 +286,8 @@ static int walk_top(fctx *f, const char *p, const char *shown, os_err *e)
         if ((fd = f_open(f, p, O_PATH | O_NOFOLLOW, &s, shown, "list", e)) < 0)
                 return -1;
         if (S_ISLNK(s.stx_mode))
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "'%s' is a link: pass the directory it names", shown);
+                return os_err_code(e, OS_E_BAD_BODY, "'%s' is a link: pass the directory it names",
+                                   shown);
         if (!S_ISDIR(s.stx_mode))
                 return f_error(e, ENOTDIR, shown, "list");
         if (!f_may(f, fd, &s, OS_MAY_READ | OS_MAY_EXEC))
@@ -300,7 +302,7 @@ static void run_walk(sh_request *r, const char *pattern, unsigned depth)
         wjob *j;
 
         if (!q) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
                 return;
         }
         j = calloc(1, sizeof(*j));
@@ -308,7 +310,7 @@ static void run_walk(sh_request *r, const char *pattern, unsigned depth)
                 if (j)
                         free(j->pattern);
                 free(j);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         j->f.root = j->top = -1;
@@ -362,7 +364,7 @@ void os_files_search(sh_request *r)
         const char *pattern = pat && pat->val_len ? pat->val : "**";
 
         if (pat && memchr(pat->val, '\0', pat->val_len)) {
-                os_reply_error(r, 400, OS_BAD_BODY, "the pattern holds a NUL byte");
+                os_reply_code(r, OS_E_BAD_BODY, "the pattern holds a NUL byte");
                 return;
         }
         run_walk(r, pattern, WALK_DEPTH_MAX);
@@ -405,7 +407,7 @@ static int info_entry(f_pjob *j, sh_request *r)
         fi = f_file_info(&j->f, qp->val, &s);
         if (!fi || !cJSON_AddItemToObject(j->out, qp->val, fi)) {
                 cJSON_Delete(fi);
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
+                return os_err_code(&j->e, OS_E_RUNTIME, "out of memory");
         }
         return 1;
 }
@@ -416,11 +418,11 @@ void os_files_info(sh_request *r)
         cJSON *out;
 
         if (f_query_paths(r, ps, 1) == 0) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
                 return;
         }
         if (!(out = cJSON_CreateObject())) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         f_pjob_run(r, NULL, out, info_entry);

@@ -40,8 +40,8 @@ int f_mkdir_p(fctx *f, const char *path, mode_t mode, const sh_fs_owner *own, co
         fd = sh_fs_mkdir_p_at(&f->fs, path, mode, own, &err);
         if (fd < 0 && !f->kfs && (err->errnum == ENOTDIR || err->errnum == EEXIST)) {
                 sh_error_release(&err);
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "mkdir: '%s': a component is not a directory", shown);
+                return os_err_code(e, OS_E_BAD_BODY, "mkdir: '%s': a component is not a directory",
+                                   shown);
         }
         if (fd < 0)
                 return f_fail(f, &err, shown, "mkdir", e);
@@ -129,21 +129,21 @@ static int upload_meta(upload *u)
         int r = -1;
 
         if (sh_buf_append(&u->meta, "", 1) < 0)
-                return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
+                return os_err_code(&u->e, OS_E_RUNTIME, "out of memory");
         /* as every /v1 JSON body: a NUL in the path would cut it */
         j = sh_json_parse_text(u->meta.p, &mlen, 0, &why);
         u->meta.len = 0;
         path = j ? cJSON_GetObjectItemCaseSensitive(j, "path") : NULL;
         if (!cJSON_IsObject(j) || !cJSON_IsString(path) || !*path->valuestring) {
-                os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                           "the metadata part is JSON {path, owner?, group?, mode?}");
+                os_err_code(&u->e, OS_E_INVALID_FILE_METADATA,
+                            "the metadata part is JSON {path, owner?, group?, mode?}");
                 goto out;
         }
         free(u->shown);
         free(u->path);
         u->path = NULL;
         if (!(u->shown = strdup(path->valuestring))) {
-                os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
+                os_err_code(&u->e, OS_E_RUNTIME, "out of memory");
                 goto out;
         }
         if (!(u->path = f_path(u->shown, strlen(u->shown), &u->e)) ||
@@ -203,32 +203,32 @@ static int upload_event(void *data, upload_ev ev, const char *p, size_t n)
         case UP_BEGIN:
                 if (STREQ(p, "metadata")) {
                         if (u->st == U_FILE_NEXT)
-                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                                                  "two metadata parts in a row: each is followed "
-                                                  "by its file part");
+                                return os_err_code(&u->e, OS_E_INVALID_FILE_METADATA,
+                                                   "two metadata parts in a row: each is followed "
+                                                   "by its file part");
                         u->st = U_IN_META;
                         u->meta.len = 0;
                 } else if (STREQ(p, "file")) {
                         if (u->st != U_FILE_NEXT)
-                                return os_err_set(
-                                        &u->e, 400, "INVALID_FILE_METADATA",
+                                return os_err_code(
+                                        &u->e, OS_E_INVALID_FILE_METADATA,
                                         "a file part without its metadata part before it");
                         u->st = U_IN_FILE;
                 } else {
                         u->st = u->st == U_FILE_NEXT ? U_FILE_NEXT : U_OTHER;
                         if (u->st == U_FILE_NEXT)
-                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                                                  "the part after a metadata part is its file");
+                                return os_err_code(&u->e, OS_E_INVALID_FILE_METADATA,
+                                                   "the part after a metadata part is its file");
                 }
                 return 0;
         case UP_DATA:
                 if (u->st == U_IN_META) {
                         if (u->meta.len + n > METADATA_MAX)
-                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                                                  "a metadata part is at most %u bytes",
-                                                  METADATA_MAX);
+                                return os_err_code(&u->e, OS_E_INVALID_FILE_METADATA,
+                                                   "a metadata part is at most %u bytes",
+                                                   METADATA_MAX);
                         if (sh_buf_append(&u->meta, p, n) < 0)
-                                return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
+                                return os_err_code(&u->e, OS_E_RUNTIME, "out of memory");
                 } else if (u->st == U_IN_FILE) {
                         sh_error *err = NULL;
 
@@ -294,13 +294,13 @@ static int upload_begin(sh_request *r, void **state)
 
         *state = NULL;
         if (sh_mp_boundary(ct, boundary, &err) < 0) {
-                os_reply_error(r, 400, OS_BAD_BODY, "%s",
-                               err ? err->msg : "the body is multipart/form-data with a boundary");
+                os_reply_code(r, OS_E_BAD_BODY, "%s",
+                              err ? err->msg : "the body is multipart/form-data with a boundary");
                 return -1;
         }
         u = calloc(1, sizeof(*u));
         if (!u) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return -1;
         }
         u->t = (sh_fs_staged){.pfd = -1, .trashfd = -1};
@@ -308,8 +308,8 @@ static int upload_begin(sh_request *r, void **state)
         /* a declared body over the bound is refused before any byte is read */
         if (sh_request_declared_over(r, u->max)) {
                 free(u);
-                os_reply_error(r, 413, OS_BAD_BODY, "the upload is over %" PRIu64 " bytes",
-                               os_ctx_of(r)->cfg->upload_max);
+                os_reply_code(r, OS_E_BODY_TOO_LARGE, "the upload is over %" PRIu64 " bytes",
+                              os_ctx_of(r)->cfg->upload_max);
                 return -1;
         }
         if (fctx_init(r, &u->f) < 0) {
@@ -318,7 +318,7 @@ static int upload_begin(sh_request *r, void **state)
         }
         if (sh_mp_new(ct, &upload_parts, u, &u->mp, &err) < 0) {
                 upload_free(u);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return -1;
         }
         *state = u;
@@ -334,7 +334,8 @@ static int upload_data(sh_request *r, void *state, const char *p, size_t n)
                 return -1;
         u->seen += n;
         if (u->seen > u->max) {
-                os_err_set(&u->e, 413, OS_BAD_BODY, "the upload is over %" PRIu64 " bytes", u->max);
+                os_err_code(&u->e, OS_E_BODY_TOO_LARGE, "the upload is over %" PRIu64 " bytes",
+                            u->max);
                 u->failed = true;
                 upload_drop(u);
                 return -1;
@@ -349,8 +350,8 @@ static int upload_data(sh_request *r, void *state, const char *p, size_t n)
         if (sh_mp_feed(u->mp, p, n, &err) < 0) {
                 /* the parser's own refusal (a refusal of upload_event is in u->e already) */
                 if (!u->e.status)
-                        os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
-                                   err ? err->msg : "the body is not multipart/form-data");
+                        os_err_code(&u->e, OS_E_BAD_BODY, "%s",
+                                    err ? err->msg : "the body is not multipart/form-data");
                 u->failed = true;
                 upload_drop(u);
                 return -1;
@@ -365,13 +366,13 @@ static int upload_end(sh_request *r, void *state)
 
         /* a cut body (no closing delimiter) or one without any boundary */
         if (!u->failed && sh_mp_finish(u->mp, &err) < 0)
-                os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
-                           err ? err->msg : "the multipart body is cut");
+                os_err_code(&u->e, OS_E_BAD_BODY, "%s",
+                            err ? err->msg : "the multipart body is cut");
         else if (!u->failed && u->st == U_FILE_NEXT)
-                os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                           "a metadata part without its file part");
+                os_err_code(&u->e, OS_E_INVALID_FILE_METADATA,
+                            "a metadata part without its file part");
         else if (!u->failed && u->pairs == 0)
-                os_err_set(&u->e, 400, "INVALID_FILE_METADATA", "no metadata and file parts");
+                os_err_code(&u->e, OS_E_INVALID_FILE_METADATA, "no metadata and file parts");
         else if (!u->failed && sh_sandbox_deleted(u->f.sb))
                 f_gone(&u->e); /* what it wrote before the delete went with the sandbox */
         else if (!u->failed)
