@@ -1,17 +1,14 @@
 /* files.c: a sandbox's execd files and directories (OPENSANDBOX.md section 3.2) over the
- * sandbox's whole filesystem: every path is the sandbox's own absolute path, resolved below the
- * sandbox's root (sh_sandbox_open_root: its PID 1's root, opened per request, through the
- * mounts of its mount namespace) by fs/safe_open.c, so that no link, however it changes during
- * a call, leaves that root. The daemon acts as root there, so every route checks what the
- * sandbox's own uid may do (docs/security.md "The OpenSandbox file API"): kernel filesystems
- * (/proc, /dev/pts, ...) are never served, a file the sandbox does not own is read or changed
- * only as its mode allows the sandbox's uid, FIFOs and devices are refused without being opened,
- * new entries belong to the sandbox's uid/gid, and the read-only image refuses every write
- * (EROFS). This file: the request's view of its sandbox and those rules (the policy its fs
- * operations take: sh_fs_ctx), execd's errors, paths, ids, modes and FileInfo, the jobs of the
- * loop of many paths, the route table; the routes themselves in files_read.c, files_write.c and
- * files_change.c (files.h). */
-#include <ctype.h>
+ * sandbox's whole filesystem: every path is the sandbox's own absolute path, resolved below its
+ * root (sh_sandbox_open_root: its PID 1's root, through the mounts of its mount namespace) by
+ * fs/safe_open.c, so that no link, however it changes during a call, leaves that root. The
+ * daemon acts as root there, so every route checks what the sandbox's own uid may do
+ * (docs/security.md "The OpenSandbox file API"): kernel filesystems (/proc, /dev/pts, ...) are
+ * never served, a file the sandbox does not own is read or changed only as its mode and ACL allow
+ * the sandbox's uid, FIFOs and devices are refused without being opened, new entries are the
+ * sandbox's, and the read-only image refuses every write (EROFS). These rules are the policy its
+ * fs operations take (sh_fs_ctx). This file: that policy, execd's errors, paths, ids, modes and
+ * FileInfo, the jobs of the loop and those of many paths, the route table. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -28,65 +25,7 @@
 
 SH_CAPABILITY(os_files, "opensandbox.files")
 
-/* ---- the sandbox's side --------------------------------------------------------------------- */
-
-void fctx_done(fctx *f)
-{
-        sh_close(f->root);
-        f->root = -1;
-        os_idmap_done(&f->users);
-        os_idmap_done(&f->groups);
-        if (f->sb)
-                sh_sandbox_trash_view_done(&f->tv);
-        /* not answered after its removal (refused, the client gone): removed anyway */
-        if (f->trashed)
-                sh_manager_trash_kick(f->mgr, f->sb);
-        f->trashed = false;
-        sh_sandbox_unref(f->sb);
-        f->sb = NULL;
-}
-
-static int f_may_read(void *data, int fd, const struct statx *s);
-
-/* The request's sandbox and its root, or a reply. */
-
-int fctx_init(sh_request *r, fctx *f)
-{
-        os_record *rec = os_request_record(r);
-        sh_sandbox *sb = rec ? os_record_sandbox(rec) : NULL;
-        const sh_fs_owner *own;
-
-        memset(f, 0, sizeof(*f));
-        f->r = r;
-        f->tv = (sh_sandbox_trash_view){.sb = sb, .trash = -1};
-        f->root = sb ? sh_sandbox_open_root(sb) : -1;
-        if (f->root < 0) {
-                os_reply_code(r, OS_E_RUNTIME_RETRY, "the sandbox's filesystem is not available");
-                return -1;
-        }
-        own = sh_sandbox_owner(sb);
-        f->uid = own->uid;
-        f->gid = own->gid;
-        f->mgr = os_ctx_of(r)->mgr;
-        f->sb = sh_sandbox_ref(sb);
-        f->id_base = os_ctx_of(r)->cfg->uid_base;
-        /* a request done in one turn of the loop spends at most a turn's steps; the jobs that
-         * take their lookups in slices (f_pjob_run, the replace) give themselves a request's */
-        f->budget.left = SH_SAFE_TURN_STEPS;
-        f->guard = (sh_safe_guard){f_dir_guard, f, &f->budget};
-        /* the parents mkdir -p makes are the sandbox's own, 0755 (a parent given away first
-         * would refuse the next level) */
-        f->fs = (sh_fs_ctx){.root = f->root,
-                            .guard = &f->guard,
-                            .may_change = f_may_create,
-                            .may_read = f_may_read,
-                            .trash = sh_sandbox_trash_of_view,
-                            .data = f,
-                            .trash_data = &f->tv,
-                            .trashfd = -1,
-                            .own = own};
-        return 0;
-}
+/* ---- the uid rules ---------------------------------------------------------------------------- */
 
 /* The kernel's own filesystems are refused whatever the sandbox mounted where: the daemon
  * acts as root in the init user namespace, and a sysctl, a cgroup or a sysfs attribute written
@@ -119,23 +58,13 @@ bool f_may(const fctx *f, int fd, const struct statx *s, unsigned want)
         return os_access_allowed(&ino, &acl, &who, want);
 }
 
-/* Why the sandbox may not write in directory fd: a read-only mount (the image) says so,
- * whatever its bits; else the bits (EACCES). */
-int f_denied(int fd)
-{
-        struct statvfs v;
-
-        return fstatvfs(fd, &v) == 0 && (v.f_flag & ST_RDONLY) ? EROFS : EACCES;
-}
-
-/* Every directory a lookup passes through, before anything in it is looked at: the sandbox's
- * uid must be allowed to search it (its own directories are its own: may), and it is
- * never on a kernel filesystem. So a file the sandbox could not reach itself, a world-readable
- * one below a 0700 directory of root's in the image (the default image is the host's /etc and
- * /usr), is never reached for it either, by its path or through any link it plants: the
- * guarded lookup is the walker of fs/safe_open.c, which sees each directory, links' targets
- * included (openat2 does the whole walk in the kernel, as root, and cannot be asked). */
-int f_dir_guard(void *data, int dirfd)
+/* The policy's guard: every directory a lookup passes through, before anything in it is looked
+ * at, must be one the sandbox's uid may search, and on no kernel filesystem. So a file the
+ * sandbox could not reach itself, a world-readable one below a 0700 directory of root's in the
+ * image (the default image is the host's /etc and /usr), is never reached for it either, by its
+ * path or through any link it plants: the guarded lookup is the walker of fs/safe_open.c, which
+ * sees each directory, links' targets included (openat2 walks in the kernel, as root). */
+static int dir_guard(void *data, int dirfd)
 {
         fctx *f = data;
         struct statx s;
@@ -152,10 +81,91 @@ int f_dir_guard(void *data, int dirfd)
         return f_may(f, dirfd, &s, OS_MAY_EXEC) ? 0 : -EACCES;
 }
 
+/* may_change: an entry is made in or removed from a directory the guard passes and the sandbox's
+ * uid may write; refused by a read-only mount (the image) whatever its bits (EROFS), else by
+ * the bits (EACCES). */
+static int may_change(void *data, int dirfd)
+{
+        struct statvfs v;
+        struct statx s;
+        int r;
+
+        if ((r = dir_guard(data, dirfd)) < 0 || (r = sh_fs_statx(dirfd, &s)) < 0)
+                return r;
+        if (f_may(data, dirfd, &s, OS_MAY_WRITE | OS_MAY_EXEC))
+                return 0;
+        return fstatvfs(dirfd, &v) == 0 && (v.f_flag & ST_RDONLY) ? -EROFS : -EACCES;
+}
+
+/* may_read: never on a kernel filesystem; a regular file as the sandbox's uid may read it. */
+static int may_read(void *data, int fd, const struct statx *s)
+{
+        fctx *f = data;
+
+        if (f_kernel_fs(fd)) {
+                f->kfs = true;
+                return -EACCES;
+        }
+        return !S_ISREG(s->stx_mode) || f_may(f, fd, s, OS_MAY_READ) ? 0 : -EACCES;
+}
+
+/* ---- the request's view of its sandbox -------------------------------------------------------- */
+
+int fctx_init(sh_request *r, fctx *f)
+{
+        os_record *rec = os_request_record(r);
+        sh_sandbox *sb = rec ? os_record_sandbox(rec) : NULL;
+        const sh_fs_owner *own;
+
+        memset(f, 0, sizeof(*f));
+        f->tv = (sh_sandbox_trash_view){.sb = sb, .trash = -1};
+        f->root = sb ? sh_sandbox_open_root(sb) : -1;
+        if (f->root < 0) {
+                os_reply_code(r, OS_E_RUNTIME_RETRY, "the sandbox's filesystem is not available");
+                return -1;
+        }
+        own = sh_sandbox_owner(sb);
+        f->uid = own->uid;
+        f->gid = own->gid;
+        f->mgr = os_ctx_of(r)->mgr;
+        f->sb = sh_sandbox_ref(sb);
+        f->id_base = os_ctx_of(r)->cfg->uid_base;
+        /* a request done in one turn of the loop spends at most a turn's steps; the jobs that
+         * take their lookups in slices (f_pjob_run, the replace) give themselves a request's */
+        f->budget.left = SH_SAFE_TURN_STEPS;
+        f->guard = (sh_safe_guard){dir_guard, f, &f->budget};
+        /* the parents mkdir -p makes are the sandbox's own, 0755 (a parent given away first
+         * would refuse the next level) */
+        f->fs = (sh_fs_ctx){.root = f->root,
+                            .guard = &f->guard,
+                            .may_change = may_change,
+                            .may_read = may_read,
+                            .trash = sh_sandbox_trash_of_view,
+                            .data = f,
+                            .trash_data = &f->tv,
+                            .trashfd = -1,
+                            .own = own};
+        return 0;
+}
+
+void fctx_done(fctx *f)
+{
+        f->root = sh_close(f->root);
+        os_idmap_done(&f->users);
+        os_idmap_done(&f->groups);
+        if (f->sb)
+                sh_sandbox_trash_view_done(&f->tv);
+        /* not answered after its removal (refused, the client gone): removed anyway */
+        if (f->trashed)
+                sh_manager_trash_kick(f->mgr, f->sb);
+        f->trashed = false;
+        sh_sandbox_unref(TAKE_PTR(f->sb));
+}
+
 /* ---- errors ------------------------------------------------------------------------------------ */
 
 /* errno of a file operation as execd's answer (codes.c: os_code_of_file_errno), in words the
- * client can act on; `shown` is the path as asked. Returns -1. */
+ * client can act on; `shown` is the path as asked. */
 int f_error(os_err *e, int errnum, const char *shown, const char *what)
 {
         char steps[200];
@@ -186,10 +196,49 @@ int f_refused_kfs(os_err *e, const char *shown)
                            shown);
 }
 
+int f_gone(os_err *e)
+{
+        return os_err_code(e, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
+}
+
+/* A kernel filesystem met on the way, a file that is no regular file where one is read, the
+ * trash view's refusal (ECANCELED: the sandbox deleted, or its workspace not available), else
+ * the errno. */
+int f_fail(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e)
+{
+        int errnum = *err ? (*err)->errnum : ENOMEM;
+        bool special = *err && (*err)->kind == SH_E_INVALID && !errnum; /* sh_fs_reopen_read's */
+        _cleanup_error_ sh_error *refused = TAKE_PTR(f->tv.refused);
+        bool kfs = f->kfs;
+
+        sh_error_release(err);
+        f->kfs = false;
+        if (kfs)
+                return f_refused_kfs(e, shown);
+        if (special)
+                return os_err_code(e, OS_E_BAD_BODY,
+                                   "'%s' is not a regular file (FIFOs, devices and sockets are not "
+                                   "read)",
+                                   shown);
+        if (errnum == ECANCELED && sh_error_kind_of(refused) == SH_E_SANDBOX_NOT_FOUND)
+                return f_gone(e);
+        if (errnum == ECANCELED)
+                return os_err_code(e, OS_E_RUNTIME_RETRY, "%s: the sandbox's workspace: %s", what,
+                                   refused && refused->msg ? refused->msg : "not available");
+        return f_error(e, errnum, shown, what);
+}
+
+int f_fail_mkdir(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e)
+{
+        if (f->kfs || !*err || (*err)->errnum != ENOTDIR)
+                return f_fail(f, err, shown, what, e);
+        sh_error_release(err);
+        return os_err_code(e, OS_E_BAD_BODY, "mkdir: '%s': a component is not a directory", shown);
+}
+
 /* ---- paths ------------------------------------------------------------------------------------- */
 
-/* The sandbox's path `raw` (n bytes: absolute, `~` or `~/...` for HOME, the workspace, or
- * relative to it) as a path below its root ("" for "/"), or NULL and e filled. */
+/* `~` or `~/...` is HOME, the workspace; a relative path is relative to it. */
 char *f_path(const char *raw, size_t n, os_err *e)
 {
         char *full = NULL, *norm = NULL;
@@ -215,16 +264,12 @@ char *f_path(const char *raw, size_t n, os_err *e)
         }
         r = sh_path_normalize(full, strlen(full), &norm);
         free(full);
-        if (r < 0) {
+        if (r < 0)
                 os_err_code(e, OS_E_BAD_BODY, "'%.*s' is not a valid path",
                             (int)(n > 200 ? 200 : n), raw);
-                return NULL;
-        }
-        return norm;
+        return r < 0 ? NULL : norm;
 }
 
-/* Resolve `path` below the root with open(2) `flags` (O_PATH, O_NOFOLLOW...), never on a kernel
- * filesystem; *s its statx. The fd, or -1 with e filled. */
 int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *shown,
            const char *what, os_err *e)
 {
@@ -242,73 +287,40 @@ int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *sh
         return TAKE_FD(fd);
 }
 
-int f_gone(os_err *e)
-{
-        return os_err_code(e, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
-}
-
-/* A failed fs operation (err, taken) as execd's answer: a kernel filesystem met on the way, a
- * file that is no regular file where one is read, the trash view's refusal (ECANCELED: the
- * sandbox deleted, or its workspace not available), else its errno. -1. */
-int f_fail(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e)
-{
-        int errnum = *err ? (*err)->errnum : ENOMEM;
-        bool special = *err && (*err)->kind == SH_E_INVALID && !errnum;
-        _cleanup_error_ sh_error *refused = TAKE_PTR(f->tv.refused);
-        bool kfs = f->kfs;
-
-        sh_error_release(err);
-        f->kfs = false;
-        if (kfs)
-                return f_refused_kfs(e, shown);
-        if (special) /* sh_fs_reopen_read's */
-                return os_err_code(e, OS_E_BAD_BODY,
-                                   "'%s' is not a regular file (FIFOs, devices and sockets are not "
-                                   "read)",
-                                   shown);
-        if (errnum == ECANCELED && sh_error_kind_of(refused) == SH_E_SANDBOX_NOT_FOUND)
-                return f_gone(e);
-        if (errnum == ECANCELED)
-                return os_err_code(e, OS_E_RUNTIME_RETRY, "%s: the sandbox's workspace: %s", what,
-                                   refused && refused->msg ? refused->msg : "not available");
-        return f_error(e, errnum, shown, what);
-}
-
-/* The parent directory of non-root `path` (O_PATH), checked: the sandbox may create and remove
- * entries in it (write and search: f_may_create). *base: the last component. The fd, or -1 with e
- * filled. */
-int f_parent(fctx *f, const char *path, const char **base, const char *shown, const char *what,
-             os_err *e)
+/* The parent of non-root `path` (O_PATH: sh_fs_open_parent, or sh_fs_open_parent_p making the
+ * missing ones, the sandbox's own, 0755), checked by may_change; *base: the last component. */
+int f_parent(fctx *f, const char *path, bool make, const char **base, const char *shown,
+             const char *what, os_err *e)
 {
         sh_error *err = NULL;
         int fd;
 
         if (!*path)
                 return os_err_code(e, OS_E_BAD_BODY, "%s: '/' itself cannot be changed", what);
-        if ((fd = sh_fs_open_parent(&f->fs, path, base, &err)) < 0)
-                return f_fail(f, &err, shown, what, e);
+        fd = make ? sh_fs_open_parent_p(&f->fs, path, base, &err)
+                  : sh_fs_open_parent(&f->fs, path, base, &err);
+        if (fd < 0)
+                return make ? f_fail_mkdir(f, &err, shown, what, e)
+                            : f_fail(f, &err, shown, what, e);
         return fd;
 }
 
-/* The same, the missing parents made first (the sandbox's own, 0755: sh_fs_open_parent_p). */
-int f_parent_p(fctx *f, const char *path, const char **base, const char *shown, const char *what,
-               os_err *e)
+/* A regular file for reading (sh_fs_open_read_at: never blocking, a FIFO or a device never
+ * opened; may_read asked before the open and of what was opened). */
+int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e)
 {
         sh_error *err = NULL;
-        int fd = sh_fs_open_parent_p(&f->fs, path, base, &err);
+        int fd;
 
-        if (fd < 0 && !f->kfs && err && err->errnum == ENOTDIR) {
-                sh_error_release(&err);
-                return os_err_code(e, OS_E_BAD_BODY, "mkdir: '%s': a component is not a directory",
-                                   shown);
-        }
-        return fd < 0 ? f_fail(f, &err, shown, what, e) : fd;
+        if (sh_fs_open_read_at(&f->fs, path, &fd, s, &err) < 0)
+                return f_fail(f, &err, shown, "read", e);
+        return fd;
 }
 
-/* ---- ids and modes ---------------------------------------------------------------------------- */
+/* ---- ids, modes, FileInfo ---------------------------------------------------------------------- */
 
-/* Read one of the image's files through the sandbox root, bounded, never blocking (a FIFO or a
- * device there is not read). Absent or unreadable: no names. */
+/* One of the image's files read through the sandbox's root, bounded, never blocking (a FIFO or
+ * a device there is not read). Absent or unreadable: no names. */
 static void read_idmap(fctx *f, const char *path, os_iddb_kind kind, os_idmap *m)
 {
         _cleanup_close_ int fd = -1;
@@ -316,24 +328,17 @@ static void read_idmap(fctx *f, const char *path, os_iddb_kind kind, os_idmap *m
         sh_error *err = NULL;
         uint64_t size;
         size_t got = 0;
+        ssize_t n;
 
         if (sh_fs_open_read(f->root, path, &fd, &size, &err) < 0) {
                 sh_error_release(&err);
                 return;
         }
-        if (f_kernel_fs(fd))
+        if (f_kernel_fs(fd) || !(buf = malloc(OS_IDDB_READ_MAX)))
                 return;
-        buf = malloc(OS_IDDB_READ_MAX);
-        if (!buf)
-                return;
-        while (got < OS_IDDB_READ_MAX) {
-                ssize_t n = read(fd, buf + got, OS_IDDB_READ_MAX - got);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;
-                got += (size_t)n;
-        }
+        while (got < OS_IDDB_READ_MAX &&
+               ((n = read(fd, buf + got, OS_IDDB_READ_MAX - got)) > 0 || (n < 0 && errno == EINTR)))
+                got += n > 0 ? (size_t)n : 0;
         if (os_idmap_parse(m, kind, buf, got) < 0)
                 log_warn("idmap-oom", NULL, "%s not read: out of memory", path);
 }
@@ -348,23 +353,19 @@ void f_read_maps(fctx *f)
 }
 
 /* A name (or decimal number) of the image's passwd/group as an id the sandbox may give: its
- * own, or one below the sandboxes' uid range (never another sandbox's). -1 with e filled. */
-int f_resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e)
+ * own, or one below the sandboxes' uid range (never another sandbox's). */
+static int resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e)
 {
         const char *what = group ? "group" : "owner";
-        uint32_t own = group ? f->gid : f->uid;
         int r;
 
-        if (!v || cJSON_IsNull(v)) {
-                *ret = own;
+        *ret = group ? f->gid : f->uid;
+        if (!v || cJSON_IsNull(v))
                 return 0;
-        }
         if (!cJSON_IsString(v))
                 return os_err_code(e, OS_E_BAD_BODY, "%s is a name", what);
-        if (!*v->valuestring) {
-                *ret = own;
+        if (!*v->valuestring)
                 return 0;
-        }
         f_read_maps(f);
         r = os_idmap_resolve(group ? &f->groups : &f->users, v->valuestring, ret);
         if (r == -ENOENT)
@@ -374,7 +375,7 @@ int f_resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e)
                 return os_err_code(e, OS_E_BAD_BODY,
                                    "%s '%.64s' is neither a name nor an id below 4294967295", what,
                                    v->valuestring);
-        if (*ret != own && *ret >= f->id_base)
+        if (*ret != (group ? f->gid : f->uid) && *ret >= f->id_base)
                 return os_err_code(e, OS_E_BAD_BODY,
                                    "%s '%.64s' is in the sandboxes' own id range: not given", what,
                                    v->valuestring);
@@ -388,7 +389,7 @@ int f_parse_mode(const cJSON *v, mode_t *ret, os_err *e)
         unsigned m;
         int r = os_mode_from_json(v, &m);
 
-        *ret = 0;
+        *ret = r < 0 ? 0 : (mode_t)m;
         if (r == -EPERM)
                 return os_err_code(e, OS_E_BAD_BODY,
                                    "mode %g: setuid, setgid and sticky bits are not given",
@@ -398,62 +399,62 @@ int f_parse_mode(const cJSON *v, mode_t *ret, os_err *e)
                                    v->valuedouble);
         if (r < 0)
                 return os_err_code(e, OS_E_BAD_BODY, "mode is a number such as 644");
-        *ret = (mode_t)m;
         return 0;
 }
 
-/* ---- FileInfo ----------------------------------------------------------------------------------- */
-
-static const char *type_name(mode_t m)
+int f_perms(fctx *f, const cJSON *o, sh_fs_owner *own, mode_t *mode, os_err *e)
 {
-        if (S_ISREG(m))
-                return "file";
-        if (S_ISDIR(m))
-                return "directory";
-        if (S_ISLNK(m))
-                return "symlink";
-        return "other";
+        if ((mode && f_parse_mode(cJSON_GetObjectItemCaseSensitive(o, "mode"), mode, e) < 0) ||
+            resolve_id(f, cJSON_GetObjectItemCaseSensitive(o, "owner"), false, &own->uid, e) < 0 ||
+            resolve_id(f, cJSON_GetObjectItemCaseSensitive(o, "group"), true, &own->gid, e) < 0)
+                return -1;
+        return 0;
 }
 
-static uint64_t ts_ms(const struct statx_timestamp *t)
+static bool add_time(cJSON *o, const char *key, const struct statx_timestamp *t)
 {
-        return t->tv_sec < 0 ? 0 : (uint64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
+        char text[32];
+
+        os_time_format(t->tv_sec < 0 ? 0 : (uint64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000, text);
+        return cJSON_AddStringToObject(o, key, text);
+}
+
+static bool add_id(cJSON *o, const char *key, const os_idmap *m, uint32_t id)
+{
+        const char *name = os_idmap_name(m, id);
+        char num[16];
+
+        snprintf(num, sizeof(num), "%u", id);
+        return cJSON_AddStringToObject(o, key, name ? name : num);
 }
 
 cJSON *f_file_info(fctx *f, const char *shown, const struct statx *s)
 {
+        const mode_t m = s->stx_mode;
         cJSON *o = cJSON_CreateObject();
-        char t[32], num[16];
-        const char *name;
 
         f_read_maps(f);
-        if (!o || !cJSON_AddStringToObject(o, "path", shown) ||
-            !cJSON_AddStringToObject(o, "type", type_name(s->stx_mode)) ||
-            !cJSON_AddNumberToObject(o, "size", (double)s->stx_size))
-                goto oom;
-        os_time_format(ts_ms(&s->stx_mtime), t);
-        if (!cJSON_AddStringToObject(o, "modified_at", t))
-                goto oom;
-        /* the birth time where the filesystem keeps one, else the last status change */
-        os_time_format(ts_ms((s->stx_mask & STATX_BTIME) ? &s->stx_btime : &s->stx_ctime), t);
-        if (!cJSON_AddStringToObject(o, "created_at", t))
-                goto oom;
-        name = os_idmap_name(&f->users, s->stx_uid);
-        snprintf(num, sizeof(num), "%u", s->stx_uid);
-        if (!cJSON_AddStringToObject(o, "owner", name ? name : num))
-                goto oom;
-        name = os_idmap_name(&f->groups, s->stx_gid);
-        snprintf(num, sizeof(num), "%u", s->stx_gid);
-        if (!cJSON_AddStringToObject(o, "group", name ? name : num) ||
-            !cJSON_AddNumberToObject(o, "mode", (double)os_mode_to_decimal(s->stx_mode)))
-                goto oom;
-        return o;
-oom:
+        /* created: the birth time where the filesystem keeps one, else the last status change */
+        if (o && cJSON_AddStringToObject(o, "path", shown) &&
+            cJSON_AddStringToObject(o, "type",
+                                    S_ISREG(m)   ? "file"
+                                    : S_ISDIR(m) ? "directory"
+                                    : S_ISLNK(m) ? "symlink"
+                                                 : "other") &&
+            cJSON_AddNumberToObject(o, "size", (double)s->stx_size) &&
+            add_time(o, "modified_at", &s->stx_mtime) &&
+            add_time(o, "created_at",
+                     (s->stx_mask & STATX_BTIME) ? &s->stx_btime : &s->stx_ctime) &&
+            add_id(o, "owner", &f->users, s->stx_uid) &&
+            add_id(o, "group", &f->groups, s->stx_gid) &&
+            cJSON_AddNumberToObject(o, "mode", (double)os_mode_to_decimal(m)))
+                return o;
         cJSON_Delete(o);
         return NULL;
 }
 
-/* Every `path=` of the query, in order; none -> 400 MISSING_QUERY. */
+/* ---- the query, bodies ---------------------------------------------------------------------- */
+
 size_t f_query_paths(sh_request *r, const sh_query_param **out, size_t max)
 {
         const sh_query *q = sh_request_query(r);
@@ -462,7 +463,16 @@ size_t f_query_paths(sh_request *r, const sh_query_param **out, size_t max)
         for (size_t i = 0; q && i < q->n && n < max; i++)
                 if (STREQ(q->v[i].key, "path"))
                         out[n++] = &q->v[i];
+        if (n == 0)
+                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
         return n;
+}
+
+const sh_query_param *f_query_path(sh_request *r)
+{
+        const sh_query_param *ps[1];
+
+        return f_query_paths(r, ps, 1) ? ps[0] : NULL;
 }
 
 const sh_query_param *f_query_one(sh_request *r, const char *key)
@@ -470,52 +480,30 @@ const sh_query_param *f_query_one(sh_request *r, const char *key)
         return sh_query_find(sh_request_query(r), key);
 }
 
-/* May the sandbox's uid read the entry of fd (sh_fs_ctx's may_read: before it is opened and
- * again once it is): never on a kernel filesystem, a regular file as its bits allow. */
-static int f_may_read(void *data, int fd, const struct statx *s)
-{
-        fctx *f = data;
-
-        if (f_kernel_fs(fd)) {
-                f->kfs = true;
-                return -EACCES;
-        }
-        return !S_ISREG(s->stx_mode) || f_may(f, fd, s, OS_MAY_READ) ? 0 : -EACCES;
-}
-
-/* A regular file for reading (sh_fs_open_read_at: never blocking, a FIFO or a device never
- * opened), checked by f_may_read. The fd or -1 with e filled. */
-int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e)
-{
-        sh_error *err = NULL;
-        int fd;
-
-        if (sh_fs_open_read_at(&f->fs, path, &fd, s, &err) < 0)
-                return f_fail(f, &err, shown, "read", e);
-        return fd;
-}
-
 int f_query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present)
 {
         const sh_query_param *q = f_query_one(r, key);
-        char *end;
 
         *present = q != NULL;
         *ret = 0;
-        if (!q)
+        if (!q || sh_parse_u64(q->val, ret) == 0)
                 return 0;
-        errno = 0;
-        *ret = strtoull(q->val, &end, 10);
-        if (!q->val_len || !isdigit((unsigned char)q->val[0]) || *end || errno) {
-                os_reply_code(r, OS_E_BAD_BODY, "'%s' is a whole number", key);
-                return -1;
-        }
-        return 0;
+        os_reply_code(r, OS_E_BAD_BODY, "'%s' is a whole number", key);
+        return -1;
 }
 
-/* A job of these routes (a listing, a search, a line-mode download, a replacement, a recursive
- * delete, a request of many paths) embeds its sh_request_job first: its steps are given the job.
- * The request went (its client left, or shutdown): no slice runs any more, no answer waits. */
+bool f_body_bounded(sh_request *r, cJSON *body)
+{
+        if (cJSON_GetArraySize(body) <= PATHS_MAX)
+                return true;
+        cJSON_Delete(body);
+        os_reply_code(r, OS_E_BAD_BODY, "a body holds at most %u entries", PATHS_MAX);
+        return false;
+}
+
+/* ---- jobs of the loop, the answers that wait for the trash ------------------------------------ */
+
+/* The request went (its client left, or shutdown): no slice runs any more, no answer waits. */
 void f_job_gone(void *data)
 {
         sh_request_job_gone(data);
@@ -526,7 +514,6 @@ ssize_t f_job_read(void *data, char *out, size_t max)
         return sh_request_job_read(data, out, max);
 }
 
-/* Its budget rj->job.steps and .ns as the caller set them (0: the default). */
 bool f_job_start(sh_request_job *rj, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
                  const char *what)
 {
@@ -536,15 +523,40 @@ bool f_job_start(sh_request_job *rj, sh_request *r, const sh_pending_ops *ops, i
         return true;
 }
 
+/* A delete or a replace is answered once the space it freed is free again, as when the daemon
+ * freed it itself (sh_request_hold, its waiter handed to sh_manager_trash_wait), and the
+ * sandbox's remover runs once for the request. */
+void f_trashed(fctx *f, int k)
+{
+        if (k > 0)
+                f->trashed = true;
+}
+
+void f_answer(fctx *f, sh_request *r, sh_request_job *rj, unsigned status, cJSON *body)
+{
+        sh_response *resp = body ? sh_response_json(body) : sh_response_empty();
+        sh_waiter *w;
+
+        if (!f->trashed) {
+                sh_reply(rj ? sh_request_job_request(rj) : r, status, resp);
+                if (rj)
+                        sh_request_job_done(rj);
+                return;
+        }
+        f->trashed = false;
+        w = rj ? sh_request_job_hold(rj, status, resp) : sh_request_hold(r, status, resp);
+        if (!sh_manager_trash_wait(f->mgr, f->sb, w) && w)
+                w->done(w);
+}
+
 /* ---- many-path requests: info, permissions, mv, directories ---------------------------------- */
 
-/* A request of many paths is a job of the loop too (f_job): its entries are done in order, one a
- * step, each step charged the lookup steps its entry used, so a slice takes them up until it
- * has used SH_LOOP_JOB_STEPS lookup steps or SH_LOOP_JOB_NS, then the loop serves everyone
- * else. All its lookups together draw from a request's budget (SH_SAFE_REQUEST_STEPS) and each
- * lookup from its own bound (SH_SAFE_LOOKUP_STEPS), so one slice costs at most the steps of one
- * slice and one entry, and the whole request at most its budget. The first entry refused is the
- * answer. */
+/* A request of many paths is a job of the loop too: its entries are done in order, one a step,
+ * each step charged the lookup steps its entry used, so a slice takes them up until it has used
+ * SH_LOOP_JOB_STEPS lookup steps or SH_LOOP_JOB_NS, then the loop serves everyone else. All its
+ * lookups together draw from a request's budget (SH_SAFE_REQUEST_STEPS) and each lookup from its
+ * own bound (SH_SAFE_LOOKUP_STEPS), so one slice costs at most the steps of one slice and one
+ * entry, and the whole request at most its budget. The first entry refused is the answer. */
 
 static void pjob_release(void *data)
 {
@@ -558,13 +570,12 @@ static void pjob_release(void *data)
 
 static const sh_pending_ops pjob_ops = {.gone = f_job_gone, .release = pjob_release};
 
-/* One entry: charged the lookup steps it took (at least one). */
 static int pjob_step(void *data)
 {
         f_pjob *j = data;
         sh_request *r = sh_request_job_request(&j->rj);
         uint64_t left = j->f.budget.left;
-        int more = j->entry(j, r);
+        int more = j->entry(j);
 
         if (more > 0)
                 return left - j->f.budget.left > 1 ? (int)(left - j->f.budget.left) : 1;
@@ -577,8 +588,7 @@ static int pjob_step(void *data)
         return sh_request_job_done(&j->rj);
 }
 
-/* Run `entry` over the body's entries (body and out taken; both NULL for none) from the loop. */
-void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *, sh_request *))
+void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *))
 {
         f_pjob *j = calloc(1, sizeof(*j));
 
@@ -588,10 +598,7 @@ void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *, s
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
-        j->body = body;
-        j->next = body ? body->child : NULL;
-        j->out = out;
-        j->entry = entry;
+        *j = (f_pjob){.body = body, .next = body ? body->child : NULL, .out = out, .entry = entry};
         if (fctx_init(r, &j->f) < 0) {
                 pjob_release(j);
                 return;
@@ -601,19 +608,7 @@ void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *, s
                 pjob_release(j);
 }
 
-/* A body of at most PATHS_MAX entries, or a 400 naming the bound (the body is then freed). */
-bool f_body_bounded(sh_request *r, cJSON *body)
-{
-        if (cJSON_GetArraySize(body) <= PATHS_MAX)
-                return true;
-        cJSON_Delete(body);
-        os_reply_code(r, OS_E_BAD_BODY, "a body holds at most %u entries", PATHS_MAX);
-        return false;
-}
-
-/* The body {path: {owner?, group?, mode}} of at most PATHS_MAX entries, run by `entry` (a 400
- * otherwise). */
-void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *, sh_request *))
+void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *))
 {
         bool empty;
         cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty);
@@ -623,14 +618,11 @@ void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *, sh_request *))
         if (!cJSON_IsObject(body)) {
                 cJSON_Delete(body);
                 os_reply_code(r, OS_E_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
-                return;
-        }
-        if (f_body_bounded(r, body))
+        } else if (f_body_bounded(r, body)) {
                 f_pjob_run(r, body, NULL, entry);
+        }
 }
 
-/* The next entry of such a body, its path below the root in *p: NULL when none is left; the body
- * itself (j->body) when its path is refused (j->e filled). */
 const cJSON *f_pjob_next(f_pjob *j, char **p)
 {
         const cJSON *it = j->next;
@@ -643,38 +635,34 @@ const cJSON *f_pjob_next(f_pjob *j, char **p)
 
 /* ---- routes ----------------------------------------------------------------------------------- */
 
+/* A route of the sandbox's execd, and its twin: every other method, refused in execd's shape. */
+#define ROUTE(path, methods, sink, handler)                                                        \
+        {                                                                                          \
+                OS_EXECD_PATH path, methods, sink, handler, OS_EXECD_FLAGS                         \
+        }
+#define OTHERS(path) ROUTE(path, OS_EXECD_METHODS, NULL, os_execd_wrong_method)
+
 const sh_route os_files_routes[] = {
-        {OS_EXECD_PATH "/files/info", SH_M_GET, NULL, os_files_info, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/info", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files", SH_M_DELETE, NULL, os_files_delete, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files", OS_EXECD_METHODS, NULL, os_execd_wrong_method, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/permissions", SH_M_POST, &sh_body_buffer, os_files_permissions,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/permissions", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/mv", SH_M_POST, &sh_body_buffer, os_files_move, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/mv", OS_EXECD_METHODS, NULL, os_execd_wrong_method, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/search", SH_M_GET, NULL, os_files_search, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/search", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/replace", SH_M_POST, &sh_body_buffer, os_files_replace,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/replace", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/upload", SH_M_POST, &os_files_upload_sink, os_files_upload,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/upload", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/download", SH_M_GET, NULL, os_files_download, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/download", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories/list", SH_M_GET, NULL, os_files_list, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories/list", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories", SH_M_POST, &sh_body_buffer, os_files_mkdirs, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories", SH_M_DELETE, NULL, os_files_rmdirs, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
+        ROUTE("/files/info", SH_M_GET, NULL, os_files_info),
+        OTHERS("/files/info"),
+        ROUTE("/files", SH_M_DELETE, NULL, os_files_delete),
+        OTHERS("/files"),
+        ROUTE("/files/permissions", SH_M_POST, &sh_body_buffer, os_files_permissions),
+        OTHERS("/files/permissions"),
+        ROUTE("/files/mv", SH_M_POST, &sh_body_buffer, os_files_move),
+        OTHERS("/files/mv"),
+        ROUTE("/files/search", SH_M_GET, NULL, os_files_search),
+        OTHERS("/files/search"),
+        ROUTE("/files/replace", SH_M_POST, &sh_body_buffer, os_files_replace),
+        OTHERS("/files/replace"),
+        ROUTE("/files/upload", SH_M_POST, &os_files_upload_sink, os_files_upload),
+        OTHERS("/files/upload"),
+        ROUTE("/files/download", SH_M_GET, NULL, os_files_download),
+        OTHERS("/files/download"),
+        ROUTE("/directories/list", SH_M_GET, NULL, os_files_list),
+        OTHERS("/directories/list"),
+        ROUTE("/directories", SH_M_POST, &sh_body_buffer, os_files_mkdirs),
+        ROUTE("/directories", SH_M_DELETE, NULL, os_files_rmdirs),
+        OTHERS("/directories"),
 };
 const size_t os_files_n_routes = ARRAY_SIZE(os_files_routes);

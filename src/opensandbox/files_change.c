@@ -1,9 +1,8 @@
 /* files_change.c: the execd file routes that change entries (OPENSANDBOX.md section 3.2):
- * DELETE /files, permissions, mv, replace (fs/replace.c in slices), POST and DELETE
+ * DELETE /files, permissions, mv, replace (sh_fs_replace_file in slices), POST and DELETE
  * /directories (into the trash, or the tree remover in slices: sh_fs_rmdir). */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,30 @@
 
 /* ---- DELETE /files ------------------------------------------------------------------------------ */
 
+/* One path: 0 (removed, or absent: fine), or -1 refused with e filled. */
+static int delete_one(fctx *f, const char *shown, size_t n, os_err *e)
+{
+        _cleanup_free_ char *p = f_path(shown, n, e);
+        sh_error *err = NULL;
+        int k;
+
+        if (!p || !*p) /* '/' itself is refused */
+                return p ? f_parent(f, p, false, NULL, shown, "delete", e) : -1;
+        /* the entry itself, never what a link names, into the trash (sh_fs_unlink_file); a
+         * directory swapped in meanwhile is refused (put back) */
+        if ((k = sh_fs_unlink_file(&f->fs, p, &err)) >= 0) {
+                f_trashed(f, k);
+                return 0;
+        }
+        if (err && err->errnum == EISDIR && !f->kfs) {
+                sh_error_release(&err);
+                return os_err_code(e, OS_E_BAD_BODY,
+                                   "'%s' is a directory: DELETE /directories removes it", shown);
+        }
+        f_fail(f, &err, shown, "delete", e);
+        return STREQ(e->code, os_code_name(OS_E_FILE_NOT_FOUND)) ? 0 : -1;
+}
+
 void os_files_delete(sh_request *r)
 {
         _cleanup_(fctx_done) fctx f = {.root = -1};
@@ -21,41 +44,13 @@ void os_files_delete(sh_request *r)
         size_t n = f_query_paths(r, ps, PATHS_MAX);
         os_err e;
 
-        if (n == 0) {
-                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
-                return;
-        }
-        if (fctx_init(r, &f) < 0)
+        if (n == 0 || fctx_init(r, &f) < 0)
                 return;
         for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *p = f_path(ps[i]->val, ps[i]->val_len, &e);
-                sh_error *err = NULL;
-                int k;
-
-                if (p && !*p) {
-                        f_parent(&f, p, NULL, ps[i]->val, "delete", &e);
+                if (delete_one(&f, ps[i]->val, ps[i]->val_len, &e) < 0) {
                         os_reply_err(r, &e);
                         return;
                 }
-                /* the entry itself, never what a link names, into the trash (sh_sandbox_trash_view); a
-                 * directory swapped in meanwhile is refused (put back) */
-                k = p ? sh_fs_unlink_file(&f.fs, p, &err) : -1;
-                if (k < 0 && err && err->errnum == EISDIR && !f.kfs) {
-                        sh_error_release(&err);
-                        os_reply_code(r, OS_E_BAD_BODY,
-                                      "'%s' is a directory: DELETE /directories removes it",
-                                      ps[i]->val);
-                        return;
-                }
-                if (k < 0 && p)
-                        f_fail(&f, &err, ps[i]->val, "delete", &e);
-                if (k < 0 && STREQ(e.code, os_code_name(OS_E_FILE_NOT_FOUND)))
-                        continue; /* absent is fine */
-                if (k < 0) {
-                        os_reply_err(r, &e);
-                        return;
-                }
-                f_trashed(&f, k);
         }
         f_answer(&f, r, NULL, 200, NULL);
 }
@@ -63,55 +58,52 @@ void os_files_delete(sh_request *r)
 /* ---- POST /files/permissions -------------------------------------------------------------------- */
 
 /* {owner?, group?, mode?} on the entry at p (links followed inside the root, as chmod(1)):
- * only on the sandbox's own entries. */
+ * only on the sandbox's own entries; an owner or a group absent is kept. */
 static int set_perm(fctx *f, const char *p, const char *shown, const cJSON *perm, os_err *e)
 {
-        _cleanup_close_ int fd = -1;
         const cJSON *owner = cJSON_GetObjectItemCaseSensitive(perm, "owner");
         const cJSON *group = cJSON_GetObjectItemCaseSensitive(perm, "group");
+        _cleanup_close_ int fd = -1;
+        sh_fs_owner own;
         struct statx s;
-        uint32_t uid, gid;
         mode_t mode;
         char proc[64];
 
         if (!cJSON_IsObject(perm))
                 return os_err_code(e, OS_E_BAD_BODY, "'%s': permissions are {owner?, group?, mode}",
                                    shown);
-        if (f_parse_mode(cJSON_GetObjectItemCaseSensitive(perm, "mode"), &mode, e) < 0)
-                return -1;
-        if ((fd = f_open(f, p, O_PATH, &s, shown, "chmod", e)) < 0)
+        if (f_parse_mode(cJSON_GetObjectItemCaseSensitive(perm, "mode"), &mode, e) < 0 ||
+            (fd = f_open(f, p, O_PATH, &s, shown, "chmod", e)) < 0)
                 return -1;
         if (!S_ISREG(s.stx_mode) && !S_ISDIR(s.stx_mode))
                 return os_err_code(e, OS_E_BAD_BODY, "'%s' is not a file or a directory", shown);
         if (s.stx_uid != f->uid)
                 return f_error(e, EPERM, shown, "chmod");
-        if (f_resolve_id(f, owner, false, &uid, e) < 0 || f_resolve_id(f, group, true, &gid, e) < 0)
+        if (f_perms(f, perm, &own, NULL, e) < 0)
                 return -1;
         if (!owner || cJSON_IsNull(owner))
-                uid = s.stx_uid;
+                own.uid = s.stx_uid;
         if (!group || cJSON_IsNull(group))
-                gid = s.stx_gid;
+                own.gid = s.stx_gid;
         /* chown first (it would clear setuid bits, never set here anyway), then the mode */
-        if ((uid != s.stx_uid || gid != s.stx_gid) && fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0)
+        if ((own.uid != s.stx_uid || own.gid != s.stx_gid) &&
+            fchownat(fd, "", own.uid, own.gid, AT_EMPTY_PATH) < 0)
                 return f_error(e, errno, shown, "chown");
-        if (mode) {
-                /* the very inode resolved (an O_PATH fd cannot fchmod): its magic link */
-                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-                if (chmod(proc, mode) < 0)
-                        return f_error(e, errno, shown, "chmod");
-        }
+        /* the very inode resolved (an O_PATH fd cannot fchmod): its magic link */
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        if (mode && chmod(proc, mode) < 0)
+                return f_error(e, errno, shown, "chmod");
         return 0;
 }
 
-static int perm_entry(f_pjob *j, sh_request *r)
+static int perm_entry(f_pjob *j)
 {
         _cleanup_free_ char *p = NULL;
         const cJSON *it = f_pjob_next(j, &p);
 
-        (void)r;
-        if (it == j->body)
-                return -1;
-        return !it ? 0 : set_perm(&j->f, p, it->string, it, &j->e) < 0 ? -1 : 1;
+        if (!it || it == j->body)
+                return it ? -1 : 0;
+        return set_perm(&j->f, p, it->string, it, &j->e) < 0 ? -1 : 1;
 }
 
 void os_files_permissions(sh_request *r)
@@ -124,67 +116,51 @@ void os_files_permissions(sh_request *r)
 /* The names themselves (sh_fs_rename): links at either end are moved, never followed; the
  * destination's parents are made (the sandbox's own); an existing destination is an error
  * (NOREPLACE), never clobbered. */
-static int move_one(fctx *f, const char *src_shown, const char *dst_shown, os_err *e)
+static int move_entry(f_pjob *j)
 {
-        _cleanup_free_ char *src = f_path(src_shown, strlen(src_shown), e), *dst = NULL;
+        const cJSON *it = j->next;
+        const char *src_shown, *dst_shown;
+        _cleanup_free_ char *src = NULL, *dst = NULL;
         sh_error *err = NULL;
         bool at_src;
 
-        if (!src || !(dst = f_path(dst_shown, strlen(dst_shown), e)))
-                return -1;
-        if (!*src)
-                return f_parent(f, src, NULL, src_shown, "move", e);
-        if (sh_fs_rename(&f->fs, src, dst, SH_FS_NOREPLACE, &at_src, &err) == 0)
-                return 0;
-        if (!at_src && !f->kfs && err && err->errnum == ENOTDIR) {
-                sh_error_release(&err);
-                return os_err_code(e, OS_E_BAD_BODY, "mkdir: '%s': a component is not a directory",
-                                   dst_shown);
-        }
-        return f_fail(f, &err, at_src ? src_shown : dst_shown, "move", e);
-}
-
-static int move_entry(f_pjob *j, sh_request *r)
-{
-        const cJSON *it = j->next;
-
-        (void)r;
         if (!it)
                 return 0;
         j->next = it->next;
-        return move_one(&j->f, cJSON_GetObjectItemCaseSensitive(it, "src")->valuestring,
-                        cJSON_GetObjectItemCaseSensitive(it, "dest")->valuestring, &j->e) < 0
-                       ? -1
-                       : 1;
+        src_shown = cJSON_GetObjectItemCaseSensitive(it, "src")->valuestring;
+        dst_shown = cJSON_GetObjectItemCaseSensitive(it, "dest")->valuestring;
+        if (!(src = f_path(src_shown, strlen(src_shown), &j->e)) ||
+            !(dst = f_path(dst_shown, strlen(dst_shown), &j->e)))
+                return -1;
+        if (!*src)
+                return f_parent(&j->f, src, false, NULL, src_shown, "move", &j->e);
+        if (sh_fs_rename(&j->f.fs, src, dst, SH_FS_NOREPLACE, &at_src, &err) == 0)
+                return 1;
+        return at_src ? f_fail(&j->f, &err, src_shown, "move", &j->e)
+                      : f_fail_mkdir(&j->f, &err, dst_shown, "move", &j->e);
 }
 
 void os_files_move(sh_request *r)
 {
         bool empty;
         cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *it;
+        const char *why = cJSON_IsArray(body) ? NULL : "the body is a list of {src, dest}";
 
-        if (!body && !empty)
-                return;
-        if (!cJSON_IsArray(body)) {
-                cJSON_Delete(body);
-                os_reply_code(r, OS_E_BAD_BODY, "the body is a list of {src, dest}");
-                return;
-        }
-        if (!f_body_bounded(r, body))
+        if ((!body && !empty) || (!why && !f_body_bounded(r, body)))
                 return;
         /* every entry's shape before any is moved */
-        cJSON_ArrayForEach(it, body)
+        cJSON_ArrayForEach(it, (why ? NULL : body))
         {
-                const cJSON *s = cJSON_GetObjectItemCaseSensitive(it, "src");
-                const cJSON *d = cJSON_GetObjectItemCaseSensitive(it, "dest");
-
-                if (!cJSON_IsString(s) || !cJSON_IsString(d)) {
-                        cJSON_Delete(body);
-                        os_reply_code(r, OS_E_BAD_BODY, "each move is {src, dest}");
-                        return;
-                }
+                if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "src")) ||
+                    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "dest")))
+                        why = "each move is {src, dest}";
         }
-        f_pjob_run(r, body, NULL, move_entry);
+        if (!why) {
+                f_pjob_run(r, body, NULL, move_entry);
+                return;
+        }
+        cJSON_Delete(body);
+        os_reply_code(r, OS_E_BAD_BODY, "%s", why);
 }
 
 /* ---- POST /files/replace ----------------------------------------------------------------------- */
@@ -254,24 +230,13 @@ static int xjob_failed(xjob *j, sh_error **err)
                       &j->e);
 }
 
-/* The entry is done: its result, and on to the next. -1 with j->e filled. */
-static int xjob_next(xjob *j)
-{
-        cJSON *res = cJSON_AddObjectToObject(j->out, j->it->string);
-
-        if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)j->x.x.count))
-                return os_err_code(&j->e, OS_E_RUNTIME, "out of memory");
-        xjob_file_done(j);
-        j->it = j->it->next;
-        return 1;
-}
-
 /* The job's work between two looks at the clock: 1 while there is more; 0 when every entry is
  * done; -1 refused (j->e). */
 static int xjob_work(xjob *j)
 {
         _cleanup_free_ char *p = NULL;
         sh_error *err = NULL;
+        cJSON *res;
         int k;
 
         if (!j->it)
@@ -295,22 +260,30 @@ static int xjob_work(xjob *j)
                 return f_gone(&j->e);
         if (k == SH_FS_REPLACE_WRITTEN)
                 f_trashed(&j->f, k = sh_fs_replace_file_commit(&j->x, &err));
-        return k < 0 ? xjob_failed(j, &err) : xjob_next(j);
+        if (k < 0)
+                return xjob_failed(j, &err);
+        /* the entry's result, and on to the next */
+        res = cJSON_AddObjectToObject(j->out, j->it->string);
+        if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)j->x.x.count))
+                return os_err_code(&j->e, OS_E_RUNTIME, "out of memory");
+        xjob_file_done(j);
+        j->it = j->it->next;
+        return 1;
 }
 
-static int xjob_job_step(void *data)
+static int xjob_step(void *data)
 {
         xjob *j = data;
         int k = xjob_work(j);
 
         if (k > 0)
                 return 1;
-        if (k == 0) {
-                f_answer(&j->f, NULL, &j->rj, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
-                return SH_LOOP_JOB_DONE;
+        if (k < 0) {
+                os_reply_err(sh_request_job_request(&j->rj), &j->e);
+                return sh_request_job_done(&j->rj);
         }
-        os_reply_err(sh_request_job_request(&j->rj), &j->e);
-        return sh_request_job_done(&j->rj);
+        f_answer(&j->f, NULL, &j->rj, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
+        return SH_LOOP_JOB_DONE;
 }
 
 void os_files_replace(sh_request *r)
@@ -318,35 +291,29 @@ void os_files_replace(sh_request *r)
         const sh_query_param *v = f_query_one(r, "verbose");
         bool empty;
         cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *it;
-        size_t n = 0;
+        const char *why = NULL;
         xjob *j;
 
         if (!body && !empty)
                 return;
-        if (!cJSON_IsObject(body)) {
-                cJSON_Delete(body);
-                os_reply_code(r, OS_E_BAD_BODY, "the body is {path: {old, new}}");
-                return;
-        }
-        cJSON_ArrayForEach(it, body)
+        if (!cJSON_IsObject(body))
+                why = "the body is {path: {old, new}}";
+        cJSON_ArrayForEach(it, (why ? NULL : body))
         {
                 const cJSON *o = cJSON_GetObjectItemCaseSensitive(it, "old");
-                const cJSON *nw = cJSON_GetObjectItemCaseSensitive(it, "new");
 
-                if (!cJSON_IsString(o) || !*o->valuestring || !cJSON_IsString(nw)) {
-                        cJSON_Delete(body);
-                        os_reply_code(r, OS_E_BAD_BODY,
-                                      "each replacement is {old: non-empty text, new: text}");
-                        return;
-                }
-                if (++n > PATHS_MAX) {
-                        cJSON_Delete(body);
-                        os_reply_code(r, OS_E_BAD_BODY, "at most %u paths per request", PATHS_MAX);
-                        return;
-                }
+                if (!cJSON_IsString(o) || !*o->valuestring ||
+                    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "new")))
+                        why = "each replacement is {old: non-empty text, new: text}";
         }
-        j = calloc(1, sizeof(*j));
-        if (!j || !(j->out = cJSON_CreateObject())) {
+        if (why) {
+                cJSON_Delete(body);
+                os_reply_code(r, OS_E_BAD_BODY, "%s", why);
+                return;
+        }
+        if (!f_body_bounded(r, body))
+                return;
+        if (!(j = calloc(1, sizeof(*j))) || !(j->out = cJSON_CreateObject())) {
                 free(j);
                 cJSON_Delete(body);
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
@@ -355,41 +322,42 @@ void os_files_replace(sh_request *r)
         j->body = body;
         j->it = body->child;
         j->verbose = v && (STREQ(v->val, "true") || STREQ(v->val, "1"));
-        j->f.root = -1;
         if (fctx_init(r, &j->f) < 0) {
                 xjob_release(j);
                 return;
         }
         j->f.budget.left = SH_SAFE_REQUEST_STEPS; /* one file opened a slice */
-        if (!f_job_start(&j->rj, r, &xjob_ops, xjob_job_step, "replacement"))
+        if (!f_job_start(&j->rj, r, &xjob_ops, xjob_step, "replacement"))
                 xjob_release(j);
 }
 
-/* ---- POST /directories, DELETE /directories --------------------------------------------------- */
+/* ---- POST /directories ------------------------------------------------------------------------ */
 
-static int mkdirs_entry(f_pjob *j, sh_request *r)
+/* mkdir -p (sh_fs_mkdir_p_at: one walk, every directory entered checked by the guard, each
+ * missing level made in a directory the sandbox's uid may write), the path itself, when made,
+ * with the owner and mode asked (0755 unless asked), as mkdir -p -m. */
+static int mkdirs_entry(f_pjob *j)
 {
         _cleanup_free_ char *p = NULL;
         const cJSON *it = f_pjob_next(j, &p);
         _cleanup_close_ int fd = -1;
-        uint32_t uid, gid;
+        sh_error *err = NULL;
+        sh_fs_owner own;
         mode_t mode;
 
-        (void)r;
         if (!it || it == j->body)
                 return it ? -1 : 0;
         if (!cJSON_IsObject(it))
                 return os_err_code(&j->e, OS_E_BAD_BODY,
                                    "'%s': permissions are {owner?, group?, mode}", it->string);
-        if (f_parse_mode(cJSON_GetObjectItemCaseSensitive(it, "mode"), &mode, &j->e) < 0 ||
-            f_resolve_id(&j->f, cJSON_GetObjectItemCaseSensitive(it, "owner"), false, &uid, &j->e) <
-                    0 ||
-            f_resolve_id(&j->f, cJSON_GetObjectItemCaseSensitive(it, "group"), true, &gid, &j->e) <
-                    0 ||
-            (fd = f_mkdir_p(&j->f, p, mode ? mode : 0755, &(sh_fs_owner){uid, gid}, it->string,
-                            &j->e)) < 0)
+        if (f_perms(&j->f, it, &own, &mode, &j->e) < 0)
                 return -1;
-        return 1;
+        if ((fd = sh_fs_mkdir_p_at(&j->f.fs, p, mode ? mode : 0755, &own, &err)) < 0) {
+                if (err && err->errnum == EEXIST)
+                        err->errnum = ENOTDIR; /* a non-directory there: named as one on the way */
+                return f_fail_mkdir(&j->f, &err, it->string, "mkdir", &j->e);
+        }
+        return f_kernel_fs(fd) ? f_refused_kfs(&j->e, it->string) : 1;
 }
 
 void os_files_mkdirs(sh_request *r)
@@ -397,13 +365,15 @@ void os_files_mkdirs(sh_request *r)
         f_pjob_paths(r, mkdirs_entry);
 }
 
-/* DELETE /directories: every path is checked before anything is removed, then each removed a
- * step at a time as a job of the loop (sh_fs_rmdir): a directory of the workspace moves into the
- * sandbox's trash at once (through the daemon's view of its parent: sh_sandbox_trash_view) and is
- * removed there by the sandbox's remover, off the loop; one elsewhere (its /tmp, a tmpfs) is
- * removed in place by the tree remover (depth first, never following a link, a bounded number
- * of directories open however deep the tree, kernel filesystems never entered), going on past
- * what cannot be removed. The first error is the answer. */
+/* ---- DELETE /directories ---------------------------------------------------------------------- */
+
+/* Every path is checked before anything is removed, then each removed a step at a time as a job
+ * of the loop (sh_fs_rmdir): a directory of the workspace moves into the sandbox's trash at once
+ * (through the daemon's view of its parent: sh_sandbox_trash_view) and is removed there by the
+ * sandbox's remover, off the loop; one elsewhere (its /tmp, a tmpfs) is removed in place by the
+ * tree remover (depth first, never following a link, a bounded number of directories open
+ * however deep the tree, kernel filesystems never entered), going on past what cannot be
+ * removed. The first error is the answer. */
 typedef struct rtop {
         sh_fs_rmdir d;
         char *shown;
@@ -438,7 +408,6 @@ static const sh_pending_ops rjob_ops = {.gone = f_job_gone, .release = rjob_rele
  * anyway). */
 static bool remove_may_enter(void *data, int fd)
 {
-        (void)data;
         return !f_kernel_fs(fd);
 }
 
@@ -467,8 +436,8 @@ static int rjob_step(void *data)
         return sh_request_job_done(&j->rj);
 }
 
-/* The directory at path p (shown as asked) checked into the next top: 1; absent: 0; refused: -1
- * with e filled. */
+/* The directory at p (shown as asked) checked into the next top: 1; absent: 0; refused: -1 with
+ * e filled. */
 static int rmdir_top(rjob *j, const char *p, const char *shown, os_err *e)
 {
         rtop *t = &j->tops[j->ntops];
@@ -476,7 +445,7 @@ static int rmdir_top(rjob *j, const char *p, const char *shown, os_err *e)
         struct stat st;
 
         if (!*p)
-                return f_parent(&j->f, p, NULL, shown, "delete", e);
+                return f_parent(&j->f, p, false, NULL, shown, "delete", e);
         if (sh_fs_rmdir_open(&t->d, &j->f.fs, p, &st, &err) < 0) {
                 sh_fs_rmdir_done(&t->d);
                 if (err && err->errnum == ENOTDIR && st.st_mode && !S_ISDIR(st.st_mode)) {
@@ -501,17 +470,13 @@ void os_files_rmdirs(sh_request *r)
         rjob *j;
         os_err e;
 
-        if (n == 0) {
-                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
+        if (n == 0)
                 return;
-        }
-        j = calloc(1, sizeof(*j));
-        if (!j || !(j->tops = calloc(n, sizeof(*j->tops)))) {
+        if (!(j = calloc(1, sizeof(*j))) || !(j->tops = calloc(n, sizeof(*j->tops)))) {
                 free(j);
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
-        j->f.root = -1;
         if (fctx_init(r, &j->f) < 0) {
                 rjob_release(j);
                 return;

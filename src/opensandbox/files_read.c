@@ -21,7 +21,7 @@ static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limi
 void os_files_download(sh_request *r)
 {
         _cleanup_(fctx_done) fctx f = {.root = -1};
-        const sh_query_param *q = f_query_one(r, "path");
+        const sh_query_param *q = f_query_path(r);
         const char *range = sh_request_header(r, "Range");
         _cleanup_free_ char *p = NULL;
         _cleanup_close_ int fd = -1;
@@ -31,11 +31,7 @@ void os_files_download(sh_request *r)
         struct statx s;
         os_err e;
 
-        if (!q) {
-                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
-                return;
-        }
-        if (f_query_uint(r, "offset", &offset, &has_off) < 0 ||
+        if (!q || f_query_uint(r, "offset", &offset, &has_off) < 0 ||
             f_query_uint(r, "limit", &limit, &has_lim) < 0)
                 return;
         if ((has_off && offset < 1) || (has_lim && limit < 1)) {
@@ -297,14 +293,12 @@ static int walk_top(fctx *f, const char *p, const char *shown, os_err *e)
 
 static void run_walk(sh_request *r, const char *pattern, unsigned depth)
 {
-        const sh_query_param *q = f_query_one(r, "path");
+        const sh_query_param *q = f_query_path(r);
         _cleanup_free_ char *p = NULL;
         wjob *j;
 
-        if (!q) {
-                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
+        if (!q)
                 return;
-        }
         j = calloc(1, sizeof(*j));
         if (!j || (pattern && !(j->pattern = strdup(pattern))) || !(j->shown = strdup(q->val))) {
                 if (j)
@@ -313,7 +307,7 @@ static void run_walk(sh_request *r, const char *pattern, unsigned depth)
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
-        j->f.root = j->top = -1;
+        j->top = -1;
         if (fctx_init(r, &j->f) < 0) {
                 wjob_release(j);
                 return;
@@ -372,40 +366,34 @@ void os_files_search(sh_request *r)
 
 /* ---- GET /files/info ---------------------------------------------------------------------------- */
 
-/* The next `path=` of the query (the first PATHS_MAX of them), as info_entry takes them. */
-static const sh_query_param *next_query_path(f_pjob *j, sh_request *r)
+/* The query's `path=`s (the first PATHS_MAX of them), one an entry: the entry itself (a link is
+ * shown as a link, never followed). */
+static int info_entry(f_pjob *j)
 {
-        const sh_query *q = sh_request_query(r);
-
-        while (q && j->qi < q->n && j->taken < PATHS_MAX) {
-                const sh_query_param *qp = &q->v[j->qi++];
-
-                if (STREQ(qp->key, "path")) {
-                        j->taken++;
-                        return qp;
-                }
-        }
-        return NULL;
-}
-
-static int info_entry(f_pjob *j, sh_request *r)
-{
-        const sh_query_param *qp = next_query_path(j, r);
+        const sh_query *q = sh_request_query(sh_request_job_request(&j->rj));
+        const sh_query_param *qp = NULL;
         _cleanup_free_ char *p = NULL;
         _cleanup_close_ int fd = -1;
         struct statx s;
         cJSON *fi;
 
+        while (!qp && j->qi < q->n && j->taken < PATHS_MAX) {
+                const sh_query_param *v = &q->v[j->qi++];
+
+                if (STREQ(v->key, "path")) {
+                        qp = v;
+                        j->taken++;
+                }
+        }
         if (!qp)
                 return 0;
-        /* the entry itself: a link is shown as a link, never followed */
         if (!(p = f_path(qp->val, qp->val_len, &j->e)) ||
             (fd = f_open(&j->f, p, O_PATH | O_NOFOLLOW, &s, qp->val, "info", &j->e)) < 0)
                 return -1;
         if (cJSON_GetObjectItemCaseSensitive(j->out, qp->val))
                 return 1; /* asked twice: one answer */
-        fi = f_file_info(&j->f, qp->val, &s);
-        if (!fi || !cJSON_AddItemToObject(j->out, qp->val, fi)) {
+        if (!(fi = f_file_info(&j->f, qp->val, &s)) ||
+            !cJSON_AddItemToObject(j->out, qp->val, fi)) {
                 cJSON_Delete(fi);
                 return os_err_code(&j->e, OS_E_RUNTIME, "out of memory");
         }
@@ -414,13 +402,10 @@ static int info_entry(f_pjob *j, sh_request *r)
 
 void os_files_info(sh_request *r)
 {
-        const sh_query_param *ps[1];
         cJSON *out;
 
-        if (f_query_paths(r, ps, 1) == 0) {
-                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
+        if (!f_query_path(r))
                 return;
-        }
         if (!(out = cJSON_CreateObject())) {
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
