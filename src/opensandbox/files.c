@@ -579,13 +579,12 @@ static int pjob_step(void *data)
 
         if (more > 0)
                 return left - j->f.budget.left > 1 ? (int)(left - j->f.budget.left) : 1;
-        if (more < 0)
+        if (more < 0) {
                 os_reply_err(r, &j->e);
-        else if (j->out)
-                os_reply_json(r, 200, TAKE_PTR(j->out));
-        else
-                os_reply_empty(r, 200);
-        return sh_request_job_done(&j->rj);
+                return sh_request_job_done(&j->rj);
+        }
+        f_answer(&j->f, NULL, &j->rj, 200, TAKE_PTR(j->out)); /* a delete's waits for its trash */
+        return SH_LOOP_JOB_DONE;
 }
 
 void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *))
@@ -621,6 +620,21 @@ void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *))
         } else if (f_body_bounded(r, body)) {
                 f_pjob_run(r, body, NULL, entry);
         }
+}
+
+const sh_query_param *f_pjob_next_path(f_pjob *j)
+{
+        const sh_query *q = sh_request_query(sh_request_job_request(&j->rj));
+
+        while (q && j->qi < q->n && j->taken < PATHS_MAX) {
+                const sh_query_param *v = &q->v[j->qi++];
+
+                if (STREQ(v->key, "path")) {
+                        j->taken++;
+                        return v;
+                }
+        }
+        return NULL;
 }
 
 const cJSON *f_pjob_next(f_pjob *j, char **p)

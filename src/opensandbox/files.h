@@ -108,7 +108,7 @@ struct f_pjob {
         fctx f;
         cJSON *body;       /* permissions, mv, directories: the body, done entry by entry */
         const cJSON *next; /* its next entry */
-        size_t qi, taken;  /* info: the next query parameter looked at, the paths taken */
+        size_t qi, taken;  /* info, delete: the next query parameter looked at, the paths taken */
         cJSON *out;        /* info: the answer so far (NULL: an empty 200 at the end) */
         /* One entry: 1 done (more may follow), 0 none left, -1 refused with e filled. */
         int (*entry)(f_pjob *j);
@@ -121,6 +121,8 @@ struct f_pjob {
 void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *));
 void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *));
 const cJSON *f_pjob_next(f_pjob *j, char **p);
+/* info, DELETE /files: the query's next `path=` (of its first PATHS_MAX), NULL at the end. */
+const sh_query_param *f_pjob_next_path(f_pjob *j);
 
 /* ---- the handlers ------------------------------------------------------------------------- */
 

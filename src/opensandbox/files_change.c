@@ -37,22 +37,21 @@ static int delete_one(fctx *f, const char *shown, size_t n, os_err *e)
         return STREQ(e->code, os_code_name(OS_E_FILE_NOT_FOUND)) ? 0 : -1;
 }
 
+/* The query's paths one a step, as info's are (f_pjob: their lookups from a request's budget, in
+ * slices); the first refused is the answer, what was removed before it stays removed. */
+static int delete_entry(f_pjob *j)
+{
+        const sh_query_param *qp = f_pjob_next_path(j);
+
+        if (!qp)
+                return 0;
+        return delete_one(&j->f, qp->val, qp->val_len, &j->e) < 0 ? -1 : 1;
+}
+
 void os_files_delete(sh_request *r)
 {
-        _cleanup_(fctx_done) fctx f = {.root = -1};
-        const sh_query_param *ps[PATHS_MAX];
-        size_t n = f_query_paths(r, ps, PATHS_MAX);
-        os_err e;
-
-        if (n == 0 || fctx_init(r, &f) < 0)
-                return;
-        for (size_t i = 0; i < n; i++) {
-                if (delete_one(&f, ps[i]->val, ps[i]->val_len, &e) < 0) {
-                        os_reply_err(r, &e);
-                        return;
-                }
-        }
-        f_answer(&f, r, NULL, 200, NULL);
+        if (f_query_path(r))
+                f_pjob_run(r, NULL, NULL, delete_entry);
 }
 
 /* ---- POST /files/permissions -------------------------------------------------------------------- */

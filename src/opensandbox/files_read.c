@@ -370,21 +370,12 @@ void os_files_search(sh_request *r)
  * shown as a link, never followed). */
 static int info_entry(f_pjob *j)
 {
-        const sh_query *q = sh_request_query(sh_request_job_request(&j->rj));
-        const sh_query_param *qp = NULL;
+        const sh_query_param *qp = f_pjob_next_path(j);
         _cleanup_free_ char *p = NULL;
         _cleanup_close_ int fd = -1;
         struct statx s;
         cJSON *fi;
 
-        while (!qp && j->qi < q->n && j->taken < PATHS_MAX) {
-                const sh_query_param *v = &q->v[j->qi++];
-
-                if (STREQ(v->key, "path")) {
-                        qp = v;
-                        j->taken++;
-                }
-        }
         if (!qp)
                 return 0;
         if (!(p = f_path(qp->val, qp->val_len, &j->e)) ||
