@@ -315,16 +315,23 @@ void sh_loop_stop(sh_loop *l)
         l->stop = true;
 }
 
+/* The timers due when the turn began, in order, until SH_LOOP_TIMERS_NS have gone by (at least
+ * one runs): a timer added meanwhile (a job's next slice: sh/job.h) waits for the next turn, and
+ * so do the due ones past the budget, so that the loop looks at its fds between them. Many jobs
+ * at once each get a slice in turn, and a request that arrives meanwhile waits for one turn's
+ * budget and one slice, not for a slice of every job. */
 static void run_due_timers(sh_loop *l)
 {
-        uint64_t now = sh_now_ms();
+        uint64_t start = sh_now_ns(), now = start / 1000000, before = l->timer_seq;
 
-        while (l->n_timers && l->heap[0]->deadline_ms <= now) {
+        while (l->n_timers && l->heap[0]->deadline_ms <= now && l->heap[0]->seq < before) {
                 sh_timer *t = l->heap[0];
 
                 heap_remove(l, t);
                 t->fn(l, t, t->data);
                 free(t);
+                if (sh_now_ns() - start >= SH_LOOP_TIMERS_NS)
+                        break;
         }
 }
 

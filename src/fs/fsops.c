@@ -149,7 +149,38 @@ int sh_fs_open_entry(const sh_fs_ctx *c, const char *path, const char **ret_base
 int sh_fs_trash_of(const sh_fs_ctx *c, int *pfd, int *ret_trashfd)
 {
         *ret_trashfd = c->trashfd;
-        return c->trash ? c->trash(c->data, pfd, ret_trashfd) : 0;
+        return c->trash ? c->trash(c->trash_data ? c->trash_data : c->data, pfd, ret_trashfd) : 0;
+}
+
+/* ---- an unnamed file staged beside an entry ------------------------------------------ */
+
+int sh_fs_stage(const sh_fs_ctx *c, int pfd, sh_fs_staged *s, sh_error **err)
+{
+        int r;
+
+        *s = (sh_fs_staged){.pfd = pfd, .trashfd = -1};
+        if ((r = sh_fs_trash_of(c, &s->pfd, &s->trashfd)) < 0)
+                sh_error_make(err, -r, "the directory's trash");
+        else if (sh_fs_upload_begin(s->pfd, &s->u, err) == 0)
+                return 0;
+        s->pfd = sh_close(s->pfd);
+        return -1;
+}
+
+int sh_fs_stage_commit(sh_fs_staged *s, const char *base, const sh_fs_owner *own, mode_t mode,
+                       sh_error **err)
+{
+        int k = sh_fs_upload_commit_at(s->u, s->pfd, base, own, mode, s->trashfd, err);
+
+        if (k >= 0)
+                sh_fs_upload_abort(TAKE_PTR(s->u), -1); /* named now: its blocks are the file's */
+        return k;
+}
+
+int sh_fs_stage_drop(sh_fs_staged *s)
+{
+        s->pfd = sh_close(s->pfd);
+        return sh_fs_upload_take_fd(TAKE_PTR(s->u));
 }
 
 /* ---- upload ------------------------------------------------------------------------- */
@@ -292,18 +323,53 @@ int sh_fs_upload_commit(sh_fs_upload *u, const sh_fs_ctx *c, const char *path, b
 
 /* ---- read and queries --------------------------------------------------------------- */
 
-int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err)
+int sh_fs_statx(int fd, struct statx *s)
 {
-        _cleanup_close_ int pfd = -1;
+        return statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME,
+                     s) < 0
+                       ? -errno
+                       : 0;
+}
+
+static int may_read(const sh_fs_ctx *c, int fd, struct statx *s, const char *path, sh_error **err)
+{
+        int r = sh_fs_statx(fd, s);
+
+        if (r == 0 && c->may_read)
+                r = c->may_read(c->data, fd, s);
+        return r < 0 ? sh_error_make(err, -r, "'%s'", path) : 0;
+}
+
+int sh_fs_open_read_at(const sh_fs_ctx *c, const char *path, int *ret_fd, struct statx *ret_stx,
+                       sh_error **err)
+{
+        _cleanup_close_ int pfd = -1, fd = -1;
+        uint64_t size;
 
         /* O_PATH opens nothing: no FIFO open that blocks, no device driver open routine. */
-        pfd = sh_safe_openat(rootfd, path, O_PATH, 0);
-        if (pfd < 0) {
-                if (pfd == -ELOOP)
-                        return sh_error_make(err, ENOENT, "'%s': too many levels of links", path);
+        pfd = sh_safe_openat_guarded(c->root, path, O_PATH, 0, c->guard);
+        if (pfd == -ELOOP)
+                return sh_error_make(err, ENOENT, "'%s': too many levels of links", path);
+        if (pfd < 0)
                 return sh_error_make(err, -pfd, "open '%s'", path);
-        }
-        return sh_fs_reopen_read(pfd, path, ret_fd, ret_size, err);
+        /* the entry before the open: one its reader may not read is never opened */
+        if (may_read(c, pfd, ret_stx, path, err) < 0 ||
+            sh_fs_reopen_read(pfd, path, &fd, &size, err) < 0 ||
+            may_read(c, fd, ret_stx, path, err) < 0)
+                return -1;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err)
+{
+        const sh_fs_ctx c = {.root = rootfd};
+        struct statx s;
+
+        if (sh_fs_open_read_at(&c, path, ret_fd, &s, err) < 0)
+                return -1;
+        *ret_size = s.stx_size;
+        return 0;
 }
 
 int sh_fs_reopen_read(int pfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err)

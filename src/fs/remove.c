@@ -1,5 +1,6 @@
 /* remove.c: the tree remover (never follows a link, bounded fds however deep, passes for the
- * deepest parts), on top of the tree walker. */
+ * deepest parts), on top of the tree walker; a directory's removal under a policy, into its
+ * trash or in place a step at a time. */
 #include "sh/remove.h"
 
 #include <dirent.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sh/fsops.h"
 #include "sh/macro.h"
 #include "sh/syscalls.h"
 #include "sh/tree.h"
@@ -277,4 +279,62 @@ int sh_fs_remove_tree(int dirfd, const char *name, sh_error **err)
 int sh_fs_remove_dirs(int dirfd, const char *name, sh_error **err)
 {
         return remove_tree(dirfd, name, true, err);
+}
+
+/* ---- a directory's removal under a policy ------------------------------------------------ */
+
+int sh_fs_rmdir_open(sh_fs_rmdir *d, const sh_fs_ctx *c, const char *path, struct stat *ret_st,
+                     sh_error **err)
+{
+        const char *base;
+        int r;
+
+        *d = (sh_fs_rmdir){.pfd = -1, .trashfd = -1};
+        memset(ret_st, 0, sizeof(*ret_st));
+        if ((d->pfd = sh_fs_open_entry(c, path, &base, ret_st, err)) < 0)
+                return -1;
+        if (!S_ISDIR(ret_st->st_mode))
+                return sh_error_make(err, ENOTDIR, "'%s' is not a directory", path);
+        if ((r = sh_fs_trash_of(c, &d->pfd, &d->trashfd)) < 0)
+                return sh_error_make(err, -r, "'%s'", path);
+        if (!(d->base = strdup(base)))
+                return sh_error_make(err, ENOMEM, "out of memory");
+        return 0;
+}
+
+static void rmdir_failed(sh_fs_rmdir *d, int errnum)
+{
+        if (errnum != ENOENT)
+                d->errnum = errnum;
+}
+
+int sh_fs_rmdir_step(sh_fs_rmdir *d, bool (*may_enter)(void *data, int fd), void *data)
+{
+        sh_error *err = NULL;
+        int k;
+
+        if (d->trashfd >= 0) {
+                if ((k = sh_fs_trash_entry(d->pfd, d->base, true, d->trashfd, &err)) < 0)
+                        rmdir_failed(d, err ? err->errnum : EIO);
+                sh_error_release(&err);
+                d->kept = k > 0;
+                return 0;
+        }
+        if (!d->rm) {
+                if ((k = sh_fs_remover_new(d->pfd, d->base, may_enter, data, &d->rm)) < 0)
+                        rmdir_failed(d, -k);
+                return k < 0 ? 0 : 1;
+        }
+        if (sh_fs_remover_step(d->rm))
+                return 1;
+        rmdir_failed(d, sh_fs_remover_errno(d->rm));
+        d->rm = sh_fs_remover_free(d->rm);
+        return 0;
+}
+
+void sh_fs_rmdir_done(sh_fs_rmdir *d)
+{
+        d->rm = sh_fs_remover_free(d->rm);
+        d->pfd = sh_close(d->pfd);
+        free(TAKE_PTR(d->base));
 }

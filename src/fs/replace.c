@@ -1,8 +1,10 @@
 /* replace.c: a text replaced by another in a file, in two bounded passes over its fd (sh/replace.h):
- * the count, then the writing. */
+ * the count, then the writing; and one file's replacement under a policy, from its open to its
+ * commit. */
 #include "sh/replace.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -136,4 +138,81 @@ int sh_fs_replace_step(sh_fs_replace *x)
         if (writing && (full || x->eof) && (r = flush(x)) < 0)
                 return r;
         return x->eof && !full && x->have == 0 ? 0 : 1;
+}
+
+/* ---- one file, under a policy ----------------------------------------------------------- */
+
+int sh_fs_replace_file_open(sh_fs_replace_file *f, const sh_fs_ctx *c, const char *path,
+                            const char *old, size_t olen, const char *new, size_t nlen,
+                            uint64_t max, uint64_t max_matches, sh_error **err)
+{
+        *f = (sh_fs_replace_file){.c = c, .in = -1, .s = {.pfd = -1, .trashfd = -1}};
+        if (!(f->path = strdup(path)))
+                return sh_error_make(err, ENOMEM, "out of memory");
+        if (sh_fs_open_read_at(c, path, &f->in, &f->st, err) < 0)
+                return -1;
+        if (f->st.stx_size > max) {
+                f->x.refused = SH_FS_REPLACE_OVER;
+                return sh_error_make(err, EFBIG, "'%s' is over %llu bytes", path,
+                                     (unsigned long long)max);
+        }
+        if (sh_fs_replace_init(&f->x, f->in, old, olen, new, nlen, max, max_matches) < 0)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        return 0;
+}
+
+/* A pass from the start of the file (2: into the unnamed file). */
+static int file_pass(sh_fs_replace_file *f, int pass, sh_error **err)
+{
+        int k = sh_fs_replace_pass(&f->x, pass == 2 ? sh_fs_upload_fd(f->s.u) : -1);
+
+        if (k < 0)
+                return sh_error_make(err, -k, "'%s'", f->path);
+        f->pass = pass;
+        return 1;
+}
+
+/* Counted matches: the unnamed file staged beside the file, for the second pass. */
+static int file_stage(sh_fs_replace_file *f, sh_error **err)
+{
+        int pfd = sh_fs_open_parent(f->c, f->path, &f->base, err);
+
+        if (pfd < 0 || sh_fs_stage(f->c, pfd, &f->s, err) < 0)
+                return -1;
+        return file_pass(f, 2, err);
+}
+
+int sh_fs_replace_file_step(sh_fs_replace_file *f, sh_error **err)
+{
+        int k;
+
+        if (f->pass == 0)
+                return file_pass(f, 1, err);
+        if ((k = sh_fs_replace_step(&f->x)) > 0)
+                return 1;
+        if (k < 0)
+                return sh_error_make(err, -k, "'%s'", f->path);
+        if (f->pass == 1)
+                return f->x.count == 0 ? 0 : file_stage(f, err);
+        f->pass = 3;
+        return SH_FS_REPLACE_WRITTEN;
+}
+
+int sh_fs_replace_file_commit(sh_fs_replace_file *f, sh_error **err)
+{
+        struct stat now, was;
+
+        if (fstat(f->in, &was) < 0 || fstatat(f->s.pfd, f->base, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+            now.st_ino != was.st_ino || now.st_dev != was.st_dev)
+                return sh_error_make(err, EAGAIN, "'%s' was replaced meanwhile", f->path);
+        return sh_fs_stage_commit(&f->s, f->base, &(sh_fs_owner){f->st.stx_uid, f->st.stx_gid},
+                                  f->st.stx_mode & 0777, err);
+}
+
+int sh_fs_replace_file_done(sh_fs_replace_file *f)
+{
+        f->in = sh_close(f->in);
+        sh_fs_replace_done(&f->x);
+        free(TAKE_PTR(f->path));
+        return sh_fs_stage_drop(&f->s);
 }

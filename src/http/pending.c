@@ -1,6 +1,7 @@
 /* pending.c: the pending-reply token: the one owner of "the request is gone / the job is done,
  * in either order", and of suspending and resuming a connection that waits for an answer or
  * for its stream's next bytes. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -230,6 +231,7 @@ int sh_request_job_stream(sh_request_job *rj, size_t block, const char *type)
 
 void sh_request_job_gone(sh_request_job *rj)
 {
+        sh_waiter_cancel(&rj->held);
         sh_loop_job_stop(&rj->job);
         sh_sliced_stream_stop(&rj->ss);
         sh_request_job_done(rj);
@@ -254,4 +256,118 @@ ssize_t sh_request_job_read(sh_request_job *rj, char *out, size_t max)
 void sh_request_job_free(sh_request_job *rj)
 {
         sh_sliced_stream_done(&rj->ss);
+        if (rj->held_resp)
+                MHD_destroy_response(TAKE_PTR(rj->held_resp));
+}
+
+/* ---- an answer made as a body ----------------------------------------------------------- */
+
+enum { BODY_KEPT, BODY_COUNTED, BODY_STREAMED };
+
+static int body_failed(sh_body_job *bj, int k)
+{
+        bool sent = bj->phase == BODY_STREAMED;
+
+        bj->ops->failed(bj,
+                        sent ? sh_pending_request(bj->rj.ss.tok) : sh_request_job_request(&bj->rj),
+                        sent, k);
+        if (!sent)
+                return sh_request_job_done(&bj->rj);
+        bj->rj.cut = true;
+        return SH_LOOP_JOB_DONE;
+}
+
+/* One step of the body, into what its phase keeps it in: the head kept, turned past `head` into
+ * the count or the stream; the count's end makes it again as the stream; the stream pauses once
+ * the slice made what the transport asked for. */
+static int body_step(void *data)
+{
+        sh_body_job *bj = data;
+        sh_buf *b = bj->phase == BODY_COUNTED ? &bj->count : &bj->rj.ss.b;
+        int k;
+
+        b->len = bj->phase == BODY_COUNTED ? 0 : b->len;
+        if ((k = bj->ops->step(bj, b)) < 0)
+                return body_failed(bj, k);
+        if (bj->phase == BODY_STREAMED && k == 0)
+                bj->rj.ss.ended = true;
+        if (bj->phase == BODY_STREAMED)
+                return k == 0 ? SH_LOOP_JOB_DONE : b->len >= bj->rj.want ? SH_LOOP_JOB_PAUSE : 1;
+        if (k == 0 && bj->phase == BODY_KEPT)
+                return sh_request_job_whole(&bj->rj, bj->type);
+        if (k == 0) {
+                sh_buf_done(&bj->count);
+                if ((k = bj->ops->again(bj, &bj->rj.ss.b)) < 0)
+                        return body_failed(bj, k);
+        } else if (bj->phase == BODY_COUNTED || b->len <= bj->head) {
+                return 1;
+        } else if (bj->ops->again) {
+                bj->phase = BODY_COUNTED;
+                sh_buf_done(b);
+                return 1;
+        }
+        bj->phase = BODY_STREAMED;
+        return sh_request_job_stream(&bj->rj, bj->block, bj->type);
+}
+
+bool sh_body_job_start(sh_body_job *bj, sh_request *r, sh_loop *loop, const sh_pending_ops *ops,
+                       const sh_body_job_ops *bops, const char *what)
+{
+        bj->ops = bops;
+        bj->phase = BODY_KEPT;
+        if (!sh_request_job_wait(&bj->rj, r, loop, ops, body_step, what))
+                return false;
+        sh_request_job_run(&bj->rj);
+        return true;
+}
+
+void sh_body_job_free(sh_body_job *bj)
+{
+        sh_request_job_free(&bj->rj);
+        sh_buf_done(&bj->count);
+}
+
+/* ---- an answer that waits ------------------------------------------------------------- */
+
+static void request_job_held(sh_waiter *w)
+{
+        sh_request_job *rj = (sh_request_job *)((char *)w - offsetof(sh_request_job, held));
+        sh_request *r = sh_request_job_request(rj);
+
+        if (r)
+                sh_reply(r, rj->held_status, TAKE_PTR(rj->held_resp));
+        sh_request_job_done(rj);
+}
+
+sh_waiter *sh_request_job_hold(sh_request_job *rj, unsigned status, sh_response *resp)
+{
+        rj->held.done = request_job_held;
+        rj->held_status = status;
+        rj->held_resp = resp;
+        return &rj->held;
+}
+
+static void held_gone(void *data)
+{
+        sh_request_job_gone(data);
+}
+
+static void held_release(void *data)
+{
+        sh_request_job_free(data);
+        free(data);
+}
+
+static const sh_pending_ops held_ops = {.gone = held_gone, .release = held_release};
+
+sh_waiter *sh_request_hold(sh_request *r, unsigned status, sh_response *resp)
+{
+        sh_request_job *rj = calloc(1, sizeof(*rj));
+
+        if (!rj || !(rj->tok = sh_request_wait(r, &held_ops, rj))) {
+                free(rj);
+                sh_reply(r, status, resp);
+                return NULL;
+        }
+        return sh_request_job_hold(rj, status, resp);
 }

@@ -1,8 +1,12 @@
 /* range.c: the Range header of a download (RFC 9110 section 14): one byte range over a file of a
- * known size, judged without any I/O (pure). */
+ * known size, judged without any I/O, and its Content-Range; a file's Content-Disposition
+ * (pure). */
 #include "sh/range.h"
 
-#include <stdbool.h>
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -56,4 +60,34 @@ int sh_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
         *from = a;
         *to = b >= size ? size - 1 : b;
         return 1;
+}
+
+void sh_range_header(char *out, size_t n, bool ok, uint64_t from, uint64_t to, uint64_t size)
+{
+        if (ok)
+                snprintf(out, n, "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to, size);
+        else
+                snprintf(out, n, "bytes */%" PRIu64, size);
+}
+
+char *sh_content_disposition(const char *path)
+{
+        const char *base = strrchr(path, '/');
+        char plain[256], enc[3 * 255 + 1];
+        size_t np = 0, ne = 0;
+        char *h = NULL;
+
+        base = base ? base + 1 : path;
+        /* at most 255 bytes of the name: 3 each at most in enc */
+        for (const unsigned char *c = (const unsigned char *)base; *c && np < 255; c++) {
+                plain[np++] = (*c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\') ? (char)*c : '_';
+                if (isalnum(*c) || strchr("!#$&+-.^_`|~", *c))
+                        enc[ne++] = (char)*c;
+                else
+                        ne += (size_t)snprintf(enc + ne, 4, "%%%02X", *c);
+        }
+        plain[np] = enc[ne] = '\0';
+        return asprintf(&h, "attachment; filename=\"%s\"; filename*=UTF-8''%s", plain, enc) < 0
+                       ? NULL
+                       : h;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "http-internal.h"
+#include "sh/range.h"
 #include "sh/log.h"
 
 /* ---- accessors -------------------------------------------------------------------------- */
@@ -233,6 +234,36 @@ sh_response *sh_response_fd_at(sh_request *r, int fd, uint64_t offset, uint64_t 
 int sh_response_header(sh_response *resp, const char *name, const char *value)
 {
         return resp && MHD_add_response_header(resp, name, value) == MHD_YES ? 0 : -1;
+}
+
+int sh_reply_file(sh_request *r, int fd, uint64_t size, const char *type, const char *name,
+                  char *cr)
+{
+        const char *range = sh_request_header(r, "Range");
+        uint64_t from = 0, to = 0;
+        int rr = range ? sh_range_parse(range, size, &from, &to) : 0;
+        sh_response *resp;
+        char *disp;
+
+        sh_range_header(cr, SH_RANGE_HEADER_MAX, rr == 1, from, to, size);
+        if (rr < 0) {
+                close(fd);
+                return -1;
+        }
+        /* sent from the very inode given, with sendfile: memory does not grow */
+        resp = rr == 1 ? sh_response_fd_at(r, fd, from, to - from + 1)
+                       : sh_response_fd(r, fd, size);
+        if (resp && rr == 1)
+                sh_response_header(resp, "Content-Range", cr);
+        if (resp) {
+                sh_response_header(resp, "Content-Type", type);
+                sh_response_header(resp, "Accept-Ranges", "bytes");
+                if ((disp = sh_content_disposition(name)))
+                        sh_response_header(resp, "Content-Disposition", disp);
+                free(disp);
+        }
+        sh_reply(r, rr == 1 ? 206 : 200, resp);
+        return 0;
 }
 
 /* ---- replies ---------------------------------------------------------------------------- */

@@ -156,22 +156,6 @@ const sh_body_sink sh_native_upload_sink = {
         .abort = upload_abort,
 };
 
-/* The sandbox's trash for what a replace or a delete leaves (sh/trash.h), or -1: then it is
- * dropped in place (a live sandbox always has one; should it fail to open, the operation goes
- * on as it did before there was one). */
-static int open_trash(sh_request *r)
-{
-        sh_error *err = NULL;
-        int fd = sh_sandbox_open_trash(sh_native_sandbox(r), &err);
-
-        if (fd < 0) {
-                log_warn("trash-unavailable", sh_sandbox_id(sh_native_sandbox(r)),
-                         "%s: freed in place", err && err->msg ? err->msg : "");
-                sh_error_release(&err);
-        }
-        return fd;
-}
-
 /* The native surface's policy for the fs operations (sh_fs_ctx): the workspace wsfd, no guard,
  * the sandbox's owner, the trash trashfd (-1: none), too many links an absent file. */
 static sh_fs_ctx fs_ctx(sh_request *r, int wsfd, int trashfd)
@@ -182,53 +166,20 @@ static sh_fs_ctx fs_ctx(sh_request *r, int wsfd, int trashfd)
                            .loop_absent = true};
 }
 
-/* An empty answer given once what the request moved into its sandbox's trash is removed (its
- * remover runs once for it): a replace or a delete is answered when the space is free again, as
- * when the daemon freed it itself, yet never on the loop. */
-typedef struct trash_answer {
-        sh_trash_waiter w; /* first: done is given it */
-        sh_pending *tok;
-        unsigned status;
-} trash_answer;
-
-static void trash_answer_done(sh_trash_waiter *w)
-{
-        trash_answer *a = (trash_answer *)w;
-
-        if (sh_pending_request(a->tok))
-                sh_reply_empty(sh_pending_request(a->tok), a->status);
-        sh_pending_release(TAKE_PTR(a->tok));
-}
-
-static void trash_answer_gone(void *data)
-{
-        trash_answer *a = data;
-
-        sh_manager_trash_unwait(&a->w);
-        sh_pending_release(TAKE_PTR(a->tok));
-}
-
-static const sh_pending_ops trash_answer_ops = {.gone = trash_answer_gone, .release = free};
-
-/* kept: the trash holds something of the request's. */
+/* kept: the trash holds something of the request's, and the empty answer waits until it is
+ * removed (sh_request_hold: its remover runs once for it): a replace or a delete is answered when
+ * the space is free again, as when the daemon freed it itself, yet never on the loop. */
 static void reply_after_trash(sh_request *r, bool kept, unsigned status)
 {
-        sh_manager *m = sh_native(r)->mgr;
-        trash_answer *a = kept ? calloc(1, sizeof(*a)) : NULL;
+        sh_waiter *w;
 
-        if (a) {
-                a->w.done = trash_answer_done;
-                a->status = status;
-                if (sh_manager_trash_wait(m, sh_native_sandbox(r), &a->w)) {
-                        if ((a->tok = sh_request_wait(r, &trash_answer_ops, a)))
-                                return;
-                        sh_manager_trash_unwait(&a->w); /* its remover runs anyway */
-                }
-                free(a);
-        } else if (kept) {
-                sh_manager_trash_kick(m, sh_native_sandbox(r));
+        if (!kept) {
+                sh_reply_empty(r, status);
+                return;
         }
-        sh_reply_empty(r, status);
+        w = sh_request_hold(r, status, sh_response_empty());
+        if (!sh_manager_trash_wait(sh_native(r)->mgr, sh_native_sandbox(r), w) && w)
+                w->done(w);
 }
 
 void sh_api_upload(sh_request *r)
@@ -245,7 +196,7 @@ void sh_api_upload(sh_request *r)
 
         if (wsfd < 0)
                 return;
-        trashfd = open_trash(r);
+        trashfd = sh_sandbox_trash_or_none(sh_native_sandbox(r));
         c = fs_ctx(r, wsfd, trashfd);
         if (sh_fs_upload_commit(TAKE_PTR(u->up), &c, u->path, &kept, &err) < 0) {
                 if (kept)
@@ -536,7 +487,7 @@ void sh_api_delete_file(sh_request *r)
         if (!path || (wsfd = sh_native_workspace(r)) < 0)
                 return;
         /* Into the trash: a big file is freed by the sandbox's remover, never here. */
-        trashfd = open_trash(r);
+        trashfd = sh_sandbox_trash_or_none(sh_native_sandbox(r));
         c = fs_ctx(r, wsfd, trashfd);
         k = sh_fs_unlink_file(&c, path, &err);
         if (k < 0) {
@@ -624,7 +575,7 @@ void sh_api_rename(sh_request *r)
         if (!src || !dst || (wsfd = sh_native_workspace(r)) < 0)
                 return;
         /* a file replaced at dst goes into the trash, for the remover */
-        trashfd = open_trash(r);
+        trashfd = sh_sandbox_trash_or_none(sh_native_sandbox(r));
         c = fs_ctx(r, wsfd, trashfd);
         k = sh_fs_rename(&c, src, dst, 0, NULL, &err);
         if (k < 0) {

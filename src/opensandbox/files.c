@@ -1,17 +1,14 @@
 /* files.c: a sandbox's execd files and directories (OPENSANDBOX.md section 3.2) over the
- * sandbox's whole filesystem: every path is the sandbox's own absolute path, resolved below the
- * sandbox's root (sh_sandbox_open_root: its PID 1's root, opened per request, through the
- * mounts of its mount namespace) by fs/safe_open.c, so that no link, however it changes during
- * a call, leaves that root. The daemon acts as root there, so every route checks what the
- * sandbox's own uid may do (docs/security.md "The OpenSandbox file API"): kernel filesystems
- * (/proc, /dev/pts, ...) are never served, a file the sandbox does not own is read or changed
- * only as its mode allows the sandbox's uid, FIFOs and devices are refused without being opened,
- * new entries belong to the sandbox's uid/gid, and the read-only image refuses every write
- * (EROFS). This file: the request's view of its sandbox and those rules (the policy its fs
- * operations take: sh_fs_ctx), execd's errors, paths, ids, modes and FileInfo, the jobs of the
- * loop of many paths, the route table; the routes themselves in files_read.c, files_write.c and
- * files_change.c (files.h). */
-#include <ctype.h>
+ * sandbox's whole filesystem: every path is the sandbox's own absolute path, resolved below its
+ * root (sh_sandbox_open_root: its PID 1's root, through the mounts of its mount namespace) by
+ * fs/safe_open.c, so that no link, however it changes during a call, leaves that root. The
+ * daemon acts as root there, so every route checks what the sandbox's own uid may do
+ * (docs/security.md "The OpenSandbox file API"): kernel filesystems (/proc, /dev/pts, ...) are
+ * never served, a file the sandbox does not own is read or changed only as its mode and ACL allow
+ * the sandbox's uid, FIFOs and devices are refused without being opened, new entries are the
+ * sandbox's, and the read-only image refuses every write (EROFS). These rules are the policy its
+ * fs operations take (sh_fs_ctx). This file: that policy, execd's errors, paths, ids, modes and
+ * FileInfo, the jobs of the loop and those of many paths, the route table. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -28,61 +25,7 @@
 
 SH_CAPABILITY(os_files, "opensandbox.files")
 
-/* ---- the sandbox's side --------------------------------------------------------------------- */
-
-void fctx_done(fctx *f)
-{
-        sh_close(f->root);
-        f->root = -1;
-        sh_idmap_done(&f->users);
-        sh_idmap_done(&f->groups);
-        if (f->trash_open)
-                sh_close(f->trash);
-        f->trash_open = false;
-        /* not answered after its removal (refused, the client gone): removed anyway */
-        if (f->trashed)
-                sh_manager_trash_kick(f->mgr, f->sb);
-        f->trashed = false;
-        sh_sandbox_unref(f->sb);
-        f->sb = NULL;
-}
-
-/* The request's sandbox and its root, or a reply. */
-
-int fctx_init(sh_request *r, fctx *f)
-{
-        os_record *rec = os_request_record(r);
-        sh_sandbox *sb = rec ? os_record_sandbox(rec) : NULL;
-        const sh_fs_owner *own;
-
-        memset(f, 0, sizeof(*f));
-        f->r = r;
-        f->root = sb ? sh_sandbox_open_root(sb) : -1;
-        if (f->root < 0) {
-                os_reply_error(r, 503, OS_RUNTIME, "the sandbox's filesystem is not available");
-                return -1;
-        }
-        own = sh_sandbox_owner(sb);
-        f->uid = own->uid;
-        f->gid = own->gid;
-        f->mgr = os_ctx_of(r)->mgr;
-        f->sb = sh_sandbox_ref(sb);
-        f->id_base = os_ctx_of(r)->cfg->uid_base;
-        /* a request done in one turn of the loop spends at most a turn's steps; the jobs that
-         * take their lookups in slices (f_pjob_run, the replace) give themselves a request's */
-        f->budget.left = SH_SAFE_TURN_STEPS;
-        f->guard = (sh_safe_guard){f_dir_guard, f, &f->budget};
-        /* the parents mkdir -p makes are the sandbox's own, 0755 (a parent given away first
-         * would refuse the next level) */
-        f->fs = (sh_fs_ctx){.root = f->root,
-                            .guard = &f->guard,
-                            .may_change = f_may_create,
-                            .trash = f_trash_view,
-                            .data = f,
-                            .trashfd = -1,
-                            .own = own};
-        return 0;
-}
+/* ---- the uid rules ---------------------------------------------------------------------------- */
 
 /* The kernel's own filesystems are refused whatever the sandbox mounted where: the daemon
  * acts as root in the init user namespace, and a sysctl, a cgroup or a sysfs attribute written
@@ -115,31 +58,13 @@ bool f_may(const fctx *f, int fd, const struct statx *s, unsigned want)
         return os_access_allowed(&ino, &acl, &who, want);
 }
 
-/* Why the sandbox may not write in directory fd: a read-only mount (the image) says so,
- * whatever its bits; else the bits (EACCES). */
-int f_denied(int fd)
-{
-        struct statvfs v;
-
-        return fstatvfs(fd, &v) == 0 && (v.f_flag & ST_RDONLY) ? EROFS : EACCES;
-}
-
-int f_statx(int fd, struct statx *s)
-{
-        if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, s) <
-            0)
-                return -errno;
-        return 0;
-}
-
-/* Every directory a lookup passes through, before anything in it is looked at: the sandbox's
- * uid must be allowed to search it (its own directories are its own: may), and it is
- * never on a kernel filesystem. So a file the sandbox could not reach itself, a world-readable
- * one below a 0700 directory of root's in the image (the default image is the host's /etc and
- * /usr), is never reached for it either, by its path or through any link it plants: the
- * guarded lookup is the walker of fs/safe_open.c, which sees each directory, links' targets
- * included (openat2 does the whole walk in the kernel, as root, and cannot be asked). */
-int f_dir_guard(void *data, int dirfd)
+/* The policy's guard: every directory a lookup passes through, before anything in it is looked
+ * at, must be one the sandbox's uid may search, and on no kernel filesystem. So a file the
+ * sandbox could not reach itself, a world-readable one below a 0700 directory of root's in the
+ * image (the default image is the host's /etc and /usr), is never reached for it either, by its
+ * path or through any link it plants: the guarded lookup is the walker of fs/safe_open.c, which
+ * sees each directory, links' targets included (openat2 walks in the kernel, as root). */
+static int dir_guard(void *data, int dirfd)
 {
         fctx *f = data;
         struct statx s;
@@ -149,84 +74,182 @@ int f_dir_guard(void *data, int dirfd)
                 f->kfs = true;
                 return -EACCES;
         }
-        if ((r = f_statx(dirfd, &s)) < 0)
+        if ((r = sh_fs_statx(dirfd, &s)) < 0)
                 return r;
         if (!S_ISDIR(s.stx_mode))
                 return -ENOTDIR;
         return f_may(f, dirfd, &s, OS_MAY_EXEC) ? 0 : -EACCES;
 }
 
+/* may_change: an entry is made in or removed from a directory the guard passes and the sandbox's
+ * uid may write; refused by a read-only mount (the image) whatever its bits (EROFS), else by
+ * the bits (EACCES). */
+static int may_change(void *data, int dirfd)
+{
+        struct statvfs v;
+        struct statx s;
+        int r;
+
+        if ((r = dir_guard(data, dirfd)) < 0 || (r = sh_fs_statx(dirfd, &s)) < 0)
+                return r;
+        if (f_may(data, dirfd, &s, OS_MAY_WRITE | OS_MAY_EXEC))
+                return 0;
+        return fstatvfs(dirfd, &v) == 0 && (v.f_flag & ST_RDONLY) ? -EROFS : -EACCES;
+}
+
+/* may_read: never on a kernel filesystem; a regular file as the sandbox's uid may read it. */
+static int may_read(void *data, int fd, const struct statx *s)
+{
+        fctx *f = data;
+
+        if (f_kernel_fs(fd)) {
+                f->kfs = true;
+                return -EACCES;
+        }
+        return !S_ISREG(s->stx_mode) || f_may(f, fd, s, OS_MAY_READ) ? 0 : -EACCES;
+}
+
+/* ---- the request's view of its sandbox -------------------------------------------------------- */
+
+int fctx_init(sh_request *r, fctx *f)
+{
+        os_record *rec = os_request_record(r);
+        sh_sandbox *sb = rec ? os_record_sandbox(rec) : NULL;
+        const sh_fs_owner *own;
+
+        memset(f, 0, sizeof(*f));
+        f->tv = (sh_sandbox_trash_view){.sb = sb, .trash = -1};
+        f->root = sb ? sh_sandbox_open_root(sb) : -1;
+        if (f->root < 0) {
+                os_reply_code(r, OS_E_RUNTIME_RETRY, "the sandbox's filesystem is not available");
+                return -1;
+        }
+        own = sh_sandbox_owner(sb);
+        f->uid = own->uid;
+        f->gid = own->gid;
+        f->mgr = os_ctx_of(r)->mgr;
+        f->sb = sh_sandbox_ref(sb);
+        f->id_base = os_ctx_of(r)->cfg->uid_base;
+        /* a request done in one turn of the loop spends at most a turn's steps; the jobs that
+         * take their lookups in slices (f_pjob_run, the replace) give themselves a request's */
+        f->budget.left = SH_SAFE_TURN_STEPS;
+        f->guard = (sh_safe_guard){dir_guard, f, &f->budget};
+        /* the parents mkdir -p makes are the sandbox's own, 0755 (a parent given away first
+         * would refuse the next level) */
+        f->fs = (sh_fs_ctx){.root = f->root,
+                            .guard = &f->guard,
+                            .may_change = may_change,
+                            .may_read = may_read,
+                            .trash = sh_sandbox_trash_of_view,
+                            .data = f,
+                            .trash_data = &f->tv,
+                            .trashfd = -1,
+                            .own = own};
+        return 0;
+}
+
+void fctx_done(fctx *f)
+{
+        f->root = sh_close(f->root);
+        sh_idmap_done(&f->users);
+        sh_idmap_done(&f->groups);
+        if (f->sb)
+                sh_sandbox_trash_view_done(&f->tv);
+        /* not answered after its removal (refused, the client gone): removed anyway */
+        if (f->trashed)
+                sh_manager_trash_kick(f->mgr, f->sb);
+        f->trashed = false;
+        sh_sandbox_unref(TAKE_PTR(f->sb));
+}
+
 /* ---- errors ------------------------------------------------------------------------------------ */
 
-/* errno of a file operation as execd's answer; `shown` is the path as asked. Returns -1. */
+/* errno of a file operation as execd's answer (codes.c: os_code_of_file_errno), in words the
+ * client can act on; `shown` is the path as asked. */
 int f_error(os_err *e, int errnum, const char *shown, const char *what)
 {
-        switch (errnum) {
-        case ENOENT:
-                return os_err_set(e, 404, "FILE_NOT_FOUND", "%s: '%s' does not exist", what, shown);
-        case EROFS:
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "%s: '%s' is on a read-only filesystem (the image is read-only)",
-                                  what, shown);
-        case EACCES:
-        case EPERM:
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "%s: '%s': permission denied to the sandbox's user", what, shown);
-        case ELOOP:
-                return os_err_set(e, 400, OS_BAD_BODY, "%s: '%s': too many levels of links", what,
-                                  shown);
-        case ENOTDIR:
-        case EISDIR:
-        case EEXIST:
-        case ENOTEMPTY:
-        case EINVAL:
-        case ENAMETOOLONG:
-        case EXDEV:
-        case ENOSPC:
-        case EDQUOT:
-        case EFBIG:
-        case EBUSY:
-        case EMLINK:
-                return os_err_set(e, 400, OS_BAD_BODY, "%s: '%s': %s", what, shown,
-                                  strerror(errnum));
-        case E2BIG:
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "%s: '%s': resolving it looks up too many components (at most "
-                                  "%u for one path; %u for one request done in slices, %u for "
-                                  "one done at once; the targets of its links included)",
-                                  what, shown, SH_SAFE_LOOKUP_STEPS, SH_SAFE_REQUEST_STEPS,
-                                  SH_SAFE_TURN_STEPS);
-        case EAGAIN:
-                return os_err_set(e, 503, OS_RUNTIME, "%s: '%s' kept changing; try again", what,
-                                  shown);
-        default:
-                return os_err_set(e, 500, OS_RUNTIME, "%s: '%s': %s", what, shown,
-                                  strerror(errnum));
+        char steps[200];
+        const char *words =
+                errnum == ENOENT  ? " does not exist"
+                : errnum == EROFS ? " is on a read-only filesystem (the image is read-only)"
+                : errnum == EACCES || errnum == EPERM ? ": permission denied to the sandbox's user"
+                : errnum == ELOOP                     ? ": too many levels of links"
+                : errnum == EAGAIN                    ? " kept changing; try again"
+                                                      : NULL;
+
+        if (errnum == E2BIG) {
+                snprintf(steps, sizeof(steps),
+                         ": resolving it looks up too many components (at most %u for one path; "
+                         "%u for one request done in slices, %u for one done at once; the "
+                         "targets of its links included)",
+                         SH_SAFE_LOOKUP_STEPS, SH_SAFE_REQUEST_STEPS, SH_SAFE_TURN_STEPS);
+                words = steps;
         }
+        return os_err_code(e, os_code_of_file_errno(errnum), "%s: '%s'%s%s", what, shown,
+                           words ? "" : ": ", words ? words : strerror(errnum));
 }
 
 int f_refused_kfs(os_err *e, const char *shown)
 {
-        return os_err_set(e, 400, OS_BAD_BODY,
-                          "'%s' is on a kernel filesystem (/proc, /dev/pts, ...): not served",
-                          shown);
+        return os_err_code(e, OS_E_BAD_BODY,
+                           "'%s' is on a kernel filesystem (/proc, /dev/pts, ...): not served",
+                           shown);
+}
+
+int f_gone(os_err *e)
+{
+        return os_err_code(e, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
+}
+
+/* A kernel filesystem met on the way, a file that is no regular file where one is read, the
+ * trash view's refusal (ECANCELED: the sandbox deleted, or its workspace not available), else
+ * the errno. */
+int f_fail(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e)
+{
+        int errnum = *err ? (*err)->errnum : ENOMEM;
+        bool special = *err && (*err)->kind == SH_E_INVALID && !errnum; /* sh_fs_reopen_read's */
+        _cleanup_error_ sh_error *refused = TAKE_PTR(f->tv.refused);
+        bool kfs = f->kfs;
+
+        sh_error_release(err);
+        f->kfs = false;
+        if (kfs)
+                return f_refused_kfs(e, shown);
+        if (special)
+                return os_err_code(e, OS_E_BAD_BODY,
+                                   "'%s' is not a regular file (FIFOs, devices and sockets are not "
+                                   "read)",
+                                   shown);
+        if (errnum == ECANCELED && sh_error_kind_of(refused) == SH_E_SANDBOX_NOT_FOUND)
+                return f_gone(e);
+        if (errnum == ECANCELED)
+                return os_err_code(e, OS_E_RUNTIME_RETRY, "%s: the sandbox's workspace: %s", what,
+                                   refused && refused->msg ? refused->msg : "not available");
+        return f_error(e, errnum, shown, what);
+}
+
+int f_fail_mkdir(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e)
+{
+        if (f->kfs || !*err || (*err)->errnum != ENOTDIR)
+                return f_fail(f, err, shown, what, e);
+        sh_error_release(err);
+        return os_err_code(e, OS_E_BAD_BODY, "mkdir: '%s': a component is not a directory", shown);
 }
 
 /* ---- paths ------------------------------------------------------------------------------------- */
 
-/* The sandbox's path `raw` (n bytes: absolute, `~` or `~/...` for HOME, the workspace, or
- * relative to it) as a path below its root ("" for "/"), or NULL and e filled. */
+/* `~` or `~/...` is HOME, the workspace; a relative path is relative to it. */
 char *f_path(const char *raw, size_t n, os_err *e)
 {
         char *full = NULL, *norm = NULL;
         int r;
 
         if (!raw || n == 0) {
-                os_err_set(e, 400, OS_MISSING, "a path is empty");
+                os_err_code(e, OS_E_MISSING_QUERY, "a path is empty");
                 return NULL;
         }
         if (memchr(raw, '\0', n)) {
-                os_err_set(e, 400, OS_BAD_BODY, "a path holds a NUL byte");
+                os_err_code(e, OS_E_BAD_BODY, "a path holds a NUL byte");
                 return NULL;
         }
         if (raw[0] == '/')
@@ -236,21 +259,17 @@ char *f_path(const char *raw, size_t n, os_err *e)
         else
                 r = asprintf(&full, "/workspace/%.*s", (int)n, raw);
         if (r < 0) {
-                os_err_set(e, 500, OS_RUNTIME, "out of memory");
+                os_err_code(e, OS_E_RUNTIME, "out of memory");
                 return NULL;
         }
         r = sh_path_normalize(full, strlen(full), &norm);
         free(full);
-        if (r < 0) {
-                os_err_set(e, 400, OS_BAD_BODY, "'%.*s' is not a valid path",
-                           (int)(n > 200 ? 200 : n), raw);
-                return NULL;
-        }
-        return norm;
+        if (r < 0)
+                os_err_code(e, OS_E_BAD_BODY, "'%.*s' is not a valid path",
+                            (int)(n > 200 ? 200 : n), raw);
+        return r < 0 ? NULL : norm;
 }
 
-/* Resolve `path` below the root with open(2) `flags` (O_PATH, O_NOFOLLOW...), never on a kernel
- * filesystem; *s its statx. The fd, or -1 with e filled. */
 int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *shown,
            const char *what, os_err *e)
 {
@@ -263,72 +282,45 @@ int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *sh
                 return f->kfs ? f_refused_kfs(e, shown) : f_error(e, -fd, shown, what);
         if (f_kernel_fs(fd))
                 return f_refused_kfs(e, shown);
-        if ((r = f_statx(fd, s)) < 0)
+        if ((r = sh_fs_statx(fd, s)) < 0)
                 return f_error(e, -r, shown, what);
         return TAKE_FD(fd);
 }
 
-int f_gone(os_err *e)
-{
-        return os_err_set(e, 404, "SANDBOX_NOT_FOUND", "the sandbox was deleted");
-}
-
-/* A failed fs operation (err, taken) as execd's answer: a kernel filesystem met on the way, the
- * trash view's refusal (f_trash_view), else its errno. -1. */
-int f_fail(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e)
-{
-        int errnum = *err ? (*err)->errnum : ENOMEM;
-        unsigned view = f->view;
-        bool kfs = f->kfs;
-
-        sh_error_release(err);
-        f->kfs = false;
-        f->view = 0;
-        if (kfs)
-                return f_refused_kfs(e, shown);
-        if (view == 404)
-                return f_gone(e);
-        if (view == 503)
-                return os_err_set(e, 503, OS_RUNTIME, "%s: the sandbox's workspace: %s", what,
-                                  f->view_msg);
-        return f_error(e, errnum, shown, what);
-}
-
-/* The parent directory of non-root `path` (O_PATH), checked: the sandbox may create and remove
- * entries in it (write and search: f_may_create). *base: the last component. The fd, or -1 with e
- * filled. */
-int f_parent(fctx *f, const char *path, const char **base, const char *shown, const char *what,
-             os_err *e)
+/* The parent of non-root `path` (O_PATH: sh_fs_open_parent, or sh_fs_open_parent_p making the
+ * missing ones, the sandbox's own, 0755), checked by may_change; *base: the last component. */
+int f_parent(fctx *f, const char *path, bool make, const char **base, const char *shown,
+             const char *what, os_err *e)
 {
         sh_error *err = NULL;
         int fd;
 
         if (!*path)
-                return os_err_set(e, 400, OS_BAD_BODY, "%s: '/' itself cannot be changed", what);
-        if ((fd = sh_fs_open_parent(&f->fs, path, base, &err)) < 0)
-                return f_fail(f, &err, shown, what, e);
+                return os_err_code(e, OS_E_BAD_BODY, "%s: '/' itself cannot be changed", what);
+        fd = make ? sh_fs_open_parent_p(&f->fs, path, base, &err)
+                  : sh_fs_open_parent(&f->fs, path, base, &err);
+        if (fd < 0)
+                return make ? f_fail_mkdir(f, &err, shown, what, e)
+                            : f_fail(f, &err, shown, what, e);
         return fd;
 }
 
-/* The same, the missing parents made first (the sandbox's own, 0755: sh_fs_open_parent_p). */
-int f_parent_p(fctx *f, const char *path, const char **base, const char *shown, const char *what,
-               os_err *e)
+/* A regular file for reading (sh_fs_open_read_at: never blocking, a FIFO or a device never
+ * opened; may_read asked before the open and of what was opened). */
+int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e)
 {
         sh_error *err = NULL;
-        int fd = sh_fs_open_parent_p(&f->fs, path, base, &err);
+        int fd;
 
-        if (fd < 0 && !f->kfs && err && err->errnum == ENOTDIR) {
-                sh_error_release(&err);
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "mkdir: '%s': a component is not a directory", shown);
-        }
-        return fd < 0 ? f_fail(f, &err, shown, what, e) : fd;
+        if (sh_fs_open_read_at(&f->fs, path, &fd, s, &err) < 0)
+                return f_fail(f, &err, shown, "read", e);
+        return fd;
 }
 
-/* ---- ids and modes ---------------------------------------------------------------------------- */
+/* ---- ids, modes, FileInfo ---------------------------------------------------------------------- */
 
-/* Read one of the image's files through the sandbox root, bounded, never blocking (a FIFO or a
- * device there is not read). Absent or unreadable: no names. */
+/* One of the image's files read through the sandbox's root, bounded, never blocking (a FIFO or
+ * a device there is not read). Absent or unreadable: no names. */
 static void read_idmap(fctx *f, const char *path, sh_iddb_kind kind, sh_idmap *m)
 {
         _cleanup_close_ int fd = -1;
@@ -336,24 +328,17 @@ static void read_idmap(fctx *f, const char *path, sh_iddb_kind kind, sh_idmap *m
         sh_error *err = NULL;
         uint64_t size;
         size_t got = 0;
+        ssize_t n;
 
         if (sh_fs_open_read(f->root, path, &fd, &size, &err) < 0) {
                 sh_error_release(&err);
                 return;
         }
-        if (f_kernel_fs(fd))
+        if (f_kernel_fs(fd) || !(buf = malloc(SH_IDDB_READ_MAX)))
                 return;
-        buf = malloc(SH_IDDB_READ_MAX);
-        if (!buf)
-                return;
-        while (got < SH_IDDB_READ_MAX) {
-                ssize_t n = read(fd, buf + got, SH_IDDB_READ_MAX - got);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;
-                got += (size_t)n;
-        }
+        while (got < SH_IDDB_READ_MAX &&
+               ((n = read(fd, buf + got, SH_IDDB_READ_MAX - got)) > 0 || (n < 0 && errno == EINTR)))
+                got += n > 0 ? (size_t)n : 0;
         if (sh_idmap_parse(m, kind, buf, got) < 0)
                 log_warn("idmap-oom", NULL, "%s not read: out of memory", path);
 }
@@ -368,36 +353,32 @@ void f_read_maps(fctx *f)
 }
 
 /* A name (or decimal number) of the image's passwd/group as an id the sandbox may give: its
- * own, or one below the sandboxes' uid range (never another sandbox's). -1 with e filled. */
-int f_resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e)
+ * own, or one below the sandboxes' uid range (never another sandbox's). */
+static int resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e)
 {
         const char *what = group ? "group" : "owner";
-        uint32_t own = group ? f->gid : f->uid;
         int r;
 
-        if (!v || cJSON_IsNull(v)) {
-                *ret = own;
+        *ret = group ? f->gid : f->uid;
+        if (!v || cJSON_IsNull(v))
                 return 0;
-        }
         if (!cJSON_IsString(v))
-                return os_err_set(e, 400, OS_BAD_BODY, "%s is a name", what);
-        if (!*v->valuestring) {
-                *ret = own;
+                return os_err_code(e, OS_E_BAD_BODY, "%s is a name", what);
+        if (!*v->valuestring)
                 return 0;
-        }
         f_read_maps(f);
         r = sh_idmap_resolve(group ? &f->groups : &f->users, v->valuestring, ret);
         if (r == -ENOENT)
-                return os_err_set(e, 400, OS_BAD_BODY, "%s '%.64s' is not in the image's %s", what,
-                                  v->valuestring, group ? "/etc/group" : "/etc/passwd");
+                return os_err_code(e, OS_E_BAD_BODY, "%s '%.64s' is not in the image's %s", what,
+                                   v->valuestring, group ? "/etc/group" : "/etc/passwd");
         if (r < 0)
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "%s '%.64s' is neither a name nor an id below 4294967295", what,
-                                  v->valuestring);
-        if (*ret != own && *ret >= f->id_base)
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "%s '%.64s' is in the sandboxes' own id range: not given", what,
-                                  v->valuestring);
+                return os_err_code(e, OS_E_BAD_BODY,
+                                   "%s '%.64s' is neither a name nor an id below 4294967295", what,
+                                   v->valuestring);
+        if (*ret != (group ? f->gid : f->uid) && *ret >= f->id_base)
+                return os_err_code(e, OS_E_BAD_BODY,
+                                   "%s '%.64s' is in the sandboxes' own id range: not given", what,
+                                   v->valuestring);
         return 0;
 }
 
@@ -408,72 +389,72 @@ int f_parse_mode(const cJSON *v, mode_t *ret, os_err *e)
         unsigned m;
         int r = os_mode_from_json(v, &m);
 
-        *ret = 0;
+        *ret = r < 0 ? 0 : (mode_t)m;
         if (r == -EPERM)
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "mode %g: setuid, setgid and sticky bits are not given",
-                                  v->valuedouble);
+                return os_err_code(e, OS_E_BAD_BODY,
+                                   "mode %g: setuid, setgid and sticky bits are not given",
+                                   v->valuedouble);
         if (r < 0 && cJSON_IsNumber(v))
-                return os_err_set(e, 400, OS_BAD_BODY, "mode %g is not up to 4 octal digits",
-                                  v->valuedouble);
+                return os_err_code(e, OS_E_BAD_BODY, "mode %g is not up to 4 octal digits",
+                                   v->valuedouble);
         if (r < 0)
-                return os_err_set(e, 400, OS_BAD_BODY, "mode is a number such as 644");
-        *ret = (mode_t)m;
+                return os_err_code(e, OS_E_BAD_BODY, "mode is a number such as 644");
         return 0;
 }
 
-/* ---- FileInfo ----------------------------------------------------------------------------------- */
-
-static const char *type_name(mode_t m)
+int f_perms(fctx *f, const cJSON *o, sh_fs_owner *own, mode_t *mode, os_err *e)
 {
-        if (S_ISREG(m))
-                return "file";
-        if (S_ISDIR(m))
-                return "directory";
-        if (S_ISLNK(m))
-                return "symlink";
-        return "other";
+        if ((mode && f_parse_mode(cJSON_GetObjectItemCaseSensitive(o, "mode"), mode, e) < 0) ||
+            resolve_id(f, cJSON_GetObjectItemCaseSensitive(o, "owner"), false, &own->uid, e) < 0 ||
+            resolve_id(f, cJSON_GetObjectItemCaseSensitive(o, "group"), true, &own->gid, e) < 0)
+                return -1;
+        return 0;
 }
 
-static uint64_t ts_ms(const struct statx_timestamp *t)
+static bool add_time(cJSON *o, const char *key, const struct statx_timestamp *t)
 {
-        return t->tv_sec < 0 ? 0 : (uint64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
+        char text[32];
+
+        os_time_format(t->tv_sec < 0 ? 0 : (uint64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000, text);
+        return cJSON_AddStringToObject(o, key, text);
+}
+
+static bool add_id(cJSON *o, const char *key, const sh_idmap *m, uint32_t id)
+{
+        const char *name = sh_idmap_name(m, id);
+        char num[16];
+
+        snprintf(num, sizeof(num), "%u", id);
+        return cJSON_AddStringToObject(o, key, name ? name : num);
 }
 
 cJSON *f_file_info(fctx *f, const char *shown, const struct statx *s)
 {
+        const mode_t m = s->stx_mode;
         cJSON *o = cJSON_CreateObject();
-        char t[32], num[16];
-        const char *name;
 
         f_read_maps(f);
-        if (!o || !cJSON_AddStringToObject(o, "path", shown) ||
-            !cJSON_AddStringToObject(o, "type", type_name(s->stx_mode)) ||
-            !cJSON_AddNumberToObject(o, "size", (double)s->stx_size))
-                goto oom;
-        os_time_format(ts_ms(&s->stx_mtime), t);
-        if (!cJSON_AddStringToObject(o, "modified_at", t))
-                goto oom;
-        /* the birth time where the filesystem keeps one, else the last status change */
-        os_time_format(ts_ms((s->stx_mask & STATX_BTIME) ? &s->stx_btime : &s->stx_ctime), t);
-        if (!cJSON_AddStringToObject(o, "created_at", t))
-                goto oom;
-        name = sh_idmap_name(&f->users, s->stx_uid);
-        snprintf(num, sizeof(num), "%u", s->stx_uid);
-        if (!cJSON_AddStringToObject(o, "owner", name ? name : num))
-                goto oom;
-        name = sh_idmap_name(&f->groups, s->stx_gid);
-        snprintf(num, sizeof(num), "%u", s->stx_gid);
-        if (!cJSON_AddStringToObject(o, "group", name ? name : num) ||
-            !cJSON_AddNumberToObject(o, "mode", (double)os_mode_to_decimal(s->stx_mode)))
-                goto oom;
-        return o;
-oom:
+        /* created: the birth time where the filesystem keeps one, else the last status change */
+        if (o && cJSON_AddStringToObject(o, "path", shown) &&
+            cJSON_AddStringToObject(o, "type",
+                                    S_ISREG(m)   ? "file"
+                                    : S_ISDIR(m) ? "directory"
+                                    : S_ISLNK(m) ? "symlink"
+                                                 : "other") &&
+            cJSON_AddNumberToObject(o, "size", (double)s->stx_size) &&
+            add_time(o, "modified_at", &s->stx_mtime) &&
+            add_time(o, "created_at",
+                     (s->stx_mask & STATX_BTIME) ? &s->stx_btime : &s->stx_ctime) &&
+            add_id(o, "owner", &f->users, s->stx_uid) &&
+            add_id(o, "group", &f->groups, s->stx_gid) &&
+            cJSON_AddNumberToObject(o, "mode", (double)os_mode_to_decimal(m)))
+                return o;
         cJSON_Delete(o);
         return NULL;
 }
 
-/* Every `path=` of the query, in order; none -> 400 MISSING_QUERY. */
+/* ---- the query, bodies ---------------------------------------------------------------------- */
+
 size_t f_query_paths(sh_request *r, const sh_query_param **out, size_t max)
 {
         const sh_query *q = sh_request_query(r);
@@ -482,7 +463,16 @@ size_t f_query_paths(sh_request *r, const sh_query_param **out, size_t max)
         for (size_t i = 0; q && i < q->n && n < max; i++)
                 if (STREQ(q->v[i].key, "path"))
                         out[n++] = &q->v[i];
+        if (n == 0)
+                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
         return n;
+}
+
+const sh_query_param *f_query_path(sh_request *r)
+{
+        const sh_query_param *ps[1];
+
+        return f_query_paths(r, ps, 1) ? ps[0] : NULL;
 }
 
 const sh_query_param *f_query_one(sh_request *r, const char *key)
@@ -490,78 +480,33 @@ const sh_query_param *f_query_one(sh_request *r, const char *key)
         return sh_query_find(sh_request_query(r), key);
 }
 
-/* A regular file for reading, checked (readable by the sandbox's uid, not on a kernel
- * filesystem), opened without ever blocking (O_PATH first: a FIFO or a device is never opened).
- * The fd or -1 with e filled. */
-int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e)
-{
-        _cleanup_close_ int pfd = -1, fd = -1;
-        sh_error *err = NULL;
-        uint64_t size;
-        int r;
-
-        f->kfs = false;
-        pfd = sh_safe_openat_guarded(f->root, path, O_PATH, 0, &f->guard);
-        if (pfd < 0)
-                return f->kfs ? f_refused_kfs(e, shown)
-                              : f_error(e, pfd == -ELOOP ? ENOENT : -pfd, shown, "read");
-        if (f_kernel_fs(pfd))
-                return f_refused_kfs(e, shown);
-        if ((r = f_statx(pfd, s)) < 0)
-                return f_error(e, -r, shown, "read");
-        /* the bits before the open: a file the sandbox may not read is never opened */
-        if (S_ISREG(s->stx_mode) && !f_may(f, pfd, s, OS_MAY_READ))
-                return f_error(e, EACCES, shown, "read");
-        if (sh_fs_reopen_read(pfd, path, &fd, &size, &err) < 0) {
-                int errnum = err ? err->errnum : EIO;
-                bool special = err && err->kind == SH_E_INVALID;
-
-                sh_error_release(&err);
-                if (special)
-                        return os_err_set(e, 400, OS_BAD_BODY,
-                                          "'%s' is not a regular file (FIFOs, devices and sockets "
-                                          "are not read)",
-                                          shown);
-                return f_error(e, errnum, shown, "read");
-        }
-        if ((r = f_statx(fd, s)) < 0)
-                return f_error(e, -r, shown, "read");
-        if (!f_may(f, fd, s, OS_MAY_READ))
-                return f_error(e, EACCES, shown, "read");
-        return TAKE_FD(fd);
-}
-
 int f_query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present)
 {
         const sh_query_param *q = f_query_one(r, key);
-        char *end;
 
         *present = q != NULL;
         *ret = 0;
-        if (!q)
+        if (!q || sh_parse_u64(q->val, ret) == 0)
                 return 0;
-        errno = 0;
-        *ret = strtoull(q->val, &end, 10);
-        if (!q->val_len || !isdigit((unsigned char)q->val[0]) || *end || errno) {
-                os_reply_error(r, 400, OS_BAD_BODY, "'%s' is a whole number", key);
-                return -1;
-        }
-        return 0;
+        os_reply_code(r, OS_E_BAD_BODY, "'%s' is a whole number", key);
+        return -1;
 }
 
-/* A job answered from the loop in slices (sh_request_job: a listing, a search, a line-mode
- * download, a replacement, a recursive delete, a request of many paths), whose answer may wait
- * for the trash (job_answer). A job embeds one as its first member; its steps are given the job,
- * and f_job_gone is its pending ops' gone. */
+bool f_body_bounded(sh_request *r, cJSON *body)
+{
+        if (cJSON_GetArraySize(body) <= PATHS_MAX)
+                return true;
+        cJSON_Delete(body);
+        os_reply_code(r, OS_E_BAD_BODY, "a body holds at most %u entries", PATHS_MAX);
+        return false;
+}
+
+/* ---- jobs of the loop, the answers that wait for the trash ------------------------------------ */
 
 /* The request went (its client left, or shutdown): no slice runs any more, no answer waits. */
 void f_job_gone(void *data)
 {
-        f_job *s = data;
-
-        sh_request_job_gone(&s->rj);
-        sh_manager_trash_unwait(&s->w);
-        cJSON_Delete(TAKE_PTR(s->body));
+        sh_request_job_gone(data);
 }
 
 ssize_t f_job_read(void *data, char *out, size_t max)
@@ -569,27 +514,49 @@ ssize_t f_job_read(void *data, char *out, size_t max)
         return sh_request_job_read(data, out, max);
 }
 
-/* The request waits on a token of ops for the job, whose steps are `step` (its budget
- * s->rj.job.steps and .ns as the caller set them: 0 the default): the first slice runs now, the
- * rest from the loop. false: no token could be had (answered 500): the caller frees the job. */
-bool f_job_start(f_job *s, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
+bool f_job_start(sh_request_job *rj, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
                  const char *what)
 {
-        if (!sh_request_job_wait(&s->rj, r, os_ctx_of(r)->loop, ops, step, what))
+        if (!sh_request_job_wait(rj, r, os_ctx_of(r)->loop, ops, step, what))
                 return false;
-        sh_request_job_run(&s->rj);
+        sh_request_job_run(rj);
         return true;
+}
+
+/* A delete or a replace is answered once the space it freed is free again, as when the daemon
+ * freed it itself (sh_request_hold, its waiter handed to sh_manager_trash_wait), and the
+ * sandbox's remover runs once for the request. */
+void f_trashed(fctx *f, int k)
+{
+        if (k > 0)
+                f->trashed = true;
+}
+
+void f_answer(fctx *f, sh_request *r, sh_request_job *rj, unsigned status, cJSON *body)
+{
+        sh_response *resp = body ? sh_response_json(body) : sh_response_empty();
+        sh_waiter *w;
+
+        if (!f->trashed) {
+                sh_reply(rj ? sh_request_job_request(rj) : r, status, resp);
+                if (rj)
+                        sh_request_job_done(rj);
+                return;
+        }
+        f->trashed = false;
+        w = rj ? sh_request_job_hold(rj, status, resp) : sh_request_hold(r, status, resp);
+        if (!sh_manager_trash_wait(f->mgr, f->sb, w) && w)
+                w->done(w);
 }
 
 /* ---- many-path requests: info, permissions, mv, directories ---------------------------------- */
 
-/* A request of many paths is a job of the loop too (f_job): its entries are done in order, one a
- * step, each step charged the lookup steps its entry used, so a slice takes them up until it
- * has used SH_LOOP_JOB_STEPS lookup steps or SH_LOOP_JOB_NS, then the loop serves everyone
- * else. All its lookups together draw from a request's budget (SH_SAFE_REQUEST_STEPS) and each
- * lookup from its own bound (SH_SAFE_LOOKUP_STEPS), so one slice costs at most the steps of one
- * slice and one entry, and the whole request at most its budget. The first entry refused is the
- * answer. */
+/* A request of many paths is a job of the loop too: its entries are done in order, one a step,
+ * each step charged the lookup steps its entry used, so a slice takes them up until it has used
+ * SH_LOOP_JOB_STEPS lookup steps or SH_LOOP_JOB_NS, then the loop serves everyone else. All its
+ * lookups together draw from a request's budget (SH_SAFE_REQUEST_STEPS) and each lookup from its
+ * own bound (SH_SAFE_LOOKUP_STEPS), so one slice costs at most the steps of one slice and one
+ * entry, and the whole request at most its budget. The first entry refused is the answer. */
 
 static void pjob_release(void *data)
 {
@@ -603,79 +570,73 @@ static void pjob_release(void *data)
 
 static const sh_pending_ops pjob_ops = {.gone = f_job_gone, .release = pjob_release};
 
-/* One entry: charged the lookup steps it took (at least one). */
 static int pjob_step(void *data)
 {
         f_pjob *j = data;
-        sh_request *r = sh_request_job_request(&j->s.rj);
+        sh_request *r = sh_request_job_request(&j->rj);
         uint64_t left = j->f.budget.left;
-        int more = j->entry(j, r);
+        int more = j->entry(j);
 
         if (more > 0)
                 return left - j->f.budget.left > 1 ? (int)(left - j->f.budget.left) : 1;
-        if (more < 0)
+        if (more < 0) {
                 os_reply_err(r, &j->e);
-        else if (j->out)
-                os_reply_json(r, 200, TAKE_PTR(j->out));
-        else
-                os_reply_empty(r, 200);
-        return sh_request_job_done(&j->s.rj);
+                return sh_request_job_done(&j->rj);
+        }
+        f_answer(&j->f, NULL, &j->rj, 200, TAKE_PTR(j->out)); /* a delete's waits for its trash */
+        return SH_LOOP_JOB_DONE;
 }
 
-/* Run `entry` over the body's entries (body and out taken; both NULL for none) from the loop. */
-void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *, sh_request *))
+void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *))
 {
         f_pjob *j = calloc(1, sizeof(*j));
 
         if (!j) {
                 cJSON_Delete(body);
                 cJSON_Delete(out);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
-        j->body = body;
-        j->next = body ? body->child : NULL;
-        j->out = out;
-        j->entry = entry;
+        *j = (f_pjob){.body = body, .next = body ? body->child : NULL, .out = out, .entry = entry};
         if (fctx_init(r, &j->f) < 0) {
                 pjob_release(j);
                 return;
         }
         j->f.budget.left = SH_SAFE_REQUEST_STEPS;
-        if (!f_job_start(&j->s, r, &pjob_ops, pjob_step, "request"))
+        if (!f_job_start(&j->rj, r, &pjob_ops, pjob_step, "request"))
                 pjob_release(j);
 }
 
-/* A body of at most PATHS_MAX entries, or a 400 naming the bound (the body is then freed). */
-bool f_body_bounded(sh_request *r, cJSON *body)
-{
-        if (cJSON_GetArraySize(body) <= PATHS_MAX)
-                return true;
-        cJSON_Delete(body);
-        os_reply_error(r, 400, OS_BAD_BODY, "a body holds at most %u entries", PATHS_MAX);
-        return false;
-}
-
-/* The body {path: {owner?, group?, mode}} of at most PATHS_MAX entries, run by `entry` (a 400
- * otherwise). */
-void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *, sh_request *))
+void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *))
 {
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty);
+        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty);
 
         if (!body && !empty)
                 return;
         if (!cJSON_IsObject(body)) {
                 cJSON_Delete(body);
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
-                return;
-        }
-        if (f_body_bounded(r, body))
+                os_reply_code(r, OS_E_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
+        } else if (f_body_bounded(r, body)) {
                 f_pjob_run(r, body, NULL, entry);
+        }
 }
 
-/* The next entry of such a body, its path below the root in *p: NULL when none is left; the body
- * itself (j->body) when its path is refused (j->e filled). */
+const sh_query_param *f_pjob_next_path(f_pjob *j)
+{
+        const sh_query *q = sh_request_query(sh_request_job_request(&j->rj));
+
+        while (q && j->qi < q->n && j->taken < PATHS_MAX) {
+                const sh_query_param *v = &q->v[j->qi++];
+
+                if (STREQ(v->key, "path")) {
+                        j->taken++;
+                        return v;
+                }
+        }
+        return NULL;
+}
+
 const cJSON *f_pjob_next(f_pjob *j, char **p)
 {
         const cJSON *it = j->next;
@@ -688,38 +649,34 @@ const cJSON *f_pjob_next(f_pjob *j, char **p)
 
 /* ---- routes ----------------------------------------------------------------------------------- */
 
+/* A route of the sandbox's execd, and its twin: every other method, refused in execd's shape. */
+#define ROUTE(path, methods, sink, handler)                                                        \
+        {                                                                                          \
+                OS_EXECD_PATH path, methods, sink, handler, OS_EXECD_FLAGS                         \
+        }
+#define OTHERS(path) ROUTE(path, OS_EXECD_METHODS, NULL, os_execd_wrong_method)
+
 const sh_route os_files_routes[] = {
-        {OS_EXECD_PATH "/files/info", SH_M_GET, NULL, os_files_info, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/info", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files", SH_M_DELETE, NULL, os_files_delete, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files", OS_EXECD_METHODS, NULL, os_execd_wrong_method, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/permissions", SH_M_POST, &sh_body_buffer, os_files_permissions,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/permissions", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/mv", SH_M_POST, &sh_body_buffer, os_files_move, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/mv", OS_EXECD_METHODS, NULL, os_execd_wrong_method, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/search", SH_M_GET, NULL, os_files_search, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/search", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/replace", SH_M_POST, &sh_body_buffer, os_files_replace,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/replace", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/upload", SH_M_POST, &os_files_upload_sink, os_files_upload,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/upload", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/download", SH_M_GET, NULL, os_files_download, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/files/download", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories/list", SH_M_GET, NULL, os_files_list, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories/list", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories", SH_M_POST, &sh_body_buffer, os_files_mkdirs, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories", SH_M_DELETE, NULL, os_files_rmdirs, OS_EXECD_FLAGS},
-        {OS_EXECD_PATH "/directories", OS_EXECD_METHODS, NULL, os_execd_wrong_method,
-         OS_EXECD_FLAGS},
+        ROUTE("/files/info", SH_M_GET, NULL, os_files_info),
+        OTHERS("/files/info"),
+        ROUTE("/files", SH_M_DELETE, NULL, os_files_delete),
+        OTHERS("/files"),
+        ROUTE("/files/permissions", SH_M_POST, &sh_body_buffer, os_files_permissions),
+        OTHERS("/files/permissions"),
+        ROUTE("/files/mv", SH_M_POST, &sh_body_buffer, os_files_move),
+        OTHERS("/files/mv"),
+        ROUTE("/files/search", SH_M_GET, NULL, os_files_search),
+        OTHERS("/files/search"),
+        ROUTE("/files/replace", SH_M_POST, &sh_body_buffer, os_files_replace),
+        OTHERS("/files/replace"),
+        ROUTE("/files/upload", SH_M_POST, &os_files_upload_sink, os_files_upload),
+        OTHERS("/files/upload"),
+        ROUTE("/files/download", SH_M_GET, NULL, os_files_download),
+        OTHERS("/files/download"),
+        ROUTE("/directories/list", SH_M_GET, NULL, os_files_list),
+        OTHERS("/directories/list"),
+        ROUTE("/directories", SH_M_POST, &sh_body_buffer, os_files_mkdirs),
+        ROUTE("/directories", SH_M_DELETE, NULL, os_files_rmdirs),
+        OTHERS("/directories"),
 };
 const size_t os_files_n_routes = ARRAY_SIZE(os_files_routes);

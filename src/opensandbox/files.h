@@ -1,7 +1,7 @@
-/* files.h: what the files of the execd file routes share (files.c: the sandbox's side, its
- * uid rules, errors, paths, ids and FileInfo, the jobs of the loop; files_read.c: download,
- * listings and searches, info; files_write.c: mkdir -p, the trash, unnamed files, the upload;
- * files_change.c: deletes, permissions, mv, replace, directories). */
+/* files.h: what the files of the execd file routes share (files.c: the sandbox's side and its uid
+ * rules, errors, paths, ids, modes and FileInfo, the jobs of the loop; files_read.c: download,
+ * listings and searches, info; files_write.c: the upload; files_change.c: deletes, permissions,
+ * mv, replace, directories). */
 #pragma once
 
 #include <stdbool.h>
@@ -21,31 +21,23 @@
 #define PATHS_MAX        1024        /* paths of one request (query or body) */
 #define METADATA_MAX     (64u << 10) /* one metadata part of an upload */
 
-/* ---- the sandbox's side (files.c) --------------------------------------------------------- */
-
-/* A request's view of its sandbox: its root, its uid, the guard every lookup passes and the
- * policy of the fs operations (sh_fs_ctx), the image's names, its trash. */
+/* A request's view of its sandbox: its root, its uid, the policy its fs operations take (the
+ * guard of every lookup and the uid rules, the trash view), the image's names. */
 typedef struct fctx {
-        sh_request *r;
         int root; /* the sandbox's root (sh_sandbox_open_root: ours, closed by fctx_done) */
         uid_t uid;
         gid_t gid;
         uint64_t id_base; /* ids from here up are the sandboxes' own: only its own may be given */
-        sh_safe_guard guard;   /* every directory a lookup passes through (dir_guard) */
+        sh_safe_guard guard;   /* every directory a lookup passes through */
         sh_safe_budget budget; /* the steps all the request's lookups draw from (the guard's) */
-        sh_fs_ctx fs; /* the policy of the fs operations: guard, f_may_create, f_trash_view */
-        bool kfs;     /* the last lookup was refused at a kernel filesystem */
-        /* the last trash view (f_trash_view) refused: 404 the sandbox was deleted, 503 its
-         * workspace is not available (why in view_msg) */
-        unsigned view;
-        char view_msg[200];
+        sh_fs_ctx fs;
+        bool kfs;                 /* the last lookup was refused at a kernel filesystem */
+        sh_sandbox_trash_view tv; /* the sandbox's trash, reached from its view */
         bool maps_read;
         sh_idmap users, groups;
         sh_manager *mgr;
-        sh_sandbox *sb;  /* a reference: the request's record lets its sandbox go on a delete */
-        int trash;       /* the sandbox's trash, once opened (f_trash_view) */
-        bool trash_open; /* trash is an fd of ours */
-        bool trashed;    /* something waits in the trash: the answer waits for its removal */
+        sh_sandbox *sb; /* a reference: the request's record lets its sandbox go on a delete */
+        bool trashed;   /* something waits in the trash: the answer waits for its removal */
 } fctx;
 
 /* The request's sandbox and its root, or a reply (-1). */
@@ -53,114 +45,84 @@ int fctx_init(sh_request *r, fctx *f);
 void fctx_done(fctx *f);
 
 /* The uid rules (docs/security.md "The OpenSandbox file API"): a kernel filesystem is never
- * served; may the sandbox's uid have `want` (OS_MAY_*) on the entry of fd, whose statx is *s;
- * why it may not write in directory fd (EROFS or EACCES); the guard of every directory a lookup
- * passes (sh_safe_guard); may it make or remove an entry in directory fd (sh_fs_ctx's
- * may_change); the trash for what a change in directory *pfd leaves (sh_fs_ctx's trash). */
+ * served; may the sandbox's uid have `want` (OS_MAY_*) on the entry of fd, whose statx is *s. */
 bool f_kernel_fs(int fd);
 bool f_may(const fctx *f, int fd, const struct statx *s, unsigned want);
-int f_denied(int fd);
-int f_statx(int fd, struct statx *s);
-int f_dir_guard(void *data, int dirfd);
-int f_may_create(void *data, int dirfd);
-int f_trash_view(void *data, int *pfd, int *ret_trashfd);
 
 /* execd's answer (e filled) for an errno of `what` on the path as shown; a kernel filesystem
- * refused; the sandbox deleted; a failed fs operation (err taken). Each returns -1. */
+ * refused; the sandbox deleted; a failed fs operation (err taken); the same where a missing
+ * parent was to be made (a non-directory on the way is named so). Each returns -1. */
 int f_error(os_err *e, int errnum, const char *shown, const char *what);
 int f_refused_kfs(os_err *e, const char *shown);
 int f_gone(os_err *e);
 int f_fail(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e);
+int f_fail_mkdir(fctx *f, sh_error **err, const char *shown, const char *what, os_err *e);
 
 /* The sandbox's path `raw` (n bytes: absolute, `~`, or relative to the workspace) below its root
  * ("" for "/"), or NULL with e filled. */
 char *f_path(const char *raw, size_t n, os_err *e);
-/* `path` opened with `flags`, never on a kernel filesystem, *s its statx; its parent checked
- * writable by the sandbox (made first: f_parent_p); a regular file opened for reading, checked
- * readable, never blocking; mkdir -p (`path` itself made with mode and *own). An fd, or -1 with
- * e filled. */
+/* `path` opened with `flags`, never on a kernel filesystem, *s its statx; its parent (missing
+ * ones made first when `make`), checked writable by the sandbox; a regular file opened for
+ * reading, checked readable, never blocking. An fd, or -1 with e filled. */
 int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *shown,
            const char *what, os_err *e);
-int f_parent(fctx *f, const char *path, const char **base, const char *shown, const char *what,
-             os_err *e);
-int f_parent_p(fctx *f, const char *path, const char **base, const char *shown, const char *what,
-               os_err *e);
+int f_parent(fctx *f, const char *path, bool make, const char **base, const char *shown,
+             const char *what, os_err *e);
 int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e);
-int f_mkdir_p(fctx *f, const char *path, mode_t mode, const sh_fs_owner *own, const char *shown,
-              os_err *e);
 
-/* The image's names (read once a request), an owner or group the sandbox may give, a mode
- * (0: keep), an entry's FileInfo. */
+/* The image's names (read once a request); {owner?, group?, mode?} of `o` as what the sandbox
+ * may give (an owner or a group absent: its own; a mode absent or 0: *mode 0; mode NULL: not
+ * looked at); a mode; an entry's FileInfo. */
 void f_read_maps(fctx *f);
-int f_resolve_id(fctx *f, const cJSON *v, bool group, uint32_t *ret, os_err *e);
+int f_perms(fctx *f, const cJSON *o, sh_fs_owner *own, mode_t *mode, os_err *e);
 int f_parse_mode(const cJSON *v, mode_t *ret, os_err *e);
 cJSON *f_file_info(fctx *f, const char *shown, const struct statx *s);
 
-/* The query: every `path=` (at most max), one parameter, a whole number (a reply when not). */
+/* The query: every `path=` (at most max; none: 0 and a 400 MISSING_QUERY), the first (or NULL
+ * and that 400), one parameter, a whole number (a reply when not). A body of at most PATHS_MAX
+ * entries, or a 400 naming the bound (the body then freed). */
 size_t f_query_paths(sh_request *r, const sh_query_param **out, size_t max);
+const sh_query_param *f_query_path(sh_request *r);
 const sh_query_param *f_query_one(sh_request *r, const char *key);
 int f_query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present);
-/* A body of at most PATHS_MAX entries, or a 400 naming the bound (the body is then freed). */
 bool f_body_bounded(sh_request *r, cJSON *body);
 
-/* ---- jobs of the loop and their answers (files.c, files_write.c) --------------------------- */
-
-/* A job answered from the loop in slices (sh_request_job), whose answer may wait for the trash
- * (f_job_answer). A job embeds one first; f_job_gone is its pending ops' gone, f_job_read their
- * read when it streams. */
-typedef struct f_job {
-        sh_request_job rj; /* first */
-        sh_trash_waiter w; /* the answer waiting for the trash (job_answer) */
-        unsigned status;   /* that answer */
-        cJSON *body;
-} f_job;
-
+/* Every job of these routes is answered from the loop in slices (an sh_request_job, its first
+ * member): f_job_gone is its pending ops' gone, f_job_read their read when it streams;
+ * f_job_start waits for it and runs its first slice (false: answered 500, the caller frees). */
 void f_job_gone(void *data);
 ssize_t f_job_read(void *data, char *out, size_t max);
-bool f_job_start(f_job *s, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
+bool f_job_start(sh_request_job *rj, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
                  const char *what);
 
-/* k > 0: the trash holds something of the request's, which its answer waits for. */
+/* k > 0 (sh/trash.h): the trash holds something of the request's, which its answer waits for.
+ * The answer (status, body taken: NULL is empty) of a handler (rj NULL) or of a job's step (the
+ * job is then done: the step returns SH_LOOP_JOB_DONE), now or once that is removed. */
 void f_trashed(fctx *f, int k);
-void f_reply(sh_request *r, unsigned status, cJSON *body);
-/* The answer (status, body taken: NULL is empty) now, or once the trash is removed: of a job
- * (returns SH_LOOP_JOB_DONE), of a handler. */
-int f_job_answer(fctx *f, f_job *s, unsigned status, cJSON *body);
-void f_answer(fctx *f, sh_request *r, unsigned status, cJSON *body);
+void f_answer(fctx *f, sh_request *r, sh_request_job *rj, unsigned status, cJSON *body);
 
 /* A request of many paths: its entries done one a step, each step charged its lookup steps. */
 typedef struct f_pjob f_pjob;
 struct f_pjob {
-        f_job s; /* first */
+        sh_request_job rj; /* first */
         fctx f;
         cJSON *body;       /* permissions, mv, directories: the body, done entry by entry */
         const cJSON *next; /* its next entry */
-        size_t qi, taken;  /* info: the next query parameter looked at, the paths taken */
+        size_t qi, taken;  /* info, delete: the next query parameter looked at, the paths taken */
         cJSON *out;        /* info: the answer so far (NULL: an empty 200 at the end) */
         /* One entry: 1 done (more may follow), 0 none left, -1 refused with e filled. */
-        int (*entry)(f_pjob *j, sh_request *r);
+        int (*entry)(f_pjob *j);
         os_err e;
 };
 
 /* Run `entry` over the body's entries (body and out taken; both NULL for none) from the loop; the
  * same for a body {path: {...}} (a 400 when it is none); such an entry's next (f_pjob_next: NULL
  * at the end, j->body when its path is refused, *p its path below the root). */
-void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *, sh_request *));
-void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *, sh_request *));
+void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *));
+void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *));
 const cJSON *f_pjob_next(f_pjob *j, char **p);
-
-/* An unnamed file beside a checked directory's entry, put in over it at commit (owner and mode
- * set while unnamed, the old file into the trash); given up, freed off the loop when big. */
-typedef struct f_tmp {
-        fctx *f;
-        sh_fs_upload *u;
-        int pfd, trash; /* trash: f's, or -1 (in place) */
-} f_tmp;
-
-int f_tmp_begin(f_tmp *t, fctx *f, int pfd, const char *shown, const char *what, os_err *e);
-int f_tmp_commit(f_tmp *t, const char *base, const sh_fs_owner *own, mode_t mode, const char *shown,
-                 os_err *e);
-void f_tmp_done(f_tmp *t);
+/* info, DELETE /files: the query's next `path=` (of its first PATHS_MAX), NULL at the end. */
+const sh_query_param *f_pjob_next_path(f_pjob *j);
 
 /* ---- the handlers ------------------------------------------------------------------------- */
 

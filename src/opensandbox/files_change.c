@@ -1,118 +1,108 @@
 /* files_change.c: the execd file routes that change entries (OPENSANDBOX.md section 3.2):
- * DELETE /files, permissions, mv, replace (fs/replace.c in slices), POST and DELETE
- * /directories (a removal in the trash, or the tree remover in slices). */
+ * DELETE /files, permissions, mv, replace (sh_fs_replace_file in slices), POST and DELETE
+ * /directories (into the trash, or the tree remover in slices: sh_fs_rmdir). */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "files.h"
-#include "sh/remove.h"
 #include "sh/replace.h"
 
 /* ---- DELETE /files ------------------------------------------------------------------------------ */
 
+/* One path: 0 (removed, or absent: fine), or -1 refused with e filled. */
+static int delete_one(fctx *f, const char *shown, size_t n, os_err *e)
+{
+        _cleanup_free_ char *p = f_path(shown, n, e);
+        sh_error *err = NULL;
+        int k;
+
+        if (!p || !*p) /* '/' itself is refused */
+                return p ? f_parent(f, p, false, NULL, shown, "delete", e) : -1;
+        /* the entry itself, never what a link names, into the trash (sh_fs_unlink_file); a
+         * directory swapped in meanwhile is refused (put back) */
+        if ((k = sh_fs_unlink_file(&f->fs, p, &err)) >= 0) {
+                f_trashed(f, k);
+                return 0;
+        }
+        if (err && err->errnum == EISDIR && !f->kfs) {
+                sh_error_release(&err);
+                return os_err_code(e, OS_E_BAD_BODY,
+                                   "'%s' is a directory: DELETE /directories removes it", shown);
+        }
+        f_fail(f, &err, shown, "delete", e);
+        return STREQ(e->code, os_code_name(OS_E_FILE_NOT_FOUND)) ? 0 : -1;
+}
+
+/* The query's paths one a step, as info's are (f_pjob: their lookups from a request's budget, in
+ * slices); the first refused is the answer, what was removed before it stays removed. */
+static int delete_entry(f_pjob *j)
+{
+        const sh_query_param *qp = f_pjob_next_path(j);
+
+        if (!qp)
+                return 0;
+        return delete_one(&j->f, qp->val, qp->val_len, &j->e) < 0 ? -1 : 1;
+}
+
 void os_files_delete(sh_request *r)
 {
-        _cleanup_(fctx_done) fctx f = {.root = -1};
-        const sh_query_param *ps[PATHS_MAX];
-        size_t n = f_query_paths(r, ps, PATHS_MAX);
-        os_err e;
-
-        if (n == 0) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
-                return;
-        }
-        if (fctx_init(r, &f) < 0)
-                return;
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *p = f_path(ps[i]->val, ps[i]->val_len, &e);
-                sh_error *err = NULL;
-                int k;
-
-                if (p && !*p) {
-                        f_parent(&f, p, NULL, ps[i]->val, "delete", &e);
-                        os_reply_err(r, &e);
-                        return;
-                }
-                /* the entry itself, never what a link names, into the trash (f_trash_view); a
-                 * directory swapped in meanwhile is refused (put back) */
-                k = p ? sh_fs_unlink_file(&f.fs, p, &err) : -1;
-                if (k < 0 && err && err->errnum == EISDIR && !f.kfs && !f.view) {
-                        sh_error_release(&err);
-                        os_reply_error(r, 400, OS_BAD_BODY,
-                                       "'%s' is a directory: DELETE /directories removes it",
-                                       ps[i]->val);
-                        return;
-                }
-                if (k < 0 && p)
-                        f_fail(&f, &err, ps[i]->val, "delete", &e);
-                if (k < 0 && e.status == 404 && !STREQ(e.code, "SANDBOX_NOT_FOUND"))
-                        continue; /* absent is fine */
-                if (k < 0) {
-                        os_reply_err(r, &e);
-                        return;
-                }
-                f_trashed(&f, k);
-        }
-        f_answer(&f, r, 200, NULL);
+        if (f_query_path(r))
+                f_pjob_run(r, NULL, NULL, delete_entry);
 }
 
 /* ---- POST /files/permissions -------------------------------------------------------------------- */
 
 /* {owner?, group?, mode?} on the entry at p (links followed inside the root, as chmod(1)):
- * only on the sandbox's own entries. */
+ * only on the sandbox's own entries; an owner or a group absent is kept. */
 static int set_perm(fctx *f, const char *p, const char *shown, const cJSON *perm, os_err *e)
 {
-        _cleanup_close_ int fd = -1;
         const cJSON *owner = cJSON_GetObjectItemCaseSensitive(perm, "owner");
         const cJSON *group = cJSON_GetObjectItemCaseSensitive(perm, "group");
+        _cleanup_close_ int fd = -1;
+        sh_fs_owner own;
         struct statx s;
-        uint32_t uid, gid;
         mode_t mode;
         char proc[64];
 
         if (!cJSON_IsObject(perm))
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "'%s': permissions are {owner?, group?, mode}", shown);
-        if (f_parse_mode(cJSON_GetObjectItemCaseSensitive(perm, "mode"), &mode, e) < 0)
-                return -1;
-        if ((fd = f_open(f, p, O_PATH, &s, shown, "chmod", e)) < 0)
+                return os_err_code(e, OS_E_BAD_BODY, "'%s': permissions are {owner?, group?, mode}",
+                                   shown);
+        if (f_parse_mode(cJSON_GetObjectItemCaseSensitive(perm, "mode"), &mode, e) < 0 ||
+            (fd = f_open(f, p, O_PATH, &s, shown, "chmod", e)) < 0)
                 return -1;
         if (!S_ISREG(s.stx_mode) && !S_ISDIR(s.stx_mode))
-                return os_err_set(e, 400, OS_BAD_BODY, "'%s' is not a file or a directory", shown);
+                return os_err_code(e, OS_E_BAD_BODY, "'%s' is not a file or a directory", shown);
         if (s.stx_uid != f->uid)
                 return f_error(e, EPERM, shown, "chmod");
-        if (f_resolve_id(f, owner, false, &uid, e) < 0 || f_resolve_id(f, group, true, &gid, e) < 0)
+        if (f_perms(f, perm, &own, NULL, e) < 0)
                 return -1;
         if (!owner || cJSON_IsNull(owner))
-                uid = s.stx_uid;
+                own.uid = s.stx_uid;
         if (!group || cJSON_IsNull(group))
-                gid = s.stx_gid;
+                own.gid = s.stx_gid;
         /* chown first (it would clear setuid bits, never set here anyway), then the mode */
-        if ((uid != s.stx_uid || gid != s.stx_gid) && fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0)
+        if ((own.uid != s.stx_uid || own.gid != s.stx_gid) &&
+            fchownat(fd, "", own.uid, own.gid, AT_EMPTY_PATH) < 0)
                 return f_error(e, errno, shown, "chown");
-        if (mode) {
-                /* the very inode resolved (an O_PATH fd cannot fchmod): its magic link */
-                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-                if (chmod(proc, mode) < 0)
-                        return f_error(e, errno, shown, "chmod");
-        }
+        /* the very inode resolved (an O_PATH fd cannot fchmod): its magic link */
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        if (mode && chmod(proc, mode) < 0)
+                return f_error(e, errno, shown, "chmod");
         return 0;
 }
 
-static int perm_entry(f_pjob *j, sh_request *r)
+static int perm_entry(f_pjob *j)
 {
         _cleanup_free_ char *p = NULL;
         const cJSON *it = f_pjob_next(j, &p);
 
-        (void)r;
-        if (it == j->body)
-                return -1;
-        return !it ? 0 : set_perm(&j->f, p, it->string, it, &j->e) < 0 ? -1 : 1;
+        if (!it || it == j->body)
+                return it ? -1 : 0;
+        return set_perm(&j->f, p, it->string, it, &j->e) < 0 ? -1 : 1;
 }
 
 void os_files_permissions(sh_request *r)
@@ -125,108 +115,81 @@ void os_files_permissions(sh_request *r)
 /* The names themselves (sh_fs_rename): links at either end are moved, never followed; the
  * destination's parents are made (the sandbox's own); an existing destination is an error
  * (NOREPLACE), never clobbered. */
-static int move_one(fctx *f, const char *src_shown, const char *dst_shown, os_err *e)
+static int move_entry(f_pjob *j)
 {
-        _cleanup_free_ char *src = f_path(src_shown, strlen(src_shown), e), *dst = NULL;
+        const cJSON *it = j->next;
+        const char *src_shown, *dst_shown;
+        _cleanup_free_ char *src = NULL, *dst = NULL;
         sh_error *err = NULL;
         bool at_src;
 
-        if (!src || !(dst = f_path(dst_shown, strlen(dst_shown), e)))
-                return -1;
-        if (!*src)
-                return f_parent(f, src, NULL, src_shown, "move", e);
-        if (sh_fs_rename(&f->fs, src, dst, SH_FS_NOREPLACE, &at_src, &err) == 0)
-                return 0;
-        if (!at_src && !f->kfs && err && err->errnum == ENOTDIR) {
-                sh_error_release(&err);
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "mkdir: '%s': a component is not a directory", dst_shown);
-        }
-        return f_fail(f, &err, at_src ? src_shown : dst_shown, "move", e);
-}
-
-static int move_entry(f_pjob *j, sh_request *r)
-{
-        const cJSON *it = j->next;
-
-        (void)r;
         if (!it)
                 return 0;
         j->next = it->next;
-        return move_one(&j->f, cJSON_GetObjectItemCaseSensitive(it, "src")->valuestring,
-                        cJSON_GetObjectItemCaseSensitive(it, "dest")->valuestring, &j->e) < 0
-                       ? -1
-                       : 1;
+        src_shown = cJSON_GetObjectItemCaseSensitive(it, "src")->valuestring;
+        dst_shown = cJSON_GetObjectItemCaseSensitive(it, "dest")->valuestring;
+        if (!(src = f_path(src_shown, strlen(src_shown), &j->e)) ||
+            !(dst = f_path(dst_shown, strlen(dst_shown), &j->e)))
+                return -1;
+        if (!*src)
+                return f_parent(&j->f, src, false, NULL, src_shown, "move", &j->e);
+        if (sh_fs_rename(&j->f.fs, src, dst, SH_FS_NOREPLACE, &at_src, &err) == 0)
+                return 1;
+        return at_src ? f_fail(&j->f, &err, src_shown, "move", &j->e)
+                      : f_fail_mkdir(&j->f, &err, dst_shown, "move", &j->e);
 }
 
 void os_files_move(sh_request *r)
 {
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
+        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *it;
+        const char *why = cJSON_IsArray(body) ? NULL : "the body is a list of {src, dest}";
 
-        if (!body && !empty)
-                return;
-        if (!cJSON_IsArray(body)) {
-                cJSON_Delete(body);
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is a list of {src, dest}");
-                return;
-        }
-        if (!f_body_bounded(r, body))
+        if ((!body && !empty) || (!why && !f_body_bounded(r, body)))
                 return;
         /* every entry's shape before any is moved */
-        cJSON_ArrayForEach(it, body)
+        cJSON_ArrayForEach(it, (why ? NULL : body))
         {
-                const cJSON *s = cJSON_GetObjectItemCaseSensitive(it, "src");
-                const cJSON *d = cJSON_GetObjectItemCaseSensitive(it, "dest");
-
-                if (!cJSON_IsString(s) || !cJSON_IsString(d)) {
-                        cJSON_Delete(body);
-                        os_reply_error(r, 400, OS_BAD_BODY, "each move is {src, dest}");
-                        return;
-                }
+                if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "src")) ||
+                    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "dest")))
+                        why = "each move is {src, dest}";
         }
-        f_pjob_run(r, body, NULL, move_entry);
+        if (!why) {
+                f_pjob_run(r, body, NULL, move_entry);
+                return;
+        }
+        cJSON_Delete(body);
+        os_reply_code(r, OS_E_BAD_BODY, "%s", why);
 }
 
 /* ---- POST /files/replace ----------------------------------------------------------------------- */
 
-/* POST /files/replace is a job of the loop, run in slices (f_job), each of its files rewritten by
- * fs/replace.c in two passes (counted first: no match, or a bound passed, and nothing is written
- * at all), the new text into an unnamed file beside it, which replaces the file at the end, its
- * owner and mode kept (f_tmp_commit: atomic, the old file into the trash). Nothing partial is
- * ever visible: a refusal, a failure or the client leaving drops the unnamed file. Bounded: the
- * file (REPLACE_MAX), what it becomes (REPLACE_MAX), its matches (REPLACE_MATCHES_MAX), the
- * paths of one request (PATHS_MAX), the memory of a job (one chunk and one output buffer beside
- * the body). */
+/* POST /files/replace is a job of the loop, run in slices, each of its files rewritten by
+ * fs/replace.c under the request's policy (sh_fs_replace_file: counted first, no match or a bound
+ * passed and nothing is written at all; the new text into an unnamed file beside it, which
+ * replaces the file at the end, its owner and mode kept, the old file into the trash). Bounded:
+ * the file and what it becomes (REPLACE_MAX), its matches (REPLACE_MATCHES_MAX), the paths of one
+ * request (PATHS_MAX), the memory of a job (one chunk and one output buffer beside the body). */
 #define REPLACE_MATCHES_MAX (1u << 20)
 
 typedef struct xjob {
-        f_job s; /* first */
+        sh_request_job rj; /* first */
         fctx f;
         cJSON *body; /* {path: {old, new}}, checked */
         cJSON *it;   /* the entry in work; NULL: every entry done */
         cJSON *out;  /* {path: {replacedCount}} so far */
         bool verbose;
-        /* the file in work */
-        char *path; /* below the root */
-        int in;     /* the file, read */
-        struct statx st;
-        int pass; /* 0: not begun; 1: counting; 2: writing */
-        sh_fs_replace x;
-        f_tmp t;
-        char *base; /* its name in t.pfd */
+        bool open; /* x is the entry's */
+        sh_fs_replace_file x;
         os_err e;
 } xjob;
 
-/* The file in work is done with (committed, or given up). */
+/* The file in work is done with (committed, or given up: its unnamed file freed off the loop). */
 static void xjob_file_done(xjob *j)
 {
-        j->in = sh_close(j->in);
-        f_tmp_done(&j->t);
-        sh_fs_replace_done(&j->x);
-        free(TAKE_PTR(j->path));
-        free(TAKE_PTR(j->base));
-        j->pass = 0;
+        if (j->open)
+                sh_manager_discard_unnamed(j->f.mgr, j->f.sb, sh_fs_replace_file_done(&j->x));
+        j->open = false;
 }
 
 static void xjob_release(void *data)
@@ -242,227 +205,158 @@ static void xjob_release(void *data)
 
 static const sh_pending_ops xjob_ops = {.gone = f_job_gone, .release = xjob_release};
 
-/* A step of fs/replace.c that failed (k < 0): why, as execd's answer. -1. */
-static int xjob_failed(xjob *j, int k)
+/* A step that failed (err taken): why, as execd's answer. -1. */
+static int xjob_failed(xjob *j, sh_error **err)
 {
         const char *shown = j->it->string;
+        sh_fs_replace_refusal why = j->x.x.refused;
+        int errnum = *err ? (*err)->errnum : ENOMEM;
 
-        switch (j->x.refused) {
-        case SH_FS_REPLACE_OVER:
-                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is over %u MiB: not rewritten",
-                                  shown, REPLACE_MAX >> 20);
-        case SH_FS_REPLACE_GROWS:
-                return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                  "'%s' would grow over %u MiB: not rewritten", shown,
-                                  REPLACE_MAX >> 20);
-        case SH_FS_REPLACE_MATCHES:
-                return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                  "'%s' holds more than %u matches: not rewritten", shown,
-                                  REPLACE_MATCHES_MAX);
-        case SH_FS_REPLACE_OK:
-                break;
-        }
-        if (k == -ENOMEM)
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        return f_error(&j->e, -k, shown, "replace");
-}
-
-/* A pass begins: from the start of the file (2: into the unnamed file). */
-static int xjob_pass(xjob *j, int pass)
-{
-        int k = sh_fs_replace_pass(&j->x, pass == 2 ? sh_fs_upload_fd(j->t.u) : -1);
-
-        if (k < 0)
-                return f_error(&j->e, -k, j->it->string, "replace");
-        j->pass = pass;
-        return 0;
-}
-
-/* The next entry's file opened (readable by the sandbox, at most REPLACE_MAX) for its first
- * pass. -1 with j->e filled. */
-static int xjob_open(xjob *j)
-{
-        const char *shown = j->it->string;
-        const char *old = cJSON_GetObjectItemCaseSensitive(j->it, "old")->valuestring;
-        const char *new = cJSON_GetObjectItemCaseSensitive(j->it, "new")->valuestring;
-
-        j->t = (f_tmp){.pfd = -1, .trash = -1};
-        if (!(j->path = f_path(shown, strlen(shown), &j->e)) ||
-            (j->in = f_open_read(&j->f, j->path, shown, &j->st, &j->e)) < 0)
-                return -1;
-        if (!S_ISREG(j->st.stx_mode))
-                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is not a regular file", shown);
-        if (j->st.stx_size > REPLACE_MAX)
-                return os_err_set(&j->e, 400, OS_BAD_BODY, "'%s' is over %u MiB: not rewritten",
-                                  shown, REPLACE_MAX >> 20);
-        if (sh_fs_replace_init(&j->x, j->in, old, strlen(old), new, strlen(new), REPLACE_MAX,
-                               REPLACE_MATCHES_MAX) < 0)
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        return xjob_pass(j, 1);
-}
-
-/* Counted matches: the second pass begins, into an unnamed file beside the file (its
- * directory checked writable by the sandbox). -1 with j->e filled. */
-static int xjob_begin_writing(xjob *j)
-{
-        const char *shown = j->it->string, *base;
-        int pfd;
-
-        if ((pfd = f_parent(&j->f, j->path, &base, shown, "replace", &j->e)) < 0)
-                return -1;
-        if (!(j->base = strdup(base))) {
-                sh_close(pfd);
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        }
-        if (f_tmp_begin(&j->t, &j->f, pfd, shown, "replace", &j->e) < 0)
-                return -1;
-        return xjob_pass(j, 2);
-}
-
-/* The file is rewritten: in over its old self, unless that was replaced meanwhile (then nothing
- * changes: 503, try again). -1 with j->e filled. */
-static int xjob_commit(xjob *j)
-{
-        const char *shown = j->it->string;
-        struct stat now, was;
-
-        if (fstat(j->in, &was) < 0 || fstatat(j->t.pfd, j->base, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
-            now.st_ino != was.st_ino || now.st_dev != was.st_dev)
-                return f_error(&j->e, EAGAIN, shown, "replace");
-        /* its owner and mode kept (never a setuid, setgid or sticky bit) */
-        return f_tmp_commit(&j->t, j->base, &(sh_fs_owner){j->st.stx_uid, j->st.stx_gid},
-                            j->st.stx_mode & 0777, shown, &j->e);
-}
-
-/* The entry's result, and on to the next. -1 with j->e filled. */
-static int xjob_next(xjob *j, uint64_t count)
-{
-        cJSON *res = cJSON_AddObjectToObject(j->out, j->it->string);
-
-        xjob_file_done(j);
-        if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)count))
-                return os_err_set(&j->e, 500, OS_RUNTIME, "out of memory");
-        j->it = j->it->next;
-        return 0;
+        if (why != SH_FS_REPLACE_OK)
+                sh_error_release(err);
+        if (why == SH_FS_REPLACE_MATCHES)
+                return os_err_code(&j->e, OS_E_BAD_BODY,
+                                   "'%s' holds more than %u matches: not rewritten", shown,
+                                   REPLACE_MATCHES_MAX);
+        if (why != SH_FS_REPLACE_OK)
+                return os_err_code(&j->e, OS_E_BAD_BODY, "'%s' %s %u MiB: not rewritten", shown,
+                                   why == SH_FS_REPLACE_OVER ? "is over" : "would grow over",
+                                   REPLACE_MAX >> 20);
+        return f_fail(&j->f, err, shown,
+                      j->x.pass == 0                       ? "read"
+                      : j->x.pass == 3 && errnum != EAGAIN ? "write"
+                                                           : "replace",
+                      &j->e);
 }
 
 /* The job's work between two looks at the clock: 1 while there is more; 0 when every entry is
  * done; -1 refused (j->e). */
 static int xjob_work(xjob *j)
 {
-        uint64_t count;
+        _cleanup_free_ char *p = NULL;
+        sh_error *err = NULL;
+        cJSON *res;
         int k;
 
         if (!j->it)
                 return 0;
-        if (j->pass == 0)
-                return xjob_open(j) < 0 ? -1 : 1;
-        if ((k = sh_fs_replace_step(&j->x)) > 0)
+        if (!j->open) {
+                const char *old = cJSON_GetObjectItemCaseSensitive(j->it, "old")->valuestring;
+                const char *new = cJSON_GetObjectItemCaseSensitive(j->it, "new")->valuestring;
+
+                if (!(p = f_path(j->it->string, strlen(j->it->string), &j->e)))
+                        return -1;
+                j->open = true;
+                k = sh_fs_replace_file_open(&j->x, &j->f.fs, p, old, strlen(old), new, strlen(new),
+                                            REPLACE_MAX, REPLACE_MATCHES_MAX, &err);
+                return k < 0 ? xjob_failed(j, &err) : 1;
+        }
+        if ((k = sh_fs_replace_file_step(&j->x, &err)) == 1)
                 return 1;
+        /* only while the sandbox lives: the check and the commit run in one turn of the loop,
+         * which no delete comes between (nothing is written into a deleted sandbox's tree) */
+        if (k == SH_FS_REPLACE_WRITTEN && sh_sandbox_deleted(j->f.sb))
+                return f_gone(&j->e);
+        if (k == SH_FS_REPLACE_WRITTEN)
+                f_trashed(&j->f, k = sh_fs_replace_file_commit(&j->x, &err));
         if (k < 0)
-                return xjob_failed(j, k);
-        if (j->pass == 1 && j->x.count == 0)
-                return xjob_next(j, 0) < 0 ? -1 : 1; /* nothing to rewrite */
-        if (j->pass == 1)
-                return xjob_begin_writing(j) < 0 ? -1 : 1;
-        count = j->x.count;
-        k = xjob_commit(j);
-        return k < 0 || xjob_next(j, count) < 0 ? -1 : 1;
+                return xjob_failed(j, &err);
+        /* the entry's result, and on to the next */
+        res = cJSON_AddObjectToObject(j->out, j->it->string);
+        if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)j->x.x.count))
+                return os_err_code(&j->e, OS_E_RUNTIME, "out of memory");
+        xjob_file_done(j);
+        j->it = j->it->next;
+        return 1;
 }
 
-static int xjob_job_step(void *data)
+static int xjob_step(void *data)
 {
         xjob *j = data;
         int k = xjob_work(j);
 
         if (k > 0)
                 return 1;
-        if (k == 0)
-                return f_job_answer(&j->f, &j->s, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
-        os_reply_err(sh_request_job_request(&j->s.rj), &j->e);
-        return sh_request_job_done(&j->s.rj);
+        if (k < 0) {
+                os_reply_err(sh_request_job_request(&j->rj), &j->e);
+                return sh_request_job_done(&j->rj);
+        }
+        f_answer(&j->f, NULL, &j->rj, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
+        return SH_LOOP_JOB_DONE;
 }
 
 void os_files_replace(sh_request *r)
 {
         const sh_query_param *v = f_query_one(r, "verbose");
         bool empty;
-        cJSON *body = os_json_body(r, OS_BAD_BODY, &empty), *it;
-        size_t n = 0;
+        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *it;
+        const char *why = NULL;
         xjob *j;
 
         if (!body && !empty)
                 return;
-        if (!cJSON_IsObject(body)) {
-                cJSON_Delete(body);
-                os_reply_error(r, 400, OS_BAD_BODY, "the body is {path: {old, new}}");
-                return;
-        }
-        cJSON_ArrayForEach(it, body)
+        if (!cJSON_IsObject(body))
+                why = "the body is {path: {old, new}}";
+        cJSON_ArrayForEach(it, (why ? NULL : body))
         {
                 const cJSON *o = cJSON_GetObjectItemCaseSensitive(it, "old");
-                const cJSON *nw = cJSON_GetObjectItemCaseSensitive(it, "new");
 
-                if (!cJSON_IsString(o) || !*o->valuestring || !cJSON_IsString(nw)) {
-                        cJSON_Delete(body);
-                        os_reply_error(r, 400, OS_BAD_BODY,
-                                       "each replacement is {old: non-empty text, new: text}");
-                        return;
-                }
-                if (++n > PATHS_MAX) {
-                        cJSON_Delete(body);
-                        os_reply_error(r, 400, OS_BAD_BODY, "at most %u paths per request",
-                                       PATHS_MAX);
-                        return;
-                }
+                if (!cJSON_IsString(o) || !*o->valuestring ||
+                    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "new")))
+                        why = "each replacement is {old: non-empty text, new: text}";
         }
-        j = calloc(1, sizeof(*j));
-        if (!j || !(j->out = cJSON_CreateObject())) {
+        if (why) {
+                cJSON_Delete(body);
+                os_reply_code(r, OS_E_BAD_BODY, "%s", why);
+                return;
+        }
+        if (!f_body_bounded(r, body))
+                return;
+        if (!(j = calloc(1, sizeof(*j))) || !(j->out = cJSON_CreateObject())) {
                 free(j);
                 cJSON_Delete(body);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         j->body = body;
         j->it = body->child;
-        j->in = -1;
-        j->t = (f_tmp){.pfd = -1, .trash = -1};
         j->verbose = v && (STREQ(v->val, "true") || STREQ(v->val, "1"));
-        j->f.root = -1;
         if (fctx_init(r, &j->f) < 0) {
                 xjob_release(j);
                 return;
         }
         j->f.budget.left = SH_SAFE_REQUEST_STEPS; /* one file opened a slice */
-        if (!f_job_start(&j->s, r, &xjob_ops, xjob_job_step, "replacement"))
+        if (!f_job_start(&j->rj, r, &xjob_ops, xjob_step, "replacement"))
                 xjob_release(j);
 }
 
-/* ---- POST /directories, DELETE /directories --------------------------------------------------- */
+/* ---- POST /directories ------------------------------------------------------------------------ */
 
-static int mkdirs_entry(f_pjob *j, sh_request *r)
+/* mkdir -p (sh_fs_mkdir_p_at: one walk, every directory entered checked by the guard, each
+ * missing level made in a directory the sandbox's uid may write), the path itself, when made,
+ * with the owner and mode asked (0755 unless asked), as mkdir -p -m. */
+static int mkdirs_entry(f_pjob *j)
 {
         _cleanup_free_ char *p = NULL;
         const cJSON *it = f_pjob_next(j, &p);
         _cleanup_close_ int fd = -1;
-        uint32_t uid, gid;
+        sh_error *err = NULL;
+        sh_fs_owner own;
         mode_t mode;
 
-        (void)r;
         if (!it || it == j->body)
                 return it ? -1 : 0;
         if (!cJSON_IsObject(it))
-                return os_err_set(&j->e, 400, OS_BAD_BODY,
-                                  "'%s': permissions are {owner?, group?, mode}", it->string);
-        if (f_parse_mode(cJSON_GetObjectItemCaseSensitive(it, "mode"), &mode, &j->e) < 0 ||
-            f_resolve_id(&j->f, cJSON_GetObjectItemCaseSensitive(it, "owner"), false, &uid, &j->e) <
-                    0 ||
-            f_resolve_id(&j->f, cJSON_GetObjectItemCaseSensitive(it, "group"), true, &gid, &j->e) <
-                    0 ||
-            (fd = f_mkdir_p(&j->f, p, mode ? mode : 0755, &(sh_fs_owner){uid, gid}, it->string,
-                            &j->e)) < 0)
+                return os_err_code(&j->e, OS_E_BAD_BODY,
+                                   "'%s': permissions are {owner?, group?, mode}", it->string);
+        if (f_perms(&j->f, it, &own, &mode, &j->e) < 0)
                 return -1;
-        return 1;
+        if ((fd = sh_fs_mkdir_p_at(&j->f.fs, p, mode ? mode : 0755, &own, &err)) < 0) {
+                if (err && err->errnum == EEXIST)
+                        err->errnum = ENOTDIR; /* a non-directory there: named as one on the way */
+                return f_fail_mkdir(&j->f, &err, it->string, "mkdir", &j->e);
+        }
+        return f_kernel_fs(fd) ? f_refused_kfs(&j->e, it->string) : 1;
 }
 
 void os_files_mkdirs(sh_request *r)
@@ -470,27 +364,27 @@ void os_files_mkdirs(sh_request *r)
         f_pjob_paths(r, mkdirs_entry);
 }
 
-/* DELETE /directories: every path is checked before anything is removed. A directory of the
- * workspace is moved into the sandbox's trash at once (f_trash_view: through the daemon's view of its
- * parent) and removed there by the sandbox's remover, off the loop: none of its files is freed
- * here, however big. One elsewhere (its /tmp, a tmpfs) is a job of the loop (f_job): removed in
- * slices by the tree remover a step at a time (sh_fs_remover: depth first, never following a
- * link, a bounded number of directories open however deep the tree, kernel filesystems never
- * entered), keeping going past what cannot be removed and answering the first error. */
+/* ---- DELETE /directories ---------------------------------------------------------------------- */
+
+/* Every path is checked before anything is removed, then each removed a step at a time as a job
+ * of the loop (sh_fs_rmdir): a directory of the workspace moves into the sandbox's trash at once
+ * (through the daemon's view of its parent: sh_sandbox_trash_view) and is removed there by the
+ * sandbox's remover, off the loop; one elsewhere (its /tmp, a tmpfs) is removed in place by the
+ * tree remover (depth first, never following a link, a bounded number of directories open
+ * however deep the tree, kernel filesystems never entered), going on past what cannot be
+ * removed. The first error is the answer. */
 typedef struct rtop {
-        int pfd; /* its parent, checked writable by the sandbox */
-        char *base, *shown;
-        bool trash; /* pfd is the daemon's view (f_trash_view): into the trash */
+        sh_fs_rmdir d;
+        char *shown;
 } rtop;
 
 typedef struct rjob {
-        f_job s; /* first */
-        fctx f;  /* its trash, and the sandbox its remover works for */
+        sh_request_job rj; /* first */
+        fctx f;            /* its trash, and the sandbox its remover works for */
         rtop *tops;
         size_t ntops, itop; /* itop: the one being removed */
-        sh_fs_remover *rm;  /* itop's, removed in place */
+        size_t err_top;     /* the path of the first error */
         int first_err;
-        size_t err_top; /* the path first_err belongs to */
         os_err e;
 } rjob;
 
@@ -498,10 +392,8 @@ static void rjob_release(void *data)
 {
         rjob *j = data;
 
-        sh_fs_remover_free(j->rm);
         for (size_t i = 0; i < j->ntops; i++) {
-                sh_close(j->tops[i].pfd);
-                free(j->tops[i].base);
+                sh_fs_rmdir_done(&j->tops[i].d);
                 free(j->tops[i].shown);
         }
         free(j->tops);
@@ -511,67 +403,63 @@ static void rjob_release(void *data)
 
 static const sh_pending_ops rjob_ops = {.gone = f_job_gone, .release = rjob_release};
 
-static void rjob_error(rjob *j, int errnum)
-{
-        if (!j->first_err && errnum && errnum != ENOENT) {
-                j->first_err = errnum;
-                j->err_top = j->itop;
-        }
-}
-
 /* Kernel filesystems are never entered (never below a sandbox's writable directory; refused
  * anyway). */
 static bool remove_may_enter(void *data, int fd)
 {
-        (void)data;
         return !f_kernel_fs(fd);
 }
 
-/* One step: a step of the path's remover, or the next path begun (into the trash at once, or
- * its remover made). Returns false when every path is done. */
-static bool rjob_step(rjob *j)
-{
-        rtop *t = &j->tops[j->itop];
-        sh_error *err = NULL;
-        int k;
-
-        if (j->rm) {
-                if (sh_fs_remover_step(j->rm))
-                        return true;
-                rjob_error(j, sh_fs_remover_errno(j->rm));
-                j->rm = sh_fs_remover_free(j->rm);
-                j->itop++;
-                return true;
-        }
-        if (j->itop == j->ntops)
-                return false;
-        if (t->trash) {
-                k = sh_fs_trash_entry(t->pfd, t->base, true, j->f.trash, &err);
-                if (k < 0)
-                        rjob_error(j, err ? err->errnum : EIO);
-                sh_error_release(&err);
-                f_trashed(&j->f, k);
-                j->itop++;
-                return true;
-        }
-        if ((k = sh_fs_remover_new(t->pfd, t->base, remove_may_enter, NULL, &j->rm)) < 0) {
-                rjob_error(j, -k);
-                j->itop++;
-        }
-        return true;
-}
-
-static int rjob_job_step(void *data)
+static int rjob_step(void *data)
 {
         rjob *j = data;
+        rtop *t = &j->tops[j->itop];
 
-        if (rjob_step(j))
+        if (j->itop < j->ntops && sh_fs_rmdir_step(&t->d, remove_may_enter, NULL) > 0)
                 return 1;
-        if (!j->first_err)
-                return f_job_answer(&j->f, &j->s, 200, NULL);
+        if (j->itop < j->ntops) {
+                f_trashed(&j->f, t->d.kept);
+                if (!j->first_err && t->d.errnum) {
+                        j->first_err = t->d.errnum;
+                        j->err_top = j->itop;
+                }
+                j->itop++;
+                return 1;
+        }
+        if (!j->first_err) {
+                f_answer(&j->f, NULL, &j->rj, 200, NULL);
+                return SH_LOOP_JOB_DONE;
+        }
         f_error(&j->e, j->first_err, j->tops[j->err_top].shown, "delete");
-        os_reply_err(sh_request_job_request(&j->s.rj), &j->e);
-        return sh_request_job_done(&j->s.rj);
+        os_reply_err(sh_request_job_request(&j->rj), &j->e);
+        return sh_request_job_done(&j->rj);
+}
+
+/* The directory at p (shown as asked) checked into the next top: 1; absent: 0; refused: -1 with
+ * e filled. */
+static int rmdir_top(rjob *j, const char *p, const char *shown, os_err *e)
+{
+        rtop *t = &j->tops[j->ntops];
+        sh_error *err = NULL;
+        struct stat st;
+
+        if (!*p)
+                return f_parent(&j->f, p, false, NULL, shown, "delete", e);
+        if (sh_fs_rmdir_open(&t->d, &j->f.fs, p, &st, &err) < 0) {
+                sh_fs_rmdir_done(&t->d);
+                if (err && err->errnum == ENOTDIR && st.st_mode && !S_ISDIR(st.st_mode)) {
+                        sh_error_release(&err);
+                        return os_err_code(e, OS_E_BAD_BODY,
+                                           "'%s' is not a directory: DELETE /files removes it",
+                                           shown);
+                }
+                f_fail(&j->f, &err, shown, "delete", e);
+                return STREQ(e->code, os_code_name(OS_E_FILE_NOT_FOUND)) ? 0 : -1;
+        }
+        j->ntops++;
+        if (!(t->shown = strdup(shown)))
+                return os_err_code(e, OS_E_RUNTIME, "out of memory");
+        return 1;
 }
 
 void os_files_rmdirs(sh_request *r)
@@ -579,66 +467,28 @@ void os_files_rmdirs(sh_request *r)
         const sh_query_param *ps[PATHS_MAX];
         size_t n = f_query_paths(r, ps, PATHS_MAX);
         rjob *j;
-        fctx *f;
         os_err e;
 
-        if (n == 0) {
-                os_reply_error(r, 400, OS_MISSING, "missing query parameter 'path'");
+        if (n == 0)
                 return;
-        }
-        j = calloc(1, sizeof(*j));
-        if (!j || !(j->tops = calloc(n, sizeof(*j->tops)))) {
+        if (!(j = calloc(1, sizeof(*j))) || !(j->tops = calloc(n, sizeof(*j->tops)))) {
                 free(j);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
-        f = &j->f;
-        f->root = -1;
-        if (fctx_init(r, f) < 0) {
+        if (fctx_init(r, &j->f) < 0) {
                 rjob_release(j);
                 return;
         }
-        /* every path checked before anything is removed */
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *p = f_path(ps[i]->val, ps[i]->val_len, &e);
-                _cleanup_close_ int pfd = -1;
-                sh_error *err = NULL;
-                const char *base;
-                struct stat st;
-                int trashfd, k;
-                rtop *t;
 
-                if (!p || (!*p && f_parent(f, p, NULL, ps[i]->val, "delete", &e) < 0))
-                        goto refuse;
-                if ((pfd = sh_fs_open_entry(&f->fs, p, &base, &st, &err)) < 0) {
-                        if (f_fail(f, &err, ps[i]->val, "delete", &e) < 0 && e.status == 404)
-                                continue; /* absent is fine */
-                        goto refuse;
+                if (!p || rmdir_top(j, p, ps[i]->val, &e) < 0) {
+                        rjob_release(j);
+                        os_reply_err(r, &e);
+                        return;
                 }
-                if (!S_ISDIR(st.st_mode)) {
-                        os_err_set(&e, 400, OS_BAD_BODY,
-                                   "'%s' is not a directory: DELETE /files removes it", ps[i]->val);
-                        goto refuse;
-                }
-                if ((k = sh_fs_trash_of(&f->fs, &pfd, &trashfd)) < 0) {
-                        sh_error_make(&err, -k, "view");
-                        f_fail(f, &err, ps[i]->val, "delete", &e);
-                        goto refuse;
-                }
-                t = &j->tops[j->ntops];
-                t->trash = trashfd >= 0;
-                if (!(t->base = strdup(base)) || !(t->shown = strdup(ps[i]->val))) {
-                        free(t->base);
-                        os_err_set(&e, 500, OS_RUNTIME, "out of memory");
-                        goto refuse;
-                }
-                t->pfd = TAKE_FD(pfd);
-                j->ntops++;
         }
-        if (!f_job_start(&j->s, r, &rjob_ops, rjob_job_step, "removal"))
+        if (!f_job_start(&j->rj, r, &rjob_ops, rjob_step, "removal"))
                 rjob_release(j);
-        return;
-refuse:
-        rjob_release(j);
-        os_reply_err(r, &e);
 }

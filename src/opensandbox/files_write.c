@@ -1,235 +1,14 @@
-/* files_write.c: what the execd file routes write with (mkdir -p as the sandbox's uid, the trash
- * for what a replace or a delete leaves and the answers that wait for it, unnamed files put in
- * over their target) and the upload (a multipart body sink, OPENSANDBOX.md section 3.2). */
-#include <stddef.h>
+/* files_write.c: POST /files/upload (OPENSANDBOX.md section 3.2): a multipart body sink
+ * (http/multipart.c's parts) of metadata and file pairs, each file written into an unnamed file
+ * staged beside its target (sh_fs_stage) as the body comes and put in over it at the pair's end;
+ * the answer waits for what the uploads left in the trash. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "files.h"
 #include "sh/multipart.h"
-
-/* ---- creating: mkdir -p, atomic files ------------------------------------------------------- */
-
-/* May the sandbox's uid make an entry in directory fd (sh_safe_mkdir's may_create): what the
- * guard asks of a directory entered, and its bits allow writing it too. */
-int f_may_create(void *data, int dirfd)
-{
-        struct statx s;
-        int r;
-
-        if ((r = f_dir_guard(data, dirfd)) < 0 || (r = f_statx(dirfd, &s)) < 0)
-                return r;
-        return f_may(data, dirfd, &s, OS_MAY_WRITE | OS_MAY_EXEC) ? 0 : -f_denied(dirfd);
-}
-
-/* mkdir -p `path` below the root (sh_fs_mkdir_p_at: one walk, every directory entered checked
- * by dir_guard, each missing level made in a directory the sandbox's uid may write); `path`
- * itself (when made) owned by *own with `mode`, as mkdir -p -m. An fd of the directory, or -1
- * with e filled. */
-int f_mkdir_p(fctx *f, const char *path, mode_t mode, const sh_fs_owner *own, const char *shown,
-              os_err *e)
-{
-        _cleanup_close_ int fd = -1;
-        sh_error *err = NULL;
-
-        fd = sh_fs_mkdir_p_at(&f->fs, path, mode, own, &err);
-        if (fd < 0 && !f->kfs && (err->errnum == ENOTDIR || err->errnum == EEXIST)) {
-                sh_error_release(&err);
-                return os_err_set(e, 400, OS_BAD_BODY,
-                                  "mkdir: '%s': a component is not a directory", shown);
-        }
-        if (fd < 0)
-                return f_fail(f, &err, shown, "mkdir", e);
-        if (f_kernel_fs(fd))
-                return f_refused_kfs(e, shown);
-        return TAKE_FD(fd);
-}
-
-/* ---- the trash: what a replace or a delete leaves (sh/trash.h) ----------------------------- */
-
-/* The sandbox's workspace as its processes see it: a bind mount of its own, on which no trash is
- * (the trash is beside the workspace, on the daemon's mount of the same filesystem). */
-#define OS_WORKSPACE "/workspace"
-
-/* A replace or a delete in the sandbox's directory *pfd (checked by the caller) drops the last
- * reference to what it replaces or removes, and freeing a big file takes its filesystem a
- * while: on the daemon's loop, never. So the work goes through the daemon's own view of that
- * directory (the same inode, found through the daemon's fd of the workspace: sh_fs_view_dir),
- * on whose mount the sandbox's trash is (f->trash, opened once): what is left moves there, and
- * a remover frees it. f->fs's `trash`: *pfd that view now and *ret_trashfd the trash; or -1 when
- * *pfd is not in the workspace (its /tmp: a tmpfs of at most min(256 MiB, memory/2): 256 MiB
- * frees in 36-52 ms here, in place); or -errno: the sandbox is gone or its workspace not
- * available (f->view), or the directory kept moving (EAGAIN: 503). */
-int f_trash_view(void *data, int *pfd, int *ret_trashfd)
-{
-        fctx *f = data;
-        _cleanup_close_ int ws = -1;
-        sh_error *err = NULL;
-        int fd = -ESTALE;
-
-        *ret_trashfd = -1;
-        if (sh_sandbox_deleted(f->sb)) {
-                f->view = 404;
-                return -ECANCELED;
-        }
-        ws = sh_sandbox_open_workspace(f->sb, &err);
-        if (ws < 0) {
-                f->view = sh_error_kind_of(err) == SH_E_SANDBOX_NOT_FOUND ? 404 : 503;
-                snprintf(f->view_msg, sizeof(f->view_msg), "%s",
-                         err && err->msg ? err->msg : "not available");
-                sh_error_release(&err);
-                return -ECANCELED;
-        }
-        /* a rename of one of its parents between the look-up and the check: look again */
-        for (int i = 0; i < 4 && fd == -ESTALE; i++)
-                fd = sh_fs_view_dir(ws, OS_WORKSPACE, *pfd);
-        if (fd == -EXDEV)
-                return 0;
-        if (fd < 0)
-                return fd == -ESTALE ? -EAGAIN : fd;
-        if (!f->trash_open) {
-                f->trash = sh_sandbox_open_trash(f->sb, &err);
-                if (f->trash < 0) {
-                        log_warn("trash-unavailable", sh_sandbox_id(f->sb), "%s: freed in place",
-                                 err && err->msg ? err->msg : "");
-                        sh_error_release(&err);
-                        sh_close(fd);
-                        return 0;
-                }
-                f->trash_open = true;
-        }
-        sh_close(*pfd);
-        *pfd = fd;
-        *ret_trashfd = f->trash;
-        return 0;
-}
-
-/* k (sh/trash.h) > 0: the trash holds something for the sandbox's remover, which the answer
- * waits for (f_answer, f_job_answer): a delete or a replace is answered once the space is free
- * again, as when the daemon freed it itself, and its remover runs once for the request. */
-void f_trashed(fctx *f, int k)
-{
-        if (k > 0)
-                f->trashed = true;
-}
-
-void f_reply(sh_request *r, unsigned status, cJSON *body)
-{
-        if (body)
-                os_reply_json(r, status, body);
-        else
-                os_reply_empty(r, status);
-}
-
-static void job_answer_done(sh_trash_waiter *w)
-{
-        f_job *s = (f_job *)((char *)w - offsetof(f_job, w));
-        sh_request *r = sh_request_job_request(&s->rj);
-
-        if (r)
-                f_reply(r, s->status, TAKE_PTR(s->body));
-        sh_request_job_done(&s->rj);
-}
-
-/* The answer of a job of the loop (status, body taken: NULL is empty), through the job's own
- * token: now, or once what the request moved into the trash is removed (f_job_gone stops the
- * wait): a delete or a replace is answered once the space is free again, as when the daemon
- * freed it itself, and its remover runs once for the request. Returns SH_LOOP_JOB_DONE, for the
- * step that answered. */
-int f_job_answer(fctx *f, f_job *s, unsigned status, cJSON *body)
-{
-        s->w.done = job_answer_done;
-        s->status = status;
-        s->body = body;
-        if (f->trashed && sh_manager_trash_wait(f->mgr, f->sb, &s->w)) {
-                f->trashed = false;
-                return SH_LOOP_JOB_DONE;
-        }
-        f_reply(sh_request_job_request(&s->rj), status, TAKE_PTR(s->body));
-        return sh_request_job_done(&s->rj);
-}
-
-static void answer_release(void *data)
-{
-        sh_request_job_free(data);
-        free(data);
-}
-
-static const sh_pending_ops answer_ops = {.gone = f_job_gone, .release = answer_release};
-
-/* The same for a handler, through a job of no steps when the trash holds something. */
-void f_answer(fctx *f, sh_request *r, unsigned status, cJSON *body)
-{
-        f_job *a = f->trashed ? calloc(1, sizeof(*a)) : NULL;
-
-        if (!a) {
-                f_reply(r, status, body);
-                return;
-        }
-        if (sh_request_job_wait(&a->rj, r, os_ctx_of(r)->loop, &answer_ops, NULL, "answer")) {
-                f_job_answer(f, a, status, body);
-                return;
-        }
-        free(a); /* answered 500 */
-        cJSON_Delete(body);
-}
-
-/* An unnamed file (O_TMPFILE, sh_fs_upload) beside `base` in the checked directory, linked in
- * over it at commit, through the daemon's view of the directory when it is the workspace's
- * (f_trash_view): the old file goes into the trash. Given up, it is freed off the loop when big. */
-
-void f_tmp_done(f_tmp *t)
-{
-        if (t->u)
-                sh_manager_discard_unnamed(t->f->mgr, t->f->sb,
-                                           sh_fs_upload_take_fd(TAKE_PTR(t->u)));
-        t->pfd = sh_close(t->pfd);
-}
-
-/* pfd (taken): the directory, checked writable by the sandbox. */
-int f_tmp_begin(f_tmp *t, fctx *f, int pfd, const char *shown, const char *what, os_err *e)
-{
-        sh_error *err = NULL;
-        int r;
-
-        *t = (f_tmp){.f = f, .pfd = pfd, .trash = -1};
-        if ((r = sh_fs_trash_of(&f->fs, &t->pfd, &t->trash)) < 0)
-                sh_error_make(&err, -r, "view");
-        else if (sh_fs_upload_begin(t->pfd, &t->u, &err) < 0)
-                what = "create";
-        if (!err)
-                return 0;
-        f_tmp_done(t);
-        return f_fail(f, &err, shown, what, e);
-}
-
-/* Owner and mode while still unnamed, then in over base (sh_fs_upload_commit_at): readers see
- * the old file or the new one, never a mix; a link at base is replaced, never written through
- * (rename never follows). Only while the sandbox lives: the check and the rename run in one turn
- * of the loop, which no delete comes between, so nothing is ever written into a deleted
- * sandbox's tree (its trash, being removed). */
-int f_tmp_commit(f_tmp *t, const char *base, const sh_fs_owner *own, mode_t mode, const char *shown,
-                 os_err *e)
-{
-        sh_error *err = NULL;
-        int k;
-
-        if (sh_sandbox_deleted(t->f->sb))
-                return f_gone(e);
-        k = sh_fs_upload_commit_at(t->u, t->pfd, base, own, mode, t->trash, &err);
-        if (k < 0)
-                return f_fail(t->f, &err, shown, "write", e);
-        f_trashed(t->f, k);
-        sh_fs_upload_abort(TAKE_PTR(t->u), -1); /* named now: its blocks are the file's */
-        return 0;
-}
-
-/* ---- POST /files/upload (multipart through a body sink) ---------------------------------------- */
 
 typedef struct upload {
         fctx f;
@@ -246,14 +25,18 @@ typedef struct upload {
         const char *base;
         sh_fs_owner own;
         mode_t mode;
-        f_tmp t;
+        sh_fs_staged t; /* its unnamed file, beside it */
 } upload;
+
+/* The pair's unnamed file given up: freed off the loop when it is big. */
+static void upload_drop(upload *u)
+{
+        sh_manager_discard_unnamed(u->f.mgr, u->f.sb, sh_fs_stage_drop(&u->t));
+}
 
 static void upload_free(upload *u)
 {
-        if (!u)
-                return;
-        f_tmp_done(&u->t); /* an unnamed file: nothing is left behind */
+        upload_drop(u); /* an unnamed file: nothing is left behind */
         sh_buf_done(&u->meta);
         sh_mp_free(u->mp);
         free(u->shown);
@@ -262,128 +45,69 @@ static void upload_free(upload *u)
         free(u);
 }
 
-/* The metadata part is in: {path, owner?, group?, mode?}; the file's parents are made and its
- * unnamed file opened, ready for the file part. */
+/* The metadata part is in: {path, owner?, group?, mode?}; the file's parents are made (the
+ * sandbox's own, 0755; the last checked writable by the sandbox) and its unnamed file staged,
+ * ready for the file part. */
 static int upload_meta(upload *u)
 {
-        cJSON *j, *path;
-        _cleanup_close_ int pfd = -1;
+        _cleanup_cjson_ cJSON *j = NULL;
+        const cJSON *path;
+        sh_error *err = NULL;
         size_t mlen = u->meta.len;
         const char *why;
-        int r = -1;
+        int pfd;
 
         if (sh_buf_append(&u->meta, "", 1) < 0)
-                return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
+                return os_err_code(&u->e, OS_E_RUNTIME, "out of memory");
         /* as every /v1 JSON body: a NUL in the path would cut it */
         j = sh_json_parse_text(u->meta.p, &mlen, 0, &why);
         u->meta.len = 0;
         path = j ? cJSON_GetObjectItemCaseSensitive(j, "path") : NULL;
-        if (!cJSON_IsObject(j) || !cJSON_IsString(path) || !*path->valuestring) {
-                os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                           "the metadata part is JSON {path, owner?, group?, mode?}");
-                goto out;
-        }
+        if (!cJSON_IsObject(j) || !cJSON_IsString(path) || !*path->valuestring)
+                return os_err_code(&u->e, OS_E_INVALID_FILE_METADATA,
+                                   "the metadata part is JSON {path, owner?, group?, mode?}");
         free(u->shown);
-        free(u->path);
-        u->path = NULL;
-        if (!(u->shown = strdup(path->valuestring))) {
-                os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
-                goto out;
-        }
+        free(TAKE_PTR(u->path));
+        if (!(u->shown = strdup(path->valuestring)))
+                return os_err_code(&u->e, OS_E_RUNTIME, "out of memory");
         if (!(u->path = f_path(u->shown, strlen(u->shown), &u->e)) ||
-            f_resolve_id(&u->f, cJSON_GetObjectItemCaseSensitive(j, "owner"), false, &u->own.uid,
-                         &u->e) < 0 ||
-            f_resolve_id(&u->f, cJSON_GetObjectItemCaseSensitive(j, "group"), true, &u->own.gid,
-                         &u->e) < 0 ||
-            f_parse_mode(cJSON_GetObjectItemCaseSensitive(j, "mode"), &u->mode, &u->e) < 0)
-                goto out;
-        if (!u->mode)
-                u->mode = 0644;
-        if (!*u->path) {
-                f_error(&u->e, EISDIR, u->shown, "upload");
-                goto out;
-        }
-        /* parents: the sandbox's own, 0755; the last checked writable by the sandbox */
-        pfd = f_parent_p(&u->f, u->path, &u->base, u->shown, "upload", &u->e);
-        if (pfd < 0)
-                goto out;
-        if (f_tmp_begin(&u->t, &u->f, TAKE_FD(pfd), u->shown, "upload", &u->e) < 0)
-                goto out;
-        r = 0;
-out:
-        cJSON_Delete(j);
-        return r;
-}
-
-/* What the parser tells the upload, in order: a part begins (p: its name), some of its data, its
- * end. < 0 with u->e filled refuses the body. */
-typedef enum { UP_BEGIN, UP_DATA, UP_END } upload_ev;
-
-static int upload_event(void *data, upload_ev ev, const char *p, size_t n)
-{
-        upload *u = data;
-        int r;
-
-        switch (ev) {
-        case UP_BEGIN:
-                if (STREQ(p, "metadata")) {
-                        if (u->st == U_FILE_NEXT)
-                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                                                  "two metadata parts in a row: each is followed "
-                                                  "by its file part");
-                        u->st = U_IN_META;
-                        u->meta.len = 0;
-                } else if (STREQ(p, "file")) {
-                        if (u->st != U_FILE_NEXT)
-                                return os_err_set(
-                                        &u->e, 400, "INVALID_FILE_METADATA",
-                                        "a file part without its metadata part before it");
-                        u->st = U_IN_FILE;
-                } else {
-                        u->st = u->st == U_FILE_NEXT ? U_FILE_NEXT : U_OTHER;
-                        if (u->st == U_FILE_NEXT)
-                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                                                  "the part after a metadata part is its file");
-                }
-                return 0;
-        case UP_DATA:
-                if (u->st == U_IN_META) {
-                        if (u->meta.len + n > METADATA_MAX)
-                                return os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                                                  "a metadata part is at most %u bytes",
-                                                  METADATA_MAX);
-                        if (sh_buf_append(&u->meta, p, n) < 0)
-                                return os_err_set(&u->e, 500, OS_RUNTIME, "out of memory");
-                } else if (u->st == U_IN_FILE) {
-                        sh_error *err = NULL;
-
-                        if (sh_fs_upload_write(u->t.u, p, n, &err) < 0)
-                                return f_fail(&u->f, &err, u->shown, "upload", &u->e);
-                }
-                return 0;
-        case UP_END:
-                if (u->st == U_IN_META) {
-                        if (upload_meta(u) < 0)
-                                return -1;
-                        u->st = U_FILE_NEXT;
-                } else if (u->st == U_IN_FILE) {
-                        r = f_tmp_commit(&u->t, u->base, &u->own, u->mode, u->shown, &u->e);
-                        f_tmp_done(&u->t);
-                        if (r < 0)
-                                return -1;
-                        u->pairs++;
-                        u->st = U_META_NEXT;
-                } else {
-                        u->st = U_META_NEXT;
-                }
-                return 0;
-        }
+            f_perms(&u->f, j, &u->own, &u->mode, &u->e) < 0)
+                return -1;
+        if (!*u->path)
+                return f_error(&u->e, EISDIR, u->shown, "upload");
+        if ((pfd = f_parent(&u->f, u->path, true, &u->base, u->shown, "upload", &u->e)) < 0)
+                return -1;
+        if (sh_fs_stage(&u->f.fs, pfd, &u->t, &err) < 0)
+                return f_fail(&u->f, &err, u->shown, "upload", &u->e);
         return 0;
 }
 
-/* The parser's callbacks. A refusal of upload_event stops the parse: its answer is u->e, the
- * sh_error only carries the stop back through sh_mp_feed. */
-static int upload_stop(const upload *u, sh_error **err)
+/* The pair's file in over its target (sh_fs_stage_commit: readers see the old file or the new
+ * one, never a mix; a link there is replaced, never written through), owned as asked, its mode
+ * 0644 unless asked. Only while the sandbox lives: the check and the rename run in one turn of
+ * the loop, which no delete comes between, so nothing is ever written into a deleted sandbox's
+ * tree (its trash, being removed). */
+static int upload_commit(upload *u)
+{
+        sh_error *err = NULL;
+        int k;
+
+        if (sh_sandbox_deleted(u->f.sb))
+                k = f_gone(&u->e);
+        else if ((k = sh_fs_stage_commit(&u->t, u->base, &u->own, u->mode ? u->mode : 0644, &err)) <
+                 0)
+                f_fail(&u->f, &err, u->shown, "write", &u->e);
+        f_trashed(&u->f, k);
+        upload_drop(u);
+        if (k >= 0)
+                u->pairs++;
+        return k < 0 ? -1 : 0;
+}
+
+/* The parser's callbacks, in order: a part begins, some of its data, its end. A refusal (u->e
+ * filled) stops the parse: its answer is u->e, the sh_error only carries the stop back through
+ * sh_mp_feed. */
+static int upload_stop(upload *u, sh_error **err)
 {
         return sh_error_new(err, u->e.status >= 500 ? SH_E_INTERNAL : SH_E_INVALID, "%s",
                             u->e.message);
@@ -391,19 +115,51 @@ static int upload_stop(const upload *u, sh_error **err)
 
 static int upload_part_begin(void *data, const sh_mp_part *part, sh_error **err)
 {
-        return upload_event(data, UP_BEGIN, part->name, strlen(part->name)) < 0
-                       ? upload_stop(data, err)
-                       : 0;
+        upload *u = data;
+        const char *why = NULL;
+
+        if (STREQ(part->name, "metadata") && u->st == U_FILE_NEXT)
+                why = "two metadata parts in a row: each is followed by its file part";
+        else if (STREQ(part->name, "file") && u->st != U_FILE_NEXT)
+                why = "a file part without its metadata part before it";
+        else if (!STREQ(part->name, "metadata") && !STREQ(part->name, "file") &&
+                 u->st == U_FILE_NEXT)
+                why = "the part after a metadata part is its file";
+        if (why) {
+                os_err_code(&u->e, OS_E_INVALID_FILE_METADATA, "%s", why);
+                return upload_stop(u, err);
+        }
+        u->st = STREQ(part->name, "metadata") ? U_IN_META
+                : STREQ(part->name, "file")   ? U_IN_FILE
+                                              : U_OTHER;
+        u->meta.len = 0;
+        return 0;
 }
 
 static int upload_part_data(void *data, const char *p, size_t n, sh_error **err)
 {
-        return upload_event(data, UP_DATA, p, n) < 0 ? upload_stop(data, err) : 0;
+        upload *u = data;
+        sh_error *werr = NULL;
+
+        if (u->st == U_IN_META && u->meta.len + n > METADATA_MAX)
+                os_err_code(&u->e, OS_E_INVALID_FILE_METADATA,
+                            "a metadata part is at most %u bytes", METADATA_MAX);
+        else if (u->st == U_IN_META && sh_buf_append(&u->meta, p, n) < 0)
+                os_err_code(&u->e, OS_E_RUNTIME, "out of memory");
+        else if (u->st == U_IN_FILE && sh_fs_upload_write(u->t.u, p, n, &werr) < 0)
+                f_fail(&u->f, &werr, u->shown, "upload", &u->e);
+        else
+                return 0;
+        return upload_stop(u, err);
 }
 
 static int upload_part_end(void *data, sh_error **err)
 {
-        return upload_event(data, UP_END, NULL, 0) < 0 ? upload_stop(data, err) : 0;
+        upload *u = data;
+        int r = u->st == U_IN_META ? upload_meta(u) : u->st == U_IN_FILE ? upload_commit(u) : 0;
+
+        u->st = u->st == U_IN_META ? U_FILE_NEXT : U_META_NEXT;
+        return r < 0 ? upload_stop(u, err) : 0;
 }
 
 static const sh_mp_callbacks upload_parts = {.part_begin = upload_part_begin,
@@ -415,35 +171,33 @@ static int upload_begin(sh_request *r, void **state)
         const char *ct = sh_request_header(r, "Content-Type");
         char boundary[SH_MP_BOUNDARY_MAX + 1];
         _cleanup_error_ sh_error *err = NULL;
+        uint64_t max = os_ctx_of(r)->cfg->upload_max;
         upload *u;
 
         *state = NULL;
         if (sh_mp_boundary(ct, boundary, &err) < 0) {
-                os_reply_error(r, 400, OS_BAD_BODY, "%s",
-                               err ? err->msg : "the body is multipart/form-data with a boundary");
+                os_reply_code(r, OS_E_BAD_BODY, "%s",
+                              err ? err->msg : "the body is multipart/form-data with a boundary");
                 return -1;
         }
-        u = calloc(1, sizeof(*u));
-        if (!u) {
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
-                return -1;
-        }
-        u->t.pfd = -1;
-        u->max = os_ctx_of(r)->cfg->upload_max;
         /* a declared body over the bound is refused before any byte is read */
-        if (sh_request_declared_over(r, u->max)) {
-                free(u);
-                os_reply_error(r, 413, OS_BAD_BODY, "the upload is over %" PRIu64 " bytes",
-                               os_ctx_of(r)->cfg->upload_max);
+        if (sh_request_declared_over(r, max)) {
+                os_reply_code(r, OS_E_BODY_TOO_LARGE, "the upload is over %" PRIu64 " bytes", max);
                 return -1;
         }
+        if (!(u = calloc(1, sizeof(*u)))) {
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
+                return -1;
+        }
+        u->t = (sh_fs_staged){.pfd = -1, .trashfd = -1};
+        u->max = max;
         if (fctx_init(r, &u->f) < 0) {
                 free(u);
                 return -1;
         }
         if (sh_mp_new(ct, &upload_parts, u, &u->mp, &err) < 0) {
                 upload_free(u);
-                os_reply_error(r, 500, OS_RUNTIME, "out of memory");
+                os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return -1;
         }
         *state = u;
@@ -457,30 +211,19 @@ static int upload_data(sh_request *r, void *state, const char *p, size_t n)
 
         if (u->failed)
                 return -1;
-        u->seen += n;
-        if (u->seen > u->max) {
-                os_err_set(&u->e, 413, OS_BAD_BODY, "the upload is over %" PRIu64 " bytes", u->max);
-                u->failed = true;
-                f_tmp_done(&u->t);
-                return -1;
-        }
-        /* Deleted while the body comes: nothing more is written, nothing lands, 404. */
-        if (sh_sandbox_deleted(u->f.sb)) {
+        if ((u->seen += n) > u->max)
+                os_err_code(&u->e, OS_E_BODY_TOO_LARGE, "the upload is over %" PRIu64 " bytes",
+                            u->max);
+        else if (sh_sandbox_deleted(u->f.sb)) /* nothing more is written, nothing lands: 404 */
                 f_gone(&u->e);
-                u->failed = true;
-                f_tmp_done(&u->t);
-                return -1;
-        }
-        if (sh_mp_feed(u->mp, p, n, &err) < 0) {
-                /* the parser's own refusal (a refusal of upload_event is in u->e already) */
-                if (!u->e.status)
-                        os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
-                                   err ? err->msg : "the body is not multipart/form-data");
-                u->failed = true;
-                f_tmp_done(&u->t);
-                return -1;
-        }
-        return 0;
+        else if (sh_mp_feed(u->mp, p, n, &err) == 0)
+                return 0;
+        else if (!u->e.status) /* the parser's own refusal (a callback's is in u->e already) */
+                os_err_code(&u->e, OS_E_BAD_BODY, "%s",
+                            err ? err->msg : "the body is not multipart/form-data");
+        u->failed = true;
+        upload_drop(u);
+        return -1;
 }
 
 static int upload_end(sh_request *r, void *state)
@@ -490,25 +233,26 @@ static int upload_end(sh_request *r, void *state)
 
         /* a cut body (no closing delimiter) or one without any boundary */
         if (!u->failed && sh_mp_finish(u->mp, &err) < 0)
-                os_err_set(&u->e, 400, OS_BAD_BODY, "%s",
-                           err ? err->msg : "the multipart body is cut");
+                os_err_code(&u->e, OS_E_BAD_BODY, "%s",
+                            err ? err->msg : "the multipart body is cut");
         else if (!u->failed && u->st == U_FILE_NEXT)
-                os_err_set(&u->e, 400, "INVALID_FILE_METADATA",
-                           "a metadata part without its file part");
+                os_err_code(&u->e, OS_E_INVALID_FILE_METADATA,
+                            "a metadata part without its file part");
         else if (!u->failed && u->pairs == 0)
-                os_err_set(&u->e, 400, "INVALID_FILE_METADATA", "no metadata and file parts");
+                os_err_code(&u->e, OS_E_INVALID_FILE_METADATA, "no metadata and file parts");
         else if (!u->failed && sh_sandbox_deleted(u->f.sb))
                 f_gone(&u->e); /* what it wrote before the delete went with the sandbox */
         else if (!u->failed)
                 return 0;
-        f_tmp_done(&u->t);
+        upload_drop(u);
         os_reply_err(r, &u->e);
         return -1;
 }
 
 static void upload_abort(sh_request *r, void *state)
 {
-        upload_free(state);
+        if (state)
+                upload_free(state);
 }
 
 const sh_body_sink os_files_upload_sink = {
@@ -518,5 +262,5 @@ void os_files_upload(sh_request *r)
 {
         upload *u = sh_request_sink_state(r);
 
-        f_answer(&u->f, r, 200, NULL);
+        f_answer(&u->f, r, NULL, 200, NULL);
 }

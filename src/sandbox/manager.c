@@ -214,14 +214,9 @@ void sh_manager_trash_kick(sh_manager *m, sh_sandbox *sb)
         sh_remover_sandbox(m, sb);
 }
 
-bool sh_manager_trash_wait(sh_manager *m, sh_sandbox *sb, sh_trash_waiter *w)
+bool sh_manager_trash_wait(sh_manager *m, sh_sandbox *sb, sh_waiter *w)
 {
         return sh_remover_sandbox_wait(m, sb, w);
-}
-
-void sh_manager_trash_unwait(sh_trash_waiter *w)
-{
-        sh_remover_unwait(w);
 }
 
 void sh_manager_discard_unnamed(sh_manager *m, sh_sandbox *sb, int fd)

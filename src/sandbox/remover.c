@@ -48,16 +48,16 @@ typedef struct removal {
         SH_LIST_FIELDS(struct removal, all);
         sh_removals *rs;
         rm_where where;
-        sh_sandbox *sb;           /* RM_SANDBOX: whose trash (a reference) */
-        char *name;               /* below the trash; NULL: everything in it */
-        char *dir;                /* RM_AT_PATH */
-        sh_child *child;          /* a try running */
-        sh_timer *retry;          /* waiting for the next try */
-        unsigned tries;           /* failed so far */
-        bool again;               /* RM_SANDBOX: more came into the trash while a try ran */
-        bool shutdown_logged;     /* a failure logged while a shutdown waits */
-        sh_trash_waiter *waiting; /* told when the try running (or the next) ends */
-        sh_trash_waiter *later;   /* told when the try after the one running ends */
+        sh_sandbox *sb;       /* RM_SANDBOX: whose trash (a reference) */
+        char *name;           /* below the trash; NULL: everything in it */
+        char *dir;            /* RM_AT_PATH */
+        sh_child *child;      /* a try running */
+        sh_timer *retry;      /* waiting for the next try */
+        unsigned tries;       /* failed so far */
+        bool again;           /* RM_SANDBOX: more came into the trash while a try ran */
+        bool shutdown_logged; /* a failure logged while a shutdown waits */
+        sh_waiter *waiting;   /* told when the try running (or the next) ends */
+        sh_waiter *later;     /* told when the try after the one running ends */
         /* the try running: its cgroup, and what its child reads (a copy of this memory) */
         sh_cgroup *cg;
         int nprocs, procs_at;
@@ -93,29 +93,11 @@ static const char *id_of(const removal *rm)
         return rm->sb ? sh_sandbox_id(rm->sb) : NULL;
 }
 
-/* Tell every waiter of *head (each taken off first: done may free it). */
-static void wake(sh_trash_waiter **head)
-{
-        sh_trash_waiter *w;
-
-        while ((w = *head)) {
-                SH_LIST_REMOVE(waiters, *head, w);
-                w->head = NULL;
-                w->done(w);
-        }
-}
-
 /* A try ended: its waiters are told; those of the next one wait for the next. */
 static void tried(removal *rm)
 {
-        sh_trash_waiter *w;
-
-        wake(&rm->waiting);
-        while ((w = rm->later)) {
-                SH_LIST_REMOVE(waiters, rm->later, w);
-                SH_LIST_PREPEND(waiters, rm->waiting, w);
-                w->head = &rm->waiting;
-        }
+        sh_waiters_wake(&rm->waiting);
+        sh_waiters_move(&rm->later, &rm->waiting);
 }
 
 /* A try that could not start ended too. */
@@ -130,8 +112,8 @@ static void removal_free(removal *rm)
         sh_removals *rs = rm->rs;
 
         /* nothing more runs for them: told now */
-        wake(&rm->waiting);
-        wake(&rm->later);
+        sh_waiters_wake(&rm->waiting);
+        sh_waiters_wake(&rm->later);
         SH_LIST_REMOVE(all, rs->all, rm);
         rs->n--;
         sh_loop_cancel_timer(sh_manager_loop(rs->m), rm->retry);
@@ -432,7 +414,7 @@ void sh_remover_sandbox(sh_manager *m, sh_sandbox *sb)
         (void)sh_remover_sandbox_wait(m, sb, NULL);
 }
 
-bool sh_remover_sandbox_wait(sh_manager *m, sh_sandbox *sb, sh_trash_waiter *w)
+bool sh_remover_sandbox_wait(sh_manager *m, sh_sandbox *sb, sh_waiter *w)
 {
         sh_removals *rs = sh_manager_removals(m);
         removal *rm = sh_sandbox_trash_job(sb);
@@ -455,25 +437,13 @@ bool sh_remover_sandbox_wait(sh_manager *m, sh_sandbox *sb, sh_trash_waiter *w)
         } else if (rm->child) {
                 /* running: it may have read the trash before the entry came: once more */
                 rm->again = true;
-                if (w) {
-                        SH_LIST_PREPEND(waiters, rm->later, w);
-                        w->head = &rm->later;
-                }
+                if (w)
+                        sh_waiter_add(&rm->later, w);
                 return true;
         }
-        if (w) {
-                SH_LIST_PREPEND(waiters, rm->waiting, w);
-                w->head = &rm->waiting;
-        }
+        if (w)
+                sh_waiter_add(&rm->waiting, w);
         return true;
-}
-
-void sh_remover_unwait(sh_trash_waiter *w)
-{
-        if (w->head) {
-                SH_LIST_REMOVE(waiters, *w->head, w);
-                w->head = NULL;
-        }
 }
 
 void sh_removals_hurry(sh_removals *rs)

@@ -29,8 +29,7 @@ int sh_remover_start_at(sh_manager *m, const char *dir, const char *name, sh_err
 void sh_remover_sandbox(sh_manager *m, sh_sandbox *sb);
 /* The same, and w told once a try that began after now has ended (sh_manager_trash_wait).
  * false: nothing runs for sb's trash (deleted, stopping, out of memory). */
-bool sh_remover_sandbox_wait(sh_manager *m, sh_sandbox *sb, sh_trash_waiter *w);
-void sh_remover_unwait(sh_trash_waiter *w);
+bool sh_remover_sandbox_wait(sh_manager *m, sh_sandbox *sb, sh_waiter *w);
 
 /* Close fd, an unnamed file's whose blocks must not be freed on the loop, through a child: the
  * child holds it until the daemon's own copy is closed, and its exit drops the last reference.

@@ -1,6 +1,7 @@
-/* fuzz_range.c: the Range header of a /v1 download (opensandbox/range.c). Input: the file's size
- * (8 bytes: its low 16 bits, or all 64 when the byte after says so), then the header. Property:
- * a range served lies inside the file. */
+/* fuzz_range.c: the Range header of a /v1 download (http/range.c). Input: the file's size
+ * (8 bytes: its low 16 bits, or all 64 when the byte after says so), then the header. Properties:
+ * a range served lies inside the file; the header taken as a file's name makes a
+ * Content-Disposition without a line break or a quote of its own in its plain name. */
 #include "fuzz.h"
 
 #include "sh/range.h"
@@ -9,7 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         fz f = fz_init(data, size);
         uint64_t fsize = fz_u64(&f), from = 1, to = 0;
-        char *h;
+        char *h, *d;
         int r;
 
         if (!(fz_u8(&f) & 1))
@@ -21,6 +22,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FZ_CHECK(from <= to && to < fsize);
         if (r == -1)
                 FZ_CHECK(from == 1 && to == 0); /* nothing written */
+        d = sh_content_disposition(h);
+        if (d) {
+                const char *plain = d + strlen("attachment; filename=\"");
+                const char *end = strstr(plain, "\"; filename*=UTF-8''");
+
+                FZ_CHECK(!strpbrk(d, "\r\n") && end && !memchr(plain, '"', (size_t)(end - plain)));
+                free(d);
+        }
         free(h);
         return 0;
 }

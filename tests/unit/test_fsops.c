@@ -1,7 +1,9 @@
 /* test_fsops.c: workspace operations (CONTRACT.md section 3): mkdir -p, atomic upload, read,
  * exists/size, unlink/rename/detach, remove_tree, walk order, disk usage, the trash (what a
  * replace or a delete leaves: small entries freed at once, big ones kept for a remover, nothing
- * dropped where a sandbox could swap it, the daemon's view of another mount's directory), and
+ * dropped where a sandbox could swap it, the daemon's view of another mount's directory, an
+ * unnamed file staged beside an entry, a directory's removal into it or in place a step at a
+ * time), a policy's hooks (guard, may_change, may_read, trash), and
  * a race where a process swaps a directory for escaping links while the API works through it. */
 #include <check.h>
 #include <dirent.h>
@@ -1900,6 +1902,116 @@ START_TEST(test_an_unnamed_file_given_up_goes_to_the_trash_only_when_big)
 }
 END_TEST
 
+/* A staged file beside ws/f: the directory opened, the policy's trash. */
+static int stage_beside_f(sh_fs_staged *st, const char *content)
+{
+        sh_fs_ctx c = {.root = rootfd, .trashfd = trashfd};
+        sh_error *err = NULL;
+        int pfd = openat(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+        ck_assert_int_ge(pfd, 0);
+        ck_assert_int_eq(sh_fs_stage(&c, pfd, st, &err), 0);
+        ck_assert_int_eq(st->trashfd, trashfd);
+        return sh_fs_upload_write(st->u, content, strlen(content), &err);
+}
+
+START_TEST(test_a_staged_file_goes_in_over_its_entry_and_the_old_one_into_the_trash)
+{
+        sh_fs_staged st;
+        sh_error *err = NULL;
+        struct stat sb;
+
+        write_big(tp("ws/f"), BIG, 'o');
+        ck_assert_int_eq(stage_beside_f(&st, "new"), 0);
+        ck_assert_int_eq(count_entries(tp("ws")), 1); /* unnamed until the commit */
+        ck_assert_int_eq(sh_fs_stage_commit(&st, "f", &own, 0640, &err), 1);
+        ck_assert_str_eq(read_path(tp("ws/f")), "new");
+        ck_assert_int_eq(stat(tp("ws/f"), &sb), 0);
+        ck_assert_uint_eq(sb.st_mode & 07777, 0640);
+        ck_assert_int_eq(size_of(trash_entry()), BIG);
+        /* committed: nothing to hand back */
+        ck_assert_int_eq(sh_fs_stage_drop(&st), -1);
+}
+END_TEST
+
+START_TEST(test_a_staged_file_dropped_leaves_nothing_and_is_handed_back)
+{
+        sh_fs_staged st;
+        int fd;
+
+        ut_write_file(tp("ws/f"), "old");
+        ck_assert_int_eq(stage_beside_f(&st, "new"), 0);
+        fd = sh_fs_stage_drop(&st);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(st.pfd, -1);
+        ck_assert_str_eq(read_path(tp("ws/f")), "old");
+        ck_assert_int_eq(count_entries(tp("ws")), 1);
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+        close(fd);
+}
+END_TEST
+
+START_TEST(test_a_directory_removed_with_a_trash_moves_there_at_once)
+{
+        sh_fs_ctx c = {.root = rootfd, .trashfd = trashfd};
+        sh_error *err = NULL;
+        sh_fs_rmdir d;
+        struct stat st;
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        write_big(tp("ws/d/big"), BIG, 'b');
+        ck_assert_int_eq(sh_fs_rmdir_open(&d, &c, "d", &st, &err), 0);
+        ck_assert_int_eq(sh_fs_rmdir_step(&d, NULL, NULL), 0);
+        ck_assert(d.kept);
+        ck_assert_int_eq(d.errnum, 0);
+        ck_assert(!lexists(tp("ws/d")));
+        ck_assert_int_eq(count_entries(tp("trash")), 1);
+        sh_fs_rmdir_done(&d);
+}
+END_TEST
+
+START_TEST(test_a_directory_removed_without_a_trash_goes_in_place_a_step_at_a_time)
+{
+        sh_fs_ctx c = {.root = rootfd, .trashfd = -1};
+        sh_error *err = NULL;
+        sh_fs_rmdir d;
+        struct stat st;
+        int steps = 0;
+
+        ck_assert_int_eq(mkdir(tp("ws/d"), 0755), 0);
+        ck_assert_int_eq(mkdir(tp("ws/d/e"), 0755), 0);
+        ut_write_file(tp("ws/d/e/f"), "x");
+        ut_write_file(tp("ws/d/g"), "y");
+        ck_assert_int_eq(sh_fs_rmdir_open(&d, &c, "d", &st, &err), 0);
+        while (sh_fs_rmdir_step(&d, NULL, NULL) > 0)
+                steps++;
+        ck_assert_int_gt(steps, 4); /* the entries one at a time */
+        ck_assert(!d.kept);
+        ck_assert_int_eq(d.errnum, 0);
+        ck_assert(!lexists(tp("ws/d")));
+        ck_assert_int_eq(count_entries(tp("trash")), 0);
+        sh_fs_rmdir_done(&d);
+}
+END_TEST
+
+START_TEST(test_a_directory_removal_refuses_what_is_not_one)
+{
+        sh_fs_ctx c = {.root = rootfd, .trashfd = trashfd};
+        sh_error *err = NULL;
+        sh_fs_rmdir d;
+        struct stat st;
+
+        ut_write_file(tp("ws/f"), "x");
+        ck_assert_int_eq(err_errno(sh_fs_rmdir_open(&d, &c, "f", &st, &err), &err), ENOTDIR);
+        ck_assert(S_ISREG(st.st_mode)); /* the entry's own type, not a lookup's ENOTDIR */
+        sh_fs_rmdir_done(&d);
+        ck_assert_int_eq(err_errno(sh_fs_rmdir_open(&d, &c, "f/x", &st, &err), &err), ENOTDIR);
+        ck_assert_uint_eq(st.st_mode, 0);
+        sh_fs_rmdir_done(&d);
+        ck_assert(lexists(tp("ws/f")));
+}
+END_TEST
+
 /* ---- the daemon's view of another mount's directory (root: bind mounts) ----------------- */
 
 /* tdir/mnt: a bind mount of ws, as a sandbox's /workspace is; in a mount namespace of this
@@ -2095,6 +2207,58 @@ START_TEST(test_a_policys_trash_view_is_asked_for_what_a_change_leaves)
 }
 END_TEST
 
+/* A may_read hook that counts its calls, refuses a file named "no", and tells an O_PATH fd. */
+typedef struct reader {
+        unsigned asked, asked_opened;
+} reader;
+
+static int reader_may_read(void *data, int fd, const struct statx *s)
+{
+        reader *rd = data;
+        char proc[64], name[PATH_MAX];
+        ssize_t n;
+
+        rd->asked++;
+        if (!(fcntl(fd, F_GETFL) & O_PATH))
+                rd->asked_opened++;
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        n = readlink(proc, name, sizeof(name) - 1);
+        ck_assert_int_gt(n, 0);
+        name[n] = '\0';
+        ck_assert(S_ISREG(s->stx_mode) || S_ISFIFO(s->stx_mode));
+        return strcmp(strrchr(name, '/'), "/no") == 0 ? -EACCES : 0;
+}
+
+START_TEST(test_a_policys_may_read_is_asked_before_the_open_and_of_what_was_opened)
+{
+        reader rd = {0};
+        sh_fs_ctx c = {.root = rootfd, .may_read = reader_may_read, .data = &rd, .trashfd = -1};
+        sh_error *err = NULL;
+        struct statx s;
+        int fd = -1;
+
+        ut_write_file(tp("ws/yes"), "hello");
+        ut_write_file(tp("ws/no"), "secret");
+        ck_assert_int_eq(mkfifo(tp("ws/p"), 0644), 0);
+        ck_assert_int_eq(sh_fs_open_read_at(&c, "yes", &fd, &s, &err), 0);
+        ck_assert_uint_eq(s.stx_size, 5);
+        ck_assert_uint_eq(rd.asked, 2);
+        ck_assert_uint_eq(rd.asked_opened, 1);
+        close(fd);
+        /* refused before anything is opened */
+        rd = (reader){0};
+        ck_assert_int_eq(err_errno(sh_fs_open_read_at(&c, "no", &fd, &s, &err), &err), EACCES);
+        ck_assert_uint_eq(rd.asked, 1);
+        ck_assert_uint_eq(rd.asked_opened, 0);
+        /* a FIFO is asked about, never opened */
+        rd = (reader){0};
+        ck_assert_int_lt(sh_fs_open_read_at(&c, "p", &fd, &s, &err), 0);
+        ck_assert_int_eq(sh_error_kind_of(err), SH_E_INVALID);
+        sh_error_release(&err);
+        ck_assert_uint_eq(rd.asked_opened, 0);
+}
+END_TEST
+
 START_TEST(test_rename_noreplace_refuses_an_existing_destination_and_says_which_side)
 {
         sh_fs_ctx c = {.root = rootfd, .trashfd = -1};
@@ -2185,6 +2349,8 @@ static Suite *fsops_suite(void)
                 tcase_add_test(t, test_a_policys_guard_sees_every_directory_a_lookup_passes);
                 tcase_add_test(t, test_a_policys_trash_view_is_asked_for_what_a_change_leaves);
                 tcase_add_test(
+                        t, test_a_policys_may_read_is_asked_before_the_open_and_of_what_was_opened);
+                tcase_add_test(
                         t,
                         test_rename_noreplace_refuses_an_existing_destination_and_says_which_side);
                 tcase_add_test(t, test_too_many_links_is_absence_only_where_the_policy_says);
@@ -2249,6 +2415,13 @@ static Suite *fsops_suite(void)
         tcase_add_test(trash, test_rename_over_a_big_file_puts_it_in_the_trash);
         tcase_add_test(trash, test_rename_with_a_directory_keeps_the_rules_of_rename);
         tcase_add_test(trash, test_an_unnamed_file_given_up_goes_to_the_trash_only_when_big);
+        tcase_add_test(trash,
+                       test_a_staged_file_goes_in_over_its_entry_and_the_old_one_into_the_trash);
+        tcase_add_test(trash, test_a_staged_file_dropped_leaves_nothing_and_is_handed_back);
+        tcase_add_test(trash, test_a_directory_removed_with_a_trash_moves_there_at_once);
+        tcase_add_test(trash,
+                       test_a_directory_removed_without_a_trash_goes_in_place_a_step_at_a_time);
+        tcase_add_test(trash, test_a_directory_removal_refuses_what_is_not_one);
         tcase_add_test(tv, test_view_of_a_directory_through_another_mount_is_that_directory);
         tcase_add_test(tv, test_view_refuses_what_is_not_the_workspace_or_no_longer_in_it);
         suite_add_tcase(s, trash);

@@ -250,6 +250,96 @@ START_TEST(test_io_handler_gets_readability_on_pipe)
 }
 END_TEST
 
+/* A turn's timers and its fds: a job re-adding its next slice at 0 ms, or due timers past the
+ * turn's budget, wait for the fds to be looked at (sh_loop_run: SH_LOOP_TIMERS_NS). */
+
+typedef struct turns {
+        int rfd;
+        int slices;         /* the job's slices run */
+        int slices_at_read; /* ... when the fd's handler first ran (-1: not yet) */
+        char order[8];      /* 't' a busy timer, 'i' the fd */
+        int n_order;
+} turns;
+
+static void on_turns_readable(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        turns *t = data;
+        char b[8];
+
+        (void)io;
+        (void)events;
+        ck_assert_int_gt(read(fd, b, sizeof(b)), 0);
+        if (t->slices_at_read < 0)
+                t->slices_at_read = t->slices;
+        if (t->n_order < (int)sizeof(t->order))
+                t->order[t->n_order++] = 'i';
+        sh_loop_stop(l);
+}
+
+static void on_slice(sh_loop *l, sh_timer *tm, void *data)
+{
+        turns *t = data;
+
+        (void)tm;
+        t->slices++;
+        if (t->slices_at_read < 0 && t->slices < 100000)
+                ck_assert_ptr_nonnull(sh_loop_add_timer(l, 0, on_slice, t));
+}
+
+START_TEST(test_a_timer_readded_at_zero_ms_waits_for_the_fds_ready_meanwhile)
+{
+        turns t = {.slices_at_read = -1};
+        int p[2];
+        sh_io *io;
+
+        make_pipe(p);
+        ck_assert_int_eq(write(p[1], "x", 1), 1);
+        io = sh_loop_add_io(loop, p[0], EPOLLIN, on_turns_readable, &t);
+        ck_assert_ptr_nonnull(io);
+        ck_assert_ptr_nonnull(sh_loop_add_timer(loop, 0, on_slice, &t));
+        run_bounded();
+        /* one slice a turn: the fd is served after the first, not once the clock moved on */
+        ck_assert_int_eq(t.slices_at_read, 1);
+        sh_loop_del_io(loop, io);
+        close(p[0]);
+        close(p[1]);
+}
+END_TEST
+
+static void on_busy(sh_loop *l, sh_timer *tm, void *data)
+{
+        turns *t = data;
+        uint64_t end = sh_now_ns() + SH_LOOP_TIMERS_NS + 1000000;
+
+        (void)l;
+        (void)tm;
+        while (sh_now_ns() < end)
+                ;
+        if (t->n_order < (int)sizeof(t->order))
+                t->order[t->n_order++] = 't';
+}
+
+START_TEST(test_due_timers_past_a_turns_budget_wait_for_the_fds)
+{
+        turns t = {.slices_at_read = -1};
+        int p[2];
+        sh_io *io;
+
+        make_pipe(p);
+        ck_assert_int_eq(write(p[1], "x", 1), 1);
+        io = sh_loop_add_io(loop, p[0], EPOLLIN, on_turns_readable, &t);
+        ck_assert_ptr_nonnull(io);
+        ck_assert_ptr_nonnull(sh_loop_add_timer(loop, 0, on_busy, &t));
+        ck_assert_ptr_nonnull(sh_loop_add_timer(loop, 0, on_busy, &t));
+        run_bounded();
+        ck_assert_int_eq(t.n_order, 2);
+        ck_assert_mem_eq(t.order, "ti", 2); /* the second busy timer waits for the next turn */
+        sh_loop_del_io(loop, io);
+        close(p[0]);
+        close(p[1]);
+}
+END_TEST
+
 START_TEST(test_io_hangup_is_delivered)
 {
         io_state s = {.stop = true};
@@ -699,6 +789,8 @@ static Suite *loop_suite(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_io_handler_gets_readability_on_pipe);
         tcase_add_test(tc, test_io_hangup_is_delivered);
+        tcase_add_test(tc, test_a_timer_readded_at_zero_ms_waits_for_the_fds_ready_meanwhile);
+        tcase_add_test(tc, test_due_timers_past_a_turns_budget_wait_for_the_fds);
         tcase_add_test(tc, test_add_io_on_bad_fd_fails);
         tcase_add_test(tc, test_io_deleted_inside_its_own_callback);
         tcase_add_test(tc, test_io_deleted_by_another_callback_in_same_batch);

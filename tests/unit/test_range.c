@@ -1,8 +1,11 @@
 /* test_range.c: the Range header of a download (src/http/range.c), every form of
  * RFC 9110 section 14 over a 10-byte file: a-b, a-, -n, an end at and past the size, a start
- * at or past it (416), several ranges, junk and numbers too long for 64 bits. */
+ * at or past it (416), several ranges, junk and numbers too long for 64 bits; the Content-Range
+ * of a range and of a 416, a file's Content-Disposition. */
 #include <check.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "sh/range.h"
 #include "unit.h"
@@ -151,6 +154,59 @@ START_TEST(test_big_files_keep_full_64_bit_positions)
 }
 END_TEST
 
+START_TEST(test_content_range_of_a_range_and_of_none)
+{
+        char cr[SH_RANGE_HEADER_MAX];
+
+        sh_range_header(cr, sizeof(cr), true, 2, 5, 10);
+        ck_assert_str_eq(cr, "bytes 2-5/10");
+        sh_range_header(cr, sizeof(cr), false, 0, 0, 10);
+        ck_assert_str_eq(cr, "bytes */10");
+        sh_range_header(cr, sizeof(cr), true, UINT64_MAX - 1, UINT64_MAX - 1, UINT64_MAX);
+        ck_assert_str_eq(cr,
+                         "bytes 18446744073709551614-18446744073709551614/18446744073709551615");
+}
+END_TEST
+
+START_TEST(test_disposition_names_the_base_name_plain_and_exact)
+{
+        char *h = sh_content_disposition("/workspace/dir/report 1.txt");
+
+        ck_assert_str_eq(h,
+                         "attachment; filename=\"report 1.txt\"; filename*=UTF-8''report%201.txt");
+        free(h);
+        h = sh_content_disposition("plain");
+        ck_assert_str_eq(h, "attachment; filename=\"plain\"; filename*=UTF-8''plain");
+        free(h);
+}
+END_TEST
+
+START_TEST(test_disposition_never_lets_a_quote_or_a_line_break_through)
+{
+        char *h = sh_content_disposition("/a/x\"y\r\nSet-Cookie: z\\\xc3\xa9");
+
+        ck_assert_ptr_null(strpbrk(h, "\r\n\\"));
+        ck_assert_str_eq(h, "attachment; filename=\"x_y__Set-Cookie: z___\"; "
+                            "filename*=UTF-8''x%22y%0D%0ASet-Cookie%3A%20z%5C%C3%A9");
+        free(h);
+}
+END_TEST
+
+START_TEST(test_disposition_cuts_a_name_at_255_bytes)
+{
+        char name[1024];
+        char *h;
+
+        memset(name, 0xff, sizeof(name) - 1);
+        name[sizeof(name) - 1] = '\0';
+        h = sh_content_disposition(name);
+        /* 255 bytes: 255 '_' plain, 255 "%FF" exact */
+        ck_assert_uint_eq(strlen(h),
+                          strlen("attachment; filename=\"\"; filename*=UTF-8''") + 255 + 3 * 255);
+        free(h);
+}
+END_TEST
+
 static Suite *range_suite(void)
 {
         Suite *s = suite_create("range");
@@ -169,6 +225,12 @@ static Suite *range_suite(void)
         tcase_add_test(tc, test_junk_is_the_whole_file);
         tcase_add_test(tc, test_numbers_too_long_for_64_bits_saturate);
         tcase_add_test(tc, test_big_files_keep_full_64_bit_positions);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("headers");
+        tcase_add_test(tc, test_content_range_of_a_range_and_of_none);
+        tcase_add_test(tc, test_disposition_names_the_base_name_plain_and_exact);
+        tcase_add_test(tc, test_disposition_never_lets_a_quote_or_a_line_break_through);
+        tcase_add_test(tc, test_disposition_cuts_a_name_at_255_bytes);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -1,11 +1,14 @@
 /* test_replace.c: a text replaced in a file in two bounded passes (src/fs/replace.c): the count,
- * the writing, a match across two reads, each bound refused in the pass that sees it. */
+ * the writing, a match across two reads, each bound refused in the pass that sees it; one file's
+ * replacement under a policy, from its open to its commit (sh_fs_replace_file). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sh/replace.h"
@@ -195,6 +198,123 @@ START_TEST(test_a_failed_write_is_its_errno)
 }
 END_TEST
 
+/* ---- one file under a policy ------------------------------------------------------------- */
+
+static char base_dir[256], tdir[512];
+static int rootfd = -1;
+
+#define tp(...) ut_path(tdir, __VA_ARGS__)
+
+static void file_setup(void)
+{
+        ck_assert_int_eq(ut_mkdtemp(base_dir, sizeof(base_dir), "replace"), 0);
+        rootfd = ut_workspace(base_dir, tdir, sizeof(tdir));
+}
+
+static void file_teardown(void)
+{
+        close(rootfd);
+        ut_rm_rf(base_dir);
+}
+
+static const char *file_text(const char *path)
+{
+        static char buf[256];
+        FILE *f = fopen(path, "r");
+        size_t n;
+
+        ck_assert_ptr_nonnull(f);
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        return buf;
+}
+
+/* "one" by "1" in ws/f under a policy of no hooks and no trash: the steps until they end. */
+static int replace_file_steps(sh_fs_replace_file *f, const sh_fs_ctx *c, uint64_t max)
+{
+        sh_error *err = NULL;
+        int k;
+
+        ck_assert_int_eq(sh_fs_replace_file_open(f, c, "f", "one", 3, "1", 1, max, 100, &err), 0);
+        while ((k = sh_fs_replace_file_step(f, &err)) == 1)
+                ;
+        ck_assert_ptr_null(err);
+        return k;
+}
+
+START_TEST(test_a_files_text_is_replaced_in_place_with_its_mode_kept)
+{
+        const sh_fs_ctx c = {.root = rootfd, .trashfd = -1};
+        sh_fs_replace_file f;
+        sh_error *err = NULL;
+        struct stat st;
+
+        ut_write_file(tp("ws/f"), "one two one");
+        ck_assert_int_eq(chmod(tp("ws/f"), 0640), 0);
+        ck_assert_int_eq(replace_file_steps(&f, &c, 1024), SH_FS_REPLACE_WRITTEN);
+        ck_assert_uint_eq(f.x.count, 2);
+        ck_assert_str_eq(file_text(tp("ws/f")), "one two one"); /* nothing seen before the commit */
+        ck_assert_int_eq(sh_fs_replace_file_commit(&f, &err), 0);
+        ck_assert_int_eq(sh_fs_replace_file_done(&f), -1);
+        ck_assert_str_eq(file_text(tp("ws/f")), "1 two 1");
+        ck_assert_int_eq(stat(tp("ws/f"), &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0640);
+}
+END_TEST
+
+START_TEST(test_a_file_without_a_match_is_left_untouched)
+{
+        const sh_fs_ctx c = {.root = rootfd, .trashfd = -1};
+        sh_fs_replace_file f;
+        struct stat before, after;
+
+        ut_write_file(tp("ws/f"), "two three");
+        ck_assert_int_eq(stat(tp("ws/f"), &before), 0);
+        ck_assert_int_eq(replace_file_steps(&f, &c, 1024), 0);
+        ck_assert_uint_eq(f.x.count, 0);
+        ck_assert_int_eq(sh_fs_replace_file_done(&f), -1); /* no unnamed file was made */
+        ck_assert_int_eq(stat(tp("ws/f"), &after), 0);
+        ck_assert_uint_eq(after.st_ino, before.st_ino);
+}
+END_TEST
+
+START_TEST(test_a_file_replaced_meanwhile_is_never_overwritten)
+{
+        const sh_fs_ctx c = {.root = rootfd, .trashfd = -1};
+        sh_fs_replace_file f;
+        sh_error *err = NULL;
+        int fd;
+
+        ut_write_file(tp("ws/f"), "one");
+        ck_assert_int_eq(replace_file_steps(&f, &c, 1024), SH_FS_REPLACE_WRITTEN);
+        ut_write_file(tp("ws/g"), "theirs");
+        ck_assert_int_eq(rename(tp("ws/g"), tp("ws/f")), 0);
+        ck_assert_int_lt(sh_fs_replace_file_commit(&f, &err), 0);
+        ck_assert_int_eq(err->errnum, EAGAIN);
+        sh_error_release(&err);
+        ck_assert_str_eq(file_text(tp("ws/f")), "theirs");
+        fd = sh_fs_replace_file_done(&f); /* the unnamed file, handed back */
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+}
+END_TEST
+
+START_TEST(test_a_file_over_the_bound_is_refused_at_its_open)
+{
+        const sh_fs_ctx c = {.root = rootfd, .trashfd = -1};
+        sh_fs_replace_file f;
+        sh_error *err = NULL;
+
+        ut_write_file(tp("ws/f"), "one one one");
+        ck_assert_int_lt(sh_fs_replace_file_open(&f, &c, "f", "one", 3, "1", 1, 4, 100, &err), 0);
+        ck_assert_int_eq(f.x.refused, SH_FS_REPLACE_OVER);
+        sh_error_release(&err);
+        ck_assert_int_eq(sh_fs_replace_file_done(&f), -1);
+        ck_assert_str_eq(file_text(tp("ws/f")), "one one one");
+}
+END_TEST
+
 static Suite *replace_suite(void)
 {
         Suite *s = suite_create("fs_replace");
@@ -209,6 +329,13 @@ static Suite *replace_suite(void)
         tcase_add_test(tc, test_more_matches_than_the_bound_are_refused);
         tcase_add_test(tc, test_a_file_grown_between_the_passes_is_refused_while_writing);
         tcase_add_test(tc, test_a_failed_write_is_its_errno);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("file");
+        tcase_add_checked_fixture(tc, file_setup, file_teardown);
+        tcase_add_test(tc, test_a_files_text_is_replaced_in_place_with_its_mode_kept);
+        tcase_add_test(tc, test_a_file_without_a_match_is_left_untouched);
+        tcase_add_test(tc, test_a_file_replaced_meanwhile_is_never_overwritten);
+        tcase_add_test(tc, test_a_file_over_the_bound_is_refused_at_its_open);
         suite_add_tcase(s, tc);
         return s;
 }

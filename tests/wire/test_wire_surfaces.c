@@ -3,9 +3,14 @@
  * too) and adds its own headers, PATCH and a free path tail route, a request waits for its
  * answer through a pending token, a stream waits and is woken, and a streaming job learns
  * when its client has left; a job of the loop answering a request (sh_request_job) answers whole
- * within its head, streams past it, and stops when its client leaves. */
+ * within its head, streams past it, and stops when its client leaves; a body made by a job's steps
+ * (sh_body_job) is answered whole within its head, streamed on past it, or counted and made again
+ * as the stream, its failures answered before the answer and cut after it; an answer held until
+ * its waiter is told (sh_request_hold) is given then, and never once its request ended; a file
+ * answered as its Range asks (sh_reply_file). */
 #include <check.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,12 +18,14 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "sh/config.h"
 #include "sh/http.h"
 #include "sh/log.h"
+#include "sh/range.h"
 #include "wire_helpers.h"
 
 #define CALL_TIMEOUT_MS 10000
@@ -297,10 +304,123 @@ static void h_count(sh_request *r)
         sh_request_job_run(&c->rj);
 }
 
+/* GET /body?n=N&head=H&again=A&fail=F: a body "0\n1\n...(N-1)\n" made by an sh_body_job, one
+ * number a step, 10 steps a slice, kept within H bytes; A 1: it can be made again (counted
+ * first past its head); F > 0: the step making number F fails. */
+typedef struct made_body {
+        sh_body_job bj; /* first */
+        unsigned n, next, fail;
+} made_body;
+
+static atomic_int body_agains, body_cuts;
+
+static int body_step(void *data, sh_buf *b)
+{
+        made_body *c = data;
+        char num[16];
+        int k = snprintf(num, sizeof(num), "%u\n", c->next);
+
+        if (c->fail && c->next == c->fail)
+                return -EIO;
+        if (c->next++ == c->n)
+                return 0;
+        return sh_buf_append(b, num, (size_t)k) < 0 ? -ENOMEM : 1;
+}
+
+static int body_again(void *data, sh_buf *b)
+{
+        ((made_body *)data)->next = 0;
+        atomic_fetch_add(&body_agains, 1);
+        return 0;
+}
+
+static void body_failed(void *data, sh_request *r, bool sent, int k)
+{
+        if (sent)
+                atomic_fetch_add(&body_cuts, 1);
+        else
+                sh_reply(r, 500, sh_response_buffer(strdup("failed"), 6));
+}
+
+static const sh_body_job_ops body_ops = {.step = body_step, .failed = body_failed};
+static const sh_body_job_ops body_again_ops = {
+        .step = body_step, .again = body_again, .failed = body_failed};
+
+static void body_release(void *data)
+{
+        sh_body_job_free(data);
+        free(data);
+}
+
+static const sh_pending_ops body_pending = {
+        .gone = counting_gone, .release = body_release, .read = counting_read};
+
+static unsigned query_uint(sh_request *r, const char *name)
+{
+        const sh_query_param *q = sh_query_find(sh_request_query(r), name);
+
+        return q ? (unsigned)atoi(q->val) : 0;
+}
+
+static void h_body_job(sh_request *r)
+{
+        made_body *c = calloc(1, sizeof(*c));
+
+        ck_assert_ptr_nonnull(c);
+        c->n = query_uint(r, "n");
+        c->fail = query_uint(r, "fail");
+        c->bj.head = query_uint(r, "head");
+        c->bj.block = 4096;
+        c->bj.type = "text/plain";
+        c->bj.rj.job.steps = 10;
+        ck_assert(sh_body_job_start(&c->bj, r, the_loop, &body_pending,
+                                    query_uint(r, "again") ? &body_again_ops : &body_ops, "body"));
+}
+
+/* GET /file: "0123456789" as /dir/ten.txt, as the Range asks; a 416 with the Content-Range it
+ * gives. */
+static void h_file(sh_request *r)
+{
+        int fd = memfd_create("ten", MFD_CLOEXEC);
+        char cr[SH_RANGE_HEADER_MAX];
+        sh_response *resp;
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, "0123456789", 10), 10);
+        if (sh_reply_file(r, fd, 10, "application/octet-stream", "/dir/ten.txt", cr) == 0)
+                return;
+        resp = sh_response_empty();
+        sh_response_header(resp, "Content-Range", cr);
+        sh_reply(r, 416, resp);
+}
+
+/* POST /held?ms=N: the answer {"held":true} held (sh_request_hold) on `held`, a list of waiters
+ * as a service keeps them, which a loop timer wakes N ms later (0: never). */
+static sh_waiter *held;
+
+static void held_fire(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_waiters_wake(&held);
+}
+
+static void h_held(sh_request *r)
+{
+        const sh_query_param *q = sh_query_find(sh_request_query(r), "ms");
+        cJSON *o = cJSON_CreateObject();
+        sh_waiter *w;
+
+        cJSON_AddBoolToObject(o, "held", true);
+        w = sh_request_hold(r, 200, sh_response_json(o));
+        ck_assert_ptr_nonnull(w);
+        sh_waiter_add(&held, w);
+        if (q && atoi(q->val) > 0)
+                ck_assert_ptr_nonnull(sh_loop_add_timer(the_loop, atoi(q->val), held_fire, NULL));
+}
+
 static const sh_route plain_routes[] = {
-        {"/hello", SH_M_GET, NULL, h_hello, 0},
-        {"/later", SH_M_POST, NULL, h_later, 0},
-        {"/ticks", SH_M_GET, NULL, h_ticks, 0},
+        {"/held", SH_M_POST, NULL, h_held, 0},   {"/body", SH_M_GET, NULL, h_body_job, 0},
+        {"/file", SH_M_GET, NULL, h_file, 0},    {"/hello", SH_M_GET, NULL, h_hello, 0},
+        {"/later", SH_M_POST, NULL, h_later, 0}, {"/ticks", SH_M_GET, NULL, h_ticks, 0},
         {"/count", SH_M_GET, NULL, h_count, 0},
 };
 
@@ -657,6 +777,138 @@ START_TEST(test_a_request_job_stops_when_its_client_leaves)
 }
 END_TEST
 
+START_TEST(test_a_body_within_its_head_is_answered_whole)
+{
+        resp a = {0};
+
+        start();
+        call("GET", "/body?n=100&head=4096&again=1", NULL, NULL, &a);
+        ck_assert_int_eq(a.status, 200);
+        expect_count(&a, 100);
+        ck_assert_str_eq(header(&a, "Content-Length"), "290");
+        ck_assert_str_eq(header(&a, "Content-Type"), "text/plain");
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_body_past_its_head_is_streamed_on_from_where_it_is)
+{
+        resp a = {0};
+
+        start();
+        atomic_store(&body_agains, 0);
+        call("GET", "/body?n=1000&head=64", NULL, NULL, &a);
+        ck_assert_int_eq(a.status, 200);
+        expect_count(&a, 1000);
+        ck_assert_str_eq(header(&a, "Transfer-Encoding"), "chunked");
+        ck_assert_int_eq(atomic_load(&body_agains), 0);
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_body_made_again_is_counted_then_streamed_from_its_start)
+{
+        resp a = {0};
+
+        start();
+        atomic_store(&body_agains, 0);
+        call("GET", "/body?n=1000&head=64&again=1", NULL, NULL, &a);
+        ck_assert_int_eq(a.status, 200);
+        expect_count(&a, 1000);
+        ck_assert_str_eq(header(&a, "Transfer-Encoding"), "chunked");
+        ck_assert_int_eq(atomic_load(&body_agains), 1);
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_body_that_fails_while_counted_is_answered_by_its_owner)
+{
+        resp a = {0};
+
+        start();
+        call("GET", "/body?n=1000&head=64&again=1&fail=900", NULL, NULL, &a);
+        ck_assert_int_eq(a.status, 500);
+        ck_assert_str_eq(a.body, "failed");
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_body_that_fails_in_its_stream_is_cut)
+{
+        resp a = {0};
+
+        start();
+        atomic_store(&body_cuts, 0);
+        call("GET", "/body?n=1000&head=64&fail=900", NULL, NULL, &a);
+        ck_assert_int_eq(a.status, 200);
+        ck_assert_uint_lt(a.len, 1000 * 4);
+        ck_assert_int_eq(atomic_load(&body_cuts), 1);
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_file_is_answered_whole_or_as_its_range_asks)
+{
+        const char *const range[] = {"Range: bytes=2-5", NULL};
+        const char *const past[] = {"Range: bytes=20-", NULL};
+        resp a = {0}, b = {0}, c = {0};
+
+        start();
+        call("GET", "/file", NULL, NULL, &a);
+        ck_assert_int_eq(a.status, 200);
+        ck_assert_str_eq(a.body, "0123456789");
+        ck_assert_str_eq(header(&a, "Accept-Ranges"), "bytes");
+        ck_assert_str_eq(header(&a, "Content-Disposition"),
+                         "attachment; filename=\"ten.txt\"; filename*=UTF-8''ten.txt");
+        ck_assert_ptr_null(header(&a, "Content-Range"));
+        call("GET", "/file", NULL, range, &b);
+        ck_assert_int_eq(b.status, 206);
+        ck_assert_str_eq(b.body, "2345");
+        ck_assert_str_eq(header(&b, "Content-Range"), "bytes 2-5/10");
+        call("GET", "/file", NULL, past, &c);
+        ck_assert_int_eq(c.status, 416);
+        ck_assert_str_eq(header(&c, "Content-Range"), "bytes */10");
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_held_answer_is_given_once_its_waiter_is_told)
+{
+        resp a = {0};
+
+        start();
+        call("POST", "/held?ms=20", "", NULL, &a);
+        ck_assert_int_eq(a.status, 200);
+        ck_assert_str_eq(a.body, "{\"held\":true}");
+        ck_assert_ptr_null(held);
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_held_answer_stops_waiting_when_its_request_ends)
+{
+        resp a = {0};
+        CURL *c = curl_easy_init();
+        char url[512];
+
+        start();
+        ck_assert_ptr_nonnull(c);
+        /* never told: the client gives up, then the server goes with the request still held */
+        snprintf(url, sizeof(url), "%s/held", S.url);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 200L);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+        ck_assert_int_eq(curl_easy_perform(c), CURLE_OPERATION_TIMEDOUT);
+        curl_easy_cleanup(c);
+        stop();
+        /* the request's end took its waiter off the list: nothing is told, nothing leaks */
+        ck_assert_ptr_null(held);
+}
+END_TEST
+
 static Suite *surfaces_suite(void)
 {
         Suite *s = suite_create("surfaces");
@@ -673,6 +925,14 @@ static Suite *surfaces_suite(void)
         tcase_add_test(tc, test_a_request_job_ends_within_its_head_and_is_answered_whole);
         tcase_add_test(tc, test_a_request_job_past_its_head_goes_on_as_a_stream);
         tcase_add_test(tc, test_a_request_job_stops_when_its_client_leaves);
+        tcase_add_test(tc, test_a_body_within_its_head_is_answered_whole);
+        tcase_add_test(tc, test_a_body_past_its_head_is_streamed_on_from_where_it_is);
+        tcase_add_test(tc, test_a_body_made_again_is_counted_then_streamed_from_its_start);
+        tcase_add_test(tc, test_a_body_that_fails_while_counted_is_answered_by_its_owner);
+        tcase_add_test(tc, test_a_body_that_fails_in_its_stream_is_cut);
+        tcase_add_test(tc, test_a_file_is_answered_whole_or_as_its_range_asks);
+        tcase_add_test(tc, test_a_held_answer_is_given_once_its_waiter_is_told);
+        tcase_add_test(tc, test_a_held_answer_stops_waiting_when_its_request_ends);
         suite_add_tcase(s, tc);
         return s;
 }

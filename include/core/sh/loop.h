@@ -31,6 +31,9 @@ void sh_loop_del_io(sh_loop *l, sh_io *io);
  * order they were added. Adding and cancelling cost O(log n) in the timers pending (a
  * binary heap): thousands of sandboxes each keep a few. */
 sh_timer *sh_loop_add_timer(sh_loop *l, uint64_t ms, sh_timer_fn fn, void *data);
+/* A turn of the loop runs the timers that were due when it began until this long has gone by;
+ * the rest, and those added meanwhile, run from the next turn, after the fds are looked at. */
+#define SH_LOOP_TIMERS_NS (4ull * 1000 * 1000)
 void sh_loop_cancel_timer(sh_loop *l, sh_timer *t);
 
 /* At most one hook per slot; later hooks run in order of registration. */

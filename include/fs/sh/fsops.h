@@ -38,11 +38,16 @@ typedef struct sh_fs_ctx {
          * -errno refusing. Asked of each level mkdir -p makes, and of the parent of each entry
          * made, replaced, moved or removed. NULL: always. */
         int (*may_change)(void *data, int dirfd);
+        /* May the entry of fd, whose statx is *s, be read (sh_fs_open_read_at): asked before it is
+         * opened, of what the lookup found, and again of what was opened. 0, or -errno refusing.
+         * NULL: always. */
+        int (*may_read)(void *data, int fd, const struct statx *s);
         /* The trash for what a replace or a delete in directory *pfd leaves: *ret_trashfd (-1:
          * none, dropped in place), *pfd possibly replaced by another fd of the same directory
          * through which that trash is reached (sh_fs_view_dir). 0 or -errno. NULL: trashfd. */
         int (*trash)(void *data, int *pfd, int *ret_trashfd);
         void *data;
+        void *trash_data;       /* the trash hook's data (sh_sandbox_trash_view); NULL: data */
         int trashfd;            /* without `trash`: every directory's trash, or -1 */
         const sh_fs_owner *own; /* of what is made; NULL: the daemon's own ids */
         mode_t dir_mode;        /* of each directory mkdir -p makes on the way (0: 0755) */
@@ -79,10 +84,29 @@ int sh_fs_open_entry(const sh_fs_ctx *c, const char *path, const char **ret_base
  * c->trashfd): 0 and *ret_trashfd (-1: none), or -errno. */
 int sh_fs_trash_of(const sh_fs_ctx *c, int *pfd, int *ret_trashfd);
 
+/* An unnamed file staged beside an entry of directory pfd and put in over it at the end (the /v1
+ * upload and replace: staged in the entry's own directory, so on its filesystem whatever the
+ * mount). sh_fs_stage takes pfd (checked by the caller: sh_fs_open_parent), finds its trash
+ * (sh_fs_trash_of: pfd may become the daemon's view of the directory) and makes the unnamed file
+ * there; -1 with err (nothing is left: s holds nothing). sh_fs_stage_commit puts it in over
+ * `base` (sh_fs_upload_commit_at; owner *own, exactly `mode`): 1 (the trash holds the old entry
+ * for a remover), 0, or -1 with err (s keeps the file). sh_fs_stage_drop closes the directory and
+ * hands back the unnamed file's fd when one was not committed (the caller frees its blocks off
+ * the loop when it is big), else -1. */
+typedef struct sh_fs_upload sh_fs_upload;
+typedef struct sh_fs_staged {
+        sh_fs_upload *u; /* NULL: none, or committed */
+        int pfd;         /* the directory, or -1 */
+        int trashfd;     /* its trash (the policy's, borrowed), or -1 */
+} sh_fs_staged;
+int sh_fs_stage(const sh_fs_ctx *c, int pfd, sh_fs_staged *s, sh_error **err);
+int sh_fs_stage_commit(sh_fs_staged *s, const char *base, const sh_fs_owner *own, mode_t mode,
+                       sh_error **err);
+int sh_fs_stage_drop(sh_fs_staged *s);
+
 /* Upload staging: an unnamed file (O_TMPFILE) on the workspace's filesystem, written as the
  * body arrives, then linked in and renamed over the target in one step. Until commit
  * nothing is visible; abort leaves no trace. */
-typedef struct sh_fs_upload sh_fs_upload;
 int sh_fs_upload_begin(int rootfd, sh_fs_upload **ret, sh_error **err);
 int sh_fs_upload_write(sh_fs_upload *u, const void *buf, size_t len, sh_error **err);
 uint64_t sh_fs_upload_size(const sh_fs_upload *u);
@@ -114,10 +138,18 @@ int sh_fs_upload_fd(const sh_fs_upload *u);
  * non-regular file SH_E_INVALID, absent ENOENT. */
 int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err);
 
+/* The same below c->root under its policy: every directory on the way through the guard, the
+ * entry and what was opened asked of may_read; *ret_stx its statx (sh_fs_statx). */
+int sh_fs_open_read_at(const sh_fs_ctx *c, const char *path, int *ret_fd, struct statx *ret_stx,
+                       sh_error **err);
+
 /* The second half of sh_fs_open_read, for a caller that resolved the path itself: the O_PATH
  * fd `pfd` (borrowed) checked to be a regular file and reopened for reading, O_NONBLOCK;
  * `path` only names it in errors. */
 int sh_fs_reopen_read(int pfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err);
+
+/* The entry of fd itself (never followed): its basic stats and birth time. 0 or -errno. */
+int sh_fs_statx(int fd, struct statx *s);
 
 /* Any entry at `path`, links resolved inside the root; a dangling link is false. Never fails
  * for absence (ENOENT/ENOTDIR/ELOOP are false). */
@@ -140,6 +172,27 @@ int sh_fs_unlink_file(const sh_fs_ctx *c, const char *path, sh_error **err);
 #define SH_FS_NOREPLACE 1u
 int sh_fs_rename(const sh_fs_ctx *c, const char *src, const char *dst, unsigned flags,
                  bool *ret_src, sh_error **err);
+
+/* A directory's removal under a policy, a step at a time (the /v1 DELETE /directories).
+ * sh_fs_rmdir_open: the entry at non-root `path` itself (never what a link names), which must be
+ * a directory (ENOTDIR, *ret_st its lstat then: the caller tells that from a lookup's ENOTDIR),
+ * and its directory's trash (sh_fs_trash_of). sh_fs_rmdir_step: 1 while there is more; 0 when it
+ * is done: moved into the trash at once (kept: it waits there for a remover, not being empty:
+ * sh_fs_trash_entry), or, without a trash, removed in place by the tree remover a step at a time
+ * (may_enter asked of each directory, going on past what cannot be removed); errnum: the first
+ * error (never ENOENT), or 0. */
+typedef struct sh_fs_rmdir {
+        int pfd;
+        char *base;
+        int trashfd;       /* the policy's (borrowed), or -1: in place */
+        sh_fs_remover *rm; /* in place, once begun */
+        bool kept;
+        int errnum;
+} sh_fs_rmdir;
+int sh_fs_rmdir_open(sh_fs_rmdir *d, const sh_fs_ctx *c, const char *path, struct stat *ret_st,
+                     sh_error **err);
+int sh_fs_rmdir_step(sh_fs_rmdir *d, bool (*may_enter)(void *data, int fd), void *data);
+void sh_fs_rmdir_done(sh_fs_rmdir *d); /* accepts one never opened (pfd -1) */
 
 /* Move the directory at `path` out of the workspace, to `trash_name` inside c->trashfd (a
  * directory on the same filesystem), so that it disappears at once and can be removed in

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "sh/buf.h"
+#include "sh/fsops.h"
 
 #define SH_FS_REPLACE_CHUNK (256u << 10)
 #define SH_FS_REPLACE_OUT   (256u << 10)
@@ -58,3 +59,40 @@ int sh_fs_replace_step(sh_fs_replace *x);
 
 /* Free what x holds (accepts a zeroed x). */
 void sh_fs_replace_done(sh_fs_replace *x);
+
+/* One file's text replaced under a surface's policy (sh_fs_ctx), in steps: the file opened for
+ * reading (sh_fs_open_read_at: its may_read), refused past `max` bytes; its matches counted;
+ * when there are any, an unnamed file staged beside it (its directory checked by may_change,
+ * the directory's trash: sh_fs_stage), the new text written there; then the caller checks what it
+ * must (its sandbox lives) and commits: the new file in over the old one, its owner and mode kept
+ * (never a setuid, setgid or sticky bit), unless the file was replaced meanwhile (EAGAIN: nothing
+ * changes). Nothing partial is ever visible: a refusal, a failure or the caller giving up drops
+ * the unnamed file. */
+typedef struct sh_fs_replace_file {
+        const sh_fs_ctx *c;
+        char *path;       /* below c->root */
+        const char *base; /* its last component, once staged */
+        int in;           /* the file, read */
+        struct statx st;
+        sh_fs_replace x;
+        sh_fs_staged s;
+        /* where it is: 0 opened, 1 counting, 2 writing, 3 written (sh_fs_replace_file_commit) */
+        int pass;
+} sh_fs_replace_file;
+
+/* The file at `path` opened (old and new as sh_fs_replace_init takes them). 0, or -1 with err
+ * (past max: x.refused is SH_FS_REPLACE_OVER). */
+int sh_fs_replace_file_open(sh_fs_replace_file *f, const sh_fs_ctx *c, const char *path,
+                            const char *old, size_t olen, const char *new, size_t nlen,
+                            uint64_t max, uint64_t max_matches, sh_error **err);
+/* One step: 1 while there is more; 0 when the file holds no match (nothing is written: done);
+ * SH_FS_REPLACE_WRITTEN when the new text is written and waits for the commit; -1 with err
+ * (x.refused: a bound passed). f->x.count: the matches. */
+#define SH_FS_REPLACE_WRITTEN 2
+int sh_fs_replace_file_step(sh_fs_replace_file *f, sh_error **err);
+/* The written file in over the old one: 1 (the trash holds the old one for a remover), 0, or -1
+ * with err. */
+int sh_fs_replace_file_commit(sh_fs_replace_file *f, sh_error **err);
+/* Done with it (committed or given up; accepts a zeroed f with `in` -1): the unnamed file's fd
+ * when one was not committed, for the caller to free off the loop when it is big, else -1. */
+int sh_fs_replace_file_done(sh_fs_replace_file *f);

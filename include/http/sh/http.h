@@ -17,6 +17,7 @@
 #include "sh/list.h"
 #include "sh/loop.h"
 #include "sh/util.h"
+#include "sh/waiter.h"
 
 typedef struct sh_server sh_server;
 typedef struct sh_request sh_request;
@@ -260,6 +261,13 @@ sh_response *sh_response_fd(sh_request *r, int fd, uint64_t size);
 sh_response *sh_response_fd_at(sh_request *r, int fd, uint64_t offset, uint64_t size);
 /* 0, or -1 when the header could not be added. */
 int sh_response_header(sh_response *resp, const char *name, const char *value);
+/* A download as r's answer: fd's `size` bytes (fd taken), as the request's Range asks (one range,
+ * sh/range.h): 200 the whole file, 206 the range with its Content-Range; both with Accept-Ranges,
+ * `type` and the Content-Disposition of `name` (sh_content_disposition). -1 when no byte of the
+ * file is in the range: fd is closed, nothing is answered, and cr (SH_RANGE_HEADER_MAX bytes)
+ * holds the Content-Range of the caller's 416. */
+int sh_reply_file(sh_request *r, int fd, uint64_t size, const char *type, const char *name,
+                  char *cr);
 
 /* Each request is answered exactly once, in its handler or later from the loop (the waiting
  * connection is then resumed); a second answer is dropped. resp and body are consumed. */
@@ -408,6 +416,9 @@ typedef struct sh_request_job {
         size_t want;         /* what the stream's slice is asked for */
         bool cut;            /* the stream is cut */
         const char *what;    /* "walk": for the 500 when a slice cannot be scheduled */
+        sh_waiter held;      /* an answer that waits (sh_request_job_hold): told, it is given */
+        unsigned held_status;
+        sh_response *held_resp;
 } sh_request_job;
 
 /* The request waits on a token of ops for the job (data: rj; step: its steps). false: no token
@@ -431,5 +442,52 @@ int sh_request_job_stream(sh_request_job *rj, size_t block, const char *type);
 void sh_request_job_gone(sh_request_job *rj);
 /* ops->read of a streamed job: one slice of the job when what it made is handed out. */
 ssize_t sh_request_job_read(sh_request_job *rj, char *out, size_t max);
-/* ops->release: what rj holds (the stream's buffer). */
+/* ops->release: what rj holds (the stream's buffer, an answer held). */
 void sh_request_job_free(sh_request_job *rj);
+
+/* An answer made as a body by a job's steps (sh_body_job: the /v1 listings, searches and
+ * line-mode downloads). While the request waits, what the steps make is kept: a body that ends
+ * within `head` bytes is sent whole (its Content-Length). Past the head, a body that cannot be
+ * made again is streamed on from where it is (sh_request_job_stream, `block` bytes a read); one
+ * that can (`again`) is first made to its end only counting, nothing kept (the steps check their
+ * bounds and may still refuse, before a byte is sent), then made again from its start as the
+ * stream. A failure before the answer is answered by `failed`; after it, the stream is cut (a
+ * client sees a short body, never a well-formed wrong one) and `failed` only says why. The owner
+ * embeds one as its first member; its pending ops are sh_request_job's (gone, read), its release
+ * calls sh_body_job_free. */
+typedef struct sh_body_job_ops {
+        /* One step: what it makes appended to b (a bounded piece: an entry, a read's lines); 1
+         * more, 0 the body is over, < 0 it failed. */
+        int (*step)(void *data, sh_buf *b);
+        /* The body again from its start, what opens it appended to b: 0, or < 0 failed. NULL: a
+         * body that cannot be made again. */
+        int (*again)(void *data, sh_buf *b);
+        /* A step or `again` failed with k: answered on r when nothing was sent yet (sent false),
+         * else only logged (the stream is cut). */
+        void (*failed)(void *data, sh_request *r, bool sent, int k);
+} sh_body_job_ops;
+typedef struct sh_body_job {
+        sh_request_job rj; /* first */
+        const sh_body_job_ops *ops;
+        size_t head, block;
+        const char *type; /* the answer's Content-Type */
+        unsigned phase;   /* private: kept, counted, streamed */
+        sh_buf count;     /* private: the counting pass's piece */
+} sh_body_job;
+
+/* The request waits on a token of ops (data: bj) for the body of bops (what opens it may already
+ * be in bj->rj.ss.b), and its first slice runs now. false: no token could be had (answered 500):
+ * the caller frees bj. */
+bool sh_body_job_start(sh_body_job *bj, sh_request *r, sh_loop *loop, const sh_pending_ops *ops,
+                       const sh_body_job_ops *bops, const char *what);
+void sh_body_job_free(sh_body_job *bj);
+
+/* An answer that waits (sh/waiter.h): the job's answer (status, resp taken) held until the waiter
+ * returned is told, then given, and the job done. The caller hands the waiter to what the answer
+ * waits for (its sandbox's trash emptied: sh_manager_trash_wait), or tells it itself when there
+ * is nothing to wait for; the token's gone (sh_request_job_gone) cancels the wait. The step that
+ * holds its answer returns SH_LOOP_JOB_DONE. */
+sh_waiter *sh_request_job_hold(sh_request_job *rj, unsigned status, sh_response *resp);
+/* The same for a handler, its answer held by a job of no steps: NULL when none could be had
+ * (the answer is given now). */
+sh_waiter *sh_request_hold(sh_request *r, unsigned status, sh_response *resp);
