@@ -287,6 +287,11 @@ void sh_rfc3339_format(uint64_t ms, char out[32])
                  (unsigned)tm.tm_sec % 100, (unsigned)(ms % 1000));
 }
 
+void sh_rfc3339_format_ts(int64_t sec, uint32_t nsec, char out[32])
+{
+        sh_rfc3339_format(sec < 0 ? 0 : (uint64_t)sec * 1000 + nsec / 1000000, out);
+}
+
 static bool digits_at(const char *s, int n, int *ret)
 {
         int i, v = 0;
@@ -483,14 +488,35 @@ int sh_query_parse(const char *qs, sh_query *ret)
         return 0;
 }
 
+const sh_query_param *sh_query_next(const sh_query *q, const char *key, size_t *i)
+{
+        size_t kl = strlen(key);
+
+        while (*i < q->n) {
+                const sh_query_param *p = &q->v[(*i)++];
+
+                if (p->key_len == kl && memcmp(p->key, key, kl) == 0)
+                        return p;
+        }
+        return NULL;
+}
+
 const sh_query_param *sh_query_find(const sh_query *q, const char *key)
 {
-        size_t i, kl = strlen(key);
+        size_t i = 0;
 
-        for (i = 0; i < q->n; i++)
-                if (q->v[i].key_len == kl && memcmp(q->v[i].key, key, kl) == 0)
-                        return &q->v[i];
-        return NULL;
+        return sh_query_next(q, key, &i);
+}
+
+int sh_query_u64(const sh_query *q, const char *key, uint64_t *ret)
+{
+        const sh_query_param *p = sh_query_find(q, key);
+        int r;
+
+        *ret = 0;
+        if (!p)
+                return 0;
+        return (r = sh_parse_u64(p->val, ret)) < 0 ? r : 1;
 }
 
 int sh_path_normalize(const char *in, size_t len, char **ret)

@@ -409,6 +409,37 @@ START_TEST(test_query_values_form_decoded)
 }
 END_TEST
 
+START_TEST(test_query_next_gives_each_of_a_repeated_key_in_turn)
+{
+        sh_query q;
+        size_t i = 0;
+
+        ck_assert_int_eq(sh_query_parse("path=a&x=1&path=b&pathx=c&path=", &q), 0);
+        ck_assert_str_eq(sh_query_next(&q, "path", &i)->val, "a");
+        ck_assert_str_eq(sh_query_next(&q, "path", &i)->val, "b");
+        ck_assert_uint_eq(sh_query_next(&q, "path", &i)->val_len, 0);
+        ck_assert_ptr_null(sh_query_next(&q, "path", &i));
+        ck_assert_ptr_null(sh_query_next(&q, "path", &i));
+        sh_query_done(&q);
+}
+END_TEST
+
+START_TEST(test_query_u64_tells_absent_from_a_number_and_refuses_other_text)
+{
+        sh_query q;
+        uint64_t v = 7;
+
+        ck_assert_int_eq(sh_query_parse("depth=12&limit=1x&big=18446744073709551616", &q), 0);
+        ck_assert_int_eq(sh_query_u64(&q, "depth", &v), 1);
+        ck_assert_uint_eq(v, 12);
+        ck_assert_int_eq(sh_query_u64(&q, "offset", &v), 0);
+        ck_assert_uint_eq(v, 0);
+        ck_assert_int_eq(sh_query_u64(&q, "limit", &v), -EINVAL);
+        ck_assert_int_eq(sh_query_u64(&q, "big", &v), -ERANGE);
+        sh_query_done(&q);
+}
+END_TEST
+
 START_TEST(test_query_invalid_escape_anywhere_rejected)
 {
         const char *bad[] = {"path=%zz", "a=1&b=%4", "%zz=1", "a=1&%=2", "a=1&path=ok&x=%", "a=%%"};
@@ -991,6 +1022,17 @@ START_TEST(test_time_round_trip)
 }
 END_TEST
 
+START_TEST(test_a_file_time_is_cut_to_the_millisecond_and_never_before_1970)
+{
+        char t[32];
+
+        sh_rfc3339_format_ts(1767323045, 678999999, t);
+        ck_assert_str_eq(t, "2026-01-02T03:04:05.678Z");
+        sh_rfc3339_format_ts(-5, 500000000, t);
+        ck_assert_str_eq(t, "1970-01-01T00:00:00.000Z");
+}
+END_TEST
+
 START_TEST(test_time_refuses_what_is_not_rfc_3339)
 {
         static const char *const bad[] = {"tomorrow",
@@ -1078,6 +1120,8 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_query_key_without_equals_has_empty_value);
         tcase_add_test(tc, test_query_values_form_decoded);
         tcase_add_test(tc, test_query_invalid_escape_anywhere_rejected);
+        tcase_add_test(tc, test_query_next_gives_each_of_a_repeated_key_in_turn);
+        tcase_add_test(tc, test_query_u64_tells_absent_from_a_number_and_refuses_other_text);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("numbers");
@@ -1100,6 +1144,7 @@ static Suite *util_suite(void)
         tc = tcase_create("times");
         tcase_add_test(tc, test_time_round_trip);
         tcase_add_test(tc, test_time_refuses_what_is_not_rfc_3339);
+        tcase_add_test(tc, test_a_file_time_is_cut_to_the_millisecond_and_never_before_1970);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("ids");

@@ -35,6 +35,9 @@ int sh_quantity_parse(const char *s, uint64_t scale, uint64_t *ret);
 /* RFC 3339 in UTC with milliseconds ("2026-01-02T03:04:05.678Z") of Unix ms; years past 9999
  * are the latest instant it can write. */
 void sh_rfc3339_format(uint64_t ms, char out[32]);
+/* The same of a time in seconds and nanoseconds (a file's: statx), cut to the millisecond; before
+ * 1970 is 1970. */
+void sh_rfc3339_format_ts(int64_t sec, uint32_t nsec, char out[32]);
 /* An RFC 3339 date-time (any offset, any fraction) as Unix ms. 0 or -EINVAL. */
 int sh_rfc3339_parse(const char *s, uint64_t *ret_ms);
 
@@ -65,6 +68,12 @@ typedef struct sh_query {
 int sh_query_parse(const char *qs, sh_query *ret);
 /* First parameter named `key` (keys compared bytewise), or NULL. */
 const sh_query_param *sh_query_find(const sh_query *q, const char *key);
+/* The next parameter named `key` from index *i on (*i moves past it), or NULL at the end: each of
+ * a repeated key in turn. */
+const sh_query_param *sh_query_next(const sh_query *q, const char *key, size_t *i);
+/* The first parameter named `key` as a whole number: 1 and *ret; absent 0 (*ret 0); -EINVAL or
+ * -ERANGE when it is not one (sh_parse_u64). */
+int sh_query_u64(const sh_query *q, const char *key, uint64_t *ret);
 void sh_query_done(sh_query *q);
 
 /* Normalise a client workspace path (CONTRACT.md 3): `len` bytes, may be anything. A leading
