@@ -193,6 +193,15 @@ void sh_request_job_run(sh_request_job *rj)
         sh_loop_job_run(&rj->job);
 }
 
+bool sh_request_job_start(sh_request_job *rj, sh_request *r, sh_loop *loop,
+                          const sh_pending_ops *ops, int (*step)(void *data), const char *what)
+{
+        if (!sh_request_job_wait(rj, r, loop, ops, step, what))
+                return false;
+        sh_request_job_run(rj);
+        return true;
+}
+
 sh_request *sh_request_job_request(const sh_request_job *rj)
 {
         return sh_pending_request(rj->tok);
@@ -251,6 +260,16 @@ static int request_job_slice(void *data, sh_buf *b, size_t want, bool *ended)
 ssize_t sh_request_job_read(sh_request_job *rj, char *out, size_t max)
 {
         return sh_sliced_stream_read(&rj->ss, out, max, request_job_slice, rj);
+}
+
+void sh_request_job_op_gone(void *data)
+{
+        sh_request_job_gone(data);
+}
+
+ssize_t sh_request_job_op_read(void *data, char *out, size_t max)
+{
+        return sh_request_job_read(data, out, max);
 }
 
 void sh_request_job_free(sh_request_job *rj)
@@ -315,10 +334,7 @@ bool sh_body_job_start(sh_body_job *bj, sh_request *r, sh_loop *loop, const sh_p
 {
         bj->ops = bops;
         bj->phase = BODY_KEPT;
-        if (!sh_request_job_wait(&bj->rj, r, loop, ops, body_step, what))
-                return false;
-        sh_request_job_run(&bj->rj);
-        return true;
+        return sh_request_job_start(&bj->rj, r, loop, ops, body_step, what);
 }
 
 void sh_body_job_free(sh_body_job *bj)
@@ -347,18 +363,13 @@ sh_waiter *sh_request_job_hold(sh_request_job *rj, unsigned status, sh_response 
         return &rj->held;
 }
 
-static void held_gone(void *data)
-{
-        sh_request_job_gone(data);
-}
-
 static void held_release(void *data)
 {
         sh_request_job_free(data);
         free(data);
 }
 
-static const sh_pending_ops held_ops = {.gone = held_gone, .release = held_release};
+static const sh_pending_ops held_ops = {.gone = sh_request_job_op_gone, .release = held_release};
 
 sh_waiter *sh_request_hold(sh_request *r, unsigned status, sh_response *resp)
 {

@@ -408,7 +408,8 @@ void sh_queued_stream_release(sh_queued_stream *s);
  * (SH_LOOP_JOB_PAUSE) once rj->want bytes are there, set rj->ss.ended at the end, or rj->cut to
  * cut the stream. The owner embeds one as its first member (the job's steps are given it) and
  * sets rj->job.steps and .ns where it wants another budget than the default; its pending ops'
- * gone calls sh_request_job_gone, release sh_request_job_free, read sh_request_job_read. */
+ * gone is sh_request_job_op_gone, read sh_request_job_op_read, release calls
+ * sh_request_job_free. */
 typedef struct sh_request_job {
         sh_loop_job job;
         sh_pending *tok;     /* the job's reference, until it answered */
@@ -427,6 +428,9 @@ bool sh_request_job_wait(sh_request_job *rj, sh_request *r, sh_loop *loop,
                          const sh_pending_ops *ops, int (*step)(void *data), const char *what);
 /* Its first slice now, the rest from the loop until a step says SH_LOOP_JOB_DONE. */
 void sh_request_job_run(sh_request_job *rj);
+/* sh_request_job_wait, then its first slice now. */
+bool sh_request_job_start(sh_request_job *rj, sh_request *r, sh_loop *loop,
+                          const sh_pending_ops *ops, int (*step)(void *data), const char *what);
 /* The request waiting, or NULL once it has ended (or the job answered). */
 sh_request *sh_request_job_request(const sh_request_job *rj);
 /* The job answered: its reference goes. Returns SH_LOOP_JOB_DONE, for the step that answered. */
@@ -442,6 +446,9 @@ int sh_request_job_stream(sh_request_job *rj, size_t block, const char *type);
 void sh_request_job_gone(sh_request_job *rj);
 /* ops->read of a streamed job: one slice of the job when what it made is handed out. */
 ssize_t sh_request_job_read(sh_request_job *rj, char *out, size_t max);
+/* The two as pending ops themselves (data: the job, the owner's first member). */
+void sh_request_job_op_gone(void *data);
+ssize_t sh_request_job_op_read(void *data, char *out, size_t max);
 /* ops->release: what rj holds (the stream's buffer, an answer held). */
 void sh_request_job_free(sh_request_job *rj);
 
