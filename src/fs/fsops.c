@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sh/fsprobe.h"
 #include "sh/macro.h"
 #include "sh/safe_open.h"
 #include "sh/syscalls.h"
@@ -369,6 +370,31 @@ int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_siz
         if (sh_fs_open_read_at(&c, path, ret_fd, &s, err) < 0)
                 return -1;
         *ret_size = s.stx_size;
+        return 0;
+}
+
+int sh_fs_read_bounded(int rootfd, const char *path, size_t max, char **ret, size_t *ret_len,
+                       sh_error **err)
+{
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        uint64_t size;
+        size_t got = 0;
+        ssize_t n;
+
+        if (sh_fs_open_read(rootfd, path, &fd, &size, err) < 0)
+                return -1;
+        if (sh_fs_on_kernel_fs(fd))
+                return sh_error_make(err, EACCES, "'%s' is on a kernel filesystem", path);
+        if (!(buf = malloc(max ? max : 1)))
+                return sh_error_make(err, ENOMEM, "read '%s'", path);
+        while (got < max && (n = read(fd, buf + got, max - got)) != 0) {
+                if (n < 0 && errno != EINTR)
+                        return sh_error_make(err, errno, "read '%s'", path);
+                got += n > 0 ? (size_t)n : 0;
+        }
+        *ret = TAKE_PTR(buf);
+        *ret_len = got;
         return 0;
 }
 

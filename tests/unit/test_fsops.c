@@ -430,6 +430,53 @@ START_TEST(test_open_read_follows_link_inside_root)
 }
 END_TEST
 
+START_TEST(test_read_bounded_reads_at_most_its_bound)
+{
+        _cleanup_free_ char *buf = NULL, *all = NULL;
+        sh_error *err = NULL;
+        size_t len = 0;
+
+        ut_write_file(tp("ws/f"), "hello world");
+        ck_assert_int_eq(sh_fs_read_bounded(rootfd, "f", 5, &buf, &len, &err), 0);
+        ck_assert_uint_eq(len, 5);
+        ck_assert_mem_eq(buf, "hello", 5);
+        ck_assert_int_eq(sh_fs_read_bounded(rootfd, "f", 64, &all, &len, &err), 0);
+        ck_assert_uint_eq(len, 11);
+        ck_assert_mem_eq(all, "hello world", 11);
+}
+END_TEST
+
+START_TEST(test_read_bounded_refuses_a_fifo_without_blocking_and_an_absent_file)
+{
+        char *buf = NULL;
+        sh_error *err = NULL;
+        size_t len;
+
+        ck_assert_int_eq(mkfifo(tp("ws/p"), 0644), 0);
+        ck_assert_int_lt(sh_fs_read_bounded(rootfd, "p", 64, &buf, &len, &err), 0);
+        ck_assert_int_eq(sh_error_kind_of(err), SH_E_INVALID);
+        sh_error_release(&err);
+        ck_assert_int_eq(err_errno(sh_fs_read_bounded(rootfd, "nope", 64, &buf, &len, &err), &err),
+                         ENOENT);
+        ck_assert_ptr_null(buf);
+}
+END_TEST
+
+START_TEST(test_read_bounded_refuses_a_kernel_filesystems_file)
+{
+        _cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        char *buf = NULL;
+        sh_error *err = NULL;
+        size_t len;
+
+        ck_assert_int_ge(root, 0);
+        ck_assert_int_eq(
+                err_errno(sh_fs_read_bounded(root, "proc/self/status", 64, &buf, &len, &err), &err),
+                EACCES);
+        ck_assert_ptr_null(buf);
+}
+END_TEST
+
 START_TEST(test_exists_for_file_dir_fifo_and_root)
 {
         sh_error *err = NULL;
@@ -2335,6 +2382,10 @@ static Suite *fsops_suite(void)
                 tcase_add_test(t, test_open_read_absent_is_enoent);
                 tcase_add_test(t, test_open_read_escaping_link_is_enoent);
                 tcase_add_test(t, test_open_read_follows_link_inside_root);
+                tcase_add_test(t, test_read_bounded_reads_at_most_its_bound);
+                tcase_add_test(
+                        t, test_read_bounded_refuses_a_fifo_without_blocking_and_an_absent_file);
+                tcase_add_test(t, test_read_bounded_refuses_a_kernel_filesystems_file);
                 tcase_add_test(t, test_exists_for_file_dir_fifo_and_root);
                 tcase_add_test(t, test_exists_false_for_absent_dangling_and_escaping);
                 tcase_add_test(t, test_size_of_regular_file_else_minus_one);

@@ -138,6 +138,12 @@ int sh_fs_upload_fd(const sh_fs_upload *u);
  * non-regular file SH_E_INVALID, absent ENOENT. */
 int sh_fs_open_read(int rootfd, const char *path, int *ret_fd, uint64_t *ret_size, sh_error **err);
 
+/* A small file (an image's /etc/passwd) read whole: its first `max` bytes at most, into a new
+ * buffer (*ret, *ret_len), opened as sh_fs_open_read; one on a kernel filesystem is refused
+ * (EACCES: through a sandbox's /proc it would be the host's). */
+int sh_fs_read_bounded(int rootfd, const char *path, size_t max, char **ret, size_t *ret_len,
+                       sh_error **err);
+
 /* The same below c->root under its policy: every directory on the way through the guard, the
  * entry and what was opened asked of may_read; *ret_stx its statx (sh_fs_statx). */
 int sh_fs_open_read_at(const sh_fs_ctx *c, const char *path, int *ret_fd, struct statx *ret_stx,
