@@ -319,27 +319,16 @@ int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, o
 
 /* ---- ids, modes, FileInfo ---------------------------------------------------------------------- */
 
-/* One of the image's files read through the sandbox's root, bounded, never blocking (a FIFO or
- * a device there is not read). Absent or unreadable: no names. */
+/* One of the image's files, through the sandbox's root. Absent or unreadable: no names. */
 static void read_idmap(fctx *f, const char *path, sh_iddb_kind kind, sh_idmap *m)
 {
-        _cleanup_close_ int fd = -1;
         _cleanup_free_ char *buf = NULL;
         sh_error *err = NULL;
-        uint64_t size;
-        size_t got = 0;
-        ssize_t n;
+        size_t len;
 
-        if (sh_fs_open_read(f->root, path, &fd, &size, &err) < 0) {
+        if (sh_fs_read_bounded(f->root, path, SH_IDDB_READ_MAX, &buf, &len, &err) < 0)
                 sh_error_release(&err);
-                return;
-        }
-        if (f_kernel_fs(fd) || !(buf = malloc(SH_IDDB_READ_MAX)))
-                return;
-        while (got < SH_IDDB_READ_MAX &&
-               ((n = read(fd, buf + got, SH_IDDB_READ_MAX - got)) > 0 || (n < 0 && errno == EINTR)))
-                got += n > 0 ? (size_t)n : 0;
-        if (sh_idmap_parse(m, kind, buf, got) < 0)
+        else if (sh_idmap_parse(m, kind, buf, len) < 0)
                 log_warn("idmap-oom", NULL, "%s not read: out of memory", path);
 }
 
@@ -411,14 +400,6 @@ int f_perms(fctx *f, const cJSON *o, sh_fs_owner *own, mode_t *mode, os_err *e)
         return 0;
 }
 
-static bool add_time(cJSON *o, const char *key, const struct statx_timestamp *t)
-{
-        char text[32];
-
-        os_time_format(t->tv_sec < 0 ? 0 : (uint64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000, text);
-        return cJSON_AddStringToObject(o, key, text);
-}
-
 static bool add_id(cJSON *o, const char *key, const sh_idmap *m, uint32_t id)
 {
         const char *name = sh_idmap_name(m, id);
@@ -431,10 +412,14 @@ static bool add_id(cJSON *o, const char *key, const sh_idmap *m, uint32_t id)
 cJSON *f_file_info(fctx *f, const char *shown, const struct statx *s)
 {
         const mode_t m = s->stx_mode;
+        /* created: the birth time where the filesystem keeps one, else the last status change */
+        const struct statx_timestamp *b = s->stx_mask & STATX_BTIME ? &s->stx_btime : &s->stx_ctime;
         cJSON *o = cJSON_CreateObject();
+        char mt[32], ct[32];
 
         f_read_maps(f);
-        /* created: the birth time where the filesystem keeps one, else the last status change */
+        sh_rfc3339_format_ts(s->stx_mtime.tv_sec, s->stx_mtime.tv_nsec, mt);
+        sh_rfc3339_format_ts(b->tv_sec, b->tv_nsec, ct);
         if (o && cJSON_AddStringToObject(o, "path", shown) &&
             cJSON_AddStringToObject(o, "type",
                                     S_ISREG(m)   ? "file"
@@ -442,9 +427,8 @@ cJSON *f_file_info(fctx *f, const char *shown, const struct statx *s)
                                     : S_ISLNK(m) ? "symlink"
                                                  : "other") &&
             cJSON_AddNumberToObject(o, "size", (double)s->stx_size) &&
-            add_time(o, "modified_at", &s->stx_mtime) &&
-            add_time(o, "created_at",
-                     (s->stx_mask & STATX_BTIME) ? &s->stx_btime : &s->stx_ctime) &&
+            cJSON_AddStringToObject(o, "modified_at", mt) &&
+            cJSON_AddStringToObject(o, "created_at", ct) &&
             add_id(o, "owner", &f->users, s->stx_uid) &&
             add_id(o, "group", &f->groups, s->stx_gid) &&
             cJSON_AddNumberToObject(o, "mode", (double)os_mode_to_decimal(m)))
@@ -455,41 +439,23 @@ cJSON *f_file_info(fctx *f, const char *shown, const struct statx *s)
 
 /* ---- the query, bodies ---------------------------------------------------------------------- */
 
-size_t f_query_paths(sh_request *r, const sh_query_param **out, size_t max)
-{
-        const sh_query *q = sh_request_query(r);
-        size_t n = 0;
-
-        for (size_t i = 0; q && i < q->n && n < max; i++)
-                if (STREQ(q->v[i].key, "path"))
-                        out[n++] = &q->v[i];
-        if (n == 0)
-                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
-        return n;
-}
-
 const sh_query_param *f_query_path(sh_request *r)
 {
-        const sh_query_param *ps[1];
+        const sh_query_param *p = sh_query_find(sh_request_query(r), "path");
 
-        return f_query_paths(r, ps, 1) ? ps[0] : NULL;
-}
-
-const sh_query_param *f_query_one(sh_request *r, const char *key)
-{
-        return sh_query_find(sh_request_query(r), key);
+        if (!p)
+                os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'path'");
+        return p;
 }
 
 int f_query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present)
 {
-        const sh_query_param *q = f_query_one(r, key);
+        int k = sh_query_u64(sh_request_query(r), key, ret);
 
-        *present = q != NULL;
-        *ret = 0;
-        if (!q || sh_parse_u64(q->val, ret) == 0)
-                return 0;
-        os_reply_code(r, OS_E_BAD_BODY, "'%s' is a whole number", key);
-        return -1;
+        *present = k > 0;
+        if (k < 0)
+                os_reply_code(r, OS_E_BAD_BODY, "'%s' is a whole number", key);
+        return k < 0 ? -1 : 0;
 }
 
 bool f_body_bounded(sh_request *r, cJSON *body)
@@ -502,26 +468,6 @@ bool f_body_bounded(sh_request *r, cJSON *body)
 }
 
 /* ---- jobs of the loop, the answers that wait for the trash ------------------------------------ */
-
-/* The request went (its client left, or shutdown): no slice runs any more, no answer waits. */
-void f_job_gone(void *data)
-{
-        sh_request_job_gone(data);
-}
-
-ssize_t f_job_read(void *data, char *out, size_t max)
-{
-        return sh_request_job_read(data, out, max);
-}
-
-bool f_job_start(sh_request_job *rj, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
-                 const char *what)
-{
-        if (!sh_request_job_wait(rj, r, os_ctx_of(r)->loop, ops, step, what))
-                return false;
-        sh_request_job_run(rj);
-        return true;
-}
 
 /* A delete or a replace is answered once the space it freed is free again, as when the daemon
  * freed it itself (sh_request_hold, its waiter handed to sh_manager_trash_wait), and the
@@ -568,7 +514,7 @@ static void pjob_release(void *data)
         free(j);
 }
 
-static const sh_pending_ops pjob_ops = {.gone = f_job_gone, .release = pjob_release};
+static const sh_pending_ops pjob_ops = {.gone = sh_request_job_op_gone, .release = pjob_release};
 
 static int pjob_step(void *data)
 {
@@ -603,7 +549,7 @@ void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *))
                 return;
         }
         j->f.budget.left = SH_SAFE_REQUEST_STEPS;
-        if (!f_job_start(&j->rj, r, &pjob_ops, pjob_step, "request"))
+        if (!sh_request_job_start(&j->rj, r, os_ctx_of(r)->loop, &pjob_ops, pjob_step, "request"))
                 pjob_release(j);
 }
 
@@ -624,17 +570,10 @@ void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *))
 
 const sh_query_param *f_pjob_next_path(f_pjob *j)
 {
-        const sh_query *q = sh_request_query(sh_request_job_request(&j->rj));
-
-        while (q && j->qi < q->n && j->taken < PATHS_MAX) {
-                const sh_query_param *v = &q->v[j->qi++];
-
-                if (STREQ(v->key, "path")) {
-                        j->taken++;
-                        return v;
-                }
-        }
-        return NULL;
+        return j->taken++ < PATHS_MAX
+                       ? sh_query_next(sh_request_query(sh_request_job_request(&j->rj)), "path",
+                                       &j->qi)
+                       : NULL;
 }
 
 const cJSON *f_pjob_next(f_pjob *j, char **p)

@@ -78,22 +78,11 @@ int f_perms(fctx *f, const cJSON *o, sh_fs_owner *own, mode_t *mode, os_err *e);
 int f_parse_mode(const cJSON *v, mode_t *ret, os_err *e);
 cJSON *f_file_info(fctx *f, const char *shown, const struct statx *s);
 
-/* The query: every `path=` (at most max; none: 0 and a 400 MISSING_QUERY), the first (or NULL
- * and that 400), one parameter, a whole number (a reply when not). A body of at most PATHS_MAX
- * entries, or a 400 naming the bound (the body then freed). */
-size_t f_query_paths(sh_request *r, const sh_query_param **out, size_t max);
+/* The query's first `path=` (or NULL and a 400 MISSING_QUERY), a whole number (a reply when
+ * not). A body of at most PATHS_MAX entries, or a 400 naming the bound (the body then freed). */
 const sh_query_param *f_query_path(sh_request *r);
-const sh_query_param *f_query_one(sh_request *r, const char *key);
 int f_query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present);
 bool f_body_bounded(sh_request *r, cJSON *body);
-
-/* Every job of these routes is answered from the loop in slices (an sh_request_job, its first
- * member): f_job_gone is its pending ops' gone, f_job_read their read when it streams;
- * f_job_start waits for it and runs its first slice (false: answered 500, the caller frees). */
-void f_job_gone(void *data);
-ssize_t f_job_read(void *data, char *out, size_t max);
-bool f_job_start(sh_request_job *rj, sh_request *r, const sh_pending_ops *ops, int (*step)(void *),
-                 const char *what);
 
 /* k > 0 (sh/trash.h): the trash holds something of the request's, which its answer waits for.
  * The answer (status, body taken: NULL is empty) of a handler (rj NULL) or of a job's step (the

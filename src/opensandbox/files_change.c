@@ -203,7 +203,7 @@ static void xjob_release(void *data)
         free(j);
 }
 
-static const sh_pending_ops xjob_ops = {.gone = f_job_gone, .release = xjob_release};
+static const sh_pending_ops xjob_ops = {.gone = sh_request_job_op_gone, .release = xjob_release};
 
 /* A step that failed (err taken): why, as execd's answer. -1. */
 static int xjob_failed(xjob *j, sh_error **err)
@@ -287,7 +287,7 @@ static int xjob_step(void *data)
 
 void os_files_replace(sh_request *r)
 {
-        const sh_query_param *v = f_query_one(r, "verbose");
+        const sh_query_param *v = sh_query_find(sh_request_query(r), "verbose");
         bool empty;
         cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *it;
         const char *why = NULL;
@@ -326,7 +326,8 @@ void os_files_replace(sh_request *r)
                 return;
         }
         j->f.budget.left = SH_SAFE_REQUEST_STEPS; /* one file opened a slice */
-        if (!f_job_start(&j->rj, r, &xjob_ops, xjob_step, "replacement"))
+        if (!sh_request_job_start(&j->rj, r, os_ctx_of(r)->loop, &xjob_ops, xjob_step,
+                                  "replacement"))
                 xjob_release(j);
 }
 
@@ -401,7 +402,7 @@ static void rjob_release(void *data)
         free(j);
 }
 
-static const sh_pending_ops rjob_ops = {.gone = f_job_gone, .release = rjob_release};
+static const sh_pending_ops rjob_ops = {.gone = sh_request_job_op_gone, .release = rjob_release};
 
 /* Kernel filesystems are never entered (never below a sandbox's writable directory; refused
  * anyway). */
@@ -465,12 +466,14 @@ static int rmdir_top(rjob *j, const char *p, const char *shown, os_err *e)
 void os_files_rmdirs(sh_request *r)
 {
         const sh_query_param *ps[PATHS_MAX];
-        size_t n = f_query_paths(r, ps, PATHS_MAX);
+        size_t n = 0, qi = 0;
         rjob *j;
         os_err e;
 
-        if (n == 0)
+        if (!f_query_path(r))
                 return;
+        while (n < PATHS_MAX && (ps[n] = sh_query_next(sh_request_query(r), "path", &qi)))
+                n++;
         if (!(j = calloc(1, sizeof(*j))) || !(j->tops = calloc(n, sizeof(*j->tops)))) {
                 free(j);
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
@@ -489,6 +492,6 @@ void os_files_rmdirs(sh_request *r)
                         return;
                 }
         }
-        if (!f_job_start(&j->rj, r, &rjob_ops, rjob_step, "removal"))
+        if (!sh_request_job_start(&j->rj, r, os_ctx_of(r)->loop, &rjob_ops, rjob_step, "removal"))
                 rjob_release(j);
 }

@@ -90,7 +90,7 @@ static void ljob_release(void *data)
 }
 
 static const sh_pending_ops ljob_ops = {
-        .gone = f_job_gone, .release = ljob_release, .read = f_job_read};
+        .gone = sh_request_job_op_gone, .release = ljob_release, .read = sh_request_job_op_read};
 
 static int ljob_step(void *data, sh_buf *b)
 {
@@ -171,7 +171,7 @@ static void wjob_release(void *data)
 }
 
 static const sh_pending_ops wjob_ops = {
-        .gone = f_job_gone, .release = wjob_release, .read = f_job_read};
+        .gone = sh_request_job_op_gone, .release = wjob_release, .read = sh_request_job_op_read};
 
 /* Kernel filesystems are never entered, nor a directory the sandbox's uid could not list
  * itself (read and search). */
@@ -354,7 +354,7 @@ void os_files_list(sh_request *r)
 
 void os_files_search(sh_request *r)
 {
-        const sh_query_param *pat = f_query_one(r, "pattern");
+        const sh_query_param *pat = sh_query_find(sh_request_query(r), "pattern");
         const char *pattern = pat && pat->val_len ? pat->val : "**";
 
         if (pat && memchr(pat->val, '\0', pat->val_len)) {
