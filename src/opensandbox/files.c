@@ -20,25 +20,15 @@
 
 #include "files.h"
 #include "sh/capability.h"
-#include "sh/fsprobe.h"
 #include "sh/safe_open.h"
 
 SH_CAPABILITY(os_files, "opensandbox.files")
 
 /* ---- the uid rules ---------------------------------------------------------------------------- */
 
-/* The kernel's own filesystems are refused whatever the sandbox mounted where: the daemon
- * acts as root in the init user namespace, and a sysctl, a cgroup or a sysfs attribute written
- * through the sandbox's /proc would change the host (fs/fsprobe.c). */
-bool f_kernel_fs(int fd)
-{
-        return sh_fs_on_kernel_fs(fd);
-}
-
-/* May the sandbox's uid have every access of `want` (OS_MAY_*: 4 read, 2 write, 1 search) on
- * the entry of fd, whose statx is *s? Its own entries are wholly its own (it could chmod
- * them); anyone else's as the kernel would judge its uid and gid, the entry's POSIX ACL
- * included (access.c). An ACL that cannot be read or is not valid: no. */
+/* Its own entries are wholly its own (it could chmod them); anyone else's as the kernel would
+ * judge its uid and gid, the entry's POSIX ACL included (access.c). An ACL that cannot be read or
+ * is not valid: no. */
 bool f_may(const fctx *f, int fd, const struct statx *s, unsigned want)
 {
         const uint32_t gids[] = {f->gid};
@@ -59,18 +49,20 @@ bool f_may(const fctx *f, int fd, const struct statx *s, unsigned want)
 }
 
 /* The policy's guard: every directory a lookup passes through, before anything in it is looked
- * at, must be one the sandbox's uid may search, and on no kernel filesystem. So a file the
- * sandbox could not reach itself, a world-readable one below a 0700 directory of root's in the
- * image (the default image is the host's /etc and /usr), is never reached for it either, by its
- * path or through any link it plants: the guarded lookup is the walker of fs/safe_open.c, which
- * sees each directory, links' targets included (openat2 walks in the kernel, as root). */
+ * at, must be one the sandbox's uid may search, and on no kernel filesystem (the daemon acts as
+ * root in the init user namespace: a sysctl, a cgroup or a sysfs attribute written through the
+ * sandbox's /proc would change the host). So a file the sandbox could not reach itself, a
+ * world-readable one below a 0700 directory of root's in the image (the default image is the
+ * host's /etc and /usr), is never reached for it either, by its path or through any link it
+ * plants: the guarded lookup is the walker of fs/safe_open.c, which sees each directory, links'
+ * targets included (openat2 walks in the kernel, as root). */
 static int dir_guard(void *data, int dirfd)
 {
         fctx *f = data;
         struct statx s;
         int r;
 
-        if (f_kernel_fs(dirfd)) {
+        if (sh_fs_on_kernel_fs(dirfd)) {
                 f->kfs = true;
                 return -EACCES;
         }
@@ -102,7 +94,7 @@ static int may_read(void *data, int fd, const struct statx *s)
 {
         fctx *f = data;
 
-        if (f_kernel_fs(fd)) {
+        if (sh_fs_on_kernel_fs(fd)) {
                 f->kfs = true;
                 return -EACCES;
         }
@@ -280,15 +272,13 @@ int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *sh
         fd = sh_safe_openat_guarded(f->root, path, flags, 0, &f->guard);
         if (fd < 0)
                 return f->kfs ? f_refused_kfs(e, shown) : f_error(e, -fd, shown, what);
-        if (f_kernel_fs(fd))
+        if (sh_fs_on_kernel_fs(fd))
                 return f_refused_kfs(e, shown);
         if ((r = sh_fs_statx(fd, s)) < 0)
                 return f_error(e, -r, shown, what);
         return TAKE_FD(fd);
 }
 
-/* The parent of non-root `path` (O_PATH: sh_fs_open_parent, or sh_fs_open_parent_p making the
- * missing ones, the sandbox's own, 0755), checked by may_change; *base: the last component. */
 int f_parent(fctx *f, const char *path, bool make, const char **base, const char *shown,
              const char *what, os_err *e)
 {
@@ -302,18 +292,6 @@ int f_parent(fctx *f, const char *path, bool make, const char **base, const char
         if (fd < 0)
                 return make ? f_fail_mkdir(f, &err, shown, what, e)
                             : f_fail(f, &err, shown, what, e);
-        return fd;
-}
-
-/* A regular file for reading (sh_fs_open_read_at: never blocking, a FIFO or a device never
- * opened; may_read asked before the open and of what was opened). */
-int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e)
-{
-        sh_error *err = NULL;
-        int fd;
-
-        if (sh_fs_open_read_at(&f->fs, path, &fd, s, &err) < 0)
-                return f_fail(f, &err, shown, "read", e);
         return fd;
 }
 
@@ -458,15 +436,6 @@ int f_query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present)
         return k < 0 ? -1 : 0;
 }
 
-bool f_body_bounded(sh_request *r, cJSON *body)
-{
-        if (cJSON_GetArraySize(body) <= PATHS_MAX)
-                return true;
-        cJSON_Delete(body);
-        os_reply_code(r, OS_E_BAD_BODY, "a body holds at most %u entries", PATHS_MAX);
-        return false;
-}
-
 /* ---- jobs of the loop, the answers that wait for the trash ------------------------------------ */
 
 /* A delete or a replace is answered once the space it freed is free again, as when the daemon
@@ -508,10 +477,19 @@ static void pjob_release(void *data)
 {
         f_pjob *j = data;
 
+        f_pjob_file_done(j);
         cJSON_Delete(j->body);
         cJSON_Delete(j->out);
         fctx_done(&j->f);
         free(j);
+}
+
+/* committed, or given up: its unnamed file freed off the loop */
+void f_pjob_file_done(f_pjob *j)
+{
+        if (j->x_open)
+                sh_manager_discard_unnamed(j->f.mgr, j->f.sb, sh_fs_replace_file_done(&j->x));
+        j->x_open = false;
 }
 
 static const sh_pending_ops pjob_ops = {.gone = sh_request_job_op_gone, .release = pjob_release};
@@ -553,19 +531,30 @@ void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *))
                 pjob_release(j);
 }
 
-void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *))
+void f_pjob_body(sh_request *r, bool list, const char *shape, const char *each,
+                 bool (*ok)(const cJSON *), cJSON *out, int (*entry)(f_pjob *))
 {
         bool empty;
-        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty);
+        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *it;
+        const char *why = (list ? cJSON_IsArray(body) : cJSON_IsObject(body)) ? NULL : shape;
+        bool over = !why && cJSON_GetArraySize(body) > PATHS_MAX;
 
-        if (!body && !empty)
-                return;
-        if (!cJSON_IsObject(body)) {
-                cJSON_Delete(body);
-                os_reply_code(r, OS_E_BAD_BODY, "the body is {path: {owner?, group?, mode}}");
-        } else if (f_body_bounded(r, body)) {
-                f_pjob_run(r, body, NULL, entry);
+        /* every entry's shape before any is done */
+        cJSON_ArrayForEach(it, (why || over || !ok ? NULL : body))
+        {
+                if (!ok(it))
+                        why = each;
         }
+        if (body && !why && !over) {
+                f_pjob_run(r, body, out, entry);
+                return;
+        }
+        cJSON_Delete(body);
+        cJSON_Delete(out);
+        if (over)
+                os_reply_code(r, OS_E_BAD_BODY, "a body holds at most %u entries", PATHS_MAX);
+        else if (body || empty)
+                os_reply_code(r, OS_E_BAD_BODY, "%s", why);
 }
 
 const sh_query_param *f_pjob_next_path(f_pjob *j)
@@ -593,29 +582,20 @@ const cJSON *f_pjob_next(f_pjob *j, char **p)
         {                                                                                          \
                 OS_EXECD_PATH path, methods, sink, handler, OS_EXECD_FLAGS                         \
         }
-#define OTHERS(path) ROUTE(path, OS_EXECD_METHODS, NULL, os_execd_wrong_method)
+#define OTHERS(p)          ROUTE(p, OS_EXECD_METHODS, NULL, os_execd_wrong_method)
+#define ROUTES(p, m, s, h) ROUTE(p, m, s, h), OTHERS(p)
 
 const sh_route os_files_routes[] = {
-        ROUTE("/files/info", SH_M_GET, NULL, os_files_info),
-        OTHERS("/files/info"),
-        ROUTE("/files", SH_M_DELETE, NULL, os_files_delete),
-        OTHERS("/files"),
-        ROUTE("/files/permissions", SH_M_POST, &sh_body_buffer, os_files_permissions),
-        OTHERS("/files/permissions"),
-        ROUTE("/files/mv", SH_M_POST, &sh_body_buffer, os_files_move),
-        OTHERS("/files/mv"),
-        ROUTE("/files/search", SH_M_GET, NULL, os_files_search),
-        OTHERS("/files/search"),
-        ROUTE("/files/replace", SH_M_POST, &sh_body_buffer, os_files_replace),
-        OTHERS("/files/replace"),
-        ROUTE("/files/upload", SH_M_POST, &os_files_upload_sink, os_files_upload),
-        OTHERS("/files/upload"),
-        ROUTE("/files/download", SH_M_GET, NULL, os_files_download),
-        OTHERS("/files/download"),
-        ROUTE("/directories/list", SH_M_GET, NULL, os_files_list),
-        OTHERS("/directories/list"),
+        ROUTES("/files/info", SH_M_GET, NULL, os_files_info),
+        ROUTES("/files", SH_M_DELETE, NULL, os_files_delete),
+        ROUTES("/files/permissions", SH_M_POST, &sh_body_buffer, os_files_permissions),
+        ROUTES("/files/mv", SH_M_POST, &sh_body_buffer, os_files_move),
+        ROUTES("/files/search", SH_M_GET, NULL, os_files_search),
+        ROUTES("/files/replace", SH_M_POST, &sh_body_buffer, os_files_replace),
+        ROUTES("/files/upload", SH_M_POST, &os_files_upload_sink, os_files_upload),
+        ROUTES("/files/download", SH_M_GET, NULL, os_files_download),
+        ROUTES("/directories/list", SH_M_GET, NULL, os_files_list),
         ROUTE("/directories", SH_M_POST, &sh_body_buffer, os_files_mkdirs),
-        ROUTE("/directories", SH_M_DELETE, NULL, os_files_rmdirs),
-        OTHERS("/directories"),
+        ROUTES("/directories", SH_M_DELETE, NULL, os_files_rmdirs),
 };
 const size_t os_files_n_routes = ARRAY_SIZE(os_files_routes);

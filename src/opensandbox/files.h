@@ -14,6 +14,8 @@
 #include "mode.h"
 #include "sh/passwd.h"
 #include "sh/fsops.h"
+#include "sh/fsprobe.h"
+#include "sh/replace.h"
 
 #define WALK_DEPTH_MAX   64          /* directory levels a listing or search descends */
 #define WALK_ENTRIES_MAX 200000      /* entries one listing or search answers */
@@ -44,9 +46,8 @@ typedef struct fctx {
 int fctx_init(sh_request *r, fctx *f);
 void fctx_done(fctx *f);
 
-/* The uid rules (docs/security.md "The OpenSandbox file API"): a kernel filesystem is never
- * served; may the sandbox's uid have `want` (OS_MAY_*) on the entry of fd, whose statx is *s. */
-bool f_kernel_fs(int fd);
+/* The uid rules (docs/security.md "The OpenSandbox file API"): may the sandbox's uid have `want`
+ * (OS_MAY_*) on the entry of fd, whose statx is *s. */
 bool f_may(const fctx *f, int fd, const struct statx *s, unsigned want);
 
 /* execd's answer (e filled) for an errno of `what` on the path as shown; a kernel filesystem
@@ -61,14 +62,13 @@ int f_fail_mkdir(fctx *f, sh_error **err, const char *shown, const char *what, o
 /* The sandbox's path `raw` (n bytes: absolute, `~`, or relative to the workspace) below its root
  * ("" for "/"), or NULL with e filled. */
 char *f_path(const char *raw, size_t n, os_err *e);
-/* `path` opened with `flags`, never on a kernel filesystem, *s its statx; its parent (missing
- * ones made first when `make`), checked writable by the sandbox; a regular file opened for
- * reading, checked readable, never blocking. An fd, or -1 with e filled. */
+/* `path` opened with `flags`, never on a kernel filesystem, *s its statx; its parent (O_PATH;
+ * missing ones made first when `make`, the sandbox's own, 0755), checked writable by the sandbox
+ * (may_change), *base its last component. An fd, or -1 with e filled. */
 int f_open(fctx *f, const char *path, int flags, struct statx *s, const char *shown,
            const char *what, os_err *e);
 int f_parent(fctx *f, const char *path, bool make, const char **base, const char *shown,
              const char *what, os_err *e);
-int f_open_read(fctx *f, const char *path, const char *shown, struct statx *s, os_err *e);
 
 /* The image's names (read once a request); {owner?, group?, mode?} of `o` as what the sandbox
  * may give (an owner or a group absent: its own; a mode absent or 0: *mode 0; mode NULL: not
@@ -79,10 +79,9 @@ int f_parse_mode(const cJSON *v, mode_t *ret, os_err *e);
 cJSON *f_file_info(fctx *f, const char *shown, const struct statx *s);
 
 /* The query's first `path=` (or NULL and a 400 MISSING_QUERY), a whole number (a reply when
- * not). A body of at most PATHS_MAX entries, or a 400 naming the bound (the body then freed). */
+ * not). */
 const sh_query_param *f_query_path(sh_request *r);
 int f_query_uint(sh_request *r, const char *key, uint64_t *ret, bool *present);
-bool f_body_bounded(sh_request *r, cJSON *body);
 
 /* k > 0 (sh/trash.h): the trash holds something of the request's, which its answer waits for.
  * The answer (status, body taken: NULL is empty) of a handler (rj NULL) or of a job's step (the
@@ -98,20 +97,26 @@ struct f_pjob {
         cJSON *body;       /* permissions, mv, directories: the body, done entry by entry */
         const cJSON *next; /* its next entry */
         size_t qi, taken;  /* info, delete: the next query parameter looked at, the paths taken */
-        cJSON *out;        /* info: the answer so far (NULL: an empty 200 at the end) */
+        cJSON *out;        /* info, replace: the answer so far (NULL: an empty 200 at the end) */
+        sh_fs_replace_file x; /* replace: the entry's file in work (x_open) */
+        bool x_open;
         /* One entry: 1 done (more may follow), 0 none left, -1 refused with e filled. */
         int (*entry)(f_pjob *j);
         os_err e;
 };
 
 /* Run `entry` over the body's entries (body and out taken; both NULL for none) from the loop; the
- * same for a body {path: {...}} (a 400 when it is none); such an entry's next (f_pjob_next: NULL
- * at the end, j->body when its path is refused, *p its path below the root). */
+ * same for a request's body of entries ({path: entry}, or a list), each of which `ok` passes
+ * (NULL: each is checked as it is done), else a 400 (`shape`, the bound, or `each`; out freed);
+ * such an entry's next (f_pjob_next: NULL at the end, j->body when its path is refused, *p its
+ * path below the root). A replace's file in work done with: f_pjob_file_done. */
 void f_pjob_run(sh_request *r, cJSON *body, cJSON *out, int (*entry)(f_pjob *));
-void f_pjob_paths(sh_request *r, int (*entry)(f_pjob *));
+void f_pjob_body(sh_request *r, bool list, const char *shape, const char *each,
+                 bool (*ok)(const cJSON *), cJSON *out, int (*entry)(f_pjob *));
 const cJSON *f_pjob_next(f_pjob *j, char **p);
 /* info, DELETE /files: the query's next `path=` (of its first PATHS_MAX), NULL at the end. */
 const sh_query_param *f_pjob_next_path(f_pjob *j);
+void f_pjob_file_done(f_pjob *j);
 
 /* ---- the handlers ------------------------------------------------------------------------- */
 

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "files.h"
-#include "sh/replace.h"
 
 /* ---- DELETE /files ------------------------------------------------------------------------------ */
 
@@ -105,9 +104,11 @@ static int perm_entry(f_pjob *j)
         return set_perm(&j->f, p, it->string, it, &j->e) < 0 ? -1 : 1;
 }
 
+#define PERMS_SHAPE "the body is {path: {owner?, group?, mode}}"
+
 void os_files_permissions(sh_request *r)
 {
-        f_pjob_paths(r, perm_entry);
+        f_pjob_body(r, false, PERMS_SHAPE, NULL, NULL, NULL, perm_entry);
 }
 
 /* ---- POST /files/mv ------------------------------------------------------------------------------ */
@@ -139,32 +140,21 @@ static int move_entry(f_pjob *j)
                       : f_fail_mkdir(&j->f, &err, dst_shown, "move", &j->e);
 }
 
+static bool move_ok(const cJSON *it)
+{
+        return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "src")) &&
+               cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "dest"));
+}
+
 void os_files_move(sh_request *r)
 {
-        bool empty;
-        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *it;
-        const char *why = cJSON_IsArray(body) ? NULL : "the body is a list of {src, dest}";
-
-        if ((!body && !empty) || (!why && !f_body_bounded(r, body)))
-                return;
-        /* every entry's shape before any is moved */
-        cJSON_ArrayForEach(it, (why ? NULL : body))
-        {
-                if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "src")) ||
-                    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "dest")))
-                        why = "each move is {src, dest}";
-        }
-        if (!why) {
-                f_pjob_run(r, body, NULL, move_entry);
-                return;
-        }
-        cJSON_Delete(body);
-        os_reply_code(r, OS_E_BAD_BODY, "%s", why);
+        f_pjob_body(r, true, "the body is a list of {src, dest}", "each move is {src, dest}",
+                    move_ok, NULL, move_entry);
 }
 
 /* ---- POST /files/replace ----------------------------------------------------------------------- */
 
-/* POST /files/replace is a job of the loop, run in slices, each of its files rewritten by
+/* POST /files/replace is a job of the loop (f_pjob), run in slices, each of its files rewritten by
  * fs/replace.c under the request's policy (sh_fs_replace_file: counted first, no match or a bound
  * passed and nothing is written at all; the new text into an unnamed file beside it, which
  * replaces the file at the end, its owner and mode kept, the old file into the trash). Bounded:
@@ -172,43 +162,10 @@ void os_files_move(sh_request *r)
  * request (PATHS_MAX), the memory of a job (one chunk and one output buffer beside the body). */
 #define REPLACE_MATCHES_MAX (1u << 20)
 
-typedef struct xjob {
-        sh_request_job rj; /* first */
-        fctx f;
-        cJSON *body; /* {path: {old, new}}, checked */
-        cJSON *it;   /* the entry in work; NULL: every entry done */
-        cJSON *out;  /* {path: {replacedCount}} so far */
-        bool verbose;
-        bool open; /* x is the entry's */
-        sh_fs_replace_file x;
-        os_err e;
-} xjob;
-
-/* The file in work is done with (committed, or given up: its unnamed file freed off the loop). */
-static void xjob_file_done(xjob *j)
-{
-        if (j->open)
-                sh_manager_discard_unnamed(j->f.mgr, j->f.sb, sh_fs_replace_file_done(&j->x));
-        j->open = false;
-}
-
-static void xjob_release(void *data)
-{
-        xjob *j = data;
-
-        xjob_file_done(j);
-        cJSON_Delete(j->body);
-        cJSON_Delete(j->out);
-        fctx_done(&j->f);
-        free(j);
-}
-
-static const sh_pending_ops xjob_ops = {.gone = sh_request_job_op_gone, .release = xjob_release};
-
 /* A step that failed (err taken): why, as execd's answer. -1. */
-static int xjob_failed(xjob *j, sh_error **err)
+static int replace_failed(f_pjob *j, sh_error **err)
 {
-        const char *shown = j->it->string;
+        const char *shown = j->next->string;
         sh_fs_replace_refusal why = j->x.x.refused;
         int errnum = *err ? (*err)->errnum : ENOMEM;
 
@@ -229,27 +186,28 @@ static int xjob_failed(xjob *j, sh_error **err)
                       &j->e);
 }
 
-/* The job's work between two looks at the clock: 1 while there is more; 0 when every entry is
- * done; -1 refused (j->e). */
-static int xjob_work(xjob *j)
+/* The entry's file opened, or a step of its work, or its commit: the entry stays j->next until
+ * its file is done. */
+static int replace_entry(f_pjob *j)
 {
+        const cJSON *it = j->next;
         _cleanup_free_ char *p = NULL;
         sh_error *err = NULL;
         cJSON *res;
         int k;
 
-        if (!j->it)
+        if (!it)
                 return 0;
-        if (!j->open) {
-                const char *old = cJSON_GetObjectItemCaseSensitive(j->it, "old")->valuestring;
-                const char *new = cJSON_GetObjectItemCaseSensitive(j->it, "new")->valuestring;
+        if (!j->x_open) {
+                const char *old = cJSON_GetObjectItemCaseSensitive(it, "old")->valuestring;
+                const char *new = cJSON_GetObjectItemCaseSensitive(it, "new")->valuestring;
 
-                if (!(p = f_path(j->it->string, strlen(j->it->string), &j->e)))
+                if (!(p = f_path(it->string, strlen(it->string), &j->e)))
                         return -1;
-                j->open = true;
+                j->x_open = true;
                 k = sh_fs_replace_file_open(&j->x, &j->f.fs, p, old, strlen(old), new, strlen(new),
                                             REPLACE_MAX, REPLACE_MATCHES_MAX, &err);
-                return k < 0 ? xjob_failed(j, &err) : 1;
+                return k < 0 ? replace_failed(j, &err) : 1;
         }
         if ((k = sh_fs_replace_file_step(&j->x, &err)) == 1)
                 return 1;
@@ -260,75 +218,37 @@ static int xjob_work(xjob *j)
         if (k == SH_FS_REPLACE_WRITTEN)
                 f_trashed(&j->f, k = sh_fs_replace_file_commit(&j->x, &err));
         if (k < 0)
-                return xjob_failed(j, &err);
-        /* the entry's result, and on to the next */
-        res = cJSON_AddObjectToObject(j->out, j->it->string);
-        if (!res || !cJSON_AddNumberToObject(res, "replacedCount", (double)j->x.x.count))
+                return replace_failed(j, &err);
+        if (j->out && (!(res = cJSON_AddObjectToObject(j->out, it->string)) ||
+                       !cJSON_AddNumberToObject(res, "replacedCount", (double)j->x.x.count)))
                 return os_err_code(&j->e, OS_E_RUNTIME, "out of memory");
-        xjob_file_done(j);
-        j->it = j->it->next;
+        f_pjob_file_done(j);
+        j->next = it->next;
         return 1;
 }
 
-static int xjob_step(void *data)
+static bool replace_ok(const cJSON *it)
 {
-        xjob *j = data;
-        int k = xjob_work(j);
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(it, "old");
 
-        if (k > 0)
-                return 1;
-        if (k < 0) {
-                os_reply_err(sh_request_job_request(&j->rj), &j->e);
-                return sh_request_job_done(&j->rj);
-        }
-        f_answer(&j->f, NULL, &j->rj, 200, j->verbose ? TAKE_PTR(j->out) : NULL);
-        return SH_LOOP_JOB_DONE;
+        return cJSON_IsString(o) && *o->valuestring &&
+               cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "new"));
 }
 
+/* ?verbose: the answer is {path: {replacedCount}} */
 void os_files_replace(sh_request *r)
 {
         const sh_query_param *v = sh_query_find(sh_request_query(r), "verbose");
-        bool empty;
-        cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty), *it;
-        const char *why = NULL;
-        xjob *j;
+        bool verbose = v && (STREQ(v->val, "true") || STREQ(v->val, "1"));
+        cJSON *out = verbose ? cJSON_CreateObject() : NULL;
 
-        if (!body && !empty)
-                return;
-        if (!cJSON_IsObject(body))
-                why = "the body is {path: {old, new}}";
-        cJSON_ArrayForEach(it, (why ? NULL : body))
-        {
-                const cJSON *o = cJSON_GetObjectItemCaseSensitive(it, "old");
-
-                if (!cJSON_IsString(o) || !*o->valuestring ||
-                    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "new")))
-                        why = "each replacement is {old: non-empty text, new: text}";
-        }
-        if (why) {
-                cJSON_Delete(body);
-                os_reply_code(r, OS_E_BAD_BODY, "%s", why);
-                return;
-        }
-        if (!f_body_bounded(r, body))
-                return;
-        if (!(j = calloc(1, sizeof(*j))) || !(j->out = cJSON_CreateObject())) {
-                free(j);
-                cJSON_Delete(body);
+        if (verbose && !out) {
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
-        j->body = body;
-        j->it = body->child;
-        j->verbose = v && (STREQ(v->val, "true") || STREQ(v->val, "1"));
-        if (fctx_init(r, &j->f) < 0) {
-                xjob_release(j);
-                return;
-        }
-        j->f.budget.left = SH_SAFE_REQUEST_STEPS; /* one file opened a slice */
-        if (!sh_request_job_start(&j->rj, r, os_ctx_of(r)->loop, &xjob_ops, xjob_step,
-                                  "replacement"))
-                xjob_release(j);
+        f_pjob_body(r, false, "the body is {path: {old, new}}",
+                    "each replacement is {old: non-empty text, new: text}", replace_ok, out,
+                    replace_entry);
 }
 
 /* ---- POST /directories ------------------------------------------------------------------------ */
@@ -357,12 +277,12 @@ static int mkdirs_entry(f_pjob *j)
                         err->errnum = ENOTDIR; /* a non-directory there: named as one on the way */
                 return f_fail_mkdir(&j->f, &err, it->string, "mkdir", &j->e);
         }
-        return f_kernel_fs(fd) ? f_refused_kfs(&j->e, it->string) : 1;
+        return sh_fs_on_kernel_fs(fd) ? f_refused_kfs(&j->e, it->string) : 1;
 }
 
 void os_files_mkdirs(sh_request *r)
 {
-        f_pjob_paths(r, mkdirs_entry);
+        f_pjob_body(r, false, PERMS_SHAPE, NULL, NULL, NULL, mkdirs_entry);
 }
 
 /* ---- DELETE /directories ---------------------------------------------------------------------- */
@@ -408,7 +328,7 @@ static const sh_pending_ops rjob_ops = {.gone = sh_request_job_op_gone, .release
  * anyway). */
 static bool remove_may_enter(void *data, int fd)
 {
-        return !f_kernel_fs(fd);
+        return !sh_fs_on_kernel_fs(fd);
 }
 
 static int rjob_step(void *data)

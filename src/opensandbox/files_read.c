@@ -14,55 +14,6 @@
 #include "sh/lines.h"
 #include "sh/range.h"
 
-/* Line mode (below: a job of the loop). */
-static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limit,
-                           const char *shown);
-
-void os_files_download(sh_request *r)
-{
-        _cleanup_(fctx_done) fctx f = {.root = -1};
-        const sh_query_param *q = f_query_path(r);
-        const char *range = sh_request_header(r, "Range");
-        _cleanup_free_ char *p = NULL;
-        _cleanup_close_ int fd = -1;
-        uint64_t offset, limit;
-        bool has_off, has_lim;
-        char cr[SH_RANGE_HEADER_MAX];
-        struct statx s;
-        os_err e;
-
-        if (!q || f_query_uint(r, "offset", &offset, &has_off) < 0 ||
-            f_query_uint(r, "limit", &limit, &has_lim) < 0)
-                return;
-        if ((has_off && offset < 1) || (has_lim && limit < 1)) {
-                os_reply_code(r, OS_E_BAD_BODY, "offset and limit are at least 1");
-                return;
-        }
-        if ((has_off || has_lim) && range) {
-                os_reply_code(r, OS_E_BAD_BODY, "offset/limit and Range exclude each other");
-                return;
-        }
-        if (fctx_init(r, &f) < 0)
-                return;
-        if (!(p = f_path(q->val, q->val_len, &e)) ||
-            (fd = f_open_read(&f, p, q->val, &s, &e)) < 0) {
-                os_reply_err(r, &e);
-                return;
-        }
-        if (has_off || has_lim) {
-                download_lines(r, TAKE_FD(fd), has_off ? offset : 1, limit, q->val);
-        } else if (sh_reply_file(r, TAKE_FD(fd), s.stx_size, "application/octet-stream", p, cr) <
-                   0) {
-                char msg[160];
-
-                snprintf(msg, sizeof(msg), "range '%.64s' is outside the file's %" PRIu64 " bytes",
-                         range, (uint64_t)s.stx_size);
-                os_reply_error_header(r, os_code_status(OS_E_RANGE_NOT_SATISFIABLE),
-                                      os_code_name(OS_E_RANGE_NOT_SATISFIABLE), "Content-Range", cr,
-                                      msg);
-        }
-}
-
 /* Line mode: the lines asked (sh/lines.h), read in slices of at most LINES_SLICE bytes of the
  * file (or SH_LOOP_JOB_NS), SH_FS_LINES_READ at a time; the answer a body of the job
  * (sh_body_job): sent whole within LINES_HEAD bytes (an empty one too, with its Content-Length,
@@ -130,6 +81,54 @@ static void download_lines(sh_request *r, int fd, uint64_t offset, uint64_t limi
                 ljob_release(j);
 }
 
+void os_files_download(sh_request *r)
+{
+        _cleanup_(fctx_done) fctx f = {.root = -1};
+        const sh_query_param *q = f_query_path(r);
+        const char *range = sh_request_header(r, "Range");
+        _cleanup_free_ char *p = NULL;
+        _cleanup_close_ int fd = -1;
+        uint64_t offset, limit;
+        bool has_off, has_lim;
+        char cr[SH_RANGE_HEADER_MAX];
+        struct statx s;
+        sh_error *err = NULL;
+        os_err e;
+
+        if (!q || f_query_uint(r, "offset", &offset, &has_off) < 0 ||
+            f_query_uint(r, "limit", &limit, &has_lim) < 0)
+                return;
+        if ((has_off && offset < 1) || (has_lim && limit < 1)) {
+                os_reply_code(r, OS_E_BAD_BODY, "offset and limit are at least 1");
+                return;
+        }
+        if ((has_off || has_lim) && range) {
+                os_reply_code(r, OS_E_BAD_BODY, "offset/limit and Range exclude each other");
+                return;
+        }
+        if (fctx_init(r, &f) < 0)
+                return;
+        /* never blocking: a FIFO or a device is never opened */
+        if (!(p = f_path(q->val, q->val_len, &e)) ||
+            (sh_fs_open_read_at(&f.fs, p, &fd, &s, &err) < 0 &&
+             f_fail(&f, &err, q->val, "read", &e) < 0)) {
+                os_reply_err(r, &e);
+                return;
+        }
+        if (has_off || has_lim) {
+                download_lines(r, TAKE_FD(fd), has_off ? offset : 1, limit, q->val);
+        } else if (sh_reply_file(r, TAKE_FD(fd), s.stx_size, "application/octet-stream", p, cr) <
+                   0) {
+                char msg[160];
+
+                snprintf(msg, sizeof(msg), "range '%.64s' is outside the file's %" PRIu64 " bytes",
+                         range, (uint64_t)s.stx_size);
+                os_reply_error_header(r, os_code_status(OS_E_RANGE_NOT_SATISFIABLE),
+                                      os_code_name(OS_E_RANGE_NOT_SATISFIABLE), "Content-Range", cr,
+                                      msg);
+        }
+}
+
 /* A listing or a search: fs/walk.c's listing mode (each directory by name, a directory's
  * entries right after it, links never followed or entered, directories entered only as
  * walk_may_enter allows), its answer a JSON array of FileInfo made as the walk goes, a body of
@@ -180,7 +179,7 @@ static bool walk_may_enter(void *data, int fd)
         fctx *f = data;
         struct statx s;
 
-        return !f_kernel_fs(fd) && sh_fs_statx(fd, &s) == 0 &&
+        return !sh_fs_on_kernel_fs(fd) && sh_fs_statx(fd, &s) == 0 &&
                f_may(f, fd, &s, OS_MAY_READ | OS_MAY_EXEC);
 }
 

@@ -7,9 +7,6 @@
 
 struct cJSON;
 
-#define OS_MODE_FILE_DEFAULT 0644 /* a new file when no mode is asked */
-#define OS_MODE_DIR_DEFAULT  0755 /* a new directory when no mode is asked */
-
 /* The permission bits of `v`, a decimal number whose digits are octal digits (644 -> 0644,
  * 7 -> 0007, 1777 -> refused). *ret is 0 for v == 0: "leave the mode as it is".
  * Returns 0; -EINVAL when a digit is 8 or 9 or v has more than 4 digits; -EPERM when v asks
