@@ -13,19 +13,11 @@
 SH_CAPABILITY(os_command, "opensandbox.command")
 SH_CAPABILITY(os_command_background, "opensandbox.command-background")
 
-/* `field` of body: absent or null is NULL. */
-static const cJSON *opt(const cJSON *body, const char *name)
-{
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(body, name);
-
-        return f && !cJSON_IsNull(f) ? f : NULL;
-}
-
 /* The fields /command and a session's run share (command, cwd, timeout) into o. */
 static int run_fields(const cJSON *body, os_run_opts *o, os_err *e)
 {
-        const cJSON *cmd = opt(body, "command"), *cwd = opt(body, "cwd");
-        const cJSON *t = opt(body, "timeout");
+        const cJSON *cmd = sh_json_opt(body, "command"), *cwd = sh_json_opt(body, "cwd");
+        const cJSON *t = sh_json_opt(body, "timeout");
 
         if (!cJSON_IsObject(body))
                 return os_err_code(e, OS_E_BAD_BODY, "the body is a JSON object");
@@ -70,8 +62,8 @@ static bool is_id(const cJSON *v)
 /* The fields only /command has (background, uid and gid, envs) into o. */
 static int command_fields(const cJSON *body, const sh_sandbox *sb, os_run_opts *o, os_err *e)
 {
-        const cJSON *bg = opt(body, "background"), *envs = opt(body, "envs"), *v;
-        const cJSON *uid = opt(body, "uid"), *gid = opt(body, "gid");
+        const cJSON *bg = sh_json_opt(body, "background"), *envs = sh_json_opt(body, "envs"), *v;
+        const cJSON *uid = sh_json_opt(body, "uid"), *gid = sh_json_opt(body, "gid");
         const sh_fs_owner *own;
 
         if (bg && !cJSON_IsBool(bg))
