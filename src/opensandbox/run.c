@@ -187,28 +187,6 @@ static void start_failed(os_cmd *c, const char *msg)
         stream_end(c);
 }
 
-/* Why a command that never ran ended: its kill's reason, else the stderr bytes of its wrapper
- * or the exec, else the engine's word. */
-static void failure_message(os_cmd *c, const sh_exec_event *ev, char *out, size_t size)
-{
-        size_t n = c->pre_err.len, i;
-
-        while (n && (c->pre_err.p[n - 1] == '\n' || c->pre_err.p[n - 1] == '\r'))
-                n--;
-        if (ev->why) {
-                snprintf(out, size, "%s", ev->why);
-        } else if (n) {
-                snprintf(out, size, "%.*s", (int)(n < size - 1 ? n : size - 1), c->pre_err.p);
-                for (i = 0; out[i]; i++)
-                        if ((unsigned char)out[i] < 0x20)
-                                out[i] = ' ';
-        } else if (ev->type == SH_EXEC_EV_ERROR) {
-                snprintf(out, size, "%s", ev->error.text ? ev->error.text : "the command ended");
-        } else {
-                snprintf(out, size, "the command could not start (exit %d)", ev->exit.code);
-        }
-}
-
 static void end_of_run(os_cmd *c, const sh_exec_event *ev)
 {
         const cmd_state was = c->state;
@@ -217,17 +195,14 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
         char msg[512];
 
         if (was == CMD_STARTING || was == CMD_BROKEN) {
-                failure_message(c, ev, msg, sizeof(msg));
+                sh_exec_failure_text(ev, c->pre_err.p, c->pre_err.len, msg, sizeof(msg));
                 cmd_finish(c, exited ? ev->exit.code : 125, msg);
                 start_failed(c, msg);
         } else if (was == CMD_REFUSED) {
                 cmd_finish(c, 125, "the working directory cannot be entered");
         } else if (exited) {
-                if (ev->exit.signal)
-                        snprintf(msg, sizeof(msg), "killed by signal %d", ev->exit.signal);
-                else
-                        snprintf(msg, sizeof(msg), "exit status %d", ev->exit.code);
-                cmd_finish(c, ev->exit.code, !ev->exit.code ? NULL : ev->why ? ev->why : msg);
+                sh_exec_exit_text(&ev->exit, ev->why, msg, sizeof(msg));
+                cmd_finish(c, ev->exit.code, ev->exit.code ? msg : NULL);
         } else {
                 cmd_finish(c, -1, ev->why ? ev->why : ev->error.text);
         }
