@@ -252,8 +252,9 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
         const cJSON *image = sh_json_opt(body, "image"), *snap = sh_json_opt(body, "snapshotId");
         const cJSON *ep = sh_json_opt(body, "entrypoint"), *env = sh_json_opt(body, "env");
         const cJSON *md = sh_json_opt(body, "metadata"), *sa = sh_json_opt(body, "secureAccess");
-        const cJSON *vol = sh_json_opt(body, "volumes"), *v;
+        const cJSON *vol = sh_json_opt(body, "volumes");
         static const char *const refused[] = {"credentialProxy", "templateId"};
+        const char *why;
         size_t i;
 
         /* What this host cannot honour is refused, never silently dropped. */
@@ -285,10 +286,8 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
         if (judge_limits(sh_json_opt(body, "resourceLimits"), cr, e) < 0 ||
             judge_timeout(cfg, sh_json_opt(body, "timeout"), rec, cr, e) < 0)
                 return -1;
-        if (env && (!cJSON_IsObject(env) || !strings_only(env)))
-                return os_err_code(e, OS_E_INVALID_REQUEST, "'env' is an object of strings");
-        cJSON_ArrayForEach(v, env) if (!*v->string || strchr(v->string, '=')) return os_err_code(
-                e, OS_E_INVALID_REQUEST, "'env' names are non-empty and hold no '='");
+        if ((why = sh_env_shape_why(env)))
+                return os_err_code(e, OS_E_INVALID_REQUEST, "'env' %s", why);
         cr->o.env = env;
         if (md) {
                 if (!cJSON_IsObject(md))
@@ -319,7 +318,7 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
 /* ---- the entrypoint ------------------------------------------------------------------------- */
 
 /* Its end (its output goes to its log: sh/bgexec.h). */
-static void entry_event(sh_bgexec *b, const sh_exec_event *ev, void *data)
+static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
 {
         os_record *rec = data;
 
