@@ -44,6 +44,11 @@ int sh_buf_append(sh_buf *b, const void *data, size_t n)
         return 0;
 }
 
+int sh_buf_append_str(sh_buf *b, const char *s)
+{
+        return sh_buf_append(b, s, strlen(s));
+}
+
 void sh_buf_done(sh_buf *b)
 {
         free(b->p);

@@ -1,6 +1,7 @@
 /* util.c: pure parsing and path helpers (no syscalls): numbers, Kubernetes quantities, RFC 3339
  * times, URL and query decoding, paths, ids, JSON intake, UTF-8. */
 #include "sh/util.h"
+#include "sh/buf.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -863,4 +864,19 @@ bool sh_utf8_valid(const char *s, size_t n)
                 i += vl;
         }
         return true;
+}
+
+int sh_buf_append_json(sh_buf *b, const char *s, size_t n)
+{
+        if (n > (SIZE_MAX - 16) / 6 || sh_buf_reserve(b, 6 * n + 3) < 0)
+                return -ENOMEM;
+        b->len += sh_json_quote_bytes(s, n, b->p + b->len);
+        return 0;
+}
+
+const cJSON *sh_json_opt(const cJSON *obj, const char *name)
+{
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+        return f && !cJSON_IsNull(f) ? f : NULL;
 }

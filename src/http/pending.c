@@ -103,6 +103,69 @@ sh_response *sh_response_stream(sh_pending *p, size_t block)
         return resp;
 }
 
+/* ---- a body read by offset ------------------------------------------------------------- */
+
+typedef struct read_at_body {
+        const sh_read_at_ops *ops;
+        void *data;
+        uint64_t pos, end;
+        size_t step;
+} read_at_body;
+
+static ssize_t read_at_read(void *data, char *out, size_t max)
+{
+        read_at_body *b = data;
+        ssize_t n;
+
+        if (b->pos >= b->end)
+                return SH_STREAM_END;
+        if (max > b->step)
+                max = b->step;
+        if (max > b->end - b->pos)
+                max = (size_t)(b->end - b->pos);
+        n = b->ops->read_at(b->data, b->pos, out, max);
+        if (n <= 0)
+                return SH_STREAM_CUT;
+        b->pos += (uint64_t)n;
+        return n;
+}
+
+static void read_at_release(void *data)
+{
+        read_at_body *b = data;
+
+        b->ops->release(b->data);
+        free(b);
+}
+
+static const sh_pending_ops read_at_ops = {.release = read_at_release, .read = read_at_read};
+
+sh_response *sh_response_read_at(sh_request *r, uint64_t from, uint64_t end, size_t step,
+                                 const sh_read_at_ops *ops, void *data)
+{
+        read_at_body *b = from < end ? calloc(1, sizeof(*b)) : NULL;
+        sh_response *resp;
+        sh_pending *tok;
+
+        if (from >= end) {
+                ops->release(data);
+                return sh_response_buffer(NULL, 0);
+        }
+        if (!b) {
+                ops->release(data);
+                return NULL;
+        }
+        *b = (read_at_body){.ops = ops, .data = data, .pos = from, .end = end, .step = step};
+        tok = sh_request_wait(r, &read_at_ops, b);
+        if (!tok) {
+                read_at_release(b);
+                return NULL;
+        }
+        resp = sh_response_stream(tok, step);
+        sh_pending_release(tok); /* the request's and the response's remain */
+        return resp;
+}
+
 /* ---- a body made in slices ------------------------------------------------------------- */
 
 static void sliced_stream_wake(sh_loop *l, sh_timer *t, void *data)

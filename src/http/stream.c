@@ -3,6 +3,7 @@
  * an optional keepalive frame after a silence, its end, and the client's disconnect. It
  * reads through the request's pending token (pending.c), which owns the stream: the token's
  * last reference frees it. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +144,22 @@ sh_response *sh_queued_stream_response(sh_queued_stream *s)
         return resp;
 }
 
+int sh_queued_stream_reply(sh_queued_stream *s, const sh_header *headers)
+{
+        sh_request *r = sh_queued_stream_request(s);
+        sh_response *resp;
+
+        if (!r)
+                return 0;
+        resp = sh_queued_stream_response(s);
+        if (!resp)
+                return -ENOMEM;
+        for (; headers->name; headers++)
+                sh_response_header(resp, headers->name, headers->value);
+        sh_reply(r, 200, resp);
+        return 0;
+}
+
 sh_buf *sh_queued_stream_queue(sh_queued_stream *s)
 {
         return &s->q;
@@ -180,6 +197,14 @@ void sh_queued_stream_end(sh_queued_stream *s)
         sh_loop_cancel_timer(s->loop, s->ka);
         s->ka = NULL;
         sh_queued_stream_pushed(s);
+}
+
+void sh_queued_stream_close(sh_queued_stream *s)
+{
+        if (!s)
+                return;
+        sh_queued_stream_end(s);
+        sh_queued_stream_release(s);
 }
 
 size_t sh_queued_stream_unread(const sh_queued_stream *s)

@@ -93,8 +93,10 @@ void sh_api_exec(sh_request *r)
                 .capture_max = n->cfg->exec_output_max,
                 .heartbeat_ms = HEARTBEAT_MS,
         };
+        static const sh_header headers[] = {{"Content-Type", "application/x-ndjson"},
+                                            {"X-Content-Type-Options", "nosniff"},
+                                            {NULL, NULL}};
         _cleanup_free_ char **argv = NULL;
-        sh_response *resp;
         sh_error *err = NULL;
         size_t argc = 0;
         stream *st;
@@ -128,15 +130,9 @@ void sh_api_exec(sh_request *r)
                 sh_queued_stream_release(st->qs);
                 goto out;
         }
-        resp = sh_queued_stream_response(st->qs);
-        sh_queued_stream_release(st->qs); /* the request's and the response's remain */
-        if (!resp) {
+        if (sh_queued_stream_reply(st->qs, headers) < 0)
                 sh_reply_errorf(r, SH_E_INTERNAL, "cannot create the response");
-                goto out;
-        }
-        sh_response_header(resp, "Content-Type", "application/x-ndjson");
-        sh_response_header(resp, "X-Content-Type-Options", "nosniff");
-        sh_reply(r, 200, resp);
+        sh_queued_stream_release(st->qs); /* the request's and the response's remain */
 out:
         cJSON_Delete(body);
 }

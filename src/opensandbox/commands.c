@@ -13,19 +13,11 @@
 SH_CAPABILITY(os_command, "opensandbox.command")
 SH_CAPABILITY(os_command_background, "opensandbox.command-background")
 
-/* `field` of body: absent or null is NULL. */
-static const cJSON *opt(const cJSON *body, const char *name)
-{
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(body, name);
-
-        return f && !cJSON_IsNull(f) ? f : NULL;
-}
-
 /* The fields /command and a session's run share (command, cwd, timeout) into o. */
 static int run_fields(const cJSON *body, os_run_opts *o, os_err *e)
 {
-        const cJSON *cmd = opt(body, "command"), *cwd = opt(body, "cwd");
-        const cJSON *t = opt(body, "timeout");
+        const cJSON *cmd = sh_json_opt(body, "command"), *cwd = sh_json_opt(body, "cwd");
+        const cJSON *t = sh_json_opt(body, "timeout");
 
         if (!cJSON_IsObject(body))
                 return os_err_code(e, OS_E_BAD_BODY, "the body is a JSON object");
@@ -70,9 +62,10 @@ static bool is_id(const cJSON *v)
 /* The fields only /command has (background, uid and gid, envs) into o. */
 static int command_fields(const cJSON *body, const sh_sandbox *sb, os_run_opts *o, os_err *e)
 {
-        const cJSON *bg = opt(body, "background"), *envs = opt(body, "envs"), *v;
-        const cJSON *uid = opt(body, "uid"), *gid = opt(body, "gid");
+        const cJSON *bg = sh_json_opt(body, "background"), *envs = sh_json_opt(body, "envs");
+        const cJSON *uid = sh_json_opt(body, "uid"), *gid = sh_json_opt(body, "gid");
         const sh_fs_owner *own;
+        const char *why;
 
         if (bg && !cJSON_IsBool(bg))
                 return os_err_code(e, OS_E_BAD_BODY, "'background' is a boolean");
@@ -90,16 +83,8 @@ static int command_fields(const cJSON *body, const sh_sandbox *sb, os_run_opts *
                 return os_err_code(e, OS_E_NOT_SUPPORTED,
                                    "commands here run as the sandbox's own uid %u and gid %u only",
                                    (unsigned)own->uid, (unsigned)own->gid);
-        if (envs && !cJSON_IsObject(envs))
-                return os_err_code(e, OS_E_BAD_BODY, "'envs' is an object of strings");
-        cJSON_ArrayForEach(v, envs)
-        {
-                if (!cJSON_IsString(v))
-                        return os_err_code(e, OS_E_BAD_BODY, "'envs' is an object of strings");
-                if (!*v->string || strchr(v->string, '='))
-                        return os_err_code(e, OS_E_BAD_BODY,
-                                           "'envs' names are non-empty and hold no '='");
-        }
+        if ((why = sh_env_shape_why(envs)))
+                return os_err_code(e, OS_E_BAD_BODY, "'envs' %s", why);
         o->background = bg && cJSON_IsTrue(bg);
         o->envs = envs;
         return 0;
@@ -164,52 +149,29 @@ static void api_status(sh_request *r)
         os_reply_json(r, 200, o);
 }
 
-/* A logs answer: the bytes [pos, end) of a command's log, read from its file OS_LOG_STEP at a
- * time as the client takes them (the daemon holds one step, never the log). `end` is decided
- * when the answer starts (its header names it): the log may grow meanwhile, the body stops
- * there. Bytes overwritten before they were sent (a client slower than the command's output
- * past COMMAND_LOG_MAX), or a sandbox deleted meanwhile, cut the connection: a short body,
- * never a wrong one. */
-typedef struct log_reader {
-        os_cmd *c; /* a reference */
-        uint64_t pos, end;
-} log_reader;
-
-static ssize_t log_read(void *data, char *out, size_t max)
+/* A logs answer: the bytes [cursor, end) of a command's log, read from its file as the client
+ * takes them (sh_response_read_at); `end` is the log's end when the answer starts (its header
+ * names it). Bytes overwritten before they were sent (a client slower than the command's output
+ * past COMMAND_LOG_MAX), or a sandbox deleted meanwhile, cut the connection. */
+static ssize_t log_read_at(void *data, uint64_t off, char *out, size_t n)
 {
-        log_reader *lr = data;
-        ssize_t n;
+        const os_cmd *c = data;
+        ssize_t k = sh_bgexec_read(c->bg, off, out, n);
 
-        if (lr->pos >= lr->end)
-                return SH_STREAM_END;
-        if (max > OS_LOG_STEP)
-                max = OS_LOG_STEP;
-        if (max > lr->end - lr->pos)
-                max = (size_t)(lr->end - lr->pos);
-        n = sh_bgexec_read(lr->c->bg, lr->pos, out, max);
-        if (n <= 0) {
-                log_info("command-logs-cut", lr->c->log_id,
-                         "a logs answer ends at %" PRIu64 " of %" PRIu64 ": %s", lr->pos, lr->end,
-                         n == -ESTALE ? "overwritten before it was read"
-                                      : strerror(n < 0 ? (int)-n : EIO));
-                return SH_STREAM_CUT;
-        }
-        lr->pos += (uint64_t)n;
-        return n;
+        if (k <= 0)
+                log_info("command-logs-cut", c->log_id, "a logs answer ends at %" PRIu64 ": %s",
+                         off,
+                         k == -ESTALE ? "overwritten before it was read"
+                                      : strerror(k < 0 ? (int)-k : EIO));
+        return k;
 }
 
-static void log_reader_release(void *data)
+static void log_release(void *data)
 {
-        log_reader *lr = data;
-
-        os_cmd_unref(lr->c);
-        free(lr);
+        os_cmd_unref(data);
 }
 
-static const sh_pending_ops log_ops = {
-        .release = log_reader_release,
-        .read = log_read,
-};
+static const sh_read_at_ops log_ops = {.read_at = log_read_at, .release = log_release};
 
 static void api_logs(sh_request *r)
 {
@@ -219,8 +181,6 @@ static void api_logs(sh_request *r)
         uint64_t from = 0, end;
         char hdr[32];
         sh_response *resp;
-        sh_pending *tok;
-        log_reader *lr;
 
         if (!c)
                 return;
@@ -241,27 +201,8 @@ static void api_logs(sh_request *r)
         end = g->total;
         if (from < sh_ringlog_first(g))
                 from = sh_ringlog_first(g);
-        if (from > end)
-                from = end;
-        if (from == end) {
-                resp = sh_response_buffer(NULL, 0);
-        } else {
-                lr = calloc(1, sizeof(*lr));
-                if (!lr) {
-                        os_reply_code(r, OS_E_RUNTIME, "out of memory");
-                        return;
-                }
-                c->refs++;
-                *lr = (log_reader){.c = c, .pos = from, .end = end};
-                tok = sh_request_wait(r, &log_ops, lr);
-                if (!tok) {
-                        log_reader_release(lr);
-                        os_reply_code(r, OS_E_RUNTIME, "out of memory");
-                        return;
-                }
-                resp = sh_response_stream(tok, OS_LOG_STEP);
-                sh_pending_release(tok); /* the request's and the response's remain */
-        }
+        c->refs++;
+        resp = sh_response_read_at(r, from < end ? from : end, end, OS_LOG_STEP, &log_ops, c);
         if (!resp) {
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;

@@ -26,13 +26,6 @@ typedef struct create_req {
 
 /* ---- judging the body ---------------------------------------------------------------------- */
 
-static const cJSON *field(const cJSON *body, const char *name)
-{
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(body, name);
-
-        return f && !cJSON_IsNull(f) ? f : NULL;
-}
-
 static bool strings_only(const cJSON *o)
 {
         const cJSON *v;
@@ -202,8 +195,8 @@ static int judge_network(const cJSON *np, os_err *e)
                 return 0;
         if (!cJSON_IsObject(np))
                 return os_err_code(e, OS_E_INVALID_REQUEST, "'networkPolicy' is an object");
-        def = field(np, "defaultAction");
-        rules = field(np, "egress");
+        def = sh_json_opt(np, "defaultAction");
+        rules = sh_json_opt(np, "egress");
         if (def && (!cJSON_IsString(def) ||
                     (!STREQ(def->valuestring, "deny") && !STREQ(def->valuestring, "allow"))))
                 return os_err_code(e, OS_E_INVALID_REQUEST,
@@ -256,18 +249,19 @@ static int judge_extensions(const cJSON *x, os_record *rec, os_err *e)
 /* Every field of the body, before anything is made. */
 static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create_req *cr, os_err *e)
 {
-        const cJSON *image = field(body, "image"), *snap = field(body, "snapshotId");
-        const cJSON *ep = field(body, "entrypoint"), *env = field(body, "env");
-        const cJSON *md = field(body, "metadata"), *sa = field(body, "secureAccess");
-        const cJSON *vol = field(body, "volumes"), *v;
+        const cJSON *image = sh_json_opt(body, "image"), *snap = sh_json_opt(body, "snapshotId");
+        const cJSON *ep = sh_json_opt(body, "entrypoint"), *env = sh_json_opt(body, "env");
+        const cJSON *md = sh_json_opt(body, "metadata"), *sa = sh_json_opt(body, "secureAccess");
+        const cJSON *vol = sh_json_opt(body, "volumes");
         static const char *const refused[] = {"credentialProxy", "templateId"};
+        const char *why;
         size_t i;
 
         /* What this host cannot honour is refused, never silently dropped. */
         if (vol && (!cJSON_IsArray(vol) || cJSON_GetArraySize(vol) > 0))
                 return os_err_code(e, OS_E_NOT_SUPPORTED, "volumes are not supported here");
         for (i = 0; i < ARRAY_SIZE(refused); i++)
-                if (field(body, refused[i]))
+                if (sh_json_opt(body, refused[i]))
                         return os_err_code(e, OS_E_NOT_SUPPORTED, "'%s' is not supported here",
                                            refused[i]);
         if (image && snap)
@@ -289,13 +283,11 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
                                    "'entrypoint' is required with 'image'");
         if (ep && judge_entrypoint(ep, rec, e) < 0)
                 return -1;
-        if (judge_limits(field(body, "resourceLimits"), cr, e) < 0 ||
-            judge_timeout(cfg, field(body, "timeout"), rec, cr, e) < 0)
+        if (judge_limits(sh_json_opt(body, "resourceLimits"), cr, e) < 0 ||
+            judge_timeout(cfg, sh_json_opt(body, "timeout"), rec, cr, e) < 0)
                 return -1;
-        if (env && (!cJSON_IsObject(env) || !strings_only(env)))
-                return os_err_code(e, OS_E_INVALID_REQUEST, "'env' is an object of strings");
-        cJSON_ArrayForEach(v, env) if (!*v->string || strchr(v->string, '=')) return os_err_code(
-                e, OS_E_INVALID_REQUEST, "'env' names are non-empty and hold no '='");
+        if ((why = sh_env_shape_why(env)))
+                return os_err_code(e, OS_E_INVALID_REQUEST, "'env' %s", why);
         cr->o.env = env;
         if (md) {
                 if (!cJSON_IsObject(md))
@@ -307,9 +299,9 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
                 if (!(rec->metadata = cJSON_Duplicate(md, true)))
                         return os_err_code(e, OS_E_INTERNAL, "out of memory");
         }
-        if (judge_network(field(body, "networkPolicy"), e) < 0 ||
-            judge_platform(field(body, "platform"), rec, e) < 0 ||
-            judge_extensions(field(body, "extensions"), rec, e) < 0)
+        if (judge_network(sh_json_opt(body, "networkPolicy"), e) < 0 ||
+            judge_platform(sh_json_opt(body, "platform"), rec, e) < 0 ||
+            judge_extensions(sh_json_opt(body, "extensions"), rec, e) < 0)
                 return -1;
         if (sa && !cJSON_IsBool(sa))
                 return os_err_code(e, OS_E_INVALID_REQUEST, "'secureAccess' is a boolean");
@@ -326,7 +318,7 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
 /* ---- the entrypoint ------------------------------------------------------------------------- */
 
 /* Its end (its output goes to its log: sh/bgexec.h). */
-static void entry_event(sh_bgexec *b, const sh_exec_event *ev, void *data)
+static void entry_event(sh_exec *e, const sh_exec_event *ev, void *data)
 {
         os_record *rec = data;
 

@@ -92,11 +92,6 @@ void os_execd_record_gone(os_record *rec)
         free(x);
 }
 
-void os_execd_free_all(os_ctx *ctx)
-{
-        /* Every record has gone (os_execd_record_gone): nothing is left here. */
-}
-
 /* A served execd path asked with another method: 405 (else proxy.c's catch-all, which knows
  * no method, would say the route is not served yet). */
 void os_execd_wrong_method(sh_request *r)
@@ -107,19 +102,13 @@ void os_execd_wrong_method(sh_request *r)
 
 void os_reply_event_stream(sh_queued_stream *qs)
 {
-        sh_request *r = sh_queued_stream_request(qs);
-        sh_response *resp;
+        static const sh_header headers[] = {{"Content-Type", "text/event-stream"},
+                                            {"Cache-Control", "no-cache"},
+                                            {"X-Accel-Buffering", "no"},
+                                            {"X-Content-Type-Options", "nosniff"},
+                                            {NULL, NULL}};
 
-        if (!r)
-                return;
-        resp = sh_queued_stream_response(qs);
-        if (!resp) {
-                os_reply_code(r, OS_E_RUNTIME, "cannot create the response");
-                return;
-        }
-        sh_response_header(resp, "Content-Type", "text/event-stream");
-        sh_response_header(resp, "Cache-Control", "no-cache");
-        sh_response_header(resp, "X-Accel-Buffering", "no");
-        sh_response_header(resp, "X-Content-Type-Options", "nosniff");
-        sh_reply(r, 200, resp);
+        if (sh_queued_stream_reply(qs, headers) < 0)
+                os_reply_code(sh_queued_stream_request(qs), OS_E_RUNTIME,
+                              "cannot create the response");
 }

@@ -16,12 +16,10 @@
 
 /* ---- bounds (docs/opensandbox.md "Limits") ------------------------------------------------ */
 
-#define OS_SSE_LINE_MAX (64u * 1024) /* a longer line is cut into events of this size */
-#define OS_PING_MS      3000         /* silence before a `ping` event */
-#define OS_STREAM_HIGH  (1u << 20)   /* unread SSE bytes that pause the command */
-#define OS_STREAM_READ                                                                             \
-        (16u * 1024)                           /* a streamed command's chunk: an event per line
-                                                * makes it ~1 MiB of events at most */
+#define OS_SSE_LINE_MAX      (64u * 1024)      /* a longer line is cut into events of this size */
+#define OS_PING_MS           3000              /* silence before a `ping` event */
+#define OS_STREAM_HIGH       (1u << 20)        /* unread SSE bytes that pause the command */
+#define OS_STREAM_READ       (16u * 1024)      /* a streamed command's chunk (run.c: cmd_start) */
 #define OS_COMMANDS_MAX      1024              /* commands a sandbox remembers */
 #define OS_COMMAND_TEXTS_MAX (4u << 20)        /* their texts (command, cwd, error) together */
 #define OS_SESSIONS_MAX      64                /* sessions of a sandbox */
@@ -117,8 +115,8 @@ os_execd *os_execd_of(os_record *rec);
 
 /* ---- a command (run.c; its registry execd.c) ------------------------------------------------- */
 
-/* A command's life. Its transitions (run.c: cmd_ran, cmd_refused, cmd_broken, cmd_finish) are
- * the only writers of its state:
+/* A command's life, written only by run.c's transitions (cmd_broken, cmd_finish, the
+ * handshake's):
  *
  *   STARTING --the wrapper said ok--------------------> RUNNING ---------the end--> FINISHED
  *      |-----the directory cannot be entered (400)----> REFUSED ---------the end--> FINISHED
@@ -214,9 +212,3 @@ void os_reply_event_stream(sh_queued_stream *qs);
 
 /* 405 for a served execd path asked with a method it does not serve (every file's tables). */
 void os_execd_wrong_method(sh_request *r);
-
-/* The execd codes the file routes (files*.c) still name by hand; the other execd files answer
- * through the table (codes.c: os_reply_code). */
-#define OS_BAD_BODY "INVALID_REQUEST_BODY"
-#define OS_MISSING  "MISSING_QUERY"
-#define OS_RUNTIME  "RUNTIME_ERROR"

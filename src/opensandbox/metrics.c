@@ -51,8 +51,10 @@ static cJSON *sample_json(const sh_usage *u)
 
 /* Out of its list, and the waiter's reference to its request goes (its stream's, or its
  * token's: maybe the last, which frees w). */
-static void waiter_done(waiter *w)
+static void waiter_done(void *data)
 {
+        waiter *w = data;
+
         if (w->m) {
                 SH_LIST_REMOVE(all, w->m->waiters, w);
                 w->m->n_asking -= !w->qs;
@@ -64,19 +66,14 @@ static void waiter_done(waiter *w)
                 sh_pending_release(TAKE_PTR(w->tok));
 }
 
-static void waiter_gone(void *data)
-{
-        waiter_done(data);
-}
-
 static void waiter_release(void *data)
 {
         waiter_done(data);
         free(data);
 }
 
-static const sh_pending_ops waiter_ops = {.gone = waiter_gone, .release = waiter_release};
-static const sh_queued_stream_ops watch_ops = {.gone = waiter_gone, .release = waiter_release};
+static const sh_pending_ops waiter_ops = {.gone = waiter_done, .release = waiter_release};
+static const sh_queued_stream_ops watch_ops = {.gone = waiter_done, .release = waiter_release};
 static const sh_queued_stream_opts watch_opts = {.block = 4096};
 
 /* Each sample: the first asks answered with it, each watcher given it as one JSON line (unless

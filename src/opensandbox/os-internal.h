@@ -320,7 +320,6 @@ void os_diag_init(os_ctx *ctx);
 /* execd.c: rec leaves (its commands, sessions and metrics go; surface.c registers it as an
  * observer's `gone`), and the surface's end. */
 void os_execd_record_gone(os_record *rec);
-void os_execd_free_all(os_ctx *ctx);
 
 /* snapshots.c: the API's Snapshot object of a snapshot of the store (sandbox-lifecycle.yml),
  * times as RFC 3339. NULL: out of memory. */

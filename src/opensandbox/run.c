@@ -74,13 +74,6 @@ static const char launcher[] = "s=$1; shift\n"
 
 /* ---- the stream -------------------------------------------------------------------------------- */
 
-/* Our reference to the stream goes: after its last event, or when the client left. */
-static void stream_end(os_cmd *c)
-{
-        sh_queued_stream_end(c->qs);
-        sh_queued_stream_release(TAKE_PTR(c->qs));
-}
-
 /* `ping` after every 3 s of silence: harmless to the client, and the write that tells us a
  * vanished client is gone. */
 static int stream_ping(void *data, sh_buf *q)
@@ -136,19 +129,6 @@ static void queue(os_cmd *c, const sh_exec_event *ev)
 
 /* ---- the command's life: its transitions -------------------------------------------------------- */
 
-/* STARTING -> RUNNING: the wrapper entered the directory; the command runs. */
-static void cmd_ran(os_cmd *c)
-{
-        c->state = CMD_RUNNING;
-}
-
-/* STARTING -> REFUSED: the directory cannot be entered (the request's 400); the wrapper's exit
- * is still awaited. */
-static void cmd_refused(os_cmd *c)
-{
-        c->state = CMD_REFUSED;
-}
-
 /* STARTING -> BROKEN: what came first is not the wrapper's line: the image's /bin/sh is no
  * shell. Killed; its end explains. */
 static void cmd_broken(os_cmd *c)
@@ -184,29 +164,7 @@ static void start_failed(os_cmd *c, const char *msg)
         if (os_sse_error(sh_queued_stream_queue(c->qs), msg, msg, os_now_wall_ms()) < 0)
                 log_error("command-oom", c->log_id, "cannot queue the error event");
         os_reply_event_stream(c->qs);
-        stream_end(c);
-}
-
-/* Why a command that never ran ended: its kill's reason, else the stderr bytes of its wrapper
- * or the exec, else the engine's word. */
-static void failure_message(os_cmd *c, const sh_exec_event *ev, char *out, size_t size)
-{
-        size_t n = c->pre_err.len, i;
-
-        while (n && (c->pre_err.p[n - 1] == '\n' || c->pre_err.p[n - 1] == '\r'))
-                n--;
-        if (ev->why) {
-                snprintf(out, size, "%s", ev->why);
-        } else if (n) {
-                snprintf(out, size, "%.*s", (int)(n < size - 1 ? n : size - 1), c->pre_err.p);
-                for (i = 0; out[i]; i++)
-                        if ((unsigned char)out[i] < 0x20)
-                                out[i] = ' ';
-        } else if (ev->type == SH_EXEC_EV_ERROR) {
-                snprintf(out, size, "%s", ev->error.text ? ev->error.text : "the command ended");
-        } else {
-                snprintf(out, size, "the command could not start (exit %d)", ev->exit.code);
-        }
+        sh_queued_stream_close(TAKE_PTR(c->qs));
 }
 
 static void end_of_run(os_cmd *c, const sh_exec_event *ev)
@@ -217,17 +175,14 @@ static void end_of_run(os_cmd *c, const sh_exec_event *ev)
         char msg[512];
 
         if (was == CMD_STARTING || was == CMD_BROKEN) {
-                failure_message(c, ev, msg, sizeof(msg));
+                sh_exec_failure_text(ev, c->pre_err.p, c->pre_err.len, msg, sizeof(msg));
                 cmd_finish(c, exited ? ev->exit.code : 125, msg);
                 start_failed(c, msg);
         } else if (was == CMD_REFUSED) {
                 cmd_finish(c, 125, "the working directory cannot be entered");
         } else if (exited) {
-                if (ev->exit.signal)
-                        snprintf(msg, sizeof(msg), "killed by signal %d", ev->exit.signal);
-                else
-                        snprintf(msg, sizeof(msg), "exit status %d", ev->exit.code);
-                cmd_finish(c, ev->exit.code, !ev->exit.code ? NULL : ev->why ? ev->why : msg);
+                sh_exec_exit_text(&ev->exit, ev->why, msg, sizeof(msg));
+                cmd_finish(c, ev->exit.code, ev->exit.code ? msg : NULL);
         } else {
                 cmd_finish(c, -1, ev->why ? ev->why : ev->error.text);
         }
@@ -261,8 +216,9 @@ static void handshake_done(os_cmd *c)
                 return;
         }
         if (c->hs.result != OS_HS_OK) {
-                /* As OpenSandbox's execd: a 400 before any stream; the command never ran. */
-                cmd_refused(c);
+                /* As OpenSandbox's execd: a 400 before any stream; the command never ran (its
+                 * wrapper's exit is still awaited). */
+                c->state = CMD_REFUSED;
                 if (r)
                         os_reply_code(r, OS_E_BAD_BODY, "%s: %s", refused[c->hs.result],
                                       c->cwd ? c->cwd : "");
@@ -271,7 +227,7 @@ static void handshake_done(os_cmd *c)
                         os_cmd_unlink(c);
                 return;
         }
-        cmd_ran(c);
+        c->state = CMD_RUNNING;
         if (c->bg) {
                 /* init and execution_complete at once; the command runs on, its output into
                  * its log, after what the shell said before the handshake line */
@@ -292,7 +248,7 @@ static void handshake_done(os_cmd *c)
                 return;
         os_reply_event_stream(c->qs);
         if (c->bg)
-                stream_end(c);
+                sh_queued_stream_close(TAKE_PTR(c->qs));
         else
                 sh_queued_stream_pushed(c->qs);
 }
@@ -323,8 +279,9 @@ static size_t before_handshake(os_cmd *c, const sh_exec_event *ev)
 
 /* A streamed run's events, or a background command's (its output until its log takes it, its
  * end). */
-static void on_event(os_cmd *c, const sh_exec_event *ev)
+static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
 {
+        os_cmd *c = data;
         sh_exec_event sub = *ev;
 
         if (ev->type == SH_EXEC_EV_HEARTBEAT)
@@ -350,7 +307,7 @@ static void on_event(os_cmd *c, const sh_exec_event *ev)
         c->refs++;
         if (c->state == CMD_RUNNING && !c->bg && c->qs) {
                 queue(c, ev);
-                stream_end(c);
+                sh_queued_stream_close(TAKE_PTR(c->qs));
         }
         end_of_run(c, ev);
         sh_exec_detach(TAKE_PTR(c->e)); /* ended: only the reference goes */
@@ -359,16 +316,6 @@ static void on_event(os_cmd *c, const sh_exec_event *ev)
          * never touched). */
         c->refs--;
         os_cmd_unref(c);
-}
-
-static void on_exec_event(sh_exec *e, const sh_exec_event *ev, void *data)
-{
-        on_event(data, ev);
-}
-
-static void on_bg_event(sh_bgexec *b, const sh_exec_event *ev, void *data)
-{
-        on_event(data, ev);
 }
 
 /* ---- the command ------------------------------------------------------------------------------- */
@@ -476,8 +423,8 @@ static int cmd_start(os_cmd *c, sh_sandbox *sb, const os_run_opts *o, sh_error *
         const sh_exec_opts eo = {.timeout_ms = o->timeout_ms, .read_max = OS_STREAM_READ};
 
         if (c->bg)
-                return sh_bgexec_start(c->bg, argv, o->envs, on_bg_event, c, err);
-        return sh_sandbox_exec(sb, argv, o->envs, &eo, on_exec_event, c, &c->e, err);
+                return sh_bgexec_start(c->bg, argv, o->envs, on_event, c, err);
+        return sh_sandbox_exec(sb, argv, o->envs, &eo, on_event, c, &c->e, err);
 }
 
 void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)

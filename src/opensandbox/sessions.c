@@ -106,9 +106,7 @@ static void api_create(sh_request *r)
                 os_reply_code(r, OS_E_BAD_BODY, "the body is a JSON object");
                 goto out;
         }
-        cwd = body ? cJSON_GetObjectItemCaseSensitive(body, "cwd") : NULL;
-        if (cJSON_IsNull(cwd))
-                cwd = NULL;
+        cwd = sh_json_opt(body, "cwd");
         if (cwd && (!cJSON_IsString(cwd) || strlen(cwd->valuestring) > 4096)) {
                 os_reply_code(r, OS_E_BAD_BODY, "'cwd' is a path of at most 4096 bytes");
                 goto out;

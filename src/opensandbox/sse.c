@@ -13,21 +13,6 @@
 
 /* ---- events ----------------------------------------------------------------------------------- */
 
-static int put(sh_buf *q, const char *s)
-{
-        return sh_buf_append(q, s, strlen(s));
-}
-
-/* `n` bytes as a JSON string (quotes included): sh_json_quote_bytes, the one home of the
- * escaping rules. */
-static int put_quoted(sh_buf *q, const char *s, size_t n)
-{
-        if (n > (SIZE_MAX - 16) / 6 || sh_buf_reserve(q, 6 * n + 3) < 0)
-                return -ENOMEM;
-        q->len += sh_json_quote_bytes(s, n, q->p + q->len);
-        return 0;
-}
-
 /* An event's end: `,"timestamp":N}` and the blank line. */
 static size_t tail_of(char out[48], uint64_t ts_ms)
 {
@@ -39,8 +24,9 @@ static int text_event(sh_buf *q, const char *type, const char *text, size_t n, c
 {
         size_t keep = sh_buf_unread(q); /* growing q may move its unread bytes to the front */
 
-        if (put(q, "{\"type\":\"") < 0 || put(q, type) < 0 || put(q, "\",\"text\":") < 0 ||
-            put_quoted(q, text, n) < 0 || sh_buf_append(q, tail, tail_len) < 0) {
+        if (sh_buf_append_str(q, "{\"type\":\"") < 0 || sh_buf_append_str(q, type) < 0 ||
+            sh_buf_append_str(q, "\",\"text\":") < 0 || sh_buf_append_json(q, text, n) < 0 ||
+            sh_buf_append(q, tail, tail_len) < 0) {
                 q->len = q->off + keep;
                 return -ENOMEM;
         }
@@ -62,7 +48,7 @@ int os_sse_complete(sh_buf *q, uint64_t exec_ms, uint64_t ts_ms)
                  "{\"type\":\"execution_complete\",\"execution_time\":%" PRIu64
                  ",\"timestamp\":%" PRIu64 "}\n\n",
                  exec_ms, ts_ms);
-        return put(q, ev);
+        return sh_buf_append_str(q, ev);
 }
 
 int os_sse_error(sh_buf *q, const char *evalue, const char *traceback, uint64_t ts_ms)
@@ -71,10 +57,12 @@ int os_sse_error(sh_buf *q, const char *evalue, const char *traceback, uint64_t 
         char head[96];
 
         snprintf(head, sizeof(head), "{\"type\":\"error\",\"timestamp\":%" PRIu64, ts_ms);
-        if (put(q, head) < 0 ||
-            put(q, ",\"error\":{\"ename\":\"CommandExecError\",\"evalue\":") < 0 ||
-            put_quoted(q, evalue, strlen(evalue)) < 0 || put(q, ",\"traceback\":[") < 0 ||
-            put_quoted(q, traceback, strlen(traceback)) < 0 || put(q, "]}}\n\n") < 0) {
+        if (sh_buf_append_str(q, head) < 0 ||
+            sh_buf_append_str(q, ",\"error\":{\"ename\":\"CommandExecError\",\"evalue\":") < 0 ||
+            sh_buf_append_json(q, evalue, strlen(evalue)) < 0 ||
+            sh_buf_append_str(q, ",\"traceback\":[") < 0 ||
+            sh_buf_append_json(q, traceback, strlen(traceback)) < 0 ||
+            sh_buf_append_str(q, "]}}\n\n") < 0) {
                 q->len = q->off + keep;
                 return -ENOMEM;
         }
@@ -192,15 +180,7 @@ static int encode_exit(os_sse *s, sh_buf *q, const sh_exec_exit *x, const char *
         if (x->code == 0)
                 return os_sse_complete(q, now > s->start_ms ? now - s->start_ms : 0, now);
         snprintf(evalue, sizeof(evalue), "%d", x->code);
-        if (why)
-                snprintf(tb, sizeof(tb), "%s", why);
-        else if (x->oom)
-                snprintf(tb, sizeof(tb), "killed by the OOM killer (the sandbox's memory limit)");
-        else if (x->signal)
-                snprintf(tb, sizeof(tb), "killed by signal %d (%s)", x->signal,
-                         sigabbrev_np(x->signal) ? sigabbrev_np(x->signal) : "?");
-        else
-                snprintf(tb, sizeof(tb), "exit status %d", x->code);
+        sh_exec_exit_text(x, why, tb, sizeof(tb));
         return os_sse_error(q, evalue, tb, now);
 }
 

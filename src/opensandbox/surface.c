@@ -487,7 +487,6 @@ void sh_opensandbox_free(sh_opensandbox *os)
                 return;
         os_records_done(os);
         sh_snapstore_free(TAKE_PTR(os->snapshots));
-        os_execd_free_all(os);
         free(os->routes);
         free(os);
 }

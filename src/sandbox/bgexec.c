@@ -121,7 +121,7 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
                 return;
         if (ev->type == SH_EXEC_EV_CHUNK) {
                 if (b->held)
-                        b->fn(b, ev, b->data);
+                        b->fn(e, ev, b->data);
                 else
                         sh_bgexec_append(b, ev->chunk.data, ev->chunk.len);
                 return;
@@ -129,7 +129,7 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
         /* The end: the owner may free b; our reference keeps e (and its `why`) until after. */
         b->e = NULL;
         stopped(b);
-        b->fn(b, ev, b->data);
+        b->fn(e, ev, b->data);
         sh_exec_detach(e);
 }
 

@@ -611,3 +611,37 @@ out:
                 close(procs[i]);
         return r;
 }
+
+void sh_exec_exit_text(const sh_exec_exit *x, const char *why, char *out, size_t size)
+{
+        if (why)
+                snprintf(out, size, "%s", why);
+        else if (x->oom)
+                snprintf(out, size, "killed by the OOM killer (the sandbox's memory limit)");
+        else if (x->signal)
+                snprintf(out, size, "killed by signal %d (%s)", x->signal,
+                         sigabbrev_np(x->signal) ? sigabbrev_np(x->signal) : "?");
+        else
+                snprintf(out, size, "exit status %d", x->code);
+}
+
+void sh_exec_failure_text(const sh_exec_event *ev, const char *err, size_t n, char *out,
+                          size_t size)
+{
+        size_t i;
+
+        while (n && (err[n - 1] == '\n' || err[n - 1] == '\r'))
+                n--;
+        if (ev->why) {
+                snprintf(out, size, "%s", ev->why);
+        } else if (n) {
+                snprintf(out, size, "%.*s", (int)(n < size - 1 ? n : size - 1), err);
+                for (i = 0; out[i]; i++)
+                        if ((unsigned char)out[i] < 0x20)
+                                out[i] = ' ';
+        } else if (ev->type == SH_EXEC_EV_ERROR) {
+                snprintf(out, size, "%s", ev->error.text ? ev->error.text : "the command ended");
+        } else {
+                snprintf(out, size, "the command could not start (exit %d)", ev->exit.code);
+        }
+}

@@ -583,6 +583,22 @@ int sh_sandbox_env_check(const cJSON *env, sh_error **err)
         return 0;
 }
 
+const char *sh_env_shape_why(const cJSON *env)
+{
+        const cJSON *v;
+
+        if (env && !cJSON_IsObject(env))
+                return "is an object of strings";
+        cJSON_ArrayForEach(v, env)
+        {
+                if (!cJSON_IsString(v))
+                        return "is an object of strings";
+                if (!*v->string || strchr(v->string, '='))
+                        return "names are non-empty and hold no '='";
+        }
+        return NULL;
+}
+
 /* The create's directory to restore (sh_create_opts.restore_root), copied. -ENOMEM. */
 static int restore_dir_set(sh_sandbox *sb, const sh_create_opts *o)
 {

@@ -1,8 +1,10 @@
 /* test_queued_stream.c: the transport's queued stream (src/http/stream.c): what a producer
  * pushes is read byte for byte, the end after the last byte, the high and low marks, the
- * keepalive after a silence, the client's disconnect. The request is a bare one (no
- * connection): the stream is read as the transport reads it, through its token. */
+ * keepalive after a silence, the client's disconnect, its 200 answer; and a body read by offset
+ * (pending.c: sh_response_read_at). The request is a bare one (no connection): the stream is
+ * read as the transport reads it, through its token. */
 #include <check.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,6 +264,135 @@ START_TEST(test_the_last_reference_frees_the_stream_whichever_goes_last)
 }
 END_TEST
 
+START_TEST(test_a_close_ends_the_stream_and_lets_the_producers_reference_go)
+{
+        sh_queued_stream *s = open_stream(&ops, 0, 0, 0);
+        char out[16];
+
+        push(s, "bye\n");
+        sh_queued_stream_close(s);
+        sh_queued_stream_close(NULL); /* nothing */
+        ck_assert_str_eq(take_all(16), "bye\n");
+        ck_assert_int_eq(take(out, sizeof(out)), SH_STREAM_END);
+        ck_assert_int_eq(pr.released, 0); /* the request's reference remains */
+        sh_pending_request_ended(req);
+        ck_assert_int_eq(pr.released, 1);
+}
+END_TEST
+
+START_TEST(test_the_reply_is_a_200_with_the_headers_given)
+{
+        static const sh_header headers[] = {
+                {"Content-Type", "text/event-stream"}, {"X-A", "b"}, {NULL, NULL}};
+        sh_queued_stream *s = open_stream(&ops, 0, 0, 0);
+        sh_response *resp;
+
+        ck_assert_int_eq(sh_queued_stream_reply(s, headers), 0);
+        resp = req->pending;
+        ck_assert_ptr_nonnull(resp);
+        ck_assert_uint_eq(req->pending_status, 200);
+        ck_assert_str_eq(MHD_get_response_header(resp, "Content-Type"), "text/event-stream");
+        ck_assert_str_eq(MHD_get_response_header(resp, "X-A"), "b");
+        ck_assert_int_eq(sh_queued_stream_reply(s, headers), -ENOMEM); /* one response */
+        sh_pending_request_ended(req);
+        sh_queued_stream_release(s);
+        MHD_destroy_response(resp);
+        ck_assert_int_eq(pr.released, 1);
+}
+END_TEST
+
+START_TEST(test_a_stream_whose_request_ended_is_not_answered)
+{
+        static const sh_header headers[] = {{"Content-Type", "text/plain"}, {NULL, NULL}};
+        sh_queued_stream *s = open_stream(&ops, 0, 0, 0);
+
+        sh_pending_request_ended(req);
+        ck_assert_int_eq(sh_queued_stream_reply(s, headers), 0);
+        ck_assert_ptr_null(req->pending);
+        ck_assert(!req->responded);
+        sh_queued_stream_release(s);
+        ck_assert_int_eq(pr.released, 1);
+}
+END_TEST
+
+/* ---- sh_response_read_at ---- */
+
+typedef struct source {
+        const char *bytes;
+        uint64_t fail_at; /* a read from here on gives nothing (0: never) */
+        int reads, released;
+} source;
+
+static ssize_t source_read_at(void *data, uint64_t off, char *out, size_t n)
+{
+        source *src = data;
+
+        src->reads++;
+        if (src->fail_at && off >= src->fail_at)
+                return -ESTALE;
+        memcpy(out, src->bytes + off, n);
+        return (ssize_t)n;
+}
+
+static void source_release(void *data)
+{
+        ((source *)data)->released++;
+}
+
+static const sh_read_at_ops source_ops = {.read_at = source_read_at, .release = source_release};
+
+START_TEST(test_a_read_at_body_is_its_range_read_a_step_at_a_time)
+{
+        source src = {.bytes = "0123456789"};
+        sh_response *resp = sh_response_read_at(req, 2, 9, 3, &source_ops, &src);
+        char out[16];
+
+        ck_assert_ptr_nonnull(resp);
+        tok = req->token;
+        ck_assert_int_eq(take(out, sizeof(out)), 3); /* never more than a step */
+        ck_assert_mem_eq(out, "234", 3);
+        ck_assert_int_eq(take(out, 2), 2);
+        ck_assert_mem_eq(out, "56", 2);
+        ck_assert_int_eq(take(out, sizeof(out)), 2); /* never past its end */
+        ck_assert_mem_eq(out, "78", 2);
+        ck_assert_int_eq(take(out, sizeof(out)), SH_STREAM_END);
+        ck_assert_int_eq(src.reads, 3);
+        sh_pending_request_ended(req);
+        ck_assert_int_eq(src.released, 0);
+        MHD_destroy_response(resp);
+        ck_assert_int_eq(src.released, 1);
+}
+END_TEST
+
+START_TEST(test_a_read_at_body_is_cut_where_its_bytes_are_gone)
+{
+        source src = {.bytes = "0123456789", .fail_at = 4};
+        sh_response *resp = sh_response_read_at(req, 0, 10, 4, &source_ops, &src);
+        char out[16];
+
+        ck_assert_ptr_nonnull(resp);
+        tok = req->token;
+        ck_assert_int_eq(take(out, sizeof(out)), 4);
+        ck_assert_int_eq(take(out, sizeof(out)), SH_STREAM_CUT);
+        sh_pending_request_ended(req);
+        MHD_destroy_response(resp);
+        ck_assert_int_eq(src.released, 1);
+}
+END_TEST
+
+START_TEST(test_an_empty_read_at_range_is_an_empty_body_read_never)
+{
+        source src = {.bytes = ""};
+        sh_response *resp = sh_response_read_at(req, 5, 5, 4, &source_ops, &src);
+
+        ck_assert_ptr_nonnull(resp);
+        ck_assert_ptr_null(req->token); /* nothing waits */
+        ck_assert_int_eq(src.released, 1);
+        ck_assert_int_eq(src.reads, 0);
+        MHD_destroy_response(resp);
+}
+END_TEST
+
 static void on_safety(sh_loop *l, sh_timer *t, void *data)
 {
         *(bool *)data = true;
@@ -350,6 +481,15 @@ static Suite *queued_stream_suite(void)
         tcase_add_test(tc, test_pushed_bytes_are_read_byte_for_byte_in_order);
         tcase_add_test(tc, test_an_encoder_appends_whole_frames_then_says_so);
         tcase_add_test(tc, test_the_end_is_read_after_the_last_byte);
+        tcase_add_test(tc, test_a_close_ends_the_stream_and_lets_the_producers_reference_go);
+        tcase_add_test(tc, test_the_reply_is_a_200_with_the_headers_given);
+        tcase_add_test(tc, test_a_stream_whose_request_ended_is_not_answered);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("read_at");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, test_a_read_at_body_is_its_range_read_a_step_at_a_time);
+        tcase_add_test(tc, test_a_read_at_body_is_cut_where_its_bytes_are_gone);
+        tcase_add_test(tc, test_an_empty_read_at_range_is_an_empty_body_read_never);
         suite_add_tcase(s, tc);
         tc = tcase_create("backpressure");
         tcase_add_checked_fixture(tc, setup, teardown);

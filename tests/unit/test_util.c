@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "sh/buf.h"
 #include "sh/random.h"
 #include "sh/util.h"
 #include "unit.h"
@@ -1074,6 +1075,33 @@ START_TEST(test_sanitize_also_makes_controls_a_question_mark)
 }
 END_TEST
 
+START_TEST(test_append_json_adds_one_quoted_string_after_what_is_there)
+{
+        sh_buf b = {0};
+
+        ck_assert_int_eq(sh_buf_append_str(&b, "x="), 0);
+        ck_assert_int_eq(sh_buf_append_json(&b, "a\"\n\xff", 4), 0);
+        ck_assert_int_eq(sh_buf_append_json(&b, "", 0), 0);
+        ck_assert_uint_eq(b.len, strlen("x=\"a\\\"\\u000a\\udcff\"\"\""));
+        ck_assert_mem_eq(b.p, "x=\"a\\\"\\u000a\\udcff\"\"\"", b.len);
+        sh_buf_done(&b);
+}
+END_TEST
+
+START_TEST(test_json_opt_is_null_for_an_absent_or_null_member)
+{
+        _cleanup_cjson_ cJSON *o = cJSON_Parse("{\"a\":null,\"b\":0,\"c\":\"\"}");
+
+        ck_assert_ptr_nonnull(o);
+        ck_assert_ptr_null(sh_json_opt(o, "a"));
+        ck_assert_ptr_null(sh_json_opt(o, "z"));
+        ck_assert_ptr_null(sh_json_opt(NULL, "b"));
+        ck_assert(cJSON_IsNumber(sh_json_opt(o, "b")));
+        ck_assert(cJSON_IsString(sh_json_opt(o, "c")));
+        ck_assert_ptr_null(sh_json_opt(o, "B")); /* names are case-sensitive */
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
         Suite *s = suite_create("util");
@@ -1183,6 +1211,8 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_json_one_value_and_only_whitespace_after_it);
         tcase_add_test(tc, test_json_surrogate_bytes_only_when_asked);
         tcase_add_test(tc, test_json_cleanup_deletes_at_scope_end_unless_handed_out);
+        tcase_add_test(tc, test_append_json_adds_one_quoted_string_after_what_is_there);
+        tcase_add_test(tc, test_json_opt_is_null_for_an_absent_or_null_member);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -160,11 +160,11 @@ typedef struct bg {
         size_t held_len;
 } bg;
 
-static void on_bg(sh_bgexec *b, const sh_exec_event *ev, void *data)
+static void on_bg(sh_exec *e, const sh_exec_event *ev, void *data)
 {
         bg *g = data;
 
-        (void)b;
+        (void)e;
         if (ev->type == SH_EXEC_EV_CHUNK) {
                 size_t n = ev->chunk.len < sizeof(g->held) - 1 - g->held_len
                                    ? ev->chunk.len

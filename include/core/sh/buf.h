@@ -13,6 +13,8 @@ typedef struct sh_buf {
 int sh_buf_reserve(sh_buf *b, size_t more);
 /* Append n bytes. 0 or -ENOMEM. */
 int sh_buf_append(sh_buf *b, const void *data, size_t n);
+/* Append a string (without its NUL). 0 or -ENOMEM. */
+int sh_buf_append_str(sh_buf *b, const char *s);
 /* Bytes not yet consumed. */
 static inline size_t sh_buf_unread(const sh_buf *b)
 {

@@ -108,6 +108,11 @@ void sh_uuid_format(const unsigned char b[16], char out[SH_UUID_LEN + 1]);
  * os.fsencode gets the original bytes back); control characters are escaped. `out` must have
  * room for 6 * n + 3 bytes. Returns the number of bytes written (no terminator). */
 size_t sh_json_quote_bytes(const char *s, size_t n, char *out);
+/* The same appended to b, or nothing (-ENOMEM). */
+struct sh_buf;
+int sh_buf_append_json(struct sh_buf *b, const char *s, size_t n);
+/* obj's member `name`, NULL when it is absent or null. */
+const struct cJSON *sh_json_opt(const struct cJSON *obj, const char *name);
 /* The whole of text[0..len) as one JSON value with nothing but whitespace after it, or NULL
  * (cJSON alone stops at the end of the first value and ignores what follows). */
 struct cJSON *sh_json_parse_exact(const char *text, size_t len);

@@ -322,6 +322,19 @@ void sh_pending_wake(sh_pending *p);
  * holds a reference to the token. */
 sh_response *sh_response_stream(sh_pending *p, size_t block);
 
+/* A body of the bytes [from, end) of something read by offset (a log in its file), read at
+ * most `step` bytes at a time as the client takes them: the daemon holds one step (none and a
+ * Content-Length of 0 when the range is empty). A read that
+ * gives nothing (<= 0: the bytes are gone) cuts the connection: a short body, never a wrong
+ * one. ops->release(data) once it is no longer read, also when this fails (NULL: out of
+ * memory). */
+typedef struct sh_read_at_ops {
+        ssize_t (*read_at)(void *data, uint64_t off, char *out, size_t n);
+        void (*release)(void *data);
+} sh_read_at_ops;
+sh_response *sh_response_read_at(sh_request *r, uint64_t from, uint64_t end, size_t step,
+                                 const sh_read_at_ops *ops, void *data);
+
 /* A streamed body made in slices, for ops->read: the job adds bytes to a buffer one bounded
  * slice per read of the transport, so bytes are made only as fast as the client takes them
  * (a client that does not read stops the job; the daemon holds one block and about one
@@ -385,6 +398,13 @@ sh_request *sh_queued_stream_request(const sh_queued_stream *s);
 /* The streamed response (once; the caller adds its headers and sh_reply's it): from now on a
  * push wakes the connection, and the keepalive counts. NULL when out of memory. */
 sh_response *sh_queued_stream_response(sh_queued_stream *s);
+/* Its request answered 200 with that response and these headers (to one whose name is NULL):
+ * 0, also when the request has ended; -ENOMEM when the response cannot be made (the request
+ * still waits for its answer). */
+typedef struct sh_header {
+        const char *name, *value;
+} sh_header;
+int sh_queued_stream_reply(sh_queued_stream *s, const sh_header *headers);
 /* The queue, for an encoder that appends whole frames to it; then sh_queued_stream_pushed. */
 sh_buf *sh_queued_stream_queue(sh_queued_stream *s);
 /* Bytes were appended (maybe none: it still counts against the keepalive's silence): the
@@ -394,6 +414,8 @@ void sh_queued_stream_pushed(sh_queued_stream *s);
 int sh_queued_stream_push(sh_queued_stream *s, const void *p, size_t n);
 /* No more bytes: the client reads the end after what is queued. */
 void sh_queued_stream_end(sh_queued_stream *s);
+/* The end, and the caller's reference goes (accepts NULL). */
+void sh_queued_stream_close(sh_queued_stream *s);
 size_t sh_queued_stream_unread(const sh_queued_stream *s);
 /* The caller's reference goes (accepts NULL); queued bytes are still read to the end. */
 void sh_queued_stream_release(sh_queued_stream *s);

@@ -38,8 +38,9 @@ typedef struct sh_bgexec_opts {
 } sh_bgexec_opts;
 
 /* The owner's: the output while held, then the end (exit or error, with its `why`), once,
- * from the loop. It may free b. */
-typedef void (*sh_bgexec_fn)(sh_bgexec *b, const sh_exec_event *ev, void *data);
+ * from the loop, as a streamed exec's consumer is told (e: the command's session). It may
+ * free b. */
+typedef sh_exec_event_fn sh_bgexec_fn;
 
 /* A background command of sb, its log made: nothing runs yet. SH_E_UNAVAILABLE when sb runs
  * SANDBOX_HOST_BACKGROUND_MAX commands already; the log's error (its disk full). */

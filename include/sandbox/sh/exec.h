@@ -155,3 +155,12 @@ void sh_exec_on_exited(sh_exec *e, int status);
  * event of that kind; no exit will be reported. */
 void sh_exec_abandon(sh_exec *e, sh_error_kind kind, const char *text);
 uint32_t sh_exec_id(const sh_exec *e);
+
+/* How an exec ended, in words (a traceback, a command's error): its kill's `why`, else the OOM
+ * killer, else the signal and its name, else its exit status. */
+void sh_exec_exit_text(const sh_exec_exit *x, const char *why, char *out, size_t size);
+/* Why an exec that never ran its command ended (ev: its end): its kill's `why`, else what it
+ * wrote on stderr before (err, n: trailing newlines dropped, control characters as spaces),
+ * else the engine's error, else its exit code. */
+void sh_exec_failure_text(const sh_exec_event *ev, const char *err, size_t n, char *out,
+                          size_t size);

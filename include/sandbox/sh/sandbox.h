@@ -56,6 +56,9 @@ typedef struct sh_create_opts {
 #define SH_SANDBOX_ENV_BYTES (64 * 1024)
 /* SH_E_INVALID when env (NULL: none) is over those bounds; sh_manager_create checks it. */
 int sh_sandbox_env_check(const cJSON *env, sh_error **err);
+/* Why env (NULL: none) is not an env a command takes, an object of strings whose names are
+ * non-empty and hold no '=' (the reason, to follow the field's name), or NULL. */
+const char *sh_env_shape_why(const cJSON *env);
 
 /* Open (creating) the state root, remove leftovers of an earlier run. */
 int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_error **err);
