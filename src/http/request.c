@@ -311,7 +311,7 @@ void sh_reply_empty(sh_request *r, unsigned status)
         sh_reply(r, status, sh_response_empty());
 }
 
-void sh_reply_empty_sized(sh_request *r, unsigned status)
+sh_response *sh_response_empty_sized(unsigned status)
 {
         sh_response *resp = sh_response_empty();
 
@@ -322,11 +322,16 @@ void sh_reply_empty_sized(sh_request *r, unsigned status)
                 if (MHD_set_response_options(resp, MHD_RF_INSANITY_HEADER_CONTENT_LENGTH,
                                              MHD_RO_END) != MHD_YES ||
                     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_LENGTH, "0") != MHD_YES)
-                        log_warn("response-header", r->log_id,
+                        log_warn("response-header", NULL,
                                  "cannot add Content-Length to an empty %u, ignoring", status);
 #endif
         }
-        sh_reply(r, status, resp);
+        return resp;
+}
+
+void sh_reply_empty_sized(sh_request *r, unsigned status)
+{
+        sh_reply(r, status, sh_response_empty_sized(status));
 }
 
 void sh_http_reply_error(sh_request *r, const sh_error *err, bool log, const char *allow)

@@ -218,6 +218,7 @@ static void api_one(sh_request *r)
         sh_snapstore *st = os_ctx_of(r)->snapshots;
         sh_snapshot *s = param_snapshot(r);
         sh_error *err = NULL;
+        sh_waiter *w;
         os_record *rec;
 
         if (!s)
@@ -244,7 +245,10 @@ static void api_one(sh_request *r)
                 sh_error_release(&err);
                 return;
         }
-        os_reply_empty(r, 204);
+        /* answered once its tree is out of the store (the writer's queued move done) */
+        w = sh_request_hold(r, 204, sh_response_empty_sized(204));
+        if (w && !sh_snapstore_wait(st, w))
+                w->done(w);
 }
 
 /* ---- a create with snapshotId: its snapshot, held while its tree is restored ---- */

@@ -18,6 +18,7 @@
 #include "sh/macro.h"
 #include "sh/random.h"
 #include "sh/spawn.h"
+#include "sh/waiter.h"
 #include "sh/syscalls.h"
 
 #define RECORD_VERSION 1
@@ -270,6 +271,7 @@ struct sh_snapstore {
         sh_child *writer;
         int resfd; /* the writer's results: one byte per op, 0 or an errno */
         uint64_t seq;
+        sh_waiter *waiters; /* told once no op is queued or running (sh_snapstore_wait) */
 };
 
 static void op_free(op *o)
@@ -463,7 +465,17 @@ static void fail_inflight(sh_snapstore *st, int e)
 }
 
 /* Hand the queue (up to BATCH_MAX ops) to a new writer, unless one runs. */
+static void writer_start(sh_snapstore *st);
+
+/* The next batch's writer; none needed (or none could start): the waiters are told. */
 static void writer_next(sh_snapstore *st)
+{
+        writer_start(st);
+        if (!st->writer)
+                sh_waiters_wake(&st->waiters);
+}
+
+static void writer_start(sh_snapstore *st)
 {
         int fds[2] = {-1, -1};
         writer_arg a;
@@ -739,6 +751,8 @@ void sh_snapstore_free(sh_snapstore *st)
 
         if (!st)
                 return;
+        while (st->waiters) /* the loop has stopped: nobody is told */
+                sh_waiter_cancel(st->waiters);
         if (st->writer)
                 wait_writer(st);
         while ((o = st->inflight)) {
@@ -914,4 +928,12 @@ int sh_snapstore_remove(sh_snapstore *st, sh_snapshot *s, sh_snap_moved_fn moved
 bool sh_snapstore_idle(const sh_snapstore *st)
 {
         return !st->writer && !st->queue && !st->inflight;
+}
+
+bool sh_snapstore_wait(sh_snapstore *st, sh_waiter *w)
+{
+        if (sh_snapstore_idle(st))
+                return false;
+        sh_waiter_add(&st->waiters, w);
+        return true;
 }

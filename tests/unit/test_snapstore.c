@@ -13,6 +13,7 @@
 #include "sh/snapstore.h"
 #include "sh/log.h"
 #include "sh/loop.h"
+#include "sh/waiter.h"
 #include "unit.h"
 
 #define ID1 "snap-0123456789abcdef0123456789abcdef"
@@ -22,6 +23,7 @@
 static char dir[256];
 
 static void run_until_idle(sh_loop *loop, sh_snapstore *st);
+static int told; /* waiters told */
 
 static void setup(void)
 {
@@ -368,6 +370,42 @@ START_TEST(test_remove_moves_the_tree_to_the_trash_then_drops_the_record)
 }
 END_TEST
 
+static void on_told(sh_waiter *w)
+{
+        (void)w;
+        told++;
+}
+
+START_TEST(test_a_waiter_is_told_once_the_removals_tree_is_in_the_trash)
+{
+        sh_snapstore *st = NULL;
+        sh_snapshot *s = NULL;
+        sh_error *err = NULL;
+        sh_loop *loop = NULL;
+        sh_waiter w = {.done = on_told};
+        char id[SH_SNAP_ID_LEN + 1];
+        int moved = 0;
+
+        told = 0;
+        ck_assert_int_eq(sh_loop_new(&loop), 0);
+        ck_assert_int_eq(open_store(&st, loop), 0);
+        ck_assert(!sh_snapstore_wait(st, &w)); /* nothing queued: the caller tells it */
+        ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &s, &err), 0);
+        memcpy(id, s->id, sizeof(id));
+        run_until_idle(loop, st);
+        ck_assert_int_eq(mkdir(ut_path(dir, "%s", id), 0700), 0);
+        ck_assert_int_eq(sh_snapstore_remove(st, s, on_moved, &moved, &err), 0);
+        ck_assert(sh_snapstore_wait(st, &w));
+        ck_assert_int_eq(told, 0);
+        run_until_idle(loop, st);
+        ck_assert_int_eq(told, 1);
+        ck_assert_int_eq(moved, 1);
+        ck_assert_int_eq(access(ut_path(dir, "%s", id), F_OK), -1);
+        sh_snapstore_free(st);
+        sh_loop_free(loop);
+}
+END_TEST
+
 START_TEST(test_remove_without_a_tree_tells_nobody)
 {
         sh_snapstore *st = NULL;
@@ -588,6 +626,7 @@ static Suite *snapstore_suite(void)
         tcase_add_test(disk, test_records_are_written_by_the_writer_and_survive_a_reopen);
         tcase_add_test(disk, test_remove_moves_the_tree_to_the_trash_then_drops_the_record);
         tcase_add_test(disk, test_remove_without_a_tree_tells_nobody);
+        tcase_add_test(disk, test_a_waiter_is_told_once_the_removals_tree_is_in_the_trash);
         tcase_add_test(disk, test_writes_still_queued_at_free_are_made);
         tcase_add_test(disk, test_the_count_is_bounded);
         tcase_add_test(disk, test_an_entrypoint_too_long_to_keep_is_not_kept);

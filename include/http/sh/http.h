@@ -278,6 +278,7 @@ void sh_reply_empty(sh_request *r, unsigned status);
  * adds the header itself to an empty 200 or 202 but leaves it out of a 204 (RFC 9110 allows
  * either), and some clients (llhttp, behind OpenSandbox's SDK) need it there too. */
 void sh_reply_empty_sized(sh_request *r, unsigned status);
+sh_response *sh_response_empty_sized(unsigned status); /* its response, to hold or give */
 /* An error in the shape of the request's surface (its error hook); errors of the internal
  * kinds are logged. */
 void sh_reply_error(sh_request *r, const sh_error *err);

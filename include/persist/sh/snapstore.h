@@ -49,6 +49,7 @@ typedef struct sh_snapshot {
 } sh_snapshot;
 
 typedef struct sh_snapstore sh_snapstore;
+struct sh_waiter;
 
 /* ---- pure: ids, states, records ------------------------------------------------------ */
 
@@ -115,6 +116,9 @@ int sh_snapstore_drop_tree(sh_snapstore *st, sh_snapshot *s, sh_snap_moved_fn mo
                            sh_error **err);
 /* Every write queued so far is on disk (or failed, logged): for tests. */
 bool sh_snapstore_idle(const sh_snapstore *st);
+/* w told from the loop once every op queued so far is done (a removal's tree in the trash):
+ * true; false when none is queued (the caller tells w itself). */
+bool sh_snapstore_wait(sh_snapstore *st, struct sh_waiter *w);
 
 /* ---- the copies, on the persister (snapshot.c) --------------------------------------- */
 
