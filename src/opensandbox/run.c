@@ -268,9 +268,11 @@ static size_t before_handshake(os_cmd *c, const sh_exec_event *ev)
         }
         used = os_handshake_feed(&c->hs, ev->chunk.data, ev->chunk.len, c->bg ? &c->pre_err : NULL);
         if (c->hs.result != OS_HS_WAIT) {
-                c->refs++; /* handshake_done may unlink it; the engine's reference holds it */
+                /* handshake_done may unlink it: the engine's reference still holds it, so ours
+                 * is dropped without a free check (gcc -O3 would see a free before c's use) */
+                c->refs++;
                 handshake_done(c);
-                os_cmd_unref(c);
+                c->refs--;
         }
         return used;
 }
