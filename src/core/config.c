@@ -120,6 +120,25 @@ static const opt options[] = {
          "or the streamed answer cut)"},
         {"SANDBOX_HOST_BACKGROUND_MAX", T_UINT, OFF(background_max), "16", 1, 1024,
          "background commands one /v1 sandbox may run at once (each holds one daemon fd)"},
+        {"SANDBOX_HOST_IMAGE_PULL", T_BOOL, OFF(image_pull), "on", 0, 0,
+         "on: an image name that is no host image is an OCI reference, pulled from its "
+         "registry (off: only host images)"},
+        {"SANDBOX_HOST_REGISTRY_AUTH", T_OPT_PATH, OFF(registry_auth), NULL, 0, 0,
+         "registry credentials, a Docker config.json (a Kubernetes dockerconfigjson secret)"},
+        {"SANDBOX_HOST_REGISTRY_CA", T_OPT_PATH, OFF(registry_ca), NULL, 0, 0,
+         "PEM file of CA certificates trusted for registries besides the system's"},
+        {"SANDBOX_HOST_INSECURE_REGISTRIES", T_OPT_STRING, OFF(insecure_registries), NULL, 0, 0,
+         "registries reached over plain http, comma-separated host[:port]"},
+        {"SANDBOX_HOST_REGISTRY_MIRRORS", T_OPT_STRING, OFF(registry_mirrors), NULL, 0, 0,
+         "registry mirrors, comma-separated registry=URL (docker.io=https://mirror.example)"},
+        {"SANDBOX_HOST_IMAGE_CACHE_MAX", T_SIZE, OFF(image_cache_max), "20G", 0, 1ULL << 50,
+         "bytes of images no sandbox uses kept in the store; the least recently used go above it"},
+        {"SANDBOX_HOST_IMAGE_MAX", T_SIZE, OFF(image_max), "16G", 1 << 20, 1ULL << 50,
+         "largest image, bytes: its blobs, and its files unpacked"},
+        {"SANDBOX_HOST_IMAGE_PULL_TIMEOUT_MS", T_MS, OFF(image_pull_timeout_ms), "1800000", 1000,
+         86400000, "longest one image pull may take before it fails"},
+        {"SANDBOX_HOST_PREPULL", T_OPT_STRING, OFF(prepull), NULL, 0, 0,
+         "images pulled at start, comma-separated references; /readyz waits for them"},
 };
 
 const char *sh_config_help(void)
