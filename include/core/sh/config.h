@@ -44,15 +44,15 @@ typedef struct sh_config {
         uint64_t listing_max;     /* bytes of one listing's or search's answer */
         uint64_t background_max;  /* background commands of one sandbox running at once */
         /* the image store (images/, docs/images.md) */
-        bool image_pull;           /* off: only host images; every other name is refused */
-        char *registry_auth;       /* NULL: none; a Docker config.json (dockerconfigjson) */
-        char *registry_ca;         /* NULL: the system CAs only; a PEM file added to them */
-        char *insecure_registries; /* NULL: none; "host[:port],..." reached over plain http */
-        char *registry_mirrors;    /* NULL: none; "docker.io=https://mirror,..." */
-        uint64_t image_cache_max;  /* bytes of unused images kept; LRU eviction above it */
-        uint64_t image_max;        /* bytes of one image, unpacked (and of its blobs) */
+        bool image_pull;                /* off: only host images; every other name is refused */
+        char *registry_auth;            /* NULL: none; a Docker config.json (dockerconfigjson) */
+        char *registry_ca;              /* NULL: the system CAs only; a PEM file added to them */
+        char *insecure_registries;      /* NULL: none; "host[:port],..." reached over plain http */
+        char *registry_mirrors;         /* NULL: none; "docker.io=https://mirror,..." */
+        uint64_t image_cache_max;       /* bytes of unused images kept; LRU eviction above it */
+        uint64_t image_max;             /* bytes of one image, unpacked (and of its blobs) */
         uint64_t image_pull_timeout_ms; /* one pull at most, then it fails */
-        char *prepull;             /* NULL: none; "ref,ref,..." pulled at start (/readyz waits) */
+        char *prepull; /* NULL: none; "ref,ref,..." pulled at start (/readyz waits) */
 } sh_config;
 
 #define SH_DISK_MIN      (1ULL << 20)  /* smallest SANDBOX_HOST_DISK_MAX other than 0 */
