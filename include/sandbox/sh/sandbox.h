@@ -25,8 +25,34 @@
 typedef struct sh_sandbox sh_sandbox;
 typedef struct sh_manager sh_manager;
 
+/* A sandbox's root made of read-only image layers (the image store fills it; the sandbox layer
+ * does not know the store): an overlay of `lowers` with an upper of the sandbox's own inside its
+ * disk limit, mounted nosuid,nodev at its root, the workspace, /tmp, /proc, /dev and tools
+ * mounted on top as on a host image. */
+#define SH_ROOT_LAYERS_MAX 128 /* lowers of one root (the images' layer bound) */
+typedef struct sh_root_layers {
+        /* Absolute: the store's layers directory (PID 1 chdirs here). */
+        char *dir;
+        /* Relative to dir, the LOWEST layer first ("<hex>/root"): components of
+         * [A-Za-z0-9._-], none "." or "..", at most SH_ROOT_LAYERS_MAX of them. */
+        char **lowers;
+        size_t n_lowers;
+        /* The image config's Env, "K=V": the base of every command's env. */
+        char **env;
+        size_t n_env;
+        /* Absolute: the default cwd of /v1 commands; NULL: none. */
+        char *workdir;
+        /* Held for the sandbox's life: unpin(pin) once it is gone (unpin NULL: nothing). */
+        void *pin;
+        void (*unpin)(void *pin);
+} sh_root_layers;
+
 typedef struct sh_create_opts {
-        const char *image;   /* NULL or "default": the default image */
+        const char *image; /* NULL or "default": the default image */
+        /* NULL: `image` names the root. Else the root is these layers (image is then only
+         * reported): the create copies the strings and takes the pin, whatever it returns
+         * (unpin is called once the sandbox is gone, or at once when the create fails). */
+        const sh_root_layers *root_layers;
         const char *item_id; /* NULL: none (validated by the caller) */
         const cJSON *env;    /* NULL or an object of strings (validated by the caller) */
         /* This sandbox's own cgroup limits, lowered to the host's SANDBOX_HOST_MEMORY_MAX and
@@ -190,6 +216,9 @@ void sh_sandbox_unref(sh_sandbox *sb);
 const char *sh_sandbox_id(const sh_sandbox *sb);      /* the remote_id */
 const char *sh_sandbox_item_id(const sh_sandbox *sb); /* NULL: none */
 const char *sh_sandbox_surface(const sh_sandbox *sb); /* sh_create_opts.surface */
+/* The default cwd of its /v1 commands that name none: its root layers' workdir; NULL: none (a
+ * host image, or an image without one). Native exec keeps its contract's default. */
+const char *sh_sandbox_workdir(const sh_sandbox *sb);
 /* What a layer above keeps for a sandbox (the /v1 surface's record), found through the
  * registry's look-up (sh_manager_get) rather than a second registry of the surface's: ptr
  * under key (the address of a static object of the attacher's), replacing what the key held
