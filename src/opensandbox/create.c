@@ -19,7 +19,7 @@ static const char *const default_entrypoint[] = {"tail", "-f", "/dev/null"};
 
 /* What the create asks of the sandbox layer, judged from the body. */
 typedef struct create_req {
-        char image[256];     /* the host image's name (o.image) */
+        char *image;         /* a host image's name, or an OCI reference (o.image; owned) */
         sh_create_opts o;    /* env, limits (0: the host's), the restore of a snapshot */
         uint64_t expires_ms; /* createdAt + timeout; 0: none */
 } create_req;
@@ -34,32 +34,61 @@ static bool strings_only(const cJSON *o)
         return true;
 }
 
+/* image.auth {username, password}: that pull's credentials, borrowed from the body for the
+ * create (the sandbox layer copies them for the pull alone); never kept in the record, never
+ * logged (a GET never hands a password back). */
+static int judge_image_auth(const cJSON *auth, create_req *cr, os_err *e)
+{
+        const cJSON *u = sh_json_opt(auth, "username"), *p = sh_json_opt(auth, "password");
+
+        if (!auth)
+                return 0;
+        if (!cJSON_IsObject(auth) || (u && !cJSON_IsString(u)) || (p && !cJSON_IsString(p)))
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'image.auth' is {\"username\": ..., \"password\": ...}");
+        if (!u && !p)
+                return 0;
+        if (!u || !p || !*u->valuestring)
+                return os_err_code(e, OS_E_INVALID_REQUEST,
+                                   "'image.auth' needs both a username and a password");
+        cr->o.pull_username = u->valuestring;
+        cr->o.pull_password = p->valuestring;
+        return 0;
+}
+
 static int judge_image(const sh_manager *m, const cJSON *image, os_record *rec, create_req *cr,
                        os_err *e)
 {
         const cJSON *uri = cJSON_GetObjectItemCaseSensitive(image, "uri");
         char cand[3][256], names[1024];
+        sh_error *err = NULL;
         size_t n, i;
 
         if (!cJSON_IsObject(image) || !cJSON_IsString(uri))
                 return os_err_code(e, OS_E_INVALID_REQUEST, "'image' is {\"uri\": \"<image>\"}");
         if (!*uri->valuestring)
                 return os_err_code(e, OS_E_INVALID_IMAGE, "'image.uri' is empty");
-        /* Nothing is pulled: the uri names one of the host's images, first match wins.
-         * image.auth is ignored and not kept (a GET never hands a password back). */
+        if (!(rec->image_uri = strdup(uri->valuestring)))
+                return os_err_code(e, OS_E_INTERNAL, "out of memory");
+        /* A host image wins, first match of the uri's names; otherwise an OCI reference, which
+         * the create pulls (OPENSANDBOX.md section 2). */
         n = os_image_candidates(uri->valuestring, cand);
         for (i = 0; i < n; i++)
                 if (sh_manager_image_exists(m, cand[i])) {
-                        snprintf(cr->image, sizeof(cr->image), "%s", cand[i]);
-                        rec->image_uri = strdup(uri->valuestring);
-                        if (!rec->image_uri)
+                        if (!(cr->image = strdup(cand[i])))
                                 return os_err_code(e, OS_E_INTERNAL, "out of memory");
                         return 0;
                 }
+        if (sh_manager_image_kind(m, uri->valuestring, &err) == SH_IMAGE_PULLED) {
+                if (!(cr->image = strdup(uri->valuestring)))
+                        return os_err_code(e, OS_E_INTERNAL, "out of memory");
+                return judge_image_auth(sh_json_opt(image, "auth"), cr, e);
+        }
         sh_manager_image_names(m, names, sizeof(names));
-        return os_err_code(e, OS_E_INVALID_IMAGE,
-                           "no host image for '%.200s' (nothing is pulled); the images are: %s",
-                           uri->valuestring, names);
+        os_err_code(e, OS_E_INVALID_IMAGE, "no host image for '%.200s', and %.200s; the host's images are: %s",
+                    uri->valuestring, err && err->msg ? err->msg : "it cannot be pulled", names);
+        sh_error_release(&err);
+        return -1;
 }
 
 static int judge_entrypoint(const cJSON *ep, os_record *rec, os_err *e)
@@ -274,8 +303,9 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
         if (snap) {
                 if (!cJSON_IsString(snap) || !*snap->valuestring)
                         return os_err_code(e, OS_E_INVALID_REQUEST, "'snapshotId' is a string");
-                snprintf(cr->image, sizeof(cr->image), "default");
-                if (!(rec->snapshot_id = strdup(snap->valuestring)))
+                free(cr->image);
+                if (!(cr->image = strdup("default")) ||
+                    !(rec->snapshot_id = strdup(snap->valuestring)))
                         return os_err_code(e, OS_E_INTERNAL, "out of memory");
         }
         if (image && !ep)
@@ -364,6 +394,8 @@ typedef struct create_job {
         sh_sandbox *sb;          /* a reference, from sh_manager_create */
         os_snapshot_source *src; /* with a snapshotId: held (not deleted) until the end */
         bool ended;              /* answered, or the request is gone */
+        bool pending;            /* answered 202 Pending: its image is pulled, the job runs on */
+        uint64_t progress_ms;    /* the last progress line in the record's log */
 } create_job;
 
 static void job_end(create_job *j)
@@ -426,6 +458,18 @@ static void create_done(sh_sandbox *sb, const sh_error *err, void *data)
                 job_running(j);
                 return;
         }
+        if (j->pending) {
+                /* Answered already: what the client sees is the record's state. A failed pull
+                 * keeps the sandbox, Failed, until it is deleted (or expires). */
+                const char *why = sh_sandbox_failed(sb);
+
+                os_record_log(j->rec, SH_LOG_WARN, "sandbox-create-failed", "%s",
+                              err->msg ? err->msg : "failed");
+                if (why && !j->rec->gone)
+                        os_record_set_state(j->rec, OS_FAILED, "IMAGE_PULL_FAILED", "%s", why);
+                job_end(j);
+                return;
+        }
         if (j->src && sh_error_kind_of(err) == SH_E_PERSIST_FAILED) {
                 os_record_log(j->rec, SH_LOG_WARN, "sandbox-create-failed",
                               "restoring the snapshot: %s", err->msg ? err->msg : "failed");
@@ -444,8 +488,9 @@ static void create_gone(void *data)
 {
         create_job *j = data;
 
-        /* while its worker starts or its restore runs (sh_sandbox_create_cancel) */
-        if (!j->ended) {
+        /* while its worker starts or its restore runs (sh_sandbox_create_cancel); a create
+         * answered Pending runs on without its request */
+        if (!j->ended && !j->pending) {
                 sh_sandbox_create_cancel(j->sb);
                 job_end(j);
         }
@@ -462,6 +507,26 @@ static void create_release(void *data)
 }
 
 static const sh_pending_ops create_ops = {.gone = create_gone, .release = create_release};
+
+/* The pull's progress, in diagnostics `lifecycle`: each layer's bytes, at most a line a second
+ * and one as each layer completes. */
+#define PROGRESS_EVERY_MS 1000
+static void create_progress(void *data, const char *layer, uint64_t done, uint64_t total)
+{
+        create_job *j = data;
+        uint64_t now = sh_now_ms();
+
+        if (done != total && now - j->progress_ms < PROGRESS_EVERY_MS)
+                return;
+        j->progress_ms = now;
+        if (total)
+                os_record_log(j->rec, SH_LOG_INFO, "image-pull-progress",
+                              "layer %.80s: %llu of %llu bytes", layer, (unsigned long long)done,
+                              (unsigned long long)total);
+        else
+                os_record_log(j->rec, SH_LOG_INFO, "image-pull-progress", "layer %.80s: %llu bytes",
+                              layer, (unsigned long long)done);
+}
 
 void os_api_create(sh_request *r)
 {
@@ -498,6 +563,8 @@ void os_api_create(sh_request *r)
         }
         cr.o.image = cr.image;
         cr.o.surface = OS_SURFACE;
+        cr.o.keep_failed = true;
+        cr.o.pull_progress = create_progress;
         j = calloc(1, sizeof(*j));
         if (!j) {
                 os_reply_code(r, OS_E_INTERNAL, "out of memory");
@@ -538,6 +605,13 @@ void os_api_create(sh_request *r)
         }
         /* expiresAt = createdAt + timeout, counted from the create (the record's birth) */
         sh_sandbox_set_expiry(j->sb, cr.expires_ms);
+        /* Its image is pulled first: 202 Pending at once (the SDK waits for its health); the
+         * record becomes Running, or Failed with IMAGE_PULL_FAILED, when the create ends. */
+        if (sh_sandbox_pulling(j->sb)) {
+                j->pending = true;
+                os_record_log(rec, SH_LOG_INFO, "image-pull", "pulling %.300s", rec->image_uri);
+                os_reply_json(r, 202, os_record_json(rec, false));
+        }
         j = NULL; /* the token's now */
 out:
         if (j && j->tok)
@@ -546,5 +620,6 @@ out:
                 create_release(j);
         sh_error_release(&err);
         os_record_unref(rec);
+        free(cr.image);
         cJSON_Delete(body);
 }

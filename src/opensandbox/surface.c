@@ -379,6 +379,17 @@ static int surface_admit(sh_request *r)
                 return -1;
         if (!(flags & OS_R_EXECD))
                 return 0;
+        /* A sandbox whose image is still pulled has no execd yet (the SDK's health check
+         * retries); one whose pull failed never will. */
+        if (rec->state == OS_PENDING) {
+                os_reply_code(r, OS_E_UNAVAILABLE, "the sandbox is Pending: its image is pulled");
+                return -1;
+        }
+        if (rec->state == OS_FAILED) {
+                os_reply_code(r, OS_E_INVALID_STATE, "the sandbox failed: %.400s",
+                              rec->message ? rec->message : "");
+                return -1;
+        }
         /* A paused sandbox's execd does not answer (so the SDK's health check is false). */
         if (rec->state == OS_PAUSED || rec->state == OS_PAUSING || rec->state == OS_RESUMING) {
                 os_reply_code(r, OS_E_SANDBOX_PAUSED, "the sandbox is %s",

@@ -68,6 +68,17 @@ typedef struct sh_create_opts {
          * a missing one fails the create. NULL: none. The creator keeps it until done. */
         const char *restore_root;
         const char *restore_name;
+        /* An image that is an OCI reference (sh_manager_image_kind) is pulled first: these are
+         * that pull's credentials (/v1's image.auth), copied for the pull only, never kept past
+         * it nor logged; NULL: the host's (SANDBOX_HOST_REGISTRY_AUTH). */
+        const char *pull_username;
+        const char *pull_password;
+        /* A create whose pull fails keeps its sandbox, failed (sh_sandbox_failed), until it is
+         * deleted; done still gets the error. false: the sandbox goes (the native create). */
+        bool keep_failed;
+        /* The pull's progress, told from the loop with the create's data: a layer's digest, its
+         * bytes so far and its size (0: not known). NULL: nothing. */
+        void (*pull_progress)(void *data, const char *layer, uint64_t done, uint64_t total);
 } sh_create_opts;
 
 /* The daemon's fds an idle sandbox holds: its worker's control socket. Nothing else is held
@@ -112,6 +123,13 @@ void sh_manager_set_restorer(sh_manager *m, const sh_restorer *r);
  * component naming a directory below SANDBOX_HOST_IMAGES. _names: theirs, "default" first,
  * ", " between them, into out (bounded: "..." when cut), for a refusal's message. */
 bool sh_manager_image_exists(const sh_manager *m, const char *image);
+/* What a create's image name is: SH_IMAGE_HOST (also NULL and "default"), SH_IMAGE_PULLED (an
+ * OCI reference, pulled into the image store unless there; docs/images.md), or -1 with an
+ * SH_E_INVALID error saying why it is neither (not a reference, pulls off). */
+enum { SH_IMAGE_HOST = 0, SH_IMAGE_PULLED = 1 };
+int sh_manager_image_kind(const sh_manager *m, const char *image, sh_error **err);
+/* Every image named in SANDBOX_HOST_PREPULL is in the store (/readyz waits for it). */
+bool sh_manager_images_ready(const sh_manager *m);
 void sh_manager_image_names(const sh_manager *m, char *out, size_t size);
 
 /* Create a sandbox and bring it up: its workspace's disk limit (in a child), its worker, and
@@ -219,6 +237,10 @@ const char *sh_sandbox_surface(const sh_sandbox *sb); /* sh_create_opts.surface 
 /* The default cwd of its /v1 commands that name none: its root layers' workdir; NULL: none (a
  * host image, or an image without one). Native exec keeps its contract's default. */
 const char *sh_sandbox_workdir(const sh_sandbox *sb);
+/* Its create waits for its image's pull (the sandbox has no worker yet). */
+bool sh_sandbox_pulling(const sh_sandbox *sb);
+/* Why its create failed, when it was kept failed (sh_create_opts.keep_failed); else NULL. */
+const char *sh_sandbox_failed(const sh_sandbox *sb);
 /* What a layer above keeps for a sandbox (the /v1 surface's record), found through the
  * registry's look-up (sh_manager_get) rather than a second registry of the surface's: ptr
  * under key (the address of a static object of the attacher's), replacing what the key held
