@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "sh/caps.h"
@@ -105,6 +106,145 @@ static int setup_image(const sh_worker_spec *s)
                         return -1;
         }
         return 0;
+}
+
+/* ---- an overlay root (an OCI image's layers) ---- */
+
+/* fsopen(2) and friends, Linux 5.2, by number: glibc 2.36's <sys/mount.h> declares them but
+ * clashes with the kernel's mount headers, and `lowerdir+` (one layer per call) needs 6.8. */
+#define OVL_FSCONFIG_SET_FLAG   0
+#define OVL_FSCONFIG_SET_STRING 1
+#define OVL_FSCONFIG_CMD_CREATE 6
+#define OVL_FSOPEN_CLOEXEC      1
+#define OVL_FSMOUNT_CLOEXEC     1
+#define OVL_MOVE_MOUNT_F_EMPTY  4
+
+/* The options every overlay root gets. The layers are hostile (a registry's image): they may
+ * carry trusted.overlay.* xattrs of their own (the unpacker writes only the opaque one, but a
+ * layer store is data), and these features make the kernel follow such xattrs, so each is
+ * off: index=off (no inode index of the upper: an origin xattr could tie a lower inode to
+ * another), redirect_dir=off (trusted.overlay.redirect in a lower would send a directory's
+ * lookup to another path of the layers), metacopy=off (trusted.overlay.metacopy would take a
+ * file's data from the path its redirect names), xino=off (no inode numbers composed across
+ * layers: st_ino is the real one). userxattr is not used: PID 1 has the daemon's privilege
+ * here (no user namespace, before sh_caps_limit_init), so whiteouts and opaque dirs are the
+ * trusted.* ones the unpacker writes and no sandbox process can set. */
+#define OVL_FEATURES "index=off,xino=off,redirect_dir=off,metacopy=off"
+
+/* The option string of the legacy mount(2), relative lowers (the caller is in s->layers):
+ * -1 with E2BIG when it does not fit one page of mount data. */
+static int overlay_data(const sh_worker_spec *s, char *out, size_t size)
+{
+        size_t off = 0;
+        int n, i;
+
+        n = snprintf(out, size, "lowerdir=");
+        if (n < 0 || (size_t)n >= size)
+                goto big;
+        off = (size_t)n;
+        for (i = s->n_lowers - 1; i >= 0; i--) { /* the option names the top layer first */
+                n = snprintf(out + off, size - off, "%s%s", s->lowers[i], i ? ":" : "");
+                if (n < 0 || (size_t)n >= size - off)
+                        goto big;
+                off += (size_t)n;
+        }
+        n = snprintf(out + off, size - off, ",upperdir=%s,workdir=%s," OVL_FEATURES, s->upper,
+                     s->work);
+        if (n < 0 || (size_t)n >= size - off)
+                goto big;
+        return 0;
+big:
+        errno = E2BIG;
+        return -1;
+}
+
+static int fsconfig_str(int fd, const char *key, const char *value)
+{
+        return (int)syscall(SYS_fsconfig, fd, OVL_FSCONFIG_SET_STRING, key, value, 0);
+}
+
+/* The new mount API, a layer per `lowerdir+` (Linux 6.8): no bound but the layers'. */
+static int overlay_fsconfig(const sh_worker_spec *s)
+{
+        static const char *const off[] = {"index", "xino", "redirect_dir", "metacopy"};
+        _cleanup_close_ int fd = (int)syscall(SYS_fsopen, "overlay", OVL_FSOPEN_CLOEXEC), mfd = -1;
+        size_t k;
+        int i;
+
+        if (fd < 0)
+                return -1;
+        for (i = s->n_lowers - 1; i >= 0; i--)
+                if (fsconfig_str(fd, "lowerdir+", s->lowers[i]) < 0) {
+                        if (errno == EINVAL) /* before 6.8: the list does not fit a mount */
+                                errno = E2BIG;
+                        return -1;
+                }
+        if (fsconfig_str(fd, "upperdir", s->upper) < 0 || fsconfig_str(fd, "workdir", s->work) < 0)
+                return -1;
+        for (k = 0; k < ARRAY_SIZE(off); k++)
+                if (fsconfig_str(fd, off[k], "off") < 0)
+                        return -1;
+        if (syscall(SYS_fsconfig, fd, OVL_FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return -1;
+        mfd = (int)syscall(SYS_fsmount, fd, OVL_FSMOUNT_CLOEXEC,
+                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        if (mfd < 0)
+                return -1;
+        return (int)syscall(SYS_move_mount, mfd, "", AT_FDCWD, s->rootfs, OVL_MOVE_MOUNT_F_EMPTY);
+}
+
+/* A directory of the upper, made before the mount: a mount point the root must have whatever
+ * the image holds there (missing, a file, a link: never followed by a mount). opaque: the
+ * image's own content is hidden (/dev: the sandbox's nodes only). */
+static int upper_dir(int upper, const char *name, mode_t mode, bool opaque)
+{
+        struct stat st;
+
+        if (mkdirat(upper, name, mode) < 0 && errno != EEXIST)
+                return -1;
+        if (fstatat(upper, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -1;
+        if (!S_ISDIR(st.st_mode)) {
+                errno = ENOTDIR;
+                return -1;
+        }
+        if (opaque) {
+                _cleanup_close_ int fd =
+                        openat(upper, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+                if (fd < 0 || fsetxattr(fd, "trusted.overlay.opaque", "y", 1, 0) < 0)
+                        return -1;
+        }
+        return 0;
+}
+
+/* The sandbox's root: overlayfs of the image's layers (read-only, shared by every sandbox of
+ * the image) and the upper of its own (inside its disk limit: the daemon made upper and work
+ * there), nosuid and nodev. The lowers are short relative names: PID 1 works in the layers
+ * directory, so some 50 layers of 69 bytes ("<hex>/root") fit the page of mount data mount(2)
+ * takes; a longer list goes through fsconfig, a layer a call, where the kernel has
+ * `lowerdir+` (6.8; before it: E2BIG). */
+static int setup_overlay(const sh_worker_spec *s)
+{
+        static char data[4096]; /* one page: the legacy mount's bound */
+        _cleanup_close_ int upper = open(s->upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int r;
+
+        if (upper < 0 || fchmod(upper, 0755) < 0 || upper_dir(upper, "dev", 0755, true) < 0 ||
+            upper_dir(upper, "proc", 0555, false) < 0 ||
+            upper_dir(upper, "workspace", 0755, false) < 0 ||
+            upper_dir(upper, "tmp", 01777, false) < 0 || upper_dir(upper, "tools", 0755, false) < 0)
+                return -1;
+        if (chdir(s->layers) < 0)
+                return -1;
+        if (overlay_data(s, data, sizeof(data)) == 0)
+                r = mount("overlay", s->rootfs, "overlay", MS_NOSUID | MS_NODEV, data);
+        else
+                r = overlay_fsconfig(s);
+        explicit_bzero(data, sizeof(data));
+        if (r < 0)
+                return -1;
+        return chdir("/");
 }
 
 /* /tmp, /var/tmp and /dev/shm are directories of one tmpfs, of /tmp's size together, its
@@ -247,10 +387,15 @@ static void setup_sandbox(const sh_worker_spec *s)
                 fail(SH_STEP_MOUNT_PRIVATE);
         if (sethostname(s->hostname, strlen(s->hostname)) < 0)
                 fail(SH_STEP_HOSTNAME);
-        if (sh_jail_tmpfs_root(s->rootfs) < 0)
-                fail(SH_STEP_ROOT_TMPFS);
-        if (setup_image(s) < 0)
-                fail(SH_STEP_IMAGE);
+        if (s->n_lowers > 0) {
+                if (setup_overlay(s) < 0)
+                        fail(SH_STEP_OVERLAY);
+        } else {
+                if (sh_jail_tmpfs_root(s->rootfs) < 0)
+                        fail(SH_STEP_ROOT_TMPFS);
+                if (setup_image(s) < 0)
+                        fail(SH_STEP_IMAGE);
+        }
         if (make_dir(s->rootfs, "workspace", 0755, p, sizeof(p)) < 0 ||
             sh_jail_bind(s->workspace, p, SH_JAIL_RECURSIVE) < 0)
                 fail(SH_STEP_WORKSPACE);
@@ -272,8 +417,9 @@ static void setup_sandbox(const sh_worker_spec *s)
         if (make_dir(s->rootfs, "tools", 0755, p, sizeof(p)) < 0 ||
             sh_jail_bind(s->tools, p, SH_JAIL_RDONLY | SH_JAIL_RECURSIVE) < 0)
                 fail(SH_STEP_TOOLS);
-        /* Afterwards no path leads to the host's filesystem, not even "..". */
-        if (sh_jail_enter(s->rootfs) < 0)
+        /* Afterwards no path leads to the host's filesystem, not even "..". An overlay root
+         * stays writable: its upper is the sandbox's, inside its disk limit. */
+        if ((s->n_lowers > 0 ? sh_jail_pivot(s->rootfs) : sh_jail_enter(s->rootfs)) < 0)
                 fail(SH_STEP_PIVOT);
         if (loopback_up() < 0)
                 fail(SH_STEP_LOOPBACK);
@@ -497,6 +643,10 @@ static void forget_setup(sh_worker_spec *s)
         explicit_bzero(s->tools, sizeof(s->tools));
         explicit_bzero(s->entries, sizeof(s->entries));
         s->n_entries = 0;
+        explicit_bzero(s->layers, sizeof(s->layers));
+        explicit_bzero(s->upper, sizeof(s->upper));
+        explicit_bzero(s->work, sizeof(s->work));
+        explicit_bzero(s->lowers, sizeof(s->lowers));
         wipe_stack();
 }
 

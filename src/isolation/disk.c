@@ -46,6 +46,7 @@
 #define MAX_EXTENTS   4096    /* data extents of the template image (mke2fs writes tens) */
 #define MKFS_WAIT_MS  60000
 #define ROOT_INODES   3  /* tmpfs: its root, .trash and .logs, besides the workspace's own */
+#define OVL_INODES    3  /* tmpfs: an overlay root's root/, root/upper and root/work */
 #define EXT4_RESERVED 13 /* ext4: inodes 1-11 (root, lost+found...), .trash and .logs */
 
 /* What /healthz reports: the mechanism in use, "none" when no limit is configured. */
@@ -533,6 +534,7 @@ struct sh_disk_job {
         pid_t daemon;
         uid_t uid;
         gid_t gid;
+        bool root;        /* dirs for an overlay root's upper and work (sh_disk_setup) */
         uint32_t cand[2]; /* project ids to choose from */
         sh_disk_done_fn done;
         void *data;
@@ -553,6 +555,22 @@ static _Noreturn void setup_fail(int step)
         setup_answer(step, errno, 0);
 }
 
+/* An overlay root's upper and work, root's, beside the workspace on the filesystem (or in
+ * the project) of its limit: what the sandbox writes to its root counts against that limit,
+ * and goes with the sandbox's directory. `at` below the sandbox directory. */
+static int make_root_dirs(const char *at)
+{
+        _cleanup_close_ int fd = -1;
+
+        if (mkdirat(FD_DIR, at, 0700) < 0 && errno != EEXIST)
+                return -1;
+        fd = openat(FD_DIR, at, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || (mkdirat(fd, "upper", 0755) < 0 && errno != EEXIST) ||
+            (mkdirat(fd, "work", 0700) < 0 && errno != EEXIST))
+                return -1;
+        return 0;
+}
+
 /* loop, tmpfs: the workspace inside the sandbox's filesystem goes to the sandbox's uid and is
  * bound at dir/workspace, nosuid and nodev like the filesystem itself (a setuid binary or a
  * device node planted there must stay inert on the host too). Beside it, .logs: the daemon's
@@ -563,7 +581,8 @@ static _Noreturn void finish_mounted(const sh_disk_job *j)
                 openat(FD_DIR, "disk/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
         if (ws < 0 || fchown(ws, j->uid, j->gid) < 0 || fchmod(ws, 0755) < 0 ||
-            (mkdirat(FD_DIR, "disk/.logs", 0700) < 0 && errno != EEXIST))
+            (mkdirat(FD_DIR, "disk/.logs", 0700) < 0 && errno != EEXIST) ||
+            (j->root && make_root_dirs("disk/root") < 0))
                 setup_fail(STEP_POPULATE);
         if (mount(P_DISK_WS, P_WORKSPACE, NULL, MS_BIND, NULL) < 0 ||
             mount(NULL, P_WORKSPACE, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
@@ -603,7 +622,8 @@ static _Noreturn void setup_tmpfs(const sh_disk_job *j)
 
         /* size= bounds the data, nr_inodes= the files (the root and .trash count too). */
         snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=0711",
-                 (unsigned long long)d->size, (unsigned long long)(d->inodes + ROOT_INODES));
+                 (unsigned long long)d->size,
+                 (unsigned long long)(d->inodes + ROOT_INODES + (j->root ? OVL_INODES : 0)));
         if (mount("tmpfs", P_DISK, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
                 setup_fail(STEP_MOUNT);
         root = openat(FD_DIR, "disk", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -692,6 +712,24 @@ static _Noreturn void setup_project(const sh_disk_job *j)
         if (ioctl(ws, FS_IOC_FSSETXATTR, &fx) < 0)
                 setup_fail(STEP_PROJID);
         set_logs_project(id);
+        if (j->root) {
+                /* root/ in the project, inherited by upper/ and work/ and what the overlay
+                 * copies up or makes there (its work dir's renames into the upper stay in the
+                 * project: no EXDEV). */
+                _cleanup_close_ int rfd = -1;
+
+                if (mkdirat(FD_DIR, "root", 0700) < 0 && errno != EEXIST)
+                        setup_fail(STEP_POPULATE);
+                rfd = openat(FD_DIR, "root", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (rfd < 0 || ioctl(rfd, FS_IOC_FSGETXATTR, &fx) < 0)
+                        setup_fail(STEP_PROJID);
+                fx.fsx_projid = id;
+                fx.fsx_xflags |= FS_XFLAG_PROJINHERIT;
+                if (ioctl(rfd, FS_IOC_FSSETXATTR, &fx) < 0)
+                        setup_fail(STEP_PROJID);
+                if (make_root_dirs("root") < 0)
+                        setup_fail(STEP_POPULATE);
+        }
         setup_answer(STEP_OK, 0, id);
 }
 
@@ -741,7 +779,7 @@ static void setup_done(sh_child *c, pid_t pid, int status, void *data)
         free(j);
 }
 
-int sh_disk_setup(sh_disk *d, sh_loop *l, int dirfd, uid_t uid, gid_t gid, unsigned slot,
+int sh_disk_setup(sh_disk *d, sh_loop *l, int dirfd, uid_t uid, gid_t gid, unsigned slot, bool root,
                   sh_disk_done_fn done, void *data, sh_disk_job **ret, sh_error **err)
 {
         sh_disk_job *j;
@@ -761,6 +799,7 @@ int sh_disk_setup(sh_disk *d, sh_loop *l, int dirfd, uid_t uid, gid_t gid, unsig
         j->daemon = getpid();
         j->uid = uid;
         j->gid = gid;
+        j->root = root;
         j->cand[0] = d->proj_base + slot;
         j->cand[1] = d->proj_base + d->max_sandboxes + slot;
         j->done = done;

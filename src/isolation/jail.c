@@ -98,7 +98,7 @@ int sh_jail_bind_fd(int fd, const char *dst, unsigned flags)
         return sh_jail_bind(src, dst, flags & ~SH_JAIL_RECURSIVE);
 }
 
-int sh_jail_enter(const char *dir)
+int sh_jail_pivot(const char *dir)
 {
         if (chdir(dir) < 0)
                 return -1;
@@ -108,7 +108,12 @@ int sh_jail_enter(const char *dir)
                 return -1;
         if (umount2(".", MNT_DETACH) < 0)
                 return -1;
-        if (chdir("/") < 0)
+        return chdir("/");
+}
+
+int sh_jail_enter(const char *dir)
+{
+        if (sh_jail_pivot(dir) < 0)
                 return -1;
         /* The root tmpfs only holds mount points: read-only from now on. */
         return mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);

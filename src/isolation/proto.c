@@ -21,6 +21,10 @@
  *   u32 n_rlimits, then per limit: u32 resource, u64 cur, u64 max
  *   u32 n_filter, then per BPF instruction: u16 code, u8 jt, u8 jf, u32 k
  *
+ * then, only for an overlay root (n_lowers > 0, no entries):
+ *
+ *   u32 n_lowers, str layers, str upper, str work, then per lower (lowest first): str name
+ *
  * and nothing after it.
  */
 static const char spec_magic[8] = {'S', 'H', 'S', 'P', 'E', 'C', '1', '\n'};
@@ -88,7 +92,13 @@ int sh_worker_spec_encode(const sh_worker_spec *s, char **ret_buf, size_t *ret_l
         if (s->n_entries < 0 || s->n_entries > SH_WORKER_MAX_ENTRIES || s->n_rlimits < 0 ||
             s->n_rlimits > SH_WORKER_MAX_RLIMITS || s->nprocs < 0 ||
             s->nprocs > SH_EXEC_MAX_PROCS_FDS || !s->seccomp.filter || s->seccomp.len == 0 ||
-            s->seccomp.len > SH_WORKER_FILTER_MAX)
+            s->seccomp.len > SH_WORKER_FILTER_MAX || s->n_lowers < 0 ||
+            s->n_lowers > SH_WORKER_LOWERS_MAX || (s->n_lowers > 0 && s->n_entries > 0))
+                return -EINVAL;
+        for (i = 0; i < s->n_lowers; i++)
+                if (!sh_worker_lower_valid(s->lowers[i]))
+                        return -EINVAL;
+        if (s->n_lowers > 0 && (s->layers[0] != '/' || s->upper[0] != '/' || s->work[0] != '/'))
                 return -EINVAL;
         put(&w, spec_magic, sizeof(spec_magic));
         put_str(&w, s->hostname, sizeof(s->hostname));
@@ -125,6 +135,14 @@ int sh_worker_spec_encode(const sh_worker_spec *s, char **ret_buf, size_t *ret_l
                 PUT(&w, uint8_t, f->jt);
                 PUT(&w, uint8_t, f->jf);
                 PUT(&w, uint32_t, f->k);
+        }
+        if (s->n_lowers > 0) {
+                PUT(&w, uint32_t, (uint32_t)s->n_lowers);
+                put_str(&w, s->layers, sizeof(s->layers));
+                put_str(&w, s->upper, sizeof(s->upper));
+                put_str(&w, s->work, sizeof(s->work));
+                for (i = 0; i < s->n_lowers; i++)
+                        put_str(&w, s->lowers[i], sizeof(s->lowers[i]));
         }
         if (w.err) {
                 free(w.buf);
@@ -191,6 +209,31 @@ static bool good_name(const char *n)
         return n[0] && !strchr(n, '/') && !STREQ(n, ".") && !STREQ(n, "..");
 }
 
+bool sh_worker_lower_valid(const char *name)
+{
+        const char *c = name, *start = name;
+
+        if (strnlen(name, SH_LOWER_NAME_MAX) >= SH_LOWER_NAME_MAX)
+                return false;
+        for (;; c++) {
+                if (*c == '/' || !*c) {
+                        size_t n = (size_t)(c - start);
+
+                        /* no empty component (so no leading '/', no "//", no trailing '/') */
+                        if (n == 0 || (n == 1 && start[0] == '.') ||
+                            (n == 2 && start[0] == '.' && start[1] == '.'))
+                                return false;
+                        if (!*c)
+                                return true;
+                        start = c + 1;
+                } else if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                             (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-')) {
+                        /* Nor ':' ',' '\\' '=': the overlay option string's separators. */
+                        return false;
+                }
+        }
+}
+
 static bool good_hostname(const char *h)
 {
         const char *c;
@@ -202,6 +245,28 @@ static bool good_hostname(const char *h)
                       (*c >= '0' && *c <= '9') || *c == '-' || *c == '.'))
                         return false;
         return true;
+}
+
+/* The overlay root's part, at the end of a spec that has one: what is there is whole. */
+static int decode_overlay(reader *r, sh_worker_spec *s)
+{
+        uint32_t n = GET(r, uint32_t), i;
+
+        get_str(r, s->layers, sizeof(s->layers));
+        get_str(r, s->upper, sizeof(s->upper));
+        get_str(r, s->work, sizeof(s->work));
+        if (r->bad || n == 0 || n > SH_WORKER_LOWERS_MAX || s->n_entries > 0 ||
+            !good_path(s->layers) || !good_path(s->upper) || !good_path(s->work))
+                return -EBADMSG;
+        for (i = 0; i < n; i++) {
+                get_str(r, s->lowers[i], sizeof(s->lowers[i]));
+                if (r->bad || !sh_worker_lower_valid(s->lowers[i]))
+                        return -EBADMSG;
+        }
+        if (r->left != 0)
+                return -EBADMSG;
+        s->n_lowers = (int)n;
+        return 0;
 }
 
 static int decode(reader *r, sh_worker_spec *s)
@@ -285,7 +350,10 @@ static int decode(reader *r, sh_worker_spec *s)
                 f->jf = GET(r, uint8_t);
                 f->k = GET(r, uint32_t);
         }
-        if (r->bad || r->left != 0)
+        s->n_lowers = 0;
+        if (!r->bad && r->left > 0)
+                return decode_overlay(r, s);
+        if (r->bad)
                 return -EBADMSG;
         return 0;
 }
@@ -500,6 +568,7 @@ const char *sh_worker_step_name(int step)
                 [SH_STEP_PRIVILEGES] = "drop PID 1's privileges",
                 [SH_STEP_STDIO] = "redirect standard streams",
                 [SH_STEP_SECCOMP] = "load the seccomp filter",
+                [SH_STEP_OVERLAY] = "mount the image's layers",
         };
 
         if (step <= 0 || step >= (int)ARRAY_SIZE(names) || !names[step])

@@ -436,11 +436,19 @@ void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)
         const char *init;
         sh_error *err = NULL;
         char msg[512];
+        os_run_opts own;
         os_cmd *c;
 
         if (!x || !sb) {
                 os_reply_code(r, OS_E_SANDBOX_NOT_FOUND, "the sandbox was deleted");
                 return;
+        }
+        /* A command that names no cwd starts in its image's WorkingDir, when it has one (a
+         * session's runs keep the session's). */
+        if (!o->cwd && !o->session && sh_sandbox_workdir(sb)) {
+                own = *o;
+                own.cwd = sh_sandbox_workdir(sb);
+                o = &own;
         }
         if (!(c = cmd_new(r, rec, x, o)))
                 return;

@@ -758,7 +758,7 @@ static int create_new(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host is draining");
         if (m->count >= m->cfg->max_sandboxes || !m->free_n)
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host holds %u sandboxes", m->count);
-        if (!sh_manager_image_exists(m, o->image))
+        if (!o->root_layers && !sh_manager_image_exists(m, o->image))
                 return sh_error_new(err, SH_E_INVALID, "unknown image '%s'", o->image);
         slot = m->free_ring[m->free_head];
         if (sh_sandbox_new(&m->sbenv, slot, o, &sb, err) < 0)
@@ -867,8 +867,8 @@ static void pool_schedule(sh_manager *m, uint64_t ms)
 /* The options a pooled sandbox was started with: anything else starts a sandbox of its own. */
 static bool pool_fits(const sh_create_opts *o)
 {
-        return (!o->image || STREQ(o->image, "default")) && !o->item_id && !o->memory_max &&
-               !o->cpu_max_milli;
+        return (!o->image || STREQ(o->image, "default")) && !o->root_layers && !o->item_id &&
+               !o->memory_max && !o->cpu_max_milli;
 }
 
 /* A ready pooled sandbox, out of the pool (its reference the caller's), or NULL. One whose
@@ -942,8 +942,8 @@ static void pool_make_room(sh_manager *m)
         sh_sandbox_unref(sb);
 }
 
-int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
-                      sh_sandbox **ret, sh_error **err)
+static int create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
+                  sh_sandbox **ret, sh_error **err)
 {
         sh_sandbox *sb;
 
@@ -968,6 +968,23 @@ int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
         if (m->count >= m->cfg->max_sandboxes && pooled(m) > 0)
                 pool_make_room(m);
         return create_new(m, o, done, data, ret, err);
+}
+
+int sh_manager_create(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn done, void *data,
+                      sh_sandbox **ret, sh_error **err)
+{
+        const sh_root_layers *l = o->root_layers;
+        int r;
+
+        r = l && sh_root_layers_check(l, err) < 0 ? -1 : create(m, o, done, data, ret, err);
+        /* The pin is the sandbox's from now on, or given back at once. */
+        if (l && l->unpin) {
+                if (r < 0)
+                        l->unpin(l->pin);
+                else
+                        sh_sandbox_hold_pin(*ret, l->pin, l->unpin);
+        }
+        return r;
 }
 
 sh_sandbox *sh_manager_get(sh_manager *m, const char *id, size_t len)

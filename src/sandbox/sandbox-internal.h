@@ -78,6 +78,10 @@ void sh_ws_cache_free(sh_ws_cache *c);
 
 /* A new sandbox object for slot (uid and gid from it), with a fresh id; one reference. env
  * (kept, not copied) must outlive it. */
+/* An image root's plan held by the sandbox: the copy's strings and pin freed, unpin called
+ * (NULL: nothing). _hold_pin: sb (made with root_layers) now holds the create's pin. */
+void sh_root_layers_free(sh_root_layers *l);
+void sh_sandbox_hold_pin(sh_sandbox *sb, void *pin, void (*unpin)(void *pin));
 int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opts *o,
                    sh_sandbox **ret, sh_error **err);
 unsigned sh_sandbox_slot(const sh_sandbox *sb);

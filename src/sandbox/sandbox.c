@@ -26,6 +26,8 @@
 #include "sh/seccomp.h"
 #include "sh/worker.h"
 
+_Static_assert(SH_ROOT_LAYERS_MAX == SH_WORKER_LOWERS_MAX, "a root plan fits a worker spec");
+
 typedef struct sh_exec_link sh_exec_link;
 
 /* A directory by identity: what fstat said when it was made. */
@@ -50,10 +52,11 @@ struct sh_sandbox {
         int ws_kept;         /* the workspace's checked fd while in use (sh_ws_cache), or -1 */
         uint64_t ws_used_ms; /* its last use */
         SH_LIST_FIELDS(sh_sandbox, ws_kept_list);
-        char *item_id;       /* NULL: none */
-        char *image;         /* image name, "default" for the default */
-        cJSON *env;          /* create-time env: object of strings (owned) */
-        const char *surface; /* the surface that made it (a static name); NULL: native */
+        char *item_id;          /* NULL: none */
+        char *image;            /* image name, "default" for the default */
+        sh_root_layers *layers; /* its root's image layers (a copy, the pin its own), NULL: none */
+        cJSON *env;             /* create-time env: object of strings (owned) */
+        const char *surface;    /* the surface that made it (a static name); NULL: native */
         bool deleted;
         uint64_t created;    /* its create's place in the order of the creates */
         uint64_t memory_max; /* its cgroup's limits: the create's, at most the host's */
@@ -131,6 +134,92 @@ static void ws_drop(sh_sandbox *sb);
 
 static void timers_stop(sh_sandbox *sb);
 
+void sh_root_layers_free(sh_root_layers *l)
+{
+        if (!l)
+                return;
+        if (l->unpin)
+                l->unpin(l->pin);
+        free(l->dir);
+        for (size_t i = 0; i < l->n_lowers; i++)
+                free(l->lowers[i]);
+        free(l->lowers);
+        for (size_t i = 0; i < l->n_env; i++)
+                free(l->env[i]);
+        free(l->env);
+        free(l->workdir);
+        free(l);
+}
+
+/* A copy of the plan's strings, without its pin (sh_sandbox_hold_pin, once the create is
+ * under way). */
+static sh_root_layers *root_layers_copy(const sh_root_layers *o)
+{
+        sh_root_layers *l = calloc(1, sizeof(*l));
+        bool bad = !l;
+
+        if (l) {
+                l->dir = strdup(o->dir);
+                l->lowers = calloc(o->n_lowers, sizeof(char *));
+                l->env = calloc(o->n_env + 1, sizeof(char *));
+                l->workdir = o->workdir ? strdup(o->workdir) : NULL;
+                bad = !l->dir || !l->lowers || !l->env || (o->workdir && !l->workdir);
+                for (; !bad && l->n_lowers < o->n_lowers; l->n_lowers++)
+                        bad = !(l->lowers[l->n_lowers] = strdup(o->lowers[l->n_lowers]));
+                for (; !bad && l->n_env < o->n_env; l->n_env++)
+                        bad = !(l->env[l->n_env] = strdup(o->env[l->n_env]));
+        }
+        if (bad) {
+                sh_root_layers_free(l);
+                return NULL;
+        }
+        return l;
+}
+
+void sh_sandbox_hold_pin(sh_sandbox *sb, void *pin, void (*unpin)(void *pin))
+{
+        sb->layers->pin = pin;
+        sb->layers->unpin = unpin;
+}
+
+int sh_root_layers_check(const sh_root_layers *l, sh_error **err)
+{
+        size_t bytes = 0;
+
+        if (!l->dir || l->dir[0] != '/' || strlen(l->dir) >= SH_WORKER_PATH_MAX)
+                return sh_error_new(err, SH_E_INVALID,
+                                    "the layers' directory is not an absolute "
+                                    "path of fewer than %d bytes",
+                                    SH_WORKER_PATH_MAX);
+        if (l->n_lowers == 0 || l->n_lowers > SH_ROOT_LAYERS_MAX)
+                return sh_error_new(err, SH_E_INVALID, "a root has 1 to %d layers, not %zu",
+                                    SH_ROOT_LAYERS_MAX, l->n_lowers);
+        for (size_t i = 0; i < l->n_lowers; i++)
+                if (!sh_worker_lower_valid(l->lowers[i]))
+                        return sh_error_new(err, SH_E_INVALID,
+                                            "layer %zu is not a plain relative path", i);
+        if (l->workdir && (l->workdir[0] != '/' || strlen(l->workdir) > 4096))
+                return sh_error_new(err, SH_E_INVALID,
+                                    "the image's workdir is not an absolute path");
+        if (l->n_env > SH_SANDBOX_ENV_MAX)
+                return sh_error_new(err, SH_E_INVALID,
+                                    "the image's env has %zu variables: at "
+                                    "most %d",
+                                    l->n_env, SH_SANDBOX_ENV_MAX);
+        for (size_t i = 0; i < l->n_env; i++) {
+                const char *eq = strchr(l->env[i], '=');
+
+                if (!eq || eq == l->env[i])
+                        return sh_error_new(err, SH_E_INVALID,
+                                            "the image's env entry %zu is not NAME=value", i);
+                bytes += strlen(l->env[i]) + 1;
+        }
+        if (bytes > SH_SANDBOX_ENV_BYTES)
+                return sh_error_new(err, SH_E_INVALID, "the image's env has %zu bytes: at most %d",
+                                    bytes, SH_SANDBOX_ENV_BYTES);
+        return 0;
+}
+
 static void sandbox_free(sh_sandbox *sb)
 {
         sh_loop_cancel_timer(sb->host->exec.loop, TAKE_PTR(sb->claim_t));
@@ -152,6 +241,7 @@ static void sandbox_free(sh_sandbox *sb)
         free(sb->restore_root);
         free(sb->restore_name);
         free(sb->image);
+        sh_root_layers_free(sb->layers);
         cJSON_Delete(sb->env);
         free(sb);
 }
@@ -177,6 +267,11 @@ const char *sh_sandbox_id(const sh_sandbox *sb)
 const char *sh_sandbox_item_id(const sh_sandbox *sb)
 {
         return sb->item_id;
+}
+
+const char *sh_sandbox_workdir(const sh_sandbox *sb)
+{
+        return sb->layers ? sb->layers->workdir : NULL;
 }
 
 const char *sh_sandbox_surface(const sh_sandbox *sb)
@@ -636,7 +731,10 @@ int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opt
         sb->item_id = o->item_id ? strdup(o->item_id) : NULL;
         sb->env = o->env ? cJSON_Duplicate(o->env, true) : cJSON_CreateObject();
         sb->surface = o->surface;
-        if (!sb->image || (o->item_id && !sb->item_id) || !sb->env || restore_dir_set(sb, o) < 0) {
+        if (o->root_layers)
+                sb->layers = root_layers_copy(o->root_layers);
+        if (!sb->image || (o->item_id && !sb->item_id) || !sb->env || restore_dir_set(sb, o) < 0 ||
+            (o->root_layers && !sb->layers)) {
                 sandbox_free(sb);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
@@ -1002,8 +1100,24 @@ static inline void strv_freep(char ***v)
 }
 #define _cleanup_strv_ _cleanup_(strv_freep)
 
-/* environment = base variables, then the sandbox's create env, then the exec's env; a later
- * value of a name replaces the earlier one. */
+/* Put "NAME=value" kv (taken) into out[0..*n): replacing the value of its name, or added. */
+static void env_put(char **out, size_t *n, char *kv, size_t nl)
+{
+        size_t i;
+
+        for (i = 0; i < *n; i++)
+                if (strncmp(out[i], kv, nl + 1) == 0)
+                        break;
+        if (i < *n) {
+                free(out[i]);
+                out[i] = kv;
+        } else {
+                out[(*n)++] = kv;
+        }
+}
+
+/* environment = base variables, then the image's Env (its root layers'), then the sandbox's
+ * create env, then the exec's env; a later value of a name replaces the earlier one. */
 static int build_env(sh_sandbox *sb, const cJSON *env, char ***ret, sh_error **err)
 {
         static const char *const base[] = {
@@ -1018,14 +1132,22 @@ static int build_env(sh_sandbox *sb, const cJSON *env, char ***ret, sh_error **e
         _cleanup_strv_ char **out = NULL; /* filled from the front, NULL-terminated */
         size_t n, cap, i, k;
 
-        cap = ARRAY_SIZE(base) + (size_t)cJSON_GetArraySize(sb->env) +
-              (env ? (size_t)cJSON_GetArraySize(env) : 0) + 1;
+        cap = ARRAY_SIZE(base) + (sb->layers ? sb->layers->n_env : 0) +
+              (size_t)cJSON_GetArraySize(sb->env) + (env ? (size_t)cJSON_GetArraySize(env) : 0) + 1;
         out = calloc(cap, sizeof(char *));
         if (!out)
                 return sh_error_make(err, ENOMEM, "out of memory");
         for (n = 0; n < ARRAY_SIZE(base); n++)
                 if (!(out[n] = strdup(base[n])))
                         return sh_error_make(err, ENOMEM, "out of memory");
+        for (i = 0; sb->layers && i < sb->layers->n_env; i++) {
+                const char *e = sb->layers->env[i];
+                char *kv = strdup(e);
+
+                if (!kv)
+                        return sh_error_make(err, ENOMEM, "out of memory");
+                env_put(out, &n, kv, (size_t)(strchr(e, '=') - e)); /* checked at the create */
+        }
         for (k = 0; k < 2; k++) {
                 if (!layers[k])
                         continue;
@@ -1039,15 +1161,7 @@ static int build_env(sh_sandbox *sb, const cJSON *env, char ***ret, sh_error **e
                                                     "env names must be non-empty and hold no '='");
                         if (asprintf(&kv, "%s=%s", v->string, v->valuestring) < 0)
                                 return sh_error_make(err, ENOMEM, "out of memory");
-                        for (i = 0; i < n; i++)
-                                if (strncmp(out[i], kv, nl + 1) == 0)
-                                        break;
-                        if (i < n) {
-                                free(out[i]);
-                                out[i] = kv;
-                        } else {
-                                out[n++] = kv;
-                        }
+                        env_put(out, &n, kv, nl);
                 }
         }
         *ret = TAKE_PTR(out);
@@ -1378,6 +1492,43 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
         sh_error_release(&err);
 }
 
+/* An overlay root: the layers (checked at the create) and the upper and work its disk limit
+ * holds (sh_disk_setup's dir/disk/root, dir/root; without a limit made here). */
+static int spec_layers(sh_sandbox *sb, sh_worker_spec *spec, sh_error **err)
+{
+        const sh_root_layers *l = sb->layers;
+        const char *root = sb->disk_mounted ? "disk/root" : "root";
+        const sh_config *cfg = sb->host->cfg;
+        int n;
+
+        if (sh_disk_get_mode(sb->host->disk) == SH_DISK_NONE) {
+                _cleanup_close_ int dirfd = sh_sandbox_open_dir(sb, err), fd = -1;
+
+                if (dirfd < 0)
+                        return -1;
+                if (mkdirat(dirfd, "root", 0700) < 0 && errno != EEXIST)
+                        return sh_error_make(err, errno, "creating the root's upper");
+                fd = openat(dirfd, "root", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0 || (mkdirat(fd, "upper", 0755) < 0 && errno != EEXIST) ||
+                    (mkdirat(fd, "work", 0700) < 0 && errno != EEXIST))
+                        return sh_error_make(err, errno, "creating the root's upper");
+        }
+        n = snprintf(spec->layers, sizeof(spec->layers), "%s", l->dir);
+        if (n < 0 || (size_t)n >= sizeof(spec->layers))
+                return sh_error_make(err, ENAMETOOLONG, "the layers' directory is too long");
+        snprintf(spec->upper, sizeof(spec->upper), "%s/%s/%s/%s/upper", cfg->root, SB_DIR,
+                 sb->dirname, root);
+        n = snprintf(spec->work, sizeof(spec->work), "%s/%s/%s/%s/work", cfg->root, SB_DIR,
+                     sb->dirname, root);
+        if (n < 0 || (size_t)n >= sizeof(spec->work))
+                return sh_error_make(err, ENAMETOOLONG, "the state root's path is too long");
+        for (size_t i = 0; i < l->n_lowers; i++)
+                snprintf(spec->lowers[i], sizeof(spec->lowers[i]), "%s", l->lowers[i]);
+        spec->n_lowers = (int)l->n_lowers;
+        spec->n_entries = 0;
+        return 0;
+}
+
 static int start_worker(sh_sandbox *sb, sh_error **err)
 {
         const sh_sandbox_env *env = sb->host;
@@ -1417,7 +1568,9 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
         spec->seccomp = *sh_seccomp_prog(env->filter);
         spec->ptys_max = SH_WORKER_PTYS_MAX;
         sh_worker_spec_limits(spec, cfg->pids_max);
-        if (STREQ(sb->image, "default")) {
+        if (sb->layers) {
+                r = spec_layers(sb, spec, err);
+        } else if (STREQ(sb->image, "default")) {
                 snprintf(image_dir, sizeof(image_dir), "%s/default",
                          cfg->images ? cfg->images : "");
                 r = sh_worker_spec_image(
@@ -1517,7 +1670,8 @@ static int start_disk(sh_sandbox *sb, sh_error **err)
         sb->disk_mounted = sh_disk_mounted(disk);
         /* The child gets its own copy of dirfd; ours closes on return. */
         if (sh_disk_setup(disk, sb->host->exec.loop, dirfd, sb->owner.uid, sb->owner.gid, sb->slot,
-                          disk_ready, sh_sandbox_ref(sb), &sb->disk_job, err) < 0) {
+                          sb->layers != NULL, disk_ready, sh_sandbox_ref(sb), &sb->disk_job,
+                          err) < 0) {
                 sh_sandbox_unref(sb);
                 return -1;
         }

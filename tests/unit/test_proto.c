@@ -413,6 +413,211 @@ START_TEST(test_encoder_refuses_unencodable_specs)
 }
 END_TEST
 
+/* ---- an overlay root --------------------------------------------------------------------- */
+
+/* The sample with an overlay root of n layers ("<64 hex>/root", the store's names) instead of
+ * its entries. */
+static sh_worker_spec *overlay_sample(int n)
+{
+        sh_worker_spec *s = sample();
+
+        s->n_entries = 0;
+        snprintf(s->layers, sizeof(s->layers), "/var/lib/sh/images/layers/sha256");
+        snprintf(s->upper, sizeof(s->upper), "/var/lib/sh/.sandboxes/1/disk/root/upper");
+        snprintf(s->work, sizeof(s->work), "/var/lib/sh/.sandboxes/1/disk/root/work");
+        for (int i = 0; i < n; i++)
+                snprintf(s->lowers[i], sizeof(s->lowers[i]), "%064x/root", i);
+        s->n_lowers = n;
+        return s;
+}
+
+/* A spec without entries, then an overlay part written by hand: `count` as sent, the lowers
+ * given. The decoder's answer. */
+static int decode_overlay_part(uint32_t count, const char *layers, const char *const *lowers,
+                               size_t n, bool entries)
+{
+        sh_worker_spec *s = sample(), *d = calloc(1, sizeof(*d));
+        char *buf = NULL;
+        size_t len = 0;
+        bld *b = calloc(1, sizeof(*b));
+        int r;
+
+        if (!entries)
+                s->n_entries = 0;
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
+        raw(b, buf, len);
+        u32(b, count);
+        str(b, layers);
+        str(b, "/u/upper");
+        str(b, "/u/work");
+        for (size_t i = 0; i < n; i++)
+                str(b, lowers[i]);
+        r = decode_bld(b, d);
+        if (r == 0)
+                sh_worker_spec_done(d);
+        free(buf);
+        free(b);
+        free(d);
+        free(s);
+        return r;
+}
+
+START_TEST(test_overlay_plan_round_trips)
+{
+        sh_worker_spec *s = overlay_sample(SH_WORKER_LOWERS_MAX), *d = calloc(1, sizeof(*d));
+        char *buf = NULL;
+        size_t len = 0;
+
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
+        ck_assert_int_eq(sh_worker_spec_decode(buf, len, d), 0);
+        ck_assert_int_eq(d->n_entries, 0);
+        ck_assert_int_eq(d->n_lowers, SH_WORKER_LOWERS_MAX);
+        ck_assert_str_eq(d->layers, s->layers);
+        ck_assert_str_eq(d->upper, s->upper);
+        ck_assert_str_eq(d->work, s->work);
+        for (int i = 0; i < SH_WORKER_LOWERS_MAX; i++)
+                ck_assert_str_eq(d->lowers[i], s->lowers[i]);
+        ck_assert_uint_eq(d->seccomp.len, 3);
+        sh_worker_spec_done(d);
+        free(buf);
+        free(d);
+        free(s);
+}
+END_TEST
+
+START_TEST(test_a_spec_without_overlay_decodes_none)
+{
+        sh_worker_spec *s = sample(), *d = calloc(1, sizeof(*d));
+        char *buf = NULL;
+        size_t len = 0;
+
+        d->n_lowers = 7; /* whatever was there */
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
+        ck_assert_int_eq(sh_worker_spec_decode(buf, len, d), 0);
+        ck_assert_int_eq(d->n_lowers, 0);
+        sh_worker_spec_done(d);
+        free(buf);
+        free(d);
+        free(s);
+}
+END_TEST
+
+START_TEST(test_every_truncation_of_an_overlay_plan_is_refused)
+{
+        sh_worker_spec *s = overlay_sample(3), *base = sample(), *d = calloc(1, sizeof(*d));
+        char *buf = NULL, *bbuf = NULL;
+        size_t len = 0, blen = 0;
+
+        base->n_entries = 0;
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
+        ck_assert_int_eq(sh_worker_spec_encode(base, &bbuf, &blen), 0);
+        /* Cut inside the overlay part: never a spec with part of a plan. */
+        for (size_t cut = blen + 1; cut < len; cut++) {
+                char *copy = malloc(cut);
+
+                memcpy(copy, buf, cut);
+                ck_assert_msg(sh_worker_spec_decode(copy, cut, d) == -EBADMSG,
+                              "a plan cut at %zu of %zu bytes was accepted", cut, len);
+                free(copy);
+        }
+        free(buf);
+        free(bbuf);
+        free(base);
+        free(d);
+        free(s);
+}
+END_TEST
+
+START_TEST(test_a_hand_made_overlay_part_decodes)
+{
+        const char *lowers[] = {"abc/root", "d-e_f.1/root"};
+
+        ck_assert_int_eq(decode_overlay_part(2, "/layers", lowers, 2, false), 0);
+}
+END_TEST
+
+START_TEST(test_too_many_lowers_are_refused)
+{
+        static const char *lowers[SH_WORKER_LOWERS_MAX + 1];
+        sh_worker_spec *s = overlay_sample(1);
+        char *buf = NULL;
+        size_t len = 0;
+
+        for (size_t i = 0; i < ARRAY_SIZE(lowers); i++)
+                lowers[i] = "a/root";
+        ck_assert_int_eq(decode_overlay_part(SH_WORKER_LOWERS_MAX + 1, "/l", lowers,
+                                             ARRAY_SIZE(lowers), false),
+                         -EBADMSG);
+        ck_assert_int_eq(decode_overlay_part(0, "/l", lowers, 0, false), -EBADMSG);
+        ck_assert_int_eq(decode_overlay_part(3, "/l", lowers, 2, false), -EBADMSG);
+        s->n_lowers = SH_WORKER_LOWERS_MAX + 1;
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        ck_assert_ptr_null(buf);
+        free(s);
+}
+END_TEST
+
+START_TEST(test_lowers_that_leave_the_layers_dir_are_refused)
+{
+        static const char *const bad[] = {
+                "..",       "../root",       "a/../../b", "a/..",     "/abs/root",
+                ".",        "./a",           "a//root",   "a/root/",  "",
+                "a:b/root", "a,upperdir=/x", "a\\,b",     "a b/root", "a=b",
+        };
+        sh_worker_spec *s = overlay_sample(1);
+        char *buf = NULL;
+        size_t len = 0;
+
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                const char *one[] = {bad[i]};
+
+                ck_assert_msg(!sh_worker_lower_valid(bad[i]), "'%s' taken", bad[i]);
+                ck_assert_msg(decode_overlay_part(1, "/l", one, 1, false) == -EBADMSG,
+                              "'%s' decoded", bad[i]);
+                snprintf(s->lowers[0], sizeof(s->lowers[0]), "%s", bad[i]);
+                ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        }
+        ck_assert(sh_worker_lower_valid("..a/root"));
+        ck_assert(sh_worker_lower_valid("a.."));
+        free(s);
+}
+END_TEST
+
+START_TEST(test_a_lower_too_long_is_refused)
+{
+        char name[SH_LOWER_NAME_MAX + 1];
+        const char *one[] = {name};
+
+        memset(name, 'a', sizeof(name));
+        name[SH_LOWER_NAME_MAX - 1] = '\0'; /* fits: 127 bytes */
+        ck_assert(sh_worker_lower_valid(name));
+        ck_assert_int_eq(decode_overlay_part(1, "/l", one, 1, false), 0);
+        name[SH_LOWER_NAME_MAX - 1] = 'a';
+        name[SH_LOWER_NAME_MAX] = '\0'; /* 128 bytes: no room for the NUL */
+        ck_assert(!sh_worker_lower_valid(name));
+        ck_assert_int_eq(decode_overlay_part(1, "/l", one, 1, false), -EBADMSG);
+}
+END_TEST
+
+START_TEST(test_relative_dirs_and_entries_beside_an_overlay_are_refused)
+{
+        const char *one[] = {"a/root"};
+        sh_worker_spec *s = overlay_sample(1);
+        char *buf = NULL;
+        size_t len = 0;
+
+        ck_assert_int_eq(decode_overlay_part(1, "layers", one, 1, false), -EBADMSG);
+        ck_assert_int_eq(decode_overlay_part(1, "/layers", one, 1, true), -EBADMSG);
+        s->n_entries = 1;
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        s->n_entries = 0;
+        s->upper[0] = 'u';
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        ck_assert_ptr_null(buf);
+        free(s);
+}
+END_TEST
+
 /* ---- exec requests ----------------------------------------------------------------------- */
 
 START_TEST(test_exec_request_round_trips)
@@ -540,13 +745,13 @@ END_TEST
 
 START_TEST(test_every_step_has_a_name)
 {
-        for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_SECCOMP; step++)
+        for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_OVERLAY; step++)
                 ck_assert_str_ne(sh_worker_step_name(step), "?");
         ck_assert_str_eq(sh_worker_step_name(SH_STEP_PIVOT), "pivot_root");
         /* numbers from the other side that no step has */
         ck_assert_str_eq(sh_worker_step_name(0), "?");
         ck_assert_str_eq(sh_worker_step_name(-1), "?");
-        ck_assert_str_eq(sh_worker_step_name(SH_STEP_SECCOMP + 1), "?");
+        ck_assert_str_eq(sh_worker_step_name(SH_STEP_OVERLAY + 1), "?");
         ck_assert_str_eq(sh_worker_step_name(1 << 30), "?");
 }
 END_TEST
@@ -568,6 +773,17 @@ static Suite *proto_suite(void)
         tcase_add_test(tc, test_counts_and_values_out_of_range_are_refused);
         tcase_add_test(tc, test_random_corruption_never_reads_past_the_message);
         tcase_add_test(tc, test_encoder_refuses_unencodable_specs);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("overlay");
+        tcase_add_test(tc, test_overlay_plan_round_trips);
+        tcase_add_test(tc, test_a_spec_without_overlay_decodes_none);
+        tcase_add_test(tc, test_every_truncation_of_an_overlay_plan_is_refused);
+        tcase_add_test(tc, test_a_hand_made_overlay_part_decodes);
+        tcase_add_test(tc, test_too_many_lowers_are_refused);
+        tcase_add_test(tc, test_lowers_that_leave_the_layers_dir_are_refused);
+        tcase_add_test(tc, test_a_lower_too_long_is_refused);
+        tcase_add_test(tc, test_relative_dirs_and_entries_beside_an_overlay_are_refused);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("exec");

@@ -12,6 +12,9 @@
  *                   `.logs` (the daemon's files of the sandbox: its command logs)
  *   dir/logs        project: the command logs, in the workspace's project (charged to its
  *                   limit); none: the same directory, made on first use, with no limit
+ *   dir/disk/root   loop, tmpfs, for a sandbox whose root is an image's layers: `upper` and
+ *   dir/root        `work` of its overlay root (root's; inside its limit: on its filesystem,
+ *                   or in the workspace's project); none: dir/root, made by the sandbox
  * Every mount, loop device and image is made in a child process, never on the loop. */
 #pragma once
 
@@ -64,9 +67,10 @@ typedef void (*sh_disk_done_fn)(const sh_error *err, uint32_t projid, void *data
  * and tmpfs mount dir/disk and bind dir/disk/workspace (owned by uid:gid) at dir/workspace;
  * project picks the first of base + slot, base + max + slot that holds nothing (a removed
  * sandbox's tree may still be charged to the other), sets its limits and gives it to
- * dir/workspace (inherited) and to dir/logs (made). `done` runs from the loop when the child
- * has ended. */
-int sh_disk_setup(sh_disk *d, sh_loop *l, int dirfd, uid_t uid, gid_t gid, unsigned slot,
+ * dir/workspace (inherited) and to dir/logs (made). root: also an overlay root's upper and
+ * work (dir/disk/root/, or dir/root/ in the project). `done` runs from the loop when the
+ * child has ended. */
+int sh_disk_setup(sh_disk *d, sh_loop *l, int dirfd, uid_t uid, gid_t gid, unsigned slot, bool root,
                   sh_disk_done_fn done, void *data, sh_disk_job **ret, sh_error **err);
 /* SIGKILL the child; `done` still runs, with an error. */
 void sh_disk_job_cancel(sh_disk_job *j);

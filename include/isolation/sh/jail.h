@@ -48,6 +48,8 @@ int sh_jail_lock(const char *path, unsigned flags);
 /* pivot_root into `dir`, detach the old root and make the new one read-only: afterwards no
  * path, not even "..", leads back to the host's file system. */
 int sh_jail_enter(const char *dir);
+/* The same, the new root left writable (a sandbox's overlay root). */
+int sh_jail_pivot(const char *dir);
 
 /* --- cgroup, network, filter --- */
 

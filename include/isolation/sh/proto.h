@@ -24,6 +24,8 @@
 #define SH_WORKER_HOSTNAME    "sandbox" /* never the remote_id: that is the API's credential */
 #define SH_WORKER_PTYS_MAX    16        /* ptys of one sandbox's private devpts */
 #define SH_WORKER_NOFILE      1024      /* RLIMIT_NOFILE, soft and hard (worker.c) */
+#define SH_WORKER_LOWERS_MAX  128       /* image layers of an overlay root */
+#define SH_LOWER_NAME_MAX     128       /* bytes of a lower's name, NUL included */
 
 /* fds of a starting worker (sandbox-init): the control socket, the spec memfd, then the
  * spec's nprocs cgroup.procs fds of the sandbox's init cgroup. */
@@ -71,6 +73,16 @@ typedef struct sh_worker_spec {
         char tools[SH_WORKER_PATH_MAX];     /* host path of the tool store */
         sh_root_entry entries[SH_WORKER_MAX_ENTRIES];
         int n_entries;
+        /* An overlay root (an OCI image's layers) instead of the entries: n_lowers > 0 (and
+         * n_entries 0). The lowers are names relative to `layers` (the init chdirs there, so
+         * the mount's option string stays short), lowest first, each one or more components
+         * of [A-Za-z0-9._-] ("<hex>/root"), none "." or ".."; upper and work are the
+         * sandbox's own directories inside its disk limit. */
+        char layers[SH_WORKER_PATH_MAX];
+        char upper[SH_WORKER_PATH_MAX];
+        char work[SH_WORKER_PATH_MAX];
+        char lowers[SH_WORKER_LOWERS_MAX][SH_LOWER_NAME_MAX];
+        int n_lowers;
         uint64_t tmp_size; /* bytes of /tmp */
         uint32_t ptys_max; /* ptys of the sandbox's devpts */
         uid_t uid;         /* the sandbox's; never 0 */
@@ -83,10 +95,15 @@ typedef struct sh_worker_spec {
         struct sock_fprog seccomp;
 } sh_worker_spec;
 
+/* A lower's name as the decoder takes it: relative, components of [A-Za-z0-9._-] joined by
+ * single '/', none empty, "." or "..", shorter than SH_LOWER_NAME_MAX. */
+bool sh_worker_lower_valid(const char *name);
+
 /* Spec codec (pure). encode: *ret_buf is malloc'd; -E2BIG, -ENAMETOOLONG or -EINVAL for a spec
  * the decoder would refuse, -ENOMEM. decode: every length, count and value is checked
  * (strings fit their fields and hold no NUL, names are single components, paths absolute,
- * uid and gid not 0, limits and filter bounded, no trailing bytes); 0 or -EBADMSG / -ENOMEM,
+ * lowers relative and plain, uid and gid not 0, limits, lowers and filter bounded, no
+ * trailing bytes); 0 or -EBADMSG / -ENOMEM,
  * *ret untouched but for the filter on failure. */
 int sh_worker_spec_encode(const sh_worker_spec *spec, char **ret_buf, size_t *ret_len);
 int sh_worker_spec_decode(const void *buf, size_t len, sh_worker_spec *ret);
@@ -149,6 +166,7 @@ enum {
         SH_STEP_PRIVILEGES,
         SH_STEP_STDIO,
         SH_STEP_SECCOMP,
+        SH_STEP_OVERLAY, /* mount the image's layers at the root */
 };
 /* Names of setup steps for SH_MSG_SETUP_FAILED (a static string; "?" for a number no step
  * has: the number came from the other side). */

@@ -47,6 +47,11 @@ typedef struct sh_root_layers {
         void (*unpin)(void *pin);
 } sh_root_layers;
 
+/* SH_E_INVALID (the reason said) when l is not a plan a create takes: dir absolute, 1 to
+ * SH_ROOT_LAYERS_MAX lowers of plain relative names, workdir absolute, env "NAME=value"
+ * entries within SH_SANDBOX_ENV_MAX and SH_SANDBOX_ENV_BYTES (defined below). */
+int sh_root_layers_check(const sh_root_layers *l, sh_error **err);
+
 typedef struct sh_create_opts {
         const char *image; /* NULL or "default": the default image */
         /* NULL: `image` names the root. Else the root is these layers (image is then only
