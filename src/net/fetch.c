@@ -642,6 +642,11 @@ void sh_fetch_cancel(sh_fetch *x)
                 fetch_free(x);
 }
 
+uint64_t sh_fetch_received(const sh_fetch *x)
+{
+        return x->len;
+}
+
 const char *sh_fetch_header(sh_fetch *x, const char *name, size_t i)
 {
         struct curl_header *h = NULL;

@@ -125,3 +125,32 @@ bool sh_url_host_listed(char *const *list, const char *host, unsigned port)
         }
         return false;
 }
+
+char *sh_url_with_query(const char *base, const char *const *kv)
+{
+        CURLU *u = curl_url();
+        char *s = NULL, *out = NULL;
+        bool ok;
+
+        if (!u)
+                return NULL;
+        ok = curl_url_set(u, CURLUPART_URL, base, 0) == CURLUE_OK;
+        for (; ok && kv && kv[0]; kv += 2) {
+                char *pair;
+
+                if (!kv[1])
+                        continue;
+                if (asprintf(&pair, "%s=%s", kv[0], kv[1]) < 0) {
+                        ok = false;
+                        break;
+                }
+                ok = curl_url_set(u, CURLUPART_QUERY, pair, CURLU_APPENDQUERY | CURLU_URLENCODE) ==
+                     CURLUE_OK;
+                free(pair);
+        }
+        if (ok && curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK)
+                out = strdup(s);
+        curl_free(s);
+        curl_url_cleanup(u);
+        return out;
+}

@@ -129,6 +129,9 @@ sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint6
 /* Abort a fetch whose callback has not run yet; the callback never runs. Accepts NULL. */
 void sh_fetch_cancel(sh_fetch *x);
 
+/* Bytes of the body received so far (progress). */
+uint64_t sh_fetch_received(const sh_fetch *x);
+
 /* During the callback only: the value of the i-th header `name` (any case) of the last
  * answer, NULL when there is none. */
 const char *sh_fetch_header(sh_fetch *x, const char *name, size_t i);
@@ -143,6 +146,9 @@ char *sh_url_sig(const char *url);
 /* The origin of `url`, "scheme://host:port" (lower-case scheme and host, the port always
  * written), into buf; -EINVAL when not a valid http or https URL, -ENOBUFS when too long. */
 int sh_url_origin(const char *url, char *buf, size_t size);
+/* `base` with each key=value of `kv` (NULL-terminated pairs; a NULL value skips its key)
+ * appended to its query, URL-encoded. NULL when `base` is not a valid URL, or out of memory. */
+char *sh_url_with_query(const char *base, const char *const *kv);
 /* Whether `host` (as libcurl's parser gives it: "[v6]" bracketed) is this machine's loopback:
  * 127.0.0.0/8, [::1] or "localhost". */
 bool sh_url_host_is_loopback(const char *host);
