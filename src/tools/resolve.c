@@ -16,6 +16,10 @@
 
 #define KEYS_FILE_MAX  (64u << 10)
 #define CACHE_FILE_MAX (SH_TOOLS_MANIFEST_MAX + 16384u)
+/* Ends the refusal of a plain-http tool URL: what would allow it. */
+#define TOOLS_HTTP_HINT                                                                            \
+        "without trusted publisher keys (SANDBOX_HOST_TOOL_KEYS) this host fetches tools over "    \
+        "https only (SANDBOX_HOST_TOOL_INSECURE_HTTP=on allows plain http)"
 
 typedef struct job job;
 typedef struct install install;
@@ -652,7 +656,8 @@ static int tools_open(sh_tools *t, sh_error **err)
                 log_debug("tools-keys", NULL, "%s", t->keys_error);
         /* Verification is strong by default: a signature over the manifest (which holds the
          * bundle's sha256), or else https, which no one on the way can rewrite. */
-        if (sh_fetcher_new(t->loop, t->keys_on || cfg->tool_insecure_http, &t->fetcher, err) < 0)
+        if (sh_fetcher_new(t->loop, t->keys_on || cfg->tool_insecure_http, TOOLS_HTTP_HINT,
+                           &t->fetcher, err) < 0)
                 return -1;
         /* The unpacker runs as the uid just below the sandbox range: no sandbox and no host
          * service has it, and it owns nothing but its staging directory. */

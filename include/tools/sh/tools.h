@@ -1,4 +1,5 @@
-/* tools.h: third-party tools (CONTRACT.md section 6): fetch, verify, unpack, store, cache. */
+/* tools.h: third-party tools (CONTRACT.md section 6): fetch (over net/, sh/fetch.h), verify,
+ * unpack, store, cache. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -9,22 +10,21 @@
 #include "sh/cgroup.h"
 #include "sh/config.h"
 #include "sh/error.h"
+#include "sh/fetch.h"
 #include "sh/loop.h"
 
 /* Limits. Every one of them bounds something a manifest author or a store controls. */
-#define SH_TOOLS_MANIFEST_MAX       (1u << 20)     /* manifest body */
-#define SH_TOOLS_SIG_MAX            4096u          /* detached signature body */
-#define SH_TOOLS_BUNDLE_MAX         (256ull << 20) /* compressed bundle */
-#define SH_TOOLS_UNPACKED_MAX       (1ull << 30)   /* sum of regular file sizes after unpacking */
-#define SH_TOOLS_FILES_MAX          20000u         /* entries in one bundle */
-#define SH_TOOLS_CONNECT_TIMEOUT_MS 5000L
-#define SH_TOOLS_TOTAL_TIMEOUT_MS   60000L
-#define SH_TOOLS_PER_REQUEST_MAX    256u  /* tools in one resolve request (more: invalid) */
-#define SH_TOOLS_NAME_MAX           256u  /* bytes of a tool name (longer: refused) */
-#define SH_TOOLS_URL_MAX            4096u /* bytes of a manifest or bundle URL */
-#define SH_TOOLS_KEYS_MAX           64u   /* trusted publisher keys */
-#define SH_TOOLS_UNPACK_TIMEOUT_MS  120000u
-#define SH_TOOLS_REASON_MAX         512u
+#define SH_TOOLS_MANIFEST_MAX      (1u << 20)     /* manifest body */
+#define SH_TOOLS_SIG_MAX           4096u          /* detached signature body */
+#define SH_TOOLS_BUNDLE_MAX        (256ull << 20) /* compressed bundle */
+#define SH_TOOLS_UNPACKED_MAX      (1ull << 30)   /* sum of regular file sizes after unpacking */
+#define SH_TOOLS_FILES_MAX         20000u         /* entries in one bundle */
+#define SH_TOOLS_PER_REQUEST_MAX   256u           /* tools in one resolve request (more: invalid) */
+#define SH_TOOLS_NAME_MAX          256u           /* bytes of a tool name (longer: refused) */
+#define SH_TOOLS_URL_MAX           4096u          /* bytes of a manifest or bundle URL */
+#define SH_TOOLS_KEYS_MAX          64u            /* trusted publisher keys */
+#define SH_TOOLS_UNPACK_TIMEOUT_MS 120000u
+#define SH_TOOLS_REASON_MAX        512u
 /* Unpacking's share of the node (docs/tools.md): at most this many unpackers at once (the
  * rest queue), all of them together in the cgroup {subtree}/tools, each in its own child
  * cgroup tools/u<n>. */
@@ -35,55 +35,6 @@
 #define SH_TOOLS_UNPACK_MEMORY_MAX (256ull << 20)
 #define SH_TOOLS_UNPACK_PIDS_MAX   8u
 #define SH_TOOLS_UNPACK_CPU_MILLI  1000u
-
-/* ---- fetch.c: HTTP(S) GETs driven by the daemon's loop ------------------------------- */
-
-typedef struct sh_fetcher sh_fetcher;
-typedef struct sh_fetch sh_fetch;
-
-typedef enum {
-        SH_FETCH_OK,
-        SH_FETCH_UNREACHABLE, /* connection error, timeout, HTTP 5xx/408/429: stale allowed */
-        SH_FETCH_REFUSED,     /* the store answered no, or the artifact breaks a rule */
-} sh_fetch_kind;
-
-typedef struct sh_fetch_result {
-        sh_fetch_kind kind;
-        char reason[SH_TOOLS_REASON_MAX]; /* for UNREACHABLE and REFUSED */
-        char *body;                       /* memory mode: the body, NUL-terminated; owned by
-                                           * the fetch, valid during the callback only */
-        size_t len;                       /* bytes received */
-        uint8_t sha256[32];               /* fd mode: SHA-256 of what was written */
-} sh_fetch_result;
-
-/* Called once from the loop; the fetch is freed after it returns. */
-typedef void (*sh_fetch_done_fn)(sh_fetch *f, const sh_fetch_result *res, void *data);
-
-/* `plain_http`: plain http to any host (manifests are signed, or SANDBOX_HOST_TOOL_INSECURE_HTTP
- * says so); else plain http only to a loopback host (127.0.0.0/8, [::1], localhost) and https
- * everywhere else, for the first URL and for every redirect. */
-int sh_fetcher_new(sh_loop *loop, bool plain_http, sh_fetcher **ret, sh_error **err);
-/* Cancels every fetch in flight without calling their callbacks. `loop_alive` false: the
- * loop is already gone, so do not touch it. */
-void sh_fetcher_free(sh_fetcher *f, bool loop_alive);
-
-/* GET `url` (http or https only, under the fetcher's transport rule, also across at most 5
- * redirects, each checked before it is connected to) with the contract's timeouts (the total
- * one covers every redirect). With fd < 0 the body is kept in memory; with fd >= 0 it is
- * written to fd (not owned) and hashed while it arrives. More than `max` bytes is refused.
- * `what` names the artifact in reasons ("manifest", "bundle"). Returns NULL with *err on
- * failure to start, or when the URL breaks the rule (the message says why, before any
- * connection: a refusal for that tool). */
-sh_fetch *sh_fetch_start(sh_fetcher *f, const char *url, const char *what, uint64_t max, int fd,
-                         sh_fetch_done_fn done, void *data, sh_error **err);
-/* Abort a fetch whose callback has not run yet; the callback never runs. Accepts NULL. */
-void sh_fetch_cancel(sh_fetch *x);
-
-/* Resolve `ref` against `base` (relative bundle URLs) into a new string; NULL if either is
- * not a valid URL. The scheme is checked by the fetch. */
-char *sh_url_resolve(const char *base, const char *ref);
-/* `url` with ".sig" appended to its path (query and fragment kept). NULL if invalid. */
-char *sh_url_sig(const char *url);
 
 /* ---- manifest.c: manifest and signature checks (pure) -------------------------------- */
 
