@@ -30,6 +30,11 @@ void sh_api_readyz(sh_request *r)
                 sh_reply_errorf(r, SH_E_UNAVAILABLE, "the host is at capacity");
                 return;
         }
+        if (!sh_manager_images_ready(m)) {
+                sh_reply_errorf(r, SH_E_UNAVAILABLE,
+                                "the images of SANDBOX_HOST_PREPULL are still being pulled");
+                return;
+        }
         o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "status", "ready");
         sh_reply_json(r, 200, o);

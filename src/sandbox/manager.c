@@ -17,6 +17,7 @@
 #include "sh/capability.h"
 #include "sh/cgroup.h"
 #include "sh/disk.h"
+#include "sh/images.h"
 #include "sh/log.h"
 #include "sh/seccomp.h"
 #include "sh/spawn.h"
@@ -63,7 +64,16 @@ struct sh_manager {
         sh_timer *pool_t;
         sh_removals *removals; /* the removals in the background (remover.c) */
         unsigned teardowns;    /* filesystems being detached, whose removal follows */
+        sh_images *images;     /* the image store ({root}/images); NULL: pulls are off */
 };
+
+/* /healthz: this host pulls images by reference (SANDBOX_HOST_IMAGE_PULL, docs/images.md). */
+static bool images_on;
+static bool cap_images(void)
+{
+        return images_on;
+}
+SH_CAPABILITY_IF(images_pull, "images.pull", cap_images)
 
 static void pool_schedule(sh_manager *m, uint64_t ms);
 static void pool_stop(sh_manager *m);
@@ -529,6 +539,16 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 sh_cgroup_root_on_lost(m->cgroot, cgroup_lost, m);
                 cg_mode = sh_cgroup_mode(m->cgroot);
         }
+        if (cfg->image_pull) {
+                char dir[4200];
+
+                snprintf(dir, sizeof(dir), "%s/images", m->root_real);
+                if (sh_images_open(cfg, loop, dir, NULL, &m->images, err) < 0) {
+                        sh_error_wrap(err, "opening the image store");
+                        goto fail;
+                }
+                images_on = true;
+        }
         m->sbenv = (sh_sandbox_env){
                 .exec = {.loop = loop, .cgroot = m->cgroot, .bury = bury, .reaper = m},
                 .cfg = cfg,
@@ -536,6 +556,7 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 .init_image = m->init_image,
                 .tools_dir = m->tools,
                 .disk = m->disk,
+                .images = m->images,
                 .sandboxes_fd = m->sbfd,
                 .ws_cache = m->ws_cache,
                 .restorer = &m->restorer,
@@ -560,6 +581,9 @@ void sh_manager_free(sh_manager *m)
                 return;
         pool_stop(m);
         sh_manager_delete_all(m);
+        /* Every pull stops (its unpacker killed, reaped below); an image a sandbox still holds
+         * stays valid until its last unref. */
+        sh_images_free(TAKE_PTR(m->images));
         sh_log_tap_remove(&m->journal_tap);
         /* The loop has stopped: a kill still waiting for a freeze ends now (thawed). */
         if (m->cgroot)
@@ -652,6 +676,31 @@ bool sh_manager_image_exists(const sh_manager *m, const char *image)
                 return false;
         snprintf(path, sizeof(path), "%s/%s", m->cfg->images, image);
         return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int sh_manager_image_kind(const sh_manager *m, const char *image, sh_error **err)
+{
+        char reason[256] = "";
+        sh_image_ref ref;
+
+        if (sh_manager_image_exists(m, image))
+                return SH_IMAGE_HOST;
+        if (!m->images)
+                return sh_error_new(err, SH_E_INVALID,
+                                    "'%.200s' is no host image, and this host pulls no images "
+                                    "(SANDBOX_HOST_IMAGE_PULL=off)",
+                                    image);
+        if (sh_image_ref_parse(image, &ref, reason, sizeof(reason)) < 0)
+                return sh_error_new(err, SH_E_INVALID,
+                                    "'%.200s' is no host image, nor an image reference: %s", image,
+                                    reason[0] ? reason : "out of memory");
+        sh_image_ref_done(&ref);
+        return SH_IMAGE_PULLED;
+}
+
+bool sh_manager_images_ready(const sh_manager *m)
+{
+        return !m->images || sh_images_ready(m->images);
 }
 
 void sh_manager_image_names(const sh_manager *m, char *out, size_t size)
@@ -753,16 +802,22 @@ static int create_new(sh_manager *m, const sh_create_opts *o, sh_sandbox_done_fn
 {
         sh_sandbox *sb = NULL;
         unsigned slot;
+        int kind;
 
         if (m->draining)
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host is draining");
         if (m->count >= m->cfg->max_sandboxes || !m->free_n)
                 return sh_error_new(err, SH_E_UNAVAILABLE, "the host holds %u sandboxes", m->count);
-        if (!o->root_layers && !sh_manager_image_exists(m, o->image))
-                return sh_error_new(err, SH_E_INVALID, "unknown image '%s'", o->image);
+        kind = o->root_layers ? SH_IMAGE_HOST : sh_manager_image_kind(m, o->image, err);
+        if (kind < 0)
+                return -1;
         slot = m->free_ring[m->free_head];
         if (sh_sandbox_new(&m->sbenv, slot, o, &sb, err) < 0)
                 return -1;
+        if (kind == SH_IMAGE_PULLED && sh_sandbox_pull_prepare(sb, o) < 0) {
+                sh_sandbox_unref(sb);
+                return sh_error_make(err, ENOMEM, "out of memory");
+        }
         if (sandbox_dir_create(m, sb, err) < 0) {
                 sh_sandbox_unref(sb);
                 return -1;

@@ -44,6 +44,7 @@ typedef struct sh_sandbox_env {
         int init_image;        /* sandbox-init's sealed memfd: every worker is exec'd from it */
         const char *tools_dir; /* {root}/tools: the tool store, read-only in every sandbox */
         sh_disk *disk;         /* how workspaces are limited */
+        struct sh_images *images; /* the image store (sh/images.h); NULL: pulls are off */
         /* {root}/.sandboxes (O_DIRECTORY): every sandbox's directory is opened below it by name
          * when it is used. */
         int sandboxes_fd;
@@ -84,6 +85,9 @@ void sh_root_layers_free(sh_root_layers *l);
 void sh_sandbox_hold_pin(sh_sandbox *sb, void *pin, void (*unpin)(void *pin));
 int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opts *o,
                    sh_sandbox **ret, sh_error **err);
+/* sb (just made) is of an OCI image: its create pulls it first, with o's credentials (copied
+ * until the pull ends), keep_failed and progress. -ENOMEM. */
+int sh_sandbox_pull_prepare(sh_sandbox *sb, const sh_create_opts *o);
 unsigned sh_sandbox_slot(const sh_sandbox *sb);
 /* Its create's place in the order of the creates (a claimed pooled sandbox's: its claim). */
 uint64_t sh_sandbox_created(const sh_sandbox *sb);

@@ -18,6 +18,7 @@
 #include "sh/cgroup.h"
 #include "sh/disk.h"
 #include "sh/exec.h"
+#include "sh/images.h"
 #include "sh/job.h"
 #include "sh/list.h"
 #include "sh/log.h"
@@ -100,6 +101,15 @@ struct sh_sandbox {
         sh_attachments attached;
         /* a directory of the creator's restored instead of an item ({root}/{name}), NULL: none */
         char *restore_root, *restore_name;
+        /* an OCI image (sh_sandbox_pull_prepare): its pull, the create's first step */
+        bool oci;
+        sh_image_pull *pull;   /* under way (holds a reference), NULL: none */
+        char *pull_username;   /* that pull's credentials (wiped and freed after it) */
+        char *pull_password;
+        bool keep_failed;      /* a failed pull keeps the sandbox, failed */
+        char *failed;          /* why its create failed, when kept failed */
+        void (*pull_progress)(void *data, const char *layer, uint64_t done, uint64_t total);
+        uint64_t *pull_told;   /* each layer's bytes last told */
 };
 
 /* ---- the object ------------------------------------------------------------------------- */
@@ -242,6 +252,10 @@ static void sandbox_free(sh_sandbox *sb)
         free(sb->restore_name);
         free(sb->image);
         sh_root_layers_free(sb->layers);
+        free(sb->failed);
+        free(sb->pull_told);
+        free(sb->pull_username);
+        free(sb->pull_password);
         cJSON_Delete(sb->env);
         free(sb);
 }
@@ -1678,15 +1692,152 @@ static int start_disk(sh_sandbox *sb, sh_error **err)
         return 0;
 }
 
+/* No limit: the worker starts at once, as it always did. A limit: a child sets it up first
+ * (disk_ready starts the worker). */
+static int start_steps(sh_sandbox *sb, sh_error **err)
+{
+        return sh_disk_get_mode(sb->host->disk) == SH_DISK_NONE ? start_worker(sb, err)
+                                                                : start_disk(sb, err);
+}
+
+/* ---- an OCI image: its pull, the create's first step (images/, docs/images.md) ----------- */
+
+int sh_sandbox_pull_prepare(sh_sandbox *sb, const sh_create_opts *o)
+{
+        sb->oci = true;
+        sb->keep_failed = o->keep_failed;
+        sb->pull_progress = o->pull_progress;
+        if (o->pull_username && o->pull_password) {
+                sb->pull_username = strdup(o->pull_username);
+                sb->pull_password = strdup(o->pull_password);
+                if (!sb->pull_username || !sb->pull_password)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/* The pull's credentials go as soon as it has ended: nothing of them stays in the daemon. */
+static void pull_forget_creds(sh_sandbox *sb)
+{
+        if (sb->pull_password)
+                explicit_bzero(sb->pull_password, strlen(sb->pull_password));
+        free(TAKE_PTR(sb->pull_password));
+        free(TAKE_PTR(sb->pull_username));
+}
+
+static void image_unpin(void *pin)
+{
+        sh_image_unref(pin);
+}
+
+/* The image's layers as the sandbox's root plan, its reference the plan's pin. */
+static int layers_of_image(sh_sandbox *sb, sh_image *img, sh_error **err)
+{
+        size_t n = sh_image_n_layers(img), i;
+        sh_root_layers plan = {
+                .dir = (char *)sh_image_layers_dir(img),
+                .n_lowers = n,
+                .env = (char **)sh_image_env(img),
+                .n_env = sh_image_n_env(img),
+                .workdir = (char *)sh_image_workdir(img),
+        };
+        _cleanup_free_ char **lowers = calloc(n ? n : 1, sizeof(char *));
+
+        if (!lowers) {
+                sh_image_unref(img);
+                return sh_error_make(err, ENOMEM, "out of memory");
+        }
+        for (i = 0; i < n; i++)
+                lowers[i] = (char *)sh_image_layer_rel(img, i);
+        plan.lowers = lowers;
+        if (sh_root_layers_check(&plan, err) < 0) {
+                sh_image_unref(img);
+                return -1;
+        }
+        sb->layers = root_layers_copy(&plan);
+        if (!sb->layers) {
+                sh_image_unref(img);
+                return sh_error_make(err, ENOMEM, "out of memory");
+        }
+        sh_sandbox_hold_pin(sb, img, image_unpin);
+        return 0;
+}
+
+static void pull_done(sh_image *img, const sh_error *err, void *data)
+{
+        sh_sandbox *sb = data;
+        sh_error *own = NULL;
+
+        sb->pull = NULL;
+        pull_forget_creds(sb);
+        if (err) {
+                log_warn("image-pull-failed", sb->id, "%s: %s", sb->image,
+                         err->msg ? err->msg : "failed");
+                if (sb->keep_failed) {
+                        /* Kept, failed, until it is deleted: its creator shows why. */
+                        sb->failed = strdup(err->msg ? err->msg : "the image's pull failed");
+                        create_end(sb, err);
+                } else {
+                        create_fail(sb, err);
+                }
+        } else if (layers_of_image(sb, img, &own) < 0 || start_steps(sb, &own) < 0) {
+                create_fail(sb, own);
+        }
+        sh_error_release(&own);
+        sh_sandbox_unref(sb); /* the pull's */
+}
+
+/* Each layer's bytes as they change, to the creator (its pull_progress). */
+static void pull_progressed(const sh_image_progress *p, void *data)
+{
+        sh_sandbox *sb = data;
+
+        if (!sb->pull_progress || !sb->create_done || !p->n_layers)
+                return;
+        if (!sb->pull_told && !(sb->pull_told = calloc(SH_IMAGE_PROGRESS_LAYERS, sizeof(uint64_t))))
+                return;
+        for (size_t i = 0; i < p->n_layers && i < SH_IMAGE_PROGRESS_LAYERS; i++) {
+                const sh_image_layer_progress *l = &p->layers[i];
+
+                if (l->done == sb->pull_told[i])
+                        continue;
+                sb->pull_told[i] = l->done;
+                sb->pull_progress(sb->create_data, l->digest, l->done, l->size);
+        }
+}
+
+static int start_pull(sh_sandbox *sb, sh_error **err)
+{
+        const sh_registry_auth auth = {.username = sb->pull_username,
+                                       .password = sb->pull_password};
+
+        if (!sb->host->images)
+                return sh_error_new(err, SH_E_INVALID, "this host pulls no images");
+        sb->pull = sh_images_get(sb->host->images, sb->image, sb->pull_username ? &auth : NULL,
+                                 pull_done, pull_progressed, sh_sandbox_ref(sb), err);
+        if (!sb->pull) {
+                pull_forget_creds(sb);
+                sh_sandbox_unref(sb);
+                return -1;
+        }
+        log_info("image-pull", sb->id, "%s", sb->image);
+        return 0;
+}
+
+bool sh_sandbox_pulling(const sh_sandbox *sb)
+{
+        return sb->pull != NULL;
+}
+
+const char *sh_sandbox_failed(const sh_sandbox *sb)
+{
+        return sb->failed;
+}
+
 int sh_sandbox_start(sh_sandbox *sb, sh_sandbox_done_fn done, void *data, sh_error **err)
 {
-        int r;
-
-        /* No limit: the worker starts at once, as it always did. A limit: a child sets it up
-         * first (disk_ready starts the worker). */
-        r = sh_disk_get_mode(sb->host->disk) == SH_DISK_NONE ? start_worker(sb, err)
-                                                             : start_disk(sb, err);
-        if (r < 0)
+        /* An OCI image is pulled first (pull_done goes on with the steps). */
+        if ((sb->oci ? start_pull(sb, err) : start_steps(sb, err)) < 0)
                 return -1;
         sb->create_done = done;
         sb->create_data = data;
@@ -1764,6 +1915,15 @@ void sh_sandbox_kill(sh_sandbox *sb)
          * process of the namespace; the cgroup kill catches anything that raced. */
         execs_abandon(sb, "the sandbox was deleted");
         spare_drop(sb);
+        /* Deleted while its image is pulled: this sandbox stops waiting (the pull goes on for
+         * other waiters), and its create ends from the loop (claim_end: create_deleted). */
+        if (sb->pull) {
+                sh_image_pull_cancel(TAKE_PTR(sb->pull));
+                pull_forget_creds(sb);
+                if (sb->create_done && !sb->claim_t)
+                        sb->claim_t = sh_loop_add_timer(sb->host->exec.loop, 0, claim_end, sb);
+                sh_sandbox_unref(sb); /* the pull's: the caller holds its own */
+        }
         if (sb->disk_job)
                 sh_disk_job_cancel(sb->disk_job); /* its end frees what it made */
         if (sb->worker)
