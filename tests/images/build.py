@@ -121,6 +121,8 @@ def compress(data, how):
 
 # ---------------------------------------------------------------- the OCI layout
 
+_COMPRESSED = {}  # (diff_id, compression) -> compressed bytes, for this process
+
 
 class Layout:
     """An OCI image layout in dir: blobs/sha256/<hex>, oci-layout, index.json (written at
@@ -169,13 +171,18 @@ class Layout:
         """A layer from tar_layer entries (or a tar's bytes): (descriptor, diff_id)."""
         tar = entries_or_tar if isinstance(entries_or_tar, bytes) else tar_layer(entries_or_tar)
         mt = (DOCKER_LAYER if docker else OCI_LAYER)[compression]
-        return self.add_blob(compress(tar, compression), mt), sha256(tar)
+        key = (sha256(tar), compression)
+        if key not in _COMPRESSED:  # busybox's 2 MB are in many images: compress once
+            _COMPRESSED[key] = compress(tar, compression)
+        return self.add_blob(_COMPRESSED[key], mt), key[0]
 
-    def add_image(self, layers, tag=None, env=None, workdir=None, cmd=None, arch="amd64",
+    def add_image(self, layers, tag=None, env=None, workdir=None, cmd=None, arch=None,
                   os_="linux", variant=None, docker=False, annotations=None, diff_ids=None):
         """A manifest over layers ([(descriptor, diff_id)], lowest first) and its config;
-        tagged in index.json when tag is given. Returns the manifest's descriptor (with
-        its platform)."""
+        tagged in index.json when tag is given; arch None: this machine's (and its variant).
+        Returns the manifest's descriptor (with its platform)."""
+        if arch is None:
+            arch, variant = host_arch()[0], variant or host_arch()[1]
         config = {
             "created": "2023-11-14T22:13:20Z",
             "architecture": arch,
@@ -430,3 +437,417 @@ def busybox(layout, tag="latest", compression="gzip", docker=False, **kw):
     """A one-layer busybox-static image: /bin/busybox and its applets as symlinks."""
     layer = layout.add_layer(busybox_entries(), compression, docker=docker)
     return layout.add_image([layer], tag=tag, docker=docker, **kw)
+
+
+# ---------------------------------------------------------------- the python image (mmdebstrap)
+
+PY_SUITE = "bookworm"
+PY_VARIANT = "apt"
+PY_INCLUDE = ("python3", "python3-pip", "python3-venv")
+PY_SOURCES = "/etc/apt/sources.list.d/debian.sources"
+PY_DPKGOPTS = ("path-exclude=/usr/share/man/*", "path-exclude=/usr/share/locale/*",
+               "path-include=/usr/share/locale/locale.alias", "path-exclude=/usr/share/doc/*",
+               "path-include=/usr/share/doc/*/copyright")
+PY_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"]
+PY_TAG = "3"
+
+
+def repo_root():
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def image_cache_dir():
+    return os.environ.get("SH_IMAGE_CACHE") or os.path.join(repo_root(), "build", "image-cache")
+
+
+def _sources():
+    """The machine's apt sources for the suite (deb822 file), or None: mmdebstrap's default."""
+    try:
+        with open(PY_SOURCES) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def python_key():
+    """What the python image is made from: its cache key (the mmdebstrap version, the
+    options, the apt sources, the architecture)."""
+    try:
+        ver = subprocess.run(["mmdebstrap", "--version"], capture_output=True, text=True,
+                             timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        ver = "none"
+    inputs = {"suite": PY_SUITE, "variant": PY_VARIANT, "include": PY_INCLUDE,
+              "dpkgopts": PY_DPKGOPTS, "env": PY_ENV, "sources": _sources(),
+              "mmdebstrap": ver, "arch": os.uname().machine, "format": 1}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def python_layout_cached():
+    """The cached python image's layout dir if it is complete, else None (never builds)."""
+    d = os.path.join(image_cache_dir(), f"python-{python_key()}")
+    return d if os.path.exists(os.path.join(d, "index.json")) else None
+
+
+def python_image(timeout=1800, log=None):
+    """The Debian bookworm image with python3, python3-pip, python3-venv, one gzip layer,
+    tagged PY_TAG: (Layout, manifest descriptor). Built by mmdebstrap (variant apt, the
+    machine's apt sources) into build/image-cache/python-<key>/ only when missing; a lock
+    keeps two builders from racing. Raises RuntimeError with the reason when it cannot be
+    built (the caller skips). The cached layout is shared: never write into it."""
+    import fcntl
+
+    cache = image_cache_dir()
+    key = python_key()
+    final = os.path.join(cache, f"python-{key}")
+    os.makedirs(cache, exist_ok=True)
+    with open(os.path.join(cache, f".lock-python-{key}"), "w") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        if not os.path.exists(os.path.join(final, "index.json")):
+            _build_python(cache, final, timeout, log)
+    lay = Layout.__new__(Layout)
+    lay.dir = final
+    with open(os.path.join(final, "index.json")) as f:
+        lay.index = json.load(f)["manifests"]
+    return lay, lay.tagged(PY_TAG)
+
+
+def _build_python(cache, final, timeout, log):
+    if shutil.which("mmdebstrap") is None:
+        raise RuntimeError("mmdebstrap missing (Debian package mmdebstrap)")
+    if os.geteuid() != 0:
+        raise RuntimeError("building the python image needs root (mmdebstrap's root mode)")
+    work = tempfile.mkdtemp(prefix="python-build-", dir=cache)
+    try:
+        raw = os.path.join(work, "rootfs.tar")
+        cmd = ["mmdebstrap", "--quiet", f"--variant={PY_VARIANT}", "--mode=root",
+               "--include=" + ",".join(PY_INCLUDE), "--format=tar"]
+        cmd += [f"--dpkgopt={o}" for o in PY_DPKGOPTS]
+        # no apt lists or caches in the image
+        cmd += ["--customize-hook=rm -rf \"$1\"/var/lib/apt/lists/* \"$1\"/var/cache/apt/*.bin"]
+        cmd += [PY_SUITE, raw]
+        if _sources() is not None:
+            cmd.append(PY_SOURCES)
+        t0 = time.monotonic()
+        errf = os.path.join(work, "mmdebstrap.err")
+        with open(errf, "wb") as err:
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
+                                 stdin=subprocess.DEVNULL, start_new_session=True,
+                                 env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR": work,
+                                      "LC_ALL": "C"})
+            try:
+                rc = p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(p)
+                raise RuntimeError(f"mmdebstrap did not finish in {timeout} s")
+        if rc != 0:
+            with open(errf, errors="replace") as f:
+                raise RuntimeError(f"mmdebstrap failed (exit {rc}): {f.read().strip()[-2000:]}")
+        # device nodes out (mmdebstrap's root mode puts /dev/null & co in the tar): an
+        # image layer has none, the unpacker refuses them
+        tar = os.path.join(work, "layer.tar")
+        _strip_devices(raw, tar)
+        os.unlink(raw)
+        h = hashlib.sha256()
+        with open(tar, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        diff_id = "sha256:" + h.hexdigest()
+        gz = os.path.join(work, "layer.tar.gz")
+        with open(tar, "rb") as src, open(gz, "wb") as dst:
+            subprocess.run(["gzip", "-n", "-6", "-c"], stdin=src, stdout=dst, check=True)
+        os.unlink(tar)
+        out = os.path.join(work, "layout")
+        lay = Layout(out)
+        ldesc = lay.add_blob_file(gz, OCI_LAYER["gzip"])
+        lay.add_image([(ldesc, diff_id)], tag=PY_TAG, env=PY_ENV, cmd=["python3"])
+        with open(os.path.join(out, "build-info.json"), "w") as f:
+            json.dump({"seconds": round(time.monotonic() - t0, 1), "command": cmd}, f)
+        if log:
+            log(f"python image built in {time.monotonic() - t0:.0f} s")
+        os.rename(out, final)
+    finally:
+        _remove_build_dir(work)
+
+
+def _kill_group(p):
+    """Stop mmdebstrap and what it started: its own process group (it is our child, started
+    in a session of its own), TERM then KILL."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            p.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _mounts_under(path):
+    path = os.path.realpath(path)
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = line.split()[4].encode().decode("unicode_escape")
+            if mp == path or mp.startswith(path + "/"):
+                out.append(mp)
+    return sorted(out, key=len, reverse=True)
+
+
+def _remove_build_dir(work):
+    """Remove a build dir; a chroot's proc/sys/dev mounts left by a killed mmdebstrap are
+    unmounted first (lazily, deepest first), and the dir is left in place, never walked
+    into a mount, if one stays."""
+    for mp in _mounts_under(work):
+        subprocess.run(["umount", "-l", mp], capture_output=True)
+    if _mounts_under(work):
+        raise RuntimeError(f"mounts left under {work}: not removed")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _strip_devices(src, dst):
+    """Copy a tar without its character/block devices and FIFOs, byte-exact otherwise."""
+    with tarfile.open(src, "r:") as tin, tarfile.open(dst, "w:", format=tarfile.PAX_FORMAT) as tout:
+        for ti in tin:
+            if ti.ischr() or ti.isblk() or ti.isfifo():
+                continue
+            tout.addfile(ti, tin.extractfile(ti) if ti.isreg() else None)
+
+
+# ---------------------------------------------------------------- more images
+
+
+def host_arch():
+    """The OCI architecture (and variant) of this machine."""
+    m = os.uname().machine
+    return {"x86_64": ("amd64", None), "aarch64": ("arm64", "v8"), "armv7l": ("arm", "v7"),
+            "i686": ("386", None), "ppc64le": ("ppc64le", None), "s390x": ("s390x", None),
+            "riscv64": ("riscv64", None)}.get(m, (m, None))
+
+
+# What the whiteout image shows once its layers are merged (as overlayfs would):
+WHITEOUT_EXPECT = {
+    "present": ["etc/keep", "opt/old/c", "data/x", "data/new", "etc/replaced"],
+    "absent": ["etc/gone", "opt/old/a", "opt/old/b", "data/sub"],
+    "content": {"etc/replaced": b"upper\n", "etc/keep": b"keep\n"},
+}
+
+
+def whiteout_layers(layout, compression="gzip"):
+    """Two layers over nothing: the lower has etc/{keep,gone,replaced}, opt/old/{a,b},
+    data/{x,sub/}; the upper whites out etc/gone (.wh.gone) and data/sub, makes opt/old
+    opaque (.wh..wh..opq) with a new c, and replaces etc/replaced. WHITEOUT_EXPECT says
+    what the merged tree shows."""
+    lower = layout.add_layer([
+        ("dir", "etc"), ("file", "etc/keep", b"keep\n"), ("file", "etc/gone", b"gone\n"),
+        ("file", "etc/replaced", b"lower\n"),
+        ("dir", "opt"), ("dir", "opt/old"), ("file", "opt/old/a", b"a\n"),
+        ("file", "opt/old/b", b"b\n"),
+        ("dir", "data"), ("file", "data/x", b"x\n"), ("dir", "data/sub"),
+        ("file", "data/sub/y", b"y\n"),
+    ], compression)
+    upper = layout.add_layer([
+        ("dir", "etc"), ("file", "etc/.wh.gone", b""), ("file", "etc/replaced", b"upper\n"),
+        ("dir", "opt"), ("dir", "opt/old"), ("file", "opt/old/.wh..wh..opq", b""),
+        ("file", "opt/old/c", b"c\n"),
+        ("dir", "data"), ("file", "data/.wh.sub", b""), ("file", "data/new", b"new\n"),
+    ], compression)
+    return [lower, upper]
+
+
+def whiteout_image(layout, tag="whiteout", compression="gzip"):
+    """busybox + the two whiteout layers (WHITEOUT_EXPECT), runnable."""
+    base = layout.add_layer(busybox_entries(), compression)
+    return layout.add_image([base] + whiteout_layers(layout, compression), tag=tag)
+
+
+def compression_images(layout):
+    """busybox with its layer in each compression, tagged "gzip", "zstd", "plain", and
+    "mixed": busybox (gzip) + a zstd layer (/etc/zstd-layer) + a plain one (/etc/plain-layer)."""
+    out = {}
+    for c in ("gzip", "zstd", "plain"):
+        out[c] = busybox(layout, tag=c, compression=c)
+    base = layout.add_layer(busybox_entries(), "gzip")
+    z = layout.add_layer([("dir", "etc"), ("file", "etc/zstd-layer", b"zstd\n")], "zstd")
+    p = layout.add_layer([("dir", "etc"), ("file", "etc/plain-layer", b"plain\n")], "plain")
+    out["mixed"] = layout.add_image([base, z, p], tag="mixed")
+    return out
+
+
+BOGUS_PLATFORM = ("bogus-os", "bogus-arch")
+
+
+def multiarch(layout, tag="multi", docker=False):
+    """An index (OCI) or manifest list (Docker) of three images: this machine's arch
+    (busybox; /etc/platform says it), the other of amd64/arm64 (only /etc/platform), and a
+    bogus platform (bogus-os/bogus-arch). Returns the index's descriptor."""
+    arch, variant = host_arch()
+    other = ("arm64", "v8") if arch != "arm64" else ("amd64", None)
+    ms = []
+    for a, v, os_ in ((arch, variant, "linux"), (other[0], other[1], "linux"),
+                      (BOGUS_PLATFORM[1], None, BOGUS_PLATFORM[0])):
+        ents = [("dir", "etc"), ("file", "etc/platform", f"{os_}/{a}\n".encode())]
+        if a == arch and os_ == "linux":
+            ents = busybox_entries() + ents[1:]
+        layer = layout.add_layer(ents, "gzip", docker=docker)
+        ms.append(layout.add_image([layer], arch=a, variant=v, os_=os_, docker=docker))
+    return layout.add_index(ms, tag=tag, docker=docker)
+
+
+def docker_image(layout, tag="docker"):
+    """busybox as a Docker schema 2 image (Docker media types: push it with push_http)."""
+    return busybox(layout, tag=tag, docker=True)
+
+
+# ---------------------------------------------------------------- hostile layers
+
+CANARY_SRC = r"""
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void sh_canary(void) {
+    int fd = open("%s", O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) { (void)write(fd, "loaded\n", 7); close(fd); }
+}
+void gconv_init(void) {}
+void gconv(void) {}
+"""
+
+
+def canary_so(marker, workdir):
+    """A shared object that appends "loaded" to marker when any program loads it (its
+    constructor): the payload of the host-program-loads-the-image attack. None without cc."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    src = os.path.join(workdir, "canary.c")
+    out = os.path.join(workdir, "canary.so")
+    with open(src, "w") as f:
+        f.write(CANARY_SRC % marker)
+    p = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", out, src], capture_output=True)
+    if p.returncode != 0:
+        return None
+    with open(out, "rb") as f:
+        return f.read()
+
+
+def hostile_entries(marker="/tmp/sh-canary-loaded", so=None):
+    """The attack list's layers as tar_layer entries, by name. Each must be refused by the
+    unpacker with the entry named (or, for "loadable", unpacked and never loaded):
+      dotdot      "../" paths                        absolute    "/etc/..." paths
+      symlink     a symlink to /, then a file written through it
+      symlink_rel a symlink to ../../.., then a file through it
+      hardlink    a hard link to /etc/passwd          hardlink_up a hard link to ../../etc/shadow
+      chardev     /dev/mem-like device node           blockdev    a block device
+      fifo        a FIFO
+      loadable    ld.so.preload, gconv-modules, nsswitch.conf naming a library of the image
+                  (so: a canary .so writing marker when loaded; a stub without cc)"""
+    so = so if so is not None else b"\x7fELF not really a library\n"
+    return {
+        "dotdot": [("file", "../sh-escape-dotdot", b"escaped\n"),
+                   ("dir", "a"), ("file", "a/../../sh-escape-dotdot2", b"escaped\n")],
+        "absolute": [("file", "/tmp/sh-escape-absolute", b"escaped\n")],
+        "symlink": [("symlink", "link", "/"), ("file", "link/tmp/sh-escape-symlink", b"x\n")],
+        "symlink_rel": [("dir", "d"), ("symlink", "d/up", "../../../../../../.."),
+                        ("file", "d/up/tmp/sh-escape-symlink-rel", b"x\n")],
+        "hardlink": [("hardlink", "passwd", "/etc/passwd")],
+        "hardlink_up": [("hardlink", "shadow", "../../../../etc/shadow")],
+        "chardev": [("dir", "dev"), ("chardev", "dev/mem", 1, 1)],
+        "blockdev": [("dir", "dev"), ("blockdev", "dev/sda", 8, 0)],
+        "fifo": [("fifo", "pipe")],
+        "loadable": [
+            ("dir", "etc"), ("file", "etc/ld.so.preload", b"/usr/lib/sh-canary.so\n"),
+            ("file", "etc/nsswitch.conf", b"passwd: canary files\ngroup: canary files\n"),
+            ("dir", "usr"), ("dir", "usr/lib"), ("file", "usr/lib/sh-canary.so", so, 0o755),
+            ("file", "usr/lib/libnss_canary.so.2", so, 0o755),
+            ("dir", "usr/lib/x86_64-linux-gnu"), ("dir", "usr/lib/x86_64-linux-gnu/gconv"),
+            ("file", "usr/lib/x86_64-linux-gnu/gconv/gconv-modules",
+             b"module  INTERNAL  CANARY//  ../../../sh-canary  1\n"
+             b"module  CANARY//  INTERNAL  ../../../sh-canary  1\n"),
+            ("file", "usr/lib/x86_64-linux-gnu/gconv/gconv-modules.cache", b"\0" * 64),
+            ("dir", "usr/lib/sh-canary.so.d"),
+        ],
+    }
+
+
+def hostile_image(layout, name, tag=None, compression="gzip", **kw):
+    """An image whose only layer is hostile_entries()[name] (kw go to hostile_entries)."""
+    layer = layout.add_layer(hostile_entries(**kw)[name], compression)
+    return layout.add_image([layer], tag=tag or f"hostile-{name}")
+
+
+def bomb_layer(layout, gib=16, how="gzip"):
+    """A decompression bomb: a tar with one regular file of gib GiB of zeros, gzip'd (or
+    zstd'd), made without writing the zeros anywhere: one compressed member of 64 MiB of
+    zeros repeated (gzip members and zstd frames concatenate). A few MiB on disk. Returns
+    (descriptor, diff_id); the diff_id is the true one (computed streaming)."""
+    chunk = 64 << 20
+    size = gib << 30
+    ti = tarfile.TarInfo("zeros")
+    ti.size, ti.mtime, ti.mode = size, MTIME, 0o644
+    header = ti.tobuf(format=tarfile.PAX_FORMAT)
+    trailer = b"\0" * 1024  # size is a multiple of 512: no padding, then two zero blocks
+    zeros = b"\0" * chunk
+    diff_id = _bomb_diff_id(header, zeros, size // chunk, trailer)
+    member = compress(zeros, how)
+    path = os.path.join(layout.dir, "bomb.tmp")
+    with open(path, "wb") as f:
+        f.write(compress(header, how))
+        for _ in range(size // chunk):
+            f.write(member)
+        f.write(compress(trailer, how))
+    return layout.add_blob_file(path, OCI_LAYER[how]), diff_id
+
+
+def _bomb_diff_id(header, zeros, n, trailer):
+    """sha256 of the bomb's tar (seconds of hashing for many GiB: remembered in the image
+    cache, keyed by the header, chunk and count)."""
+    key = hashlib.sha256(header + trailer + f"{len(zeros)}:{n}".encode()).hexdigest()
+    path = os.path.join(image_cache_dir(), "bomb-diff-ids.json")
+    try:
+        with open(path) as f:
+            known = json.load(f)
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return known[key]
+    h = hashlib.sha256(header)
+    for _ in range(n):
+        h.update(zeros)
+    h.update(trailer)
+    known[key] = "sha256:" + h.hexdigest()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(known, f)
+        os.rename(tmp, path)
+    except OSError:
+        pass
+    return known[key]
+
+
+def bomb_image(layout, tag="bomb", gib=16, how="gzip"):
+    return layout.add_image([bomb_layer(layout, gib, how)], tag=tag)
+
+
+def many_layers_image(layout, tag="many-layers", n=10000):
+    """A manifest of n layers (each the same tiny layer blob): far above any layer bound.
+    Push it with push_http (one blob, one manifest PUT of ~1.5 MB)."""
+    layer = layout.add_layer([("file", "f", b"x\n")], "gzip")
+    return layout.add_image([layer] * n, tag=tag)
+
+
+def lying_image(layout, tag="lying"):
+    """busybox + a plain layer L; returns (manifest descriptor, L's digest, bytes of the
+    same length and other content). After pushing, reg.corrupt_blob(digest, lie) makes the
+    real registry serve the lie under L's digest; a FakeRegistry can serve it directly."""
+    base = layout.add_layer(busybox_entries(), "gzip")
+    good = tar_layer([("file", "etc/motd", b"the true content\n")])
+    lie = tar_layer([("file", "etc/motd", b"the LYING content\n"[:17])])
+    assert len(good) == len(lie) and good != lie
+    ldesc, diff = layout.add_layer(good, "plain")
+    return layout.add_image([base, (ldesc, diff)], tag=tag), ldesc["digest"], lie
