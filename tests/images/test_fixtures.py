@@ -432,3 +432,32 @@ def test_everything_stops_and_is_removed(tmp_path):
     while s.recv(65536):
         pass
     s.close()
+
+
+def test_serve_script_prints_its_registry_and_stops_when_stdin_closes():
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.Popen(["/usr/bin/python3", os.path.join(here, "serve.py"), "--mode",
+                          "htpasswd", "--image", "busybox", "--image", "docker"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        info = json.loads(p.stdout.readline())
+        assert set(info["refs"]) == {"busybox", "docker"}
+        with open(info["auth_file"]) as f:
+            assert info["host"] in json.load(f)["auths"]
+
+        class R:
+            ca, creds = None, f"{info['user']}:{info['password']}"
+        assert _inspect(R(), info["refs"]["busybox"], creds=R.creds).returncode == 0
+        assert _inspect(R(), info["refs"]["busybox"]).returncode != 0
+        work = os.path.dirname(info["auth_file"])
+        p.stdin.close()
+        assert p.wait(timeout=30) == 0, p.stderr.read()
+        assert not os.path.exists(work)
+        with pytest.raises(OSError):
+            socket.create_connection(tuple(info["host"].rsplit(":", 1)[:1]) +
+                                     (int(info["host"].rsplit(":", 1)[1]),), timeout=2).close()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=10)
