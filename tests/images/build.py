@@ -851,3 +851,45 @@ def lying_image(layout, tag="lying"):
     assert len(good) == len(lie) and good != lie
     ldesc, diff = layout.add_layer(good, "plain")
     return layout.add_image([base, (ldesc, diff)], tag=tag), ldesc["digest"], lie
+
+
+# ---------------------------------------------------------------- by name
+
+NAMED = ("busybox", "whiteout", "gzip", "zstd", "plain", "mixed", "multi", "multi-docker",
+         "docker", "python")
+
+
+def push_named(reg, names, workdir, log=None):
+    """Build the named images (NAMED) in workdir and push them to reg as test/<name>:1
+    (python: test/python:3): (refs {name: ref}, skipped {name: reason}); the python image
+    is skipped with the reason when it cannot be built."""
+    lay = Layout(os.path.join(workdir, "layout"))
+    refs, skipped = {}, {}
+    for n in names:
+        if n == "busybox":
+            busybox(lay, tag="busybox")
+            refs[n] = push(lay, "busybox", reg, "test/busybox:1")
+        elif n == "whiteout":
+            whiteout_image(lay)
+            refs[n] = push(lay, "whiteout", reg, "test/whiteout:1")
+        elif n in ("gzip", "zstd", "plain", "mixed"):
+            compression_images(lay)
+            refs[n] = push(lay, n, reg, f"test/{n}:1")
+        elif n == "multi":
+            multiarch(lay, tag="multi")
+            refs[n] = push(lay, "multi", reg, "test/multi:1", all_=True)
+        elif n == "multi-docker":
+            refs[n] = push_http(lay, multiarch(lay, tag="multi-docker", docker=True), reg,
+                                "test/multi-docker", "1")
+        elif n == "docker":
+            refs[n] = push_http(lay, docker_image(lay), reg, "test/docker", "1")
+        elif n == "python":
+            try:
+                play, _ = python_image(log=log)
+            except (RuntimeError, OSError) as e:
+                skipped[n] = str(e)
+                continue
+            refs[n] = push(play, PY_TAG, reg, f"test/python:{PY_TAG}")
+        else:
+            raise ValueError(f"unknown image {n!r} (one of {', '.join(NAMED)})")
+    return refs, skipped

@@ -189,7 +189,8 @@ class RedirectRegistry(FakeRegistry):
 class StallRegistry(FakeRegistry):
     """For requests of kind `on` ("manifest", "blob" or "v2"): the status line, headers
     announcing `length` bytes, `prefix` of them, then nothing until the server is closed
-    (or `stall_s` passed). .stalled counts the answers left hanging."""
+    (or `stall_s` passed); prefix None: not even a status line. .stalled counts the answers
+    left hanging."""
 
     def __init__(self, on="blob", prefix=b"\x1f\x8b\x08\x00", length=1 << 20, stall_s=600, **kw):
         self.on, self.prefix, self.length, self.stall_s = on, prefix, length, stall_s
@@ -199,6 +200,8 @@ class StallRegistry(FakeRegistry):
     def behave(self, handler, kind, name, ref):
         if kind != self.on:
             return False
+        if self.prefix is None:
+            return self._hang(handler)
         handler.send_response(200)
         handler.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json"
                             if kind == "manifest" else "application/octet-stream")
@@ -209,6 +212,9 @@ class StallRegistry(FakeRegistry):
             handler.wfile.flush()
         except OSError:
             return True
+        return self._hang(handler)
+
+    def _hang(self, handler):
         with self.lock:
             self.stalled += 1
         self.stopping.wait(self.stall_s)

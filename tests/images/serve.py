@@ -33,49 +33,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from images import build, registry  # noqa: E402
 
-NAMES = ("busybox", "whiteout", "gzip", "zstd", "plain", "mixed", "multi", "multi-docker",
-         "docker", "python")
-
-
-def push_images(reg, names, workdir):
-    """Build and push the named images: (refs {name: ref}, skipped {name: reason})."""
-    lay = build.Layout(os.path.join(workdir, "layout"))
-    refs, skipped = {}, {}
-    for n in names:
-        if n == "busybox":
-            build.busybox(lay, tag="busybox")
-            refs[n] = build.push(lay, "busybox", reg, "test/busybox:1")
-        elif n == "whiteout":
-            build.whiteout_image(lay)
-            refs[n] = build.push(lay, "whiteout", reg, "test/whiteout:1")
-        elif n in ("gzip", "zstd", "plain", "mixed"):
-            build.compression_images(lay)
-            refs[n] = build.push(lay, n, reg, f"test/{n}:1")
-        elif n == "multi":
-            build.multiarch(lay, tag="multi")
-            refs[n] = build.push(lay, "multi", reg, "test/multi:1", all_=True)
-        elif n == "multi-docker":
-            refs[n] = build.push_http(lay, build.multiarch(lay, tag="multi-docker", docker=True),
-                                      reg, "test/multi-docker", "1")
-        elif n == "docker":
-            refs[n] = build.push_http(lay, build.docker_image(lay), reg, "test/docker", "1")
-        elif n == "python":
-            try:
-                play, _ = build.python_image(log=lambda m: print(m, file=sys.stderr))
-            except (RuntimeError, OSError) as e:
-                skipped[n] = str(e)
-                continue
-            refs[n] = build.push(play, build.PY_TAG, reg, f"test/python:{build.PY_TAG}")
-        else:
-            raise SystemExit(f"serve.py: unknown image {n!r} (one of {', '.join(NAMES)})")
-    return refs, skipped
-
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mode", default="plain", choices=("plain", "htpasswd", "token"))
     ap.add_argument("--tls", action="store_true")
-    ap.add_argument("--image", action="append", choices=NAMES)
+    ap.add_argument("--image", action="append", choices=build.NAMED)
     a = ap.parse_args()
     stop = threading.Event()
     for s in (signal.SIGTERM, signal.SIGINT):
@@ -88,7 +51,8 @@ def main():
             print(f"serve.py: {e}", file=sys.stderr)
             return 1
         with reg:
-            refs, skipped = push_images(reg, a.image or ["busybox"], work)
+            refs, skipped = build.push_named(reg, a.image or ["busybox"], work,
+                                             log=lambda m: print(m, file=sys.stderr))
             auth = reg.docker_config(os.path.join(work, "config.json"))
             print(json.dumps({"host": reg.host, "url": reg.url, "mode": reg.mode,
                               "user": reg.user if reg.creds else None,

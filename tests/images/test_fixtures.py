@@ -8,8 +8,7 @@ cached image (build/image-cache/) or mmdebstrap and Debian's mirror to build it 
 once), and root for bwrap; it skips with the reason otherwise.
 """
 import base64
-import gzip
-import hashlib
+import io
 import json
 import os
 import shutil
@@ -31,8 +30,42 @@ pytestmark = [
 ]
 
 
+PREFIXES = ("sh-registry-", "sh-skopeo-", "sh-images-", "python-build-")
+
+
+def _ours():
+    """Temp dirs of the fixtures' prefixes, and live children of this process."""
+    dirs = set()
+    for base in (tempfile.gettempdir(), build.image_cache_dir()):
+        try:
+            dirs |= {os.path.join(base, n) for n in os.listdir(base) if n.startswith(PREFIXES)}
+        except FileNotFoundError:
+            pass
+    kids = set()
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    st = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(st[1]) == os.getpid() and st[0] != "Z":
+                kids.add(int(pid))
+    return dirs, kids
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_leftovers():
+    """The module leaves no temp dir of the fixtures and no child process behind."""
+    dirs, kids = _ours()
+    yield
+    dirs2, kids2 = _ours()
+    assert dirs2 - dirs == set(), "temp dirs left"
+    assert kids2 - kids == set(), "processes left"
+
+
 @pytest.fixture(scope="module")
-def layout():
+def layout(no_leftovers):
     """One layout with every benign image of build.py, for the module."""
     d = tempfile.mkdtemp(prefix="sh-images-test-")
     lay = build.Layout(os.path.join(d, "layout"))
@@ -200,8 +233,6 @@ def test_whiteout_image_unpacks_to_the_merged_tree(layout, tmp_path):
 
 
 def _names(tar_bytes):
-    import io
-
     with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as tf:
         return {(m.name, m.type, m.linkname) for m in tf.getmembers()}
 
@@ -233,14 +264,23 @@ def test_canary_library_marks_when_loaded(tmp_path):
     assert marker.read_text() == "loaded\n"
 
 
-def test_bomb_is_small_on_disk_and_huge_unpacked(tmp_path):
+@pytest.mark.parametrize("how", ["gzip", "zstd"])
+def test_bomb_is_small_on_disk_and_huge_unpacked(tmp_path, how):
     lay = build.Layout(str(tmp_path / "l"))
-    m = build.bomb_image(lay, gib=8)
+    m = build.bomb_image(lay, gib=8, how=how)
     layer = json.loads(lay.read_blob(m["digest"]))["layers"][0]
-    assert layer["size"] < 16 << 20
-    with gzip.open(lay.blob_path(layer["digest"])) as g:
-        with tarfile.open(fileobj=g, mode="r|") as tf:
-            first = next(iter(tf))
+    assert layer["size"] < 16 << 20 and layer["mediaType"] == build.OCI_LAYER[how]
+    # the first KiB decompressed, by the real tools, stopped by pid (never the whole)
+    p = subprocess.Popen([how, "-dc", lay.blob_path(layer["digest"])], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    try:
+        head = p.stdout.read(4096)
+    finally:
+        p.kill()
+        p.wait(timeout=10)
+        p.stdout.close()
+    with tarfile.open(fileobj=io.BytesIO(head + b"\0" * 8192), mode="r|") as tf:
+        first = next(iter(tf))
     assert (first.name, first.size) == ("zeros", 8 << 30)
 
 
@@ -340,6 +380,18 @@ def test_stall_registry_sends_a_prefix_then_nothing(tmp_path):
                     got += chunk
             assert got.startswith(b"HTTP/1.1 200") and got.endswith(b'{"sche')
             assert r.stalled == 1
+        finally:
+            s.close()
+
+
+def test_stall_registry_without_prefix_sends_not_even_a_status_line(tmp_path):
+    with hostile.StallRegistry(on="v2", prefix=None) as r:
+        s = socket.create_connection(("127.0.0.1", r.port), timeout=5)
+        try:
+            s.sendall(b"GET /v2/ HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.settimeout(1.0)
+            with pytest.raises(socket.timeout):
+                s.recv(4096)
         finally:
             s.close()
 
