@@ -69,16 +69,6 @@ class _RegistryHandler(_QuietHandler):
         return self.send_bytes(200, body, "application/octet-stream",
                                [("Docker-Content-Digest", ref)])
 
-    def send_bytes(self, code, body, content_type, headers=()):
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in headers:
-            self.send_header(k, v)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
 
 class FakeRegistry(HTTPServerThread):
     """A distribution API server from memory. auth=(user, password): basic auth required
@@ -140,11 +130,7 @@ class _BlobHostHandler(_QuietHandler):
         body = host.blobs.get(m.group(1)) if m else None
         if body is None:
             return self.send_json(404, {"error": "no such blob"})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.send_bytes(200, body, "application/octet-stream")
 
 
 class BlobHost(HTTPServerThread):

@@ -236,16 +236,18 @@ class _QuietHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
-    def send_json(self, code, obj, headers=()):
-        body = json.dumps(obj).encode()
+    def send_bytes(self, code, body, content_type, headers=()):
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         for k, v in headers:
             self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def send_json(self, code, obj, headers=()):
+        self.send_bytes(code, json.dumps(obj).encode(), "application/json", headers)
 
 
 class _TokenHandler(_QuietHandler):
