@@ -420,6 +420,22 @@ def test_lying_fake_registry_serves_other_bytes_under_the_digest(tmp_path):
 # ---------------------------------------------------------------- the python image
 
 
+def test_python_image_not_cached_and_not_buildable_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("SH_IMAGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mmdebstrap here
+    assert build.python_layout_cached() is None
+    with pytest.raises(RuntimeError, match="mmdebstrap missing"):
+        build.python_image()
+    assert [n for n in os.listdir(tmp_path / "cache") if not n.startswith(".lock")] == []
+
+
+def test_python_image_key_names_its_inputs(monkeypatch):
+    k = build.python_key()
+    assert k == build.python_key()
+    monkeypatch.setattr(build, "PY_INCLUDE", build.PY_INCLUDE + ("python3-dev",))
+    assert build.python_key() != k
+
+
 @pytest.fixture(scope="module")
 def python_layout():
     try:
