@@ -4,13 +4,6 @@
 
 #include "unpack.h"
 
-int sh_layer_compression_of(const char *media_type, sh_layer_compression *ret)
-{
-        (void)media_type;
-        (void)ret;
-        return -EINVAL;
-}
-
 int sh_layer_unpacker_new(sh_loop *loop, const sh_config *cfg, const sh_cgroup *parent,
                           sh_layer_unpacker **ret, sh_error **err)
 {

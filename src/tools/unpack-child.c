@@ -21,6 +21,7 @@
 #include "sh/caps.h"
 #include "sh/macro.h"
 #include "sh/tree.h"
+#include "sh/util.h"
 #include "sh/jail.h"
 #include "policy.h"
 #include "unpack-internal.h"
@@ -323,7 +324,7 @@ int sh_unpack_extract(void)
                 };
                 sh_bundle_verdict v = sh_bundle_check(pol, &be, &perm);
 
-                sh_bundle_quote(be.path, q, sizeof(q));
+                sh_quote_printable(be.path, q, sizeof(q));
                 if (v == SH_BUNDLE_SKIP)
                         continue; /* "./": the bundle root itself */
                 if (v != SH_BUNDLE_TAKE) {
