@@ -5,7 +5,8 @@
  * JSON line per answer ({"ref", "ok", "kind", "error", "name", "digest", "layers", "env",
  * "workdir", "size"}) and, last, {"ready": bool, "cached": [names]} once every answer is in.
  * SH_PULL_AUTH="user:password" gives every get these credentials (the /v1 image.auth);
- * SH_PULL_CANCEL=N cancels the N-th get (from 0) right after it starts. Exit 0 when every get
+ * SH_PULL_CANCEL=N cancels the N-th get (from 0) right after it starts; SH_PULL_INSTANCE names
+ * its cgroup subtree. Exit 0 when every get
  * answered (whatever the answer), 1 on a setup failure. Root: the unpacker needs cgroups. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -115,7 +116,12 @@ int main(int argc, char **argv)
                 auth.password = user + strlen(user) + 1;
         }
         gets = calloc((size_t)(n > 0 ? n : 1), sizeof(*gets));
-        snprintf(instance, sizeof(instance), "sh-pull-%d", (int)getpid());
+        /* SH_PULL_INSTANCE: the cgroup subtree's name; a run of the same name removes what a
+         * killed one left */
+        if (getenv("SH_PULL_INSTANCE"))
+                snprintf(instance, sizeof(instance), "%s", getenv("SH_PULL_INSTANCE"));
+        else
+                snprintf(instance, sizeof(instance), "sh-pull-%d", (int)getpid());
         if (!gets || sh_loop_new(&loop) < 0 || sh_cgroup_root_open(instance, &cgroot, &err) < 0 ||
             sh_cgroup_create(cgroot, NULL, "images", NULL, &cg, &err) < 0 ||
             sh_images_open(&cfg, loop, argv[1], cg, &s, &err) < 0) {
