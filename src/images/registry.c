@@ -800,6 +800,8 @@ static void got_manifest(sh_reg_pull *p, const sh_fetch_result *res, sh_fetch *x
                 return;
         }
         r = store_mem_blob(p, digest, res->body, res->len);
+        if (r == 0)
+                r = p->hooks.manifest(p->data, p->img->layers, p->img->n_layers);
         if (r < 0) {
                 finish(p, SH_E_INTERNAL, "this host cannot store the manifest: %s", strerror(-r));
                 return;
