@@ -123,6 +123,7 @@ XFS_CHECKS = [
 # project-quota part on the ext4 disk.
 OVERLAY_TESTS = [
     "the_root_shows_the_layers_merged_and_whiteouts_hide",
+    "a_layers_redirect_and_metacopy_xattrs_are_not_followed",
     "the_sandbox_uid_writes_where_the_image_lets_it_never_where_root_owns",
     "two_sandboxes_of_one_image_do_not_see_each_others_writes",
     "the_images_env_is_the_base_and_its_workdir_is_kept",

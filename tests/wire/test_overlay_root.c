@@ -96,6 +96,18 @@ static void make_layers(void)
         mk(ut_path(layers, "l1/root/usr"), 0755);
         mk(ut_path(layers, "l1/root/usr/share"), 0755);
         ut_write_file(ut_path(layers, "l1/root/usr/share/b"), "upper-b\n");
+        /* Hostile xattrs of overlayfs's own in the top layer: a directory redirected to /usr of
+         * the layers below, a file whose data would come from /usr/share/a (metacopy). */
+        mk(ut_path(layers, "l1/root/redir"), 0755);
+        ck_assert_int_eq(setxattr(ut_path(layers, "l1/root/redir"), "trusted.overlay.redirect",
+                                  "/usr", 4, 0),
+                         0);
+        ut_write_file(ut_path(layers, "l1/root/mc"), "");
+        ck_assert_int_eq(setxattr(ut_path(layers, "l1/root/mc"), "trusted.overlay.redirect",
+                                  "/usr/share/a", 12, 0),
+                         0);
+        ck_assert_int_eq(
+                setxattr(ut_path(layers, "l1/root/mc"), "trusted.overlay.metacopy", "", 0, 0), 0);
 }
 
 static void unpin(void *pin)
@@ -328,6 +340,21 @@ START_TEST(the_root_shows_the_layers_merged_and_whiteouts_hide)
 }
 END_TEST
 
+START_TEST(a_layers_redirect_and_metacopy_xattrs_are_not_followed)
+{
+        sh_sandbox *sb = create_two();
+        seen s;
+
+        /* followed, /redir would list /usr's "share" and /mc print "lower-a"; refused (EPERM),
+         * or shown as the layer has them, they do neither */
+        run(sb, &s, "ls /redir");
+        ck_assert_msg(!strstr(s.out, "share"), "%s", s.out);
+        run(sb, &s, "cat /mc");
+        ck_assert_msg(!strstr(s.out, "lower-a"), "%s", s.out);
+        sh_sandbox_unref(sb);
+}
+END_TEST
+
 START_TEST(the_sandbox_uid_writes_where_the_image_lets_it_never_where_root_owns)
 {
         sh_sandbox *sb = create_two();
@@ -528,6 +555,7 @@ static Suite *overlay_suite(void)
         tcase_set_timeout(tc, 120);
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, the_root_shows_the_layers_merged_and_whiteouts_hide);
+        tcase_add_test(tc, a_layers_redirect_and_metacopy_xattrs_are_not_followed);
         tcase_add_test(tc, the_sandbox_uid_writes_where_the_image_lets_it_never_where_root_owns);
         tcase_add_test(tc, two_sandboxes_of_one_image_do_not_see_each_others_writes);
         tcase_add_test(tc, the_images_env_is_the_base_and_its_workdir_is_kept);
