@@ -101,9 +101,14 @@ RSYNC=/usr/bin/rsync
 [ -x "$RSYNC" ] || { echo "build.sh: $RSYNC is needed (apt-get install rsync)" >&2; exit 1; }
 rm -f "$R/usr/bin/rsync"
 cp "$RSYNC" "$R/usr/bin/rsync"
+# mke2fs for the overlay root's loop part (the disk limit's template image; the daemon looks in
+# /usr/sbin). The loop module is loaded only for that part, so no earlier part finds loop.
+MKE2FS=/usr/sbin/mke2fs
+[ -x "$MKE2FS" ] || { echo "build.sh: $MKE2FS is needed (apt-get install e2fsprogs)" >&2; exit 1; }
+cp "$MKE2FS" "$R/usr/sbin/mke2fs"
 # shared libraries of the binaries (resolved on this machine, copied under the VM's own
 # /usr/lib/x86_64-linux-gnu, the dynamic loader under /usr/lib64 = /lib64)
-ldd "$DAEMON" "$LIVE" "$JAIL" "$OVL" "$RSYNC" | awk '$2 == "=>" && $3 ~ /^\//{print $3} $1 ~ /^\/.*ld-linux/{print $1}' | sort -u |
+ldd "$DAEMON" "$LIVE" "$JAIL" "$OVL" "$RSYNC" "$MKE2FS" | awk '$2 == "=>" && $3 ~ /^\//{print $3} $1 ~ /^\/.*ld-linux/{print $1}' | sort -u |
         while read -r lib; do
                 case "$lib" in
                 */ld-linux-x86-64.so.2) cp -L "$lib" "$R/usr/lib64/ld-linux-x86-64.so.2" ;;
