@@ -254,3 +254,98 @@ def test_a_pull_cut_by_a_kill_is_never_taken_for_a_complete_one(plain, work):
     assert len(store_files(store, "images")) == 1
     # the stalled layer is busybox's too: pulled whole now, never the cut copy
     assert layer.split(":")[1] in store_files(store, "blobs/sha256")
+
+
+def test_a_redirect_to_another_host_gets_the_blob_without_the_credentials(work):
+    lay = build.Layout(os.path.join(work, "layout"))
+    m = build.busybox(lay, tag="r")
+    with hostile.BlobHost() as blobs:
+        with hostile.RedirectRegistry(blobs.url + "/b/{digest}", blob_host=blobs,
+                                      auth=("tester", "pw")) as reg:
+            ref = reg.load(lay, m, "test/redir", "1")
+            answers, _, _ = run_pull(os.path.join(work, "store"), [ref],
+                                     insecure=[reg.host, blobs.host], SH_PULL_AUTH="tester:pw")
+            assert answers[0]["ok"], answers[0]
+            assert blobs.authorizations() and all(a is None for a in blobs.authorizations())
+            # the registry itself was sent them
+            assert any(r["headers"].get("authorization") for r in reg.requests)
+
+
+def test_a_redirect_to_another_scheme_is_refused(work):
+    lay = build.Layout(os.path.join(work, "layout"))
+    m = build.busybox(lay, tag="r")
+    with hostile.RedirectRegistry("file:///etc/passwd") as reg:
+        ref = reg.load(lay, m, "test/redir", "1")
+        store = os.path.join(work, "store")
+        answers, _, _ = run_pull(store, [ref], insecure=[reg.host])
+        a = answers[0]
+        assert not a["ok"] and a["kind"] == "invalid", a
+        assert "redirect" in a["error"], a
+        assert store_files(store, "images") == []
+
+
+def test_a_busy_registry_is_retried_then_served(work):
+    lay = build.Layout(os.path.join(work, "layout"))
+    m = build.busybox(lay, tag="f")
+    with hostile.FlakyRegistry(times=2, code=503, on="manifest") as reg:
+        ref = reg.load(lay, m, "test/flaky", "1")
+        answers, _, _ = run_pull(os.path.join(work, "store"), [ref], insecure=[reg.host])
+        assert answers[0]["ok"], answers[0]
+        assert reg.failed == 2
+
+
+def test_a_registry_busy_past_the_retries_is_unavailable(work):
+    lay = build.Layout(os.path.join(work, "layout"))
+    m = build.busybox(lay, tag="f")
+    with hostile.FlakyRegistry(times=100, code=429, on="manifest") as reg:
+        ref = reg.load(lay, m, "test/flaky", "1")
+        answers, _, _ = run_pull(os.path.join(work, "store"), [ref], insecure=[reg.host])
+        a = answers[0]
+        assert not a["ok"] and a["kind"] == "unavailable", a
+        assert "429" in a["error"], a
+
+
+def test_a_registry_that_never_finishes_times_the_pull_out(work):
+    lay = build.Layout(os.path.join(work, "layout"))
+    m = build.busybox(lay, tag="s")
+    ldesc = json.loads(lay.read_blob(m["digest"]))["layers"][0]
+    with LayerStall(on="blob", length=ldesc["size"], stall_s=60) as reg:
+        reg.layer = ldesc["digest"]
+        ref = reg.load(lay, m, "test/stall", "1")
+        store = os.path.join(work, "store")
+        answers, _, _ = run_pull(store, [ref], insecure=[reg.host],
+                                 SANDBOX_HOST_IMAGE_PULL_TIMEOUT_MS=2000)
+        a = answers[0]
+        assert not a["ok"] and a["kind"] == "unavailable", a
+        assert "timed out" in a["error"], a
+        assert store_files(store, "images") == []
+        assert store_files(store, "tmp") == []
+
+
+def test_an_unused_image_above_the_cache_bound_is_evicted(plain, work):
+    reg, ref = plain
+    store = os.path.join(work, "store")
+    answers, _, _ = run_pull(store, [ref], insecure=[reg.host], SANDBOX_HOST_IMAGE_CACHE_MAX=0)
+    assert answers[0]["ok"]
+    # the driver let go of it at once: with no bytes of unused images allowed, it is gone
+    assert store_files(store, "images") == []
+    assert store_files(store, "layers/sha256") == []
+    assert store_files(store, "blobs/sha256") == []
+
+
+def test_the_prepull_list_is_pulled_at_start_and_then_ready(plain, work):
+    reg, ref = plain
+    store = os.path.join(work, "store")
+    answers, last, _ = run_pull(store, [], insecure=[reg.host], SANDBOX_HOST_PREPULL=ref)
+    assert answers == [] and last["ready"] is True
+    assert len(store_files(store, "images")) == 1
+
+
+def test_a_pull_nobody_waits_for_any_more_is_stopped_and_leaves_nothing(plain, work):
+    reg, ref = plain
+    store = os.path.join(work, "store")
+    answers, _, err = run_pull(store, [ref], insecure=[reg.host], SH_PULL_CANCEL=0)
+    assert answers == [{"ref": ref, "cancelled": True}]
+    assert "nobody waits" in err
+    assert store_files(store, "images") == []
+    assert store_files(store, "tmp") == []
