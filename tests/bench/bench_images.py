@@ -31,9 +31,10 @@ from images import build, registry  # noqa: E402
 ROW = "pull + unpack of the python image, local registry (ms)"
 
 
-def peer_pull_unpack(ref, scratch, rootless=None):
-    """`skopeo copy docker://REF oci:...` then `umoci unpack` into scratch (removed after):
-    (copy ms, unpack ms). ref: "127.0.0.1:PORT/name:tag" of a plain-HTTP registry."""
+def peer_pull_unpack(ref, scratch, rootless=None, keep=None):
+    """`skopeo copy docker://REF oci:...` then `umoci unpack` into scratch (removed after;
+    keep: a path the unpacked tree, its rootfs, is moved to first): (copy ms, unpack ms).
+    ref: "127.0.0.1:PORT/name:tag" of a plain-HTTP registry."""
     rootless = os.geteuid() != 0 if rootless is None else rootless
     d = tempfile.mkdtemp(prefix="sh-bench-images-", dir=scratch)
     try:
@@ -47,6 +48,8 @@ def peer_pull_unpack(ref, scratch, rootless=None):
         t2 = time.perf_counter()
         if p.returncode != 0:
             raise RuntimeError(f"umoci unpack: {p.stderr.strip()[-1000:]}")
+        if keep:
+            os.rename(f"{d}/bundle/rootfs", keep)
         return (t1 - t0) * 1000.0, (t2 - t1) * 1000.0
     finally:
         shutil.rmtree(d, ignore_errors=True)
