@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Image pull benchmark (issue 22), the peer side: pull and unpack of the python image from a
 local registry by `skopeo copy` (registry -> OCI layout) + `umoci unpack` (layout -> root
-tree), timed, in the same run as the daemon's figure (added beside it by bench_all later).
+tree), timed. bench_all.py's `images` figure runs it beside the daemon's pull in the same run
+(its functions peer_pull_unpack and image_for); alone, it prints the peer's figures only.
 
     sudo /usr/bin/python3 tests/bench/bench_images.py [--n 3] [--smoke] [--disk] [--json F]
 
