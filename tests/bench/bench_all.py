@@ -33,15 +33,18 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from bench_isolation import Client, bwrap_args, pct  # noqa: E402  (reused, not duplicated)
+from bench_images import image_for, peer_pull_unpack  # noqa: E402  (issue 22's peer)
 
 FULL = dict(create_n=200, exec_n=500, exec16_n=100, stream_mb=256, file_mb=512, osfile_mb=512,
             walk_files=100_000, persist_files=10_000, persist4k_files=5000, persist4k_runs=3,
             persist_mb=256, wrk_s=10, mem_steps=(1, 100, 500), bwrap_idle=50, hold_cap=10_000,
-            hold_s=900, hold_floor_mib=3072, bomb_s=5, churn_n=200, churn_batch=50)
+            hold_s=900, hold_floor_mib=3072, bomb_s=5, churn_n=200, churn_batch=50,
+            img_pulls=3, img_lives=100, img_many=100)
 SMOKE = dict(create_n=5, exec_n=5, exec16_n=3, stream_mb=4, file_mb=8, osfile_mb=8,
              walk_files=1000, persist_files=100, persist4k_files=100, persist4k_runs=1,
              persist_mb=8, wrk_s=1, mem_steps=(1, 3, 5), bwrap_idle=3, hold_cap=20, hold_s=30,
-             hold_floor_mib=1024, bomb_s=1, churn_n=5, churn_batch=5)
+             hold_floor_mib=1024, bomb_s=1, churn_n=5, churn_batch=5, img_pulls=1,
+             img_lives=5, img_many=5)
 
 # The table in print order, one section after another: (row, the figure that measures it,
 # goal). A goal is (op, bound, was) on the ratio ours / peer ("was": the issue's figure for a
@@ -73,6 +76,14 @@ KEPT = [  # "already at or past the peer, keep them there": goal = the looser of
     ("restore one 256 MiB file (ms)", "persist", ("<=", 1.1, 1.1)),
     ("per-sandbox PSS, daemon+workers (KiB)", "memory", ("<=", 1.0, 0.57)),
 ]
+IMAGES = [  # issue 22's benchmark: OCI images pulled by reference, each beside its peer
+    ("image pull + unpack, local registry, fresh store (ms)", "images", ("<=", 1.0, None)),
+    ("create + first exec true, cached OCI image, p50 (ms)", "images", ("<=", 1.5, None)),
+    ("create + first exec true, cached OCI image against a host image, p50 (ms)", "images",
+     ("<=", 1.2, None)),
+    # "≈ one copy of its layers plus their uppers", read as at most 10% above it
+    ("disk used by 100 sandboxes of one OCI image (MiB)", "images", ("<=", 1.1, None)),
+]
 OTHER = [  # the other figures of the earlier issues, no goal of issue 15
     ("exec true, 16 sandboxes, p50 (ms)", "exec", None),
     ("exec true, 16 sandboxes, p99 (ms)", "exec", None),
@@ -103,6 +114,7 @@ OTHER = [  # the other figures of the earlier issues, no goal of issue 15
 ]
 SECTIONS = [("issue 15: its table, in its order", ISSUE15),
             ("issue 15: at or past the peer today, keep them there", KEPT),
+            ("issue 22: OCI images", IMAGES),
             ("the other figures", OTHER)]
 SPEC = {row: (fig, goal) for _, rows in SECTIONS for row, fig, goal in rows}
 ROWS = [row for _, rows in SECTIONS for row, _, _ in rows]  # every row the table always prints
@@ -362,12 +374,12 @@ def fig_create(t, d, a, cfg):
     t.add("create p99 (ms)", pct(lat, .99) * 1e3, bw and pct(bw, .99) * 1e3, peer, "lat")
 
 
-def life(d, a, n, execs, pause_ms=0):
-    """benchtool lifeloop: n times create, `execs` execs of true, delete, then pause_ms of
-    pause, not timed (one C client, one keep-alive connection); one row of seconds per
-    sandbox: create, each exec, delete."""
+def life(d, a, n, execs, pause_ms=0, image=None):
+    """benchtool lifeloop: n times create (from `image` when given), `execs` execs of true,
+    delete, then pause_ms of pause, not timed (one C client, one keep-alive connection); one
+    row of seconds per sandbox: create, each exec, delete."""
     out = run([a.tool, "lifeloop", d.host, str(d.port), str(n), str(execs),
-               str(pause_ms)]).stdout
+               str(pause_ms)] + ([image] if image else [])).stdout
     return [[int(x) / 1e9 for x in line.split()] for line in out.splitlines()]
 
 
@@ -785,6 +797,169 @@ def fig_walk(t, d, a, cfg):
     c.call("DELETE", f"/sandboxes/{rid}")
 
 
+def du_kib(path):
+    """du -skx: KiB allocated under path, on its own file system only."""
+    return int(run(["du", "-skx", path]).stdout.split()[0])
+
+
+def pull_log_ms(d, ref, timeout=5):
+    """The pull of ref as the daemon logs it: from its "pulling REF" line to its "pulled REF"
+    line (ms, the log's millisecond clock), or None."""
+    import datetime
+
+    def at(line):
+        return datetime.datetime.strptime(line["time"], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+    deadline = time.time() + timeout
+    while True:
+        start = end = None
+        with open(d.errlog.name) as f:
+            for ln in f:
+                try:
+                    o = json.loads(ln)
+                except ValueError:
+                    continue
+                if o.get("event") != "image-pull":
+                    continue
+                if o.get("msg") == f"pulling {ref}":
+                    start = at(o)
+                elif o.get("msg", "").startswith(f"pulled {ref} "):
+                    end = at(o)
+        if start is not None and end is not None:
+            return (end - start) * 1e3
+        if time.time() > deadline:
+            return None
+        time.sleep(0.1)
+
+
+def fig_images(t, a, cfg):
+    """Issue 22's rows. The image: the python one of tests/images/build.py (built when missing,
+    minutes), or busybox for --smoke when python is not cached; pushed to a plain-HTTP
+    docker-registry on 127.0.0.1 (tests/images/registry.py). Everything on the bench's tmpfs.
+
+    1. pull + unpack, img_pulls rounds, each: the peer (`skopeo copy` into an OCI layout, then
+       `umoci unpack`), then ours on a fresh daemon with a fresh state root: the create with
+       the image's reference, less the median of 3 host-image creates in the same daemon just
+       before (the row), and the pull as the daemon logs it (the note).
+    2. create + first exec of true from the now cached image (benchtool lifeloop with the
+       reference), beside `bwrap --ro-bind TREE / ... /bin/true` on the image's tree the last
+       peer unpacked (hyperfine), and beside the same lives on the host image in the same
+       daemon (rounds of 10 alternating, so that the load falls on both alike).
+    3. img_many sandboxes of the image held at once: du of the image store ({root}/images)
+       plus their uppers, beside one copy of the image's tree (the umoci one) plus the same
+       uppers."""
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from images import build, registry
+
+    why = registry.available() or (a.smoke and build.busybox_available())
+    if why:
+        raise RuntimeError(why)
+    lay, tag, label, tmp = image_for(a.smoke)
+    name = label.split()[0]  # label: "python", or "busybox (smoke: ...)"
+    work = os.path.join(a.base, "images")
+    os.makedirs(work)
+    d = None
+    try:
+        size = sum(x["size"] for x in
+                   json.loads(lay.read_blob(lay.tagged(tag)["digest"]))["layers"])
+        with registry.Registry("plain") as reg:
+            ref = build.push(lay, tag, reg, f"test/{name}:{tag}")
+            flags = ["--max-sandboxes=128", "--log-level=info", f"--insecure-registries={reg.host}"]
+            peer, copy, unpack, ours, base, logged = [], [], [], [], [], []
+            tree = os.path.join(work, "tree")  # the last peer's tree, for 2 and 3
+            for i in range(cfg["img_pulls"]):
+                if os.path.isdir(tree):
+                    shutil.rmtree(tree)
+                c_ms, u_ms = peer_pull_unpack(ref, work, keep=tree)
+                copy.append(c_ms)
+                unpack.append(u_ms)
+                peer.append(c_ms + u_ms)
+                if d:
+                    d.stop()
+                    shutil.rmtree(d.root, ignore_errors=True)
+                root = os.path.join(work, f"root-{i}")
+                d = Daemon(a.bin, root, *flags)
+                d.root = root
+                c = d.client()
+                host = []
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    rid = create(c)
+                    host.append(time.perf_counter() - t0)
+                    c.call("DELETE", f"/sandboxes/{rid}")
+                t0 = time.perf_counter()
+                rid = create(c, {"image": ref})
+                dt = time.perf_counter() - t0
+                c.call("DELETE", f"/sandboxes/{rid}")
+                base.append(statistics.median(host) * 1e3)
+                ours.append(dt * 1e3 - base[-1])
+                logged.append(pull_log_ms(d, ref))
+            med = statistics.median
+            lg = [x for x in logged if x is not None]
+            t.add("image pull + unpack, local registry, fresh store (ms)", med(ours), med(peer),
+                  f"skopeo copy + umoci unpack, same registry and tmpfs: copy {med(copy):.0f} "
+                  f"+ unpack {med(unpack):.0f}", "lat",
+                  note=f"{label} image, {size / 1e6:.1f} MB compressed, median of "
+                  f"{cfg['img_pulls']}: the create from the reference less a host-image create "
+                  f"({med(base):.1f} ms) in the same fresh daemon; the pull alone by the daemon's "
+                  f"log (pulling -> pulled): " + (f"{med(lg):.0f} ms" if lg else "not logged"))
+
+            # 2: the image is in the last daemon's store now
+            n = cfg["img_lives"]
+            bw = hyperfine_times(["bwrap", "--ro-bind", tree, "/", "--proc", "/proc", "--dev",
+                                  "/dev", "--unshare-all", "/bin/true"], n)
+            oci, hst = [], []
+            for k in range(0, n, 10):
+                oci += life(d, a, min(10, n - k), 1, image=ref)
+                hst += life(d, a, min(10, n - k), 1)
+
+            def tti(rows):
+                return pct([r[0] + r[1] for r in rows], .5) * 1e3
+
+            def parts(rows):
+                return (f"create p50 {pct([r[0] for r in rows], .5) * 1e3:.2f} + first exec p50 "
+                        f"{pct([r[1] for r in rows], .5) * 1e3:.2f}")
+            t.add("create + first exec true, cached OCI image, p50 (ms)", tti(oci),
+                  pct(bw, .5) * 1e3, "bwrap --ro-bind TREE / --proc /proc --dev /dev "
+                  "--unshare-all /bin/true on the image's tree unpacked by umoci, hyperfine",
+                  "lat", note=f"{name}; {parts(oci)}")
+            t.add("create + first exec true, cached OCI image against a host image, p50 (ms)",
+                  tti(oci), tti(hst), f"the default host image, same daemon, interleaved; "
+                  f"{parts(hst)}", "lat", note=name)
+
+            # 3: img_many sandboxes of the image at once
+            m = cfg["img_many"]
+            c = d.client()
+            rids = []
+            try:
+                for _ in range(m):
+                    rids.append(create(c, {"image": ref}))
+                ups = [os.path.join(d.root, ".sandboxes", s, "root")
+                       for s in os.listdir(os.path.join(d.root, ".sandboxes"))]
+                ups = [u for u in ups if os.path.isdir(u)]
+                if len(ups) != m:
+                    raise RuntimeError(f"{len(ups)} uppers found for {m} sandboxes")
+                store = du_kib(os.path.join(d.root, "images"))
+                blobs = du_kib(os.path.join(d.root, "images", "blobs"))
+                layers = du_kib(os.path.join(d.root, "images", "layers"))
+                upper = sum(du_kib(u) for u in ups)
+                one = du_kib(tree)
+            finally:
+                for r in rids:
+                    c.call("DELETE", f"/sandboxes/{r}")
+            t.add("disk used by 100 sandboxes of one OCI image (MiB)", (store + upper) / 1024,
+                  (one + upper) / 1024, f"one copy of the image's tree (umoci unpack, "
+                  f"{one / 1024:.1f} MiB) plus the same uppers", "lat",
+                  note=f"{name}, {m} sandboxes: the store {store / 1024:.1f} MiB (compressed "
+                  f"blobs {blobs / 1024:.1f}, unpacked layers {layers / 1024:.1f}) + the uppers "
+                  f"{upper / 1024:.1f} MiB ({upper / m:.0f} KiB each), du -skx")
+    finally:
+        if d:
+            d.stop()
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def fig_persist(t, a, cfg):
     """Persist/restore through bench_persist.py's own case (reused, not duplicated), for 10,000
     files of 1 KiB, 5,000 files of 4 KiB (issue 15's row) and one 256 MiB file: a sandbox
@@ -1191,7 +1366,7 @@ def main():
     ap.add_argument("--hold-cap", type=int, help="cap of the held-sandboxes figure")
     ap.add_argument("--only", help="comma-separated figures to run (create, tti, churn, exec, "
                     "stream, opensandbox, files, osfiles, walk, rate, persist, memory, hold, "
-                    "create-disk, abuse); default: all")
+                    "create-disk, abuse, images); default: all")
     a = ap.parse_args()
     a.bin = os.path.abspath(a.bin)
     cfg = dict(SMOKE if a.smoke else FULL)
@@ -1246,7 +1421,8 @@ def main():
         d.stop()
         d = None
         for name, fn in [("persist", fig_persist), ("memory", fig_memory), ("hold", fig_hold),
-                         ("create-disk", fig_create_disk), ("abuse", fig_abuse)]:
+                         ("create-disk", fig_create_disk), ("abuse", fig_abuse),
+                         ("images", fig_images)]:
             if want(name):
                 step(t, fig_rows(name), fn, a, cfg)
     finally:
@@ -1266,7 +1442,7 @@ def main():
     load = f"load average (1, 5, 15 min) {load0} at the start, {loadavg()} at the end"
     sys.stdout.write(f"machine: {machine()}\n{load}\nbinary: {a.bin} ({ver})\n"
                      "ours / peer: for a time below 1 is faster than the peer, for a rate above "
-                     "1 is; goal: issue 15's, met or not\n\n")
+                     "1 is; goal: issue 15's (issue 22's for its rows), met or not\n\n")
     t.print()
     if a.json:
         with open(a.json, "w") as f:

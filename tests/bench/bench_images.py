@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Image pull benchmark (issue 22), the peer side: pull and unpack of the python image from a
 local registry by `skopeo copy` (registry -> OCI layout) + `umoci unpack` (layout -> root
-tree), timed, in the same run as the daemon's figure (added beside it by bench_all later).
+tree), timed. bench_all.py's `images` figure runs it beside the daemon's pull in the same run
+(its functions peer_pull_unpack and image_for); alone, it prints the peer's figures only.
 
     sudo /usr/bin/python3 tests/bench/bench_images.py [--n 3] [--smoke] [--disk] [--json F]
 
@@ -31,9 +32,10 @@ from images import build, registry  # noqa: E402
 ROW = "pull + unpack of the python image, local registry (ms)"
 
 
-def peer_pull_unpack(ref, scratch, rootless=None):
-    """`skopeo copy docker://REF oci:...` then `umoci unpack` into scratch (removed after):
-    (copy ms, unpack ms). ref: "127.0.0.1:PORT/name:tag" of a plain-HTTP registry."""
+def peer_pull_unpack(ref, scratch, rootless=None, keep=None):
+    """`skopeo copy docker://REF oci:...` then `umoci unpack` into scratch (removed after;
+    keep: a path the unpacked tree, its rootfs, is moved to first): (copy ms, unpack ms).
+    ref: "127.0.0.1:PORT/name:tag" of a plain-HTTP registry."""
     rootless = os.geteuid() != 0 if rootless is None else rootless
     d = tempfile.mkdtemp(prefix="sh-bench-images-", dir=scratch)
     try:
@@ -47,6 +49,8 @@ def peer_pull_unpack(ref, scratch, rootless=None):
         t2 = time.perf_counter()
         if p.returncode != 0:
             raise RuntimeError(f"umoci unpack: {p.stderr.strip()[-1000:]}")
+        if keep:
+            os.rename(f"{d}/bundle/rootfs", keep)
         return (t1 - t0) * 1000.0, (t2 - t1) * 1000.0
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -9,10 +9,11 @@
  *                                    end, then the K*N latencies
  *   execpar HOST PORT N RID...       one execloop of N per RID at once (each on its own
  *                                    connection, opened before the start): as forkpar
- *   lifeloop HOST PORT N E [MS]      N times: create a sandbox, E execs of `true` in it, delete
- *                                    (then MS milliseconds of pause, not timed: default 0)
- *                                    it, on one connection: per line "CREATE EXEC1..EXECE
- *                                    DELETE", each call's time
+ *   lifeloop HOST PORT N E [MS [IMAGE]]  N times: create a sandbox, E execs of `true` in it,
+ *                                    delete it (then MS milliseconds of pause, not timed:
+ *                                    default 0), on one connection: per line "CREATE
+ *                                    EXEC1..EXECE DELETE", each call's time; IMAGE: the
+ *                                    creates' "image" (a host image or an OCI reference)
  *   batchloop HOST PORT N            N creates in a row, then the N deletes in a row: per line
  *                                    "CREATE DELETE"
  *   stream HOST PORT RID ARG...      one exec of ARG...: decodes every NDJSON "o" frame
@@ -570,17 +571,28 @@ static uint64_t exec_true(rd *r, sink *k, const char *rid)
         return now_ns() - t0;
 }
 
-/* POST /sandboxes {} on the connection: the remote_id into rid; the call's time. */
-static uint64_t create_sandbox(rd *r, char *rid, size_t cap)
+/* POST /sandboxes {} (or {"image": IMAGE}) on the connection: the remote_id into rid; the
+ * call's time. */
+static uint64_t create_sandbox(rd *r, char *rid, size_t cap, const char *image)
 {
-        static const char req[] = "POST /sandboxes HTTP/1.1\r\nHost: bench\r\n"
-                                  "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+        char req[1024];
         sink k = {.raw = 1};
-        uint64_t t0 = now_ns(), dt;
+        uint64_t t0, dt;
         const char *v, *e;
-        int st;
+        int st, n;
 
-        write_all(r->fd, req, sizeof(req) - 1);
+        if (image && (strpbrk(image, "\"\\") || strlen(image) > 512))
+                die("image not supported");
+        n = image ? snprintf(req, sizeof(req),
+                             "POST /sandboxes HTTP/1.1\r\nHost: bench\r\n"
+                             "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n"
+                             "{\"image\":\"%s\"}",
+                             strlen(image) + 12, image)
+                  : snprintf(req, sizeof(req),
+                             "POST /sandboxes HTTP/1.1\r\nHost: bench\r\n"
+                             "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+        t0 = now_ns();
+        write_all(r->fd, req, (size_t)n);
         st = read_response(r, &k);
         dt = now_ns() - t0;
         v = k.len ? memmem(k.line, k.len, "\"remote_id\":\"", 13) : NULL;
@@ -851,14 +863,15 @@ static int par_exec(par *p, int i, long n, uint64_t *lat, void *arg)
         return 0;
 }
 
-static int cmd_lifeloop(const char *host, int port, long n, long execs, long pause_ms)
+static int cmd_lifeloop(const char *host, int port, long n, long execs, long pause_ms,
+                        const char *image)
 {
         rd r = {.fd = http_connect(host, port)};
         sink k = {0};
         char rid[256];
 
         for (long i = 0; i < n; i++) {
-                printf("%llu", (unsigned long long)create_sandbox(&r, rid, sizeof(rid)));
+                printf("%llu", (unsigned long long)create_sandbox(&r, rid, sizeof(rid), image));
                 for (long j = 0; j < execs; j++) {
                         uint64_t t = exec_true(&r, &k, rid);
 
@@ -886,7 +899,7 @@ static int cmd_batchloop(const char *host, int port, long n)
         if (!rids || !ct)
                 die("calloc");
         for (long i = 0; i < n; i++)
-                ct[i] = create_sandbox(&r, rids[i], sizeof(rids[i]));
+                ct[i] = create_sandbox(&r, rids[i], sizeof(rids[i]), NULL);
         for (long i = 0; i < n; i++)
                 printf("%llu %llu\n", (unsigned long long)ct[i],
                        (unsigned long long)delete_sandbox(&r, rids[i]));
@@ -991,9 +1004,9 @@ int main(int argc, char **argv)
 
                 return par_run(argc - 5, atol(argv[4]), par_exec, &pa);
         }
-        if ((argc == 6 || argc == 7) && strcmp(argv[1], "lifeloop") == 0)
+        if (argc >= 6 && argc <= 8 && strcmp(argv[1], "lifeloop") == 0)
                 return cmd_lifeloop(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]),
-                                    argc == 7 ? atol(argv[6]) : 0);
+                                    argc >= 7 ? atol(argv[6]) : 0, argc == 8 ? argv[7] : NULL);
         if (argc == 5 && strcmp(argv[1], "batchloop") == 0 && atol(argv[4]) > 0)
                 return cmd_batchloop(argv[2], atoi(argv[3]), atol(argv[4]));
         if (argc >= 6 && strcmp(argv[1], "stream") == 0)
@@ -1005,7 +1018,7 @@ int main(int argc, char **argv)
         if (argc == 6 && strcmp(argv[1], "osstream") == 0)
                 return cmd_osstream(argv[2], atoi(argv[3]), argv[4], argv[5]);
         fprintf(stderr, "usage: benchtool forkloop N | execloop HOST PORT RID N | forkpar K N | "
-                        "execpar HOST PORT N RID... | lifeloop HOST PORT N E [MS] | "
+                        "execpar HOST PORT N RID... | lifeloop HOST PORT N E [MS [IMAGE]] | "
                         "batchloop HOST PORT N | stream HOST PORT RID ARG... | pipecat FILE | "
                         "oscmdloop HOST PORT ID N | osstream HOST PORT ID TEXT\n");
         return 2;
