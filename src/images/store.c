@@ -1,5 +1,6 @@
 /* store.c: the image store under {root}/images (docs/images.md "Store layout"):
- *   blobs/sha256/<hex>        verified blobs (manifests, configs, compressed layers)
+ *   blobs/sha256/<hex>        verified blobs (manifests, configs; a compressed layer only
+ *                             until its tree is unpacked)
  *   layers/sha256/<hex>/root/ one unpacked layer per compressed blob digest; complete when the
  *                             directory has its final name (unpacked in tmp/, renamed at the end)
  *   images/<sha256 of the canonical reference>.json   the record, written last, atomically
@@ -816,6 +817,12 @@ static void on_unpacked(const sh_error *err, const sh_layer_unpack_result *res, 
                 discard(s, p->unpack_tmp);
         }
         p->unpack_tmp[0] = '\0';
+        /* The layer is kept once, unpacked: its compressed blob goes (a later pull of an image
+         * that has it finds the tree and fetches nothing). */
+        if (sh_store_blob_path(digest, dest, sizeof(dest)) == 0 &&
+            unlinkat(s->dirfd, dest, 0) < 0 && errno != ENOENT)
+                sh_log(SH_LOG_WARN, "image-store", NULL, "cannot remove the blob of %s: %s",
+                       digest, strerror(errno));
         p->layers[p->next_unpack].unpacked = true;
         p->next_unpack++;
         tell_progress(p);
