@@ -252,8 +252,10 @@ def test_a_pull_cut_by_a_kill_is_never_taken_for_a_complete_one(plain, work):
     assert answers[0]["ok"], answers[0]
     assert store_files(store, "tmp") == []
     assert len(store_files(store, "images")) == 1
-    # the stalled layer is busybox's too: pulled whole now, never the cut copy
-    assert layer.split(":")[1] in store_files(store, "blobs/sha256")
+    # the stalled layer is busybox's too: pulled whole now, never the cut copy (its tree in
+    # layers/, its compressed blob gone once unpacked)
+    assert layer.split(":")[1] in store_files(store, "layers/sha256")
+    assert layer.split(":")[1] not in store_files(store, "blobs/sha256")
 
 
 def test_a_redirect_to_another_host_gets_the_blob_without_the_credentials(work):
