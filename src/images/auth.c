@@ -18,6 +18,7 @@
 #define PARAM_MAX       (8u << 10) /* one auth-param's value */
 #define CREDENTIAL_MAX  (4u << 10) /* a user name or password */
 #define TOKEN_BODY_MAX  (1u << 20) /* a token endpoint's answer */
+#define CONFIG_FILE_MAX (4u << 20) /* a Docker config.json */
 #define DOCKER_HUB_AUTH "https://index.docker.io/v1/"
 
 /* ---- WWW-Authenticate ----------------------------------------------------------------- */
@@ -417,7 +418,8 @@ int sh_docker_config_lookup(const char *json, size_t len, const char *domain, ch
         char q[SH_QUOTE_MAX + 4];
 
         *user = *password = NULL;
-        root = sh_json_object_of(json, len, "the registry credentials file", reason, n);
+        root = sh_json_object_of(json, len, CONFIG_FILE_MAX, "the registry credentials file",
+                                 reason, n);
         if (!root)
                 return -EINVAL;
         auths = sh_json_opt(root, "auths");
@@ -450,12 +452,8 @@ int sh_auth_token_parse(const char *body, size_t len, char **token, char *reason
         size_t tlen;
 
         *token = NULL;
-        if (len > TOKEN_BODY_MAX) {
-                sh_why(reason, n, "the token endpoint's answer is %zu bytes, more than %u", len,
-                       TOKEN_BODY_MAX);
-                return -EINVAL;
-        }
-        root = sh_json_object_of(body, len, "the token endpoint's answer", reason, n);
+        root = sh_json_object_of(body, len, TOKEN_BODY_MAX, "the token endpoint's answer", reason,
+                                 n);
         if (!root)
                 return -EINVAL;
         t = sh_json_opt(root, "token");
