@@ -1,4 +1,4 @@
-/* oci.h: the image service's pure decoders (docs/images.md): Docker's image reference grammar
+/* oci.h: the image service's pure decoders (docs/architecture.md, images): Docker's image reference grammar
  * and Docker Hub's normalisation (ref.c); OCI and Docker schema 2 manifests, indexes and
  * manifest lists with the host's platform chosen, and the image config (oci.c); the
  * registry's WWW-Authenticate challenge, Docker's config.json credentials and the token
