@@ -1,9 +1,9 @@
-/* oci.h: the image service's pure decoders (docs/architecture.md, images): Docker's image reference grammar
- * and Docker Hub's normalisation (ref.c); OCI and Docker schema 2 manifests, indexes and
- * manifest lists with the host's platform chosen, and the image config (oci.c); the
- * registry's WWW-Authenticate challenge, Docker's config.json credentials and the token
- * endpoint's answer (auth.c). No I/O: each takes bytes and gives a value or a reason naming
- * what is wrong (every failure fills `reason` when it is not NULL). */
+/* oci.h: the image service's pure decoders (docs/architecture.md, "images"): Docker's image
+ * reference grammar and Docker Hub's normalisation (ref.c); OCI and Docker schema 2
+ * manifests, indexes and manifest lists with the host's platform chosen, and the image config
+ * (oci.c); the registry's WWW-Authenticate challenge, Docker's config.json credentials and the
+ * token endpoint's answer (auth.c). No I/O: each takes bytes and gives a value or a reason
+ * naming what is wrong (every failure fills `reason` when it is not NULL). */
 #pragma once
 
 #include <stdbool.h>
