@@ -18,6 +18,7 @@
 #define PARAM_MAX       (8u << 10) /* one auth-param's value */
 #define CREDENTIAL_MAX  (4u << 10) /* a user name or password */
 #define TOKEN_BODY_MAX  (1u << 20) /* a token endpoint's answer */
+#define CONFIG_FILE_MAX (4u << 20) /* a Docker config.json */
 #define DOCKER_HUB_AUTH "https://index.docker.io/v1/"
 
 /* ---- WWW-Authenticate ----------------------------------------------------------------- */
@@ -95,19 +96,6 @@ bad:
         return NULL;
 }
 
-typedef struct challenge {
-        sh_auth_scheme scheme;
-        char *realm, *service, *scope;
-} challenge;
-
-static void challenge_clear(challenge *c)
-{
-        free(c->realm);
-        free(c->service);
-        free(c->scope);
-        *c = (challenge){0};
-}
-
 /* A token68 at p ("dXNlcjpwYXNz==", Basic's or Negotiate's credentials): the position after
  * it and its spaces when one is there, alone up to a ',' or the end; else NULL. */
 static const char *token68(const char *p)
@@ -126,7 +114,7 @@ static const char *token68(const char *p)
 
 /* The parameters of one challenge, from p (after its scheme) up to the next challenge or the
  * end: the position of the next challenge's scheme (or the end), or NULL (reason written). */
-static const char *challenge_params(const char *p, challenge *c, char *reason, size_t n)
+static const char *challenge_params(const char *p, sh_auth_challenge *c, char *reason, size_t n)
 {
         const char *t = token68(skip_ows(p));
 
@@ -215,7 +203,7 @@ void sh_auth_challenge_done(sh_auth_challenge *c)
 
 int sh_auth_challenge_parse(const char *header, sh_auth_challenge *ret, char *reason, size_t n)
 {
-        challenge best = {0}, cur = {0};
+        sh_auth_challenge best = {0}, cur = {0};
         char others[128] = "";
         const char *p = header;
 
@@ -256,34 +244,31 @@ int sh_auth_challenge_parse(const char *header, sh_auth_challenge *ret, char *re
                 p = challenge_params(scheme_end, &cur, reason, n);
                 if (!p)
                         goto bad;
-                /* Bearer over Basic; the first of a kind */
+                /* Bearer over Basic over none (the enum's order); the first of a kind */
                 if (cur.scheme > best.scheme) {
-                        challenge_clear(&best);
+                        sh_auth_challenge_done(&best);
                         best = cur;
-                        cur = (challenge){0};
+                        cur = (sh_auth_challenge){0};
                 } else {
-                        challenge_clear(&cur);
+                        sh_auth_challenge_done(&cur);
                 }
         }
         if (best.scheme == SH_AUTH_NONE) {
                 sh_why(reason, n, "the registry asks for %s; only Basic and Bearer are supported",
                        others[0] ? others : "no known authentication");
-                challenge_clear(&best);
+                sh_auth_challenge_done(&best);
                 return -ENOTSUP;
         }
         if (best.scheme == SH_AUTH_BEARER && (!best.realm || !*best.realm)) {
                 sh_why(reason, n, "the registry's Bearer challenge has no realm");
-                challenge_clear(&best);
+                sh_auth_challenge_done(&best);
                 return -EINVAL;
         }
-        ret->scheme = best.scheme;
-        ret->realm = best.realm;
-        ret->service = best.service;
-        ret->scope = best.scope;
+        *ret = best;
         return 0;
 bad:
-        challenge_clear(&cur);
-        challenge_clear(&best);
+        sh_auth_challenge_done(&cur);
+        sh_auth_challenge_done(&best);
         return -EINVAL;
 }
 
@@ -417,7 +402,8 @@ int sh_docker_config_lookup(const char *json, size_t len, const char *domain, ch
         char q[SH_QUOTE_MAX + 4];
 
         *user = *password = NULL;
-        root = sh_json_object_of(json, len, "the registry credentials file", reason, n);
+        root = sh_json_object_of(json, len, CONFIG_FILE_MAX, "the registry credentials file",
+                                 reason, n);
         if (!root)
                 return -EINVAL;
         auths = sh_json_opt(root, "auths");
@@ -450,12 +436,8 @@ int sh_auth_token_parse(const char *body, size_t len, char **token, char *reason
         size_t tlen;
 
         *token = NULL;
-        if (len > TOKEN_BODY_MAX) {
-                sh_why(reason, n, "the token endpoint's answer is %zu bytes, more than %u", len,
-                       TOKEN_BODY_MAX);
-                return -EINVAL;
-        }
-        root = sh_json_object_of(body, len, "the token endpoint's answer", reason, n);
+        root = sh_json_object_of(body, len, TOKEN_BODY_MAX, "the token endpoint's answer", reason,
+                                 n);
         if (!root)
                 return -EINVAL;
         t = sh_json_opt(root, "token");

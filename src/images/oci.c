@@ -209,11 +209,6 @@ int sh_oci_doc_parse(const char *content_type, const char *body, size_t len, sh_
         int k;
 
         *ret = (sh_oci_doc){0};
-        if (len > SH_OCI_DOC_MAX) {
-                sh_why(reason, reason_len, "the manifest is %zu bytes, more than %u", len,
-                       SH_OCI_DOC_MAX);
-                return -EINVAL;
-        }
         content_type_of(content_type, ct);
         if (is_schema1_type(ct)) {
                 sh_why(reason, reason_len,
@@ -222,7 +217,7 @@ int sh_oci_doc_parse(const char *content_type, const char *body, size_t len, sh_
                        ct);
                 return -EINVAL;
         }
-        root = sh_json_object_of(body, len, "the manifest", reason, reason_len);
+        root = sh_json_object_of(body, len, SH_OCI_DOC_MAX, "the manifest", reason, reason_len);
         if (!root)
                 return -EINVAL;
         mt = sh_json_opt(root, "mediaType");
@@ -604,12 +599,7 @@ int sh_oci_config_parse(const char *body, size_t len, sh_oci_config *ret, char *
         int k;
 
         *ret = (sh_oci_config){0};
-        if (len > SH_OCI_CONFIG_MAX) {
-                sh_why(reason, n, "the image config is %zu bytes, more than %u", len,
-                       SH_OCI_CONFIG_MAX);
-                return -EINVAL;
-        }
-        root = sh_json_object_of(body, len, "the image config", reason, n);
+        root = sh_json_object_of(body, len, SH_OCI_CONFIG_MAX, "the image config", reason, n);
         if (!root)
                 return -EINVAL;
         if ((k = plain_string(root, "os", &c.os, reason, n)) < 0 ||

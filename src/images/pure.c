@@ -34,12 +34,18 @@ const char *sh_quote(const char *s, size_t n, char out[SH_QUOTE_MAX + 4])
         return out;
 }
 
-cJSON *sh_json_object_of(const char *body, size_t len, const char *what, char *reason, size_t n)
+cJSON *sh_json_object_of(const char *body, size_t len, size_t max, const char *what, char *reason,
+                         size_t n)
 {
-        char *copy = malloc(len + 1);
         const char *bad = NULL;
+        char *copy;
         cJSON *j;
 
+        if (len > max) {
+                sh_why(reason, n, "%s is %zu bytes, more than %zu", what, len, max);
+                return NULL;
+        }
+        copy = malloc(len + 1);
         if (!copy) {
                 sh_why(reason, n, "this host is out of memory");
                 return NULL;

@@ -19,7 +19,8 @@ void sh_why(char *reason, size_t n, const char *fmt, ...) _printf_(3, 4);
  * when cut; in out, which it returns. */
 const char *sh_quote(const char *s, size_t n, char out[SH_QUOTE_MAX + 4]);
 
-/* body[0..len) as one JSON object (UTF-8, no NUL or \u0000 in any string, nothing after it):
- * the parsed object, or NULL with "<what> is not ..." in reason (out of memory too). */
-struct cJSON *sh_json_object_of(const char *body, size_t len, const char *what, char *reason,
-                                size_t n);
+/* body[0..len) as one JSON object of at most max bytes (UTF-8, no NUL or \u0000 in any string,
+ * nothing after it): the parsed object, or NULL with "<what> is ..." in reason (out of memory
+ * too). */
+struct cJSON *sh_json_object_of(const char *body, size_t len, size_t max, const char *what,
+                                char *reason, size_t n);

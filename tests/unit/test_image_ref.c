@@ -255,6 +255,19 @@ START_TEST(test_a_digest_is_valid_only_as_sha256_and_64_lowercase_hex)
 }
 END_TEST
 
+START_TEST(test_a_reason_quotes_at_most_64_bytes_of_the_input_and_no_control_characters)
+{
+        char s[200], want[80];
+
+        memset(s, 'A', 150);
+        s[150] = '\0';
+        memset(want, 'A', 64);
+        strcpy(want + 64, "...\"");
+        assert_refused(s, want);
+        assert_refused("py\tthon", "\"py?thon\" holds '?'");
+}
+END_TEST
+
 static Suite *image_ref_suite(void)
 {
         Suite *s = suite_create("image_ref");
@@ -282,6 +295,8 @@ static Suite *image_ref_suite(void)
         tcase_add_test(tc, test_the_canonical_form_names_domain_path_tag_and_digest);
         tcase_add_test(tc, test_docker_hub_is_reached_at_registry_1_docker_io);
         tcase_add_test(tc, test_a_digest_is_valid_only_as_sha256_and_64_lowercase_hex);
+        tcase_add_test(
+                tc, test_a_reason_quotes_at_most_64_bytes_of_the_input_and_no_control_characters);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -1,9 +1,9 @@
-/* oci.h: the image service's pure decoders (docs/images.md): Docker's image reference grammar
- * and Docker Hub's normalisation (ref.c); OCI and Docker schema 2 manifests, indexes and
- * manifest lists with the host's platform chosen, and the image config (oci.c); the
- * registry's WWW-Authenticate challenge, Docker's config.json credentials and the token
- * endpoint's answer (auth.c). No I/O: each takes bytes and gives a value or a reason naming
- * what is wrong (every failure fills `reason` when it is not NULL). */
+/* oci.h: the image service's pure decoders (docs/architecture.md, "images"): Docker's image
+ * reference grammar and Docker Hub's normalisation (ref.c); OCI and Docker schema 2
+ * manifests, indexes and manifest lists with the host's platform chosen, and the image config
+ * (oci.c); the registry's WWW-Authenticate challenge, Docker's config.json credentials and the
+ * token endpoint's answer (auth.c). No I/O: each takes bytes and gives a value or a reason
+ * naming what is wrong (every failure fills `reason` when it is not NULL). */
 #pragma once
 
 #include <stdbool.h>
@@ -104,9 +104,14 @@ int sh_auth_challenge_parse(const char *header, sh_auth_challenge *ret, char *re
 void sh_auth_challenge_done(sh_auth_challenge *c);
 /* Docker config.json ("auths": {key: {"auth": base64(user:pass)} | {"username","password"}});
  * keys matched by host (with/without scheme and path; docker.io also as
- * "https://index.docker.io/v1/", "index.docker.io", "registry-1.docker.io"). 0 found,
- * -ENOENT none, -EINVAL malformed. */
+ * "https://index.docker.io/v1/", "index.docker.io", "registry-1.docker.io"); a key exactly
+ * the domain first. 0 found (*user and *password malloc'd); -ENOENT none (also an entry with
+ * neither "auth" nor "username"+"password": a credential helper's); -EINVAL malformed (the
+ * file, or "auth" that is not strict base64 of user:password); -ENOMEM. Bounds: the file
+ * ≤ 4 MiB, a user or password ≤ 4 KiB. */
 int sh_docker_config_lookup(const char *json, size_t len, const char *domain, char **user,
                             char **password, char *reason, size_t n);
-/* Token endpoint answer: {"token"} or {"access_token"}; ≤ 64 KiB token; printable only. */
+/* Token endpoint answer: {"token"} or {"access_token"} ("token" first); ≤ 64 KiB token;
+ * printable ASCII without spaces only (it goes into an Authorization header). 0 (*token
+ * malloc'd), -EINVAL, -ENOMEM. */
 int sh_auth_token_parse(const char *body, size_t len, char **token, char *reason, size_t n);
