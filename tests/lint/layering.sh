@@ -7,19 +7,20 @@
 set -u
 src=$1
 cc=${2:-cc}
-layers="core fs isolation sandbox persist tools http native opensandbox app"
+layers="core fs isolation images sandbox persist tools http native opensandbox app"
 # What each layer may see (itself and everything below it), as CMakeLists.txt links them.
 declare -A sees=(
         [core]="core"
         [fs]="fs core"
         [isolation]="isolation fs core"
-        [sandbox]="sandbox isolation fs core"
-        [persist]="persist sandbox isolation fs core"
+        [images]="images isolation fs core"
+        [sandbox]="sandbox images isolation fs core"
+        [persist]="persist sandbox images isolation fs core"
         [tools]="tools isolation fs core"
         [http]="http core"
-        [native]="native http persist tools sandbox isolation fs core"
-        [opensandbox]="opensandbox http persist tools sandbox isolation fs core"
-        [app]="app native opensandbox http persist tools sandbox isolation fs core"
+        [native]="native http persist tools sandbox images isolation fs core"
+        [opensandbox]="opensandbox http persist tools sandbox images isolation fs core"
+        [app]="app native opensandbox http persist tools sandbox images isolation fs core"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
