@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SH_LAYER_PATH_MAX  4096 /* bytes of an entry's path or link target, NUL included */
-#define SH_LAYER_DEPTH_MAX 256  /* path components of one entry */
+#define SH_LAYER_PATH_MAX  4096u /* bytes of an entry's path or link target, NUL included */
+#define SH_LAYER_DEPTH_MAX 256u  /* path components of one entry */
 
 #define SH_LAYER_WHITEOUT_PREFIX ".wh."
 #define SH_LAYER_OPAQUE_NAME     ".wh..wh..opq"

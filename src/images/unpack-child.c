@@ -54,8 +54,9 @@
  *     opaque directory.
  *  2. Once the parser and its whole PID namespace are gone and its cgroup is empty (nothing
  *     can change the tree any more), the applier, a fork of the daemon keeping only
- *     CAP_CHOWN, CAP_FOWNER, CAP_DAC_READ_SEARCH (to walk directories the layer made
- *     unreadable) and CAP_SYS_ADMIN (trusted.* xattrs), under no_new_privs and its own
+ *     CAP_CHOWN, CAP_FOWNER, CAP_FSETID (a setgid bit for a group root is not in),
+ *     CAP_DAC_READ_SEARCH (to walk directories the layer made unreadable) and CAP_SYS_ADMIN
+ *     (trusted.* xattrs), under no_new_privs and its own
  *     allow-list, first hands every entry of the tree to root (fchownat, never following
  *     a link; anything but a file, directory, link or 0/0 character device refuses the layer,
  *     so a subverted parser cannot smuggle a FIFO or device in), then applies the record.
@@ -558,7 +559,7 @@ static int apply_record(void)
 int sh_layer_applier_main(void *arg)
 {
         const sh_layer_apply_arg *a = arg;
-        static const cap_value_t keep[] = {CAP_CHOWN, CAP_FOWNER, CAP_DAC_READ_SEARCH,
+        static const cap_value_t keep[] = {CAP_CHOWN, CAP_FOWNER, CAP_FSETID, CAP_DAC_READ_SEARCH,
                                            CAP_SYS_ADMIN};
         apply_state st = {.max_bytes = a->max_bytes, .max_entries = a->max_entries};
         const char *step = NULL;

@@ -56,7 +56,7 @@ int sh_layer_filters_build(sh_seccomp **parser, sh_seccomp **applier, sh_error *
 /* The parser, started in SH_UNPACKER_NS: confinement, then libarchive over FD_BLOB into
  * FD_DEST, FD_RECORD written. Exit 0, or 1 with the reason in FD_REASON. */
 int sh_layer_parser_main(void *arg);
-/* The applier (a fork, root with CAP_CHOWN, CAP_FOWNER, CAP_DAC_READ_SEARCH and CAP_SYS_ADMIN
- * only, in the unpack's cgroup): owners, modes and opaque directories from the record.
+/* The applier (a fork, root with CAP_CHOWN, CAP_FOWNER, CAP_FSETID, CAP_DAC_READ_SEARCH and
+ * CAP_SYS_ADMIN only, in the unpack's cgroup): owners, modes and opaque directories from the record.
  * Exit 0 with "<bytes> <entries>" in AP_REASON, or 1 with the reason there. */
 int sh_layer_applier_main(void *arg);

@@ -107,7 +107,7 @@ START_TEST(test_a_path_of_4096_bytes_is_refused)
         char *s = malloc(SH_LAYER_PATH_MAX + 1);
 
         memset(s, 'a', SH_LAYER_PATH_MAX);
-        for (int i = 200; i < SH_LAYER_PATH_MAX; i += 200)
+        for (unsigned i = 200; i < SH_LAYER_PATH_MAX; i += 200)
                 s[i] = '/';
         s[SH_LAYER_PATH_MAX] = '\0';
         ck_assert_int_eq(file(s), SH_LAYER_TOO_LONG);
