@@ -349,3 +349,20 @@ def test_a_pull_nobody_waits_for_any_more_is_stopped_and_leaves_nothing(plain, w
     assert "nobody waits" in err
     assert store_files(store, "images") == []
     assert store_files(store, "tmp") == []
+
+
+def test_a_manifest_asked_by_digest_that_hashes_otherwise_fails_and_nothing_is_kept(work):
+    lay = build.Layout(os.path.join(work, "layout"))
+    m = build.busybox(lay, tag="d")
+    with hostile.FakeRegistry() as reg:
+        reg.load(lay, m, "test/dlie", "1")
+        mt, body = reg.manifests[("test/dlie", m["digest"])]
+        reg.manifests[("test/dlie", m["digest"])] = (mt, body + b" ")
+        store = os.path.join(work, "store")
+        answers, _, _ = run_pull(store, [f"{reg.host}/test/dlie@{m['digest']}"],
+                                 insecure=[reg.host])
+        a = answers[0]
+        assert not a["ok"] and a["kind"] == "invalid", a
+        assert "digest mismatch" in a["error"], a
+        assert store_files(store, "blobs/sha256") == []
+        assert store_files(store, "images") == []
