@@ -366,3 +366,14 @@ def test_a_manifest_asked_by_digest_that_hashes_otherwise_fails_and_nothing_is_k
         assert "digest mismatch" in a["error"], a
         assert store_files(store, "blobs/sha256") == []
         assert store_files(store, "images") == []
+
+
+def test_an_index_docker_types_and_every_compression_are_pulled(work):
+    names = ["multi", "multi-docker", "docker", "gzip", "zstd", "plain", "whiteout"]
+    with registry.Registry("plain") as reg:
+        refs, _ = build.push_named(reg, names, os.path.join(work, "img"))
+        answers, _, _ = run_pull(os.path.join(work, "store"), [refs[n] for n in names],
+                                 insecure=[reg.host])
+        for n, a in zip(names, answers):
+            assert a["ok"], (n, a)
+            assert a["layers"] and all(os.path.isdir(d) for d in a["layers"]), (n, a)
