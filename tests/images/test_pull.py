@@ -377,3 +377,15 @@ def test_an_index_docker_types_and_every_compression_are_pulled(work):
         for n, a in zip(names, answers):
             assert a["ok"], (n, a)
             assert a["layers"] and all(os.path.isdir(d) for d in a["layers"]), (n, a)
+
+
+def test_tls_with_the_registry_ca_added_to_the_system_ones(work):
+    with registry.Registry("plain", tls=True) as reg:
+        refs, _ = build.push_named(reg, ["busybox"], os.path.join(work, "img"))
+        ref = refs["busybox"]
+        answers, _, _ = run_pull(os.path.join(work, "s1"), [ref],
+                                 SANDBOX_HOST_REGISTRY_CA=reg.ca_file)
+        assert answers[0]["ok"], answers[0]
+        # without the test CA the certificate is not trusted: unreachable, never plain http
+        answers, _, _ = run_pull(os.path.join(work, "s2"), [ref])
+        assert not answers[0]["ok"] and answers[0]["kind"] == "unavailable", answers[0]
