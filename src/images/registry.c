@@ -21,6 +21,7 @@
 #include "sh/log.h"
 #include "sh/random.h"
 #include "sh/util.h"
+#include "store.h"
 
 #define AUTH_FILE_MAX      (1u << 20)
 #define TOKEN_BODY_MAX     (128u << 10)
@@ -689,36 +690,13 @@ static void digest_of(const uint8_t sha[32], char out[SH_OCI_DIGEST_MAX])
         sh_hex_encode(sha, 32, out + 7);
 }
 
-/* `len` bytes of memory into blobs/sha256/<hex> (a manifest, a config): tmp, then rename. */
+/* `len` bytes of memory into blobs/sha256/<hex> (a manifest, a config). */
 static int store_mem_blob(sh_reg_pull *p, const char *digest, const char *buf, size_t len)
 {
         char dest[128];
-        size_t off = 0;
-        int r = open_tmp(p);
+        int r = sh_store_blob_path(digest, dest, sizeof(dest));
 
-        if (r < 0)
-                return r;
-        while (off < len) {
-                ssize_t n = write(p->fd, buf + off, len - off);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0) {
-                        r = n < 0 ? -errno : -EIO;
-                        drop_tmp(p);
-                        return r;
-                }
-                off += (size_t)n;
-        }
-        snprintf(dest, sizeof(dest), "blobs/sha256/%s", digest + 7);
-        if (fdatasync(p->fd) < 0 || renameat(p->storefd, p->tmpname, p->storefd, dest) < 0) {
-                r = -errno;
-                drop_tmp(p);
-                return r;
-        }
-        p->tmpname[0] = '\0';
-        drop_tmp(p);
-        return 0;
+        return r < 0 ? r : sh_store_put(p->storefd, dest, buf, len);
 }
 
 static void next_layer(sh_reg_pull *p);

@@ -359,6 +359,39 @@ void sh_store_record_done(sh_store_record *r)
         memset(r, 0, sizeof(*r));
 }
 
+int sh_store_put(int dirfd, const char *dest, const void *buf, size_t len)
+{
+        char tmp[64], hex[17];
+        _cleanup_close_ int fd = -1;
+        size_t off = 0;
+        int r;
+
+        if (sh_random_hex(hex, 8) < 0)
+                return -EIO;
+        snprintf(tmp, sizeof(tmp), "tmp/put-%s", hex);
+        fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        while (off < len) {
+                ssize_t n = write(fd, (const char *)buf + off, len - off);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        r = n < 0 ? -errno : -EIO;
+                        (void)unlinkat(dirfd, tmp, 0);
+                        return r;
+                }
+                off += (size_t)n;
+        }
+        if (fdatasync(fd) < 0 || renameat(dirfd, tmp, dirfd, dest) < 0) {
+                r = -errno;
+                (void)unlinkat(dirfd, tmp, 0);
+                return r;
+        }
+        return 0;
+}
+
 /* images/<key>.json written whole through tmp/ and a rename: never half a record. */
 static int write_record(sh_images *s, const sh_image *img)
 {
@@ -370,44 +403,16 @@ static int write_record(sh_images *s, const sh_image *img)
                              .workdir = img->workdir,
                              .size = img->size,
                              .last_used = img->last_used};
-        char tmp[64], dest[96], hex[17];
+        char dest[96];
         _cleanup_free_ char *text = NULL;
-        _cleanup_close_ int fd = -1;
-        size_t len, off = 0;
 
         memcpy(r.digest, img->digest, sizeof(r.digest));
         memcpy(r.config_digest, img->config_digest, sizeof(r.config_digest));
         text = sh_store_record_json(&r);
         if (!text)
                 return -ENOMEM;
-        if (sh_random_hex(hex, 8) < 0)
-                return -EIO;
-        snprintf(tmp, sizeof(tmp), "tmp/record-%s", hex);
         snprintf(dest, sizeof(dest), "images/%s.json", img->key);
-        fd = openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0)
-                return -errno;
-        len = strlen(text);
-        while (off < len) {
-                ssize_t n = write(fd, text + off, len - off);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0) {
-                        int r2 = n < 0 ? -errno : -EIO;
-
-                        (void)unlinkat(s->dirfd, tmp, 0);
-                        return r2;
-                }
-                off += (size_t)n;
-        }
-        if (fdatasync(fd) < 0 || renameat(s->dirfd, tmp, s->dirfd, dest) < 0) {
-                int r2 = -errno;
-
-                (void)unlinkat(s->dirfd, tmp, 0);
-                return r2;
-        }
-        return 0;
+        return sh_store_put(s->dirfd, dest, text, strlen(text));
 }
 
 static sh_image *image_from_record(sh_images *s, sh_store_record *r)

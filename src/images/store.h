@@ -13,6 +13,10 @@
 int sh_store_blob_path(const char *digest, char *buf, size_t n);
 int sh_store_layer_path(const char *digest, char *buf, size_t n);
 
+/* `len` bytes into `dest` (relative to the store's dirfd) whole or not at all: written in
+ * tmp/, synced, renamed into place. 0 or -errno. */
+int sh_store_put(int dirfd, const char *dest, const void *buf, size_t len);
+
 /* images/<sha256 of name>.json */
 typedef struct sh_store_record {
         char *name; /* the canonical reference */

@@ -365,49 +365,43 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 static int rule_check(const sh_fetch_rule *rule, const char *url, const char *what, char *reason,
                       size_t reason_len, bool *ret_loopback_http)
 {
-        CURLU *u = curl_url();
-        char *scheme = NULL, *host = NULL, *port = NULL;
-        int r = -1;
+        _cleanup_free_ char *scheme = NULL, *host = NULL;
+        unsigned port;
+        int r = sh_url_split(url, &scheme, &host, &port);
 
         *ret_loopback_http = false;
-        if (!u) {
+        if (r == -ENOMEM) {
                 snprintf(reason, reason_len, "this host is out of memory");
                 return -1;
         }
-        if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
-            curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-            curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-            curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+        if (r < 0) {
                 snprintf(reason, reason_len,
                          "bad %s URL: not a valid URL (only http and https URLs are fetched)",
                          what);
-                goto out;
+                return -1;
         }
-        if (strcasecmp(scheme, "https") == 0) {
-                r = 0;
-        } else if (strcasecmp(scheme, "http") != 0) {
+        if (strcmp(scheme, "https") == 0)
+                return 0;
+        if (strcmp(scheme, "http") != 0) {
                 snprintf(reason, reason_len,
                          "bad %s URL: scheme '%.16s' (only http and https URLs are fetched)", what,
                          scheme);
-        } else if (rule->http == SH_FETCH_HTTP_ANY) {
-                r = 0;
-        } else if (rule->http == SH_FETCH_HTTP_LOOPBACK && sh_url_host_is_loopback(host)) {
-                *ret_loopback_http = true;
-                r = 0;
-        } else if (rule->http == SH_FETCH_HTTP_LISTED &&
-                   sh_url_host_listed(rule->http_hosts, host, (unsigned)atoi(port))) {
-                *ret_loopback_http = sh_url_host_is_loopback(host);
-                r = 0;
-        } else {
-                snprintf(reason, reason_len, "refusing plain http for the %s at %.200s%s%s", what,
-                         url, rule->http_hint ? ": " : "", rule->http_hint ? rule->http_hint : "");
+                return -1;
         }
-out:
-        curl_free(scheme);
-        curl_free(host);
-        curl_free(port);
-        curl_url_cleanup(u);
-        return r;
+        if (rule->http == SH_FETCH_HTTP_ANY)
+                return 0;
+        if (rule->http == SH_FETCH_HTTP_LOOPBACK && sh_url_host_is_loopback(host)) {
+                *ret_loopback_http = true;
+                return 0;
+        }
+        if (rule->http == SH_FETCH_HTTP_LISTED &&
+            sh_url_host_listed(rule->http_hosts, host, port)) {
+                *ret_loopback_http = sh_url_host_is_loopback(host);
+                return 0;
+        }
+        snprintf(reason, reason_len, "refusing plain http for the %s at %.200s%s%s", what, url,
+                 rule->http_hint ? ": " : "", rule->http_hint ? rule->http_hint : "");
+        return -1;
 }
 
 int sh_fetch_rule_check(const sh_fetch_rule *rule, const char *url, const char *what, char *reason,

@@ -52,33 +52,55 @@ out:
         return out;
 }
 
-int sh_url_origin(const char *url, char *buf, size_t size)
+int sh_url_split(const char *url, char **scheme, char **host, unsigned *port)
 {
         CURLU *u = curl_url();
-        char *scheme = NULL, *host = NULL, *port = NULL;
-        int r = -EINVAL, n;
+        char *sc = NULL, *h = NULL, *p = NULL;
+        uint64_t n = 0;
+        int r = -EINVAL;
 
+        *scheme = *host = NULL;
         if (!u)
                 return -ENOMEM;
         if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
-            curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-            curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-            curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+            curl_url_get(u, CURLUPART_SCHEME, &sc, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_HOST, &h, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_PORT, &p, CURLU_DEFAULT_PORT) != CURLUE_OK ||
+            sh_parse_u64(p, &n) < 0 || n > 65535)
                 goto out;
-        if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0)
-                goto out;
-        for (char *p = scheme; *p; p++)
-                *p = (char)(*p >= 'A' && *p <= 'Z' ? *p | 0x20 : *p);
-        for (char *p = host; *p; p++)
-                *p = (char)(*p >= 'A' && *p <= 'Z' ? *p | 0x20 : *p);
-        n = snprintf(buf, size, "%s://%s:%s", scheme, host, port);
-        r = n < 0 || (size_t)n >= size ? -ENOBUFS : 0;
+        for (char *c = sc; *c; c++)
+                *c = (char)(*c >= 'A' && *c <= 'Z' ? *c | 0x20 : *c);
+        for (char *c = h; *c; c++)
+                *c = (char)(*c >= 'A' && *c <= 'Z' ? *c | 0x20 : *c);
+        *scheme = strdup(sc);
+        *host = strdup(h);
+        *port = (unsigned)n;
+        r = *scheme && *host ? 0 : -ENOMEM;
+        if (r < 0) {
+                free(*scheme);
+                free(*host);
+                *scheme = *host = NULL;
+        }
 out:
-        curl_free(scheme);
-        curl_free(host);
-        curl_free(port);
+        curl_free(sc);
+        curl_free(h);
+        curl_free(p);
         curl_url_cleanup(u);
         return r;
+}
+
+int sh_url_origin(const char *url, char *buf, size_t size)
+{
+        _cleanup_free_ char *scheme = NULL, *host = NULL;
+        unsigned port;
+        int r = sh_url_split(url, &scheme, &host, &port), n;
+
+        if (r < 0)
+                return r;
+        if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
+                return -EINVAL;
+        n = snprintf(buf, size, "%s://%s:%u", scheme, host, port);
+        return n < 0 || (size_t)n >= size ? -ENOBUFS : 0;
 }
 
 /* No network path carries a fetch to such a host, so plain http cannot be tampered with on

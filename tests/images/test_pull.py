@@ -351,3 +351,43 @@ def test_a_pull_nobody_waits_for_any_more_is_stopped_and_leaves_nothing(plain, w
     assert "nobody waits" in err
     assert store_files(store, "images") == []
     assert store_files(store, "tmp") == []
+
+
+def test_a_manifest_asked_by_digest_that_hashes_otherwise_fails_and_nothing_is_kept(work):
+    lay = build.Layout(os.path.join(work, "layout"))
+    m = build.busybox(lay, tag="d")
+    with hostile.FakeRegistry() as reg:
+        reg.load(lay, m, "test/dlie", "1")
+        mt, body = reg.manifests[("test/dlie", m["digest"])]
+        reg.manifests[("test/dlie", m["digest"])] = (mt, body + b" ")
+        store = os.path.join(work, "store")
+        answers, _, _ = run_pull(store, [f"{reg.host}/test/dlie@{m['digest']}"],
+                                 insecure=[reg.host])
+        a = answers[0]
+        assert not a["ok"] and a["kind"] == "invalid", a
+        assert "digest mismatch" in a["error"], a
+        assert store_files(store, "blobs/sha256") == []
+        assert store_files(store, "images") == []
+
+
+def test_an_index_docker_types_and_every_compression_are_pulled(work):
+    names = ["multi", "multi-docker", "docker", "gzip", "zstd", "plain", "whiteout"]
+    with registry.Registry("plain") as reg:
+        refs, _ = build.push_named(reg, names, os.path.join(work, "img"))
+        answers, _, _ = run_pull(os.path.join(work, "store"), [refs[n] for n in names],
+                                 insecure=[reg.host])
+        for n, a in zip(names, answers):
+            assert a["ok"], (n, a)
+            assert a["layers"] and all(os.path.isdir(d) for d in a["layers"]), (n, a)
+
+
+def test_tls_with_the_registry_ca_added_to_the_system_ones(work):
+    with registry.Registry("plain", tls=True) as reg:
+        refs, _ = build.push_named(reg, ["busybox"], os.path.join(work, "img"))
+        ref = refs["busybox"]
+        answers, _, _ = run_pull(os.path.join(work, "s1"), [ref],
+                                 SANDBOX_HOST_REGISTRY_CA=reg.ca_file)
+        assert answers[0]["ok"], answers[0]
+        # without the test CA the certificate is not trusted: unreachable, never plain http
+        answers, _, _ = run_pull(os.path.join(work, "s2"), [ref])
+        assert not answers[0]["ok"] and answers[0]["kind"] == "unavailable", answers[0]

@@ -143,6 +143,9 @@ const char *sh_fetch_header(sh_fetch *x, const char *name, size_t i);
 char *sh_url_resolve(const char *base, const char *ref);
 /* `url` with ".sig" appended to its path (query and fragment kept). NULL if invalid. */
 char *sh_url_sig(const char *url);
+/* A valid URL's scheme and host (lower-case, malloc'd; a v6 host "[..]") and port (the
+ * scheme's default when none is written). 0, -EINVAL, -ENOMEM. */
+int sh_url_split(const char *url, char **scheme, char **host, unsigned *port);
 /* The origin of `url`, "scheme://host:port" (lower-case scheme and host, the port always
  * written), into buf; -EINVAL when not a valid http or https URL, -ENOBUFS when too long. */
 int sh_url_origin(const char *url, char *buf, size_t size);
