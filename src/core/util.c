@@ -782,6 +782,15 @@ static inline bool json_plain(unsigned char c)
         return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
 }
 
+uint64_t sh_fnv1a(uint64_t h, const void *p, size_t n)
+{
+        const unsigned char *c = p;
+
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ c[i]) * 1099511628211ULL;
+        return h;
+}
+
 void sh_quote_printable(const char *in, char *out, size_t size)
 {
         size_t i = 0;

@@ -58,15 +58,11 @@ uint64_t sh_layer_policy_bytes(const sh_layer_policy *p)
         return p->bytes;
 }
 
-#define HASH_START 1469598103934665603ULL
+#define HASH_START SH_FNV_START
 
 static uint64_t hash_add(uint64_t h, const char *comp, size_t n, bool first)
 {
-        if (!first)
-                h = (h ^ '/') * 1099511628211ULL;
-        for (size_t i = 0; i < n; i++)
-                h = (h ^ (unsigned char)comp[i]) * 1099511628211ULL;
-        return h;
+        return sh_fnv1a(first ? h : sh_fnv1a(h, "/", 1), comp, n);
 }
 
 static slot *find(const sh_layer_policy *p, uint64_t h)

@@ -231,24 +231,6 @@ static int opaque(char *norm, const char *q)
         return 0;
 }
 
-static int copy_data(struct archive *in, struct archive *out)
-{
-        const void *buf;
-        size_t size;
-        la_int64_t off;
-        int r;
-
-        for (;;) {
-                r = archive_read_data_block(in, &buf, &size, &off);
-                if (r == ARCHIVE_EOF)
-                        return ARCHIVE_OK;
-                if (r < ARCHIVE_OK)
-                        return r;
-                if (archive_write_data_block(out, buf, size, off) < ARCHIVE_OK)
-                        return ARCHIVE_FAILED;
-        }
-}
-
 static const char *aerr(struct archive *a)
 {
         return archive_error_string(a) ? archive_error_string(a) : "unreadable";
@@ -270,15 +252,8 @@ static int take(struct archive *in, struct archive *out, struct archive_entry *e
                 archive_entry_set_hardlink(e, norm_link);
         /* The parser owns what it writes; the applier sets the rest. */
         archive_entry_set_perm(e, mode & 0777);
-        if (archive_write_header(out, e) < ARCHIVE_OK)
-                return child_fail("layer refused: entry '%s' could not be written: %s", q,
-                                  aerr(out));
-        if (archive_entry_size(e) > 0 && copy_data(in, out) != ARCHIVE_OK)
-                return child_fail("layer refused: entry '%s' could not be unpacked: %s", q,
-                                  aerr(in));
-        if (archive_write_finish_entry(out) < ARCHIVE_OK)
-                return child_fail("layer refused: entry '%s' could not be finished: %s", q,
-                                  aerr(out));
+        if (sh_unpacker_write_entry(reason_fd, "layer refused", in, out, e, q) != 0)
+                return 1;
         if (!hard && record('E', (uint32_t)uid, (uint32_t)gid, mode, norm) < 0)
                 return child_fail("this host could not write the layer's record: %s",
                                   strerror(errno));
@@ -313,7 +288,7 @@ static int open_blob(struct archive *in, sh_layer_compression c)
 
 static int extract(const sh_layer_child_arg *a)
 {
-        struct archive *in = archive_read_new(), *out = archive_write_disk_new();
+        struct archive *in = archive_read_new(), *out = sh_unpacker_disk_new();
         sh_layer_policy *pol = sh_layer_policy_new(a->max_bytes, a->max_entries);
         char *norm = malloc(SH_LAYER_PATH_MAX), *norm_link = malloc(SH_LAYER_PATH_MAX);
         struct archive_entry *e;
@@ -323,11 +298,6 @@ static int extract(const sh_layer_child_arg *a)
                 child_fail("this host is out of memory");
                 goto out;
         }
-        /* libarchive's own guards on top of the policy's; no owners, ACLs, xattrs or flags. */
-        archive_write_disk_set_options(out, ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                                                    ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                                    ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
-                                                    ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME);
         if (open_blob(in, a->c) != 0)
                 goto out;
         while ((r = archive_read_next_header(in, &e)) == ARCHIVE_OK) {

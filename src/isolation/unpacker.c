@@ -1,6 +1,9 @@
 /* unpacker.c: the confinement steps every archive unpacker's child takes (sh/unpacker.h). */
 #include "sh/unpacker.h"
 
+#include <archive.h>
+#include <archive_entry.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <iconv.h>
@@ -216,5 +219,54 @@ int sh_unpacker_confine(const sh_unpacker_confinement *c)
                 errno = -r;
                 return step_fail(c->reason, "load the system call filter");
         }
+        return 0;
+}
+
+struct archive *sh_unpacker_disk_new(void)
+{
+        struct archive *out = archive_write_disk_new();
+
+        if (out)
+                archive_write_disk_set_options(
+                        out, ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                     ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_PERM |
+                                     ARCHIVE_EXTRACT_TIME);
+        return out;
+}
+
+static int copy_data(struct archive *in, struct archive *out)
+{
+        const void *buf;
+        size_t size;
+        la_int64_t off;
+        int r;
+
+        for (;;) {
+                r = archive_read_data_block(in, &buf, &size, &off);
+                if (r == ARCHIVE_EOF)
+                        return ARCHIVE_OK;
+                if (r < ARCHIVE_OK)
+                        return r;
+                if (archive_write_data_block(out, buf, size, off) < ARCHIVE_OK)
+                        return ARCHIVE_FAILED;
+        }
+}
+
+static const char *aerr(struct archive *a)
+{
+        return archive_error_string(a) ? archive_error_string(a) : "";
+}
+
+int sh_unpacker_write_entry(int fd, const char *refused, struct archive *in, struct archive *out,
+                            struct archive_entry *e, const char *q)
+{
+        if (archive_write_header(out, e) < ARCHIVE_OK)
+                return sh_unpacker_fail(fd, "%s: entry '%s' refused: %s", refused, q, aerr(out));
+        if (archive_entry_size(e) > 0 && copy_data(in, out) != ARCHIVE_OK)
+                return sh_unpacker_fail(fd, "%s: entry '%s' could not be unpacked: %s", refused, q,
+                                        aerr(in));
+        if (archive_write_finish_entry(out) < ARCHIVE_OK)
+                return sh_unpacker_fail(fd, "%s: entry '%s' could not be finished: %s", refused, q,
+                                        aerr(out));
         return 0;
 }

@@ -38,15 +38,11 @@ void sh_bundle_policy_free(sh_bundle_policy *p)
 }
 
 /* FNV-1a over the canonical path, one component at a time; never SLOT_EMPTY or SLOT_GONE. */
-#define HASH_START 1469598103934665603ULL
+#define HASH_START SH_FNV_START
 
 static uint64_t hash_add(uint64_t h, const char *comp, size_t n, bool first)
 {
-        if (!first)
-                h = (h ^ '/') * 1099511628211ULL;
-        for (size_t i = 0; i < n; i++)
-                h = (h ^ (unsigned char)comp[i]) * 1099511628211ULL;
-        return h;
+        return sh_fnv1a(first ? h : sh_fnv1a(h, "/", 1), comp, n);
 }
 
 static uint64_t slot_value(uint64_t h)

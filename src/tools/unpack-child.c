@@ -97,27 +97,9 @@ static int confine(const sh_unpack_child_arg *a)
         return sh_unpacker_confine(&c);
 }
 
-static int copy_data(struct archive *in, struct archive *out)
-{
-        const void *buf;
-        size_t size;
-        la_int64_t off;
-        int r;
-
-        for (;;) {
-                r = archive_read_data_block(in, &buf, &size, &off);
-                if (r == ARCHIVE_EOF)
-                        return ARCHIVE_OK;
-                if (r < ARCHIVE_OK)
-                        return r;
-                if (archive_write_data_block(out, buf, size, off) < ARCHIVE_OK)
-                        return ARCHIVE_FAILED;
-        }
-}
-
 int sh_unpack_extract(void)
 {
-        struct archive *in = archive_read_new(), *out = archive_write_disk_new();
+        struct archive *in = archive_read_new(), *out = sh_unpacker_disk_new();
         sh_bundle_policy *pol = sh_bundle_policy_new();
         struct archive_entry *e;
         mode_t perm;
@@ -135,11 +117,6 @@ int sh_unpack_extract(void)
                 child_fail("this host's libarchive cannot read gzip-compressed tar by itself");
                 goto out;
         }
-        /* libarchive's own guards on top of ours; no owners, ACLs, xattrs or flags restored. */
-        archive_write_disk_set_options(out, ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                                                    ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                                    ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
-                                                    ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME);
         if (lseek(FD_BUNDLE, 0, SEEK_SET) < 0) {
                 child_fail("this host could not read the bundle: %s", strerror(errno));
                 goto out;
@@ -181,21 +158,8 @@ int sh_unpack_extract(void)
                         goto out;
                 }
                 archive_entry_set_perm(e, perm);
-                if (archive_write_header(out, e) < ARCHIVE_OK) {
-                        child_fail("unsafe bundle: entry '%s' refused: %s", q,
-                                   archive_error_string(out) ? archive_error_string(out) : "");
+                if (sh_unpacker_write_entry(reason_fd, "unsafe bundle", in, out, e, q) != 0)
                         goto out;
-                }
-                if (archive_entry_size(e) > 0 && copy_data(in, out) != ARCHIVE_OK) {
-                        child_fail("unsafe bundle: entry '%s' could not be unpacked: %s", q,
-                                   archive_error_string(in) ? archive_error_string(in) : "");
-                        goto out;
-                }
-                if (archive_write_finish_entry(out) < ARCHIVE_OK) {
-                        child_fail("unsafe bundle: entry '%s' could not be finished: %s", q,
-                                   archive_error_string(out) ? archive_error_string(out) : "");
-                        goto out;
-                }
         }
         if (r != ARCHIVE_EOF) {
                 child_fail("unsafe bundle: corrupt or not a gzip-compressed tar archive (%s)",

@@ -11,6 +11,7 @@
 
 #include "../../src/images/layerpolicy.h"
 #include "../../src/images/unpack.h"
+#include "unit.h"
 
 static sh_layer_policy *p;
 static char norm[SH_LAYER_PATH_MAX], norm_link[SH_LAYER_PATH_MAX];
@@ -380,11 +381,5 @@ static Suite *policy_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(policy_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return ut_run(policy_suite());
 }

@@ -103,6 +103,11 @@ void sh_hex_encode(const void *p, size_t n, char *out);
 #define SH_UUID_LEN 36
 void sh_uuid_format(const unsigned char b[16], char out[SH_UUID_LEN + 1]);
 
+/* FNV-1a over n bytes, continuing from h (SH_FNV_START to begin); not for hostile keys that
+ * must never collide (pure). */
+#define SH_FNV_START 1469598103934665603ULL
+uint64_t sh_fnv1a(uint64_t h, const void *p, size_t n);
+
 /* A hostile name for a reason, JSON or a log: printable ASCII only ('?' for any other byte),
  * cut with "..." to fit `size` (>= 8); NULL is "" (pure). */
 void sh_quote_printable(const char *in, char *out, size_t size);

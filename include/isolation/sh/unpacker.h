@@ -45,6 +45,17 @@ int sh_unpacker_fail(int fd, const char *fmt, ...) _printf_(2, 3);
 /* Child side: setrlimit of both soft and hard limits to v. */
 int sh_unpacker_limit(int res, uint64_t v);
 
+/* libarchive's side of both (the children link it): a disk writer with libarchive's own
+ * guards (no "..", no absolute path, nothing written through a link on disk), modes and
+ * times restored, no owners, ACLs, xattrs or flags (NULL: out of memory); and one entry
+ * written through it: header, data, finish. 0, or 1 once the reason ("<refused>: entry '<q>'
+ * refused: ...", "... could not be unpacked", "... could not be finished") is in `fd`. */
+struct archive;
+struct archive_entry;
+struct archive *sh_unpacker_disk_new(void);
+int sh_unpacker_write_entry(int fd, const char *refused, struct archive *in, struct archive *out,
+                            struct archive_entry *e, const char *q);
+
 /* Daemon side: the child's one-line reason from the pipe `fd` (closed) into buf,
  * printable ASCII only ('?' for any other byte): it goes into JSON and logs, and a child is
  * not trusted to keep to that. Returns -1 (the closed fd). */
