@@ -29,6 +29,10 @@ for b in build build-asan; do
     SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/contract \
         --junitxml="$out/pytest-$b.xml" || status=1
     if [ "$b" = build ]; then
+        # the image tests' own fixtures (real registry, images, hostile servers): no daemon
+        echo "=== image fixtures ==="
+        /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/images \
+            --junitxml="$out/pytest-images.xml" || status=1
         echo "=== bench smoke ($b) ==="
         SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
             tests/bench/test_bench_smoke.py tests/bench/test_release_build.py \

@@ -185,3 +185,65 @@ export function uniq(prefix = "t") {
 export function hostArch() {
   return process.arch === "arm64" ? "arm64" : "amd64";
 }
+
+/** A real registry with test images (tests/images/serve.py: Debian's docker-registry on
+ * 127.0.0.1, images built offline and pushed). opts: {mode: "plain"|"htpasswd"|"token",
+ * tls: bool, images: ["busybox", "python", ...], timeoutMs}. Resolves to serve.py's line
+ * ({host, url, user, password, ca_file, auth_file, refs, skipped}) plus stop(), which closes
+ * its stdin (it then stops the registry by pid and removes its dirs) and resolves to its exit
+ * code (SIGKILL by pid after STOP_TIMEOUT_MS). The first use of "python" builds the image with
+ * mmdebstrap (minutes; cached in build/image-cache/): give timeoutMs; a python image that
+ * cannot be built is in `skipped` with the reason. */
+export async function startImageRegistry(opts = {}) {
+  const args = [path.join(REPO, "tests", "images", "serve.py"), "--mode", opts.mode || "plain"];
+  if (opts.tls) args.push("--tls");
+  for (const i of opts.images || ["busybox"]) args.push("--image", i);
+  const proc = spawn("/usr/bin/python3", args, { stdio: ["pipe", "pipe", "pipe"] });
+  let err = "";
+  proc.stderr.on("data", (c) => { err += c.toString("utf8"); });
+  let exited = null;
+  const exitPromise = new Promise((resolve) => {
+    proc.on("exit", (code, signal) => {
+      exited = { code, signal };
+      resolve(exited);
+    });
+  });
+  const timeoutMs = opts.timeoutMs || 120_000;
+  const line = new Promise((resolve, reject) => {
+    let buf = "";
+    const timer = setTimeout(() => reject(new Error(`serve.py gave no line in ${timeoutMs} ms: ${err}`)),
+      timeoutMs);
+    proc.stdout.on("data", (c) => {
+      buf += c.toString("utf8");
+      const i = buf.indexOf("\n");
+      if (i >= 0) {
+        clearTimeout(timer);
+        resolve(JSON.parse(buf.slice(0, i)));
+      }
+    });
+    exitPromise.then((x) => {
+      clearTimeout(timer);
+      reject(new Error(`serve.py exited (${JSON.stringify(x)}): ${err}`));
+    });
+  });
+  let info;
+  try {
+    info = await line;
+  } catch (e) {
+    if (exited === null) proc.kill("SIGKILL");
+    throw e;
+  }
+  info.pid = proc.pid;
+  info.stop = async () => {
+    if (exited === null) {
+      proc.stdin.end();
+      const t = setTimeout(() => {
+        if (exited === null) process.kill(proc.pid, "SIGKILL");
+      }, STOP_TIMEOUT_MS);
+      await exitPromise;
+      clearTimeout(t);
+    }
+    return exited.code;
+  };
+  return info;
+}

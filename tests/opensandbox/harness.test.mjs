@@ -7,7 +7,7 @@ import { describe, it } from "node:test";
 
 import * as sdk from "@alibaba-group/opensandbox";
 
-import { needsRoot, startDaemon } from "./harness.mjs";
+import { needsRoot, startDaemon, startImageRegistry } from "./harness.mjs";
 
 describe("SDK tier harness", () => {
   it("the pinned SDK imports with the API the tests use", () => {
@@ -31,5 +31,24 @@ describe("SDK tier harness", () => {
       assert.ok(existsSync(d.root));
       assert.equal(await d.stop(), 0);
       assert.ok(!existsSync(d.root));
+    });
+
+  it("starts a registry with test images through tests/images/serve.py, stops it by pid",
+    async () => {
+      const reg = await startImageRegistry({ mode: "htpasswd", images: ["busybox"] });
+      assert.match(reg.host, /^127\.0\.0\.1:\d+$/);
+      assert.equal(reg.refs.busybox, `${reg.host}/test/busybox:1`);
+      const auth = "Basic " + Buffer.from(`${reg.user}:${reg.password}`).toString("base64");
+      const accept = "application/vnd.oci.image.manifest.v1+json";
+      const ok = await fetch(`${reg.url}/v2/test/busybox/manifests/1`,
+        { headers: { authorization: auth, accept }, signal: AbortSignal.timeout(5000) });
+      assert.equal(ok.status, 200);
+      await ok.arrayBuffer();
+      const anon = await fetch(`${reg.url}/v2/test/busybox/manifests/1`,
+        { headers: { accept }, signal: AbortSignal.timeout(5000) });
+      assert.equal(anon.status, 401);
+      await anon.arrayBuffer();
+      assert.equal(await reg.stop(), 0);
+      assert.ok(!existsSync(reg.auth_file));
     });
 });
