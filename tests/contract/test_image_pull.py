@@ -1,0 +1,344 @@
+"""Issue 22 on the native surface (CONTRACT.md 2.1, docs/images.md): `image` may be an OCI
+reference, pulled into the store before the create answers 200; the sandbox's root is the
+image (its files, its owners and modes: writable only where the image lets the sandbox's
+uid), private to each sandbox; the image's Env is the base of every exec's environment;
+whiteouts and opaque directories, gzip/zstd/plain layers, OCI and Docker indexes (this
+machine's platform), Docker schema 2, digests; htpasswd and token registries with
+SANDBOX_HOST_REGISTRY_AUTH; refusals (400 BadRequest with the reason) and an unreachable
+registry (503 Unavailable + Retry-After); SANDBOX_HOST_IMAGE_PULL=off; /healthz; the store
+on disk, kept across a restart (no registry needed) with tmp/ emptied; SANDBOX_HOST_PREPULL
+and /readyz. Real registries (Debian's docker-registry) from tests/images."""
+import base64
+import hashlib
+import json
+import os
+import stat
+import threading
+
+import pytest
+
+import execlib
+import imagelib
+import shlib
+from imagelib import build, hostile, registry
+
+pytestmark = [imagelib.skip_unless_possible]
+
+CUSTOM_ENV = ["PATH=/bin", "IMG_ONLY=from-image", "IMG_BOTH=from-image"]
+BUSYBOX_PASSWD = b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n"
+
+
+def custom_image(lay, tag="custom"):
+    """busybox + a layer with a world-writable /shared (1777), /etc/image-file, /srv/wd; Env
+    CUSTOM_ENV, WorkingDir /srv/wd."""
+    base = lay.add_layer(build.busybox_entries(), "gzip")
+    top = lay.add_layer([("dir", "etc"), ("file", "etc/image-file", b"from-the-image\n"),
+                         ("dir", "shared", 0o1777), ("dir", "srv"), ("dir", "srv/wd")], "gzip")
+    return lay.add_image([base, top], tag=tag, env=CUSTOM_ENV, workdir="/srv/wd")
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    """A plain registry with the named images and `custom`: (registry, refs, layout)."""
+    work = str(tmp_path_factory.mktemp("images"))
+    with registry.Registry("plain") as reg:
+        refs, _ = build.push_named(reg, ["busybox", "whiteout", "gzip", "zstd", "plain", "mixed",
+                                         "multi", "multi-docker", "docker"], work)
+        lay = build.Layout(os.path.join(work, "custom"))
+        refs["custom_desc"] = custom_image(lay)
+        refs["custom"] = build.push(lay, "custom", reg, "test/custom:1")
+        refs["custom_layout"] = lay
+        yield reg, refs
+
+
+@pytest.fixture(scope="module")
+def pd(images):
+    """The module's daemon: the registry reached over plain http."""
+    reg, _ = images
+    with shlib.running(env=imagelib.env_for(reg.host)) as d:
+        yield d
+
+
+def run_ok(sb, script):
+    return execlib.sh(sb, script, env={"PATH": "/bin"})
+
+
+# ---- a reference as the sandbox's root ----------------------------------------------------------
+
+def test_create_with_a_reference_answers_200_and_execs_the_images_busybox(pd, images):
+    _, refs = images
+    sb = imagelib.sandbox(pd, refs["busybox"])
+    st = execlib.ok(sb, ["/bin/busybox", "cat", "/etc/passwd"])
+    assert st.out == BUSYBOX_PASSWD, "the root is not the image's: %r" % st.out
+    st = execlib.ok(sb, ["/bin/busybox", "readlink", "/bin/sh"])
+    assert st.out == b"busybox\n", "the image's applet links"
+    sb.delete()
+
+
+def test_the_root_is_writable_only_where_the_image_lets_the_sandbox_uid(pd, images):
+    _, refs = images
+    sb = imagelib.sandbox(pd, refs["custom"])
+    assert run_ok(sb, "cat /etc/image-file") == "from-the-image\n"
+    for p in ("/usr/x", "/bin/x", "/etc/x", "/usr/local/bin/x"):
+        st = execlib.run(sb, ["/bin/busybox", "touch", p])
+        st.assert_exit()
+        assert st.exit != 0, "%s written: the image gives it to root" % p
+        assert (b"Permission denied" in st.err or b"Read-only file system" in st.err), \
+            "%s: %r" % (p, st.err)
+    assert run_ok(sb, "echo w > /workspace/w && cat /workspace/w && echo t > /tmp/t && cat /tmp/t") \
+        == "w\nt\n"
+    # the image's world-writable dir is writable by the sandbox's uid
+    assert run_ok(sb, "echo s > /shared/s && cat /shared/s") == "s\n"
+    sb.delete()
+
+
+def test_two_sandboxes_of_one_image_do_not_see_each_others_writes(pd, images):
+    _, refs = images
+    a = imagelib.sandbox(pd, refs["custom"])
+    b = imagelib.sandbox(pd, refs["custom"])
+    run_ok(a, "echo from-a > /shared/a")
+    run_ok(b, "echo from-b > /shared/b")
+    assert run_ok(a, "ls -a /shared").split() == [".", "..", "a"]
+    assert run_ok(b, "ls -a /shared").split() == [".", "..", "b"]
+    # the shared layers themselves are unchanged
+    layers = imagelib.store(pd) / "layers" / "sha256"
+    for h in imagelib.layer_hexes(refs["custom_layout"], refs["custom_desc"]):
+        shared = layers / h / "root" / "shared"
+        if shared.is_dir():
+            assert sorted(os.listdir(shared)) == [], "a sandbox wrote into the layer"
+    a.delete()
+    b.delete()
+
+
+def test_the_images_env_is_below_the_creates_env_in_every_exec(pd, images):
+    _, refs = images
+    sb = imagelib.sandbox(pd, refs["custom"], env={"IMG_BOTH": "from-create"})
+    env = dict(ln.split("=", 1) for ln in run_ok(sb, "env").splitlines() if "=" in ln)
+    assert env.get("IMG_ONLY") == "from-image", env
+    assert env.get("IMG_BOTH") == "from-create", env
+    st = execlib.ok(sb, ["/bin/busybox", "sh", "-c", "echo $IMG_BOTH $IMG_ONLY"],
+                    env={"IMG_BOTH": "from-exec"})
+    assert st.out == b"from-exec from-image\n"
+    # the next exec inherits nothing of the previous one's env
+    assert run_ok(sb, "echo $IMG_BOTH") == "from-create\n"
+    sb.delete()
+
+
+def test_whiteouts_hide_files_and_an_opaque_dir_shows_only_the_upper_layer(pd, images):
+    _, refs = images
+    sb = imagelib.sandbox(pd, refs["whiteout"])
+    exp = build.WHITEOUT_EXPECT
+    for p in exp["present"]:
+        assert run_ok(sb, "test -e /%s && echo yes || echo no" % p) == "yes\n", p
+    for p in exp["absent"]:
+        assert run_ok(sb, "test -e /%s && echo yes || echo no" % p) == "no\n", p
+    for p, content in exp["content"].items():
+        assert execlib.ok(sb, ["/bin/busybox", "cat", "/" + p]).out == content, p
+    assert run_ok(sb, "ls -a /opt/old").split() == [".", "..", "c"]
+    # no whiteout device shows through
+    assert "c" not in run_ok(sb, "ls -l /etc /data | cut -c1 | sort -u")
+    sb.delete()
+
+
+@pytest.mark.parametrize("name", ["gzip", "zstd", "plain", "mixed"])
+def test_layers_of_each_compression_run(pd, images, name):
+    _, refs = images
+    sb = imagelib.sandbox(pd, refs[name])
+    assert execlib.ok(sb, ["/bin/busybox", "echo", name]).out == (name + "\n").encode()
+    if name == "mixed":
+        assert run_ok(sb, "cat /etc/zstd-layer /etc/plain-layer") == "zstd\nplain\n"
+    sb.delete()
+
+
+@pytest.mark.parametrize("name", ["multi", "multi-docker"])
+def test_an_index_picks_this_machines_platform(pd, images, name):
+    _, refs = images
+    sb = imagelib.sandbox(pd, refs[name])
+    arch = build.host_arch()[0]
+    assert run_ok(sb, "cat /etc/platform") == "linux/%s\n" % arch
+    sb.delete()
+
+
+def test_a_docker_schema2_image_runs(pd, images):
+    _, refs = images
+    sb = imagelib.sandbox(pd, refs["docker"])
+    assert execlib.ok(sb, ["/bin/busybox", "cat", "/etc/passwd"]).out == BUSYBOX_PASSWD
+    sb.delete()
+
+
+def test_a_pull_by_digest_runs_and_a_wrong_digest_is_400(pd, images):
+    reg, _ = images
+    digest = imagelib.manifest_digest(reg, "test/busybox", "1")
+    sb = imagelib.sandbox(pd, reg.ref("test/busybox", "@" + digest))
+    assert execlib.ok(sb, ["/bin/busybox", "cat", "/etc/passwd"]).out == BUSYBOX_PASSWD
+    sb.delete()
+    wrong = "sha256:" + hashlib.sha256(b"no such manifest").hexdigest()
+    r = imagelib.create(pd, reg.ref("test/busybox", "@" + wrong))
+    shlib.assert_error(r, 400, "BadRequest")
+
+
+# ---- refusals ----------------------------------------------------------------------------------
+
+def test_an_unknown_tag_is_400_naming_the_registrys_answer(pd, images):
+    reg, _ = images
+    r = imagelib.create(pd, reg.ref("test/busybox", "no-such-tag"))
+    b = shlib.assert_error(r, 400, "BadRequest")
+    assert "manifest unknown" in b["detail"].lower().replace("_", " "), b
+
+
+def test_a_registry_not_listening_is_503_with_retry_after(start_daemon):
+    host = "127.0.0.1:%d" % imagelib.free_port()
+    d = start_daemon(env=imagelib.env_for(host))
+    r = imagelib.create(d, host + "/test/busybox:1")
+    shlib.assert_error(r, 503, "Unavailable")
+    assert r.header("Retry-After") and r.header("Retry-After").isdigit(), r
+    assert imagelib.store_listing(d)["records"] == []
+
+
+@pytest.mark.parametrize("name", ["Foo/UPPER", "127.0.0.1:5000/a/B:1", "x:" + "t" * 129,
+                                  "busybox@sha512:" + "0" * 128])
+def test_a_name_that_is_no_reference_is_400(pd, name):
+    r = imagelib.create(pd, name)
+    b = shlib.assert_error(r, 400, "BadRequest")
+    assert b["detail"].strip()
+
+
+def test_image_pull_off_makes_a_reference_400(start_daemon, images):
+    _, refs = images
+    reg, _ = images
+    d = start_daemon(env=imagelib.env_for(reg.host, IMAGE_PULL="off"))
+    r = imagelib.create(d, refs["busybox"])
+    shlib.assert_error(r, 400, "BadRequest")
+    # host images still work
+    assert d.client.create({}).status == 200
+
+
+def test_healthz_names_images_pull(pd):
+    caps = pd.client.get("/healthz").json()["capabilities"]
+    assert "images.pull" in caps, caps
+
+
+# ---- credentials --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def htpasswd_reg(tmp_path_factory):
+    work = str(tmp_path_factory.mktemp("htimages"))
+    with registry.Registry("htpasswd") as reg:
+        refs, _ = build.push_named(reg, ["busybox"], work)
+        yield reg, refs["busybox"]
+
+
+def test_htpasswd_registry_with_the_auth_file_pulls(start_daemon, htpasswd_reg, tmp_path):
+    reg, ref = htpasswd_reg
+    d = start_daemon(env=imagelib.env_for(reg.host, auth=reg.docker_config(
+        str(tmp_path / "config.json"))))
+    sb = imagelib.sandbox(d, ref)
+    assert execlib.ok(sb, ["/bin/busybox", "cat", "/etc/passwd"]).out == BUSYBOX_PASSWD
+
+
+def test_htpasswd_registry_without_credentials_is_400_unauthorized(start_daemon, htpasswd_reg):
+    reg, ref = htpasswd_reg
+    d = start_daemon(env=imagelib.env_for(reg.host))
+    r = imagelib.create(d, ref)
+    b = shlib.assert_error(r, 400, "BadRequest")
+    assert "unauthorized" in b["detail"].lower(), b
+
+
+def test_token_registry_with_the_auth_file_pulls_and_the_issuer_saw_the_credentials(
+        start_daemon, tmp_path):
+    with registry.Registry("token") as reg:
+        refs, _ = build.push_named(reg, ["busybox"], str(tmp_path / "w"))
+        before = len(reg.issuer.authorizations())
+        d = start_daemon(env=imagelib.env_for(reg.host, auth=reg.docker_config(
+            str(tmp_path / "config.json"))))
+        sb = imagelib.sandbox(d, refs["busybox"])
+        assert execlib.ok(sb, ["/bin/busybox", "cat", "/etc/passwd"]).out == BUSYBOX_PASSWD
+        want = "Basic " + base64.b64encode(reg.creds.encode()).decode()
+        assert want in reg.issuer.authorizations()[before:], reg.issuer.authorizations()
+        sb.delete()
+        d.stop_ok()
+
+
+# ---- the store ----------------------------------------------------------------------------------
+
+def test_the_store_on_disk_after_a_pull(start_daemon, images):
+    """docs/images.md "The store": root's 0700; blobs/sha256/<hex> whose sha256 is <hex>;
+    layers/sha256/<layer digest>/root/; images/<sha256 of the reference>.json; tmp/ empty."""
+    _, refs = images
+    reg, _ = images
+    d = start_daemon(env=imagelib.env_for(reg.host))
+    sb = imagelib.sandbox(d, refs["custom"])
+    s = imagelib.store(d)
+    st = os.stat(s)
+    assert st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o700, oct(st.st_mode)
+    ls = imagelib.store_listing(d)
+    for h in ls["blobs"]:
+        with open(s / "blobs" / "sha256" / h, "rb") as f:
+            assert hashlib.sha256(f.read()).hexdigest() == h, "blob %s lies" % h
+    lay, desc = refs["custom_layout"], refs["custom_desc"]
+    manifest = json.loads(lay.read_blob(desc["digest"]))
+    for x in [desc, manifest["config"]] + manifest["layers"]:
+        assert x["digest"].split(":", 1)[1] in ls["blobs"], x
+    for h in imagelib.layer_hexes(lay, desc):
+        assert h in ls["layers"], h
+        assert (s / "layers" / "sha256" / h / "root").is_dir()
+    assert (s / "layers" / "sha256" / imagelib.layer_hexes(lay, desc)[1] / "root" / "etc" /
+            "image-file").read_bytes() == b"from-the-image\n"
+    assert ls["records"] == [imagelib.record_name(refs["custom"])], ls["records"]
+    json.loads((s / "images" / ls["records"][0]).read_text())
+    assert ls["tmp"] == []
+    sb.delete()
+
+
+def test_a_restart_creates_from_the_store_without_the_registry_and_empties_tmp(
+        start_daemon, tmp_path):
+    with registry.Registry("plain") as reg:
+        refs, _ = build.push_named(reg, ["busybox"], str(tmp_path / "w"))
+        env = imagelib.env_for(reg.host)
+        d1 = start_daemon(env=env)
+        imagelib.sandbox(d1, refs["busybox"]).delete()
+        d1.stop_ok()
+    # the registry is gone; a pull cut by a crash left things in tmp/
+    tmp = imagelib.store(d1) / "tmp"
+    (tmp / "cut-pull").mkdir()
+    (tmp / "cut-pull" / "layer.tar").write_bytes(b"partial")
+    (tmp / "cut-blob").write_bytes(b"partial")
+    d2 = start_daemon(env=env, root=str(d1.root))
+    assert imagelib.store_listing(d2)["tmp"] == [], "tmp/ not emptied at start"
+    sb = imagelib.sandbox(d2, refs["busybox"])
+    assert execlib.ok(sb, ["/bin/busybox", "cat", "/etc/passwd"]).out == BUSYBOX_PASSWD
+    sb.delete()
+
+
+class GateRegistry(hostile.FakeRegistry):
+    """Holds every blob request until .gate is set (bounded by stall_s)."""
+
+    def __init__(self, stall_s=60, **kw):
+        self.gate = threading.Event()
+        self.held = threading.Event()
+        self.stall_s = stall_s
+        super().__init__(**kw)
+
+    def behave(self, handler, kind, name, ref):
+        if kind == "blob":
+            self.held.set()
+            self.gate.wait(self.stall_s)
+        return False
+
+
+@pytest.mark.timeout(180)
+def test_prepull_readyz_is_503_until_the_image_is_in_then_200(start_daemon, tmp_path):
+    lay = build.Layout(str(tmp_path / "lay"))
+    m = build.busybox(lay, tag="1")
+    with GateRegistry() as reg:
+        ref = reg.load(lay, m, "test/pre", "1")
+        d = start_daemon(env=imagelib.env_for(reg.host, PREPULL=ref))
+        assert reg.held.wait(30), "the prepull never asked for a blob"
+        r = d.client.get("/readyz")
+        shlib.assert_error(r, 503, "Unavailable")
+        reg.gate.set()
+        assert imagelib.wait_ready_state(d.client, 200, 60) == 200, d.stderr_text()[-2000:]
+    # it is in the store: a create needs no registry
+    sb = imagelib.sandbox(d, ref)
+    assert execlib.ok(sb, ["/bin/busybox", "cat", "/etc/passwd"]).out == BUSYBOX_PASSWD
+    sb.delete()
