@@ -44,10 +44,15 @@ def base_env(root, extra=None):
     SANDBOX_HOST_DISK_MAX is 0 (no limit) unless a test says otherwise: the tests below were
     written against workspaces on the state root itself; the embedded default (auto: a limit
     wherever the host can hold one) is tested on its own (test_disk.py, tests/vm), and a test
-    that wants the default passes SANDBOX_HOST_DISK_MAX=None."""
+    that wants the default passes SANDBOX_HOST_DISK_MAX=None.
+    SANDBOX_HOST_IMAGE_PULL is off unless a test turns it on: an image name that is no host
+    image would otherwise be pulled from its registry (docker.io for "nope"), and nothing a
+    test does may reach an address it did not make itself; the image tests start their own
+    registries (tests/images) and pass SANDBOX_HOST_IMAGE_PULL=on."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_HOST_")}
     env["SANDBOX_HOST_LISTEN"] = "127.0.0.1:0"
     env["SANDBOX_HOST_DISK_MAX"] = "0"
+    env["SANDBOX_HOST_IMAGE_PULL"] = "off"
     if os.environ.get("SH_TEST_UID_BASE"):
         env["SANDBOX_HOST_UID_BASE"] = os.environ["SH_TEST_UID_BASE"]
     if root is not None:

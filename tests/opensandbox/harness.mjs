@@ -38,7 +38,10 @@ export async function startDaemon(env = {}, args = []) {
   for (const [k, v] of Object.entries(process.env)) {
     if (!k.startsWith("SANDBOX_HOST_")) childEnv[k] = v;
   }
-  Object.assign(childEnv, { SANDBOX_HOST_LISTEN: "127.0.0.1:0", SANDBOX_HOST_ROOT: root }, env);
+  // Pulls are off unless a test turns them on (SANDBOX_HOST_IMAGE_PULL=on, with a registry of
+  // its own, tests/images): nothing a test does may reach a registry it did not start.
+  Object.assign(childEnv, { SANDBOX_HOST_LISTEN: "127.0.0.1:0", SANDBOX_HOST_ROOT: root,
+                            SANDBOX_HOST_IMAGE_PULL: "off" }, env);
   const proc = spawn(bin, args, { env: childEnv, stdio: ["ignore", "pipe", "pipe"] });
   const lines = [];
   let buf = "";
