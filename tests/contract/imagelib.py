@@ -35,8 +35,9 @@ skip_unless_possible = pytest.mark.skipif(why_not() is not None, reason=str(why_
 
 def env_for(*hosts, auth=None, ca=None, **more):
     """A daemon's settings for registries: hosts (host:port) reached over plain http, auth a
-    Docker config.json path, ca a PEM file; more: other SANDBOX_HOST_<NAME>=value."""
-    env = {}
+    Docker config.json path, ca a PEM file; more: other SANDBOX_HOST_<NAME>=value. Pulls are
+    on (shlib's daemons start with them off)."""
+    env = {"SANDBOX_HOST_IMAGE_PULL": "on"}
     if hosts:
         env["SANDBOX_HOST_INSECURE_REGISTRIES"] = ",".join(hosts)
     if auth:
