@@ -9,6 +9,7 @@
 #include "sh/base64.h"
 
 #include <stdbool.h>
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -139,4 +140,50 @@ size_t sh_base64_encode(char *out, const void *in, size_t n)
                 o += 4;
         }
         return (size_t)(o - out);
+}
+
+/* The 6-bit value of a character of the alphabet, -1 for any other. */
+static int b64_value(char c)
+{
+        const char *p = c ? memchr(alphabet, c, 64) : NULL;
+
+        return p ? (int)(p - alphabet) : -1;
+}
+
+long sh_base64_decode(void *out, const char *in, size_t n)
+{
+        unsigned char *o = out;
+        size_t len = 0;
+
+        if (n % 4 != 0)
+                goto bad;
+        for (size_t i = 0; i < n; i += 4) {
+                bool last = i + 4 == n;
+                int v[4];
+                size_t pad = 0;
+
+                for (int k = 0; k < 4; k++) {
+                        v[k] = b64_value(in[i + k]);
+                        if (v[k] < 0) {
+                                /* '=' only as the last one or two characters of the text */
+                                if (in[i + k] != '=' || !last || k < 2 ||
+                                    (k == 2 && in[i + 3] != '='))
+                                        goto bad;
+                                v[k] = 0;
+                                pad++;
+                        }
+                }
+                o[len++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
+                if (pad < 2)
+                        o[len++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
+                if (pad < 1)
+                        o[len++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
+                /* the bits no byte takes must be zero (one text per byte string) */
+                if ((pad == 2 && (v[1] & 15)) || (pad == 1 && (v[2] & 3)))
+                        goto bad;
+        }
+        return (long)len;
+bad:
+        errno = EINVAL;
+        return -1;
 }

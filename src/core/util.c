@@ -782,6 +782,19 @@ static inline bool json_plain(unsigned char c)
         return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
 }
 
+void sh_quote_printable(const char *in, char *out, size_t size)
+{
+        size_t i = 0;
+
+        for (; in && *in && i + 4 < size; in++)
+                out[i++] = (*in >= 0x20 && *in < 0x7f) ? *in : '?';
+        if (in && *in && i + 4 <= size) {
+                memcpy(out + i, "...", 3);
+                i += 3;
+        }
+        out[i] = '\0';
+}
+
 size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
 {
         static const char hex[] = "0123456789abcdef";

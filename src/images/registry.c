@@ -727,6 +727,7 @@ static void got_manifest(sh_reg_pull *p, const sh_fetch_result *res, sh_fetch *x
 {
         char digest[SH_OCI_DIGEST_MAX], reason[512];
         const char *ctype = sh_fetch_header(x, "Content-Type", 0);
+        const char *said = sh_fetch_header(x, "Docker-Content-Digest", 0);
         sh_oci_doc doc = {0};
         uint64_t total = 0, config_size;
         int r;
@@ -736,6 +737,14 @@ static void got_manifest(sh_reg_pull *p, const sh_fetch_result *res, sh_fetch *x
                 finish(p, SH_E_INVALID,
                        "digest mismatch: the manifest %s of %s/%s from %s hashes to %s", p->want,
                        p->domain, p->path, p->domain, digest);
+                return;
+        }
+        /* the registry's own word for it, when it gives one, must be what arrived */
+        if (said && sh_oci_digest_valid(said) && strcmp(said, digest) != 0) {
+                finish(p, SH_E_INVALID,
+                       "digest mismatch: the manifest of %s/%s from %s hashes to %s, not the %s "
+                       "its Docker-Content-Digest says",
+                       p->domain, p->path, p->domain, digest, said);
                 return;
         }
         if (sh_oci_doc_parse(ctype, res->body, res->len, &doc, reason, sizeof(reason)) < 0) {
@@ -800,6 +809,8 @@ static void got_manifest(sh_reg_pull *p, const sh_fetch_result *res, sh_fetch *x
                 return;
         }
         r = store_mem_blob(p, digest, res->body, res->len);
+        if (r == 0)
+                r = p->hooks.manifest(p->data, p->img->layers, p->img->n_layers);
         if (r < 0) {
                 finish(p, SH_E_INTERNAL, "this host cannot store the manifest: %s", strerror(-r));
                 return;

@@ -30,6 +30,9 @@ typedef struct sh_reg_hooks {
         /* Whether the store already holds what this blob is for (the blob verified in blobs/,
          * or a layer already unpacked): it is not downloaded. */
         bool (*have)(void *data, const char *digest, bool layer);
+        /* The manifest is in: its layers (lowest first), before any is fetched. 0 or -errno
+         * (the pull fails). */
+        int (*manifest)(void *data, const sh_oci_descriptor *layers, size_t n);
         /* The phase ("manifest", "config", "layers") or bytes of layer i moved on. */
         void (*progress)(void *data, const char *phase, size_t layer, uint64_t done);
         /* Once, from the loop: img (the callee's) or err. */

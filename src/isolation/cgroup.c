@@ -1084,6 +1084,11 @@ sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r)
         return r ? r->mode : SH_CG_NONE;
 }
 
+sh_cgroup_root *sh_cgroup_root_of(const sh_cgroup *cg)
+{
+        return cg->root;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* One cgroup.                                                                                 */
 

@@ -119,17 +119,23 @@ static int setup_image(const sh_worker_spec *s)
 #define OVL_FSMOUNT_CLOEXEC     1
 #define OVL_MOVE_MOUNT_F_EMPTY  4
 
-/* The options every overlay root gets. The layers are hostile (a registry's image): they may
- * carry trusted.overlay.* xattrs of their own (the unpacker writes only the opaque one, but a
- * layer store is data), and these features make the kernel follow such xattrs, so each is
- * off: index=off (no inode index of the upper: an origin xattr could tie a lower inode to
- * another), redirect_dir=off (trusted.overlay.redirect in a lower would send a directory's
- * lookup to another path of the layers), metacopy=off (trusted.overlay.metacopy would take a
- * file's data from the path its redirect names), xino=off (no inode numbers composed across
- * layers: st_ino is the real one). userxattr is not used: PID 1 has the daemon's privilege
- * here (no user namespace, before sh_caps_limit_init), so whiteouts and opaque dirs are the
- * trusted.* ones the unpacker writes and no sandbox process can set. */
-#define OVL_FEATURES "index=off,xino=off,redirect_dir=off,metacopy=off"
+/* The options every overlay root gets, as key and value. The layers are hostile (a registry's
+ * image): they may carry trusted.overlay.* xattrs of their own (the unpacker writes only the
+ * opaque one, but a layer store is data), and these features make the kernel follow such
+ * xattrs, so none is on: index=off (no inode index of the upper: an origin xattr could tie a
+ * lower inode to another), nfs_export=off (the same, for file handles; a kernel may default it
+ * on), redirect_dir=nofollow (trusted.overlay.redirect in a lower would send a directory's
+ * lookup to another path of the layers; "off" still follows them where the kernel was built
+ * with redirect_always_follow, its default), metacopy=off (a lower's trusted.overlay.metacopy
+ * is then refused, EPERM, instead of taking a file's data from the path its redirect names),
+ * xino=off (no inode numbers composed across layers: st_ino is the real one). userxattr is not
+ * used: PID 1 has the daemon's privilege here (no user namespace, before sh_caps_limit_init),
+ * so whiteouts and opaque dirs are the trusted.* ones the unpacker writes, which no sandbox
+ * process can set. */
+static const char *const ovl_features[][2] = {
+        {"index", "off"},    {"nfs_export", "off"}, {"redirect_dir", "nofollow"},
+        {"metacopy", "off"}, {"xino", "off"},
+};
 
 /* The option string of the legacy mount(2), relative lowers (the caller is in s->layers):
  * -1 with E2BIG when it does not fit one page of mount data. */
@@ -148,10 +154,17 @@ static int overlay_data(const sh_worker_spec *s, char *out, size_t size)
                         goto big;
                 off += (size_t)n;
         }
-        n = snprintf(out + off, size - off, ",upperdir=%s,workdir=%s," OVL_FEATURES, s->upper,
-                     s->work);
+        n = snprintf(out + off, size - off, ",upperdir=%s,workdir=%s", s->upper, s->work);
         if (n < 0 || (size_t)n >= size - off)
                 goto big;
+        off += (size_t)n;
+        for (size_t k = 0; k < ARRAY_SIZE(ovl_features); k++) {
+                n = snprintf(out + off, size - off, ",%s=%s", ovl_features[k][0],
+                             ovl_features[k][1]);
+                if (n < 0 || (size_t)n >= size - off)
+                        goto big;
+                off += (size_t)n;
+        }
         return 0;
 big:
         errno = E2BIG;
@@ -166,7 +179,6 @@ static int fsconfig_str(int fd, const char *key, const char *value)
 /* The new mount API, a layer per `lowerdir+` (Linux 6.8): no bound but the layers'. */
 static int overlay_fsconfig(const sh_worker_spec *s)
 {
-        static const char *const off[] = {"index", "xino", "redirect_dir", "metacopy"};
         _cleanup_close_ int fd = (int)syscall(SYS_fsopen, "overlay", OVL_FSOPEN_CLOEXEC), mfd = -1;
         size_t k;
         int i;
@@ -181,8 +193,8 @@ static int overlay_fsconfig(const sh_worker_spec *s)
                 }
         if (fsconfig_str(fd, "upperdir", s->upper) < 0 || fsconfig_str(fd, "workdir", s->work) < 0)
                 return -1;
-        for (k = 0; k < ARRAY_SIZE(off); k++)
-                if (fsconfig_str(fd, off[k], "off") < 0)
+        for (k = 0; k < ARRAY_SIZE(ovl_features); k++)
+                if (fsconfig_str(fd, ovl_features[k][0], ovl_features[k][1]) < 0)
                         return -1;
         if (syscall(SYS_fsconfig, fd, OVL_FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
                 return -1;

@@ -65,7 +65,13 @@ struct sh_manager {
         sh_removals *removals; /* the removals in the background (remover.c) */
         unsigned teardowns;    /* filesystems being detached, whose removal follows */
         sh_images *images;     /* the image store ({root}/images); NULL: pulls are off */
+        sh_cgroup *images_cg;  /* {subtree}/images: its unpackers' cgroups are below it */
 };
+
+/* Every layer unpack of the daemon together (each has its own, smaller limits below). */
+#define IMAGES_CG_MEMORY_MAX (2ULL << 30)
+#define IMAGES_CG_PIDS_MAX   256
+#define IMAGES_CG_CPU_MILLI  2000
 
 /* /healthz: this host pulls images by reference (SANDBOX_HOST_IMAGE_PULL, docs/images.md). */
 static bool images_on;
@@ -420,6 +426,14 @@ static int mkdir_p_abs(const char *path, mode_t mode)
  * filter, the init image, the cgroup subtree, the disk, the directory fds. */
 static void manager_release(sh_manager *m)
 {
+        sh_images_free(TAKE_PTR(m->images));
+        if (m->images_cg) {
+                sh_error *cerr = NULL;
+
+                if (sh_cgroup_destroy(m->images_cg, &cerr) < 0)
+                        sh_error_release(&cerr); /* removed with the daemon's subtree */
+                sh_cgroup_free(m->images_cg);
+        }
         sh_ws_cache_free(m->ws_cache);
         sh_seccomp_free(m->filter);
         sh_close(m->init_image);
@@ -540,10 +554,17 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 cg_mode = sh_cgroup_mode(m->cgroot);
         }
         if (cfg->image_pull) {
+                const sh_cg_limits lim = {.memory_max = IMAGES_CG_MEMORY_MAX,
+                                          .pids_max = IMAGES_CG_PIDS_MAX,
+                                          .cpu_max_milli = IMAGES_CG_CPU_MILLI};
                 char dir[4200];
 
                 snprintf(dir, sizeof(dir), "%s/images", m->root_real);
-                if (sh_images_open(cfg, loop, dir, NULL, &m->images, err) < 0) {
+                if (sh_cgroup_create(m->cgroot, NULL, "images", &lim, &m->images_cg, err) < 0) {
+                        sh_error_wrap(err, "creating the image unpackers' cgroup");
+                        goto fail;
+                }
+                if (sh_images_open(cfg, loop, dir, m->images_cg, &m->images, err) < 0) {
                         sh_error_wrap(err, "opening the image store");
                         goto fail;
                 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "sh/tools.h"
+#include "sh/util.h"
 
 /* The symbolic links of the bundle so far, as hashes of their canonical paths ("a/b": no ".",
  * no empty component) in an open-addressing set. A collision can only refuse a bundle, never
@@ -248,24 +249,11 @@ sh_bundle_verdict sh_bundle_check(sh_bundle_policy *p, const sh_bundle_entry *e,
         return SH_BUNDLE_TAKE;
 }
 
-void sh_bundle_quote(const char *in, char *out, size_t size)
-{
-        size_t i = 0;
-
-        for (; in && *in && i + 4 < size; in++)
-                out[i++] = (*in >= 0x20 && *in < 0x7f) ? *in : '?';
-        if (in && *in && i + 4 <= size) {
-                memcpy(out + i, "...", 3);
-                i += 3;
-        }
-        out[i] = '\0';
-}
-
 void sh_bundle_reason(sh_bundle_verdict v, const char *path, char *buf, size_t size)
 {
         char q[160];
 
-        sh_bundle_quote(path, q, sizeof(q));
+        sh_quote_printable(path, q, sizeof(q));
         switch (v) {
         case SH_BUNDLE_TAKE:
         case SH_BUNDLE_SKIP:

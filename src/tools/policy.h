@@ -51,7 +51,3 @@ sh_bundle_verdict sh_bundle_check(sh_bundle_policy *p, const sh_bundle_entry *e,
 /* The reason for a refusal, as the client reads it ("unsafe bundle: ..."), naming the entry
  * by its quoted path. */
 void sh_bundle_reason(sh_bundle_verdict v, const char *path, char *buf, size_t size);
-
-/* A hostile name for JSON and logs: printable ASCII only ('?' for any other byte), cut with
- * "..." to fit `size` (>= 8). */
-void sh_bundle_quote(const char *in, char *out, size_t size);

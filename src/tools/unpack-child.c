@@ -4,9 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <iconv.h>
-#include <langinfo.h>
-#include <locale.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,7 +18,9 @@
 #include "sh/caps.h"
 #include "sh/macro.h"
 #include "sh/tree.h"
+#include "sh/util.h"
 #include "sh/jail.h"
+#include "sh/unpacker.h"
 #include "policy.h"
 #include "unpack-internal.h"
 
@@ -54,56 +53,9 @@
  * following a link) before the tree is renamed into the store.
  */
 
-#define NEWROOT "/tmp" /* shadowed by the unpacker's tmpfs, in its own mount namespace only */
-#define OUT_DIR "out"  /* where the staging directory appears in the unpacker's root */
-
-/* What the unpacker may call, fitted to what libarchive 3.6 and zlib call to read a tar.gz
- * from an fd and write its entries below the working directory (traced with strace over the
- * contract tests, sanitizer build included), plus the calls of the entry kinds the rules
- * allow that those bundles do not reach (rmdir and unlink when a later entry replaces an
- * earlier one, ftruncate for a sparse file's tail, chmod for a directory's mode fixed up
- * at the end). Not there, among others: socket and every network call, execve, fork and
- * clone, kill, ptrace, mount, chown, mknod, ioctl, setxattr, prctl, and any mapping with
- * PROT_EXEC: no code can be loaded, whatever libc tries. */
-static const sh_seccomp_allow unpack_syscalls[] = {
-        /* the bundle, and the tree it becomes */
-        {"read", -1, 0, 0},
-        {"write", -1, 0, 0},
-        {"lseek", -1, 0, 0},
-        {"close", -1, 0, 0},
-        {"openat", -1, 0, 0},
-        {"fcntl", -1, 0, 0},
-        {"newfstatat", -1, 0, 0},
-        {"mkdir", -1, 0, 0},
-        {"symlink", -1, 0, 0},
-        {"linkat", -1, 0, 0},
-        {"unlink", -1, 0, 0},
-        {"rmdir", -1, 0, 0},
-        {"ftruncate", -1, 0, 0},
-        {"fchmod", -1, 0, 0},
-        {"chmod", -1, 0, 0},
-        {"utimensat", -1, 0, 0},
-        {"umask", -1, 0, 0},
-        {"geteuid", -1, 0, 0},
-        /* memory for libarchive and zlib, never executable */
-        {"brk", -1, 0, 0},
-        {"mmap", 2, PROT_EXEC, 0},
-        {"mprotect", 2, PROT_EXEC, 0},
-        {"munmap", -1, 0, 0},
-        {"mremap", -1, 0, 0},
-        /* libc (a once-initialiser's wake-up, abort's first steps), the sanitizer build's
-         * no-return hook (a query of the signal stack), and the end */
-        {"futex", -1, 0, 0},
-        {"getpid", -1, 0, 0},
-        {"gettid", -1, 0, 0},
-        {"rt_sigprocmask", -1, 0, 0},
-        {"sigaltstack", 0, ~0ull, 0},
-        {"exit_group", -1, 0, 0},
-};
-
 int sh_unpack_filter_build(sh_seccomp **ret, sh_error **err)
 {
-        return sh_seccomp_build_allowlist(unpack_syscalls, ARRAY_SIZE(unpack_syscalls), EPERM, ret,
+        return sh_seccomp_build_allowlist(sh_unpacker_syscalls, sh_unpacker_n_syscalls, EPERM, ret,
                                           err);
 }
 
@@ -115,14 +67,11 @@ _printf_(1, 2) static int child_fail(const char *fmt, ...)
 {
         char buf[SH_TOOLS_REASON_MAX];
         va_list ap;
-        int n;
 
         va_start(ap, fmt);
-        n = vsnprintf(buf, sizeof(buf), fmt, ap);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
         va_end(ap);
-        if (n > 0) /* one small write into an empty pipe: cannot block or split */
-                (void)!write(reason_fd, buf, strlen(buf));
-        return 1;
+        return sh_unpacker_fail(reason_fd, "%s", buf);
 }
 
 static int step_fail(const char *step)
@@ -131,123 +80,21 @@ static int step_fail(const char *step)
                           strerror(errno));
 }
 
-/* stdin and stdout lead nowhere; stderr (where libc, and the sanitizer build, report
- * trouble) goes into the reason pipe. Nothing of the unpacker reaches the daemon's log
- * directly. */
-static int quiet_stdio(void)
-{
-        int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-        if (fd < 0)
-                return -1;
-        if (dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(FD_REASON, 2) < 0) {
-                close(fd);
-                return -1;
-        }
-        close(fd);
-        return 0;
-}
-
-/* glibc sets up some machinery on first use by reading files at fixed paths: the locale
- * (LC_CTYPE decides which charset libarchive converts names to) and iconv's configuration
- * (gconv-modules, read once per process). Both are loaded here, from the host's files,
- * before the root changes. In a UTF-8 locale libarchive copies UTF-8 names without calling
- * iconv at all (and glibc's UTF-8 conversions are built in): legitimate non-ASCII names
- * unpack byte for byte. Afterwards the paths glibc would look at do not exist. Nothing else
- * is needed: no NSS (owners are never looked up by name), no time zone. */
-static int prepare_libc(void)
-{
-        iconv_t cd;
-
-        if (!setlocale(LC_CTYPE, "C.UTF-8"))
-                return child_fail("this host has no C.UTF-8 locale (glibc's libc-bin): the "
-                                  "unpacker needs it for non-ASCII names");
-        if (strcmp(nl_langinfo(CODESET), "UTF-8") != 0)
-                return child_fail("this host's C.UTF-8 locale is not UTF-8 ('%s')",
-                                  nl_langinfo(CODESET));
-        cd = iconv_open("UTF-8", "UTF-8");
-        if (cd == (iconv_t)-1)
-                return step_fail("initialise iconv");
-        iconv_close(cd);
-        return 0;
-}
-
-/* The unpacker's root: an empty tmpfs, read-only once set up, with the staging directory
- * bound at /out (writable by the unpacker's uid, but noexec, nosuid, nodev). No /proc, no
- * /dev, no /usr: not one path of the host, and not one file of the bundle at a system path.
- * The staging directory is opened again by its path in our namespace (the daemon owns every
- * component of it; the inode is checked) before the tmpfs may hide it. */
-static int build_root(void)
-{
-        _cleanup_close_ int fd = -1;
-
-        if (sh_jail_private() < 0)
-                return step_fail("make mounts private");
-        fd = sh_jail_reopen_dir(FD_STAGE);
-        if (fd < 0)
-                return step_fail("open the staging directory");
-        if (sh_jail_tmpfs_root(NEWROOT) < 0)
-                return step_fail("mount the root tmpfs");
-        if (sh_jail_bind_fd(fd, NEWROOT "/" OUT_DIR, SH_JAIL_NOEXEC) < 0)
-                return step_fail("bind the staging directory");
-        fd = sh_close(fd);
-        close(FD_STAGE);
-        if (sh_jail_enter(NEWROOT) < 0)
-                return step_fail("pivot_root");
-        if (chdir("/" OUT_DIR) < 0)
-                return step_fail("enter the staging directory");
-        return 0;
-}
-
-static int set_limit(int res, rlim_t v)
-{
-        struct rlimit rl = {v, v};
-
-        return setrlimit(res, &rl);
-}
-
-/* The steps, in order; the filter last, since every step before needs calls it forbids.
- * RLIMIT_CPU's SIGXCPU is ignored by a namespace's PID 1, but the hard limit's SIGKILL is
- * not; a gzip bomb or a looping archive dies on these instead of filling the disk or
- * spinning. */
+/* The shared steps (sh/unpacker.h), with the tool unpacker's limits. */
 static int confine(const sh_unpack_child_arg *a)
 {
-        const char *step = NULL;
-        int r;
+        const sh_unpacker_confinement c = {
+                .procs = FD_PROCS,
+                .nprocs = a->nprocs,
+                .stage = FD_STAGE,
+                .reason = FD_REASON,
+                .uid = a->uid,
+                .fsize_max = SH_TOOLS_UNPACKED_MAX,
+                .cpu_s = SH_TOOLS_UNPACK_TIMEOUT_MS / 1000,
+                .filter = a->filter,
+        };
 
-        r = sh_jail_join_cgroup(FD_PROCS, a->nprocs);
-        if (r < 0) {
-                errno = -r;
-                return step_fail("join the unpacker's cgroup");
-        }
-        /* The daemon gone, the unpacker goes too (and with PID 1, its namespace). */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-                return step_fail("parent death signal");
-        if (quiet_stdio() < 0)
-                return step_fail("redirect stdio");
-        if (prepare_libc() != 0)
-                return 1;
-        if (build_root() != 0)
-                return 1;
-        if (set_limit(RLIMIT_FSIZE, (rlim_t)SH_TOOLS_UNPACKED_MAX) < 0 ||
-            set_limit(RLIMIT_CPU, SH_TOOLS_UNPACK_TIMEOUT_MS / 1000) < 0 ||
-            set_limit(RLIMIT_CORE, 0) < 0 || set_limit(RLIMIT_NOFILE, 64) < 0)
-                return step_fail("set limits");
-        /* Bounding set, securebits, groups, uid and gid, every capability set, no_new_privs. */
-        r = sh_caps_drop_to(a->uid, a->uid, &step);
-        if (r < 0) {
-                errno = -r;
-                return step_fail(step ? step : "drop privileges");
-        }
-        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-                return step_fail("prctl");
-        umask(022);
-        r = sh_seccomp_load(a->filter);
-        if (r < 0) {
-                errno = -r;
-                return step_fail("load the system call filter");
-        }
-        return 0;
+        return sh_unpacker_confine(&c);
 }
 
 static int copy_data(struct archive *in, struct archive *out)
@@ -323,7 +170,7 @@ int sh_unpack_extract(void)
                 };
                 sh_bundle_verdict v = sh_bundle_check(pol, &be, &perm);
 
-                sh_bundle_quote(be.path, q, sizeof(q));
+                sh_quote_printable(be.path, q, sizeof(q));
                 if (v == SH_BUNDLE_SKIP)
                         continue; /* "./": the bundle root itself */
                 if (v != SH_BUNDLE_TAKE) {
@@ -437,7 +284,8 @@ int sh_unpack_finisher_main(void *arg)
         }
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return step_fail("parent death signal");
-        if (set_limit(RLIMIT_NOFILE, SH_UNPACK_MAX_DEPTH + 32) < 0 || set_limit(RLIMIT_CORE, 0) < 0)
+        if (sh_unpacker_limit(RLIMIT_NOFILE, SH_UNPACK_MAX_DEPTH + 32) < 0 ||
+            sh_unpacker_limit(RLIMIT_CORE, 0) < 0)
                 return step_fail("set limits");
         /* The top directory, then everything below it; readable by every sandbox uid. */
         if (fchown(FIN_STAGE, 0, 0) < 0 || fchmod(FIN_STAGE, 0755) < 0)

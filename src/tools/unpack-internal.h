@@ -9,14 +9,14 @@
 #include "sh/error.h"
 #include "sh/seccomp.h"
 #include "sh/tools.h"
+#include "sh/unpacker.h"
 
 #include "policy.h"
 
 #define SH_UNPACK_MAX_DEPTH SH_BUNDLE_DEPTH_MAX /* path components of one entry */
 
-/* The unpacker's namespaces. No user namespace: it needs none (we are root and drop to an
- * unprivileged uid), and creating one would expose more kernel code. */
-#define SH_UNPACK_NS (CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+/* The unpacker's namespaces (sh/unpacker.h). */
+#define SH_UNPACK_NS SH_UNPACKER_NS
 
 /* The unpacker's fds: the bundle, the staging directory, the reason pipe, then the
  * cgroup.procs fds. The finisher's: the staging directory, the reason pipe, cgroup.procs. */

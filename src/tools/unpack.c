@@ -344,17 +344,9 @@ _printf_(2, 3) static void fail(sh_unpack *u, const char *fmt, ...)
         report(u);
 }
 
-/* The child's one-line reason. Printable ASCII only: it goes into JSON and logs, and a child
- * is not trusted to keep to that. */
 static void read_reason(sh_unpack *u)
 {
-        ssize_t n = read(u->errfd, u->reason, sizeof(u->reason) - 1);
-
-        u->reason[n > 0 ? n : 0] = '\0';
-        for (ssize_t i = 0; i < n; i++)
-                if (u->reason[i] < 0x20 || u->reason[i] > 0x7e)
-                        u->reason[i] = '?';
-        u->errfd = sh_close(u->errfd);
+        u->errfd = sh_unpacker_read_reason(u->errfd, u->reason, sizeof(u->reason));
 }
 
 static void on_deadline(sh_loop *l, sh_timer *t, void *data);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "policy.h"
+#include "sh/util.h"
 
 static void check_taken(const sh_bundle_entry *e, mode_t perm)
 {
@@ -83,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         sh_bundle_reason(v, e.path, reason, sizeof(reason));
                         FZ_CHECK(strlen(reason) > 0 && strlen(reason) < sizeof(reason));
                 }
-                sh_bundle_quote(e.path, quoted, sizeof(quoted));
+                sh_quote_printable(e.path, quoted, sizeof(quoted));
                 FZ_CHECK(strlen(quoted) < sizeof(quoted));
                 for (const char *c = quoted; *c; c++)
                         FZ_CHECK(*c >= 0x20 && *c < 0x7f);

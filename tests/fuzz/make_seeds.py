@@ -355,11 +355,99 @@ def ndjson():
     }
 
 
+# ---- images (ref.c, oci.c, auth.c) -----------------------------------------------------------
+
+D1 = b"sha256:" + b"1" * 64
+D2 = b"sha256:" + b"2" * 64
+
+
+def image_ref():
+    return {
+        "official": b"python",
+        "tagged": b"python:3.12-slim",
+        "user": b"user/img",
+        "hub": b"index.docker.io/library/busybox:1.36",
+        "registry-port": b"127.0.0.1:5000/team/app:v1",
+        "localhost": b"localhost/busybox",
+        "ipv6": b"[::1]:5000/busybox",
+        "digest": b"ghcr.io/org/app@" + D1,
+        "tag-digest": b"host:5000/p:tag@" + D1,
+        "separators": b"g/a.b_c__d-e---f",
+        "uppercase": b"Python",
+        "sha512": b"a@sha512:" + b"0" * 128,
+    }
+
+
+def oci_manifest(mt, ct, layers):
+    return (b'{"schemaVersion":2,' + (b'"mediaType":"' + mt + b'",' if mt else b"") +
+            b'"config":{"mediaType":"' + ct + b'","digest":"' + D1 + b'","size":1234},'
+            b'"layers":[' + b",".join(b'{"mediaType":"' + t + b'","digest":"' + D2 +
+                                      b'","size":10}' for t in layers) + b"]}")
+
+
+def oci_entry(mt, digest, os_, arch, variant=None):
+    p = b'{"os":"' + os_ + b'","architecture":"' + arch + b'"'
+    p += (b',"variant":"' + variant + b'"}') if variant else b"}"
+    return (b'{"mediaType":"' + mt + b'","digest":"' + digest + b'","size":10,"platform":' +
+            p + b"}")
+
+
+def oci():
+    om = b"application/vnd.oci.image.manifest.v1+json"
+    oi = b"application/vnd.oci.image.index.v1+json"
+    dm = b"application/vnd.docker.distribution.manifest.v2+json"
+    dl = b"application/vnd.docker.distribution.manifest.list.v2+json"
+    oc = b"application/vnd.oci.image.config.v1+json"
+    dc = b"application/vnd.docker.container.image.v1+json"
+    gz = b"application/vnd.oci.image.layer.v1.tar+gzip"
+    index = (b'{"schemaVersion":2,"mediaType":"' + oi + b'","manifests":[' + b",".join([
+        oci_entry(om, D1, b"linux", b"amd64"), oci_entry(om, D2, b"linux", b"arm64", b"v8"),
+        oci_entry(om, D2, b"linux", b"arm", b"v6"), oci_entry(om, D1, b"unknown", b"unknown")])
+        + b"]}")
+    return {
+        "oci-manifest": b"0" + om + b"\n" + oci_manifest(om, oc, [gz, gz[:-5], gz[:-4] + b"zstd"]),
+        "docker-manifest": b"0" + dm + b"; charset=utf-8\n" + oci_manifest(
+            dm, dc, [b"application/vnd.docker.image.rootfs.diff.tar.gzip"]),
+        "shape-manifest": b"0\n" + oci_manifest(None, oc, [gz]),
+        "oci-index": b"0" + oi + b"\n" + index,
+        "docker-list": b"0\n" + b'{"schemaVersion":2,"mediaType":"' + dl + b'","manifests":[' +
+                       oci_entry(dm, D1, b"linux", b"arm", b"v7") + b"]}",
+        "schema1": b"0application/vnd.docker.distribution.manifest.v1+prettyjws\n"
+                   b'{"schemaVersion":1,"name":"x","fsLayers":[]}',
+        "artifact": b"0\n" + oci_manifest(om, b"application/vnd.oci.empty.v1+json", [gz]),
+        "config": b'1{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/usr/bin",'
+                  b'"LANG=C.UTF-8"],"WorkingDir":"/app","User":"1000"},"rootfs":{"type":"layers",'
+                  b'"diff_ids":["' + D1 + b'","' + D2 + b'"]}}',
+        "config-relative-workdir": b'1{"config":{"WorkingDir":"app","Env":["X"]},'
+                                   b'"rootfs":{"type":"layers","diff_ids":[]}}',
+    }
+
+
+def registry_auth():
+    auth = base64.b64encode(b"alice:s3cr:et")
+    return {
+        "bearer": b'0Bearer realm="https://auth.docker.io/token",service="registry.docker.io",'
+                  b'scope="repository:library/python:pull"',
+        "several": b'0Negotiate, NTLM abc+/de==, Basic realm="r", Bearer realm="https://t"',
+        "escapes": b'0Basic realm="a \\"quoted\\" \\\\ realm"',
+        "malformed": b'0Bearer realm="x" junk',
+        "config-hub": b'1docker.io\n{"auths":{"https://index.docker.io/v1/":{"auth":"' + auth +
+                      b'"}}}',
+        "config-host": b'1127.0.0.1:5000\n{"auths":{"http://127.0.0.1:5000/v2/":'
+                       b'{"username":"u","password":"p"}}}',
+        "config-bad-base64": b'1ghcr.io\n{"auths":{"ghcr.io":{"auth":"Ym9iOnB3="}}}',
+        "token": b'2{"token":"abc.def-ghi","expires_in":300}',
+        "access-token": b'2{"access_token":"xyz"}',
+        "base64": b"3" + auth,
+        "base64-bad": b"3Zh==",
+    }
+
+
 TARGETS = {
     "proto": proto, "multipart": multipart, "passwd": passwd, "mode": mode, "range": range_,
     "rules": rules, "framing": framing, "router": router, "util": util, "json": json_,
     "manifest": manifest, "policy": policy, "cgroup": cgroup, "acl": acl, "sse": sse,
-    "ndjson": ndjson,
+    "ndjson": ndjson, "image_ref": image_ref, "oci": oci, "registry_auth": registry_auth,
 }
 
 

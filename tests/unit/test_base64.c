@@ -128,6 +128,42 @@ START_TEST(test_random_data_like_sodium)
 }
 END_TEST
 
+START_TEST(test_decode_gives_back_what_encode_gave)
+{
+        unsigned char in[64], out[64];
+        char text[4 * ((64 + 2) / 3)];
+
+        for (size_t i = 0; i < sizeof(in); i++)
+                in[i] = (unsigned char)(i * 37 + 11);
+        for (size_t n = 0; n <= sizeof(in); n++) {
+                size_t len = sh_base64_encode(text, in, n);
+
+                ck_assert_int_eq(sh_base64_decode(out, text, len), (long)n);
+                ck_assert(memcmp(out, in, n) == 0);
+        }
+}
+END_TEST
+
+START_TEST(test_decode_refuses_text_that_is_not_strict_base64)
+{
+        static const char *const bad[] = {
+                "Zg",       /* length not a multiple of 4 */
+                "Zg=a",     /* '=' before the end */
+                "Z===",     /* three '=' */
+                "=Zg=",     /* '=' first */
+                "Zm9v\n",   /* whitespace */
+                "Zh==",     /* unused bits not zero */
+                "Zm9=",     /* unused bits not zero */
+                "Zm9v!A==", /* a character outside the alphabet */
+                "Zg==Zg==", /* padding inside */
+        };
+        unsigned char out[16];
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                ck_assert_msg(sh_base64_decode(out, bad[i], strlen(bad[i])) == -1, "%s", bad[i]);
+}
+END_TEST
+
 static void scalar_on(void)
 {
         sh_base64_force_scalar(true);
@@ -147,6 +183,8 @@ static void add_tests(TCase *tc)
         tcase_add_test(tc, test_every_byte_in_every_position_of_the_vector_blocks_like_sodium);
         tcase_add_test(tc, test_unaligned_inputs_like_sodium);
         tcase_add_test(tc, test_random_data_like_sodium);
+        tcase_add_test(tc, test_decode_gives_back_what_encode_gave);
+        tcase_add_test(tc, test_decode_refuses_text_that_is_not_strict_base64);
 }
 
 static Suite *base64_suite(void)

@@ -10,6 +10,7 @@
 
 #include "../../src/tools/policy.h"
 #include "sh/tools.h"
+#include "sh/util.h"
 
 static sh_bundle_policy *p;
 
@@ -261,7 +262,7 @@ START_TEST(test_non_ascii_and_control_bytes_unpack_as_they_are_and_are_quoted)
         char q[160], why[SH_TOOLS_REASON_MAX], big[400];
 
         ck_assert_int_eq(file("caf\xc3\xa9/\x01\n\x7f"), SH_BUNDLE_TAKE);
-        sh_bundle_quote("caf\xc3\xa9/\x01\n\x7f", q, sizeof(q));
+        sh_quote_printable("caf\xc3\xa9/\x01\n\x7f", q, sizeof(q));
         ck_assert_str_eq(q, "caf?"
                             "?/?"
                             "??");
@@ -270,9 +271,9 @@ START_TEST(test_non_ascii_and_control_bytes_unpack_as_they_are_and_are_quoted)
                               "too deep");
         memset(big, 'b', sizeof(big) - 1);
         big[sizeof(big) - 1] = '\0';
-        sh_bundle_quote(big, q, 16);
+        sh_quote_printable(big, q, 16);
         ck_assert_str_eq(q, "bbbbbbbbbbbb...");
-        sh_bundle_quote(NULL, q, sizeof(q));
+        sh_quote_printable(NULL, q, sizeof(q));
         ck_assert_str_eq(q, "");
 }
 END_TEST

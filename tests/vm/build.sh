@@ -17,7 +17,8 @@ mkdir -p "$VM"
 DAEMON="$BUILD/sandbox-host"
 LIVE="$BUILD/tests/test_cgroup_live"
 JAIL="$BUILD/tests/test_unpack_jail"
-for f in "$DAEMON" "$LIVE" "$JAIL"; do
+OVL="$BUILD/tests/test_overlay_root"
+for f in "$DAEMON" "$LIVE" "$JAIL" "$OVL"; do
         [ -x "$f" ] || { echo "build.sh: $f is missing: build the project first" >&2; exit 1; }
 done
 BUSYBOX=/bin/busybox # busybox-static's; a dynamic busybox would need its libraries too
@@ -31,7 +32,7 @@ fi
 #    With it, the modules the project-quota state roots need (virtio-blk for their disks, the
 #    quota format of ext4's quota feature, XFS and its crc32c library), from the same package.
 MODS="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk
-quota_tree quota_v2 libcrc32c xfs"
+quota_tree quota_v2 libcrc32c xfs overlay loop"
 have_mods=1
 for m in $MODS; do [ -s "$VM/modules/$m.ko" ] || have_mods=0; done
 if [ ! -s "$VM/vmlinuz" ] || [ "$have_mods" = 0 ]; then
@@ -91,6 +92,7 @@ for m in $MODS; do cp "$VM/modules/$m.ko" "$R/usr/lib/modules/"; done
 cp "$DAEMON" "$R/opt/sh/sandbox-host"
 cp "$LIVE" "$R/opt/sh/test_cgroup_live"
 cp "$JAIL" "$R/opt/sh/test_unpack_jail"
+cp "$OVL" "$R/opt/sh/test_overlay_root"
 # the tool unpacker loads the C.UTF-8 locale (glibc's, from libc-bin) before it confines itself
 mkdir -p "$R/usr/lib/locale"
 cp -a /usr/lib/locale/C.utf8 "$R/usr/lib/locale/"
@@ -99,9 +101,14 @@ RSYNC=/usr/bin/rsync
 [ -x "$RSYNC" ] || { echo "build.sh: $RSYNC is needed (apt-get install rsync)" >&2; exit 1; }
 rm -f "$R/usr/bin/rsync"
 cp "$RSYNC" "$R/usr/bin/rsync"
+# mke2fs for the overlay root's loop part (the disk limit's template image; the daemon looks in
+# /usr/sbin). The loop module is loaded only for that part, so no earlier part finds loop.
+MKE2FS=/usr/sbin/mke2fs
+[ -x "$MKE2FS" ] || { echo "build.sh: $MKE2FS is needed (apt-get install e2fsprogs)" >&2; exit 1; }
+cp "$MKE2FS" "$R/usr/sbin/mke2fs"
 # shared libraries of the binaries (resolved on this machine, copied under the VM's own
 # /usr/lib/x86_64-linux-gnu, the dynamic loader under /usr/lib64 = /lib64)
-ldd "$DAEMON" "$LIVE" "$JAIL" "$RSYNC" | awk '$2 == "=>" && $3 ~ /^\//{print $3} $1 ~ /^\/.*ld-linux/{print $1}' | sort -u |
+ldd "$DAEMON" "$LIVE" "$JAIL" "$OVL" "$RSYNC" "$MKE2FS" | awk '$2 == "=>" && $3 ~ /^\//{print $3} $1 ~ /^\/.*ld-linux/{print $1}' | sort -u |
         while read -r lib; do
                 case "$lib" in
                 */ld-linux-x86-64.so.2) cp -L "$lib" "$R/usr/lib64/ld-linux-x86-64.so.2" ;;

@@ -120,6 +120,40 @@ mount_and_run quota ext4 /dev/vda
 echo "=== xfs: sandbox-host with its defaults on an XFS prjquota state root"
 mount_and_run xfs xfs /dev/vdb
 
+# 5. A sandbox whose root is an overlay of image layers (issue 22): the wire test on real
+#    sandboxes from the root cgroup, as test_cgroup_live; then its project-quota part with the
+#    state root on the quota disk again (the upper charged to the workspace's project). The
+#    overlay and loop modules only now: the e2e part's DISK_MAX=auto must not find loop devices.
+echo "=== test_overlay_root"
+insmod /usr/lib/modules/overlay.ko || echo "insmod overlay failed"
+insmod /usr/lib/modules/loop.ko || echo "insmod loop failed"
+# overlay_run TAG ENV...: the suite with ENV, one RESULT per test and one for the run
+overlay_run() {
+        tag=$1
+        shift
+        rm -f /tmp/ovl.tap
+        env CK_TAP_LOG_FILE_NAME=/tmp/ovl.tap "$@" timeout -s KILL 200 /opt/sh/test_overlay_root </dev/null >/tmp/ovl.out 2>&1
+        rc=$?
+        cat /tmp/ovl.out
+        if [ -f /tmp/ovl.tap ]; then
+                cat /tmp/ovl.tap
+                sed -n 's/^\(not ok\|ok\) [0-9]* - [^:]*:[a-z]*:\([A-Za-z0-9_]*\):\(.*\)$/\1|\2|\3/p' /tmp/ovl.tap |
+                        while IFS='|' read -r st name msg; do
+                                [ "$st" = ok ] && s=ok || s=fail
+                                r "overlay_root.$name $s$msg"
+                        done
+        fi
+        r "overlay_root$tag $([ $rc = 0 ] && echo ok || echo fail) rc=$rc $(grep -m1 '^[0-9]*%: Checks' /tmp/ovl.out)"
+}
+overlay_run "" TMPDIR=/tmp
+mkdir -p /mnt/ovl
+if mount -t ext4 -o prjquota /dev/vda /mnt/ovl; then
+        overlay_run _project TMPDIR=/mnt/ovl SH_TEST_PROJECT_QUOTA=1
+        umount /mnt/ovl || echo "umount /mnt/ovl failed"
+else
+        r "overlay_root_project fail mount -t ext4 -o prjquota /dev/vda: $(dmesg | tail -3)"
+fi
+
 echo "=== cgroup tree at the end:"
 find $CG -type d | sed "s|^$CG||" | head -50
 echo "ALLDONE"

@@ -118,9 +118,28 @@ XFS_CHECKS = [
     "xfs_delete_frees",
     "xfs_sigterm_exit_0",
 ]
+# A sandbox whose root is an overlay of image layers (issue 22): the wire test in the VM
+# (tmpfs, loop and no limit; Linux 6.1 has no lowerdir+: 101 layers are refused there), then its
+# project-quota part on the ext4 disk.
+OVERLAY_TESTS = [
+    "the_root_shows_the_layers_merged_and_whiteouts_hide",
+    "a_layers_redirect_and_metacopy_xattrs_are_not_followed",
+    "the_sandbox_uid_writes_where_the_image_lets_it_never_where_root_owns",
+    "two_sandboxes_of_one_image_do_not_see_each_others_writes",
+    "the_images_env_is_the_base_and_its_workdir_is_kept",
+    "the_pin_is_held_for_the_sandboxs_life",
+    "a_plan_with_a_lower_outside_the_layers_is_refused_and_unpinned",
+    "more_layers_than_a_page_of_mount_options_holds_are_mounted",
+    "no_limit_the_upper_goes_with_the_sandbox",
+    "tmpfs_the_upper_counts_against_the_disk_limit_and_goes_with_the_sandbox",
+    "loop_the_upper_counts_against_the_disk_limit_and_goes_with_the_sandbox",
+    "project_the_upper_counts_against_the_disk_limit_and_goes_with_the_sandbox",
+]
+OVERLAY_CHECKS = ["overlay_root." + t for t in OVERLAY_TESTS] + ["overlay_root",
+                                                                 "overlay_root_project"]
 EXPECTED = (["vm_cgroup2_only"] + ["cgroup_live." + t for t in LIVE_TESTS] + ["cgroup_live"]
             + ["unpack_jail." + t for t in JAIL_TESTS] + ["unpack_jail"] + E2E_CHECKS
-            + QUOTA_CHECKS + XFS_CHECKS)
+            + QUOTA_CHECKS + XFS_CHECKS + OVERLAY_CHECKS)
 
 RESULT_RE = re.compile(r"^RESULT (\S+) (ok|fail)(?: (.*))?$")
 

@@ -17,5 +17,17 @@ static inline size_t sh_base64_len(size_t n)
  * (no terminator written). */
 size_t sh_base64_encode(char *out, const void *in, size_t n);
 
+/* Bytes decoding n characters can give at most (room for sh_base64_decode's out). */
+static inline size_t sh_base64_decoded_max(size_t n)
+{
+        return n / 4 * 3;
+}
+
+/* Decode in[0..n), standard alphabet with its padding, strictly (RFC 4648 section 3.5: length
+ * a multiple of 4, '=' only at the end, the unused bits of the last character zero; no
+ * whitespace) into out, which has room for sh_base64_decoded_max(n). Returns the number of
+ * bytes, or -1 (EINVAL) for text that is not such base64. For credentials, not a hot path. */
+long sh_base64_decode(void *out, const char *in, size_t n);
+
 /* Tests: the table-driven path only, even on a CPU with AVX2 (false: back to the probe). */
 void sh_base64_force_scalar(bool on);

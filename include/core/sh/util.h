@@ -103,6 +103,10 @@ void sh_hex_encode(const void *p, size_t n, char *out);
 #define SH_UUID_LEN 36
 void sh_uuid_format(const unsigned char b[16], char out[SH_UUID_LEN + 1]);
 
+/* A hostile name for a reason, JSON or a log: printable ASCII only ('?' for any other byte),
+ * cut with "..." to fit `size` (>= 8); NULL is "" (pure). */
+void sh_quote_printable(const char *in, char *out, size_t size);
+
 /* Append `n` bytes of `s` to `out` as a JSON string (with quotes). Valid UTF-8 passes through;
  * each byte of an invalid sequence becomes \udcXX (Python's surrogateescape, so a client's
  * os.fsencode gets the original bytes back); control characters are escaped. `out` must have

@@ -97,7 +97,9 @@ typedef struct sh_auth_challenge {
         char *realm, *service, *scope;
 } sh_auth_challenge;
 
-/* RFC 7235 WWW-Authenticate (quoted strings, escapes, several challenges: Bearer wins). */
+/* RFC 7235 WWW-Authenticate (quoted strings, escapes, several challenges: Bearer wins; a
+ * token68 passed over). 0; -EINVAL malformed (or a Bearer without realm); -ENOTSUP when no
+ * challenge is Basic or Bearer (the reason names the schemes asked for); -ENOMEM. */
 int sh_auth_challenge_parse(const char *header, sh_auth_challenge *ret, char *reason, size_t n);
 void sh_auth_challenge_done(sh_auth_challenge *c);
 /* Docker config.json ("auths": {key: {"auth": base64(user:pass)} | {"username","password"}});

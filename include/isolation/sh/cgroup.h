@@ -68,6 +68,8 @@ int sh_cgroup_root_destroy(sh_cgroup_root *r, sh_error **err);
  * created from r must be freed (or buried) first. */
 void sh_cgroup_root_free(sh_cgroup_root *r);
 sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r);
+/* The root a cgroup handle refers to (for a service given only its parent cgroup). */
+sh_cgroup_root *sh_cgroup_root_of(const sh_cgroup *cg);
 
 /* --- one cgroup (a sandbox, or an exec inside a sandbox) --- */
 
