@@ -249,7 +249,8 @@ def test_token_registry_with_the_auth_file_pulls_and_the_issuer_saw_the_credenti
     with registry.Registry("token") as reg:
         refs, _ = build.push_named(reg, ["busybox"], str(tmp_path / "w"))
         before = len(reg.issuer.authorizations())
-        d = start_daemon(env=imagelib.env_for(reg.host, auth=reg.docker_config(
+        # the token realm is another host:port over plain http: listed too (docs/images.md)
+        d = start_daemon(env=imagelib.env_for(reg.host, reg.issuer.host, auth=reg.docker_config(
             str(tmp_path / "config.json"))))
         sb = imagelib.sandbox(d, refs["busybox"])
         assert execlib.ok(sb, ["/bin/busybox", "cat", "/etc/passwd"]).out == BUSYBOX_PASSWD
