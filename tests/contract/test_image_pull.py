@@ -86,8 +86,8 @@ def test_the_root_is_writable_only_where_the_image_lets_the_sandbox_uid(pd, imag
         assert st.exit != 0, "%s written: the image gives it to root" % p
         assert (b"Permission denied" in st.err or b"Read-only file system" in st.err), \
             "%s: %r" % (p, st.err)
-    assert run_ok(sb, "echo w > /workspace/w && cat /workspace/w && echo t > /tmp/t && cat /tmp/t") \
-        == "w\nt\n"
+    assert run_ok(sb, "echo w > /workspace/w && cat /workspace/w && "
+                  "echo t > /tmp/t && cat /tmp/t") == "w\nt\n"
     # the image's world-writable dir is writable by the sandbox's uid
     assert run_ok(sb, "echo s > /shared/s && cat /shared/s") == "s\n"
     sb.delete()

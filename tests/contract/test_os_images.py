@@ -149,7 +149,8 @@ def test_image_auth_is_that_pulls_credentials_and_never_shown(oc, od, regs):
 
 def test_a_wrong_image_auth_ends_failed(oc, regs):
     _, refs, ht, _ = regs
-    j = create_pending(oc, body_for(refs["ht_wrong"], auth={"username": ht.user, "password": "wrong-pw"}))
+    j = create_pending(oc, body_for(refs["ht_wrong"],
+                                    auth={"username": ht.user, "password": "wrong-pw"}))
     got, _ = oc.wait_state(j["id"], "Failed", timeout=WAIT)
     assert got["status"]["reason"] == "IMAGE_PULL_FAILED", got
     assert "unauthorized" in got["status"].get("message", "").lower(), got

@@ -75,7 +75,7 @@ describe("OCI images through the SDK", { skip: needsRoot, timeout: 900_000 }, ()
       SANDBOX_HOST_IMAGE_PULL: "on",
       SANDBOX_HOST_INSECURE_REGISTRIES: images.host,
     });
-  });
+  }, { timeout: 700_000 }); // the python image's first build (mmdebstrap) takes minutes
   after(async () => {
     await reg.cleanup();
     if (d) {
@@ -105,7 +105,8 @@ describe("OCI images through the SDK", { skip: needsRoot, timeout: 900_000 }, ()
     assert.match(info.status.message, /manifest[ _]unknown/i);
   });
 
-  it("python3 from the image runs", async (t) => {
+  const PY = { timeout: 300_000 };
+  it("python3 from the image runs", PY, async (t) => {
     if (pySkip) return t.skip(pySkip);
     const s = await create(images.refs.python);
     assert.deepEqual(await out(s, "python3 -c 'import sys; print(sys.version_info[0], sys.prefix)'"),
@@ -113,7 +114,7 @@ describe("OCI images through the SDK", { skip: needsRoot, timeout: 900_000 }, ()
     assert.ok((await out(s, "cat /etc/os-release")).some((l) => l.includes("bookworm")));
   });
 
-  it("a file under /usr/local is refused and one under HOME accepted", async (t) => {
+  it("a file under /usr/local is refused and one under HOME accepted", PY, async (t) => {
     if (pySkip) return t.skip(pySkip);
     const s = await create(images.refs.python);
     await assert.rejects(s.files.writeFiles([{ path: "/usr/local/sdk-probe", data: "x" }]));
@@ -125,7 +126,8 @@ describe("OCI images through the SDK", { skip: needsRoot, timeout: 900_000 }, ()
     assert.deepEqual(await out(s, "echo more >> ~/notes.txt && cat ~/notes.txt"), ["minemore"]);
   });
 
-  it("a wheel uploaded is pip-installed offline: into a venv, and as a user install", async (t) => {
+  it("a wheel uploaded is pip-installed offline: into a venv, and as a user install", PY,
+    async (t) => {
     if (pySkip) return t.skip(pySkip);
     const s = await create(images.refs.python);
     const whl = "/workspace/shhello-1.0-py3-none-any.whl";
@@ -143,7 +145,7 @@ describe("OCI images through the SDK", { skip: needsRoot, timeout: 900_000 }, ()
       ["hello from the wheel /workspace/.local/lib/python3.11/site-packages/shhello/__init__.py"]);
   });
 
-  it("two sandboxes of one image do not see each other's writes", async (t) => {
+  it("two sandboxes of one image do not see each other's writes", PY, async (t) => {
     if (pySkip) return t.skip(pySkip);
     const a = await create(images.refs.python);
     const b = await create(images.refs.python);
