@@ -698,7 +698,7 @@ static void pull_end(pull *p, sh_image *img, const sh_error *err)
 
         if (err)
                 sh_log(SH_LOG_WARN, "image-pull", NULL, "pulling %s failed: %s", p->name, err->msg);
-        else
+        else if (img)
                 sh_log(SH_LOG_INFO, "image-pull", NULL, "pulled %s (%s, %zu layers)", p->name,
                        img->digest, img->n_layers);
         if (p->prepull)

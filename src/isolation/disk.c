@@ -632,16 +632,18 @@ static _Noreturn void setup_tmpfs(const sh_disk_job *j)
         finish_mounted(j);
 }
 
-/* project: dir/logs, the daemon's files of the sandbox (sh_sandbox_open_log), outside the
- * workspace but in its project, so that they are charged to the same limit. */
-static void set_logs_project(uint32_t id)
+/* project: dir/<name> (made, root's), outside the workspace but in its project, inherited by
+ * what is made below it, so that it is charged to the same limit: dir/logs, the daemon's files
+ * of the sandbox (sh_sandbox_open_log); dir/root, an overlay root's upper and work (the
+ * overlay's renames from work into upper stay in the project: no EXDEV). */
+static void set_dir_project(const char *name, uint32_t id)
 {
         _cleanup_close_ int fd = -1;
         struct fsxattr fx;
 
-        if (mkdirat(FD_DIR, "logs", 0700) < 0 && errno != EEXIST)
+        if (mkdirat(FD_DIR, name, 0700) < 0 && errno != EEXIST)
                 setup_fail(STEP_POPULATE);
-        fd = openat(FD_DIR, "logs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        fd = openat(FD_DIR, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 || ioctl(fd, FS_IOC_FSGETXATTR, &fx) < 0)
                 setup_fail(STEP_PROJID);
         fx.fsx_projid = id;
@@ -711,22 +713,9 @@ static _Noreturn void setup_project(const sh_disk_job *j)
         fx.fsx_xflags |= FS_XFLAG_PROJINHERIT;
         if (ioctl(ws, FS_IOC_FSSETXATTR, &fx) < 0)
                 setup_fail(STEP_PROJID);
-        set_logs_project(id);
+        set_dir_project("logs", id);
         if (j->root) {
-                /* root/ in the project, inherited by upper/ and work/ and what the overlay
-                 * copies up or makes there (its work dir's renames into the upper stay in the
-                 * project: no EXDEV). */
-                _cleanup_close_ int rfd = -1;
-
-                if (mkdirat(FD_DIR, "root", 0700) < 0 && errno != EEXIST)
-                        setup_fail(STEP_POPULATE);
-                rfd = openat(FD_DIR, "root", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (rfd < 0 || ioctl(rfd, FS_IOC_FSGETXATTR, &fx) < 0)
-                        setup_fail(STEP_PROJID);
-                fx.fsx_projid = id;
-                fx.fsx_xflags |= FS_XFLAG_PROJINHERIT;
-                if (ioctl(rfd, FS_IOC_FSSETXATTR, &fx) < 0)
-                        setup_fail(STEP_PROJID);
+                set_dir_project("root", id);
                 if (make_root_dirs("root") < 0)
                         setup_fail(STEP_POPULATE);
         }

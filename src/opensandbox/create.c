@@ -85,7 +85,8 @@ static int judge_image(const sh_manager *m, const cJSON *image, os_record *rec, 
                 return judge_image_auth(sh_json_opt(image, "auth"), cr, e);
         }
         sh_manager_image_names(m, names, sizeof(names));
-        os_err_code(e, OS_E_INVALID_IMAGE, "no host image for '%.200s', and %.200s; the host's images are: %s",
+        os_err_code(e, OS_E_INVALID_IMAGE,
+                    "no host image for '%.200s', and %.200s; the host's images are: %s",
                     uri->valuestring, err && err->msg ? err->msg : "it cannot be pulled", names);
         sh_error_release(&err);
         return -1;

@@ -40,10 +40,10 @@ typedef struct sh_sandbox_env {
          * itself, and what each of its exec sessions is started with. */
         sh_exec_env exec;
         const sh_config *cfg;
-        sh_seccomp *filter;    /* every worker's filter */
-        int init_image;        /* sandbox-init's sealed memfd: every worker is exec'd from it */
-        const char *tools_dir; /* {root}/tools: the tool store, read-only in every sandbox */
-        sh_disk *disk;         /* how workspaces are limited */
+        sh_seccomp *filter;       /* every worker's filter */
+        int init_image;           /* sandbox-init's sealed memfd: every worker is exec'd from it */
+        const char *tools_dir;    /* {root}/tools: the tool store, read-only in every sandbox */
+        sh_disk *disk;            /* how workspaces are limited */
         struct sh_images *images; /* the image store (sh/images.h); NULL: pulls are off */
         /* {root}/.sandboxes (O_DIRECTORY): every sandbox's directory is opened below it by name
          * when it is used. */

@@ -103,13 +103,13 @@ struct sh_sandbox {
         char *restore_root, *restore_name;
         /* an OCI image (sh_sandbox_pull_prepare): its pull, the create's first step */
         bool oci;
-        sh_image_pull *pull;   /* under way (holds a reference), NULL: none */
-        char *pull_username;   /* that pull's credentials (wiped and freed after it) */
+        sh_image_pull *pull; /* under way (holds a reference), NULL: none */
+        char *pull_username; /* that pull's credentials (wiped and freed after it) */
         char *pull_password;
-        bool keep_failed;      /* a failed pull keeps the sandbox, failed */
-        char *failed;          /* why its create failed, when kept failed */
+        bool keep_failed; /* a failed pull keeps the sandbox, failed */
+        char *failed;     /* why its create failed, when kept failed */
         void (*pull_progress)(void *data, const char *layer, uint64_t done, uint64_t total);
-        uint64_t *pull_told;   /* each layer's bytes last told */
+        uint64_t *pull_told; /* each layer's bytes last told */
 };
 
 /* ---- the object ------------------------------------------------------------------------- */

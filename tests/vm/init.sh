@@ -39,6 +39,17 @@ r() { echo "RESULT $*"; echo "RESULT $*" >>$OUT; }
 # copy the RESULT lines of a command's output to the results port, everything to the console
 results() { while IFS= read -r l; do echo "$l"; case "$l" in RESULT\ *) echo "$l" >>$OUT ;; esac; done; }
 CG=/sys/fs/cgroup
+# tap_results TAP TCASE PREFIX: a Check TAP log's tests of the TCASE cases (a sed pattern), one
+# RESULT line each, named PREFIX.<test>
+tap_results() {
+        [ -f "$1" ] || return 0
+        cat "$1"
+        sed -n "s/^\(not ok\|ok\) [0-9]* - [^:]*:$2:\([A-Za-z0-9_]*\):\(.*\)\$/\1|\2|\3/p" "$1" |
+                while IFS='|' read -r st name msg; do
+                        [ "$st" = ok ] && s=ok || s=fail
+                        r "$3.$name $s$msg"
+                done
+}
 
 echo "=== kernel $(uname -r), cmdline: $(cat /proc/cmdline)"
 grep cgroup /proc/mounts
@@ -54,14 +65,7 @@ rm -f /tmp/live.tap
 CK_TAP_LOG_FILE_NAME=/tmp/live.tap timeout -s KILL 150 /opt/sh/test_cgroup_live </dev/null >/tmp/live.out 2>&1
 rc=$?
 cat /tmp/live.out
-if [ -f /tmp/live.tap ]; then
-        cat /tmp/live.tap
-        sed -n 's/^\(not ok\|ok\) [0-9]* - .*:live:\([A-Za-z0-9_]*\):\(.*\)$/\1|\2|\3/p' /tmp/live.tap |
-                while IFS='|' read -r st name msg; do
-                        [ "$st" = ok ] && s=ok || s=fail
-                        r "cgroup_live.$name $s$msg"
-                done
-fi
+tap_results /tmp/live.tap live cgroup_live
 mode=$(sed -n 's/^cgroup mode: \([a-z0-9]*\),.*/\1/p' /tmp/live.out)
 r "cgroup_live $([ $rc = 0 ] && [ "$mode" = v2 ] && echo ok || echo fail) rc=$rc mode=${mode:-?} $(grep -m1 '^[0-9]*%: Checks' /tmp/live.out)"
 
@@ -72,14 +76,7 @@ rm -f /tmp/jail.tap
 CK_TAP_LOG_FILE_NAME=/tmp/jail.tap timeout -s KILL 150 /opt/sh/test_unpack_jail </dev/null >/tmp/jail.out 2>&1
 rc=$?
 cat /tmp/jail.out
-if [ -f /tmp/jail.tap ]; then
-        cat /tmp/jail.tap
-        sed -n 's/^\(not ok\|ok\) [0-9]* - .*:jail:\([A-Za-z0-9_]*\):\(.*\)$/\1|\2|\3/p' /tmp/jail.tap |
-                while IFS='|' read -r st name msg; do
-                        [ "$st" = ok ] && s=ok || s=fail
-                        r "unpack_jail.$name $s$msg"
-                done
-fi
+tap_results /tmp/jail.tap jail unpack_jail
 r "unpack_jail $([ $rc = 0 ] && echo ok || echo fail) rc=$rc $(grep -m1 '^[0-9]*%: Checks' /tmp/jail.out)"
 
 # 2. The real daemon in a cgroup of its own (as a systemd service or a pod would give it),
@@ -135,14 +132,7 @@ overlay_run() {
         env CK_TAP_LOG_FILE_NAME=/tmp/ovl.tap "$@" timeout -s KILL 200 /opt/sh/test_overlay_root </dev/null >/tmp/ovl.out 2>&1
         rc=$?
         cat /tmp/ovl.out
-        if [ -f /tmp/ovl.tap ]; then
-                cat /tmp/ovl.tap
-                sed -n 's/^\(not ok\|ok\) [0-9]* - [^:]*:[a-z]*:\([A-Za-z0-9_]*\):\(.*\)$/\1|\2|\3/p' /tmp/ovl.tap |
-                        while IFS='|' read -r st name msg; do
-                                [ "$st" = ok ] && s=ok || s=fail
-                                r "overlay_root.$name $s$msg"
-                        done
-        fi
+        tap_results /tmp/ovl.tap "[a-z]*" overlay_root
         r "overlay_root$tag $([ $rc = 0 ] && echo ok || echo fail) rc=$rc $(grep -m1 '^[0-9]*%: Checks' /tmp/ovl.out)"
 }
 overlay_run "" TMPDIR=/tmp

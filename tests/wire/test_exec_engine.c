@@ -46,64 +46,22 @@ static void teardown(void)
         wire_services_stop();
 }
 
-/* What one consumer of an exec saw. */
-typedef struct seen {
-        sh_exec *e;
-        bool ended;
-        sh_exec_event_type end; /* EXIT or ERROR */
-        int code;
-        char why[128]; /* the end's `why`, "" when NULL */
-        char out[256];
-        size_t out_len;
-} seen;
-
-static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
-{
-        seen *s = data;
-        size_t room = sizeof(s->out) - 1 - s->out_len;
-
-        if (ev->type == SH_EXEC_EV_CHUNK) {
-                size_t n = ev->chunk.len < room ? ev->chunk.len : room;
-
-                memcpy(s->out + s->out_len, ev->chunk.data, n);
-                s->out_len += n;
-                return;
-        }
-        if (ev->type == SH_EXEC_EV_HEARTBEAT)
-                return;
-        s->ended = true;
-        s->end = ev->type;
-        s->code = ev->type == SH_EXEC_EV_EXIT ? ev->exit.code : -1;
-        snprintf(s->why, sizeof(s->why), "%s", ev->why ? ev->why : "");
-        sh_exec_detach(TAKE_PTR(s->e));
-}
-
-static bool ended(void *data)
-{
-        return ((seen *)data)->ended;
-}
-
 static bool said_up(void *data)
 {
-        return strstr(((seen *)data)->out, "up") != NULL;
+        return strstr(((wire_seen *)data)->out, "up") != NULL;
 }
 
-static void run_sh(seen *s, const char *script, const sh_exec_opts *o)
+static void run_sh(wire_seen *s, const char *script, const sh_exec_opts *o)
 {
-        char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
-        sh_error *err = NULL;
-
-        memset(s, 0, sizeof(*s));
-        if (sh_sandbox_exec(sb, argv, NULL, o, on_event, s, &s->e, &err) < 0)
-                ck_abort_msg("sh_sandbox_exec: %s", err && err->msg ? err->msg : "?");
+        wire_exec_sh(sb, s, script, NULL, o);
 }
 
 START_TEST(an_exec_past_its_timeout_is_killed_and_its_end_says_so)
 {
-        seen s;
+        wire_seen s;
 
         run_sh(&s, "sleep 1000", &(sh_exec_opts){.timeout_ms = 200});
-        wire_loop_until(ended, &s, WAIT_MS, "the timed-out exec's end");
+        wire_loop_until(wire_exec_ended, &s, WAIT_MS, "the timed-out exec's end");
         ck_assert_int_eq(s.end, SH_EXEC_EV_EXIT);
         ck_assert_int_eq(s.code, 128 + 9);
         ck_assert_str_eq(s.why, "timed out after 200 ms");
@@ -112,10 +70,10 @@ END_TEST
 
 START_TEST(an_exec_that_ends_before_its_timeout_ends_as_it_would)
 {
-        seen s;
+        wire_seen s;
 
         run_sh(&s, "echo done", &(sh_exec_opts){.timeout_ms = 60000});
-        wire_loop_until(ended, &s, WAIT_MS, "the exec's end");
+        wire_loop_until(wire_exec_ended, &s, WAIT_MS, "the exec's end");
         ck_assert_int_eq(s.code, 0);
         ck_assert_str_eq(s.why, "");
         ck_assert_str_eq(s.out, "done\n");
@@ -124,14 +82,14 @@ END_TEST
 
 START_TEST(a_kill_reaches_the_whole_tree_and_its_first_reason_is_the_ends)
 {
-        seen s;
+        wire_seen s;
 
         /* a descendant that left the shell's session still holds the pipe: the kill ends it */
         run_sh(&s, "setsid sleep 1000 & echo up; wait", &(sh_exec_opts){0});
         wire_loop_until(said_up, &s, WAIT_MS, "the exec's first line");
         sh_exec_kill(s.e, "interrupted");
         sh_exec_kill(s.e, "a later reason");
-        wire_loop_until(ended, &s, WAIT_MS, "the killed exec's end");
+        wire_loop_until(wire_exec_ended, &s, WAIT_MS, "the killed exec's end");
         ck_assert_int_eq(s.end, SH_EXEC_EV_EXIT);
         ck_assert_str_eq(s.why, "interrupted");
 }
@@ -139,10 +97,10 @@ END_TEST
 
 START_TEST(an_exec_that_was_not_killed_has_no_reason)
 {
-        seen s;
+        wire_seen s;
 
         run_sh(&s, "exit 3", &(sh_exec_opts){0});
-        wire_loop_until(ended, &s, WAIT_MS, "the exec's end");
+        wire_loop_until(wire_exec_ended, &s, WAIT_MS, "the exec's end");
         ck_assert_int_eq(s.code, 3);
         ck_assert_str_eq(s.why, "");
 }

@@ -235,57 +235,17 @@ static sh_sandbox *create_two(void)
         return create_on(lowers, N_LOWERS);
 }
 
-/* What a command printed and how it ended. */
-typedef struct seen {
-        sh_exec *e;
-        bool ended;
-        int code;
-        char out[4096];
-        size_t out_len;
-} seen;
-
-static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
-{
-        seen *s = data;
-        size_t room = sizeof(s->out) - 1 - s->out_len;
-
-        (void)e;
-        if (ev->type == SH_EXEC_EV_CHUNK) {
-                size_t n = ev->chunk.len < room ? ev->chunk.len : room;
-
-                memcpy(s->out + s->out_len, ev->chunk.data, n);
-                s->out_len += n;
-                return;
-        }
-        if (ev->type == SH_EXEC_EV_HEARTBEAT)
-                return;
-        s->ended = true;
-        s->code = ev->type == SH_EXEC_EV_EXIT ? ev->exit.code : -1;
-        sh_exec_detach(TAKE_PTR(s->e));
-}
-
-static bool ended(void *data)
-{
-        return ((seen *)data)->ended;
-}
-
 /* Run script with /bin/sh in sb (output merged): its exit code, its output in s. */
-static int run(sh_sandbox *sb, seen *s, const char *script)
+static int run(sh_sandbox *sb, wire_seen *s, const char *script)
 {
-        char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
-        sh_error *err = NULL;
-
-        memset(s, 0, sizeof(*s));
-        if (sh_sandbox_exec(sb, argv, NULL, &(sh_exec_opts){.merge_output = true}, on_event, s,
-                            &s->e, &err) < 0)
-                ck_abort_msg("sh_sandbox_exec: %s", err && err->msg ? err->msg : "?");
-        wire_loop_until(ended, s, WAIT_MS, script);
+        wire_exec_sh(sb, s, script, NULL, &(sh_exec_opts){.merge_output = true});
+        wire_loop_until(wire_exec_ended, s, WAIT_MS, script);
         return s->code;
 }
 
 static void expect(sh_sandbox *sb, const char *script, int code, const char *out)
 {
-        seen s;
+        wire_seen s;
 
         ck_assert_msg(run(sb, &s, script) == code, "'%s' exited %d, want %d: %s", script, s.code,
                       code, s.out);
@@ -343,7 +303,7 @@ END_TEST
 START_TEST(a_layers_redirect_and_metacopy_xattrs_are_not_followed)
 {
         sh_sandbox *sb = create_two();
-        seen s;
+        wire_seen s;
 
         /* followed, /redir would list /usr's "share" and /mc print "lower-a"; refused (EPERM),
          * or shown as the layer has them, they do neither */
@@ -358,7 +318,7 @@ END_TEST
 START_TEST(the_sandbox_uid_writes_where_the_image_lets_it_never_where_root_owns)
 {
         sh_sandbox *sb = create_two();
-        seen s;
+        wire_seen s;
 
         ck_assert_int_ne(run(sb, &s, "echo x > /usr/x"), 0);
         ck_assert_msg(strstr(s.out, "Permission denied"), "%s", s.out);
@@ -394,17 +354,14 @@ START_TEST(the_images_env_is_the_base_and_its_workdir_is_kept)
 {
         sh_sandbox *sb = create_two();
         cJSON *env = cJSON_CreateObject();
-        char *argv[] = {"/bin/sh", "-c", "echo $IMG $HOME $PATH", NULL};
-        sh_error *err = NULL;
-        seen s = {0};
+        wire_seen s;
 
         expect(sb, "echo $IMG $HOME $PATH", 0, "image /scratch /bin\n");
         ck_assert_str_eq(sh_sandbox_workdir(sb), "/opq");
         /* a command's env above the image's */
         cJSON_AddStringToObject(env, "IMG", "command");
-        ck_assert_int_eq(
-                sh_sandbox_exec(sb, argv, env, &(sh_exec_opts){0}, on_event, &s, &s.e, &err), 0);
-        wire_loop_until(ended, &s, WAIT_MS, "the exec");
+        wire_exec_sh(sb, &s, "echo $IMG $HOME $PATH", env, &(sh_exec_opts){0});
+        wire_loop_until(wire_exec_ended, &s, WAIT_MS, "the exec");
         ck_assert_str_eq(s.out, "command /scratch /bin\n");
         cJSON_Delete(env);
         sh_sandbox_unref(sb);
@@ -492,7 +449,7 @@ static void fills_at_the_limit_and_goes_with_the_sandbox(const char *upper)
 {
         sh_sandbox *sb = create_two();
         char dir[PATH_MAX];
-        seen s;
+        wire_seen s;
 
         sandbox_dir(sb, dir, sizeof(dir));
         ck_assert_int_eq(access(ut_path(dir, "%s", upper), F_OK), 0);

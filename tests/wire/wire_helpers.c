@@ -220,6 +220,44 @@ sh_sandbox *wire_sandbox(void)
         return sb;
 }
 
+static void on_exec_event(sh_exec *e, const sh_exec_event *ev, void *data)
+{
+        wire_seen *s = data;
+        size_t room = sizeof(s->out) - 1 - s->out_len;
+
+        (void)e;
+        if (ev->type == SH_EXEC_EV_CHUNK) {
+                size_t n = ev->chunk.len < room ? ev->chunk.len : room;
+
+                memcpy(s->out + s->out_len, ev->chunk.data, n);
+                s->out_len += n;
+                return;
+        }
+        if (ev->type == SH_EXEC_EV_HEARTBEAT)
+                return;
+        s->ended = true;
+        s->end = ev->type;
+        s->code = ev->type == SH_EXEC_EV_EXIT ? ev->exit.code : -1;
+        snprintf(s->why, sizeof(s->why), "%s", ev->why ? ev->why : "");
+        sh_exec_detach(TAKE_PTR(s->e));
+}
+
+bool wire_exec_ended(void *data)
+{
+        return ((wire_seen *)data)->ended;
+}
+
+void wire_exec_sh(sh_sandbox *sb, wire_seen *s, const char *script, const cJSON *env,
+                  const sh_exec_opts *o)
+{
+        char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
+        sh_error *err = NULL;
+
+        memset(s, 0, sizeof(*s));
+        if (sh_sandbox_exec(sb, argv, env, o, on_exec_event, s, &s->e, &err) < 0)
+                ck_abort_msg("sh_sandbox_exec: %s", err && err->msg ? err->msg : "?");
+}
+
 /* The cgroup subtree the daemon of state root `root` made (src/sandbox/manager.c names it
  * for the root, FNV-1a of the path): opening it again kills what runs there and removes its
  * children, destroying it removes the rest. */

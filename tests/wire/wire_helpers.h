@@ -43,6 +43,23 @@ void wire_loop_until(bool (*cond)(void *data), void *data, unsigned ms, const ch
 /* A sandbox of the services' manager, made with the default options and ready (a reference). */
 sh_sandbox *wire_sandbox(void);
 
+/* One command of a services' sandbox (wire_exec_sh): its output (at most sizeof(out) - 1
+ * bytes kept) and its end. */
+typedef struct wire_seen {
+        sh_exec *e; /* the consumer's reference until the end (then detached) */
+        bool ended;
+        sh_exec_event_type end; /* EXIT or ERROR */
+        int code;               /* the exit code; -1 for ERROR */
+        char why[128];          /* the end's `why`, "" when none */
+        char out[4096];
+        size_t out_len;
+} wire_seen;
+/* Start /bin/sh -c script in sb with env (NULL: none) and o, its events into *s (zeroed
+ * first); a start that fails fails the test. wire_exec_ended: a wire_loop_until condition. */
+void wire_exec_sh(sh_sandbox *sb, wire_seen *s, const char *script, const cJSON *env,
+                  const sh_exec_opts *o);
+bool wire_exec_ended(void *data);
+
 /* Run the suite (fork mode) and afterwards remove the state roots that failed tests left
  * behind. Returns the process exit code. */
 int wire_main(Suite *s);
