@@ -477,3 +477,24 @@ def test_a_manifest_or_config_above_4mib_is_refused(start_daemon, tmp_path, what
         d = start_daemon(env=imagelib.env_for(reg.host))
         shlib.assert_error(imagelib.create(d, ref), 400, "BadRequest")
         imagelib.assert_nothing_kept(d, ref, [], what)
+
+
+@pytest.mark.parametrize("mode,uid_base", [("tmpfs", "386000"), ("loop", "387000")])
+def test_the_images_root_and_the_workspace_fill_one_disk_budget(start_daemon, images, mode,
+                                                                  uid_base):
+    """docs/images.md: the upper lives inside the sandbox's disk limit, the same limit as its
+    workspace (writes to the root and to the workspace fill one budget)."""
+    reg, refs = images
+    d = start_daemon(env=imagelib.env_for(reg.host, DISK_MAX="16M", DISK_QUOTA=mode,
+                                          UID_BASE=uid_base))
+    sb = imagelib.sandbox(d, refs["custom"])
+    run_ok(sb, "head -c 10485760 /dev/zero > /shared/big && echo ok")
+    st = execlib.run(sb, ["/bin/busybox", "sh", "-c",
+                          "head -c 10485760 /dev/zero > /workspace/big"], env={"PATH": "/bin"})
+    st.assert_exit()
+    assert st.exit != 0, "20 MiB written under a 16M limit (10 in the root, 10 in the workspace)"
+    # (busybox's head says only "I/O error"): the sizes tell the limit held
+    sizes = [int(x) for x in run_ok(sb, "wc -c < /shared/big; wc -c < /workspace/big").split()]
+    assert sizes[0] == 10 << 20 and sizes[1] < 10 << 20, sizes
+    assert sum(sizes) <= 16 << 20, sizes
+    sb.delete()
