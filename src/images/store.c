@@ -826,8 +826,8 @@ static void on_unpacked(const sh_error *err, const sh_layer_unpack_result *res, 
          * that has it finds the tree and fetches nothing). */
         if (sh_store_blob_path(digest, dest, sizeof(dest)) == 0 &&
             unlinkat(s->dirfd, dest, 0) < 0 && errno != ENOENT)
-                sh_log(SH_LOG_WARN, "image-store", NULL, "cannot remove the blob of %s: %s",
-                       digest, strerror(errno));
+                sh_log(SH_LOG_WARN, "image-store", NULL, "cannot remove the blob of %s: %s", digest,
+                       strerror(errno));
         p->layers[p->next_unpack].unpacked = true;
         p->next_unpack++;
         tell_progress(p);
