@@ -37,7 +37,8 @@ typedef struct pull pull;
 struct sh_image {
         unsigned refs; /* the store's own (while it is in the table) and each user's */
         sh_images *s;  /* NULL once out of the table */
-        char key[65];  /* sha256 hex of the name: images/<key>.json */
+        char key[65];  /* sha256 hex of the name: images/<key>.json (private: see key_private) */
+        bool private;  /* pulled with a caller's own credentials: that caller's, never recorded */
         char *name;
         char digest[SH_OCI_DIGEST_MAX];
         char config_digest[SH_OCI_DIGEST_MAX];
@@ -81,6 +82,7 @@ struct pull {
         sh_image_layer_progress *layers;
         size_t n_layers;
         bool prepull;
+        bool private; /* with a caller's own credentials (key_private) */
         SH_LIST_FIELDS(pull, pulls);
 };
 
@@ -97,6 +99,9 @@ struct sh_images {
         sh_image_pull *ready; /* cached images being told */
         size_t prepull_left;
         uint64_t removals;
+        /* keys the names of images pulled with a caller's own credentials (key_private); made
+         * at open, never written: such images are forgotten at a restart */
+        unsigned char cred_key[crypto_auth_hmacsha256_KEYBYTES];
 };
 
 /* ---- names ---------------------------------------------------------------------------- */
@@ -106,6 +111,29 @@ static void key_of(const char *name, char out[65])
         unsigned char h[crypto_hash_sha256_BYTES];
 
         crypto_hash_sha256(h, (const unsigned char *)name, strlen(name));
+        sh_hex_encode(h, sizeof(h), out);
+}
+
+/* An image pulled with a caller's own credentials (/v1's image.auth) is that caller's: the
+ * registry gave it to those credentials, and another caller (without them, or with others)
+ * must ask the registry itself, never be served it from the store. Its key is a MAC of the
+ * name and the credentials under a key of this run: the same credentials find it again, and
+ * nothing derived from a password is ever written (its record is not: after a restart it is
+ * pulled again; its layers, shared by digest, stay). */
+static void key_private(const sh_images *s, const char *name, const sh_registry_auth *a,
+                        char out[65])
+{
+        unsigned char h[crypto_auth_hmacsha256_BYTES];
+        crypto_auth_hmacsha256_state st;
+
+        crypto_auth_hmacsha256_init(&st, s->cred_key, sizeof(s->cred_key));
+        crypto_auth_hmacsha256_update(&st, (const unsigned char *)name, strlen(name) + 1);
+        crypto_auth_hmacsha256_update(&st, (const unsigned char *)a->username,
+                                      strlen(a->username) + 1);
+        crypto_auth_hmacsha256_update(&st, (const unsigned char *)a->password,
+                                      strlen(a->password) + 1);
+        crypto_auth_hmacsha256_final(&st, h);
+        sodium_memzero(&st, sizeof(st));
         sh_hex_encode(h, sizeof(h), out);
 }
 
@@ -756,6 +784,7 @@ static void complete(pull *p)
         }
         img->refs = 1;
         img->s = s;
+        img->private = p->private;
         memcpy(img->key, p->key, sizeof(img->key));
         img->name = strdup(p->name);
         memcpy(img->digest, ri->manifest_digest, sizeof(img->digest));
@@ -779,7 +808,7 @@ static void complete(pull *p)
                 r = -ENOMEM;
         if (r == 0)
                 r = image_paths(s, img);
-        if (r == 0)
+        if (r == 0 && !img->private)
                 r = write_record(s, img);
         if (r < 0) {
                 image_free(img);
@@ -1044,7 +1073,10 @@ sh_image_pull *sh_images_get(sh_images *s, const char *refstr, const sh_registry
                 sh_error_make(err, ENOMEM, "out of memory");
                 return NULL;
         }
-        key_of(name, key);
+        if (auth && auth->username && auth->password)
+                key_private(s, name, auth, key);
+        else
+                key_of(name, key);
         w->s = s;
         w->done = done;
         w->progress = progress;
@@ -1053,7 +1085,8 @@ sh_image_pull *sh_images_get(sh_images *s, const char *refstr, const sh_registry
         if (img) {
                 sh_image_ref_done(&ref);
                 img->last_used = sh_now_wall_ms();
-                (void)write_record(s, img); /* best effort: the LRU order after a restart */
+                if (!img->private)
+                        (void)write_record(s, img); /* best effort: the LRU order after a restart */
                 w->img = sh_image_addref(img);
                 w->t = sh_loop_add_timer(s->loop, 0, on_ready, w);
                 if (!w->t) {
@@ -1076,8 +1109,8 @@ sh_image_pull *sh_images_get(sh_images *s, const char *refstr, const sh_registry
         SH_LIST_FOREACH(pulls, p, s->pulls)
                 if (strcmp(p->key, key) == 0)
                         break;
-        if (!p)
-                p = pull_start(s, &ref, name, key, auth, err);
+        if (!p && (p = pull_start(s, &ref, name, key, auth, err)))
+                p->private = auth && auth->username && auth->password;
         sh_image_ref_done(&ref);
         if (!p) {
                 free(w);
@@ -1177,6 +1210,7 @@ int sh_images_open(const sh_config *cfg, sh_loop *loop, const char *dir, const s
                    sh_images **ret, sh_error **err)
 {
         sh_images *s = calloc(1, sizeof(*s));
+        int r;
 
         if (!s)
                 return sh_error_make(err, ENOMEM, "out of memory");
@@ -1188,6 +1222,12 @@ int sh_images_open(const sh_config *cfg, sh_loop *loop, const char *dir, const s
         if (!s->dir) {
                 free(s);
                 return sh_error_make(err, ENOMEM, "out of memory");
+        }
+        r = sh_random_bytes(s->cred_key, sizeof(s->cred_key));
+        if (r < 0) {
+                free(s->dir);
+                free(s);
+                return sh_error_make(err, -r, "getrandom");
         }
         if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
                 sh_error_make(err, errno, "making the image store %s", dir);
@@ -1244,5 +1284,6 @@ void sh_images_free(sh_images *s)
         if (s->dirfd >= 0)
                 close(s->dirfd);
         free(s->dir);
+        sodium_memzero(s->cred_key, sizeof(s->cred_key));
         free(s);
 }

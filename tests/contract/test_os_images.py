@@ -157,6 +157,37 @@ def test_a_wrong_image_auth_ends_failed(oc, regs):
     assert oc.delete("/v1/sandboxes/" + j["id"]).status == 204
 
 
+def test_an_image_pulled_with_one_callers_credentials_is_not_served_to_another(regs, start_daemon):
+    # docs/images.md "A pull secret": the registry gave it to those credentials; a caller
+    # without them (or with others) asks the registry itself and is refused, however long the
+    # image stays in the store; the same credentials get it from the store.
+    reg, _, ht, ref = regs
+    d = start_daemon(env=imagelib.env_for(reg.host, ht.host))
+    oc = oslib.os_client(d)
+    good = {"username": ht.user, "password": ht.password}
+    j = create_pending(oc, body_for(ref, auth=good))
+    try:
+        oc.wait_state(j["id"], "Running", timeout=WAIT)
+        for auth in (None, {"username": ht.user, "password": "not-" + ht.password}):
+            body = body_for(ref, auth=auth) if auth else body_for(ref)
+            k = create_pending(oc, body)
+            got, _ = oc.wait_state(k["id"], "Failed", timeout=WAIT)
+            assert got["status"]["reason"] == "IMAGE_PULL_FAILED", got
+            assert "unauthorized" in got["status"].get("message", "").lower(), got
+            assert oc.delete("/v1/sandboxes/" + k["id"]).status == 204
+        k = oc.create(body_for(ref, auth=good), timeout=30)
+        kj = expect(k, 202)
+        try:
+            oc.wait_state(kj["id"], "Running", timeout=WAIT)
+            assert stdout_of(oc, kj["id"], "cat /etc/passwd") == BUSYBOX_PASSWD
+        finally:
+            oc.kill(kj["id"])
+        # nothing derived from the credentials is written: no record of that image
+        assert imagelib.store_listing(d)["records"] == [], imagelib.store_listing(d)
+    finally:
+        oc.kill(j["id"])
+
+
 def test_image_pull_off_is_400_invalid_image(start_daemon, regs):
     reg, refs, _, _ = regs
     d = start_daemon(env=imagelib.env_for(reg.host, IMAGE_PULL="off"))
