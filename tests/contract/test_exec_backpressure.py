@@ -9,6 +9,7 @@ import time
 import pytest
 
 import execlib
+import shlib
 from shlib import Sandbox, is_root, wait_until
 
 pytestmark = pytest.mark.skipif(not is_root(), reason="sandboxes need root (CI runs as root)")
@@ -58,7 +59,10 @@ def test_stalled_then_vanished_client_kills_the_command_and_frees_its_cgroup(sta
     mine = busy_exec_cgroups(sb.rid)
     time.sleep(2)  # `yes` writes as fast as it can; nobody reads
     grown = rss_kib(d.proc.pid) - before
-    assert grown < 16 * 1024, f"daemon RSS grew by {grown} KiB behind a stalled client"
+    # ASan keeps freed memory in quarantine (and its allocator's caches): there RSS says
+    # nothing of our bounds, and crossed 16 MiB now and then on the old binary too
+    if not shlib.sanitized():
+        assert grown < 16 * 1024, f"daemon RSS grew by {grown} KiB behind a stalled client"
     s.close()
     # the killed command's cgroup goes (a killed exec's cgroup is never kept for another)
     assert wait_until(lambda: not any(os.path.exists(c) for c in mine), 15), \
