@@ -51,6 +51,7 @@ struct sh_image {
         size_t n_env;
         char *workdir;
         uint64_t size, last_used;
+        bool used_unsaved; /* last_used moved since its record was written (saved at close) */
         SH_LIST_FIELDS(sh_image, images);
 };
 
@@ -1084,9 +1085,11 @@ sh_image_pull *sh_images_get(sh_images *s, const char *refstr, const sh_registry
         img = find_image(s, key);
         if (img) {
                 sh_image_ref_done(&ref);
+                /* In memory only: a record written (and synced) at every create of a cached image
+                 * would put a disk flush on the loop's hot path. The LRU order is saved when the
+                 * store closes (sh_images_free); a crash keeps the pull-time order. */
                 img->last_used = sh_now_wall_ms();
-                if (!img->private)
-                        (void)write_record(s, img); /* best effort: the LRU order after a restart */
+                img->used_unsaved = !img->private;
                 w->img = sh_image_addref(img);
                 w->t = sh_loop_add_timer(s->loop, 0, on_ready, w);
                 if (!w->t) {
@@ -1277,6 +1280,8 @@ void sh_images_free(sh_images *s)
         sh_layer_unpacker_free(s->unpacker);
         sh_registry_free(s->reg);
         while ((img = s->images)) {
+                if (img->used_unsaved)
+                        (void)write_record(s, img); /* best effort: the LRU order after a restart */
                 SH_LIST_REMOVE(images, s->images, img);
                 img->s = NULL;
                 sh_image_unref(img);
