@@ -139,6 +139,18 @@ static const opt options[] = {
          86400000, "longest one image pull may take before it fails"},
         {"SANDBOX_HOST_PREPULL", T_OPT_STRING, OFF(prepull), NULL, 0, 0,
          "images pulled at start, comma-separated references; /readyz waits for them"},
+        {"SANDBOX_HOST_PEERS", T_OPT_STRING, OFF(peers), NULL, 0, 0,
+         "the other pods of this service: dns:<headless service name>[:port] (its A/AAAA "
+         "records) or static:<url>,<url>... (unset: this pod serves only its own sandboxes)"},
+        {"SANDBOX_HOST_PEERS_RESOLVER", T_OPT_STRING, OFF(peers_resolver), NULL, 0, 0,
+         "DNS servers for dns: peers, comma-separated ip[:port] (unset: /etc/resolv.conf's)"},
+        {"SANDBOX_HOST_PEERS_INTERVAL_MS", T_MS, OFF(peers_interval_ms), "5000", 100, 600000,
+         "how often the peers are discovered and probed again"},
+        {"SANDBOX_HOST_PEER_TIMEOUT_MS", T_MS, OFF(peer_timeout_ms), "10000", 100, 600000,
+         "longest wait for a peer: its connect and the head of its answer (then a relayed "
+         "call is 404, a listing leaves it out)"},
+        {"SANDBOX_HOST_PEER_RELAY_MAX", T_UINT, OFF(peer_relay_max), "256", 1, 4096,
+         "requests relayed to peers at once (past it: 503 with Retry-After)"},
 };
 
 const char *sh_config_help(void)

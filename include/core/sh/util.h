@@ -11,7 +11,8 @@
 #include "sh/macro.h"
 
 #define SH_PATH_MAX 4096 /* longest workspace path a client may send (CONTRACT.md 3) */
-#define SH_ID_LEN   32   /* remote_id: 128 random bits as lower-case hex */
+#define SH_POD_TOKEN_LEN 8 /* an id's first hex digits: the pod that minted it (cluster.h) */
+#define SH_ID_LEN        40 /* remote_id: the pod token, then 128 random bits, lower-case hex */
 
 /* Parse a non-negative decimal integer, whole string, no sign. 0, -EINVAL, or -ERANGE past
  * UINT64_MAX. */
