@@ -13,6 +13,7 @@
 #include "sh/fetch.h"
 #include "sh/list.h"
 #include "sh/loop.h"
+#include "net-internal.h"
 
 #define CA_FILE_MAX (4u << 20) /* one PEM file of CAs, or the system's bundle */
 
@@ -22,10 +23,7 @@ struct sh_fetch_ca {
 };
 
 struct sh_fetcher {
-        sh_loop *loop;
-        CURLM *multi;
-        sh_timer *timer;
-        bool loop_alive;
+        sh_multi m;
         sh_fetch_rule rule; /* the default one */
         sh_fetch *fetches;  /* in flight */
 };
@@ -55,12 +53,7 @@ struct sh_fetch {
         SH_LIST_FIELDS(sh_fetch, fetches);
 };
 
-/* One watched socket of curl's; the loop handle lives as long as curl keeps the socket. */
-typedef struct sock {
-        sh_io *io;
-} sock;
-
-static void check_done(sh_fetcher *f);
+static void check_done(void *owner);
 
 /* ---- certificate authorities --------------------------------------------------------- */
 
@@ -146,118 +139,18 @@ void sh_fetch_ca_free(sh_fetch_ca *ca)
         free(ca);
 }
 
-/* ---- the loop's side of libcurl's multi interface ------------------------------------ */
-
-static void on_timer(sh_loop *l, sh_timer *t, void *data)
-{
-        sh_fetcher *f = data;
-        int running;
-
-        f->timer = NULL; /* the loop frees a fired timer */
-        curl_multi_socket_action(f->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-        check_done(f);
-}
-
-/* CURLMOPT_TIMERFUNCTION: must not call back into curl, only (re)arm our timer. */
-static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
-{
-        sh_fetcher *f = userp;
-
-        if (!f->loop_alive)
-                return 0;
-        sh_loop_cancel_timer(f->loop, f->timer);
-        f->timer = NULL;
-        if (timeout_ms < 0)
-                return 0;
-        f->timer = sh_loop_add_timer(f->loop, (uint64_t)timeout_ms, on_timer, f);
-        return f->timer ? 0 : -1;
-}
-
-static void on_io(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
-{
-        sh_fetcher *f = data;
-        int flags = 0, running;
-
-        if (events & EPOLLIN)
-                flags |= CURL_CSELECT_IN;
-        if (events & EPOLLOUT)
-                flags |= CURL_CSELECT_OUT;
-        if (events & (EPOLLERR | EPOLLHUP))
-                flags |= CURL_CSELECT_ERR;
-        curl_multi_socket_action(f->multi, fd, flags, &running);
-        check_done(f);
-}
-
-/* CURLMOPT_SOCKETFUNCTION: curl tells which sockets to watch for what. REMOVE comes before
- * curl closes the socket, so the epoll registration never outlives the fd. */
-static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
-{
-        sh_fetcher *f = userp;
-        sock *k = socketp;
-        uint32_t ev = 0;
-
-        if (what == CURL_POLL_REMOVE) {
-                if (k) {
-                        if (f->loop_alive)
-                                sh_loop_del_io(f->loop, k->io);
-                        free(k);
-                        curl_multi_assign(f->multi, s, NULL);
-                }
-                return 0;
-        }
-        if (!f->loop_alive)
-                return 0;
-        if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
-                ev |= EPOLLIN;
-        if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
-                ev |= EPOLLOUT;
-        if (!k) {
-                k = calloc(1, sizeof(*k));
-                if (!k)
-                        return -1;
-                k->io = sh_loop_add_io(f->loop, s, ev, on_io, f);
-                if (!k->io) {
-                        free(k);
-                        return -1;
-                }
-                curl_multi_assign(f->multi, s, k);
-                return 0;
-        }
-        return sh_loop_mod_io(f->loop, k->io, ev) < 0 ? -1 : 0;
-}
-
 int sh_fetcher_new(sh_loop *loop, bool plain_http, const char *http_hint, sh_fetcher **ret,
                    sh_error **err)
 {
-        static bool global_done;
-        sh_fetcher *f;
+        sh_fetcher *f = calloc(1, sizeof(*f));
 
-        if (!global_done) {
-                if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-                        return sh_error_make(err, EIO, "initialising libcurl");
-                global_done = true;
-        }
-        f = calloc(1, sizeof(*f));
         if (!f)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        f->loop = loop;
-        f->loop_alive = true;
         f->rule.http = plain_http ? SH_FETCH_HTTP_ANY : SH_FETCH_HTTP_LOOPBACK;
         f->rule.http_hint = http_hint;
-        f->multi = curl_multi_init();
-        if (!f->multi) {
+        if (sh_multi_init(&f->m, loop, 64L, check_done, f, err) < 0) {
                 free(f);
-                return sh_error_make(err, ENOMEM, "creating a libcurl multi handle");
-        }
-        if (curl_multi_setopt(f->multi, CURLMOPT_SOCKETFUNCTION, socket_cb) != CURLM_OK ||
-            curl_multi_setopt(f->multi, CURLMOPT_SOCKETDATA, f) != CURLM_OK ||
-            curl_multi_setopt(f->multi, CURLMOPT_TIMERFUNCTION, timer_cb) != CURLM_OK ||
-            curl_multi_setopt(f->multi, CURLMOPT_TIMERDATA, f) != CURLM_OK ||
-            /* Many fetches at once queue inside curl instead of opening unbounded sockets. */
-            curl_multi_setopt(f->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 64L) != CURLM_OK) {
-                curl_multi_cleanup(f->multi);
-                free(f);
-                return sh_error_make(err, EINVAL, "configuring libcurl");
+                return -1;
         }
         *ret = f;
         return 0;
@@ -268,7 +161,7 @@ static void fetch_free(sh_fetch *x)
         sh_fetcher *f = x->f;
 
         SH_LIST_REMOVE(fetches, f->fetches, x);
-        curl_multi_remove_handle(f->multi, x->easy);
+        curl_multi_remove_handle(f->m.multi, x->easy);
         curl_easy_cleanup(x->easy);
         curl_slist_free_all(x->headers);
         free(x->url);
@@ -280,12 +173,10 @@ void sh_fetcher_free(sh_fetcher *f, bool loop_alive)
 {
         if (!f)
                 return;
-        f->loop_alive = loop_alive;
+        f->m.loop_alive = loop_alive;
         while (f->fetches)
                 fetch_free(f->fetches);
-        if (loop_alive)
-                sh_loop_cancel_timer(f->loop, f->timer);
-        curl_multi_cleanup(f->multi);
+        sh_multi_done(&f->m);
         free(f);
 }
 
@@ -535,7 +426,7 @@ sh_fetch *sh_fetch_start_opts(sh_fetcher *f, const sh_fetch_opts *o, sh_fetch_do
                 sh_error_make(err, EINVAL, "configuring libcurl for the %s", o->what);
                 return NULL;
         }
-        if (curl_multi_add_handle(f->multi, easy) != CURLM_OK) {
+        if (curl_multi_add_handle(f->m.multi, easy) != CURLM_OK) {
                 sh_error_make(err, ENOMEM, "starting the %s fetch", o->what);
                 return NULL;
         }
@@ -619,9 +510,9 @@ static bool follow(sh_fetch *x, long code, sh_fetch_result *res)
                 x->headers = NULL;
         }
         /* curl owns `target` until the handle changes: aim() copies it first */
-        curl_multi_remove_handle(x->f->multi, x->easy);
+        curl_multi_remove_handle(x->f->m.multi, x->easy);
         if (!aim(x, target, loopback_http, x->deadline_ms - now) ||
-            curl_multi_add_handle(x->f->multi, x->easy) != CURLM_OK) {
+            curl_multi_add_handle(x->f->m.multi, x->easy) != CURLM_OK) {
                 snprintf(res->reason, sizeof(res->reason),
                          "this host could not follow the redirect for the %s", x->what);
                 return false;
@@ -720,12 +611,13 @@ static void classify(sh_fetch *x, CURLcode rc, sh_fetch_result *res)
 
 /* Hand every finished transfer to its owner. A callback may start or cancel other fetches:
  * we are outside every curl callback here, so that is allowed. */
-static void check_done(sh_fetcher *f)
+static void check_done(void *owner)
 {
+        sh_fetcher *f = owner;
         CURLMsg *msg;
         int left;
 
-        while ((msg = curl_multi_info_read(f->multi, &left))) {
+        while ((msg = curl_multi_info_read(f->m.multi, &left))) {
                 sh_fetch *x = NULL;
                 sh_fetch_result res = {0};
                 long code = 0;
