@@ -38,9 +38,13 @@ struct sh_request {
         void *local;        /* the surface's (sh_request_set_local) */
 
         /* body */
-        const sh_body_sink *sink; /* the route's, once begun */
+        const sh_body_sink *sink; /* the route's (or the diverted one), once begun */
         void *sink_state;
-        bool sink_refused; /* data said no more: the rest is dropped */
+        bool sink_refused;               /* data said no more: the rest is dropped */
+        bool body_paused;                /* data said SH_SINK_PAUSE: suspended until resumed */
+        const sh_body_sink *divert_sink; /* sh_request_divert: instead of the route's */
+        sh_handler_fn divert_fn;
+        void *divert_state;
 
         /* lifecycle */
         bool started;    /* first access-handler call done */

@@ -92,12 +92,17 @@ static void stream_free(void *cls)
 
 sh_response *sh_response_stream(sh_pending *p, size_t block)
 {
+        return sh_response_stream_sized(p, block, SH_SIZE_UNKNOWN);
+}
+
+sh_response *sh_response_stream_sized(sh_pending *p, size_t block, uint64_t size)
+{
         struct MHD_Response *resp;
 
         if (!p || !p->ops || !p->ops->read)
                 return NULL;
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, block, stream_reader, p,
-                                                 stream_free);
+        resp = MHD_create_response_from_callback(size == SH_SIZE_UNKNOWN ? MHD_SIZE_UNKNOWN : size,
+                                                 block, stream_reader, p, stream_free);
         if (resp)
                 sh_pending_ref(p); /* the response's, dropped by stream_free */
         return resp;

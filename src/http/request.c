@@ -69,6 +69,49 @@ bool sh_request_declared_over(const sh_request *r, uint64_t max)
         return cl && sh_parse_u64(cl, &n) == 0 && n > max;
 }
 
+const char *sh_request_target(const sh_request *r)
+{
+        const char *p = strstr(r->uri, "://");
+
+        if (r->uri[0] != '/' && p) { /* absolute form: its path */
+                p = strchr(p + 3, '/');
+                return p ? p : "/";
+        }
+        return r->uri;
+}
+
+struct fields_walk {
+        sh_request_field_fn fn;
+        void *data;
+};
+
+static enum MHD_Result field_walk(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+        struct fields_walk *w = cls;
+
+        return w->fn(w->data, key ? key : "", value ? value : "") ? MHD_YES : MHD_NO;
+}
+
+void sh_request_fields(const sh_request *r, sh_request_field_fn fn, void *data)
+{
+        struct fields_walk w = {.fn = fn, .data = data};
+
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, field_walk, &w);
+}
+
+sh_body_kind sh_request_body_kind(const sh_request *r, uint64_t *len)
+{
+        const char *cl = sh_request_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+        *len = 0;
+        if (sh_request_header(r, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+                return SH_BODY_CHUNKED; /* the framing check let only "chunked" through */
+        if (cl && sh_parse_u64(cl, len) == 0)
+                return SH_BODY_LENGTH;
+        return SH_BODY_NONE;
+}
+
 void sh_request_set_log_id(sh_request *r, const char *id)
 {
         r->log_id = id;
@@ -234,6 +277,12 @@ sh_response *sh_response_fd_at(sh_request *r, int fd, uint64_t offset, uint64_t 
 int sh_response_header(sh_response *resp, const char *name, const char *value)
 {
         return resp && MHD_add_response_header(resp, name, value) == MHD_YES ? 0 : -1;
+}
+
+void sh_response_free(sh_response *resp)
+{
+        if (resp)
+                MHD_destroy_response(resp);
 }
 
 int sh_reply_file(sh_request *r, int fd, uint64_t size, const char *type, const char *name,

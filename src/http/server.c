@@ -488,18 +488,6 @@ static void reply_kind(sh_request *r, sh_error_kind kind, const char *msg, const
         sh_http_reply_error(r, &err, false, allow);
 }
 
-/* Strip an absolute-form target ("http://host/path") to its path. */
-static const char *origin_form(const char *uri)
-{
-        const char *p = strstr(uri, "://");
-
-        if (uri[0] != '/' && p) {
-                p = strchr(p + 3, '/');
-                return p ? p : "/";
-        }
-        return uri;
-}
-
 static enum MHD_Result count_field(void *cls, enum MHD_ValueKind kind, const char *key,
                                    const char *value)
 {
@@ -633,9 +621,10 @@ static bool request_framing_ok(sh_request *r, const char *url, const char *versi
 static void request_start(sh_request *r)
 {
         sh_server *s = r->srv;
-        const char *target = origin_form(r->uri), *q;
+        const char *target = sh_request_target(r), *q;
         char allow[SH_ALLOW_MAX] = "";
         sh_error_kind kind = SH_E_NO_ROUTE;
+        const sh_body_sink *sink;
         size_t plen;
         char *qs;
 
@@ -678,30 +667,55 @@ static void request_start(sh_request *r)
         }
         if (r->surface->admit && r->surface->admit(r) < 0)
                 return;
-        if (r->route->body) {
-                void *state = NULL;
+        sink = r->divert_sink ? r->divert_sink : r->route->body;
+        if (sink) {
+                void *state = r->divert_sink ? r->divert_state : NULL;
 
-                if (r->route->body->begin(r, &state) < 0)
+                if (sink->begin(r, &state) < 0)
                         return;
-                r->sink = r->route->body;
+                r->sink = sink;
                 r->sink_state = state;
         }
 }
 
 static void body_data(sh_request *r, const char *data, size_t len)
 {
+        int k;
+
         /* Endpoints that take no body ignore one; a sink that said no more drops the rest. */
         if (!r->sink || r->sink_refused)
                 return;
-        if (r->sink->data(r, r->sink_state, data, len) < 0)
+        k = r->sink->data(r, r->sink_state, data, len);
+        if (k < 0) {
                 r->sink_refused = true;
+        } else if (k == SH_SINK_PAUSE && !r->body_paused) {
+                /* Taken, but no more now: MHD reads nothing until the sink's owner resumes
+                 * it. The end of the body (the handler's last call) comes after the resume. */
+                r->body_paused = true;
+                sh_http_suspend(r);
+        }
+}
+
+void sh_request_body_resume(sh_request *r)
+{
+        if (!r->body_paused)
+                return;
+        r->body_paused = false;
+        sh_http_resume(r);
+}
+
+void sh_request_divert(sh_request *r, const sh_body_sink *sink, sh_handler_fn fn, void *state)
+{
+        r->divert_sink = sink;
+        r->divert_fn = fn;
+        r->divert_state = state;
 }
 
 static void dispatch(sh_request *r)
 {
         if (r->sink && r->sink->end && r->sink->end(r, r->sink_state) < 0)
                 return;
-        r->route->fn(r);
+        (r->divert_fn ? r->divert_fn : r->route->fn)(r);
         if (r->responded)
                 return;
         if (r->token) { /* answered later, from the loop */
@@ -739,7 +753,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 /* A first guess of the surface, from the raw target, for errors found before
                  * the path is decoded. */
                 r->surface =
-                        sh_surface_for(r->srv->surfaces, r->srv->n_surfaces, origin_form(r->uri));
+                        sh_surface_for(r->srv->surfaces, r->srv->n_surfaces, sh_request_target(r));
                 if (!r->surface && r->srv->n_surfaces)
                         r->surface = &r->srv->surfaces[0];
                 if (request_framing_ok(r, url, version))

@@ -21,6 +21,7 @@ struct sh_queued_stream {
         bool ended;       /* the producer's last bytes are queued */
         bool held;        /* past the high mark: the producer was told to stop */
         bool gone;        /* the request ended: bytes pushed now are dropped */
+        bool cut;         /* ended by a failure: the stream is cut after what is queued */
         sh_timer *ka;     /* the keepalive's next look */
         uint64_t last_ms; /* the last push (monotonic): the silence counts from it */
 };
@@ -36,7 +37,7 @@ static ssize_t qs_read(void *data, char *out, size_t max)
                 if (!s->ended)
                         return 0;   /* the producer's next push wakes the connection */
                 sh_buf_done(&s->q); /* all read: nothing of the stream stays */
-                return SH_STREAM_END;
+                return s->cut ? SH_STREAM_CUT : SH_STREAM_END;
         }
         memcpy(out, s->q.p + s->q.off, n);
         s->q.off += n;
@@ -128,13 +129,13 @@ static void on_keepalive(sh_loop *l, sh_timer *t, void *data)
         s->ka = sh_loop_add_timer(l, s->keepalive_ms - (now - s->last_ms), on_keepalive, s);
 }
 
-sh_response *sh_queued_stream_response(sh_queued_stream *s)
+sh_response *sh_queued_stream_response_sized(sh_queued_stream *s, uint64_t size)
 {
         sh_response *resp;
 
         if (s->answered || s->gone)
                 return NULL;
-        resp = sh_response_stream(s->tok, s->block);
+        resp = sh_response_stream_sized(s->tok, s->block, size);
         if (!resp)
                 return NULL;
         s->answered = true;
@@ -142,6 +143,11 @@ sh_response *sh_queued_stream_response(sh_queued_stream *s)
         if (s->keepalive_ms && !s->ended)
                 s->ka = sh_loop_add_timer(s->loop, s->keepalive_ms, on_keepalive, s);
         return resp;
+}
+
+sh_response *sh_queued_stream_response(sh_queued_stream *s)
+{
+        return sh_queued_stream_response_sized(s, SH_SIZE_UNKNOWN);
 }
 
 int sh_queued_stream_reply(sh_queued_stream *s, const sh_header *headers)
@@ -197,6 +203,14 @@ void sh_queued_stream_end(sh_queued_stream *s)
         sh_loop_cancel_timer(s->loop, s->ka);
         s->ka = NULL;
         sh_queued_stream_pushed(s);
+}
+
+void sh_queued_stream_cut(sh_queued_stream *s)
+{
+        if (s->ended)
+                return;
+        s->cut = true;
+        sh_queued_stream_end(s);
 }
 
 void sh_queued_stream_close(sh_queued_stream *s)

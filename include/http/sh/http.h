@@ -209,6 +209,16 @@ const char *sh_request_param(const sh_request *r, unsigned i, size_t *len);
 const char *sh_request_header(const sh_request *r, const char *name);
 /* Whether the request declared (Content-Length) a body longer than max. */
 bool sh_request_declared_over(const sh_request *r, uint64_t max);
+/* The raw request target, origin form: the path and query exactly as the client sent them
+ * (an absolute-form target's path). */
+const char *sh_request_target(const sh_request *r);
+/* Each request header field in the order it came, until fn returns false. */
+typedef bool (*sh_request_field_fn)(void *data, const char *name, const char *value);
+void sh_request_fields(const sh_request *r, sh_request_field_fn fn, void *data);
+/* Whether the request has a body: SH_BODY_NONE, SH_BODY_LENGTH (its Content-Length in *len)
+ * or SH_BODY_CHUNKED (its length unknown). The framing was checked before any surface ran. */
+typedef enum { SH_BODY_NONE, SH_BODY_LENGTH, SH_BODY_CHUNKED } sh_body_kind;
+sh_body_kind sh_request_body_kind(const sh_request *r, uint64_t *len);
 /* The sandbox id of the access log line (a string that outlives the request), or NULL. */
 void sh_request_set_log_id(sh_request *r, const char *id);
 const char *sh_request_log_id(const sh_request *r);
@@ -225,16 +235,25 @@ struct sh_body_sink {
          * sink's own. 0, or < 0 having answered and freed what it made (the body is then
          * never read and the connection closed after the answer). */
         int (*begin)(sh_request *r, void **state);
-        /* The next bytes. 0, or < 0 to take no more: the rest of the body is read and dropped,
-         * and end decides the answer. */
+        /* The next bytes (all taken). 0; SH_SINK_PAUSE: read no more for now (the connection
+         * waits until the sink's owner calls sh_request_body_resume: the bytes a sink holds stay
+         * bounded by one call's, whatever the body's size); or < 0 to take no more: the rest of
+         * the body is read and dropped, and end decides the answer. */
         int (*data)(sh_request *r, void *state, const char *p, size_t n);
         /* The whole body is in: 0 to run the handler, or < 0 having answered. */
         int (*end)(sh_request *r, void *state);
         /* The request is over (whether end ran or not): free whatever state still holds. */
         void (*abort)(sh_request *r, void *state);
 };
+#define SH_SINK_PAUSE 1
 /* The state of the request's sink (begin's *state), NULL if none. */
 void *sh_request_sink_state(const sh_request *r);
+/* The body of a sink that paused it (SH_SINK_PAUSE) is read again. No-op otherwise. */
+void sh_request_body_resume(sh_request *r);
+/* From the surface's admit hook: the request's body goes to `sink` (its begin finds *state
+ * set to `state`) and its answer comes from `fn` instead of its route's (a request relayed to
+ * another pod). */
+void sh_request_divert(sh_request *r, const sh_body_sink *sink, sh_handler_fn fn, void *state);
 
 /* The body kept in memory, at most SH_BODY_BUFFER_MAX bytes: a larger declared body is
  * answered 413 before it is read, a larger chunked one once it is all read. */
@@ -261,6 +280,8 @@ sh_response *sh_response_fd(sh_request *r, int fd, uint64_t size);
 sh_response *sh_response_fd_at(sh_request *r, int fd, uint64_t offset, uint64_t size);
 /* 0, or -1 when the header could not be added. */
 int sh_response_header(sh_response *resp, const char *name, const char *value);
+/* A response that will not be given after all (accepts NULL). */
+void sh_response_free(sh_response *resp);
 /* A download as r's answer: fd's `size` bytes (fd taken), as the request's Range asks (one range,
  * sh/range.h): 200 the whole file, 206 the range with its Content-Range; both with Accept-Ranges,
  * `type` and the Content-Disposition of `name` (sh_content_disposition). -1 when no byte of the
@@ -322,6 +343,10 @@ void sh_pending_wake(sh_pending *p);
 /* A response whose body comes from the token's ops->read, up to `block` bytes a call; it
  * holds a reference to the token. */
 sh_response *sh_response_stream(sh_pending *p, size_t block);
+/* The same with a known length (its Content-Length; SH_SIZE_UNKNOWN: none, as above). A HEAD
+ * request gets the head alone. */
+#define SH_SIZE_UNKNOWN UINT64_MAX
+sh_response *sh_response_stream_sized(sh_pending *p, size_t block, uint64_t size);
 
 /* A body of the bytes [from, end) of something read by offset (a log in its file), read at
  * most `step` bytes at a time as the client takes them: the daemon holds one step (none and a
@@ -399,6 +424,9 @@ sh_request *sh_queued_stream_request(const sh_queued_stream *s);
 /* The streamed response (once; the caller adds its headers and sh_reply's it): from now on a
  * push wakes the connection, and the keepalive counts. NULL when out of memory. */
 sh_response *sh_queued_stream_response(sh_queued_stream *s);
+/* The same with a known length (SH_SIZE_UNKNOWN: none): its Content-Length is sent, and the
+ * producer pushes exactly that many bytes (fewer: cut the stream). */
+sh_response *sh_queued_stream_response_sized(sh_queued_stream *s, uint64_t size);
 /* Its request answered 200 with that response and these headers (to one whose name is NULL):
  * 0, also when the request has ended; -ENOMEM when the response cannot be made (the request
  * still waits for its answer). */
@@ -415,6 +443,9 @@ void sh_queued_stream_pushed(sh_queued_stream *s);
 int sh_queued_stream_push(sh_queued_stream *s, const void *p, size_t n);
 /* No more bytes: the client reads the end after what is queued. */
 void sh_queued_stream_end(sh_queued_stream *s);
+/* No more bytes, and the stream is cut after what is queued: the client sees a short body
+ * (the producer failed), never a well-formed wrong one. */
+void sh_queued_stream_cut(sh_queued_stream *s);
 /* The end, and the caller's reference goes (accepts NULL). */
 void sh_queued_stream_close(sh_queued_stream *s);
 size_t sh_queued_stream_unread(const sh_queued_stream *s);
