@@ -1,18 +1,23 @@
 /* relay.h: a request of this pod's client relayed to a peer, and the peer's answer relayed
  * back as it comes (OPENSANDBOX.md section 1): the body both ways with backpressure (the
  * daemon holds a bounded buffer whatever the body's size), status and headers kept except
- * hop-by-hop ones, the hop mark added. It sits on the transport (sh/http.h) and the loop's
- * HTTP client (sh/fetch.h's fetcher). */
+ * hop-by-hop ones, the hop mark added. It sits on the transport (sh/http.h: a diverted body
+ * sink that pauses the upload, a queued stream whose marks pause the download) and the loop's
+ * streamed HTTP exchange (sh/exchange.h). */
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sh/config.h"
 #include "sh/error.h"
-#include "sh/fetch.h"
+#include "sh/exchange.h"
 #include "sh/http.h"
 #include "sh/loop.h"
+
+/* The hop mark, as sh/cluster.h has it (an identical definition). */
+#define SH_HOP_HEADER "X-Sandbox-Host-Hop"
 
 typedef struct sh_relayer sh_relayer;
 
@@ -23,6 +28,8 @@ int sh_relayer_new(const sh_config *cfg, sh_loop *loop, const char *token, sh_re
                    sh_error **err);
 void sh_relayer_free(sh_relayer *rl); /* accepts NULL; cuts every relay in flight */
 unsigned sh_relayer_in_flight(const sh_relayer *rl);
+/* The most bytes of a client's body a relay held at once so far (tests: the bound). */
+size_t sh_relayer_body_held_max(const sh_relayer *rl);
 
 /* Whether r carries the hop mark (SH_HOP_HEADER). */
 bool sh_request_hop_marked(const sh_request *r);
@@ -36,8 +43,22 @@ typedef void (*sh_relay_failed_fn)(sh_request *r, const char *why, void *data);
 /* Relay r to `base_url` (a peer's "http://host:port", never from the client) + r's own target
  * (its path and query as the client sent them). Called from the surface's admit hook, before
  * any body byte: the request's body and answer are the relay's from now on (the route's sink
- * and handler never run). 0 having taken r over, or < 0 having answered it: 503 (with
- * Retry-After, in the surface's error shape) at the bound, 500 out of memory. `failed`'s data
- * must outlive the request. */
-int sh_relay_request(sh_relayer *rl, sh_request *r, const char *base_url,
-                     sh_relay_failed_fn failed, void *data);
+ * and handler never run; sh_request_divert). 0 having taken r over (admit then returns 0), or
+ * < 0 having answered it (admit returns < 0): 503 (sh_reply_errorf SH_E_UNAVAILABLE: the
+ * surface's error shape, its Retry-After) at the bound, 500 out of memory. `failed`'s data
+ * must outlive the request. The answer keeps the peer's status and headers but its
+ * X-Request-ID: the surface's decorate adds the one of r. One log line per relay that fails. */
+int sh_relay_request(sh_relayer *rl, sh_request *r, const char *base_url, sh_relay_failed_fn failed,
+                     void *data);
+
+/* ---- pure: unit-tested ---------------------------------------------------------------------- */
+
+/* Whether a request header field goes to the peer: not a hop-by-hop one (Connection,
+ * Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade, nor one the request's
+ * `connection` header names), not Host, Content-Length (the relay sets its own), Expect or
+ * SH_HOP_HEADER. `connection` may be NULL. */
+bool sh_relay_request_field_kept(const char *name, const char *connection);
+/* Whether an answer's header field comes back to the client: not a hop-by-hop one (nor one
+ * the answer's `connection` names), not Content-Length (the transport sends its own from the
+ * length), not X-Request-ID (the surface's decorate adds r's). */
+bool sh_relay_answer_field_kept(const char *name, const char *connection);

@@ -1,0 +1,805 @@
+/* test_wire_relay.c: a request relayed to another pod and its answer relayed back
+ * (sh/relay.h), over real HTTP with no daemon: two servers on one loop, a front one whose
+ * surface relays every request (its admit) to a back one (or to a raw peer of the test that
+ * accepts and never answers, or dies in the middle of its answer). Each test proves one
+ * behaviour: status, headers and body kept; the hop mark; a large upload intact with the relay
+ * holding one piece of it at a time; a stream relayed as it comes whose producer is stopped by
+ * a client that does not read, and let go when that client leaves; a Range answer's 206 with
+ * its Content-Range and Content-Length; HEAD; a peer that refuses, is silent, or dies; the
+ * bound on relays in flight. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sh/config.h"
+#include "sh/http.h"
+#include "sh/log.h"
+#include "sh/range.h"
+#include "sh/relay.h"
+#include "wire_helpers.h"
+
+#define CALL_TIMEOUT_MS 10000
+#define PEER_TIMEOUT_MS 300
+#define TOKEN           "abcd1234"
+
+static struct {
+        sh_config cfg;
+        sh_loop *loop;
+        sh_server *front, *back;
+        sh_relayer *rl;
+        int stopfd;
+        pthread_t thread;
+        char front_url[128], back_url[128];
+        char target[128]; /* where the front relays (set before each call) */
+} T;
+
+static atomic_int failed_calls, producer_held, producer_gone, file_fd = -1;
+static atomic_ulong sink_sum, sink_len;
+
+/* ---- the back: the peer's own surface ------------------------------------------------------- */
+
+static sh_response *plain_error(sh_request *r, const sh_error *err, unsigned *ret_status)
+{
+        cJSON *o = cJSON_CreateObject();
+
+        cJSON_AddStringToObject(o, "error", sh_error_kind_name(sh_error_kind_of(err)));
+        *ret_status = sh_error_kind_of(err) == SH_E_UNAVAILABLE ? 503
+                      : sh_error_kind_of(err) == SH_E_NO_ROUTE  ? 404
+                                                                : 500;
+        return sh_response_json(o);
+}
+
+static void add_header_field(cJSON *o, sh_request *r, const char *name)
+{
+        const char *v = sh_request_header(r, name);
+
+        if (v)
+                cJSON_AddStringToObject(o, name, v);
+}
+
+/* GET /echo: what came, as JSON; 201 with headers of its own */
+static void h_echo(sh_request *r)
+{
+        cJSON *o = cJSON_CreateObject();
+        sh_response *resp;
+
+        cJSON_AddStringToObject(o, "method", sh_request_method(r));
+        cJSON_AddStringToObject(o, "target", sh_request_target(r));
+        cJSON_AddBoolToObject(o, "hop_marked", sh_request_hop_marked(r));
+        add_header_field(o, r, SH_HOP_HEADER);
+        add_header_field(o, r, "X-Custom");
+        add_header_field(o, r, "X-Request-ID");
+        add_header_field(o, r, "Accept");
+        add_header_field(o, r, "Keep-Alive");
+        add_header_field(o, r, "Host");
+        resp = sh_response_json(o);
+        sh_response_header(resp, "X-Back", "yes");
+        sh_response_header(resp, "X-Request-ID", "the-back's-own");
+        sh_reply(r, 201, resp);
+}
+
+/* POST /sink: a body read slowly (a pause per piece, resumed 1 ms later), counted and summed */
+typedef struct slow_sink {
+        sh_request *r;
+        uint64_t len, sum;
+        sh_timer *t;
+} slow_sink;
+
+static void slow_resume(sh_loop *l, sh_timer *t, void *data)
+{
+        slow_sink *s = data;
+
+        s->t = NULL;
+        sh_request_body_resume(s->r);
+}
+
+static int slow_begin(sh_request *r, void **state)
+{
+        slow_sink *s = calloc(1, sizeof(*s));
+
+        s->r = r;
+        *state = s;
+        return 0;
+}
+
+static int slow_data(sh_request *r, void *state, const char *p, size_t n)
+{
+        slow_sink *s = state;
+
+        for (size_t i = 0; i < n; i++)
+                s->sum = s->sum * 31 + (unsigned char)p[i];
+        s->len += n;
+        s->t = sh_loop_add_timer(T.loop, 1, slow_resume, s);
+        return SH_SINK_PAUSE;
+}
+
+static void slow_abort(sh_request *r, void *state)
+{
+        slow_sink *s = state;
+
+        sh_loop_cancel_timer(T.loop, s->t);
+        free(s);
+}
+
+static const sh_body_sink slow = {.begin = slow_begin, .data = slow_data, .abort = slow_abort};
+
+static void h_sink(sh_request *r)
+{
+        slow_sink *s = sh_request_sink_state(r);
+        cJSON *o = cJSON_CreateObject();
+
+        sink_len = s->len;
+        sink_sum = s->sum;
+        cJSON_AddNumberToObject(o, "len", (double)s->len);
+        sh_reply_json(r, 200, o);
+}
+
+/* GET /stream: a producer that pushes 16 KiB a millisecond while it is let, never ending */
+typedef struct producer {
+        sh_queued_stream *qs;
+        sh_timer *t;
+        bool held, gone;
+} producer;
+
+static void produce(sh_loop *l, sh_timer *t, void *data)
+{
+        producer *p = data;
+        static char block[16384];
+
+        p->t = NULL;
+        if (p->gone)
+                return;
+        if (!p->held) {
+                memset(block, 'e', sizeof(block));
+                sh_queued_stream_push(p->qs, block, sizeof(block));
+        }
+        p->t = sh_loop_add_timer(T.loop, 1, produce, p);
+}
+
+static void producer_bp(void *data, bool stop)
+{
+        producer *p = data;
+
+        p->held = stop;
+        if (stop)
+                producer_held = 1;
+}
+
+static void producer_gone_fn(void *data)
+{
+        producer *p = data;
+
+        p->gone = true;
+        producer_gone = 1;
+        sh_loop_cancel_timer(T.loop, p->t);
+        p->t = NULL;
+        sh_queued_stream_release(TAKE_PTR(p->qs));
+}
+
+static const sh_queued_stream_ops producer_ops = {
+        .backpressure = producer_bp, .gone = producer_gone_fn, .release = free};
+
+static void h_stream(sh_request *r)
+{
+        const sh_queued_stream_opts o = {.high = 65536, .low = 16384, .block = 16384};
+        producer *p = calloc(1, sizeof(*p));
+        const sh_header h[] = {{"Content-Type", "text/event-stream"}, {NULL, NULL}};
+
+        p->qs = sh_queued_stream_new(r, T.loop, &producer_ops, &o, p);
+        ck_assert_ptr_nonnull(p->qs);
+        sh_queued_stream_push(p->qs, "data: first\n\n", 13);
+        sh_queued_stream_reply(p->qs, h);
+        p->t = sh_loop_add_timer(T.loop, 1, produce, p);
+}
+
+/* GET /file: a file of 100000 bytes, as the Range asks */
+static void h_file(sh_request *r)
+{
+        char cr[SH_RANGE_HEADER_MAX];
+        int fd = dup(file_fd);
+
+        if (sh_reply_file(r, fd, 100000, "application/octet-stream", "f.bin", cr) < 0)
+                sh_reply_empty(r, 416);
+}
+
+static const sh_route back_routes[] = {
+        {"/echo", SH_M_GET | SH_M_POST, NULL, h_echo, 0},
+        {"/sink", SH_M_POST | SH_M_PUT, &slow, h_sink, 0},
+        {"/stream", SH_M_GET, NULL, h_stream, 0},
+        {"/file", SH_M_GET, NULL, h_file, 0},
+};
+
+/* ---- the front: every request relayed --------------------------------------------------------- */
+
+static void relay_failed(sh_request *r, const char *why, void *data)
+{
+        cJSON *o = cJSON_CreateObject();
+
+        failed_calls++;
+        cJSON_AddStringToObject(o, "code", "SANDBOX_NOT_FOUND");
+        cJSON_AddStringToObject(o, "why", why);
+        sh_reply_json(r, 404, o);
+}
+
+static int front_admit(sh_request *r)
+{
+        return sh_relay_request(T.rl, r, T.target, relay_failed, NULL);
+}
+
+static void front_decorate(sh_request *r, sh_response *resp)
+{
+        const char *id = sh_request_header(r, "X-Request-ID");
+
+        sh_response_header(resp, "X-Request-ID", id ? id : "fresh-id");
+}
+
+static void h_never(sh_request *r)
+{
+        sh_reply_empty(r, 599); /* a relayed request never reaches its route's handler */
+}
+
+static const sh_route front_routes[] = {
+        {"/{*}", SH_M_GET | SH_M_HEAD | SH_M_POST | SH_M_PUT | SH_M_DELETE | SH_M_PATCH,
+         &sh_body_buffer, h_never, 0},
+};
+
+/* ---- the servers in a thread ------------------------------------------------------------------ */
+
+static void on_stop(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        sh_loop_stop(l);
+}
+
+static void *loop_thread(void *arg)
+{
+        sh_loop_run(arg);
+        return NULL;
+}
+
+static void start_with(uint64_t relay_max)
+{
+        char *argv[] = {"sandbox-host", "--listen=127.0.0.1:0", "--root=/nonexistent", NULL};
+        char *envp[] = {NULL};
+        const sh_surface back = {.name = "back",
+                                 .prefix = "/",
+                                 .routes = back_routes,
+                                 .n_routes = ARRAY_SIZE(back_routes),
+                                 .error = plain_error};
+        const sh_surface front = {.name = "front",
+                                  .prefix = "/",
+                                  .routes = front_routes,
+                                  .n_routes = ARRAY_SIZE(front_routes),
+                                  .error = plain_error,
+                                  .admit = front_admit,
+                                  .decorate = front_decorate};
+        sh_error *err = NULL;
+        char *msg = NULL;
+        char path[] = "/tmp/relay-file-XXXXXX";
+        static char data[100000];
+        int fd;
+
+        sh_log_set_level(SH_LOG_ERROR);
+        ck_assert_int_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
+        ck_assert_int_eq(sh_config_parse(&T.cfg, 3, argv, envp, &msg), SH_CONFIG_OK);
+        T.cfg.peer_timeout_ms = PEER_TIMEOUT_MS;
+        T.cfg.peer_relay_max = relay_max;
+        ck_assert_int_eq(sh_loop_new(&T.loop), 0);
+        ck_assert_int_eq(sh_server_new(&T.cfg, T.loop, &T.back, &err), 0);
+        ck_assert_int_eq(sh_server_add_surface(T.back, &back, &err), 0);
+        ck_assert_int_eq(sh_server_new(&T.cfg, T.loop, &T.front, &err), 0);
+        ck_assert_int_eq(sh_server_add_surface(T.front, &front, &err), 0);
+        ck_assert_int_eq(sh_relayer_new(&T.cfg, T.loop, TOKEN, &T.rl, &err), 0);
+        snprintf(T.front_url, sizeof(T.front_url), "%s", sh_server_url(T.front));
+        snprintf(T.back_url, sizeof(T.back_url), "%s", sh_server_url(T.back));
+        snprintf(T.target, sizeof(T.target), "%s", T.back_url);
+        fd = mkstemp(path);
+        ck_assert_int_ge(fd, 0);
+        unlink(path);
+        for (size_t i = 0; i < sizeof(data); i++)
+                data[i] = (char)('a' + i % 26);
+        ck_assert_int_eq(write(fd, data, sizeof(data)), (int)sizeof(data));
+        file_fd = fd;
+        T.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        ck_assert_int_ge(T.stopfd, 0);
+        ck_assert_ptr_nonnull(sh_loop_add_io(T.loop, T.stopfd, EPOLLIN, on_stop, NULL));
+        ck_assert_int_eq(pthread_create(&T.thread, NULL, loop_thread, T.loop), 0);
+}
+
+static void start(void)
+{
+        start_with(256);
+}
+
+static void stop(void)
+{
+        uint64_t one = 1;
+        struct timespec ts;
+
+        ck_assert_int_eq(write(T.stopfd, &one, sizeof(one)), (int)sizeof(one));
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 10;
+        ck_assert_int_eq(pthread_timedjoin_np(T.thread, NULL, &ts), 0);
+        sh_relayer_free(T.rl);
+        sh_server_free(T.front);
+        sh_server_free(T.back);
+        sh_loop_free(T.loop);
+        close(T.stopfd);
+        close(file_fd);
+        sh_config_done(&T.cfg);
+}
+
+/* ---- a client --------------------------------------------------------------------------------- */
+
+typedef struct resp {
+        long status;
+        int rc;
+        char body[200000];
+        size_t len;
+        char headers[8192];
+        size_t hlen;
+        /* an upload made on the fly: `up_len` bytes, its sum as slow_data sums */
+        uint64_t up_len, up_sent, up_sum;
+} resp;
+
+static size_t on_body(char *p, size_t size, size_t n, void *data)
+{
+        resp *r = data;
+        size_t k = size * n, room = sizeof(r->body) - 1 - r->len;
+
+        memcpy(r->body + r->len, p, k < room ? k : room);
+        r->len += k < room ? k : room;
+        r->body[r->len] = '\0';
+        return k;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *data)
+{
+        resp *r = data;
+        size_t k = size * n, room = sizeof(r->headers) - 1 - r->hlen;
+
+        memcpy(r->headers + r->hlen, p, k < room ? k : room);
+        r->hlen += k < room ? k : room;
+        r->headers[r->hlen] = '\0';
+        return k;
+}
+
+static size_t on_read(char *buf, size_t size, size_t n, void *data)
+{
+        resp *r = data;
+        size_t k = size * n;
+
+        if (k > r->up_len - r->up_sent)
+                k = (size_t)(r->up_len - r->up_sent);
+        for (size_t i = 0; i < k; i++) {
+                buf[i] = (char)((r->up_sent + i) * 7 % 251);
+                r->up_sum = r->up_sum * 31 + (unsigned char)buf[i];
+        }
+        r->up_sent += k;
+        return k;
+}
+
+static void call(const char *method, const char *path, const char *const *hdrs, bool chunked,
+                 resp *r)
+{
+        CURL *c = curl_easy_init();
+        struct curl_slist *h = NULL;
+        char url[512];
+
+        ck_assert_ptr_nonnull(c);
+        snprintf(url, sizeof(url), "%s%s", T.front_url, path);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)CALL_TIMEOUT_MS);
+        curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+        if (strcmp(method, "HEAD") == 0)
+                curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+        else
+                curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+        if (r->up_len) {
+                curl_easy_setopt(c, CURLOPT_POST, 1L);
+                curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+                curl_easy_setopt(c, CURLOPT_READDATA, r);
+                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
+                                 chunked ? (curl_off_t)-1 : (curl_off_t)r->up_len);
+        }
+        for (size_t i = 0; hdrs && hdrs[i]; i++)
+                h = curl_slist_append(h, hdrs[i]);
+        if (h)
+                curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        r->rc = curl_easy_perform(c);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+}
+
+/* How many times header `name` is in the answer, its (last) value into val. */
+static int header_count(const resp *r, const char *name, char *val, size_t size)
+{
+        const char *p = r->headers;
+        size_t n = strlen(name);
+        int count = 0;
+
+        while ((p = strchr(p, '\n'))) {
+                p++;
+                if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
+                        const char *v = p + n + 1 + strspn(p + n + 1, " ");
+                        size_t k = strcspn(v, "\r\n");
+
+                        if (val)
+                                snprintf(val, size, "%.*s", (int)k, v);
+                        count++;
+                }
+        }
+        return count;
+}
+
+static const char *json_str(cJSON *j, const char *name)
+{
+        cJSON *f = cJSON_GetObjectItemCaseSensitive(j, name);
+
+        return cJSON_IsString(f) ? f->valuestring : NULL;
+}
+
+static bool wait_for(atomic_int *flag, unsigned ms)
+{
+        for (unsigned i = 0; i < ms / 5 && !*flag; i++)
+                usleep(5000);
+        return *flag != 0;
+}
+
+/* ---- a raw peer: accepts, reads the request head, then `mode` -------------------------------- */
+
+enum { RAW_SILENT, RAW_DIES };
+static struct {
+        int lfd;
+        int mode;
+        pthread_t thread;
+        atomic_int done;
+} RAW;
+
+static void *raw_thread(void *arg)
+{
+        char buf[8192];
+        size_t got = 0;
+        int c = accept(RAW.lfd, NULL, NULL);
+        struct timeval tv = {.tv_sec = 5};
+
+        if (c < 0)
+                return NULL;
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        while (got < sizeof(buf) - 1 && !memmem(buf, got, "\r\n\r\n", 4)) {
+                ssize_t n = recv(c, buf + got, sizeof(buf) - 1 - got, 0);
+
+                if (n <= 0)
+                        break;
+                got += (size_t)n;
+        }
+        if (RAW.mode == RAW_DIES) {
+                const char *head = "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n";
+                static char part[5000];
+
+                memset(part, 'd', sizeof(part));
+                (void)!send(c, head, strlen(head), MSG_NOSIGNAL);
+                (void)!send(c, part, sizeof(part), MSG_NOSIGNAL);
+        } else {
+                while (!RAW.done)
+                        usleep(10000);
+        }
+        close(c);
+        return NULL;
+}
+
+static void raw_start(int mode)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t sl = sizeof(a);
+
+        RAW.mode = mode;
+        RAW.done = 0;
+        RAW.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(RAW.lfd, 0);
+        ck_assert_int_eq(bind(RAW.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+        ck_assert_int_eq(listen(RAW.lfd, 8), 0);
+        ck_assert_int_eq(getsockname(RAW.lfd, (struct sockaddr *)&a, &sl), 0);
+        snprintf(T.target, sizeof(T.target), "http://127.0.0.1:%u", ntohs(a.sin_port));
+        ck_assert_int_eq(pthread_create(&RAW.thread, NULL, raw_thread, NULL), 0);
+}
+
+static void raw_stop(void)
+{
+        RAW.done = 1;
+        shutdown(RAW.lfd, SHUT_RDWR);
+        pthread_join(RAW.thread, NULL);
+        close(RAW.lfd);
+}
+
+/* ---- the tests -------------------------------------------------------------------------------- */
+
+START_TEST(test_status_headers_and_body_are_kept)
+{
+        static resp r;
+        const char *h[] = {"X-Custom: kept", "X-Request-ID: req-1", "Keep-Alive: timeout=5", NULL};
+        char val[256];
+        cJSON *j;
+
+        start();
+        call("GET", "/echo?a=%2F&b=1", h, false, &r);
+        ck_assert_int_eq(r.status, 201);
+        ck_assert_int_eq(header_count(&r, "X-Back", val, sizeof(val)), 1);
+        ck_assert_str_eq(val, "yes");
+        /* the client's own request id, once: not the back's */
+        ck_assert_int_eq(header_count(&r, "X-Request-ID", val, sizeof(val)), 1);
+        ck_assert_str_eq(val, "req-1");
+        ck_assert_int_eq(header_count(&r, "Content-Type", val, sizeof(val)), 1);
+        ck_assert_str_eq(val, "application/json");
+        ck_assert_int_le(header_count(&r, "Date", NULL, 0), 1);
+        j = cJSON_Parse(r.body);
+        ck_assert_ptr_nonnull(j);
+        ck_assert_str_eq(json_str(j, "method"), "GET");
+        ck_assert_str_eq(json_str(j, "target"), "/echo?a=%2F&b=1");
+        ck_assert_str_eq(json_str(j, "X-Custom"), "kept");
+        ck_assert_str_eq(json_str(j, "X-Request-ID"), "req-1");
+        ck_assert_ptr_null(json_str(j, "Keep-Alive"));  /* hop-by-hop: not relayed */
+        ck_assert_str_eq(json_str(j, "Accept"), "*/*"); /* the client's own */
+        cJSON_Delete(j);
+        stop();
+}
+END_TEST
+
+START_TEST(test_the_hop_mark_goes_upstream_and_is_recognised)
+{
+        static resp r;
+        cJSON *j;
+
+        start();
+        call("GET", "/echo", NULL, false, &r);
+        ck_assert_int_eq(r.status, 201);
+        j = cJSON_Parse(r.body);
+        ck_assert_ptr_nonnull(j);
+        ck_assert_str_eq(json_str(j, SH_HOP_HEADER), TOKEN);
+        ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "hop_marked")));
+        cJSON_Delete(j);
+        /* a client's own mark is not passed on as its: the relay's replaces it */
+        memset(&r, 0, sizeof(r));
+        call("GET", "/echo", (const char *[]){SH_HOP_HEADER ": forged", NULL}, false, &r);
+        j = cJSON_Parse(r.body);
+        ck_assert_ptr_nonnull(j);
+        ck_assert_str_eq(json_str(j, SH_HOP_HEADER), TOKEN);
+        cJSON_Delete(j);
+        /* the back, asked directly without a mark: not marked */
+        snprintf(T.front_url, sizeof(T.front_url), "%s", T.back_url);
+        memset(&r, 0, sizeof(r));
+        call("GET", "/echo", NULL, false, &r);
+        j = cJSON_Parse(r.body);
+        ck_assert_ptr_nonnull(j);
+        ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "hop_marked")));
+        cJSON_Delete(j);
+        stop();
+}
+END_TEST
+
+static void upload(bool chunked)
+{
+        static resp r;
+
+        start();
+        r.up_len = 8u << 20;
+        call("POST", "/sink", NULL, chunked, &r);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_uint_eq(sink_len, r.up_len);
+        ck_assert_uint_eq(sink_sum, r.up_sum);
+        /* one piece of the transport at a time, never the body */
+        ck_assert_uint_gt(sh_relayer_body_held_max(T.rl), 0);
+        ck_assert_uint_le(sh_relayer_body_held_max(T.rl), 256u << 10);
+        stop();
+}
+
+START_TEST(test_a_large_upload_arrives_intact_with_the_relay_holding_one_piece)
+{
+        upload(false);
+}
+END_TEST
+
+START_TEST(test_a_large_chunked_upload_arrives_intact)
+{
+        upload(true);
+}
+END_TEST
+
+/* A client that reads the head and a little, then stops reading: the back's producer is told
+ * to stop (the relay stopped reading the back); the client leaves: the back's request ends. */
+START_TEST(test_a_stream_stalls_its_producer_and_ends_it_when_the_client_leaves)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        const char *req = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
+        char buf[4096];
+        ssize_t n;
+        int fd, rcvbuf = 4096;
+        struct timeval tv = {.tv_sec = 5};
+
+        start();
+        producer_held = producer_gone = 0;
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        a.sin_port = htons(sh_server_port(T.front));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        ck_assert_int_eq(send(fd, req, strlen(req), 0), (int)strlen(req));
+        n = recv(fd, buf, sizeof(buf) - 1, 0);
+        ck_assert_int_gt(n, 0);
+        buf[n] = '\0';
+        ck_assert_msg(strstr(buf, "200") && strstr(buf, "text/event-stream"), "%s", buf);
+        ck_assert_msg(wait_for(&producer_held, CALL_TIMEOUT_MS), "the producer never stopped");
+        ck_assert(!producer_gone);
+        close(fd);
+        ck_assert_msg(wait_for(&producer_gone, CALL_TIMEOUT_MS), "the back's request never ended");
+        for (int i = 0; i < 400 && sh_relayer_in_flight(T.rl); i++)
+                usleep(5000);
+        ck_assert_uint_eq(sh_relayer_in_flight(T.rl), 0);
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_range_answer_keeps_its_206_content_range_and_length)
+{
+        static resp r;
+        char val[128];
+
+        start();
+        call("GET", "/file", (const char *[]){"Range: bytes=10-19", NULL}, false, &r);
+        ck_assert_int_eq(r.status, 206);
+        ck_assert_int_eq(header_count(&r, "Content-Range", val, sizeof(val)), 1);
+        ck_assert_str_eq(val, "bytes 10-19/100000");
+        ck_assert_int_eq(header_count(&r, "Content-Length", val, sizeof(val)), 1);
+        ck_assert_str_eq(val, "10");
+        ck_assert_int_eq(header_count(&r, "Transfer-Encoding", NULL, 0), 0);
+        ck_assert_str_eq(r.body, "klmnopqrst");
+        memset(&r, 0, sizeof(r));
+        call("GET", "/file", NULL, false, &r);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_int_eq(header_count(&r, "Content-Length", val, sizeof(val)), 1);
+        ck_assert_str_eq(val, "100000");
+        ck_assert_uint_eq(r.len, 100000);
+        stop();
+}
+END_TEST
+
+START_TEST(test_head_is_answered_with_the_length_and_no_body)
+{
+        static resp r;
+        char val[128];
+
+        start();
+        call("HEAD", "/file", NULL, false, &r);
+        ck_assert_int_eq(r.rc, CURLE_OK);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_int_eq(header_count(&r, "Content-Length", val, sizeof(val)), 1);
+        ck_assert_str_eq(val, "100000");
+        ck_assert_uint_eq(r.len, 0);
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_refused_connection_is_the_surfaces_to_answer)
+{
+        static resp r;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t sl = sizeof(a);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        start();
+        failed_calls = 0;
+        ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &sl), 0);
+        close(fd); /* nobody listens there */
+        snprintf(T.target, sizeof(T.target), "http://127.0.0.1:%u", ntohs(a.sin_port));
+        call("GET", "/echo", NULL, false, &r);
+        ck_assert_int_eq(r.status, 404);
+        ck_assert_msg(strstr(r.body, "SANDBOX_NOT_FOUND"), "%s", r.body);
+        ck_assert_int_eq(failed_calls, 1);
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_silent_peer_is_the_surfaces_to_answer_after_the_timeout)
+{
+        static resp r;
+
+        start();
+        failed_calls = 0;
+        raw_start(RAW_SILENT);
+        call("GET", "/echo", NULL, false, &r);
+        ck_assert_int_eq(r.status, 404);
+        ck_assert_int_eq(failed_calls, 1);
+        raw_stop();
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_peer_that_dies_in_its_answer_cuts_the_clients_body)
+{
+        static resp r;
+
+        start();
+        failed_calls = 0;
+        raw_start(RAW_DIES);
+        call("GET", "/echo", NULL, false, &r);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_int_eq(r.rc, CURLE_PARTIAL_FILE); /* short, not a hang (not a timeout) */
+        ck_assert_uint_lt(r.len, 1000000);
+        ck_assert_int_eq(failed_calls, 0);
+        raw_stop();
+        stop();
+}
+END_TEST
+
+static resp bound_first;
+
+static void *bound_call(void *arg)
+{
+        call("GET", "/echo", NULL, false, &bound_first);
+        return NULL;
+}
+
+START_TEST(test_past_the_bound_a_relay_is_answered_503_at_once)
+{
+        static resp r;
+        pthread_t t;
+
+        start_with(1);
+        raw_start(RAW_SILENT);
+        ck_assert_int_eq(pthread_create(&t, NULL, bound_call, NULL), 0);
+        for (int i = 0; i < 400 && sh_relayer_in_flight(T.rl) == 0; i++)
+                usleep(1000);
+        ck_assert_uint_eq(sh_relayer_in_flight(T.rl), 1);
+        call("GET", "/echo", NULL, false, &r);
+        ck_assert_int_eq(r.status, 503);
+        pthread_join(t, NULL);
+        ck_assert_int_eq(bound_first.status, 404); /* the silent peer's, after its timeout */
+        raw_stop();
+        stop();
+}
+END_TEST
+
+static Suite *relay_suite(void)
+{
+        Suite *s = suite_create("relay");
+        TCase *tc = tcase_create("relay");
+
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_status_headers_and_body_are_kept);
+        tcase_add_test(tc, test_the_hop_mark_goes_upstream_and_is_recognised);
+        tcase_add_test(tc, test_a_large_upload_arrives_intact_with_the_relay_holding_one_piece);
+        tcase_add_test(tc, test_a_large_chunked_upload_arrives_intact);
+        tcase_add_test(tc, test_a_stream_stalls_its_producer_and_ends_it_when_the_client_leaves);
+        tcase_add_test(tc, test_a_range_answer_keeps_its_206_content_range_and_length);
+        tcase_add_test(tc, test_head_is_answered_with_the_length_and_no_body);
+        tcase_add_test(tc, test_a_refused_connection_is_the_surfaces_to_answer);
+        tcase_add_test(tc, test_a_silent_peer_is_the_surfaces_to_answer_after_the_timeout);
+        tcase_add_test(tc, test_a_peer_that_dies_in_its_answer_cuts_the_clients_body);
+        tcase_add_test(tc, test_past_the_bound_a_relay_is_answered_503_at_once);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        return wire_main(relay_suite());
+}
