@@ -279,8 +279,12 @@ static int ex_head(void *data, const sh_exchange_head *h)
         for (size_t i = 0; i < h->n; i++)
                 if (strcasecmp(h->fields[i].name, "Connection") == 0)
                         connection = h->fields[i].value;
-        resp = sh_queued_stream_response_sized(y->qs, h->length >= 0 ? (uint64_t)h->length
-                                                                     : SH_SIZE_UNKNOWN);
+        /* A 204 has no body, and one "Content-Length: 0" as this pod's own 204s have
+         * (sh_response_empty_sized); anything else is the stream, of the peer's length. */
+        resp = h->status == 204
+                       ? sh_response_empty_sized(204)
+                       : sh_queued_stream_response_sized(y->qs, h->length >= 0 ? (uint64_t)h->length
+                                                                               : SH_SIZE_UNKNOWN);
         if (!resp) {
                 snprintf(y->why, sizeof(y->why), "out of memory");
                 return -1;

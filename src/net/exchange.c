@@ -2,7 +2,8 @@
  * multi interface (multi.c): the request body pulled through curl's read callback (paused
  * with CURL_READFUNC_PAUSE), the answer's head gathered from the header callback and given
  * once at its empty line, its body given as curl hands it over (paused with
- * curl_easy_pause), the head's timeout a loop timer armed when the request body ended. */
+ * curl_easy_pause), the head's timeout a loop timer: the peer's silence before the head (from
+ * the start, from each piece of the body it took, from the body's end). */
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -140,11 +141,13 @@ static void on_head_timeout(sh_loop *l, sh_timer *t, void *data)
         finish(x, CURLE_OPERATION_TIMEDOUT);
 }
 
-/* The request has gone whole: the head is due within its timeout. */
-static void head_due(sh_exchange *x)
+/* The peer is to do something within the head's timeout: connect, take the request body's
+ * next piece, answer after its end. Waiting on our own caller's body (a pause) does not count. */
+static void peer_due(sh_exchange *x)
 {
-        if (x->head_t || x->head_given || !x->head_timeout_ms)
+        if (x->head_given || !x->head_timeout_ms)
                 return;
+        sh_loop_cancel_timer(x->e->m.loop, x->head_t);
         x->head_t = sh_loop_add_timer(x->e->m.loop, x->head_timeout_ms, on_head_timeout, x);
 }
 
@@ -155,14 +158,15 @@ static size_t read_cb(char *buf, size_t size, size_t nitems, void *userdata)
 
         if (n == SH_EXCHANGE_PAUSE) {
                 x->paused |= CURLPAUSE_SEND;
+                sh_loop_cancel_timer(x->e->m.loop, x->head_t); /* our caller's wait */
+                x->head_t = NULL;
                 return CURL_READFUNC_PAUSE;
         }
         if (n < 0) {
                 x->aborted = true;
                 return CURL_READFUNC_ABORT;
         }
-        if (n == 0)
-                head_due(x);
+        peer_due(x); /* the next piece taken, or the answer, in time */
         return (size_t)n;
 }
 
@@ -391,8 +395,7 @@ sh_exchange *sh_exchange_start(sh_exchanger *e, const sh_exchange_opts *o,
                 sh_error_make(err, ENOMEM, "starting an exchange");
                 goto fail;
         }
-        if (!o->body || !ops->send)
-                head_due(x);
+        peer_due(x);
         return x;
 fail:
         exchange_free(x);
@@ -425,6 +428,7 @@ void sh_exchange_send_resume(sh_exchange *x)
         if (!(x->paused & CURLPAUSE_SEND))
                 return;
         x->paused &= ~CURLPAUSE_SEND;
+        peer_due(x);
         kick(x);
 }
 

@@ -186,6 +186,21 @@ START_TEST(test_the_end_is_read_after_the_last_byte)
 }
 END_TEST
 
+START_TEST(test_a_cut_stream_is_cut_after_what_it_holds)
+{
+        sh_queued_stream *s = open_stream(&ops, 0, 0, 0);
+        char out[16];
+
+        push(s, "part");
+        sh_queued_stream_cut(s);
+        sh_queued_stream_end(s); /* already over: still cut */
+        ck_assert_int_eq(take(out, sizeof(out)), 4);
+        ck_assert_mem_eq(out, "part", 4);
+        ck_assert_int_eq(take(out, sizeof(out)), SH_STREAM_CUT);
+        finish(s, NULL);
+}
+END_TEST
+
 START_TEST(test_past_the_high_mark_the_producer_stops_and_under_the_low_goes_on)
 {
         sh_queued_stream *s = open_stream(&ops, 10, 5, 0);
@@ -481,6 +496,7 @@ static Suite *queued_stream_suite(void)
         tcase_add_test(tc, test_pushed_bytes_are_read_byte_for_byte_in_order);
         tcase_add_test(tc, test_an_encoder_appends_whole_frames_then_says_so);
         tcase_add_test(tc, test_the_end_is_read_after_the_last_byte);
+        tcase_add_test(tc, test_a_cut_stream_is_cut_after_what_it_holds);
         tcase_add_test(tc, test_a_close_ends_the_stream_and_lets_the_producers_reference_go);
         tcase_add_test(tc, test_the_reply_is_a_200_with_the_headers_given);
         tcase_add_test(tc, test_a_stream_whose_request_ended_is_not_answered);

@@ -45,7 +45,7 @@ static struct {
         char target[128]; /* where the front relays (set before each call) */
 } T;
 
-static atomic_int failed_calls, producer_held, producer_gone, file_fd = -1;
+static atomic_int failed_calls, producer_held, producer_gone, sink_ended, file_fd = -1;
 static atomic_ulong sink_sum, sink_len;
 
 /* ---- the back: the peer's own surface ------------------------------------------------------- */
@@ -131,6 +131,7 @@ static void slow_abort(sh_request *r, void *state)
 
         sh_loop_cancel_timer(T.loop, s->t);
         free(s);
+        sink_ended = 1;
 }
 
 static const sh_body_sink slow = {.begin = slow_begin, .data = slow_data, .abort = slow_abort};
@@ -214,7 +215,33 @@ static void h_file(sh_request *r)
                 sh_reply_empty(r, 416);
 }
 
+/* DELETE /gone: 204 */
+static void h_gone(sh_request *r)
+{
+        sh_reply_empty_sized(r, 204);
+}
+
+/* GET /late: the answer after 2 * PEER_TIMEOUT_MS (within the timeout's reach only as a body) */
+static void late_fire(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_pending *p = data;
+
+        if (sh_pending_request(p))
+                sh_reply_empty(sh_pending_request(p), 200);
+        sh_pending_release(p);
+}
+
+static void h_late(sh_request *r)
+{
+        static const sh_pending_ops late_ops = {0};
+        sh_pending *p = sh_request_wait(r, &late_ops, NULL);
+
+        sh_loop_add_timer(T.loop, 2 * PEER_TIMEOUT_MS, late_fire, p);
+}
+
 static const sh_route back_routes[] = {
+        {"/gone", SH_M_DELETE, NULL, h_gone, 0},
+        {"/late", SH_M_GET, NULL, h_late, 0},
         {"/echo", SH_M_GET | SH_M_POST, NULL, h_echo, 0},
         {"/sink", SH_M_POST | SH_M_PUT, &slow, h_sink, 0},
         {"/stream", SH_M_GET, NULL, h_stream, 0},
@@ -657,6 +684,33 @@ START_TEST(test_a_stream_stalls_its_producer_and_ends_it_when_the_client_leaves)
 }
 END_TEST
 
+/* A client that sends part of a large body and leaves: the relay's exchange is cancelled (the
+ * back's request ends), nothing stays in flight. */
+START_TEST(test_a_client_that_leaves_mid_upload_cancels_the_exchange)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        const char *req = "POST /sink HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n";
+        static char part[1 << 20];
+        int fd;
+
+        start();
+        sink_ended = 0;
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        a.sin_port = htons(sh_server_port(T.front));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        ck_assert_int_eq(send(fd, req, strlen(req), 0), (int)strlen(req));
+        memset(part, 'u', sizeof(part));
+        ck_assert_int_eq(send(fd, part, sizeof(part), 0), (int)sizeof(part));
+        close(fd);
+        ck_assert_msg(wait_for(&sink_ended, CALL_TIMEOUT_MS), "the back's request never ended");
+        for (int i = 0; i < 400 && sh_relayer_in_flight(T.rl); i++)
+                usleep(5000);
+        ck_assert_uint_eq(sh_relayer_in_flight(T.rl), 0);
+        stop();
+}
+END_TEST
+
 START_TEST(test_a_range_answer_keeps_its_206_content_range_and_length)
 {
         static resp r;
@@ -693,6 +747,35 @@ START_TEST(test_head_is_answered_with_the_length_and_no_body)
         ck_assert_int_eq(header_count(&r, "Content-Length", val, sizeof(val)), 1);
         ck_assert_str_eq(val, "100000");
         ck_assert_uint_eq(r.len, 0);
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_204_keeps_its_one_content_length_of_0)
+{
+        static resp r;
+        char val[64];
+
+        start();
+        call("DELETE", "/gone", NULL, false, &r);
+        ck_assert_int_eq(r.status, 204);
+        ck_assert_int_eq(header_count(&r, "Content-Length", val, sizeof(val)), 1);
+        ck_assert_str_eq(val, "0");
+        ck_assert_int_eq(header_count(&r, "Transfer-Encoding", NULL, 0), 0);
+        stop();
+}
+END_TEST
+
+START_TEST(test_a_peer_slower_than_the_timeout_is_the_surfaces_to_answer)
+{
+        static resp r;
+
+        start();
+        failed_calls = 0;
+        call("GET", "/late", NULL, false, &r);
+        ck_assert_int_eq(r.status, 404);
+        ck_assert_int_eq(failed_calls, 1);
+        usleep(3 * PEER_TIMEOUT_MS * 1000); /* the back's late answer is given (to no one) */
         stop();
 }
 END_TEST
@@ -789,8 +872,11 @@ static Suite *relay_suite(void)
         tcase_add_test(tc, test_a_large_upload_arrives_intact_with_the_relay_holding_one_piece);
         tcase_add_test(tc, test_a_large_chunked_upload_arrives_intact);
         tcase_add_test(tc, test_a_stream_stalls_its_producer_and_ends_it_when_the_client_leaves);
+        tcase_add_test(tc, test_a_client_that_leaves_mid_upload_cancels_the_exchange);
         tcase_add_test(tc, test_a_range_answer_keeps_its_206_content_range_and_length);
         tcase_add_test(tc, test_head_is_answered_with_the_length_and_no_body);
+        tcase_add_test(tc, test_a_204_keeps_its_one_content_length_of_0);
+        tcase_add_test(tc, test_a_peer_slower_than_the_timeout_is_the_surfaces_to_answer);
         tcase_add_test(tc, test_a_refused_connection_is_the_surfaces_to_answer);
         tcase_add_test(tc, test_a_silent_peer_is_the_surfaces_to_answer_after_the_timeout);
         tcase_add_test(tc, test_a_peer_that_dies_in_its_answer_cuts_the_clients_body);

@@ -74,7 +74,10 @@ typedef struct sh_exchange_opts {
         bool body;                  /* a request body is sent (ops->send) */
         int64_t body_length;        /* its length, -1: unknown (sent chunked) */
         uint64_t connect_timeout_ms;
-        uint64_t head_timeout_ms; /* from the request body's end to the answer's head */
+        uint64_t head_timeout_ms; /* the peer's silence before the answer's head: counted from
+                                   * the start, from each piece of the request body it took,
+                                   * from the body's end (never while the body waits on the
+                                   * caller); 0: none */
 } sh_exchange_opts;
 
 /* An exchanger on the loop: at most `max_conns` connections at once (more exchanges wait for
