@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,8 +38,6 @@ static struct {
         sh_loop *loop;
         sh_server *front, *back;
         sh_relayer *rl;
-        int stopfd;
-        pthread_t thread;
         char front_url[128], back_url[128];
         char target[128]; /* where the front relays (set before each call) */
 } T;
@@ -284,21 +281,8 @@ static const sh_route front_routes[] = {
 
 /* ---- the servers in a thread ------------------------------------------------------------------ */
 
-static void on_stop(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
-{
-        sh_loop_stop(l);
-}
-
-static void *loop_thread(void *arg)
-{
-        sh_loop_run(arg);
-        return NULL;
-}
-
 static void start_with(uint64_t relay_max)
 {
-        char *argv[] = {"sandbox-host", "--listen=127.0.0.1:0", "--root=/nonexistent", NULL};
-        char *envp[] = {NULL};
         const sh_surface back = {.name = "back",
                                  .prefix = "/",
                                  .routes = back_routes,
@@ -312,14 +296,11 @@ static void start_with(uint64_t relay_max)
                                   .admit = front_admit,
                                   .decorate = front_decorate};
         sh_error *err = NULL;
-        char *msg = NULL;
         char path[] = "/tmp/relay-file-XXXXXX";
         static char data[100000];
         int fd;
 
-        sh_log_set_level(SH_LOG_ERROR);
-        ck_assert_int_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
-        ck_assert_int_eq(sh_config_parse(&T.cfg, 3, argv, envp, &msg), SH_CONFIG_OK);
+        wire_transport_config(&T.cfg);
         T.cfg.peer_timeout_ms = PEER_TIMEOUT_MS;
         T.cfg.peer_relay_max = relay_max;
         ck_assert_int_eq(sh_loop_new(&T.loop), 0);
@@ -338,10 +319,7 @@ static void start_with(uint64_t relay_max)
                 data[i] = (char)('a' + i % 26);
         ck_assert_int_eq(write(fd, data, sizeof(data)), (int)sizeof(data));
         file_fd = fd;
-        T.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        ck_assert_int_ge(T.stopfd, 0);
-        ck_assert_ptr_nonnull(sh_loop_add_io(T.loop, T.stopfd, EPOLLIN, on_stop, NULL));
-        ck_assert_int_eq(pthread_create(&T.thread, NULL, loop_thread, T.loop), 0);
+        wire_loop_thread_start(T.loop);
 }
 
 static void start(void)
@@ -351,18 +329,11 @@ static void start(void)
 
 static void stop(void)
 {
-        uint64_t one = 1;
-        struct timespec ts;
-
-        ck_assert_int_eq(write(T.stopfd, &one, sizeof(one)), (int)sizeof(one));
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 10;
-        ck_assert_int_eq(pthread_timedjoin_np(T.thread, NULL, &ts), 0);
+        wire_loop_thread_stop();
         sh_relayer_free(T.rl);
         sh_server_free(T.front);
         sh_server_free(T.back);
         sh_loop_free(T.loop);
-        close(T.stopfd);
         close(file_fd);
         sh_config_done(&T.cfg);
 }
@@ -383,23 +354,15 @@ typedef struct resp {
 static size_t on_body(char *p, size_t size, size_t n, void *data)
 {
         resp *r = data;
-        size_t k = size * n, room = sizeof(r->body) - 1 - r->len;
 
-        memcpy(r->body + r->len, p, k < room ? k : room);
-        r->len += k < room ? k : room;
-        r->body[r->len] = '\0';
-        return k;
+        return wire_keep(r->body, sizeof(r->body), &r->len, p, size * n);
 }
 
 static size_t on_header(char *p, size_t size, size_t n, void *data)
 {
         resp *r = data;
-        size_t k = size * n, room = sizeof(r->headers) - 1 - r->hlen;
 
-        memcpy(r->headers + r->hlen, p, k < room ? k : room);
-        r->hlen += k < room ? k : room;
-        r->headers[r->hlen] = '\0';
-        return k;
+        return wire_keep(r->headers, sizeof(r->headers), &r->hlen, p, size * n);
 }
 
 static size_t on_read(char *buf, size_t size, size_t n, void *data)
@@ -420,24 +383,12 @@ static size_t on_read(char *buf, size_t size, size_t n, void *data)
 static void call(const char *method, const char *path, const char *const *hdrs, bool chunked,
                  resp *r)
 {
-        CURL *c = curl_easy_init();
         struct curl_slist *h = NULL;
         char url[512];
+        CURL *c;
 
-        ck_assert_ptr_nonnull(c);
         snprintf(url, sizeof(url), "%s%s", T.front_url, path);
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)CALL_TIMEOUT_MS);
-        curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
-        if (strcmp(method, "HEAD") == 0)
-                curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-        else
-                curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+        c = wire_curl(url, method, on_body, on_header, r);
         if (r->up_len) {
                 curl_easy_setopt(c, CURLOPT_POST, 1L);
                 curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
@@ -649,25 +600,44 @@ START_TEST(test_a_large_chunked_upload_arrives_intact)
 }
 END_TEST
 
+/* Every relay ends (within 2 s) */
+static void assert_none_in_flight(void)
+{
+        for (int i = 0; i < 400 && sh_relayer_in_flight(T.rl); i++)
+                usleep(5000);
+        ck_assert_uint_eq(sh_relayer_in_flight(T.rl), 0);
+}
+
+/* A raw connection to the front, with a small receive buffer (a client that stops reading is
+ * soon felt) and 5 s timeouts. */
+static int front_connect(void)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        struct timeval tv = {.tv_sec = 5};
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rcvbuf = 4096;
+
+        ck_assert_int_ge(fd, 0);
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        a.sin_port = htons(sh_server_port(T.front));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        return fd;
+}
+
 /* A client that reads the head and a little, then stops reading: the back's producer is told
  * to stop (the relay stopped reading the back); the client leaves: the back's request ends. */
 START_TEST(test_a_stream_stalls_its_producer_and_ends_it_when_the_client_leaves)
 {
-        struct sockaddr_in a = {.sin_family = AF_INET};
         const char *req = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
         char buf[4096];
         ssize_t n;
-        int fd, rcvbuf = 4096;
-        struct timeval tv = {.tv_sec = 5};
+        int fd;
 
         start();
         producer_held = producer_gone = 0;
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        a.sin_port = htons(sh_server_port(T.front));
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        fd = front_connect();
         ck_assert_int_eq(send(fd, req, strlen(req), 0), (int)strlen(req));
         n = recv(fd, buf, sizeof(buf) - 1, 0);
         ck_assert_int_gt(n, 0);
@@ -677,9 +647,7 @@ START_TEST(test_a_stream_stalls_its_producer_and_ends_it_when_the_client_leaves)
         ck_assert(!producer_gone);
         close(fd);
         ck_assert_msg(wait_for(&producer_gone, CALL_TIMEOUT_MS), "the back's request never ended");
-        for (int i = 0; i < 400 && sh_relayer_in_flight(T.rl); i++)
-                usleep(5000);
-        ck_assert_uint_eq(sh_relayer_in_flight(T.rl), 0);
+        assert_none_in_flight();
         stop();
 }
 END_TEST
@@ -688,25 +656,19 @@ END_TEST
  * back's request ends), nothing stays in flight. */
 START_TEST(test_a_client_that_leaves_mid_upload_cancels_the_exchange)
 {
-        struct sockaddr_in a = {.sin_family = AF_INET};
         const char *req = "POST /sink HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n";
         static char part[1 << 20];
         int fd;
 
         start();
         sink_ended = 0;
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        a.sin_port = htons(sh_server_port(T.front));
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        fd = front_connect();
         ck_assert_int_eq(send(fd, req, strlen(req), 0), (int)strlen(req));
         memset(part, 'u', sizeof(part));
         ck_assert_int_eq(send(fd, part, sizeof(part), 0), (int)sizeof(part));
         close(fd);
         ck_assert_msg(wait_for(&sink_ended, CALL_TIMEOUT_MS), "the back's request never ended");
-        for (int i = 0; i < 400 && sh_relayer_in_flight(T.rl); i++)
-                usleep(5000);
-        ck_assert_uint_eq(sh_relayer_in_flight(T.rl), 0);
+        assert_none_in_flight();
         stop();
 }
 END_TEST

@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,8 +26,6 @@
 #include "sh/log.h"
 #include "sh/range.h"
 #include "wire_helpers.h"
-
-#define CALL_TIMEOUT_MS 10000
 
 static atomic_int gone_calls; /* streaming jobs told that their request ended */
 
@@ -435,26 +432,11 @@ static const sh_route v1_routes[] = {
 static struct {
         sh_config cfg;
         sh_server *srv;
-        int stopfd;
-        pthread_t thread;
         char url[128];
 } S;
 
-static void on_stop(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
-{
-        sh_loop_stop(l);
-}
-
-static void *loop_thread(void *arg)
-{
-        sh_loop_run(arg);
-        return NULL;
-}
-
 static void start(void)
 {
-        char *argv[] = {"sandbox-host", "--listen=127.0.0.1:0", "--root=/nonexistent", NULL};
-        char *envp[] = {NULL};
         const sh_surface plain = {.name = "plain",
                                   .prefix = "/",
                                   .routes = plain_routes,
@@ -467,34 +449,21 @@ static void start(void)
                                .error = v1_error,
                                .decorate = v1_decorate};
         sh_error *err = NULL;
-        char *msg = NULL;
 
-        sh_log_set_level(SH_LOG_ERROR);
-        ck_assert_int_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
-        ck_assert_int_eq(sh_config_parse(&S.cfg, 3, argv, envp, &msg), SH_CONFIG_OK);
+        wire_transport_config(&S.cfg);
         ck_assert_int_eq(sh_loop_new(&the_loop), 0);
         ck_assert_int_eq(sh_server_new(&S.cfg, the_loop, &S.srv, &err), 0);
         ck_assert_int_eq(sh_server_add_surface(S.srv, &plain, &err), 0);
         ck_assert_int_eq(sh_server_add_surface(S.srv, &v1, &err), 0);
-        S.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        ck_assert_int_ge(S.stopfd, 0);
-        ck_assert_ptr_nonnull(sh_loop_add_io(the_loop, S.stopfd, EPOLLIN, on_stop, NULL));
         snprintf(S.url, sizeof(S.url), "%s", sh_server_url(S.srv));
-        ck_assert_int_eq(pthread_create(&S.thread, NULL, loop_thread, the_loop), 0);
+        wire_loop_thread_start(the_loop);
 }
 
 static void stop(void)
 {
-        uint64_t one = 1;
-        struct timespec ts;
-
-        ck_assert_int_eq(write(S.stopfd, &one, sizeof(one)), (int)sizeof(one));
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 10;
-        ck_assert_int_eq(pthread_timedjoin_np(S.thread, NULL, &ts), 0);
+        wire_loop_thread_stop();
         sh_server_free(S.srv);
         sh_loop_free(the_loop);
-        close(S.stopfd);
         sh_config_done(&S.cfg);
 }
 
@@ -512,11 +481,8 @@ typedef struct resp {
 static size_t on_body(char *p, size_t size, size_t n, void *data)
 {
         resp *r = data;
-        size_t k = size * n, room = sizeof(r->body) - 1 - r->len;
+        size_t k = wire_keep(r->body, sizeof(r->body), &r->len, p, size * n);
 
-        memcpy(r->body + r->len, p, k < room ? k : room);
-        r->len += k < room ? k : room;
-        r->body[r->len] = '\0';
         if (r->stop_after && r->len >= r->stop_after)
                 return 0; /* the client leaves */
         return k;
@@ -525,32 +491,19 @@ static size_t on_body(char *p, size_t size, size_t n, void *data)
 static size_t on_header(char *p, size_t size, size_t n, void *data)
 {
         resp *r = data;
-        size_t k = size * n, room = sizeof(r->headers) - 1 - r->hlen;
 
-        memcpy(r->headers + r->hlen, p, k < room ? k : room);
-        r->hlen += k < room ? k : room;
-        r->headers[r->hlen] = '\0';
-        return k;
+        return wire_keep(r->headers, sizeof(r->headers), &r->hlen, p, size * n);
 }
 
 static void call(const char *method, const char *path, const char *body, const char *const *hdrs,
                  resp *r)
 {
-        CURL *c = curl_easy_init();
         struct curl_slist *h = NULL;
         char url[512];
+        CURL *c;
 
-        ck_assert_ptr_nonnull(c);
         snprintf(url, sizeof(url), "%s%s", S.url, path);
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)CALL_TIMEOUT_MS);
-        curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+        c = wire_curl(url, method, on_body, on_header, r);
         if (body) {
                 curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
                 curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));

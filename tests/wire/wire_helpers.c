@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -606,4 +607,85 @@ void wire_send_all(int fd, const void *s, size_t len)
                 p += n;
                 len -= (size_t)n;
         }
+}
+
+/* ---- the transport alone ------------------------------------------------------------------ */
+
+static struct {
+        int stopfd;
+        pthread_t thread;
+} L = {.stopfd = -1};
+
+void wire_transport_config(sh_config *cfg)
+{
+        char *argv[] = {"sandbox-host", "--listen=127.0.0.1:0", "--root=/nonexistent", NULL};
+        char *envp[] = {NULL};
+        char *msg = NULL;
+
+        sh_log_set_level(SH_LOG_ERROR);
+        ck_assert_int_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
+        ck_assert_int_eq(sh_config_parse(cfg, 3, argv, envp, &msg), SH_CONFIG_OK);
+}
+
+static void on_loop_stop(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        sh_loop_stop(l);
+}
+
+static void *loop_thread(void *arg)
+{
+        sh_loop_run(arg);
+        return NULL;
+}
+
+void wire_loop_thread_start(sh_loop *loop)
+{
+        L.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        ck_assert_int_ge(L.stopfd, 0);
+        ck_assert_ptr_nonnull(sh_loop_add_io(loop, L.stopfd, EPOLLIN, on_loop_stop, NULL));
+        ck_assert_int_eq(pthread_create(&L.thread, NULL, loop_thread, loop), 0);
+}
+
+void wire_loop_thread_stop(void)
+{
+        uint64_t one = 1;
+        struct timespec ts;
+
+        ck_assert_int_eq(write(L.stopfd, &one, sizeof(one)), (int)sizeof(one));
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 10;
+        ck_assert_int_eq(pthread_timedjoin_np(L.thread, NULL, &ts), 0);
+        close(L.stopfd);
+        L.stopfd = -1;
+}
+
+size_t wire_keep(char *out, size_t size, size_t *len, const char *p, size_t k)
+{
+        size_t room = size - 1 - *len;
+
+        memcpy(out + *len, p, k < room ? k : room);
+        *len += k < room ? k : room;
+        out[*len] = '\0';
+        return k;
+}
+
+CURL *wire_curl(const char *url, const char *method, curl_write_callback body,
+                curl_write_callback head, void *data)
+{
+        CURL *c = curl_easy_init();
+
+        ck_assert_ptr_nonnull(c);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)WIRE_TIMEOUT_MS);
+        curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+        if (strcmp(method, "HEAD") == 0)
+                curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+        else
+                curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, data);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, head);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, data);
+        return c;
 }

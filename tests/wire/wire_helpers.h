@@ -3,10 +3,12 @@
 
 #include <check.h>
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sh/config.h"
 #include "sh/loop.h"
 #include "sh/sandbox.h"
 
@@ -101,3 +103,18 @@ const char *wire_workspace(const char *id);
 int wire_connect_raw(void);
 /* Write all of `s` to fd (MSG_NOSIGNAL); fails the test on error. */
 void wire_send_all(int fd, const void *s, size_t len);
+
+/* ---- the transport alone (tests of sh/http.h's seams, no daemon) --------------------------- */
+
+/* The settings of a server on 127.0.0.1:0 (no state root), logs at errors only, libcurl set up. */
+void wire_transport_config(sh_config *cfg);
+/* Run `loop` in a thread until wire_loop_thread_stop (the join bounded: 10 s, a test failure). */
+void wire_loop_thread_start(sh_loop *loop);
+void wire_loop_thread_stop(void);
+/* Append the k bytes at p to buf (size bytes, *len used), as many as fit, NUL-terminated: a
+ * libcurl write or header callback's body. Returns k. */
+size_t wire_keep(char *buf, size_t size, size_t *len, const char *p, size_t k);
+/* A libcurl handle for one exchange of `method` ("HEAD": no body) with `url`, bounded by
+ * WIRE_TIMEOUT_MS on a fresh connection, its body and header to these callbacks (with data). */
+CURL *wire_curl(const char *url, const char *method, curl_write_callback body,
+                curl_write_callback head, void *data);

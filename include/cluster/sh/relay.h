@@ -10,14 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sh/cluster.h" /* SH_HOP_HEADER */
 #include "sh/config.h"
 #include "sh/error.h"
 #include "sh/exchange.h"
 #include "sh/http.h"
 #include "sh/loop.h"
-
-/* The hop mark, as sh/cluster.h has it (an identical definition). */
-#define SH_HOP_HEADER "X-Sandbox-Host-Hop"
 
 typedef struct sh_relayer sh_relayer;
 
