@@ -81,6 +81,7 @@ static void h_echo(sh_request *r)
         add_header_field(o, r, "Accept");
         add_header_field(o, r, "Keep-Alive");
         add_header_field(o, r, "Host");
+        add_header_field(o, r, "Expect");
         resp = sh_response_json(o);
         sh_response_header(resp, "X-Back", "yes");
         sh_response_header(resp, "X-Request-ID", "the-back's-own");
@@ -577,6 +578,40 @@ START_TEST(test_the_hop_mark_goes_upstream_and_is_recognised)
 }
 END_TEST
 
+/* A client's large upload asks for a 100 Continue; the relay's own request never does. */
+START_TEST(test_no_expect_goes_upstream)
+{
+        static resp r;
+        cJSON *j;
+
+        start();
+        r.up_len = 2u << 20;
+        call("POST", "/echo", (const char *[]){"Expect: 100-continue", NULL}, false, &r);
+        ck_assert_int_eq(r.status, 201);
+        j = cJSON_Parse(r.body);
+        ck_assert_ptr_nonnull(j);
+        ck_assert_ptr_null(json_str(j, "Expect"));
+        cJSON_Delete(j);
+        stop();
+}
+END_TEST
+
+/* Relays one after the other to one peer reuse one connection. */
+START_TEST(test_relays_in_a_row_reuse_one_connection_to_the_peer)
+{
+        static resp r;
+
+        start();
+        for (int i = 0; i < 3; i++) {
+                memset(&r, 0, sizeof(r));
+                call("GET", "/echo", NULL, false, &r);
+                ck_assert_int_eq(r.status, 201);
+        }
+        ck_assert_uint_eq(sh_server_connections(T.back), 1);
+        stop();
+}
+END_TEST
+
 static void upload(const char *method, bool chunked)
 {
         static resp r;
@@ -852,6 +887,8 @@ static Suite *relay_suite(void)
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_status_headers_and_body_are_kept);
         tcase_add_test(tc, test_the_hop_mark_goes_upstream_and_is_recognised);
+        tcase_add_test(tc, test_no_expect_goes_upstream);
+        tcase_add_test(tc, test_relays_in_a_row_reuse_one_connection_to_the_peer);
         tcase_add_test(tc, test_a_large_upload_arrives_intact_with_the_relay_holding_one_piece);
         tcase_add_test(tc, test_a_large_chunked_put_arrives_intact);
         tcase_add_test(tc, test_a_stream_stalls_its_producer_and_ends_it_when_the_client_leaves);
