@@ -66,7 +66,8 @@ struct sh_request {
 /* Suspend the connection until sh_http_resume (a stream with nothing to send, a request
  * waiting for its answer). Idempotent. */
 void sh_http_suspend(sh_request *r);
-/* Resume it and have MHD run before the loop sleeps. No-op unless suspended. */
+/* Resume it and have MHD run before the loop sleeps. No-op unless suspended, and while its
+ * body is paused by its sink (sh_request_body_resume resumes that). */
 void sh_http_resume(sh_request *r);
 
 /* r answers with its file (r->file): close its connection when the file gets shorter than

@@ -472,7 +472,9 @@ void sh_http_resume(sh_request *r)
 {
         sh_conn *c;
 
-        if (!r->suspended)
+        /* A body paused by its sink waits for its owner (sh_request_body_resume): a stream's
+         * push or an answer given meanwhile does not let more of it in. */
+        if (!r->suspended || r->body_paused)
                 return;
         r->suspended = false;
         MHD_resume_connection(r->conn);
@@ -688,9 +690,10 @@ static void body_data(sh_request *r, const char *data, size_t len)
         k = r->sink->data(r, r->sink_state, data, len);
         if (k < 0) {
                 r->sink_refused = true;
-        } else if (k == SH_SINK_PAUSE && !r->body_paused) {
+        } else if (k == SH_SINK_PAUSE) {
                 /* Taken, but no more now: MHD reads nothing until the sink's owner resumes
-                 * it. The end of the body (the handler's last call) comes after the resume. */
+                 * it (no other resume does: sh_http_resume). The end of the body (the
+                 * handler's last call) comes after the resume. */
                 r->body_paused = true;
                 sh_http_suspend(r);
         }
@@ -1041,6 +1044,7 @@ void sh_server_free(sh_server *s)
 
                 /* MHD_stop_daemon with suspended connections is an API violation: resume all. */
                 SH_LIST_FOREACH(requests, r, s->requests) {
+                        r->body_paused = false;
                         sh_http_resume(r);
                 }
                 if (s->bulk)
