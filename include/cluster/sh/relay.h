@@ -19,9 +19,12 @@
 
 typedef struct sh_relayer sh_relayer;
 
-/* The relays of this pod: at most cfg->peer_relay_max in flight, each bounded by
- * cfg->peer_timeout_ms from its start to the head of the peer's answer (after the client's
- * whole body went). `token` is the hop mark's value. */
+/* The relays of this pod: at most cfg->peer_relay_max in flight (a relay is in flight from
+ * its start until both its request and its exchange ended), each failed when the peer is
+ * silent cfg->peer_timeout_ms before the head of its answer (to connect, to take the next
+ * piece of the client's body, to answer after its end; the client's own slowness does not
+ * count). `token` is the hop mark's value. Connections to each peer are kept and reused (at
+ * most peer_relay_max + 8 at once). Free it before the loop. */
 int sh_relayer_new(const sh_config *cfg, sh_loop *loop, const char *token, sh_relayer **ret,
                    sh_error **err);
 void sh_relayer_free(sh_relayer *rl); /* accepts NULL; cuts every relay in flight */
@@ -34,8 +37,10 @@ bool sh_request_hop_marked(const sh_request *r);
 
 /* What the surface says when the peer cannot answer: called at most once, from the loop, while
  * r still waits and before any byte of an answer went (connect refused, the peer silent past
- * the timeout, an answer that breaks HTTP): the surface answers r (404 SANDBOX_NOT_FOUND).
- * After the head went, a failure only cuts the client's stream (it sees a short body). */
+ * the timeout, an answer that breaks HTTP, this relayer freed), once the client's body is in
+ * (what is left of it is read and dropped first): the surface answers r (404
+ * SANDBOX_NOT_FOUND). After the head went, a failure only cuts the client's stream (it sees a
+ * short body). Not called when the client left. */
 typedef void (*sh_relay_failed_fn)(sh_request *r, const char *why, void *data);
 
 /* Relay r to `base_url` (a peer's "http://host:port", never from the client) + r's own target
