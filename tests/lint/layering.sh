@@ -7,7 +7,7 @@
 set -u
 src=$1
 cc=${2:-cc}
-layers="core fs isolation net images sandbox persist tools http native opensandbox app"
+layers="core fs isolation net images sandbox persist tools http cluster native opensandbox app"
 # What each layer may see (itself and everything below it), as CMakeLists.txt links them.
 declare -A sees=(
         [core]="core"
@@ -19,9 +19,10 @@ declare -A sees=(
         [persist]="persist sandbox images isolation fs net core"
         [tools]="tools isolation fs net core"
         [http]="http core"
-        [native]="native http persist tools sandbox images isolation fs net core"
-        [opensandbox]="opensandbox http persist tools sandbox images isolation fs net core"
-        [app]="app native opensandbox http persist tools sandbox images isolation fs net core"
+        [cluster]="cluster http net core"
+        [native]="native cluster http persist tools sandbox images isolation fs net core"
+        [opensandbox]="opensandbox cluster http persist tools sandbox images isolation fs net core"
+        [app]="app native opensandbox cluster http persist tools sandbox images isolation fs net core"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

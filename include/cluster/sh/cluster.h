@@ -15,6 +15,7 @@
 #include "sh/config.h"
 #include "sh/error.h"
 #include "sh/loop.h"
+#include "sh/util.h"
 
 /* The header every request a pod sends a peer carries (relays, listings, probes), valued with
  * the sender's token. A request that carries it is never relayed again, and a listing that

@@ -39,5 +39,5 @@ typedef void (*sh_relay_failed_fn)(sh_request *r, const char *why, void *data);
  * and handler never run). 0 having taken r over, or < 0 having answered it: 503 (with
  * Retry-After, in the surface's error shape) at the bound, 500 out of memory. `failed`'s data
  * must outlive the request. */
-int sh_relay_request(sh_relayer *rl, sh_request *r, const char *base_url,
-                     sh_relay_failed_fn failed, void *data);
+int sh_relay_request(sh_relayer *rl, sh_request *r, const char *base_url, sh_relay_failed_fn failed,
+                     void *data);
