@@ -88,6 +88,7 @@ struct sh_cluster {
         ares_sock *socks;
         sh_timer *ares_timer;
         bool resolving;
+        bool dns_failing; /* logged once until it answers again */
         bool closing;
         sh_cluster_ask *asks;
 };
@@ -377,12 +378,18 @@ static void resolved(void *arg, int status, int timeouts, struct ares_addrinfo *
         c->resolving = false;
         if (status != ARES_SUCCESS && status != ARES_ENOTFOUND && status != ARES_ENODATA) {
                 /* No answer is no news: the peers known stay, and their probes go on. */
-                log_warn("peer-discovery", NULL, "resolving '%s': %s", c->spec.name,
-                         ares_strerror(status));
+                if (!c->dns_failing)
+                        log_warn("peer-discovery", NULL,
+                                 "resolving '%s': %s (the peers known are kept and probed)",
+                                 c->spec.name, ares_strerror(status));
+                c->dns_failing = true;
                 ares_freeaddrinfo(res);
                 discovered_keep(c);
                 return;
         }
+        if (c->dns_failing)
+                log_info("peer-discovery", NULL, "resolving '%s': answered again", c->spec.name);
+        c->dns_failing = false;
         for (a = res ? res->nodes : NULL; a; a = a->ai_next)
                 n++;
         urls = calloc(n + 1, sizeof(*urls));

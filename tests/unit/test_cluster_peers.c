@@ -263,6 +263,32 @@ static const char *instance_of(sh_cluster *c, char out[64])
         return out;
 }
 
+/* n fake peers, the i-th answering as tokens[i] (accepting, room 9), and the cluster of them
+ * (not probed before the loop runs: a test may change their answers first). */
+static sh_cluster *start_peers(fake *f, size_t n, const char *const *tokens)
+{
+        for (size_t i = 0; i < n; i++) {
+                char inst[16];
+
+                fake_start(&f[i]);
+                snprintf(inst, sizeof(inst), "i%zu", i);
+                fake_health(&f[i], tokens[i], inst, true, 9);
+        }
+        return cluster_of(f, n);
+}
+
+static void stop_peers(sh_cluster *c, fake *f, size_t n)
+{
+        sh_cluster_free(c);
+        for (size_t i = 0; i < n; i++)
+                fake_stop(&f[i]);
+}
+
+static void wait_peers(sh_cluster *c, unsigned n)
+{
+        ck_assert(loop_until(has_peers, &(want_peers){.c = c, .n = n}));
+}
+
 START_TEST(test_a_static_peer_is_probed_hop_marked_and_owns_its_ids)
 {
         fake f[1] = {0};
@@ -270,10 +296,8 @@ START_TEST(test_a_static_peer_is_probed_hop_marked_and_owns_its_ids)
         const sh_peer *p;
         char url[64];
 
-        fake_start(&f[0]);
-        fake_health(&f[0], "0123abcd", "i1", true, 9);
-        c = cluster_of(f, 1);
-        ck_assert(loop_until(has_peers, &(want_peers){.c = c, .n = 1}));
+        c = start_peers(f, 1, (const char *[]){"0123abcd"});
+        wait_peers(c, 1);
         ck_assert_str_eq(f[0].last_path, "/healthz");
         ck_assert_str_eq(f[0].last_hop, TOKEN_SELF);
         p = sh_cluster_owner(c, "0123abcd0123456789abcdef0123456789abcdef", 40);
@@ -284,8 +308,7 @@ START_TEST(test_a_static_peer_is_probed_hop_marked_and_owns_its_ids)
         /* a snapshot id's token follows its prefix */
         ck_assert_ptr_eq(sh_cluster_owner(c, "snap-0123abcd0123456789abcdef0123456789abcdef", 45),
                          p);
-        sh_cluster_free(c);
-        fake_stop(&f[0]);
+        stop_peers(c, f, 1);
 }
 END_TEST
 
@@ -294,16 +317,13 @@ START_TEST(test_no_peer_owns_an_id_of_this_pod_or_of_an_unknown_token)
         fake f[1] = {0};
         sh_cluster *c;
 
-        fake_start(&f[0]);
-        fake_health(&f[0], "0123abcd", "i1", true, 9);
-        c = cluster_of(f, 1);
-        ck_assert(loop_until(has_peers, &(want_peers){.c = c, .n = 1}));
+        c = start_peers(f, 1, (const char *[]){"0123abcd"});
+        wait_peers(c, 1);
         ck_assert_ptr_null(sh_cluster_owner(c, TOKEN_SELF "0123456789abcdef0123456789abcdef", 40));
         ck_assert_ptr_null(sh_cluster_owner(c, "bbbbbbbb0123456789abcdef0123456789abcdef", 40));
         ck_assert_ptr_null(sh_cluster_owner(c, "0123abc", 7));
         ck_assert_ptr_null(sh_cluster_owner(c, "0123ABCD0123456789abcdef0123456789abcdef", 40));
-        sh_cluster_free(c);
-        fake_stop(&f[0]);
+        stop_peers(c, f, 1);
 }
 END_TEST
 
@@ -313,16 +333,14 @@ START_TEST(test_the_answer_with_our_instance_is_this_pod)
         sh_cluster *c;
         char inst[64];
 
-        fake_start(&f[0]);
-        c = cluster_of(f, 1);
+        c = start_peers(f, 1, (const char *[]){TOKEN_SELF});
         fake_health(&f[0], TOKEN_SELF, instance_of(c, inst), true, 5);
         /* probed once (then never again: it is this pod), and no peer */
         ck_assert(loop_until(has_peers, &(want_peers){.c = c, .n = 0, .f = &f[0], .hits = 0}));
         loop_for(300);
         ck_assert_uint_eq(f[0].hits, 1);
         ck_assert_uint_eq(peers_count(c), 0);
-        sh_cluster_free(c);
-        fake_stop(&f[0]);
+        stop_peers(c, f, 1);
 }
 END_TEST
 
@@ -331,18 +349,15 @@ START_TEST(test_a_peer_whose_probe_fails_is_dropped_at_once)
         fake f[1] = {0};
         sh_cluster *c;
 
-        fake_start(&f[0]);
-        fake_health(&f[0], "0123abcd", "i1", true, 9);
-        c = cluster_of(f, 1);
-        ck_assert(loop_until(has_peers, &(want_peers){.c = c, .n = 1}));
+        c = start_peers(f, 1, (const char *[]){"0123abcd"});
+        wait_peers(c, 1);
         f[0].mute = true;
-        ck_assert(loop_until(has_peers, &(want_peers){.c = c, .n = 0}));
+        wait_peers(c, 0);
         ck_assert_ptr_null(sh_cluster_owner(c, "0123abcd0123456789abcdef0123456789abcdef", 40));
         /* back: used again from its first answer */
         f[0].mute = false;
-        ck_assert(loop_until(has_peers, &(want_peers){.c = c, .n = 1}));
-        sh_cluster_free(c);
-        fake_stop(&f[0]);
+        wait_peers(c, 1);
+        stop_peers(c, f, 1);
 }
 END_TEST
 
@@ -351,12 +366,10 @@ START_TEST(test_a_peer_without_a_cluster_object_is_no_peer)
         fake f[1] = {0};
         sh_cluster *c;
 
-        fake_start(&f[0]);
+        c = start_peers(f, 1, (const char *[]){"0123abcd"});
         snprintf(f[0].body, sizeof(f[0].body), "{\"status\":\"ok\"}");
-        c = cluster_of(f, 1);
         ck_assert(loop_until(has_peers, &(want_peers){.c = c, .n = 0, .f = &f[0], .hits = 1}));
-        sh_cluster_free(c);
-        fake_stop(&f[0]);
+        stop_peers(c, f, 1);
 }
 END_TEST
 
@@ -365,18 +378,11 @@ START_TEST(test_two_peers_of_one_token_are_used_for_neither)
         fake f[3] = {0};
         sh_cluster *c;
 
-        for (int i = 0; i < 3; i++)
-                fake_start(&f[i]);
-        fake_health(&f[0], "0123abcd", "i1", true, 9);
-        fake_health(&f[1], "0123abcd", "i2", true, 9);
-        fake_health(&f[2], "99999999", "i3", true, 9);
-        c = cluster_of(f, 3);
+        c = start_peers(f, 3, (const char *[]){"0123abcd", "0123abcd", "99999999"});
         ck_assert(loop_until(has_peers, &(want_peers){.c = c, .n = 1, .f = &f[1], .hits = 1}));
         ck_assert_ptr_null(sh_cluster_owner(c, "0123abcd0123456789abcdef0123456789abcdef", 40));
         ck_assert_ptr_nonnull(sh_cluster_owner(c, "999999990123456789abcdef0123456789abcdef", 40));
-        sh_cluster_free(c);
-        for (int i = 0; i < 3; i++)
-                fake_stop(&f[i]);
+        stop_peers(c, f, 3);
 }
 END_TEST
 
@@ -386,21 +392,17 @@ START_TEST(test_the_roomiest_accepting_peer_and_mark_full)
         sh_cluster *c;
         const sh_peer *p;
 
-        for (int i = 0; i < 3; i++)
-                fake_start(&f[i]);
-        fake_health(&f[0], "11111111", "i1", true, 3);
-        fake_health(&f[1], "22222222", "i2", true, 7);
-        fake_health(&f[2], "33333333", "i3", false, 50);
-        c = cluster_of(f, 3);
-        ck_assert(loop_until(has_peers, &(want_peers){.c = c, .n = 3}));
+        c = start_peers(f, 3, (const char *[]){"11111111", "22222222", "33333333"});
+        fake_health(&f[0], "11111111", "i0", true, 3);
+        fake_health(&f[1], "22222222", "i1", true, 7);
+        fake_health(&f[2], "33333333", "i2", false, 50);
+        wait_peers(c, 3);
         p = sh_cluster_roomiest(c);
         ck_assert_ptr_nonnull(p);
         ck_assert_str_eq(sh_peer_token(p), "22222222");
         sh_peer_mark_full(c, p);
         ck_assert_str_eq(sh_peer_token(sh_cluster_roomiest(c)), "11111111");
-        sh_cluster_free(c);
-        for (int i = 0; i < 3; i++)
-                fake_stop(&f[i]);
+        stop_peers(c, f, 3);
 }
 END_TEST
 
@@ -440,12 +442,8 @@ START_TEST(test_asking_every_peer_gives_one_callback_with_every_answer)
         sh_error *err = NULL;
         asked s = {0};
 
-        for (int i = 0; i < 2; i++)
-                fake_start(&f[i]);
-        fake_health(&f[0], "11111111", "i1", true, 3);
-        fake_health(&f[1], "22222222", "i2", true, 7);
-        c = cluster_of(f, 2);
-        ck_assert(loop_until(has_peers, &(want_peers){.c = c, .n = 2}));
+        c = start_peers(f, 2, (const char *[]){"11111111", "22222222"});
+        wait_peers(c, 2);
         cfg.peers_interval_ms = 600000; /* no probe from now on: the next answers are the ask's */
         f[1].status = 500;
         ck_assert_ptr_nonnull(
@@ -462,9 +460,7 @@ START_TEST(test_asking_every_peer_gives_one_callback_with_every_answer)
                         ck_assert_ptr_nonnull(strstr(s.bodies[i], "11111111"));
         }
         ck_assert_str_eq(f[0].last_hop, TOKEN_SELF);
-        sh_cluster_free(c);
-        for (int i = 0; i < 2; i++)
-                fake_stop(&f[i]);
+        stop_peers(c, f, 2);
 }
 END_TEST
 
