@@ -268,7 +268,7 @@ static const char *instance_of(sh_cluster *c, char out[64])
 static sh_cluster *start_peers(fake *f, size_t n, const char *const *tokens)
 {
         for (size_t i = 0; i < n; i++) {
-                char inst[16];
+                char inst[32];
 
                 fake_start(&f[i]);
                 snprintf(inst, sizeof(inst), "i%zu", i);
