@@ -10,6 +10,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "sh/cluster.h"
 #include "sh/http.h"
 #include "sh/log.h"
 #include "sh/loop.h"
@@ -27,6 +28,7 @@ struct sh_daemon {
         sh_persister *persister;
         sh_tools *tools;
         sh_server *srv;
+        sh_cluster *cluster;  /* this pod's peers */
         sh_native_ctx native; /* what the native surface's handlers work with */
         sh_opensandbox *os;   /* the /v1 surface's state (NULL: SANDBOX_HOST_OPENSANDBOX off) */
         int stopfd;           /* eventfd: sh_daemon_request_stop from any thread */
@@ -52,6 +54,20 @@ uint64_t sh_daemon_fds_per_sandbox(const sh_config *cfg)
         return SH_SANDBOX_FDS +
                (cfg->opensandbox ? SH_OS_SANDBOX_FDS + cfg->background_max * SH_OS_BACKGROUND_FDS
                                  : 0);
+}
+
+/* What this pod says of its room (cluster.h): accepting creates when not draining, not full
+ * and its images ready. */
+static void cluster_room(void *data, sh_cluster_room *ret)
+{
+        sh_manager *m = data;
+        const sh_config *cfg = sh_manager_config(m);
+        unsigned n = sh_manager_count(m);
+
+        ret->accepting =
+                !sh_manager_draining(m) && !sh_manager_full(m) && sh_manager_images_ready(m);
+        ret->in_use = n;
+        ret->room = cfg->max_sandboxes > n ? cfg->max_sandboxes - n : 0;
 }
 
 static void shutdown_poll(sh_loop *l, sh_timer *t, void *data)
@@ -162,6 +178,9 @@ int sh_daemon_new(const sh_config *cfg, bool signals, sh_daemon **ret, sh_error 
                                                        .impl = d->persister});
         if (sh_server_new(cfg, d->loop, &d->srv, err) < 0)
                 goto fail;
+        if (sh_cluster_new(cfg, d->loop, sh_manager_pod_token(d->mgr), sh_server_port(d->srv),
+                           cluster_room, d->mgr, &d->cluster, err) < 0)
+                goto fail;
         d->native = (sh_native_ctx){
                 .cfg = cfg,
                 .loop = d->loop,
@@ -169,6 +188,7 @@ int sh_daemon_new(const sh_config *cfg, bool signals, sh_daemon **ret, sh_error 
                 .persister = d->persister,
                 .tools = d->tools,
                 .srv = d->srv,
+                .cluster = d->cluster,
         };
         sh_native_surface(&d->native, &native);
         if (sh_server_add_surface(d->srv, &native, err) < 0)
@@ -176,7 +196,8 @@ int sh_daemon_new(const sh_config *cfg, bool signals, sh_daemon **ret, sh_error 
         /* OpenSandbox's API under /v1/, over the same registry; off, /v1 paths are the native
          * surface's (404 NotFound). */
         if (cfg->opensandbox) {
-                if (sh_opensandbox_new(cfg, d->loop, d->mgr, d->persister, d->srv, &d->os, err) < 0)
+                if (sh_opensandbox_new(cfg, d->loop, d->mgr, d->persister, d->srv, d->cluster,
+                                       &d->os, err) < 0)
                         goto fail;
                 sh_opensandbox_surface(d->os, &os);
                 if (sh_server_add_surface(d->srv, &os, err) < 0)
@@ -220,6 +241,8 @@ void sh_daemon_free(sh_daemon *d)
         /* The /v1 records after the persister (snapshot jobs report to them), before the
          * manager (whose observer they are). */
         sh_opensandbox_free(d->os);
+        /* After the surfaces, which may hold its asks: its probes and asks are cancelled. */
+        sh_cluster_free(d->cluster);
         sh_tools_free(d->tools);
         sh_manager_free(d->mgr); /* deletes what is left and waits for removals */
         sh_loop_free(d->loop);

@@ -602,16 +602,33 @@ bool sh_item_id_valid(const char *s)
         return true;
 }
 
-bool sh_remote_id_valid(const char *s, size_t len)
+static bool lower_hex(const char *s, size_t len)
 {
         size_t i;
 
-        if (len != SH_ID_LEN)
-                return false;
         for (i = 0; i < len; i++)
                 if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
                         return false;
         return true;
+}
+
+bool sh_remote_id_valid(const char *s, size_t len)
+{
+        return len == SH_ID_LEN && lower_hex(s, len);
+}
+
+bool sh_pod_token_valid(const char *s, size_t len)
+{
+        return len == SH_POD_TOKEN_LEN && lower_hex(s, len);
+}
+
+int sh_id_token(const char *id, size_t len, char out[SH_POD_TOKEN_LEN + 1])
+{
+        if (!sh_remote_id_valid(id, len))
+                return -EINVAL;
+        memcpy(out, id, SH_POD_TOKEN_LEN);
+        out[SH_POD_TOKEN_LEN] = '\0';
+        return 0;
 }
 
 uint32_t sh_remote_id_hash(const char *id)
@@ -619,7 +636,7 @@ uint32_t sh_remote_id_hash(const char *id)
         uint32_t h = 0;
         unsigned i;
 
-        for (i = 0; i < 8; i++)
+        for (i = SH_POD_TOKEN_LEN; i < SH_POD_TOKEN_LEN + 8; i++)
                 h = (h << 4) | (uint32_t)((id[i] >= 'a' ? id[i] - 'a' + 10 : id[i] - '0') & 15);
         return h;
 }

@@ -14,6 +14,9 @@ void sh_api_healthz(sh_request *r)
         cJSON_AddStringToObject(o, "status", "ok");
         cJSON_AddStringToObject(o, "version", SH_VERSION "+" SH_GIT_COMMIT);
         cJSON_AddItemToObject(o, "capabilities", sh_capabilities_json());
+        /* what this pod says of itself to its peers (cluster.h) */
+        if (sh_native(r)->cluster)
+                cJSON_AddItemToObject(o, "cluster", sh_cluster_health_json(sh_native(r)->cluster));
         sh_reply_json(r, 200, o);
 }
 

@@ -43,6 +43,7 @@ typedef struct sh_opensandbox {
         sh_manager *mgr;
         struct sh_persister *persister;
         sh_server *srv;               /* its pod_url */
+        sh_cluster *cluster;          /* this pod's peers (cluster.h) */
         sh_sandbox_observer observer; /* the manager's deletes end records */
         sh_route *routes;             /* every file's table, one array (the surface's) */
         size_t n_routes;

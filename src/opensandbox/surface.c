@@ -416,8 +416,8 @@ static void surface_finish(sh_request *r)
 static const os_record_observer execd_observer = {.gone = os_execd_record_gone};
 
 int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
-                       struct sh_persister *persister, sh_server *srv, sh_opensandbox **ret,
-                       sh_error **err)
+                       struct sh_persister *persister, sh_server *srv, sh_cluster *cluster,
+                       sh_opensandbox **ret, sh_error **err)
 {
         const struct {
                 const sh_route *v;
@@ -446,6 +446,7 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
         ctx->mgr = mgr;
         ctx->persister = persister;
         ctx->srv = srv;
+        ctx->cluster = cluster;
         for (i = 0; i < ARRAY_SIZE(tables); i++)
                 n += tables[i].n;
         ctx->routes = calloc(n, sizeof(*ctx->routes));

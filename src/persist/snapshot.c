@@ -131,7 +131,7 @@ int sh_snapshots_open(sh_persister *p, sh_snapstore **ret, sh_error **err)
                 root = NULL;
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
-        if (sh_snapstore_open(root, sh_manager_loop(m), ret, err) < 0)
+        if (sh_snapstore_open(root, sh_manager_loop(m), sh_manager_pod_token(m), ret, err) < 0)
                 return -1;
         if (sh_snapstore_count(*ret))
                 log_info("snapshots", NULL, "%u snapshot(s) in '%s'", sh_snapstore_count(*ret),

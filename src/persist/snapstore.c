@@ -272,6 +272,7 @@ struct sh_snapstore {
         int resfd; /* the writer's results: one byte per op, 0 or an errno */
         uint64_t seq;
         sh_waiter *waiters; /* told once no op is queued or running (sh_snapstore_wait) */
+        char token[SH_POD_TOKEN_LEN + 1]; /* begins every id minted here */
 };
 
 static void op_free(op *o)
@@ -681,18 +682,22 @@ static int load(sh_snapstore *st, sh_error **err)
         return 0;
 }
 
-int sh_snapstore_open(const char *root, sh_loop *loop, sh_snapstore **ret, sh_error **err)
+int sh_snapstore_open(const char *root, sh_loop *loop, const char *token, sh_snapstore **ret,
+                      sh_error **err)
 {
         sh_snapstore *st;
         sh_error *lerr = NULL;
 
         if (!root || root[0] != '/')
                 return sh_error_new(err, SH_E_INVALID, "the snapshot root must be absolute");
+        if (!token || !sh_pod_token_valid(token, strlen(token)))
+                return sh_error_new(err, SH_E_INVALID, "the pod token is not valid");
         st = calloc(1, sizeof(*st));
         if (!st)
                 return sh_error_make(err, ENOMEM, "out of memory");
         st->resfd = -1;
         st->loop = loop;
+        memcpy(st->token, token, SH_POD_TOKEN_LEN + 1);
         st->root = strdup(root);
         if (!st->root || asprintf(&st->trash, "%s/%s", root, SH_SNAP_TRASH) < 0) {
                 st->trash = NULL;
@@ -831,11 +836,14 @@ sh_snapshot *sh_snapstore_get(sh_snapstore *st, const char *id, size_t len)
         return NULL;
 }
 
-/* A fresh id: 128 random bits. */
-static int new_id(char out[SH_SNAP_ID_LEN + 1])
+/* A fresh id: the pod's token, then 128 random bits (cluster.h: the id names its pod). */
+static int new_id(const sh_snapstore *st, char out[SH_SNAP_ID_LEN + 1])
 {
+        char *p = out + sizeof(SH_SNAP_PREFIX) - 1;
+
         memcpy(out, SH_SNAP_PREFIX, sizeof(SH_SNAP_PREFIX) - 1);
-        return sh_random_hex(out + sizeof(SH_SNAP_PREFIX) - 1, SH_ID_LEN / 2);
+        memcpy(p, st->token, SH_POD_TOKEN_LEN);
+        return sh_random_hex(p + SH_POD_TOKEN_LEN, (SH_ID_LEN - SH_POD_TOKEN_LEN) / 2);
 }
 
 int sh_snapstore_add(sh_snapstore *st, const char *sandbox_id, const char *name,
@@ -854,7 +862,7 @@ int sh_snapstore_add(sh_snapstore *st, const char *sandbox_id, const char *name,
         s = calloc(1, sizeof(*s));
         if (!s)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        k = new_id(s->id);
+        k = new_id(st, s->id);
         if (k < 0) {
                 free(s);
                 return sh_error_make(err, -k, "getrandom");

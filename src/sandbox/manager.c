@@ -47,6 +47,7 @@ struct sh_manager {
         unsigned *free_ring, free_head, free_n;
         bool draining;
         uint64_t trash_seq;
+        char pod_token[SH_POD_TOKEN_LEN + 1]; /* {root}/pod-token: the first digits of ids */
         sh_cgroup_root *cgroot;
         sh_seccomp *filter;
         int init_image;   /* sandbox-init's sealed memfd: every worker is exec'd from it */
@@ -138,6 +139,11 @@ const sh_config *sh_manager_config(const sh_manager *m)
 sh_loop *sh_manager_loop(const sh_manager *m)
 {
         return m->loop;
+}
+
+const char *sh_manager_pod_token(const sh_manager *m)
+{
+        return m->pod_token;
 }
 
 /* A clean stop leaves no cgroup behind (a killed daemon's are removed by the next start with
@@ -495,6 +501,8 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
         m->sbfd = state_dir(m->rootfd, cfg->root, SB_DIR, 0711, err);
         if (m->sbfd < 0)
                 goto fail;
+        if (sh_pod_token_load(m->rootfd, cfg->root, m->pod_token, err) < 0)
+                goto fail;
         m->root_real = realpath(cfg->root, NULL);
         if (!m->root_real) {
                 sh_error_make(err, errno, "resolving the state root '%s'", cfg->root);
@@ -583,6 +591,7 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 .restorer = &m->restorer,
                 .owner = &sandbox_owner,
                 .owner_data = m,
+                .pod_token = m->pod_token,
         };
         sh_journal_tap_init(&m->journal_tap, m);
         sh_log_tap_add(&m->journal_tap);

@@ -54,7 +54,14 @@ typedef struct sh_sandbox_env {
         const sh_restorer *restorer;
         const sh_sandbox_owner_ops *owner;
         void *owner_data;
+        const char *pod_token; /* SH_POD_TOKEN_LEN hex: the first digits of every id */
 } sh_sandbox_env;
+
+/* ---- podtoken.c, for manager.c ----------------------------------------------------------- */
+
+/* This pod's token, kept in {root}/pod-token (rootfd): read, or made and written atomically
+ * when there is none or it is malformed (logged). 0, or -1 with *err. */
+int sh_pod_token_load(int rootfd, const char *root, char out[SH_POD_TOKEN_LEN + 1], sh_error **err);
 
 /* ---- journal.c, for manager.c ------------------------------------------------------------ */
 

@@ -752,7 +752,9 @@ int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opt
                 sandbox_free(sb);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
-        r = sh_random_hex(sb->id, SH_ID_LEN / 2);
+        /* The pod's token, then 128 random bits (cluster.h: the id names its pod). */
+        memcpy(sb->id, env->pod_token, SH_POD_TOKEN_LEN);
+        r = sh_random_hex(sb->id + SH_POD_TOKEN_LEN, (SH_ID_LEN - SH_POD_TOKEN_LEN) / 2);
         if (r < 0) {
                 sandbox_free(sb);
                 return sh_error_make(err, -r, "getrandom");

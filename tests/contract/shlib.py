@@ -30,7 +30,10 @@ START_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
 REQ_TIMEOUT = 10.0
 LISTEN_RE = re.compile(r"listening on http://([0-9A-Za-z.\-\[\]:]+):(\d+)")
-HEX32_RE = re.compile(r"^[0-9a-f]{32}$")
+# A remote_id (and a sandbox directory's name): the pod token (8 hex digits), then 128
+# random bits (32 hex digits).
+ID_RE = re.compile(r"^[0-9a-f]{40}$")
+ID_LEN = 40
 
 
 def binary():

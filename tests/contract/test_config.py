@@ -417,14 +417,14 @@ def test_sigterm_during_drain_state_still_exits_0(start_daemon):
 
 @needs_root
 def test_leftover_sandbox_directories_removed_at_start(start_daemon, tmp_path, outside):
-    # From the brief (not spelled out in CONTRACT.md): 32-hex-char sandbox directories left
+    # From the brief (not spelled out in CONTRACT.md): sandbox directories (40 hex: an id) left
     # in the root by an earlier run are removed at start.
     root = tmp_path / "root"
     root.mkdir()
     before = shlib.snapshot_tree(outside)
     stale = []
     for i in range(3):
-        rid = ("%032x" % (0xABCDEF0123456789 * (i + 1)))[-32:]
+        rid = ("%040x" % (0xABCDEF0123456789 * (i + 1)))[-40:]
         ws = root / rid / "workspace"
         (ws / "deep" / "er").mkdir(parents=True)
         (ws / "deep" / "er" / "f").write_bytes(b"old")

@@ -259,3 +259,39 @@ def test_a_sandbox_that_left_files_goes_to_the_trash_for_its_remover(daemon, cli
     s.put_ok("left", b"x")
     names = _trash_events(daemon.root / ".trash", lambda: assert_204(s.delete()))
     assert [n for n in names if n.startswith("sb.")], names
+
+
+def test_ids_begin_with_the_pod_token_kept_across_restarts(start_daemon, tmp_path):
+    """Every id this pod mints begins with its token (8 hex digits, issue 23), made once per
+    state root and kept in {root}/pod-token: a restart on the same root keeps it."""
+    root = tmp_path / "root"
+    root.mkdir()
+    d = start_daemon(root=str(root))
+    token = (root / "pod-token").read_text().strip()
+    assert re.fullmatch(r"[0-9a-f]{8}", token), token
+    ids = []
+    for _ in range(2):
+        r = _create(d.client, {})
+        ids.append(assert_json(r)["remote_id"])
+        _cleanup(d.client, r)
+    d.stop_ok()
+    d = start_daemon(root=str(root))
+    r = _create(d.client, {})
+    ids.append(assert_json(r)["remote_id"])
+    _cleanup(d.client, r)
+    assert all(len(i) == 40 and i[:8] == token for i in ids), (token, ids)
+    assert len({i[8:] for i in ids}) == 3, ids
+
+
+def test_a_malformed_pod_token_file_is_replaced(start_daemon, tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "pod-token").write_text("NOT-HEX!\n")
+    d = start_daemon(root=str(root))
+    token = (root / "pod-token").read_text().strip()
+    assert re.fullmatch(r"[0-9a-f]{8}", token), token
+    r = _create(d.client, {})
+    rid = assert_json(r)["remote_id"]
+    _cleanup(d.client, r)
+    assert rid[:8] == token
+    assert "pod-token-malformed" in d.stderr_text()

@@ -403,7 +403,7 @@ def test_an_idle_sandbox_has_the_fewest_memory_cgroups_its_layout_allows(start_d
     # Beside those, a new sandbox keeps at most one empty exec cgroup for its first exec (the
     # spare, dropped after 10 s idle): one exec-N each at most, nothing else.
     got = memory_cgroups(d)
-    spares = [c for c in got if re.fullmatch(r"[0-9a-f]{32}/exec-[0-9]+", c)]
+    spares = [c for c in got if re.fullmatch(r"[0-9a-f]{40}/exec-[0-9]+", c)]
     assert sorted(c for c in got if c not in spares) == want, got
     assert len({c.split("/")[0] for c in spares}) == len(spares) <= len(sbs), spares
     # and each worker is in its sandbox's memory cgroup (v1) or its leaf below it (v2): under

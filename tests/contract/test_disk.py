@@ -17,7 +17,7 @@ import pytest
 
 import disklib
 import execlib
-from shlib import Daemon, assert_error, is_root, run_to_exit, wait_until
+from shlib import ID_LEN, Daemon, assert_error, is_root, run_to_exit, wait_until
 
 pytestmark = pytest.mark.skipif(not is_root(), reason="mounts and sandboxes need root")
 
@@ -445,7 +445,7 @@ def test_a_create_whose_limit_cannot_be_set_up_fails_and_leaves_nothing():
         assert wait_until(lambda: not disklib.mounts_below(vol.path), 10)
         assert wait_until(lambda: not disklib.loops_backed_below(vol.path), 10)
         assert wait_until(lambda: os.listdir(os.path.join(vol.root, ".sandboxes")) == [], 10)
-        assert [n for n in os.listdir(vol.root) if len(n) == 32] == []
+        assert [n for n in os.listdir(vol.root) if len(n) == ID_LEN] == []
         os.unlink(filler)
         s = d.client.new_sandbox()
         s.put_ok("x", b"fine")

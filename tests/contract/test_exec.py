@@ -440,7 +440,7 @@ def test_unknown_body_fields_are_ignored(sb):
 
 
 def test_exec_on_unknown_sandbox_is_404(client):
-    st = ExecStream(client, "0" * 32, ["true"])
+    st = ExecStream(client, "0" * 40, ["true"])
     assert_error(shlib.Resp(st.status, st.headers, st.body), 404, "SandboxNotFound")
 
 

@@ -58,7 +58,7 @@ def test_a_declared_gigabyte_to_an_unserved_route_is_answered_before_its_body(da
 
 def test_execd_routes_of_an_unknown_sandbox_are_404(osc):
     for sub in ("/ping", "/command", "/files/info?path=/"):
-        r = osc.execd("f" * 32, "GET", sub, timeout=CALL)
+        r = osc.execd("f" * 40, "GET", sub, timeout=CALL)
         assert r.status == 404, r
 
 

@@ -297,7 +297,7 @@ def test_snapshot_list_pagination_bounds_are_400(osc, query):
 
 
 def test_snapshot_of_an_unknown_sandbox_is_404(osc):
-    expect(osc.post("/v1/sandboxes/%s/snapshots" % ("f" * 32), {}), 404, "SANDBOX_NOT_FOUND")
+    expect(osc.post("/v1/sandboxes/%s/snapshots" % ("f" * 40), {}), 404, "SANDBOX_NOT_FOUND")
 
 
 def test_snapshot_is_refused_from_a_paused_sandbox_or_taken(osc, sbx):
@@ -315,7 +315,7 @@ def test_snapshot_is_refused_from_a_paused_sandbox_or_taken(osc, sbx):
 
 # ---- failures, hostile records, what is refused ----------------------------------------------
 
-SNAP_A = "snap-" + "a" * 32
+SNAP_A = "snap-" + "a" * 40
 
 
 def record(sid, sandbox_id, state="Ready", **extra):
@@ -351,31 +351,31 @@ def test_hostile_and_corrupt_record_files_are_skipped_at_start(start_daemon, tmp
     path. The rest is skipped with a log line, and the start is not held up (a FIFO)."""
     root = tmp_path / "snaps"
     root.mkdir()
-    sb = "0" * 32
-    good = "snap-" + "1" * 32
+    sb = "0" * 40
+    good = "snap-" + "1" * 40
     (root / (good + ".json")).write_text(record(good, sb))
     (root / good).mkdir()
     (root / good / "kept.txt").write_text("kept")
     hostile = {
         # the id is not the file's name: a path elsewhere
-        "snap-" + "2" * 32: record("../../etc", sb),
+        "snap-" + "2" * 40: record("../../etc", sb),
         # a Ready record whose tree is a link to the host's /etc
-        "snap-" + "3" * 32: record("snap-" + "3" * 32, sb),
+        "snap-" + "3" * 40: record("snap-" + "3" * 40, sb),
         # not JSON, not an object, a future version, a bad sandbox id, a bad state
-        "snap-" + "4" * 32: "{\"version\": 1,",
-        "snap-" + "5" * 32: "[]",
-        "snap-" + "6" * 32: record("snap-" + "6" * 32, sb, version=99),
-        "snap-" + "7" * 32: record("snap-" + "7" * 32, "/etc/passwd"),
-        "snap-" + "8" * 32: record("snap-" + "8" * 32, sb, state="Gone"),
+        "snap-" + "4" * 40: "{\"version\": 1,",
+        "snap-" + "5" * 40: "[]",
+        "snap-" + "6" * 40: record("snap-" + "6" * 40, sb, version=99),
+        "snap-" + "7" * 40: record("snap-" + "7" * 40, "/etc/passwd"),
+        "snap-" + "8" * 40: record("snap-" + "8" * 40, sb, state="Gone"),
         # larger than a record may be
-        "snap-" + "9" * 32: record("snap-" + "9" * 32, sb, message="x" * 100000),
+        "snap-" + "9" * 40: record("snap-" + "9" * 40, sb, message="x" * 100000),
     }
     for sid, text in hostile.items():
         (root / (sid + ".json")).write_text(text)
-    os.symlink("/etc", root / ("snap-" + "3" * 32))
-    link = "snap-" + "b" * 32
+    os.symlink("/etc", root / ("snap-" + "3" * 40))
+    link = "snap-" + "b" * 40
     os.symlink(root / (good + ".json"), root / (link + ".json"))  # a record that is a link
-    fifo = "snap-" + "c" * 32
+    fifo = "snap-" + "c" * 40
     os.mkfifo(root / (fifo + ".json"))
     d = start_daemon(env={"SANDBOX_HOST_SNAPSHOT_ROOT": str(root)})
     osc = oslib.os_client(d)
@@ -387,7 +387,7 @@ def test_hostile_and_corrupt_record_files_are_skipped_at_start(start_daemon, tmp
     skipped = [ln for ln in d.lines if "snapshot-record-skipped" in ln]
     assert len(skipped) >= len(hostile) + 2, "\n".join(skipped)
     # the link's target was never followed: /etc is untouched and no tree of its is used
-    b = dict(oslib.SDK_DEFAULT_CREATE, snapshotId="snap-" + "3" * 32)
+    b = dict(oslib.SDK_DEFAULT_CREATE, snapshotId="snap-" + "3" * 40)
     del b["image"]
     expect(osc.create(b), 404, "SNAPSHOT_NOT_FOUND")
     # the good one restores
@@ -399,8 +399,8 @@ def test_a_creating_record_is_failed_after_a_restart(start_daemon, tmp_path):
     """A record still Creating is a copy the daemon that made it did not finish."""
     root = tmp_path / "snaps"
     root.mkdir()
-    sid = "snap-" + "d" * 32
-    (root / (sid + ".json")).write_text(record(sid, "0" * 32, state="Creating"))
+    sid = "snap-" + "d" * 40
+    (root / (sid + ".json")).write_text(record(sid, "0" * 40, state="Creating"))
     d = start_daemon(env={"SANDBOX_HOST_SNAPSHOT_ROOT": str(root)})
     g = expect(oslib.os_client(d).get("/v1/snapshots/" + sid), 200)
     assert g["status"]["state"] == "Failed" and g["status"]["reason"] == "snapshot_interrupted"

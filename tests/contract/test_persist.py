@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(
     os.geteuid() != 0,
     reason="persist needs a root daemon (namespaces, cgroups, mounts); CI runs as root")
 
-HEX32 = shlib.HEX32_RE
+ID_RE = shlib.ID_RE
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def persist_ok(s, body=None):
 
 
 def sandbox_dirs(d):
-    return sorted(p.name for p in d.root.iterdir() if HEX32.match(p.name))
+    return sorted(p.name for p in d.root.iterdir() if ID_RE.match(p.name))
 
 
 def entries_without(tree, prefix):

@@ -117,12 +117,17 @@ static void ids(fz *f)
 {
         char *s = fz_rest_str(f);
         size_t n = strlen(s);
+        char tok[SH_POD_TOKEN_LEN + 1];
 
         if (sh_item_id_valid(s))
                 FZ_CHECK(n >= 1 && n <= 128);
         if (sh_remote_id_valid(s, n)) {
                 FZ_CHECK(n == SH_ID_LEN);
                 (void)sh_remote_id_hash(s);
+                FZ_CHECK(sh_id_token(s, n, tok) == 0 && memcmp(tok, s, SH_POD_TOKEN_LEN) == 0 &&
+                         sh_pod_token_valid(tok, strlen(tok)));
+        } else {
+                FZ_CHECK(sh_id_token(s, n, tok) == -EINVAL);
         }
         free(s);
 }

@@ -206,7 +206,7 @@ def util():
         "query": b"5path=%2Ftmp%2Fa&recursive=true&x&path=second&=v&k%00=1",
         "path": b"6/a/./b/../c//d/",
         "path-climb": b"6a/../../b",
-        "remote-id": b"70123456789abcdef0123456789abcdef",
+        "remote-id": b"70123abcd0123456789abcdef0123456789abcdef",
         "item-id": b"7item-1.2_x",
         "quote": b"8caf\xc3\xa9 \xff\xfe \"\\\x01\x7f \xed\xa0\x80 \xf0\x9f\x98\x80",
         "utf8": b"9caf\xc3\xa9 \xe2\x82 \xc0\xaf \xf4\x90\x80\x80 ok",
@@ -230,6 +230,21 @@ def json_():
         "native-bytes": b'1{"path":"/tmp/\\udcff\\udc80","env":null}',
         "native-array": b"1[1,2]",
         "native-bad-item": b'1{"item_id":"-bad"}',
+    }
+
+
+# ---- cluster/peers-pure.c --------------------------------------------------------------------
+
+def peers():
+    return {
+        "dns": b"0dns:sandbox-host-peers.default.svc.cluster.local",
+        "dns-port": b"0dns:peers:8080",
+        "dns-bad": b"0dns:a..b:0",
+        "static": b"0static:http://10.0.0.1:8080,HTTP://Pod-B/,http://[fd00::1]:9",
+        "static-path": b"0static:http://a:1/x,https://b",
+        "health": b'1{"status":"ok","cluster":{"token":"0123abcd","instance":"ff00",'
+                  b'"accepting":true,"room":17,"in_use":3,"peers":2}}',
+        "health-bad": b'1{"cluster":{"token":"0123ABCD","instance":"","accepting":1,"room":-1}}',
     }
 
 
@@ -448,6 +463,7 @@ TARGETS = {
     "rules": rules, "framing": framing, "router": router, "util": util, "json": json_,
     "manifest": manifest, "policy": policy, "cgroup": cgroup, "acl": acl, "sse": sse,
     "ndjson": ndjson, "image_ref": image_ref, "oci": oci, "registry_auth": registry_auth,
+    "peers": peers,
 }
 
 

@@ -186,7 +186,7 @@ describe("lifecycle through the SDK", { skip: needsRoot, timeout: 120_000 }, () 
     assert.equal(c.id, s.id);
     assert.equal(await c.isHealthy(), true);
     assert.deepEqual((await c.getInfo()).metadata, { via: "connect" });
-    await rejectsWithApi(Sandbox.connect({ sandboxId: "0".repeat(32), connectionConfig: conn(d) }),
+    await rejectsWithApi(Sandbox.connect({ sandboxId: "0".repeat(40), connectionConfig: conn(d) }),
       404, "SANDBOX_NOT_FOUND");
   });
 

@@ -8,8 +8,8 @@
 #include "sh/snapstore.h"
 #include "unit.h"
 
-#define ID1 "snap-0123456789abcdef0123456789abcdef"
-#define SB  "00112233445566778899aabbccddeeff"
+#define ID1 "snap-0123abcd0123456789abcdef0123456789abcdef"
+#define SB  "0123abcd00112233445566778899aabbccddeeff"
 
 START_TEST(test_the_api_shape_has_rfc3339_times_and_the_status)
 {

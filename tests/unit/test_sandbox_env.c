@@ -82,6 +82,7 @@ static void setup(void)
                 .restorer = &no_restorer,
                 .owner = &owner_ops,
                 .owner_data = &rec,
+                .pod_token = "0123abcd",
         };
 }
 
@@ -154,6 +155,22 @@ START_TEST(a_sandbox_takes_its_ids_and_limits_from_the_settings_of_its_env)
         ck_assert_uint_eq(sh_sandbox_cpu_max_milli(sb), 2000);      /* higher: the host's */
         sh_sandbox_unref(sb);
         ck_assert_uint_eq(rec.removes + rec.releases + rec.buried, 0);
+}
+END_TEST
+
+START_TEST(a_sandbox_id_is_the_pod_token_of_its_env_then_random)
+{
+        sh_sandbox *a = NULL, *b = NULL;
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(sh_sandbox_new(&env, 1, &(sh_create_opts){0}, &a, &err), 0);
+        ck_assert_int_eq(sh_sandbox_new(&env, 2, &(sh_create_opts){0}, &b, &err), 0);
+        ck_assert(sh_remote_id_valid(sh_sandbox_id(a), strlen(sh_sandbox_id(a))));
+        ck_assert_int_eq(strncmp(sh_sandbox_id(a), "0123abcd", SH_POD_TOKEN_LEN), 0);
+        ck_assert_int_eq(strncmp(sh_sandbox_id(b), "0123abcd", SH_POD_TOKEN_LEN), 0);
+        ck_assert_str_ne(sh_sandbox_id(a), sh_sandbox_id(b));
+        sh_sandbox_unref(a);
+        sh_sandbox_unref(b);
 }
 END_TEST
 
@@ -375,6 +392,7 @@ static Suite *sandbox_env_suite(void)
 
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, a_sandbox_takes_its_ids_and_limits_from_the_settings_of_its_env);
+        tcase_add_test(tc, a_sandbox_id_is_the_pod_token_of_its_env_then_random);
         tcase_add_test(tc, a_create_ends_once_from_the_loop_of_its_env);
         tcase_add_test(tc, a_cancelled_create_asks_its_owner_to_remove_the_sandbox_once);
         tcase_add_test(tc, a_create_ended_by_a_delete_tells_the_creator_and_asks_the_owner_nothing);

@@ -16,9 +16,10 @@
 #include "sh/waiter.h"
 #include "unit.h"
 
-#define ID1 "snap-0123456789abcdef0123456789abcdef"
-#define ID2 "snap-fedcba9876543210fedcba9876543210"
-#define SB  "00112233445566778899aabbccddeeff"
+#define ID1   "snap-012345670123456789abcdef0123456789abcdef"
+#define ID2   "snap-fedcba98fedcba9876543210fedcba9876543210"
+#define TOKEN "00112233"
+#define SB    "0011223300112233445566778899aabbccddeeff"
 
 static char dir[256];
 
@@ -60,8 +61,8 @@ START_TEST(test_ids_are_snap_and_128_bits_of_lower_hex)
 {
         ck_assert(sh_snap_id_valid(ID1, strlen(ID1)));
         ck_assert(!sh_snap_id_valid(SB, strlen(SB)));
-        ck_assert(!sh_snap_id_valid("snap-0123456789ABCDEF0123456789abcdef", 37));
-        ck_assert(!sh_snap_id_valid("snap-../3456789abcdef0123456789abcdef", 37));
+        ck_assert(!sh_snap_id_valid("snap-012345670123456789ABCDEF0123456789abcdef", 45));
+        ck_assert(!sh_snap_id_valid("snap-../34567../3456789abcdef0123456789abcdef", 45));
         ck_assert(!sh_snap_id_valid(ID1, strlen(ID1) - 1));
 }
 END_TEST
@@ -176,7 +177,7 @@ static void put(const char *name, const char *content)
 static int open_store(sh_snapstore **st, sh_loop *loop)
 {
         sh_error *err = NULL;
-        int r = sh_snapstore_open(dir, loop, st, &err);
+        int r = sh_snapstore_open(dir, loop, TOKEN, st, &err);
 
         sh_error_release(&err);
         return r;
@@ -193,22 +194,25 @@ START_TEST(test_the_load_keeps_valid_records_oldest_first_and_skips_the_rest)
         ck_assert_int_eq(mkdir(ut_path(dir, ID2), 0700), 0);
         put(ID1 ".json", record(ID1, "Failed", 1000));
         /* Ready without its tree */
-        put("snap-11111111111111111111111111111111.json",
-            record("snap-11111111111111111111111111111111", "Ready", 3000));
+        put("snap-1111111111111111111111111111111111111111.json",
+            record("snap-1111111111111111111111111111111111111111", "Ready", 3000));
         /* Ready whose "tree" is a link to the host */
-        put("snap-22222222222222222222222222222222.json",
-            record("snap-22222222222222222222222222222222", "Ready", 3000));
-        ck_assert_int_eq(symlink("/etc", ut_path(dir, "snap-22222222222222222222222222222222")), 0);
+        put("snap-2222222222222222222222222222222222222222.json",
+            record("snap-2222222222222222222222222222222222222222", "Ready", 3000));
+        ck_assert_int_eq(
+                symlink("/etc", ut_path(dir, "snap-2222222222222222222222222222222222222222")), 0);
         /* a record that is a link, a FIFO (must not block the load), a directory */
-        ck_assert_int_eq(symlink(ut_path(dir, ID1 ".json"),
-                                 ut_path(dir, "snap-33333333333333333333333333333333.json")),
-                         0);
-        ck_assert_int_eq(mkfifo(ut_path(dir, "snap-44444444444444444444444444444444.json"), 0600),
-                         0);
-        ck_assert_int_eq(mkdir(ut_path(dir, "snap-55555555555555555555555555555555.json"), 0700),
-                         0);
+        ck_assert_int_eq(
+                symlink(ut_path(dir, ID1 ".json"),
+                        ut_path(dir, "snap-3333333333333333333333333333333333333333.json")),
+                0);
+        ck_assert_int_eq(
+                mkfifo(ut_path(dir, "snap-4444444444444444444444444444444444444444.json"), 0600),
+                0);
+        ck_assert_int_eq(
+                mkdir(ut_path(dir, "snap-5555555555555555555555555555555555555555.json"), 0700), 0);
         /* garbage, a temporary file, other names */
-        put("snap-66666666666666666666666666666666.json", "{\"version\":1,");
+        put("snap-6666666666666666666666666666666666666666.json", "{\"version\":1,");
         put("." ID1 ".1.2.tmp", record(ID1, "Ready", 1));
         put("README", "hello");
         ck_assert_int_eq(open_store(&st, NULL), 0);
@@ -220,7 +224,8 @@ START_TEST(test_the_load_keeps_valid_records_oldest_first_and_skips_the_rest)
         ck_assert_str_eq(s->id, ID2);
         ck_assert_ptr_null(sh_snapstore_next(s));
         ck_assert_ptr_nonnull(sh_snapstore_get(st, ID2, strlen(ID2)));
-        ck_assert_ptr_null(sh_snapstore_get(st, "snap-11111111111111111111111111111111", 37));
+        ck_assert_ptr_null(
+                sh_snapstore_get(st, "snap-1111111111111111111111111111111111111111", 45));
         ck_assert_ptr_null(sh_snapstore_get(st, "../x", 4));
         sh_snapstore_free(st);
         sh_log_set_level(SH_LOG_INFO);
@@ -238,7 +243,7 @@ START_TEST(test_a_missing_root_is_made_by_the_first_write_not_at_start)
 
         snprintf(sub, sizeof(sub), "%s/a/b/snaps", dir);
         ck_assert_int_eq(sh_loop_new(&loop), 0);
-        ck_assert_int_eq(sh_snapstore_open(sub, loop, &st, &err), 0);
+        ck_assert_int_eq(sh_snapstore_open(sub, loop, TOKEN, &st, &err), 0);
         ck_assert_uint_eq(sh_snapstore_count(st), 0);
         ck_assert_int_eq(access(ut_path(dir, "a"), F_OK), -1);
         ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &s, &err), 0);
@@ -253,6 +258,23 @@ START_TEST(test_a_missing_root_is_made_by_the_first_write_not_at_start)
 }
 END_TEST
 
+START_TEST(test_a_new_id_is_snap_then_the_pod_token_then_random)
+{
+        sh_snapstore *st = NULL;
+        sh_snapshot *a = NULL, *b = NULL;
+        sh_error *err = NULL;
+
+        ck_assert_int_eq(sh_snapstore_open(dir, NULL, TOKEN, &st, &err), 0);
+        ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &a, &err), 0);
+        ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &b, &err), 0);
+        ck_assert(sh_snap_id_valid(a->id, strlen(a->id)));
+        ck_assert_int_eq(strncmp(a->id, "snap-" TOKEN, 13), 0);
+        ck_assert_int_eq(strncmp(b->id, "snap-" TOKEN, 13), 0);
+        ck_assert_str_ne(a->id + 13, b->id + 13);
+        sh_snapstore_free(st);
+}
+END_TEST
+
 START_TEST(test_an_unreadable_root_is_no_reason_not_to_start)
 {
         sh_snapstore *st = NULL;
@@ -260,7 +282,7 @@ START_TEST(test_an_unreadable_root_is_no_reason_not_to_start)
 
         sh_log_set_level(SH_LOG_ERROR);
         put("file", "not a directory");
-        ck_assert_int_eq(sh_snapstore_open(ut_path(dir, "file"), NULL, &st, &err), 0);
+        ck_assert_int_eq(sh_snapstore_open(ut_path(dir, "file"), NULL, TOKEN, &st, &err), 0);
         ck_assert_uint_eq(sh_snapstore_count(st), 0);
         sh_snapstore_free(st);
         sh_log_set_level(SH_LOG_INFO);
@@ -594,8 +616,9 @@ START_TEST(test_creating_counts_a_sandboxs_copies_in_progress)
         ck_assert_int_eq(open_store(&st, NULL), 0);
         ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &s, &err), 0);
         ck_assert_int_eq(sh_snapstore_add(st, SB, NULL, NULL, &s, &err), 0);
-        ck_assert_int_eq(
-                sh_snapstore_add(st, "ffeeddccbbaa99887766554433221100", NULL, NULL, &s, &err), 0);
+        ck_assert_int_eq(sh_snapstore_add(st, "ffeeddccffeeddccbbaa99887766554433221100", NULL,
+                                          NULL, &s, &err),
+                         0);
         ck_assert_uint_eq(sh_snapstore_creating(st, SB), 2);
         s = sh_snapstore_first(st);
         ck_assert_int_eq(sh_snapstore_set_state(st, s, SH_SNAP_READY, "snapshot_ready", NULL, &err),
@@ -622,6 +645,7 @@ static Suite *snapstore_suite(void)
         tcase_set_timeout(disk, 60);
         tcase_add_test(disk, test_the_load_keeps_valid_records_oldest_first_and_skips_the_rest);
         tcase_add_test(disk, test_a_missing_root_is_made_by_the_first_write_not_at_start);
+        tcase_add_test(disk, test_a_new_id_is_snap_then_the_pod_token_then_random);
         tcase_add_test(disk, test_an_unreadable_root_is_no_reason_not_to_start);
         tcase_add_test(disk, test_records_are_written_by_the_writer_and_survive_a_reopen);
         tcase_add_test(disk, test_remove_moves_the_tree_to_the_trash_then_drops_the_record);

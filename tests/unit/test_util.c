@@ -641,29 +641,68 @@ START_TEST(test_item_id_later_chars)
 }
 END_TEST
 
-START_TEST(test_remote_id_exactly_32_lower_hex)
+START_TEST(test_remote_id_exactly_40_lower_hex)
 {
-        const char *good = "0123456789abcdef0123456789abcdef";
+        const char *good = "0123abcd0123456789abcdef0123456789abcdef";
 
-        ck_assert_int_eq(SH_ID_LEN, 32);
-        ck_assert(sh_remote_id_valid(good, 32));
-        ck_assert(!sh_remote_id_valid(good, 31));
-        ck_assert(!sh_remote_id_valid("0123456789abcdef0123456789abcdef0", 33));
-        ck_assert(!sh_remote_id_valid("0123456789ABCDEF0123456789abcdef", 32));
-        ck_assert(!sh_remote_id_valid("0123456789abcdeg0123456789abcdef", 32));
-        ck_assert(!sh_remote_id_valid("0123456789abcdef\0"
+        ck_assert_int_eq(SH_ID_LEN, 40);
+        ck_assert(sh_remote_id_valid(good, 40));
+        ck_assert(!sh_remote_id_valid(good, 39));
+        ck_assert(!sh_remote_id_valid("0123abcd0123456789abcdef0123456789abcdef0", 41));
+        ck_assert(!sh_remote_id_valid("0123456789abcdef0123456789abcdef", 32));
+        ck_assert(!sh_remote_id_valid("0123abcd0123456789ABCDEF0123456789abcdef", 40));
+        ck_assert(!sh_remote_id_valid("0123abcd0123456789abcdeg0123456789abcdef", 40));
+        ck_assert(!sh_remote_id_valid("0123abcd0123456789abcdef\0"
                                       "123456789abcdef",
-                                      32));
+                                      40));
         ck_assert(!sh_remote_id_valid("", 0));
 }
 END_TEST
 
-/* The registry's hash of an id is its first 8 hex digits, whatever the rest. */
-START_TEST(test_remote_id_hash_is_its_first_32_bits)
+START_TEST(test_id_token_is_the_first_8_hex_of_a_valid_id)
 {
-        ck_assert_uint_eq(sh_remote_id_hash("0123abcd89abcdef0123456789abcdef"), 0x0123abcdu);
-        ck_assert_uint_eq(sh_remote_id_hash("ffffffff00000000000000000000000f"), 0xffffffffu);
-        ck_assert_uint_eq(sh_remote_id_hash("00000000ffffffffffffffffffffffff"), 0);
+        char tok[SH_POD_TOKEN_LEN + 1];
+
+        ck_assert_int_eq(sh_id_token("0123abcd0123456789abcdef0123456789abcdef", 40, tok), 0);
+        ck_assert_str_eq(tok, "0123abcd");
+}
+END_TEST
+
+START_TEST(test_id_token_of_an_invalid_id_is_einval)
+{
+        char tok[SH_POD_TOKEN_LEN + 1];
+
+        ck_assert_int_eq(sh_id_token("0123abcd", 8, tok), -EINVAL);
+        ck_assert_int_eq(sh_id_token("0123ABCD0123456789abcdef0123456789abcdef", 40, tok), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_pod_token_exactly_8_lower_hex)
+{
+        ck_assert(sh_pod_token_valid("0123abcd", 8));
+        ck_assert(!sh_pod_token_valid("0123abc", 7));
+        ck_assert(!sh_pod_token_valid("0123abcde", 9));
+        ck_assert(!sh_pod_token_valid("0123ABCD", 8));
+        ck_assert(!sh_pod_token_valid("0123abcg", 8));
+}
+END_TEST
+
+START_TEST(test_remote_id_hash_skips_the_pod_token)
+{
+        /* two ids of one pod differ only after the token: so must their hashes */
+        ck_assert_uint_ne(sh_remote_id_hash("0123abcd0000000089abcdef0123456789abcdef"),
+                          sh_remote_id_hash("0123abcd1111111189abcdef0123456789abcdef"));
+}
+END_TEST
+
+/* The registry's hash of an id is the 8 hex digits after its token, whatever the rest. */
+START_TEST(test_remote_id_hash_is_the_32_bits_after_the_token)
+{
+        ck_assert_uint_eq(sh_remote_id_hash("000000000123abcd89abcdef0123456789abcdef"),
+                          0x0123abcdu);
+        ck_assert_uint_eq(sh_remote_id_hash("00000000ffffffff00000000000000000000000f"),
+                          0xffffffffu);
+        ck_assert_uint_eq(sh_remote_id_hash("ffffffff00000000ffffffffffffffffffffffff"), 0);
 }
 END_TEST
 
@@ -1179,8 +1218,12 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_item_id_lengths);
         tcase_add_test(tc, test_item_id_first_char_rules);
         tcase_add_test(tc, test_item_id_later_chars);
-        tcase_add_test(tc, test_remote_id_exactly_32_lower_hex);
-        tcase_add_test(tc, test_remote_id_hash_is_its_first_32_bits);
+        tcase_add_test(tc, test_remote_id_exactly_40_lower_hex);
+        tcase_add_test(tc, test_id_token_is_the_first_8_hex_of_a_valid_id);
+        tcase_add_test(tc, test_id_token_of_an_invalid_id_is_einval);
+        tcase_add_test(tc, test_pod_token_exactly_8_lower_hex);
+        tcase_add_test(tc, test_remote_id_hash_skips_the_pod_token);
+        tcase_add_test(tc, test_remote_id_hash_is_the_32_bits_after_the_token);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("ids");

@@ -181,8 +181,8 @@ START_TEST(test_create_returns_pod_url_and_remote_id)
         ck_assert(cJSON_IsString(u));
         ck_assert_str_eq(u->valuestring, wire_url());
         ck_assert(cJSON_IsString(rid));
-        ck_assert_uint_eq(strlen(rid->valuestring), 32);
-        ck_assert_uint_eq(strspn(rid->valuestring, "0123456789abcdef"), 32);
+        ck_assert_uint_eq(strlen(rid->valuestring), SH_ID_LEN);
+        ck_assert_uint_eq(strspn(rid->valuestring, "0123456789abcdef"), SH_ID_LEN);
         snprintf(dir, sizeof(dir), "%s", wire_workspace(rid->valuestring));
         ck_assert_msg(stat(dir, &st) == 0 && S_ISDIR(st.st_mode), "no workspace at %s", dir);
         cJSON_Delete(j);
@@ -226,7 +226,7 @@ END_TEST
 
 START_TEST(test_two_sandboxes_are_separate)
 {
-        char a[33], b[33];
+        char a[SH_ID_LEN + 1], b[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(a);
@@ -241,7 +241,7 @@ END_TEST
 
 START_TEST(test_delete_returns_204_and_removes_the_directory)
 {
-        char id[33], dir[512];
+        char id[SH_ID_LEN + 1], dir[512];
         struct stat st;
         wire_resp r;
 
@@ -262,7 +262,7 @@ END_TEST
 
 START_TEST(test_deleted_sandbox_is_sandbox_not_found)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -298,7 +298,7 @@ END_TEST
 
 START_TEST(test_unknown_route_is_not_found)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -344,7 +344,7 @@ END_TEST
 
 START_TEST(test_malformed_json_is_400)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -371,7 +371,7 @@ END_TEST
 
 START_TEST(test_invalid_query_escape_is_400)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -383,7 +383,7 @@ END_TEST
 
 START_TEST(test_path_climbing_above_root_is_400)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -434,7 +434,7 @@ START_TEST(test_item_id_without_archive_root_starts_not_ready)
 {
         wire_resp r;
         cJSON *j;
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_http("POST", "/sandboxes", "{\"item_id\": \"item-1\"}", &r);
@@ -457,7 +457,7 @@ START_TEST(test_upload_download_round_trip)
 {
         size_t len = 70000;
         unsigned char *data = malloc(len);
-        char id[33], ct[128];
+        char id[SH_ID_LEN + 1], ct[128];
         wire_resp r;
 
         for (size_t i = 0; i < len; i++)
@@ -479,7 +479,7 @@ END_TEST
 
 START_TEST(test_empty_upload_gives_empty_file)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -492,7 +492,7 @@ END_TEST
 
 START_TEST(test_upload_replaces_existing_file)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -505,7 +505,7 @@ END_TEST
 
 START_TEST(test_uploaded_file_is_owned_by_sandbox_with_mode_0644)
 {
-        char id[33], path[600];
+        char id[SH_ID_LEN + 1], path[600];
         struct stat st, ws;
 
         wire_start(no_flags);
@@ -526,7 +526,7 @@ END_TEST
 
 START_TEST(test_head_download_gives_length_without_body)
 {
-        char id[33], cl[64];
+        char id[SH_ID_LEN + 1], cl[64];
         wire_resp r;
 
         wire_start(no_flags);
@@ -544,7 +544,7 @@ END_TEST
 
 START_TEST(test_download_absent_is_file_not_found)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -555,7 +555,7 @@ END_TEST
 
 START_TEST(test_download_directory_is_is_a_directory_error)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -592,7 +592,7 @@ START_TEST(test_walk_sorted_bytewise_with_size_and_version)
         static const char *const files[] = {"b", "a/c", "a.txt", "a/b/z", "A", "a-b"};
         static const char *const sorted[] = {"A", "a-b", "a.txt", "a/b/z", "a/c", "b"};
         long long versions[8];
-        char id[33], p[600];
+        char id[SH_ID_LEN + 1], p[600];
         wire_resp r;
         cJSON *j, *entries, *e;
         int i = 0;
@@ -634,7 +634,7 @@ END_TEST
 
 START_TEST(test_walk_root_limits_the_walk)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
         cJSON *j, *entries;
 
         wire_start(no_flags);
@@ -663,7 +663,7 @@ END_TEST
 
 START_TEST(test_walk_of_absent_root_is_empty)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
         wire_resp r;
 
         wire_start(no_flags);
@@ -678,7 +678,7 @@ END_TEST
 
 START_TEST(test_exists_reports_files_and_directories)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -695,7 +695,7 @@ END_TEST
 
 START_TEST(test_size_of_file_and_null_otherwise)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -709,7 +709,7 @@ END_TEST
 
 START_TEST(test_mkdir_creates_parents_and_existing_dir_is_fine)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -723,7 +723,7 @@ END_TEST
 
 START_TEST(test_mkdir_over_file_is_file_exists_error)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -735,7 +735,7 @@ END_TEST
 
 START_TEST(test_rename_moves_file_and_creates_parents)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -754,7 +754,7 @@ END_TEST
 
 START_TEST(test_rename_absent_source_is_file_not_found)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -766,7 +766,7 @@ END_TEST
 
 START_TEST(test_delete_dir_removes_the_tree)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -783,7 +783,7 @@ END_TEST
 
 START_TEST(test_delete_dir_errors)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -795,7 +795,7 @@ END_TEST
 
 START_TEST(test_delete_file)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -810,7 +810,7 @@ END_TEST
 
 START_TEST(test_upload_onto_directory_is_is_a_directory_error)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
         wire_resp r;
 
         wire_start(no_flags);
@@ -827,7 +827,7 @@ END_TEST
 
 START_TEST(test_upload_below_a_file_is_not_a_directory_error)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
         wire_resp r;
 
         wire_start(no_flags);
@@ -844,7 +844,7 @@ END_TEST
 
 START_TEST(test_upload_replaces_symlink_itself_not_its_target)
 {
-        char id[33], target[600], lnk[600], buf[16];
+        char id[SH_ID_LEN + 1], target[600], lnk[600], buf[16];
         struct stat st;
         ssize_t n;
         int fd;
@@ -870,7 +870,7 @@ END_TEST
 
 START_TEST(test_download_fifo_is_400_at_once)
 {
-        char id[33], fifo[600];
+        char id[SH_ID_LEN + 1], fifo[600];
         wire_resp r;
 
         wire_start(no_flags);
@@ -890,7 +890,7 @@ END_TEST
 
 START_TEST(test_escaping_symlink_resolves_inside_workspace)
 {
-        char id[33], secret[700], lnk[600], outside[600];
+        char id[SH_ID_LEN + 1], secret[700], lnk[600], outside[600];
         wire_resp r;
 
         wire_start(no_flags);
@@ -927,7 +927,7 @@ END_TEST
 
 START_TEST(test_non_utf8_names_round_trip_as_surrogate_escapes)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
         wire_resp r;
 
         wire_start(no_flags);
@@ -948,7 +948,7 @@ END_TEST
 
 START_TEST(test_repeated_query_key_first_wins)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -961,7 +961,7 @@ END_TEST
 
 START_TEST(test_plus_in_query_is_space)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -976,7 +976,7 @@ END_TEST
 
 START_TEST(test_ready_false_until_mark_ready)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
         cJSON *j;
 
         wire_start(no_flags);
@@ -996,7 +996,7 @@ END_TEST
 
 START_TEST(test_ready_marker_is_outside_the_workspace)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
         cJSON *j;
 
         wire_start(no_flags);
@@ -1008,7 +1008,7 @@ START_TEST(test_ready_marker_is_outside_the_workspace)
         cJSON_Delete(j);
         /* a workspace file of the same name does not make a sandbox ready */
         {
-                char other[33];
+                char other[SH_ID_LEN + 1];
 
                 wire_create(other);
                 ck_assert_int_eq(wire_upload(other, ".ready", "", 0), 204);
@@ -1053,7 +1053,7 @@ END_TEST
 
 START_TEST(test_readyz_ok_then_503_after_drain)
 {
-        char id[33], ra[32];
+        char id[SH_ID_LEN + 1], ra[32];
         wire_resp r;
         cJSON *j;
 
@@ -1079,7 +1079,7 @@ END_TEST
 
 START_TEST(test_create_while_draining_is_503_and_existing_sandboxes_work)
 {
-        char id[33], ra[32];
+        char id[SH_ID_LEN + 1], ra[32];
         wire_resp r;
 
         wire_start(no_flags);
@@ -1101,7 +1101,7 @@ END_TEST
 START_TEST(test_capacity_503_with_retry_after)
 {
         static const char *const flags[] = {"--max-sandboxes=1", NULL};
-        char id[33], ra[32];
+        char id[SH_ID_LEN + 1], ra[32];
         wire_resp r;
 
         wire_start(flags);
@@ -1123,7 +1123,7 @@ END_TEST
 START_TEST(test_capacity_freed_by_delete)
 {
         static const char *const flags[] = {"--max-sandboxes=1", NULL};
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(flags);
         wire_create(id);
@@ -1141,7 +1141,7 @@ static const char *const limit_flags[] = {"--upload-max=1K", NULL};
 
 START_TEST(test_upload_over_limit_is_413_and_keeps_old_content)
 {
-        char big[4096], id[33];
+        char big[4096], id[SH_ID_LEN + 1];
         wire_resp r;
 
         memset(big, 'B', sizeof(big));
@@ -1160,7 +1160,7 @@ END_TEST
 START_TEST(test_upload_over_limit_with_expect_continue_is_413)
 {
         static const char *const expect100[] = {"Expect: 100-continue", NULL};
-        char big[4096], id[33];
+        char big[4096], id[SH_ID_LEN + 1];
         wire_resp r;
 
         memset(big, 'B', sizeof(big));
@@ -1178,7 +1178,7 @@ END_TEST
 
 START_TEST(test_chunked_upload_over_limit_is_413_and_keeps_old_content)
 {
-        char big[4096], head[512], id[33];
+        char big[4096], head[512], id[SH_ID_LEN + 1];
         int fd;
 
         memset(big, 'C', sizeof(big));
@@ -1202,7 +1202,7 @@ END_TEST
 
 START_TEST(test_upload_at_limit_is_accepted)
 {
-        char exact[1024], id[33];
+        char exact[1024], id[SH_ID_LEN + 1];
 
         memset(exact, 'E', sizeof(exact));
         wire_start(limit_flags);
@@ -1245,7 +1245,7 @@ END_TEST
 
 START_TEST(test_stalled_upload_body_does_not_block_healthz)
 {
-        char head[512], id[33];
+        char head[512], id[SH_ID_LEN + 1];
         int fd;
 
         wire_start(no_flags);
@@ -1267,7 +1267,7 @@ END_TEST
 
 START_TEST(test_cut_upload_leaves_old_file)
 {
-        char head[512], id[33];
+        char head[512], id[SH_ID_LEN + 1];
         cJSON *j;
         int fd;
 
@@ -1294,7 +1294,7 @@ END_TEST
 START_TEST(test_unread_large_download_does_not_block_healthz)
 {
         size_t len = 8u << 20;
-        char *data = malloc(len), head[512], id[33];
+        char *data = malloc(len), head[512], id[SH_ID_LEN + 1];
         int fd;
 
         memset(data, 'D', len);
@@ -1334,7 +1334,7 @@ END_TEST
 
 START_TEST(test_disk_usage_of_empty_workspace_is_zero)
 {
-        char id[33];
+        char id[SH_ID_LEN + 1];
 
         wire_start(no_flags);
         wire_create(id);
@@ -1346,7 +1346,7 @@ END_TEST
 START_TEST(test_disk_usage_of_3000_files)
 {
         enum { DIRS = 30, PER_DIR = 100 };
-        char id[33], path[700];
+        char id[SH_ID_LEN + 1], path[700];
         long long want = 0, walked = 0;
         cJSON *j, *e;
         int n = 0;
@@ -1381,7 +1381,7 @@ END_TEST
 
 START_TEST(test_disk_usage_counts_hard_link_once_and_skips_links)
 {
-        char id[33], a[600], b[600], l[600];
+        char id[SH_ID_LEN + 1], a[600], b[600], l[600];
 
         wire_start(no_flags);
         wire_create(id);

@@ -532,7 +532,7 @@ void wire_assert_error(const wire_resp *resp, long status, const char *type)
         cJSON_Delete(j);
 }
 
-void wire_create(char id[33])
+void wire_create(char id[SH_ID_LEN + 1])
 {
         wire_resp r;
         cJSON *j, *rid;
@@ -542,9 +542,9 @@ void wire_create(char id[33])
                       r.body);
         j = wire_json(&r);
         rid = cJSON_GetObjectItemCaseSensitive(j, "remote_id");
-        ck_assert_msg(cJSON_IsString(rid) && strlen(rid->valuestring) == 32, "remote_id in '%s'",
-                      r.body);
-        memcpy(id, rid->valuestring, 33);
+        ck_assert_msg(cJSON_IsString(rid) && strlen(rid->valuestring) == SH_ID_LEN,
+                      "remote_id in '%s'", r.body);
+        memcpy(id, rid->valuestring, SH_ID_LEN + 1);
         cJSON_Delete(j);
         wire_resp_free(&r);
 }

@@ -11,6 +11,7 @@
 #include "sh/config.h"
 #include "sh/loop.h"
 #include "sh/sandbox.h"
+#include "sh/util.h"
 
 #define WIRE_TIMEOUT_MS 10000 /* bound on every HTTP exchange */
 
@@ -89,8 +90,8 @@ cJSON *wire_json(const wire_resp *resp);
  * {"error": type, "detail": string}. */
 void wire_assert_error(const wire_resp *resp, long status, const char *type);
 
-/* Create a sandbox (asserting 200) and return its remote_id in id[33]. */
-void wire_create(char id[33]);
+/* Create a sandbox (asserting 200) and return its remote_id in id[SH_ID_LEN + 1]. */
+void wire_create(char id[SH_ID_LEN + 1]);
 /* PUT a file; returns the status. `path` is put in the query as given (percent-encode it). */
 long wire_upload(const char *id, const char *path, const void *data, size_t len);
 /* GET /sandboxes/{id}/{what}?{query} and parse the 200 JSON answer (fails otherwise). */

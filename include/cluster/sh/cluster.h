@@ -47,16 +47,19 @@ bool sh_cluster_enabled(const sh_cluster *c);
  * peers: n live peers}. NULL when out of memory. */
 cJSON *sh_cluster_health_json(sh_cluster *c);
 
-/* The live peer (not this pod) whose token begins `id` (a sandbox or snapshot id's token
- * part: its first SH_POD_TOKEN_LEN bytes), or NULL: an id of this pod, of no peer discovered,
- * too short. */
+/* The live peer (not this pod) whose token begins `id` (a sandbox id, or a snapshot id whose
+ * "snap-" prefix is skipped: its first SH_POD_TOKEN_LEN hex digits after it), or NULL: an id of
+ * this pod, of no peer discovered, of a token two live peers claim (logged), too short. A peer
+ * is valid until control returns to the loop (a probe may drop it then): copy its URL and
+ * token to keep them. */
 const sh_peer *sh_cluster_owner(const sh_cluster *c, const char *id, size_t len);
 /* The live peer other than this pod that is accepting and has the most room, or NULL. */
 const sh_peer *sh_cluster_roomiest(const sh_cluster *c);
 /* The peer's base URL ("http://10.1.2.3:8080", no trailing slash) and token. */
 const char *sh_peer_url(const sh_peer *p);
 const char *sh_peer_token(const sh_peer *p);
-/* Forget a peer's room until its next probe (a create handed to it was refused). */
+/* Forget a peer's room until its next probe (a create handed to it was refused). `p` may be
+ * gone since it was handed out (only its address is compared): then nothing happens. */
 void sh_peer_mark_full(sh_cluster *c, const sh_peer *p);
 
 /* ---- asking every live peer (listings) ------------------------------------------------------ */
@@ -73,7 +76,8 @@ typedef struct sh_cluster_answer {
 } sh_cluster_answer;
 typedef struct sh_cluster_ask sh_cluster_ask;
 /* Called once, from the loop (never before sh_cluster_ask_all returns), with every live
- * peer's answer (n may be 0). */
+ * peer's answer (n may be 0; 0 also when out of memory, logged). The ask is freed when the
+ * callback returns: do not cancel it from there. */
 typedef void (*sh_cluster_ask_done_fn)(const sh_cluster_answer *a, size_t n, void *data);
 
 /* GET `target` (origin form: "/v1/sandboxes?state=Running", as this pod's client sent it) of

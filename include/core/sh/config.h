@@ -54,8 +54,8 @@ typedef struct sh_config {
         uint64_t image_pull_timeout_ms; /* one pull at most, then it fails */
         char *prepull; /* NULL: none; "ref,ref,..." pulled at start (/readyz waits) */
         /* the cluster (cluster/, docs/deployment.md) */
-        char *peers;               /* NULL: none; "dns:<name>[:port]" or "static:<url>,..." */
-        char *peers_resolver;      /* NULL: /etc/resolv.conf's; "ip[:port],..." */
+        char *peers;                /* NULL: none; "dns:<name>[:port]" or "static:<url>,..." */
+        char *peers_resolver;       /* NULL: /etc/resolv.conf's; "ip[:port],..." */
         uint64_t peers_interval_ms; /* discovery and peer probes, again every this often */
         uint64_t peer_timeout_ms;   /* a peer's connect + the head of its answer */
         uint64_t peer_relay_max;    /* relays in flight at once */

@@ -10,9 +10,9 @@
 
 #include "sh/macro.h"
 
-#define SH_PATH_MAX 4096 /* longest workspace path a client may send (CONTRACT.md 3) */
-#define SH_POD_TOKEN_LEN 8 /* an id's first hex digits: the pod that minted it (cluster.h) */
-#define SH_ID_LEN        40 /* remote_id: the pod token, then 128 random bits, lower-case hex */
+#define SH_PATH_MAX      4096 /* longest workspace path a client may send (CONTRACT.md 3) */
+#define SH_POD_TOKEN_LEN 8    /* an id's first hex digits: the pod that minted it (cluster.h) */
+#define SH_ID_LEN        40   /* remote_id: the pod token, then 128 random bits, lower-case hex */
 
 /* Parse a non-negative decimal integer, whole string, no sign. 0, -EINVAL, or -ERANGE past
  * UINT64_MAX. */
@@ -93,9 +93,15 @@ bool sh_item_id_valid(const char *s);
 
 /* remote_id syntax: exactly SH_ID_LEN lower-case hex digits */
 bool sh_remote_id_valid(const char *s, size_t len);
-/* A hash of a valid remote_id for a table of ids: its first 8 hex digits (ids are random, so
- * they are a uniform hash already). */
+/* A hash of a valid remote_id for a table of ids: 8 hex digits of its random part (the first
+ * SH_POD_TOKEN_LEN are this pod's, the same in every id; the rest are random, so they are a
+ * uniform hash already). */
 uint32_t sh_remote_id_hash(const char *id);
+/* Whether `s` is a pod token: exactly SH_POD_TOKEN_LEN lower-case hex digits. */
+bool sh_pod_token_valid(const char *s, size_t len);
+/* The pod token of a valid remote_id (`id`, `len`) into out: 0, or -EINVAL when the id is
+ * not one (so it names no pod). */
+int sh_id_token(const char *id, size_t len, char out[SH_POD_TOKEN_LEN + 1]);
 
 /* n bytes as 2n lowercase hex digits and a NUL into out (pure). */
 void sh_hex_encode(const void *p, size_t n, char *out);

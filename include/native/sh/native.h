@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "sh/buf.h"
+#include "sh/cluster.h"
 #include "sh/error.h"
 #include "sh/exec.h"
 #include "sh/http.h"
@@ -23,7 +24,8 @@ typedef struct sh_native_ctx {
         sh_manager *mgr;
         struct sh_persister *persister;
         struct sh_tools *tools;
-        sh_server *srv; /* its pod_url */
+        sh_server *srv;      /* its pod_url */
+        sh_cluster *cluster; /* this pod's peers: /healthz's `cluster` object */
 } sh_native_ctx;
 
 /* The native surface over ctx, for sh_server_add_surface: every path ("/" prefix), the route

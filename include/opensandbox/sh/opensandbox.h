@@ -4,6 +4,7 @@
  * sits on the transport (sh/http.h) and calls the services below it; daemon.c builds it. */
 #pragma once
 
+#include "sh/cluster.h"
 #include "sh/config.h"
 #include "sh/error.h"
 #include "sh/http.h"
@@ -22,11 +23,11 @@ typedef struct sh_opensandbox sh_opensandbox;
 #define SH_OS_BACKGROUND_FDS 1
 
 /* The surface's state: its sandbox records, the expiry timer, its route table. cfg, loop,
- * mgr, persister and srv outlive it. It observes the manager's deletes (a native delete or
+ * mgr, persister, srv and cluster (this pod's peers) outlive it. It observes the manager's deletes (a native delete or
  * the expiry of a /v1 sandbox ends its record). */
 int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
-                       struct sh_persister *persister, sh_server *srv, sh_opensandbox **ret,
-                       sh_error **err);
+                       struct sh_persister *persister, sh_server *srv, sh_cluster *cluster,
+                       sh_opensandbox **ret, sh_error **err);
 /* The surface for sh_server_add_surface: prefix "/v1/", its routes, auth, its error body
  * {"code", "message"} and X-Request-ID on every answer. */
 void sh_opensandbox_surface(sh_opensandbox *os, sh_surface *ret);

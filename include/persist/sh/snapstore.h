@@ -78,8 +78,10 @@ void sh_snapshot_free(sh_snapshot *s);
  * the only time the daemon itself touches the root, so it blocks on the root's file system:
  * call it at start, before serving. A root that does not exist holds none (the first write
  * makes it, with its .trash, 0700); one that cannot be read is logged, not an error. `loop`
- * runs the writers (NULL: the writes wait for sh_snapstore_free). */
-int sh_snapstore_open(const char *root, sh_loop *loop, sh_snapstore **ret, sh_error **err);
+ * runs the writers (NULL: the writes wait for sh_snapstore_free). `token` (SH_POD_TOKEN_LEN
+ * lower-case hex, copied: the manager's pod token) begins every id this store mints. */
+int sh_snapstore_open(const char *root, sh_loop *loop, const char *token, sh_snapstore **ret,
+                      sh_error **err);
 /* Waits (bounded) for the writer running and makes the writes still queued itself: for the
  * shutdown, after the loop has stopped. Accepts NULL. */
 void sh_snapstore_free(sh_snapstore *st);

@@ -154,6 +154,9 @@ void sh_sandbox_create_cancel(sh_sandbox *sb);
 struct sh_cgroup_root *sh_manager_cgroups(sh_manager *m);
 const sh_config *sh_manager_config(const sh_manager *m);
 sh_loop *sh_manager_loop(const sh_manager *m);
+/* This pod's token (cluster.h): SH_POD_TOKEN_LEN lower-case hex digits, made once per state
+ * root and kept in {root}/pod-token; the first digits of every sandbox and snapshot id. */
+const char *sh_manager_pod_token(const sh_manager *m);
 /* Queue a cgroup for removal once it is empty (retried from the loop). Takes ownership. */
 void sh_manager_bury_cgroup(sh_manager *m, struct sh_cgroup *cg);
 
