@@ -77,13 +77,17 @@ def fake_id(token):
 
 class Cluster:
     """n pods with static peers (each other, plus `extra_peers` urls), a shared snapshot
-    root, `env` for every pod and `pod_env[i]` for pod i, behind HAProxy in http mode.
+    root, `env` for every pod and `pod_env[i]` for pod i, behind HAProxy in http mode (none
+    when `balancer` is false); `bin`: the daemon (default SH_BIN), `base`: where its
+    directories go (default the temp dir).
     wait_peers: wait (bounded) until every pod's /healthz shows `cluster.peers` equal to the
     number of other peers (n - 1 + len(extra_peers)) before returning."""
 
     def __init__(self, n=3, uid_bases=(384000, 385000, 386000), env=None, pod_env=None,
-                 extra_peers=(), wait_peers=True, inter_ms=200):
-        self.dir = Path(tempfile.mkdtemp(prefix="sh-k8s-cluster-"))
+                 extra_peers=(), wait_peers=True, inter_ms=200, bin=None, base=None,
+                 balancer=True):
+        self.bin = bin
+        self.dir = Path(tempfile.mkdtemp(prefix="sh-k8s-cluster-", dir=base))
         self.snapshots = self.dir / "snapshots"
         self.snapshots.mkdir()
         self.pods = []
@@ -91,7 +95,8 @@ class Cluster:
         self.extra_peers = list(extra_peers)
         try:
             self._start_pods(n, uid_bases, env or {}, pod_env or {})
-            self.lb = HAProxy(self.pods, inter_ms=inter_ms, mode="http")
+            if balancer:
+                self.lb = HAProxy(self.pods, inter_ms=inter_ms, mode="http")
             if wait_peers:
                 self.wait_peers()
         except BaseException:
@@ -119,7 +124,7 @@ class Cluster:
                     e.update(env)
                     e.update(pod_env.get(i, {}))
                     self.pods.append(Pod("pod%d" % i, uid_bases[i], root=root, port=ports[i],
-                                         env=e))
+                                         env=e, bin=self.bin))
                 return
             except RuntimeError as ex:
                 last = ex

@@ -104,9 +104,10 @@ class Pod:
     """One sandbox-host daemon standing in for one pod: its own state root, its own port and
     a pod_url naming that port."""
 
-    def __init__(self, name, uid_base, root=None, port=None, env=None):
+    def __init__(self, name, uid_base, root=None, port=None, env=None, bin=None):
         self.name = name
         self.env = dict(env or {})
+        self.bin = bin or binary()
         self.uid_base = uid_base
         self.own_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="sh-k8s-%s-" % name))
@@ -122,7 +123,7 @@ class Pod:
         url = "http://127.0.0.1:%d" % port
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [binary(), "--listen=127.0.0.1:%d" % port, "--pod-url=" + url,
+            [self.bin, "--listen=127.0.0.1:%d" % port, "--pod-url=" + url,
              "--root=" + str(self.root), "--uid-base=%d" % self.uid_base],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
         return url
