@@ -14,7 +14,10 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
+import struct
+import subprocess
 import tempfile
 import threading
 import time
@@ -190,24 +193,7 @@ class Cluster:
 
     # -- teardown ------------------------------------------------------------------------
     def _stop_pods(self, problems):
-        for p in self.pods:
-            try:
-                if p.alive():
-                    rc = p.stop()
-                    if rc != 0:
-                        problems.append("%s exited %r on SIGTERM" % (p.name, rc))
-                elif p.proc is not None and p.proc.returncode == -9:
-                    # SIGKILLed by a test: a fresh daemon on the same root clears what the dead
-                    # one left (processes, cgroups), then stops cleanly.
-                    rc = p.restart_and_stop()
-                    if rc != 0:
-                        problems.append("%s restart exited %r on SIGTERM" % (p.name, rc))
-            except Exception as e:  # keep tearing down the others
-                problems.append("%s: %s" % (p.name, e))
-            finally:
-                if p.alive():
-                    p.kill()
-                p.cleanup()
+        stop_pods(self.pods, problems)
         self.pods = []
 
     def close(self):
@@ -223,6 +209,28 @@ class Cluster:
         self._stop_pods(problems)
         shutil.rmtree(self.dir, ignore_errors=True)
         return problems
+
+
+def stop_pods(pods, problems):
+    """Stop every pod by pid (SIGTERM; one SIGKILLed by a test is started again on its root,
+    which clears what it left, then stopped), remove its files; a pod that did not exit 0 is
+    appended to `problems`."""
+    for p in pods:
+        try:
+            if p.alive():
+                rc = p.stop()
+                if rc != 0:
+                    problems.append("%s exited %r on SIGTERM" % (p.name, rc))
+            elif p.proc is not None and p.proc.returncode == -9:
+                rc = p.restart_and_stop()
+                if rc != 0:
+                    problems.append("%s restart exited %r on SIGTERM" % (p.name, rc))
+        except Exception as e:  # keep tearing down the others
+            problems.append("%s: %s" % (p.name, e))
+        finally:
+            if p.alive():
+                p.kill()
+            p.cleanup()
 
 
 # ---- a /v1 client -------------------------------------------------------------------------
@@ -496,3 +504,134 @@ class FakePeer(_Server):
     def held_for(self, fragment):
         with self.lock:
             return [h for h in self.held if fragment in h[1]]
+
+
+# ---- DNS: the headless Service's records --------------------------------------------------
+
+
+def dnsmasq_bin():
+    return shutil.which("dnsmasq") or shutil.which("dnsmasq", path="/usr/sbin:/sbin")
+
+
+class DnsServer:
+    """dnsmasq on 127.0.0.1:<free port> answering A records of `name` from a hosts file (the
+    headless Service: one address a ready pod) and nothing else (no upstream, TTL 0).
+    set(addrs) rewrites the records and makes dnsmasq read them again (SIGHUP)."""
+
+    def __init__(self, name, addrs=()):
+        self.name = name
+        self.dir = Path(tempfile.mkdtemp(prefix="sh-k8s-dns-"))
+        os.chmod(self.dir, 0o755)  # dnsmasq reads the hosts file again as its own user
+        self.hosts = self.dir / "hosts"
+        self.log_path = self.dir / "dnsmasq.log"
+        self._write(addrs)
+        last = ""
+        for _ in range(3):
+            self.port = free_port()
+            self.log = open(self.log_path, "wb")
+            # -k: stay in the foreground, so the pid we hold is dnsmasq's own
+            self.proc = subprocess.Popen(
+                [dnsmasq_bin(), "-k", "--no-resolv", "--no-hosts", "--no-poll",
+                 "--port=%d" % self.port, "--listen-address=127.0.0.1", "--bind-interfaces",
+                 "--addn-hosts=%s" % self.hosts, "--local-ttl=0", "--neg-ttl=0",
+                 "--cache-size=0", "--pid-file=", "--log-facility=-"],
+                stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+            try:
+                wait_until(lambda: self.proc.poll() is not None or self._answers(),
+                           START_TIMEOUT_DNS, interval=0.05, what="dnsmasq to answer")
+            except AssertionError:
+                pass
+            if self.proc.poll() is None and self._answers():
+                return
+            last = self.output()
+            self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        raise RuntimeError("dnsmasq did not start:\n" + last)
+
+    @property
+    def resolver(self):
+        return "127.0.0.1:%d" % self.port
+
+    def _write(self, addrs):
+        tmp = self.dir / "hosts.new"
+        tmp.write_text("".join("%s %s\n" % (a, self.name) for a in addrs))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, self.hosts)
+        self.addrs = list(addrs)
+
+    def set(self, addrs):
+        self._write(addrs)
+        os.kill(self.proc.pid, signal.SIGHUP)
+        wait_until(lambda: sorted(self.resolve()) == sorted(self.addrs), 5, interval=0.05,
+                   what="dnsmasq to answer %r" % (self.addrs,))
+
+    def _answers(self):
+        try:
+            return sorted(self.resolve()) == sorted(self.addrs)
+        except OSError:
+            return False
+
+    def resolve(self, name=None, timeout=1.0):
+        """The A records dnsmasq answers for `name` (a plain DNS query over UDP)."""
+        return dns_query_a("127.0.0.1", self.port, name or self.name, timeout)
+
+    def output(self):
+        try:
+            return self.log_path.read_text(errors="replace")[-3000:]
+        except FileNotFoundError:
+            return ""
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.log.close()
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+START_TIMEOUT_DNS = 5.0
+
+
+def dns_query_a(server, port, name, timeout=1.0):
+    """The IPv4 addresses of the A records in the answer to one query (RFC 1035 over UDP)."""
+    qid = secrets.randbelow(65536)
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    for label in name.rstrip(".").split("."):
+        q += bytes([len(label)]) + label.encode()
+    q += b"\x00" + struct.pack(">HH", 1, 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(timeout)
+    try:
+        s.sendto(q, (server, port))
+        data, _ = s.recvfrom(4096)
+    finally:
+        s.close()
+    rid, flags, qd, an = struct.unpack(">HHHH", data[:8])
+    if rid != qid:
+        raise OSError("a DNS answer to another query")
+    i = 12
+    for _ in range(qd):  # skip the question
+        while data[i]:
+            i += data[i] + 1
+        i += 5
+    out = []
+    for _ in range(an):
+        if data[i] & 0xC0 == 0xC0:
+            i += 2
+        else:
+            while data[i]:
+                i += data[i] + 1
+            i += 1
+        typ, _cls, _ttl, rdlen = struct.unpack(">HHIH", data[i:i + 10])
+        i += 10
+        if typ == 1 and rdlen == 4:
+            out.append(socket.inet_ntoa(data[i:i + 4]))
+        i += rdlen
+    return out

@@ -104,8 +104,10 @@ class Pod:
     """One sandbox-host daemon standing in for one pod: its own state root, its own port and
     a pod_url naming that port."""
 
-    def __init__(self, name, uid_base, root=None, port=None, env=None, bin=None):
+    def __init__(self, name, uid_base, root=None, port=None, env=None, bin=None,
+                 host="127.0.0.1"):
         self.name = name
+        self.host = host
         self.env = dict(env or {})
         self.bin = bin or binary()
         self.uid_base = uid_base
@@ -120,10 +122,10 @@ class Pod:
     def _spawn(self, port):
         env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_HOST_")}
         env.update(self.env)
-        url = "http://127.0.0.1:%d" % port
+        url = "http://%s:%d" % (self.host, port)
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [self.bin, "--listen=127.0.0.1:%d" % port, "--pod-url=" + url,
+            [self.bin, "--listen=%s:%d" % (self.host, port), "--pod-url=" + url,
              "--root=" + str(self.root), "--uid-base=%d" % self.uid_base],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
         return url
