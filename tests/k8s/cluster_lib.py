@@ -20,12 +20,11 @@ import struct
 import subprocess
 import tempfile
 import threading
-import time
 import urllib.parse
 from pathlib import Path
 
-from k8s_helpers import (HAProxy, Pod, REQ_TIMEOUT, Resp, SERVED_BY, free_port, header,
-                         request, wait_until)
+from k8s_helpers import (HAProxy, Pod, REQ_TIMEOUT, SERVED_BY, free_port, header, request,
+                         wait_until)
 
 HOP_HEADER = "X-Sandbox-Host-Hop"
 ID_RE = re.compile(r"[0-9a-f]{40}")
@@ -345,8 +344,9 @@ class Sse:
     def types(self):
         return [e["type"] for e in self.events]
 
-    def text(self, kind="stdout"):
-        return "".join(e.get("text", "") for e in self.events if e["type"] == kind)
+    def lines(self, kind="stdout"):
+        """The texts of the `kind` events: one line each, without its newline."""
+        return [e.get("text", "") for e in self.events if e["type"] == kind]
 
     def close(self):
         try:

@@ -10,15 +10,16 @@ stops cleanly, the fake peer behaves); the rest need the cluster code of issue 2
 
 Needs root (the daemons create namespaces and cgroups) and Debian's haproxy package.
 """
+import datetime
 import http.client
 import threading
 import time
 
 import pytest
 
-from cluster_lib import (HOP_HEADER, ID_RE, INTERVAL_MS, PEER_TIMEOUT_MS, SLACK, TOKEN_LEN, V1,
-                         Cluster, FakePeer, Listener, Sse, expect, fake_id, ids_of, mfilter,
-                         served_by)
+from cluster_lib import (HOP_HEADER, ID_RE, INTERVAL_MS, PEER_TIMEOUT_MS, SDK_DEFAULT_CREATE,
+                         SLACK, TOKEN_LEN, V1, Cluster, FakePeer, Listener, Sse, expect, fake_id,
+                         ids_of, mfilter, served_by)
 from k8s_helpers import haproxy_bin, header, is_root, request, wait_until
 
 pytestmark = [
@@ -200,11 +201,14 @@ def test_lifecycle_calls_land_on_every_pod_and_reach_the_owner(svc):
             r = v.get(sid)
             landed.add(served_by(r))
             assert expect(r, 200)["metadata"] == {"b": "2"}, r
-        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+        want = int(time.time()) + 3600
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(want))
         r = v.call("POST", "/v1/sandboxes/%s/renew-expiration" % sid, body={"expiresAt": when})
         assert r.status == 200, r
         landed.add(served_by(r))
-        assert expect(v.get(sid), 200)["expiresAt"].startswith(when[:16]), "renewed"
+        got = datetime.datetime.fromisoformat(expect(v.get(sid), 200)["expiresAt"]
+                                              .replace("Z", "+00:00")).timestamp()
+        assert abs(got - want) < 2, "renewed through another pod"
         r = v.call("POST", "/v1/sandboxes/%s/pause" % sid)
         expect(r, 202)
         landed.add(served_by(r))
@@ -237,9 +241,9 @@ def test_an_sse_command_streams_through_a_relay(svc):
         st.read_all()
         assert not st.cut
         assert st.types()[0] == "init"
-        assert st.text() == "".join("line%d\n" % i for i in range(1, 51)), st.text()[:300]
-        assert st.text("stderr") == "oops\n"
-        assert st.types()[-1] in ("error", "execution_complete"), st.types()
+        assert st.lines() == ["line%d" % i for i in range(1, 51)], st.lines()[:5]
+        assert st.lines("stderr") == ["oops"]
+        assert st.types()[-1] == "error", st.types()  # exit 3: the execd's error event
     finally:
         V1(owner.url).kill_quietly(sid)
 
@@ -346,6 +350,11 @@ def test_snapshots_made_on_one_pod_are_listed_read_and_deleted_via_the_others(sv
     sid = V1(owner.url).create_ok()[0]["id"]
     try:
         a, b = svc.not_owner(sid)
+        r = V1(a.url).execd(sid, "POST", "/files/upload", body=multipart("/workspace/keep.txt",
+                                                                         b"kept"),
+                            headers={"Content-Type":
+                                     "multipart/form-data; boundary=sh-cluster-boundary"})
+        assert r.status == 200, r
         r = V1(a.url).call("POST", "/v1/sandboxes/%s/snapshots" % sid, body={"name": "cl"})
         sn = expect(r, 202)
         snid = sn["id"]
@@ -359,10 +368,17 @@ def test_snapshots_made_on_one_pod_are_listed_read_and_deleted_via_the_others(sv
         for p in svc.pods:
             got = expect(V1(p.url).call("GET", "/v1/snapshots?sandboxId=%s" % sid), 200)
             assert [x["id"] for x in got["items"]] == [snid], (p.name, got)
-        # restored on another pod (the shared snapshot root)
-        r = V1(b.url).create(snapshotId=snid)
-        rj = expect(r, 202)
-        V1(svc.url).kill_quietly(rj["id"])
+        # restored on another pod (the shared snapshot root): a file of the workspace comes back
+        expect(V1(owner.url).call("GET", "/v1/snapshots/" + snid), 200)
+        body = {k: v for k, v in SDK_DEFAULT_CREATE.items() if k not in ("image", "entrypoint")}
+        body["snapshotId"] = snid
+        rj = expect(V1(b.url).call("POST", "/v1/sandboxes", body=body, timeout=60), 202)
+        try:
+            assert rj["id"][:TOKEN_LEN] == svc.token(b), "made where the call landed"
+            r = V1(a.url).execd(rj["id"], "GET", "/files/download?path=/workspace/keep.txt")
+            assert r.status == 200 and r.body == b"kept", r
+        finally:
+            V1(svc.url).kill_quietly(rj["id"])
         r = V1(b.url).call("DELETE", "/v1/snapshots/" + snid)
         assert r.status == 204, r
         for p in svc.pods:
@@ -376,12 +392,16 @@ def test_the_endpoint_lookup_names_the_owners_pod_url(svc):
     sid = V1(owner.url).create_ok()[0]["id"]
     try:
         own = owner.url[len("http://"):]
-        for p in svc.pods:
+        for base in [p.url for p in svc.pods] + [svc.url]:
             for port in (44772, 18080):
-                j = expect(V1(p.url).call("GET", "/v1/sandboxes/%s/endpoints/%d" % (sid, port)),
-                           200)
-                assert j["endpoint"] == "%s/v1/sandboxes/%s/proxy/%d" % (own, sid, port), \
-                    (p.name, j)
+                # use_server_proxy changes nothing (OPENSANDBOX.md section 2)
+                for query in ("", "?use_server_proxy=true"):
+                    j = expect(V1(base).call("GET", "/v1/sandboxes/%s/endpoints/%d%s" % (
+                        sid, port, query)), 200)
+                    assert j["endpoint"] == "%s/v1/sandboxes/%s/proxy/%d" % (own, sid, port), \
+                        (base, query, j)
+        # and the execd it names answers directly, no relay
+        expect(V1(owner.url).execd(sid, "GET", "/ping"), 200)
     finally:
         V1(owner.url).kill_quietly(sid)
 
@@ -569,7 +589,7 @@ def test_a_draining_pod_hands_creates_to_peers_and_keeps_answering_for_its_own(f
     for p in c.pods[1:]:
         expect(V1(p.url).get(mine), 200)
         st = Sse(p.url, mine, {"command": "echo still"}).read_all()
-        assert st.text() == "still\n", st.events
+        assert st.lines() == ["still"], st.events
     # the Service no longer sends it anything, and creates through it land on the others
     c.lb.wait_state(pod.name, "DOWN")
     for _ in range(4):

@@ -137,11 +137,12 @@ export function conn(d, extra = {}) {
            ...(serverProxy ? { useServerProxy: true } : {}), ...extra };
 }
 
-/** The host:port an endpoint look-up of sandbox `id` names: the pod itself; in cluster mode the
- * owner's own address (the pod whose token begins the id), or the Service's when the client
- * asked for the server proxy (`proxied`, default: SH_SDK_SERVER_PROXY). */
-export function endpointHost(d, id, proxied = serverProxy) {
-  if (!d.pods || proxied) return `127.0.0.1:${d.port}`;
+/** The host:port an endpoint look-up of sandbox `id` names (OPENSANDBOX.md section 2: the
+ * pod_url of the pod that holds it; use_server_proxy changes nothing): the daemon itself, or
+ * in cluster mode the owner's own address (the pod whose token begins the id), never the
+ * Service's. */
+export function endpointHost(d, id) {
+  if (!d.pods) return `127.0.0.1:${d.port}`;
   const owner = d.pods.find((p) => id.startsWith(p.token));
   assert.ok(owner, `no pod's token begins ${id} (${d.pods.map((p) => p.token)})`);
   return `127.0.0.1:${owner.port}`;

@@ -288,6 +288,6 @@ describe("lifecycle through the SDK", { skip: needsRoot, timeout: 120_000 }, () 
     }));
     assert.equal(await s.isHealthy(), true);
     assert.equal((await s.getEndpoint(44772)).endpoint,
-      `${endpointHost(d, s.id, true)}/v1/sandboxes/${s.id}/proxy/44772`);
+      `${endpointHost(d, s.id)}/v1/sandboxes/${s.id}/proxy/44772`);
   });
 });
