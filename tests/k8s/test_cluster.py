@@ -406,8 +406,8 @@ def test_the_endpoint_lookup_names_the_owners_pod_url(svc):
         V1(owner.url).kill_quietly(sid)
 
 
-def test_a_hop_marked_request_for_an_id_not_here_is_not_relayed(svc, fake):
-    # the fake is no peer of svc: use a real peer's id, hop-marked, sent to a non-owner
+def test_a_hop_marked_request_for_an_id_not_here_is_not_relayed(svc):
+    # a real peer's id, hop-marked, sent to a pod that does not hold it
     owner = svc.pods[0]
     sid = V1(owner.url).create_ok()[0]["id"]
     try:
