@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from bench_isolation import Client, bwrap_args, pct  # noqa: E402  (reused, not duplicated)
+from bench_isolation import Client, base64_text_file, bwrap_args, pct  # noqa: E402  (reused)
 from bench_images import image_for, peer_pull_unpack  # noqa: E402  (issue 22's peer)
 import bench_cluster  # noqa: E402  (issue 23's rows: a relay through a peer)
 
@@ -567,17 +567,7 @@ def fig_os(t, d, a, cfg):
     t.add("os command true, p99 (ms)", pct(ours, .99) * 1e3, pct(nat, .99) * 1e3, peer, "lat")
 
     ws = os.path.join(d.root, sid, "workspace")
-    text = os.path.join(ws, "text")
-    nbytes = cfg["stream_mb"] << 20
-    with open("/dev/urandom", "rb") as src, open(text, "wb") as dst:
-        import base64
-        left = nbytes * 3 // 4
-        while left > 0:
-            chunk = src.read(min(left, 57 * 16384))
-            dst.write(base64.encodebytes(chunk))
-            left -= len(chunk)
-    os.chmod(text, 0o644)
-    size = os.path.getsize(text)
+    size = base64_text_file(os.path.join(ws, "text"), cfg["stream_mb"] << 20)
     res, natr = [], []
     for _ in range(2):
         out = run([a.tool, "osstream", d.host, str(d.port), sid, "cat text"]).stdout.split()

@@ -16,7 +16,6 @@ Sizes come from cfg (cluster_exec_n, cluster_stream_mb, cluster_per_pod, cluster
 Not a test: asserts nothing about time. Every process is ended by its pid (Cluster.close,
 Pod.stop), every directory removed.
 """
-import base64
 import http.client
 import json
 import os
@@ -28,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "k8s"))
 
-from bench_isolation import pct  # noqa: E402
+from bench_isolation import base64_text_file, pct  # noqa: E402
 from cluster_lib import SDK_DEFAULT_CREATE, Cluster  # noqa: E402
 from k8s_helpers import Pod  # noqa: E402
 
@@ -80,18 +79,6 @@ def _list_times(port, n):
     return out, json.loads(body)["pagination"]["totalItems"]
 
 
-def _text_file(path, nbytes):
-    """nbytes of base64 lines (SSE carries lines: valid UTF-8, as fig_os streams)."""
-    with open("/dev/urandom", "rb") as src, open(path, "wb") as dst:
-        left = nbytes * 3 // 4
-        while left > 0:
-            chunk = src.read(min(left, 57 * 16384))
-            dst.write(base64.encodebytes(chunk))
-            left -= len(chunk)
-    os.chmod(path, 0o644)
-    return os.path.getsize(path)
-
-
 def fig_cluster(t, a, cfg, tool_lines, run):
     """The three rows into table t (bench_all.Table). a: bench_all's args (bin, tool, base)."""
     per_pod = cfg["cluster_per_pod"]
@@ -113,7 +100,7 @@ def fig_cluster(t, a, cfg, tool_lines, run):
         t.add(ROW_EXEC, pct(relayed, .5) * 1e3, pct(direct, .5) * 1e3,
               "the owner directly, same sandbox", "lat", note=f"{n} round trips each")
 
-        size = _text_file(os.path.join(str(owner.root), sid, "workspace", "text"),
+        size = base64_text_file(os.path.join(str(owner.root), sid, "workspace", "text"),
                           cfg["cluster_stream_mb"] << 20)
         res, dir_res = [], []
         for _ in range(2):

@@ -18,13 +18,16 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import urllib.parse
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "contract"))
+from oslib import SDK_DEFAULT_CREATE  # noqa: E402  (the SDK's create body, as the contract's)
 from k8s_helpers import (HAProxy, Pod, REQ_TIMEOUT, SERVED_BY, free_port, header, request,
-                         wait_until)
+                         stop_pods, wait_until)
 
 HOP_HEADER = "X-Sandbox-Host-Hop"
 ID_RE = re.compile(r"[0-9a-f]{40}")
@@ -35,16 +38,6 @@ PEER_TIMEOUT_MS = 2000
 # machine: the bound plus generous slack (never asserted as a duration, only as a deadline).
 SLACK = 5.0
 
-SDK_DEFAULT_CREATE = {
-    "image": {"uri": "default"},
-    "entrypoint": ["tail", "-f", "/dev/null"],
-    "resourceLimits": {"cpu": "1", "memory": "2Gi"},
-    "secureAccess": False,
-    "env": {},
-    "metadata": {},
-    "extensions": {},
-    "timeout": 600,
-}
 
 
 def served_by(r):
@@ -208,28 +201,6 @@ class Cluster:
         self._stop_pods(problems)
         shutil.rmtree(self.dir, ignore_errors=True)
         return problems
-
-
-def stop_pods(pods, problems):
-    """Stop every pod by pid (SIGTERM; one SIGKILLed by a test is started again on its root,
-    which clears what it left, then stopped), remove its files; a pod that did not exit 0 is
-    appended to `problems`."""
-    for p in pods:
-        try:
-            if p.alive():
-                rc = p.stop()
-                if rc != 0:
-                    problems.append("%s exited %r on SIGTERM" % (p.name, rc))
-            elif p.proc is not None and p.proc.returncode == -9:
-                rc = p.restart_and_stop()
-                if rc != 0:
-                    problems.append("%s restart exited %r on SIGTERM" % (p.name, rc))
-        except Exception as e:  # keep tearing down the others
-            problems.append("%s: %s" % (p.name, e))
-        finally:
-            if p.alive():
-                p.kill()
-            p.cleanup()
 
 
 # ---- a /v1 client -------------------------------------------------------------------------

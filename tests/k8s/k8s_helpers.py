@@ -204,6 +204,28 @@ class Pod:
             pass
 
 
+def stop_pods(pods, problems):
+    """Stop every pod by pid (SIGTERM; one SIGKILLed by a test is started again on its root,
+    which clears what it left, then stopped), remove its files; a pod that did not exit 0 is
+    appended to `problems`."""
+    for p in pods:
+        try:
+            if p.alive():
+                rc = p.stop()
+                if rc != 0:
+                    problems.append("%s exited %r on SIGTERM" % (p.name, rc))
+            elif p.proc is not None and p.proc.returncode == -9:
+                rc = p.restart_and_stop()
+                if rc != 0:
+                    problems.append("%s restart exited %r on SIGTERM" % (p.name, rc))
+        except Exception as e:  # keep tearing down the others
+            problems.append("%s: %s" % (p.name, e))
+        finally:
+            if p.alive():
+                p.kill()
+            p.cleanup()
+
+
 # ---- HAProxy ------------------------------------------------------------------------------
 
 HAPROXY_CFG = """\

@@ -10,8 +10,10 @@ stops cleanly, the fake peer behaves); the rest need the cluster code of issue 2
 
 Needs root (the daemons create namespaces and cgroups) and Debian's haproxy package.
 """
+import contextlib
 import datetime
 import http.client
+import os
 import threading
 import time
 
@@ -32,6 +34,16 @@ pytestmark = [
 # deadline with slack for a loaded machine, never a measured duration.
 PEER_BOUND = PEER_TIMEOUT_MS / 1000 + SLACK
 PERIOD_BOUND = 2 * INTERVAL_MS / 1000 + PEER_TIMEOUT_MS / 1000 + SLACK
+
+
+@contextlib.contextmanager
+def sandbox_on(pod, **fields):
+    """A /v1 sandbox created on `pod` (its id), deleted at the end through its owner."""
+    sid = V1(pod.url).create_ok(**fields)[0]["id"]
+    try:
+        yield sid
+    finally:
+        V1(pod.url).kill_quietly(sid)
 
 
 def close_cluster(c):
@@ -230,8 +242,7 @@ def test_lifecycle_calls_land_on_every_pod_and_reach_the_owner(svc):
 
 def test_an_sse_command_streams_through_a_relay(svc):
     owner = svc.pods[0]
-    sid = V1(owner.url).create_ok()[0]["id"]
-    try:
+    with sandbox_on(owner) as sid:
         relay = svc.not_owner(sid)[0]
         st = Sse(relay.url, sid, {"command": "for i in $(seq 1 50); do echo line$i; done; "
                                              "echo oops >&2; exit 3"})
@@ -244,14 +255,11 @@ def test_an_sse_command_streams_through_a_relay(svc):
         assert st.lines() == ["line%d" % i for i in range(1, 51)], st.lines()[:5]
         assert st.lines("stderr") == ["oops"]
         assert st.types()[-1] == "error", st.types()  # exit 3: the execd's error event
-    finally:
-        V1(owner.url).kill_quietly(sid)
 
 
 def test_a_background_command_and_its_logs_through_relays(svc):
     owner = svc.pods[1]
-    sid = V1(owner.url).create_ok()[0]["id"]
-    try:
+    with sandbox_on(owner) as sid:
         a, b = svc.not_owner(sid)
         st = Sse(a.url, sid, {"command": "echo one; echo two", "background": True}).read_all()
         assert st.types() == ["init", "execution_complete"], st.events
@@ -265,8 +273,6 @@ def test_a_background_command_and_its_logs_through_relays(svc):
         r = V1(a.url).execd(sid, "GET", "/command/%s/logs" % cid)
         assert r.status == 200 and r.body == b"one\ntwo\n", r
         assert header(r, "EXECD-COMMANDS-TAIL-CURSOR") == "8", r.headers
-    finally:
-        V1(owner.url).kill_quietly(sid)
 
 
 def multipart(path, data, boundary="sh-cluster-boundary"):
@@ -283,10 +289,9 @@ def multipart(path, data, boundary="sh-cluster-boundary"):
 
 def test_a_multipart_upload_and_range_downloads_stream_through_relays(svc):
     owner = svc.pods[2]
-    sid = V1(owner.url).create_ok()[0]["id"]
-    try:
+    with sandbox_on(owner) as sid:
         a, b = svc.not_owner(sid)
-        data = bytes((i * 7 + i // 251) & 0xFF for i in range(6 * 1024 * 1024 + 13))
+        data = os.urandom(6 * 1024 * 1024 + 13)
         r = V1(a.url).execd(sid, "POST", "/files/upload", body=multipart("/tmp/big.bin", data),
                             headers={"Content-Type":
                                      "multipart/form-data; boundary=sh-cluster-boundary"},
@@ -305,8 +310,6 @@ def test_a_multipart_upload_and_range_downloads_stream_through_relays(svc):
             r = V1(svc.url).execd(sid, "GET", "/files/download?path=/tmp/big.bin",
                                   headers={"Range": "bytes=-100"})
             assert r.status == 206 and r.body == data[-100:], r
-    finally:
-        V1(owner.url).kill_quietly(sid)
 
 
 def test_listing_merges_every_pod_oldest_first_then_filters_and_paginates(svc):
@@ -347,8 +350,7 @@ def test_listing_merges_every_pod_oldest_first_then_filters_and_paginates(svc):
 
 def test_snapshots_made_on_one_pod_are_listed_read_and_deleted_via_the_others(svc):
     owner = svc.pods[0]
-    sid = V1(owner.url).create_ok()[0]["id"]
-    try:
+    with sandbox_on(owner) as sid:
         a, b = svc.not_owner(sid)
         r = V1(a.url).execd(sid, "POST", "/files/upload", body=multipart("/workspace/keep.txt",
                                                                          b"kept"),
@@ -383,14 +385,11 @@ def test_snapshots_made_on_one_pod_are_listed_read_and_deleted_via_the_others(sv
         assert r.status == 204, r
         for p in svc.pods:
             expect(V1(p.url).call("GET", "/v1/snapshots/" + snid), 404, "SNAPSHOT_NOT_FOUND")
-    finally:
-        V1(owner.url).kill_quietly(sid)
 
 
 def test_the_endpoint_lookup_names_the_owners_pod_url(svc):
     owner = svc.pods[1]
-    sid = V1(owner.url).create_ok()[0]["id"]
-    try:
+    with sandbox_on(owner) as sid:
         own = owner.url[len("http://"):]
         for base in [p.url for p in svc.pods] + [svc.url]:
             for port in (44772, 18080):
@@ -402,22 +401,17 @@ def test_the_endpoint_lookup_names_the_owners_pod_url(svc):
                         (base, query, j)
         # and the execd it names answers directly, no relay
         expect(V1(owner.url).execd(sid, "GET", "/ping"), 200)
-    finally:
-        V1(owner.url).kill_quietly(sid)
 
 
 def test_a_hop_marked_request_for_an_id_not_here_is_not_relayed(svc):
     # a real peer's id, hop-marked, sent to a pod that does not hold it
     owner = svc.pods[0]
-    sid = V1(owner.url).create_ok()[0]["id"]
-    try:
+    with sandbox_on(owner) as sid:
         other = svc.pods[1]
         r = V1(other.url).get(sid, headers={HOP_HEADER: svc.token(owner)})
         expect(r, 404, "SANDBOX_NOT_FOUND")
         # unmarked, the same call is relayed and answered
         expect(V1(other.url).get(sid), 200)
-    finally:
-        V1(owner.url).kill_quietly(sid)
 
 
 def test_an_id_whose_token_names_no_peer_is_not_found_at_once(svc):
