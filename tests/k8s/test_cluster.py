@@ -13,6 +13,7 @@ Needs root (the daemons create namespaces and cgroups) and Debian's haproxy pack
 import contextlib
 import datetime
 import http.client
+import json
 import os
 import threading
 import time
@@ -273,6 +274,31 @@ def test_a_background_command_and_its_logs_through_relays(svc):
         r = V1(a.url).execd(sid, "GET", "/command/%s/logs" % cid)
         assert r.status == 200 and r.body == b"one\ntwo\n", r
         assert header(r, "EXECD-COMMANDS-TAIL-CURSOR") == "8", r.headers
+
+
+def test_the_metrics_watch_streams_through_a_relay_and_ends_with_its_sandbox(svc):
+    owner = svc.pods[0]
+    sid = V1(owner.url).create_ok()[0]["id"]
+    relay = svc.not_owner(sid)[1]
+    conn = http.client.HTTPConnection("127.0.0.1", relay.port, timeout=PEER_BOUND)
+    try:
+        conn.request("GET", "/v1/sandboxes/%s/proxy/44772/metrics/watch" % sid)
+        resp = conn.getresponse()
+        assert resp.status == 200
+        assert resp.getheader("Content-Type").startswith("text/event-stream")
+        for _ in range(2):  # one JSON object and "\n" a second, as it comes
+            line = resp.readline()
+            assert line.endswith(b"\n") and "cpu_count" in json.loads(line), line
+        # deleted through the third pod: the owner ends the watch, and so does the relay
+        assert V1(svc.not_owner(sid)[0].url).delete(sid).status == 204
+        while True:  # every read bounded by the socket timeout: a hang raises
+            line = resp.readline()
+            if not line:
+                break
+            json.loads(line)
+    finally:
+        conn.close()
+        V1(owner.url).kill_quietly(sid)
 
 
 def multipart(path, data, boundary="sh-cluster-boundary"):
