@@ -232,8 +232,9 @@ def test_lifecycle_calls_land_on_every_pod_and_reach_the_owner(svc):
         v.wait_state(sid, "Running")
         assert landed == {p.name for p in svc.pods}, landed
         # X-Request-ID is kept through a relay
-        r = v.get(sid, headers={"X-Request-ID": "cluster-rid-1"})
-        assert header(r, "X-Request-ID") == "cluster-rid-1", r.headers
+        for p in svc.not_owner(sid):
+            r = V1(p.url).get(sid, headers={"X-Request-ID": "cluster-rid-" + p.name})
+            assert header(r, "X-Request-ID") == "cluster-rid-" + p.name, r.headers
     finally:
         r = v.delete(sid)
     assert r.status == 204, r
@@ -473,7 +474,28 @@ def test_forged_ids_never_make_a_pod_connect_elsewhere(svc):
         ln.close()
 
 
-# ---- faults and changes (a cluster of their own) ------------------------------------------
+# ---- keys, faults and changes (a cluster of their own) --------------------------------
+
+
+def test_the_api_key_and_the_sandbox_token_go_through_a_relay_and_mean_what_they_say(fresh):
+    key = "cluster-key-" + "k" * 24
+    c = fresh(env={"SANDBOX_HOST_API_KEY": key})
+    owner = c.pods[0]
+    sid = V1(owner.url, api_key=key).create_ok()[0]["id"]
+    a, b = c.not_owner(sid)
+    expect(V1(a.url).get(sid), 401, "MISSING_API_KEY")
+    expect(V1(a.url, api_key=key + "x").get(sid), 401, "INVALID_API_KEY")
+    expect(V1(a.url, api_key=key).get(sid), 200)
+    # the sandbox's token, handed out by a look-up at one non-owner, opens its execd at another
+    e = expect(V1(a.url, api_key=key).call("GET", "/v1/sandboxes/%s/endpoints/44772" % sid), 200)
+    tok = {k.lower(): v for k, v in (e.get("headers") or {}).items()}["x-execd-access-token"]
+    assert V1(b.url).execd(sid, "GET", "/ping").status == 401
+    bad = tok[:-1] + ("A" if tok[-1] != "A" else "B")
+    assert V1(b.url).execd(sid, "GET", "/ping", headers={"X-EXECD-ACCESS-TOKEN": bad}).status \
+        == 401
+    expect(V1(b.url).execd(sid, "GET", "/ping", headers={"X-EXECD-ACCESS-TOKEN": tok}), 200)
+    # the hop mark grants nothing: still the key
+    expect(V1(b.url).get(sid, headers={HOP_HEADER: c.token(a)}), 401, "MISSING_API_KEY")
 
 
 def test_the_owner_killed_mid_stream_ends_the_relayed_stream_never_hangs(fresh):
