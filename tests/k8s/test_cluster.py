@@ -25,6 +25,8 @@ from cluster_lib import (HOP_HEADER, ID_RE, INTERVAL_MS, PEER_TIMEOUT_MS, SDK_DE
                          ids_of, mfilter, served_by)
 from k8s_helpers import haproxy_bin, header, is_root, request, wait_until
 
+import shlib  # noqa: E402,I100  (tests/contract's, on the path cluster_lib set: a daemon's RSS)
+
 pytestmark = [
     pytest.mark.skipif(not is_root(), reason="the daemons create namespaces: needs root"),
     pytest.mark.skipif(haproxy_bin() is None,
@@ -337,6 +339,72 @@ def test_a_multipart_upload_and_range_downloads_stream_through_relays(svc):
             r = V1(svc.url).execd(sid, "GET", "/files/download?path=/tmp/big.bin",
                                   headers={"Range": "bytes=-100"})
             assert r.status == 206 and r.body == data[-100:], r
+
+
+BIG = 64 << 20
+RELAY_GROWTH_MAX_KIB = 24 << 10
+
+
+def upload_streamed(url, sid, path, size, boundary="sh-cluster-boundary"):
+    """A multipart upload of `size` random bytes sent as it is made (never held whole)."""
+    head = multipart(path, b"", boundary)
+    head, tail = head[:-len(b"\r\n--%s--\r\n" % boundary.encode())], \
+        b"\r\n--%s--\r\n" % boundary.encode()
+
+    def body():
+        yield head
+        left = size
+        while left:
+            n = min(left, 1 << 20)
+            yield os.urandom(n)
+            left -= n
+        yield tail
+    m = url.rsplit(":", 1)
+    c = http.client.HTTPConnection("127.0.0.1", int(m[1]), timeout=60)
+    try:
+        c.request("POST", "/v1/sandboxes/%s/proxy/44772/files/upload" % sid, body=body(),
+                  headers={"Content-Type": "multipart/form-data; boundary=" + boundary,
+                           "Content-Length": str(len(head) + size + len(tail))})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def download_slowly(url, sid, path):
+    """Read a download 1 MiB at a time with a pause between (the relay must hold back the
+    owner, not buffer the body); returns the bytes read."""
+    m = url.rsplit(":", 1)
+    c = http.client.HTTPConnection("127.0.0.1", int(m[1]), timeout=60)
+    try:
+        c.request("GET", "/v1/sandboxes/%s/proxy/44772/files/download?path=%s" % (sid, path))
+        r = c.getresponse()
+        assert r.status == 200, (r.status, r.read(300))
+        got = 0
+        while True:
+            b = r.read1(1 << 20)
+            if not b:
+                return got
+            got += len(b)
+            time.sleep(0.03)
+    finally:
+        c.close()
+
+
+@pytest.mark.skipif(shlib.sanitized(), reason="ASan's quarantine: RSS says nothing of our bounds")
+def test_a_relay_holds_a_bounded_buffer_whatever_the_bodys_size(svc):
+    owner, relay = svc.pods[0], svc.pods[1]
+    with sandbox_on(owner) as sid:
+        (st, body), kib = shlib.peak_rss_growth_kib(
+            relay.proc.pid, lambda: upload_streamed(relay.url, sid, "/tmp/huge.bin", BIG))
+        assert st == 200, body[:300]
+        assert kib < RELAY_GROWTH_MAX_KIB, "the relay grew %d KiB for a %d MiB upload" % (
+            kib, BIG >> 20)
+        got, kib = shlib.peak_rss_growth_kib(
+            relay.proc.pid, lambda: download_slowly(relay.url, sid, "/tmp/huge.bin"))
+        assert got == BIG
+        assert kib < RELAY_GROWTH_MAX_KIB, "the relay grew %d KiB for a %d MiB download" % (
+            kib, BIG >> 20)
 
 
 def test_listing_merges_every_pod_oldest_first_then_filters_and_paginates(svc):
