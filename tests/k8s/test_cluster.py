@@ -619,7 +619,7 @@ def test_a_peer_that_never_answers_costs_a_bounded_404_and_is_left_out_of_listin
     mine = V1(c.pods[0].url).create_ok()[0]["id"]
     page = V1(c.pods[1].url).listing(timeout=PEER_BOUND + 5)
     assert mine in ids_of(page)
-    # ... and the one left out is logged, by its address (never its token alone)
+    # ... and the one left out is logged, its address named
     wait_until(lambda: "127.0.0.1:%d" % fake.port in c.pods[1].stderr_text(), 5,
                what="the silent peer logged")
     # hop-marked, the same id is not relayed: 404 at once, nothing reaches the fake
