@@ -45,6 +45,24 @@ for b in build build-asan; do
         --test-reporter=spec --test-reporter-destination=stdout \
         --test-reporter=junit --test-reporter-destination="$out/node-opensandbox-$b.xml" \
         tests/opensandbox/*.test.mjs || status=1
+    if [ "$b" = build ]; then
+        # Issue 23: the same tier through a Service of three pods (tests/opensandbox/harness.mjs,
+        # SH_SDK_CLUSTER=1: three daemons with static peers behind HAProxy balancing every
+        # request round robin), then the calls that reach execd again with the SDK's server
+        # proxy on. Release build only, to keep the suite's time bounded.
+        echo "=== OpenSandbox SDK tier through a cluster of three ($b) ==="
+        SH_SDK_CLUSTER=1 SH_BIN="$PWD/$b/sandbox-host" node --test --test-timeout=120000 \
+            --test-reporter=spec --test-reporter-destination=stdout \
+            --test-reporter=junit --test-reporter-destination="$out/node-opensandbox-cluster-$b.xml" \
+            tests/opensandbox/*.test.mjs || status=1
+        echo "=== OpenSandbox SDK tier through a cluster of three, server proxy on ($b) ==="
+        SH_SDK_CLUSTER=1 SH_SDK_SERVER_PROXY=1 SH_BIN="$PWD/$b/sandbox-host" node --test \
+            --test-timeout=120000 --test-reporter=spec --test-reporter-destination=stdout \
+            --test-reporter=junit \
+            --test-reporter-destination="$out/node-opensandbox-cluster-proxy-$b.xml" \
+            tests/opensandbox/lifecycle.test.mjs tests/opensandbox/commands.test.mjs \
+            tests/opensandbox/files.test.mjs || status=1
+    fi
     echo "=== k8s suite ($b) ==="
     SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/k8s \
         --junitxml="$out/pytest-k8s-$b.xml" || status=1

@@ -32,19 +32,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from bench_isolation import Client, bwrap_args, pct  # noqa: E402  (reused, not duplicated)
+from bench_isolation import Client, base64_text_file, bwrap_args, pct  # noqa: E402  (reused)
 from bench_images import image_for, peer_pull_unpack  # noqa: E402  (issue 22's peer)
+import bench_cluster  # noqa: E402  (issue 23's rows: a relay through a peer)
 
 FULL = dict(create_n=200, exec_n=500, exec16_n=100, stream_mb=256, file_mb=512, osfile_mb=512,
             walk_files=100_000, persist_files=10_000, persist4k_files=5000, persist4k_runs=3,
             persist_mb=256, wrk_s=10, mem_steps=(1, 100, 500), bwrap_idle=50, hold_cap=10_000,
             hold_s=900, hold_floor_mib=3072, bomb_s=5, churn_n=200, churn_batch=50,
-            img_pulls=3, img_lives=100, img_many=100)
+            img_pulls=3, img_lives=100, img_many=100, cluster_exec_n=500,
+            cluster_stream_mb=256, cluster_per_pod=300, cluster_list_n=50)
 SMOKE = dict(create_n=5, exec_n=5, exec16_n=3, stream_mb=4, file_mb=8, osfile_mb=8,
              walk_files=1000, persist_files=100, persist4k_files=100, persist4k_runs=1,
              persist_mb=8, wrk_s=1, mem_steps=(1, 3, 5), bwrap_idle=3, hold_cap=20, hold_s=30,
              hold_floor_mib=1024, bomb_s=1, churn_n=5, churn_batch=5, img_pulls=1,
-             img_lives=5, img_many=5)
+             img_lives=5, img_many=5, cluster_exec_n=5, cluster_stream_mb=2,
+             cluster_per_pod=3, cluster_list_n=3)
 
 # The table in print order, one section after another: (row, the figure that measures it,
 # goal). A goal is (op, bound, was) on the ratio ours / peer ("was": the issue's figure for a
@@ -84,6 +87,9 @@ IMAGES = [  # issue 22's benchmark: OCI images pulled by reference, each beside 
     # "≈ one copy of its layers plus their uppers", read as at most 10% above it
     ("disk used by 100 sandboxes of one OCI image (MiB)", "images", ("<=", 1.1, None)),
 ]
+# issue 23's benchmark: one service of three pods, each row beside the same call made without
+# the relay (bench_cluster.py)
+CLUSTER = [(row, "cluster", goal) for row, goal in bench_cluster.ROWS]
 OTHER = [  # the other figures of the earlier issues, no goal of issue 15
     ("exec true, 16 sandboxes, p50 (ms)", "exec", None),
     ("exec true, 16 sandboxes, p99 (ms)", "exec", None),
@@ -115,6 +121,7 @@ OTHER = [  # the other figures of the earlier issues, no goal of issue 15
 SECTIONS = [("issue 15: its table, in its order", ISSUE15),
             ("issue 15: at or past the peer today, keep them there", KEPT),
             ("issue 22: OCI images", IMAGES),
+            ("issue 23: a cluster of three pods", CLUSTER),
             ("the other figures", OTHER)]
 SPEC = {row: (fig, goal) for _, rows in SECTIONS for row, fig, goal in rows}
 ROWS = [row for _, rows in SECTIONS for row, _, _ in rows]  # every row the table always prints
@@ -560,17 +567,7 @@ def fig_os(t, d, a, cfg):
     t.add("os command true, p99 (ms)", pct(ours, .99) * 1e3, pct(nat, .99) * 1e3, peer, "lat")
 
     ws = os.path.join(d.root, sid, "workspace")
-    text = os.path.join(ws, "text")
-    nbytes = cfg["stream_mb"] << 20
-    with open("/dev/urandom", "rb") as src, open(text, "wb") as dst:
-        import base64
-        left = nbytes * 3 // 4
-        while left > 0:
-            chunk = src.read(min(left, 57 * 16384))
-            dst.write(base64.encodebytes(chunk))
-            left -= len(chunk)
-    os.chmod(text, 0o644)
-    size = os.path.getsize(text)
+    size = base64_text_file(os.path.join(ws, "text"), cfg["stream_mb"] << 20)
     res, natr = [], []
     for _ in range(2):
         out = run([a.tool, "osstream", d.host, str(d.port), sid, "cat text"]).stdout.split()
@@ -958,6 +955,10 @@ def fig_images(t, a, cfg):
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def fig_cluster(t, a, cfg):
+    bench_cluster.fig_cluster(t, a, cfg, tool_lines, run)
 
 
 def fig_persist(t, a, cfg):
@@ -1366,13 +1367,17 @@ def main():
     ap.add_argument("--hold-cap", type=int, help="cap of the held-sandboxes figure")
     ap.add_argument("--only", help="comma-separated figures to run (create, tti, churn, exec, "
                     "stream, opensandbox, files, osfiles, walk, rate, persist, memory, hold, "
-                    "create-disk, abuse, images); default: all")
+                    "create-disk, abuse, images, cluster); default: all")
+    ap.add_argument("--cluster-per-pod", type=int,
+                    help="sandboxes a pod of the cluster listing row holds (one pod: 3x)")
     a = ap.parse_args()
     a.bin = os.path.abspath(a.bin)
     cfg = dict(SMOKE if a.smoke else FULL)
     if a.hold_cap:
         cfg["hold_cap"] = a.hold_cap
         cfg["hold_s"] = max(cfg["hold_s"], a.hold_cap // 5)
+    if a.cluster_per_pod:
+        cfg["cluster_per_pod"] = a.cluster_per_pod
     only = set(a.only.split(",")) if a.only else None
 
     def want(name):
@@ -1422,7 +1427,7 @@ def main():
         d = None
         for name, fn in [("persist", fig_persist), ("memory", fig_memory), ("hold", fig_hold),
                          ("create-disk", fig_create_disk), ("abuse", fig_abuse),
-                         ("images", fig_images)]:
+                         ("images", fig_images), ("cluster", fig_cluster)]:
             if want(name):
                 step(t, fig_rows(name), fn, a, cfg)
     finally:
@@ -1442,7 +1447,7 @@ def main():
     load = f"load average (1, 5, 15 min) {load0} at the start, {loadavg()} at the end"
     sys.stdout.write(f"machine: {machine()}\n{load}\nbinary: {a.bin} ({ver})\n"
                      "ours / peer: for a time below 1 is faster than the peer, for a rate above "
-                     "1 is; goal: issue 15's (issue 22's for its rows), met or not\n\n")
+                     "1 is; goal: issue 15's (issues 22's and 23's for their rows), met or not\n\n")
     t.print()
     if a.json:
         with open(a.json, "w") as f:

@@ -75,6 +75,20 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q * len(v)))]
 
 
+def base64_text_file(path, nbytes):
+    """A file of about nbytes of base64 lines of random bytes (an SSE stream carries lines:
+    valid UTF-8), mode 0644; returns its size."""
+    import base64
+    with open("/dev/urandom", "rb") as src, open(path, "wb") as dst:
+        left = nbytes * 3 // 4
+        while left > 0:
+            chunk = src.read(min(left, 57 * 16384))
+            dst.write(base64.encodebytes(chunk))
+            left -= len(chunk)
+    os.chmod(path, 0o644)
+    return os.path.getsize(path)
+
+
 def bwrap_args():
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",

@@ -1,6 +1,6 @@
 """CI guard for the benchmark (issue 7): `run.sh --smoke` must complete and print every row of
-the table, and issue 15's and issue 22's rows measured, with their goal. It asserts nothing about time: the bench
-measures, the tests judge behaviour.
+the table, and issue 15's, 22's and 23's rows measured, with their goal. It asserts nothing
+about time: the bench measures, the tests judge behaviour.
 
     SH_BIN=build/sandbox-host /usr/bin/python3 -m pytest -q tests/bench/test_bench_smoke.py
 
@@ -16,7 +16,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_all import IMAGES, ISSUE15, ROWS, goal_text  # noqa: E402
+from bench_all import CLUSTER, IMAGES, ISSUE15, ROWS, goal_text  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="the bench needs root (namespaces, cgroups, mount)")
@@ -69,3 +69,7 @@ def test_bench_smoke_prints_issue_22_rows_measured_with_their_goal(smoke):
     if why:
         pytest.skip(why)
     assert_measured_with_goal(*smoke, IMAGES)
+
+
+def test_bench_smoke_prints_issue_23_rows_measured_with_their_goal(smoke):
+    assert_measured_with_goal(*smoke, CLUSTER)

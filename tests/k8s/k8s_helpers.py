@@ -75,14 +75,14 @@ class Resp:
         return "<Resp %d %r>" % (self.status, self.body[:300])
 
 
-def request(url, method="GET", path="/", body=None, timeout=REQ_TIMEOUT):
-    """One request on a fresh connection to base `url` (http://host:port, no trailing /).
-    Connection errors (refused, reset) propagate as OSError."""
+def request(url, method="GET", path="/", body=None, timeout=REQ_TIMEOUT, headers=None):
+    """One request on a fresh connection to base `url` (http://host:port, no trailing /),
+    with extra `headers` (a dict). Connection errors (refused, reset) propagate as OSError."""
     m = re.fullmatch(r"http://([0-9.]+):(\d+)", url)
     assert m, "unexpected base url %r" % url
     conn = http.client.HTTPConnection(m.group(1), int(m.group(2)), timeout=timeout)
     try:
-        headers = {}
+        headers = dict(headers or {})
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
@@ -104,8 +104,12 @@ class Pod:
     """One sandbox-host daemon standing in for one pod: its own state root, its own port and
     a pod_url naming that port."""
 
-    def __init__(self, name, uid_base, root=None, port=None):
+    def __init__(self, name, uid_base, root=None, port=None, env=None, bin=None,
+                 host="127.0.0.1"):
         self.name = name
+        self.host = host
+        self.env = dict(env or {})
+        self.bin = bin or binary()
         self.uid_base = uid_base
         self.own_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="sh-k8s-%s-" % name))
@@ -117,10 +121,11 @@ class Pod:
 
     def _spawn(self, port):
         env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_HOST_")}
-        url = "http://127.0.0.1:%d" % port
+        env.update(self.env)
+        url = "http://%s:%d" % (self.host, port)
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [binary(), "--listen=127.0.0.1:%d" % port, "--pod-url=" + url,
+            [self.bin, "--listen=%s:%d" % (self.host, port), "--pod-url=" + url,
              "--root=" + str(self.root), "--uid-base=%d" % self.uid_base],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
         return url
@@ -199,6 +204,28 @@ class Pod:
             pass
 
 
+def stop_pods(pods, problems):
+    """Stop every pod by pid (SIGTERM; one SIGKILLed by a test is started again on its root,
+    which clears what it left, then stopped), remove its files; a pod that did not exit 0 is
+    appended to `problems`."""
+    for p in pods:
+        try:
+            if p.alive():
+                rc = p.stop()
+                if rc != 0:
+                    problems.append("%s exited %r on SIGTERM" % (p.name, rc))
+            elif p.proc is not None and p.proc.returncode == -9:
+                rc = p.restart_and_stop()
+                if rc != 0:
+                    problems.append("%s restart exited %r on SIGTERM" % (p.name, rc))
+        except Exception as e:  # keep tearing down the others
+            problems.append("%s: %s" % (p.name, e))
+        finally:
+            if p.alive():
+                p.kill()
+            p.cleanup()
+
+
 # ---- HAProxy ------------------------------------------------------------------------------
 
 HAPROXY_CFG = """\
@@ -231,8 +258,55 @@ backend pods
 """
 
 
+# The Service as an HTTP balancer (issue 23: "a real HAProxy that balances every request round
+# robin"). In http mode HAProxy picks a server for each request; `option http-server-close`
+# closes the server side after every answer and `http-reuse never` forbids handing one
+# server connection to another request, so no request can ride on the connection of the one
+# before and every request of one keep-alive client is balanced on its own. Each answer says
+# which server gave it (X-Sh-Served-By), so a test can see where its calls landed.
+HAPROXY_HTTP_CFG = """\
+# Written by tests/k8s (k8s_helpers.HAProxy, mode http): the Service in front of a cluster of
+# sandbox-host pods, every request balanced round robin.
+global
+    maxconn 512
+    stats socket {sock} mode 600 level admin
+
+defaults
+    mode http
+    option http-server-close
+    http-reuse never
+    timeout connect 2s
+    timeout client 120s
+    timeout server 120s
+    timeout http-request 30s
+    timeout check 1s
+    retries 0
+
+frontend service
+    bind 127.0.0.1:{port}
+    default_backend pods
+
+backend pods
+    balance roundrobin
+    http-response set-header X-Sh-Served-By %s
+    option httpchk GET /readyz
+    http-check expect status 200
+    default-server inter {inter_ms}ms fastinter {inter_ms}ms downinter {inter_ms}ms fall 2 rise 1
+{servers}
+"""
+SERVED_BY = "X-Sh-Served-By"
+
+
+def header(resp, name):
+    """The first value of header `name` in a Resp (or None)."""
+    for k, v in resp.headers:
+        if k.lower() == name.lower():
+            return v
+    return None
+
+
 class HAProxy:
-    def __init__(self, pods, inter_ms=200):
+    def __init__(self, pods, inter_ms=200, mode="tcp"):
         self.dir = Path(tempfile.mkdtemp(prefix="sh-k8s-haproxy-"))
         self.sock = self.dir / "admin.sock"
         self.cfg = self.dir / "haproxy.cfg"
@@ -243,7 +317,8 @@ class HAProxy:
         for p in pods:
             self.names[p.name] = p
             servers.append("    server %s 127.0.0.1:%d check" % (p.name, p.port))
-        self.cfg.write_text(HAPROXY_CFG.format(sock=self.sock, port=self.port,
+        cfg = HAPROXY_HTTP_CFG if mode == "http" else HAPROXY_CFG
+        self.cfg.write_text(cfg.format(sock=self.sock, port=self.port,
                                                inter_ms=inter_ms, servers="\n".join(servers)))
         self.log_path = self.dir / "haproxy.log"
         self.log = open(self.log_path, "wb")
@@ -303,6 +378,21 @@ class HAProxy:
             f = ln.split(",")
             if len(f) > st and f[px] == "pods" and f[sv] in self.names:
                 out[f[sv]] = f[st].split(" ")[0]
+        return out
+
+    def counters(self, field="stot"):
+        """{server name: int} of one `show stat` column of the backend (stot: sessions, i.e.
+        requests in http-server-close mode; hrsp_2xx: 2xx answers; ...)."""
+        lines = self.admin("show stat").splitlines()
+        if not lines or not lines[0].startswith("# "):
+            return {}
+        head = lines[0][2:].split(",")
+        px, sv, col = head.index("pxname"), head.index("svname"), head.index(field)
+        out = {}
+        for ln in lines[1:]:
+            f = ln.split(",")
+            if len(f) > col and f[px] == "pods" and f[sv] in self.names:
+                out[f[sv]] = int(f[col] or 0)
         return out
 
     def wait_state(self, name, state, timeout=10.0):

@@ -7,7 +7,7 @@ Needs root (the daemons create namespaces and cgroups) and Debian's haproxy pack
 """
 import pytest
 
-from k8s_helpers import HAProxy, Pod, haproxy_bin, is_root, request, wait_until
+from k8s_helpers import HAProxy, Pod, haproxy_bin, is_root, request, stop_pods, wait_until
 
 pytestmark = [
     pytest.mark.skipif(not is_root(), reason="the daemons create namespaces: needs root"),
@@ -38,24 +38,7 @@ def cluster():
                 lb.stop()
             finally:
                 lb.cleanup()
-        for p in pods:
-            try:
-                if p.alive():
-                    rc = p.stop()
-                    if rc != 0:
-                        problems.append("%s exited %r on SIGTERM" % (p.name, rc))
-                elif p.proc is not None and p.proc.returncode == -9:
-                    # SIGKILLed by a test: a fresh daemon on the same root clears what the
-                    # dead one left (processes, cgroups), then stops cleanly.
-                    rc = p.restart_and_stop()
-                    if rc != 0:
-                        problems.append("%s restart exited %r on SIGTERM" % (p.name, rc))
-            except Exception as e:  # keep tearing down the others
-                problems.append("%s: %s" % (p.name, e))
-            finally:
-                if p.alive():
-                    p.kill()
-                p.cleanup()
+        stop_pods(pods, problems)
         assert not problems, problems
 
 

@@ -7,7 +7,11 @@ import { describe, it } from "node:test";
 
 import * as sdk from "@alibaba-group/opensandbox";
 
-import { needsRoot, startDaemon, startImageRegistry } from "./harness.mjs";
+import {
+  haproxyBin, haproxyStates, needsRoot, startCluster, startDaemon, startImageRegistry,
+} from "./harness.mjs";
+
+const noHaproxy = haproxyBin() ? false : "haproxy not installed (Debian package haproxy)";
 
 describe("SDK tier harness", () => {
   it("the pinned SDK imports with the API the tests use", () => {
@@ -31,6 +35,34 @@ describe("SDK tier harness", () => {
       assert.ok(existsSync(d.root));
       assert.equal(await d.stop(), 0);
       assert.ok(!existsSync(d.root));
+    });
+
+  it("starts a Service of three daemons behind HAProxy that balances every request round robin",
+    { skip: needsRoot || noHaproxy }, async () => {
+      // waitPeers off: the harness itself, whether or not the daemon has issue 23's cluster
+      const c = await startCluster({}, [], { waitPeers: false });
+      try {
+        assert.equal(c.pods.length, 3);
+        assert.deepEqual(Object.values(await haproxyStates(c.haproxy.sock)), ["UP", "UP", "UP"]);
+        // one keep-alive client (fetch's pool holds the connection): nine requests, strictly
+        // rotating over the three pods
+        const order = [];
+        for (let i = 0; i < 9; i++) {
+          const r = await fetch(`http://127.0.0.1:${c.port}/healthz`,
+            { signal: AbortSignal.timeout(5000) });
+          assert.equal(r.status, 200);
+          await r.arrayBuffer();
+          order.push(r.headers.get("x-sh-served-by"));
+        }
+        assert.deepEqual([...order.slice(0, 3)].sort(), ["pod0", "pod1", "pod2"]);
+        assert.deepEqual(order, [...order.slice(0, 3), ...order.slice(0, 3), ...order.slice(0, 3)]);
+        assert.ok(existsSync(c.root));
+      } finally {
+        assert.equal(await c.stop(), 0);
+      }
+      assert.ok(!existsSync(c.root));
+      assert.ok(!existsSync(c.haproxy.dir));
+      for (const p of c.pods) assert.ok(!existsSync(p.root));
     });
 
   it("starts a registry with test images through tests/images/serve.py, stops it by pid",

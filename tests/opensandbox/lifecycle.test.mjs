@@ -15,6 +15,7 @@ import {
 
 import {
   conn,
+  endpointHost,
   hostArch,
   needsRoot,
   Registry,
@@ -85,14 +86,15 @@ describe("lifecycle through the SDK", { skip: needsRoot, timeout: 120_000 }, () 
   it("getEndpoint names the pod and the sandbox's proxy path for execd and egress", async () => {
     const s = await create();
     const ex = await s.getEndpoint(44772);
-    assert.equal(ex.endpoint, `127.0.0.1:${d.port}/v1/sandboxes/${s.id}/proxy/44772`);
+    const host = endpointHost(d, s.id);
+    assert.equal(ex.endpoint, `${host}/v1/sandboxes/${s.id}/proxy/44772`);
     const eg = await s.getEndpoint(18080);
-    assert.equal(eg.endpoint, `127.0.0.1:${d.port}/v1/sandboxes/${s.id}/proxy/18080`);
+    assert.equal(eg.endpoint, `${host}/v1/sandboxes/${s.id}/proxy/18080`);
     // no auth on this pod: no token to hand out
     const h = Object.keys(ex.headers ?? {}).map((k) => k.toLowerCase());
     assert.ok(!h.includes("x-execd-access-token"), JSON.stringify(ex.headers));
     assert.equal(await s.getEndpointUrl(44772),
-      `http://127.0.0.1:${d.port}/v1/sandboxes/${s.id}/proxy/44772`);
+      `http://${host}/v1/sandboxes/${s.id}/proxy/44772`);
     await rejectsWithApi(s.getEndpoint(8080), 404, "NOT_SUPPORTED");
     await rejectsWithApi(s.getSignedEndpoint(44772, Math.floor(Date.now() / 1000) + 600),
       400, "NOT_SUPPORTED");
@@ -286,6 +288,6 @@ describe("lifecycle through the SDK", { skip: needsRoot, timeout: 120_000 }, () 
     }));
     assert.equal(await s.isHealthy(), true);
     assert.equal((await s.getEndpoint(44772)).endpoint,
-      `127.0.0.1:${d.port}/v1/sandboxes/${s.id}/proxy/44772`);
+      `${endpointHost(d, s.id)}/v1/sandboxes/${s.id}/proxy/44772`);
   });
 });
