@@ -87,12 +87,37 @@ static void api_list(sh_request *r)
         }
         if (metadata_filter(r, &mf) < 0)
                 return;
-        /* One walk of the registry (bounded by the host's capacity), oldest first; only the
-         * page's items are built. */
+        /* One walk of the registry (bounded by the host's capacity), oldest first. */
         if (sh_manager_list(ctx->mgr, &sbs, &n) < 0) {
                 os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 goto done;
         }
+        /* Across pods (or a peer asking for this pod's own): every match, merged or sent. */
+        if (ctx->relayer) {
+                cJSON *local = cJSON_CreateArray();
+
+                for (i = 0; local && i < n; i++) {
+                        os_record *rec = os_record_of(sbs[i]);
+                        cJSON *it;
+
+                        if (!rec || (states && !(states & (1u << rec->state))) ||
+                            !metadata_matches(rec, &mf))
+                                continue;
+                        it = os_record_json(rec, true);
+                        if (!it || !cJSON_AddItemToArray(local, it)) {
+                                cJSON_Delete(it);
+                                cJSON_Delete(TAKE_PTR(local));
+                        }
+                }
+                if (!local)
+                        os_reply_code(r, OS_E_INTERNAL, "out of memory");
+                else if (os_cluster_local_only(r))
+                        os_cluster_list_local(r, local);
+                else
+                        os_cluster_list(r, local, &pg, false, "sandboxes");
+                goto done;
+        }
+        /* One pod: only the page's items are built. */
         if (os_pager_open(r, &pg) < 0)
                 goto done;
         for (i = 0; i < n; i++) {
@@ -332,7 +357,7 @@ static void api_metrics_events(sh_request *r)
 }
 
 const sh_route os_lifecycle_routes[] = {
-        {"/v1/sandboxes", SH_M_POST, &sh_body_buffer, os_api_create, 0},
+        {"/v1/sandboxes", SH_M_POST, &sh_body_buffer, os_api_create, OS_R_CREATE},
         {"/v1/sandboxes", SH_M_GET, NULL, api_list, 0},
         {"/v1/sandboxes/{}", SH_M_GET, NULL, api_get, SB},
         {"/v1/sandboxes/{}", SH_M_DELETE, NULL, api_delete, SB},

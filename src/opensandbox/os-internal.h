@@ -53,6 +53,8 @@ typedef struct sh_opensandbox {
         const struct os_record_observer *observers[OS_OBSERVERS_MAX];
         unsigned n_observers;
         struct sh_snapstore *snapshots; /* the snapshot store (sh_snapshots_open) */
+        struct sh_cluster *cluster;     /* this pod's peers (sh/cluster.h) */
+        struct sh_relayer *relayer;     /* relays to them; NULL: no peers (SANDBOX_HOST_PEERS) */
 } os_ctx;
 
 os_ctx *os_ctx_of(const sh_request *r);
@@ -180,6 +182,8 @@ cJSON *os_record_json(const os_record *rec, bool full);
 #define OS_R_SANDBOX SH_ROUTE_SURFACE        /* param 0 is a sandbox id: its record, or 404 */
 #define OS_R_EXECD   (SH_ROUTE_SURFACE << 1) /* a sandbox's execd: its token, the paused rule */
 #define OS_R_EGRESS  (SH_ROUTE_SURFACE << 2) /* a sandbox's egress API: its token */
+#define OS_R_SNAPSHOT (SH_ROUTE_SURFACE << 3) /* param 0 is a snapshot id: another pod's relayed */
+#define OS_R_CREATE   (SH_ROUTE_SURFACE << 4) /* a create: handed to a peer when this pod can't */
 
 /* The execd routes' tables (commands.c, files.c, metrics.c, sessions.c): the prefix every
  * route of a sandbox's execd has, its flags, and the methods its wrong-method twin takes. */
@@ -281,6 +285,29 @@ int os_pager_open(sh_request *r, os_pager *pg);
 bool os_pager_take(os_pager *pg);
 int os_pager_add(sh_request *r, os_pager *pg, cJSON *item);
 void os_pager_reply(sh_request *r, os_pager *pg);
+
+/* ---- across pods (cluster.c) --------------------------------------------------------------- */
+
+/* Whether r is this pod's alone: no peers, or r is hop-marked (a peer's relay or listing). */
+bool os_cluster_local_only(const sh_request *r);
+/* From admit: relay r to the live peer whose token begins `id` (a sandbox's, or with
+ * `snapshot` a snapshot's: its 404 then says so). 1 relayed (admit goes on: the relay has r),
+ * 0 not another live pod's (or r is local-only), -1 answered (503 at the relays' bound). */
+int os_cluster_relay_owner(sh_request *r, const char *id, size_t len, bool snapshot);
+/* The same for a snapshot id ("snap-" + token + ...) of an OS_R_SNAPSHOT route. */
+int os_snapshot_relay_owner(sh_request *r, const char *id, size_t len);
+/* Whether snapshot `id` was made by a live peer (which then lists and answers for it). */
+bool os_snapshot_peer_owned(os_ctx *ctx, const char *id);
+/* From admit of a create: a draining or full pod hands it to the peer with the most room. 1
+ * relayed, 0 this pod answers it (no peer has room: the create's own 503), -1 answered. */
+int os_cluster_hand_create(sh_request *r);
+/* Answer a list request with `local` (this pod's matching items, oldest first; taken) merged
+ * with every live peer's local-only list (the same query, hop-marked), ordered by createdAt
+ * then id, once per id with `dedupe`, paged by pg (parsed). `what` names the list in logs. */
+void os_cluster_list(sh_request *r, cJSON *local, const os_pager *pg, bool dedupe,
+                     const char *what);
+/* The local-only form's answer: every item of `local` (taken) on one page. */
+void os_cluster_list_local(sh_request *r, cJSON *local);
 
 /* The request's JSON body (sh_body_buffer routes). Empty or whitespace: NULL with *empty
  * true, nothing answered. Not JSON (not UTF-8, a control character or a \u0000 in any string:

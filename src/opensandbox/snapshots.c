@@ -156,6 +156,13 @@ static bool value_is(const sh_query_param *p, const char *s)
         return s && p->val_len == strlen(s) && memcmp(p->val, s, p->val_len) == 0;
 }
 
+static bool snapshot_matches(const sh_snapshot *s, unsigned states, const sh_query_param *sbid,
+                             const sh_query_param *name)
+{
+        return !(states && !(states & (1u << s->state))) &&
+               !(sbid && !value_is(sbid, s->sandbox_id)) && !(name && !value_is(name, s->name));
+}
+
 static void api_list(sh_request *r)
 {
         const sh_query *q = sh_request_query(r);
@@ -187,13 +194,37 @@ static void api_list(sh_request *r)
                 }
                 states |= 1u << k;
         }
+        /* Across pods (or a peer asking for this pod's own): every match, merged or sent. */
+        if (os_ctx_of(r)->relayer) {
+                cJSON *local = cJSON_CreateArray();
+
+                for (s = sh_snapstore_first(store); local && s; s = sh_snapstore_next(s)) {
+                        cJSON *it;
+
+                        /* a live peer's own is its to list (this store's copy may be old) */
+                        if (!snapshot_matches(s, states, sbid, name) ||
+                            os_snapshot_peer_owned(os_ctx_of(r), s->id))
+                                continue;
+                        it = os_snapshot_json(s);
+                        if (!it || !cJSON_AddItemToArray(local, it)) {
+                                cJSON_Delete(it);
+                                cJSON_Delete(TAKE_PTR(local));
+                        }
+                }
+                if (!local)
+                        os_reply_code(r, OS_E_INTERNAL, "out of memory");
+                else if (os_cluster_local_only(r))
+                        os_cluster_list_local(r, local);
+                else
+                        os_cluster_list(r, local, &pg, true, "snapshots");
+                return;
+        }
         /* One walk of the records (at most SH_SNAP_MAX), oldest first; only the page's items
          * are built. */
         if (os_pager_open(r, &pg) < 0)
                 return;
         for (s = sh_snapstore_first(store); s; s = sh_snapstore_next(s)) {
-                if ((states && !(states & (1u << s->state))) ||
-                    (sbid && !value_is(sbid, s->sandbox_id)) || (name && !value_is(name, s->name)))
+                if (!snapshot_matches(s, states, sbid, name))
                         continue;
                 if (os_pager_take(&pg) && os_pager_add(r, &pg, os_snapshot_json(s)) < 0)
                         return;
@@ -311,6 +342,6 @@ void os_snapshot_source_free(os_snapshot_source *src)
 const sh_route os_snapshot_routes[] = {
         {"/v1/sandboxes/{}/snapshots", SH_M_POST, &sh_body_buffer, api_create, SB},
         {"/v1/snapshots", SH_M_GET, NULL, api_list, 0},
-        {"/v1/snapshots/{}", SH_M_GET | SH_M_DELETE, NULL, api_one, 0},
+        {"/v1/snapshots/{}", SH_M_GET | SH_M_DELETE, NULL, api_one, OS_R_SNAPSHOT},
 };
 const size_t os_snapshot_n_routes = ARRAY_SIZE(os_snapshot_routes);

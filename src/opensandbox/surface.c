@@ -363,11 +363,22 @@ static int surface_admit(sh_request *r)
          * whether an id exists) is learnt without it. */
         if (!proxy && check_api_key(r, ctx) < 0)
                 return -1;
+        /* Another pod's (section 1): relayed to it; the relay has the request from now on. */
+        if (flags & OS_R_CREATE)
+                return os_cluster_hand_create(r) < 0 ? -1 : 0;
+        if (flags & OS_R_SNAPSHOT) {
+                id = sh_request_param(r, 0, &len);
+                return os_snapshot_relay_owner(r, id, len) < 0 ? -1 : 0;
+        }
         if (!(flags & OS_R_SANDBOX))
                 return 0;
         id = sh_request_param(r, 0, &len);
         rec = id ? os_record_find(ctx, id, len) : NULL;
         if (!rec) {
+                int k = id ? os_cluster_relay_owner(r, id, len, false) : 0;
+
+                if (k != 0)
+                        return k < 0 ? -1 : 0;
                 os_reply_code(r, OS_E_SANDBOX_NOT_FOUND, "no sandbox with this id on this host");
                 return -1;
         }

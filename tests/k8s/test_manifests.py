@@ -62,8 +62,12 @@ def docs(validated):
     """{kind: document} of the manifests (each kind appears once)."""
     out = {}
     for d in validated[1]["documents"]:
-        assert d["kind"] not in out, "two %s documents" % d["kind"]
-        out[d["kind"]] = d["doc"]
+        kind = d["kind"]
+        # the pods' headless Service (service-peers.yaml) beside the clients' one
+        if kind == "Service" and d["doc"]["spec"].get("clusterIP") == "None":
+            kind = "Service/headless"
+        assert kind not in out, "two %s documents" % kind
+        out[kind] = d["doc"]
     return out
 
 
@@ -161,7 +165,8 @@ def test_env_names_are_settings_the_daemon_knows(env, help_names):
             assert name in help_names, "%s is not in `sandbox-host --help`" % name
         else:
             # only inputs of $(VAR) expansion, never something the daemon would ignore
-            assert name == "POD_IP", name
+            assert name in ("POD_IP", "POD_NAMESPACE"), name
+            assert any("$(%s)" % name in e.get("value", "") for e in env.values()), name
     envs = [n for ins in instructions() if ins.startswith("ENV ")
             for n in re.findall(r"(\w+)=", ins)]
     assert envs, "the image sets the daemon's in-container defaults"
@@ -612,3 +617,39 @@ def test_deployment_doc_covers_probes_drain_cgroups_and_the_unbuilt_image():
                    "cgroup v1", "cgroup v2", "SandboxNotFound", "no container engine",
                    "kubectl apply -k contrib/k8s", "enableServiceLinks"):
         assert needle in doc, needle
+
+
+# ---- many pods, one service (issue 23) --------------------------------------------------------
+
+
+def test_peers_find_each_other_through_a_headless_service_of_every_pod(docs, container, env):
+    """SANDBOX_HOST_PEERS=dns:<headless Service>: one record per pod, ready or not (a draining
+    pod still answers for its sandboxes), on the pods' own port."""
+    hs = docs["Service/headless"]
+    spec = hs["spec"]
+    assert spec["clusterIP"] == "None"
+    assert spec["publishNotReadyAddresses"] is True
+    labels = docs["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert spec["selector"].items() <= labels.items()
+    (sp,) = spec["ports"]
+    assert sp.get("name"), "a named port"
+    assert named_port(container, sp["targetPort"]) == listen_port(env)
+    names = [e["name"] for e in container["env"]]
+    peers = env["SANDBOX_HOST_PEERS"]["value"]
+    m = re.fullmatch(r"dns:([a-z0-9.\-$()_A-Z]+)", peers)
+    assert m, peers
+    assert m.group(1).startswith(hs["metadata"]["name"] + "."), peers
+    if "$(POD_NAMESPACE)" in peers:
+        assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+        assert names.index("POD_NAMESPACE") < names.index("SANDBOX_HOST_PEERS")
+
+
+def test_policy_lets_the_pods_reach_each_other_on_their_port_only(docs, env):
+    port = listen_port(env)
+    np = docs["NetworkPolicy"]["spec"]
+    me = docs["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    (rule,) = np["ingress"]
+    assert any(p.get("podSelector", {}).get("matchLabels", {}).items() <= me.items()
+               for p in rule["from"]), rule
+    assert egress_allows(np, "10.0.0.7", port, pod_labels=me)
+    assert not egress_allows(np, "10.0.0.7", port + 1, pod_labels=me)

@@ -1,0 +1,299 @@
+/* cluster.c: the /v1 surface across pods (OPENSANDBOX.md section 1): a call for a sandbox or a
+ * snapshot another pod minted is relayed to that pod (the id's token, resolved only against
+ * the peers this pod discovered: sh/cluster.h); a create this pod cannot take (draining or
+ * full) is handed to the peer with the most room; a listing merges every peer's local-only
+ * list with this pod's, then filters and pages them as one. A hop-marked request is always
+ * this pod's alone. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "os-internal.h"
+#include "sh/cluster.h"
+#include "sh/relay.h"
+#include "sh/snapstore.h"
+
+#define API_KEY_HEADER "OPEN-SANDBOX-API-KEY"
+
+bool os_cluster_local_only(const sh_request *r)
+{
+        const os_ctx *ctx = os_ctx_of(r);
+
+        return !ctx->relayer || sh_request_hop_marked(r);
+}
+
+/* ---- relays --------------------------------------------------------------------------------- */
+
+static void relay_failed_sandbox(sh_request *r, const char *why, void *data)
+{
+        (void)data;
+        os_reply_code(r, OS_E_SANDBOX_NOT_FOUND,
+                      "no sandbox with this id: the pod that holds it does not answer (%s)", why);
+}
+
+static void relay_failed_snapshot(sh_request *r, const char *why, void *data)
+{
+        (void)data;
+        os_reply_code(r, OS_E_SNAPSHOT_NOT_FOUND,
+                      "no snapshot with this id: the pod that made it does not answer (%s)", why);
+}
+
+static void relay_failed_create(sh_request *r, const char *why, void *data)
+{
+        (void)data;
+        os_reply_code(r, OS_E_UNAVAILABLE, "no pod can take this sandbox now (%s)", why);
+}
+
+int os_cluster_relay_owner(sh_request *r, const char *id, size_t len, bool snapshot)
+{
+        os_ctx *ctx = os_ctx_of(r);
+        const sh_peer *p;
+
+        if (os_cluster_local_only(r))
+                return 0;
+        p = sh_cluster_owner(ctx->cluster, id, len);
+        if (!p)
+                return 0;
+        if (sh_relay_request(ctx->relayer, r, sh_peer_url(p),
+                             snapshot ? relay_failed_snapshot : relay_failed_sandbox, ctx) < 0)
+                return -1;
+        return 1;
+}
+
+int os_snapshot_relay_owner(sh_request *r, const char *id, size_t len)
+{
+        size_t pre = sizeof(SH_SNAP_PREFIX) - 1;
+
+        /* The pod that made a snapshot answers for it while it lives (its record is the one
+         * that changes); a dead pod's, on a shared root, any pod that read it. */
+        if (!id || len <= pre || memcmp(id, SH_SNAP_PREFIX, pre) != 0)
+                return 0;
+        return os_cluster_relay_owner(r, id + pre, len - pre, true);
+}
+
+bool os_snapshot_peer_owned(os_ctx *ctx, const char *id)
+{
+        size_t pre = sizeof(SH_SNAP_PREFIX) - 1;
+
+        return ctx->relayer && strncmp(id, SH_SNAP_PREFIX, pre) == 0 &&
+               sh_cluster_owner(ctx->cluster, id + pre, strlen(id + pre)) != NULL;
+}
+
+int os_cluster_hand_create(sh_request *r)
+{
+        os_ctx *ctx = os_ctx_of(r);
+        const sh_peer *p;
+
+        if (os_cluster_local_only(r) ||
+            (!sh_manager_draining(ctx->mgr) && !sh_manager_full(ctx->mgr)))
+                return 0;
+        p = sh_cluster_roomiest(ctx->cluster);
+        if (!p)
+                return 0; /* the create itself answers 503 UNAVAILABLE */
+        log_info("create-handed", NULL, "this pod is %s: the create goes to pod %s (%s)",
+                 sh_manager_draining(ctx->mgr) ? "draining" : "full", sh_peer_token(p),
+                 sh_peer_url(p));
+        /* Its room is forgotten until its next probe: the next create waits for a fresh one
+         * rather than piling onto a peer that may be full by now. */
+        sh_peer_mark_full(ctx->cluster, p);
+        if (sh_relay_request(ctx->relayer, r, sh_peer_url(p), relay_failed_create, ctx) < 0)
+                return -1;
+        return 1;
+}
+
+/* ---- listings across pods ----------------------------------------------------------------- */
+
+/* One item of a merged list, its order keys read once. */
+typedef struct merge_item {
+        cJSON *item;
+        uint64_t created_ms;
+        const char *id;
+} merge_item;
+
+static int item_cmp(const void *a, const void *b)
+{
+        const merge_item *x = a, *y = b;
+
+        if (x->created_ms != y->created_ms)
+                return x->created_ms < y->created_ms ? -1 : 1;
+        return strcmp(x->id, y->id);
+}
+
+typedef struct merge_job {
+        os_ctx *ctx;
+        sh_pending *tok;
+        sh_cluster_ask *ask;
+        cJSON *local; /* this pod's matching items, an array */
+        os_pager pg;
+        bool dedupe;
+        const char *what; /* "sandboxes", "snapshots" */
+} merge_job;
+
+static void merge_gone(void *data)
+{
+        merge_job *j = data;
+
+        sh_cluster_ask_cancel(TAKE_PTR(j->ask));
+}
+
+static void merge_release(void *data)
+{
+        merge_job *j = data;
+
+        sh_cluster_ask_cancel(j->ask);
+        cJSON_Delete(j->local);
+        free(j);
+}
+
+static const sh_pending_ops merge_ops = {.gone = merge_gone, .release = merge_release};
+
+/* Append the well-formed items of `arr` (objects with a string id and an RFC 3339 createdAt)
+ * to v, detached from it. A peer is one of this service's pods, but what it sends is read as
+ * any input is: an item without its keys is left out. */
+static int take_items(cJSON *arr, merge_item **v, size_t *n, size_t *cap)
+{
+        cJSON *it;
+
+        while ((it = cJSON_DetachItemFromArray(arr, 0))) {
+                const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
+                const cJSON *at = cJSON_GetObjectItemCaseSensitive(it, "createdAt");
+                uint64_t ms;
+
+                if (!cJSON_IsObject(it) || !cJSON_IsString(id) || !cJSON_IsString(at) ||
+                    sh_rfc3339_parse(at->valuestring, &ms) < 0) {
+                        cJSON_Delete(it);
+                        continue;
+                }
+                if (*n == *cap) {
+                        size_t nc = *cap ? *cap * 2 : 64;
+                        merge_item *nv = realloc(*v, nc * sizeof(**v));
+
+                        if (!nv) {
+                                cJSON_Delete(it);
+                                return -ENOMEM;
+                        }
+                        *v = nv;
+                        *cap = nc;
+                }
+                (*v)[(*n)++] = (merge_item){.item = it, .created_ms = ms, .id = id->valuestring};
+        }
+        return 0;
+}
+
+static void merge_done(const sh_cluster_answer *a, size_t n, void *data)
+{
+        merge_job *j = data;
+        sh_request *r = sh_pending_request(j->tok);
+        merge_item *v = NULL;
+        size_t nv = 0, cap = 0, i;
+        int rc = 0;
+
+        j->ask = NULL;
+        if (!r)
+                goto out;
+        rc = take_items(j->local, &v, &nv, &cap);
+        for (i = 0; i < n && rc == 0; i++) {
+                cJSON *body, *items;
+
+                if (!a[i].body) {
+                        log_warn("peer-list-failed", NULL,
+                                 "pod %s left out of a listing of %s: %s", a[i].token, j->what,
+                                 a[i].why ? a[i].why : "no answer");
+                        continue;
+                }
+                body = cJSON_ParseWithLength(a[i].body, a[i].len);
+                items = cJSON_GetObjectItemCaseSensitive(body, "items");
+                if (!cJSON_IsArray(items))
+                        log_warn("peer-list-failed", NULL,
+                                 "pod %s left out of a listing of %s: its answer has no items",
+                                 a[i].token, j->what);
+                else
+                        rc = take_items(items, &v, &nv, &cap);
+                cJSON_Delete(body);
+        }
+        if (rc < 0) {
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
+                goto out;
+        }
+        qsort(v, nv, sizeof(*v), item_cmp);
+        if (os_pager_open(r, &j->pg) < 0)
+                goto out;
+        for (i = 0; i < nv; i++) {
+                /* A snapshot on a shared root is listed by every pod that knows it: once. */
+                if (j->dedupe && i > 0 && strcmp(v[i].id, v[i - 1].id) == 0)
+                        continue;
+                if (os_pager_take(&j->pg) && os_pager_add(r, &j->pg, TAKE_PTR(v[i].item)) < 0)
+                        goto out;
+        }
+        os_pager_reply(r, &j->pg);
+out:
+        for (i = 0; i < nv; i++)
+                cJSON_Delete(v[i].item);
+        free(v);
+        sh_pending_release(TAKE_PTR(j->tok));
+}
+
+void os_cluster_list(sh_request *r, cJSON *local, const os_pager *pg, bool dedupe,
+                     const char *what)
+{
+        os_ctx *ctx = os_ctx_of(r);
+        _cleanup_free_ char *key_line = NULL;
+        const char *key = sh_request_header(r, API_KEY_HEADER);
+        const char *headers[2] = {NULL, NULL};
+        sh_error *err = NULL;
+        merge_job *j = calloc(1, sizeof(*j));
+
+        if (!j) {
+                cJSON_Delete(local);
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
+                return;
+        }
+        j->ctx = ctx;
+        j->local = local;
+        j->pg = *pg;
+        j->dedupe = dedupe;
+        j->what = what;
+        /* The peers check the key as this pod did: it goes along (never logged). */
+        if (key && asprintf(&key_line, "%s: %s", API_KEY_HEADER, key) < 0) {
+                key_line = NULL;
+                merge_release(j);
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
+                return;
+        }
+        headers[0] = key_line;
+        j->tok = sh_request_wait(r, &merge_ops, j);
+        if (!j->tok) {
+                merge_release(j);
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
+                return;
+        }
+        j->ask = sh_cluster_ask_all(ctx->cluster, sh_request_target(r), headers,
+                                    ctx->cfg->listing_max, merge_done, j, &err);
+        if (!j->ask) {
+                os_reply_sh_error(r, err);
+                sh_error_release(&err);
+                sh_pending_release(TAKE_PTR(j->tok));
+        }
+}
+
+void os_cluster_list_local(sh_request *r, cJSON *local)
+{
+        int n = cJSON_GetArraySize(local);
+        os_pager pg = {.page = 1, .size = n > 0 ? (uint64_t)n : 1};
+        cJSON *it;
+
+        if (os_pager_open(r, &pg) < 0) {
+                cJSON_Delete(local);
+                return;
+        }
+        while ((it = cJSON_DetachItemFromArray(local, 0))) {
+                (void)os_pager_take(&pg);
+                if (os_pager_add(r, &pg, it) < 0) {
+                        cJSON_Delete(local);
+                        return;
+                }
+        }
+        cJSON_Delete(local);
+        os_pager_reply(r, &pg);
+}
