@@ -406,8 +406,10 @@ static void fields_done(fields *f)
         free(f->h);
 }
 
-int sh_relay_request(sh_relayer *rl, sh_request *r, const char *base_url, sh_relay_failed_fn failed,
-                     void *data)
+/* A relay of r: from admit, its body streamed (body NULL); from a handler, the body it already
+ * holds in memory (`body`, `body_len`: copied). */
+static int relay_start(sh_relayer *rl, sh_request *r, const char *base_url,
+                       sh_relay_failed_fn failed, void *data, const char *body, size_t body_len)
 {
         const sh_queued_stream_opts qo = {
                 .high = RELAY_STREAM_HIGH, .low = RELAY_STREAM_LOW, .block = RELAY_BLOCK};
@@ -460,21 +462,38 @@ int sh_relay_request(sh_relayer *rl, sh_request *r, const char *base_url, sh_rel
         /* from here y is the stream's: its release frees it */
         SH_LIST_PREPEND(all, rl->all, y);
         rl->n++;
-        switch (sh_request_body_kind(r, &len)) {
-        case SH_BODY_LENGTH:
+        if (body) {
+                /* the handler's: the whole body is in, the transport waits for the answer */
+                y->buf = malloc(body_len ? body_len : 1);
+                if (!y->buf) {
+                        f.h[--f.n] = NULL;
+                        fields_done(&f);
+                        sh_reply_errorf(r, SH_E_INTERNAL, "out of memory");
+                        sh_queued_stream_release(TAKE_PTR(y->qs));
+                        return -1;
+                }
+                memcpy(y->buf, body, body_len);
+                y->len = y->cap = body_len;
+                y->body_in = y->dispatched = true;
                 xo.body = true;
-                xo.body_length = (int64_t)len;
-                break;
-        case SH_BODY_CHUNKED:
-                xo.body = true;
-                xo.body_length = -1;
-                break;
-        case SH_BODY_NONE:
-                break;
+                xo.body_length = (int64_t)body_len;
+        } else {
+                switch (sh_request_body_kind(r, &len)) {
+                case SH_BODY_LENGTH:
+                        xo.body = true;
+                        xo.body_length = (int64_t)len;
+                        break;
+                case SH_BODY_CHUNKED:
+                        xo.body = true;
+                        xo.body_length = -1;
+                        break;
+                case SH_BODY_NONE:
+                        break;
+                }
+                sh_request_divert(r, &relay_sink, relay_handler, y);
         }
         xo.url = y->url;
         xo.headers = (const char *const *)f.h;
-        sh_request_divert(r, &relay_sink, relay_handler, y);
         y->x = sh_exchange_start(rl->ex, &xo, &relay_exchange_ops, y, &err);
         f.h[--f.n] = NULL;
         fields_done(&f);
@@ -487,6 +506,18 @@ int sh_relay_request(sh_relayer *rl, sh_request *r, const char *base_url, sh_rel
                 return -1;
         }
         return 0;
+}
+
+int sh_relay_request(sh_relayer *rl, sh_request *r, const char *base_url, sh_relay_failed_fn failed,
+                     void *data)
+{
+        return relay_start(rl, r, base_url, failed, data, NULL, 0);
+}
+
+int sh_relay_request_body(sh_relayer *rl, sh_request *r, const char *base_url, const char *body,
+                          size_t len, sh_relay_failed_fn failed, void *data)
+{
+        return relay_start(rl, r, base_url, failed, data, body ? body : "", len);
 }
 
 void sh_relayer_free(sh_relayer *rl)

@@ -50,7 +50,11 @@ int os_cluster_relay_owner(sh_request *r, const char *id, size_t len, bool snaps
         os_ctx *ctx = os_ctx_of(r);
         const sh_peer *p;
 
-        if (os_cluster_local_only(r))
+        /* Only a well-formed id is another pod's: its token is its first hex digits, the
+         * rest 128 random bits; anything else (junk after a peer's token, a bare token) is
+         * this pod's 404, never a connection. */
+        if (os_cluster_local_only(r) ||
+            !(snapshot ? sh_snap_id_valid(id, len) : sh_remote_id_valid(id, len)))
                 return 0;
         p = sh_cluster_owner(ctx->cluster, id, len);
         if (!p)
@@ -63,21 +67,14 @@ int os_cluster_relay_owner(sh_request *r, const char *id, size_t len, bool snaps
 
 int os_snapshot_relay_owner(sh_request *r, const char *id, size_t len)
 {
-        size_t pre = sizeof(SH_SNAP_PREFIX) - 1;
-
         /* The pod that made a snapshot answers for it while it lives (its record is the one
          * that changes); a dead pod's, on a shared root, any pod that read it. */
-        if (!id || len <= pre || memcmp(id, SH_SNAP_PREFIX, pre) != 0)
-                return 0;
-        return os_cluster_relay_owner(r, id + pre, len - pre, true);
+        return id ? os_cluster_relay_owner(r, id, len, true) : 0;
 }
 
 bool os_snapshot_peer_owned(os_ctx *ctx, const char *id)
 {
-        size_t pre = sizeof(SH_SNAP_PREFIX) - 1;
-
-        return ctx->relayer && strncmp(id, SH_SNAP_PREFIX, pre) == 0 &&
-               sh_cluster_owner(ctx->cluster, id + pre, strlen(id + pre)) != NULL;
+        return ctx->relayer && sh_cluster_owner(ctx->cluster, id, strlen(id)) != NULL;
 }
 
 int os_cluster_hand_create(sh_request *r)
@@ -100,6 +97,31 @@ int os_cluster_hand_create(sh_request *r)
         if (sh_relay_request(ctx->relayer, r, sh_peer_url(p), relay_failed_create, ctx) < 0)
                 return -1;
         return 1;
+}
+
+int os_cluster_create_at_snapshot(sh_request *r, const char *snapshot_id, const cJSON *body)
+{
+        os_ctx *ctx = os_ctx_of(r);
+        const sh_peer *p;
+        char *text;
+        int k;
+
+        if (os_cluster_local_only(r) || !sh_snap_id_valid(snapshot_id, strlen(snapshot_id)) ||
+            !(p = sh_cluster_owner(ctx->cluster, snapshot_id, strlen(snapshot_id))))
+                return 0;
+        /* The body as judged (the buffer it came in may have been parsed in place). */
+        text = cJSON_PrintUnformatted(body);
+        if (!text) {
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
+                return -1;
+        }
+        log_info("create-handed", NULL,
+                 "a create from snapshot %s goes to the pod that made it (%s)", snapshot_id,
+                 sh_peer_url(p));
+        k = sh_relay_request_body(ctx->relayer, r, sh_peer_url(p), text, strlen(text),
+                                  relay_failed_snapshot, ctx);
+        free(text);
+        return k < 0 ? -1 : 1;
 }
 
 /* ---- listings across pods ----------------------------------------------------------------- */
@@ -197,9 +219,8 @@ static void merge_done(const sh_cluster_answer *a, size_t n, void *data)
                 cJSON *body, *items;
 
                 if (!a[i].body) {
-                        log_warn("peer-list-failed", NULL,
-                                 "pod %s left out of a listing of %s: %s", a[i].token, j->what,
-                                 a[i].why ? a[i].why : "no answer");
+                        log_warn("peer-list-failed", NULL, "pod %s left out of a listing of %s: %s",
+                                 a[i].token, j->what, a[i].why ? a[i].why : "no answer");
                         continue;
                 }
                 body = cJSON_ParseWithLength(a[i].body, a[i].len);
@@ -234,8 +255,7 @@ out:
         sh_pending_release(TAKE_PTR(j->tok));
 }
 
-void os_cluster_list(sh_request *r, cJSON *local, const os_pager *pg, bool dedupe,
-                     const char *what)
+void os_cluster_list(sh_request *r, cJSON *local, const os_pager *pg, bool dedupe, const char *what)
 {
         os_ctx *ctx = os_ctx_of(r);
         _cleanup_free_ char *key_line = NULL;

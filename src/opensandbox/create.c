@@ -562,6 +562,9 @@ void os_api_create(sh_request *r)
                 os_reply_err(r, &e);
                 goto out;
         }
+        /* Another live pod's snapshot: that pod makes the sandbox (section 1). */
+        if (rec->snapshot_id && os_cluster_create_at_snapshot(r, rec->snapshot_id, body) != 0)
+                goto out;
         cr.o.image = cr.image;
         cr.o.surface = OS_SURFACE;
         cr.o.keep_failed = true;

@@ -53,8 +53,7 @@ typedef struct sh_opensandbox {
         const struct os_record_observer *observers[OS_OBSERVERS_MAX];
         unsigned n_observers;
         struct sh_snapstore *snapshots; /* the snapshot store (sh_snapshots_open) */
-        struct sh_cluster *cluster;     /* this pod's peers (sh/cluster.h) */
-        struct sh_relayer *relayer;     /* relays to them; NULL: no peers (SANDBOX_HOST_PEERS) */
+        struct sh_relayer *relayer;     /* relays to the peers; NULL: none (SANDBOX_HOST_PEERS) */
 } os_ctx;
 
 os_ctx *os_ctx_of(const sh_request *r);
@@ -179,9 +178,9 @@ cJSON *os_record_json(const os_record *rec, bool full);
 /* ---- requests and replies (surface.c) ------------------------------------------------------- */
 
 /* Route flags (the surface's bits of sh_route.flags). */
-#define OS_R_SANDBOX SH_ROUTE_SURFACE        /* param 0 is a sandbox id: its record, or 404 */
-#define OS_R_EXECD   (SH_ROUTE_SURFACE << 1) /* a sandbox's execd: its token, the paused rule */
-#define OS_R_EGRESS  (SH_ROUTE_SURFACE << 2) /* a sandbox's egress API: its token */
+#define OS_R_SANDBOX  SH_ROUTE_SURFACE        /* param 0 is a sandbox id: its record, or 404 */
+#define OS_R_EXECD    (SH_ROUTE_SURFACE << 1) /* a sandbox's execd: its token, the paused rule */
+#define OS_R_EGRESS   (SH_ROUTE_SURFACE << 2) /* a sandbox's egress API: its token */
 #define OS_R_SNAPSHOT (SH_ROUTE_SURFACE << 3) /* param 0 is a snapshot id: another pod's relayed */
 #define OS_R_CREATE   (SH_ROUTE_SURFACE << 4) /* a create: handed to a peer when this pod can't */
 
@@ -298,6 +297,10 @@ int os_cluster_relay_owner(sh_request *r, const char *id, size_t len, bool snaps
 int os_snapshot_relay_owner(sh_request *r, const char *id, size_t len);
 /* Whether snapshot `id` was made by a live peer (which then lists and answers for it). */
 bool os_snapshot_peer_owned(os_ctx *ctx, const char *id);
+/* From the create's handler: a create from a snapshot a live peer made goes to that peer (its
+ * store has the snapshot; `body` the create's, as judged). 1 relayed, 0 this pod's, -1
+ * answered. */
+int os_cluster_create_at_snapshot(sh_request *r, const char *snapshot_id, const cJSON *body);
 /* From admit of a create: a draining or full pod hands it to the peer with the most room. 1
  * relayed, 0 this pod answers it (no peer has room: the create's own 503), -1 answered. */
 int os_cluster_hand_create(sh_request *r);

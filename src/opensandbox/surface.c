@@ -12,6 +12,7 @@
 
 #include "os-internal.h"
 #include "sh/random.h"
+#include "sh/relay.h"
 #include "sh/snapstore.h"
 
 #define REQUEST_ID_MAX 128 /* a client's X-Request-ID longer than this is replaced */
@@ -482,6 +483,14 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                 free(ctx);
                 return -1;
         }
+        /* Across pods (section 1): a call for another pod's sandbox is relayed to it. */
+        if (cluster && sh_cluster_enabled(cluster) &&
+            sh_relayer_new(cfg, loop, sh_cluster_token(cluster), &ctx->relayer, err) < 0) {
+                sh_snapstore_free(TAKE_PTR(ctx->snapshots));
+                free(ctx->routes);
+                free(ctx);
+                return -1;
+        }
         os_diag_init(ctx);
         os_record_observe(ctx, &execd_observer);
         os_records_init(ctx);
@@ -509,6 +518,7 @@ void sh_opensandbox_free(sh_opensandbox *os)
         if (!os)
                 return;
         os_records_done(os);
+        sh_relayer_free(TAKE_PTR(os->relayer));
         sh_snapstore_free(TAKE_PTR(os->snapshots));
         free(os->routes);
         free(os);

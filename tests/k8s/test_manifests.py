@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -241,8 +242,15 @@ def test_manifest_settings_are_accepted_by_the_daemon(env, tmp_path):
     e = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_HOST_")}
     for name, item in env.items():
         if "value" in item:
-            e[name] = item["value"].replace("$(POD_IP)", pod_ip)
+            e[name] = item["value"].replace("$(POD_IP)", pod_ip).replace(
+                "$(POD_NAMESPACE)", "test-ns")
     e.pop("POD_IP", None)
+    e.pop("POD_NAMESPACE", None)
+    # The peers' DNS name is looked up at a UDP socket of this test's that never answers:
+    # nothing goes to the machine's resolver.
+    dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    dns.bind(("127.0.0.1", 0))
+    e["SANDBOX_HOST_PEERS_RESOLVER"] = "127.0.0.1:%d" % dns.getsockname()[1]
     expected_pod_url = e["SANDBOX_HOST_POD_URL"]
     assert expected_pod_url == "http://%s:8080" % pod_ip
     (tmp_path / "root").mkdir()
@@ -277,6 +285,7 @@ def test_manifest_settings_are_accepted_by_the_daemon(env, tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             rc = proc.wait(15)
+        dns.close()
     assert rc == 0, log.read_text()[-2000:]
 
 

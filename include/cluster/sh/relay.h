@@ -54,6 +54,12 @@ typedef void (*sh_relay_failed_fn)(sh_request *r, const char *why, void *data);
 int sh_relay_request(sh_relayer *rl, sh_request *r, const char *base_url, sh_relay_failed_fn failed,
                      void *data);
 
+/* The same from r's handler, once its whole body is in memory (`body`, `len`: copied; a route
+ * with sh_body_buffer): what only the body tells (a create from another pod's snapshot) is
+ * relayed with it. The handler then returns without answering: the relay answers. */
+int sh_relay_request_body(sh_relayer *rl, sh_request *r, const char *base_url, const char *body,
+                          size_t len, sh_relay_failed_fn failed, void *data);
+
 /* ---- pure: unit-tested ---------------------------------------------------------------------- */
 
 /* Whether a request header field goes to the peer: not a hop-by-hop one (Connection,
