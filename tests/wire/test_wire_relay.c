@@ -54,6 +54,7 @@ static sh_response *plain_error(sh_request *r, const sh_error *err, unsigned *re
         cJSON_AddStringToObject(o, "error", sh_error_kind_name(sh_error_kind_of(err)));
         *ret_status = sh_error_kind_of(err) == SH_E_UNAVAILABLE ? 503
                       : sh_error_kind_of(err) == SH_E_NO_ROUTE  ? 404
+                      : sh_error_kind_of(err) == SH_E_TOO_LARGE ? 413
                                                                 : 500;
         return sh_response_json(o);
 }
@@ -213,6 +214,12 @@ static void h_file(sh_request *r)
                 sh_reply_empty(r, 416);
 }
 
+/* POST /early: its body is over the buffer's bound, answered 413 before it is read */
+static void h_never_back(sh_request *r)
+{
+        sh_reply_empty(r, 599);
+}
+
 /* DELETE /gone: 204 */
 static void h_gone(sh_request *r)
 {
@@ -239,6 +246,7 @@ static void h_late(sh_request *r)
 
 static const sh_route back_routes[] = {
         {"/gone", SH_M_DELETE, NULL, h_gone, 0},
+        {"/early", SH_M_POST, &sh_body_buffer, h_never_back, 0},
         {"/late", SH_M_GET, NULL, h_late, 0},
         {"/echo", SH_M_GET | SH_M_POST, NULL, h_echo, 0},
         {"/sink", SH_M_POST | SH_M_PUT, &slow, h_sink, 0},
@@ -628,6 +636,23 @@ static void upload(const char *method, bool chunked)
         stop();
 }
 
+/* The peer answers before it read the body (413 on its Content-Length): the client has that
+ * answer once its own body is in (the rest is dropped), not a failure. */
+START_TEST(test_an_answer_before_the_body_is_given_after_it)
+{
+        static resp r;
+
+        start();
+        failed_calls = 0;
+        r.up_len = 3u << 20;
+        call("POST", "/early", NULL, false, &r);
+        ck_assert_int_eq(r.rc, CURLE_OK);
+        ck_assert_int_eq(r.status, 413);
+        ck_assert_int_eq(failed_calls, 0);
+        stop();
+}
+END_TEST
+
 START_TEST(test_a_large_upload_arrives_intact_with_the_relay_holding_one_piece)
 {
         upload("POST", false);
@@ -888,6 +913,7 @@ static Suite *relay_suite(void)
         tcase_add_test(tc, test_status_headers_and_body_are_kept);
         tcase_add_test(tc, test_the_hop_mark_goes_upstream_and_is_recognised);
         tcase_add_test(tc, test_no_expect_goes_upstream);
+        tcase_add_test(tc, test_an_answer_before_the_body_is_given_after_it);
         tcase_add_test(tc, test_relays_in_a_row_reuse_one_connection_to_the_peer);
         tcase_add_test(tc, test_a_large_upload_arrives_intact_with_the_relay_holding_one_piece);
         tcase_add_test(tc, test_a_large_chunked_put_arrives_intact);
