@@ -67,7 +67,10 @@ static void add_header_field(cJSON *o, sh_request *r, const char *name)
                 cJSON_AddStringToObject(o, name, v);
 }
 
-/* GET /echo: what came, as JSON; 201 with headers of its own */
+/* GET /echo: what came, as JSON (these fields of the request), 201 with headers of its own */
+static const char *const echoed[] = {SH_HOP_HEADER, "X-Custom", "X-Request-ID", "Accept",
+                                     "Keep-Alive",  "Host",     "Expect"};
+
 static void h_echo(sh_request *r)
 {
         cJSON *o = cJSON_CreateObject();
@@ -76,13 +79,8 @@ static void h_echo(sh_request *r)
         cJSON_AddStringToObject(o, "method", sh_request_method(r));
         cJSON_AddStringToObject(o, "target", sh_request_target(r));
         cJSON_AddBoolToObject(o, "hop_marked", sh_request_hop_marked(r));
-        add_header_field(o, r, SH_HOP_HEADER);
-        add_header_field(o, r, "X-Custom");
-        add_header_field(o, r, "X-Request-ID");
-        add_header_field(o, r, "Accept");
-        add_header_field(o, r, "Keep-Alive");
-        add_header_field(o, r, "Host");
-        add_header_field(o, r, "Expect");
+        for (size_t i = 0; i < ARRAY_SIZE(echoed); i++)
+                add_header_field(o, r, echoed[i]);
         resp = sh_response_json(o);
         sh_response_header(resp, "X-Back", "yes");
         sh_response_header(resp, "X-Request-ID", "the-back's-own");
@@ -436,6 +434,15 @@ static int header_count(const resp *r, const char *name, char *val, size_t size)
         return count;
 }
 
+/* The answer has header `name` once, valued `want`. */
+static void one_header(const resp *r, const char *name, const char *want)
+{
+        char val[256];
+
+        ck_assert_int_eq(header_count(r, name, val, sizeof(val)), 1);
+        ck_assert_str_eq(val, want);
+}
+
 static const char *json_str(cJSON *j, const char *name)
 {
         cJSON *f = cJSON_GetObjectItemCaseSensitive(j, name);
@@ -527,19 +534,15 @@ START_TEST(test_status_headers_and_body_are_kept)
 {
         static resp r;
         const char *h[] = {"X-Custom: kept", "X-Request-ID: req-1", "Keep-Alive: timeout=5", NULL};
-        char val[256];
         cJSON *j;
 
         start();
         call("GET", "/echo?a=%2F&b=1", h, false, &r);
         ck_assert_int_eq(r.status, 201);
-        ck_assert_int_eq(header_count(&r, "X-Back", val, sizeof(val)), 1);
-        ck_assert_str_eq(val, "yes");
+        one_header(&r, "X-Back", "yes");
         /* the client's own request id, once: not the back's */
-        ck_assert_int_eq(header_count(&r, "X-Request-ID", val, sizeof(val)), 1);
-        ck_assert_str_eq(val, "req-1");
-        ck_assert_int_eq(header_count(&r, "Content-Type", val, sizeof(val)), 1);
-        ck_assert_str_eq(val, "application/json");
+        one_header(&r, "X-Request-ID", "req-1");
+        one_header(&r, "Content-Type", "application/json");
         ck_assert_int_le(header_count(&r, "Date", NULL, 0), 1);
         j = cJSON_Parse(r.body);
         ck_assert_ptr_nonnull(j);
@@ -746,22 +749,18 @@ END_TEST
 START_TEST(test_a_range_answer_keeps_its_206_content_range_and_length)
 {
         static resp r;
-        char val[128];
 
         start();
         call("GET", "/file", (const char *[]){"Range: bytes=10-19", NULL}, false, &r);
         ck_assert_int_eq(r.status, 206);
-        ck_assert_int_eq(header_count(&r, "Content-Range", val, sizeof(val)), 1);
-        ck_assert_str_eq(val, "bytes 10-19/100000");
-        ck_assert_int_eq(header_count(&r, "Content-Length", val, sizeof(val)), 1);
-        ck_assert_str_eq(val, "10");
+        one_header(&r, "Content-Range", "bytes 10-19/100000");
+        one_header(&r, "Content-Length", "10");
         ck_assert_int_eq(header_count(&r, "Transfer-Encoding", NULL, 0), 0);
         ck_assert_str_eq(r.body, "klmnopqrst");
         memset(&r, 0, sizeof(r));
         call("GET", "/file", NULL, false, &r);
         ck_assert_int_eq(r.status, 200);
-        ck_assert_int_eq(header_count(&r, "Content-Length", val, sizeof(val)), 1);
-        ck_assert_str_eq(val, "100000");
+        one_header(&r, "Content-Length", "100000");
         ck_assert_uint_eq(r.len, 100000);
         stop();
 }
@@ -770,14 +769,12 @@ END_TEST
 START_TEST(test_head_is_answered_with_the_length_and_no_body)
 {
         static resp r;
-        char val[128];
 
         start();
         call("HEAD", "/file", NULL, false, &r);
         ck_assert_int_eq(r.rc, CURLE_OK);
         ck_assert_int_eq(r.status, 200);
-        ck_assert_int_eq(header_count(&r, "Content-Length", val, sizeof(val)), 1);
-        ck_assert_str_eq(val, "100000");
+        one_header(&r, "Content-Length", "100000");
         ck_assert_uint_eq(r.len, 0);
         stop();
 }
@@ -786,13 +783,11 @@ END_TEST
 START_TEST(test_a_204_keeps_its_one_content_length_of_0)
 {
         static resp r;
-        char val[64];
 
         start();
         call("DELETE", "/gone", NULL, false, &r);
         ck_assert_int_eq(r.status, 204);
-        ck_assert_int_eq(header_count(&r, "Content-Length", val, sizeof(val)), 1);
-        ck_assert_str_eq(val, "0");
+        one_header(&r, "Content-Length", "0");
         ck_assert_int_eq(header_count(&r, "Transfer-Encoding", NULL, 0), 0);
         stop();
 }
