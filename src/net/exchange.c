@@ -444,8 +444,3 @@ void sh_exchange_recv_pause(sh_exchange *x, bool pause)
         x->paused &= ~CURLPAUSE_RECV;
         kick(x);
 }
-
-bool sh_exchange_recv_paused(const sh_exchange *x)
-{
-        return x->paused & CURLPAUSE_RECV;
-}

@@ -99,5 +99,3 @@ void sh_exchange_send_resume(sh_exchange *x);
 /* Stop (true) or go on (false) receiving the answer's body; going on takes effect from the
  * loop, soon (never inside this call). Allowed inside its callbacks. */
 void sh_exchange_recv_pause(sh_exchange *x, bool pause);
-/* Whether its receiving is stopped (tests). */
-bool sh_exchange_recv_paused(const sh_exchange *x);
