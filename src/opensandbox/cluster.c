@@ -255,6 +255,36 @@ out:
         sh_pending_release(TAKE_PTR(j->tok));
 }
 
+void os_list_push(cJSON **local, cJSON *it)
+{
+        if (!*local || !it || !cJSON_AddItemToArray(*local, it)) {
+                cJSON_Delete(it);
+                cJSON_Delete(TAKE_PTR(*local));
+        }
+}
+
+/* The local-only form's answer: every item of `local` (taken) on one page. */
+static void list_local(sh_request *r, cJSON *local)
+{
+        int n = cJSON_GetArraySize(local);
+        os_pager pg = {.page = 1, .size = n > 0 ? (uint64_t)n : 1};
+        cJSON *it;
+
+        if (os_pager_open(r, &pg) < 0) {
+                cJSON_Delete(local);
+                return;
+        }
+        while ((it = cJSON_DetachItemFromArray(local, 0))) {
+                (void)os_pager_take(&pg);
+                if (os_pager_add(r, &pg, it) < 0) {
+                        cJSON_Delete(local);
+                        return;
+                }
+        }
+        cJSON_Delete(local);
+        os_pager_reply(r, &pg);
+}
+
 void os_cluster_list(sh_request *r, cJSON *local, const os_pager *pg, bool dedupe, const char *what)
 {
         os_ctx *ctx = os_ctx_of(r);
@@ -262,8 +292,17 @@ void os_cluster_list(sh_request *r, cJSON *local, const os_pager *pg, bool dedup
         const char *key = sh_request_header(r, API_KEY_HEADER);
         const char *headers[2] = {NULL, NULL};
         sh_error *err = NULL;
-        merge_job *j = calloc(1, sizeof(*j));
+        merge_job *j;
 
+        if (!local) {
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
+                return;
+        }
+        if (os_cluster_local_only(r)) {
+                list_local(r, local);
+                return;
+        }
+        j = calloc(1, sizeof(*j));
         if (!j) {
                 cJSON_Delete(local);
                 os_reply_code(r, OS_E_INTERNAL, "out of memory");
@@ -295,25 +334,4 @@ void os_cluster_list(sh_request *r, cJSON *local, const os_pager *pg, bool dedup
                 sh_error_release(&err);
                 sh_pending_release(TAKE_PTR(j->tok));
         }
-}
-
-void os_cluster_list_local(sh_request *r, cJSON *local)
-{
-        int n = cJSON_GetArraySize(local);
-        os_pager pg = {.page = 1, .size = n > 0 ? (uint64_t)n : 1};
-        cJSON *it;
-
-        if (os_pager_open(r, &pg) < 0) {
-                cJSON_Delete(local);
-                return;
-        }
-        while ((it = cJSON_DetachItemFromArray(local, 0))) {
-                (void)os_pager_take(&pg);
-                if (os_pager_add(r, &pg, it) < 0) {
-                        cJSON_Delete(local);
-                        return;
-                }
-        }
-        cJSON_Delete(local);
-        os_pager_reply(r, &pg);
 }

@@ -98,23 +98,13 @@ static void api_list(sh_request *r)
 
                 for (i = 0; local && i < n; i++) {
                         os_record *rec = os_record_of(sbs[i]);
-                        cJSON *it;
 
                         if (!rec || (states && !(states & (1u << rec->state))) ||
                             !metadata_matches(rec, &mf))
                                 continue;
-                        it = os_record_json(rec, true);
-                        if (!it || !cJSON_AddItemToArray(local, it)) {
-                                cJSON_Delete(it);
-                                cJSON_Delete(TAKE_PTR(local));
-                        }
+                        os_list_push(&local, os_record_json(rec, true));
                 }
-                if (!local)
-                        os_reply_code(r, OS_E_INTERNAL, "out of memory");
-                else if (os_cluster_local_only(r))
-                        os_cluster_list_local(r, local);
-                else
-                        os_cluster_list(r, local, &pg, false, "sandboxes");
+                os_cluster_list(r, local, &pg, false, "sandboxes");
                 goto done;
         }
         /* One pod: only the page's items are built. */

@@ -199,24 +199,14 @@ static void api_list(sh_request *r)
                 cJSON *local = cJSON_CreateArray();
 
                 for (s = sh_snapstore_first(store); local && s; s = sh_snapstore_next(s)) {
-                        cJSON *it;
 
                         /* a live peer's own is its to list (this store's copy may be old) */
                         if (!snapshot_matches(s, states, sbid, name) ||
                             os_snapshot_peer_owned(os_ctx_of(r), s->id))
                                 continue;
-                        it = os_snapshot_json(s);
-                        if (!it || !cJSON_AddItemToArray(local, it)) {
-                                cJSON_Delete(it);
-                                cJSON_Delete(TAKE_PTR(local));
-                        }
+                        os_list_push(&local, os_snapshot_json(s));
                 }
-                if (!local)
-                        os_reply_code(r, OS_E_INTERNAL, "out of memory");
-                else if (os_cluster_local_only(r))
-                        os_cluster_list_local(r, local);
-                else
-                        os_cluster_list(r, local, &pg, true, "snapshots");
+                os_cluster_list(r, local, &pg, true, "snapshots");
                 return;
         }
         /* One walk of the records (at most SH_SNAP_MAX), oldest first; only the page's items

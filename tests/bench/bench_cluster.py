@@ -82,7 +82,9 @@ def _list_times(port, n):
 def fig_cluster(t, a, cfg, tool_lines, run):
     """The three rows into table t (bench_all.Table). a: bench_all's args (bin, tool, base)."""
     per_pod = cfg["cluster_per_pod"]
+    # One background command each: 3 × per_pod idle sandboxes must fit this machine's fd limit.
     env = {"SANDBOX_HOST_MAX_SANDBOXES": str(max(256, 3 * per_pod + 16)),
+           "SANDBOX_HOST_BACKGROUND_MAX": "1",
            "SANDBOX_HOST_LOG_LEVEL": "warn", "SANDBOX_HOST_DISK_MAX": "0"}
     c = Cluster(uid_bases=UID_BASES, env=env, bin=a.bin, base=a.base, balancer=False)
     try:
