@@ -146,7 +146,8 @@ typedef struct merge_job {
         os_ctx *ctx;
         sh_pending *tok;
         sh_cluster_ask *ask;
-        cJSON *local; /* this pod's matching items, an array */
+        cJSON *local;   /* this pod's first matching items, an array */
+        uint64_t total; /* every pod's matches: this pod's, then each peer's added */
         os_pager pg;
         bool dedupe;
         const char *what; /* "sandboxes", "snapshots" */
@@ -203,12 +204,27 @@ static int take_items(cJSON *arr, merge_item **v, size_t *n, size_t *cap)
         return 0;
 }
 
+/* How many items a peer's part stands for: its totalItems, when that is a whole number no
+ * smaller than the items it sent (else those). */
+static uint64_t peer_total(const cJSON *body, const cJSON *items)
+{
+        const cJSON *pg = cJSON_GetObjectItemCaseSensitive(body, "pagination");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(pg, "totalItems");
+        uint64_t n = (uint64_t)cJSON_GetArraySize(items);
+
+        if (cJSON_IsNumber(t) && t->valuedouble >= (double)n && t->valuedouble < 1e15 &&
+            t->valuedouble == (double)(uint64_t)t->valuedouble)
+                return (uint64_t)t->valuedouble;
+        return n;
+}
+
 static void merge_done(const sh_cluster_answer *a, size_t n, void *data)
 {
         merge_job *j = data;
         sh_request *r = sh_pending_request(j->tok);
         merge_item *v = NULL;
-        size_t nv = 0, cap = 0, i;
+        size_t nv = 0, cap = 0, i = 0;
+        uint64_t dupes = 0;
         int rc = 0;
 
         j->ask = NULL;
@@ -225,12 +241,14 @@ static void merge_done(const sh_cluster_answer *a, size_t n, void *data)
                 }
                 body = cJSON_ParseWithLength(a[i].body, a[i].len);
                 items = cJSON_GetObjectItemCaseSensitive(body, "items");
-                if (!cJSON_IsArray(items))
+                if (!cJSON_IsArray(items)) {
                         log_warn("peer-list-failed", NULL,
                                  "pod %s left out of a listing of %s: its answer has no items",
                                  a[i].token, j->what);
-                else
+                } else {
+                        j->total += peer_total(body, items);
                         rc = take_items(items, &v, &nv, &cap);
+                }
                 cJSON_Delete(body);
         }
         if (rc < 0) {
@@ -242,11 +260,17 @@ static void merge_done(const sh_cluster_answer *a, size_t n, void *data)
                 goto out;
         for (i = 0; i < nv; i++) {
                 /* A snapshot on a shared root is listed by every pod that knows it: once. */
-                if (j->dedupe && i > 0 && strcmp(v[i].id, v[i - 1].id) == 0)
+                if (j->dedupe && i > 0 && strcmp(v[i].id, v[i - 1].id) == 0) {
+                        dupes++;
                         continue;
+                }
                 if (os_pager_take(&j->pg) && os_pager_add(r, &j->pg, TAKE_PTR(v[i].item)) < 0)
                         goto out;
         }
+        /* Every pod's matches, not only the items it sent (its first page × pageSize). */
+        j->pg.total = j->total > dupes ? j->total - dupes : 0;
+        if (j->pg.total < i - dupes)
+                j->pg.total = i - dupes;
         os_pager_reply(r, &j->pg);
 out:
         for (i = 0; i < nv; i++)
@@ -255,38 +279,45 @@ out:
         sh_pending_release(TAKE_PTR(j->tok));
 }
 
-void os_list_push(cJSON **local, cJSON *it)
+void os_list_open(os_list *l, const os_pager *pg)
 {
-        if (!*local || !it || !cJSON_AddItemToArray(*local, it)) {
+        l->items = cJSON_CreateArray();
+        l->total = 0;
+        l->limit = pg->page * pg->size; /* page <= UINT32_MAX, size <= 200: no overflow */
+}
+
+bool os_list_want(os_list *l)
+{
+        return l->total++ < l->limit;
+}
+
+void os_list_push(os_list *l, cJSON *it)
+{
+        if (!l->items || !it || !cJSON_AddItemToArray(l->items, it)) {
                 cJSON_Delete(it);
-                cJSON_Delete(TAKE_PTR(*local));
+                cJSON_Delete(TAKE_PTR(l->items));
         }
 }
 
-/* The local-only form's answer: every item of `local` (taken) on one page. */
-static void list_local(sh_request *r, cJSON *local)
+/* The local-only form's answer: this pod's part on one page, totalItems all its matches. */
+static void list_local(sh_request *r, os_list *l)
 {
-        int n = cJSON_GetArraySize(local);
+        int n = cJSON_GetArraySize(l->items);
         os_pager pg = {.page = 1, .size = n > 0 ? (uint64_t)n : 1};
         cJSON *it;
 
-        if (os_pager_open(r, &pg) < 0) {
-                cJSON_Delete(local);
+        if (os_pager_open(r, &pg) < 0)
                 return;
-        }
-        while ((it = cJSON_DetachItemFromArray(local, 0))) {
-                (void)os_pager_take(&pg);
-                if (os_pager_add(r, &pg, it) < 0) {
-                        cJSON_Delete(local);
+        while ((it = cJSON_DetachItemFromArray(l->items, 0)))
+                if (os_pager_add(r, &pg, it) < 0)
                         return;
-                }
-        }
-        cJSON_Delete(local);
+        pg.total = l->total;
         os_pager_reply(r, &pg);
 }
 
-void os_cluster_list(sh_request *r, cJSON *local, const os_pager *pg, bool dedupe, const char *what)
+void os_cluster_list(sh_request *r, os_list *l, const os_pager *pg, bool dedupe, const char *what)
 {
+        cJSON *local = TAKE_PTR(l->items);
         os_ctx *ctx = os_ctx_of(r);
         _cleanup_free_ char *key_line = NULL;
         const char *key = sh_request_header(r, API_KEY_HEADER);
@@ -299,7 +330,9 @@ void os_cluster_list(sh_request *r, cJSON *local, const os_pager *pg, bool dedup
                 return;
         }
         if (os_cluster_local_only(r)) {
-                list_local(r, local);
+                l->items = local;
+                list_local(r, l);
+                cJSON_Delete(TAKE_PTR(l->items));
                 return;
         }
         j = calloc(1, sizeof(*j));
@@ -310,6 +343,7 @@ void os_cluster_list(sh_request *r, cJSON *local, const os_pager *pg, bool dedup
         }
         j->ctx = ctx;
         j->local = local;
+        j->total = l->total;
         j->pg = *pg;
         j->dedupe = dedupe;
         j->what = what;

@@ -94,17 +94,19 @@ static void api_list(sh_request *r)
         }
         /* Across pods (or a peer asking for this pod's own): every match, merged or sent. */
         if (ctx->relayer) {
-                cJSON *local = cJSON_CreateArray();
+                os_list l;
 
-                for (i = 0; local && i < n; i++) {
+                os_list_open(&l, &pg);
+                for (i = 0; l.items && i < n; i++) {
                         os_record *rec = os_record_of(sbs[i]);
 
                         if (!rec || (states && !(states & (1u << rec->state))) ||
                             !metadata_matches(rec, &mf))
                                 continue;
-                        os_list_push(&local, os_record_json(rec, true));
+                        if (os_list_want(&l))
+                                os_list_push(&l, os_record_json(rec, true));
                 }
-                os_cluster_list(r, local, &pg, false, "sandboxes");
+                os_cluster_list(r, &l, &pg, false, "sandboxes");
                 goto done;
         }
         /* One pod: only the page's items are built. */

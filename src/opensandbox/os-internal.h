@@ -304,16 +304,24 @@ int os_cluster_create_at_snapshot(sh_request *r, const char *snapshot_id, const 
 /* From admit of a create: a draining or full pod hands it to the peer with the most room. 1
  * relayed, 0 this pod answers it (no peer has room: the create's own 503), -1 answered. */
 int os_cluster_hand_create(sh_request *r);
-/* Append `it` (taken) to the array *local; out of memory (it NULL, or no room) the array goes
- * and *local is NULL (os_cluster_list answers 500). */
-void os_list_push(cJSON **local, cJSON *it);
-/* Answer a list request with `local` (this pod's matching items, oldest first; taken; NULL:
- * out of memory, 500): a local-only request (a peer's) gets them all on one page; otherwise
- * they are merged with every live peer's local-only list (the same query, hop-marked),
- * ordered by createdAt then id, once per id with `dedupe`, paged by pg (parsed). `what` names
- * the list in logs. */
-void os_cluster_list(sh_request *r, cJSON *local, const os_pager *pg, bool dedupe,
-                     const char *what);
+/* This pod's part of a list across pods: its first `limit` matching items (page × pageSize: no
+ * page of the merged list needs more of any one pod), oldest first, and how many match in all.
+ * os_list_want counts a match and says whether to build its item; os_list_push adds it (taken;
+ * out of memory, it NULL or no room, the array goes and `items` is NULL: os_cluster_list then
+ * answers 500). */
+typedef struct os_list {
+        cJSON *items;
+        uint64_t total, limit;
+} os_list;
+void os_list_open(os_list *l, const os_pager *pg);
+bool os_list_want(os_list *l);
+void os_list_push(os_list *l, cJSON *it);
+/* Answer a list request with l (its items taken): a local-only request (a peer's) gets them
+ * with totalItems l->total; otherwise they are merged with every live peer's local-only part
+ * (the same query, hop-marked), ordered by createdAt then id, once per id with `dedupe`, and
+ * the page of pg (parsed) answered with totalItems the sum of every pod's. `what` names the
+ * list in logs. */
+void os_cluster_list(sh_request *r, os_list *l, const os_pager *pg, bool dedupe, const char *what);
 
 /* The request's JSON body (sh_body_buffer routes). Empty or whitespace: NULL with *empty
  * true, nothing answered. Not JSON (not UTF-8, a control character or a \u0000 in any string:

@@ -196,17 +196,18 @@ static void api_list(sh_request *r)
         }
         /* Across pods (or a peer asking for this pod's own): every match, merged or sent. */
         if (os_ctx_of(r)->relayer) {
-                cJSON *local = cJSON_CreateArray();
+                os_list l;
 
-                for (s = sh_snapstore_first(store); local && s; s = sh_snapstore_next(s)) {
-
+                os_list_open(&l, &pg);
+                for (s = sh_snapstore_first(store); l.items && s; s = sh_snapstore_next(s)) {
                         /* a live peer's own is its to list (this store's copy may be old) */
                         if (!snapshot_matches(s, states, sbid, name) ||
                             os_snapshot_peer_owned(os_ctx_of(r), s->id))
                                 continue;
-                        os_list_push(&local, os_snapshot_json(s));
+                        if (os_list_want(&l))
+                                os_list_push(&l, os_snapshot_json(s));
                 }
-                os_cluster_list(r, local, &pg, true, "snapshots");
+                os_cluster_list(r, &l, &pg, true, "snapshots");
                 return;
         }
         /* One walk of the records (at most SH_SNAP_MAX), oldest first; only the page's items
