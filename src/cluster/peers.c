@@ -34,7 +34,6 @@ struct sh_peer {
         bool listed; /* in the last discovery */
         bool self;   /* its instance is ours: this pod */
         bool live;   /* its last probe answered with its cluster object */
-        bool full;   /* a create handed to it was refused: no room until its next probe */
         bool clash;  /* another live peer has its token (logged once) */
         sh_fetch *probe;
         sh_peer_health h;
@@ -157,7 +156,6 @@ static void peer_lost(sh_peer *p, const char *why)
                 log_info("peer-removed", NULL, "token %s at %s: %s", p->h.token, p->url, why);
         p->live = false;
         p->clash = false;
-        p->full = false;
 }
 
 static void peer_free(sh_peer *p)
@@ -199,7 +197,6 @@ static void probe_done(sh_fetch *f, const sh_fetch_result *res, void *data)
                                  (unsigned long long)h.room);
                 p->h = h;
                 p->live = true;
-                p->full = false;
                 clash_check(c);
                 return;
         }
@@ -660,7 +657,7 @@ const sh_peer *sh_cluster_roomiest(const sh_cluster *c)
         if (!c)
                 return NULL;
         SH_LIST_FOREACH(peers, p, c->peers) {
-                if (usable(p) && p->h.accepting && !p->full && p->h.room > 0 &&
+                if (usable(p) && p->h.accepting && p->h.room > 0 &&
                     (!best || p->h.room > best->h.room))
                         best = p;
         }
@@ -677,14 +674,14 @@ const char *sh_peer_token(const sh_peer *p)
         return p->h.token;
 }
 
-void sh_peer_mark_full(sh_cluster *c, const sh_peer *p)
+void sh_peer_took_create(sh_cluster *c, const sh_peer *p)
 {
         sh_peer *q;
 
         /* p may be gone since it was handed out: only a peer still known is marked */
         SH_LIST_FOREACH(peers, q, c->peers)
-                if (q == p)
-                        q->full = true;
+                if (q == p && q->h.room > 0)
+                        q->h.room--;
 }
 
 /* ---- asking every live peer ------------------------------------------------------------------- */

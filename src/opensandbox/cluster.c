@@ -91,9 +91,8 @@ int os_cluster_hand_create(sh_request *r)
         log_info("create-handed", NULL, "this pod is %s: the create goes to pod %s (%s)",
                  sh_manager_draining(ctx->mgr) ? "draining" : "full", sh_peer_token(p),
                  sh_peer_url(p));
-        /* Its room is forgotten until its next probe: the next create waits for a fresh one
-         * rather than piling onto a peer that may be full by now. */
-        sh_peer_mark_full(ctx->cluster, p);
+        /* One less of its room until its next probe: a burst spreads over the peers. */
+        sh_peer_took_create(ctx->cluster, p);
         if (sh_relay_request(ctx->relayer, r, sh_peer_url(p), relay_failed_create, ctx) < 0)
                 return -1;
         return 1;

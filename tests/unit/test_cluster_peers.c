@@ -386,7 +386,7 @@ START_TEST(test_two_peers_of_one_token_are_used_for_neither)
 }
 END_TEST
 
-START_TEST(test_the_roomiest_accepting_peer_and_mark_full)
+START_TEST(test_the_roomiest_accepting_peer_and_creates_handed_count_against_its_room)
 {
         fake f[3] = {0};
         sh_cluster *c;
@@ -400,8 +400,15 @@ START_TEST(test_the_roomiest_accepting_peer_and_mark_full)
         p = sh_cluster_roomiest(c);
         ck_assert_ptr_nonnull(p);
         ck_assert_str_eq(sh_peer_token(p), "22222222");
-        sh_peer_mark_full(c, p);
-        ck_assert_str_eq(sh_peer_token(sh_cluster_roomiest(c)), "11111111");
+        /* 7 - 4 = 3 left: still the roomiest (ties keep the first found) or the 3 of 11111111 */
+        for (int i = 0; i < 4; i++)
+                sh_peer_took_create(c, p);
+        p = sh_cluster_roomiest(c);
+        ck_assert(STREQ(sh_peer_token(p), "22222222") || STREQ(sh_peer_token(p), "11111111"));
+        /* every peer's room spent: none, never the one that is not accepting */
+        for (int i = 0; i < 10; i++)
+                sh_peer_took_create(c, sh_cluster_roomiest(c));
+        ck_assert_ptr_null(sh_cluster_roomiest(c));
         stop_peers(c, f, 3);
 }
 END_TEST
@@ -527,7 +534,8 @@ int main(void)
         tcase_add_test(tc, test_a_peer_whose_probe_fails_is_dropped_at_once);
         tcase_add_test(tc, test_a_peer_without_a_cluster_object_is_no_peer);
         tcase_add_test(tc, test_two_peers_of_one_token_are_used_for_neither);
-        tcase_add_test(tc, test_the_roomiest_accepting_peer_and_mark_full);
+        tcase_add_test(tc,
+                       test_the_roomiest_accepting_peer_and_creates_handed_count_against_its_room);
         tcase_add_test(tc, test_asking_every_peer_gives_one_callback_with_every_answer);
         tcase_add_test(tc, test_asking_no_peer_calls_back_from_the_loop_with_none);
         tcase_add_test(tc, test_a_cancelled_ask_never_calls_back);

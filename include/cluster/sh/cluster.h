@@ -58,9 +58,11 @@ const sh_peer *sh_cluster_roomiest(const sh_cluster *c);
 /* The peer's base URL ("http://10.1.2.3:8080", no trailing slash) and token. */
 const char *sh_peer_url(const sh_peer *p);
 const char *sh_peer_token(const sh_peer *p);
-/* Forget a peer's room until its next probe (a create handed to it was refused). `p` may be
- * gone since it was handed out (only its address is compared): then nothing happens. */
-void sh_peer_mark_full(sh_cluster *c, const sh_peer *p);
+/* A create was handed to the peer: one less of its room until its next probe says again (a
+ * burst of creates spreads over the peers by their room, and none is sent more than it said it
+ * could take). `p` may be gone since it was handed out (only its address is compared): then
+ * nothing happens. */
+void sh_peer_took_create(sh_cluster *c, const sh_peer *p);
 
 /* ---- asking every live peer (listings) ------------------------------------------------------ */
 
