@@ -451,12 +451,20 @@ void sh_egress_policy_done(sh_egress_policy *p)
                 sh_egress_rules_done(&p->rules);
 }
 
+bool sh_egress_policy_json_empty(const cJSON *np)
+{
+        return !np || cJSON_IsNull(np) ||
+               (cJSON_IsObject(np) && !sh_json_opt(np, "defaultAction") &&
+                !sh_json_opt(np, "egress"));
+}
+
 int sh_egress_policy_from_json(const cJSON *np, sh_egress_policy *ret, sh_error **err)
 {
         const cJSON *def, *egress;
         sh_egress_policy p;
 
-        if (!np || cJSON_IsNull(np)) {
+        /* OpenSandbox: an empty policy starts allow-all; an absent defaultAction is deny */
+        if (sh_egress_policy_json_empty(np)) {
                 sh_egress_policy_init(ret, SH_EGRESS_ALLOW);
                 return 0;
         }
@@ -465,11 +473,6 @@ int sh_egress_policy_from_json(const cJSON *np, sh_egress_policy *ret, sh_error 
                                     "networkPolicy is an object: {\"defaultAction\", \"egress\"}");
         def = sh_json_opt(np, "defaultAction");
         egress = sh_json_opt(np, "egress");
-        /* OpenSandbox: an empty policy starts allow-all; an absent defaultAction is deny */
-        if (!def && !egress) {
-                sh_egress_policy_init(ret, SH_EGRESS_ALLOW);
-                return 0;
-        }
         sh_egress_policy_init(&p, SH_EGRESS_DENY);
         if (def) {
                 if (!cJSON_IsString(def) ||

@@ -123,6 +123,10 @@ void sh_egress_policy_done(sh_egress_policy *p);
  * of kind SH_E_INVALID, its message naming the member ("networkPolicy.egress[2].target
  * 'a..b': a label is empty"); or an ENOMEM error. *ret is untouched on failure. */
 int sh_egress_policy_from_json(const struct cJSON *np, sh_egress_policy *ret, sh_error **err);
+/* Whether a create's `networkPolicy` member is absent or empty (NULL, null, or no member but
+ * nulls): OpenSandbox's allow-all start, which a host without egress support honours as
+ * loopback only (sh_egress_policy_init(..., SH_EGRESS_DENY)) instead of refusing it. */
+bool sh_egress_policy_json_empty(const struct cJSON *np);
 
 /* A PATCH /policy body: a non-empty list of at most SH_EGRESS_RULES_MAX rules as above (the
  * first of duplicate targets kept). 0, or -1 and *err (SH_E_INVALID, naming the item:
