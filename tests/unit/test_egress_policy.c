@@ -124,6 +124,12 @@ static sh_egress_operator operator(const char *deny, const char *allow)
         return op;
 }
 
+static void verdict_is(sh_egress_verdict v, sh_egress_action action, sh_egress_by by)
+{
+        ck_assert_int_eq(v.action, action);
+        ck_assert_int_eq(v.by, by);
+}
+
 /* ---- targets ------------------------------------------------------------------------------- */
 
 START_TEST(test_a_name_is_lower_cased_and_its_trailing_dot_dropped)
@@ -297,8 +303,7 @@ START_TEST(test_the_first_matching_rule_wins)
         sh_egress_verdict v;
 
         v = sh_egress_judge_name(&p, NULL, "ok.example.com", 14);
-        ck_assert_int_eq(v.action, SH_EGRESS_ALLOW);
-        ck_assert_int_eq(v.by, SH_EGRESS_BY_RULE);
+        verdict_is(v, SH_EGRESS_ALLOW, SH_EGRESS_BY_RULE);
         ck_assert_uint_eq(v.rule, 0);
         v = sh_egress_judge_name(&p, NULL, "bad.example.com", 15);
         ck_assert_int_eq(v.action, SH_EGRESS_DENY);
@@ -319,12 +324,10 @@ START_TEST(test_no_matching_rule_means_the_default_action)
                                     "[{\"action\":\"allow\",\"target\":\"pypi.org\"}]}");
         sh_egress_verdict v = sh_egress_judge_name(&p, NULL, "www.github.com", 14);
 
-        ck_assert_int_eq(v.action, SH_EGRESS_DENY);
-        ck_assert_int_eq(v.by, SH_EGRESS_BY_DEFAULT);
+        verdict_is(v, SH_EGRESS_DENY, SH_EGRESS_BY_DEFAULT);
         ck_assert_int_eq(name_action(&p, NULL, "PYPI.ORG."), SH_EGRESS_ALLOW);
         v = sh_egress_judge_addr(&p, NULL, IP(192, 0, 2, 1));
-        ck_assert_int_eq(v.action, SH_EGRESS_DENY);
-        ck_assert_int_eq(v.by, SH_EGRESS_BY_DEFAULT);
+        verdict_is(v, SH_EGRESS_DENY, SH_EGRESS_BY_DEFAULT);
         sh_egress_policy_done(&p);
 
         p = policy("{\"defaultAction\":\"allow\",\"egress\":"
@@ -417,8 +420,7 @@ START_TEST(test_the_operator_deny_list_wins_over_an_allowing_rule)
                                     "{\"action\":\"allow\",\"target\":\"10.0.0.0/8\"}]}");
         sh_egress_verdict v = sh_egress_judge_addr(&p, &op, IP(169, 254, 169, 254));
 
-        ck_assert_int_eq(v.action, SH_EGRESS_DENY);
-        ck_assert_int_eq(v.by, SH_EGRESS_BY_OPERATOR_DENY);
+        verdict_is(v, SH_EGRESS_DENY, SH_EGRESS_BY_OPERATOR_DENY);
         ck_assert_int_eq(sh_egress_judge_addr(&p, &op, IP(10, 9, 8, 7)).action, SH_EGRESS_DENY);
         ck_assert_int_eq(sh_egress_judge_addr(&p, &op, IP(127, 0, 0, 1)).action, SH_EGRESS_DENY);
         ck_assert_int_eq(sh_egress_judge_addr(&p, &op, IP(203, 0, 113, 9)).action, SH_EGRESS_ALLOW);
@@ -430,8 +432,7 @@ START_TEST(test_the_operator_deny_list_wins_over_an_allowing_rule)
         p = policy("{\"defaultAction\":\"allow\",\"egress\":"
                    "[{\"action\":\"allow\",\"target\":\"git.corp.example\"}]}");
         v = sh_egress_judge_name(&p, &op, "git.corp.example", 16);
-        ck_assert_int_eq(v.action, SH_EGRESS_DENY);
-        ck_assert_int_eq(v.by, SH_EGRESS_BY_OPERATOR_DENY);
+        verdict_is(v, SH_EGRESS_DENY, SH_EGRESS_BY_OPERATOR_DENY);
         ck_assert_int_eq(name_action(&p, &op, "Metadata.Google.Internal."), SH_EGRESS_DENY);
         sh_egress_policy_done(&p);
         sh_egress_operator_done(&op);
@@ -446,15 +447,12 @@ START_TEST(test_the_operator_allow_list_is_granted_over_a_denying_policy)
                                     "{\"action\":\"deny\",\"target\":\"198.51.100.0/24\"}]}");
         sh_egress_verdict v = sh_egress_judge_name(&p, &op, "mirror.example.org", 18);
 
-        ck_assert_int_eq(v.action, SH_EGRESS_ALLOW);
-        ck_assert_int_eq(v.by, SH_EGRESS_BY_OPERATOR_ALLOW);
+        verdict_is(v, SH_EGRESS_ALLOW, SH_EGRESS_BY_OPERATOR_ALLOW);
         v = sh_egress_judge_addr(&p, &op, IP(198, 51, 100, 20));
-        ck_assert_int_eq(v.action, SH_EGRESS_ALLOW);
-        ck_assert_int_eq(v.by, SH_EGRESS_BY_OPERATOR_ALLOW);
+        verdict_is(v, SH_EGRESS_ALLOW, SH_EGRESS_BY_OPERATOR_ALLOW);
         /* the answers of an operator-allowed name: granted, a sandbox rule cannot take them */
         v = sh_egress_judge_answer(&p, &op, "mirror.example.org", 18, IP(203, 0, 113, 5));
-        ck_assert_int_eq(v.action, SH_EGRESS_ALLOW);
-        ck_assert_int_eq(v.by, SH_EGRESS_BY_OPERATOR_ALLOW);
+        verdict_is(v, SH_EGRESS_ALLOW, SH_EGRESS_BY_OPERATOR_ALLOW);
         sh_egress_policy_done(&p);
         sh_egress_operator_done(&op);
 }
@@ -472,8 +470,7 @@ START_TEST(test_an_allowed_name_answered_with_a_denied_address_stays_denied)
         for (size_t i = 0; i < sizeof(rebinds) / sizeof(rebinds[0]); i++) {
                 sh_egress_verdict v = sh_egress_judge_answer(&p, &op, "pypi.org", 8, rebinds[i]);
 
-                ck_assert_int_eq(v.action, SH_EGRESS_DENY);
-                ck_assert_int_eq(v.by, SH_EGRESS_BY_OPERATOR_DENY);
+                verdict_is(v, SH_EGRESS_DENY, SH_EGRESS_BY_OPERATOR_DENY);
                 v = sh_egress_judge_answer(&p, &op, "mirror.example.org", 18, rebinds[i]);
                 ck_assert_int_eq(v.action, SH_EGRESS_DENY);
         }
@@ -497,15 +494,13 @@ START_TEST(test_an_answer_opens_an_allowed_names_address_unless_a_cidr_rule_deni
                                     "{\"action\":\"allow\",\"target\":\"pypi.org\"}]}");
         sh_egress_verdict v = sh_egress_judge_answer(&p, NULL, "pypi.org", 8, IP(192, 0, 2, 10));
 
-        ck_assert_int_eq(v.action, SH_EGRESS_ALLOW);
-        ck_assert_int_eq(v.by, SH_EGRESS_BY_RULE);
+        verdict_is(v, SH_EGRESS_ALLOW, SH_EGRESS_BY_RULE);
         ck_assert_uint_eq(v.rule, 1);
         v = sh_egress_judge_answer(&p, NULL, "pypi.org", 8, IP(203, 0, 113, 10));
         ck_assert_int_eq(v.action, SH_EGRESS_DENY);
         ck_assert_uint_eq(v.rule, 0);
         v = sh_egress_judge_answer(&p, NULL, "www.github.com", 14, IP(192, 0, 2, 10));
-        ck_assert_int_eq(v.action, SH_EGRESS_DENY);
-        ck_assert_int_eq(v.by, SH_EGRESS_BY_DEFAULT);
+        verdict_is(v, SH_EGRESS_DENY, SH_EGRESS_BY_DEFAULT);
         sh_egress_policy_done(&p);
 }
 END_TEST
@@ -518,8 +513,7 @@ START_TEST(test_a_queried_name_may_hold_underscores_but_garbage_is_denied)
 
         ck_assert_int_eq(name_action(&p, NULL, "_http._tcp.example.com"), SH_EGRESS_ALLOW);
         v = sh_egress_judge_name(&p, NULL, bad, sizeof(bad));
-        ck_assert_int_eq(v.action, SH_EGRESS_DENY);
-        ck_assert_int_eq(v.by, SH_EGRESS_BY_INVALID);
+        verdict_is(v, SH_EGRESS_DENY, SH_EGRESS_BY_INVALID);
         ck_assert_int_eq(sh_egress_judge_name(&p, NULL, "a b.com", 7).by, SH_EGRESS_BY_INVALID);
         ck_assert_int_eq(sh_egress_judge_name(&p, NULL, "1.2.3.4", 7).by, SH_EGRESS_BY_INVALID);
         ck_assert_int_eq(sh_egress_judge_name(&p, NULL, "", 0).by, SH_EGRESS_BY_INVALID);
