@@ -102,8 +102,8 @@ typedef struct sh_egress_operator {
 /* ---- targets ------------------------------------------------------------------------------- */
 
 /* Parse `len` bytes of `s` (may be anything) as a target into *ret (its text owned by it:
- * sh_egress_target_done). 0; or -EINVAL with *ret_why a static reason ("is empty", "is not an
- * IPv4 address or CIDR: an octet past 255", ...), *ret untouched; or -ENOMEM. */
+ * sh_egress_target_done). 0; or -EINVAL with *ret_why a static reason ("is empty", "is not a
+ * name: a label is empty", ...), *ret untouched; or -ENOMEM. */
 int sh_egress_target_parse(const char *s, size_t len, sh_egress_target *ret, const char **ret_why);
 void sh_egress_target_done(sh_egress_target *t);
 
@@ -121,7 +121,7 @@ void sh_egress_policy_done(sh_egress_policy *p);
  * {"action": "allow" | "deny", "target": <target>} objects; a later rule of an earlier one's
  * target is dropped, as it could never match). Other members are ignored. 0; or -1 with *err
  * of kind SH_E_INVALID, its message naming the member ("networkPolicy.egress[2].target
- * 'a..b': a label is empty"); or an ENOMEM error. *ret is untouched on failure. */
+ * 'a..b' is not a name: a label is empty"); or an ENOMEM error. *ret is untouched on failure. */
 int sh_egress_policy_from_json(const struct cJSON *np, sh_egress_policy *ret, sh_error **err);
 /* Whether a create's `networkPolicy` member is absent or empty (NULL, null, or no member but
  * nulls): OpenSandbox's allow-all start, which a host without egress support honours as
