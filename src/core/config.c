@@ -151,6 +151,17 @@ static const opt options[] = {
          "call is 404, a listing leaves it out)"},
         {"SANDBOX_HOST_PEER_RELAY_MAX", T_UINT, OFF(peer_relay_max), "256", 1, 4096,
          "requests relayed to peers at once (past it: 503 with Retry-After)"},
+        /* The same text as SH_EGRESS_DENY_DEFAULT (include/egress/sh/policy.h), which this layer
+         * cannot see; test_egress_policy.c checks that they agree. */
+        {"SANDBOX_HOST_EGRESS_DENY", T_OPT_STRING, OFF(egress_deny),
+         "0.0.0.0/8,127.0.0.0/8,169.254.0.0/16,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,"
+         "100.64.0.0/10,224.0.0.0/4,240.0.0.0/4,255.255.255.255",
+         0, 0,
+         "destinations no sandbox may reach whatever its policy, comma-separated IPv4 CIDRs, "
+         "names and *.names (the pod's own addresses and the sandboxes' range are added)"},
+        {"SANDBOX_HOST_EGRESS_ALLOW", T_OPT_STRING, OFF(egress_allow), NULL, 0, 0,
+         "destinations every sandbox may reach whatever its policy (unless denied by "
+         "SANDBOX_HOST_EGRESS_DENY), comma-separated IPv4 CIDRs, names and *.names"},
 };
 
 const char *sh_config_help(void)

@@ -248,6 +248,29 @@ def peers():
     }
 
 
+# ---- egress/policy.c ---------------------------------------------------------------------------
+
+def egress_policy():
+    pol = (b'{"defaultAction":"deny","egress":[{"action":"allow","target":"PyPI.org."},'
+           b'{"action":"deny","target":"*.example.com"},{"action":"allow","target":"10.1.2.3/8"}]}')
+    return {
+        "name": b"0Www.Example.COM.",
+        "wildcard": b"0*.pypi.org",
+        "cidr": b"0192.168.7.130/25",
+        "host": b"0203.0.113.7",
+        "bad-octet": b"0010.0.0.1",
+        "bad-star": b"0a.*.b",
+        "patch": b"1" + pol + b'\n[{"action":"deny","target":"pypi.org"},'
+                 b'{"action":"allow","target":"new.test"},{"action":"deny","target":"new.test"}]',
+        "patch-empty": b"1{}\n[]",
+        "delete": b"2" + pol + b'\n["pypi.org","10.0.0.0/8","never.there"]',
+        "delete-bad": b"2null\n[3]",
+        "judge": b"3\n*.internal.test,198.51.100.0/24\n" + pol + b"\npypi.org\n" + u32(0x0a010203),
+        "judge-default": b"3" + b"127.0.0.0/8,169.254.0.0/16\n\n{}\nmeta.internal.test\n" +
+                         u32(0xa9fea9fe),
+    }
+
+
 # ---- tools (manifest.c, fetch.c's URLs, policy.c) ---------------------------------------------
 
 def signed():
@@ -463,7 +486,7 @@ TARGETS = {
     "rules": rules, "framing": framing, "router": router, "util": util, "json": json_,
     "manifest": manifest, "policy": policy, "cgroup": cgroup, "acl": acl, "sse": sse,
     "ndjson": ndjson, "image_ref": image_ref, "oci": oci, "registry_auth": registry_auth,
-    "peers": peers,
+    "peers": peers, "egress_policy": egress_policy,
 }
 
 

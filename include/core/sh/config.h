@@ -59,6 +59,9 @@ typedef struct sh_config {
         uint64_t peers_interval_ms; /* discovery and peer probes, again every this often */
         uint64_t peer_timeout_ms;   /* a peer's connect + the head of its answer */
         uint64_t peer_relay_max;    /* relays in flight at once */
+        /* egress (egress/, OPENSANDBOX.md section 4): parsed by sh_egress_operator_parse */
+        char *egress_deny;  /* "" or targets, comma-separated; default SH_EGRESS_DENY_DEFAULT's */
+        char *egress_allow; /* NULL: none; targets granted to every sandbox */
 } sh_config;
 
 #define SH_DISK_MIN      (1ULL << 20)  /* smallest SANDBOX_HOST_DISK_MAX other than 0 */
