@@ -151,6 +151,9 @@ static const opt options[] = {
          "call is 404, a listing leaves it out)"},
         {"SANDBOX_HOST_PEER_RELAY_MAX", T_UINT, OFF(peer_relay_max), "256", 1, 4096,
          "requests relayed to peers at once (past it: 503 with Retry-After)"},
+        {"SANDBOX_HOST_DNS_UPSTREAM", T_OPT_STRING, OFF(dns_upstream), NULL, 0, 0,
+         "the resolver the sandboxes' DNS proxy forwards allowed names to, ip[:port] (IPv4; "
+         "unset: the first IPv4 nameserver of /etc/resolv.conf)"},
 };
 
 const char *sh_config_help(void)

@@ -59,6 +59,8 @@ typedef struct sh_config {
         uint64_t peers_interval_ms; /* discovery and peer probes, again every this often */
         uint64_t peer_timeout_ms;   /* a peer's connect + the head of its answer */
         uint64_t peer_relay_max;    /* relays in flight at once */
+        /* network egress of /v1 sandboxes (egress/, docs/architecture.md) */
+        char *dns_upstream; /* NULL: resolv.conf's first IPv4 nameserver; "ip[:port]" */
 } sh_config;
 
 #define SH_DISK_MIN      (1ULL << 20)  /* smallest SANDBOX_HOST_DISK_MAX other than 0 */
