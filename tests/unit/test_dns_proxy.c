@@ -28,6 +28,7 @@
 #define SBX2_IP   "127.0.0.3"
 #define STRAY_IP  "127.0.0.9"
 #define LOCAL_TTL 77
+#define BIG_ADDRS 40 /* big.test's A records: 40 x 16 bytes, past 512 */
 
 static pid_t dnsmasq_pid = -1;
 static uint16_t upstream_port;
@@ -43,7 +44,7 @@ typedef struct seen {
         uint32_t ttl;
         bool client_had_answer; /* the client's socket held the answer when reported */
 } seen;
-static seen reported[16];
+static seen reported[64];
 static int n_reported;
 static int watched_fd = -1; /* the client whose answer must come after the reports */
 
@@ -216,6 +217,8 @@ static unsigned ancount(const wait_for *w)
 
 /* ---- the upstream ---- */
 
+static char big_records[BIG_ADDRS][64];
+
 static bool dnsmasq_try(void)
 {
         char port[32], pidfile[300], user[64];
@@ -226,6 +229,9 @@ static bool dnsmasq_try(void)
         struct sockaddr_in up;
 
         upstream_port = free_port();
+        for (int i = 0; i < BIG_ADDRS; i++)
+                snprintf(big_records[i], sizeof(big_records[i]),
+                         "--host-record=big.test,198.51.100.%d", i + 1);
         snprintf(port, sizeof(port), "--port=%u", upstream_port);
         snprintf(pidfile, sizeof(pidfile), "--pid-file=%s/pid", tdir);
         /* Its own user: no change of credentials, so the death signal below holds. */
@@ -233,23 +239,26 @@ static bool dnsmasq_try(void)
         dnsmasq_pid = fork();
         ck_assert_int_ge(dnsmasq_pid, 0);
         if (dnsmasq_pid == 0) {
-                char *argv[] = {DNSMASQ,
-                                "--keep-in-foreground",
-                                "--conf-file=/dev/null",
-                                "--no-resolv",
-                                "--no-hosts",
-                                port,
-                                "--listen-address=127.0.0.1",
-                                "--bind-interfaces",
-                                pidfile,
-                                user,
-                                "--local-ttl=77",
-                                "--address=/pypi.org/192.0.2.10",
-                                "--host-record=github.test,192.0.2.20",
-                                "--cname=www.github.test,github.test",
-                                "--quiet-dhcp",
-                                NULL};
+                char *argv[64] = {DNSMASQ,
+                                  "--keep-in-foreground",
+                                  "--conf-file=/dev/null",
+                                  "--no-resolv",
+                                  "--no-hosts",
+                                  port,
+                                  "--listen-address=127.0.0.1",
+                                  "--bind-interfaces",
+                                  pidfile,
+                                  user,
+                                  "--local-ttl=77",
+                                  "--address=/pypi.org/192.0.2.10",
+                                  "--host-record=github.test,192.0.2.20",
+                                  "--cname=www.github.test,github.test"};
+                size_t n_args = 14;
 
+                /* big.test: more addresses than 512 bytes hold (TC over UDP). */
+                for (int i = 0; i < BIG_ADDRS; i++)
+                        argv[n_args++] = big_records[i];
+                argv[n_args] = NULL;
                 prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test does not leave it */
                 execv(DNSMASQ, argv);
                 _exit(127);
@@ -516,6 +525,41 @@ START_TEST(test_a_query_over_tcp_is_answered_over_tcp)
 }
 END_TEST
 
+START_TEST(test_an_answer_past_the_clients_udp_size_is_truncated_and_whole_over_tcp)
+{
+        struct sockaddr_in p = addr_of(PROXY_IP, sh_dns_port(proxy));
+        int fd = client(SBX1_IP, SOCK_DGRAM), tfd;
+        uint8_t q[514];
+        size_t n;
+        wait_for w;
+        int r;
+
+        /* UDP: the upstream's answer came over TCP (its UDP one was truncated), every address
+         * was reported, and the client gets TC with the question alone. */
+        ask_udp(fd, "big.test", SH_DNS_TYPE_A, &w, 5000);
+        ck_assert_int_gt(w.len, 12);
+        ck_assert_uint_eq(w.buf[2] & 0x02, 0x02);
+        ck_assert_uint_eq(ancount(&w), 0);
+        ck_assert_int_le(w.len, SH_DNS_UDP_MIN);
+        ck_assert_int_eq(n_reported, BIG_ADDRS);
+        /* TCP: the whole answer. */
+        tfd = client(SBX1_IP, SOCK_STREAM);
+        n = make_query(0xABCD, "big.test", SH_DNS_TYPE_A, q + 2);
+        q[0] = 0;
+        q[1] = (uint8_t)n;
+        r = connect(tfd, (struct sockaddr *)&p, sizeof(p));
+        ck_assert(r == 0 || errno == EINPROGRESS);
+        run_until_answer(tfd, &w, 100);
+        ck_assert_int_eq(send(tfd, q, n + 2, MSG_NOSIGNAL), (ssize_t)(n + 2));
+        for (int i = 0; i < 10 && w.len < 2 + 12 + 16 * BIG_ADDRS; i++)
+                run_until_answer(tfd, &w, 500);
+        ck_assert_int_gt(w.len, 2 + 12 + 16 * BIG_ADDRS);
+        ck_assert_uint_eq((unsigned)(w.buf[8] << 8 | w.buf[9]), BIG_ADDRS);
+        close(tfd);
+        close(fd);
+}
+END_TEST
+
 START_TEST(test_a_slow_tcp_client_is_cut)
 {
         sh_dns_config cfg = {.tcp_idle_ms = 200};
@@ -581,6 +625,8 @@ static Suite *suite(void)
         tcase_add_test(tc, test_a_silent_upstream_is_servfail_after_the_tries);
         tcase_add_test(tc, test_a_flood_from_one_sandbox_does_not_starve_another);
         tcase_add_test(tc, test_a_query_over_tcp_is_answered_over_tcp);
+        tcase_add_test(tc,
+                       test_an_answer_past_the_clients_udp_size_is_truncated_and_whole_over_tcp);
         tcase_add_test(tc, test_a_slow_tcp_client_is_cut);
         tcase_add_test(tc, test_a_forgotten_sandbox_leaves_nothing_in_flight);
         suite_add_tcase(s, tc);

@@ -112,6 +112,10 @@ int sh_dns_resolv_conf_first(const char *text, struct sockaddr_in *ret);
 #define SH_DNS_QUERY_MAX        4096 /* bytes of a client's query: a longer one is dropped (TCP: cut) */
 #define SH_DNS_TCP_OUT_MAX      (2 * (SH_DNS_MSG_MAX + 2)) /* answers a client has not read */
 
+/* The caller's side, called from the loop; none of them may call sh_dns_forget or
+ * sh_dns_free. What each question gets is listed at the top of src/egress/dns.c: garbage, an
+ * unknown source and a sandbox over its rate get nothing; a sandbox at its bound of queries in
+ * flight, or an upstream silent through every try, gets SERVFAIL. */
 typedef struct sh_dns_ops {
         /* The sandbox whose address sent a query (the source IPv4 address, the port): a
          * non-zero key of the caller's, stable while the sandbox lives and never reused; 0:
