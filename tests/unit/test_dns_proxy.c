@@ -215,6 +215,45 @@ static unsigned ancount(const wait_for *w)
         return (unsigned)(w->buf[6] << 8 | w->buf[7]);
 }
 
+/* A UDP query from a new client at ip that must be answered with `want`; the answer in w. */
+static void ask_expect(const char *ip, const char *name, uint16_t qtype, unsigned want, wait_for *w)
+{
+        int fd = client(ip, SOCK_DGRAM);
+
+        ask_udp(fd, name, qtype, w, 5000);
+        ck_assert_int_gt(w->len, 12);
+        ck_assert_uint_eq(rcode(w), want);
+        close(fd);
+}
+
+/* A TCP client at ip connected to the proxy (the loop run a moment for its accept). */
+static int tcp_client(const char *ip)
+{
+        struct sockaddr_in p = addr_of(PROXY_IP, sh_dns_port(proxy));
+        int fd = client(ip, SOCK_STREAM);
+        wait_for w;
+        int r = connect(fd, (struct sockaddr *)&p, sizeof(p));
+
+        ck_assert(r == 0 || errno == EINPROGRESS);
+        run_until_answer(fd, &w, 100);
+        return fd;
+}
+
+/* A query over TCP from fd; the loop run until at least `len` bytes came back in one read. */
+static void ask_tcp(int fd, const char *name, uint16_t qtype, wait_for *w, ssize_t len)
+{
+        uint8_t q[514];
+        size_t n = make_query(0xABCD, name, qtype, q + 2);
+
+        q[0] = 0;
+        q[1] = (uint8_t)n;
+        ck_assert_int_eq(send(fd, q, n + 2, MSG_NOSIGNAL), (ssize_t)(n + 2));
+        w->len = -1;
+        for (int i = 0; i < 10 && w->len < len; i++)
+                run_until_answer(fd, w, 500);
+        ck_assert_int_ge(w->len, len);
+}
+
 /* ---- the upstream ---- */
 
 static char big_records[BIG_ADDRS][64];
@@ -305,6 +344,14 @@ static void proxy_start(sh_dns_config *cfg)
         ck_assert_int_eq(sh_dns_new(loop, cfg, &ops, NULL, &proxy), 0);
 }
 
+/* The proxy again with cfg (on a new loop). */
+static void proxy_restart(sh_dns_config *cfg)
+{
+        sh_dns_free(proxy);
+        sh_loop_free(loop);
+        proxy_start(cfg);
+}
+
 static void setup(void)
 {
         sh_dns_config cfg = {0};
@@ -355,45 +402,33 @@ END_TEST
 
 START_TEST(test_the_address_at_the_end_of_a_cname_chain_is_reported)
 {
-        int fd = client(SBX2_IP, SOCK_DGRAM);
         wait_for w;
 
-        ask_udp(fd, "www.github.test", SH_DNS_TYPE_A, &w, 5000);
-        ck_assert_int_gt(w.len, 12);
-        ck_assert_uint_eq(rcode(&w), SH_DNS_NOERROR);
+        ask_expect(SBX2_IP, "www.github.test", SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
         ck_assert_int_eq(n_reported, 1);
         ck_assert_uint_eq(reported[0].sandbox, 2);
         ck_assert_str_eq(reported[0].name, "www.github.test");
         ck_assert_str_eq(reported[0].addr, "192.0.2.20");
-        close(fd);
 }
 END_TEST
 
 START_TEST(test_a_denied_name_is_nxdomain_and_nothing_is_reported)
 {
-        int fd = client(SBX1_IP, SOCK_DGRAM);
         wait_for w;
 
-        ask_udp(fd, "blocked.test", SH_DNS_TYPE_A, &w, 5000);
-        ck_assert_int_gt(w.len, 12);
-        ck_assert_uint_eq(rcode(&w), SH_DNS_NXDOMAIN);
+        ask_expect(SBX1_IP, "blocked.test", SH_DNS_TYPE_A, SH_DNS_NXDOMAIN, &w);
         ck_assert_uint_eq(w.buf[3] & 0x80, 0x80); /* RA */
         ck_assert_int_eq(n_reported, 0);
-        close(fd);
 }
 END_TEST
 
 START_TEST(test_aaaa_is_answered_empty)
 {
-        int fd = client(SBX1_IP, SOCK_DGRAM);
         wait_for w;
 
-        ask_udp(fd, "pypi.org", SH_DNS_TYPE_AAAA, &w, 5000);
-        ck_assert_int_gt(w.len, 12);
-        ck_assert_uint_eq(rcode(&w), SH_DNS_NOERROR);
+        ask_expect(SBX1_IP, "pypi.org", SH_DNS_TYPE_AAAA, SH_DNS_NOERROR, &w);
         ck_assert_uint_eq(ancount(&w), 0);
         ck_assert_int_eq(n_reported, 0);
-        close(fd);
 }
 END_TEST
 
@@ -438,11 +473,9 @@ START_TEST(test_a_silent_upstream_is_servfail_after_the_tries)
         int fd;
         wait_for w;
 
-        sh_dns_free(proxy);
-        sh_loop_free(loop);
         ck_assert_int_eq(getsockname(silent, (struct sockaddr *)&a, &len), 0);
         cfg.upstream = a;
-        proxy_start(&cfg);
+        proxy_restart(&cfg);
         fd = client(SBX1_IP, SOCK_DGRAM);
         ask_udp(fd, "pypi.org", SH_DNS_TYPE_A, &w, 5000);
         ck_assert_int_gt(w.len, 12);
@@ -501,22 +534,10 @@ END_TEST
 
 START_TEST(test_a_query_over_tcp_is_answered_over_tcp)
 {
-        struct sockaddr_in p = addr_of(PROXY_IP, sh_dns_port(proxy));
-        int fd = client(SBX1_IP, SOCK_STREAM);
-        uint8_t q[514];
-        size_t n = make_query(0xABCD, "pypi.org", SH_DNS_TYPE_A, q + 2);
+        int fd = tcp_client(SBX1_IP);
         wait_for w;
-        int r;
 
-        q[0] = 0;
-        q[1] = (uint8_t)n;
-        r = connect(fd, (struct sockaddr *)&p, sizeof(p));
-        ck_assert(r == 0 || errno == EINPROGRESS);
-        run_until_answer(fd, &w, 300); /* the connect completes on the loop */
-        ck_assert_int_eq(send(fd, q, n + 2, MSG_NOSIGNAL), (ssize_t)(n + 2));
-        for (int i = 0; i < 10 && w.len < 2 + 12; i++)
-                run_until_answer(fd, &w, 500);
-        ck_assert_int_gt(w.len, 2 + 12);
+        ask_tcp(fd, "pypi.org", SH_DNS_TYPE_A, &w, 2 + 12 + 1);
         ck_assert_uint_eq((unsigned)(w.buf[0] << 8 | w.buf[1]), (unsigned)w.len - 2);
         ck_assert_uint_eq(w.buf[2], 0xAB);
         ck_assert_uint_eq(w.buf[5] & 0xF, SH_DNS_NOERROR);
@@ -527,35 +548,20 @@ END_TEST
 
 START_TEST(test_an_answer_past_the_clients_udp_size_is_truncated_and_whole_over_tcp)
 {
-        struct sockaddr_in p = addr_of(PROXY_IP, sh_dns_port(proxy));
-        int fd = client(SBX1_IP, SOCK_DGRAM), tfd;
-        uint8_t q[514];
-        size_t n;
         wait_for w;
-        int r;
+        int fd;
 
         /* UDP: the upstream's answer came over TCP (its UDP one was truncated), every address
          * was reported, and the client gets TC with the question alone. */
-        ask_udp(fd, "big.test", SH_DNS_TYPE_A, &w, 5000);
-        ck_assert_int_gt(w.len, 12);
+        ask_expect(SBX1_IP, "big.test", SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
         ck_assert_uint_eq(w.buf[2] & 0x02, 0x02);
         ck_assert_uint_eq(ancount(&w), 0);
         ck_assert_int_le(w.len, SH_DNS_UDP_MIN);
         ck_assert_int_eq(n_reported, BIG_ADDRS);
         /* TCP: the whole answer. */
-        tfd = client(SBX1_IP, SOCK_STREAM);
-        n = make_query(0xABCD, "big.test", SH_DNS_TYPE_A, q + 2);
-        q[0] = 0;
-        q[1] = (uint8_t)n;
-        r = connect(tfd, (struct sockaddr *)&p, sizeof(p));
-        ck_assert(r == 0 || errno == EINPROGRESS);
-        run_until_answer(tfd, &w, 100);
-        ck_assert_int_eq(send(tfd, q, n + 2, MSG_NOSIGNAL), (ssize_t)(n + 2));
-        for (int i = 0; i < 10 && w.len < 2 + 12 + 16 * BIG_ADDRS; i++)
-                run_until_answer(tfd, &w, 500);
-        ck_assert_int_gt(w.len, 2 + 12 + 16 * BIG_ADDRS);
+        fd = tcp_client(SBX1_IP);
+        ask_tcp(fd, "big.test", SH_DNS_TYPE_A, &w, 2 + 12 + 16 * BIG_ADDRS);
         ck_assert_uint_eq((unsigned)(w.buf[8] << 8 | w.buf[9]), BIG_ADDRS);
-        close(tfd);
         close(fd);
 }
 END_TEST
@@ -563,18 +569,11 @@ END_TEST
 START_TEST(test_a_slow_tcp_client_is_cut)
 {
         sh_dns_config cfg = {.tcp_idle_ms = 200};
-        struct sockaddr_in p;
-        int fd, r;
         wait_for w = {.len = -1};
+        int fd;
 
-        sh_dns_free(proxy);
-        sh_loop_free(loop);
-        proxy_start(&cfg);
-        p = addr_of(PROXY_IP, sh_dns_port(proxy));
-        fd = client(SBX1_IP, SOCK_STREAM);
-        r = connect(fd, (struct sockaddr *)&p, sizeof(p));
-        ck_assert(r == 0 || errno == EINPROGRESS);
-        run_until_answer(fd, &w, 100);
+        proxy_restart(&cfg);
+        fd = tcp_client(SBX1_IP);
         ck_assert_int_eq(send(fd, "\0", 1, MSG_NOSIGNAL), 1); /* half a length, then nothing */
         for (int i = 0; i < 20 && w.len != 0; i++)
                 run_until_answer(fd, &w, 250);
@@ -592,11 +591,9 @@ START_TEST(test_a_forgotten_sandbox_leaves_nothing_in_flight)
         int fd, fds_before;
         wait_for w;
 
-        sh_dns_free(proxy);
-        sh_loop_free(loop);
         ck_assert_int_eq(getsockname(silent, (struct sockaddr *)&a, &len), 0);
         cfg.upstream = a;
-        proxy_start(&cfg);
+        proxy_restart(&cfg);
         fd = client(SBX1_IP, SOCK_DGRAM);
         fds_before = ut_count_fds();
         ask_udp(fd, "pypi.org", SH_DNS_TYPE_A, &w, 200); /* in flight: one upstream socket */

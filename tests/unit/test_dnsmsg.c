@@ -59,12 +59,19 @@ static void header(msg *m, uint16_t id, uint16_t flags, uint16_t qd, uint16_t an
         u16(m, ar);
 }
 
-static void query(msg *m, uint16_t id, const char *qname, uint16_t qtype)
+/* A message's header and its one question (IN). */
+static void head(msg *m, uint16_t id, uint16_t flags, uint16_t an, const char *qname,
+                 uint16_t qtype)
 {
-        header(m, id, 0x0100, 1, 0, 0, 0);
+        header(m, id, flags, 1, an, 0, 0);
         name(m, qname);
         u16(m, qtype);
         u16(m, SH_DNS_CLASS_IN);
+}
+
+static void query(msg *m, uint16_t id, const char *qname, uint16_t qtype)
+{
+        head(m, id, 0x0100, 0, qname, qtype);
 }
 
 /* A record: owner as a pointer to offset `ptr` (0: the dotted name `owner`). */
@@ -245,10 +252,7 @@ END_TEST
  * records, and a record of another owner that must be ignored. */
 static void chain_answer(msg *m, uint32_t cname_ttl, uint32_t a_ttl)
 {
-        header(m, 7, 0x8180, 1, 4, 0, 0);
-        name(m, "www.github.com");
-        u16(m, SH_DNS_TYPE_A);
-        u16(m, SH_DNS_CLASS_IN);
+        head(m, 7, 0x8180, 4, "www.github.com", SH_DNS_TYPE_A);
         rr_cname(m, NULL, 12, cname_ttl, "github.com");
         rr_a(m, NULL, 12 + 4, a_ttl, "140.82.121.3");
         rr_a(m, "evil.test", 0, 60, "169.254.169.254");
@@ -333,10 +337,7 @@ START_TEST(test_a_truncated_upstream_answer_says_tc)
         sh_dns_answer a;
         msg m;
 
-        header(&m, 7, 0x8380, 1, 0, 0, 0);
-        name(&m, "pypi.org");
-        u16(&m, SH_DNS_TYPE_A);
-        u16(&m, SH_DNS_CLASS_IN);
+        head(&m, 7, 0x8380, 0, "pypi.org", SH_DNS_TYPE_A);
         ck_assert_int_eq(sh_dns_answer_parse(m.b, m.n, &q, 7, addrs, 8, &a), 0);
         ck_assert(a.tc);
 }
@@ -350,10 +351,7 @@ START_TEST(test_a_compression_loop_is_refused)
         msg m;
         size_t at;
 
-        header(&m, 7, 0x8180, 1, 1, 0, 0);
-        name(&m, "www.github.com");
-        u16(&m, SH_DNS_TYPE_A);
-        u16(&m, SH_DNS_CLASS_IN);
+        head(&m, 7, 0x8180, 1, "www.github.com", SH_DNS_TYPE_A);
         at = m.n;
         rr_a(&m, NULL, (uint16_t)at, 60, "192.0.2.1"); /* the owner points at itself */
         ck_assert_int_eq(sh_dns_answer_parse(m.b, m.n, &q, 7, addrs, 8, &a), -EINVAL);
@@ -369,10 +367,7 @@ START_TEST(test_a_cname_loop_ends_within_the_chain_bound)
         sh_dns_answer a;
         msg m;
 
-        header(&m, 7, 0x8180, 1, 3, 0, 0);
-        name(&m, "a.test");
-        u16(&m, SH_DNS_TYPE_A);
-        u16(&m, SH_DNS_CLASS_IN);
+        head(&m, 7, 0x8180, 3, "a.test", SH_DNS_TYPE_A);
         rr_cname(&m, "a.test", 0, 60, "b.test");
         rr_cname(&m, "b.test", 0, 60, "a.test");
         rr_a(&m, "a.test", 0, 60, "192.0.2.1");
