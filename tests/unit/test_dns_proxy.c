@@ -566,6 +566,51 @@ START_TEST(test_an_answer_past_the_clients_udp_size_is_truncated_and_whole_over_
 }
 END_TEST
 
+START_TEST(test_a_sandbox_past_its_queries_in_flight_gets_servfail_at_once)
+{
+        sh_dns_config cfg = {.timeout_ms = 10000, .sandbox_inflight = 2};
+        int silent = client("127.0.0.1", SOCK_DGRAM);
+        struct sockaddr_in a;
+        socklen_t len = sizeof(a);
+        int fd;
+        wait_for w;
+
+        ck_assert_int_eq(getsockname(silent, (struct sockaddr *)&a, &len), 0);
+        cfg.upstream = a;
+        proxy_restart(&cfg);
+        fd = client(SBX1_IP, SOCK_DGRAM);
+        ask_udp(fd, "pypi.org", SH_DNS_TYPE_A, &w, 100);
+        ck_assert_int_eq(w.len, -1); /* in flight */
+        ask_udp(fd, "pypi.org", SH_DNS_TYPE_A, &w, 100);
+        ck_assert_int_eq(w.len, -1); /* in flight: the bound reached */
+        ask_udp(fd, "pypi.org", SH_DNS_TYPE_A, &w, 5000);
+        ck_assert_int_gt(w.len, 12);
+        ck_assert_uint_eq(rcode(&w), SH_DNS_SERVFAIL);
+        ask_expect(SBX2_IP, "blocked.test", SH_DNS_TYPE_A, SH_DNS_NXDOMAIN,
+                   &w); /* others: served */
+        close(fd);
+        close(silent);
+}
+END_TEST
+
+START_TEST(test_a_sandbox_past_its_tcp_clients_is_cut_at_once)
+{
+        sh_dns_config cfg = {.sandbox_tcp = 1};
+        wait_for w = {.len = -1};
+        int first, second;
+
+        proxy_restart(&cfg);
+        first = tcp_client(SBX1_IP);
+        second = tcp_client(SBX1_IP);
+        for (int i = 0; i < 10 && w.len != 0; i++)
+                run_until_answer(second, &w, 200);
+        ck_assert_int_eq(w.len, 0);                                /* EOF: closed at its accept */
+        ask_tcp(first, "pypi.org", SH_DNS_TYPE_A, &w, 2 + 12 + 1); /* the first one still served */
+        close(first);
+        close(second);
+}
+END_TEST
+
 START_TEST(test_a_slow_tcp_client_is_cut)
 {
         sh_dns_config cfg = {.tcp_idle_ms = 200};
@@ -624,6 +669,8 @@ static Suite *suite(void)
         tcase_add_test(tc, test_a_query_over_tcp_is_answered_over_tcp);
         tcase_add_test(tc,
                        test_an_answer_past_the_clients_udp_size_is_truncated_and_whole_over_tcp);
+        tcase_add_test(tc, test_a_sandbox_past_its_queries_in_flight_gets_servfail_at_once);
+        tcase_add_test(tc, test_a_sandbox_past_its_tcp_clients_is_cut_at_once);
         tcase_add_test(tc, test_a_slow_tcp_client_is_cut);
         tcase_add_test(tc, test_a_forgotten_sandbox_leaves_nothing_in_flight);
         suite_add_tcase(s, tc);
