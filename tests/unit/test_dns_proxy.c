@@ -486,6 +486,64 @@ START_TEST(test_a_silent_upstream_is_servfail_after_the_tries)
 }
 END_TEST
 
+/* A fake upstream: to each query, first an answer with another id (a spoofer's guess), then an
+ * answer of another question, then the right one. */
+static void on_fake_upstream(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        static const uint8_t spoofed[4] = {203, 0, 113, 66}, real[4] = {203, 0, 113, 7};
+        uint8_t b[600];
+        struct sockaddr_in from;
+        socklen_t flen = sizeof(from);
+        ssize_t n = recvfrom(fd, b, 512, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
+        const uint8_t rr[] = {0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4};
+
+        (void)l;
+        (void)io;
+        (void)events;
+        (void)data;
+        if (n < 12)
+                return;
+        b[2] |= 0x80; /* QR */
+        b[7] = 1;     /* one answer */
+        memcpy(b + n, rr, sizeof(rr));
+        for (int i = 0; i < 3; i++) {
+                uint8_t m[600];
+
+                memcpy(m, b, (size_t)n + sizeof(rr));
+                memcpy(m + n + sizeof(rr), i < 2 ? spoofed : real, 4);
+                if (i == 0)
+                        m[1] ^= 1; /* another id */
+                if (i == 1)
+                        m[n - 3] ^= 0x01; /* another question: type 0 */
+                ck_assert_int_gt(sendto(fd, m, (size_t)n + sizeof(rr) + 4, 0,
+                                        (struct sockaddr *)&from, flen),
+                                 0);
+        }
+}
+
+START_TEST(test_an_answer_of_another_id_or_question_is_ignored)
+{
+        sh_dns_config cfg = {0};
+        int up = client("127.0.0.1", SOCK_DGRAM);
+        struct sockaddr_in a;
+        socklen_t len = sizeof(a);
+        sh_io *io;
+        wait_for w;
+
+        ck_assert_int_eq(getsockname(up, (struct sockaddr *)&a, &len), 0);
+        cfg.upstream = a;
+        proxy_restart(&cfg);
+        io = sh_loop_add_io(loop, up, EPOLLIN, on_fake_upstream, NULL);
+        ck_assert_ptr_nonnull(io);
+        ask_expect(SBX1_IP, "pypi.org", SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
+        ck_assert_int_eq(n_reported, 1);
+        ck_assert_str_eq(reported[0].addr, "203.0.113.7");
+        ck_assert_uint_eq(w.buf[w.len - 1], 7);
+        sh_loop_del_io(loop, io);
+        close(up);
+}
+END_TEST
+
 /* A flood from sandbox 1: bursts of queries every few ms while sandbox 2 asks. */
 typedef struct flood {
         int fd;
@@ -665,6 +723,7 @@ static Suite *suite(void)
         tcase_add_test(tc, test_an_unknown_source_gets_no_answer);
         tcase_add_test(tc, test_garbage_is_dropped_and_the_next_query_answered);
         tcase_add_test(tc, test_a_silent_upstream_is_servfail_after_the_tries);
+        tcase_add_test(tc, test_an_answer_of_another_id_or_question_is_ignored);
         tcase_add_test(tc, test_a_flood_from_one_sandbox_does_not_starve_another);
         tcase_add_test(tc, test_a_query_over_tcp_is_answered_over_tcp);
         tcase_add_test(tc,
