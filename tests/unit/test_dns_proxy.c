@@ -352,6 +352,18 @@ static void proxy_restart(sh_dns_config *cfg)
         proxy_start(cfg);
 }
 
+/* The proxy again with cfg, its upstream a UDP socket of the test's on 127.0.0.1 (returned:
+ * silent unless the test reads it). */
+static int proxy_with_test_upstream(sh_dns_config *cfg)
+{
+        int up = client("127.0.0.1", SOCK_DGRAM);
+        socklen_t len = sizeof(cfg->upstream);
+
+        ck_assert_int_eq(getsockname(up, (struct sockaddr *)&cfg->upstream, &len), 0);
+        proxy_restart(cfg);
+        return up;
+}
+
 static void setup(void)
 {
         sh_dns_config cfg = {0};
@@ -467,15 +479,10 @@ END_TEST
 START_TEST(test_a_silent_upstream_is_servfail_after_the_tries)
 {
         sh_dns_config cfg = {.timeout_ms = 100, .tries = 2};
-        int silent = client("127.0.0.1", SOCK_DGRAM); /* bound, never read */
-        struct sockaddr_in a;
-        socklen_t len = sizeof(a);
-        int fd;
+        int silent, fd;
         wait_for w;
 
-        ck_assert_int_eq(getsockname(silent, (struct sockaddr *)&a, &len), 0);
-        cfg.upstream = a;
-        proxy_restart(&cfg);
+        silent = proxy_with_test_upstream(&cfg);
         fd = client(SBX1_IP, SOCK_DGRAM);
         ask_udp(fd, "pypi.org", SH_DNS_TYPE_A, &w, 5000);
         ck_assert_int_gt(w.len, 12);
@@ -524,15 +531,11 @@ static void on_fake_upstream(sh_loop *l, sh_io *io, int fd, uint32_t events, voi
 START_TEST(test_an_answer_of_another_id_or_question_is_ignored)
 {
         sh_dns_config cfg = {0};
-        int up = client("127.0.0.1", SOCK_DGRAM);
-        struct sockaddr_in a;
-        socklen_t len = sizeof(a);
+        int up;
         sh_io *io;
         wait_for w;
 
-        ck_assert_int_eq(getsockname(up, (struct sockaddr *)&a, &len), 0);
-        cfg.upstream = a;
-        proxy_restart(&cfg);
+        up = proxy_with_test_upstream(&cfg);
         io = sh_loop_add_io(loop, up, EPOLLIN, on_fake_upstream, NULL);
         ck_assert_ptr_nonnull(io);
         ask_expect(SBX1_IP, "pypi.org", SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
@@ -627,15 +630,10 @@ END_TEST
 START_TEST(test_a_sandbox_past_its_queries_in_flight_gets_servfail_at_once)
 {
         sh_dns_config cfg = {.timeout_ms = 10000, .sandbox_inflight = 2};
-        int silent = client("127.0.0.1", SOCK_DGRAM);
-        struct sockaddr_in a;
-        socklen_t len = sizeof(a);
-        int fd;
+        int silent, fd;
         wait_for w;
 
-        ck_assert_int_eq(getsockname(silent, (struct sockaddr *)&a, &len), 0);
-        cfg.upstream = a;
-        proxy_restart(&cfg);
+        silent = proxy_with_test_upstream(&cfg);
         fd = client(SBX1_IP, SOCK_DGRAM);
         ask_udp(fd, "pypi.org", SH_DNS_TYPE_A, &w, 100);
         ck_assert_int_eq(w.len, -1); /* in flight */
@@ -688,15 +686,10 @@ END_TEST
 START_TEST(test_a_forgotten_sandbox_leaves_nothing_in_flight)
 {
         sh_dns_config cfg = {.timeout_ms = 10000};
-        int silent = client("127.0.0.1", SOCK_DGRAM);
-        struct sockaddr_in a;
-        socklen_t len = sizeof(a);
-        int fd, fds_before;
+        int silent, fd, fds_before;
         wait_for w;
 
-        ck_assert_int_eq(getsockname(silent, (struct sockaddr *)&a, &len), 0);
-        cfg.upstream = a;
-        proxy_restart(&cfg);
+        silent = proxy_with_test_upstream(&cfg);
         fd = client(SBX1_IP, SOCK_DGRAM);
         fds_before = ut_count_fds();
         ask_udp(fd, "pypi.org", SH_DNS_TYPE_A, &w, 200); /* in flight: one upstream socket */
