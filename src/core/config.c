@@ -162,6 +162,9 @@ static const opt options[] = {
         {"SANDBOX_HOST_EGRESS_ALLOW", T_OPT_STRING, OFF(egress_allow), NULL, 0, 0,
          "destinations every sandbox may reach whatever its policy (unless denied by "
          "SANDBOX_HOST_EGRESS_DENY), comma-separated IPv4 CIDRs, names and *.names"},
+        {"SANDBOX_HOST_DNS_UPSTREAM", T_OPT_STRING, OFF(dns_upstream), NULL, 0, 0,
+         "the resolver the sandboxes' DNS proxy forwards allowed names to, ip[:port] (IPv4; "
+         "unset: the first IPv4 nameserver of /etc/resolv.conf)"},
 };
 
 const char *sh_config_help(void)

@@ -271,6 +271,44 @@ def egress_policy():
     }
 
 
+# ---- egress/dnsmsg.c -------------------------------------------------------------------------
+
+def dns_name(dotted):
+    out = b""
+    for label in dotted.split(".") if dotted else []:
+        out += bytes([len(label)]) + label.encode()
+    return out + b"\0"
+
+
+def dns_msg(qid, flags, qname, qtype, records=(), ar=b"", arcount=0):
+    head = struct.pack(">HHHHHH", qid, flags, 1, len(records), 0, arcount)
+    return head + dns_name(qname) + struct.pack(">HH", qtype, 1) + b"".join(records) + ar
+
+
+def dns_rr(owner, rtype, ttl, rdata):
+    return owner + struct.pack(">HHIH", rtype, 1, ttl, len(rdata)) + rdata
+
+
+def dnsmsg():
+    opt = b"\0" + struct.pack(">HHIH", 41, 1232, 0, 0)
+    chain = [dns_rr(b"\xc0\x0c", 5, 300, dns_name("github.com")),
+             dns_rr(b"\xc0\x10", 1, 60, bytes([140, 82, 121, 3])),
+             dns_rr(dns_name("evil.test"), 1, 60, bytes([169, 254, 169, 254]))]
+    loop = [dns_rr(b"\xc0\x20", 1, 60, bytes([192, 0, 2, 1]))]
+    return {
+        "query": b"0" + dns_msg(0x1234, 0x0100, "PyPI.org", 1),
+        "query-edns": b"0" + dns_msg(1, 0x0100, "pypi.org", 28, ar=opt, arcount=1),
+        "query-dot-label": b"0" + struct.pack(">HHHHHH", 1, 0, 1, 0, 0, 0) + b"\x08pypi.org\0"
+                           + struct.pack(">HH", 1, 1),
+        "answer-chain": b"1" + dns_msg(7, 0x8180, "www.github.com", 1, chain),
+        "answer-tc": b"1" + dns_msg(7, 0x8380, "www.github.com", 1),
+        "answer-loop": b"1" + dns_msg(7, 0x8180, "www.github.com", 1, loop),
+        "upstream": b"2127.0.0.1:5353",
+        "upstream-bad": b"210.0.0.1:99999",
+        "resolv": b"3search a.svc\nnameserver fd00::1\nnameserver 10.96.0.10 # dns\n",
+    }
+
+
 # ---- tools (manifest.c, fetch.c's URLs, policy.c) ---------------------------------------------
 
 def signed():
@@ -486,7 +524,7 @@ TARGETS = {
     "rules": rules, "framing": framing, "router": router, "util": util, "json": json_,
     "manifest": manifest, "policy": policy, "cgroup": cgroup, "acl": acl, "sse": sse,
     "ndjson": ndjson, "image_ref": image_ref, "oci": oci, "registry_auth": registry_auth,
-    "peers": peers, "egress_policy": egress_policy,
+    "peers": peers, "egress_policy": egress_policy, "dnsmsg": dnsmsg,
 }
 
 

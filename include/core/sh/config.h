@@ -62,6 +62,8 @@ typedef struct sh_config {
         /* egress (egress/, OPENSANDBOX.md section 4): parsed by sh_egress_operator_parse */
         char *egress_deny;  /* "" or targets, comma-separated; default SH_EGRESS_DENY_DEFAULT's */
         char *egress_allow; /* NULL: none; targets granted to every sandbox */
+        /* network egress of /v1 sandboxes (egress/, docs/architecture.md) */
+        char *dns_upstream; /* NULL: resolv.conf's first IPv4 nameserver; "ip[:port]" */
 } sh_config;
 
 #define SH_DISK_MIN      (1ULL << 20)  /* smallest SANDBOX_HOST_DISK_MAX other than 0 */
