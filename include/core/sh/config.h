@@ -59,6 +59,8 @@ typedef struct sh_config {
         uint64_t peers_interval_ms; /* discovery and peer probes, again every this often */
         uint64_t peer_timeout_ms;   /* a peer's connect + the head of its answer */
         uint64_t peer_relay_max;    /* relays in flight at once */
+        /* the sandboxes' network (egress/, OPENSANDBOX.md section 4) */
+        char *egress_cidr; /* the sandboxes' range: "a.b.c.d/n", n 8..30 */
 } sh_config;
 
 #define SH_DISK_MIN      (1ULL << 20)  /* smallest SANDBOX_HOST_DISK_MAX other than 0 */
