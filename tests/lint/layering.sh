@@ -7,13 +7,14 @@
 set -u
 src=$1
 cc=${2:-cc}
-layers="core fs isolation net images sandbox persist tools http cluster native opensandbox app"
+layers="core fs isolation net egress images sandbox persist tools http cluster native opensandbox app"
 # What each layer may see (itself and everything below it), as CMakeLists.txt links them.
 declare -A sees=(
         [core]="core"
         [fs]="fs core"
         [isolation]="isolation fs core"
         [net]="net core"
+        [egress]="egress core"
         [images]="images isolation fs net core"
         [sandbox]="sandbox images isolation fs net core"
         [persist]="persist sandbox images isolation fs net core"
