@@ -3,12 +3,16 @@
  * transaction of libnftables (the kernel's own rule language; sets with timeouts; atomic
  * batches; no `nft` program spawned per change). */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
 #include <nftables/libnftables.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "sh/net.h"
 #include "sh/random.h"
@@ -145,6 +149,32 @@ static bool valid_word(const char *s, size_t max, const char *extra)
         return true;
 }
 
+/* libnftables (1.0.6) opens its netfilter socket without O_CLOEXEC: every fd of the daemon is
+ * born close-on-exec, so one such socket without it is libnftables', and gets the flag. */
+static void cloexec_netfilter_sockets(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *e;
+
+        if (!d)
+                return;
+        while ((e = readdir(d))) {
+                int fd = atoi(e->d_name), v = 0, flags;
+                socklen_t len = sizeof(v);
+
+                if (fd < 3 || fd == dirfd(d) || (flags = fcntl(fd, F_GETFD)) < 0 ||
+                    (flags & FD_CLOEXEC))
+                        continue;
+                if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 || v != AF_NETLINK)
+                        continue;
+                len = sizeof(v);
+                if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) == 0 &&
+                    v == NETLINK_NETFILTER)
+                        (void)fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+        }
+        closedir(d);
+}
+
 int sh_egress_nft_open(const sh_egress_nft_config *c, sh_egress_nft **ret, sh_error **err)
 {
         sh_egress_nft *n;
@@ -152,8 +182,9 @@ int sh_egress_nft_open(const sh_egress_nft_config *c, sh_egress_nft **ret, sh_er
         int r;
 
         if (!valid_word(c->tag, SH_EGRESS_TAG_MAX, "_") ||
-            !valid_word(c->ifprefix, SH_EGRESS_IFPREFIX_MAX, "") || c->conn_max < 1 ||
-            c->dns_max < 1 || c->range.prefix > SH_EGRESS_PREFIX_MAX)
+            !valid_word(c->ifprefix, SH_EGRESS_IFPREFIX_MAX, "") ||
+            strpbrk(c->ifprefix, "0123456789") || c->conn_max < 1 || c->dns_max < 1 ||
+            c->range.prefix > SH_EGRESS_PREFIX_MAX)
                 return sh_error_new(err, SH_E_INVALID, "nft: a bad table tag, prefix or bound");
         n = calloc(1, sizeof(*n));
         if (!n)
@@ -172,6 +203,7 @@ int sh_egress_nft_open(const sh_egress_nft_config *c, sh_egress_nft **ret, sh_er
                 free(n);
                 return sh_error_make(err, ENOMEM, "nft: a libnftables context");
         }
+        cloexec_netfilter_sockets();
         r = txn_begin(&t);
         if (r < 0) {
                 nft_ctx_free(n->ctx);
@@ -300,8 +332,7 @@ int sh_egress_nft_sandbox_add(sh_egress_nft *n, uint32_t s, const char *ifname, 
         txn t;
         int r;
 
-        if (!ifname || strlen(ifname) >= sizeof(n->slots[0].ifname) || strpbrk(ifname, "\"\\ \n") ||
-            !valid_rules(rules, nrules))
+        if (!valid_word(ifname, sizeof(n->slots[0].ifname) - 1, "") || !valid_rules(rules, nrules))
                 return sh_error_new(err, SH_E_INVALID, "nft: a bad link name or rule");
         if (find(n, s))
                 return sh_error_make(err, EEXIST, "nft: slot %u is in the table already", s);

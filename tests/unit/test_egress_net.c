@@ -6,6 +6,7 @@
  * touched. */
 #include <arpa/inet.h>
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -116,8 +117,9 @@ static int listen_in(const world *w, int ns, const char *ip, uint16_t *port)
         return fd;
 }
 
-/* A TCP connection from ns to ip:port within WAIT_MS: its fd, or -1. */
-static int connect_from(const world *w, int ns, const char *ip, uint16_t port)
+/* A TCP connection from ns (from address `src` when not NULL) to ip:port within WAIT_MS: its
+ * fd, or -1. */
+static int connect_src(const world *w, int ns, const char *src, const char *ip, uint16_t port)
 {
         struct sockaddr_in a = sin_of(ip, port);
         struct pollfd p = {.events = POLLOUT};
@@ -125,6 +127,11 @@ static int connect_from(const world *w, int ns, const char *ip, uint16_t port)
         int e = 0;
 
         p.fd = socket_in(w, ns, SOCK_STREAM | SOCK_NONBLOCK);
+        if (src) {
+                struct sockaddr_in b = sin_of(src, 0);
+
+                ck_assert_int_eq(bind(p.fd, (struct sockaddr *)&b, sizeof(b)), 0);
+        }
         if (connect(p.fd, (struct sockaddr *)&a, sizeof(a)) == 0)
                 return p.fd;
         ck_assert_int_eq(errno, EINPROGRESS);
@@ -133,6 +140,11 @@ static int connect_from(const world *w, int ns, const char *ip, uint16_t port)
                 return p.fd;
         close(p.fd);
         return -1;
+}
+
+static int connect_from(const world *w, int ns, const char *ip, uint16_t port)
+{
+        return connect_src(w, ns, NULL, ip, port);
 }
 
 static bool reaches(const world *w, int ns, const char *ip, uint16_t port)
@@ -206,11 +218,11 @@ static void stale_table(const char *tag)
 /* The pod, the internet, two sandboxes, the links and the table (no sandbox in it yet; with
  * `stale`, a previous run's table of its name was there). Operator lists: deny
  * 203.0.113.0/28, allow 203.0.113.20. */
-static void world_up(world *w, uint32_t conn_max, bool stale)
+static void world_up(world *w, uint32_t conn_max, uint32_t dns_max, bool stale)
 {
         static const char *deny[] = {"203.0.113.0/28"}, *allow[] = {"203.0.113.20"};
         sh_egress_ipv4_net d[1], a[1];
-        sh_egress_nft_config c = {.ifprefix = "shv", .conn_max = conn_max, .dns_max = 16};
+        sh_egress_nft_config c = {.ifprefix = "shv", .conn_max = conn_max, .dns_max = dns_max};
         _cleanup_error_ sh_error *err = NULL;
         pid_t me = getpid();
         int i;
@@ -321,7 +333,7 @@ START_TEST(test_allowed_address_reached_other_not)
         uint16_t port;
         int l;
 
-        world_up(&w, 64, false);
+        world_up(&w, 64, 16, false);
         sandbox_up(&w, 0, allow, 1, false);
         l = listen_in(&w, w.inet, "0.0.0.0", &port);
         ck_assert(reaches(&w, w.sbx[0], "198.51.100.2", port));
@@ -342,7 +354,7 @@ START_TEST(test_dns_address_opens_for_its_ttl_and_keeps_open_connections)
         int l, c, acc = -1;
         bool there = true;
 
-        world_up(&w, 4096, false);
+        world_up(&w, 4096, 16, false);
         sandbox_up(&w, 0, NULL, 0, false);
         l = listen_in(&w, w.inet, "0.0.0.0", &port);
         ck_assert(!reaches(&w, w.sbx[0], "198.51.100.2", port));
@@ -368,6 +380,37 @@ START_TEST(test_dns_address_opens_for_its_ttl_and_keeps_open_connections)
 }
 END_TEST
 
+/* A full DNS set refuses a new address, still refreshes one it holds, and still lets a
+ * policy change forget one. */
+START_TEST(test_full_dns_set_refuses_new_addresses_only)
+{
+        _cleanup_error_ sh_error *err = NULL;
+        static const char *ip[] = {"203.0.113.30", "203.0.113.40", "203.0.113.50"};
+        char set[64], listing[2048];
+        struct in_addr a[3];
+        world w;
+        int i;
+
+        world_up(&w, 64, 2, false);
+        sandbox_up(&w, 0, NULL, 0, false);
+        for (i = 0; i < 3; i++)
+                inet_pton(AF_INET, ip[i], &a[i]);
+        ck_assert_int_eq(sh_egress_nft_allow_addr(w.nft, 0, a[0], 60, &err), 0);
+        ck_assert_int_eq(sh_egress_nft_allow_addr(w.nft, 0, a[1], 60, &err), 0);
+        ck_assert_int_eq(sh_egress_nft_allow_addr(w.nft, 0, a[2], 60, &err), -ENFILE);
+        sh_error_release(&err);
+        ck_assert_msg(sh_egress_nft_allow_addr(w.nft, 0, a[1], 120, &err) == 0, "%s",
+                      err ? err->msg : "");
+        snprintf(set, sizeof(set), "set inet %s dns_0", sh_egress_nft_table(w.nft));
+        ck_assert(nft_list(set, listing, sizeof(listing)));
+        ck_assert_msg(strstr(listing, "203.0.113.40 timeout 2m"), "%s", listing);
+        ck_assert_msg(sh_egress_nft_policy(w.nft, 0, NULL, 0, false, &a[0], 1, &err) == 0, "%s",
+                      err ? err->msg : "");
+        ck_assert_int_eq(sh_egress_nft_allow_addr(w.nft, 0, a[2], 60, &err), 0);
+        world_down(&w);
+}
+END_TEST
+
 START_TEST(test_operator_deny_wins_and_operator_allow_is_everyones)
 {
         static const char *allow[] = {"203.0.113.0/24"};
@@ -377,7 +420,7 @@ START_TEST(test_operator_deny_wins_and_operator_allow_is_everyones)
         uint16_t port;
         int l;
 
-        world_up(&w, 64, false);
+        world_up(&w, 64, 16, false);
         sandbox_up(&w, 0, allow, 1, true);
         sandbox_up(&w, 1, NULL, 0, false);
         inet_pton(AF_INET, "203.0.113.10", &a);
@@ -410,7 +453,7 @@ START_TEST(test_sandbox_reaches_only_the_dns_proxy_of_the_pod)
         uint16_t api, api2, peer;
         int l[5], i;
 
-        world_up(&w, 64, false);
+        world_up(&w, 64, 16, false);
         sandbox_up(&w, 0, NULL, 0, true);
         sandbox_up(&w, 1, NULL, 0, true);
         inet_ntop(AF_INET, &w.gw, gw, sizeof(gw));
@@ -436,13 +479,36 @@ START_TEST(test_sandbox_reaches_only_the_dns_proxy_of_the_pod)
 }
 END_TEST
 
+/* A sandbox that takes another address (its root may own its namespace) gets nothing out. */
+START_TEST(test_spoofed_source_dropped)
+{
+        world w;
+        uint16_t port;
+        int l, c;
+
+        world_up(&w, 64, 16, false);
+        sandbox_up(&w, 0, NULL, 0, true);
+        sandbox_up(&w, 1, NULL, 0, true);
+        l = listen_in(&w, w.inet, "0.0.0.0", &port);
+        ip_in(w.sbx[0], "addr add 100.127.0.3/32 dev eth0"); /* sandbox 1's */
+        ip_in(w.sbx[0], "addr add 192.0.2.9/32 dev eth0");
+        ck_assert(reaches(&w, w.sbx[0], "198.51.100.2", port));
+        c = connect_src(&w, w.sbx[0], "100.127.0.3", "198.51.100.2", port);
+        ck_assert_int_lt(c, 0);
+        c = connect_src(&w, w.sbx[0], "192.0.2.9", "198.51.100.2", port);
+        ck_assert_int_lt(c, 0);
+        close(l);
+        world_down(&w);
+}
+END_TEST
+
 START_TEST(test_connections_per_sandbox_bounded)
 {
         world w;
         uint16_t port;
         int l, c[4], i;
 
-        world_up(&w, 3, false);
+        world_up(&w, 3, 16, false);
         sandbox_up(&w, 0, NULL, 0, true);
         l = listen_in(&w, w.inet, "0.0.0.0", &port);
         for (i = 0; i < 3; i++) {
@@ -464,7 +530,7 @@ START_TEST(test_policy_change_cuts_established_connections)
         uint16_t port;
         int l, c, acc = -1;
 
-        world_up(&w, 64, false);
+        world_up(&w, 64, 16, false);
         sandbox_up(&w, 0, NULL, 0, true);
         l = listen_in(&w, w.inet, "0.0.0.0", &port);
         c = connect_from(&w, w.sbx[0], "198.51.100.2", port);
@@ -490,7 +556,7 @@ START_TEST(test_policy_change_forgets_addresses_keeps_allowed_ones)
         uint16_t port;
         int l, c, acc = -1;
 
-        world_up(&w, 64, false);
+        world_up(&w, 64, 16, false);
         sandbox_up(&w, 0, NULL, 0, false);
         l = listen_in(&w, w.inet, "0.0.0.0", &port);
         inet_pton(AF_INET, "198.51.100.2", &a);
@@ -521,7 +587,7 @@ START_TEST(test_delete_removes_link_chains_and_set)
         world w;
         unsigned eth0;
 
-        world_up(&w, 64, false);
+        world_up(&w, 64, 16, false);
         sandbox_up(&w, 0, NULL, 0, true);
         ck_assert_uint_ne(if_nametoindex("shv0"), 0);
         ck_assert_int_eq(sh_egress_link_del(w.links, 0, &err), 0);
@@ -551,7 +617,7 @@ START_TEST(test_stale_table_replaced_and_table_gone_at_close)
         world w;
         int s;
 
-        world_up(&w, 64, true);
+        world_up(&w, 64, 16, true);
         snprintf(table, sizeof(table), "table inet %s", sh_egress_nft_table(w.nft));
         snprintf(junk, sizeof(junk), "chain inet %s junk", sh_egress_nft_table(w.nft));
         ck_assert(nft_lists(&w, table));
@@ -573,13 +639,40 @@ START_TEST(test_stale_table_replaced_and_table_gone_at_close)
 }
 END_TEST
 
+/* No netlink socket the table or the links hold reaches a program the daemon starts. */
+START_TEST(test_netlink_sockets_are_close_on_exec)
+{
+        world w;
+        struct dirent *e;
+        int seen = 0;
+        DIR *d;
+
+        world_up(&w, 64, 16, false);
+        d = opendir("/proc/self/fd");
+        ck_assert_ptr_nonnull(d);
+        while ((e = readdir(d))) {
+                int fd = atoi(e->d_name), v = 0;
+                socklen_t len = sizeof(v);
+
+                if (fd < 3 || getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 ||
+                    v != AF_NETLINK)
+                        continue;
+                ck_assert_msg(fcntl(fd, F_GETFD) & FD_CLOEXEC, "fd %d", fd);
+                seen++;
+        }
+        closedir(d);
+        ck_assert_int_ge(seen, 2); /* libnftables' and the links' */
+        world_down(&w);
+}
+END_TEST
+
 START_TEST(test_links_turn_forwarding_on)
 {
         char c = 0;
         world w;
         int fd;
 
-        world_up(&w, 64, false);
+        world_up(&w, 64, 16, false);
         fd = open("/proc/sys/net/ipv4/ip_forward", O_RDONLY | O_CLOEXEC);
         ck_assert_int_ge(fd, 0);
         ck_assert_int_eq(read(fd, &c, 1), 1);
@@ -600,13 +693,16 @@ int main(void)
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_allowed_address_reached_other_not);
         tcase_add_test(tc, test_dns_address_opens_for_its_ttl_and_keeps_open_connections);
+        tcase_add_test(tc, test_full_dns_set_refuses_new_addresses_only);
         tcase_add_test(tc, test_operator_deny_wins_and_operator_allow_is_everyones);
         tcase_add_test(tc, test_sandbox_reaches_only_the_dns_proxy_of_the_pod);
+        tcase_add_test(tc, test_spoofed_source_dropped);
         tcase_add_test(tc, test_connections_per_sandbox_bounded);
         tcase_add_test(tc, test_policy_change_cuts_established_connections);
         tcase_add_test(tc, test_policy_change_forgets_addresses_keeps_allowed_ones);
         tcase_add_test(tc, test_delete_removes_link_chains_and_set);
         tcase_add_test(tc, test_stale_table_replaced_and_table_gone_at_close);
+        tcase_add_test(tc, test_netlink_sockets_are_close_on_exec);
         tcase_add_test(tc, test_links_turn_forwarding_on);
         suite_add_tcase(s, tc);
         return ut_run_forked(s);
