@@ -34,6 +34,14 @@
  * change too (its name is resolved again by the next connection). No conntrack entry is
  * deleted: they time out as the kernel's do.
  *
+ * Cost (measured on 2 cores, kernel 6.18, libnftables 1.0.6): every change is one netlink
+ * transaction, but libnftables first reads what the table holds into its cache to check it,
+ * so the cost grows with the sandboxes in the table: with 16, 256 and 1024 sandboxes a
+ * sandbox added takes 0.44, 0.59 and 3.0 ms, an address opened 0.19, 0.69 and 3.6 ms, a
+ * policy replaced 0.27, 0.85 and 7.2 ms, all on the loop. Past a few hundred sandboxes the
+ * way out is libnftnl batches built without that read (the same rules), or one shared set
+ * keyed by (sandbox, address).
+ *
  * Ordering (fail closed): add a sandbox to the table before its link, remove its link before
  * it leaves the table, close every link before the table (no packet is forwarded from a
  * link the table does not know: the forward chain drops every `<prefix>*` interface it has no
