@@ -90,14 +90,20 @@ static int txn_run(sh_egress_nft *n, txn *t, sh_error **err)
         }
         t->f = NULL;
         r = nft_run_cmd_from_buffer(n->ctx, t->text);
+        (void)nft_ctx_get_output_buffer(n->ctx); /* read: emptied for the next one */
         why = nft_ctx_get_error_buffer(n->ctx);
         if (r != 0) {
-                size_t len = why ? strlen(why) : 0;
+                char line[512];
+                size_t i, len = 0;
 
-                while (len && (why[len - 1] == '\n' || why[len - 1] == ' '))
+                /* One line: nft's message spans several (the command, a caret line). */
+                for (i = 0; why && why[i] && len + 1 < sizeof(line); i++)
+                        if (why[i] != '\n' || (len && line[len - 1] != ' '))
+                                line[len++] = why[i] == '\n' || why[i] == '\t' ? ' ' : why[i];
+                while (len && line[len - 1] == ' ')
                         len--;
-                r = sh_error_make(err, errno_of(why), "nft: %.*s", (int)(len < 512 ? len : 512),
-                                  why ? why : "failed");
+                line[len] = '\0';
+                r = sh_error_make(err, errno_of(why), "nft: %s", len ? line : "failed");
         }
         txn_drop(t);
         return r;

@@ -412,6 +412,7 @@ START_TEST(test_full_dns_set_refuses_new_addresses_only)
         ck_assert_int_eq(sh_egress_nft_allow_addr(w.nft, 0, a[0], 60, &err), 0);
         ck_assert_int_eq(sh_egress_nft_allow_addr(w.nft, 0, a[1], 60, &err), 0);
         ck_assert_int_eq(sh_egress_nft_allow_addr(w.nft, 0, a[2], 60, &err), -ENFILE);
+        ck_assert_ptr_null(strchr(err->msg, '\n')); /* nft's message on one line */
         sh_error_release(&err);
         ck_assert_msg(sh_egress_nft_allow_addr(w.nft, 0, a[1], 120, &err) == 0, "%s",
                       err ? err->msg : "");
