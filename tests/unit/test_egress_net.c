@@ -157,14 +157,20 @@ static bool reaches(const world *w, int ns, const char *ip, uint16_t port)
         return true;
 }
 
-/* Whether a datagram from `from` to ip:53 reaches a socket bound there in `to`. */
-static bool dns_arrives(const world *w, int from, int to, const char *ip)
+/* Whether a datagram from `from` (from address `src` when not NULL) to ip:53 reaches a
+ * socket bound there in `to`. */
+static bool dns_src_arrives(const world *w, int from, const char *src, int to, const char *ip)
 {
         struct sockaddr_in a = sin_of(ip, 53);
         struct pollfd p = {.events = POLLIN};
         int s = socket_in(w, from, SOCK_DGRAM);
         bool got;
 
+        if (src) {
+                struct sockaddr_in b = sin_of(src, 0);
+
+                ck_assert_int_eq(bind(s, (struct sockaddr *)&b, sizeof(b)), 0);
+        }
         p.fd = socket_in(w, to, SOCK_DGRAM);
         ck_assert_int_eq(bind(p.fd, (struct sockaddr *)&a, sizeof(a)), 0);
         ck_assert_int_eq(sendto(s, "q", 1, 0, (struct sockaddr *)&a, sizeof(a)), 1);
@@ -172,6 +178,11 @@ static bool dns_arrives(const world *w, int from, int to, const char *ip)
         close(s);
         close(p.fd);
         return got;
+}
+
+static bool dns_arrives(const world *w, int from, int to, const char *ip)
+{
+        return dns_src_arrives(w, from, NULL, to, ip);
 }
 
 /* Whether a byte written on c reaches the listener's accepted end (accepted now if need be). */
@@ -497,6 +508,7 @@ END_TEST
 /* A sandbox that takes another address (its root may own its namespace) gets nothing out. */
 START_TEST(test_spoofed_source_dropped)
 {
+        char gw[INET_ADDRSTRLEN];
         world w;
         uint16_t port;
         int l, c;
@@ -512,6 +524,10 @@ START_TEST(test_spoofed_source_dropped)
         ck_assert_int_lt(c, 0);
         c = connect_src(&w, w.sbx[0], "192.0.2.9", "198.51.100.2", port);
         ck_assert_int_lt(c, 0);
+        /* Nor does its DNS reach the proxy: the query would count as sandbox 1's. */
+        inet_ntop(AF_INET, &w.gw, gw, sizeof(gw));
+        ck_assert(dns_src_arrives(&w, w.sbx[0], NULL, w.pod, gw));
+        ck_assert(!dns_src_arrives(&w, w.sbx[0], "100.127.0.3", w.pod, gw));
         close(l);
         world_down(&w);
 }
