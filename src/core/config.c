@@ -28,6 +28,7 @@ typedef enum {
         T_SECRET,   /* an optional string never shown (an empty value is unset) */
         T_SECS,     /* seconds, suffixes s m h d */
         T_OPT_SECS, /* the same, unset (0) by default */
+        T_CIDR,     /* an IPv4 network a.b.c.d/n, host bits zero, n between min and max */
 } opt_type;
 
 typedef struct opt {
@@ -165,6 +166,11 @@ static const opt options[] = {
         {"SANDBOX_HOST_DNS_UPSTREAM", T_OPT_STRING, OFF(dns_upstream), NULL, 0, 0,
          "the resolver the sandboxes' DNS proxy forwards allowed names to, ip[:port] (IPv4; "
          "unset: the first IPv4 nameserver of /etc/resolv.conf)"},
+        /* The gateway (the first address) and one /32 per sandbox slot: a /30 holds two. */
+        {"SANDBOX_HOST_EGRESS_CIDR", T_CIDR, OFF(egress_cidr), "100.127.0.0/16", 8, 30,
+         "the sandboxes' own IPv4 range, a.b.c.d/n (n 8..30): its first address is their "
+         "gateway and DNS proxy, each sandbox has one more; it must hold MAX_SANDBOXES and "
+         "be used by nothing else the pod reaches"},
 };
 
 const char *sh_config_help(void)
@@ -327,6 +333,15 @@ static int set_option(sh_config *c, const opt *o, const char *value)
                     strcmp(value, "tmpfs") && strcmp(value, "none"))
                         return -EINVAL;
                 break;
+        case T_CIDR: {
+                uint32_t addr;
+                unsigned prefix;
+
+                if (sh_parse_ipv4_net(value, &addr, &prefix) < 0 || !strchr(value, '/') ||
+                    prefix < o->min || prefix > o->max)
+                        return -EINVAL;
+                break;
+        }
         case T_STRING:
         case T_OPT_STRING:
         case T_SECRET:
@@ -400,6 +415,21 @@ static sh_config_result check_disk(sh_config *c, char **ret_msg)
                                "needs SANDBOX_HOST_DISK_MAX");
         if (c->disk_max && !c->disk_inodes_max)
                 c->disk_inodes_max = sh_config_disk_inodes(c->disk_max);
+        return SH_CONFIG_OK;
+}
+
+/* The sandboxes' range holds a gateway and one address per sandbox slot. */
+static sh_config_result check_egress(const sh_config *c, char **ret_msg)
+{
+        uint32_t addr;
+        unsigned prefix;
+
+        if (sh_parse_ipv4_net(c->egress_cidr, &addr, &prefix) < 0)
+                return invalid(ret_msg, "SANDBOX_HOST_EGRESS_CIDR", c->egress_cidr,
+                               "not a network");
+        if ((1ULL << (32 - prefix)) - 2 < c->max_sandboxes)
+                return invalid(ret_msg, "SANDBOX_HOST_EGRESS_CIDR", c->egress_cidr,
+                               "holds fewer addresses than SANDBOX_HOST_MAX_SANDBOXES plus 2");
         return SH_CONFIG_OK;
 }
 
@@ -498,7 +528,9 @@ sh_config_result sh_config_parse(sh_config *c, int argc, char *const *argv, char
                                        o->help);
                 }
         }
-        return check_disk(c, ret_msg);
+        if (check_disk(c, ret_msg) != SH_CONFIG_OK)
+                return SH_CONFIG_INVALID;
+        return check_egress(c, ret_msg);
 }
 
 void sh_config_done(sh_config *c)
@@ -515,6 +547,7 @@ void sh_config_done(sh_config *c)
                 case T_OPT_PATH:
                 case T_LEVEL:
                 case T_SECRET:
+                case T_CIDR:
                 case T_DISK_QUOTA: {
                         char **sp = (char **)((char *)c + options[i].offset);
 

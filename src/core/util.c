@@ -3,6 +3,7 @@
 #include "sh/util.h"
 #include "sh/buf.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,43 @@ int sh_parse_size(const char *s, uint64_t *ret)
         if (shift && v > (UINT64_MAX >> shift))
                 return -ERANGE;
         *ret = v << shift;
+        return 0;
+}
+
+int sh_parse_ipv4_net(const char *s, uint32_t *ret_addr, unsigned *ret_prefix)
+{
+        char a[INET_ADDRSTRLEN];
+        const char *slash = strchr(s, '/');
+        size_t alen = slash ? (size_t)(slash - s) : strlen(s);
+        unsigned prefix = 32;
+        struct in_addr addr;
+        uint32_t host;
+
+        if (alen == 0 || alen >= sizeof(a))
+                return -EINVAL;
+        memcpy(a, s, alen);
+        a[alen] = '\0';
+        if (inet_pton(AF_INET, a, &addr) != 1) /* dotted quad only: no "10.1", no octal */
+                return -EINVAL;
+        if (slash) {
+                const char *p = slash + 1;
+
+                if (!*p || strlen(p) > 2 || (p[0] == '0' && p[1]))
+                        return -EINVAL;
+                prefix = 0;
+                for (; *p; p++) {
+                        if (*p < '0' || *p > '9')
+                                return -EINVAL;
+                        prefix = prefix * 10 + (unsigned)(*p - '0');
+                }
+                if (prefix > 32)
+                        return -EINVAL;
+        }
+        host = prefix == 32 ? 0 : (0xffffffffu >> prefix);
+        if (ntohl(addr.s_addr) & host)
+                return -EINVAL;
+        *ret_addr = addr.s_addr;
+        *ret_prefix = prefix;
         return 0;
 }
 

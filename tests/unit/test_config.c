@@ -129,6 +129,8 @@ static const setting settings[] = {
         {"SANDBOX_HOST_DISK_MAX", "--disk-max", "2G", K_U64, S(disk_max), NULL, 2ULL << 30},
         {"SANDBOX_HOST_DISK_PROJECT_BASE", "--disk-project-base", "70000", K_U64,
          S(disk_project_base), NULL, 70000},
+        {"SANDBOX_HOST_EGRESS_CIDR", "--egress-cidr", "10.200.0.0/20", K_STR, S(egress_cidr),
+         "10.200.0.0/20", 0},
 };
 
 static void check_setting(const sh_config *c, const setting *s, const char *how)
@@ -299,7 +301,30 @@ static const bad_value bad_values[] = {
         {"SANDBOX_HOST_DISK_QUOTA", "--disk-quota", "xfs"},
         {"SANDBOX_HOST_DISK_PROJECT_BASE", "--disk-project-base", "0"},
         {"SANDBOX_HOST_DISK_PROJECT_BASE", "--disk-project-base", "4294967295"},
+        {"SANDBOX_HOST_EGRESS_CIDR", "--egress-cidr", "10.0.0.1/16"},
+        {"SANDBOX_HOST_EGRESS_CIDR", "--egress-cidr", "10.0.0.0/31"},
+        {"SANDBOX_HOST_EGRESS_CIDR", "--egress-cidr", "10.0.0.0/7"},
+        {"SANDBOX_HOST_EGRESS_CIDR", "--egress-cidr", "10.0.0.0"},
+        {"SANDBOX_HOST_EGRESS_CIDR", "--egress-cidr", "ten/16"},
 };
+
+/* The range holds the gateway and one address per sandbox: a /24 (254) is too small for the
+ * default 256 sandboxes, right for 254. */
+START_TEST(test_egress_range_must_hold_every_sandbox)
+{
+        sh_config c;
+        char *msg = NULL;
+
+        expect_ok(parse(&c, &msg, NULL, NULL), &msg);
+        ck_assert_str_eq(c.egress_cidr, "100.127.0.0/16");
+        sh_config_done(&c);
+        expect_invalid(parse(&c, &msg, NULL, "--egress-cidr=10.0.0.0/24", NULL), &c, &msg,
+                       "SANDBOX_HOST_EGRESS_CIDR");
+        expect_ok(parse(&c, &msg, NULL, "--egress-cidr=10.0.0.0/24", "--max-sandboxes=254", NULL),
+                  &msg);
+        sh_config_done(&c);
+}
+END_TEST
 
 START_TEST(test_invalid_variable_names_the_setting)
 {
@@ -707,6 +732,7 @@ static Suite *config_suite(void)
         tcase_add_test(tc, test_the_automatic_disk_limit_is_a_share_of_the_volume);
         tcase_add_test(tc, test_disk_inode_limit_is_derived_when_unset);
         tcase_add_test(tc, test_disk_settings_that_contradict_are_invalid);
+        tcase_add_test(tc, test_egress_range_must_hold_every_sandbox);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("values");

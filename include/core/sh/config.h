@@ -64,6 +64,8 @@ typedef struct sh_config {
         char *egress_allow; /* NULL: none; targets granted to every sandbox */
         /* network egress of /v1 sandboxes (egress/, docs/architecture.md) */
         char *dns_upstream; /* NULL: resolv.conf's first IPv4 nameserver; "ip[:port]" */
+        /* the sandboxes' network (egress/, OPENSANDBOX.md section 4) */
+        char *egress_cidr; /* the sandboxes' range: "a.b.c.d/n", n 8..30 */
 } sh_config;
 
 #define SH_DISK_MIN      (1ULL << 20)  /* smallest SANDBOX_HOST_DISK_MAX other than 0 */

@@ -28,6 +28,11 @@ int sh_parse_millicores(const char *s, uint64_t *ret);
  * 0, -EINVAL or -ERANGE. */
 int sh_parse_seconds(const char *s, uint64_t *ret);
 
+/* Parse an IPv4 network "a.b.c.d" (a /32) or "a.b.c.d/n": a dotted quad, a prefix of 0..32
+ * without a leading zero, host bits zero ("10.0.0.1/8" is refused, so that a rule means what
+ * it says). The address in network byte order. 0 or -EINVAL. */
+int sh_parse_ipv4_net(const char *s, uint32_t *ret_addr, unsigned *ret_prefix);
+
 /* A Kubernetes quantity ("500m", "1.5", "2Gi", "1G", "262144Ki", "1e3": apimachinery's
  * resource.Quantity) times `scale` (1000: CPU in milli-cores; 1: bytes), rounded up, saturating
  * at UINT64_MAX. 0 or -EINVAL. */
