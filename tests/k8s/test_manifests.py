@@ -258,6 +258,8 @@ def test_manifest_settings_are_accepted_by_the_daemon(env, tmp_path):
     e["SANDBOX_HOST_ROOT"] = str(tmp_path / "root")
     e["SANDBOX_HOST_NFS_ROOT"] = str(tmp_path / "archive")
     e["SANDBOX_HOST_LISTEN"] = "127.0.0.1:0"
+    # nothing of the machine's network namespace changes (egress: tests/contract/egresslib.py)
+    e["SANDBOX_HOST_EGRESS"] = "off"
     log = tmp_path / "stderr"
     with open(log, "wb") as lf:
         proc = subprocess.Popen([binary()], env=e, stdin=subprocess.DEVNULL,
