@@ -2429,6 +2429,8 @@ static int egress(const char *bin, const char *cgdir)
                 "SANDBOX_HOST_EGRESS=on",
                 /* needed to turn egress on; nothing answers there (CIDR rules need no DNS) */
                 "SANDBOX_HOST_DNS_UPSTREAM=" INET_ALLOWED ":53",
+                /* the disk limits have their parts; the loop module is loaded by now */
+                "SANDBOX_HOST_DISK_MAX=0",
                 NULL,
         };
         char why[1500] = "", vid[128] = "", link[IFNAMSIZ + 1] = "", state[64] = "";
