@@ -69,6 +69,13 @@ def test_a_v1_sandbox_has_eth0_in_the_range_and_the_gateway_as_its_resolver(eosc
         [["nameserver", netd.egress["gateway"]]], st
 
 
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+def test_the_proxy_answers_an_allowed_name_over_udp_and_tcp(eosc, sandbox, transport):
+    sid = sandbox(policy("deny", ("allow", "pypi.org")))
+    r = probe(eosc, sid, "dns", "pypi.org", "-", 53, 1, transport)
+    assert r.get("ok") and r["rcode"] == 0 and r["addrs"] == [PYPI], r
+
+
 def test_aaaa_is_answered_empty(eosc, sandbox):
     sid = sandbox()
     r = probe(eosc, sid, "dns", "pypi.org", "-", 53, 28)
