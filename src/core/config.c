@@ -171,6 +171,12 @@ static const opt options[] = {
          "the sandboxes' own IPv4 range, a.b.c.d/n (n 8..30): its first address is their "
          "gateway and DNS proxy, each sandbox has one more; it must hold MAX_SANDBOXES and "
          "be used by nothing else the pod reaches"},
+        {"SANDBOX_HOST_EGRESS", T_BOOL, OFF(egress), "on", 0, 0,
+         "give /v1 sandboxes network under their policy (needs CAP_NET_ADMIN and nftables; "
+         "without them, or off, sandboxes have loopback only and /healthz says why)"},
+        {"SANDBOX_HOST_EGRESS_CONN_MAX", T_UINT, OFF(egress_conn_max), "1024", 1, 1048576,
+         "connections one sandbox has tracked at once (conntrack); a new one past it is "
+         "dropped"},
 };
 
 const char *sh_config_help(void)

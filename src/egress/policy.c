@@ -451,6 +451,23 @@ void sh_egress_policy_done(sh_egress_policy *p)
                 sh_egress_rules_done(&p->rules);
 }
 
+int sh_egress_policy_copy(const sh_egress_policy *p, sh_egress_policy *ret)
+{
+        sh_egress_policy c = {.default_action = p->default_action};
+
+        if (p->rules.n && !(c.rules.v = calloc(p->rules.n, sizeof(*c.rules.v))))
+                return -ENOMEM;
+        for (; c.rules.n < p->rules.n; c.rules.n++) {
+                c.rules.v[c.rules.n].action = p->rules.v[c.rules.n].action;
+                if (target_copy(&p->rules.v[c.rules.n].target, &c.rules.v[c.rules.n].target) < 0) {
+                        sh_egress_policy_done(&c);
+                        return -ENOMEM;
+                }
+        }
+        *ret = c;
+        return 0;
+}
+
 bool sh_egress_policy_json_empty(const cJSON *np)
 {
         return !np || cJSON_IsNull(np) ||

@@ -8,6 +8,7 @@
  * to the daemon as (step, errno) records. */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -326,6 +327,55 @@ static int setup_var_tmp(const sh_worker_spec *s, const char *scratch)
         return sh_jail_bind(var, p, 0);
 }
 
+/* /etc/resolv.conf names the sandboxes' DNS proxy, the only resolver a sandbox's network
+ * reaches (OPENSANDBOX.md section 4): a file of the tmpfs (root's, 0644: the sandbox cannot
+ * change it, and it sits outside the root, no image entry in its way) bound over the image's.
+ * As for /var/tmp, nothing is followed: an /etc that is not a directory (lstat) is left as the
+ * image has it; a resolv.conf that is a link or absent is replaced by an empty file first on
+ * an overlay root (the sandbox's upper) and left alone on a host image's read-only /etc. */
+static int setup_resolv(const sh_worker_spec *s, const char *scratch)
+{
+        char etc[SH_WORKER_PATH_MAX + 16], p[SH_WORKER_PATH_MAX + 32], src[SH_WORKER_PATH_MAX + 48];
+        char text[80];
+        struct in_addr ns = {.s_addr = s->nameserver};
+        struct stat st;
+        int fd;
+
+        if (!s->nameserver)
+                return 0;
+        if (path_join(src, sizeof(src), scratch, "resolv.conf") < 0)
+                return -1;
+        snprintf(text, sizeof(text), "nameserver %s\noptions timeout:2 attempts:2\n",
+                 inet_ntoa(ns));
+        fd = open(src, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -1;
+        close(fd);
+        if (write_file(src, text) < 0)
+                return -1;
+        if (path_join(etc, sizeof(etc), s->rootfs, "etc") < 0)
+                return -1;
+        if (lstat(etc, &st) < 0) {
+                if (errno != ENOENT || s->n_lowers == 0 || mkdir(etc, 0755) < 0)
+                        return errno == ENOENT ? 0 : -1;
+        } else if (!S_ISDIR(st.st_mode)) {
+                return 0;
+        }
+        if (path_join(p, sizeof(p), etc, "resolv.conf") < 0)
+                return -1;
+        if (lstat(p, &st) == 0 && S_ISREG(st.st_mode))
+                return sh_jail_bind(src, p, 0);
+        if (s->n_lowers == 0)
+                return 0;
+        if (unlink(p) < 0 && errno != ENOENT)
+                return -1;
+        fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -1;
+        close(fd);
+        return sh_jail_bind(src, p, 0);
+}
+
 static int setup_dev(const sh_worker_spec *s, const char *scratch)
 {
         static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -417,6 +467,8 @@ static void setup_sandbox(const sh_worker_spec *s)
                 fail(SH_STEP_TMP);
         if (setup_var_tmp(s, scratch) < 0)
                 fail(SH_STEP_TMP);
+        if (setup_resolv(s, scratch) < 0)
+                fail(SH_STEP_RESOLV);
         /* A /proc of the sandbox's own PID namespace: it shows the sandbox's processes only. */
         if (make_dir(s->rootfs, "proc", 0555, p, sizeof(p)) < 0 ||
             mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)

@@ -17,7 +17,7 @@
  *   magic "SHSPEC1\n"
  *   str hostname, str rootfs, str workspace, str tools      str = u32 length + bytes, no NUL
  *   u32 n_entries, then per entry: u8 is_link, str name, str src (dir) or target (link)
- *   u64 tmp_size, u32 ptys_max, u32 uid, u32 gid, u32 nprocs
+ *   u64 tmp_size, u32 ptys_max, u32 nameserver, u32 uid, u32 gid, u32 nprocs
  *   u32 n_rlimits, then per limit: u32 resource, u64 cur, u64 max
  *   u32 n_filter, then per BPF instruction: u16 code, u8 jt, u8 jf, u32 k
  *
@@ -118,6 +118,7 @@ int sh_worker_spec_encode(const sh_worker_spec *s, char **ret_buf, size_t *ret_l
         }
         PUT(&w, uint64_t, s->tmp_size);
         PUT(&w, uint32_t, s->ptys_max);
+        PUT(&w, uint32_t, s->nameserver);
         PUT(&w, uint32_t, (uint32_t)s->uid);
         PUT(&w, uint32_t, (uint32_t)s->gid);
         PUT(&w, uint32_t, (uint32_t)s->nprocs);
@@ -310,6 +311,7 @@ static int decode(reader *r, sh_worker_spec *s)
         }
         s->tmp_size = GET(r, uint64_t);
         s->ptys_max = GET(r, uint32_t);
+        s->nameserver = GET(r, uint32_t);
         s->uid = (uid_t)GET(r, uint32_t);
         s->gid = (gid_t)GET(r, uint32_t);
         n = GET(r, uint32_t);
@@ -569,6 +571,7 @@ const char *sh_worker_step_name(int step)
                 [SH_STEP_STDIO] = "redirect standard streams",
                 [SH_STEP_SECCOMP] = "load the seccomp filter",
                 [SH_STEP_OVERLAY] = "mount the image's layers",
+                [SH_STEP_RESOLV] = "bind /etc/resolv.conf",
         };
 
         if (step <= 0 || step >= (int)ARRAY_SIZE(names) || !names[step])

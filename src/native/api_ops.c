@@ -2,6 +2,7 @@
 #include "sh/capability.h"
 #include "sh/log.h"
 #include "sh/native.h"
+#include "sh/network.h"
 #include "sh/persist.h"
 
 SH_CAPABILITY(drain, "drain")
@@ -17,6 +18,9 @@ void sh_api_healthz(sh_request *r)
         /* what this pod says of itself to its peers (cluster.h) */
         if (sh_native(r)->cluster)
                 cJSON_AddItemToObject(o, "cluster", sh_cluster_health_json(sh_native(r)->cluster));
+        /* whether sandboxes get network here, and why not (sh/network.h) */
+        cJSON_AddItemToObject(o, "egress",
+                              sh_network_health_json(sh_manager_network(sh_native(r)->mgr)));
         sh_reply_json(r, 200, o);
 }
 

@@ -11,6 +11,8 @@
 #include <sys/utsname.h>
 
 #include "os-internal.h"
+#include "sh/network.h"
+#include "sh/policy.h"
 
 #define ENTRYPOINT_MAX 256        /* arguments of an entrypoint */
 #define CONTAINER_LOG  (1u << 20) /* the entrypoint's output kept (diagnostics `container`) */
@@ -19,9 +21,12 @@ static const char *const default_entrypoint[] = {"tail", "-f", "/dev/null"};
 
 /* What the create asks of the sandbox layer, judged from the body. */
 typedef struct create_req {
-        char *image;         /* a host image's name, or an OCI reference (o.image; owned) */
-        sh_create_opts o;    /* env, limits (0: the host's), the restore of a snapshot */
-        uint64_t expires_ms; /* createdAt + timeout; 0: none */
+        char *image;             /* a host image's name, or an OCI reference (o.image; owned) */
+        sh_create_opts o;        /* env, limits (0: the host's), the restore of a snapshot */
+        uint64_t expires_ms;     /* createdAt + timeout; 0: none */
+        sh_network *net;         /* the host's (sh/network.h) */
+        sh_egress_policy egress; /* the sandbox's network policy, when has_egress */
+        bool has_egress;         /* false: loopback only (a host without network) */
 } create_req;
 
 /* ---- judging the body ---------------------------------------------------------------------- */
@@ -215,42 +220,35 @@ static int judge_platform(const cJSON *p, os_record *rec, os_err *e)
         return 0;
 }
 
-/* Sandboxes have no network but loopback: a policy that allows nothing is true here and is
- * accepted; one that would allow traffic could not be honoured. */
-static int judge_network(const cJSON *np, os_err *e)
+/* Its network (sh/network.h): the policy (absent or empty: allow-all, OpenSandbox's start),
+ * bounded by the operator's lists. A host without network support gives loopback only: a
+ * policy that allows nothing is true there and accepted; one that would allow traffic could
+ * not be honoured. */
+static int judge_network(const cJSON *np, create_req *cr, os_err *e)
 {
-        const cJSON *def, *rules, *rule;
+        sh_error *err = NULL;
+        int r;
 
-        if (!np)
-                return 0;
-        if (!cJSON_IsObject(np))
+        if (np && !cJSON_IsObject(np) && !cJSON_IsNull(np))
                 return os_err_code(e, OS_E_INVALID_REQUEST, "'networkPolicy' is an object");
-        def = sh_json_opt(np, "defaultAction");
-        rules = sh_json_opt(np, "egress");
-        if (def && (!cJSON_IsString(def) ||
-                    (!STREQ(def->valuestring, "deny") && !STREQ(def->valuestring, "allow"))))
-                return os_err_code(e, OS_E_INVALID_REQUEST,
-                                   "'networkPolicy.defaultAction' is allow or deny");
-        if (rules && !cJSON_IsArray(rules))
-                return os_err_code(e, OS_E_INVALID_REQUEST, "'networkPolicy.egress' is a list");
-        cJSON_ArrayForEach(rule, rules)
-        {
-                const cJSON *a = cJSON_GetObjectItemCaseSensitive(rule, "action");
-                const cJSON *t = cJSON_GetObjectItemCaseSensitive(rule, "target");
-
-                if (!cJSON_IsObject(rule) || !cJSON_IsString(a) || !cJSON_IsString(t) ||
-                    (!STREQ(a->valuestring, "allow") && !STREQ(a->valuestring, "deny")))
-                        return os_err_code(
-                                e, OS_E_INVALID_REQUEST,
-                                "an egress rule is {\"action\": allow|deny, \"target\"}");
-                if (STREQ(a->valuestring, "allow"))
-                        return os_err_code(e, OS_E_NOT_SUPPORTED,
-                                           "sandboxes here have no network: nothing can be "
-                                           "allowed");
+        if (sh_egress_policy_from_json(np, &cr->egress, &err) < 0) {
+                r = os_err_code(e,
+                                sh_error_kind_of(err) == SH_E_INVALID ? OS_E_INVALID_REQUEST
+                                                                      : OS_E_INTERNAL,
+                                "%s", err && err->msg ? err->msg : "out of memory");
+                sh_error_release(&err);
+                return r;
         }
-        if (def && STREQ(def->valuestring, "allow"))
+        cr->has_egress = true;
+        if (sh_network_supported(cr->net))
+                return 0;
+        if (!sh_egress_policy_json_empty(np) && sh_egress_policy_allows_any(&cr->egress))
                 return os_err_code(e, OS_E_NOT_SUPPORTED,
-                                   "sandboxes here have no network: defaultAction must be deny");
+                                   "sandboxes here have no network (%s): a policy can allow "
+                                   "nothing",
+                                   sh_network_why(cr->net));
+        sh_egress_policy_done(&cr->egress);
+        cr->has_egress = false;
         return 0;
 }
 
@@ -330,7 +328,7 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
                 if (!(rec->metadata = cJSON_Duplicate(md, true)))
                         return os_err_code(e, OS_E_INTERNAL, "out of memory");
         }
-        if (judge_network(sh_json_opt(body, "networkPolicy"), e) < 0 ||
+        if (judge_network(sh_json_opt(body, "networkPolicy"), cr, e) < 0 ||
             judge_platform(sh_json_opt(body, "platform"), rec, e) < 0 ||
             judge_extensions(sh_json_opt(body, "extensions"), rec, e) < 0)
                 return -1;
@@ -558,6 +556,7 @@ void os_api_create(sh_request *r)
                 os_reply_sh_error(r, err);
                 goto out;
         }
+        cr.net = sh_manager_network(ctx->mgr);
         if (judge(ctx->cfg, body, rec, &cr, &e) < 0) {
                 os_reply_err(r, &e);
                 goto out;
@@ -569,6 +568,7 @@ void os_api_create(sh_request *r)
         cr.o.surface = OS_SURFACE;
         cr.o.keep_failed = true;
         cr.o.pull_progress = create_progress;
+        cr.o.egress = cr.has_egress ? &cr.egress : NULL;
         j = calloc(1, sizeof(*j));
         if (!j) {
                 os_reply_code(r, OS_E_INTERNAL, "out of memory");
@@ -625,5 +625,6 @@ out:
         sh_error_release(&err);
         os_record_unref(rec);
         free(cr.image);
+        sh_egress_policy_done(&cr.egress);
         cJSON_Delete(body);
 }

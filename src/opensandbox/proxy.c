@@ -2,12 +2,14 @@
  * served by the daemon itself (OPENSANDBOX.md sections 1, 3 and 4; nothing is proxied). The
  * surface's admission has checked the sandbox's token and the paused rule. execd: `GET /ping`;
  * `/code…` and `/v1/isolated…` are never served: 501 NOT_SUPPORTED, at once and without reading
- * a body (commands.c, sessions.c, metrics.c and files.c serve the rest). Egress: the policy
- * is deny-all by construction (a sandbox has only loopback); the credential vault is not
- * served. */
+ * a body (commands.c, sessions.c, metrics.c and files.c serve the rest). Egress: the
+ * sandbox's policy on the host's network (sh/network.h: GET, PATCH merged, DELETE of targets,
+ * each answering the new status); the credential vault is not served. */
 #include <string.h>
 
 #include "os-internal.h"
+#include "sh/network.h"
+#include "sh/policy.h"
 
 #define EXECD  (OS_R_SANDBOX | OS_R_EXECD)
 #define EGRESS (OS_R_SANDBOX | OS_R_EGRESS)
@@ -51,91 +53,139 @@ static const sh_body_sink refuse_sink = {.begin = refuse_begin, .abort = refuse_
 
 /* ---- egress ----------------------------------------------------------------------------------- */
 
-/* What GET /policy says, and PATCH and DELETE after they change nothing: true, since the
- * sandbox's network namespace has only loopback. */
-static cJSON *policy_status(bool with_policy)
+/* The sandbox's policy and the host's network (sh/network.h). A sandbox without network (a
+ * host without egress support) holds deny-all, reported with enforcementMode "none". */
+static const sh_egress_policy *policy_of(sh_request *r, sh_network **ret_net)
 {
-        cJSON *o = cJSON_CreateObject(), *p;
+        os_record *rec = os_request_record(r);
 
-        if (!o || !cJSON_AddStringToObject(o, "status", "ok") ||
-            !cJSON_AddStringToObject(o, "mode", "deny_all") ||
-            !cJSON_AddStringToObject(o, "enforcementMode", "namespace"))
-                goto oom;
-        if (with_policy) {
-                p = cJSON_AddObjectToObject(o, "policy");
-                if (!p || !cJSON_AddStringToObject(p, "defaultAction", "deny") ||
-                    !cJSON_AddArrayToObject(p, "egress"))
-                        goto oom;
+        *ret_net = sh_manager_network(os_ctx_of(r)->mgr);
+        return rec && rec->sb ? sh_network_policy(*ret_net, rec->sb) : NULL;
+}
+
+static void reply_status(sh_request *r, const sh_network *net, const sh_egress_policy *p,
+                         bool with_policy)
+{
+        sh_egress_policy none;
+
+        if (!p) {
+                sh_egress_policy_init(&none, SH_EGRESS_DENY);
+                os_reply_json(r, 200, sh_egress_status_to_json(&none, "none", with_policy));
+                return;
         }
-        return o;
-oom:
-        cJSON_Delete(o);
-        return NULL;
+        os_reply_json(r, 200,
+                      sh_egress_status_to_json(p, sh_network_enforcement(net), with_policy));
 }
 
 static void egress_get(sh_request *r)
 {
-        os_reply_json(r, 200, policy_status(true));
+        sh_network *net;
+        const sh_egress_policy *p = policy_of(r, &net);
+
+        reply_status(r, net, p, true);
 }
 
-/* Rules that only deny change nothing of a sandbox that reaches nothing; a rule that would
- * allow traffic cannot be honoured. */
+/* A policy replaced: the next connection sees it, an open one it denies is cut. Without
+ * network, rules that only deny change nothing (the sandbox reaches nothing) and one that
+ * would allow cannot be honoured. */
+static void apply(sh_request *r, sh_network *net, const sh_egress_policy *cur,
+                  sh_egress_policy *next)
+{
+        os_record *rec = os_request_record(r);
+        sh_error *err = NULL;
+
+        if (sh_network_set_policy(net, rec->sb, next, &err) < 0) {
+                os_reply_code(r, OS_E_INTERNAL, "changing the policy: %s",
+                              err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+                return;
+        }
+        (void)cur;
+        reply_status(r, net, sh_network_policy(net, rec->sb), false);
+}
+
 static void egress_patch(sh_request *r)
 {
         bool empty;
-        cJSON *body = os_json_body(r, "INVALID_REQUEST", &empty), *rule;
-        bool allow = false;
+        cJSON *body = os_json_body(r, "INVALID_REQUEST", &empty);
+        sh_egress_rules in = {0};
+        sh_egress_policy next = {0};
+        sh_error *err = NULL;
+        sh_network *net;
+        const sh_egress_policy *cur = policy_of(r, &net);
 
         if (!body && !empty)
                 return;
-        if (!cJSON_IsArray(body) || cJSON_GetArraySize(body) == 0) {
-                os_reply_code(r, OS_E_INVALID_REQUEST,
-                              "the body is a non-empty list of {action, target} rules");
+        if (sh_egress_rules_from_json(body, &in, &err) < 0) {
+                os_reply_code(r,
+                              sh_error_kind_of(err) == SH_E_INVALID ? OS_E_INVALID_REQUEST
+                                                                    : OS_E_INTERNAL,
+                              "%s", err && err->msg ? err->msg : "");
                 goto out;
         }
-        cJSON_ArrayForEach(rule, body)
-        {
-                const cJSON *a = cJSON_GetObjectItemCaseSensitive(rule, "action");
-                const cJSON *t = cJSON_GetObjectItemCaseSensitive(rule, "target");
-
-                if (!cJSON_IsObject(rule) || !cJSON_IsString(a) || !cJSON_IsString(t) ||
-                    (!STREQ(a->valuestring, "deny") && !STREQ(a->valuestring, "allow"))) {
-                        os_reply_code(r, OS_E_INVALID_REQUEST,
-                                      "a rule is {\"action\": allow|deny, \"target\": <domain>}");
-                        goto out;
-                }
-                allow = allow || STREQ(a->valuestring, "allow");
-        }
-        if (allow) {
-                os_reply_code(r, OS_E_NOT_SUPPORTED,
-                              "sandboxes here have no network: nothing can be allowed");
+        if (!cur) {
+                if (sh_egress_rules_allow_any(&in))
+                        os_reply_code(r, OS_E_NOT_SUPPORTED,
+                                      "this sandbox has no network (%s): nothing can be allowed",
+                                      sh_network_why(net) ? sh_network_why(net)
+                                                          : "made without one");
+                else
+                        reply_status(r, net, NULL, false);
                 goto out;
         }
-        os_reply_json(r, 200, policy_status(false));
+        if (sh_egress_policy_copy(cur, &next) < 0) {
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
+                goto out;
+        }
+        if (sh_egress_policy_patch(&next, &in, &err) < 0) {
+                os_reply_code(r,
+                              sh_error_kind_of(err) == SH_E_INVALID ? OS_E_INVALID_REQUEST
+                                                                    : OS_E_INTERNAL,
+                              "%s", err && err->msg ? err->msg : "");
+                goto out;
+        }
+        apply(r, net, cur, &next);
 out:
+        sh_egress_policy_done(&next);
+        sh_egress_rules_done(&in);
+        sh_error_release(&err);
         cJSON_Delete(body);
 }
 
 static void egress_delete(sh_request *r)
 {
         bool empty;
-        cJSON *body = os_json_body(r, "INVALID_REQUEST", &empty), *t;
+        cJSON *body = os_json_body(r, "INVALID_REQUEST", &empty);
+        sh_egress_list targets = {0};
+        sh_egress_policy next = {0};
+        sh_error *err = NULL;
+        sh_network *net;
+        const sh_egress_policy *cur = policy_of(r, &net);
 
         if (!body && !empty)
                 return;
-        if (body) {
-                bool ok = cJSON_IsArray(body);
-
-                cJSON_ArrayForEach(t, body) ok = ok && cJSON_IsString(t);
-                if (!ok) {
-                        os_reply_code(r, OS_E_INVALID_REQUEST,
-                                      "the body is a list of target strings");
-                        cJSON_Delete(body);
-                        return;
-                }
+        if (sh_egress_targets_from_json(body, &targets, &err) < 0) {
+                os_reply_code(r,
+                              sh_error_kind_of(err) == SH_E_INVALID ? OS_E_INVALID_REQUEST
+                                                                    : OS_E_INTERNAL,
+                              "%s", err && err->msg ? err->msg : "");
+                goto out;
         }
+        if (!cur) {
+                reply_status(r, net, NULL, false);
+                goto out;
+        }
+        if (sh_egress_policy_copy(cur, &next) < 0) {
+                os_reply_code(r, OS_E_INTERNAL, "out of memory");
+                goto out;
+        }
+        sh_egress_policy_delete(&next, &targets);
+        apply(r, net, cur, &next);
+out:
+        sh_egress_policy_done(&next);
+        sh_egress_list_done(&targets);
+        sh_error_release(&err);
         cJSON_Delete(body);
-        os_reply_json(r, 200, policy_status(false));
 }
 
 static void egress_vault(sh_request *r)

@@ -19,6 +19,7 @@
 #include "sh/disk.h"
 #include "sh/images.h"
 #include "sh/log.h"
+#include "sh/network.h"
 #include "sh/seccomp.h"
 #include "sh/spawn.h"
 #include "sh/worker.h"
@@ -67,6 +68,7 @@ struct sh_manager {
         unsigned teardowns;    /* filesystems being detached, whose removal follows */
         sh_images *images;     /* the image store ({root}/images); NULL: pulls are off */
         sh_cgroup *images_cg;  /* {subtree}/images: its unpackers' cgroups are below it */
+        sh_network *network;   /* the sandboxes' network (network.c) */
 };
 
 /* Every layer unpack of the daemon together (each has its own, smaller limits below). */
@@ -139,6 +141,11 @@ const sh_config *sh_manager_config(const sh_manager *m)
 sh_loop *sh_manager_loop(const sh_manager *m)
 {
         return m->loop;
+}
+
+sh_network *sh_manager_network(const sh_manager *m)
+{
+        return m->network;
 }
 
 const char *sh_manager_pod_token(const sh_manager *m)
@@ -432,6 +439,7 @@ static int mkdir_p_abs(const char *path, mode_t mode)
  * filter, the init image, the cgroup subtree, the disk, the directory fds. */
 static void manager_release(sh_manager *m)
 {
+        sh_network_close(TAKE_PTR(m->network));
         sh_images_free(TAKE_PTR(m->images));
         if (m->images_cg) {
                 sh_error *cerr = NULL;
@@ -578,6 +586,8 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 }
                 images_on = true;
         }
+        if (sh_network_open(cfg, loop, m->pod_token, &m->network, err) < 0)
+                goto fail;
         m->sbenv = (sh_sandbox_env){
                 .exec = {.loop = loop, .cgroot = m->cgroot, .bury = bury, .reaper = m},
                 .cfg = cfg,
@@ -592,6 +602,7 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 .owner = &sandbox_owner,
                 .owner_data = m,
                 .pod_token = m->pod_token,
+                .network = m->network,
         };
         sh_journal_tap_init(&m->journal_tap, m);
         sh_log_tap_add(&m->journal_tap);
@@ -1110,6 +1121,7 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         SH_LIST_FOREACH(observers, o, m->observers) {
                 o->deleted(sb, o->data);
         }
+        sh_network_detach(m->network, sb);
         sh_sandbox_kill(sb);
         if (unlinkat(m->rootfd, id, 0) < 0 && errno != ENOENT)
                 log_warn("remove-failed", id, "%s, ignoring", strerror(errno));

@@ -55,7 +55,30 @@ typedef struct sh_sandbox_env {
         const sh_sandbox_owner_ops *owner;
         void *owner_data;
         const char *pod_token; /* SH_POD_TOKEN_LEN hex: the first digits of every id */
+        /* The sandboxes' network (network.c): a create with a policy is attached to it once
+         * its worker serves; every worker's resolv.conf names its DNS proxy. */
+        struct sh_network *network;
 } sh_sandbox_env;
+
+/* ---- network.c, for manager.c and sandbox.c ------------------------------------------------- */
+
+/* The network of the manager's sandboxes: always made (0) unless out of memory or a setting is
+ * malformed (SANDBOX_HOST_EGRESS_DENY, _ALLOW, _CIDR: -1, the start stops); a host that cannot
+ * give sandboxes network gets one that says why (sh_network_supported). */
+int sh_network_open(const sh_config *cfg, sh_loop *loop, const char *pod_token,
+                    struct sh_network **ret, sh_error **err);
+/* Every link and the table go (accepts NULL). */
+void sh_network_close(struct sh_network *n);
+/* The DNS proxy's address for the workers' resolv.conf (network byte order), 0: none. */
+uint32_t sh_network_nameserver(const struct sh_network *n);
+/* Give sb (its worker serving) its link and place in the table under *p (taken whatever this
+ * returns). -1 with *err (SH_E_INVALID: the host has no network). */
+int sh_network_attach(struct sh_network *n, sh_sandbox *sb, struct sh_egress_policy *p,
+                      sh_error **err);
+/* sb is deleted: its link and its table entries go (nothing when it had none). */
+void sh_network_detach(struct sh_network *n, sh_sandbox *sb);
+/* Its worker's pid (the daemon's child), or -1. */
+pid_t sh_sandbox_worker_pid(const sh_sandbox *sb);
 
 /* ---- podtoken.c, for manager.c ----------------------------------------------------------- */
 

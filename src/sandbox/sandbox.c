@@ -22,6 +22,7 @@
 #include "sh/job.h"
 #include "sh/list.h"
 #include "sh/log.h"
+#include "sh/policy.h"
 #include "sh/random.h"
 #include "sh/safe_open.h"
 #include "sh/seccomp.h"
@@ -42,7 +43,10 @@ struct sh_sandbox {
         const sh_sandbox_env *host; /* what the host gives every sandbox: the manager's, built
                                      * once, never reached back for */
         char id[SH_ID_LEN + 1];
-        unsigned slot;     /* index in the uid range */
+        unsigned slot; /* index in the uid range */
+        /* Its network's policy until its worker serves and the network takes it (network.c);
+         * NULL: no network (loopback only). */
+        sh_egress_policy *egress;
         sh_fs_owner owner; /* uid/gid of the sandbox's processes and files */
         char dirname[24];  /* below {root}/.sandboxes: its slot, nothing of the id */
         /* {root}/.sandboxes/{dirname} (= {root}/{id}) and its workspace. No fd of them is
@@ -230,6 +234,26 @@ int sh_root_layers_check(const sh_root_layers *l, sh_error **err)
         return 0;
 }
 
+/* The create's network policy, copied (sh_create_opts.egress); egress_free: gone. */
+static int egress_set(sh_sandbox *sb, const sh_create_opts *o)
+{
+        if (!o->egress)
+                return 0;
+        sb->egress = calloc(1, sizeof(*sb->egress));
+        if (!sb->egress || sh_egress_policy_copy(o->egress, sb->egress) < 0) {
+                free(TAKE_PTR(sb->egress));
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static void egress_free(sh_sandbox *sb)
+{
+        if (sb->egress)
+                sh_egress_policy_done(sb->egress);
+        free(TAKE_PTR(sb->egress));
+}
+
 static void sandbox_free(sh_sandbox *sb)
 {
         sh_loop_cancel_timer(sb->host->exec.loop, TAKE_PTR(sb->claim_t));
@@ -257,6 +281,7 @@ static void sandbox_free(sh_sandbox *sb)
         free(sb->pull_username);
         free(sb->pull_password);
         cJSON_Delete(sb->env);
+        egress_free(sb);
         free(sb);
 }
 
@@ -748,7 +773,7 @@ int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opt
         if (o->root_layers)
                 sb->layers = root_layers_copy(o->root_layers);
         if (!sb->image || (o->item_id && !sb->item_id) || !sb->env || restore_dir_set(sb, o) < 0 ||
-            (o->root_layers && !sb->layers)) {
+            egress_set(sb, o) < 0 || (o->root_layers && !sb->layers)) {
                 sandbox_free(sb);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
@@ -1421,6 +1446,17 @@ static void create_worker_ready(sh_sandbox *sb)
         sh_error *err = NULL;
         int r;
 
+        /* Its network, before anything of the creator's runs in it (network.c). */
+        if (sb->egress) {
+                r = sh_network_attach(sb->host->network, sb, sb->egress, &err);
+                egress_free(sb);
+                if (r < 0) {
+                        create_fail(sb, err);
+                        sh_error_release(&err);
+                        return;
+                }
+        }
+
         if (sb->restore_root && !rs->start_dir) {
                 sh_error_new(&err, SH_E_INTERNAL, "this host restores no directory");
                 create_fail(sb, err);
@@ -1583,6 +1619,7 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
         spec->gid = sb->owner.gid;
         spec->seccomp = *sh_seccomp_prog(env->filter);
         spec->ptys_max = SH_WORKER_PTYS_MAX;
+        spec->nameserver = sh_network_nameserver(env->network);
         sh_worker_spec_limits(spec, cfg->pids_max);
         if (sb->layers) {
                 r = spec_layers(sb, spec, err);
@@ -1885,7 +1922,7 @@ int sh_sandbox_claim(sh_sandbox *sb, const sh_create_opts *o, sh_sandbox_done_fn
         cJSON_Delete(sb->env);
         sb->env = copy;
         sb->surface = o->surface;
-        if (restore_dir_set(sb, o) < 0)
+        if (restore_dir_set(sb, o) < 0 || egress_set(sb, o) < 0)
                 return sh_error_make(err, ENOMEM, "out of memory");
         sb->created = ++creates;
         sb->pooled = false;
@@ -1952,4 +1989,9 @@ void sh_sandbox_kill(sh_sandbox *sb)
                         log_warn("marker-remove-failed", sb->id, "%s, ignoring", strerror(errno));
                 sh_error_release(&derr);
         }
+}
+
+pid_t sh_sandbox_worker_pid(const sh_sandbox *sb)
+{
+        return sb->worker ? sh_worker_pid(sb->worker) : -1;
 }

@@ -51,11 +51,15 @@ def base_env(root, extra=None):
     SANDBOX_HOST_IMAGE_PULL is off unless a test turns it on: an image name that is no host
     image would otherwise be pulled from its registry (docker.io for "nope"), and nothing a
     test does may reach an address it did not make itself; the image tests start their own
-    registries (tests/images) and pass SANDBOX_HOST_IMAGE_PULL=on."""
+    registries (tests/images) and pass SANDBOX_HOST_IMAGE_PULL=on.
+    SANDBOX_HOST_EGRESS is off unless a test turns it on: on, the daemon adds links, an address
+    and an nftables table to its network namespace, and a test changes nothing of the host's;
+    the egress tests run their daemon in namespaces they made (egresslib.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_HOST_")}
     env["SANDBOX_HOST_LISTEN"] = "127.0.0.1:0"
     env["SANDBOX_HOST_DISK_MAX"] = "0"
     env["SANDBOX_HOST_IMAGE_PULL"] = "off"
+    env["SANDBOX_HOST_EGRESS"] = "off"
     if os.environ.get("SH_TEST_UID_BASE"):
         env["SANDBOX_HOST_UID_BASE"] = os.environ["SH_TEST_UID_BASE"]
     if root is not None:

@@ -2,7 +2,10 @@
 `/v1/sandboxes/{id}/proxy/44772/…` and its egress API under `…/proxy/18080/…`, served by the
 daemon itself. `GET /ping` -> 200 empty; `/code…` and `/v1/isolated…` -> 501 NOT_SUPPORTED at once, never
 reading a body (the files and directories of issue 14 are test_os_files*.py). Egress: `GET /policy`,
-`PATCH /policy` deny-only, `DELETE /policy`, credential vault -> 501."""
+`PATCH /policy` deny-only, `DELETE /policy`, credential vault -> 501. These daemons run without
+network (SANDBOX_HOST_EGRESS=off, shlib.base_env): the policy is deny-all, enforcementMode "none"
+(section 4, "Without egress support"); the egress of a sandbox with network is
+test_os_egress_net.py's."""
 import pytest
 
 import shlib
@@ -12,7 +15,7 @@ pytestmark = pytest.mark.skipif(not shlib.is_root(), reason="sandboxes need root
 
 CALL = 5.0  # every call is bounded: an answer, never a hang
 
-POLICY = {"status": "ok", "mode": "deny_all", "enforcementMode": "namespace",
+POLICY = {"status": "ok", "mode": "deny_all", "enforcementMode": "none",
           "policy": {"defaultAction": "deny", "egress": []}}
 
 
@@ -78,7 +81,7 @@ def test_proxy_on_another_port_is_not_a_route_of_the_sandbox(osc, sbx):
 
 # ---- egress -------------------------------------------------------------------------------------
 
-def test_get_policy_says_deny_all_through_the_namespace(osc, sbx):
+def test_get_policy_without_network_says_deny_all_enforced_by_none(osc, sbx):
     r = osc.egress(sbx["id"], "GET", "/policy", timeout=CALL)
     assert expect(r, 200) == POLICY
 

@@ -48,7 +48,7 @@ def spec(entries, rlimits, filt, hostname=b"sandbox", uid=100000, gid=100000, np
     out += spec_str(b"/var/tools") + u32(len(entries))
     for name, is_link, where in entries:
         out += u8(1 if is_link else 0) + spec_str(name) + spec_str(where)
-    out += u64(64 << 20) + u32(16) + u32(uid) + u32(gid) + u32(nprocs) + u32(len(rlimits))
+    out += u64(64 << 20) + u32(16) + u32(0x01007F64) + u32(uid) + u32(gid) + u32(nprocs) + u32(len(rlimits))
     for res, cur, mx in rlimits:
         out += u32(res) + u64(cur) + u64(mx)
     out += u32(len(filt))

@@ -115,7 +115,8 @@ class Cluster:
                          "SANDBOX_HOST_PEERS_INTERVAL_MS": str(INTERVAL_MS),
                          "SANDBOX_HOST_PEER_TIMEOUT_MS": str(PEER_TIMEOUT_MS),
                          "SANDBOX_HOST_SNAPSHOT_ROOT": str(self.snapshots),
-                         "SANDBOX_HOST_IMAGE_PULL": "off"}
+                         "SANDBOX_HOST_IMAGE_PULL": "off",
+                         "SANDBOX_HOST_EGRESS": "off"}
                     e.update(env)
                     e.update(pod_env.get(i, {}))
                     self.pods.append(Pod("pod%d" % i, uid_bases[i], root=root, port=ports[i],

@@ -16,14 +16,14 @@ declare -A sees=(
         [net]="net core"
         [egress]="egress core"
         [images]="images isolation fs net core"
-        [sandbox]="sandbox images isolation fs net core"
-        [persist]="persist sandbox images isolation fs net core"
+        [sandbox]="sandbox egress images isolation fs net core"
+        [persist]="persist sandbox egress images isolation fs net core"
         [tools]="tools isolation fs net core"
         [http]="http core"
         [cluster]="cluster http net core"
-        [native]="native cluster http persist tools sandbox images isolation fs net core"
-        [opensandbox]="opensandbox cluster http persist tools sandbox images isolation fs net core"
-        [app]="app native opensandbox cluster http persist tools sandbox images isolation fs net core"
+        [native]="native cluster http persist tools sandbox egress images isolation fs net core"
+        [opensandbox]="opensandbox cluster http persist tools sandbox egress images isolation fs net core"
+        [app]="app native opensandbox cluster http persist tools sandbox egress images isolation fs net core"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -64,7 +64,8 @@ export async function startOne(env = {}, args = []) {
   // Pulls are off unless a test turns them on (SANDBOX_HOST_IMAGE_PULL=on, with a registry of
   // its own, tests/images): nothing a test does may reach a registry it did not start.
   Object.assign(childEnv, { SANDBOX_HOST_LISTEN: "127.0.0.1:0", SANDBOX_HOST_ROOT: root,
-                            SANDBOX_HOST_IMAGE_PULL: "off" }, env);
+                            SANDBOX_HOST_IMAGE_PULL: "off",
+                            SANDBOX_HOST_EGRESS: "off" }, env);
   const proc = spawn(bin, args, { env: childEnv, stdio: ["ignore", "pipe", "pipe"] });
   const lines = [];
   let buf = "";

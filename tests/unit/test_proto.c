@@ -35,6 +35,7 @@ static sh_worker_spec *sample(void)
         s->n_entries = 2;
         s->tmp_size = 256 << 20;
         s->ptys_max = 16;
+        s->nameserver = 0x01007f64U; /* 100.127.0.1, network byte order */
         s->uid = 200001;
         s->gid = 200001;
         s->nprocs = 2;
@@ -110,6 +111,7 @@ static void build(bld *b, const breaks *k)
         str(b, "usr/bin");
         u64(b, k->tmp_size ? k->tmp_size : 1 << 20);
         u32(b, k->ptys_max ? k->ptys_max : 16);
+        u32(b, 0x0100007fU); /* nameserver */
         u32(b, k->uid >= 0 ? (uint32_t)k->uid : k->uid == -2 ? 0xffffffffU : 200001);
         u32(b, k->gid >= 0 ? (uint32_t)k->gid : 200001);
         u32(b, k->nprocs >= 0 ? (uint32_t)k->nprocs : 1);
@@ -192,6 +194,7 @@ START_TEST(test_spec_round_trips)
         ck_assert(d->entries[1].is_link);
         ck_assert_uint_eq(d->tmp_size, s->tmp_size);
         ck_assert_uint_eq(d->ptys_max, 16);
+        ck_assert_uint_eq(d->nameserver, s->nameserver);
         ck_assert_uint_eq(d->uid, 200001);
         ck_assert_uint_eq(d->gid, 200001);
         ck_assert_int_eq(d->nprocs, 2);
@@ -745,13 +748,13 @@ END_TEST
 
 START_TEST(test_every_step_has_a_name)
 {
-        for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_OVERLAY; step++)
+        for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_RESOLV; step++)
                 ck_assert_str_ne(sh_worker_step_name(step), "?");
         ck_assert_str_eq(sh_worker_step_name(SH_STEP_PIVOT), "pivot_root");
         /* numbers from the other side that no step has */
         ck_assert_str_eq(sh_worker_step_name(0), "?");
         ck_assert_str_eq(sh_worker_step_name(-1), "?");
-        ck_assert_str_eq(sh_worker_step_name(SH_STEP_OVERLAY + 1), "?");
+        ck_assert_str_eq(sh_worker_step_name(SH_STEP_RESOLV + 1), "?");
         ck_assert_str_eq(sh_worker_step_name(1 << 30), "?");
 }
 END_TEST

@@ -84,6 +84,9 @@ static void config_on_fresh_root(const char *const *flags)
         char *argv[MAX_FLAGS + 5];
         char listen_arg[] = "--listen=127.0.0.1:0";
         char disk_arg[] = "--disk-max=0";
+        /* Nothing of the host's network namespace is changed by a test (egress: the tests that
+         * turn it on make their own namespaces). */
+        char egress_arg[] = "--egress=off";
         char root_arg[300];
         char *envp[] = {NULL};
         char *msg = NULL;
@@ -102,6 +105,7 @@ static void config_on_fresh_root(const char *const *flags)
         argv[argc++] = listen_arg;
         argv[argc++] = root_arg;
         argv[argc++] = disk_arg;
+        argv[argc++] = egress_arg;
         for (int i = 0; flags && flags[i] && argc < MAX_FLAGS + 4; i++)
                 argv[argc++] = (char *)flags[i];
         argv[argc] = NULL;

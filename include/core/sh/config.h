@@ -65,7 +65,9 @@ typedef struct sh_config {
         /* network egress of /v1 sandboxes (egress/, docs/architecture.md) */
         char *dns_upstream; /* NULL: resolv.conf's first IPv4 nameserver; "ip[:port]" */
         /* the sandboxes' network (egress/, OPENSANDBOX.md section 4) */
-        char *egress_cidr; /* the sandboxes' range: "a.b.c.d/n", n 8..30 */
+        char *egress_cidr;        /* the sandboxes' range: "a.b.c.d/n", n 8..30 */
+        bool egress;              /* off: no sandbox gets network (loopback only) */
+        uint64_t egress_conn_max; /* connections tracked at once per sandbox */
 } sh_config;
 
 #define SH_DISK_MIN      (1ULL << 20)  /* smallest SANDBOX_HOST_DISK_MAX other than 0 */

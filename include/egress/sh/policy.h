@@ -114,6 +114,8 @@ void sh_egress_target_done(sh_egress_target *t);
  * (loopback only). */
 void sh_egress_policy_init(sh_egress_policy *ret, sh_egress_action default_action);
 void sh_egress_policy_done(sh_egress_policy *p);
+/* A deep copy of p into *ret. 0 or -ENOMEM (*ret untouched). */
+int sh_egress_policy_copy(const sh_egress_policy *p, sh_egress_policy *ret);
 
 /* A create's `networkPolicy` member (`np`: NULL when absent) into *ret. Absent, null or {} (no
  * member but nulls) is allow-all; otherwise `defaultAction` ("allow" | "deny"; absent or null:

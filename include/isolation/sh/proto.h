@@ -85,7 +85,10 @@ typedef struct sh_worker_spec {
         int n_lowers;
         uint64_t tmp_size; /* bytes of /tmp */
         uint32_t ptys_max; /* ptys of the sandbox's devpts */
-        uid_t uid;         /* the sandbox's; never 0 */
+        /* The sandboxes' DNS proxy (network byte order): /etc/resolv.conf is a read-only file
+         * naming it, bound over the image's; 0: the image's own (a host without egress). */
+        uint32_t nameserver;
+        uid_t uid; /* the sandbox's; never 0 */
         gid_t gid;
         int nprocs; /* cgroup.procs fds the init gets (sh_worker_start fills it) */
         sh_rlimit_spec rlimits[SH_WORKER_MAX_RLIMITS];
@@ -167,6 +170,7 @@ enum {
         SH_STEP_STDIO,
         SH_STEP_SECCOMP,
         SH_STEP_OVERLAY, /* mount the image's layers at the root */
+        SH_STEP_RESOLV,  /* /etc/resolv.conf naming the DNS proxy */
 };
 /* Names of setup steps for SH_MSG_SETUP_FAILED (a static string; "?" for a number no step
  * has: the number came from the other side). */

@@ -84,6 +84,10 @@ typedef struct sh_create_opts {
         /* The pull's progress, told from the loop with the create's data: a layer's digest, its
          * bytes so far and its size (0: not known). NULL: nothing. */
         void (*pull_progress)(void *data, const char *layer, uint64_t done, uint64_t total);
+        /* Network (sh/network.h): NULL, loopback only (the native surface's); else the sandbox
+         * gets its link under this policy (copied) once its worker serves, before its create
+         * ends; a host without network support fails the create (SH_E_INVALID). */
+        const struct sh_egress_policy *egress;
 } sh_create_opts;
 
 /* The daemon's fds an idle sandbox holds: its worker's control socket. Nothing else is held
