@@ -627,6 +627,7 @@ class World:
 
 def daemon_env(extra=None):
     env = {
+        "SANDBOX_HOST_EGRESS": "on",  # shlib.base_env turns it off for every other test
         "SANDBOX_HOST_LISTEN": "0.0.0.0:0",  # on the pod's addresses too: a sandbox must not
         "SANDBOX_HOST_DNS_UPSTREAM": UPSTREAM,  # reach it there either
         "SANDBOX_HOST_EGRESS_DENY": OPERATOR_DENY,
@@ -702,7 +703,11 @@ class Background:
         self.st = sselib.Stream(osc, sid, body={"command": probe_command(mode, *args)},
                                 read_timeout=30)
         assert self.st.status == 200, (self.st.status, self.st.body)
-        self.results = []
+
+    @property
+    def results(self):
+        """Every JSON line the probe printed so far (after stop(): all of them)."""
+        return [json.loads(t) for t in self.st.texts("stdout") if t.startswith("{")]
 
     def next(self, timeout=30.0):
         """The probe's next JSON line."""
@@ -712,9 +717,7 @@ class Background:
             assert ev is not None, "the probe ended early: %r stderr %r" % (
                 self.st.types, self.st.texts("stderr"))
             if ev["type"] == "stdout" and ev["text"].startswith("{"):
-                j = json.loads(ev["text"])
-                self.results.append(j)
-                return j
+                return json.loads(ev["text"])
             if ev["type"] in sselib.FINAL:
                 raise AssertionError("the probe ended: %r stderr %r" % (
                     ev, self.st.texts("stderr")))
