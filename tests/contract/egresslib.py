@@ -459,6 +459,21 @@ class Nft:
         self.lib.nft_ctx_buffer_output.argtypes = [ctypes.c_void_p]
         self.lib.nft_ctx_get_error_buffer.restype = ctypes.c_char_p
         self.lib.nft_ctx_get_error_buffer.argtypes = [ctypes.c_void_p]
+        self.lib.nft_ctx_get_output_buffer.restype = ctypes.c_char_p
+        self.lib.nft_ctx_get_output_buffer.argtypes = [ctypes.c_void_p]
+
+    def run(self, cmd):
+        """One command in the calling thread's namespace: its output (RuntimeError if none)."""
+        ctx = self.lib.nft_ctx_new(0)
+        try:
+            self.lib.nft_ctx_buffer_error(ctx)
+            self.lib.nft_ctx_buffer_output(ctx)
+            if self.lib.nft_run_cmd_from_buffer(ctx, cmd.encode()) != 0:
+                err = self.lib.nft_ctx_get_error_buffer(ctx) or b""
+                raise RuntimeError("nft %r: %s" % (cmd, err.decode(errors="replace")))
+            return (self.lib.nft_ctx_get_output_buffer(ctx) or b"").decode(errors="replace")
+        finally:
+            self.lib.nft_ctx_free(ctx)
 
     def works(self, tag):
         """None when a table can be made and deleted here, else why not."""
@@ -604,6 +619,20 @@ class World:
             yield
         finally:
             self.leave()
+
+    def state(self, ns=None):
+        """What a daemon could leave in a namespace (the pod by default): its links, the
+        addresses on its lo, its nftables tables."""
+        ns = ns or self.pod
+        links = sorted(ln.split(":")[1].strip().split("@")[0] for ln in
+                       run([IP, "-n", ns, "-o", "link", "show"]).stdout.splitlines())
+        lo = sorted(ln.split()[3] for ln in
+                    run([IP, "-n", ns, "-o", "-4", "addr", "show", "dev", "lo"]).stdout
+                    .splitlines())
+        with self.entered() if ns == self.pod else contextlib.nullcontext():
+            tables = sorted(ln.strip() for ln in Nft().run("list tables").splitlines()
+                            if ln.strip())
+        return {"links": links, "lo": lo, "tables": tables}
 
     def close(self):
         self.leave()

@@ -15,9 +15,12 @@ import json
 import pytest
 
 import execlib
+import oslib
+import shlib
 import sselib
 from egresslib import (BLOCKED, EXAMPLE_APEX, EXAMPLE_SUB, GITHUB, INET_ADDR, MIRROR, OP_DENIED,
-                       PROBE, PYPI, UNNAMED, Background, policy, probe, unique)
+                       PROBE, PYPI, UNNAMED, Background, create, policy, probe,
+                       start_daemon, unique)
 from egresslib import eosc, netd, sandbox, world  # noqa: F401  (fixtures)
 from oslib import expect
 
@@ -299,3 +302,32 @@ def test_native_sandboxes_have_no_network(netd, world):
     finally:
         sb.delete()
 
+
+
+# ---- what a daemon leaves in the pod --------------------------------------------------------
+
+def test_a_second_daemon_on_another_range_serves_and_leaves_nothing_in_the_pod(world, netd):
+    """Two daemons in one pod, each with its own range: the second's sandbox is on the
+    network too; deleting the sandbox removes its link, stopping the daemon its table, its
+    gateway on lo and its links: the pod is as before."""
+    before = world.state()
+    d = start_daemon(world, {"SANDBOX_HOST_EGRESS_CIDR": "100.126.0.0/16"})
+    try:
+        assert d.egress["range"] == "100.126.0.0/16" and d.egress["gateway"] == "100.126.0.1"
+        during = world.state()
+        assert "100.126.0.1/32" in during["lo"], during
+        assert len(during["tables"]) == len(before["tables"]) + 1, (before, during)
+        osc = oslib.os_client(d)
+        sid = create(osc)
+        with_link = world.state()
+        assert len(with_link["links"]) == len(during["links"]) + 1, (during, with_link)
+        assert probe(osc, sid, "ifaces")["ifaces"]["eth0"].startswith("100.126.0."), sid
+        r = probe(osc, sid, "http", "pypi.org")
+        assert r["ok"] and r["body"] == hello(PYPI), r
+        expect(osc.delete("/v1/sandboxes/" + sid), 204)
+        assert shlib.wait_until(lambda: world.state()["links"] == during["links"], 10), \
+            world.state()
+    finally:
+        rc = d.close()
+    assert rc == 0, d.stderr_text()[-3000:]
+    assert world.state() == before
