@@ -363,13 +363,16 @@ PROBE = textwrap.dedent(r'''
     elif mode == "flood":
         # UDP queries to the proxy as fast as they go out, answers drained, until the stop
         # file (or n sent); names alternate between an allowed, a denied and a big one
+        # (and at most 20 s: a backstop, should the stop file never come)
         n, stop, names = int(a[0]), a[1], a[2].split(",")
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.setblocking(False)
         s.connect((gateway(), 53))
         sent = answered = 0
         out(stage="flooding", ok=True)
-        while sent < n and not (sent % 256 == 0 and os.path.exists(stop)):
+        end = time.monotonic() + 20
+        while sent < n and not (sent % 256 == 0 and (os.path.exists(stop) or
+                                                     time.monotonic() > end)):
             try:
                 s.send(query(names[sent % len(names)])[1])
                 sent += 1
@@ -634,6 +637,18 @@ class World:
                             if ln.strip())
         return {"links": links, "lo": lo, "tables": tables}
 
+    def restore(self, before):
+        """Remove from the pod what was not there in `before` (a state()): what a daemon
+        killed mid-test left (a later daemon of the same range would meet its table)."""
+        now = self.state()
+        for t in sorted(set(now["tables"]) - set(before["tables"])):
+            with self.entered():
+                Nft().run("delete " + t)
+        for link in sorted(set(now["links"]) - set(before["links"])):
+            run([IP, "-n", self.pod, "link", "delete", link], check=False)
+        for a in sorted(set(now["lo"]) - set(before["lo"])):
+            run([IP, "-n", self.pod, "addr", "delete", a, "dev", "lo"], check=False)
+
     def close(self):
         self.leave()
         for p in self.procs:
@@ -820,6 +835,17 @@ def netd(world):
     rc = d.close()
     assert rc == 0, "sandbox-host exited %r on SIGTERM; stderr tail:\n%s" % (
         rc, d.stderr_text()[-3000:])
+
+
+@pytest.fixture
+def own_netd(world):
+    """A daemon of the test's own (range 100.125.0.0/16, beside the module's): for the tests
+    that may jam a daemon (floods), so that a failure there fails that test alone."""
+    before = world.state()
+    d = start_daemon(world, {"SANDBOX_HOST_EGRESS_CIDR": "100.125.0.0/16"})
+    yield d
+    d.close(check=False)
+    world.restore(before)
 
 
 @pytest.fixture
