@@ -387,6 +387,34 @@ PROBE = textwrap.dedent(r'''
                 except OSError:
                     break
         out(stage="done", ok=True, sent=sent, answered=answered)
+    elif mode == "spoof":
+        # a DNS query (UDP) and a TCP connect with another source address (IP_FREEBIND: no
+        # privilege needed to bind an address the sandbox does not have)
+        src, name, host, port = a[0], a[1], a[2], int(a[3])
+        res = {}
+        step = "bind"
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.setsockopt(socket.SOL_IP, 15, 1)
+            s.bind((src, 0))
+            s.settimeout(1.0)
+            step = "send"
+            s.sendto(query(name)[1], (gateway(), 53))
+            step = "recv"
+            s.recvfrom(4096)
+            res["dns"] = "answered"
+        except Exception as e:
+            res["dns"] = step + ":" + ename(e)
+        try:
+            t = socket.socket()
+            t.setsockopt(socket.SOL_IP, 15, 1)
+            t.bind((src, 0))
+            t.settimeout(T)
+            t.connect((host, port))
+            res["tcp"] = "ok"
+        except Exception as e:
+            res["tcp"] = ename(e)
+        out(ok=True, spoof=res)
     elif mode == "listen":
         port, stop = int(a[0]), a[1]
         ls = socket.socket()
@@ -838,14 +866,30 @@ def netd(world):
 
 
 @pytest.fixture
-def own_netd(world):
-    """A daemon of the test's own (range 100.125.0.0/16, beside the module's): for the tests
-    that may jam a daemon (floods), so that a failure there fails that test alone."""
+def own_daemon(world):
+    """Factory: a daemon of the test's own (range 100.125.0.0/16, beside the module's; `extra`
+    settings), for the tests that may jam a daemon (floods: a failure there fails that test
+    alone) or need other settings. Closed after the test, and whatever it left in the pod
+    (a daemon killed mid-test leaves its table) removed."""
+    made = []
     before = world.state()
-    d = start_daemon(world, {"SANDBOX_HOST_EGRESS_CIDR": "100.125.0.0/16"})
-    yield d
-    d.close(check=False)
+
+    def start(extra=None):
+        assert not made, "one own daemon at a time (they share the range)"
+        env = {"SANDBOX_HOST_EGRESS_CIDR": "100.125.0.0/16"}
+        env.update(extra or {})
+        made.append(start_daemon(world, env))
+        return made[-1]
+
+    yield start
+    for d in made:
+        d.close(check=False)
     world.restore(before)
+
+
+@pytest.fixture
+def own_netd(own_daemon):
+    return own_daemon()
 
 
 @pytest.fixture

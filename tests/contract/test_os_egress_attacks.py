@@ -9,10 +9,11 @@ import pytest
 import oslib
 import shlib
 import sselib
+from oslib import expect
 from egresslib import (BIG_ADDRS, CONN_MAX, ECHO_PORT, GITHUB, INET_ADDR, METADATA, POD_ADDR,
                        POD_SERVICE_PORT, PRIVATE, PYPI, Background, create, policy, probe,
                        unique)
-from egresslib import eosc, netd, own_netd, sandbox, world  # noqa: F401  (fixtures)
+from egresslib import eosc, netd, own_daemon, own_netd, sandbox, world  # noqa: F401
 
 NXDOMAIN = 3
 
@@ -231,3 +232,40 @@ def test_connections_past_the_per_sandbox_bound_fail_while_another_connects(eosc
     finally:
         bg.stop()
 
+
+
+def test_a_spoofed_source_address_gets_no_answer_and_opens_nothing_for_its_owner(eosc,
+                                                                                sandbox):
+    """IP_FREEBIND lets a sandbox bind another sandbox's address without privilege: its DNS
+    query from that address must neither be answered nor open the name for the owner, and
+    its connection from it must not leave."""
+    victim = sandbox(policy("deny", ("allow", "www.github.com")))
+    attacker = sandbox(policy("deny", ("allow", "pypi.org")))
+    v_addr = probe(eosc, victim, "ifaces")["ifaces"]["eth0"]
+    sp = probe(eosc, attacker, "spoof", v_addr, "pypi.org", PYPI, ECHO_PORT)["spoof"]
+    assert sp["dns"] != "answered" and sp["tcp"] != "ok", sp
+    assert_blocked(eosc, victim, PYPI)
+
+
+def test_a_sandbox_in_a_deleted_sandboxs_slot_inherits_none_of_its_addresses(own_daemon):
+    """A's answer opened pypi.org's address for A; A is deleted; a deny-all sandbox that gets
+    A's address (its slot: a daemon of 2 slots reuses them) cannot reach it."""
+    d = own_daemon({"SANDBOX_HOST_MAX_SANDBOXES": "2"})
+    osc = oslib.os_client(d)
+    a = create(osc, policy("deny", ("allow", "pypi.org")))
+    a_addr = probe(osc, a, "ifaces")["ifaces"]["eth0"]
+    assert probe(osc, a, "http", "pypi.org")["ok"]
+    expect(osc.delete("/v1/sandboxes/" + a), 204)
+    made = []
+    try:
+        for _ in range(3):
+            made.append(create(osc, policy("deny")))
+            if probe(osc, made[-1], "ifaces")["ifaces"]["eth0"] == a_addr:
+                break
+            osc.kill(made[-1])
+        else:
+            pytest.fail("no new sandbox got the deleted one's address %s" % a_addr)
+        assert_blocked(osc, made[-1], PYPI)
+    finally:
+        for sid in made:
+            osc.kill(sid)
