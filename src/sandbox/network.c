@@ -288,10 +288,13 @@ static void open_pieces(sh_network *n, sh_loop *loop, const char *tag)
         r = sh_dns_new(loop, &dc, &dns_ops, n, &n->dns);
         if (r < 0) {
                 n->links = sh_egress_links_close(n->links);
-                unsupported(n,
-                            "the DNS proxy cannot bind the gateway's port 53: %s (another daemon "
-                            "of this network namespace? give it another SANDBOX_HOST_EGRESS_CIDR)",
-                            strerror(-r));
+                unsupported(
+                        n, "the DNS proxy cannot bind the gateway's port 53: %s%s", strerror(-r),
+                        r == -EACCES       ? " (it needs CAP_NET_BIND_SERVICE, or the sysctl "
+                                             "net.ipv4.ip_unprivileged_port_start=53)"
+                        : r == -EADDRINUSE ? " (another daemon of this network namespace? give it "
+                                             "another SANDBOX_HOST_EGRESS_CIDR)"
+                                           : "");
                 return;
         }
         if (list_nets(&n->op.deny, &deny, &ndeny) < 0 ||

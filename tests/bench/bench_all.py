@@ -144,9 +144,10 @@ class Daemon:
         self.errlog = open(os.path.join(Daemon.logdir or os.path.dirname(root),
                                         f"daemon-{os.path.basename(root)}.log"), "a")
         # no disk limit unless the figure asks for one (a later flag wins): the rows were
-        # measured so, and create-disk measures what a limit costs
+        # measured so, and create-disk measures what a limit costs; no network (nothing of
+        # the host's namespace changes: bench_egress.py measures it in namespaces of its own)
         self.p = subprocess.Popen([binary, "--listen=127.0.0.1:0", f"--root={root}",
-                                   "--log-level=warn", "--disk-max=0", *flags],
+                                   "--log-level=warn", "--disk-max=0", "--egress=off", *flags],
                                   stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 15
         self.port = None

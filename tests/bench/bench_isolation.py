@@ -26,7 +26,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 def start_daemon(binary, root, *extra):
     """Start the daemon on 127.0.0.1:0; returns (process, host, port)."""
     p = subprocess.Popen([binary, "--listen=127.0.0.1:0", f"--root={root}",
-                          "--log-level=warn", "--max-sandboxes=64", *extra],
+                          "--log-level=warn", "--max-sandboxes=64", "--egress=off", *extra],
                          stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 10
     while time.time() < deadline:

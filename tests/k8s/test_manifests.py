@@ -258,6 +258,8 @@ def test_manifest_settings_are_accepted_by_the_daemon(env, tmp_path):
     e["SANDBOX_HOST_ROOT"] = str(tmp_path / "root")
     e["SANDBOX_HOST_NFS_ROOT"] = str(tmp_path / "archive")
     e["SANDBOX_HOST_LISTEN"] = "127.0.0.1:0"
+    # nothing of the machine's network namespace changes (egress: tests/contract/egresslib.py)
+    e["SANDBOX_HOST_EGRESS"] = "off"
     log = tmp_path / "stderr"
     with open(log, "wb") as lf:
         proc = subprocess.Popen([binary()], env=e, stdin=subprocess.DEVNULL,
@@ -355,14 +357,16 @@ def test_service_and_policies_select_the_pods_on_the_listen_port(docs, container
 def egress_allows(np, ip, port, proto="TCP", pod_labels=None, ns_labels=None):
     """Whether the policy's egress rules admit a connection to ip:port (an address outside
     the cluster unless pod_labels/ns_labels say which pod it is), as NetworkPolicy reads them:
-    a rule without `to` or without `ports` admits every peer or every port."""
+    a rule without `to` or without `ports` admits every peer or every port, and a port with
+    an `endPort` the range from `port` to it."""
     import ipaddress
 
     addr = ipaddress.ip_address(ip)
     for rule in np.get("egress", []):
         ports = rule.get("ports")
         if ports is not None and not any(
-                p.get("protocol", "TCP") == proto and p.get("port") == port for p in ports):
+                p.get("protocol", "TCP") == proto
+                and p.get("port") <= port <= p.get("endPort", p.get("port")) for p in ports):
             continue
         peers = rule.get("to")
         if peers is None:
@@ -404,9 +408,23 @@ def test_egress_never_reaches_the_cloud_metadata_services(docs, ip, port):
 
 @pytest.mark.parametrize("ip,port", [("10.96.0.1", 443), ("10.0.0.5", 6443), ("172.20.1.1", 443),
                                      ("192.168.1.1", 443), ("127.0.0.1", 443),
-                                     ("8.8.8.8", 80), ("8.8.8.8", 22)])
+                                     ("100.127.0.5", 443), ("2001:db8::7", 80),
+                                     ("8.8.8.8", 53)])
 def test_egress_refuses_cluster_services_private_ranges_and_other_ports(docs, ip, port):
-    assert not egress_allows(docs["NetworkPolicy"]["spec"], ip, port)
+    for proto in ("TCP", "UDP"):
+        assert not egress_allows(docs["NetworkPolicy"]["spec"], ip, port, proto), (ip, port,
+                                                                                  proto)
+
+
+@pytest.mark.parametrize("port", [1, 22, 52, 54, 80, 443, 9418, 65535])
+def test_egress_lets_the_sandboxes_reach_public_ipv4_addresses_on_every_port_but_dns(docs, port):
+    """Issue 24: a /v1 sandbox's traffic leaves masqueraded to the pod's address, so the pod's
+    policy must admit what a sandbox's networkPolicy may allow (pip, git, any API), and never
+    DNS to an outside resolver (a sandbox's DNS goes only to the daemon's proxy)."""
+    np = docs["NetworkPolicy"]["spec"]
+    for proto in ("TCP", "UDP"):
+        assert egress_allows(np, "203.0.113.7", port, proto), (port, proto)
+        assert not egress_allows(np, "203.0.113.7", 53, proto), proto
 
 
 def test_egress_admits_dns_only_to_the_cluster_dns_pods(docs):
@@ -450,6 +468,20 @@ def test_privileges_are_the_documented_minimum(docs, container):
     doc = DOC.read_text()
     for cap in EXPECTED_CAPS:
         assert "CAP_" + cap in doc, "CAP_%s is granted but not justified in %s" % (cap, DOC)
+
+
+def test_the_pod_forwards_and_may_bind_the_dns_port_through_namespaced_sysctls(docs):
+    """Issue 24: the sandboxes' links are routed through the pod (net.ipv4.ip_forward, an
+    "unsafe" sysctl the kubelet must allow, said in the doc) and their DNS proxy binds port 53
+    without CAP_NET_BIND_SERVICE (net.ipv4.ip_unprivileged_port_start, a safe one)."""
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    sysctls = {s["name"]: s["value"] for s in pod["securityContext"]["sysctls"]}
+    assert sysctls == {"net.ipv4.ip_forward": "1", "net.ipv4.ip_unprivileged_port_start": "53"}
+    doc = DOC.read_text()
+    for needle in ("net.ipv4.ip_forward", "--allowed-unsafe-sysctls",
+                   "net.ipv4.ip_unprivileged_port_start", "SANDBOX_HOST_EGRESS_DENY",
+                   "SANDBOX_HOST_EGRESS_ALLOW"):
+        assert needle in doc, needle
 
 
 # ---- the image ----------------------------------------------------------------------------
