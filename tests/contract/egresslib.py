@@ -920,15 +920,57 @@ def run_in_pod(cmd):
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait(5)
-        ours = {p.pid for p in w.procs}
-        for pid in pids_in(w.path(w.pod)):
-            if pid not in ours:
-                print("egresslib: pid %d was still in the pod; killed" % pid, file=sys.stderr)
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        _stop_leftovers(w)
         w.close()
+
+
+def _stop_leftovers(w):
+    """What the command left in the pod (a daemon whose test runner was stopped before its
+    after hook): SIGTERM by pid (a daemon then removes its sandboxes, mounts and cgroups),
+    SIGKILL after a bound; a harness state root (sh-sdk-root-*) it named is removed."""
+    ours = {p.pid for p in w.procs}
+    left = [pid for pid in pids_in(w.path(w.pod)) if pid not in ours]
+    roots = []
+    for pid in left:
+        print("egresslib: pid %d was still in the pod; stopping it" % pid, file=sys.stderr)
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+            root = env.get(b"SANDBOX_HOST_ROOT", b"").decode(errors="replace")
+            if os.path.basename(root).startswith("sh-sdk-root-") and \
+                    os.path.dirname(root) == tempfile.gettempdir():
+                roots.append(root)
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, FileNotFoundError):
+            pass
+    deadline = time.monotonic() + 15
+    while left and time.monotonic() < deadline:
+        left = [pid for pid in left if os.path.exists("/proc/%d" % pid) and
+                not _zombie(pid)]
+        time.sleep(0.1)
+    for pid in left:
+        print("egresslib: pid %d outlived SIGTERM; killed" % pid, file=sys.stderr)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    with open("/proc/self/mounts") as f:
+        mounts = [ln.split()[1] for ln in f]
+    for root in roots:
+        held = [m for m in mounts if m == root or m.startswith(root + "/")]
+        if held:  # never rmtree through a mount: say what was left instead
+            print("egresslib: %s keeps %d mount(s); left in place" % (root, len(held)),
+                  file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _zombie(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def _netns_and_nft():
