@@ -70,7 +70,8 @@ for b in build build-asan; do
         SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 tests/contract/egresslib.py run-in-pod -- \
             node --test --test-timeout=120000 \
             --test-reporter=spec --test-reporter-destination=stdout \
-            --test-reporter=junit --test-reporter-destination="$out/node-opensandbox-egress-$b.xml" \
+            --test-reporter=junit \
+            --test-reporter-destination="$out/node-opensandbox-egress-$b.xml" \
             tests/opensandbox/egress.test.mjs || status=1
     fi
     echo "=== k8s suite ($b) ==="

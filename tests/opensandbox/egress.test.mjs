@@ -25,7 +25,8 @@ const netns = process.env.SH_EGRESS_NETNS;
 const W = netns ? JSON.parse(process.env.SH_EGRESS_WORLD) : null;
 const skip = needsRoot || (netns ? false : (process.env.SH_EGRESS_SKIP ||
   "runs inside the network world of tests/contract/egresslib.py (SH_EGRESS_NETNS unset): " +
-  "python3 tests/contract/egresslib.py run-in-pod -- node --test tests/opensandbox/egress.test.mjs"));
+  "python3 tests/contract/egresslib.py run-in-pod -- " +
+  "node --test tests/opensandbox/egress.test.mjs"));
 
 // One fetch from inside a sandbox; prints one JSON line: {ok, body}, {ok: false, status, body}
 // (an answer that is no 200) or {ok: false, err} (no answer).
@@ -129,14 +130,16 @@ describe("egress through the SDK, inside the test's pod", { skip, timeout: 300_0
     assert.equal(rc, 0, `daemon exit ${rc}; stderr tail:\n${d.stderr().slice(-3000)}`);
   });
 
-  it("deny by default with pypi.org allowed: pypi.org answers, www.github.com does not resolve", async () => {
+  it("deny by default with pypi.org allowed: pypi.org answers, www.github.com does not resolve",
+    async () => {
     const s = await create({ defaultAction: "deny", egress: rules(["allow", "pypi.org"]) });
     await assertReaches(s, "pypi.org", W.pypi);
     const r = await assertBlocked(s, "www.github.com");
     assert.match(r.err, /^gaierror/, "the proxy answers a denied name NXDOMAIN");
   });
 
-  it("deny by default with pypi.org allowed: www.github.com's address by IP is dropped", async () => {
+  it("deny by default with pypi.org allowed: www.github.com's address by IP is dropped",
+    async () => {
     const s = await create({ defaultAction: "deny", egress: rules(["allow", "pypi.org"]) });
     await assertBlocked(s, W.github);
   });
@@ -206,7 +209,8 @@ describe("egress through the SDK, inside the test's pod", { skip, timeout: 300_0
     await assertBlocked(s, W.opDenied);
   });
 
-  it("no networkPolicy does not reach the pod's own address (its service, the daemon's API)", async () => {
+  it("no networkPolicy does not reach the pod's own address (its service, the daemon's API)",
+    async () => {
     const s = await create();
     await podReaches(W.podAddr, W.podServicePort, `hello from pod ${W.podAddr}`);
     await assertBlocked(s, W.podAddr, W.podServicePort);
