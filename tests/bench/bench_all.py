@@ -43,7 +43,7 @@ FULL = dict(create_n=200, exec_n=500, exec16_n=100, stream_mb=256, file_mb=512, 
             hold_s=900, hold_floor_mib=3072, bomb_s=5, churn_n=200, churn_batch=50,
             img_pulls=3, img_lives=100, img_many=100, cluster_exec_n=500,
             cluster_stream_mb=256, cluster_per_pod=300, cluster_list_n=50, egress_tcp_mb=1024,
-            egress_tcp_runs=3, egress_conn_n=2000, egress_dns_n=1000, egress_create_n=200)
+            egress_tcp_runs=3, egress_conn_n=2000, egress_dns_n=500, egress_create_n=200)
 SMOKE = dict(create_n=5, exec_n=5, exec16_n=3, stream_mb=4, file_mb=8, osfile_mb=8,
              walk_files=1000, persist_files=100, persist4k_files=100, persist4k_runs=1,
              persist_mb=8, wrk_s=1, mem_steps=(1, 3, 5), bwrap_idle=3, hold_cap=20, hold_s=30,
