@@ -297,10 +297,8 @@ static bool query_answer(query *q, uint8_t *p, size_t n)
                 query_attempt(q);
                 return true;
         }
-        if (q->q.qtype == SH_DNS_TYPE_A && q->d->ops.resolved)
-                for (size_t i = 0; i < a.n_addrs; i++)
-                        q->d->ops.resolved(q->d->data, q->s->key, q->q.name, addrs[i].addr,
-                                           addrs[i].ttl_s);
+        if (q->q.qtype == SH_DNS_TYPE_A && q->d->ops.resolved && a.n_addrs)
+                q->d->ops.resolved(q->d->data, q->s->key, q->q.name, addrs, a.n_addrs);
         p[0] = (uint8_t)(q->q.id >> 8);
         p[1] = (uint8_t)q->q.id;
         query_end(q, p, n);

@@ -443,26 +443,40 @@ int sh_egress_nft_policy(sh_egress_nft *n, uint32_t s, const sh_egress_nft_rule 
         return 0;
 }
 
-int sh_egress_nft_allow_addr(sh_egress_nft *n, uint32_t s, struct in_addr addr, uint32_t ttl_s,
-                             sh_error **err)
+int sh_egress_nft_allow_addrs(sh_egress_nft *n, uint32_t s, const struct in_addr *addrs,
+                              const uint32_t *ttls, size_t k, sh_error **err)
 {
         txn t;
+        size_t i;
         int r;
 
         if (!find(n, s))
                 return sh_error_make(err, ENOENT, "nft: slot %u is not in the table", s);
-        if (ttl_s < 1)
-                return sh_error_new(err, SH_E_INVALID, "nft: a TTL of 0");
+        for (i = 0; i < k; i++)
+                if (ttls[i] < 1)
+                        return sh_error_new(err, SH_E_INVALID, "nft: a TTL of 0");
+        if (k == 0)
+                return 0;
         r = txn_begin(&t);
         if (r < 0)
                 return sh_error_make(err, -r, "nft: building a transaction");
-        /* Taken out (if there) and put back: its timeout is the new TTL on any kernel. */
-        put_forget(&t, n->table, s, addr);
-        addf(&t, "add element inet %s dns_%u { ", n->table, s);
-        put_addr(&t, addr);
-        addf(&t, " timeout %us }\n", ttl_s);
+        /* Taken out (if there) and put back: its timeout is the new TTL on any kernel. All of
+         * one answer in one transaction: libnftables reads the table once. */
+        for (i = 0; i < k; i++)
+                put_forget(&t, n->table, s, addrs[i]);
+        for (i = 0; i < k; i++) {
+                addf(&t, "add element inet %s dns_%u { ", n->table, s);
+                put_addr(&t, addrs[i]);
+                addf(&t, " timeout %us }\n", ttls[i]);
+        }
         r = txn_run(n, &t, err);
         if (r < 0)
-                return sh_error_wrap(err, "opening an address to slot %u", s);
+                return sh_error_wrap(err, "opening %zu address(es) to slot %u", k, s);
         return 0;
+}
+
+int sh_egress_nft_allow_addr(sh_egress_nft *n, uint32_t s, struct in_addr addr, uint32_t ttl_s,
+                             sh_error **err)
+{
+        return sh_egress_nft_allow_addrs(n, s, &addr, &ttl_s, 1, err);
 }

@@ -28,7 +28,12 @@
 #define DNS_SET_MAX 4096 /* addresses one sandbox's DNS set holds */
 #define OPENED_MAX  1024 /* opened addresses remembered per sandbox (past it: the oldest go) */
 #define RESOLV_PATH "/etc/resolv.conf"
-#define WHY_MAX     512
+/* Answers whose addresses one sandbox opens a second (each a transaction on the loop), after a
+ * burst: past it an answer's new addresses stay closed (its client's connections fail; logged
+ * at most once a second). A flood of answers with fresh addresses costs the loop this much. */
+#define OPEN_RATE  20
+#define OPEN_BURST 60
+#define WHY_MAX    512
 
 /* An address a DNS answer opened, and the name it answered. */
 typedef struct opened {
@@ -43,6 +48,9 @@ typedef struct net_slot {
         sh_egress_policy policy;
         opened *open;
         size_t n_open;
+        double open_tokens;    /* the bucket of OPEN_RATE: transactions it may still make */
+        uint64_t open_last_ms; /* when the bucket was filled last */
+        uint64_t open_said_ms; /* when its being over the rate was logged last */
 } net_slot;
 
 struct sh_network {
@@ -130,6 +138,25 @@ static void opened_note(net_slot *s, const char *name, uint32_t addr, uint64_t u
         s->open[s->n_open++] = (opened){.addr = addr, .until_ms = until_ms, .name = copy};
 }
 
+/* How long an address stays open at most (ms since boot), 0: not open. */
+static uint64_t opened_until(const net_slot *s, uint32_t addr)
+{
+        uint64_t until = 0;
+
+        for (size_t i = 0; i < s->n_open; i++)
+                if (s->open[i].addr == addr && s->open[i].until_ms > until)
+                        until = s->open[i].until_ms;
+        return until;
+}
+
+/* An answer's address is opened for its TTL and a tenth more (at least a second): the same
+ * name asked again within that tenth finds it open past the new answer's TTL and costs no
+ * transaction, while every client's cached answer stays usable to its end. */
+static uint32_t ttl_slack(uint32_t ttl_s)
+{
+        return ttl_s + (ttl_s / 10 ? ttl_s / 10 : 1);
+}
+
 /* The policy's CIDR rules for the table, in order. *ret is malloc'd (NULL when none). */
 static int nft_rules(const sh_egress_policy *p, sh_egress_nft_rule **ret, size_t *ret_n)
 {
@@ -176,34 +203,66 @@ static bool dns_allowed(void *data, uint64_t key, const char *name)
                             SH_EGRESS_ALLOW;
 }
 
-static void dns_resolved(void *data, uint64_t key, const char *name, struct in_addr addr,
-                         uint32_t ttl_s)
+static void dns_resolved(void *data, uint64_t key, const char *name, const sh_dns_addr *addrs,
+                         size_t k)
 {
         sh_network *n = data;
         net_slot *s = slot_by_key(n, key);
-        uint32_t a = ntohl(addr.s_addr);
+        struct in_addr open[64];
+        uint32_t ttls[64];
         sh_error *err = NULL;
         char text[INET_ADDRSTRLEN];
+        size_t i, m = 0;
+        uint64_t now = sh_now_ms();
 
         if (!s)
                 return;
-        /* An allowed name's address is opened unless the deny list or a CIDR rule denies it
-         * (rebinding: an allowed name answered with the metadata or the pod's address). */
-        if (sh_egress_judge_answer(&s->policy, &n->op, name, strlen(name), a).action !=
-            SH_EGRESS_ALLOW) {
-                inet_ntop(AF_INET, &addr, text, sizeof(text));
-                log_info("egress-answer-denied", sh_sandbox_id(s->sb), "%s answered %s: not opened",
-                         name, text);
+        for (i = 0; i < k && m < ARRAY_SIZE(open); i++) {
+                uint32_t a = ntohl(addrs[i].addr.s_addr);
+
+                /* An allowed name's address is opened unless the deny list or a CIDR rule
+                 * denies it (rebinding: an allowed name answered with the metadata or the
+                 * pod's address). */
+                if (sh_egress_judge_answer(&s->policy, &n->op, name, strlen(name), a).action !=
+                    SH_EGRESS_ALLOW) {
+                        inet_ntop(AF_INET, &addrs[i].addr, text, sizeof(text));
+                        log_info("egress-answer-denied", sh_sandbox_id(s->sb),
+                                 "%s answered %s: not opened", name, text);
+                        continue;
+                }
+                /* Open already past this answer's TTL: the name asked again (a client without
+                 * a cache, a flood) costs no transaction. */
+                if (opened_until(s, a) >= now + (uint64_t)addrs[i].ttl_s * 1000) {
+                        opened_note(s, name, a, opened_until(s, a));
+                        continue;
+                }
+                open[m] = addrs[i].addr;
+                ttls[m++] = ttl_slack(addrs[i].ttl_s);
+        }
+        if (!m)
+                return;
+        s->open_tokens += (double)(now - s->open_last_ms) * OPEN_RATE / 1000.0;
+        if (s->open_tokens > OPEN_BURST)
+                s->open_tokens = OPEN_BURST;
+        s->open_last_ms = now;
+        if (s->open_tokens < 1) {
+                if (now - s->open_said_ms >= 1000) {
+                        s->open_said_ms = now;
+                        log_warn("egress-open-rate", sh_sandbox_id(s->sb),
+                                 "%s: over %d answers with new addresses a second: not opened",
+                                 name, OPEN_RATE);
+                }
                 return;
         }
-        if (sh_egress_nft_allow_addr(n->nft, (uint32_t)(s - n->slots), addr, ttl_s, &err) < 0) {
-                inet_ntop(AF_INET, &addr, text, sizeof(text));
-                log_warn("egress-open-failed", sh_sandbox_id(s->sb), "%s (%s): %s", text, name,
+        s->open_tokens -= 1;
+        if (sh_egress_nft_allow_addrs(n->nft, (uint32_t)(s - n->slots), open, ttls, m, &err) < 0) {
+                log_warn("egress-open-failed", sh_sandbox_id(s->sb), "%s: %s", name,
                          err && err->msg ? err->msg : "");
                 sh_error_release(&err);
                 return;
         }
-        opened_note(s, name, a, sh_now_ms() + (uint64_t)ttl_s * 1000);
+        for (i = 0; i < m; i++)
+                opened_note(s, name, ntohl(open[i].s_addr), now + (uint64_t)ttls[i] * 1000);
 }
 
 static const sh_dns_ops dns_ops = {
@@ -462,7 +521,11 @@ int sh_network_attach(sh_network *n, sh_sandbox *sb, sh_egress_policy *p, sh_err
                 sh_egress_policy_done(p);
                 return -1;
         }
-        n->slots[s] = (net_slot){.sb = sb, .key = (++n->serial << 32) | s, .policy = *p};
+        n->slots[s] = (net_slot){.sb = sb,
+                                 .key = (++n->serial << 32) | s,
+                                 .policy = *p,
+                                 .open_tokens = OPEN_BURST,
+                                 .open_last_ms = sh_now_ms()};
         *p = (sh_egress_policy){0};
         n->attached++;
         return 0;

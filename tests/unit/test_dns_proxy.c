@@ -63,22 +63,24 @@ static bool allowed(void *data, uint64_t sandbox, const char *name)
         return strcmp(name, "blocked.test") != 0;
 }
 
-static void resolved(void *data, uint64_t sandbox, const char *name, struct in_addr addr,
-                     uint32_t ttl_s)
+static void resolved(void *data, uint64_t sandbox, const char *name, const sh_dns_addr *addrs,
+                     size_t n)
 {
         seen *s;
         char b;
 
         (void)data;
-        if (n_reported >= (int)(sizeof(reported) / sizeof(reported[0])))
-                return;
-        s = &reported[n_reported++];
-        s->sandbox = sandbox;
-        snprintf(s->name, sizeof(s->name), "%s", name);
-        inet_ntop(AF_INET, &addr, s->addr, sizeof(s->addr));
-        s->ttl = ttl_s;
-        s->client_had_answer =
-                watched_fd >= 0 && recv(watched_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+        for (size_t i = 0; i < n; i++) {
+                if (n_reported >= (int)(sizeof(reported) / sizeof(reported[0])))
+                        return;
+                s = &reported[n_reported++];
+                s->sandbox = sandbox;
+                snprintf(s->name, sizeof(s->name), "%s", name);
+                inet_ntop(AF_INET, &addrs[i].addr, s->addr, sizeof(s->addr));
+                s->ttl = addrs[i].ttl_s;
+                s->client_had_answer =
+                        watched_fd >= 0 && recv(watched_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+        }
 }
 
 static const sh_dns_ops ops = {.sandbox_of = sandbox_of, .allowed = allowed, .resolved = resolved};

@@ -123,11 +123,12 @@ typedef struct sh_dns_ops {
         uint64_t (*sandbox_of)(void *data, const struct sockaddr_in *src);
         /* Whether the sandbox may resolve `name` (lower-case, no trailing dot). */
         bool (*allowed)(void *data, uint64_t sandbox, const char *name);
-        /* An A record of an allowed name's answer: called for each before the answer is sent
-         * to the client, so that the address is open when the client connects. `name` is the
-         * question's name. */
-        void (*resolved)(void *data, uint64_t sandbox, const char *name, struct in_addr addr,
-                         uint32_t ttl_s);
+        /* The A records of an allowed name's answer (n >= 1, at most 64 of them; more are
+         * relayed, not reported): called once per answer, before it is sent to the client,
+         * so that the addresses are open when the client connects (in one transaction: a
+         * flood of large answers costs one per answer). `name` is the question's name. */
+        void (*resolved)(void *data, uint64_t sandbox, const char *name, const sh_dns_addr *addrs,
+                         size_t n);
 } sh_dns_ops;
 
 typedef struct sh_dns_config {

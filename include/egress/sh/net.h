@@ -171,3 +171,6 @@ int sh_egress_nft_policy(sh_egress_nft *n, uint32_t slot, const sh_egress_nft_ru
  * -ENFILE: the set is full (dns_max). */
 int sh_egress_nft_allow_addr(sh_egress_nft *n, uint32_t slot, struct in_addr addr, uint32_t ttl_s,
                              sh_error **err);
+/* The same of k addresses (ttls[i] each) in one transaction: all opened, or none. */
+int sh_egress_nft_allow_addrs(sh_egress_nft *n, uint32_t slot, const struct in_addr *addrs,
+                              const uint32_t *ttls, size_t k, sh_error **err);
