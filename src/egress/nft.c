@@ -495,10 +495,11 @@ static int put_elem(sh_egress_nft *n, struct mnl_nlmsg_batch *b, uint16_t type, 
         return 0;
 }
 
-/* Send the batch whose messages are sequence numbers first..last (begin and end around them)
- * and read the kernel's answer to each: it handles a batch before sendmsg returns, so every
- * answer is there to read at once. 0, or the first -errno the kernel gave (*which: its seq). */
-static int batch_talk(sh_egress_nft *n, struct mnl_nlmsg_batch *b, uint32_t first, uint32_t last,
+/* Send the batch whose `count` messages are sequence numbers first.. (begin and end around
+ * them) and read the kernel's answer to each: it handles a batch before sendmsg returns, so
+ * every answer is there to read at once. 0, or the first -errno the kernel gave (*which: its
+ * message, 1..count; 0 the begin, count + 1 the end). */
+static int batch_talk(sh_egress_nft *n, struct mnl_nlmsg_batch *b, uint32_t first, uint32_t count,
                       uint32_t *which)
 {
         _Alignas(struct nlmsghdr) char buf[NL_BUF];
@@ -508,7 +509,7 @@ static int batch_talk(sh_egress_nft *n, struct mnl_nlmsg_batch *b, uint32_t firs
         if (mnl_socket_sendto(n->nl, mnl_nlmsg_batch_head(b), mnl_nlmsg_batch_size(b)) < 0)
                 return -errno;
         /* An answer to the batch's begin or end (a batch refused whole) is the last one. */
-        while (answered < last - first + 1) {
+        while (answered < count) {
                 ssize_t got = mnl_socket_recvfrom(n->nl, buf, sizeof(buf));
                 const struct nlmsghdr *nlh = (const struct nlmsghdr *)buf;
                 int len = (int)got;
@@ -517,16 +518,16 @@ static int batch_talk(sh_egress_nft *n, struct mnl_nlmsg_batch *b, uint32_t firs
                         return r ? r : errno == EAGAIN ? -ETIMEDOUT : -errno;
                 for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
                         const struct nlmsgerr *e = mnl_nlmsg_get_payload(nlh);
+                        uint32_t at = nlh->nlmsg_seq - (first - 1); /* wraps as seq does */
 
                         if (nlh->nlmsg_type != NLMSG_ERROR || nlh->nlmsg_pid != portid ||
-                            nlh->nlmsg_seq < first - 1 || nlh->nlmsg_seq > last + 1 ||
-                            nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*e)))
+                            at > count + 1 || nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*e)))
                                 continue;
                         if (e->error < 0 && r == 0) {
                                 r = e->error;
-                                *which = nlh->nlmsg_seq;
+                                *which = at;
                         }
-                        if (nlh->nlmsg_seq < first || nlh->nlmsg_seq > last)
+                        if (at == 0 || at > count)
                                 return r ? r : -EIO;
                         answered++;
                 }
@@ -569,13 +570,13 @@ int sh_egress_nft_allow_addr(sh_egress_nft *n, uint32_t s, struct in_addr addr, 
         if (r == 0) {
                 nftnl_batch_end(mnl_nlmsg_batch_current(b), ++n->seq);
                 mnl_nlmsg_batch_next(b);
-                r = batch_talk(n, b, first, n->seq - 1, &which);
+                r = batch_talk(n, b, first, 3, &which);
         }
         mnl_nlmsg_batch_stop(b);
         if (r < 0)
-                return sh_error_make(
-                        err, -r, "nft: opening an address to slot %u: %s %s in set %s: %s", s,
-                        which >= first && which < first + 3 ? step[which - first] : "a batch of", a,
-                        set, strerror(-r));
+                return sh_error_make(err, -r,
+                                     "nft: opening an address to slot %u: %s %s in set %s: %s", s,
+                                     which >= 1 && which <= 3 ? step[which - 1] : "opening", a, set,
+                                     strerror(-r));
         return 0;
 }
