@@ -9,7 +9,7 @@ PKGS=(build-essential cmake pkg-config git libmicrohttpd-dev libcjson-dev libsec
       libcap-dev libsodium-dev libssl-dev check libcurl4-openssl-dev libarchive-dev rsync python3 python3-pytest
       python3-pytest-timeout python3-yaml python3-jsonschema
       clang clang-format cppcheck qemu-system-x86 cpio busybox-static e2fsprogs xfsprogs acl bubblewrap
-      haproxy libc-ares-dev dnsmasq-base libnftables-dev libmnl-dev
+      haproxy libc-ares-dev dnsmasq-base libnftables-dev libnftnl-dev libmnl-dev
       docker-registry skopeo umoci zstd mmdebstrap python3-bcrypt python3-jwt python3-cryptography)
 # Node.js and npm for tests/k8s (manifest validation, `npm ci --prefix tests/k8s`). Any node
 # >= 18 with its npm does; a NodeSource nodejs (bundles npm, conflicts with Debian's npm

@@ -1,11 +1,18 @@
 /* nft.c: the daemon's nftables table (net.h): created at start, a sandbox's chains and set
  * added and removed with it, its policy replaced and its DNS answers opened, each change one
- * transaction of libnftables (the kernel's own rule language; sets with timeouts; atomic
- * batches; no `nft` program spawned per change). */
+ * transaction: of libnftables (the kernel's own rule language; sets with timeouts; atomic
+ * batches; no `nft` program spawned per change), except an address opened, the hot path (every
+ * A record of a DNS answer), which is one batch of libnftnl messages on a netfilter socket of
+ * its own: libnftables reads the whole table into its cache before every command, which costs
+ * more with every sandbox in the table. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libmnl/libmnl.h>
+#include <libnftnl/set.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
 #include <linux/netlink.h>
 #include <nftables/libnftables.h>
 #include <stdarg.h>
@@ -13,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "sh/net.h"
 #include "sh/random.h"
@@ -23,8 +31,12 @@ typedef struct slot {
         struct in_addr addr;
 } slot;
 
+#define NL_BUF 8192 /* one batch of ours (an address opened), or one read of its answers */
+
 struct sh_egress_nft {
         struct nft_ctx *ctx;
+        struct mnl_socket *nl; /* netfilter, for the libnftnl batches (nonblocking, cloexec) */
+        uint32_t seq;          /* the last sequence number sent on nl */
         char table[64];
         uint32_t conn_max, dns_max;
         uint32_t gen; /* the last generation given; conntrack marks of accepted connections */
@@ -181,6 +193,16 @@ static void cloexec_netfilter_sockets(void)
         closedir(d);
 }
 
+static void nft_free(sh_egress_nft *n)
+{
+        if (n->ctx)
+                nft_ctx_free(n->ctx);
+        if (n->nl)
+                mnl_socket_close(n->nl);
+        free(n->slots);
+        free(n);
+}
+
 int sh_egress_nft_open(const sh_egress_nft_config *c, sh_egress_nft **ret, sh_error **err)
 {
         sh_egress_nft *n;
@@ -204,16 +226,20 @@ int sh_egress_nft_open(const sh_egress_nft_config *c, sh_egress_nft **ret, sh_er
                 n->gen = 1;
         n->ctx = nft_ctx_new(NFT_CTX_DEFAULT);
         if (!n->ctx || nft_ctx_buffer_output(n->ctx) != 0 || nft_ctx_buffer_error(n->ctx) != 0) {
-                if (n->ctx)
-                        nft_ctx_free(n->ctx);
-                free(n);
+                nft_free(n);
                 return sh_error_make(err, ENOMEM, "nft: a libnftables context");
         }
         cloexec_netfilter_sockets();
+        n->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (!n->nl || mnl_socket_bind(n->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+                r = -errno;
+                nft_free(n);
+                return sh_error_make(err, -r, "nft: a netfilter socket: %s", strerror(-r));
+        }
+        n->seq = (uint32_t)time(NULL);
         r = txn_begin(&t);
         if (r < 0) {
-                nft_ctx_free(n->ctx);
-                free(n);
+                nft_free(n);
                 return sh_error_make(err, -r, "nft: building a transaction");
         }
         /* "add" makes the delete valid when there is no stale table; the new one follows. */
@@ -254,8 +280,7 @@ int sh_egress_nft_open(const sh_egress_nft_config *c, sh_egress_nft **ret, sh_er
         r = txn_run(n, &t, err);
         if (r < 0) {
                 sh_error_wrap(err, "creating table %s", n->table);
-                nft_ctx_free(n->ctx);
-                free(n);
+                nft_free(n);
                 return r;
         }
         *ret = n;
@@ -276,9 +301,7 @@ int sh_egress_nft_close(sh_egress_nft *n, sh_error **err)
                 addf(&t, "delete table inet %s\n", n->table);
                 r = txn_run(n, &t, err);
         }
-        nft_ctx_free(n->ctx);
-        free(n->slots);
-        free(n);
+        nft_free(n);
         return r;
 }
 
@@ -443,35 +466,143 @@ int sh_egress_nft_policy(sh_egress_nft *n, uint32_t s, const sh_egress_nft_rule 
         return 0;
 }
 
+/* One element message of slot s's DNS set into the batch: the k addresses, each with its
+ * timeout when timeout_ms is not NULL (timeout_ms[i], or timeout_ms[0] for all when `one`).
+ * 0, or -ENOMEM. */
+static int put_elems(sh_egress_nft *n, struct mnl_nlmsg_batch *b, uint16_t type, uint16_t flags,
+                     const char *set, const struct in_addr *addrs, size_t k,
+                     const uint64_t *timeout_ms, bool one)
+{
+        struct nftnl_set *st = nftnl_set_alloc();
+        struct nlmsghdr *nlh;
+        size_t i;
+
+        if (!st || nftnl_set_set_str(st, NFTNL_SET_TABLE, n->table) < 0 ||
+            nftnl_set_set_str(st, NFTNL_SET_NAME, set) < 0)
+                goto oom;
+        for (i = 0; i < k; i++) {
+                struct nftnl_set_elem *e = nftnl_set_elem_alloc();
+
+                if (!e || nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, &addrs[i].s_addr,
+                                             sizeof(addrs[i].s_addr)) < 0) {
+                        if (e)
+                                nftnl_set_elem_free(e);
+                        goto oom;
+                }
+                if (timeout_ms)
+                        nftnl_set_elem_set_u64(e, NFTNL_SET_ELEM_TIMEOUT, timeout_ms[one ? 0 : i]);
+                nftnl_set_elem_add(st, e); /* the set owns it now */
+        }
+        nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b), type, NFPROTO_INET,
+                                    flags | NLM_F_ACK, ++n->seq);
+        nftnl_set_elems_nlmsg_build_payload(nlh, st);
+        nftnl_set_free(st);
+        mnl_nlmsg_batch_next(b);
+        return 0;
+oom:
+        if (st)
+                nftnl_set_free(st);
+        return -ENOMEM;
+}
+
+/* Send the batch whose `count` messages are sequence numbers first.. (begin and end around
+ * them) and read the kernel's answer to each: it handles a batch before sendmsg returns, so
+ * every answer is there to read at once. 0, or the first -errno the kernel gave (*which: its
+ * message, 1..count; 0 the begin, count + 1 the end). */
+static int batch_talk(sh_egress_nft *n, struct mnl_nlmsg_batch *b, uint32_t first, uint32_t count,
+                      uint32_t *which)
+{
+        _Alignas(struct nlmsghdr) char buf[NL_BUF];
+        uint32_t portid = mnl_socket_get_portid(n->nl), answered = 0;
+        int r = 0;
+
+        if (mnl_socket_sendto(n->nl, mnl_nlmsg_batch_head(b), mnl_nlmsg_batch_size(b)) < 0)
+                return -errno;
+        /* An answer to the batch's begin or end (a batch refused whole) is the last one. */
+        while (answered < count) {
+                ssize_t got = mnl_socket_recvfrom(n->nl, buf, sizeof(buf));
+                const struct nlmsghdr *nlh = (const struct nlmsghdr *)buf;
+                int len = (int)got;
+
+                if (got < 0)
+                        return r ? r : errno == EAGAIN ? -ETIMEDOUT : -errno;
+                for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
+                        const struct nlmsgerr *e = mnl_nlmsg_get_payload(nlh);
+                        uint32_t at = nlh->nlmsg_seq - (first - 1); /* wraps as seq does */
+
+                        if (nlh->nlmsg_type != NLMSG_ERROR || nlh->nlmsg_pid != portid ||
+                            at > count + 1 || nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*e)))
+                                continue;
+                        if (e->error < 0 && r == 0) {
+                                r = e->error;
+                                *which = at;
+                        }
+                        if (at == 0 || at > count)
+                                return r ? r : -EIO;
+                        answered++;
+                }
+        }
+        return r;
+}
+
 int sh_egress_nft_allow_addrs(sh_egress_nft *n, uint32_t s, const struct in_addr *addrs,
                               const uint32_t *ttls, size_t k, sh_error **err)
 {
-        txn t;
+        _Alignas(struct nlmsghdr) char buf[2 * NL_BUF];
+        static const char *const step[] = {"putting", "taking out", "putting back"};
+        static const uint64_t short_ms = 1000;
+        uint64_t timeout_ms[SH_EGRESS_NFT_ADDRS_MAX];
+        char set[32], a[INET_ADDRSTRLEN];
+        struct mnl_nlmsg_batch *b;
+        uint32_t first, which = 0;
         size_t i;
         int r;
 
         if (!find(n, s))
                 return sh_error_make(err, ENOENT, "nft: slot %u is not in the table", s);
-        for (i = 0; i < k; i++)
+        if (k > SH_EGRESS_NFT_ADDRS_MAX)
+                return sh_error_new(err, SH_E_INVALID, "nft: more than %d addresses at once",
+                                    SH_EGRESS_NFT_ADDRS_MAX);
+        for (i = 0; i < k; i++) {
                 if (ttls[i] < 1)
                         return sh_error_new(err, SH_E_INVALID, "nft: a TTL of 0");
+                timeout_ms[i] = (uint64_t)ttls[i] * 1000;
+        }
         if (k == 0)
                 return 0;
-        r = txn_begin(&t);
-        if (r < 0)
-                return sh_error_make(err, -r, "nft: building a transaction");
-        /* Taken out (if there) and put back: its timeout is the new TTL on any kernel. All of
-         * one answer in one transaction: libnftables reads the table once. */
-        for (i = 0; i < k; i++)
-                put_forget(&t, n->table, s, addrs[i]);
-        for (i = 0; i < k; i++) {
-                addf(&t, "add element inet %s dns_%u { ", n->table, s);
-                put_addr(&t, addrs[i]);
-                addf(&t, " timeout %us }\n", ttls[i]);
+        snprintf(set, sizeof(set), "dns_%u", s);
+        b = mnl_nlmsg_batch_start(buf, NL_BUF);
+        if (!b)
+                return sh_error_make(err, ENOMEM, "nft: allocating");
+        nftnl_batch_begin(mnl_nlmsg_batch_current(b), ++n->seq);
+        mnl_nlmsg_batch_next(b);
+        first = n->seq + 1;
+        /* As libnftables' "add element" (NLM_F_CREATE, no NLM_F_EXCL): put in with a short
+         * timeout (there already: no error) so that the delete is valid, taken out, put back
+         * with the TTL: its timeout is the new TTL on any kernel; a full set refuses only an
+         * address it does not hold (-ENFILE at the first). All of one answer's addresses in
+         * each of the three messages, one transaction. */
+        r = put_elems(n, b, NFT_MSG_NEWSETELEM, NLM_F_CREATE, set, addrs, k, &short_ms, true);
+        if (r == 0)
+                r = put_elems(n, b, NFT_MSG_DELSETELEM, 0, set, addrs, k, NULL, false);
+        if (r == 0)
+                r = put_elems(n, b, NFT_MSG_NEWSETELEM, NLM_F_CREATE, set, addrs, k, timeout_ms,
+                              false);
+        if (r == 0) {
+                nftnl_batch_end(mnl_nlmsg_batch_current(b), ++n->seq);
+                mnl_nlmsg_batch_next(b);
+                r = batch_talk(n, b, first, 3, &which);
         }
-        r = txn_run(n, &t, err);
-        if (r < 0)
-                return sh_error_wrap(err, "opening %zu address(es) to slot %u", k, s);
+        mnl_nlmsg_batch_stop(b);
+        if (r < 0) {
+                inet_ntop(AF_INET, &addrs[0], a, sizeof(a));
+                return sh_error_make(err, -r,
+                                     "nft: opening %zu address(es) (%s%s) to slot %u: %s them in "
+                                     "set %s: %s",
+                                     k, a, k > 1 ? ", ..." : "", s,
+                                     which >= 1 && which <= 3 ? step[which - 1] : "opening", set,
+                                     strerror(-r));
+        }
         return 0;
 }
 

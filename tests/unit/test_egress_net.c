@@ -437,6 +437,64 @@ START_TEST(test_full_dns_set_refuses_new_addresses_only)
 }
 END_TEST
 
+/* An address opened (one libnftnl batch) is in the sandbox's set with its TTL as timeout; opened
+ * again it is there once, its timeout and expiry set anew. */
+START_TEST(test_opened_address_in_set_with_its_timeout_refreshed_when_opened_again)
+{
+        _cleanup_error_ sh_error *err = NULL;
+        char set[64], listing[2048];
+        const char *e;
+        struct in_addr a;
+        world w;
+
+        world_up(&w, 64, 16, false);
+        sandbox_up(&w, 0, NULL, 0, false);
+        inet_pton(AF_INET, "203.0.113.30", &a);
+        snprintf(set, sizeof(set), "set inet %s dns_0", sh_egress_nft_table(w.nft));
+        ck_assert_msg(sh_egress_nft_allow_addr(w.nft, 0, a, 60, &err) == 0, "%s",
+                      err ? err->msg : "");
+        ck_assert(nft_list(set, listing, sizeof(listing)));
+        ck_assert_msg(strstr(listing, "203.0.113.30 timeout 1m expires"), "%s", listing);
+        ck_assert_msg(sh_egress_nft_allow_addr(w.nft, 0, a, 300, &err) == 0, "%s",
+                      err ? err->msg : "");
+        ck_assert(nft_list(set, listing, sizeof(listing)));
+        /* The expiry too: over the first TTL (1m), which it would still be under if only kept. */
+        e = strstr(listing, "203.0.113.30 timeout 5m expires ");
+        ck_assert_msg(e, "%s", listing);
+        e += strlen("203.0.113.30 timeout 5m expires ");
+        ck_assert_msg(strncmp(e, "5m", 2) == 0 || strncmp(e, "4m", 2) == 0, "%s", listing);
+        ck_assert_ptr_null(strstr(strstr(listing, "203.0.113.30") + 1, "203.0.113.30"));
+        world_down(&w);
+}
+END_TEST
+
+/* A full set refuses a new address with -ENFILE (and leaves it out); a slot not in the table
+ * gives -ENOENT. */
+START_TEST(test_open_address_full_set_enfile_no_slot_enoent)
+{
+        _cleanup_error_ sh_error *err = NULL;
+        char set[64], listing[2048];
+        struct in_addr a, b;
+        world w;
+
+        world_up(&w, 64, 1, false);
+        sandbox_up(&w, 0, NULL, 0, false);
+        inet_pton(AF_INET, "203.0.113.30", &a);
+        inet_pton(AF_INET, "203.0.113.40", &b);
+        ck_assert_msg(sh_egress_nft_allow_addr(w.nft, 0, a, 60, &err) == 0, "%s",
+                      err ? err->msg : "");
+        ck_assert_int_eq(sh_egress_nft_allow_addr(w.nft, 0, b, 60, &err), -ENFILE);
+        ck_assert_int_eq(err->errnum, ENFILE);
+        sh_error_release(&err);
+        snprintf(set, sizeof(set), "set inet %s dns_0", sh_egress_nft_table(w.nft));
+        ck_assert(nft_list(set, listing, sizeof(listing)));
+        ck_assert_msg(strstr(listing, "203.0.113.30"), "%s", listing);
+        ck_assert_msg(!strstr(listing, "203.0.113.40"), "%s", listing);
+        ck_assert_int_eq(sh_egress_nft_allow_addr(w.nft, 1, b, 60, &err), -ENOENT);
+        world_down(&w);
+}
+END_TEST
+
 START_TEST(test_operator_deny_wins_and_operator_allow_is_everyones)
 {
         static const char *allow[] = {"203.0.113.0/24"};
@@ -715,6 +773,8 @@ int main(void)
         tcase_add_test(tc, test_allowed_address_reached_other_not);
         tcase_add_test(tc, test_dns_address_opens_for_its_ttl_and_keeps_open_connections);
         tcase_add_test(tc, test_full_dns_set_refuses_new_addresses_only);
+        tcase_add_test(tc, test_opened_address_in_set_with_its_timeout_refreshed_when_opened_again);
+        tcase_add_test(tc, test_open_address_full_set_enfile_no_slot_enoent);
         tcase_add_test(tc, test_operator_deny_wins_and_operator_allow_is_everyones);
         tcase_add_test(tc, test_sandbox_reaches_only_the_dns_proxy_of_the_pod);
         tcase_add_test(tc, test_spoofed_source_dropped);

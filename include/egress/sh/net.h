@@ -1,8 +1,9 @@
 /* net.h: a sandbox's network on the pod's side (issue 24, OPENSANDBOX.md section 4): the
  * address plan of SANDBOX_HOST_EGRESS_CIDR, one veth link per sandbox (link.c, rtnetlink
  * through libmnl) and the daemon's nftables table that filters what crosses them (nft.c,
- * libnftables). Nothing here decides a policy: the caller (the sandbox layer) hands in the
- * rules the policy module (egress.h) evaluated and the addresses the DNS proxy resolved.
+ * libnftables; an address opened through libnftnl). Nothing here decides a policy: the caller
+ * (the sandbox layer) hands in the rules the policy module (egress.h) evaluated and the
+ * addresses the DNS proxy resolved.
  *
  * The plan. The range (default 100.127.0.0/16) is the daemon's own. Its first host address,
  * the gateway G (100.127.0.1), is on the pod's `lo` while the links are open (so the DNS
@@ -34,13 +35,17 @@
  * change too (its name is resolved again by the next connection). No conntrack entry is
  * deleted: they time out as the kernel's do.
  *
- * Cost (measured on 2 cores, kernel 6.18, libnftables 1.0.6): every change is one netlink
- * transaction, but libnftables first reads what the table holds into its cache to check it,
- * so the cost grows with the sandboxes in the table: with 16, 256 and 1024 sandboxes a
- * sandbox added takes 0.44, 0.59 and 3.0 ms, an address opened 0.19, 0.69 and 3.6 ms, a
- * policy replaced 0.27, 0.85 and 7.2 ms, all on the loop. Past a few hundred sandboxes the
- * way out is libnftnl batches built without that read (the same rules), or one shared set
- * keyed by (sandbox, address).
+ * Cost (measured on 2 cores, kernel 6.18, libnftables 1.0.6, libnftnl 1.2.4; tests/bench/
+ * nft_cost.c, medians, the machine loaded by other builds): every change is one netlink
+ * transaction. A sandbox added or a policy replaced goes through libnftables, which first reads
+ * what the table holds into its cache to check it, so its cost grows with the sandboxes in the
+ * table: with 16, 256 and 1024 sandboxes a sandbox added takes 0.3, 1.1 and 8 ms, a policy
+ * replaced 0.24, 1.0 and 8 ms, on the loop. An address opened, the hot path (every A record of
+ * a DNS answer), is a batch of libnftnl messages sent without that read: 0.03, 0.07 and 0.18 ms
+ * (it was 0.19, 0.81 and 5.8 ms through libnftables on the same machine); what is left grows
+ * only with the kernel's lookup of the set by its name (a list of the table's sets). Past a
+ * few hundred sandboxes the way out for the others is libnftnl too (the same rules, built as
+ * expressions), or one shared set keyed by (sandbox, address).
  *
  * Ordering (fail closed): add a sandbox to the table before its link, remove its link before
  * it leaves the table, close every link before the table (no packet is forwarded from a
@@ -171,6 +176,8 @@ int sh_egress_nft_policy(sh_egress_nft *n, uint32_t slot, const sh_egress_nft_ru
  * -ENFILE: the set is full (dns_max). */
 int sh_egress_nft_allow_addr(sh_egress_nft *n, uint32_t slot, struct in_addr addr, uint32_t ttl_s,
                              sh_error **err);
-/* The same of k addresses (ttls[i] each) in one transaction: all opened, or none. */
+/* The same of k addresses (ttls[i] each; k at most SH_EGRESS_NFT_ADDRS_MAX) in one
+ * transaction: all opened, or none. */
+#define SH_EGRESS_NFT_ADDRS_MAX 64
 int sh_egress_nft_allow_addrs(sh_egress_nft *n, uint32_t slot, const struct in_addr *addrs,
                               const uint32_t *ttls, size_t k, sh_error **err);
