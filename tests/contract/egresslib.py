@@ -61,6 +61,7 @@ UNNAMED = "192.0.2.98"  # no name: reached by a CIDR rule
 OP_DENIED = "192.0.2.99"  # no name: on the operator's deny list (a /32)
 METADATA = "169.254.169.254"  # rebind.test
 PRIVATE = "10.1.2.3"  # private.test
+SHORT = "192.0.2.70"  # short.test: an answer with a TTL of 1 s (the daemon keeps it 5 s)
 BIG_NAME = "big.test"  # an answer of 255 A records (an oversized answer)
 BIG_ADDRS = (["192.0.2.%d" % i for i in range(100, 255)] +
              ["203.0.113.%d" % i for i in range(100, 200)])
@@ -71,7 +72,7 @@ HOSTS = [
     (POD_ADDR, "pod.test"),
 ] + [(a, BIG_NAME) for a in BIG_ADDRS]
 INET_LO = [PYPI, GITHUB, EXAMPLE_SUB, EXAMPLE_APEX, MIRROR, BLOCKED, UNNAMED, OP_DENIED,
-           METADATA, PRIVATE]
+           METADATA, PRIVATE, SHORT]
 HTTP_PORT = 80
 ECHO_PORT = 7000
 POD_SERVICE_PORT = 8081
@@ -575,7 +576,8 @@ class World:
             DNSMASQ, "-k", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--no-poll",
             "--listen-address=" + INET_ADDR, "--bind-interfaces", "--port=53", "--user=root",
             "--pid-file=", "--log-facility=-", "--addn-hosts=" + hosts,
-            "--local-ttl=%d" % DNS_TTL, "--neg-ttl=%d" % DNS_TTL, "--cache-size=0"],
+            "--local-ttl=%d" % DNS_TTL, "--neg-ttl=%d" % DNS_TTL, "--cache-size=0",
+            "--host-record=short.test,%s,1" % SHORT],
             out=open(self.dns_log, "wb"))
         server = os.path.join(self.dir, "server.py")
         with open(server, "w") as f:

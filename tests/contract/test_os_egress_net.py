@@ -19,7 +19,7 @@ import oslib
 import shlib
 import sselib
 from egresslib import (BLOCKED, EXAMPLE_APEX, EXAMPLE_SUB, GITHUB, INET_ADDR, MIRROR, OP_DENIED,
-                       PROBE, PYPI, UNNAMED, Background, create, policy, probe,
+                       PROBE, PYPI, SHORT, UNNAMED, Background, create, policy, probe,
                        start_daemon, unique)
 from egresslib import eosc, netd, sandbox, world  # noqa: F401  (fixtures)
 from oslib import expect
@@ -331,3 +331,24 @@ def test_a_second_daemon_on_another_range_serves_and_leaves_nothing_in_the_pod(w
         rc = d.close()
     assert rc == 0, d.stderr_text()[-3000:]
     assert world.state() == before
+
+
+# ---- an answer's TTL ------------------------------------------------------------------------
+
+def test_an_answers_address_closes_after_its_ttl_but_keeps_open_connections(eosc, sandbox):
+    """short.test answers with a TTL of 1 s (clamped to the daemon's minimum, 5 s): new
+    connections to its address by IP stop once that has run out (polled, bounded), while a
+    connection opened before stays (the daemon's decision, include/egress/sh/net.h)."""
+    sid = sandbox(policy("deny", ("allow", "short.test")))
+    go = unique("go")
+    bg = Background(eosc, sid, "echo", "short.test", 7000, go)
+    try:
+        assert bg.next() == {"stage": "open", "ok": True}
+        closed = shlib.wait_until(lambda: not probe(eosc, sid, "connect", SHORT, 80)["ok"],
+                                  timeout=60, interval=0.5)
+        assert closed, "short.test's address stayed open past its TTL"
+        bg.signal(go)
+        assert bg.next() == {"stage": "after", "ok": True}
+    finally:
+        bg.stop()
+    assert_reaches(eosc, sid, "short.test", SHORT)  # asked again: open again
