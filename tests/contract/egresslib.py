@@ -712,11 +712,12 @@ def daemon_env(extra=None):
     return env
 
 
-def start_daemon(world, extra=None):
-    """A daemon inside the pod (nsenter: it execs in place, the pid is the daemon's), its
-    /healthz checked: egress must be supported here (a failure, not a skip: this machine
-    has everything it needs, so the feature must work)."""
-    d = shlib.Daemon(env=daemon_env(extra), prefix=world.in_ns(world.pod, []))
+def start_daemon(world, extra=None, prefix=(), must_support=True):
+    """A daemon inside the pod (nsenter, then `prefix`: each execs in place, the pid is the
+    daemon's), its /healthz `egress` object in .egress. With `must_support`, egress must be
+    supported (a failure, not a skip: this machine has everything it needs, so the feature
+    must work)."""
+    d = shlib.Daemon(env=daemon_env(extra), prefix=world.in_ns(world.pod, list(prefix)))
     try:
         with world.entered():
             h = d.client.get("/healthz").json()
@@ -724,7 +725,7 @@ def start_daemon(world, extra=None):
         d.close(check=False)
         raise
     eg = h.get("egress")
-    if not (isinstance(eg, dict) and eg.get("supported") is True):
+    if must_support and not (isinstance(eg, dict) and eg.get("supported") is True):
         err = d.stderr_text()[-3000:]
         d.close(check=False)
         pytest.fail("root, ip, netns and nftables are all here, yet /healthz says egress is "
@@ -876,11 +877,11 @@ def own_daemon(world):
     made = []
     before = world.state()
 
-    def start(extra=None):
+    def start(extra=None, prefix=(), must_support=True):
         assert not made, "one own daemon at a time (they share the range)"
         env = {"SANDBOX_HOST_EGRESS_CIDR": "100.125.0.0/16"}
         env.update(extra or {})
-        made.append(start_daemon(world, env))
+        made.append(start_daemon(world, env, prefix, must_support))
         return made[-1]
 
     yield start
