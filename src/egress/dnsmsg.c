@@ -270,7 +270,9 @@ int sh_dns_answer_parse(const uint8_t *p, size_t n, const sh_dns_query *q, uint1
                         uint32_t ttl;
                         size_t data;
 
-                        (void)rr_head(p, n, &off, owner, &owner_len, &type, &klass, &ttl, &rdlen);
+                        /* Checked in the first pass: the same bytes read again. */
+                        if (rr_head(p, n, &off, owner, &owner_len, &type, &klass, &ttl, &rdlen) < 0)
+                                return -EINVAL;
                         data = off;
                         off += rdlen;
                         if (klass != SH_DNS_CLASS_IN ||

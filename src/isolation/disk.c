@@ -1050,12 +1050,76 @@ static int scan_extents(sh_disk *d)
         return 0;
 }
 
+/* The template's first mount (dev at path: its workspace and .trash made), in a child of a
+ * mount namespace of its own: a process that copies the daemon's mount table meanwhile
+ * (another daemon's sandbox, `unshare -m`) would otherwise keep the filesystem alive past our
+ * unmount, its last writes never reaching the template file the creates copy (seen: a copy's
+ * inode table with bad checksums). In the child's private namespace nobody can. 0, or -1 with
+ * why. Start-up only: the wait blocks. */
+static int prepare_template(const char *dev, const char *path, char *why, size_t whysz)
+{
+        static const char *const steps[] = {"a mount namespace", "mounting ext4",
+                                            "preparing the template", "unmounting the template"};
+        int ep[2], res[2] = {0, 0}, status = 0, fd;
+        pid_t pid;
+        ssize_t n;
+
+        if (pipe2(ep, O_CLOEXEC) < 0) {
+                snprintf(why, whysz, "preparing the template: %s", strerror(errno));
+                return -1;
+        }
+        pid = fork();
+        if (pid < 0) {
+                snprintf(why, whysz, "preparing the template: fork: %s", strerror(errno));
+                close(ep[0]);
+                close(ep[1]);
+                return -1;
+        }
+        if (pid == 0) {
+                int step = 0;
+
+                close(ep[0]);
+                if (unshare(CLONE_NEWNS) < 0 ||
+                    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                        goto child_fail;
+                step = 1;
+                if (mount(dev, path, "ext4", MS_NOSUID | MS_NODEV, EXT4_OPTS) < 0)
+                        goto child_fail;
+                step = 2;
+                fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0 || mkdirat(fd, "workspace", 0755) < 0 || mkdirat(fd, ".trash", 0700) < 0)
+                        goto child_fail;
+                close(fd);
+                step = 3;
+                if (umount2(path, UMOUNT_NOFOLLOW) < 0)
+                        goto child_fail;
+                _exit(0);
+        child_fail:
+                res[0] = step;
+                res[1] = errno;
+                (void)!write(ep[1], res, sizeof(res));
+                _exit(1);
+        }
+        close(ep[1]);
+        n = read(ep[0], res, sizeof(res));
+        close(ep[0]);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                return 0;
+        if (n == (ssize_t)sizeof(res) && res[0] >= 0 && res[0] < (int)ARRAY_SIZE(steps))
+                snprintf(why, whysz, "%s (%s): %s", steps[res[0]], dev, strerror(res[1]));
+        else
+                snprintf(why, whysz, "preparing the template: its child ended (status %d)", status);
+        return -1;
+}
+
 static int probe_loop(sh_disk *d, const char *root, char *why, size_t whysz)
 {
         const char *mkfs = find_mke2fs();
         char path[4200], name[64], dev[32];
         _cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-        _cleanup_close_ int lfd = -1, fsroot = -1;
+        _cleanup_close_ int lfd = -1;
         int r = -1;
 
         if (ctl < 0) {
@@ -1083,27 +1147,12 @@ static int probe_loop(sh_disk *d, const char *root, char *why, size_t whysz)
                 snprintf(why, whysz, "creating a probe directory: %s", strerror(errno));
                 return -1;
         }
-        if (mount(dev, path, "ext4", MS_NOSUID | MS_NODEV, EXT4_OPTS) < 0) {
-                snprintf(why, whysz, "mounting ext4 from %s: %s", dev, strerror(errno));
-                goto out;
-        }
-        fsroot = openat(d->imgdirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fsroot < 0 || mkdirat(fsroot, "workspace", 0755) < 0 ||
-            mkdirat(fsroot, ".trash", 0700) < 0)
-                snprintf(why, whysz, "preparing the template: %s", strerror(errno));
-        else
-                r = 0;
-        fsroot = sh_close(fsroot);
-        if (umount2(path, UMOUNT_NOFOLLOW) < 0 && umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
-                snprintf(why, whysz, "unmounting the template: %s", strerror(errno));
-                r = -1;
-        }
+        r = prepare_template(dev, path, why, whysz);
         if (r == 0 && scan_extents(d) < 0) {
                 snprintf(why, whysz, "reading the template's extents (SEEK_DATA): %s",
                          strerror(errno));
                 r = -1;
         }
-out:
         (void)unlinkat(d->imgdirfd, name, AT_REMOVEDIR);
         return r;
 }

@@ -1440,22 +1440,30 @@ static void restore_done(sh_sandbox *sb, const sh_error *err, void *data)
 /* The worker serves. The restore step, then the create ends: with a directory of the
  * creator's, its tree copied in and re-owned; with an item and an archive root (CONTRACT.md
  * 2.1), {nfs_root}/{item_id}/ restored, re-owned and marked ready; else nothing. */
+/* sb's network under the create's policy (taken); a failure fails the create. 0 or -1. */
+static int network_attach(sh_sandbox *sb)
+{
+        sh_error *err = NULL;
+        int r = sh_network_attach(sb->host->network, sb, sb->egress, &err);
+
+        egress_free(sb);
+        if (r < 0) {
+                create_fail(sb, err);
+                sh_error_release(&err);
+        }
+        return r;
+}
+
 static void create_worker_ready(sh_sandbox *sb)
 {
         const sh_restorer *rs = sb->host->restorer;
         sh_error *err = NULL;
         int r;
 
-        /* Its network, before anything of the creator's runs in it (network.c). */
-        if (sb->egress) {
-                r = sh_network_attach(sb->host->network, sb, sb->egress, &err);
-                egress_free(sb);
-                if (r < 0) {
-                        create_fail(sb, err);
-                        sh_error_release(&err);
-                        return;
-                }
-        }
+        /* Its network, before anything of the creator's runs in it (network.c): attached as
+         * its worker started (a pooled sandbox's: now). */
+        if (sb->egress && network_attach(sb) < 0)
+                return;
 
         if (sb->restore_root && !rs->start_dir) {
                 sh_error_new(&err, SH_E_INTERNAL, "this host restores no directory");
@@ -1500,6 +1508,12 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
         sh_exec_link *l;
 
         switch (ev) {
+        case SH_WORKER_EV_PID:
+                /* Its network while its worker sets up its root (the namespace exists): the
+                 * link and the table's transaction overlap the worker's mounts. */
+                if (sb->egress && sb->create_done && !sb->deleted)
+                        (void)network_attach(sb); /* a failure failed the create */
+                return;
         case SH_WORKER_EV_READY:
                 sb->worker_ready = true;
                 /* The first exec's cgroup, made once the create is answered: a 0 ms timer

@@ -256,6 +256,8 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                         w->pid1 = sh_child_adopt(l, w->pid, pid1_done, w);
                         if (!w->pid1)
                                 sh_worker_kill(w); /* gone already: EOF follows */
+                        else
+                                alive = call(w, SH_WORKER_EV_PID, 0, w->pid, 0);
                         break;
                 case SH_MSG_READY:
                         alive = call(w, SH_WORKER_EV_READY, 0, 0, 0);

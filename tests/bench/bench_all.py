@@ -35,23 +35,27 @@ sys.path.insert(0, HERE)
 from bench_isolation import Client, base64_text_file, bwrap_args, pct  # noqa: E402  (reused)
 from bench_images import image_for, peer_pull_unpack  # noqa: E402  (issue 22's peer)
 import bench_cluster  # noqa: E402  (issue 23's rows: a relay through a peer)
+import bench_egress  # noqa: E402  (issue 24's rows: a sandbox's network against the pod's)
 
 FULL = dict(create_n=200, exec_n=500, exec16_n=100, stream_mb=256, file_mb=512, osfile_mb=512,
             walk_files=100_000, persist_files=10_000, persist4k_files=5000, persist4k_runs=3,
             persist_mb=256, wrk_s=10, mem_steps=(1, 100, 500), bwrap_idle=50, hold_cap=10_000,
             hold_s=900, hold_floor_mib=3072, bomb_s=5, churn_n=200, churn_batch=50,
             img_pulls=3, img_lives=100, img_many=100, cluster_exec_n=500,
-            cluster_stream_mb=256, cluster_per_pod=300, cluster_list_n=50)
+            cluster_stream_mb=256, cluster_per_pod=300, cluster_list_n=50, egress_tcp_mb=1024,
+            egress_tcp_runs=3, egress_conn_n=2000, egress_dns_n=500, egress_create_n=200)
 SMOKE = dict(create_n=5, exec_n=5, exec16_n=3, stream_mb=4, file_mb=8, osfile_mb=8,
              walk_files=1000, persist_files=100, persist4k_files=100, persist4k_runs=1,
              persist_mb=8, wrk_s=1, mem_steps=(1, 3, 5), bwrap_idle=3, hold_cap=20, hold_s=30,
              hold_floor_mib=1024, bomb_s=1, churn_n=5, churn_batch=5, img_pulls=1,
              img_lives=5, img_many=5, cluster_exec_n=5, cluster_stream_mb=2,
-             cluster_per_pod=3, cluster_list_n=3)
+             cluster_per_pod=3, cluster_list_n=3, egress_tcp_mb=16, egress_tcp_runs=1,
+             egress_conn_n=20, egress_dns_n=20, egress_create_n=5)
 
 # The table in print order, one section after another: (row, the figure that measures it,
 # goal). A goal is (op, bound, was) on the ratio ours / peer ("was": the issue's figure for a
-# row it says to keep at the peer), ("n>=", bound, None) on ours itself, or None.
+# row it says to keep at the peer), ("n>=", bound, None) on ours itself, ("<=+", ms, None) on
+# ours - peer, ("<=x+", (ratio, ms), None) on ours against ratio x peer + ms, or None.
 ISSUE15 = [  # issue 15's table, in its order, each row beside the peer the issue names
     ("time to interactive: create + first exec true, p50 (ms)", "tti", ("<=", 1.0, None)),
     ("time to interactive, warm pool of 4 (ms)", "tti", ("<=", 1.0, None)),
@@ -90,6 +94,10 @@ IMAGES = [  # issue 22's benchmark: OCI images pulled by reference, each beside 
 # issue 23's benchmark: one service of three pods, each row beside the same call made without
 # the relay (bench_cluster.py)
 CLUSTER = [(row, "cluster", goal) for row, goal in bench_cluster.ROWS]
+# issue 24's benchmark: a /v1 sandbox's network, each row beside the same thing done from the
+# pod's own network namespace (or a create without network), in the egress tests' namespaces
+# (bench_egress.py)
+EGRESS = [(row, "egress", goal) for row, goal in bench_egress.ROWS]
 OTHER = [  # the other figures of the earlier issues, no goal of issue 15
     ("exec true, 16 sandboxes, p50 (ms)", "exec", None),
     ("exec true, 16 sandboxes, p99 (ms)", "exec", None),
@@ -122,6 +130,7 @@ SECTIONS = [("issue 15: its table, in its order", ISSUE15),
             ("issue 15: at or past the peer today, keep them there", KEPT),
             ("issue 22: OCI images", IMAGES),
             ("issue 23: a cluster of three pods", CLUSTER),
+            ("issue 24: network egress", EGRESS),
             ("the other figures", OTHER)]
 SPEC = {row: (fig, goal) for _, rows in SECTIONS for row, fig, goal in rows}
 ROWS = [row for _, rows in SECTIONS for row, _, _ in rows]  # every row the table always prints
@@ -234,6 +243,10 @@ def goal_text(goal):
     sign = "≥" if op.endswith(">=") else "≤"
     if op == "n>=":
         return f"{sign} {bound:,}"
+    if op == "<=+":
+        return f"{sign} +{bound:g} ms"
+    if op == "<=x+":
+        return f"{sign} {bound[0]:.1f}× + {bound[1]:g} ms"
     return f"{sign} {bound:.1f}×" + (f" (issue: {was}×)" if was is not None else "")
 
 
@@ -241,6 +254,12 @@ def goal_met(goal, r):
     if goal is None:
         return None
     op, bound, _ = goal
+    if op in ("<=+", "<=x+"):
+        if r["ours"] is None or r["peer"] is None:
+            return None
+        if op == "<=+":
+            return r["ours"] - r["peer"] <= bound
+        return r["ours"] <= bound[0] * r["peer"] + bound[1]
     v = r["ours"] if op == "n>=" else r["ratio"]
     if v is None:
         return None
@@ -1368,7 +1387,7 @@ def main():
     ap.add_argument("--hold-cap", type=int, help="cap of the held-sandboxes figure")
     ap.add_argument("--only", help="comma-separated figures to run (create, tti, churn, exec, "
                     "stream, opensandbox, files, osfiles, walk, rate, persist, memory, hold, "
-                    "create-disk, abuse, images, cluster); default: all")
+                    "create-disk, abuse, images, cluster, egress); default: all")
     ap.add_argument("--cluster-per-pod", type=int,
                     help="sandboxes a pod of the cluster listing row holds (one pod: 3x)")
     a = ap.parse_args()
@@ -1428,7 +1447,8 @@ def main():
         d = None
         for name, fn in [("persist", fig_persist), ("memory", fig_memory), ("hold", fig_hold),
                          ("create-disk", fig_create_disk), ("abuse", fig_abuse),
-                         ("images", fig_images), ("cluster", fig_cluster)]:
+                         ("images", fig_images), ("cluster", fig_cluster),
+                         ("egress", bench_egress.fig_egress)]:
             if want(name):
                 step(t, fig_rows(name), fn, a, cfg)
     finally:
@@ -1448,7 +1468,7 @@ def main():
     load = f"load average (1, 5, 15 min) {load0} at the start, {loadavg()} at the end"
     sys.stdout.write(f"machine: {machine()}\n{load}\nbinary: {a.bin} ({ver})\n"
                      "ours / peer: for a time below 1 is faster than the peer, for a rate above "
-                     "1 is; goal: issue 15's (issues 22's and 23's for their rows), met or not\n\n")
+                     "1 is; goal: issue 15's (issues 22's, 23's and 24's for their rows), met or not\n\n")
     t.print()
     if a.json:
         with open(a.json, "w") as f:

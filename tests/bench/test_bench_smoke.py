@@ -1,5 +1,5 @@
 """CI guard for the benchmark (issue 7): `run.sh --smoke` must complete and print every row of
-the table, and issue 15's, 22's and 23's rows measured, with their goal. It asserts nothing
+the table, and issue 15's, 22's, 23's and 24's rows measured, with their goal. It asserts nothing
 about time: the bench measures, the tests judge behaviour.
 
     SH_BIN=build/sandbox-host /usr/bin/python3 -m pytest -q tests/bench/test_bench_smoke.py
@@ -16,7 +16,8 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_all import CLUSTER, IMAGES, ISSUE15, ROWS, goal_text  # noqa: E402
+from bench_all import CLUSTER, EGRESS, IMAGES, ISSUE15, ROWS, goal_text  # noqa: E402
+from bench_egress import why_not as egress_missing  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="the bench needs root (namespaces, cgroups, mount)")
@@ -73,3 +74,10 @@ def test_bench_smoke_prints_issue_22_rows_measured_with_their_goal(smoke):
 
 def test_bench_smoke_prints_issue_23_rows_measured_with_their_goal(smoke):
     assert_measured_with_goal(*smoke, CLUSTER)
+
+
+def test_bench_smoke_prints_issue_24_rows_measured_with_their_goal(smoke):
+    why = egress_missing()
+    if why:
+        pytest.skip(why)
+    assert_measured_with_goal(*smoke, EGRESS)

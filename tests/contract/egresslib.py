@@ -22,6 +22,16 @@ The test reaches the daemon's 127.0.0.1 listener inside the pod: `enter()` moves
 thread (the main one: pytest runs tests there) into the pod's network namespace with
 setns(2) (ctypes: Python 3.11 has no os.setns), and `leave()` back; every socket made
 meanwhile (oslib's and sselib's clients alike) is the pod's, unchanged code.
+
+The SDK tier's egress file (tests/opensandbox/egress.test.mjs) runs inside the same world:
+
+    python3 tests/contract/egresslib.py run-in-pod -- node --test tests/opensandbox/egress.test.mjs
+
+makes it, runs the command in the pod (nsenter) with SH_EGRESS_NETNS and SH_EGRESS_WORLD (the
+addresses, names and operator deny list as JSON) in its environment, and removes it afterwards
+whatever happened (SIGTERM included): anything the command left in the pod is killed by pid,
+then World.close(). Where the world cannot be made (not root, no namespaces, dnsmasq or
+nftables) the command runs outside with SH_EGRESS_SKIP=<why>, and the file skips with it.
 """
 import contextlib
 import ctypes
@@ -31,6 +41,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import textwrap
 import time
@@ -913,3 +924,149 @@ def sandbox(eosc):
     yield make
     for sid in made:
         eosc.kill(sid)
+
+
+# ---- the SDK tier's runner (tests/opensandbox/egress.test.mjs) ------------------------------
+
+def world_env(w):
+    """What a test run inside the pod needs to know of the world: SH_EGRESS_NETNS (the pod's
+    namespace) and SH_EGRESS_WORLD (its addresses, names and the operator's deny list)."""
+    return {
+        "SH_EGRESS_NETNS": w.pod,
+        "SH_EGRESS_WORLD": json.dumps({
+            "pod": w.pod, "inet": w.inet, "podAddr": POD_ADDR, "inetAddr": INET_ADDR,
+            "upstream": UPSTREAM, "pypi": PYPI, "github": GITHUB, "exampleSub": EXAMPLE_SUB,
+            "exampleApex": EXAMPLE_APEX, "unnamed": UNNAMED, "opDenied": OP_DENIED,
+            "podServicePort": POD_SERVICE_PORT, "httpPort": HTTP_PORT,
+            # the daemon's default list plus one TEST-NET /32 nothing names
+            "operatorDeny": DEFAULT_DENY + ",%s/32" % OP_DENIED,
+        }),
+    }
+
+
+def pids_in(ns_path):
+    """The pids of the processes whose network namespace is the one at ns_path."""
+    want = os.stat(ns_path)
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            st = os.stat("/proc/%s/ns/net" % d)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino):
+            found.append(int(d))
+    return found
+
+
+def run_in_pod(cmd):
+    """Make the world, run `cmd` inside the pod (nsenter) with world_env() in its environment,
+    and remove the world afterwards whatever happened: the command's own processes first
+    (by pid: anything still in the pod's namespace that the world did not start), then the
+    world's (World.close). When the world cannot be made here, `cmd` runs in the caller's
+    namespace with SH_EGRESS_SKIP=<why>, so that its tests skip with that reason."""
+    def term(signum, _frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, term)
+    env = dict(os.environ)
+    env.pop("SH_EGRESS_NETNS", None)
+    env.pop("SH_EGRESS_WORLD", None)
+    why = requirements()
+    if not why:
+        why = _netns_and_nft()
+    if why:
+        print("egress SDK tier skipped: " + why, file=sys.stderr, flush=True)
+        env["SH_EGRESS_SKIP"] = why
+        return subprocess.call(cmd, env=env)
+    w = World()
+    child = None
+    try:
+        env.update(world_env(w))
+        child = subprocess.Popen(w.in_ns(w.pod, cmd), env=env)
+        return child.wait()
+    finally:
+        if child is not None and child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(5)
+        _stop_leftovers(w)
+        w.close()
+
+
+def _stop_leftovers(w):
+    """What the command left in the pod (a daemon whose test runner was stopped before its
+    after hook): SIGTERM by pid (a daemon then removes its sandboxes, mounts and cgroups),
+    SIGKILL after a bound; a harness state root (sh-sdk-root-*) it named is removed."""
+    ours = {p.pid for p in w.procs}
+    left = [pid for pid in pids_in(w.path(w.pod)) if pid not in ours]
+    roots = []
+    for pid in left:
+        print("egresslib: pid %d was still in the pod; stopping it" % pid, file=sys.stderr)
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+            root = env.get(b"SANDBOX_HOST_ROOT", b"").decode(errors="replace")
+            if os.path.basename(root).startswith("sh-sdk-root-") and \
+                    os.path.dirname(root) == tempfile.gettempdir():
+                roots.append(root)
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, FileNotFoundError):
+            pass
+    deadline = time.monotonic() + 15
+    while left and time.monotonic() < deadline:
+        left = [pid for pid in left if os.path.exists("/proc/%d" % pid) and
+                not _zombie(pid)]
+        time.sleep(0.1)
+    for pid in left:
+        print("egresslib: pid %d outlived SIGTERM; killed" % pid, file=sys.stderr)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    with open("/proc/self/mounts") as f:
+        mounts = [ln.split()[1] for ln in f]
+    for root in roots:
+        held = [m for m in mounts if m == root or m.startswith(root + "/")]
+        if held:  # never rmtree through a mount: say what was left instead
+            print("egresslib: %s keeps %d mount(s); left in place" % (root, len(held)),
+                  file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _zombie(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _netns_and_nft():
+    """None when a namespace can be made here and takes an nftables table, else why not."""
+    ns = "shp-probe-%d" % os.getpid()
+    r = run([IP, "netns", "add", ns], check=False)
+    if r.returncode != 0:
+        return "network namespaces are unavailable here: %s" % r.stderr.strip()
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        setns("/run/netns/" + ns)
+        why = Nft().works(os.getpid())
+        if why:
+            return "nftables is unavailable in a new network namespace: " + why
+        return None
+    finally:
+        if _libc.setns(home, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "setns back to the runner's namespace")
+        os.close(home)
+        run([IP, "netns", "delete", ns], check=False)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 4 or sys.argv[1] != "run-in-pod" or sys.argv[2] != "--":
+        sys.exit("usage: egresslib.py run-in-pod -- COMMAND [ARG...]")
+    sys.exit(run_in_pod(sys.argv[3:]))

@@ -144,6 +144,19 @@ else
         r "overlay_root_project fail mount -t ext4 -o prjquota /dev/vda: $(dmesg | tail -3)"
 fi
 
+# 6. Egress (issue 24): the daemon with its sandboxes' network on, in the VM's own network
+#    namespace (the pod's): nftables and veth only now, so that no earlier part's daemon finds
+#    them (those run without network, as before). The modules in dependency order (modinfo -F
+#    depends); libcrc32c is loaded already (XFS).
+echo "=== egress: sandbox-host with network under a policy"
+mods=""
+for m in nfnetlink libcrc32c nf_tables nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nf_conncount nf_nat nft_ct nft_connlimit nft_masq nft_chain_nat veth; do
+        [ -d /sys/module/$m ] || insmod /usr/lib/modules/$m.ko || mods="$mods $m"
+done
+r "vm_egress_modules $([ -z "$mods" ] && echo ok || echo fail)${mods:+ insmod failed:$mods}"
+mkdir -p $CG/sandbox-host-egress.service
+timeout -s KILL 120 /usr/bin/vmtest egress /opt/sh/sandbox-host $CG/sandbox-host-egress.service 2>&1 | results
+
 echo "=== cgroup tree at the end:"
 find $CG -type d | sed "s|^$CG||" | head -50
 echo "ALLDONE"

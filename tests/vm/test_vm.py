@@ -137,9 +137,22 @@ OVERLAY_TESTS = [
 ]
 OVERLAY_CHECKS = ["overlay_root." + t for t in OVERLAY_TESTS] + ["overlay_root",
                                                                  "overlay_root_project"]
+# Egress (issue 24): the daemon with its sandboxes' network on, in the VM's own network
+# namespace; a /v1 sandbox's CIDR policy against listeners in a namespace the test makes.
+EGRESS_CHECKS = [
+    "vm_egress_modules",
+    "egress_internet",
+    "egress_daemon_start",
+    "egress_healthz_supported",
+    "egress_create_link",
+    "egress_allowed_cidr_reached",
+    "egress_other_address_not_reached",
+    "egress_delete_removes_link",
+    "egress_sigterm_exit_0",
+]
 EXPECTED = (["vm_cgroup2_only"] + ["cgroup_live." + t for t in LIVE_TESTS] + ["cgroup_live"]
             + ["unpack_jail." + t for t in JAIL_TESTS] + ["unpack_jail"] + E2E_CHECKS
-            + QUOTA_CHECKS + XFS_CHECKS + OVERLAY_CHECKS)
+            + QUOTA_CHECKS + XFS_CHECKS + OVERLAY_CHECKS + EGRESS_CHECKS)
 
 RESULT_RE = re.compile(r"^RESULT (\S+) (ok|fail)(?: (.*))?$")
 

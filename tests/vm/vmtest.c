@@ -4,6 +4,9 @@
  *
  *   vmtest e2e DAEMON CGDIR   start DAEMON in cgroup CGDIR (empty, of its own), drive it over
  *                             HTTP/1.1 and print "RESULT <name> ok|fail <detail>" per check
+ *   vmtest egress DAEMON CGDIR  the same with egress on (issue 24): a /v1 sandbox's policy
+ *                             against listeners in a network namespace the test makes
+ *   vmtest connect ADDR PORT MS  connect within MS ms, print what the listener said
  *   vmtest memhog MIB         touch MIB MiB of anonymous memory; "survived" if not killed
  *   vmtest forkloop N [MS]    fork up to N children (each pauses, fds closed), print
  *                             "forked=K errno=E", hold them MS ms, kill them, exit 0
@@ -16,8 +19,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
+#include <net/if.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -28,6 +34,7 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -234,6 +241,56 @@ static int cmd_noinherit(const char *dir, int mib)
         }
         printf("setflags=%d ", e);
         return cmd_fill(f, mib);
+}
+
+/* Connect to addr:tcp_port within ms and read what the listener says (one line) into out:
+ * 0, or the errno (ETIMEDOUT when nothing answered in time: a dropped SYN). */
+static int connect_read(const char *addr, int tcp_port, int ms, char *out, size_t outsz)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tcp_port)};
+        int fd, e = 0;
+        socklen_t el = sizeof(e);
+        struct pollfd p;
+        ssize_t n;
+
+        out[0] = '\0';
+        if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+                return EINVAL;
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return errno;
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 && errno != EINPROGRESS) {
+                e = errno;
+                close(fd);
+                return e;
+        }
+        p = (struct pollfd){.fd = fd, .events = POLLOUT};
+        if (poll(&p, 1, ms) <= 0) {
+                close(fd);
+                return ETIMEDOUT;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0 || e) {
+                e = e ? e : errno;
+                close(fd);
+                return e;
+        }
+        p = (struct pollfd){.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, ms) > 0 && (n = read(fd, out, outsz - 1)) > 0) {
+                out[n] = '\0';
+                out[strcspn(out, "\n")] = '\0';
+        }
+        close(fd);
+        return 0;
+}
+
+/* `vmtest connect ADDR PORT MS` inside a sandbox: "connected=1 errno=0 read=[...]". */
+static int cmd_connect(const char *addr, int tcp_port, int ms)
+{
+        char got[256];
+        int e = connect_read(addr, tcp_port, ms, got, sizeof(got));
+
+        printf("connected=%d errno=%d (%s) read=[%s]\n", e == 0, e, strerror(e), got);
+        return 0;
 }
 
 /* ---- small utilities -------------------------------------------------------------------- */
@@ -2129,6 +2186,356 @@ static int xfs(const char *bin, const char *cgdir, const char *mnt)
         return n_fail ? 1 : 0;
 }
 
+/* ---- egress (issue 24): a /v1 sandbox on the network under its policy, enforced from the
+ *      daemon's side, on cgroup v2. The daemon runs in the VM's own network namespace (the
+ *      pod's); the test's "internet" is a network namespace it makes, linked to the VM's by a
+ *      veth, with TEST-NET addresses only (the VM has no network card: nothing leaves it) ---- */
+
+#define INET_POD     "198.51.100.1" /* the VM's (the pod's) end of the internet's link */
+#define INET_ALLOWED "198.51.100.2" /* the internet's address the sandbox's policy allows */
+#define INET_OTHER   "192.0.2.1"    /* another of its addresses, which the policy does not */
+#define INET_PORT    8080
+#define INET_LOG     "/tmp/egress-internet.log" /* "<listener> from <peer>" per connection */
+
+static pid_t inet_pid; /* holds the internet's namespace and serves its listeners */
+
+/* A command line through the VM's sh (busybox's ip); false and the reason in why when it
+ * fails. */
+static bool shell(const char *cmd, char *why, size_t whysz)
+{
+        int st;
+
+        fflush(stdout);
+        fflush(stderr);
+        st = system(cmd);
+        if (st == 0)
+                return true;
+        snprintf(why + strlen(why), whysz - strlen(why), "`%s`: status 0x%x; ", cmd, st);
+        return false;
+}
+
+static int listen_on(const char *addr)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(INET_PORT)};
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+        inet_pton(AF_INET, addr, &a.sin_addr);
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 16) < 0) {
+                if (fd >= 0)
+                        close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+/* The internet's listeners: each connection is told "hello from <listener>" and logged with
+ * its peer, then closed. Runs until killed (or its parent dies). */
+static _Noreturn void inet_serve(int l1, int l2)
+{
+        int log = open(INET_LOG, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        for (;;) {
+                struct pollfd p[2] = {{.fd = l1, .events = POLLIN}, {.fd = l2, .events = POLLIN}};
+
+                if (poll(p, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        _exit(1);
+                }
+                for (int i = 0; i < 2; i++) {
+                        struct sockaddr_in me, peer;
+                        socklen_t ml = sizeof(me), pl = sizeof(peer);
+                        char a[INET_ADDRSTRLEN] = "?", b[INET_ADDRSTRLEN] = "?";
+                        int c;
+
+                        if (!(p[i].revents & POLLIN))
+                                continue;
+                        c = accept4(p[i].fd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+                        if (c < 0)
+                                continue;
+                        if (getsockname(c, (struct sockaddr *)&me, &ml) == 0)
+                                inet_ntop(AF_INET, &me.sin_addr, a, sizeof(a));
+                        inet_ntop(AF_INET, &peer.sin_addr, b, sizeof(b));
+                        dprintf(c, "hello from %s\n", a);
+                        if (log >= 0)
+                                dprintf(log, "%s from %s\n", a, b);
+                        close(c);
+                }
+        }
+}
+
+/* Connections the internet's listener at `addr` took from `peer` (NULL: from anyone). */
+static int inet_count(const char *addr, const char *peer)
+{
+        const char *t = slurp_or(INET_LOG, "");
+        char l[128];
+        int n = 0;
+
+        while (*t) {
+                size_t k = strcspn(t, "\n");
+                char a[64] = "", b[64] = "";
+
+                snprintf(l, sizeof(l), "%.*s", (int)(k < sizeof(l) - 1 ? k : sizeof(l) - 1), t);
+                if (sscanf(l, "%63s from %63s", a, b) == 2 && strcmp(a, addr) == 0 &&
+                    (!peer || strcmp(b, peer) == 0))
+                        n++;
+                t += k + (t[k] == '\n');
+        }
+        return n;
+}
+
+/* Make the internet: a new network namespace with INET_ALLOWED/24 and INET_OTHER/24 on its
+ * end of a veth whose other end, vmi0 in the VM's namespace, has INET_POD/24 (and a route to
+ * INET_OTHER's net via the internet), and a TCP listener on each of its two addresses. This
+ * process enters the namespace only while it sets it up (single-threaded). */
+static bool inet_up(char *why, size_t whysz)
+{
+        int root = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), l1 = -1, l2 = -1;
+        bool ok;
+
+        if (root < 0 || unshare(CLONE_NEWNET) < 0) {
+                snprintf(why, whysz, "unshare(CLONE_NEWNET): %s", strerror(errno));
+                if (root >= 0)
+                        close(root);
+                return false;
+        }
+        /* busybox's ip names the peer veth0 (a fresh namespace has none) and moves it to the
+         * namespace of pid 1, the VM's */
+        ok = shell("ip link set lo up && ip link add name inet0 type veth && "
+                   "ip link set veth0 netns 1 && ip addr add " INET_ALLOWED "/24 dev inet0 && "
+                   "ip addr add " INET_OTHER "/24 dev inet0 && ip link set inet0 up",
+                   why, whysz);
+        if (ok && ((l1 = listen_on(INET_ALLOWED)) < 0 || (l2 = listen_on(INET_OTHER)) < 0)) {
+                snprintf(why + strlen(why), whysz - strlen(why), "listen: %s; ", strerror(errno));
+                ok = false;
+        }
+        if (ok) {
+                unlink(INET_LOG);
+                inet_pid = fork();
+                if (inet_pid == 0)
+                        inet_serve(l1, l2);
+                if (inet_pid < 0) {
+                        snprintf(why + strlen(why), whysz - strlen(why), "fork: %s; ",
+                                 strerror(errno));
+                        inet_pid = 0;
+                        ok = false;
+                }
+        }
+        if (l1 >= 0)
+                close(l1);
+        if (l2 >= 0)
+                close(l2);
+        if (setns(root, CLONE_NEWNET) < 0) {
+                /* nothing of the rest can be trusted in the wrong namespace */
+                snprintf(why + strlen(why), whysz - strlen(why), "setns back: %s", strerror(errno));
+                close(root);
+                return false;
+        }
+        close(root);
+        return ok && shell("ip link set veth0 name vmi0 && ip addr add " INET_POD "/24 dev vmi0 && "
+                           "ip link set vmi0 up && ip route add 192.0.2.0/24 via " INET_ALLOWED,
+                           why, whysz);
+}
+
+/* The internet goes with its last process: the namespace, and the veth pair with it. */
+static bool inet_down(void)
+{
+        if (inet_pid > 0) {
+                kill(inet_pid, SIGKILL);
+                wait_exit(inet_pid, 10000);
+                inet_pid = 0;
+        }
+        return wait_gone("/sys/class/net/vmi0", 10000);
+}
+
+/* The VM namespace's interfaces, " a b c " (names between blanks). */
+static const char *links_now(void)
+{
+        static char b[2][2048];
+        static unsigned k;
+        char *o = b[k++ % 2];
+        DIR *d = opendir("/sys/class/net");
+        struct dirent *de;
+        size_t off = 1;
+
+        snprintf(o, sizeof(b[0]), " ");
+        while (d && (de = readdir(d)) && off < sizeof(b[0]) - IFNAMSIZ - 2)
+                if (de->d_name[0] != '.')
+                        off += (size_t)snprintf(o + off, sizeof(b[0]) - off, "%s ", de->d_name);
+        if (d)
+                closedir(d);
+        return o;
+}
+
+/* The one name in `now` that `before` lacks, into out; false when there is not exactly one. */
+static bool new_link(const char *before, const char *now, char *out, size_t outsz)
+{
+        char name[IFNAMSIZ + 2];
+        int n = 0;
+
+        for (const char *p = now; *p;) {
+                size_t k;
+
+                p += strspn(p, " ");
+                k = strcspn(p, " ");
+                if (k && k < IFNAMSIZ) {
+                        snprintf(name, sizeof(name), " %.*s ", (int)k, p);
+                        if (!strstr(before, name) && n++ == 0)
+                                snprintf(out, outsz, "%.*s", (int)k, p);
+                }
+                p += k;
+        }
+        return n == 1;
+}
+
+/* Whether `addr` is on an interface of this namespace. */
+static bool have_addr(const char *addr)
+{
+        struct ifaddrs *all, *i;
+        struct in_addr want;
+        bool found = false;
+
+        if (inet_pton(AF_INET, addr, &want) != 1 || getifaddrs(&all) < 0)
+                return false;
+        for (i = all; i; i = i->ifa_next)
+                if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+                    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == want.s_addr)
+                        found = true;
+        freeifaddrs(all);
+        return found;
+}
+
+/* A /v1 command in sandbox vid (foreground): its SSE stream into out. The HTTP status. */
+static int os_command(const char *vid, const char *command, char *out, size_t outsz)
+{
+        char path[256], body[512];
+        resp r;
+        int st;
+
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/proxy/44772/command", vid);
+        snprintf(body, sizeof(body), "{\"command\":\"%s\"}", command);
+        r = http("POST", path, body);
+        snprintf(out, outsz, "%.*s", (int)(outsz - 1), r.body ? r.body : r.err);
+        st = r.status;
+        resp_free(&r);
+        return st;
+}
+
+static int egress(const char *bin, const char *cgdir)
+{
+        static const char *const env[] = {
+                "SANDBOX_HOST_EGRESS=on",
+                /* needed to turn egress on; nothing answers there (CIDR rules need no DNS) */
+                "SANDBOX_HOST_DNS_UPSTREAM=" INET_ALLOWED ":53",
+                /* the disk limits have their parts; the loop module is loaded by now */
+                "SANDBOX_HOST_DISK_MAX=0",
+                NULL,
+        };
+        char why[1500] = "", vid[128] = "", link[IFNAMSIZ + 1] = "", state[64] = "";
+        char before[2048], out[2000], ctl[600] = "", *eg;
+        bool internet, up, made = false, running = false, have_link = false;
+        int a0, a1, o0, o1, st;
+        resp r;
+
+        /* the internet answers the VM itself on both addresses (so that "not reached" below
+         * means the policy, not a missing route or listener) */
+        internet = inet_up(why, sizeof(why));
+        if (internet) {
+                char g1[128], g2[128];
+                int e1 = connect_read(INET_ALLOWED, INET_PORT, 5000, g1, sizeof(g1));
+                int e2 = connect_read(INET_OTHER, INET_PORT, 5000, g2, sizeof(g2));
+
+                internet = e1 == 0 && e2 == 0 && strstr(g1, INET_ALLOWED) && strstr(g2, INET_OTHER);
+                snprintf(ctl, sizeof(ctl), "from the VM: %s:%d errno=%d [%s], %s:%d errno=%d [%s]",
+                         INET_ALLOWED, INET_PORT, e1, g1, INET_OTHER, INET_PORT, e2, g2);
+        }
+        result("egress_internet", internet, "%s %s", ctl, why);
+
+        daemon_root = "/var/lib/sandbox-host-egress";
+        daemon_env = env;
+        why[0] = '\0';
+        up = start_daemon(bin, cgdir, why, sizeof(why));
+        result("egress_daemon_start", up, "port=%d pid=%d %s", port, (int)daemon_pid, why);
+
+        /* /healthz: egress supported (else its reason) */
+        r = up ? http("GET", "/healthz", NULL) : (resp){0};
+        eg = r.body ? strstr(r.body, "\"egress\"") : NULL;
+        result("egress_healthz_supported", r.status == 200 && eg && json_true(eg, "supported"),
+               "status=%d %s egress=%.500s", r.status, r.err, eg ? eg : "(none)");
+        resp_free(&r);
+
+        /* a /v1 sandbox whose policy allows one address of the internet: it gets a link */
+        snprintf(before, sizeof(before), "%s", links_now());
+        if (up) {
+                r = http("POST", "/v1/sandboxes",
+                         "{\"image\":{\"uri\":\"default\"},\"entrypoint\":[\"sleep\",\"3600\"],"
+                         "\"timeout\":600,\"networkPolicy\":{\"defaultAction\":\"deny\","
+                         "\"egress\":[{\"action\":\"allow\",\"target\":\"" INET_ALLOWED
+                         "/32\"}]}}");
+                made = r.status == 202 && r.body && json_str(r.body, "id", vid, sizeof(vid));
+                snprintf(why, sizeof(why), "create %d %s %.300s", r.status, r.err,
+                         r.body ? r.body : "");
+                resp_free(&r);
+        }
+        running = made && os_wait_state(vid, "Running", 20000, state, sizeof(state));
+        have_link = running && new_link(before, links_now(), link, sizeof(link));
+        result("egress_create_link", made && running && have_link,
+               "%s; state %s; links before [%s] now [%s]; its link %s operstate %.10s", why, state,
+               before, links_now(), link,
+               have_link ? slurp_or(pathf("/sys/class/net/%s/operstate", link), "?") : "-");
+
+        /* from inside: the allowed address answers, masqueraded to the VM's address; the other
+         * one (which answered the VM itself above) is never reached */
+        a0 = inet_count(INET_ALLOWED, INET_POD);
+        st = running ? os_command(vid, "vmtest connect " INET_ALLOWED " 8080 5000", out,
+                                  sizeof(out))
+                     : 0;
+        a1 = inet_count(INET_ALLOWED, INET_POD);
+        result("egress_allowed_cidr_reached",
+               internet && st == 200 && strstr(out, "connected=1") &&
+                       strstr(out, "hello from " INET_ALLOWED) && a1 == a0 + 1,
+               "policy allows %s/32: command %d %.600s; the listener's connections from %s "
+               "%d -> %d",
+               INET_ALLOWED, st, out, INET_POD, a0, a1);
+        o0 = inet_count(INET_OTHER, NULL);
+        st = running ? os_command(vid, "vmtest connect " INET_OTHER " 8080 3000", out, sizeof(out))
+                     : 0;
+        o1 = inet_count(INET_OTHER, NULL);
+        result("egress_other_address_not_reached",
+               internet && st == 200 && strstr(out, "connected=0") && o1 == o0,
+               "default deny, %s not allowed: command %d %.600s; the listener's connections %d "
+               "-> %d",
+               INET_OTHER, st, out, o0, o1);
+
+        /* its deletion removes its link */
+        if (made) {
+                char path[256];
+                bool gone;
+
+                snprintf(path, sizeof(path), "/v1/sandboxes/%s", vid);
+                r = http("DELETE", path, NULL);
+                gone = have_link && wait_gone(pathf("/sys/class/net/%s", link), 20000);
+                result("egress_delete_removes_link", r.status == 204 && gone,
+                       "DELETE %d %s; link %s removed=%d; links now [%s]", r.status, r.err,
+                       link[0] ? link : "(none)", gone, links_now());
+                resp_free(&r);
+        } else {
+                result("egress_delete_removes_link", false, "no sandbox: %s", why);
+        }
+
+        /* SIGTERM: exit 0, the gateway off the VM's lo */
+        st = up ? stop_daemon() : -1;
+        result("egress_sigterm_exit_0",
+               st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && !have_addr("100.127.0.1"),
+               "status=0x%x; gateway 100.127.0.1 still on an interface=%d; links now [%s]", st,
+               have_addr("100.127.0.1"), links_now());
+        if (!inet_down())
+                result("egress_internet_removed", false, "vmi0 still there: [%s]", links_now());
+        return n_fail ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
         setvbuf(stdout, NULL, _IOLBF, 0);
@@ -2148,6 +2555,12 @@ int main(int argc, char **argv)
                 signal(SIGPIPE, SIG_IGN);
                 return quota(argv[2], argv[3], argv[4]);
         }
+        if (argc == 4 && strcmp(argv[1], "egress") == 0) {
+                signal(SIGPIPE, SIG_IGN);
+                return egress(argv[2], argv[3]);
+        }
+        if (argc == 5 && strcmp(argv[1], "connect") == 0)
+                return cmd_connect(argv[2], atoi(argv[3]), atoi(argv[4]));
         if (argc == 4 && strcmp(argv[1], "fill") == 0)
                 return cmd_fill(argv[2], atoi(argv[3]));
         if (argc == 4 && strcmp(argv[1], "falloc") == 0)
@@ -2162,9 +2575,9 @@ int main(int argc, char **argv)
                 return cmd_projid(argv[2], atoi(argv[3]));
         if (argc == 4 && strcmp(argv[1], "noinherit") == 0)
                 return cmd_noinherit(argv[2], atoi(argv[3]));
-        fprintf(stderr,
-                "usage: vmtest e2e DAEMON CGDIR | quota|xfs DAEMON CGDIR MOUNT | memhog MIB | "
-                "forkloop N | fill FILE MIB | falloc FILE MIB | ghost MIB | symlinks N | "
-                "files N | projid FILE MIB | noinherit DIR MIB\n");
+        fprintf(stderr, "usage: vmtest e2e|egress DAEMON CGDIR | quota|xfs DAEMON CGDIR MOUNT | "
+                        "memhog MIB | forkloop N | connect ADDR PORT MS | fill FILE MIB | "
+                        "falloc FILE MIB | ghost MIB | symlinks N | files N | projid FILE MIB | "
+                        "noinherit DIR MIB\n");
         return 2;
 }
