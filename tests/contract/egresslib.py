@@ -72,6 +72,7 @@ UNNAMED = "192.0.2.98"  # no name: reached by a CIDR rule
 OP_DENIED = "192.0.2.99"  # no name: on the operator's deny list (a /32)
 METADATA = "169.254.169.254"  # rebind.test
 PRIVATE = "10.1.2.3"  # private.test
+SHORT = "192.0.2.70"  # short.test: an answer with a TTL of 1 s (the daemon keeps it 5 s)
 BIG_NAME = "big.test"  # an answer of 255 A records (an oversized answer)
 BIG_ADDRS = (["192.0.2.%d" % i for i in range(100, 255)] +
              ["203.0.113.%d" % i for i in range(100, 200)])
@@ -82,7 +83,7 @@ HOSTS = [
     (POD_ADDR, "pod.test"),
 ] + [(a, BIG_NAME) for a in BIG_ADDRS]
 INET_LO = [PYPI, GITHUB, EXAMPLE_SUB, EXAMPLE_APEX, MIRROR, BLOCKED, UNNAMED, OP_DENIED,
-           METADATA, PRIVATE]
+           METADATA, PRIVATE, SHORT]
 HTTP_PORT = 80
 ECHO_PORT = 7000
 POD_SERVICE_PORT = 8081
@@ -586,7 +587,8 @@ class World:
             DNSMASQ, "-k", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--no-poll",
             "--listen-address=" + INET_ADDR, "--bind-interfaces", "--port=53", "--user=root",
             "--pid-file=", "--log-facility=-", "--addn-hosts=" + hosts,
-            "--local-ttl=%d" % DNS_TTL, "--neg-ttl=%d" % DNS_TTL, "--cache-size=0"],
+            "--local-ttl=%d" % DNS_TTL, "--neg-ttl=%d" % DNS_TTL, "--cache-size=0",
+            "--host-record=short.test,%s,1" % SHORT],
             out=open(self.dns_log, "wb"))
         server = os.path.join(self.dir, "server.py")
         with open(server, "w") as f:
@@ -721,11 +723,12 @@ def daemon_env(extra=None):
     return env
 
 
-def start_daemon(world, extra=None):
-    """A daemon inside the pod (nsenter: it execs in place, the pid is the daemon's), its
-    /healthz checked: egress must be supported here (a failure, not a skip: this machine
-    has everything it needs, so the feature must work)."""
-    d = shlib.Daemon(env=daemon_env(extra), prefix=world.in_ns(world.pod, []))
+def start_daemon(world, extra=None, prefix=(), must_support=True):
+    """A daemon inside the pod (nsenter, then `prefix`: each execs in place, the pid is the
+    daemon's), its /healthz `egress` object in .egress. With `must_support`, egress must be
+    supported (a failure, not a skip: this machine has everything it needs, so the feature
+    must work)."""
+    d = shlib.Daemon(env=daemon_env(extra), prefix=world.in_ns(world.pod, list(prefix)))
     try:
         with world.entered():
             h = d.client.get("/healthz").json()
@@ -733,7 +736,7 @@ def start_daemon(world, extra=None):
         d.close(check=False)
         raise
     eg = h.get("egress")
-    if not (isinstance(eg, dict) and eg.get("supported") is True):
+    if must_support and not (isinstance(eg, dict) and eg.get("supported") is True):
         err = d.stderr_text()[-3000:]
         d.close(check=False)
         pytest.fail("root, ip, netns and nftables are all here, yet /healthz says egress is "
@@ -885,11 +888,11 @@ def own_daemon(world):
     made = []
     before = world.state()
 
-    def start(extra=None):
+    def start(extra=None, prefix=(), must_support=True):
         assert not made, "one own daemon at a time (they share the range)"
         env = {"SANDBOX_HOST_EGRESS_CIDR": "100.125.0.0/16"}
         env.update(extra or {})
-        made.append(start_daemon(world, env))
+        made.append(start_daemon(world, env, prefix, must_support))
         return made[-1]
 
     yield start

@@ -11,6 +11,7 @@ DELETE) changing them at run time (an open connection to a now-denied address cu
 policy = allow-all bounded by the operator's lists, and native sandboxes without network.
 The attacks are test_os_egress_attacks.py."""
 import json
+import re
 
 import pytest
 
@@ -19,9 +20,9 @@ import oslib
 import shlib
 import sselib
 from egresslib import (BLOCKED, EXAMPLE_APEX, EXAMPLE_SUB, GITHUB, INET_ADDR, MIRROR, OP_DENIED,
-                       PROBE, PYPI, UNNAMED, Background, create, policy, probe,
+                       PROBE, PYPI, SHORT, UNNAMED, Background, create, policy, probe,
                        start_daemon, unique)
-from egresslib import eosc, netd, sandbox, world  # noqa: F401  (fixtures)
+from egresslib import eosc, netd, own_daemon, sandbox, world  # noqa: F401  (fixtures)
 from oslib import expect
 
 NXDOMAIN = 3
@@ -331,3 +332,111 @@ def test_a_second_daemon_on_another_range_serves_and_leaves_nothing_in_the_pod(w
         rc = d.close()
     assert rc == 0, d.stderr_text()[-3000:]
     assert world.state() == before
+
+
+# ---- an answer's TTL ------------------------------------------------------------------------
+
+def test_an_answers_address_closes_after_its_ttl_but_keeps_open_connections(eosc, sandbox):
+    """short.test answers with a TTL of 1 s (clamped to the daemon's minimum, 5 s): new
+    connections to its address by IP stop once that has run out (polled, bounded), while a
+    connection opened before stays (the daemon's decision, include/egress/sh/net.h)."""
+    sid = sandbox(policy("deny", ("allow", "short.test")))
+    go = unique("go")
+    bg = Background(eosc, sid, "echo", "short.test", 7000, go)
+    try:
+        assert bg.next() == {"stage": "open", "ok": True}
+        closed = shlib.wait_until(lambda: not probe(eosc, sid, "connect", SHORT, 80)["ok"],
+                                  timeout=60, interval=0.5)
+        assert closed, "short.test's address stayed open past its TTL"
+        bg.signal(go)
+        assert bg.next() == {"stage": "after", "ok": True}
+    finally:
+        bg.stop()
+    assert_reaches(eosc, sid, "short.test", SHORT)  # asked again: open again
+
+
+# ---- the pod's capabilities and sysctls (contrib/k8s/deployment.yaml) ------------------------
+
+def caps_prefix(caps):
+    """setpriv as the container runtime starts the daemon: bounding, permitted and effective
+    set = `caps`."""
+    return ["setpriv", "--bounding-set=-all," + ",".join("+" + c.lower() for c in caps),
+            "--inh-caps=-all", "--"]
+
+
+def manifest_sysctls():
+    """The pod's securityContext.sysctls of the manifest: {name: value} (a line parser)."""
+    from test_persist_isolation import MANIFEST
+    out, name = {}, None
+    for ln in MANIFEST.read_text().splitlines():
+        m = re.match(r"\s*- name: (net\.[a-z0-9_.]+)\s*$", ln)
+        if m:
+            name = m.group(1)
+            continue
+        m = re.match(r'\s*value: "([^"]*)"\s*$', ln)
+        if m and name:
+            out[name] = m.group(1)
+        name = None
+    return out
+
+
+@pytest.fixture
+def pod_sysctls(world):
+    """Set {name: value} in the pod's namespace (namespaced sysctls, as the kubelet sets the
+    pod's); the old values back after the test."""
+    old = {}
+
+    def path(name):
+        return "/proc/sys/" + name.replace(".", "/")
+
+    def set_(values):
+        with world.entered():  # /proc/sys/net is the calling thread's namespace's
+            for k, v in values.items():
+                with open(path(k)) as f:
+                    old.setdefault(k, f.read().strip())
+                with open(path(k), "w") as f:
+                    f.write(v)
+
+    yield set_
+    with world.entered():
+        for k, v in old.items():
+            with open(path(k), "w") as f:
+                f.write(v)
+
+
+def test_with_the_manifests_capabilities_and_sysctls_a_sandbox_is_on_the_network(
+        own_daemon, pod_sysctls):
+    from test_persist_isolation import manifest_caps
+    caps, sysctls = manifest_caps(), manifest_sysctls()
+    assert "NET_ADMIN" in caps and sysctls.get("net.ipv4.ip_forward") == "1", (caps, sysctls)
+    pod_sysctls(sysctls)
+    d = own_daemon(prefix=caps_prefix(caps))
+    osc = oslib.os_client(d)
+    sid = create(osc, policy("deny", ("allow", "pypi.org")))
+    try:
+        assert_reaches(osc, sid, "pypi.org", PYPI)
+        assert_blocked(osc, sid, GITHUB)
+    finally:
+        osc.kill(sid)
+
+
+def test_a_pod_that_cannot_serve_dns_runs_sandboxes_without_network_and_says_so(own_daemon):
+    """The manifest's capabilities without its sysctls (no port 53 for the proxy): /healthz
+    says egress is unsupported and why; an allowing policy is 400 NOT_SUPPORTED; no policy is
+    loopback only, and the egress API says enforcementMode none, mode deny_all."""
+    from test_persist_isolation import manifest_caps
+    d = own_daemon(prefix=caps_prefix(manifest_caps()), must_support=False)
+    assert d.egress["supported"] is False and "53" in d.egress["reason"], d.egress
+    osc = oslib.os_client(d)
+    body = dict(oslib.SDK_DEFAULT_CREATE,
+                networkPolicy=policy("deny", ("allow", "pypi.org")))
+    expect(osc.create(body), 400, "NOT_SUPPORTED")
+    sid = create(osc)
+    try:
+        assert list(probe(osc, sid, "ifaces")["ifaces"]) == ["lo"]
+        j = get_policy(osc, sid)
+        assert j["enforcementMode"] == "none" and j["mode"] == "deny_all", j
+        r = probe(osc, sid, "connect", PYPI, 80)
+        assert r["ok"] is False, r
+    finally:
+        osc.kill(sid)
