@@ -22,6 +22,7 @@
 #include "sh/job.h"
 #include "sh/list.h"
 #include "sh/log.h"
+#include "sh/network.h"
 #include "sh/policy.h"
 #include "sh/random.h"
 #include "sh/safe_open.h"
@@ -1440,11 +1441,14 @@ static void restore_done(sh_sandbox *sb, const sh_error *err, void *data)
 /* The worker serves. The restore step, then the create ends: with a directory of the
  * creator's, its tree copied in and re-owned; with an item and an archive root (CONTRACT.md
  * 2.1), {nfs_root}/{item_id}/ restored, re-owned and marked ready; else nothing. */
-/* sb's network under the create's policy (taken); a failure fails the create. 0 or -1. */
+/* sb's network under the create's policy (taken): its link made, or, a pooled sandbox's made
+ * at its start already, its policy replaced. A failure fails the create. 0 or -1. */
 static int network_attach(sh_sandbox *sb)
 {
+        struct sh_network *net = sb->host->network;
         sh_error *err = NULL;
-        int r = sh_network_attach(sb->host->network, sb, sb->egress, &err);
+        int r = sh_network_policy(net, sb) ? sh_network_set_policy(net, sb, sb->egress, &err)
+                                           : sh_network_attach(net, sb, sb->egress, &err);
 
         egress_free(sb);
         if (r < 0) {
@@ -1452,6 +1456,25 @@ static int network_attach(sh_sandbox *sb)
                 sh_error_release(&err);
         }
         return r;
+}
+
+/* A pooled sandbox gets its link now, denying everything until a create with a policy
+ * claims it (network_attach) or one without takes it away (sh_sandbox_claim): its namespace is
+ * the daemon's to enter only while its worker starts (PID 1 is not dumpable once set up, and
+ * the pod has no CAP_SYS_PTRACE). A failure leaves it without; its claim by a create with a
+ * policy then fails, and that create is answered with the reason. */
+static void pool_network(sh_sandbox *sb)
+{
+        sh_egress_policy deny;
+        sh_error *err = NULL;
+
+        if (!sh_network_nameserver(sb->host->network))
+                return; /* the host gives no network */
+        sh_egress_policy_init(&deny, SH_EGRESS_DENY);
+        if (sh_network_attach(sb->host->network, sb, &deny, &err) < 0) {
+                log_warn("pool-network-failed", sb->id, "%s", err && err->msg ? err->msg : "");
+                sh_error_release(&err);
+        }
 }
 
 static void create_worker_ready(sh_sandbox *sb)
@@ -1511,8 +1534,12 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
         case SH_WORKER_EV_PID:
                 /* Its network while its worker sets up its root (the namespace exists): the
                  * link and the table's transaction overlap the worker's mounts. */
-                if (sb->egress && sb->create_done && !sb->deleted)
+                if (sb->deleted)
+                        return;
+                if (sb->egress && sb->create_done)
                         (void)network_attach(sb); /* a failure failed the create */
+                else if (sb->pooled)
+                        pool_network(sb);
                 return;
         case SH_WORKER_EV_READY:
                 sb->worker_ready = true;
@@ -1938,6 +1965,10 @@ int sh_sandbox_claim(sh_sandbox *sb, const sh_create_opts *o, sh_sandbox_done_fn
         sb->surface = o->surface;
         if (restore_dir_set(sb, o) < 0 || egress_set(sb, o) < 0)
                 return sh_error_make(err, ENOMEM, "out of memory");
+        /* Its link, made at its start, goes with a create that gives it none (the native
+         * surface's): loopback only. */
+        if (!sb->egress)
+                sh_network_detach(sb->host->network, sb);
         sb->created = ++creates;
         sb->pooled = false;
         if (sb->spare_cg)

@@ -24,6 +24,7 @@ from egresslib import (BLOCKED, EXAMPLE_APEX, EXAMPLE_SUB, GITHUB, INET_ADDR, MI
                        start_daemon, unique)
 from egresslib import eosc, netd, own_daemon, sandbox, world  # noqa: F401  (fixtures)
 from oslib import expect
+from test_warm_pool import settled_workers
 
 NXDOMAIN = 3
 
@@ -292,14 +293,31 @@ def test_a_target_that_is_no_name_wildcard_or_cidr_is_400(eosc, sandbox, target)
 
 # ---- the native surface ---------------------------------------------------------------------
 
+def assert_no_network(sb):
+    out = execlib.ok(sb, ["python3", "-c", PROBE, "ifaces"]).out.decode()
+    assert list(json.loads(out.splitlines()[-1])["ifaces"]) == ["lo"], out
+    out = execlib.ok(sb, ["python3", "-c", PROBE, "connect", PYPI, "80"]).out.decode()
+    r = json.loads(out.splitlines()[-1])
+    assert r["ok"] is False, r
+
+
+def test_a_native_sandbox_from_the_warm_pool_has_no_network(own_daemon):
+    """A pooled sandbox gets its link as it starts (denying everything): the native create that
+    takes it takes the link away too."""
+    d = own_daemon(extra={"SANDBOX_HOST_WARM_POOL": "1"})
+    pooled = set(settled_workers(d, 1).values())
+    sb = d.client.new_sandbox()
+    try:
+        assert sb.rid in pooled, (sb.rid, pooled)
+        assert_no_network(sb)
+    finally:
+        sb.delete()
+
+
 def test_native_sandboxes_have_no_network(netd, world):
     sb = netd.client.new_sandbox()
     try:
-        out = execlib.ok(sb, ["python3", "-c", PROBE, "ifaces"]).out.decode()
-        assert list(json.loads(out.splitlines()[-1])["ifaces"]) == ["lo"], out
-        out = execlib.ok(sb, ["python3", "-c", PROBE, "connect", PYPI, "80"]).out.decode()
-        r = json.loads(out.splitlines()[-1])
-        assert r["ok"] is False, r
+        assert_no_network(sb)
     finally:
         sb.delete()
 
@@ -404,15 +422,22 @@ def pod_sysctls(world):
                 f.write(v)
 
 
+@pytest.mark.parametrize("pool", ["0", "1"], ids=["started", "from_the_warm_pool"])
 def test_with_the_manifests_capabilities_and_sysctls_a_sandbox_is_on_the_network(
-        own_daemon, pod_sysctls):
+        own_daemon, pod_sysctls, pool):
+    """Its link made as its worker starts, or, from the warm pool, once it is handed out (its
+    worker set up long before)."""
     from test_persist_isolation import manifest_caps
     caps, sysctls = manifest_caps(), manifest_sysctls()
     assert "NET_ADMIN" in caps and sysctls.get("net.ipv4.ip_forward") == "1", (caps, sysctls)
     pod_sysctls(sysctls)
-    d = own_daemon(prefix=caps_prefix(caps))
+    d = own_daemon(extra={"SANDBOX_HOST_WARM_POOL": pool}, prefix=caps_prefix(caps))
+    pooled = set(settled_workers(d, int(pool)).values())
     osc = oslib.os_client(d)
-    sid = create(osc, policy("deny", ("allow", "pypi.org")))
+    # the pool's sandboxes have the host's limits: a create that names none takes one
+    body = {k: v for k, v in oslib.SDK_DEFAULT_CREATE.items() if k != "resourceLimits"}
+    sid = osc.create_ok(dict(body, networkPolicy=policy("deny", ("allow", "pypi.org"))))["id"]
+    assert (sid in pooled) == (pool != "0"), (sid, pooled)
     try:
         assert_reaches(osc, sid, "pypi.org", PYPI)
         assert_blocked(osc, sid, GITHUB)
