@@ -60,6 +60,40 @@ static void send_msg(uint32_t type, uint32_t id, int a, int b)
         (void)!send(CTL_FD, &m, sizeof(m), MSG_NOSIGNAL);
 }
 
+/* The PID message with an fd of the sandbox's network namespace (ours: unshared already) when
+ * the sandboxes have network: the daemon makes the sandbox's link in it. PID 1 is not dumpable
+ * once set up (sh_caps_limit_init), so the daemon could not open it by /proc without
+ * CAP_SYS_PTRACE; handed over, it needs nothing. */
+static void send_pid(const sh_worker_spec *s, pid_t pid)
+{
+        sh_msg m = sh_proto_msg(SH_MSG_PID, 0, pid, 0);
+        union {
+                char b[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } cbuf;
+        struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        int fd = s->nameserver ? open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC) : -1;
+
+        if (fd >= 0) {
+                struct cmsghdr *c;
+
+                memset(&cbuf, 0, sizeof(cbuf));
+                mh.msg_control = cbuf.b;
+                mh.msg_controllen = sizeof(cbuf.b);
+                c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+        }
+        /* Nothing to do if the daemon is gone: the worker then exits on EOF. Without the fd
+         * the daemon fails a create that needs the sandbox's network, saying so. */
+        (void)!sendmsg(CTL_FD, &mh, MSG_NOSIGNAL);
+        if (fd >= 0)
+                close(fd);
+}
+
 static _Noreturn void fail(int step)
 {
         send_msg(SH_MSG_SETUP_FAILED, 0, step, errno);
@@ -889,6 +923,6 @@ int main(void)
                 fail(SH_STEP_FORK);
         if (pid == 0)
                 worker_main(&spec);
-        send_msg(SH_MSG_PID, 0, pid, 0);
+        send_pid(&spec, pid);
         return 0;
 }

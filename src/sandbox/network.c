@@ -474,7 +474,8 @@ uint32_t sh_network_nameserver(const sh_network *n)
 
 /* ---- a sandbox's network ---------------------------------------------------------------------- */
 
-int sh_network_attach(sh_network *n, sh_sandbox *sb, sh_egress_policy *p, sh_error **err)
+int sh_network_attach(sh_network *n, sh_sandbox *sb, int netns_fd, sh_egress_policy *p,
+                      sh_error **err)
 {
         unsigned s = sh_sandbox_slot(sb);
         _cleanup_free_ sh_egress_nft_rule *rules = NULL;
@@ -494,12 +495,15 @@ int sh_network_attach(sh_network *n, sh_sandbox *sb, sh_egress_policy *p, sh_err
                 sh_egress_policy_done(p);
                 return sh_error_new(err, SH_E_INTERNAL, "slot %u has no address of the range", s);
         }
+        /* The worker's own (handed over as it started), else by /proc: that needs
+         * CAP_SYS_PTRACE once its PID 1 is set up (not dumpable). */
         pid = sh_sandbox_worker_pid(sb);
         snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
-        if (pid <= 0 || (ns = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+        if (netns_fd < 0 && (pid <= 0 || (ns = open(path, O_RDONLY | O_CLOEXEC)) < 0)) {
+                r = pid <= 0 ? ESRCH : errno;
                 sh_egress_policy_done(p);
-                return sh_error_make(err, pid <= 0 ? ESRCH : errno,
-                                     "opening the sandbox's network namespace");
+                return sh_error_make(err, r, "opening the sandbox's network namespace: %s",
+                                     strerror(r));
         }
         if (nft_rules(p, &rules, &nrules) < 0) {
                 sh_egress_policy_done(p);
@@ -512,7 +516,7 @@ int sh_network_attach(sh_network *n, sh_sandbox *sb, sh_egress_policy *p, sh_err
                 sh_egress_policy_done(p);
                 return -1;
         }
-        r = sh_egress_link_add(n->links, s, ns, err);
+        r = sh_egress_link_add(n->links, s, netns_fd >= 0 ? netns_fd : ns, err);
         if (r < 0) {
                 sh_error *ignored = NULL;
 

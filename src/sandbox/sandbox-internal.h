@@ -71,10 +71,11 @@ int sh_network_open(const sh_config *cfg, sh_loop *loop, const char *pod_token,
 void sh_network_close(struct sh_network *n);
 /* The DNS proxy's address for the workers' resolv.conf (network byte order), 0: none. */
 uint32_t sh_network_nameserver(const struct sh_network *n);
-/* Give sb (its worker serving) its link and place in the table under *p (taken whatever this
- * returns). -1 with *err (SH_E_INVALID: the host has no network). */
-int sh_network_attach(struct sh_network *n, sh_sandbox *sb, struct sh_egress_policy *p,
-                      sh_error **err);
+/* Give sb its link and place in the table under *p (taken whatever this returns), its network
+ * namespace `netns_fd` (borrowed; -1: its worker's, opened by /proc). -1 with *err
+ * (SH_E_INVALID: the host has no network). */
+int sh_network_attach(struct sh_network *n, sh_sandbox *sb, int netns_fd,
+                      struct sh_egress_policy *p, sh_error **err);
 /* sb is deleted: its link and its table entries go (nothing when it had none). */
 void sh_network_detach(struct sh_network *n, sh_sandbox *sb);
 /* Its worker's pid (the daemon's child), or -1. */

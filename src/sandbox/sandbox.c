@@ -1443,12 +1443,12 @@ static void restore_done(sh_sandbox *sb, const sh_error *err, void *data)
  * 2.1), {nfs_root}/{item_id}/ restored, re-owned and marked ready; else nothing. */
 /* sb's network under the create's policy (taken): its link made, or, a pooled sandbox's made
  * at its start already, its policy replaced. A failure fails the create. 0 or -1. */
-static int network_attach(sh_sandbox *sb)
+static int network_attach(sh_sandbox *sb, int netns_fd)
 {
         struct sh_network *net = sb->host->network;
         sh_error *err = NULL;
         int r = sh_network_policy(net, sb) ? sh_network_set_policy(net, sb, sb->egress, &err)
-                                           : sh_network_attach(net, sb, sb->egress, &err);
+                                           : sh_network_attach(net, sb, netns_fd, sb->egress, &err);
 
         egress_free(sb);
         if (r < 0) {
@@ -1459,11 +1459,11 @@ static int network_attach(sh_sandbox *sb)
 }
 
 /* A pooled sandbox gets its link now, denying everything until a create with a policy
- * claims it (network_attach) or one without takes it away (sh_sandbox_claim): its namespace is
- * the daemon's to enter only while its worker starts (PID 1 is not dumpable once set up, and
- * the pod has no CAP_SYS_PTRACE). A failure leaves it without; its claim by a create with a
- * policy then fails, and that create is answered with the reason. */
-static void pool_network(sh_sandbox *sb)
+ * claims it (network_attach) or one without takes it away (sh_sandbox_claim): made with the
+ * network namespace its worker handed over as it started, as every sandbox's. A failure
+ * leaves it without; its claim by a create with a policy then tries by /proc (which needs
+ * CAP_SYS_PTRACE) and that create is answered with the reason if it fails. */
+static void pool_network(sh_sandbox *sb, int netns_fd)
 {
         sh_egress_policy deny;
         sh_error *err = NULL;
@@ -1471,7 +1471,7 @@ static void pool_network(sh_sandbox *sb)
         if (!sh_network_nameserver(sb->host->network))
                 return; /* the host gives no network */
         sh_egress_policy_init(&deny, SH_EGRESS_DENY);
-        if (sh_network_attach(sb->host->network, sb, &deny, &err) < 0) {
+        if (sh_network_attach(sb->host->network, sb, netns_fd, &deny, &err) < 0) {
                 log_warn("pool-network-failed", sb->id, "%s", err && err->msg ? err->msg : "");
                 sh_error_release(&err);
         }
@@ -1485,7 +1485,7 @@ static void create_worker_ready(sh_sandbox *sb)
 
         /* Its network, before anything of the creator's runs in it (network.c): attached as
          * its worker started (a pooled sandbox's: now). */
-        if (sb->egress && network_attach(sb) < 0)
+        if (sb->egress && network_attach(sb, -1) < 0)
                 return;
 
         if (sb->restore_root && !rs->start_dir) {
@@ -1537,9 +1537,9 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
                 if (sb->deleted)
                         return;
                 if (sb->egress && sb->create_done)
-                        (void)network_attach(sb); /* a failure failed the create */
+                        (void)network_attach(sb, value2); /* a failure failed the create */
                 else if (sb->pooled)
-                        pool_network(sb);
+                        pool_network(sb, value2);
                 return;
         case SH_WORKER_EV_READY:
                 sb->worker_ready = true;

@@ -221,6 +221,18 @@ static void pid1_done(sh_child *c, pid_t pid, int status, void *data)
         report_dead(w);
 }
 
+/* The fd a message carried (SCM_RIGHTS), or -1. */
+static int msg_fd(struct msghdr *mh)
+{
+        struct cmsghdr *c = CMSG_FIRSTHDR(mh);
+        int fd = -1;
+
+        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int)))
+                memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+        return fd;
+}
+
 static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
 {
         sh_worker *w = data;
@@ -228,8 +240,23 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
 
         for (;;) {
                 char buf[sizeof(m) + 1]; /* one byte more: a longer datagram is not a sh_msg */
-                ssize_t n = recv(w->sock, buf, sizeof(buf), MSG_DONTWAIT);
+                /* One fd at most rides along (the PID message's network namespace); more are
+                 * not installed (MSG_CTRUNC), and any not taken is closed below. */
+                union {
+                        char b[CMSG_SPACE(sizeof(int))];
+                        struct cmsghdr align;
+                } cbuf;
+                struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+                struct msghdr mh = {.msg_iov = &iov,
+                                    .msg_iovlen = 1,
+                                    .msg_control = cbuf.b,
+                                    .msg_controllen = sizeof(cbuf.b)};
+                ssize_t n = recvmsg(w->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+                _cleanup_close_ int nsfd = -1;
                 bool alive = true;
+
+                if (n >= 0)
+                        nsfd = msg_fd(&mh);
 
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
                         return;
@@ -257,7 +284,7 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                         if (!w->pid1)
                                 sh_worker_kill(w); /* gone already: EOF follows */
                         else
-                                alive = call(w, SH_WORKER_EV_PID, 0, w->pid, 0);
+                                alive = call(w, SH_WORKER_EV_PID, 0, w->pid, nsfd);
                         break;
                 case SH_MSG_READY:
                         alive = call(w, SH_WORKER_EV_READY, 0, 0, 0);

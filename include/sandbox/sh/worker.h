@@ -27,7 +27,9 @@ void sh_worker_spec_limits(sh_worker_spec *spec, uint64_t pids_max);
 /* Parent side. */
 typedef struct sh_worker sh_worker;
 typedef enum {
-        SH_WORKER_EV_PID, /* its namespaces exist (value: its pid); its setup goes on */
+        SH_WORKER_EV_PID, /* its namespaces exist (value: its pid; value2: an fd of its network
+                           * namespace when the spec named a nameserver, else -1: borrowed
+                           * for the callback); its setup goes on */
         SH_WORKER_EV_READY,
         SH_WORKER_EV_FAILED,
         SH_WORKER_EV_STARTED,
