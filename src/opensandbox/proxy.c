@@ -88,8 +88,7 @@ static void egress_get(sh_request *r)
 /* A policy replaced: the next connection sees it, an open one it denies is cut. Without
  * network, rules that only deny change nothing (the sandbox reaches nothing) and one that
  * would allow cannot be honoured. */
-static void apply(sh_request *r, sh_network *net, const sh_egress_policy *cur,
-                  sh_egress_policy *next)
+static void apply(sh_request *r, sh_network *net, sh_egress_policy *next)
 {
         os_record *rec = os_request_record(r);
         sh_error *err = NULL;
@@ -100,15 +99,25 @@ static void apply(sh_request *r, sh_network *net, const sh_egress_policy *cur,
                 sh_error_release(&err);
                 return;
         }
-        (void)cur;
         reply_status(r, net, sh_network_policy(net, rec->sb), false);
 }
 
-static void egress_patch(sh_request *r)
+/* A body the policy module refused: 400 with its reason (or 500 out of memory). */
+static void reply_policy_error(sh_request *r, const sh_error *err)
+{
+        os_reply_code(r,
+                      sh_error_kind_of(err) == SH_E_INVALID ? OS_E_INVALID_REQUEST : OS_E_INTERNAL,
+                      "%s", err && err->msg ? err->msg : "");
+}
+
+/* PATCH (rules merged, `patch`) and DELETE (targets removed): the body parsed, a copy of the
+ * sandbox's policy changed and applied; both answer the new status. */
+static void egress_change(sh_request *r, bool patch)
 {
         bool empty;
         cJSON *body = os_json_body(r, "INVALID_REQUEST", &empty);
         sh_egress_rules in = {0};
+        sh_egress_list targets = {0};
         sh_egress_policy next = {0};
         sh_error *err = NULL;
         sh_network *net;
@@ -116,15 +125,13 @@ static void egress_patch(sh_request *r)
 
         if (!body && !empty)
                 return;
-        if (sh_egress_rules_from_json(body, &in, &err) < 0) {
-                os_reply_code(r,
-                              sh_error_kind_of(err) == SH_E_INVALID ? OS_E_INVALID_REQUEST
-                                                                    : OS_E_INTERNAL,
-                              "%s", err && err->msg ? err->msg : "");
+        if ((patch ? sh_egress_rules_from_json(body, &in, &err)
+                   : sh_egress_targets_from_json(body, &targets, &err)) < 0) {
+                reply_policy_error(r, err);
                 goto out;
         }
         if (!cur) {
-                if (sh_egress_rules_allow_any(&in))
+                if (patch && sh_egress_rules_allow_any(&in))
                         os_reply_code(r, OS_E_NOT_SUPPORTED,
                                       "this sandbox has no network (%s): nothing can be allowed",
                                       sh_network_why(net) ? sh_network_why(net)
@@ -137,55 +144,29 @@ static void egress_patch(sh_request *r)
                 os_reply_code(r, OS_E_INTERNAL, "out of memory");
                 goto out;
         }
-        if (sh_egress_policy_patch(&next, &in, &err) < 0) {
-                os_reply_code(r,
-                              sh_error_kind_of(err) == SH_E_INVALID ? OS_E_INVALID_REQUEST
-                                                                    : OS_E_INTERNAL,
-                              "%s", err && err->msg ? err->msg : "");
+        if (patch && sh_egress_policy_patch(&next, &in, &err) < 0) {
+                reply_policy_error(r, err);
                 goto out;
         }
-        apply(r, net, cur, &next);
+        if (!patch)
+                sh_egress_policy_delete(&next, &targets);
+        apply(r, net, &next);
 out:
         sh_egress_policy_done(&next);
         sh_egress_rules_done(&in);
+        sh_egress_list_done(&targets);
         sh_error_release(&err);
         cJSON_Delete(body);
 }
 
+static void egress_patch(sh_request *r)
+{
+        egress_change(r, true);
+}
+
 static void egress_delete(sh_request *r)
 {
-        bool empty;
-        cJSON *body = os_json_body(r, "INVALID_REQUEST", &empty);
-        sh_egress_list targets = {0};
-        sh_egress_policy next = {0};
-        sh_error *err = NULL;
-        sh_network *net;
-        const sh_egress_policy *cur = policy_of(r, &net);
-
-        if (!body && !empty)
-                return;
-        if (sh_egress_targets_from_json(body, &targets, &err) < 0) {
-                os_reply_code(r,
-                              sh_error_kind_of(err) == SH_E_INVALID ? OS_E_INVALID_REQUEST
-                                                                    : OS_E_INTERNAL,
-                              "%s", err && err->msg ? err->msg : "");
-                goto out;
-        }
-        if (!cur) {
-                reply_status(r, net, NULL, false);
-                goto out;
-        }
-        if (sh_egress_policy_copy(cur, &next) < 0) {
-                os_reply_code(r, OS_E_INTERNAL, "out of memory");
-                goto out;
-        }
-        sh_egress_policy_delete(&next, &targets);
-        apply(r, net, cur, &next);
-out:
-        sh_egress_policy_done(&next);
-        sh_egress_list_done(&targets);
-        sh_error_release(&err);
-        cJSON_Delete(body);
+        egress_change(r, false);
 }
 
 static void egress_vault(sh_request *r)
