@@ -384,7 +384,11 @@ static void open_pieces(sh_network *n, sh_loop *loop, const char *tag)
 fail:
         sh_dns_free(TAKE_PTR(n->dns));
         n->links = sh_egress_links_close(n->links);
-        unsupported(n, "%s", err && err->msg ? err->msg : "out of memory");
+        if (err && err->errnum)
+                unsupported(n, "%s: %s%s", err->msg ? err->msg : "", strerror(err->errnum),
+                            err->errnum == EPERM ? " (the pod lacks CAP_NET_ADMIN)" : "");
+        else
+                unsupported(n, "%s", err && err->msg ? err->msg : "out of memory");
         sh_error_release(&err);
 }
 

@@ -445,6 +445,29 @@ def test_with_the_manifests_capabilities_and_sysctls_a_sandbox_is_on_the_network
         osc.kill(sid)
 
 
+def test_a_pod_without_net_admin_runs_sandboxes_without_network_and_says_so(own_daemon):
+    """The manifest's capabilities less NET_ADMIN: /healthz says egress is unsupported and
+    why; an allowing policy is 400 NOT_SUPPORTED; a sandbox is made all the same, with no
+    network at all (the kernel lets only a holder of CAP_NET_ADMIN bring its lo up), and runs
+    commands."""
+    from test_persist_isolation import manifest_caps
+    caps = [c for c in manifest_caps() if c != "NET_ADMIN"]
+    d = own_daemon(prefix=caps_prefix(caps), must_support=False)
+    assert d.egress["supported"] is False and "CAP_NET_ADMIN" in d.egress["reason"], d.egress
+    osc = oslib.os_client(d)
+    body = dict(oslib.SDK_DEFAULT_CREATE,
+                networkPolicy=policy("deny", ("allow", "pypi.org")))
+    expect(osc.create(body), 400, "NOT_SUPPORTED")
+    sid = create(osc)
+    try:
+        ifaces = probe(osc, sid, "ifaces")["ifaces"]
+        assert list(ifaces) == ["lo"] and ifaces["lo"] is None, ifaces
+        r = probe(osc, sid, "connect", PYPI, 80)
+        assert r["ok"] is False, r
+    finally:
+        osc.kill(sid)
+
+
 def test_a_pod_that_cannot_serve_dns_runs_sandboxes_without_network_and_says_so(own_daemon):
     """The manifest's capabilities without its sysctls (no port 53 for the proxy): /healthz
     says egress is unsupported and why; an allowing policy is 400 NOT_SUPPORTED; no policy is
