@@ -574,6 +574,7 @@ int sh_network_set_policy(sh_network *n, sh_sandbox *sb, sh_egress_policy *p, sh
         net_slot *s = slot_of(n, sb);
         _cleanup_free_ sh_egress_nft_rule *rules = NULL;
         _cleanup_free_ struct in_addr *forget = NULL;
+        _cleanup_free_ bool *allowed = NULL;
         size_t nrules = 0, nforget = 0, i, j;
         bool keep;
 
@@ -583,40 +584,40 @@ int sh_network_set_policy(sh_network *n, sh_sandbox *sb, sh_egress_policy *p, sh
         }
         opened_prune(s, sh_now_ms());
         if (nft_rules(p, &rules, &nrules) < 0 ||
-            (s->n_open && !(forget = calloc(s->n_open, sizeof(*forget))))) {
+            (s->n_open && (!(forget = calloc(s->n_open, sizeof(*forget))) ||
+                           !(allowed = calloc(s->n_open, sizeof(*allowed)))))) {
                 sh_egress_policy_done(p);
                 return sh_error_make(err, ENOMEM, "out of memory");
         }
+        /* Each opened (name, address) judged once by the new policy (a verdict walks its
+         * rules: at most OPENED_MAX of them on the loop, never their square). */
+        for (i = 0; i < s->n_open; i++)
+                allowed[i] = sh_egress_judge_answer(p, &n->op, s->open[i].name,
+                                                    strlen(s->open[i].name), s->open[i].addr)
+                                     .action == SH_EGRESS_ALLOW;
         /* An address goes when no name that opened it is still allowed to. */
         for (i = 0; i < s->n_open; i++) {
-                const opened *o = &s->open[i];
-
-                if (sh_egress_judge_answer(p, &n->op, o->name, strlen(o->name), o->addr).action ==
-                    SH_EGRESS_ALLOW)
+                if (allowed[i])
                         continue;
                 keep = false;
                 for (j = 0; j < s->n_open && !keep; j++)
-                        keep = s->open[j].addr == o->addr &&
-                               sh_egress_judge_answer(p, &n->op, s->open[j].name,
-                                                      strlen(s->open[j].name), o->addr)
-                                               .action == SH_EGRESS_ALLOW;
+                        keep = allowed[j] && s->open[j].addr == s->open[i].addr;
                 for (j = 0; j < nforget && !keep; j++)
-                        keep = forget[j].s_addr == htonl(o->addr);
+                        keep = forget[j].s_addr == htonl(s->open[i].addr);
                 if (!keep)
-                        forget[nforget++].s_addr = htonl(o->addr);
+                        forget[nforget++].s_addr = htonl(s->open[i].addr);
         }
         if (sh_egress_nft_policy(n->nft, (uint32_t)(s - n->slots), rules, nrules,
                                  p->default_action == SH_EGRESS_ALLOW, forget, nforget, err) < 0) {
                 sh_egress_policy_done(p);
                 return -1;
         }
-        for (i = 0; i < s->n_open;)
-                if (sh_egress_judge_answer(p, &n->op, s->open[i].name, strlen(s->open[i].name),
-                                           s->open[i].addr)
-                            .action != SH_EGRESS_ALLOW)
+        /* Backwards: opened_drop moves the last entry into the hole, whose verdict is known. */
+        for (i = s->n_open; i-- > 0;)
+                if (!allowed[i]) {
+                        allowed[i] = allowed[s->n_open - 1];
                         opened_drop(s, i);
-                else
-                        i++;
+                }
         sh_egress_policy_done(&s->policy);
         s->policy = *p;
         *p = (sh_egress_policy){0};

@@ -445,6 +445,18 @@ def test_with_the_manifests_capabilities_and_sysctls_a_sandbox_is_on_the_network
         osc.kill(sid)
 
 
+def unsupported_and_a_sandbox(own_daemon, caps, why):
+    """A daemon with `caps` whose /healthz says egress is unsupported, the reason naming `why`;
+    an allowing policy refused 400 NOT_SUPPORTED; a sandbox without one made: (osc, its id)."""
+    d = own_daemon(prefix=caps_prefix(caps), must_support=False)
+    assert d.egress["supported"] is False and why in d.egress["reason"], d.egress
+    osc = oslib.os_client(d)
+    body = dict(oslib.SDK_DEFAULT_CREATE,
+                networkPolicy=policy("deny", ("allow", "pypi.org")))
+    expect(osc.create(body), 400, "NOT_SUPPORTED")
+    return osc, create(osc)
+
+
 def test_a_pod_without_net_admin_runs_sandboxes_without_network_and_says_so(own_daemon):
     """The manifest's capabilities less NET_ADMIN: /healthz says egress is unsupported and
     why; an allowing policy is 400 NOT_SUPPORTED; a sandbox is made all the same, with no
@@ -452,13 +464,7 @@ def test_a_pod_without_net_admin_runs_sandboxes_without_network_and_says_so(own_
     commands."""
     from test_persist_isolation import manifest_caps
     caps = [c for c in manifest_caps() if c != "NET_ADMIN"]
-    d = own_daemon(prefix=caps_prefix(caps), must_support=False)
-    assert d.egress["supported"] is False and "CAP_NET_ADMIN" in d.egress["reason"], d.egress
-    osc = oslib.os_client(d)
-    body = dict(oslib.SDK_DEFAULT_CREATE,
-                networkPolicy=policy("deny", ("allow", "pypi.org")))
-    expect(osc.create(body), 400, "NOT_SUPPORTED")
-    sid = create(osc)
+    osc, sid = unsupported_and_a_sandbox(own_daemon, caps, "CAP_NET_ADMIN")
     try:
         ifaces = probe(osc, sid, "ifaces")["ifaces"]
         assert list(ifaces) == ["lo"] and ifaces["lo"] is None, ifaces
@@ -473,13 +479,7 @@ def test_a_pod_that_cannot_serve_dns_runs_sandboxes_without_network_and_says_so(
     says egress is unsupported and why; an allowing policy is 400 NOT_SUPPORTED; no policy is
     loopback only, and the egress API says enforcementMode none, mode deny_all."""
     from test_persist_isolation import manifest_caps
-    d = own_daemon(prefix=caps_prefix(manifest_caps()), must_support=False)
-    assert d.egress["supported"] is False and "53" in d.egress["reason"], d.egress
-    osc = oslib.os_client(d)
-    body = dict(oslib.SDK_DEFAULT_CREATE,
-                networkPolicy=policy("deny", ("allow", "pypi.org")))
-    expect(osc.create(body), 400, "NOT_SUPPORTED")
-    sid = create(osc)
+    osc, sid = unsupported_and_a_sandbox(own_daemon, manifest_caps(), "53")
     try:
         assert list(probe(osc, sid, "ifaces")["ifaces"]) == ["lo"]
         j = get_policy(osc, sid)
