@@ -2,15 +2,18 @@
  * sandboxes' resolv.conf names, the bounds of each sandbox (queries in flight, a rate, TCP
  * clients), and the queries forwarded upstream, each over a socket of its own (a fresh random
  * source port and id; connected, so that the kernel drops datagrams of any other source) with
- * a timeout and retries, over TCP when the UDP answer is truncated.
+ * a timeout and retries, over TCP when the UDP answer is truncated; and each sandbox's cache of
+ * the A answers whose addresses the caller opened, served until their least TTL runs out.
  *
  * What each question gets (docs/architecture.md, ../shared/OPENSANDBOX.md section 4):
  *   - garbage, an unknown source, over the sandbox's rate: nothing (dropped);
  *   - a name that is not a host name, a class other than IN, ANY/AXFR/IXFR/MAILA/MAILB: REFUSED;
  *   - a name the caller denies: NXDOMAIN, whatever the type;
  *   - AAAA of an allowed name: NOERROR without records (IPv4 only);
- *   - A of an allowed name: the upstream's answer, its A records (along the CNAME chain)
- *     reported to ops->resolved first; any other type of an allowed name (CNAME, MX, TXT,
+ *   - A of an allowed name: the sandbox's cached answer while its least TTL lasts (its TTLs
+ *     lowered by its age, the client's id and question case), else the upstream's answer, its
+ *     A records (along the CNAME chain) reported to ops->resolved first, and the answer kept
+ *     when the caller says they are open for their TTL; any other type of an allowed name (CNAME, MX, TXT,
  *     SRV, ...): the upstream's answer, nothing reported (only A queries open addresses);
  *   - the sandbox's or the proxy's queries in flight at their bound, the upstream silent or
  *     failing after every try: SERVFAIL (the client's resolver tries again or gives up). */
@@ -38,12 +41,23 @@
 typedef struct query query;
 typedef struct conn conn;
 
+/* One cached answer of a sandbox: the upstream's message for an A question of `name`. */
+typedef struct centry {
+        uint64_t filled_ms, expires_ms;
+        char name[SH_DNS_TEXT_MAX + 1];
+        size_t len;
+        SH_LIST_FIELDS(struct centry, entries);
+        uint8_t msg[];
+} centry;
+
 typedef struct sbx {
         uint64_t key;
         unsigned inflight, tcp;
         sh_bucket rate;
         query *queries;
         conn *conns;
+        centry *cache; /* the newest first */
+        unsigned n_cache;
         SH_LIST_FIELDS(struct sbx, bucket);
 } sbx;
 
@@ -91,6 +105,7 @@ struct sh_dns {
         sh_io *udp_io, *tcp_io;
         uint16_t port;
         unsigned inflight, conns;
+        size_t cache_bytes; /* every sandbox's cached answers */
         sbx *sbxs[SBX_BUCKETS];
         uint8_t buf[SH_DNS_MSG_MAX + 1]; /* one datagram at a time (one thread) */
 };
@@ -127,6 +142,72 @@ static sbx *sbx_get(sh_dns *d, uint64_t key)
         sh_bucket_init(&s->rate, d->cfg.sandbox_rate, d->cfg.sandbox_burst, sh_now_ms());
         SH_LIST_PREPEND(bucket, *sbx_head(d, key), s);
         return s;
+}
+
+/* ---- each sandbox's cache ---- */
+
+static void cache_drop(sh_dns *d, sbx *s, centry *e)
+{
+        SH_LIST_REMOVE(entries, s->cache, e);
+        s->n_cache--;
+        d->cache_bytes -= e->len;
+        free(e);
+}
+
+static void cache_flush(sh_dns *d, sbx *s)
+{
+        while (s->cache)
+                cache_drop(d, s, s->cache);
+}
+
+/* The live entry of `name`, NULL; expired entries met on the way go. */
+static centry *cache_find(sh_dns *d, sbx *s, const char *name, uint64_t now)
+{
+        centry *e = s->cache, *next;
+
+        for (; e; e = next) {
+                next = e->entries_next;
+                if (now >= e->expires_ms)
+                        cache_drop(d, s, e);
+                else if (strcmp(e->name, name) == 0)
+                        return e;
+        }
+        return NULL;
+}
+
+/* Keep the answer p (n bytes) to s's A question q: until its least TTL (at most
+ * SH_DNS_TTL_MAX, never past what the caller opened), within the bounds; one without records,
+ * a TTL of 0, a large one or one past the bounds is not kept. */
+static void cache_put(sh_dns *d, sbx *s, const sh_dns_query *q, const uint8_t *p, size_t n)
+{
+        uint64_t now = sh_now_ms();
+        uint32_t least;
+        centry *e, *old;
+
+        if (n > SH_DNS_CACHE_MSG_MAX || d->cache_bytes + n > SH_DNS_CACHE_BYTES)
+                return;
+        e = malloc(sizeof(*e) + n);
+        if (!e)
+                return;
+        memcpy(e->msg, p, n);
+        if (sh_dns_ttls(e->msg, n, 0, &least) < 0 || least == 0 || least == UINT32_MAX) {
+                free(e);
+                return;
+        }
+        if ((old = cache_find(d, s, q->name, now)))
+                cache_drop(d, s, old);
+        if (s->n_cache >= SH_DNS_CACHE_ENTRIES) {
+                for (old = s->cache; old->entries_next;)
+                        old = old->entries_next;
+                cache_drop(d, s, old);
+        }
+        e->filled_ms = now;
+        e->expires_ms = now + (uint64_t)(least < SH_DNS_TTL_MAX ? least : SH_DNS_TTL_MAX) * 1000;
+        memcpy(e->name, q->name, sizeof(e->name));
+        e->len = n;
+        SH_LIST_PREPEND(entries, s->cache, e);
+        s->n_cache++;
+        d->cache_bytes += n;
 }
 
 /* ---- answering clients ---- */
@@ -228,6 +309,31 @@ static void reply(sh_dns *d, conn *c, const struct sockaddr_in *from, const sh_d
         deliver(d, c, from, q, out, n);
 }
 
+/* A's question q answered from s's cache: true when it was. */
+static bool cached(sh_dns *d, sbx *s, conn *c, const struct sockaddr_in *from,
+                   const sh_dns_query *q)
+{
+        uint8_t out[SH_DNS_CACHE_MSG_MAX];
+        uint64_t now = sh_now_ms();
+        uint32_t least;
+        centry *e = cache_find(d, s, q->name, now);
+
+        if (!e)
+                return false;
+        memcpy(out, e->msg, e->len);
+        if (sh_dns_ttls(out, e->len, (uint32_t)((now - e->filled_ms) / 1000), &least) < 0) {
+                cache_drop(d, s, e);
+                return false;
+        }
+        out[0] = (uint8_t)(q->id >> 8);
+        out[1] = (uint8_t)q->id;
+        /* The question as this client wrote it (its case: a resolver may check it, 0x20). */
+        if (12 + q->wire_len <= e->len)
+                memcpy(out + 12, q->wire, q->wire_len);
+        deliver(d, c, from, q, out, e->len);
+        return true;
+}
+
 /* ---- queries upstream ---- */
 
 static void query_close_attempt(query *q)
@@ -297,8 +403,10 @@ static bool query_answer(query *q, uint8_t *p, size_t n)
                 query_attempt(q);
                 return true;
         }
-        if (q->q.qtype == SH_DNS_TYPE_A && q->d->ops.resolved && a.n_addrs)
-                q->d->ops.resolved(q->d->data, q->s->key, q->q.name, addrs, a.n_addrs);
+        if (q->q.qtype == SH_DNS_TYPE_A && q->d->ops.resolved && a.n_addrs &&
+            q->d->ops.resolved(q->d->data, q->s->key, q->q.name, addrs, a.n_addrs) &&
+            a.rcode == SH_DNS_NOERROR && !a.tc)
+                cache_put(q->d, q->s, &q->q, p, n);
         p[0] = (uint8_t)(q->q.id >> 8);
         p[1] = (uint8_t)q->q.id;
         query_end(q, p, n);
@@ -479,6 +587,8 @@ static void question(sh_dns *d, sbx *s, conn *c, const struct sockaddr_in *from,
                 reply(d, c, from, &q, SH_DNS_NOERROR);
                 return;
         }
+        if (q.qtype == SH_DNS_TYPE_A && cached(d, s, c, from, &q))
+                return;
         if (s->inflight >= d->cfg.sandbox_inflight || d->inflight >= d->cfg.inflight ||
             !(fq = calloc(1, sizeof(*fq)))) {
                 reply(d, c, from, &q, SH_DNS_SERVFAIL);
@@ -746,6 +856,7 @@ static void sbx_free(sh_dns *d, sbx *s)
                 conn_free(s->conns);
         while (s->queries)
                 query_free(s->queries);
+        cache_flush(d, s);
         SH_LIST_REMOVE(bucket, *sbx_head(d, s->key), s);
         free(s);
 }
@@ -756,6 +867,14 @@ void sh_dns_forget(sh_dns *d, uint64_t sandbox)
 
         if (s)
                 sbx_free(d, s);
+}
+
+void sh_dns_flush(sh_dns *d, uint64_t sandbox)
+{
+        sbx *s = d ? sbx_find(d, sandbox) : NULL;
+
+        if (s)
+                cache_flush(d, s);
 }
 
 void sh_dns_free(sh_dns *d)

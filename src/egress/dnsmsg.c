@@ -305,6 +305,48 @@ int sh_dns_answer_parse(const uint8_t *p, size_t n, const sh_dns_query *q, uint1
         return 0;
 }
 
+static void put32(uint8_t *p, uint32_t v)
+{
+        put16(p, (uint16_t)(v >> 16));
+        put16(p + 2, (uint16_t)v);
+}
+
+int sh_dns_ttls(uint8_t *p, size_t n, uint32_t age, uint32_t *ret_min)
+{
+        uint8_t owner[SH_DNS_WIRE_MAX];
+        size_t off = HDR, owner_len, at[SH_DNS_TTLS_MAX], k = 0;
+        uint32_t least = UINT32_MAX, count;
+
+        if (n < HDR || get16(p + 4) != 1 || name_read(p, n, &off, owner, &owner_len) < 0 ||
+            off + 4 > n)
+                return -EINVAL;
+        off += 4;
+        count = (uint32_t)get16(p + 6) + get16(p + 8) + get16(p + 10);
+        if (count > SH_DNS_TTLS_MAX)
+                return -EINVAL;
+        /* Every record read before a byte is changed (a name may point into a TTL). */
+        for (uint32_t i = 0; i < count; i++) {
+                uint16_t type, klass, rdlen;
+                uint32_t ttl;
+
+                if (rr_head(p, n, &off, owner, &owner_len, &type, &klass, &ttl, &rdlen) < 0)
+                        return -EINVAL;
+                if (type != SH_DNS_TYPE_OPT) {
+                        least = min32(least, ttl > INT32_MAX ? 0 : ttl);
+                        at[k++] = off - 6;
+                }
+                off += rdlen;
+        }
+        for (size_t i = 0; age && i < k; i++) {
+                uint32_t ttl = get32(p + at[i]);
+
+                ttl = ttl > INT32_MAX ? 0 : ttl;
+                put32(p + at[i], ttl > age ? ttl - age : 0);
+        }
+        *ret_min = least;
+        return 0;
+}
+
 int sh_dns_upstream_parse(const char *s, struct sockaddr_in *ret)
 {
         char ip[INET_ADDRSTRLEN];

@@ -203,7 +203,7 @@ static bool dns_allowed(void *data, uint64_t key, const char *name)
                             SH_EGRESS_ALLOW;
 }
 
-static void dns_resolved(void *data, uint64_t key, const char *name, const sh_dns_addr *addrs,
+static bool dns_resolved(void *data, uint64_t key, const char *name, const sh_dns_addr *addrs,
                          size_t k)
 {
         sh_network *n = data;
@@ -216,7 +216,7 @@ static void dns_resolved(void *data, uint64_t key, const char *name, const sh_dn
         uint64_t now = sh_now_ms();
 
         if (!s)
-                return;
+                return false;
         for (i = 0; i < k && m < ARRAY_SIZE(open); i++) {
                 uint32_t a = ntohl(addrs[i].addr.s_addr);
 
@@ -240,7 +240,7 @@ static void dns_resolved(void *data, uint64_t key, const char *name, const sh_dn
                 ttls[m++] = ttl_slack(addrs[i].ttl_s);
         }
         if (!m)
-                return;
+                return true;
         s->open_tokens += (double)(now - s->open_last_ms) * OPEN_RATE / 1000.0;
         if (s->open_tokens > OPEN_BURST)
                 s->open_tokens = OPEN_BURST;
@@ -252,17 +252,18 @@ static void dns_resolved(void *data, uint64_t key, const char *name, const sh_dn
                                  "%s: over %d answers with new addresses a second: not opened",
                                  name, OPEN_RATE);
                 }
-                return;
+                return false;
         }
         s->open_tokens -= 1;
         if (sh_egress_nft_allow_addrs(n->nft, (uint32_t)(s - n->slots), open, ttls, m, &err) < 0) {
                 log_warn("egress-open-failed", sh_sandbox_id(s->sb), "%s: %s", name,
                          err && err->msg ? err->msg : "");
                 sh_error_release(&err);
-                return;
+                return false;
         }
         for (i = 0; i < m; i++)
                 opened_note(s, name, ntohl(open[i].s_addr), now + (uint64_t)ttls[i] * 1000);
+        return true;
 }
 
 static const sh_dns_ops dns_ops = {
@@ -621,6 +622,9 @@ int sh_network_set_policy(sh_network *n, sh_sandbox *sb, sh_egress_policy *p, sh
         sh_egress_policy_done(&s->policy);
         s->policy = *p;
         *p = (sh_egress_policy){0};
+        /* What the sandbox's cached answers opened was judged again above: the next query of
+         * each name goes upstream and is judged by the new policy. */
+        sh_dns_flush(n->dns, s->key);
         return 0;
 }
 

@@ -4,7 +4,7 @@
  * resolv.conf. Properties: a parsed query has a wire name of at most 255 bytes, a text name of
  * host-name characters without a trailing dot, a UDP size of 512..4096, and the answers built
  * for it parse back as answers to it; a parsed answer writes at most the room given, every TTL
- * within the bounds; an upstream is IPv4 with a port. */
+ * within the bounds, any message's TTLs aged or left whole; an upstream is IPv4 with a port. */
 #include "fuzz.h"
 
 #include <arpa/inet.h>
@@ -40,6 +40,22 @@ static void query(fz *f)
         free(b);
 }
 
+/* The TTLs of any message: refused, it is unchanged; else its least TTL is what it reads again
+ * when not aged, and an aged copy still reads (or is refused: a name may point into a TTL). */
+static void ttls(uint8_t *b, size_t n)
+{
+        uint8_t *copy = (uint8_t *)fz_dup(b, n);
+        uint32_t before, after;
+
+        if (sh_dns_ttls(b, n, 5, &before) < 0) {
+                FZ_CHECK(memcmp(b, copy, n) == 0);
+        } else {
+                FZ_CHECK(sh_dns_ttls(copy, n, 0, &after) == 0 && after == before);
+                (void)sh_dns_ttls(b, n, 0, &after);
+        }
+        free(copy);
+}
+
 static void answer(fz *f)
 {
         static const uint8_t qm[] = {0,   7, 1,   0,   0,   1, 0,   0,   0,   0,   0,
@@ -57,6 +73,7 @@ static void answer(fz *f)
                         FZ_CHECK(addrs[i].ttl_s >= SH_DNS_TTL_MIN &&
                                  addrs[i].ttl_s <= SH_DNS_TTL_MAX);
         }
+        ttls((uint8_t *)b, f->n);
         free(b);
 }
 

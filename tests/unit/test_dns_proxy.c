@@ -46,6 +46,7 @@ typedef struct seen {
 static seen reported[64];
 static int n_reported;
 static int watched_fd = -1; /* the client whose answer must come after the reports */
+static bool opens = true;   /* what resolved() answers: the addresses were opened */
 
 static uint64_t sandbox_of(void *data, const struct sockaddr_in *src)
 {
@@ -63,7 +64,7 @@ static bool allowed(void *data, uint64_t sandbox, const char *name)
         return strcmp(name, "blocked.test") != 0;
 }
 
-static void resolved(void *data, uint64_t sandbox, const char *name, const sh_dns_addr *addrs,
+static bool resolved(void *data, uint64_t sandbox, const char *name, const sh_dns_addr *addrs,
                      size_t n)
 {
         seen *s;
@@ -72,7 +73,7 @@ static void resolved(void *data, uint64_t sandbox, const char *name, const sh_dn
         (void)data;
         for (size_t i = 0; i < n; i++) {
                 if (n_reported >= (int)(sizeof(reported) / sizeof(reported[0])))
-                        return;
+                        return opens;
                 s = &reported[n_reported++];
                 s->sandbox = sandbox;
                 snprintf(s->name, sizeof(s->name), "%s", name);
@@ -81,6 +82,7 @@ static void resolved(void *data, uint64_t sandbox, const char *name, const sh_dn
                 s->client_had_answer =
                         watched_fd >= 0 && recv(watched_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
         }
+        return opens;
 }
 
 static const sh_dns_ops ops = {.sandbox_of = sandbox_of, .allowed = allowed, .resolved = resolved};
@@ -369,6 +371,7 @@ static void setup(void)
 
         n_reported = 0;
         watched_fd = -1;
+        opens = true;
         dnsmasq_start();
         proxy_start(&cfg);
 }
@@ -700,6 +703,78 @@ START_TEST(test_a_forgotten_sandbox_leaves_nothing_in_flight)
 }
 END_TEST
 
+/* The TTL of an answer's first record (pypi.org's one A record: right after the question). */
+static uint32_t first_ttl(const wait_for *w, const char *name)
+{
+        /* the question (name, type, class), then the record's owner (a pointer), type and class */
+        size_t off = 12 + strlen(name) + 2 + 4 + 2 + 2 + 2;
+
+        ck_assert_int_ge(w->len, (ssize_t)(off + 4));
+        return (uint32_t)w->buf[off] << 24 | (uint32_t)w->buf[off + 1] << 16 |
+               (uint32_t)w->buf[off + 2] << 8 | w->buf[off + 3];
+}
+
+START_TEST(test_an_allowed_name_asked_again_is_answered_from_the_sandboxs_cache)
+{
+        int fd = client(SBX1_IP, SOCK_DGRAM);
+        struct sockaddr_in p = addr_of(PROXY_IP, sh_dns_port(proxy));
+        uint8_t q[512];
+        size_t n;
+        wait_for w;
+
+        ask_udp(fd, "pypi.org", SH_DNS_TYPE_A, &w, 5000);
+        ck_assert_int_eq(n_reported, 1);
+        /* Again, another id, the name in capitals: from the cache (nothing reported), the
+         * client's id and its question's case, the same record. */
+        n = make_query(0x1234, "PYPI.ORG", SH_DNS_TYPE_A, q);
+        ck_assert_int_eq(sendto(fd, q, n, 0, (struct sockaddr *)&p, sizeof(p)), (ssize_t)n);
+        run_until_answer(fd, &w, 5000);
+        ck_assert_int_eq(w.len, (ssize_t)(n + 16));
+        ck_assert_int_eq(n_reported, 1);
+        ck_assert_uint_eq(w.buf[0], 0x12);
+        ck_assert_uint_eq(w.buf[1], 0x34);
+        ck_assert_uint_eq(rcode(&w), SH_DNS_NOERROR);
+        ck_assert_uint_eq(ancount(&w), 1);
+        ck_assert_mem_eq(w.buf + 12, q + 12, n - 12);
+        ck_assert_uint_le(first_ttl(&w, "pypi.org"), LOCAL_TTL);
+        ck_assert_mem_eq(w.buf + w.len - 4, "\xc0\x00\x02\x0a", 4);
+        close(fd);
+}
+END_TEST
+
+START_TEST(test_a_sandboxs_cache_is_its_own)
+{
+        wait_for w;
+
+        ask_expect(SBX1_IP, "pypi.org", SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
+        ask_expect(SBX2_IP, "pypi.org", SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
+        ck_assert_int_eq(n_reported, 2);
+        ck_assert_uint_eq(reported[1].sandbox, 2);
+}
+END_TEST
+
+START_TEST(test_a_flushed_sandbox_asks_upstream_again)
+{
+        wait_for w;
+
+        ask_expect(SBX1_IP, "pypi.org", SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
+        sh_dns_flush(proxy, 1);
+        ask_expect(SBX1_IP, "pypi.org", SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
+        ck_assert_int_eq(n_reported, 2);
+}
+END_TEST
+
+START_TEST(test_an_answer_whose_addresses_were_not_opened_is_not_kept)
+{
+        wait_for w;
+
+        opens = false;
+        ask_expect(SBX1_IP, "pypi.org", SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
+        ask_expect(SBX1_IP, "pypi.org", SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
+        ck_assert_int_eq(n_reported, 2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("dns_proxy");
@@ -723,6 +798,10 @@ static Suite *suite(void)
         tcase_add_test(tc, test_a_sandbox_past_its_tcp_clients_is_cut_at_once);
         tcase_add_test(tc, test_a_slow_tcp_client_is_cut);
         tcase_add_test(tc, test_a_forgotten_sandbox_leaves_nothing_in_flight);
+        tcase_add_test(tc, test_an_allowed_name_asked_again_is_answered_from_the_sandboxs_cache);
+        tcase_add_test(tc, test_a_sandboxs_cache_is_its_own);
+        tcase_add_test(tc, test_a_flushed_sandbox_asks_upstream_again);
+        tcase_add_test(tc, test_an_answer_whose_addresses_were_not_opened_is_not_kept);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -259,6 +259,70 @@ static void chain_answer(msg *m, uint32_t cname_ttl, uint32_t a_ttl)
         rr_a(m, "GitHub.com", 0, a_ttl, "140.82.121.4");
 }
 
+/* An answer with a record in each section: A (TTL a), authority (TTL ns), and an EDNS OPT
+ * whose TTL field holds the DO flag (0x8000). */
+static void sections_answer(msg *m, uint32_t a, uint32_t ns)
+{
+        header(m, 7, 0x8180, 1, 1, 1, 1);
+        name(m, "pypi.org");
+        u16(m, SH_DNS_TYPE_A);
+        u16(m, SH_DNS_CLASS_IN);
+        rr_a(m, NULL, 12, a, "192.0.2.10");
+        rr_a(m, NULL, 12, ns, "192.0.2.11");
+        rr_head(m, "", 0, SH_DNS_TYPE_OPT, 0x8000, 0);
+}
+
+static uint32_t ttl_at(const msg *m, size_t rdata_end_back)
+{
+        const uint8_t *p = m->b + m->n - rdata_end_back;
+
+        return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+START_TEST(test_the_least_ttl_of_every_section_is_found_and_opt_holds_none)
+{
+        uint32_t least = 0;
+        msg m;
+
+        sections_answer(&m, 300, 40);
+        ck_assert_int_eq(sh_dns_ttls(m.b, m.n, 0, &least), 0);
+        ck_assert_uint_eq(least, 40);
+        sections_answer(&m, 300, 0x80000000u); /* past 2^31 - 1: zero (RFC 2181) */
+        ck_assert_int_eq(sh_dns_ttls(m.b, m.n, 0, &least), 0);
+        ck_assert_uint_eq(least, 0);
+}
+END_TEST
+
+START_TEST(test_ttls_are_lowered_by_the_age_down_to_zero_and_opt_is_untouched)
+{
+        uint32_t least = 0;
+        msg m;
+
+        sections_answer(&m, 300, 40);
+        ck_assert_int_eq(sh_dns_ttls(m.b, m.n, 100, &least), 0);
+        ck_assert_uint_eq(least, 40); /* the least before the age */
+        /* From the end: OPT (name 1, type 2, class 2, ttl 4, rdlen 2), the second A's rdata 4
+         * and rdlen 2 before it, ... */
+        ck_assert_uint_eq(ttl_at(&m, 6), 0x8000);
+        ck_assert_uint_eq(ttl_at(&m, 11 + 4 + 6), 0);
+        ck_assert_uint_eq(ttl_at(&m, 11 + 2 * (4 + 6) + 6), 200);
+}
+END_TEST
+
+START_TEST(test_a_malformed_message_keeps_its_ttls)
+{
+        uint32_t least;
+        msg m, copy;
+
+        sections_answer(&m, 300, 40);
+        for (size_t n = 0; n < m.n; n++) {
+                copy = m;
+                ck_assert_int_eq(sh_dns_ttls(copy.b, n, 100, &least), -EINVAL);
+                ck_assert_mem_eq(copy.b, m.b, m.n);
+        }
+}
+END_TEST
+
 START_TEST(test_the_a_records_along_the_cname_chain_are_collected_and_no_others)
 {
         sh_dns_query q = parsed("www.github.com", SH_DNS_TYPE_A);
@@ -486,6 +550,9 @@ static Suite *suite(void)
         tcase_add_test(tc, test_a_truncated_message_is_refused_at_every_length);
         tcase_add_test(tc, test_counts_past_the_message_are_refused);
         tcase_add_test(tc, test_a_name_past_255_bytes_is_refused);
+        tcase_add_test(tc, test_the_least_ttl_of_every_section_is_found_and_opt_holds_none);
+        tcase_add_test(tc, test_ttls_are_lowered_by_the_age_down_to_zero_and_opt_is_untouched);
+        tcase_add_test(tc, test_a_malformed_message_keeps_its_ttls);
         tcase_add_test(tc, test_the_upstream_setting_is_an_ipv4_address_and_an_optional_port);
         tcase_add_test(tc, test_resolv_conf_gives_its_first_ipv4_nameserver);
         suite_add_tcase(s, tc);

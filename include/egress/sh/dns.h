@@ -89,6 +89,14 @@ typedef struct sh_dns_answer {
 int sh_dns_answer_parse(const uint8_t *p, size_t n, const sh_dns_query *q, uint16_t id,
                         sh_dns_addr *addrs, size_t max, sh_dns_answer *ret);
 
+/* The TTLs of the message p (n bytes, one question, at most SH_DNS_TTLS_MAX records): the
+ * least TTL of its records (answer, authority and additional sections, an EDNS OPT record's
+ * field excepted: it holds flags) into *ret_min (UINT32_MAX without records; a TTL past
+ * 2^31 - 1 counts as 0, RFC 2181 8), and, age > 0, every such TTL lowered by age seconds (0 at
+ * least) in place: a cached answer served `age` seconds after it came. 0, or -EINVAL
+ * (malformed, or more records: nothing is changed). */
+#define SH_DNS_TTLS_MAX 128 /* records: more than a cached answer (SH_DNS_CACHE_MSG_MAX) holds */
+int sh_dns_ttls(uint8_t *p, size_t n, uint32_t age, uint32_t *ret_min);
 /* The TTL an opened address keeps: ttl clamped to [SH_DNS_TTL_MIN, SH_DNS_TTL_MAX]. */
 uint32_t sh_dns_ttl_clamp(uint32_t ttl);
 
@@ -111,6 +119,11 @@ int sh_dns_resolv_conf_first(const char *text, struct sockaddr_in *ret);
 #define SH_DNS_TCP_IDLE_MS      10000 /* a TCP client without a whole query this long: cut */
 #define SH_DNS_QUERY_MAX        4096 /* bytes of a client's query: a longer one is dropped (TCP: cut) */
 #define SH_DNS_TCP_OUT_MAX      (2 * (SH_DNS_MSG_MAX + 2)) /* answers a client has not read */
+/* Each sandbox's cache of A answers (its own: what one sandbox asked never shows in another's
+ * timing), kept until the answer's least TTL, flushed when its policy changes. */
+#define SH_DNS_CACHE_ENTRIES 16         /* answers of one sandbox (the oldest goes) */
+#define SH_DNS_CACHE_MSG_MAX 1232       /* bytes of an answer kept (a larger one is not) */
+#define SH_DNS_CACHE_BYTES   (4u << 20) /* of every sandbox's answers together */
 
 /* The caller's side, called from the loop; none of them may call sh_dns_forget or
  * sh_dns_free. What each question gets is listed at the top of src/egress/dns.c: garbage, an
@@ -126,8 +139,11 @@ typedef struct sh_dns_ops {
         /* The A records of an allowed name's answer (n >= 1, at most 64 of them; more are
          * relayed, not reported): called once per answer, before it is sent to the client,
          * so that the addresses are open when the client connects (in one transaction: a
-         * flood of large answers costs one per answer). `name` is the question's name. */
-        void (*resolved)(void *data, uint64_t sandbox, const char *name, const sh_dns_addr *addrs,
+         * flood of large answers costs one per answer). `name` is the question's name.
+         * True when each address the sandbox may reach is open for at least its TTL: the
+         * answer is then kept in the sandbox's cache until its least TTL; false (not opened:
+         * a bound, a failure) keeps nothing, and the next query goes upstream again. */
+        bool (*resolved)(void *data, uint64_t sandbox, const char *name, const sh_dns_addr *addrs,
                          size_t n);
 } sh_dns_ops;
 
@@ -154,6 +170,9 @@ uint16_t sh_dns_port(const sh_dns *d);
 /* A sandbox is gone: its queries in flight are cancelled unanswered, its TCP clients cut, its
  * bounds forgotten. Unknown keys are ignored. */
 void sh_dns_forget(sh_dns *d, uint64_t sandbox);
+/* The sandbox's cached answers are dropped: its policy changed, so what the next query opens
+ * is judged again. Unknown keys are ignored. */
+void sh_dns_flush(sh_dns *d, uint64_t sandbox);
 /* Stop and free everything (NULL accepted). */
 void sh_dns_free(sh_dns *d);
 
