@@ -2,8 +2,9 @@
  * test plays the daemon (a spec in a sealed memfd, the control socket, execs over it) around
  * the real sandbox-init, a root of the host's /usr and the real seccomp filter, no cgroups.
  * Inside the sandbox: a marker is read and a write shows on the host; a read-only volume
- * refuses writes; the mount is nosuid and nodev and a setuid binary in it gains nothing; a
- * named volume is made shared (root:group 02770, a default ACL, the group the execs'); and
+ * refuses writes; the mount is nosuid and nodev: a setuid binary in it gains nothing, a device
+ * node opens nothing; a named volume is made shared (root:group 02770, a default ACL, the
+ * group the execs'); and
  * every source or target that leads through a link, out of its base, to a FIFO or into a
  * read-only part of the root fails the create, naming the volume, the step and the errno.
  * Needs root. */
@@ -19,6 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -319,12 +321,16 @@ START_TEST(test_a_volume_is_nosuid_and_nodev)
         snprintf(cmd, sizeof(cmd), "cp /usr/bin/id %s && chmod 4755 %s",
                  ut_path(tdir, "host/data/id"), ut_path(tdir, "host/data/id"));
         ck_assert_int_eq(system(cmd), 0);
+        ck_assert_int_eq(mknod(ut_path(tdir, "host/data/null"), S_IFCHR | 0666, makedev(1, 3)), 0);
         start(&w, v, 1);
         ck_assert_int_eq(run(&w, "grep ' /mnt/data ' /proc/self/mountinfo", out, sizeof(out)), 0);
         ck_assert_msg(strstr(out, "nosuid") && strstr(out, "nodev") && strstr(out, " ro,"), "%s",
                       out);
         ck_assert_int_eq(run(&w, "/mnt/data/id -u", out, sizeof(out)), 0);
         ck_assert_str_eq(out, "200071\n");
+        /* a device node written into it opens nothing */
+        ck_assert_int_ne(run(&w, "cat /mnt/data/null", out, sizeof(out)), 0);
+        ck_assert_msg(strstr(out, "Permission denied"), "%s", out);
         /* and the sandbox cannot take the mount away */
         ck_assert_int_ne(run(&w, "umount /mnt/data", out, sizeof(out)), 0);
         ck_assert_int_eq(run(&w, "cat /mnt/data/marker", out, sizeof(out)), 0);
