@@ -33,8 +33,16 @@ static const char spec_magic[8] = {'S', 'H', 'S', 'P', 'E', 'C', '1', '\n'};
 
 /* ---- volumes ----------------------------------------------------------------------------- */
 
-/* Components joined by single '/', none empty, "." or ".." (so no leading or trailing '/'),
- * the whole shorter than `field` bytes. At most one component when `single`. */
+/* A path component of n bytes that is one: not empty (so no leading '/', no "//", no trailing
+ * '/'), not "." or "..". */
+static bool plain_component(const char *start, size_t n)
+{
+        return n > 0 && !(n == 1 && start[0] == '.') &&
+               !(n == 2 && start[0] == '.' && start[1] == '.');
+}
+
+/* Components joined by single '/', each plain_component, the whole shorter than `field`
+ * bytes. At most one component when `single`. */
 static bool plain_relative(const char *p, size_t field, bool single)
 {
         const char *start = p, *c;
@@ -44,10 +52,7 @@ static bool plain_relative(const char *p, size_t field, bool single)
         for (c = p;; c++) {
                 if (*c != '/' && *c)
                         continue;
-                size_t n = (size_t)(c - start);
-
-                if (n == 0 || (n == 1 && start[0] == '.') ||
-                    (n == 2 && start[0] == '.' && start[1] == '.'))
+                if (!plain_component(start, (size_t)(c - start)))
                         return false;
                 if (!*c)
                         return true;
@@ -288,11 +293,7 @@ bool sh_worker_lower_valid(const char *name)
                 return false;
         for (;; c++) {
                 if (*c == '/' || !*c) {
-                        size_t n = (size_t)(c - start);
-
-                        /* no empty component (so no leading '/', no "//", no trailing '/') */
-                        if (n == 0 || (n == 1 && start[0] == '.') ||
-                            (n == 2 && start[0] == '.' && start[1] == '.'))
+                        if (!plain_component(start, (size_t)(c - start)))
                                 return false;
                         if (!*c)
                                 return true;

@@ -474,7 +474,7 @@ START_TEST(test_a_mount_path_through_a_link_or_a_read_only_part_is_refused)
         /* bin is a link of the root (to usr/bin) */
         sh_volume_spec link[] = {vol(ut_path(tdir, "host"), "data", "", "/bin/x", 0)};
         sh_volume_spec ro[] = {vol(ut_path(tdir, "host"), "data", "", "/usr/volume", 0)};
-        /* a lower volume's link: the first volume's marker dir holds a link to / */
+        /* a link in a volume mounted before: the first volume's directory has one to / */
         sh_volume_spec nested[] = {vol(ut_path(tdir, "host"), "data", "", "/mnt/a", 0),
                                    vol(ut_path(tdir, "host"), "data", "", "/mnt/a/root/etc", 0)};
 
