@@ -29,6 +29,7 @@ typedef enum {
         T_SECS,     /* seconds, suffixes s m h d */
         T_OPT_SECS, /* the same, unset (0) by default */
         T_CIDR,     /* an IPv4 network a.b.c.d/n, host bits zero, n between min and max */
+        T_PATHS,    /* absolute paths without a ".." component, ':' between (empty: unset) */
 } opt_type;
 
 typedef struct opt {
@@ -72,7 +73,8 @@ static const opt options[] = {
         {"SANDBOX_HOST_EXEC_GRACE_MS", T_MS, OFF(exec_grace_ms), "1000", 0, 86400000,
          "how long an exec waits, after its command exited, for descendants holding its pipes"},
         {"SANDBOX_HOST_UID_BASE", T_UINT, OFF(uid_base), "200000", 1000, 4000000000ULL,
-         "first uid of the sandbox uid range (sandbox slot n runs as uid_base + n)"},
+         "first uid of the sandbox uid range (sandbox slot n runs as uid_base + n; uid_base - 1 "
+         "is the group of every sandbox that mounts a volume)"},
         {"SANDBOX_HOST_LOG_LEVEL", T_LEVEL, OFF(log_level), "info", 0, 0,
          "least severe log level written: debug, info, warn, error"},
         {"SANDBOX_HOST_PERSIST_PARALLEL", T_UINT, OFF(persist_parallel), "4", 1, 256,
@@ -177,6 +179,14 @@ static const opt options[] = {
         {"SANDBOX_HOST_EGRESS_CONN_MAX", T_UINT, OFF(egress_conn_max), "1024", 1, 1048576,
          "connections one sandbox has tracked at once (conntrack); a new one past it is "
          "dropped"},
+        {"SANDBOX_HOST_VOLUME_ROOT", T_OPT_PATH, OFF(volume_root), NULL, 0, 0,
+         "directory of /v1 named volumes (pvc), {VOLUME_ROOT}/{claimName}: a PersistentVolume or "
+         "an NFS share every pod mounts (unset: {ROOT}/volumes, made at start)"},
+        {"SANDBOX_HOST_VOLUME_HOST_ALLOW", T_PATHS, OFF(volume_host_allow), NULL, 0, 0,
+         "host directories /v1 host volumes may mount, absolute prefixes separated by ':', each "
+         "existing at start (unset: host volumes are refused)"},
+        {"SANDBOX_HOST_VOLUME_MAX", T_UINT, OFF(volume_max), "16", 0, 64,
+         "volumes one /v1 sandbox may mount (0: none)"},
 };
 
 const char *sh_config_help(void)
@@ -242,6 +252,30 @@ int sh_config_split_listen(const char *listen, char **ret_host, uint16_t *ret_po
         return 0;
 }
 
+/* Absolute paths separated by ':', none empty, none with a ".." component, each shorter than
+ * 4096 bytes. */
+static bool paths_valid(const char *value)
+{
+        const char *c = value;
+
+        for (;;) {
+                size_t n = strcspn(c, ":"), i = 0;
+
+                if (n == 0 || n >= 4096 || c[0] != '/')
+                        return false;
+                while (i < n) {
+                        size_t k = strcspn(c + i, "/:");
+
+                        if (k == 2 && c[i] == '.' && c[i + 1] == '.')
+                                return false;
+                        i += k + (c[i + k] == '/');
+                }
+                if (!c[n])
+                        return true;
+                c += n + 1;
+        }
+}
+
 /* Check one value and store it. Returns 0 or -EINVAL. */
 static int set_option(sh_config *c, const opt *o, const char *value)
 {
@@ -264,7 +298,8 @@ static int set_option(sh_config *c, const opt *o, const char *value)
                         return -EINVAL;
                 return 0;
         }
-        if (!*value && (o->type == T_OPT_PATH || o->type == T_URL || o->type == T_SECRET)) {
+        if (!*value && (o->type == T_OPT_PATH || o->type == T_URL || o->type == T_SECRET ||
+                        o->type == T_PATHS)) {
                 free(*sp); /* an empty optional setting is the same as an unset one */
                 *sp = NULL;
                 return 0;
@@ -348,6 +383,10 @@ static int set_option(sh_config *c, const opt *o, const char *value)
                         return -EINVAL;
                 break;
         }
+        case T_PATHS:
+                if (!paths_valid(value))
+                        return -EINVAL;
+                break;
         case T_STRING:
         case T_OPT_STRING:
         case T_SECRET:
@@ -536,6 +575,11 @@ sh_config_result sh_config_parse(sh_config *c, int argc, char *const *argv, char
         }
         if (check_disk(c, ret_msg) != SH_CONFIG_OK)
                 return SH_CONFIG_INVALID;
+        /* Named volumes live beside the sandboxes unless the operator puts them elsewhere. */
+        if (!c->volume_root && asprintf(&c->volume_root, "%s/volumes", c->root) < 0) {
+                c->volume_root = NULL;
+                return invalid(ret_msg, "SANDBOX_HOST_VOLUME_ROOT", "", "out of memory");
+        }
         return check_egress(c, ret_msg);
 }
 
@@ -554,6 +598,7 @@ void sh_config_done(sh_config *c)
                 case T_LEVEL:
                 case T_SECRET:
                 case T_CIDR:
+                case T_PATHS:
                 case T_DISK_QUOTA: {
                         char **sp = (char **)((char *)c + options[i].offset);
 

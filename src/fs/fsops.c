@@ -288,8 +288,12 @@ int sh_fs_upload_commit_at(sh_fs_upload *u, int pfd, const char *base, const sh_
          * EISDIR too, but only after the temporary name existed). */
         if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
                 return sh_error_make(err, EISDIR, "'%s' is a directory", base);
-        /* Owner and mode while still unnamed: never visible with the daemon's ids. */
-        if (own && fchown(u->fd, own->uid, own->gid) < 0)
+        /* Owner and mode while still unnamed: never visible with the daemon's ids. In a set-gid
+         * directory (a named volume's) the group stays the one it inherited, as for a file the
+         * sandbox makes itself. */
+        if (fstat(pfd, &st) < 0)
+                return sh_error_make(err, errno, "stat the upload's directory");
+        if (own && fchown(u->fd, own->uid, st.st_mode & S_ISGID ? (gid_t)-1 : own->gid) < 0)
                 return sh_error_make(err, errno, "chown upload");
         if (fchmod(u->fd, mode) < 0)
                 return sh_error_make(err, errno, "chmod upload");

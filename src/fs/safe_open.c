@@ -509,7 +509,17 @@ int sh_safe_open_parent_guarded(int rootfd, const char *path, const char **ret_b
 static int make_dir(int pfd, const char *name, mode_t mode, uid_t uid, gid_t gid)
 {
         _cleanup_close_ int fd = -1;
+        struct stat pst;
 
+        /* In a set-gid directory (a named volume's: docs/opensandbox.md) the new one keeps the
+         * group and the set-gid bit it inherits, as the kernel gives them to a sandbox's own
+         * mkdir: another sandbox of that group can use it. */
+        if (fstat(pfd, &pst) < 0)
+                return -errno;
+        if (pst.st_mode & S_ISGID) {
+                gid = (gid_t)-1;
+                mode |= S_ISGID;
+        }
         if (mkdirat(pfd, name, 0700) < 0)
                 return -errno;
         fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -138,6 +138,11 @@ static int set_capability_sets(const cap_value_t *keep, int n)
 
 int sh_caps_drop_to(uid_t uid, gid_t gid, const char **ret_step)
 {
+        return sh_caps_drop_to_group(uid, gid, 0, ret_step);
+}
+
+int sh_caps_drop_to_group(uid_t uid, gid_t gid, gid_t group, const char **ret_step)
+{
         if (ret_step)
                 *ret_step = NULL;
         errno = 0;
@@ -148,8 +153,9 @@ int sh_caps_drop_to(uid_t uid, gid_t gid, const char **ret_step)
         if (cap_set_secbits(SANDBOX_SECUREBITS) < 0)
                 return fail(ret_step, "set securebits");
         /* Supplementary groups first (needs CAP_SETGID): the daemon's groups (root, disk,
-         * ...) would otherwise follow the sandbox and grant file access. */
-        if (setgroups(0, NULL) < 0)
+         * ...) would otherwise follow the sandbox and grant file access. `group` alone, if
+         * any (a sandbox's volumes). */
+        if (setgroups(group ? 1 : 0, group ? &group : NULL) < 0)
                 return fail(ret_step, "setgroups");
         /* gid before uid: once the uid is not 0, CAP_SETGID is gone. All three ids (real,
          * effective, saved) so that no saved id lets the process switch back. */

@@ -457,6 +457,172 @@ static int setup_dev(const sh_worker_spec *s, const char *scratch)
         return 0;
 }
 
+/* ---- volumes (issue 25) ---- */
+
+/* Links are followed inside a volume's base, never out of it, never through /proc's. */
+#define VOL_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+/* subPath and mountPath components: no link at all (ELOOP). */
+#define VOL_RESOLVE_STRICT (VOL_RESOLVE | RESOLVE_NO_SYMLINKS)
+
+static _Noreturn void fail_volume(int index, int step)
+{
+        send_msg(SH_MSG_SETUP_FAILED, (uint32_t)index, step, errno);
+        _exit(1);
+}
+
+/* A directory below dirfd by openat2 (`flags`: O_PATH or O_RDONLY). A file, a FIFO: ENOTDIR;
+ * a way out of dirfd: EXDEV; a link where `resolve` refuses one: ELOOP. EAGAIN (a rename
+ * somewhere on the host raced the walk) is tried again a few times. */
+static int open_dir_beneath(int dirfd, const char *path, uint64_t resolve, int flags)
+{
+        struct sh_open_how how = {.flags = (uint64_t)(flags | O_DIRECTORY | O_CLOEXEC),
+                                  .resolve = resolve};
+        int fd, tries = 0;
+
+        do
+                fd = sh_openat2(dirfd, path, &how, sizeof(how));
+        while (fd < 0 && errno == EAGAIN && ++tries < 16);
+        return fd;
+}
+
+/* The default ACL of the directories sandbox-init makes for volumes, user::rwx group::rwx
+ * other::---, in the kernel's xattr format (struct posix_acl_xattr_header and _entry, little
+ * endian: version 2, then tag, perm, id per entry, sorted by tag): whatever a sandbox creates
+ * below is read- and writable by the volume's group, whatever its umask. */
+static const unsigned char volume_acl[] = {
+        2,    0, 0, 0,                         /* POSIX_ACL_XATTR_VERSION */
+        0x01, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, /* ACL_USER_OBJ rwx */
+        0x04, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, /* ACL_GROUP_OBJ rwx */
+        0x20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, /* ACL_OTHER --- */
+};
+
+/* `name` below parent, a directory, made if absent: root:gid, 02770 (setgid: what is created
+ * below belongs to the group), the default ACL above where the file system has ACLs (NFS
+ * without them: EOPNOTSUPP, the setgid bit alone). *made says whether it was made here; a
+ * directory that was there is left as it is. An O_PATH fd of it, opened with `resolve`. */
+static int volume_dir(int parent, const char *name, uint64_t resolve, gid_t gid, bool create,
+                      bool *made)
+{
+        _cleanup_close_ int fd = -1;
+
+        *made = false;
+        if (create) {
+                if (mkdirat(parent, name, 02770) == 0)
+                        *made = true;
+                else if (errno != EEXIST)
+                        return -1;
+        }
+        if (!*made)
+                return open_dir_beneath(parent, name, resolve, O_PATH);
+        fd = open_dir_beneath(parent, name, VOL_RESOLVE_STRICT, O_RDONLY);
+        if (fd < 0 || fchown(fd, 0, gid) < 0)
+                return -1;
+        if (fsetxattr(fd, "system.posix_acl_default", volume_acl, sizeof(volume_acl), 0) < 0 &&
+            errno != EOPNOTSUPP)
+                return -1;
+        if (fchmod(fd, 02770) < 0) /* after the chown, which clears setgid */
+                return -1;
+        return open_dir_beneath(fd, ".", VOL_RESOLVE_STRICT, O_PATH);
+}
+
+/* The directory a volume mounts, resolved from its base's fd and never looked up by path
+ * again: `path` (links followed beneath the base only; a claim made first with
+ * SH_VOL_CREATE, and reported), then `sub` a component at a time without any link, each
+ * missing one made (not in a read-only volume: ENOENT). An O_PATH fd, or -1 with errno. */
+static int volume_source(const sh_worker_spec *s, int i)
+{
+        const sh_volume_spec *v = &s->volumes[i];
+        _cleanup_close_ int base = open(v->base, O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -1;
+        char sub[SH_ENTRY_PATH_MAX], *comp, *save = NULL;
+        bool made;
+
+        if (base < 0)
+                return -1;
+        fd = volume_dir(base, v->path, VOL_RESOLVE, s->volume_gid, v->flags & SH_VOL_CREATE, &made);
+        if (fd < 0)
+                return -1;
+        if (made)
+                send_msg(SH_MSG_VOLUME_CREATED, 0, i, 0);
+        snprintf(sub, sizeof(sub), "%s", v->sub);
+        for (comp = strtok_r(sub, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
+                int next = volume_dir(fd, comp, VOL_RESOLVE_STRICT, s->volume_gid,
+                                      !(v->flags & SH_VOL_RDONLY), &made);
+
+                if (next < 0)
+                        return -1;
+                close(fd);
+                fd = next;
+        }
+        return TAKE_FD(fd);
+}
+
+/* The mount point of a volume in the new root (root: an fd of it), walked a component at a
+ * time without following any link (the image's, a lower volume's: ELOOP), crossing the mounts
+ * already there (the workspace, another volume); a missing component is made, 0755 (in a
+ * read-only part of the root: EROFS). An O_PATH fd, or -1 with errno. */
+static int volume_target(int root, const char *target)
+{
+        _cleanup_close_ int fd = fcntl(root, F_DUPFD_CLOEXEC, 3);
+        char path[SH_ENTRY_PATH_MAX], *comp, *save = NULL;
+
+        if (fd < 0)
+                return -1;
+        snprintf(path, sizeof(path), "%s", target);
+        for (comp = strtok_r(path, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
+                int next = open_dir_beneath(fd, comp, VOL_RESOLVE_STRICT, O_PATH);
+
+                if (next < 0 && errno == ENOENT) {
+                        if (mkdirat(fd, comp, 0755) < 0 && errno != EEXIST)
+                                return -1;
+                        next = open_dir_beneath(fd, comp, VOL_RESOLVE_STRICT, O_PATH);
+                }
+                if (next < 0)
+                        return -1;
+                close(fd);
+                fd = next;
+        }
+        return TAKE_FD(fd);
+}
+
+/* A copy of the source's mount, that directory only (not recursive: nothing mounted below it
+ * on the host comes along), nosuid, nodev, read-only if asked, private, attached at dst. */
+static int volume_mount(int src, int dst, bool rdonly)
+{
+        struct sh_mount_attr attr = {
+                .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (rdonly ? MOUNT_ATTR_RDONLY : 0),
+                .propagation = MS_PRIVATE,
+        };
+        _cleanup_close_ int mfd =
+                sh_open_tree(src, "", OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH);
+
+        if (mfd < 0 || sh_mount_setattr(mfd, "", AT_EMPTY_PATH, &attr) < 0)
+                return -1;
+        return sh_move_mount(mfd, "", dst, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+}
+
+/* The spec's volumes, in its order (a parent mountPath before its children), once the root is
+ * whole and before it is entered. A failure names the volume (the message's id) and whether
+ * its source or its target failed. */
+static void setup_volumes(const sh_worker_spec *s)
+{
+        _cleanup_close_ int root = -1;
+
+        if (s->n_volumes == 0)
+                return;
+        root = open(s->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                fail_volume(0, SH_STEP_VOLUME_TARGET);
+        for (int i = 0; i < s->n_volumes; i++) {
+                _cleanup_close_ int src = volume_source(s, i), dst = -1;
+
+                if (src < 0)
+                        fail_volume(i, SH_STEP_VOLUME_SOURCE);
+                dst = volume_target(root, s->volumes[i].target);
+                if (dst < 0 || volume_mount(src, dst, s->volumes[i].flags & SH_VOL_RDONLY) < 0)
+                        fail_volume(i, SH_STEP_VOLUME_TARGET);
+        }
+}
+
 static int loopback_up(void)
 {
         struct ifreq ifr = {0};
@@ -515,6 +681,7 @@ static void setup_sandbox(const sh_worker_spec *s)
         if (make_dir(s->rootfs, "tools", 0755, p, sizeof(p)) < 0 ||
             sh_jail_bind(s->tools, p, SH_JAIL_RDONLY | SH_JAIL_RECURSIVE) < 0)
                 fail(SH_STEP_TOOLS);
+        setup_volumes(s);
         /* Afterwards no path leads to the host's filesystem, not even "..". An overlay root
          * stays writable: its upper is the sandbox's, inside its disk limit. */
         if ((s->n_lowers > 0 ? sh_jail_pivot(s->rootfs) : sh_jail_enter(s->rootfs)) < 0)
@@ -620,7 +787,8 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
         /* Only fds 0, 1 and 2 reach the command: no socket, epoll or directory fd of the
          * daemon or the worker. */
         sh_close_from(3);
-        r = sh_caps_drop_to(s->uid, s->gid, &step);
+        /* The volumes' group, the only supplementary one, for a sandbox with volumes. */
+        r = sh_caps_drop_to_group(s->uid, s->gid, s->volume_gid, &step);
         if (r < 0) {
                 write_err("sandbox-host: dropping privileges failed at ", step, "\n");
                 _exit(125);
@@ -748,6 +916,13 @@ static void forget_setup(sh_worker_spec *s)
         explicit_bzero(s->upper, sizeof(s->upper));
         explicit_bzero(s->work, sizeof(s->work));
         explicit_bzero(s->lowers, sizeof(s->lowers));
+        if (s->n_volumes == 0)
+                s->volume_gid = 0; /* a group without volumes: nobody gets it */
+        if (s->volumes)
+                explicit_bzero(s->volumes, sizeof(*s->volumes) * (size_t)s->n_volumes);
+        free(s->volumes);
+        s->volumes = NULL;
+        s->n_volumes = 0;
         wipe_stack();
 }
 

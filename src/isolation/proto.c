@@ -20,6 +20,8 @@
  *   u64 tmp_size, u32 ptys_max, u32 nameserver, u32 uid, u32 gid, u32 nprocs
  *   u32 n_rlimits, then per limit: u32 resource, u64 cur, u64 max
  *   u32 n_filter, then per BPF instruction: u16 code, u8 jt, u8 jf, u32 k
+ *   u32 volume_gid, u32 n_volumes, then per volume: u32 flags, str base, str path, str sub,
+ *   str target
  *
  * then, only for an overlay root (n_lowers > 0, no entries):
  *
@@ -28,6 +30,61 @@
  * and nothing after it.
  */
 static const char spec_magic[8] = {'S', 'H', 'S', 'P', 'E', 'C', '1', '\n'};
+
+/* ---- volumes ----------------------------------------------------------------------------- */
+
+/* A path component of n bytes that is one: not empty (so no leading '/', no "//", no trailing
+ * '/'), not "." or "..". */
+static bool plain_component(const char *start, size_t n)
+{
+        return n > 0 && !(n == 1 && start[0] == '.') &&
+               !(n == 2 && start[0] == '.' && start[1] == '.');
+}
+
+/* Components joined by single '/', each plain_component, the whole shorter than `field`
+ * bytes. At most one component when `single`. */
+static bool plain_relative(const char *p, size_t field, bool single)
+{
+        const char *start = p, *c;
+
+        if (strnlen(p, field) >= field || !*p)
+                return false;
+        for (c = p;; c++) {
+                if (*c != '/' && *c)
+                        continue;
+                if (!plain_component(start, (size_t)(c - start)))
+                        return false;
+                if (!*c)
+                        return true;
+                if (single)
+                        return false;
+                start = c + 1;
+        }
+}
+
+bool sh_worker_volume_valid(const sh_volume_spec *v)
+{
+        bool create = v->flags & SH_VOL_CREATE;
+
+        if (v->flags & ~(uint32_t)SH_VOL_FLAGS)
+                return false;
+        if (strnlen(v->base, sizeof(v->base)) >= sizeof(v->base) || v->base[0] != '/')
+                return false;
+        if (!(STREQ(v->path, ".") && !create) && !plain_relative(v->path, sizeof(v->path), create))
+                return false;
+        if (strnlen(v->sub, sizeof(v->sub)) >= sizeof(v->sub) ||
+            (v->sub[0] && !plain_relative(v->sub, sizeof(v->sub), false)))
+                return false;
+        return v->target[0] == '/' && plain_relative(v->target + 1, sizeof(v->target) - 1, false);
+}
+
+/* The volumes' group: none, or (with volumes) one that is neither root's nor the sandbox's. */
+static bool good_volume_gid(const sh_worker_spec *s)
+{
+        if (s->volume_gid == (gid_t)-1)
+                return false;
+        return s->n_volumes == 0 || (s->volume_gid != 0 && s->volume_gid != s->gid);
+}
 
 /* ---- writer ---------------------------------------------------------------------------- */
 
@@ -100,6 +157,13 @@ int sh_worker_spec_encode(const sh_worker_spec *s, char **ret_buf, size_t *ret_l
                         return -EINVAL;
         if (s->n_lowers > 0 && (s->layers[0] != '/' || s->upper[0] != '/' || s->work[0] != '/'))
                 return -EINVAL;
+        if (s->n_volumes < 0 || s->n_volumes > SH_WORKER_VOLUMES_MAX ||
+            (s->n_volumes > 0 && (!s->volumes || !good_volume_gid(s))) ||
+            s->volume_gid == (gid_t)-1)
+                return -EINVAL;
+        for (i = 0; i < s->n_volumes; i++)
+                if (!sh_worker_volume_valid(&s->volumes[i]))
+                        return -EINVAL;
         put(&w, spec_magic, sizeof(spec_magic));
         put_str(&w, s->hostname, sizeof(s->hostname));
         put_str(&w, s->rootfs, sizeof(s->rootfs));
@@ -136,6 +200,17 @@ int sh_worker_spec_encode(const sh_worker_spec *s, char **ret_buf, size_t *ret_l
                 PUT(&w, uint8_t, f->jt);
                 PUT(&w, uint8_t, f->jf);
                 PUT(&w, uint32_t, f->k);
+        }
+        PUT(&w, uint32_t, (uint32_t)s->volume_gid);
+        PUT(&w, uint32_t, (uint32_t)s->n_volumes);
+        for (i = 0; i < s->n_volumes; i++) {
+                const sh_volume_spec *v = &s->volumes[i];
+
+                PUT(&w, uint32_t, v->flags);
+                put_str(&w, v->base, sizeof(v->base));
+                put_str(&w, v->path, sizeof(v->path));
+                put_str(&w, v->sub, sizeof(v->sub));
+                put_str(&w, v->target, sizeof(v->target));
         }
         if (s->n_lowers > 0) {
                 PUT(&w, uint32_t, (uint32_t)s->n_lowers);
@@ -218,11 +293,7 @@ bool sh_worker_lower_valid(const char *name)
                 return false;
         for (;; c++) {
                 if (*c == '/' || !*c) {
-                        size_t n = (size_t)(c - start);
-
-                        /* no empty component (so no leading '/', no "//", no trailing '/') */
-                        if (n == 0 || (n == 1 && start[0] == '.') ||
-                            (n == 2 && start[0] == '.' && start[1] == '.'))
+                        if (!plain_component(start, (size_t)(c - start)))
                                 return false;
                         if (!*c)
                                 return true;
@@ -352,6 +423,30 @@ static int decode(reader *r, sh_worker_spec *s)
                 f->jf = GET(r, uint8_t);
                 f->k = GET(r, uint32_t);
         }
+        s->volume_gid = (gid_t)GET(r, uint32_t);
+        n = GET(r, uint32_t);
+        /* Each volume takes at least its flags and four lengths: checked before allocating. */
+        if (r->bad || n > SH_WORKER_VOLUMES_MAX || (size_t)n * 20 > r->left)
+                return -EBADMSG;
+        if (n > 0) {
+                s->volumes = calloc(n, sizeof(*s->volumes));
+                if (!s->volumes)
+                        return -ENOMEM;
+        }
+        s->n_volumes = (int)n;
+        for (i = 0; i < n; i++) {
+                sh_volume_spec *v = &s->volumes[i];
+
+                v->flags = GET(r, uint32_t);
+                get_str(r, v->base, sizeof(v->base));
+                get_str(r, v->path, sizeof(v->path));
+                get_str(r, v->sub, sizeof(v->sub));
+                get_str(r, v->target, sizeof(v->target));
+                if (r->bad || !sh_worker_volume_valid(v))
+                        return -EBADMSG;
+        }
+        if (!good_volume_gid(s))
+                return -EBADMSG;
         s->n_lowers = 0;
         if (!r->bad && r->left > 0)
                 return decode_overlay(r, s);
@@ -367,6 +462,8 @@ int sh_worker_spec_decode(const void *buf, size_t len, sh_worker_spec *ret)
 
         ret->seccomp.filter = NULL;
         ret->seccomp.len = 0;
+        ret->volumes = NULL;
+        ret->n_volumes = 0;
         if (len > SH_WORKER_SPEC_MAX)
                 return -EBADMSG;
         e = decode(&r, ret);
@@ -380,6 +477,9 @@ void sh_worker_spec_done(sh_worker_spec *s)
         free(s->seccomp.filter);
         s->seccomp.filter = NULL;
         s->seccomp.len = 0;
+        free(s->volumes);
+        s->volumes = NULL;
+        s->n_volumes = 0;
 }
 
 /* ---- exec requests --------------------------------------------------------------------- */
@@ -477,7 +577,8 @@ int sh_proto_decode_msg(const void *buf, size_t len, sh_msg *ret)
         if (len != sizeof(m))
                 return -EBADMSG;
         memcpy(&m, buf, sizeof(m));
-        if (m.type < SH_MSG_PID || m.type > SH_MSG_EXITED)
+        /* EXEC carries a payload: never a sh_msg */
+        if (m.type < SH_MSG_PID || m.type > SH_MSG_VOLUME_CREATED || m.type == SH_MSG_EXEC)
                 return -EBADMSG;
         *ret = m;
         return 0;
@@ -572,6 +673,8 @@ const char *sh_worker_step_name(int step)
                 [SH_STEP_SECCOMP] = "load the seccomp filter",
                 [SH_STEP_OVERLAY] = "mount the image's layers",
                 [SH_STEP_RESOLV] = "bind /etc/resolv.conf",
+                [SH_STEP_VOLUME_SOURCE] = "volume source",
+                [SH_STEP_VOLUME_TARGET] = "volume target",
         };
 
         if (step <= 0 || step >= (int)ARRAY_SIZE(names) || !names[step])

@@ -39,7 +39,7 @@ typedef struct os_inode {
 } os_inode;
 
 /* Who acts: the sandbox's uid and its groups as its processes have them (the gid, and the
- * supplementary groups: none, sandbox-init drops them). */
+ * supplementary groups: the volumes' group when it mounts a volume, else none). */
 typedef struct os_who {
         uint32_t uid;
         const uint32_t *gids;

@@ -1,9 +1,10 @@
 /* create.c: POST /v1/sandboxes (OPENSANDBOX.md section 2): every field of the request judged
  * before anything is made (image name mapping, resourceLimits as Kubernetes quantities lowered
  * to the host's maxima, timeout, env, metadata, entrypoint, networkPolicy, platform,
- * secureAccess, extensions, the fields this host refuses), then the sandbox's create on the
- * native lifecycle, the restore of a snapshot (snapshots.c), the entrypoint started as a
- * background command whose output the record keeps, and the 202 once it runs. */
+ * secureAccess, extensions, the volumes (volumes.c), the fields this host refuses), then the
+ * sandbox's create on the native lifecycle, the restore of a snapshot (snapshots.c), the
+ * entrypoint started as a background command whose output the record keeps, and the 202 once
+ * it runs. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ typedef struct create_req {
         sh_network *net;         /* the host's (sh/network.h) */
         sh_egress_policy egress; /* the sandbox's network policy, when has_egress */
         bool has_egress;         /* false: loopback only (a host without network) */
+        sh_volume *volumes;      /* o.volumes, owned (volumes.c) */
 } create_req;
 
 /* ---- judging the body ---------------------------------------------------------------------- */
@@ -285,9 +287,11 @@ static int judge(const sh_config *cfg, const cJSON *body, os_record *rec, create
         const char *why;
         size_t i;
 
+        /* The volumes first: a thousand of them is refused before anything else is read. */
+        if (os_judge_volumes(cfg, vol, rec, &cr->volumes, &cr->o.n_volumes, e) < 0)
+                return -1;
+        cr->o.volumes = cr->volumes;
         /* What this host cannot honour is refused, never silently dropped. */
-        if (vol && (!cJSON_IsArray(vol) || cJSON_GetArraySize(vol) > 0))
-                return os_err_code(e, OS_E_NOT_SUPPORTED, "volumes are not supported here");
         for (i = 0; i < ARRAY_SIZE(refused); i++)
                 if (sh_json_opt(body, refused[i]))
                         return os_err_code(e, OS_E_NOT_SUPPORTED, "'%s' is not supported here",
@@ -625,6 +629,7 @@ out:
         sh_error_release(&err);
         os_record_unref(rec);
         free(cr.image);
+        free(cr.volumes);
         sh_egress_policy_done(&cr.egress);
         cJSON_Delete(body);
 }

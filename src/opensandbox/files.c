@@ -31,8 +31,8 @@ SH_CAPABILITY(os_files, "opensandbox.files")
  * is not valid: no. */
 bool f_may(const fctx *f, int fd, const struct statx *s, unsigned want)
 {
-        const uint32_t gids[] = {f->gid};
-        const os_who who = {f->uid, gids, ARRAY_SIZE(gids)};
+        const uint32_t gids[] = {f->gid, f->vol_gid};
+        const os_who who = {f->uid, gids, f->vol_gid ? 2 : 1};
         const os_inode ino = {s->stx_uid, s->stx_gid, s->stx_mode};
         unsigned char buf[OS_ACL_BYTES_MAX];
         os_acl acl;
@@ -119,6 +119,7 @@ int fctx_init(sh_request *r, fctx *f)
         own = sh_sandbox_owner(sb);
         f->uid = own->uid;
         f->gid = own->gid;
+        f->vol_gid = sh_sandbox_volume_gid(sb);
         f->mgr = os_ctx_of(r)->mgr;
         f->sb = sh_sandbox_ref(sb);
         f->id_base = os_ctx_of(r)->cfg->uid_base;
@@ -162,8 +163,9 @@ int f_error(os_err *e, int errnum, const char *shown, const char *what)
 {
         char steps[200];
         const char *words =
-                errnum == ENOENT  ? " does not exist"
-                : errnum == EROFS ? " is on a read-only filesystem (the image is read-only)"
+                errnum == ENOENT ? " does not exist"
+                : errnum == EROFS
+                        ? " is on a read-only filesystem (the image, or a read-only volume)"
                 : errnum == EACCES || errnum == EPERM ? ": permission denied to the sandbox's user"
                 : errnum == ELOOP                     ? ": too many levels of links"
                 : errnum == EAGAIN                    ? " kept changing; try again"

@@ -29,6 +29,7 @@ typedef struct fctx {
         int root; /* the sandbox's root (sh_sandbox_open_root: ours, closed by fctx_done) */
         uid_t uid;
         gid_t gid;
+        gid_t vol_gid;    /* the volumes' group, its processes' one supplementary group; 0: none */
         uint64_t id_base; /* ids from here up are the sandboxes' own: only its own may be given */
         sh_safe_guard guard;   /* every directory a lookup passes through */
         sh_safe_budget budget; /* the steps all the request's lookups draw from (the guard's) */

@@ -350,6 +350,13 @@ extern const size_t os_files_n_routes;
 extern const sh_route os_proxy_routes[]; /* proxy.c: execd and egress */
 extern const size_t os_proxy_n_routes;
 
+/* volumes.c: a create's `volumes` (NULL: none) judged, into *ret (malloc'd, the caller frees
+ * it; NULL when there are none) and *ret_n: 0, or -1 with e filled (400 INVALID_REQUEST, or
+ * NOT_SUPPORTED for ossfs and for host volumes on a host that allows none). */
+struct sh_volume;
+int os_judge_volumes(const sh_config *cfg, const cJSON *vol, os_record *rec, struct sh_volume **ret,
+                     size_t *ret_n, os_err *e);
+
 void os_api_create(sh_request *r); /* create.c */
 /* Metadata (an object) under the label rules and the bound, `have` pairs already held: 0, or
  * -1 with e (400 INVALID_METADATA_FORMAT). lifecycle.c */

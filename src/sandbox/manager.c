@@ -435,6 +435,38 @@ static int mkdir_p_abs(const char *path, mode_t mode)
         return 0;
 }
 
+/* The volumes' places, at start (never on the loop later: either may be NFS): the named
+ * volumes' root made if missing, every allowed host prefix an existing directory. */
+static int volumes_open(const sh_config *cfg, sh_error **err)
+{
+        const char *c = cfg->volume_host_allow;
+        struct stat st;
+        int r = mkdir_p_abs(cfg->volume_root, 0711);
+
+        if (r < 0)
+                return sh_error_make(err, -r,
+                                     "creating the volume root '%s' (SANDBOX_HOST_VOLUME_ROOT): %s",
+                                     cfg->volume_root, strerror(-r));
+        while (c && *c) {
+                size_t n = strcspn(c, ":");
+                char prefix[4096];
+
+                snprintf(prefix, sizeof(prefix), "%.*s", (int)n, c);
+                if (stat(prefix, &st) < 0)
+                        return sh_error_make(
+                                err, errno, "SANDBOX_HOST_VOLUME_HOST_ALLOW's prefix '%s': %s",
+                                prefix, errno == ENOENT ? "does not exist" : strerror(errno));
+                if (!S_ISDIR(st.st_mode))
+                        return sh_error_new(err, SH_E_INVALID,
+                                            "SANDBOX_HOST_VOLUME_HOST_ALLOW's prefix '%s' is "
+                                            "not a directory",
+                                            prefix);
+                c += n;
+                c += *c == ':';
+        }
+        return 0;
+}
+
 /* What sh_manager_new made, on its failure path and at the end of sh_manager_free: the
  * filter, the init image, the cgroup subtree, the disk, the directory fds. */
 static void manager_release(sh_manager *m)
@@ -546,6 +578,8 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 goto fail;
         }
         snprintf(m->tools, sizeof(m->tools), "%s/tools", cfg->root);
+        if (volumes_open(cfg, err) < 0)
+                goto fail;
         if (sh_seccomp_build(&m->filter, err) < 0)
                 goto fail;
         m->init_image = sh_init_image_open(err);
@@ -964,7 +998,7 @@ static void pool_schedule(sh_manager *m, uint64_t ms)
 static bool pool_fits(const sh_create_opts *o)
 {
         return (!o->image || STREQ(o->image, "default")) && !o->root_layers && !o->item_id &&
-               !o->memory_max && !o->cpu_max_milli;
+               !o->memory_max && !o->cpu_max_milli && !o->n_volumes;
 }
 
 /* A ready pooled sandbox, out of the pool (its reference the caller's), or NULL. One whose
@@ -1095,6 +1129,60 @@ sh_sandbox *sh_manager_get(sh_manager *m, const char *id, size_t len)
         return NULL;
 }
 
+/* Some live sandbox of this pod other than sb that mounts the named volume `claim`, or NULL. */
+static sh_sandbox *claim_user(sh_manager *m, const sh_sandbox *sb, const char *claim)
+{
+        for (unsigned i = 0; i < m->cfg->max_sandboxes; i++) {
+                sh_sandbox *o = m->slots[i];
+                const sh_volume *v;
+                size_t n, j;
+
+                if (!o || o == sb || sh_sandbox_deleted(o))
+                        continue;
+                v = sh_sandbox_volumes(o, &n);
+                for (j = 0; j < n; j++)
+                        if (v[j].kind == SH_VOLUME_PVC && STREQ(v[j].path, claim))
+                                return o;
+        }
+        return NULL;
+}
+
+/* The named volumes that go with sb (deleteOnSandboxTermination, made by this pod): removed in
+ * the background by the confined remover (the tree is the sandboxes', and the volume root may
+ * be NFS: never the loop), unless another live sandbox of this pod still mounts one: then that
+ * one takes it over (it goes with the last of them), said in the log. Its processes are being
+ * killed: what one writes after the remover passed stays. */
+static void volumes_release(sh_manager *m, sh_sandbox *sb)
+{
+        const sh_volume *v;
+        size_t n, i;
+
+        v = sh_sandbox_volumes(sb, &n);
+        for (i = 0; i < n; i++) {
+                sh_sandbox *other;
+                sh_error *err = NULL;
+
+                if (!sh_sandbox_volume_removes(sb, i))
+                        continue;
+                if ((other = claim_user(m, sb, v[i].path))) {
+                        sh_sandbox_volume_take_over(other, v[i].path);
+                        log_info("volume-kept", sh_sandbox_id(sb),
+                                 "volume '%s' (claim '%s') stays while another sandbox mounts "
+                                 "it, and goes with the last of them",
+                                 v[i].name, v[i].path);
+                        continue;
+                }
+                if (sh_manager_remove_trashed(m, m->cfg->volume_root, v[i].path, &err) < 0)
+                        log_warn("volume-remove-failed", sh_sandbox_id(sb), "claim '%s': %s",
+                                 v[i].path, err && err->msg ? err->msg : "");
+                else
+                        log_info("volume-removed", sh_sandbox_id(sb),
+                                 "volume '%s' (claim '%s') goes with the sandbox", v[i].name,
+                                 v[i].path);
+                sh_error_release(&err);
+        }
+}
+
 int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
 {
         const char *id = sh_sandbox_id(sb);
@@ -1123,6 +1211,7 @@ int sh_manager_delete(sh_manager *m, sh_sandbox *sb, sh_error **err)
         }
         sh_network_detach(m->network, sb);
         sh_sandbox_kill(sb);
+        volumes_release(m, sb);
         if (unlinkat(m->rootfd, id, 0) < 0 && errno != ENOENT)
                 log_warn("remove-failed", id, "%s, ignoring", strerror(errno));
         if (sh_sandbox_disk_mounted(sb)) {

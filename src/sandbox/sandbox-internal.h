@@ -12,6 +12,7 @@
 #include "sh/disk.h"
 #include "sh/log.h"
 #include "sh/sandbox.h"
+#include "sh/proto.h"
 #include "sh/seccomp.h"
 
 #define SB_DIR ".sandboxes" /* {root}/.sandboxes: the sandbox directories, by neutral names */
@@ -160,3 +161,21 @@ void sh_sandbox_set_deleted(sh_sandbox *sb);
  * cancelled, its worker and every process of its cgroup killed (not its helpers), and its
  * readiness marker removed, before anything else of its directory. */
 void sh_sandbox_kill(sh_sandbox *sb);
+/* Its volumes as its worker mounts them (sorted: sh_volumes_sort), *ret_n of them. Whether
+ * volume i goes with it: a pvc with deleteOnSandboxTermination whose directory its worker made
+ * (SH_MSG_VOLUME_CREATED), or one handed over: _take_over makes its volume of `claim` (if it
+ * mounts one) go with it, when the sandbox that made it was deleted first. */
+const sh_volume *sh_sandbox_volumes(const sh_sandbox *sb, size_t *ret_n);
+bool sh_sandbox_volume_removes(const sh_sandbox *sb, size_t i);
+bool sh_sandbox_volume_take_over(sh_sandbox *sb, const char *claim);
+
+/* mounts.c: the volumes (sorted) into the worker's spec: each a base (a host prefix, or
+ * SANDBOX_HOST_VOLUME_ROOT for a pvc), the path below it, subPath, mountPath and flags, and the
+ * volumes' group; spec->volumes is malloc'd (the caller frees it), NULL when there are none. */
+int sh_volumes_spec(const sh_volume *v, size_t n, const sh_config *cfg, sh_worker_spec *spec,
+                    sh_error **err);
+/* The worker's SETUP_FAILED for volume `i` (step, errnum) as the request's fault: -1 with an
+ * SH_E_INVALID error naming the volume and what is wrong with it; 0 (nothing set) when it is
+ * not a volume's step, or the errno is a host's fault. */
+int sh_volume_failure(const sh_volume *v, size_t n, uint32_t i, int step, int errnum,
+                      sh_error **err);

@@ -115,6 +115,12 @@ struct sh_sandbox {
         char *failed;     /* why its create failed, when kept failed */
         void (*pull_progress)(void *data, const char *layer, uint64_t done, uint64_t total);
         uint64_t *pull_told; /* each layer's bytes last told */
+        /* its volumes, sorted parents first (the spec's order), and which of them go with it:
+         * a pvc with deleteOnSandboxTermination whose directory its worker made
+         * (SH_MSG_VOLUME_CREATED), or that another sandbox's delete handed over */
+        sh_volume *volumes;
+        size_t n_volumes;
+        bool vol_remove[SH_VOLUMES_MAX];
 };
 
 /* ---- the object ------------------------------------------------------------------------- */
@@ -283,6 +289,7 @@ static void sandbox_free(sh_sandbox *sb)
         free(sb->pull_password);
         cJSON_Delete(sb->env);
         egress_free(sb);
+        free(sb->volumes);
         free(sb);
 }
 
@@ -734,6 +741,53 @@ const char *sh_env_shape_why(const cJSON *env)
         return NULL;
 }
 
+/* The create's volumes, judged again and copied in the order they are mounted. */
+static int volumes_set(sh_sandbox *sb, const sh_config *cfg, const sh_create_opts *o,
+                       sh_error **err)
+{
+        char why[256];
+
+        if (!o->n_volumes)
+                return 0;
+        if (sh_volumes_check(o->volumes, o->n_volumes, cfg->volume_max, why, sizeof(why)) < 0 ||
+            sh_volumes_allowed(o->volumes, o->n_volumes, cfg->volume_host_allow, why, sizeof(why)) <
+                    0)
+                return sh_error_new(err, SH_E_INVALID, "%s", why);
+        sb->volumes = malloc(o->n_volumes * sizeof(*sb->volumes));
+        if (!sb->volumes)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        memcpy(sb->volumes, o->volumes, o->n_volumes * sizeof(*sb->volumes));
+        sb->n_volumes = o->n_volumes;
+        sh_volumes_sort(sb->volumes, sb->n_volumes);
+        return 0;
+}
+
+const sh_volume *sh_sandbox_volumes(const sh_sandbox *sb, size_t *ret_n)
+{
+        *ret_n = sb->n_volumes;
+        return sb->volumes;
+}
+
+gid_t sh_sandbox_volume_gid(const sh_sandbox *sb)
+{
+        return sb->n_volumes ? (gid_t)(sb->host->cfg->uid_base - 1) : 0;
+}
+
+bool sh_sandbox_volume_removes(const sh_sandbox *sb, size_t i)
+{
+        return i < sb->n_volumes && sb->vol_remove[i];
+}
+
+bool sh_sandbox_volume_take_over(sh_sandbox *sb, const char *claim)
+{
+        for (size_t i = 0; i < sb->n_volumes; i++)
+                if (sb->volumes[i].kind == SH_VOLUME_PVC && STREQ(sb->volumes[i].path, claim)) {
+                        sb->vol_remove[i] = true;
+                        return true;
+                }
+        return false;
+}
+
 /* The create's directory to restore (sh_create_opts.restore_root), copied. -ENOMEM. */
 static int restore_dir_set(sh_sandbox *sb, const sh_create_opts *o)
 {
@@ -773,6 +827,10 @@ int sh_sandbox_new(const sh_sandbox_env *env, unsigned slot, const sh_create_opt
         sb->surface = o->surface;
         if (o->root_layers)
                 sb->layers = root_layers_copy(o->root_layers);
+        if (volumes_set(sb, cfg, o, err) < 0) {
+                sandbox_free(sb);
+                return -1;
+        }
         if (!sb->image || (o->item_id && !sb->item_id) || !sb->env || restore_dir_set(sb, o) < 0 ||
             egress_set(sb, o) < 0 || (o->root_layers && !sb->layers)) {
                 sandbox_free(sb);
@@ -1560,9 +1618,17 @@ static void worker_event(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, 
                 if ((l = exec_find(sb, id)))
                         sh_exec_on_exited(l->e, value);
                 return;
+        case SH_WORKER_EV_VOLUME_CREATED:
+                if (id < sb->n_volumes && sb->volumes[id].kind == SH_VOLUME_PVC &&
+                    sb->volumes[id].delete_on_end)
+                        sb->vol_remove[id] = true;
+                return;
         case SH_WORKER_EV_FAILED:
                 log_error("worker-setup-failed", sb->id, "%s: %s", sh_worker_step_name(value),
                           strerror(value2));
+                /* A volume the request named wrongly is the request's fault, said by name. */
+                if (sh_volume_failure(sb->volumes, sb->n_volumes, id, value, value2, &err) < 0)
+                        break;
                 sh_error_make(&err, value2 ? value2 : EIO, "sandbox setup failed: %s: %s",
                               sh_worker_step_name(value), strerror(value2));
                 break;
@@ -1694,10 +1760,13 @@ static int start_worker(sh_sandbox *sb, sh_error **err)
         init_cg = NULL;
         if (n < 0)
                 return sh_error_make(err, -n, "opening the sandbox cgroup");
-        r = sh_worker_start(env->exec.loop, env->init_image, spec, procs, n, worker_event, sb,
-                            &sb->worker, err);
+        r = sh_volumes_spec(sb->volumes, sb->n_volumes, cfg, spec, err);
+        if (r >= 0)
+                r = sh_worker_start(env->exec.loop, env->init_image, spec, procs, n, worker_event,
+                                    sb, &sb->worker, err);
         for (i = 0; i < n; i++)
                 close(procs[i]);
+        free(spec->volumes); /* the worker took its copy */
         return r;
 }
 

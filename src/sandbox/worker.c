@@ -290,7 +290,11 @@ static void on_sock(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
                         alive = call(w, SH_WORKER_EV_READY, 0, 0, 0);
                         break;
                 case SH_MSG_SETUP_FAILED:
-                        alive = call(w, SH_WORKER_EV_FAILED, 0, m.a, m.b);
+                        alive = call(w, SH_WORKER_EV_FAILED, m.id, m.a, m.b);
+                        break;
+                case SH_MSG_VOLUME_CREATED:
+                        if (m.a >= 0)
+                                alive = call(w, SH_WORKER_EV_VOLUME_CREATED, (uint32_t)m.a, 0, 0);
                         break;
                 case SH_MSG_STARTED:
                         alive = call(w, SH_WORKER_EV_STARTED, m.id, m.a, 0);

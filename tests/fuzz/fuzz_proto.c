@@ -19,11 +19,16 @@ static void spec(fz *f)
                 FZ_CHECK(s.n_entries >= 0 && s.n_entries <= SH_WORKER_MAX_ENTRIES);
                 FZ_CHECK(s.n_rlimits >= 0 && s.n_rlimits <= SH_WORKER_MAX_RLIMITS);
                 FZ_CHECK(s.uid != 0 && s.gid != 0);
+                FZ_CHECK(s.n_volumes >= 0 && s.n_volumes <= SH_WORKER_VOLUMES_MAX);
+                FZ_CHECK(s.n_volumes == 0 || (s.volume_gid != 0 && s.volume_gid != s.gid));
+                for (int i = 0; i < s.n_volumes; i++)
+                        FZ_CHECK(sh_worker_volume_valid(&s.volumes[i]));
                 FZ_CHECK(sh_worker_spec_encode(&s, &enc, &len) == 0);
                 FZ_CHECK(len == f->n && memcmp(enc, buf, len) == 0);
                 free(enc);
         }
-        /* failed or not, nothing is left allocated (the filter is freed on failure) */
+        /* failed or not, nothing is left allocated (the filter and the volumes are freed on
+         * failure) */
         sh_worker_spec_done(&s);
         free(buf);
 }
@@ -54,7 +59,8 @@ static void message(fz *f)
         sh_msg m;
 
         if (sh_proto_decode_msg(buf, f->n, &m) == 0) {
-                FZ_CHECK(m.type >= SH_MSG_PID && m.type <= SH_MSG_EXITED);
+                FZ_CHECK(m.type >= SH_MSG_PID && m.type <= SH_MSG_VOLUME_CREATED &&
+                         m.type != SH_MSG_EXEC);
                 FZ_CHECK(sh_proto_msg_type(buf, f->n) == m.type);
                 /* SETUP_FAILED names its step by what the other side sent */
                 FZ_CHECK(sh_worker_step_name(m.a) != NULL);

@@ -131,6 +131,11 @@ static const setting settings[] = {
          S(disk_project_base), NULL, 70000},
         {"SANDBOX_HOST_EGRESS_CIDR", "--egress-cidr", "10.200.0.0/20", K_STR, S(egress_cidr),
          "10.200.0.0/20", 0},
+        {"SANDBOX_HOST_VOLUME_ROOT", "--volume-root", "/srv/volumes", K_STR, S(volume_root),
+         "/srv/volumes", 0},
+        {"SANDBOX_HOST_VOLUME_HOST_ALLOW", "--volume-host-allow", "/data:/srv/x", K_STR,
+         S(volume_host_allow), "/data:/srv/x", 0},
+        {"SANDBOX_HOST_VOLUME_MAX", "--volume-max", "64", K_U64, S(volume_max), NULL, 64},
 };
 
 static void check_setting(const sh_config *c, const setting *s, const char *how)
@@ -306,7 +311,40 @@ static const bad_value bad_values[] = {
         {"SANDBOX_HOST_EGRESS_CIDR", "--egress-cidr", "10.0.0.0/7"},
         {"SANDBOX_HOST_EGRESS_CIDR", "--egress-cidr", "10.0.0.0"},
         {"SANDBOX_HOST_EGRESS_CIDR", "--egress-cidr", "ten/16"},
+        {"SANDBOX_HOST_VOLUME_ROOT", "--volume-root", "volumes"},
+        {"SANDBOX_HOST_VOLUME_HOST_ALLOW", "--volume-host-allow", "data"},
+        {"SANDBOX_HOST_VOLUME_HOST_ALLOW", "--volume-host-allow", "/data::/srv"},
+        {"SANDBOX_HOST_VOLUME_HOST_ALLOW", "--volume-host-allow", "/data:"},
+        {"SANDBOX_HOST_VOLUME_HOST_ALLOW", "--volume-host-allow", "/data/../etc"},
+        {"SANDBOX_HOST_VOLUME_HOST_ALLOW", "--volume-host-allow", "/srv:/.."},
+        {"SANDBOX_HOST_VOLUME_MAX", "--volume-max", "65"},
 };
+
+/* Named volumes live below the state root unless put elsewhere; no host volume is allowed
+ * unless the operator names where; 16 volumes a sandbox. */
+START_TEST(test_volume_defaults_follow_the_state_root)
+{
+        sh_config c;
+        char *msg = NULL;
+
+        expect_ok(parse(&c, &msg, NULL, NULL), &msg);
+        ck_assert_str_eq(c.volume_root, "/var/lib/sandbox-host/volumes");
+        ck_assert_ptr_null(c.volume_host_allow);
+        ck_assert_uint_eq(c.volume_max, 16);
+        sh_config_done(&c);
+        expect_ok(parse(&c, &msg, "SANDBOX_HOST_ROOT=/srv/sh",
+                        "SANDBOX_HOST_VOLUME_HOST_ALLOW=", NULL, NULL),
+                  &msg);
+        ck_assert_str_eq(c.volume_root, "/srv/sh/volumes");
+        ck_assert_ptr_null(c.volume_host_allow);
+        sh_config_done(&c);
+        expect_ok(
+                parse(&c, &msg, "SANDBOX_HOST_ROOT=/srv/sh", NULL, "--volume-root=/nfs/vols", NULL),
+                &msg);
+        ck_assert_str_eq(c.volume_root, "/nfs/vols");
+        sh_config_done(&c);
+}
+END_TEST
 
 /* The range holds the gateway and one address per sandbox: a /24 (254) is too small for the
  * default 256 sandboxes, right for 254. */
@@ -729,6 +767,7 @@ static Suite *config_suite(void)
 
         tc = tcase_create("disk");
         tcase_add_test(tc, test_disk_defaults_are_a_limit_sized_at_start);
+        tcase_add_test(tc, test_volume_defaults_follow_the_state_root);
         tcase_add_test(tc, test_the_automatic_disk_limit_is_a_share_of_the_volume);
         tcase_add_test(tc, test_disk_inode_limit_is_derived_when_unset);
         tcase_add_test(tc, test_disk_settings_that_contradict_are_invalid);

@@ -92,6 +92,12 @@ typedef struct breaks {
         uint64_t tmp_size;
         uint32_t ptys_max;
         bool trailing, bad_magic;
+        /* one volume (its fields "" or 0 take the defaults: /vol, data, "", /mnt/data, 0) */
+        bool volume;
+        const char *vbase, *vpath, *vsub, *vtarget;
+        uint32_t vflags;
+        int n_volumes /* as sent; -1: how many there are */,
+                volume_gid /* -1: 150000 or 0; -2: (gid_t)-1 */;
 } breaks;
 
 static void build(bld *b, const breaks *k)
@@ -127,6 +133,18 @@ static void build(bld *b, const breaks *k)
         u8(b, 0);
         u8(b, 0);
         u32(b, 0x7fff0000);
+        u32(b, k->volume_gid >= 0    ? (uint32_t)k->volume_gid
+               : k->volume_gid == -2 ? 0xffffffffU
+               : k->volume           ? 150000
+                                     : 0);
+        u32(b, k->n_volumes >= 0 ? (uint32_t)k->n_volumes : k->volume ? 1 : 0);
+        if (k->volume) {
+                u32(b, k->vflags);
+                str(b, k->vbase ? k->vbase : "/vol");
+                str(b, k->vpath ? k->vpath : "data");
+                str(b, k->vsub ? k->vsub : "");
+                str(b, k->vtarget ? k->vtarget : "/mnt/data");
+        }
         if (k->trailing)
                 u8(b, 0);
 }
@@ -142,6 +160,8 @@ static void build(bld *b, const breaks *k)
                    .n_rlimits = -1,                                                                \
                    .rl_resource = -1,                                                              \
                    .n_filter = -1,                                                                 \
+                   .n_volumes = -1,                                                                \
+                   .volume_gid = -1,                                                               \
                    __VA_ARGS__})
 
 static int decode_bld(const bld *b, sh_worker_spec *out)
@@ -354,12 +374,15 @@ START_TEST(test_counts_and_values_out_of_range_are_refused)
 }
 END_TEST
 
-START_TEST(test_random_corruption_never_reads_past_the_message)
+/* 20,000 copies of s's encoding, 1 to 4 random bytes changed in each (xorshift from `seed`):
+ * each decodes or is refused, never read past (ASan), and what decodes holds to the
+ * decoder's rules. How many decoded. */
+static int corrupt_and_decode(const sh_worker_spec *s, uint32_t seed)
 {
-        sh_worker_spec *s = sample(), *d = calloc(1, sizeof(*d));
+        sh_worker_spec *d = calloc(1, sizeof(*d));
         char *buf = NULL;
         size_t len = 0;
-        uint32_t x = 2463534242U;
+        uint32_t x = seed;
         int round, accepted = 0;
 
         ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
@@ -383,14 +406,27 @@ START_TEST(test_random_corruption_never_reads_past_the_message)
                         ck_assert_int_le(d->n_rlimits, SH_WORKER_MAX_RLIMITS);
                         ck_assert_uint_ne(d->uid, 0);
                         ck_assert_uint_ne(d->gid, 0);
+                        ck_assert_int_le(d->n_volumes, SH_WORKER_VOLUMES_MAX);
+                        for (int i = 0; i < d->n_volumes; i++)
+                                ck_assert(sh_worker_volume_valid(&d->volumes[i]));
                         sh_worker_spec_done(d);
+                } else {
+                        ck_assert_ptr_null(d->seccomp.filter);
+                        ck_assert_ptr_null(d->volumes);
                 }
                 free(copy);
         }
-        /* flips inside the path bytes stay valid specs: the loop did reach the end */
-        ck_assert_int_gt(accepted, 0);
         free(buf);
         free(d);
+        return accepted;
+}
+
+START_TEST(test_random_corruption_never_reads_past_the_message)
+{
+        sh_worker_spec *s = sample();
+
+        /* flips inside the path bytes stay valid specs: the loop did reach the end */
+        ck_assert_int_gt(corrupt_and_decode(s, 2463534242U), 0);
         free(s);
 }
 END_TEST
@@ -621,6 +657,212 @@ START_TEST(test_relative_dirs_and_entries_beside_an_overlay_are_refused)
 }
 END_TEST
 
+/* ---- volumes ----------------------------------------------------------------------------- */
+
+static sh_volume_spec volumes[2];
+
+/* The sample with two volumes: a host directory read-only with a subPath, a named one. */
+static sh_worker_spec *volume_sample(void)
+{
+        sh_worker_spec *s = sample();
+
+        memset(volumes, 0, sizeof(volumes));
+        snprintf(volumes[0].base, sizeof(volumes[0].base), "/data");
+        snprintf(volumes[0].path, sizeof(volumes[0].path), "proj/x");
+        snprintf(volumes[0].sub, sizeof(volumes[0].sub), "a/b");
+        snprintf(volumes[0].target, sizeof(volumes[0].target), "/mnt/x");
+        volumes[0].flags = SH_VOL_RDONLY;
+        snprintf(volumes[1].base, sizeof(volumes[1].base), "/var/lib/sh/volumes");
+        snprintf(volumes[1].path, sizeof(volumes[1].path), "claim-1");
+        snprintf(volumes[1].target, sizeof(volumes[1].target), "/workspace/c");
+        volumes[1].flags = SH_VOL_CREATE | SH_VOL_NAMED;
+        s->volumes = volumes;
+        s->n_volumes = 2;
+        s->volume_gid = 199999;
+        return s;
+}
+
+START_TEST(test_volumes_round_trip)
+{
+        sh_worker_spec *s = volume_sample(), *d = calloc(1, sizeof(*d));
+        char *buf = NULL;
+        size_t len = 0;
+
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
+        ck_assert_int_eq(sh_worker_spec_decode(buf, len, d), 0);
+        ck_assert_int_eq(d->n_volumes, 2);
+        ck_assert_ptr_nonnull(d->volumes);
+        ck_assert_ptr_ne(d->volumes, volumes);
+        ck_assert_uint_eq(d->volume_gid, 199999);
+        for (int i = 0; i < 2; i++) {
+                ck_assert_str_eq(d->volumes[i].base, volumes[i].base);
+                ck_assert_str_eq(d->volumes[i].path, volumes[i].path);
+                ck_assert_str_eq(d->volumes[i].sub, volumes[i].sub);
+                ck_assert_str_eq(d->volumes[i].target, volumes[i].target);
+                ck_assert_uint_eq(d->volumes[i].flags, volumes[i].flags);
+        }
+        sh_worker_spec_done(d);
+        ck_assert_ptr_null(d->volumes);
+        ck_assert_int_eq(d->n_volumes, 0);
+        free(buf);
+        free(d);
+        free(s);
+}
+END_TEST
+
+START_TEST(test_a_spec_without_volumes_decodes_none)
+{
+        sh_worker_spec *s = sample(), *d = calloc(1, sizeof(*d));
+        char *buf = NULL;
+        size_t len = 0;
+
+        d->n_volumes = 5; /* whatever was there */
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
+        ck_assert_int_eq(sh_worker_spec_decode(buf, len, d), 0);
+        ck_assert_int_eq(d->n_volumes, 0);
+        ck_assert_ptr_null(d->volumes);
+        sh_worker_spec_done(d);
+        free(buf);
+        free(d);
+        free(s);
+}
+END_TEST
+
+START_TEST(test_every_truncation_of_volumes_is_refused)
+{
+        sh_worker_spec *s = volume_sample(), *d = calloc(1, sizeof(*d));
+        char *buf = NULL;
+        size_t len = 0;
+
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
+        for (size_t cut = 0; cut < len; cut++) {
+                char *copy = malloc(cut ? cut : 1);
+
+                memcpy(copy, buf, cut);
+                ck_assert_msg(sh_worker_spec_decode(copy, cut, d) == -EBADMSG,
+                              "a spec cut at %zu of %zu bytes was accepted", cut, len);
+                ck_assert_ptr_null(d->volumes);
+                free(copy);
+        }
+        free(buf);
+        free(d);
+        free(s);
+}
+END_TEST
+
+START_TEST(test_a_hand_made_volume_decodes)
+{
+        sh_worker_spec *d = calloc(1, sizeof(*d));
+        bld b;
+
+        build(&b, BREAKS(.volume = true, .vpath = ".", .vsub = "x/y", .vflags = SH_VOL_RDONLY));
+        ck_assert_int_eq(decode_bld(&b, d), 0);
+        ck_assert_int_eq(d->n_volumes, 1);
+        ck_assert_str_eq(d->volumes[0].base, "/vol");
+        ck_assert_str_eq(d->volumes[0].path, ".");
+        ck_assert_str_eq(d->volumes[0].sub, "x/y");
+        ck_assert_str_eq(d->volumes[0].target, "/mnt/data");
+        ck_assert_uint_eq(d->volumes[0].flags, SH_VOL_RDONLY);
+        ck_assert_uint_eq(d->volume_gid, 150000);
+        sh_worker_spec_done(d);
+        free(d);
+}
+END_TEST
+
+START_TEST(test_volume_paths_that_leave_their_base_are_refused)
+{
+        static const char *const bad_rel[] = {"..",   "../x", "a/../b", "a/..",  "/abs", "",
+                                              "a//b", "a/",   "./a",    "a/./b", "."};
+        static const char *const bad_target[] = {"",    "/",   "rel", "/a/../b", "/a/.",
+                                                 "/..", "//a", "/a/", "/a//b",   "/./a"};
+
+        for (size_t i = 0; i < ARRAY_SIZE(bad_rel); i++) {
+                if (!STREQ(bad_rel[i], ".")) /* "." is the base itself */
+                        assert_refused(BREAKS(.volume = true, .vpath = bad_rel[i]), bad_rel[i]);
+                if (bad_rel[i][0]) /* "": no subPath */
+                        assert_refused(BREAKS(.volume = true, .vsub = bad_rel[i]), bad_rel[i]);
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(bad_target); i++)
+                assert_refused(BREAKS(.volume = true, .vtarget = bad_target[i]), bad_target[i]);
+        assert_refused(BREAKS(.volume = true, .vbase = "vol"), "relative base");
+        assert_refused(BREAKS(.volume = true, .vbase = ""), "empty base");
+}
+END_TEST
+
+START_TEST(test_volume_counts_flags_and_group_are_checked)
+{
+        assert_refused(BREAKS(.volume = true, .n_volumes = SH_WORKER_VOLUMES_MAX + 1),
+                       "too many volumes");
+        assert_refused(BREAKS(.volume = true, .n_volumes = 2), "more volumes than sent");
+        assert_refused(BREAKS(.n_volumes = SH_WORKER_VOLUMES_MAX), "volumes counted, none sent");
+        assert_refused(BREAKS(.volume = true, .vflags = 1u << 3), "an unknown flag");
+        assert_refused(BREAKS(.volume = true, .vflags = SH_VOL_CREATE, .vpath = "a/b"),
+                       "a claim of two components");
+        assert_refused(BREAKS(.volume = true, .vflags = SH_VOL_CREATE, .vpath = "."),
+                       "the base itself as a claim");
+        assert_refused(BREAKS(.volume = true, .volume_gid = 0), "volumes without a group");
+        assert_refused(BREAKS(.volume = true, .volume_gid = 200001), "the sandbox's gid");
+        assert_refused(BREAKS(.volume = true, .volume_gid = -2), "group -1");
+        assert_refused(BREAKS(.volume_gid = -2), "group -1 without volumes");
+        assert_refused(BREAKS(.volume = true, .trailing = true), "trailing byte after volumes");
+}
+END_TEST
+
+START_TEST(test_a_claim_and_a_group_decode)
+{
+        sh_worker_spec *d = calloc(1, sizeof(*d));
+        bld b;
+
+        build(&b, BREAKS(.volume = true, .vflags = SH_VOL_CREATE | SH_VOL_NAMED, .vpath = "c-1"));
+        ck_assert_int_eq(decode_bld(&b, d), 0);
+        ck_assert_uint_eq(d->volumes[0].flags, SH_VOL_CREATE | SH_VOL_NAMED);
+        sh_worker_spec_done(d);
+        /* a group without volumes: nobody gets it, but it is no error */
+        build(&b, BREAKS(.volume_gid = 150000));
+        ck_assert_int_eq(decode_bld(&b, d), 0);
+        ck_assert_int_eq(d->n_volumes, 0);
+        sh_worker_spec_done(d);
+        free(d);
+}
+END_TEST
+
+START_TEST(test_encoder_refuses_volumes_the_decoder_would)
+{
+        sh_worker_spec *s = volume_sample();
+        char *buf = NULL;
+        size_t len = 0;
+
+        snprintf(volumes[0].sub, sizeof(volumes[0].sub), "../etc");
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        ck_assert(!sh_worker_volume_valid(&volumes[0]));
+        volumes[0].sub[0] = '\0';
+        ck_assert(sh_worker_volume_valid(&volumes[0]));
+        memset(volumes[0].target, 'a', sizeof(volumes[0].target)); /* no NUL in the field */
+        volumes[0].target[0] = '/';
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        snprintf(volumes[0].target, sizeof(volumes[0].target), "/mnt/x");
+        s->n_volumes = SH_WORKER_VOLUMES_MAX + 1;
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        s->n_volumes = 2;
+        s->volume_gid = 0;
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        s->volume_gid = 199999;
+        s->volumes = NULL;
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        ck_assert_ptr_null(buf);
+        free(s);
+}
+END_TEST
+
+START_TEST(test_random_corruption_of_volumes_never_reads_past_the_message)
+{
+        sh_worker_spec *s = volume_sample();
+
+        ck_assert_int_gt(corrupt_and_decode(s, 88172645U), 0);
+        free(s);
+}
+END_TEST
+
 /* ---- exec requests ----------------------------------------------------------------------- */
 
 START_TEST(test_exec_request_round_trips)
@@ -657,6 +899,18 @@ START_TEST(test_messages_round_trip)
         ck_assert_int_eq(got.a, 256);
         ck_assert_int_eq(got.b, -3);
         ck_assert_uint_eq(sh_proto_msg_type(&m, sizeof(m)), SH_MSG_EXITED);
+}
+END_TEST
+
+START_TEST(test_volume_created_is_a_message)
+{
+        sh_msg m = sh_proto_msg(SH_MSG_VOLUME_CREATED, 0, 3, 0), got = {0};
+
+        ck_assert_int_eq(sh_proto_decode_msg(&m, sizeof(m), &got), 0);
+        ck_assert_uint_eq(got.type, SH_MSG_VOLUME_CREATED);
+        ck_assert_int_eq(got.a, 3);
+        m.type = SH_MSG_VOLUME_CREATED + 1;
+        ck_assert_int_eq(sh_proto_decode_msg(&m, sizeof(m), &got), -EBADMSG);
 }
 END_TEST
 
@@ -748,13 +1002,15 @@ END_TEST
 
 START_TEST(test_every_step_has_a_name)
 {
-        for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_RESOLV; step++)
+        for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_VOLUME_TARGET; step++)
                 ck_assert_str_ne(sh_worker_step_name(step), "?");
         ck_assert_str_eq(sh_worker_step_name(SH_STEP_PIVOT), "pivot_root");
+        ck_assert_str_eq(sh_worker_step_name(SH_STEP_VOLUME_SOURCE), "volume source");
+        ck_assert_str_eq(sh_worker_step_name(SH_STEP_VOLUME_TARGET), "volume target");
         /* numbers from the other side that no step has */
         ck_assert_str_eq(sh_worker_step_name(0), "?");
         ck_assert_str_eq(sh_worker_step_name(-1), "?");
-        ck_assert_str_eq(sh_worker_step_name(SH_STEP_RESOLV + 1), "?");
+        ck_assert_str_eq(sh_worker_step_name(SH_STEP_VOLUME_TARGET + 1), "?");
         ck_assert_str_eq(sh_worker_step_name(1 << 30), "?");
 }
 END_TEST
@@ -789,12 +1045,25 @@ static Suite *proto_suite(void)
         tcase_add_test(tc, test_relative_dirs_and_entries_beside_an_overlay_are_refused);
         suite_add_tcase(s, tc);
 
+        tc = tcase_create("volumes");
+        tcase_add_test(tc, test_volumes_round_trip);
+        tcase_add_test(tc, test_a_spec_without_volumes_decodes_none);
+        tcase_add_test(tc, test_every_truncation_of_volumes_is_refused);
+        tcase_add_test(tc, test_a_hand_made_volume_decodes);
+        tcase_add_test(tc, test_volume_paths_that_leave_their_base_are_refused);
+        tcase_add_test(tc, test_volume_counts_flags_and_group_are_checked);
+        tcase_add_test(tc, test_a_claim_and_a_group_decode);
+        tcase_add_test(tc, test_encoder_refuses_volumes_the_decoder_would);
+        tcase_add_test(tc, test_random_corruption_of_volumes_never_reads_past_the_message);
+        suite_add_tcase(s, tc);
+
         tc = tcase_create("exec");
         tcase_add_test(tc, test_exec_request_round_trips);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("messages");
         tcase_add_test(tc, test_messages_round_trip);
+        tcase_add_test(tc, test_volume_created_is_a_message);
         tcase_add_test(tc, test_messages_of_a_wrong_size_or_type_are_refused);
         tcase_add_test(tc, test_fds_travel_in_one_record);
         tcase_add_test(tc, test_records_that_are_not_fds_are_ignored);

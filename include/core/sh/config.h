@@ -68,6 +68,10 @@ typedef struct sh_config {
         char *egress_cidr;        /* the sandboxes' range: "a.b.c.d/n", n 8..30 */
         bool egress;              /* off: no sandbox gets network (loopback only) */
         uint64_t egress_conn_max; /* connections tracked at once per sandbox */
+        /* volumes of /v1 sandboxes (sandbox/volume.c, OPENSANDBOX.md section 2) */
+        char *volume_root;       /* named volumes' directory; unset: {root}/volumes */
+        char *volume_host_allow; /* NULL: no host volumes; absolute prefixes, ':' between */
+        uint64_t volume_max;     /* volumes of one sandbox */
 } sh_config;
 
 #define SH_DISK_MIN      (1ULL << 20)  /* smallest SANDBOX_HOST_DISK_MAX other than 0 */

@@ -109,6 +109,36 @@ static inline int sh_mount_setattr(int dirfd, const char *path, unsigned int fla
         return (int)syscall(SYS_mount_setattr, dirfd, path, flags, attr, sizeof(*attr));
 }
 
+/* open_tree(2) and move_mount(2), Linux 5.2: a detached copy of a mount made from an fd, and
+ * attached at another fd, no path looked up again. glibc 2.36 declares wrappers in
+ * <sys/mount.h>, which clashes with the kernel's mount headers; by number here like the rest. */
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
+
+static inline int sh_open_tree(int dirfd, const char *path, unsigned int flags)
+{
+        return (int)syscall(SYS_open_tree, dirfd, path, flags);
+}
+
+static inline int sh_move_mount(int from_dirfd, const char *from_path, int to_dirfd,
+                                const char *to_path, unsigned int flags)
+{
+        return (int)syscall(SYS_move_mount, from_dirfd, from_path, to_dirfd, to_path, flags);
+}
+
 /* pivot_root(2): glibc has no wrapper at all. */
 static inline int sh_pivot_root(const char *new_root, const char *put_old)
 {

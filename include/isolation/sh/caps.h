@@ -11,6 +11,8 @@
 
 /* Returns 0, or -errno with *ret_step naming the step that failed (static string). */
 int sh_caps_drop_to(uid_t uid, gid_t gid, const char **ret_step);
+/* The same with `group` as the one supplementary group (0: none), a sandbox's volume group. */
+int sh_caps_drop_to_group(uid_t uid, gid_t gid, gid_t group, const char **ret_step);
 
 /* PID 1 after setup: bounding, permitted and effective sets reduced to CAP_SETUID,
  * CAP_SETGID and CAP_SETPCAP, inheritable and ambient empty, the sandbox securebits locked,

@@ -26,6 +26,7 @@
 #define SH_WORKER_NOFILE      1024      /* RLIMIT_NOFILE, soft and hard (worker.c) */
 #define SH_WORKER_LOWERS_MAX  128       /* image layers of an overlay root */
 #define SH_LOWER_NAME_MAX     128       /* bytes of a lower's name, NUL included */
+#define SH_WORKER_VOLUMES_MAX 64        /* volumes of one sandbox (SANDBOX_HOST_VOLUME_MAX <= it) */
 
 /* fds of a starting worker (sandbox-init): the control socket, the spec memfd, then the
  * spec's nprocs cgroup.procs fds of the sandbox's init cgroup. */
@@ -41,6 +42,7 @@ enum {
         SH_MSG_STARTED,      /* id, a = pid inside the sandbox */
         SH_MSG_EXITED,       /* id, a = wait status */
         SH_MSG_EXEC,         /* daemon -> worker: id + argv/env payload; fds: out, err, procs... */
+        SH_MSG_VOLUME_CREATED, /* a = index of a volume whose directory the worker made (a pvc) */
 };
 
 typedef struct sh_msg {
@@ -63,6 +65,32 @@ typedef struct sh_rlimit_spec {
         uint32_t resource; /* RLIMIT_* */
         uint64_t cur, max; /* RLIM_INFINITY for none */
 } sh_rlimit_spec;
+
+/* One volume: a directory of the host mounted into the sandbox (issue 25). sandbox-init opens
+ * `base` (an operator's path, trusted), resolves `path` from it and `sub` from that without
+ * leaving them (openat2 RESOLVE_BENEATH; no link at all in `sub`), and mounts the result, not
+ * recursively, nosuid and nodev (read-only with SH_VOL_RDONLY), at `target` in the new root,
+ * walked from the root without following any link. */
+enum {
+        SH_VOL_RDONLY = 1u << 0, /* mounted read-only */
+        SH_VOL_CREATE = 1u << 1, /* `path` (one component: a claim) made if absent */
+        SH_VOL_NAMED = 1u << 2,  /* a named volume (pvc): the shared scheme (setgid, default ACL) */
+};
+#define SH_VOL_FLAGS (SH_VOL_RDONLY | SH_VOL_CREATE | SH_VOL_NAMED)
+
+typedef struct sh_volume_spec {
+        char base[SH_WORKER_PATH_MAX];  /* absolute: an allowed host prefix or the volume root */
+        char path[SH_ENTRY_PATH_MAX];   /* relative to base: plain components, or "." for base */
+        char sub[SH_ENTRY_PATH_MAX];    /* subPath: plain relative components, "" for none */
+        char target[SH_ENTRY_PATH_MAX]; /* mountPath: absolute, plain components, not "/" */
+        uint32_t flags;                 /* SH_VOL_* */
+} sh_volume_spec;
+
+/* A volume as the decoder takes it (the daemon may check its own with it): base absolute;
+ * path "." or components joined by single '/', none empty, "." or ".." (one component with
+ * SH_VOL_CREATE); sub "" or the same; target '/' then such components; flags known; every
+ * string NUL-terminated inside its field. */
+bool sh_worker_volume_valid(const sh_volume_spec *v);
 
 /* Everything the worker needs, prepared in the daemon and sent to sandbox-init encoded
  * (sh_worker_spec_encode); the init trusts nothing in it it has not checked. */
@@ -96,6 +124,14 @@ typedef struct sh_worker_spec {
         /* The daemon points this at its filter's program; a decoded spec owns its copy
          * (sh_worker_spec_done frees it). */
         struct sock_fprog seccomp;
+        /* Volumes, mounted in this order (a parent's mountPath before its children's) after
+         * the root is assembled. The daemon points this at its array; a decoded spec owns its
+         * copy (sh_worker_spec_done frees it). */
+        sh_volume_spec *volumes;
+        int n_volumes;
+        /* The one supplementary group of every process of the sandbox (0: none): the group
+         * of the named volumes' directories. Never the sandbox's gid, never 0 with volumes. */
+        gid_t volume_gid;
 } sh_worker_spec;
 
 /* A lower's name as the decoder takes it: relative, components of [A-Za-z0-9._-] joined by
@@ -105,12 +141,12 @@ bool sh_worker_lower_valid(const char *name);
 /* Spec codec (pure). encode: *ret_buf is malloc'd; -E2BIG, -ENAMETOOLONG or -EINVAL for a spec
  * the decoder would refuse, -ENOMEM. decode: every length, count and value is checked
  * (strings fit their fields and hold no NUL, names are single components, paths absolute,
- * lowers relative and plain, uid and gid not 0, limits, lowers and filter bounded, no
- * trailing bytes); 0 or -EBADMSG / -ENOMEM,
- * *ret untouched but for the filter on failure. */
+ * lowers relative and plain, uid and gid not 0, limits, lowers, filter and volumes bounded,
+ * each volume sh_worker_volume_valid, no trailing bytes); 0 or -EBADMSG / -ENOMEM, *ret
+ * untouched but for the filter and the volumes (freed, NULL) on failure. */
 int sh_worker_spec_encode(const sh_worker_spec *spec, char **ret_buf, size_t *ret_len);
 int sh_worker_spec_decode(const void *buf, size_t len, sh_worker_spec *ret);
-/* Free what decode allocated (the filter). */
+/* Free what decode allocated (the filter, the volumes). */
 void sh_worker_spec_done(sh_worker_spec *spec);
 
 /* Exec payload codec (pure). */
@@ -171,6 +207,10 @@ enum {
         SH_STEP_SECCOMP,
         SH_STEP_OVERLAY, /* mount the image's layers at the root */
         SH_STEP_RESOLV,  /* /etc/resolv.conf naming the DNS proxy */
+        /* A volume (SETUP_FAILED's id = its index in the spec): its source (base, path, sub,
+         * a named volume's directory) or its target (mountPath in the root, the mount). */
+        SH_STEP_VOLUME_SOURCE,
+        SH_STEP_VOLUME_TARGET,
 };
 /* Names of setup steps for SH_MSG_SETUP_FAILED (a static string; "?" for a number no step
  * has: the number came from the other side). */

@@ -19,6 +19,7 @@
 #include "sh/loop.h"
 #include "sh/ring.h"
 #include "sh/util.h"
+#include "sh/volume.h"
 #include "sh/waiter.h"
 
 /* The sandbox object is sandbox.c's alone: everything else uses the functions below. */
@@ -88,6 +89,13 @@ typedef struct sh_create_opts {
          * gets its link under this policy (copied) once its worker serves, before its create
          * ends; a host without network support fails the create (SH_E_INVALID). */
         const struct sh_egress_policy *egress;
+        /* Volumes (sh/volume.h: the surface judged each field; sh_volumes_check holds, host
+         * bases are SANDBOX_HOST_VOLUME_HOST_ALLOW's prefixes, at most SANDBOX_HOST_VOLUME_MAX:
+         * else SH_E_INVALID), copied. The worker mounts them, parents first, before its root
+         * is pivoted to; their processes get the volumes' group (SANDBOX_HOST_UID_BASE - 1).
+         * A create with volumes never takes a pooled sandbox. NULL/0: none. */
+        const sh_volume *volumes;
+        size_t n_volumes;
 } sh_create_opts;
 
 /* The daemon's fds an idle sandbox holds: its worker's control socket. Nothing else is held
@@ -284,6 +292,9 @@ int sh_sandbox_open_log(sh_sandbox *sb, const char *name, int flags, sh_error **
 int sh_sandbox_remove_log(sh_sandbox *sb, const char *name, sh_error **err);
 /* uid/gid of the sandbox's processes and files. */
 const sh_fs_owner *sh_sandbox_owner(const sh_sandbox *sb);
+/* The volumes' group (SANDBOX_HOST_UID_BASE - 1), its processes' one supplementary group, when
+ * it mounts a volume; else 0. */
+gid_t sh_sandbox_volume_gid(const sh_sandbox *sb);
 /* The sandbox's trash (a new O_RDONLY|O_DIRECTORY fd; the caller closes it): a directory of its
  * workspace's filesystem, on the mount sh_sandbox_open_workspace's fd is on, outside the
  * workspace (no sandbox process reaches it) and inside the workspace's disk limit (or charged

@@ -34,9 +34,11 @@ typedef enum {
         SH_WORKER_EV_FAILED,
         SH_WORKER_EV_STARTED,
         SH_WORKER_EV_EXITED,
-        SH_WORKER_EV_DEAD
+        SH_WORKER_EV_DEAD,
+        SH_WORKER_EV_VOLUME_CREATED, /* id: the spec's volume whose directory it made */
 } sh_worker_ev;
-/* id and value: STARTED (exec id, pid), EXITED (exec id, wait status), FAILED (step, errno). */
+/* id and value: STARTED (exec id, pid), EXITED (exec id, wait status), FAILED (the spec's
+ * volume for a volume step, step, errno). */
 typedef void (*sh_worker_fn)(sh_worker *w, sh_worker_ev ev, uint32_t id, int value, int value2,
                              void *data);
 
