@@ -22,7 +22,7 @@ import pytest
 import oslib
 import shlib
 from oslib import expect
-from sselib import run, stdout_of
+from sselib import run
 
 CALL = 10.0
 VOLUME_MAX = 16
@@ -66,8 +66,12 @@ def body(vols):
 # ---- inside a sandbox ----------------------------------------------------------------------
 
 def sh(osc, sid, command):
-    """stdout lines of a command that must succeed."""
-    return stdout_of(osc, sid, command)
+    """stdout lines of a command that must succeed (its stderr in the failure)."""
+    st = run(osc, sid, command)
+    if st.final is None or st.final["type"] != "execution_complete":
+        raise AssertionError("%r failed: %r; stdout %r; stderr %r" % (
+            command, st.final, st.texts("stdout"), st.texts("stderr")))
+    return st.texts("stdout")
 
 
 def attempt(osc, sid, command):
