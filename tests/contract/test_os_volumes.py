@@ -395,6 +395,44 @@ def test_a_sandbox_with_volumes_works_on_the_workspace_as_before(vols):
     assert sh(vols.osc, sid, "cat /workspace/w") == ["ws"]
 
 
+def test_a_create_with_volumes_never_takes_a_pooled_sandbox(start_daemon, tmp_path):
+    """A pooled sandbox was started without volumes: a create with volumes starts its own
+    (its volume is there) and leaves the pooled one in the pool."""
+    from test_warm_pool import settled_workers
+    vroot = tmp_path / "v"
+    vroot.mkdir()
+    d = start_daemon(env={VROOT: str(vroot), "SANDBOX_HOST_WARM_POOL": "1"})
+    settled_workers(d, 1)
+    v = Vols(d, vroot, tmp_path, tmp_path)
+    try:
+        sid = v.sandbox(pvc("p", "pooled-not", "/p"))
+        sh(v.osc, sid, "echo mine > /p/f")
+        assert (vroot / "pooled-not" / "f").read_text() == "mine\n"
+        settled_workers(d, 2)
+    finally:
+        v.close()
+    d.stop_ok()
+
+
+def test_a_snapshot_holds_the_workspace_never_a_volume_mounted_in_it(vols):
+    """Volumes are not part of snapshots (section 2): a restore has the workspace's files,
+    none of a host or named volume mounted below /workspace."""
+    from test_os_snapshots import from_snapshot, ready_snapshot
+    d, c = vols.hostdir(), vols.claim()
+    sid = vols.sandbox(host("h", d, "/workspace/hostvol"), pvc("p", c, "/workspace/named"))
+    sh(vols.osc, sid, "echo ws > /workspace/w && echo hv > /workspace/hostvol/h"
+                      " && echo nv > /workspace/named/n")
+    s = ready_snapshot(vols.osc, sid)
+    try:
+        j = from_snapshot(vols.osc, s["id"])
+        vols.sids.append(j["id"])
+        assert sh(vols.osc, j["id"], "cat /workspace/w; test -e /workspace/hostvol/h && echo HV;"
+                                     " test -e /workspace/named/n && echo NV; true") == ["ws"]
+        assert (d / "h").read_text() == "hv\n" and (vols.vroot / c / "n").read_text() == "nv\n"
+    finally:
+        vols.osc.delete("/v1/snapshots/" + s["id"], check=False)
+
+
 # ---- the file API under a mountPath ---------------------------------------------------------
 
 def test_the_file_api_reads_lists_and_writes_under_a_host_volume(vols):
