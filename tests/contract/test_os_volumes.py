@@ -313,6 +313,19 @@ def test_delete_on_termination_keeps_a_volume_another_live_sandbox_mounts(vols):
     assert sh(vols.osc, b, "cat /s/f") == ["from-a"]
 
 
+def test_a_volume_kept_for_another_sandbox_goes_with_the_last_one_mounting_it(vols):
+    """deleteOnSandboxTermination of a volume this pod created still holds when another
+    sandbox mounted it meanwhile: it goes when the last of them is deleted."""
+    c = vols.claim()
+    a = vols.sandbox(pvc("shared", c, "/s", deleteOnSandboxTermination=True))
+    b = vols.sandbox(pvc("shared", c, "/s"))
+    sh(vols.osc, b, "echo from-b > /s/f")
+    vols.kill(a)
+    assert sh(vols.osc, b, "cat /s/f") == ["from-b"]
+    vols.kill(b)
+    assert wait_gone(vols.vroot / c), "the volume outlived every sandbox mounting it"
+
+
 def test_a_named_volume_name_of_253_characters_is_accepted(vols):
     c = "c" + "-".join(["abcdefgh"] * 28)[:251] + "z"
     assert len(c) == 253
