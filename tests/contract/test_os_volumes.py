@@ -12,6 +12,7 @@ Each test's host directories are below the module's own temporary directory (vol
 0777 where a sandbox must write (the operator's part: a host directory's permissions are its
 own), and removed with every sandbox when the test ends."""
 import os
+import threading
 
 import pytest
 
@@ -163,6 +164,28 @@ def test_a_named_volume_outlives_its_sandbox_and_the_next_one_reads_it(vols):
     vols.kill(sid)
     sid = vols.sandbox(pvc("keep", c, "/keep"))
     assert sh(vols.osc, sid, "cat /keep/k") == ["kept"]
+
+
+def test_creates_racing_for_one_new_named_volume_all_mount_the_same_one(vols):
+    c = vols.claim()
+    results = [None] * 5
+
+    def one(i):
+        results[i] = vols.osc.create(volumelib.body([pvc("race", c, "/r")]), timeout=60)
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(results))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(90)
+    for r in results:
+        assert r is not None and r.status == 202, r
+        vols.sids.append(r.json()["id"])
+    for i, sid in enumerate(vols.sids):
+        sh(vols.osc, sid, "echo %d > /r/%d" % (i, i))
+    assert sorted(os.listdir(vols.vroot / c)) == sorted(str(i) for i in range(len(results)))
+    assert sh(vols.osc, vols.sids[0], "cat /r/* | sort -n") == \
+        [str(i) for i in range(len(results))]
 
 
 def test_a_read_only_named_volume_is_read_and_refuses_writes(vols):

@@ -24,7 +24,7 @@ import pytest
 import oslib
 import shlib
 import volumelib
-from test_os_files import download
+from test_os_files import download, upload
 from volumelib import CALL, attempt, host, pvc, sh
 from volumelib import vdirs, vold, vols  # noqa: F401
 
@@ -241,6 +241,29 @@ def test_a_mount_path_through_a_link_planted_in_another_volume_is_400(vols, out)
         oslib.expect_400(r)
     assert not os.path.lexists(out / "x")
     assert not os.path.lexists("/x")
+
+
+@pytest.mark.parametrize("mount", ["/etc/passwd", "/etc/passwd/x", "/dev/null"])
+def test_a_mount_path_over_a_file_of_the_image_is_400(vols, mount):
+    d = vols.hostdir(marker="over-a-file")
+    vols.refused([host("h", d, mount)])
+
+
+def test_the_file_api_never_follows_a_link_in_a_volume_to_a_host_path(vols, out):
+    """Links a sandbox plants in its volume resolve as inside the sandbox (section 3.2), never
+    to the host's directory they name."""
+    d = vols.hostdir()
+    sid = vols.sandbox(host("data", d, "/data"))
+    sh(vols.osc, sid, "ln -s %s/marker.txt /data/esc && ln -s / /data/root && ln -s %s /data/dir"
+       % (out, out))
+    secret = (out / "marker.txt").read_bytes()
+    for p in ("/data/esc", "/data/root%s/marker.txt" % out, "/data/dir/marker.txt"):
+        r = download(vols.osc, sid, p)
+        assert secret not in r.body, (p, r)
+        assert r.status in (400, 404), (p, r)
+    for p in ("/data/esc", "/data/dir/new.txt", "/data/root%s/new.txt" % out):
+        upload(vols.osc, sid, [({"path": p}, b"planted")])
+    assert not os.path.exists(out / "new.txt")
 
 
 # ---- claimName ------------------------------------------------------------------------------------
