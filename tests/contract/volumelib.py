@@ -83,6 +83,13 @@ def attempt(osc, sid, command):
     return int(out[-1][3:]), out[:-1]
 
 
+def read_only_refuses(osc, sid, command):
+    """`command` (a write) fails inside, with EROFS's message."""
+    rc, out = attempt(osc, sid, command)
+    assert rc != 0 and any("Read-only file system" in ln for ln in out), \
+        "%r on a read-only volume: rc %r, %r" % (command, rc, out)
+
+
 # ---- the daemon and a test's volumes -------------------------------------------------------
 
 def daemon_env(vroot, allow, extra=None):
