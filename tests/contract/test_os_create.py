@@ -457,8 +457,8 @@ def test_other_extension_keys_are_ignored(osc):
 # ---- what this host cannot honour ----------------------------------------------------------------
 
 @pytest.mark.parametrize("field,value", [
+    # without SANDBOX_HOST_VOLUME_HOST_ALLOW (named volumes, ossfs: test_os_volumes.py)
     ("volumes", [{"name": "data", "host": {"path": "/tmp"}, "mountPath": "/mnt/data"}]),
-    ("volumes", [{"name": "pv", "pvc": {"claimName": "claim"}, "mountPath": "/mnt/pv"}]),
     ("credentialProxy", {"enabled": True}),
     ("templateId", "tmpl-1"),
     ("extensions", {"poolRef": "pool-a"}),
