@@ -85,6 +85,13 @@ echo "=== e2e: sandbox-host on cgroup v2"
 mkdir -p $CG/sandbox-host.service /var/lib/archive
 timeout -s KILL 200 /usr/bin/vmtest e2e /opt/sh/sandbox-host $CG/sandbox-host.service 2>&1 | results
 
+# 2b. Volumes (issue 25): the daemon again, in a cgroup of its own, with an allowed host prefix
+#     and a named volumes' root on the VM's file system; /v1 sandboxes mount them (no module is
+#     loaded yet: no disk limit, no network, as in the e2e part).
+echo "=== volumes: sandbox-host with host and named volumes"
+mkdir -p $CG/sandbox-host-volumes.service
+timeout -s KILL 150 /usr/bin/vmtest volumes /opt/sh/sandbox-host $CG/sandbox-host-volumes.service 2>&1 | results
+
 # 3. Project quota (issue 10, item 6): the daemon again, its state root on an ext4 disk with
 #    the quota and project features mounted prjquota, SANDBOX_HOST_DISK_MAX set; vmtest
 #    performs each way of taking space past it from inside a sandbox.

@@ -150,9 +150,19 @@ EGRESS_CHECKS = [
     "egress_delete_removes_link",
     "egress_sigterm_exit_0",
 ]
+# Volumes (issue 25): /v1 sandboxes with host and named volumes, the daemon on cgroup v2.
+VOLUMES_CHECKS = [
+    "volumes_daemon_start",
+    "volumes_host_read_only_marker_read_write_refused",
+    "volumes_host_read_write_shows_on_the_vm",
+    "volumes_named_volume_shared_by_two_sandboxes",
+    "volumes_commands_in_own_v2_cgroups",
+    "volumes_delete_on_termination_removes_the_volume",
+    "volumes_sigterm_exit_0",
+]
 EXPECTED = (["vm_cgroup2_only"] + ["cgroup_live." + t for t in LIVE_TESTS] + ["cgroup_live"]
             + ["unpack_jail." + t for t in JAIL_TESTS] + ["unpack_jail"] + E2E_CHECKS
-            + QUOTA_CHECKS + XFS_CHECKS + OVERLAY_CHECKS + EGRESS_CHECKS)
+            + VOLUMES_CHECKS + QUOTA_CHECKS + XFS_CHECKS + OVERLAY_CHECKS + EGRESS_CHECKS)
 
 RESULT_RE = re.compile(r"^RESULT (\S+) (ok|fail)(?: (.*))?$")
 

@@ -6,6 +6,8 @@
  *                             HTTP/1.1 and print "RESULT <name> ok|fail <detail>" per check
  *   vmtest egress DAEMON CGDIR  the same with egress on (issue 24): a /v1 sandbox's policy
  *                             against listeners in a network namespace the test makes
+ *   vmtest volumes DAEMON CGDIR  the same with host and named volumes (issue 25): /v1
+ *                             sandboxes mounting them, the VM's directories behind them
  *   vmtest connect ADDR PORT MS  connect within MS ms, print what the listener said
  *   vmtest memhog MIB         touch MIB MiB of anonymous memory; "survived" if not killed
  *   vmtest forkloop N [MS]    fork up to N children (each pauses, fds closed), print
@@ -2536,6 +2538,221 @@ static int egress(const char *bin, const char *cgdir)
         return n_fail ? 1 : 0;
 }
 
+/* ---- volumes (issue 25): /v1 sandboxes with host and named volumes, the daemon on cgroup v2.
+ *      The VM's own directories stand for the host's; the named volumes' root is the VM's too
+ *      (a PersistentVolume or an NFS share in a pod). */
+
+#define VOL_ALLOW "/var/lib/vmtest-host"    /* SANDBOX_HOST_VOLUME_HOST_ALLOW */
+#define VOL_ROOT  "/var/lib/vmtest-volumes" /* SANDBOX_HOST_VOLUME_ROOT */
+
+/* A /v1 sandbox (sleeping) with `volumes` (a JSON array), Running within 20 s: its id in vid.
+ * False and the reason in why otherwise. */
+static bool os_create_volumes(const char *volumes, char *vid, size_t vidsz, char *why, size_t whysz)
+{
+        char body[2048], state[64] = "";
+        bool made;
+        resp r;
+
+        snprintf(body, sizeof(body),
+                 "{\"image\":{\"uri\":\"default\"},\"entrypoint\":[\"sleep\",\"3600\"],"
+                 "\"timeout\":600,\"volumes\":%s}",
+                 volumes);
+        r = http("POST", "/v1/sandboxes", body);
+        made = r.status == 202 && r.body && json_str(r.body, "id", vid, vidsz);
+        snprintf(why, whysz, "create %d %s %.300s", r.status, r.err, r.body ? r.body : "");
+        resp_free(&r);
+        if (made && !os_wait_state(vid, "Running", 20000, state, sizeof(state))) {
+                snprintf(why + strlen(why), whysz - strlen(why), "; state %s", state);
+                return false;
+        }
+        return made;
+}
+
+/* DELETE /v1/sandboxes/{vid}: the HTTP status. */
+static int os_delete(const char *vid)
+{
+        char path[256];
+        resp r;
+        int st;
+
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", vid);
+        r = http("DELETE", path, NULL);
+        st = r.status;
+        resp_free(&r);
+        return st;
+}
+
+/* Whether a command's SSE stream `out` has a stdout line that is exactly `line`. */
+static bool has_line(const char *out, const char *line)
+{
+        char want[256];
+
+        snprintf(want, sizeof(want), "\"type\":\"stdout\",\"text\":\"%s\"", line);
+        return strstr(out, want) != NULL;
+}
+
+/* The n of the first "0::/../exec-<n>" stdout line of a command's stream, or -1. */
+static long exec_cgroup_of(const char *out)
+{
+        const char *p = strstr(out, "\"text\":\"0::/../exec-");
+        char *end;
+        long n;
+
+        if (!p)
+                return -1;
+        n = strtol(p + strlen("\"text\":\"0::/../exec-"), &end, 10);
+        return *end == '"' ? n : -1;
+}
+
+/* The first stdout line of a command's stream that is a number (`id -u`), or -1. */
+static long number_line(const char *out)
+{
+        for (const char *p = out; (p = strstr(p, "\"type\":\"stdout\",\"text\":\"")); p++) {
+                const char *t = p + strlen("\"type\":\"stdout\",\"text\":\"");
+                char *end;
+                long n = strtol(t, &end, 10);
+
+                if (end > t && isdigit((unsigned char)*t) && *end == '"')
+                        return n;
+        }
+        return -1;
+}
+
+static int volumes(const char *bin, const char *cgdir)
+{
+        static const char *const env[] = {
+                "SANDBOX_HOST_VOLUME_HOST_ALLOW=" VOL_ALLOW,
+                "SANDBOX_HOST_VOLUME_ROOT=" VOL_ROOT,
+                NULL,
+        };
+        char why[1500] = "", vh[128] = "", va[128] = "", vb[128] = "", vd[128] = "";
+        char out[2000], out2[2000], sbdir[1200];
+        bool up, host_ok, a_ok, b_ok, d_ok;
+        const char *s;
+        int st, st2;
+
+        /* the host's side: a marker in a directory the sandbox mounts read-only, and a
+         * directory it may write (a host directory's permissions are the operator's) */
+        up = shell("rm -rf " VOL_ALLOW " " VOL_ROOT " && mkdir -p " VOL_ALLOW "/ro " VOL_ALLOW
+                   "/rw " VOL_ROOT " && echo host-marker-vm > " VOL_ALLOW
+                   "/ro/marker.txt && chmod 0777 " VOL_ALLOW "/rw",
+                   why, sizeof(why));
+        daemon_root = "/var/lib/sandbox-host-volumes";
+        daemon_env = env;
+        up = up && start_daemon(bin, cgdir, why, sizeof(why));
+        result("volumes_daemon_start", up, "port=%d pid=%d %s", port, (int)daemon_pid, why);
+        if (up && !daemon_subtree(sub, sizeof(sub)))
+                snprintf(sub, sizeof(sub), "(no subtree: %s)", cg_of(daemon_pid));
+
+        /* host volumes: a marker read through a read-only mount, a write there refused; a
+         * write into a read-write one shows on the VM's file system */
+        host_ok = up && os_create_volumes("[{\"name\":\"ro\",\"host\":{\"path\":\"" VOL_ALLOW
+                                          "/ro\"},\"mountPath\":\"/data\",\"readOnly\":true},"
+                                          "{\"name\":\"rw\",\"host\":{\"path\":\"" VOL_ALLOW
+                                          "/rw\"},\"mountPath\":\"/out\",\"readOnly\":false}]",
+                                          vh, sizeof(vh), why, sizeof(why));
+        st = host_ok ? os_command(vh, "cat /data/marker.txt; echo x > /data/new 2>&1; echo rc=$?",
+                                  out, sizeof(out))
+                     : 0;
+        result("volumes_host_read_only_marker_read_write_refused",
+               st == 200 && has_line(out, "host-marker-vm") &&
+                       strstr(out, "Read-only file system") && !has_line(out, "rc=0") &&
+                       !exists(VOL_ALLOW "/ro/new"),
+               "%s; command %d %.900s; on the VM: new=%d", why, st, out,
+               exists(VOL_ALLOW "/ro/new"));
+        st = host_ok ? os_command(vh, "echo written-inside > /out/w.txt && echo wrote", out,
+                                  sizeof(out))
+                     : 0;
+        s = slurp_or(VOL_ALLOW "/rw/w.txt", "(none)");
+        result("volumes_host_read_write_shows_on_the_vm",
+               st == 200 && has_line(out, "wrote") && strcmp(s, "written-inside\n") == 0,
+               "%s; command %d %.900s; on the VM: w.txt=[%.100s]", why, st, out, s);
+
+        /* a named volume shared by two sandboxes (each its own uid): one writes a file, the
+         * other reads it and changes it, the first sees the change */
+        a_ok = up && os_create_volumes("[{\"name\":\"shared\",\"pvc\":{\"claimName\":\"vmshared\"},"
+                                       "\"mountPath\":\"/shared\"}]",
+                                       va, sizeof(va), why, sizeof(why));
+        b_ok = a_ok && os_create_volumes("[{\"name\":\"shared\",\"pvc\":{\"claimName\":"
+                                         "\"vmshared\"},\"mountPath\":\"/shared\"}]",
+                                         vb, sizeof(vb), why, sizeof(why));
+        st = b_ok ? os_command(va, "echo from-a > /shared/a.txt && id -u", out, sizeof(out)) : 0;
+        st2 = b_ok ? os_command(vb, "cat /shared/a.txt && echo from-b >> /shared/a.txt && id -u",
+                                out2, sizeof(out2))
+                   : 0;
+        {
+                char o3[2000] = "";
+                int st3 = b_ok ? os_command(va, "cat /shared/a.txt", o3, sizeof(o3)) : 0;
+
+                s = slurp_or(VOL_ROOT "/vmshared/a.txt", "(none)");
+                result("volumes_named_volume_shared_by_two_sandboxes",
+                       st == 200 && st2 == 200 && st3 == 200 && has_line(out2, "from-a") &&
+                               has_line(o3, "from-a") && has_line(o3, "from-b") &&
+                               number_line(out) > 0 && number_line(out2) > 0 &&
+                               number_line(out) != number_line(out2) &&
+                               strcmp(s, "from-a\nfrom-b\n") == 0,
+                       "uids %ld and %ld; a writes %d %.500s; b reads, appends %d %.500s; a reads "
+                       "%d %.400s; on the VM: [%.100s]; %s",
+                       number_line(out), number_line(out2), st, out, st2, out2, st3, o3, s, why);
+        }
+
+        /* commands in a sandbox with volumes still run each in a v2 cgroup of its own below
+         * the sandbox's: one that left a process keeps its cgroup (seen from outside with the
+         * process in it), the next gets another */
+        {
+                long n1 = -1, n2 = -1;
+                const char *procs = "?";
+
+                st = a_ok ? os_command(va,
+                                       "sleep 5 </dev/null >/dev/null 2>&1 & cat /proc/self/cgroup",
+                                       out, sizeof(out))
+                          : 0;
+                n1 = exec_cgroup_of(out);
+                if (n1 >= 0) {
+                        snprintf(sbdir, sizeof(sbdir), "%s/%s/exec-%ld", sub, va, n1);
+                        procs = slurp_or(pathf("%s/cgroup.procs", sbdir), "(none)");
+                }
+                st2 = a_ok ? os_command(va, "cat /proc/self/cgroup", out2, sizeof(out2)) : 0;
+                n2 = exec_cgroup_of(out2);
+                result("volumes_commands_in_own_v2_cgroups",
+                       st == 200 && st2 == 200 && n1 >= 0 && n2 >= 0 && n1 != n2 && *procs &&
+                               strcmp(procs, "(none)") != 0,
+                       "first %d %.300s; second %d %.300s; %s/cgroup.procs=[%.100s]", st, out, st2,
+                       out2, n1 >= 0 ? sbdir : "-", procs);
+        }
+        if (a_ok)
+                os_delete(va);
+        if (b_ok)
+                os_delete(vb);
+
+        /* deleteOnSandboxTermination: the volume this sandbox's create made goes with it */
+        d_ok = up && os_create_volumes("[{\"name\":\"tmp\",\"pvc\":{\"claimName\":\"vmtmp\","
+                                       "\"deleteOnSandboxTermination\":true},\"mountPath\":"
+                                       "\"/t\"}]",
+                                       vd, sizeof(vd), why, sizeof(why));
+        {
+                bool made = d_ok && exists(VOL_ROOT "/vmtmp");
+                int wr = d_ok ? os_command(vd, "echo t > /t/f && echo wrote", out, sizeof(out)) : 0;
+                int del = d_ok ? os_delete(vd) : 0;
+                bool gone = del == 204 && wait_gone(VOL_ROOT "/vmtmp", 20000);
+
+                result("volumes_delete_on_termination_removes_the_volume",
+                       made && wr == 200 && has_line(out, "wrote") && gone,
+                       "%s; made=%d; write %d %.300s; DELETE %d; %s gone=%d", why, made, wr, out,
+                       del, VOL_ROOT "/vmtmp", gone);
+        }
+
+        /* SIGTERM: exit 0; then the VM's directories go */
+        st = up ? stop_daemon() : -1;
+        result("volumes_sigterm_exit_0", st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+               "status=0x%x", st);
+        why[0] = '\0';
+        if (!shell("rm -rf " VOL_ALLOW " " VOL_ROOT " /var/lib/sandbox-host-volumes", why,
+                   sizeof(why)))
+                result("volumes_cleanup", false, "%s", why);
+        return n_fail ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
         setvbuf(stdout, NULL, _IOLBF, 0);
@@ -2559,6 +2776,10 @@ int main(int argc, char **argv)
                 signal(SIGPIPE, SIG_IGN);
                 return egress(argv[2], argv[3]);
         }
+        if (argc == 4 && strcmp(argv[1], "volumes") == 0) {
+                signal(SIGPIPE, SIG_IGN);
+                return volumes(argv[2], argv[3]);
+        }
         if (argc == 5 && strcmp(argv[1], "connect") == 0)
                 return cmd_connect(argv[2], atoi(argv[3]), atoi(argv[4]));
         if (argc == 4 && strcmp(argv[1], "fill") == 0)
@@ -2575,9 +2796,10 @@ int main(int argc, char **argv)
                 return cmd_projid(argv[2], atoi(argv[3]));
         if (argc == 4 && strcmp(argv[1], "noinherit") == 0)
                 return cmd_noinherit(argv[2], atoi(argv[3]));
-        fprintf(stderr, "usage: vmtest e2e|egress DAEMON CGDIR | quota|xfs DAEMON CGDIR MOUNT | "
-                        "memhog MIB | forkloop N | connect ADDR PORT MS | fill FILE MIB | "
-                        "falloc FILE MIB | ghost MIB | symlinks N | files N | projid FILE MIB | "
-                        "noinherit DIR MIB\n");
+        fprintf(stderr,
+                "usage: vmtest e2e|egress|volumes DAEMON CGDIR | quota|xfs DAEMON CGDIR MOUNT | "
+                "memhog MIB | forkloop N | connect ADDR PORT MS | fill FILE MIB | "
+                "falloc FILE MIB | ghost MIB | symlinks N | files N | projid FILE MIB | "
+                "noinherit DIR MIB\n");
         return 2;
 }
