@@ -435,8 +435,56 @@ static int mkdir_p_abs(const char *path, mode_t mode)
         return 0;
 }
 
+/* Whether a and b, absolute paths, are one directory or one lies below the other (by
+ * components: "/data" and "/database" do not). */
+static bool paths_overlap(const char *a, const char *b)
+{
+        size_t na = strlen(a), nb = strlen(b), n = na < nb ? na : nb;
+
+        while (na > 1 && a[na - 1] == '/')
+                na--;
+        while (nb > 1 && b[nb - 1] == '/')
+                nb--;
+        n = na < nb ? na : nb;
+        if (n == 1) /* "/" holds everything */
+                return true;
+        return strncmp(a, b, n) == 0 && (na == nb || (na < nb ? b[n] : a[n]) == '/');
+}
+
+/* An allowed host prefix must not hold, nor lie inside, a directory of the daemon's own: a host
+ * volume there would hand one sandbox the others' workspaces, archives, snapshots or named
+ * volumes. Both sides are compared with their links resolved (a missing daemon directory, an
+ * archive not mounted yet: as written). */
+static int prefix_check(const sh_config *cfg, const char *prefix, sh_error **err)
+{
+        const char *const own[] = {cfg->root, cfg->volume_root, cfg->nfs_root, cfg->snapshot_root,
+                                   cfg->images};
+        const char *const what[] = {"SANDBOX_HOST_ROOT", "SANDBOX_HOST_VOLUME_ROOT",
+                                    "SANDBOX_HOST_NFS_ROOT", "SANDBOX_HOST_SNAPSHOT_ROOT",
+                                    "SANDBOX_HOST_IMAGES"};
+        _cleanup_free_ char *p = realpath(prefix, NULL);
+
+        if (!p)
+                return sh_error_make(err, errno, "SANDBOX_HOST_VOLUME_HOST_ALLOW's prefix '%s'",
+                                     prefix);
+        for (size_t i = 0; i < ARRAY_SIZE(own); i++) {
+                _cleanup_free_ char *o = own[i] ? realpath(own[i], NULL) : NULL;
+                const char *d = o ? o : own[i];
+
+                if (d && (paths_overlap(p, d) || paths_overlap(prefix, own[i])))
+                        return sh_error_new(err, SH_E_INVALID,
+                                            "SANDBOX_HOST_VOLUME_HOST_ALLOW's prefix '%s' "
+                                            "overlaps the daemon's own directory '%s' (%s): "
+                                            "a host volume there would reach other sandboxes' "
+                                            "data",
+                                            prefix, own[i], what[i]);
+        }
+        return 0;
+}
+
 /* The volumes' places, at start (never on the loop later: either may be NFS): the named
- * volumes' root made if missing, every allowed host prefix an existing directory. */
+ * volumes' root made if missing, every allowed host prefix an existing directory that shares
+ * nothing with the daemon's own directories. */
 static int volumes_open(const sh_config *cfg, sh_error **err)
 {
         const char *c = cfg->volume_host_allow;
@@ -461,6 +509,8 @@ static int volumes_open(const sh_config *cfg, sh_error **err)
                                             "SANDBOX_HOST_VOLUME_HOST_ALLOW's prefix '%s' is "
                                             "not a directory",
                                             prefix);
+                if (prefix_check(cfg, prefix, err) < 0)
+                        return -1;
                 c += n;
                 c += *c == ':';
         }

@@ -25,7 +25,7 @@ import oslib
 import shlib
 import volumelib
 from test_os_files import download, upload
-from volumelib import CALL, attempt, host, pvc, sh
+from volumelib import ALLOW, CALL, attempt, host, pvc, sh
 from volumelib import vdirs, vold, vols  # noqa: F401
 
 pytestmark = volumelib.needs_root
@@ -401,3 +401,29 @@ def test_removing_a_volume_never_follows_a_link_the_sandbox_left_in_it(vols, out
         "the volume was not removed"
     assert open("/etc/passwd", "rb").read() == passwd
     assert os.path.isdir(vols.vroot)
+
+
+# ---- an operator's prefix over the daemon's own directories ----------------------------------
+
+@pytest.mark.parametrize("where", ["the state root's parent", "the state root", "inside it",
+                                   "the named volumes' root", "a link to the state root"])
+def test_an_allowed_prefix_overlapping_the_daemons_own_directories_stops_the_start(tmp_path,
+                                                                                  where):
+    """A host volume at or above the daemon's state root would hand a sandbox every other
+    sandbox's workspace (and a prefix inside it, or over the named volumes' root, the same):
+    such a prefix stops the start with the reason, even reached through a link."""
+    root = tmp_path / "state"
+    root.mkdir()
+    (root / "inner").mkdir()
+    vroot = tmp_path / "volumes"
+    vroot.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(root)
+    prefix = {"the state root's parent": tmp_path, "the state root": root,
+              "inside it": root / "inner", "the named volumes' root": vroot,
+              "a link to the state root": link}[where]
+    rc, out, err = shlib.run_to_exit(env={ALLOW: str(prefix), "SANDBOX_HOST_VOLUME_ROOT":
+                                          str(vroot)}, root=str(root))
+    assert rc not in (0, None), (rc, err)
+    assert ALLOW in err and "overlaps the daemon's own directory" in err, err
+
