@@ -107,8 +107,8 @@ static int judge_pvc(const cJSON *c, os_record *rec, sh_volume *v, os_err *e)
         cJSON_ArrayForEach(x, am) if (!cJSON_IsString(x)) return os_err_code(
                 e, OS_E_INVALID_REQUEST, "volume '%s': pvc.accessModes is a list of strings",
                 v->name);
-        /* No disk mechanism here holds a size per directory of the volume root: said, not
-         * refused (docs/opensandbox.md). */
+        /* Not enforced yet (a project quota per named volume is not built; on NFS none can
+         * be): said, not refused (docs/opensandbox.md). */
         if (st)
                 os_record_log(rec, SH_LOG_INFO, "volume-storage-ignored",
                               "volume '%s': pvc.storage '%.40s' is not enforced on this host",
