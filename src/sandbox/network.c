@@ -488,6 +488,7 @@ int sh_network_attach(sh_network *n, sh_sandbox *sb, int netns_fd, sh_egress_pol
         char path[64], ifname[IFNAMSIZ];
         struct in_addr addr;
         size_t nrules = 0;
+        uint64_t t0, t1;
         pid_t pid;
         int r;
 
@@ -516,12 +517,17 @@ int sh_network_attach(sh_network *n, sh_sandbox *sb, int netns_fd, sh_egress_pol
         }
         sh_egress_link_name(n->links, s, ifname, sizeof(ifname));
         /* The table first, then the link (net.h: fail closed). */
+        t0 = sh_now_ns();
         if (sh_egress_nft_sandbox_add(n->nft, s, ifname, addr, rules, nrules,
                                       p->default_action == SH_EGRESS_ALLOW, err) < 0) {
                 sh_egress_policy_done(p);
                 return -1;
         }
+        t1 = sh_now_ns();
         r = sh_egress_link_add(n->links, s, netns_fd >= 0 ? netns_fd : ns, err);
+        /* What each step cost (issue 24's create row). */
+        log_debug("egress-attach-time", sh_sandbox_id(sb), "table %.3f ms, link %.3f ms",
+                  (double)(t1 - t0) / 1e6, (double)(sh_now_ns() - t1) / 1e6);
         if (r < 0) {
                 sh_error *ignored = NULL;
 
@@ -577,6 +583,7 @@ int sh_network_set_policy(sh_network *n, sh_sandbox *sb, sh_egress_policy *p, sh
         _cleanup_free_ struct in_addr *forget = NULL;
         _cleanup_free_ bool *allowed = NULL;
         size_t nrules = 0, nforget = 0, i, j;
+        uint64_t t0;
         bool keep;
 
         if (!s) {
@@ -608,11 +615,14 @@ int sh_network_set_policy(sh_network *n, sh_sandbox *sb, sh_egress_policy *p, sh
                 if (!keep)
                         forget[nforget++].s_addr = htonl(s->open[i].addr);
         }
+        t0 = sh_now_ns();
         if (sh_egress_nft_policy(n->nft, (uint32_t)(s - n->slots), rules, nrules,
                                  p->default_action == SH_EGRESS_ALLOW, forget, nforget, err) < 0) {
                 sh_egress_policy_done(p);
                 return -1;
         }
+        log_debug("egress-policy-time", sh_sandbox_id(sb), "table %.3f ms",
+                  (double)(sh_now_ns() - t0) / 1e6);
         /* Backwards: opened_drop moves the last entry into the hole, whose verdict is known. */
         for (i = s->n_open; i-- > 0;)
                 if (!allowed[i]) {
