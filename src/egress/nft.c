@@ -10,7 +10,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/rule.h>
 #include <libnftnl/set.h>
+#include <libnftnl/udata.h>
+#include <linux/netfilter/nf_conntrack_common.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netlink.h>
@@ -31,7 +36,8 @@ typedef struct slot {
         struct in_addr addr;
 } slot;
 
-#define NL_BUF 8192 /* one batch of ours (an address opened), or one read of its answers */
+#define IFNAMSIZ_KEY 16   /* an ifname in a set key: zero-padded to this */
+#define NL_BUF       8192 /* one batch of ours (an address opened), or one read of its answers */
 
 struct sh_egress_nft {
         struct nft_ctx *ctx;
@@ -315,6 +321,10 @@ static slot *find(sh_egress_nft *n, uint32_t s)
         return s < n->nslots && n->slots[s].used ? &n->slots[s] : NULL;
 }
 
+static int sandbox_add_batch(sh_egress_nft *n, uint32_t s, const char *ifname, struct in_addr addr,
+                             const sh_egress_nft_rule *rules, size_t nrules, bool default_allow,
+                             uint32_t *which);
+
 /* Write slot s's policy chain anew (flushed first): see net.h for the order. */
 static void put_policy(sh_egress_nft *n, txn *t, uint32_t s, const sh_egress_nft_rule *rules,
                        size_t nrules, bool default_allow)
@@ -358,7 +368,7 @@ int sh_egress_nft_sandbox_add(sh_egress_nft *n, uint32_t s, const char *ifname, 
                               sh_error **err)
 {
         const char *T = n->table;
-        txn t;
+        uint32_t which = 0;
         int r;
 
         if (!valid_word(ifname, sizeof(n->slots[0].ifname) - 1, "") || !valid_rules(rules, nrules))
@@ -375,26 +385,12 @@ int sh_egress_nft_sandbox_add(sh_egress_nft *n, uint32_t s, const char *ifname, 
                 n->slots = grown;
                 n->nslots = want;
         }
-        r = txn_begin(&t);
+        r = sandbox_add_batch(n, s, ifname, addr, rules, nrules, default_allow, &which);
         if (r < 0)
-                return sh_error_make(err, -r, "nft: building a transaction");
-        addf(&t, "add set inet %s dns_%u { type ipv4_addr; flags timeout; size %u; }\n", T, s,
-             n->dns_max);
-        addf(&t, "add chain inet %s sb_%u\nadd chain inet %s sbp_%u\n", T, s, T, s);
-        /* The bound sits in the chain a policy change leaves alone: its count survives. */
-        addf(&t, "add rule inet %s sb_%u ct state new ct count over %u drop\n", T, s, n->conn_max);
-        addf(&t, "add rule inet %s sb_%u jump sbp_%u\n", T, s, s);
-        put_policy(n, &t, s, rules, nrules, default_allow);
-        addf(&t, "add element inet %s pairs { \"%s\" . ", T, ifname);
-        put_addr(&t, addr);
-        addf(&t, " }\nadd element inet %s out { \"%s\" . ", T, ifname);
-        put_addr(&t, addr);
-        addf(&t, " : jump sb_%u }\nadd element inet %s in { \"%s\" . ", s, T, ifname);
-        put_addr(&t, addr);
-        addf(&t, " : jump sb_%u }\n", s);
-        r = txn_run(n, &t, err);
-        if (r < 0)
-                return sh_error_wrap(err, "adding slot %u to table %s", s, T);
+                return sh_error_make(err, -r,
+                                     "nft: adding slot %u to table %s: %s (message %u of the "
+                                     "batch)",
+                                     s, T, strerror(-r), which);
         n->slots[s].used = true;
         snprintf(n->slots[s].ifname, sizeof(n->slots[s].ifname), "%s", ifname);
         n->slots[s].addr = addr;
@@ -543,6 +539,374 @@ static int batch_talk(sh_egress_nft *n, struct mnl_nlmsg_batch *b, uint32_t firs
                 }
         }
         return r;
+}
+
+/* ---- a sandbox's place in the table as one libnftnl batch ---------------------------------- */
+
+/* The messages of one batch being written; `oom` once an allocation or the buffer failed. */
+typedef struct nlb {
+        sh_egress_nft *n;
+        struct mnl_nlmsg_batch *b;
+        uint32_t count; /* messages between begin and end */
+        bool oom;
+} nlb;
+
+static void nlb_put(nlb *B, struct nlmsghdr *nlh)
+{
+        (void)nlh;
+        B->count++;
+        if (!mnl_nlmsg_batch_next(B->b))
+                B->oom = true;
+}
+
+static struct nftnl_expr *expr_new(nlb *B, struct nftnl_rule *r, const char *name)
+{
+        struct nftnl_expr *e = B->oom ? NULL : nftnl_expr_alloc(name);
+
+        if (!e) {
+                B->oom = true;
+                return NULL;
+        }
+        nftnl_rule_add_expr(r, e); /* the rule owns it now */
+        return e;
+}
+
+/* [ ct load <key> => reg 1 (, dir original) ] */
+static void x_ct_load(nlb *B, struct nftnl_rule *r, uint32_t key, bool original)
+{
+        struct nftnl_expr *e = expr_new(B, r, "ct");
+
+        if (!e)
+                return;
+        nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, key);
+        if (original)
+                nftnl_expr_set_u8(e, NFTNL_EXPR_CT_DIR, 0); /* IP_CT_DIR_ORIGINAL */
+        nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+}
+
+/* [ cmp <op> reg 1 <data> ] */
+static void x_cmp(nlb *B, struct nftnl_rule *r, uint32_t op, const void *data, uint32_t len)
+{
+        struct nftnl_expr *e = expr_new(B, r, "cmp");
+
+        if (!e)
+                return;
+        nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, op);
+        nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
+}
+
+/* [ bitwise reg 1 = ( reg 1 & <mask> ) ^ 0 ], 4 bytes */
+static void x_and(nlb *B, struct nftnl_rule *r, uint32_t mask)
+{
+        struct nftnl_expr *e = expr_new(B, r, "bitwise");
+        uint32_t zero = 0;
+
+        if (!e)
+                return;
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, sizeof(mask));
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
+}
+
+/* [ lookup reg 1 set <name> ] */
+static void x_lookup(nlb *B, struct nftnl_rule *r, const char *set, uint32_t set_id)
+{
+        struct nftnl_expr *e = expr_new(B, r, "lookup");
+
+        if (!e)
+                return;
+        nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
+        nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, set_id);
+}
+
+/* [ immediate reg 0 <verdict> (-> chain) ] */
+static void x_verdict(nlb *B, struct nftnl_rule *r, int verdict, const char *chain)
+{
+        struct nftnl_expr *e = expr_new(B, r, "immediate");
+
+        if (!e)
+                return;
+        nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
+        if (chain)
+                nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, chain);
+}
+
+/* "ct mark set <gen>": [ immediate reg 1 <gen> ] [ ct set mark with reg 1 ] */
+static void x_mark_set(nlb *B, struct nftnl_rule *r, uint32_t gen)
+{
+        struct nftnl_expr *e = expr_new(B, r, "immediate");
+
+        if (!e)
+                return;
+        nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+        nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &gen, sizeof(gen));
+        if (!(e = expr_new(B, r, "ct")))
+                return;
+        nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_MARK);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_CT_SREG, NFT_REG_1);
+}
+
+/* "ct original ip daddr <net>" as nft 1.0.6 writes it: a whole-byte prefix compares its
+ * bytes, any other (and /0) masks the address first. */
+static void x_daddr_net(nlb *B, struct nftnl_rule *r, const sh_egress_ipv4_net *net)
+{
+        uint32_t mask = net->prefix ? htonl(~0u << (32 - net->prefix)) : 0;
+        uint32_t a = net->addr.s_addr & mask;
+
+        x_ct_load(B, r, NFT_CT_DST_IP, true);
+        if (net->prefix && net->prefix % 8 == 0)
+                x_cmp(B, r, NFT_CMP_EQ, &a, net->prefix / 8);
+        else {
+                x_and(B, r, mask);
+                x_cmp(B, r, NFT_CMP_EQ, &a, sizeof(a));
+        }
+}
+
+static struct nftnl_rule *rule_new(nlb *B, const char *chain)
+{
+        struct nftnl_rule *r = B->oom ? NULL : nftnl_rule_alloc();
+
+        if (!r) {
+                B->oom = true;
+                return NULL;
+        }
+        nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+        nftnl_rule_set_str(r, NFTNL_RULE_TABLE, B->n->table);
+        nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
+        return r;
+}
+
+/* The rule into the batch, as "add rule" (appended), and freed. */
+static void rule_put(nlb *B, struct nftnl_rule *r)
+{
+        struct nlmsghdr *nlh;
+
+        if (!r)
+                return;
+        if (!B->oom) {
+                nlh = nftnl_rule_nlmsg_build_hdr(
+                        mnl_nlmsg_batch_current(B->b), NFT_MSG_NEWRULE, NFPROTO_INET,
+                        NLM_F_APPEND | NLM_F_CREATE | NLM_F_ACK, ++B->n->seq);
+                nftnl_rule_nlmsg_build_payload(nlh, r);
+                nlb_put(B, nlh);
+        }
+        nftnl_rule_free(r);
+}
+
+static void chain_put(nlb *B, const char *name)
+{
+        struct nftnl_chain *c = B->oom ? NULL : nftnl_chain_alloc();
+        struct nlmsghdr *nlh;
+
+        if (!c) {
+                B->oom = true;
+                return;
+        }
+        nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, B->n->table);
+        nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
+        nlh = nftnl_chain_nlmsg_build_hdr(mnl_nlmsg_batch_current(B->b), NFT_MSG_NEWCHAIN,
+                                          NFPROTO_INET, NLM_F_CREATE | NLM_F_ACK, ++B->n->seq);
+        nftnl_chain_nlmsg_build_payload(nlh, c);
+        nftnl_chain_free(c);
+        nlb_put(B, nlh);
+}
+
+/* "add set <name> { type ipv4_addr; flags timeout; size <max>; }": key type 7 (ipv4_addr),
+ * its byte order (big endian) in the set's user data, as nft writes them. */
+static void dns_set_put(nlb *B, const char *name, uint32_t id)
+{
+        struct nftnl_set *st = B->oom ? NULL : nftnl_set_alloc();
+        struct nftnl_udata_buf *ud = nftnl_udata_buf_alloc(64);
+        struct nlmsghdr *nlh;
+
+        if (!st || !ud || !nftnl_udata_put_u32(ud, 0 /* NFTNL_UDATA_SET_KEYBYTEORDER */, 2)) {
+                B->oom = true;
+                goto out;
+        }
+        nftnl_set_set_u32(st, NFTNL_SET_FAMILY, NFPROTO_INET);
+        nftnl_set_set_str(st, NFTNL_SET_TABLE, B->n->table);
+        nftnl_set_set_str(st, NFTNL_SET_NAME, name);
+        nftnl_set_set_u32(st, NFTNL_SET_FLAGS, NFT_SET_TIMEOUT);
+        nftnl_set_set_u32(st, NFTNL_SET_KEY_TYPE, 7);
+        nftnl_set_set_u32(st, NFTNL_SET_KEY_LEN, sizeof(uint32_t));
+        nftnl_set_set_u32(st, NFTNL_SET_ID, id);
+        nftnl_set_set_u32(st, NFTNL_SET_DESC_SIZE, B->n->dns_max);
+        nftnl_set_set_data(st, NFTNL_SET_USERDATA, nftnl_udata_buf_data(ud),
+                           nftnl_udata_buf_len(ud));
+        nlh = nftnl_set_nlmsg_build_hdr(mnl_nlmsg_batch_current(B->b), NFT_MSG_NEWSET, NFPROTO_INET,
+                                        NLM_F_CREATE | NLM_F_ACK, ++B->n->seq);
+        nftnl_set_nlmsg_build_payload(nlh, st);
+        nlb_put(B, nlh);
+out:
+        if (ud)
+                nftnl_udata_buf_free(ud);
+        if (st)
+                nftnl_set_free(st);
+}
+
+/* One element "<ifname> . <addr>" (the name zero-padded to 16 bytes) of set `set` added or
+ * deleted, with the verdict "jump <chain>" when chain is not NULL. */
+static void pair_put(nlb *B, uint16_t type, const char *set, const char *ifname,
+                     struct in_addr addr, const char *chain)
+{
+        struct nftnl_set *st = B->oom ? NULL : nftnl_set_alloc();
+        struct nftnl_set_elem *e = B->oom ? NULL : nftnl_set_elem_alloc();
+        char key[IFNAMSIZ_KEY + sizeof(uint32_t)] = {0};
+        struct nlmsghdr *nlh;
+
+        if (!st || !e) {
+                B->oom = true;
+                goto out;
+        }
+        memcpy(key, ifname, strnlen(ifname, IFNAMSIZ_KEY - 1));
+        memcpy(key + IFNAMSIZ_KEY, &addr.s_addr, sizeof(addr.s_addr));
+        nftnl_set_set_str(st, NFTNL_SET_TABLE, B->n->table);
+        nftnl_set_set_str(st, NFTNL_SET_NAME, set);
+        nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, sizeof(key));
+        if (chain) {
+                nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_VERDICT, (uint32_t)NFT_JUMP);
+                nftnl_set_elem_set_str(e, NFTNL_SET_ELEM_CHAIN, chain);
+        }
+        nftnl_set_elem_add(st, TAKE_PTR(e));
+        nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(B->b), type, NFPROTO_INET,
+                                    (type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0) | NLM_F_ACK,
+                                    ++B->n->seq);
+        nftnl_set_elems_nlmsg_build_payload(nlh, st);
+        nlb_put(B, nlh);
+out:
+        if (e)
+                nftnl_set_elem_free(e);
+        if (st)
+                nftnl_set_free(st);
+}
+
+/* The rules of put_policy, the same ones, into a batch. */
+static void policy_rules_put(nlb *B, uint32_t s, const sh_egress_nft_rule *rules, size_t nrules,
+                             bool default_allow, uint32_t dns_set_id)
+{
+        sh_egress_nft *n = B->n;
+        char chain[32], dns[32];
+        struct nftnl_rule *r;
+        size_t i;
+
+        if (++n->gen == 0)
+                n->gen = 1;
+        snprintf(chain, sizeof(chain), "sbp_%u", s);
+        snprintf(dns, sizeof(dns), "dns_%u", s);
+        /* ct mark <gen> accept */
+        r = rule_new(B, chain);
+        x_ct_load(B, r, NFT_CT_MARK, false);
+        x_cmp(B, r, NFT_CMP_EQ, &n->gen, sizeof(n->gen));
+        x_verdict(B, r, NF_ACCEPT, NULL);
+        rule_put(B, r);
+        /* ct original ip daddr @deny drop */
+        r = rule_new(B, chain);
+        x_ct_load(B, r, NFT_CT_DST_IP, true);
+        x_lookup(B, r, "deny", 0);
+        x_verdict(B, r, NF_DROP, NULL);
+        rule_put(B, r);
+        /* ct original ip daddr @allow ct mark set <gen> accept */
+        r = rule_new(B, chain);
+        x_ct_load(B, r, NFT_CT_DST_IP, true);
+        x_lookup(B, r, "allow", 0);
+        x_mark_set(B, r, n->gen);
+        x_verdict(B, r, NF_ACCEPT, NULL);
+        rule_put(B, r);
+        for (i = 0; i < nrules; i++) {
+                r = rule_new(B, chain);
+                x_daddr_net(B, r, &rules[i].net);
+                if (rules[i].allow) {
+                        x_mark_set(B, r, n->gen);
+                        x_verdict(B, r, NF_ACCEPT, NULL);
+                } else
+                        x_verdict(B, r, NF_DROP, NULL);
+                rule_put(B, r);
+        }
+        /* ct original ip daddr @dns_<s> ct mark set <gen> accept */
+        r = rule_new(B, chain);
+        x_ct_load(B, r, NFT_CT_DST_IP, true);
+        x_lookup(B, r, dns, dns_set_id);
+        x_mark_set(B, r, n->gen);
+        x_verdict(B, r, NF_ACCEPT, NULL);
+        rule_put(B, r);
+        if (default_allow) {
+                r = rule_new(B, chain);
+                x_mark_set(B, r, n->gen);
+                x_verdict(B, r, NF_ACCEPT, NULL);
+                rule_put(B, r);
+        }
+}
+
+/* The batch of sh_egress_nft_sandbox_add's transaction, what its text makes: the set, the two
+ * chains, their rules, the three elements. 0, or -errno (*which: the failing message). */
+static int sandbox_add_batch(sh_egress_nft *n, uint32_t s, const char *ifname, struct in_addr addr,
+                             const sh_egress_nft_rule *rules, size_t nrules, bool default_allow,
+                             uint32_t *which)
+{
+        /* Each message well under 512 bytes (a rule: at most 5 expressions). */
+        size_t limit = (size_t)(16 + nrules) * 512;
+        _cleanup_free_ char *buf = malloc(2 * limit);
+        char sb[32], sbp[32], dns[32];
+        nlb B = {.n = n};
+        struct nftnl_rule *r;
+        uint32_t first, conn_inv = NF_CT_STATE_BIT(IP_CT_NEW), zero = 0;
+        struct nftnl_expr *e;
+        int ret;
+
+        if (!buf || !(B.b = mnl_nlmsg_batch_start(buf, limit)))
+                return -ENOMEM;
+        snprintf(sb, sizeof(sb), "sb_%u", s);
+        snprintf(sbp, sizeof(sbp), "sbp_%u", s);
+        snprintf(dns, sizeof(dns), "dns_%u", s);
+        nftnl_batch_begin(mnl_nlmsg_batch_current(B.b), ++n->seq);
+        mnl_nlmsg_batch_next(B.b);
+        first = n->seq + 1;
+        dns_set_put(&B, dns, 1);
+        chain_put(&B, sb);
+        chain_put(&B, sbp);
+        /* ct state new ct count over <conn_max> drop */
+        r = rule_new(&B, sb);
+        x_ct_load(&B, r, NFT_CT_STATE, false);
+        {
+                struct nftnl_expr *bw = expr_new(&B, r, "bitwise");
+
+                if (bw) {
+                        nftnl_expr_set_u32(bw, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+                        nftnl_expr_set_u32(bw, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+                        nftnl_expr_set_u32(bw, NFTNL_EXPR_BITWISE_LEN, sizeof(conn_inv));
+                        nftnl_expr_set(bw, NFTNL_EXPR_BITWISE_MASK, &conn_inv, sizeof(conn_inv));
+                        nftnl_expr_set(bw, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
+                }
+        }
+        x_cmp(&B, r, NFT_CMP_NEQ, &zero, sizeof(zero));
+        if ((e = expr_new(&B, r, "connlimit"))) {
+                nftnl_expr_set_u32(e, NFTNL_EXPR_CONNLIMIT_COUNT, n->conn_max);
+                nftnl_expr_set_u32(e, NFTNL_EXPR_CONNLIMIT_FLAGS, NFT_CONNLIMIT_F_INV);
+        }
+        x_verdict(&B, r, NF_DROP, NULL);
+        rule_put(&B, r);
+        /* jump sbp_<s> */
+        r = rule_new(&B, sb);
+        x_verdict(&B, r, NFT_JUMP, sbp);
+        rule_put(&B, r);
+        policy_rules_put(&B, s, rules, nrules, default_allow, 1);
+        pair_put(&B, NFT_MSG_NEWSETELEM, "pairs", ifname, addr, NULL);
+        pair_put(&B, NFT_MSG_NEWSETELEM, "out", ifname, addr, sb);
+        pair_put(&B, NFT_MSG_NEWSETELEM, "in", ifname, addr, sb);
+        if (B.oom) {
+                mnl_nlmsg_batch_stop(B.b);
+                return -ENOMEM;
+        }
+        nftnl_batch_end(mnl_nlmsg_batch_current(B.b), ++n->seq);
+        mnl_nlmsg_batch_next(B.b);
+        ret = batch_talk(n, B.b, first, B.count, which);
+        mnl_nlmsg_batch_stop(B.b);
+        return ret;
 }
 
 int sh_egress_nft_allow_addrs(sh_egress_nft *n, uint32_t s, const struct in_addr *addrs,

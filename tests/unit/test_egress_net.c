@@ -240,14 +240,29 @@ static void stale_table(const char *tag)
         nft_ctx_free(ctx);
 }
 
-/* The pod, the internet, two sandboxes, the links and the table (no sandbox in it yet; with
- * `stale`, a previous run's table of its name was there). Operator lists: deny
- * 203.0.113.0/28, allow 203.0.113.20. */
-static void world_up(world *w, uint32_t conn_max, uint32_t dns_max, bool stale)
+/* The table (w->nft) of the world's tag and range. Operator lists: deny 203.0.113.0/28,
+ * allow 203.0.113.20. */
+static void table_open(world *w, uint32_t conn_max, uint32_t dns_max)
 {
         static const char *deny[] = {"203.0.113.0/28"}, *allow[] = {"203.0.113.20"};
         sh_egress_ipv4_net d[1], a[1];
         sh_egress_nft_config c = {.ifprefix = "shv", .conn_max = conn_max, .dns_max = dns_max};
+        _cleanup_error_ sh_error *err = NULL;
+
+        c.tag = w->tag;
+        c.range = w->range;
+        c.proxy = w->gw;
+        c.deny = nets(deny, 1, d);
+        c.ndeny = 1;
+        c.allow = nets(allow, 1, a);
+        c.nallow = 1;
+        ck_assert_msg(sh_egress_nft_open(&c, &w->nft, &err) == 0, "%s", err ? err->msg : "");
+}
+
+/* The pod, the internet, two sandboxes, the links and the table (no sandbox in it yet; with
+ * `stale`, a previous run's table of its name was there). */
+static void world_up(world *w, uint32_t conn_max, uint32_t dns_max, bool stale)
+{
         _cleanup_error_ sh_error *err = NULL;
         pid_t me = getpid();
         int i;
@@ -278,14 +293,7 @@ static void world_up(world *w, uint32_t conn_max, uint32_t dns_max, bool stale)
         snprintf(w->tag, sizeof(w->tag), "t%d", (int)me);
         if (stale)
                 stale_table(w->tag);
-        c.tag = w->tag;
-        c.range = w->range;
-        c.proxy = w->gw;
-        c.deny = nets(deny, 1, d);
-        c.ndeny = 1;
-        c.allow = nets(allow, 1, a);
-        c.nallow = 1;
-        ck_assert_msg(sh_egress_nft_open(&c, &w->nft, &err) == 0, "%s", err ? err->msg : "");
+        table_open(w, conn_max, dns_max);
 }
 
 /* Links before the table (net.h), then the namespaces (and what is in them) go. */
@@ -341,6 +349,27 @@ static bool nft_list(const char *what, char *out, size_t size)
         r = nft_run_cmd_from_buffer(ctx, cmd);
         if (out)
                 snprintf(out, size, "%s", nft_ctx_get_output_buffer(ctx));
+        nft_ctx_free(ctx);
+        return r == 0;
+}
+
+/* nft_list with each object's handle ("nft -a"), and with `netlink`, what
+ * "nft --debug=netlink" prints too. */
+static bool nft_list_handles(const char *what, bool netlink, char *out, size_t size)
+{
+        struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+        char cmd[160];
+        int r;
+
+        ck_assert_ptr_nonnull(ctx);
+        nft_ctx_output_set_flags(ctx, NFT_CTX_OUTPUT_HANDLE);
+        if (netlink) /* each rule's expressions and each element's bytes as the kernel has them */
+                nft_ctx_output_set_debug(ctx, NFT_DEBUG_NETLINK);
+        nft_ctx_buffer_output(ctx);
+        nft_ctx_buffer_error(ctx);
+        snprintf(cmd, sizeof(cmd), "list %s", what);
+        r = nft_run_cmd_from_buffer(ctx, cmd);
+        snprintf(out, size, "%s", nft_ctx_get_output_buffer(ctx));
         nft_ctx_free(ctx);
         return r == 0;
 }
@@ -718,6 +747,157 @@ START_TEST(test_stale_table_replaced_and_table_gone_at_close)
 }
 END_TEST
 
+/* "list table" of the world's table with its handles and the kernel's expressions and
+ * elements (nft --debug=netlink), in out (asserted to fit). */
+static void table_listing(const world *w, char *out, size_t size)
+{
+        char what[128];
+
+        snprintf(what, sizeof(what), "table inet %s", sh_egress_nft_table(w->nft));
+        ck_assert(nft_list_handles(what, true, out, size));
+        ck_assert_uint_lt(strlen(out), size - 1);
+}
+
+/* The text transaction sh_egress_nft_sandbox_add ran through libnftables before it was one
+ * libnftnl batch, for slot s with policy generation gen: the reference its batch must equal. */
+static void sandbox_add_text(const world *w, uint32_t s, const char *ifname, struct in_addr addr,
+                             const sh_egress_nft_rule *rules, size_t nrules, bool default_allow,
+                             uint32_t conn_max, uint32_t dns_max, uint32_t gen)
+{
+        struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+        const char *T = sh_egress_nft_table(w->nft);
+        char cmd[8192], a[INET_ADDRSTRLEN], net[INET_ADDRSTRLEN];
+        size_t len = 0, i;
+
+#define ADD(...) (len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, __VA_ARGS__))
+        inet_ntop(AF_INET, &addr, a, sizeof(a));
+        ADD("add set inet %s dns_%u { type ipv4_addr; flags timeout; size %u; }\n", T, s, dns_max);
+        ADD("add chain inet %s sb_%u\nadd chain inet %s sbp_%u\n", T, s, T, s);
+        ADD("add rule inet %s sb_%u ct state new ct count over %u drop\n", T, s, conn_max);
+        ADD("add rule inet %s sb_%u jump sbp_%u\n", T, s, s);
+        ADD("flush chain inet %s sbp_%u\n", T, s);
+        ADD("add rule inet %s sbp_%u ct mark %u accept\n", T, s, gen);
+        ADD("add rule inet %s sbp_%u ct original ip daddr @deny drop\n", T, s);
+        ADD("add rule inet %s sbp_%u ct original ip daddr @allow ct mark set %u accept\n", T, s,
+            gen);
+        for (i = 0; i < nrules; i++) {
+                inet_ntop(AF_INET, &rules[i].net.addr, net, sizeof(net));
+                ADD("add rule inet %s sbp_%u ct original ip daddr %s/%u ", T, s, net,
+                    rules[i].net.prefix);
+                if (rules[i].allow)
+                        ADD("ct mark set %u accept\n", gen);
+                else
+                        ADD("drop\n");
+        }
+        ADD("add rule inet %s sbp_%u ct original ip daddr @dns_%u ct mark set %u accept\n", T, s, s,
+            gen);
+        if (default_allow)
+                ADD("add rule inet %s sbp_%u ct mark set %u accept\n", T, s, gen);
+        ADD("add element inet %s pairs { \"%s\" . %s }\n", T, ifname, a);
+        ADD("add element inet %s out { \"%s\" . %s : jump sb_%u }\n", T, ifname, a, s);
+        ADD("add element inet %s in { \"%s\" . %s : jump sb_%u }\n", T, ifname, a, s);
+#undef ADD
+        ck_assert_uint_lt(len, sizeof(cmd));
+        ck_assert_ptr_nonnull(ctx);
+        nft_ctx_buffer_output(ctx);
+        nft_ctx_buffer_error(ctx);
+        ck_assert_msg(nft_run_cmd_from_buffer(ctx, cmd) == 0, "%s", nft_ctx_get_error_buffer(ctx));
+        nft_ctx_free(ctx);
+}
+
+/* a and b are the same text; else where they part, a few lines of each. */
+static void same_text(const char *a, const char *b)
+{
+        size_t i = 0, from;
+
+        while (a[i] && a[i] == b[i])
+                i++;
+        from = i > 120 ? i - 120 : 0;
+        ck_assert_msg(a[i] == b[i], "at byte %zu:\n%.300s\n---- against ----\n%.300s", i, a + from,
+                      b + from);
+}
+
+static int line_cmp(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A listing with its elements' lines ("\telement ...", in the order of the set's hash, which
+ * differs from set to set) sorted, after the rest, and the table's handle left out: the same
+ * bytes in a comparable order. */
+static void elements_sorted(char *text)
+{
+        static char copy[65536], *lines[4096];
+        size_t n = 0, len = 0, i;
+        char *save = NULL, *l;
+
+        ck_assert_uint_lt(strlen(text), sizeof(copy));
+        strcpy(copy, text);
+        text[0] = '\0';
+        for (l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+                if (strncmp(l, "\telement ", 9) == 0) {
+                        ck_assert_uint_lt(n, ARRAY_SIZE(lines));
+                        lines[n++] = l;
+                } else if (strncmp(l, "table inet ", 11) == 0)
+                        len += (size_t)sprintf(text + len, "table\n"); /* its handle: new */
+                else
+                        len += (size_t)sprintf(text + len, "%s\n", l);
+        qsort(lines, n, sizeof(*lines), line_cmp);
+        for (i = 0; i < n; i++)
+                len += (size_t)sprintf(text + len, "%s\n", lines[i]);
+}
+
+/* A sandbox's place in the table (one libnftnl batch) lists, handles and all, as what the
+ * text transaction made: every kind of CIDR rule nft writes differently (a host, whole-byte
+ * prefixes, other prefixes, /0), allowed and denied, with and without the default allow. */
+START_TEST(test_sandbox_add_batch_lists_as_the_text_transaction)
+{
+        static const char *const cidrs[] = {"198.51.100.7/32", "198.51.0.0/16", "0.0.0.0/0",
+                                            "10.16.0.0/12",    "192.0.2.0/24",  "128.0.0.0/1",
+                                            "10.1.2.2/31",     "10.0.0.0/8"};
+        static char batch[65536], text[65536];
+        sh_egress_nft_rule rules[ARRAY_SIZE(cidrs)];
+        _cleanup_error_ sh_error *err = NULL;
+        char name[2][IFNAMSIZ];
+        const char *at;
+        uint32_t gen = 0;
+        size_t k;
+        world w;
+
+        world_up(&w, 64, 16, false);
+        for (k = 0; k < ARRAY_SIZE(cidrs); k++) {
+                ck_assert_int_eq(sh_egress_ipv4_net_parse(cidrs[k], &rules[k].net), 0);
+                rules[k].allow = k % 2 == 0;
+        }
+        for (k = 0; k < 2; k++)
+                sh_egress_link_name(w.links, (uint32_t)k, name[k], sizeof(name[k]));
+        ck_assert_msg(sh_egress_nft_sandbox_add(w.nft, 0, name[0], w.addr[0], rules,
+                                                ARRAY_SIZE(rules), true, &err) == 0,
+                      "%s", err ? err->msg : "");
+        ck_assert_msg(
+                sh_egress_nft_sandbox_add(w.nft, 1, name[1], w.addr[1], NULL, 0, false, &err) == 0,
+                "%s", err ? err->msg : "");
+        table_listing(&w, batch, sizeof(batch));
+        /* The generation the table gave slot 0 (slot 1's is the next). */
+        at = strstr(batch, "ct mark 0x");
+        ck_assert_ptr_nonnull(at);
+        gen = (uint32_t)strtoul(at + strlen("ct mark "), NULL, 16);
+        /* The same table anew (its objects' handles start again), the text transactions. */
+        ck_assert_int_eq(sh_egress_nft_close(w.nft, &err), 0);
+        w.nft = NULL;
+        table_open(&w, 64, 16);
+        sandbox_add_text(&w, 0, name[0], w.addr[0], rules, ARRAY_SIZE(rules), true, 64, 16, gen);
+        sandbox_add_text(&w, 1, name[1], w.addr[1], NULL, 0, false, 64, 16, gen + 1);
+        table_listing(&w, text, sizeof(text));
+        elements_sorted(batch);
+        elements_sorted(text);
+        same_text(batch, text);
+        ck_assert_ptr_nonnull(strstr(batch, "ct original ip daddr 10.16.0.0/12 drop"));
+        ck_assert_ptr_nonnull(strstr(batch, "[ connlimit count 64 flags 1 ]"));
+        world_down(&w);
+}
+END_TEST
+
 /* No netlink socket the table or the links hold reaches a program the daemon starts. */
 START_TEST(test_netlink_sockets_are_close_on_exec)
 {
@@ -783,6 +963,7 @@ int main(void)
         tcase_add_test(tc, test_policy_change_forgets_addresses_keeps_allowed_ones);
         tcase_add_test(tc, test_delete_removes_link_chains_and_set);
         tcase_add_test(tc, test_stale_table_replaced_and_table_gone_at_close);
+        tcase_add_test(tc, test_sandbox_add_batch_lists_as_the_text_transaction);
         tcase_add_test(tc, test_netlink_sockets_are_close_on_exec);
         tcase_add_test(tc, test_links_turn_forwarding_on);
         suite_add_tcase(s, tc);
