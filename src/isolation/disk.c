@@ -824,7 +824,7 @@ void sh_disk_job_cancel(sh_disk_job *j)
 /* CAP_SYS_RESOURCE lets a process ignore quota hard limits, and the daemon (uploads, restores
  * by rsync, everything it forks) writes into workspaces as root: drop it for good, from the
  * bounding set too, so that no helper it execs gets it back. */
-static int drop_sys_resource(void)
+int sh_disk_drop_sys_resource(void)
 {
         cap_value_t v = CAP_SYS_RESOURCE;
         cap_flag_value_t on = CAP_CLEAR;
@@ -914,7 +914,7 @@ static int probe_project(sh_disk *d, int rootfd, const char *root, char *why, si
                          strerror(errno));
         else if (ioctl(fd, FS_IOC_FSGETXATTR, &fx) < 0 || fx.fsx_projid != d->proj_base)
                 snprintf(why, whysz, "the project id did not hold");
-        else if (drop_sys_resource() < 0)
+        else if (sh_disk_drop_sys_resource() < 0)
                 snprintf(why, whysz, "cannot drop CAP_SYS_RESOURCE (it ignores quota limits): %s",
                          strerror(errno));
         else

@@ -700,6 +700,7 @@ const char *sh_worker_step_name(int step)
                 [SH_STEP_RESOLV] = "bind /etc/resolv.conf",
                 [SH_STEP_VOLUME_SOURCE] = "volume source",
                 [SH_STEP_VOLUME_TARGET] = "volume target",
+                [SH_STEP_VOLUME_QUOTA] = "volume quota",
         };
 
         if (step <= 0 || step >= (int)ARRAY_SIZE(names) || !names[step])

@@ -501,6 +501,12 @@ static int volume_quota_probe(const sh_config *cfg, sh_error **err)
         if (fd < 0)
                 return sh_error_make(err, errno, "opening the volume root '%s'", cfg->volume_root);
         volume_quota_on = sh_volquota_probe(fd, why, sizeof(why)) == 0;
+        /* The daemon writes into volumes too (the file API): never past their limit. */
+        if (volume_quota_on && sh_disk_drop_sys_resource() < 0) {
+                snprintf(why, sizeof(why), "CAP_SYS_RESOURCE cannot be dropped: %s",
+                         strerror(errno));
+                volume_quota_on = false;
+        }
         if (volume_quota_on)
                 log_info("volume-storage", NULL,
                          "project quota on the volume root '%s': a named volume's pvc.storage "

@@ -258,6 +258,8 @@ int sh_volumes_check(const sh_volume *v, size_t n, size_t max, char *why, size_t
                         return refuse(why, size, a, "its mountPath is not a valid one");
                 if (!memchr(a->base, '\0', sizeof(a->base)) || !plain(a->sub, sizeof(a->sub)))
                         return refuse(why, size, a, "its subPath is not plain");
+                if (a->storage && a->kind != SH_VOLUME_PVC)
+                        return refuse(why, size, a, "a size is a named volume's only");
                 switch (a->kind) {
                 case SH_VOLUME_HOST:
                         if (a->base[0] != '/' || normalise(a->base, true, norm, sizeof(norm)) ||

@@ -1069,7 +1069,7 @@ END_TEST
 
 START_TEST(test_every_step_has_a_name)
 {
-        for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_VOLUME_TARGET; step++)
+        for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_VOLUME_QUOTA; step++)
                 ck_assert_str_ne(sh_worker_step_name(step), "?");
         ck_assert_str_eq(sh_worker_step_name(SH_STEP_PIVOT), "pivot_root");
         ck_assert_str_eq(sh_worker_step_name(SH_STEP_VOLUME_SOURCE), "volume source");
@@ -1077,7 +1077,8 @@ START_TEST(test_every_step_has_a_name)
         /* numbers from the other side that no step has */
         ck_assert_str_eq(sh_worker_step_name(0), "?");
         ck_assert_str_eq(sh_worker_step_name(-1), "?");
-        ck_assert_str_eq(sh_worker_step_name(SH_STEP_VOLUME_TARGET + 1), "?");
+        ck_assert_str_eq(sh_worker_step_name(SH_STEP_VOLUME_QUOTA), "volume quota");
+        ck_assert_str_eq(sh_worker_step_name(SH_STEP_VOLUME_QUOTA + 1), "?");
         ck_assert_str_eq(sh_worker_step_name(1 << 30), "?");
 }
 END_TEST

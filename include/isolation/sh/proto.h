@@ -217,6 +217,9 @@ enum {
          * a named volume's directory) or its target (mountPath in the root, the mount). */
         SH_STEP_VOLUME_SOURCE,
         SH_STEP_VOLUME_TARGET,
+        /* A named volume's quota (pvc.storage) on the directory the worker just made (which
+         * it removed again): the volume root has project quota, so a host fault. */
+        SH_STEP_VOLUME_QUOTA,
 };
 /* Names of setup steps for SH_MSG_SETUP_FAILED (a static string; "?" for a number no step
  * has: the number came from the other side). */

@@ -35,6 +35,9 @@ typedef struct sh_volume {
         bool read_only;
         bool create;        /* pvc: createIfNotExists (made if absent) */
         bool delete_on_end; /* pvc: deleteOnSandboxTermination */
+        /* pvc: pvc.storage in bytes, 0 none ("0" is held as 1 byte): the limit of the claim's
+         * directory when this create makes it, where the volume root has project quota. */
+        uint64_t storage;
 } sh_volume;
 
 /* name: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 bytes (the YAML's Volume.name). */
