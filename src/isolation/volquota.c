@@ -13,20 +13,22 @@
 
 #include "sh/syscalls.h"
 
-int sh_volquota_probe(int dirfd, char *why, size_t size)
+int sh_volquota_probe(int dirfd, const char *where, char *why, size_t size)
 {
         struct fs_quota_statv sv;
 
         memset(&sv, 0, sizeof(sv));
         sv.qs_version = FS_QSTATV_VERSION1;
         if (sh_quotactl_fd(dirfd, QCMD(Q_XGETQSTATV, PRJQUOTA), 0, &sv) < 0) {
-                snprintf(why, size, "no project quota there (quotactl_fd: %s)", strerror(errno));
+                snprintf(why, size, "no project quota on %s (quotactl_fd: %s)", where,
+                         strerror(errno));
                 return -1;
         }
         if (!(sv.qs_flags & FS_QUOTA_PDQ_ENFD)) {
                 snprintf(why, size,
-                         "project quota is not enforced there (ext4: the project and quota "
-                         "features, mounted prjquota; XFS: mounted pquota)");
+                         "project quota is not enforced on %s (ext4: the project and quota "
+                         "features, mounted prjquota; XFS: mounted pquota)",
+                         where);
                 return -1;
         }
         return 0;

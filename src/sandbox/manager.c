@@ -500,7 +500,7 @@ static int volume_quota_probe(const sh_config *cfg, sh_error **err)
 
         if (fd < 0)
                 return sh_error_make(err, errno, "opening the volume root '%s'", cfg->volume_root);
-        volume_quota_on = sh_volquota_probe(fd, why, sizeof(why)) == 0;
+        volume_quota_on = sh_volquota_probe(fd, "the volume root", why, sizeof(why)) == 0;
         /* The daemon writes into volumes too (the file API): never past their limit. */
         if (volume_quota_on && sh_disk_drop_sys_resource() < 0) {
                 snprintf(why, sizeof(why), "CAP_SYS_RESOURCE cannot be dropped: %s",
@@ -513,8 +513,7 @@ static int volume_quota_probe(const sh_config *cfg, sh_error **err)
                          "limits the directory a create makes",
                          cfg->volume_root);
         else
-                log_info("volume-storage", NULL,
-                         "not enforced on the volume root '%s' (%s): pvc.storage is ignored",
+                log_info("volume-storage", NULL, "not enforced in '%s': %s; pvc.storage is ignored",
                          cfg->volume_root, why);
         return 0;
 }

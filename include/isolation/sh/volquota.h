@@ -12,9 +12,10 @@
  * every workspace's (SANDBOX_HOST_DISK_PROJECT_BASE + 2 x MAX_SANDBOXES). */
 #define SH_VOLQUOTA_IDS 65536u
 
-/* 0 when the file system of dirfd (an O_RDONLY or O_PATH-less fd) enforces project quota
- * (quotactl_fd Q_XGETQSTATV PRJQUOTA, enforcement on); -1 with why (a phrase) in why[size]. */
-int sh_volquota_probe(int dirfd, char *why, size_t size);
+/* 0 when the file system of dirfd (not O_PATH) enforces project quota (quotactl_fd
+ * Q_XGETQSTATV PRJQUOTA, enforcement on); -1 with why in why[size], naming `where` ("the
+ * state root"). The workspaces' probe (disk.c) asks it first too. */
+int sh_volquota_probe(int dirfd, const char *where, char *why, size_t size);
 
 /* dirfd (an O_RDONLY fd of a directory just made, nothing in it yet) under a project of its
  * own: the first id from first + hint % SH_VOLQUOTA_IDS on (wrapping in the range) whose quota
