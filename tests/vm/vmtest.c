@@ -2629,6 +2629,26 @@ static long number_line(const char *out)
  * of its own above every workspace's, with PROJINHERIT; a second sandbox mounting the same
  * claim (its own `storage` larger) is held by the same limit; both deleted, the claim goes
  * with the last (deleteOnSandboxTermination), so the disk is as before. */
+/* A /v1 sandbox mounting the claim "vmsized" at `mount` with `storage` (made by the first,
+ * deleteOnSandboxTermination), then `vmtest fill <mount>/<file> <mib>` in it: whether it ran,
+ * the bytes written and the errno in *n, *e; its id in vid (deleted by the caller). */
+static bool sized_fill(const char *storage, const char *mount, const char *file, int mib, char *vid,
+                       size_t vidsz, char *why, size_t whysz, execres *x, long long *n, int *e)
+{
+        char vols[400], cmd[200];
+
+        snprintf(vols, sizeof(vols),
+                 "[{\"name\":\"sized\",\"pvc\":{\"claimName\":\"vmsized\",\"storage\":\"%s\","
+                 "\"deleteOnSandboxTermination\":true},\"mountPath\":\"%s\"}]",
+                 storage, mount);
+        if (!os_create_volumes(vols, vid, vidsz, why, whysz))
+                return false;
+        snprintf(cmd, sizeof(cmd), "[\"vmtest\",\"fill\",\"%s/%s\",\"%d\"]", mount, file, mib);
+        *x = run(vid, cmd);
+        sscanf(x->out, "written=%lld errno=%d", n, e);
+        return x->ok;
+}
+
 static void quota_volume_storage(bool up)
 {
         char why[1500] = "", va[128] = "", vb[128] = "", detail[300] = "";
@@ -2638,24 +2658,18 @@ static void quota_volume_storage(bool up)
         bool a_ok, b_ok, got = false;
         execres x = {0}, x2 = {0};
 
-        a_ok = up && os_create_volumes("[{\"name\":\"sized\",\"pvc\":{\"claimName\":\"vmsized\","
-                                       "\"storage\":\"2Mi\",\"deleteOnSandboxTermination\":true},"
-                                       "\"mountPath\":\"/v\"}]",
-                                       va, sizeof(va), why, sizeof(why));
-        if (a_ok) {
-                x = run(va, "[\"vmtest\",\"fill\",\"/v/big\",\"8\"]");
-                sscanf(x.out, "written=%lld errno=%d", &n, &e);
-        }
-        fd = a_ok ? open(pathf("%s/volumes/vmsized", daemon_root),
-                         O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                  : -1;
+        a_ok = up &&
+               sized_fill("2Mi", "/v", "big", 8, va, sizeof(va), why, sizeof(why), &x, &n, &e);
+        fd = va[0] ? open(pathf("%s/volumes/vmsized", daemon_root),
+                          O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                   : -1;
         got = fd >= 0 && ioctl(fd, FS_IOC_FSGETXATTR, &fx) == 0;
         if (!got)
                 snprintf(detail, sizeof(detail), "the claim's directory: %s", strerror(errno));
         if (fd >= 0)
                 close(fd);
         result("quota_named_volume_storage_held",
-               a_ok && x.ok && e == EDQUOT && n >= (1LL << 20) && n <= (2LL << 20),
+               a_ok && e == EDQUOT && n >= (1LL << 20) && n <= (2LL << 20),
                "written=%lld errno=%d (storage 2Mi) %s %.300s", n, e, why, x.frame);
         result("quota_named_volume_project_id",
                got && fx.fsx_projid >= QBASE + 2 * QMAX &&
@@ -2663,16 +2677,9 @@ static void quota_volume_storage(bool up)
                        (fx.fsx_xflags & FS_XFLAG_PROJINHERIT),
                "claim projid=%u xflags=0x%x (workspaces below %u) %s", fx.fsx_projid, fx.fsx_xflags,
                QBASE + 2 * QMAX, detail);
-        b_ok = a_ok && os_create_volumes("[{\"name\":\"again\",\"pvc\":{\"claimName\":"
-                                         "\"vmsized\",\"storage\":\"64Mi\","
-                                         "\"deleteOnSandboxTermination\":true},"
-                                         "\"mountPath\":\"/w\"}]",
-                                         vb, sizeof(vb), why, sizeof(why));
-        if (b_ok) {
-                x2 = run(vb, "[\"vmtest\",\"fill\",\"/w/more\",\"4\"]");
-                sscanf(x2.out, "written=%lld errno=%d", &n2, &e2);
-        }
-        result("quota_named_volume_shared_limit", b_ok && x2.ok && e2 == EDQUOT && n2 < (1LL << 20),
+        b_ok = va[0] &&
+               sized_fill("64Mi", "/w", "more", 4, vb, sizeof(vb), why, sizeof(why), &x2, &n2, &e2);
+        result("quota_named_volume_shared_limit", b_ok && e2 == EDQUOT && n2 < (1LL << 20),
                "second sandbox (storage 64Mi, the claim existing): written=%lld errno=%d %s %.300s",
                n2, e2, why, x2.frame);
         if (va[0])
