@@ -34,8 +34,11 @@ int sh_volquota_probe(int dirfd, const char *where, char *why, size_t size)
         return 0;
 }
 
-/* Whether project `id` is unused: no usage, no limit (a quota the kernel does not have yet
- * reads as ESRCH or ENOENT, or as zeros). */
+/* Whether project `id` is unused: nothing charged to it (a quota the kernel does not have yet
+ * reads as ESRCH or ENOENT, or as zeros). A claim's directory is charged to its id from the
+ * moment it has it (its own block and inode), so an id with a limit and no usage is one whose
+ * claim was removed: taken again, with the new limit (the range is never used up). The lock
+ * the caller holds covers the moment between a limit set and the id given. */
 static int id_free(int dirfd, uint32_t id)
 {
         struct if_dqblk q;
@@ -43,8 +46,7 @@ static int id_free(int dirfd, uint32_t id)
         memset(&q, 0, sizeof(q));
         if (sh_quotactl_fd(dirfd, QCMD(Q_GETQUOTA, PRJQUOTA), id, &q) < 0)
                 return errno == ESRCH || errno == ENOENT ? 1 : -1;
-        return !q.dqb_curspace && !q.dqb_curinodes && !q.dqb_bhardlimit && !q.dqb_bsoftlimit &&
-               !q.dqb_ihardlimit && !q.dqb_isoftlimit;
+        return !q.dqb_curspace && !q.dqb_curinodes;
 }
 
 int sh_volquota_set(int dirfd, uint32_t first, uint32_t hint, uint64_t bytes, uint32_t *id)

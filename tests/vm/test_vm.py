@@ -103,6 +103,7 @@ QUOTA_CHECKS = [
     "quota_named_volume_storage_held",
     "quota_named_volume_project_id",
     "quota_named_volume_shared_limit",
+    "quota_named_volume_id_reused",
     "quota_delete_frees",
     "quota_sigterm_exit_0",
 ]

@@ -2649,6 +2649,38 @@ static bool sized_fill(const char *storage, const char *mount, const char *file,
         return x->ok;
 }
 
+/* The claim gone with its last sandbox (deleteOnSandboxTermination), the same claim made
+ * again (a smaller storage) takes its id again, with the new limit: a removed claim's id
+ * (a limit, nothing charged) is free, so the range is never used up. */
+static void quota_volume_reused(uint32_t old_id)
+{
+        char why[1500] = "", vc[128] = "", detail[300] = "";
+        uint64_t t0 = now_ms();
+        struct fsxattr fx = {0};
+        long long n = -1;
+        int e = -1, fd = -1;
+        bool ok;
+        execres x = {0};
+
+        while (old_id && exists(pathf("%s/volumes/vmsized", daemon_root)) && now_ms() - t0 < 20000)
+                sleep_ms(50);
+        ok = old_id && !exists(pathf("%s/volumes/vmsized", daemon_root)) &&
+             sized_fill("1Mi", "/v", "again", 8, vc, sizeof(vc), why, sizeof(why), &x, &n, &e);
+        fd = vc[0] ? open(pathf("%s/volumes/vmsized", daemon_root),
+                          O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                   : -1;
+        if (fd < 0 || ioctl(fd, FS_IOC_FSGETXATTR, &fx) < 0)
+                snprintf(detail, sizeof(detail), "the claim's directory: %s", strerror(errno));
+        if (fd >= 0)
+                close(fd);
+        result("quota_named_volume_id_reused",
+               ok && fx.fsx_projid == old_id && e == EDQUOT && n <= (1LL << 20),
+               "first id %u, again %u; written=%lld errno=%d (storage 1Mi) %s %s %.300s", old_id,
+               fx.fsx_projid, n, e, detail, why, x.frame);
+        if (vc[0])
+                (void)os_delete(vc);
+}
+
 static void quota_volume_storage(bool up)
 {
         char why[1500] = "", va[128] = "", vb[128] = "", detail[300] = "";
@@ -2686,6 +2718,7 @@ static void quota_volume_storage(bool up)
                 (void)os_delete(va);
         if (vb[0])
                 (void)os_delete(vb);
+        quota_volume_reused(got ? fx.fsx_projid : 0);
 }
 
 static int volumes(const char *bin, const char *cgdir)

@@ -18,8 +18,8 @@
 int sh_volquota_probe(int dirfd, const char *where, char *why, size_t size);
 
 /* dirfd (an O_RDONLY fd of a directory just made, nothing in it yet) under a project of its
- * own: the first id from first + hint % SH_VOLQUOTA_IDS on (wrapping in the range) whose quota
- * shows neither usage nor a limit, given a block hard limit of `bytes` (whole KiB, rounded
+ * own: the first id from first + hint % SH_VOLQUOTA_IDS on (wrapping in the range) with nothing
+ * charged to it (a removed claim's id is free again, its old limit replaced), given a block hard limit of `bytes` (whole KiB, rounded
  * up; at least one), then set on the directory with FS_XFLAG_PROJINHERIT (what is made below
  * inherits it). The caller serialises the choice (a lock on the volume root). 0 and *id, or
  * -1 with errno (ENOSPC: every id of the range is taken); on failure no limit is left set. */
