@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -33,6 +34,7 @@
 #include "sh/proto.h"
 #include "sh/seccomp.h"
 #include "sh/syscalls.h"
+#include "sh/volquota.h"
 
 #define CTL_FD SH_WORKER_CTL_FD /* the control socket, placed by the daemon */
 
@@ -496,14 +498,29 @@ static const unsigned char volume_acl[] = {
         0x20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, /* ACL_OTHER --- */
 };
 
+/* A named volume's project id is looked for from here in its range (FNV-1a of the claim):
+ * claims seldom start their search on the same id. */
+static uint32_t claim_hint(const char *name)
+{
+        uint32_t h = 2166136261u;
+
+        for (; *name; name++)
+                h = (h ^ (unsigned char)*name) * 16777619u;
+        return h;
+}
+
 /* `name` below parent, a directory, made if absent: root:gid, 02770 (setgid: what is created
  * below belongs to the group), the default ACL above where the file system has ACLs (NFS
- * without them: EOPNOTSUPP, the setgid bit alone). *made says whether it was made here; a
- * directory that was there is left as it is. An O_PATH fd of it, opened with `resolve`. */
+ * without them: EOPNOTSUPP, the setgid bit alone), and when `quota` (bytes) a project of its
+ * own from `project`'s range with that block limit; a failure of the quota removes the
+ * directory again and sets *quota_failed. *made says whether it was made here; a directory
+ * that was there is left as it is (its limit too). An O_PATH fd of it, opened with
+ * `resolve`. */
 static int volume_dir(int parent, const char *name, uint64_t resolve, gid_t gid, bool create,
-                      bool *made)
+                      uint64_t quota, uint32_t project, bool *made, bool *quota_failed)
 {
         _cleanup_close_ int fd = -1;
+        uint32_t id;
 
         *made = false;
         if (create) {
@@ -522,23 +539,48 @@ static int volume_dir(int parent, const char *name, uint64_t resolve, gid_t gid,
                 return -1;
         if (fchmod(fd, 02770) < 0) /* after the chown, which clears setgid */
                 return -1;
+        if (quota && sh_volquota_set(fd, project, claim_hint(name), quota, &id) < 0) {
+                int saved = errno;
+
+                *quota_failed = true;
+                close(TAKE_FD(fd));
+                /* Empty: nothing ran in it yet. The daemon's message says it was removed. */
+                (void)unlinkat(parent, name, AT_REMOVEDIR);
+                errno = saved;
+                return -1;
+        }
         return open_dir_beneath(fd, ".", VOL_RESOLVE_STRICT, O_PATH);
 }
 
 /* The directory a volume mounts, resolved from its base's fd and never looked up by path
  * again: `path` (links followed beneath the base only; a claim made first with
- * SH_VOL_CREATE, and reported), then `sub` a component at a time without any link, each
- * missing one made (not in a read-only volume: ENOENT). An O_PATH fd, or -1 with errno. */
-static int volume_source(const sh_worker_spec *s, int i)
+ * SH_VOL_CREATE, and reported; with a quota, under a lock on the base, so one project id is
+ * chosen at a time and a create racing for the same claim finds it limited), then `sub` a
+ * component at a time without any link, each missing one made (not in a read-only volume:
+ * ENOENT). An O_PATH fd, or -1 with errno and *step (the source, or its quota). */
+static int volume_source(const sh_worker_spec *s, int i, int *step)
 {
         const sh_volume_spec *v = &s->volumes[i];
-        _cleanup_close_ int base = open(v->base, O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -1;
+        const bool quota = v->quota && (v->flags & SH_VOL_CREATE);
+        _cleanup_close_ int base = open(v->base,
+                                        (quota ? O_RDONLY : O_PATH) | O_DIRECTORY | O_CLOEXEC),
+                            fd = -1;
         char sub[SH_ENTRY_PATH_MAX], *comp, *save = NULL;
-        bool made;
+        bool made, quota_failed = false;
 
+        *step = SH_STEP_VOLUME_SOURCE;
         if (base < 0)
                 return -1;
-        fd = volume_dir(base, v->path, VOL_RESOLVE, s->volume_gid, v->flags & SH_VOL_CREATE, &made);
+        if (quota && flock(base, LOCK_EX) < 0) {
+                *step = SH_STEP_VOLUME_QUOTA;
+                return -1;
+        }
+        fd = volume_dir(base, v->path, VOL_RESOLVE, s->volume_gid, v->flags & SH_VOL_CREATE,
+                        quota ? v->quota : 0, s->volume_project, &made, &quota_failed);
+        if (quota_failed)
+                *step = SH_STEP_VOLUME_QUOTA;
+        if (quota)
+                (void)flock(base, LOCK_UN); /* closing it would too; the subPath needs no lock */
         if (fd < 0)
                 return -1;
         if (made)
@@ -546,7 +588,7 @@ static int volume_source(const sh_worker_spec *s, int i)
         snprintf(sub, sizeof(sub), "%s", v->sub);
         for (comp = strtok_r(sub, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
                 int next = volume_dir(fd, comp, VOL_RESOLVE_STRICT, s->volume_gid,
-                                      !(v->flags & SH_VOL_RDONLY), &made);
+                                      !(v->flags & SH_VOL_RDONLY), 0, 0, &made, &quota_failed);
 
                 if (next < 0)
                         return -1;
@@ -613,10 +655,11 @@ static void setup_volumes(const sh_worker_spec *s)
         if (root < 0)
                 fail_volume(0, SH_STEP_VOLUME_TARGET);
         for (int i = 0; i < s->n_volumes; i++) {
-                _cleanup_close_ int src = volume_source(s, i), dst = -1;
+                int step;
+                _cleanup_close_ int src = volume_source(s, i, &step), dst = -1;
 
                 if (src < 0)
-                        fail_volume(i, SH_STEP_VOLUME_SOURCE);
+                        fail_volume(i, step);
                 dst = volume_target(root, s->volumes[i].target);
                 if (dst < 0 || volume_mount(src, dst, s->volumes[i].flags & SH_VOL_RDONLY) < 0)
                         fail_volume(i, SH_STEP_VOLUME_TARGET);

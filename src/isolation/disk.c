@@ -41,6 +41,7 @@
 #include "sh/capability.h"
 #include "sh/spawn.h"
 #include "sh/syscalls.h"
+#include "sh/volquota.h"
 
 #define IMG_DIR       ".disk" /* {root}/.disk: images (unnamed) and start-up probes */
 #define MAX_EXTENTS   4096    /* data extents of the template image (mke2fs writes tens) */
@@ -824,7 +825,7 @@ void sh_disk_job_cancel(sh_disk_job *j)
 /* CAP_SYS_RESOURCE lets a process ignore quota hard limits, and the daemon (uploads, restores
  * by rsync, everything it forks) writes into workspaces as root: drop it for good, from the
  * bounding set too, so that no helper it execs gets it back. */
-static int drop_sys_resource(void)
+int sh_disk_drop_sys_resource(void)
 {
         cap_value_t v = CAP_SYS_RESOURCE;
         cap_flag_value_t on = CAP_CLEAR;
@@ -872,26 +873,14 @@ static int probe_dir(sh_disk *d, char *path, size_t size, const char *root, char
 
 static int probe_project(sh_disk *d, int rootfd, const char *root, char *why, size_t whysz)
 {
-        struct fs_quota_statv sv;
         struct if_dqblk q;
         struct fsxattr fx;
         char path[4200], name[64];
         _cleanup_close_ int fd = -1;
         int r = -1;
 
-        memset(&sv, 0, sizeof(sv));
-        sv.qs_version = FS_QSTATV_VERSION1;
-        if (sh_quotactl_fd(rootfd, QCMD(Q_XGETQSTATV, PRJQUOTA), 0, &sv) < 0) {
-                snprintf(why, whysz, "no project quota on the state root (quotactl_fd: %s)",
-                         strerror(errno));
+        if (sh_volquota_probe(rootfd, "the state root", why, whysz) < 0)
                 return -1;
-        }
-        if (!(sv.qs_flags & FS_QUOTA_PDQ_ENFD)) {
-                snprintf(why, whysz,
-                         "project quota is not enforced on the state root (ext4: the project "
-                         "and quota features, mounted prjquota; XFS: mounted pquota)");
-                return -1;
-        }
         /* Try what every create will do: a quota for the first id, that id on a directory. */
         if (probe_dir(d, path, sizeof(path), root, name, sizeof(name)) < 0) {
                 snprintf(why, whysz, "creating a probe directory: %s", strerror(errno));
@@ -914,7 +903,7 @@ static int probe_project(sh_disk *d, int rootfd, const char *root, char *why, si
                          strerror(errno));
         else if (ioctl(fd, FS_IOC_FSGETXATTR, &fx) < 0 || fx.fsx_projid != d->proj_base)
                 snprintf(why, whysz, "the project id did not hold");
-        else if (drop_sys_resource() < 0)
+        else if (sh_disk_drop_sys_resource() < 0)
                 snprintf(why, whysz, "cannot drop CAP_SYS_RESOURCE (it ignores quota limits): %s",
                          strerror(errno));
         else

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "sh/macro.h"
+#include "sh/volquota.h"
 
 /*
  * The spec, in host byte order (both ends are builds of one tree on one host):
@@ -20,8 +21,8 @@
  *   u64 tmp_size, u32 ptys_max, u32 nameserver, u32 uid, u32 gid, u32 nprocs
  *   u32 n_rlimits, then per limit: u32 resource, u64 cur, u64 max
  *   u32 n_filter, then per BPF instruction: u16 code, u8 jt, u8 jf, u32 k
- *   u32 volume_gid, u32 n_volumes, then per volume: u32 flags, str base, str path, str sub,
- *   str target
+ *   u32 volume_gid, u32 volume_project, u32 n_volumes, then per volume: u32 flags, u64 quota,
+ *   str base, str path, str sub, str target
  *
  * then, only for an overlay root (n_lowers > 0, no entries):
  *
@@ -68,6 +69,9 @@ bool sh_worker_volume_valid(const sh_volume_spec *v)
 
         if (v->flags & ~(uint32_t)SH_VOL_FLAGS)
                 return false;
+        if (v->quota &&
+            (v->flags & (SH_VOL_NAMED | SH_VOL_CREATE)) != (SH_VOL_NAMED | SH_VOL_CREATE))
+                return false;
         if (strnlen(v->base, sizeof(v->base)) >= sizeof(v->base) || v->base[0] != '/')
                 return false;
         if (!(STREQ(v->path, ".") && !create) && !plain_relative(v->path, sizeof(v->path), create))
@@ -84,6 +88,20 @@ static bool good_volume_gid(const sh_worker_spec *s)
         if (s->volume_gid == (gid_t)-1)
                 return false;
         return s->n_volumes == 0 || (s->volume_gid != 0 && s->volume_gid != s->gid);
+}
+
+/* The named volumes' project ids: none, or a range below 2^32 - 1 (never id 0); one when a
+ * volume has a quota. */
+static bool good_volume_project(const sh_worker_spec *s)
+{
+        int i;
+
+        if (s->volume_project && s->volume_project > UINT32_MAX - SH_VOLQUOTA_IDS)
+                return false;
+        for (i = 0; i < s->n_volumes; i++)
+                if (s->volumes[i].quota && !s->volume_project)
+                        return false;
+        return true;
 }
 
 /* ---- writer ---------------------------------------------------------------------------- */
@@ -164,6 +182,8 @@ int sh_worker_spec_encode(const sh_worker_spec *s, char **ret_buf, size_t *ret_l
         for (i = 0; i < s->n_volumes; i++)
                 if (!sh_worker_volume_valid(&s->volumes[i]))
                         return -EINVAL;
+        if (!good_volume_project(s))
+                return -EINVAL;
         put(&w, spec_magic, sizeof(spec_magic));
         put_str(&w, s->hostname, sizeof(s->hostname));
         put_str(&w, s->rootfs, sizeof(s->rootfs));
@@ -202,11 +222,13 @@ int sh_worker_spec_encode(const sh_worker_spec *s, char **ret_buf, size_t *ret_l
                 PUT(&w, uint32_t, f->k);
         }
         PUT(&w, uint32_t, (uint32_t)s->volume_gid);
+        PUT(&w, uint32_t, s->volume_project);
         PUT(&w, uint32_t, (uint32_t)s->n_volumes);
         for (i = 0; i < s->n_volumes; i++) {
                 const sh_volume_spec *v = &s->volumes[i];
 
                 PUT(&w, uint32_t, v->flags);
+                PUT(&w, uint64_t, v->quota);
                 put_str(&w, v->base, sizeof(v->base));
                 put_str(&w, v->path, sizeof(v->path));
                 put_str(&w, v->sub, sizeof(v->sub));
@@ -424,9 +446,11 @@ static int decode(reader *r, sh_worker_spec *s)
                 f->k = GET(r, uint32_t);
         }
         s->volume_gid = (gid_t)GET(r, uint32_t);
+        s->volume_project = GET(r, uint32_t);
         n = GET(r, uint32_t);
-        /* Each volume takes at least its flags and four lengths: checked before allocating. */
-        if (r->bad || n > SH_WORKER_VOLUMES_MAX || (size_t)n * 20 > r->left)
+        /* Each volume takes at least its flags, quota and four lengths: checked before
+         * allocating. */
+        if (r->bad || n > SH_WORKER_VOLUMES_MAX || (size_t)n * 28 > r->left)
                 return -EBADMSG;
         if (n > 0) {
                 s->volumes = calloc(n, sizeof(*s->volumes));
@@ -438,6 +462,7 @@ static int decode(reader *r, sh_worker_spec *s)
                 sh_volume_spec *v = &s->volumes[i];
 
                 v->flags = GET(r, uint32_t);
+                v->quota = GET(r, uint64_t);
                 get_str(r, v->base, sizeof(v->base));
                 get_str(r, v->path, sizeof(v->path));
                 get_str(r, v->sub, sizeof(v->sub));
@@ -445,7 +470,7 @@ static int decode(reader *r, sh_worker_spec *s)
                 if (r->bad || !sh_worker_volume_valid(v))
                         return -EBADMSG;
         }
-        if (!good_volume_gid(s))
+        if (!good_volume_gid(s) || !good_volume_project(s))
                 return -EBADMSG;
         s->n_lowers = 0;
         if (!r->bad && r->left > 0)
@@ -675,6 +700,7 @@ const char *sh_worker_step_name(int step)
                 [SH_STEP_RESOLV] = "bind /etc/resolv.conf",
                 [SH_STEP_VOLUME_SOURCE] = "volume source",
                 [SH_STEP_VOLUME_TARGET] = "volume target",
+                [SH_STEP_VOLUME_QUOTA] = "volume quota",
         };
 
         if (step <= 0 || step >= (int)ARRAY_SIZE(names) || !names[step])

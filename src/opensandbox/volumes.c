@@ -97,7 +97,7 @@ static int judge_pvc(const cJSON *c, os_record *rec, sh_volume *v, os_err *e)
         if (sc && !cJSON_IsString(sc))
                 return os_err_code(e, OS_E_INVALID_REQUEST,
                                    "volume '%s': pvc.storageClass is a string", v->name);
-        if (st && (!cJSON_IsString(st) || !sh_volume_storage_valid(st->valuestring)))
+        if (st && (!cJSON_IsString(st) || !sh_volume_storage_bytes(st->valuestring, &v->storage)))
                 return os_err_code(e, OS_E_INVALID_REQUEST,
                                    "volume '%s': pvc.storage is a quantity such as \"1Gi\"",
                                    v->name);
@@ -107,9 +107,11 @@ static int judge_pvc(const cJSON *c, os_record *rec, sh_volume *v, os_err *e)
         cJSON_ArrayForEach(x, am) if (!cJSON_IsString(x)) return os_err_code(
                 e, OS_E_INVALID_REQUEST, "volume '%s': pvc.accessModes is a list of strings",
                 v->name);
-        /* Not enforced yet (a project quota per named volume is not built; on NFS none can
-         * be): said, not refused (docs/opensandbox.md). */
-        if (st)
+        if (st && !v->storage)
+                v->storage = 1; /* "0": as small as a limit can be */
+        /* Held by a project quota on the directory this create makes, where the volume root
+         * has one (never on NFS): else said, not refused (docs/opensandbox.md). */
+        if (st && !sh_volume_storage_held())
                 os_record_log(rec, SH_LOG_INFO, "volume-storage-ignored",
                               "volume '%s': pvc.storage '%.40s' is not enforced on this host",
                               v->name, st->valuestring);

@@ -22,6 +22,7 @@
 #include "sh/network.h"
 #include "sh/seccomp.h"
 #include "sh/spawn.h"
+#include "sh/volquota.h"
 #include "sh/worker.h"
 
 #include "remover.h"
@@ -83,6 +84,14 @@ static bool cap_images(void)
         return images_on;
 }
 SH_CAPABILITY_IF(images_pull, "images.pull", cap_images)
+
+/* pvc.storage is held (a project quota on a named volume's directory): the volume root's file
+ * system enforces project quota, asked once at start (volumes_open). */
+static bool volume_quota_on;
+bool sh_volume_storage_held(void)
+{
+        return volume_quota_on;
+}
 
 static void pool_schedule(sh_manager *m, uint64_t ms);
 static void pool_stop(sh_manager *m);
@@ -482,6 +491,33 @@ static int prefix_check(const sh_config *cfg, const char *prefix, sh_error **err
         return 0;
 }
 
+/* Whether the volume root holds project quota, said in the start log: a named volume's
+ * pvc.storage is its limit, or it is ignored (and each create says so). */
+static int volume_quota_probe(const sh_config *cfg, sh_error **err)
+{
+        _cleanup_close_ int fd = open(cfg->volume_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        char why[300];
+
+        if (fd < 0)
+                return sh_error_make(err, errno, "opening the volume root '%s'", cfg->volume_root);
+        volume_quota_on = sh_volquota_probe(fd, "the volume root", why, sizeof(why)) == 0;
+        /* The daemon writes into volumes too (the file API): never past their limit. */
+        if (volume_quota_on && sh_disk_drop_sys_resource() < 0) {
+                snprintf(why, sizeof(why), "CAP_SYS_RESOURCE cannot be dropped: %s",
+                         strerror(errno));
+                volume_quota_on = false;
+        }
+        if (volume_quota_on)
+                log_info("volume-storage", NULL,
+                         "project quota on the volume root '%s': a named volume's pvc.storage "
+                         "limits the directory a create makes",
+                         cfg->volume_root);
+        else
+                log_info("volume-storage", NULL, "not enforced in '%s': %s; pvc.storage is ignored",
+                         cfg->volume_root, why);
+        return 0;
+}
+
 /* The volumes' places, at start (never on the loop later: either may be NFS): the named
  * volumes' root made if missing, every allowed host prefix an existing directory that shares
  * nothing with the daemon's own directories. */
@@ -495,6 +531,8 @@ static int volumes_open(const sh_config *cfg, sh_error **err)
                 return sh_error_make(err, -r,
                                      "creating the volume root '%s' (SANDBOX_HOST_VOLUME_ROOT): %s",
                                      cfg->volume_root, strerror(-r));
+        if (volume_quota_probe(cfg, err) < 0)
+                return -1;
         while (c && *c) {
                 size_t n = strcspn(c, ":");
                 char prefix[4096];

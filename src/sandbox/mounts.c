@@ -21,6 +21,7 @@ int sh_volumes_spec(const sh_volume *v, size_t n, const sh_config *cfg, sh_worke
         spec->volumes = NULL;
         spec->n_volumes = 0;
         spec->volume_gid = 0;
+        spec->volume_project = 0;
         if (!n)
                 return 0;
         spec->volumes = calloc(n, sizeof(*spec->volumes));
@@ -41,6 +42,14 @@ int sh_volumes_spec(const sh_volume *v, size_t n, const sh_config *cfg, sh_worke
                 s->flags = (v[i].read_only ? SH_VOL_RDONLY : 0) |
                            (v[i].kind == SH_VOLUME_PVC ? SH_VOL_NAMED : 0) |
                            (v[i].kind == SH_VOLUME_PVC && v[i].create ? SH_VOL_CREATE : 0);
+                /* pvc.storage on the claim this worker makes, where the volume root holds it:
+                 * ids above every workspace's (base + slot, base + max + slot; disk.c). */
+                if (v[i].kind == SH_VOLUME_PVC && v[i].create && v[i].storage &&
+                    sh_volume_storage_held()) {
+                        s->quota = v[i].storage;
+                        spec->volume_project = (uint32_t)(cfg->disk_project_base +
+                                                          2ULL * (uint64_t)cfg->max_sandboxes);
+                }
         }
         spec->n_volumes = (int)n;
         /* No sandbox has it: sandbox n is uid and gid uid_base + n (uid_base is at least
@@ -69,10 +78,18 @@ int sh_volume_failure(const sh_volume *v, size_t n, uint32_t i, int step, int er
         char src[2700];
         const sh_volume *a;
 
-        if ((step != SH_STEP_VOLUME_SOURCE && step != SH_STEP_VOLUME_TARGET) || i >= n)
+        if ((step != SH_STEP_VOLUME_SOURCE && step != SH_STEP_VOLUME_TARGET &&
+             step != SH_STEP_VOLUME_QUOTA) ||
+            i >= n)
                 return 0;
         a = &v[i];
         source_name(a, src, sizeof(src));
+        if (step == SH_STEP_VOLUME_QUOTA)
+                return sh_error_new(err, SH_E_INTERNAL,
+                                    "volume '%s': %s: its pvc.storage limit (a project quota on "
+                                    "the directory this create made, which is removed again) "
+                                    "could not be set: %s",
+                                    a->name, src, strerror(errnum));
         if (step == SH_STEP_VOLUME_SOURCE)
                 switch (errnum) {
                 case ENOENT:

@@ -38,20 +38,57 @@ static const char *digits(const char *s)
         return p == s ? NULL : p;
 }
 
-bool sh_volume_storage_valid(const char *s)
+/* The fraction's digits counted (at most 9: 10^9 * 10^9 stays below 2^64); more are only
+ * checked to be zero or not. */
+#define STORAGE_FRAC_DIGITS 9
+
+bool sh_volume_storage_bytes(const char *s, uint64_t *bytes)
 {
         static const char *const units[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
-        const char *p = s ? digits(s) : NULL;
+        const char *p = s ? digits(s) : NULL, *q;
+        uint64_t whole = 0, frac = 0, scale = 1, mult, b, hi, part;
+        bool rest = false; /* a nonzero fraction digit past the counted ones */
         size_t i;
 
         if (!p)
                 return false;
-        if (*p == '.' && !(p = digits(p + 1)))
-                return false;
+        for (q = s; q < p; q++)
+                if (__builtin_mul_overflow(whole, 10, &whole) ||
+                    __builtin_add_overflow(whole, (uint64_t)(*q - '0'), &whole))
+                        return false;
+        if (*p == '.') {
+                const char *f = p + 1;
+
+                if (!(p = digits(f)))
+                        return false;
+                for (q = f; q < p; q++) {
+                        if (q - f < STORAGE_FRAC_DIGITS) {
+                                frac = frac * 10 + (uint64_t)(*q - '0');
+                                scale *= 10;
+                        } else if (*q != '0')
+                                rest = true;
+                }
+        }
         for (i = 0; i < ARRAY_SIZE(units); i++)
                 if (STREQ(p, units[i]))
-                        return true;
-        return false;
+                        break;
+        if (i == ARRAY_SIZE(units))
+                return false;
+        mult = 1ULL << (10 * i);
+        /* whole * mult + ceil(frac * mult / scale), mult = q * scale + r: no step overflows. */
+        part = frac * (mult % scale);
+        if (__builtin_mul_overflow(whole, mult, &b) ||
+            __builtin_mul_overflow(frac, mult / scale, &hi) || __builtin_add_overflow(b, hi, &b) ||
+            __builtin_add_overflow(b, part / scale + (part % scale || rest ? 1 : 0), &b))
+                return false;
+        if (bytes)
+                *bytes = b;
+        return true;
+}
+
+bool sh_volume_storage_valid(const char *s)
+{
+        return sh_volume_storage_bytes(s, NULL);
 }
 
 /* `in` as its components joined by single '/' ("." and empty ones dropped), a leading '/'
@@ -221,6 +258,8 @@ int sh_volumes_check(const sh_volume *v, size_t n, size_t max, char *why, size_t
                         return refuse(why, size, a, "its mountPath is not a valid one");
                 if (!memchr(a->base, '\0', sizeof(a->base)) || !plain(a->sub, sizeof(a->sub)))
                         return refuse(why, size, a, "its subPath is not plain");
+                if (a->storage && a->kind != SH_VOLUME_PVC)
+                        return refuse(why, size, a, "a size is a named volume's only");
                 switch (a->kind) {
                 case SH_VOLUME_HOST:
                         if (a->base[0] != '/' || normalise(a->base, true, norm, sizeof(norm)) ||

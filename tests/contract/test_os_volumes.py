@@ -365,6 +365,20 @@ def test_the_provisioning_hints_of_the_yaml_are_accepted(vols, fields):
     sh(vols.osc, sid, "touch /h/x")
 
 
+def test_storage_on_a_volume_root_without_project_quota_is_ignored_and_said(vols):
+    """This machine's volume root has no project quota (tests/vm holds one that has): the
+    start log says pvc.storage is not enforced there, and a create asking for it succeeds and
+    says it was ignored, naming the volume."""
+    start = [ln for ln in vols.d.stderr_text().splitlines() if '"volume-storage"' in ln]
+    assert start and "not enforced" in start[0], vols.d.stderr_text()[-2000:]
+    c = vols.claim()
+    sid = vols.sandbox(pvc("sized", c, "/z", storage="2Mi"))
+    sh(vols.osc, sid, "head -c 3145728 /dev/zero > /z/big")  # past 2Mi: not held here
+    assert os.path.getsize(vols.vroot / c / "big") == 3145728
+    assert shlib.wait_until(lambda: "volume 'sized': pvc.storage '2Mi' is not enforced"
+                            in vols.d.stderr_text(), 5), vols.d.stderr_text()[-2000:]
+
+
 def test_ossfs_is_400_not_supported(vols):
     vols.refused([{"name": "oss", "ossfs": dict(OSSFS), "mountPath": "/oss"}],
                  code="NOT_SUPPORTED")

@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "sh/proto.h"
+#include "sh/volquota.h"
 
 static void spec(fz *f)
 {
@@ -21,8 +22,12 @@ static void spec(fz *f)
                 FZ_CHECK(s.uid != 0 && s.gid != 0);
                 FZ_CHECK(s.n_volumes >= 0 && s.n_volumes <= SH_WORKER_VOLUMES_MAX);
                 FZ_CHECK(s.n_volumes == 0 || (s.volume_gid != 0 && s.volume_gid != s.gid));
-                for (int i = 0; i < s.n_volumes; i++)
+                for (int i = 0; i < s.n_volumes; i++) {
                         FZ_CHECK(sh_worker_volume_valid(&s.volumes[i]));
+                        FZ_CHECK(!s.volumes[i].quota ||
+                                 (s.volume_project &&
+                                  s.volume_project <= UINT32_MAX - SH_VOLQUOTA_IDS));
+                }
                 FZ_CHECK(sh_worker_spec_encode(&s, &enc, &len) == 0);
                 FZ_CHECK(len == f->n && memcmp(enc, buf, len) == 0);
                 free(enc);

@@ -44,7 +44,7 @@ def spec_str(s):
 
 
 def spec(entries, rlimits, filt, hostname=b"sandbox", uid=100000, gid=100000, nprocs=1,
-         volumes=(), volume_gid=0):
+         volumes=(), volume_gid=0, volume_project=0):
     out = b"SHSPEC1\n" + spec_str(hostname) + spec_str(b"/run/sh/root") + spec_str(b"/var/ws")
     out += spec_str(b"/var/tools") + u32(len(entries))
     for name, is_link, where in entries:
@@ -55,9 +55,9 @@ def spec(entries, rlimits, filt, hostname=b"sandbox", uid=100000, gid=100000, np
     out += u32(len(filt))
     for code, jt, jf, k in filt:
         out += u16(code) + u8(jt) + u8(jf) + u32(k)
-    out += u32(volume_gid) + u32(len(volumes))
-    for flags, base, path, sub, target in volumes:
-        out += u32(flags) + spec_str(base) + spec_str(path) + spec_str(sub) + spec_str(target)
+    out += u32(volume_gid) + u32(volume_project) + u32(len(volumes))
+    for flags, quota, base, path, sub, target in volumes:
+        out += u32(flags) + u64(quota) + spec_str(base) + spec_str(path) + spec_str(sub) + spec_str(target)
     return out
 
 
@@ -75,11 +75,15 @@ def proto():
         "spec-root": b"0" + spec([], [], ALLOW, uid=0),  # refused: never root
         "spec-trailing": b"0" + full + b"\0",  # refused: bytes after the volumes
         "spec-volumes": b"0" + spec([], [], ALLOW, volume_gid=99999, volumes=[
-            (1, b"/data", b"proj", b"a/b", b"/mnt/data"),
-            (6, b"/var/lib/sh/volumes", b"claim", b"", b"/workspace/c")]),
+            (1, 0, b"/data", b"proj", b"a/b", b"/mnt/data"),
+            (6, 0, b"/var/lib/sh/volumes", b"claim", b"", b"/workspace/c")]),
+        # a named volume made with a quota (pvc.storage) and the project ids' range
+        "spec-volume-quota": b"0" + spec([], [], ALLOW, volume_gid=99999,
+                                         volume_project=3000000512, volumes=[
+            (6, 2 << 20, b"/var/lib/sh/volumes", b"claim", b"", b"/workspace/c")]),
         # refused: a subPath that leaves its volume
         "spec-volume-dotdot": b"0" + spec([], [], ALLOW, volume_gid=99999, volumes=[
-            (0, b"/data", b".", b"../etc", b"/mnt/data")]),
+            (0, 0, b"/data", b".", b"../etc", b"/mnt/data")]),
         "msg-volume-created": b"2" + u32(7) + u32(0) + u32(1) + u32(0),
         "exec": b"1" + exec_msg,
         "exec-cut": b"1" + exec_msg[:-3],

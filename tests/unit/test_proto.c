@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "sh/proto.h"
+#include "sh/volquota.h"
 #include "sh/worker.h" /* sh_worker_spec_limits: the daemon fills the sample */
 #include "unit.h"
 
@@ -95,7 +96,8 @@ typedef struct breaks {
         /* one volume (its fields "" or 0 take the defaults: /vol, data, "", /mnt/data, 0) */
         bool volume;
         const char *vbase, *vpath, *vsub, *vtarget;
-        uint32_t vflags;
+        uint32_t vflags, volume_project;
+        uint64_t vquota;
         int n_volumes /* as sent; -1: how many there are */,
                 volume_gid /* -1: 150000 or 0; -2: (gid_t)-1 */;
 } breaks;
@@ -137,9 +139,11 @@ static void build(bld *b, const breaks *k)
                : k->volume_gid == -2 ? 0xffffffffU
                : k->volume           ? 150000
                                      : 0);
+        u32(b, k->volume_project);
         u32(b, k->n_volumes >= 0 ? (uint32_t)k->n_volumes : k->volume ? 1 : 0);
         if (k->volume) {
                 u32(b, k->vflags);
+                u64(b, k->vquota);
                 str(b, k->vbase ? k->vbase : "/vol");
                 str(b, k->vpath ? k->vpath : "data");
                 str(b, k->vsub ? k->vsub : "");
@@ -769,6 +773,69 @@ START_TEST(test_a_hand_made_volume_decodes)
 }
 END_TEST
 
+START_TEST(test_a_named_volume_quota_round_trips)
+{
+        sh_worker_spec *s = volume_sample(), *d = calloc(1, sizeof(*d));
+        char *buf = NULL;
+        size_t len = 0;
+
+        volumes[1].quota = 2ULL << 20;
+        s->volume_project = 3000000512U;
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), 0);
+        ck_assert_int_eq(sh_worker_spec_decode(buf, len, d), 0);
+        ck_assert_uint_eq(d->volumes[0].quota, 0);
+        ck_assert_uint_eq(d->volumes[1].quota, 2ULL << 20);
+        ck_assert_uint_eq(d->volume_project, 3000000512U);
+        sh_worker_spec_done(d);
+        free(buf);
+        free(d);
+        free(s);
+}
+END_TEST
+
+START_TEST(test_a_quota_without_a_made_named_volume_is_refused)
+{
+        static const uint32_t flags[] = {0, SH_VOL_NAMED, SH_VOL_CREATE, SH_VOL_RDONLY};
+        sh_worker_spec *d = calloc(1, sizeof(*d));
+        bld b;
+
+        for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
+                build(&b, BREAKS(.volume = true, .vflags = flags[i], .vquota = 4096,
+                                 .volume_project = 5000));
+                ck_assert_int_eq(decode_bld(&b, d), -EBADMSG);
+        }
+        build(&b, BREAKS(.volume = true, .vflags = SH_VOL_NAMED | SH_VOL_CREATE, .vquota = 4096,
+                         .volume_project = 5000));
+        ck_assert_int_eq(decode_bld(&b, d), 0);
+        sh_worker_spec_done(d);
+        free(d);
+}
+END_TEST
+
+START_TEST(test_a_quota_needs_a_project_range_below_the_last_id)
+{
+        static const uint32_t bad[] = {0, UINT32_MAX, UINT32_MAX - SH_VOLQUOTA_IDS + 1};
+        sh_worker_spec *d = calloc(1, sizeof(*d)), *s = volume_sample();
+        char *buf = NULL;
+        size_t len = 0;
+        bld b;
+
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                build(&b, BREAKS(.volume = true, .vflags = SH_VOL_NAMED | SH_VOL_CREATE,
+                                 .vquota = 4096, .volume_project = bad[i]));
+                ck_assert_int_eq(decode_bld(&b, d), -EBADMSG);
+        }
+        build(&b, BREAKS(.volume = true, .vflags = SH_VOL_NAMED | SH_VOL_CREATE, .vquota = 4096,
+                         .volume_project = UINT32_MAX - SH_VOLQUOTA_IDS));
+        ck_assert_int_eq(decode_bld(&b, d), 0);
+        sh_worker_spec_done(d);
+        volumes[1].quota = 1; /* and the encoder will not send one without a range */
+        ck_assert_int_eq(sh_worker_spec_encode(s, &buf, &len), -EINVAL);
+        free(d);
+        free(s);
+}
+END_TEST
+
 START_TEST(test_volume_paths_that_leave_their_base_are_refused)
 {
         static const char *const bad_rel[] = {"..",   "../x", "a/../b", "a/..",  "/abs", "",
@@ -1002,7 +1069,7 @@ END_TEST
 
 START_TEST(test_every_step_has_a_name)
 {
-        for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_VOLUME_TARGET; step++)
+        for (int step = SH_STEP_CGROUP_JOIN; step <= SH_STEP_VOLUME_QUOTA; step++)
                 ck_assert_str_ne(sh_worker_step_name(step), "?");
         ck_assert_str_eq(sh_worker_step_name(SH_STEP_PIVOT), "pivot_root");
         ck_assert_str_eq(sh_worker_step_name(SH_STEP_VOLUME_SOURCE), "volume source");
@@ -1010,7 +1077,8 @@ START_TEST(test_every_step_has_a_name)
         /* numbers from the other side that no step has */
         ck_assert_str_eq(sh_worker_step_name(0), "?");
         ck_assert_str_eq(sh_worker_step_name(-1), "?");
-        ck_assert_str_eq(sh_worker_step_name(SH_STEP_VOLUME_TARGET + 1), "?");
+        ck_assert_str_eq(sh_worker_step_name(SH_STEP_VOLUME_QUOTA), "volume quota");
+        ck_assert_str_eq(sh_worker_step_name(SH_STEP_VOLUME_QUOTA + 1), "?");
         ck_assert_str_eq(sh_worker_step_name(1 << 30), "?");
 }
 END_TEST
@@ -1050,6 +1118,9 @@ static Suite *proto_suite(void)
         tcase_add_test(tc, test_a_spec_without_volumes_decodes_none);
         tcase_add_test(tc, test_every_truncation_of_volumes_is_refused);
         tcase_add_test(tc, test_a_hand_made_volume_decodes);
+        tcase_add_test(tc, test_a_named_volume_quota_round_trips);
+        tcase_add_test(tc, test_a_quota_without_a_made_named_volume_is_refused);
+        tcase_add_test(tc, test_a_quota_needs_a_project_range_below_the_last_id);
         tcase_add_test(tc, test_volume_paths_that_leave_their_base_are_refused);
         tcase_add_test(tc, test_volume_counts_flags_and_group_are_checked);
         tcase_add_test(tc, test_a_claim_and_a_group_decode);

@@ -78,6 +78,49 @@ START_TEST(test_storage_is_a_quantity)
 }
 END_TEST
 
+static uint64_t storage(const char *s)
+{
+        uint64_t b = 0;
+
+        ck_assert_msg(sh_volume_storage_bytes(s, &b), "'%s' is a quantity", s);
+        return b;
+}
+
+START_TEST(test_storage_is_counted_in_binary_units)
+{
+        ck_assert_uint_eq(storage("10"), 10);
+        ck_assert_uint_eq(storage("2Mi"), 2ULL << 20);
+        ck_assert_uint_eq(storage("1Gi"), 1ULL << 30);
+        ck_assert_uint_eq(storage("3Ti"), 3ULL << 40);
+        ck_assert_uint_eq(storage("1Pi"), 1ULL << 50);
+        ck_assert_uint_eq(storage("15Ei"), 15ULL << 60);
+        ck_assert_uint_eq(storage("0"), 0);
+}
+END_TEST
+
+START_TEST(test_storage_decimals_round_up_to_a_byte)
+{
+        ck_assert_uint_eq(storage("1.5Ki"), 1536);
+        ck_assert_uint_eq(storage("1.5Gi"), 3ULL << 29);
+        ck_assert_uint_eq(storage("0.001Ki"), 2); /* 1.024 bytes */
+        ck_assert_uint_eq(storage("2.5"), 3);
+        ck_assert_uint_eq(storage("1.0000000000Ki"), 1024); /* zeros past 9 decimals */
+        ck_assert_uint_eq(storage("1.0000000001"), 2);      /* a digit past 9 decimals */
+}
+END_TEST
+
+START_TEST(test_storage_past_64_bits_is_refused)
+{
+        uint64_t b = 7;
+
+        ck_assert(!sh_volume_storage_bytes("16Ei", &b));
+        ck_assert(!sh_volume_storage_bytes("18446744073709551616", &b));
+        ck_assert(sh_volume_storage_bytes("18446744073709551615", &b));
+        ck_assert_uint_eq(b, UINT64_MAX);
+        ck_assert(!sh_volume_storage_bytes("1G", &b));
+}
+END_TEST
+
 START_TEST(test_a_mount_path_is_normalised)
 {
         ck_assert_ptr_null(target("/data"));
@@ -267,6 +310,9 @@ static Suite *volume_suite(void)
 
         tcase_add_test(tc, test_names_and_claims_are_dns_labels);
         tcase_add_test(tc, test_storage_is_a_quantity);
+        tcase_add_test(tc, test_storage_is_counted_in_binary_units);
+        tcase_add_test(tc, test_storage_decimals_round_up_to_a_byte);
+        tcase_add_test(tc, test_storage_past_64_bits_is_refused);
         tcase_add_test(tc, test_a_mount_path_is_normalised);
         tcase_add_test(tc, test_a_mount_path_over_the_kernel_the_root_or_the_workspace_is_refused);
         tcase_add_test(tc, test_dotdot_in_every_position_is_refused);

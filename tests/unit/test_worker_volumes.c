@@ -11,11 +11,13 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -28,13 +30,15 @@
 #include "sh/proto.h"
 #include "sh/seccomp.h"
 #include "sh/syscalls.h"
+#include "sh/volquota.h"
 #include "sh/worker.h" /* sh_worker_spec_limits */
 #include "unit.h"
 
-#define UID     200071
-#define GID     200071
-#define VOL_GID 199999
-#define WAIT_MS 20000
+#define UID         200071
+#define GID         200071
+#define VOL_GID     199999
+#define VOL_PROJECT 3000000512U /* the named volumes' first project id */
+#define WAIT_MS     20000
 
 static char tdir[256];
 static sh_seccomp *filter;
@@ -66,6 +70,7 @@ static void setup(void)
         ck_assert_int_eq(chmod(ut_path(tdir, "host/data"), 0777), 0);
         ut_write_file(ut_path(tdir, "host/data/marker"), "hello\n");
         ck_assert_int_eq(mkdir(ut_path(tdir, "vols"), 0755), 0);
+        ck_assert_int_eq(mkdir(ut_path(tdir, "qvols"), 0755), 0);
         ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
         ck_assert_int_eq(sh_seccomp_build(&filter, &err), 0);
 }
@@ -110,6 +115,7 @@ static sh_worker_spec *make_spec(sh_volume_spec *vols, int n)
         s->volumes = vols;
         s->n_volumes = n;
         s->volume_gid = n ? VOL_GID : 0;
+        s->volume_project = n ? VOL_PROJECT : 0;
         return s;
 }
 
@@ -384,6 +390,45 @@ START_TEST(test_a_named_volume_is_made_shared_and_reported)
 }
 END_TEST
 
+/* pvc.storage on a claim the worker makes: where the test's directory has no project quota
+ * (this machine: tests/vm has the case where it has), the volume fails at its quota step and
+ * the directory just made is gone; where it has, the claim has a project id of the range. */
+START_TEST(test_a_claim_whose_quota_cannot_be_set_fails_and_is_removed)
+{
+        sh_volume_spec v[] = {vol(ut_path(tdir, "qvols"), "sized", "", "/mnt/sized",
+                                  SH_VOL_CREATE | SH_VOL_NAMED)};
+        char why[300];
+        int fd = open(ut_path(tdir, "qvols"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        bool held = fd >= 0 && sh_volquota_probe(fd, "the test's directory", why, sizeof(why)) == 0;
+        struct fsxattr fx = {0};
+        worker w;
+
+        ck_assert_int_ge(fd, 0);
+        v[0].quota = 2 << 20;
+        start(&w, v, 1);
+        if (held) {
+                ck_assert(w.ready);
+                stop(&w);
+                close(fd);
+                fd = open(ut_path(tdir, "qvols/sized"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                ck_assert_int_eq(ioctl(fd, FS_IOC_FSGETXATTR, &fx), 0);
+                ck_assert_uint_ge(fx.fsx_projid, VOL_PROJECT);
+                ck_assert_uint_lt(fx.fsx_projid, VOL_PROJECT + SH_VOLQUOTA_IDS);
+        } else {
+                ck_assert_msg(!w.ready, "the sandbox started");
+                ck_assert_int_eq(w.failed_id, 0);
+                ck_assert_msg(w.failed_step == SH_STEP_VOLUME_QUOTA, "step %s",
+                              sh_worker_step_name(w.failed_step));
+                ck_assert_int_ne(w.failed_errno, 0);
+                ck_assert_int_eq(w.created[0], 0);
+                stop(&w);
+                ck_assert_int_eq(access(ut_path(tdir, "qvols/sized"), F_OK), -1);
+                ck_assert_int_eq(errno, ENOENT);
+        }
+        close(fd);
+}
+END_TEST
+
 START_TEST(test_volumes_nest_in_their_order)
 {
         sh_volume_spec v[] = {vol(ut_path(tdir, "host"), "data", "", "/mnt/a", 0),
@@ -507,6 +552,7 @@ static Suite *volumes_suite(void)
         tcase_add_test(tc, test_a_link_inside_the_base_is_followed_but_not_as_subpath);
         tcase_add_test(tc, test_a_fifo_or_a_file_is_not_a_volume);
         tcase_add_test(tc, test_a_mount_path_through_a_link_or_a_read_only_part_is_refused);
+        tcase_add_test(tc, test_a_claim_whose_quota_cannot_be_set_fails_and_is_removed);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -100,6 +100,10 @@ QUOTA_CHECKS = [
     "quota_mountinfo_no_id",
     "quota_projid_change_refused",
     "quota_projinherit_clear_refused",
+    "quota_named_volume_storage_held",
+    "quota_named_volume_project_id",
+    "quota_named_volume_shared_limit",
+    "quota_named_volume_id_reused",
     "quota_delete_frees",
     "quota_sigterm_exit_0",
 ]

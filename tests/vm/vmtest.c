@@ -1886,6 +1886,8 @@ static void frees_and_stops(const char *prefix, const char *mnt, long long base,
                st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status=0x%x", st);
 }
 
+static void quota_volume_storage(bool up);
+
 static int quota(const char *bin, const char *cgdir, const char *mnt)
 {
         static const char *const env[] = {"SANDBOX_HOST_DISK_MAX=4M",
@@ -2093,6 +2095,9 @@ static int quota(const char *bin, const char *cgdir, const char *mnt)
                         resp_free(&r);
                 }
         }
+
+        /* a named volume's pvc.storage on the same disk (the volume root is {root}/volumes) */
+        quota_volume_storage(up);
 
         /* everything deleted: the filesystem is as before; SIGTERM exits 0 */
         frees_and_stops("quota", mnt, base, up);
@@ -2616,6 +2621,104 @@ static long number_line(const char *out)
                         return n;
         }
         return -1;
+}
+
+/* Part of `vmtest quota` (issue 25, pvc.storage): the daemon's volume root is on the ext4
+ * disk mounted prjquota, so a named volume a create makes with `storage: "2Mi"` is held to it:
+ * a write from inside stops at about 2 MiB with EDQUOT, the claim's directory has a project id
+ * of its own above every workspace's, with PROJINHERIT; a second sandbox mounting the same
+ * claim (its own `storage` larger) is held by the same limit; both deleted, the claim goes
+ * with the last (deleteOnSandboxTermination), so the disk is as before. */
+/* A /v1 sandbox mounting the claim "vmsized" at `mount` with `storage` (made by the first,
+ * deleteOnSandboxTermination), then `vmtest fill <mount>/<file> <mib>` in it: whether it ran,
+ * the bytes written and the errno in *n, *e; its id in vid (deleted by the caller). */
+static bool sized_fill(const char *storage, const char *mount, const char *file, int mib, char *vid,
+                       size_t vidsz, char *why, size_t whysz, execres *x, long long *n, int *e)
+{
+        char vols[400], cmd[200];
+
+        snprintf(vols, sizeof(vols),
+                 "[{\"name\":\"sized\",\"pvc\":{\"claimName\":\"vmsized\",\"storage\":\"%s\","
+                 "\"deleteOnSandboxTermination\":true},\"mountPath\":\"%s\"}]",
+                 storage, mount);
+        if (!os_create_volumes(vols, vid, vidsz, why, whysz))
+                return false;
+        snprintf(cmd, sizeof(cmd), "[\"vmtest\",\"fill\",\"%s/%s\",\"%d\"]", mount, file, mib);
+        *x = run(vid, cmd);
+        sscanf(x->out, "written=%lld errno=%d", n, e);
+        return x->ok;
+}
+
+/* The claim gone with its last sandbox (deleteOnSandboxTermination), the same claim made
+ * again (a smaller storage) takes its id again, with the new limit: a removed claim's id
+ * (a limit, nothing charged) is free, so the range is never used up. */
+static void quota_volume_reused(uint32_t old_id)
+{
+        char why[1500] = "", vc[128] = "", detail[300] = "";
+        uint64_t t0 = now_ms();
+        struct fsxattr fx = {0};
+        long long n = -1;
+        int e = -1, fd = -1;
+        bool ok;
+        execres x = {0};
+
+        while (old_id && exists(pathf("%s/volumes/vmsized", daemon_root)) && now_ms() - t0 < 20000)
+                sleep_ms(50);
+        ok = old_id && !exists(pathf("%s/volumes/vmsized", daemon_root)) &&
+             sized_fill("1Mi", "/v", "again", 8, vc, sizeof(vc), why, sizeof(why), &x, &n, &e);
+        fd = vc[0] ? open(pathf("%s/volumes/vmsized", daemon_root),
+                          O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                   : -1;
+        if (fd < 0 || ioctl(fd, FS_IOC_FSGETXATTR, &fx) < 0)
+                snprintf(detail, sizeof(detail), "the claim's directory: %s", strerror(errno));
+        if (fd >= 0)
+                close(fd);
+        result("quota_named_volume_id_reused",
+               ok && fx.fsx_projid == old_id && e == EDQUOT && n <= (1LL << 20),
+               "first id %u, again %u; written=%lld errno=%d (storage 1Mi) %s %s %.300s", old_id,
+               fx.fsx_projid, n, e, detail, why, x.frame);
+        if (vc[0])
+                (void)os_delete(vc);
+}
+
+static void quota_volume_storage(bool up)
+{
+        char why[1500] = "", va[128] = "", vb[128] = "", detail[300] = "";
+        long long n = -1, n2 = -1;
+        int e = -1, e2 = -1, fd;
+        struct fsxattr fx = {0};
+        bool a_ok, b_ok, got = false;
+        execres x = {0}, x2 = {0};
+
+        a_ok = up &&
+               sized_fill("2Mi", "/v", "big", 8, va, sizeof(va), why, sizeof(why), &x, &n, &e);
+        fd = va[0] ? open(pathf("%s/volumes/vmsized", daemon_root),
+                          O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                   : -1;
+        got = fd >= 0 && ioctl(fd, FS_IOC_FSGETXATTR, &fx) == 0;
+        if (!got)
+                snprintf(detail, sizeof(detail), "the claim's directory: %s", strerror(errno));
+        if (fd >= 0)
+                close(fd);
+        result("quota_named_volume_storage_held",
+               a_ok && e == EDQUOT && n >= (1LL << 20) && n <= (2LL << 20),
+               "written=%lld errno=%d (storage 2Mi) %s %.300s", n, e, why, x.frame);
+        result("quota_named_volume_project_id",
+               got && fx.fsx_projid >= QBASE + 2 * QMAX &&
+                       fx.fsx_projid < QBASE + 2 * QMAX + 65536 &&
+                       (fx.fsx_xflags & FS_XFLAG_PROJINHERIT),
+               "claim projid=%u xflags=0x%x (workspaces below %u) %s", fx.fsx_projid, fx.fsx_xflags,
+               QBASE + 2 * QMAX, detail);
+        b_ok = va[0] &&
+               sized_fill("64Mi", "/w", "more", 4, vb, sizeof(vb), why, sizeof(why), &x2, &n2, &e2);
+        result("quota_named_volume_shared_limit", b_ok && e2 == EDQUOT && n2 < (1LL << 20),
+               "second sandbox (storage 64Mi, the claim existing): written=%lld errno=%d %s %.300s",
+               n2, e2, why, x2.frame);
+        if (va[0])
+                (void)os_delete(va);
+        if (vb[0])
+                (void)os_delete(vb);
+        quota_volume_reused(got ? fx.fsx_projid : 0);
 }
 
 static int volumes(const char *bin, const char *cgdir)

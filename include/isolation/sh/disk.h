@@ -53,6 +53,9 @@ uint64_t sh_disk_inodes(const sh_disk *d);
 /* With SH_DISK_NONE after DISK_MAX=auto found nothing to hold a limit: why (one line, with
  * each mechanism's reason), else NULL. */
 const char *sh_disk_why_none(const sh_disk *d);
+/* CAP_SYS_RESOURCE ignores quota limits: dropped for good (the bounding set too) by a daemon
+ * that holds any by project quota (a workspace's, a named volume's). 0 or -1 with errno. */
+int sh_disk_drop_sys_resource(void);
 /* "none", "project", "loop", "tmpfs" */
 const char *sh_disk_mode_name(sh_disk_mode m);
 /* loop and tmpfs: the workspace is a filesystem of its own, mounted below the sandbox dir. */

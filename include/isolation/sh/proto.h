@@ -84,6 +84,9 @@ typedef struct sh_volume_spec {
         char sub[SH_ENTRY_PATH_MAX];    /* subPath: plain relative components, "" for none */
         char target[SH_ENTRY_PATH_MAX]; /* mountPath: absolute, plain components, not "/" */
         uint32_t flags;                 /* SH_VOL_* */
+        /* pvc.storage in bytes (0: none): a block limit on the claim's directory when this
+         * worker makes it (SH_VOL_NAMED and SH_VOL_CREATE only), a project quota of its own. */
+        uint64_t quota;
 } sh_volume_spec;
 
 /* A volume as the decoder takes it (the daemon may check its own with it): base absolute;
@@ -132,6 +135,9 @@ typedef struct sh_worker_spec {
         /* The one supplementary group of every process of the sandbox (0: none): the group
          * of the named volumes' directories. Never the sandbox's gid, never 0 with volumes. */
         gid_t volume_gid;
+        /* The first of the SH_VOLQUOTA_IDS project ids a named volume's quota may take (0:
+         * none; never 0 when a volume has a quota; the range fits below 2^32 - 1). */
+        uint32_t volume_project;
 } sh_worker_spec;
 
 /* A lower's name as the decoder takes it: relative, components of [A-Za-z0-9._-] joined by
@@ -211,6 +217,9 @@ enum {
          * a named volume's directory) or its target (mountPath in the root, the mount). */
         SH_STEP_VOLUME_SOURCE,
         SH_STEP_VOLUME_TARGET,
+        /* A named volume's quota (pvc.storage) on the directory the worker just made (which
+         * it removed again): the volume root has project quota, so a host fault. */
+        SH_STEP_VOLUME_QUOTA,
 };
 /* Names of setup steps for SH_MSG_SETUP_FAILED (a static string; "?" for a number no step
  * has: the number came from the other side). */

@@ -393,3 +393,7 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
 int sh_sandbox_mark_ready(sh_sandbox *sb, sh_error **err);
 int sh_sandbox_clear_ready(sh_sandbox *sb, sh_error **err);
 int sh_sandbox_is_ready(sh_sandbox *sb, bool *ret, sh_error **err);
+
+/* Whether a named volume's pvc.storage is held here: the volume root's file system enforces
+ * project quota (asked once, when the manager started). Else it is ignored, and said. */
+bool sh_volume_storage_held(void);

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define SH_VOLUMES_MAX      64   /* SANDBOX_HOST_VOLUME_MAX's ceiling (the worker spec's bound) */
 #define SH_VOLUME_NAME_MAX  63   /* a DNS label */
@@ -34,6 +35,9 @@ typedef struct sh_volume {
         bool read_only;
         bool create;        /* pvc: createIfNotExists (made if absent) */
         bool delete_on_end; /* pvc: deleteOnSandboxTermination */
+        /* pvc: pvc.storage in bytes, 0 none ("0" is held as 1 byte): the limit of the claim's
+         * directory when this create makes it, where the volume root has project quota. */
+        uint64_t storage;
 } sh_volume;
 
 /* name: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 bytes (the YAML's Volume.name). */
@@ -43,6 +47,10 @@ bool sh_volume_name_valid(const char *s);
 bool sh_volume_claim_valid(const char *s);
 /* storage: \d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei)? (the YAML's PVC.storage). */
 bool sh_volume_storage_valid(const char *s);
+/* The same quantity in bytes (the units binary: Ki = 1024 ... Ei = 2^60), a fraction rounded
+ * up to a whole byte (counted to 9 decimals; a nonzero digit past them adds one byte). False
+ * when not such a quantity or when it exceeds 2^64 - 1 bytes. */
+bool sh_volume_storage_bytes(const char *s, uint64_t *bytes);
 
 /* mountPath `in` normalised into out (size bytes): absolute, "//" and "/./" collapsed, a
  * trailing '/' dropped. NULL, or why it is refused (a static phrase to follow the field's name):
