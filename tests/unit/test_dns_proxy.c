@@ -775,6 +775,27 @@ START_TEST(test_an_answer_whose_addresses_were_not_opened_is_not_kept)
 }
 END_TEST
 
+/* A sandbox keeps SH_DNS_CACHE_ENTRIES answers: one more name pushes out its oldest, which is
+ * then asked upstream again, while the newest is still answered from the cache. */
+START_TEST(test_a_sandboxs_cache_past_its_entries_forgets_its_oldest_answer)
+{
+        char name[64];
+        wait_for w;
+        int i;
+
+        for (i = 0; i <= SH_DNS_CACHE_ENTRIES; i++) {
+                snprintf(name, sizeof(name), "n%d.pypi.org", i);
+                ask_expect(SBX1_IP, name, SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
+        }
+        ck_assert_int_eq(n_reported, SH_DNS_CACHE_ENTRIES + 1);
+        snprintf(name, sizeof(name), "n%d.pypi.org", SH_DNS_CACHE_ENTRIES);
+        ask_expect(SBX1_IP, name, SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
+        ck_assert_int_eq(n_reported, SH_DNS_CACHE_ENTRIES + 1);
+        ask_expect(SBX1_IP, "n0.pypi.org", SH_DNS_TYPE_A, SH_DNS_NOERROR, &w);
+        ck_assert_int_eq(n_reported, SH_DNS_CACHE_ENTRIES + 2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("dns_proxy");
@@ -802,6 +823,7 @@ static Suite *suite(void)
         tcase_add_test(tc, test_a_sandboxs_cache_is_its_own);
         tcase_add_test(tc, test_a_flushed_sandbox_asks_upstream_again);
         tcase_add_test(tc, test_an_answer_whose_addresses_were_not_opened_is_not_kept);
+        tcase_add_test(tc, test_a_sandboxs_cache_past_its_entries_forgets_its_oldest_answer);
         suite_add_tcase(s, tc);
         return s;
 }
