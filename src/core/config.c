@@ -101,7 +101,9 @@ static const opt options[] = {
         {"SANDBOX_HOST_DISK_QUOTA", T_DISK_QUOTA, OFF(disk_quota), "auto", 0, 0,
          "how DISK_MAX is enforced: auto, project, loop, tmpfs or none"},
         {"SANDBOX_HOST_DISK_PROJECT_BASE", T_UINT, OFF(disk_project_base), "3000000000", 1,
-         4000000000ULL, "first project quota id (sandbox slot n uses base + n and base + max + n)"},
+         4000000000ULL,
+         "first project quota id (sandbox slot n uses base + n and base + max + n; named volumes "
+         "with pvc.storage the 65536 ids from base + 2 x max)"},
         {"SANDBOX_HOST_OPENSANDBOX", T_BOOL, OFF(opensandbox), "on", 0, 0,
          "on: serve OpenSandbox's API under /v1/ (off: every /v1 path is the native 404)"},
         {"SANDBOX_HOST_NATIVE", T_BOOL, OFF(native), "on", 0, 0,
