@@ -273,7 +273,17 @@ int sh_egress_nft_open(const sh_egress_nft_config *c, sh_egress_nft **ret, sh_er
         addf(&t, " drop\n    ip daddr ");
         put_net(&t, &c->range);
         addf(&t, " drop\n  }\n");
+        /* Each sandbox's UDP DNS packets metered by source before the proxy's one socket: a
+         * flood past the proxy's own rate is dropped here, so it never fills the socket the
+         * other sandboxes' queries wait in. Entries time out; a full set meters nobody new
+         * (the proxy's own bucket still holds). */
+        addf(&t, "  set dnsrate { type ipv4_addr; size %u; flags dynamic,timeout; timeout 10s; }\n",
+             SH_EGRESS_DNS_METER_SIZE);
         addf(&t, "  chain input {\n    type filter hook input priority filter; policy accept;\n");
+        addf(&t,
+             "    iifname \"%s*\" udp dport 53 add @dnsrate { ip saddr limit rate over "
+             "%u/second burst %u packets } counter drop\n",
+             c->ifprefix, SH_EGRESS_DNS_PPS, SH_EGRESS_DNS_PPS_BURST);
         addf(&t, "    iifname . ip saddr @pairs ip daddr ");
         put_addr(&t, c->proxy);
         addf(&t, " meta l4proto { tcp, udp } th dport 53 accept\n");

@@ -592,6 +592,42 @@ START_TEST(test_sandbox_reaches_only_the_dns_proxy_of_the_pod)
 }
 END_TEST
 
+/* A sandbox's UDP DNS flood is dropped by the input chain's meter (its counter counts it)
+ * before it reaches the proxy's socket, and another sandbox's query still arrives. */
+START_TEST(test_a_sandboxs_dns_flood_is_dropped_before_the_proxy_and_anothers_query_arrives)
+{
+        static char listing[16384];
+        char gw[INET_ADDRSTRLEN], what[128];
+        struct sockaddr_in a;
+        const char *at;
+        world w;
+        int l, s, i, sent = 0;
+
+        world_up(&w, 64, 16, false);
+        sandbox_up(&w, 0, NULL, 0, true);
+        sandbox_up(&w, 1, NULL, 0, true);
+        inet_ntop(AF_INET, &w.gw, gw, sizeof(gw));
+        a = sin_of(gw, 53);
+        l = socket_in(&w, w.pod, SOCK_DGRAM); /* the proxy's socket: what passes lands here */
+        ck_assert_int_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+        s = socket_in(&w, w.sbx[0], SOCK_DGRAM);
+        /* Far more than the meter's burst: whatever the pace, some are over its rate. */
+        for (i = 0; i < 20000; i++)
+                if (sendto(s, "q", 1, MSG_DONTWAIT, (struct sockaddr *)&a, sizeof(a)) == 1)
+                        sent++;
+        close(s);
+        ck_assert_int_gt(sent, (int)(2 * SH_EGRESS_DNS_PPS_BURST));
+        snprintf(what, sizeof(what), "chain inet %s input", sh_egress_nft_table(w.nft));
+        ck_assert(nft_list(what, listing, sizeof(listing)));
+        at = strstr(listing, "counter packets ");
+        ck_assert_msg(at, "no meter counter in %s", listing);
+        ck_assert_msg(strtoul(at + strlen("counter packets "), NULL, 10) > 0, "%s", listing);
+        close(l);
+        ck_assert(dns_arrives(&w, w.sbx[1], w.pod, gw));
+        world_down(&w);
+}
+END_TEST
+
 /* A sandbox that takes another address (its root may own its namespace) gets nothing out. */
 START_TEST(test_spoofed_source_dropped)
 {
@@ -957,6 +993,9 @@ int main(void)
         tcase_add_test(tc, test_open_address_full_set_enfile_no_slot_enoent);
         tcase_add_test(tc, test_operator_deny_wins_and_operator_allow_is_everyones);
         tcase_add_test(tc, test_sandbox_reaches_only_the_dns_proxy_of_the_pod);
+        tcase_add_test(
+                tc,
+                test_a_sandboxs_dns_flood_is_dropped_before_the_proxy_and_anothers_query_arrives);
         tcase_add_test(tc, test_spoofed_source_dropped);
         tcase_add_test(tc, test_connections_per_sandbox_bounded);
         tcase_add_test(tc, test_policy_change_cuts_established_connections);

@@ -21,7 +21,10 @@
  * current generation (accepted: judged already), the operator's deny set (drop), the
  * operator's allow set, its CIDR rules in order, its set of addresses opened by DNS answers
  * (each element with its TTL), then its default; an accepted connection is marked with the
- * generation. input: from a link only tcp/udp 53 to G from that link's own address; all else
+ * generation. input: UDP to port 53 from a link past SH_EGRESS_DNS_PPS packets a second (after
+ * a burst of SH_EGRESS_DNS_PPS_BURST) per source address is dropped (a meter, the set
+ * `dnsrate`: a sandbox's DNS flood never fills the proxy's one socket, where the others'
+ * queries wait); then from a link only tcp/udp 53 to G from that link's own address; all else
  * from a link or the range is dropped (the daemon's API, the pod's addresses, other pods).
  * postrouting: the range masqueraded out of every interface but the links.
  *
@@ -65,6 +68,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The kernel's meter of each sandbox's UDP DNS packets (the input chain): twice the proxy's
+ * own bucket (SH_DNS_SANDBOX_RATE, _BURST), so a client within the proxy's rate never meets it,
+ * and source addresses it tracks at once (the range's sandboxes fit; entries go after 10 s). */
+#define SH_EGRESS_DNS_PPS        400u
+#define SH_EGRESS_DNS_PPS_BURST  800u
+#define SH_EGRESS_DNS_METER_SIZE 65535u
 
 #include "sh/error.h"
 
