@@ -32,11 +32,11 @@ fi
 #    With it, the modules the project-quota state roots need (virtio-blk for their disks, the
 #    quota format of ext4's quota feature, XFS and its crc32c library), from the same package.
 #    And what the sandboxes' network needs (issue 24): nftables with the expressions of the
-#    daemon's table (src/egress/nft.c: ct, ct count, masquerade in a nat chain) and veth.
+#    daemon's table (src/egress/nft.c: ct, ct count, the DNS meter's limit, masquerade in a nat chain) and veth.
 MODS="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk
 quota_tree quota_v2 libcrc32c xfs overlay loop
 nfnetlink nf_tables nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nf_conncount nf_nat nft_ct
-nft_connlimit nft_masq nft_chain_nat veth"
+nft_connlimit nft_limit nft_masq nft_chain_nat veth"
 have_mods=1
 for m in $MODS; do [ -s "$VM/modules/$m.ko" ] || have_mods=0; done
 if [ ! -s "$VM/vmlinuz" ] || [ "$have_mods" = 0 ]; then

@@ -157,7 +157,7 @@ fi
 #    depends); libcrc32c is loaded already (XFS).
 echo "=== egress: sandbox-host with network under a policy"
 mods=""
-for m in nfnetlink libcrc32c nf_tables nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nf_conncount nf_nat nft_ct nft_connlimit nft_masq nft_chain_nat veth; do
+for m in nfnetlink libcrc32c nf_tables nf_defrag_ipv4 nf_defrag_ipv6 nf_conntrack nf_conncount nf_nat nft_ct nft_connlimit nft_limit nft_masq nft_chain_nat veth; do
         [ -d /sys/module/$m ] || insmod /usr/lib/modules/$m.ko || mods="$mods $m"
 done
 r "vm_egress_modules $([ -z "$mods" ] && echo ok || echo fail)${mods:+ insmod failed:$mods}"
