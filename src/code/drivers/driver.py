@@ -1,0 +1,3 @@
+# sandbox-host code driver (python): placeholder
+import os
+os.write(3, b"{\"t\":\"fail\",\"msg\":\"not yet\"}\n")
