@@ -1401,6 +1401,8 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
                                   .read_max = o->read_max,
                                   .rate = o->rate,
                                   .rate_charge_min = o->rate_charge_min,
+                                  .input = o->input,
+                                  .frames = o->frames,
                           },
                           fn, data,
                           &(sh_exec_owner){.ended = exec_ended,

@@ -234,7 +234,7 @@ static int run(worker *w, const char *script, char *out, size_t size)
 
         ck_assert(w->ready);
         ck_assert_int_eq(pipe2(pipefd, O_CLOEXEC), 0);
-        ck_assert_int_eq(sh_proto_encode_exec(id, argv, envp, &buf, &len), 0);
+        ck_assert_int_eq(sh_proto_encode_exec(id, 0, argv, envp, &buf, &len), 0);
         iov.iov_base = buf;
         iov.iov_len = len;
         fds[0] = fds[1] = pipefd[1];
