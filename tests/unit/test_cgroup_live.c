@@ -563,6 +563,52 @@ START_TEST(kill_reaches_every_descendant)
 }
 END_TEST
 
+/* An exec's interrupt (sh_exec_signal): the signal once to each process of the cgroup and
+ * below, however it detached, from one hierarchy (one signal each, not one per v1 hierarchy).
+ * SIGUSR1: its default ends them, and Check's runner has no handler for it (its SIGTERM
+ * handler, inherited by the children, would pass the signal on to the runner's group). */
+START_TEST(a_signal_reaches_every_process_of_an_exec_cgroup_once)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *cg = create(r, NULL, "exec-sig", NULL);
+        sh_error *err = NULL;
+        pid_t pids[5], pid;
+        int go, out, hit = 0;
+
+        ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+        pid = spawn_held(&go, &out, child_tree);
+        attach(cg, pid);
+        release(go);
+        ck_assert(read_timeout(out, pids, sizeof(pids), 5000));
+        close(out);
+        for (int i = 0; i < 5; i++)
+                ck_assert(pid_in(pids[i], "exec-sig"));
+        ck_assert_int_eq(sh_cgroup_exec_signal(cg, SIGUSR1, &err), 5);
+        for (uint64_t end = ut_now_ms() + 5000; hit < 5 && ut_now_ms() < end;) {
+                int st;
+                pid_t w = waitpid(-1, &st, WNOHANG);
+
+                if (w <= 0) {
+                        ut_sleep_ms(5);
+                        continue;
+                }
+                for (int i = 0; i < 5; i++)
+                        if (pids[i] == w) {
+                                ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGUSR1,
+                                              "pid %d status 0x%x", (int)w, st);
+                                hit++;
+                        }
+        }
+        ck_assert_int_eq(hit, 5);
+        ck_assert(wait_empty(cg, 5000));
+        /* nothing left to signal */
+        ck_assert_int_eq(sh_cgroup_exec_signal(cg, SIGUSR1, &err), 0);
+        ck_assert_int_eq(sh_cgroup_destroy(cg, &err), 0);
+        sh_cgroup_free(cg);
+        destroy_root(r);
+}
+END_TEST
+
 /* Every process forks as fast as it can, forever (bounded by pids.max): the case a kill
  * without a freeze cannot win by passes alone. */
 static void child_churn(int wfd)
@@ -1211,6 +1257,7 @@ int main(void)
         tcase_add_test(tc, memory_limit_oom_kills);
         tcase_add_test(tc, pids_limit_stops_fork_loop);
         tcase_add_test(tc, kill_reaches_every_descendant);
+        tcase_add_test(tc, a_signal_reaches_every_process_of_an_exec_cgroup_once);
         tcase_add_test(tc, kill_of_a_fork_churn_finishes_from_the_loop);
         tcase_add_test(tc, bury_removes_a_cgroup_once_its_last_process_is_gone);
         tcase_add_test(tc, bury_with_kill_ends_the_stragglers);
