@@ -325,7 +325,7 @@ def test_contexts_max_bounds_a_sandboxs_contexts(start_daemon):
     sid = osc.create_ok()["id"]
     try:
         new_context(osc, sid)
-        c2 = new_context(osc, sid, "bash")
+        c2 = new_context(osc, sid)
         r = new_context(osc, sid, status=400)
         expect(r, 400, "INVALID_REQUEST")
         assert "SANDBOX_HOST_CODE_CONTEXTS_MAX" in r.json()["message"]
