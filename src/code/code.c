@@ -221,7 +221,8 @@ static void exec_ended(sh_code_ctx *c, const sh_exec_event *ev)
                                  ev->why          ? ev->why
                                  : ev->error.text ? ev->error.text
                                                   : "ended");
-                snprintf(c->death, sizeof(c->death), "the context ended: %s", why);
+                snprintf(c->death, sizeof(c->death), "the context ended: %.*s",
+                         (int)(sizeof(c->death) - 32), why);
                 c->state = SH_CODE_DEAD;
                 log_info("code-context-end", c->log_id, "context %s: %s", c->id, c->death);
                 if (c->cell)

@@ -122,7 +122,7 @@ static void api_create(sh_request *r)
         bool empty;
         _cleanup_cjson_ cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty);
         const cJSON *lang = sh_json_opt(body, "language"), *cwd = sh_json_opt(body, "cwd");
-        sh_code_set *set;
+        sh_code_set *set = NULL;
         sh_code_lang l;
         sh_error *err = NULL;
         create_wait *w;
@@ -509,7 +509,7 @@ static void api_run(sh_request *r)
         const cJSON *ctx = NULL, *id, *lang;
         os_cell *cell;
         sh_code_lang l = SH_CODE_PYTHON;
-        sh_code_set *set;
+        sh_code_set *set = NULL;
         sh_error *err = NULL;
 
         if (!body && !empty)
