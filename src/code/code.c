@@ -35,6 +35,14 @@
 #define READ_MAX      (16u << 10) /* one output chunk: the consumer's events per line */
 #define DEATH_MAX     256
 
+typedef enum {
+        SH_CODE_STARTING, /* its driver has not said ready */
+        SH_CODE_IDLE,
+        SH_CODE_BUSY, /* a cell runs */
+        SH_CODE_DEAD, /* its process ended: asked cells are refused naming why, until its delete
+                       * or its idle time */
+} sh_code_state;
+
 struct sh_code_set {
         sh_code_env env;
         sh_sandbox *sb;
@@ -403,11 +411,6 @@ void sh_code_set_free(sh_code_set *s)
         free(s);
 }
 
-unsigned sh_code_set_count(const sh_code_set *s)
-{
-        return s ? s->n : 0;
-}
-
 /* ---- contexts -------------------------------------------------------------------------------- */
 
 int sh_code_context_new(sh_code_set *s, sh_code_lang lang, const char *cwd, sh_code_ready_fn fn,
@@ -532,21 +535,6 @@ const char *sh_code_context_id(const sh_code_ctx *c)
 sh_code_lang sh_code_context_lang(const sh_code_ctx *c)
 {
         return c->lang;
-}
-
-sh_code_state sh_code_context_state(const sh_code_ctx *c)
-{
-        return c->state;
-}
-
-uint64_t sh_code_context_count(const sh_code_ctx *c)
-{
-        return c->count;
-}
-
-const char *sh_code_context_death(const sh_code_ctx *c)
-{
-        return c->state == SH_CODE_DEAD ? c->death : NULL;
 }
 
 void sh_code_context_once(sh_code_ctx *c)

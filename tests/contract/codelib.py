@@ -4,8 +4,7 @@ checked as sselib checks a command's (section 3.1), except that an `error` carri
 interpreter's own ename, and that `execution_count` and `result` events come before the end.
 
 Python stdlib + oslib, sselib."""
-import json
-import shutil
+import contextlib
 import time
 
 import oslib
@@ -101,6 +100,18 @@ def contexts(osc, sid, language=None):
     r = osc.execd(sid, "GET", sub, timeout=CALL)
     expect(r, 200)
     return r.json()
+
+
+@contextlib.contextmanager
+def own_sandbox(start_daemon, env):
+    """A daemon of the test's with `env`, and a /v1 sandbox on it: (osc, sandbox id)."""
+    d = start_daemon(env=env)
+    osc = oslib.os_client(d)
+    sid = osc.create_ok()["id"]
+    try:
+        yield osc, sid
+    finally:
+        osc.kill(sid)
 
 
 def wait_for(pred, timeout=20.0, interval=0.1):

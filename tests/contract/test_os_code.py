@@ -13,10 +13,10 @@ import time
 import pytest
 
 import codelib
-import oslib
 import shlib
 import sselib
-from codelib import CALL, CellStream, cell, contexts, new_context, ok, text_result, wait_for
+from codelib import (CALL, CellStream, cell, contexts, new_context, ok, own_sandbox, text_result,
+                     wait_for)
 from oslib import expect
 
 pytestmark = pytest.mark.skipif(not shlib.is_root(), reason="sandboxes need root (CI is root)")
@@ -320,10 +320,7 @@ def test_a_cell_without_a_context_takes_its_language(osc, sbx):
 # ---- the settings -----------------------------------------------------------------------------------
 
 def test_contexts_max_bounds_a_sandboxs_contexts(start_daemon):
-    d = start_daemon(env={"SANDBOX_HOST_CODE_CONTEXTS_MAX": "2"})
-    osc = oslib.os_client(d)
-    sid = osc.create_ok()["id"]
-    try:
+    with own_sandbox(start_daemon, {"SANDBOX_HOST_CODE_CONTEXTS_MAX": "2"}) as (osc, sid):
         new_context(osc, sid)
         c2 = new_context(osc, sid)
         r = new_context(osc, sid, status=400)
@@ -333,34 +330,22 @@ def test_contexts_max_bounds_a_sandboxs_contexts(start_daemon):
         assert st.status == 400, (st.status, st.body)
         expect(osc.execd(sid, "DELETE", "/code/contexts/" + c2, timeout=CALL), 200)
         new_context(osc, sid)
-    finally:
-        osc.kill(sid)
 
 
 def test_an_idle_context_is_ended_after_the_idle_setting(start_daemon):
-    d = start_daemon(env={"SANDBOX_HOST_CODE_CONTEXT_IDLE": "1s"})
-    osc = oslib.os_client(d)
-    sid = osc.create_ok()["id"]
-    try:
+    with own_sandbox(start_daemon, {"SANDBOX_HOST_CODE_CONTEXT_IDLE": "1s"}) as (osc, sid):
         cid = new_context(osc, sid)
         pid = text_result(ok(osc, sid, "import os\nos.getpid()", cid))
         assert wait_for(lambda: osc.execd(sid, "GET", "/code/contexts/" + cid,
                                           timeout=CALL).status == 404, timeout=20)
         assert wait_for(lambda: sselib.run(osc, sid, "kill -0 %s 2>/dev/null || echo gone"
                                            % pid).texts() == ["gone"])
-    finally:
-        osc.kill(sid)
 
 
 def test_a_busy_context_is_not_ended_by_the_idle_timer(start_daemon):
-    d = start_daemon(env={"SANDBOX_HOST_CODE_CONTEXT_IDLE": "1s"})
-    osc = oslib.os_client(d)
-    sid = osc.create_ok()["id"]
-    try:
+    with own_sandbox(start_daemon, {"SANDBOX_HOST_CODE_CONTEXT_IDLE": "1s"}) as (osc, sid):
         cid = new_context(osc, sid)
         ok(osc, sid, "import time\ntime.sleep(2.5)", cid)
-    finally:
-        osc.kill(sid)
 
 
 def test_contexts_end_with_their_sandbox(osc):

@@ -9,10 +9,9 @@ import time
 
 import pytest
 
-import oslib
 import shlib
 import sselib
-from codelib import CALL, CellStream, cell, new_context, ok, text_result, wait_for
+from codelib import CALL, CellStream, cell, new_context, ok, own_sandbox, text_result, wait_for
 from oslib import expect
 
 pytestmark = pytest.mark.skipif(not shlib.is_root(), reason="sandboxes need root (CI is root)")
@@ -63,33 +62,23 @@ def test_a_cell_closing_the_frames_channel_ends_in_error_without_hanging(osc, sb
 
 
 def test_a_cell_flooding_the_frames_channel_breaks_its_context_within_the_bound(start_daemon):
-    d = start_daemon(env={"SANDBOX_HOST_CODE_RESULT_MAX": "64K"})
-    osc = oslib.os_client(d)
-    sid = osc.create_ok()["id"]
-    try:
+    with own_sandbox(start_daemon, {"SANDBOX_HOST_CODE_RESULT_MAX": "64K"}) as (osc, sid):
         victim, other = new_context(osc, sid), new_context(osc, sid)
         st = cell(osc, sid, "import os\nwhile True:\n    os.write(3, b'x' * 65536)", victim,
                   wait=60)
         e = st.assert_error()
         assert e["ename"] == "ContextDied" and "bound" in e["evalue"], e
         assert text_result(ok(osc, sid, "'fine'", other)) == "'fine'"
-    finally:
-        osc.kill(sid)
 
 
 def test_a_huge_result_is_left_out_by_the_driver_not_a_broken_context(start_daemon):
-    d = start_daemon(env={"SANDBOX_HOST_CODE_RESULT_MAX": "64K"})
-    osc = oslib.os_client(d)
-    sid = osc.create_ok()["id"]
-    try:
+    with own_sandbox(start_daemon, {"SANDBOX_HOST_CODE_RESULT_MAX": "64K"}) as (osc, sid):
         cid = new_context(osc, sid)
         st = cell(osc, sid, "'x' * 200000", cid)
         assert st.final is not None
         for r in st.results():
             assert len(r.get("text/plain", "")) <= 64 * 1024
         assert text_result(ok(osc, sid, "'fine'", cid)) == "'fine'"
-    finally:
-        osc.kill(sid)
 
 
 def test_a_child_left_behind_dies_with_its_deleted_context(osc, sbx):

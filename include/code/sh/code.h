@@ -40,13 +40,6 @@ sh_code_set *sh_code_set_new(const sh_code_env *env, struct sh_sandbox *sb);
  * create fails. Accepts NULL. */
 void sh_code_set_free(sh_code_set *s);
 
-typedef enum {
-        SH_CODE_STARTING, /* its driver has not said ready */
-        SH_CODE_IDLE,
-        SH_CODE_BUSY, /* a cell runs */
-        SH_CODE_DEAD, /* its process ended: out of the set, only a running cell's reference */
-} sh_code_state;
-
 /* ---- contexts ---------------------------------------------------------------------------- */
 
 /* The create's answer, once: err NULL: c is ready (IDLE, in the set); else the context is gone
@@ -75,11 +68,6 @@ unsigned sh_code_context_delete_lang(sh_code_set *s, sh_code_lang lang);
 
 const char *sh_code_context_id(const sh_code_ctx *c);
 sh_code_lang sh_code_context_lang(const sh_code_ctx *c);
-sh_code_state sh_code_context_state(const sh_code_ctx *c);
-uint64_t sh_code_context_count(const sh_code_ctx *c); /* cells run so far */
-/* Why it died (DEAD), else NULL. */
-const char *sh_code_context_death(const sh_code_ctx *c);
-unsigned sh_code_set_count(const sh_code_set *s);
 
 /* ---- cells ------------------------------------------------------------------------------- */
 
