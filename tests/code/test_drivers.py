@@ -123,6 +123,11 @@ class Context:
         fs = self.next_frames(timeout=timeout)
         return fs, self.bufs["out"][out0:].decode(), self.bufs["err"][err0:].decode()
 
+    def driver_pipes(self):
+        """The names /proc gives the cells' and the frames' pipes ("pipe:[inode]")."""
+        frames = next(fd for fd, k in self.sel.get_map().items() if k.data == "frames")
+        return {"pipe:[%d]" % os.fstat(fd).st_ino for fd in (self.cells, frames)}
+
     def interrupt(self):
         os.killpg(self.proc.pid, signal.SIGINT)
 
@@ -291,10 +296,13 @@ def test_python_a_cell_reading_stdin_gets_eof_and_so_do_its_children(ctx):
     assert results(fs) == [{"text/plain": "3"}]
 
 
+LIST_FDS = "for f in /proc/self/fd/*; do readlink $f; done"
+
+
 def test_python_the_cells_pipe_and_fd_3_are_not_inherited_by_children(ctx):
     c = ctx("python").ready()
-    _, out, _ = c.run("import os\nos.system('ls /proc/self/fd')")
-    assert sorted(out.split()) == ["0", "1", "2", "3"]  # ls's own directory fd is 3
+    _, out, _ = c.run("import os\nos.system(%r)" % LIST_FDS)
+    assert out and not set(out.split()) & c.driver_pipes()
 
 
 def test_python_a_bundle_entry_over_result_max_is_left_out(ctx):
@@ -425,8 +433,8 @@ def test_bash_a_cell_reading_stdin_gets_eof(ctx):
 
 def test_bash_the_cells_pipe_and_fd_3_are_closed_in_a_cell(ctx):
     c = ctx("bash").ready()
-    _, out, _ = c.run("ls /proc/self/fd")
-    assert sorted(out.split()) == ["0", "1", "2", "3"]  # ls's own directory fd is 3
+    _, out, _ = c.run(LIST_FDS)  # the shell's own fds, in the cell
+    assert out and not set(out.split()) & c.driver_pipes()
     fs, _, err = c.run("echo forged >&3")
     assert len(errors(fs)) == 1 and b"forged" not in c.bufs["frames"]
 
@@ -465,3 +473,30 @@ def test_bash_a_missing_cwd_is_a_fail_frame_with_the_path_json_escaped(ctx, tmp_
     fs = c.next_frames(("ready", "fail"))
     assert fs[-1]["t"] == "fail" and bad in fs[-1]["msg"]
     assert c.proc.wait(timeout=WAIT) == 1
+
+
+def test_bash_a_cell_is_counted_in_bytes_whatever_its_characters(ctx):
+    c = ctx("bash").ready()
+    _, out, _ = c.run("echo 'héllo wörld ✓'")
+    assert out == "héllo wörld ✓\n"
+    _, out, _ = c.run("echo next")
+    assert out == "next\n"
+
+
+def test_javascript_the_cells_pipe_and_fd_3_are_not_inherited_by_children(ctx):
+    c = ctx("javascript").ready()
+    _, out, _ = c.run("require('child_process').spawnSync('sh', ['-c', %r], "
+                      "{stdio: 'inherit'}).status" % LIST_FDS)
+    assert out and not set(out.split()) & c.driver_pipes()
+
+
+def test_python_a_cell_of_a_megabyte_is_read_whole(ctx):
+    c = ctx("python").ready()
+    fs, _, _ = c.run("s = '%s'\nlen(s)" % ("z" * (1 << 20)))
+    assert results(fs) == [{"text/plain": str(1 << 20)}]
+
+
+def test_bash_a_cell_of_a_megabyte_is_read_whole(ctx):
+    c = ctx("bash").ready()
+    _, out, _ = c.run("s='%s'\necho ${#s}" % ("z" * (1 << 20)), timeout=60)
+    assert out == "%d\n" % (1 << 20)

@@ -70,7 +70,7 @@ typedef struct sh_code_framebuf {
         char *p;
         size_t len;  /* bytes held */
         size_t off;  /* start of the first line not taken */
-        size_t scan; /* bytes from off already known to hold no '\n' */
+        size_t tail; /* start of the line not yet complete (no '\n' from there on) */
         size_t cap;
         size_t max;
         bool broken;
