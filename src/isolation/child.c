@@ -884,8 +884,10 @@ static void start_exec(const sh_worker_spec *s, char *buf, size_t len, int *fds,
         pid_t pid;
         int i, k;
 
+        /* the fds its flags say, then at most the procs fds a cgroup has */
         if (nfds < 2 || sh_proto_decode_exec(buf, len, &id, &flags, &argv, &envp) < 0 ||
-            nfds < sh_proto_exec_stdio_fds(flags)) {
+            nfds < sh_proto_exec_stdio_fds(flags) ||
+            nfds - sh_proto_exec_stdio_fds(flags) > SH_EXEC_MAX_PROCS_FDS) {
                 send_msg(SH_MSG_EXITED, id, W_EXITCODE(125, 0), 0);
                 goto out;
         }
