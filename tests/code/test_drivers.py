@@ -17,7 +17,10 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DRIVERS = os.path.join(ROOT, "src", "code", "drivers")
 WAIT = 30  # seconds any one step may take, at most
-PYTHON = shutil.which("python3") or "/usr/bin/python3"
+# Debian's python3 (a sandbox image's is most likely that), else the first on PATH;
+# SH_CODE_PYTHON names another (the driver on an older or newer Python).
+PYTHON = os.environ.get("SH_CODE_PYTHON") or (
+    "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3"))
 NODE = shutil.which("node")
 
 
@@ -290,7 +293,7 @@ def test_python_a_cell_reading_stdin_gets_eof_and_so_do_its_children(ctx):
     fs, out, _ = c.run(
         "import sys, subprocess\n"
         "print(repr(sys.stdin.read()))\n"
-        "print(repr(subprocess.run(['cat'], capture_output=True).stdout))")
+        "print(repr(subprocess.run(['cat'], stdout=subprocess.PIPE).stdout))")
     assert out == "''\nb''\n" and errors(fs) == []
     fs, _, _ = c.run("3")  # the cells' pipe untouched
     assert results(fs) == [{"text/plain": "3"}]
@@ -500,3 +503,17 @@ def test_bash_a_cell_of_a_megabyte_is_read_whole(ctx):
     c = ctx("bash").ready()
     _, out, _ = c.run("s='%s'\necho ${#s}" % ("z" * (1 << 20)), timeout=60)
     assert out == "%d\n" % (1 << 20)
+
+
+def test_python_a_cell_closing_fd_3_ends_the_driver_cleanly(ctx):
+    c = ctx("python").ready()
+    c.send("import os\nos.close(3)")
+    assert c.proc.wait(timeout=WAIT) == 1
+
+
+def test_javascript_a_cell_writing_junk_to_fd_3_does_not_stop_the_driver(ctx):
+    c = ctx("javascript").ready()
+    fs, _, _ = c.run("try { require('fs').writeSync(3, 'junk, not a frame\\n'); } catch (e) {}")
+    assert fs[-1] == {"t": "done"}
+    fs, _, _ = c.run("2 + 2")
+    assert results(fs) == [{"text/plain": "4"}]

@@ -102,8 +102,7 @@
   // An fd moved to a close-on-exec one of its own (see the top): the new fd, or the old one.
   function reopen(fd, flags) {
     try {
-      const n = fs.openSync('/proc/self/fd/' + fd, flags);
-      return n;
+      return fs.openSync('/proc/self/fd/' + fd, flags);
     } catch (e) {
       return fd;
     }
@@ -129,18 +128,20 @@
     } catch (e2) { /* nothing to do */ }
   });
   if (!Number.isSafeInteger(resultMax) || resultMax <= 0) failAndExit('bad result_max');
-  const f3 = reopen(3, 'a');
+  const f3 = reopen(3, fs.constants.O_WRONLY);
   if (f3 !== 3) {
     frames = f3;
     fs.closeSync(3);
   }
-  cells = reopen(0, 'r');
+  cells = reopen(0, fs.constants.O_RDONLY);
   if (cells !== 0) {
     fs.closeSync(0);
     fs.openSync('/dev/null', 'r'); // the lowest free fd: 0
   }
-  const empty = new (require('stream').Readable)({read() { this.push(null); }});
-  Object.defineProperty(process, 'stdin', {get: () => empty, configurable: true});
+  try {
+    const empty = new (require('stream').Readable)({read() { this.push(null); }});
+    Object.defineProperty(process, 'stdin', {get: () => empty, configurable: true});
+  } catch (e) { /* process.stdin stays node's */ }
   if (cwd) {
     try {
       process.chdir(cwd);

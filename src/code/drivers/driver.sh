@@ -55,8 +55,9 @@ set -- # the cell starts with no positional parameters
 __sh_frame '{"t":"ready"}'
 
 while :; do
-        # A cell: its length, then its bytes (read -N counts bytes in the C locale; a NUL byte,
-        # which no shell variable holds, is dropped).
+        # A cell: its length, then its bytes (read -N counts bytes in the C locale). read drops
+        # a NUL byte without counting it, so a cell holding one would be read past its end: the
+        # daemon's cells never do (its JSON intake refuses \u0000).
         IFS= read -r -u "$__sh_cells" __sh_len || exit 0
         [[ $__sh_len =~ ^[0-9]{1,12}$ ]] || exit 2
         __sh_code=
