@@ -522,25 +522,29 @@ static void child_tree(int wfd)
                 pause();
 }
 
-START_TEST(kill_reaches_every_descendant)
+/* child_tree's five processes started in cg (named rel below the subtree), their pids. */
+static void start_tree(sh_cgroup *cg, const char *rel, pid_t pids[5])
 {
-        sh_cgroup_root *r = open_root();
-        sh_cgroup *cg = create(r, NULL, "tree", NULL);
-        sh_error *err = NULL;
-        pid_t pids[5], pid;
-        int go, out, killed = 0;
+        int go, out;
+        pid_t pid;
 
         ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
         pid = spawn_held(&go, &out, child_tree);
         attach(cg, pid);
         release(go);
-        ck_assert(read_timeout(out, pids, sizeof(pids), 5000));
+        ck_assert(read_timeout(out, pids, 5 * sizeof(pid_t), 5000));
         close(out);
         for (int i = 0; i < 5; i++)
-                ck_assert(pid_in(pids[i], "tree"));
-        ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
-        /* as subreaper we inherit the orphans: reap until every one of the five is seen */
-        for (uint64_t end = ut_now_ms() + 5000; killed < 5 && ut_now_ms() < end;) {
+                ck_assert(pid_in(pids[i], rel));
+}
+
+/* As subreaper we inherit the orphans: reap until every one of the five is seen, each ended by
+ * sig. */
+static void reap_tree(const pid_t pids[5], int sig)
+{
+        int ended = 0;
+
+        for (uint64_t end = ut_now_ms() + 5000; ended < 5 && ut_now_ms() < end;) {
                 int st;
                 pid_t w = waitpid(-1, &st, WNOHANG);
 
@@ -550,12 +554,24 @@ START_TEST(kill_reaches_every_descendant)
                 }
                 for (int i = 0; i < 5; i++)
                         if (pids[i] == w) {
-                                ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+                                ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == sig,
                                               "pid %d status 0x%x", (int)w, st);
-                                killed++;
+                                ended++;
                         }
         }
-        ck_assert_int_eq(killed, 5);
+        ck_assert_int_eq(ended, 5);
+}
+
+START_TEST(kill_reaches_every_descendant)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *cg = create(r, NULL, "tree", NULL);
+        sh_error *err = NULL;
+        pid_t pids[5];
+
+        start_tree(cg, "tree", pids);
+        ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
+        reap_tree(pids, SIGKILL);
         ck_assert(wait_empty(cg, 5000));
         ck_assert_int_eq(sh_cgroup_destroy(cg, &err), 0);
         sh_cgroup_free(cg);
@@ -572,34 +588,11 @@ START_TEST(a_signal_reaches_every_process_of_an_exec_cgroup_once)
         sh_cgroup_root *r = open_root();
         sh_cgroup *cg = create(r, NULL, "exec-sig", NULL);
         sh_error *err = NULL;
-        pid_t pids[5], pid;
-        int go, out, hit = 0;
+        pid_t pids[5];
 
-        ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-        pid = spawn_held(&go, &out, child_tree);
-        attach(cg, pid);
-        release(go);
-        ck_assert(read_timeout(out, pids, sizeof(pids), 5000));
-        close(out);
-        for (int i = 0; i < 5; i++)
-                ck_assert(pid_in(pids[i], "exec-sig"));
+        start_tree(cg, "exec-sig", pids);
         ck_assert_int_eq(sh_cgroup_exec_signal(cg, SIGUSR1, &err), 5);
-        for (uint64_t end = ut_now_ms() + 5000; hit < 5 && ut_now_ms() < end;) {
-                int st;
-                pid_t w = waitpid(-1, &st, WNOHANG);
-
-                if (w <= 0) {
-                        ut_sleep_ms(5);
-                        continue;
-                }
-                for (int i = 0; i < 5; i++)
-                        if (pids[i] == w) {
-                                ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGUSR1,
-                                              "pid %d status 0x%x", (int)w, st);
-                                hit++;
-                        }
-        }
-        ck_assert_int_eq(hit, 5);
+        reap_tree(pids, SIGUSR1);
         ck_assert(wait_empty(cg, 5000));
         /* nothing left to signal */
         ck_assert_int_eq(sh_cgroup_exec_signal(cg, SIGUSR1, &err), 0);

@@ -124,6 +124,14 @@ static bool ended(void *data)
         return ((seen *)data)->ended;
 }
 
+/* Wait for the end (`what` names it in a failure): an exit with status 0. */
+static void exited_ok(seen *s, const char *what)
+{
+        wire_loop_until(ended, s, WAIT_MS, what);
+        ck_assert_int_eq(s->end, SH_EXEC_EV_EXIT);
+        ck_assert_int_eq(s->code, 0);
+}
+
 static void run(seen *s, const char *script, const sh_exec_opts *o)
 {
         char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
@@ -172,9 +180,7 @@ START_TEST(a_command_reads_what_was_written_and_eof_after_the_close)
         write_all(&s, "hello\n");
         write_all(&s, "world");
         sh_exec_close_input(s.e);
-        wire_loop_until(ended, &s, WAIT_MS, "the end of cat's input");
-        ck_assert_int_eq(s.end, SH_EXEC_EV_EXIT);
-        ck_assert_int_eq(s.code, 0);
+        exited_ok(&s, "the end of cat's input");
         ck_assert_str_eq(text(&s, 0), "hello\nworldend\n");
         seen_done(&s);
 }
@@ -192,8 +198,7 @@ START_TEST(input_larger_than_the_pipe_reaches_the_command_whole)
         ck_assert_int_eq(sh_exec_write(s.e, big, SH_EXEC_INPUT_MAX, &err), 0);
         sh_exec_close_input(s.e);
         free(big);
-        wire_loop_until(ended, &s, WAIT_MS, "the count of the input");
-        ck_assert_int_eq(s.code, 0);
+        exited_ok(&s, "the count of the input");
         ck_assert_int_eq(atol(text(&s, 0)), SH_EXEC_INPUT_MAX);
         seen_done(&s);
 }
@@ -241,9 +246,7 @@ START_TEST(input_to_a_command_that_closed_it_is_dropped_and_its_exit_comes)
         ck_assert_int_eq(sh_exec_write(s.e, big, 1 << 20, &err), 0);
         ck_assert_int_eq(sh_exec_write(s.e, big, 1, &err), 0);
         free(big);
-        wire_loop_until(ended, &s, WAIT_MS, "the command's end");
-        ck_assert_int_eq(s.end, SH_EXEC_EV_EXIT);
-        ck_assert_int_eq(s.code, 0);
+        exited_ok(&s, "the command's end");
         ck_assert_str_eq(text(&s, 0), "up\nbye\n");
         seen_done(&s);
 }
@@ -254,8 +257,7 @@ START_TEST(a_command_without_input_reads_dev_null_and_has_no_fd_3)
         seen s = {0};
 
         run(&s, "readlink /proc/self/fd/0; cat; echo rc=$?; ls /proc/$$/fd", &(sh_exec_opts){0});
-        wire_loop_until(ended, &s, WAIT_MS, "the command's end");
-        ck_assert_int_eq(s.code, 0);
+        exited_ok(&s, "the command's end");
         ck_assert_str_eq(text(&s, 0), "/dev/null\nrc=0\n0\n1\n2\n");
         seen_done(&s);
 }
@@ -272,8 +274,7 @@ START_TEST(a_frame_comes_after_the_output_written_before_it)
         seen s = {0};
 
         run(&s, ROUNDS_SCRIPT, &(sh_exec_opts){.frames = true});
-        wire_loop_until(ended, &s, WAIT_MS, "the rounds' end");
-        ck_assert_int_eq(s.code, 0);
+        exited_ok(&s, "the rounds' end");
         ck_assert_uint_eq(s.frame_lines, ROUNDS);
         ck_assert_uint_eq(s.lines[0], ROUNDS);
         ck_assert_uint_eq(s.lines[1], ROUNDS);
@@ -288,8 +289,7 @@ START_TEST(a_paused_consumer_still_gets_each_frame_after_its_output)
         seen s = {.pause_each = true};
 
         run(&s, ROUNDS_SCRIPT, &(sh_exec_opts){.frames = true, .read_max = 16});
-        wire_loop_until(ended, &s, WAIT_MS, "the rounds' end");
-        ck_assert_int_eq(s.code, 0);
+        exited_ok(&s, "the rounds' end");
         ck_assert_uint_gt(s.pauses, 0);
         ck_assert_uint_eq(s.frame_lines, ROUNDS);
         ck_assert_msg(s.early == 0, "%zu of %d frames came before their output", s.early, ROUNDS);
@@ -303,8 +303,7 @@ START_TEST(frames_are_chunks_and_not_captured_for_the_exit)
 
         run(&s, "echo a; echo F >&3; echo b >&2",
             &(sh_exec_opts){.frames = true, .capture_max = 1024});
-        wire_loop_until(ended, &s, WAIT_MS, "the command's end");
-        ck_assert_int_eq(s.code, 0);
+        exited_ok(&s, "the command's end");
         ck_assert_str_eq(text(&s, 2), "F\n");
         ck_assert_str_eq(s.exit_out, "a\n");
         ck_assert_str_eq(s.exit_err, "b\n");
@@ -318,8 +317,7 @@ START_TEST(a_command_with_input_and_frames_gets_fds_0_to_3_and_no_more)
 
         run(&s, "ls /proc/$$/fd; readlink /proc/$$/fd/0 | cut -c1-5",
             &(sh_exec_opts){.input = true, .frames = true});
-        wire_loop_until(ended, &s, WAIT_MS, "the command's end");
-        ck_assert_int_eq(s.code, 0);
+        exited_ok(&s, "the command's end");
         ck_assert_str_eq(text(&s, 0), "0\n1\n2\n3\npipe:\n");
         seen_done(&s);
 }
@@ -337,9 +335,7 @@ START_TEST(a_signal_reaches_the_commands_trap_and_the_command_goes_on)
             &(sh_exec_opts){0});
         wire_loop_until(said_up, &s, WAIT_MS, "the trap set");
         sh_exec_signal(s.e, SIGINT);
-        wire_loop_until(ended, &s, WAIT_MS, "the command's end after its trap");
-        ck_assert_int_eq(s.end, SH_EXEC_EV_EXIT);
-        ck_assert_int_eq(s.code, 0);
+        exited_ok(&s, "the command's end after its trap");
         ck_assert_str_eq(text(&s, 0), "up\ntrapped\nafter\n");
         seen_done(&s);
 }
