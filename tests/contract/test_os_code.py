@@ -241,6 +241,45 @@ def test_a_cell_that_ignores_its_interrupt_ends_its_context_after_the_grace(osc,
     assert st2.status == 409, (st2.status, st2.body)
 
 
+def test_a_client_gone_interrupts_its_cell_and_the_context_lives(osc, sbx):
+    sid = sbx["id"]
+    cid = new_context(osc, sid)
+    st = CellStream(osc, sid, {"code": "n = 0\nprint('go', flush=True)\nwhile True:\n"
+                                       "    n += 1", "context": {"id": cid}})
+    assert st.status == 200
+    while st.next_event(timeout=30)["type"] != "stdout":
+        pass
+    st.abort()
+
+    def usable():
+        s = CellStream(osc, sid, {"code": "n > 0", "context": {"id": cid}})
+        if s.status != 200:
+            return False
+        s.read_all()
+        return text_result(s) == "True"
+
+    assert wait_for(usable, timeout=20)
+
+
+def test_a_client_gone_from_a_cell_deaf_to_interrupts_kills_its_context(osc, sbx):
+    sid = sbx["id"]
+    cid = new_context(osc, sid)
+    code = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+            "print('go', flush=True)\nwhile True:\n    time.sleep(0.05)")
+    st = CellStream(osc, sid, {"code": code, "context": {"id": cid}})
+    while st.next_event(timeout=30)["type"] != "stdout":
+        pass
+    st.abort()
+
+    def dead():
+        s = CellStream(osc, sid, {"code": "1", "context": {"id": cid}})
+        if s.status == 200:
+            s.read_all()
+        return s.status == 409 and "went away" in s.json()["message"]
+
+    assert wait_for(dead, timeout=20)
+
+
 def test_a_context_killed_from_outside_is_reported_on_its_running_cell(osc, sbx):
     sid = sbx["id"]
     cid = new_context(osc, sid)

@@ -23,7 +23,7 @@ typedef struct sh_code_ctx sh_code_ctx; /* one context */
 
 #define SH_CODE_GRACE_MS    2000        /* a cell's SIGINT, then its context killed after this */
 #define SH_CODE_FRAME_SLACK (64u << 10) /* a frame line may exceed result_max by this much */
-#define SH_CODE_CELL_MAX    (16u << 20) /* the bytes of one cell's code */
+#define SH_CODE_CELL_MAX    (2u << 20) /* the bytes of one cell's code (within the input's bound) */
 #define SH_CODE_CWD_MAX     4096
 
 /* What the service needs of the daemon (copied). */
