@@ -244,8 +244,8 @@ void sh_code_framebuf_init(sh_code_framebuf *b, size_t max)
 
 void sh_code_framebuf_done(sh_code_framebuf *b)
 {
-        free(b->p);
-        *b = (sh_code_framebuf){.max = b->max, .broken = b->broken};
+        sh_buf_done(&b->buf);
+        b->complete = 0;
 }
 
 /* Broken for good: what it holds is dropped. */
@@ -258,69 +258,54 @@ static int framebuf_break(sh_code_framebuf *b, int r)
 
 int sh_code_framebuf_append(sh_code_framebuf *b, const void *p, size_t n)
 {
-        const char *nl;
+        const char *nl, *start;
         size_t from;
 
         if (b->broken)
                 return -1;
         if (n == 0)
                 return 0;
-        /* What was taken is dropped first, so the buffer holds no more than the lines not
+        from = sh_buf_unread(&b->buf);
+        /* sh_buf drops what was taken before it grows: it holds no more than the lines not
          * taken and this append. */
-        if (b->off) {
-                memmove(b->p, b->p + b->off, b->len - b->off);
-                b->len -= b->off;
-                b->tail -= b->off;
-                b->off = 0;
-        }
-        if (n > SIZE_MAX / 2 - b->len)
+        if (sh_buf_append(&b->buf, p, n) < 0)
                 return framebuf_break(b, -2);
-        if (b->len + n > b->cap) {
-                size_t cap = b->cap ? b->cap : 4096;
-                char *q;
-
-                while (cap < b->len + n)
-                        cap *= 2;
-                q = realloc(b->p, cap);
-                if (!q)
-                        return framebuf_break(b, -2);
-                b->p = q;
-                b->cap = cap;
-        }
-        from = b->len;
-        memcpy(b->p + b->len, p, n);
-        b->len += n;
+        start = b->buf.p + b->buf.off;
         /* Each line this append completes, and the one it leaves open, within max. */
-        while ((nl = memchr(b->p + from, '\n', b->len - from))) {
-                if ((size_t)(nl - (b->p + b->tail)) > b->max)
+        while ((nl = memchr(start + from, '\n', sh_buf_unread(&b->buf) - from))) {
+                if ((size_t)(nl - start) - b->complete > b->max)
                         return framebuf_break(b, -1);
-                b->tail = (size_t)(nl - b->p) + 1;
-                from = b->tail;
+                b->complete = (size_t)(nl - start) + 1;
+                from = b->complete;
         }
-        if (b->len - b->tail > b->max)
+        if (sh_buf_unread(&b->buf) - b->complete > b->max)
                 return framebuf_break(b, -1);
         return 0;
 }
 
 int sh_code_framebuf_take(sh_code_framebuf *b, const char **ret_line, size_t *ret_len)
 {
-        const char *nl;
+        const char *start, *nl;
+        size_t used;
 
         if (b->broken)
                 return -1;
-        if (b->off >= b->tail)
+        if (b->complete == 0)
                 return 0;
-        /* Every '\n' before tail ends a line append has checked. */
-        nl = memchr(b->p + b->off, '\n', b->tail - b->off);
+        /* Every '\n' among the complete bytes ends a line append has checked. */
+        start = b->buf.p + b->buf.off;
+        nl = memchr(start, '\n', b->complete);
         if (!nl)
-                return framebuf_break(b, -1); /* cannot be: tail follows a '\n' */
-        *ret_line = b->p + b->off;
-        *ret_len = (size_t)(nl - (b->p + b->off));
-        b->off = (size_t)(nl - b->p) + 1;
+                return framebuf_break(b, -1); /* cannot be: complete ends with a '\n' */
+        used = (size_t)(nl - start) + 1;
+        *ret_line = start;
+        *ret_len = used - 1;
+        b->buf.off += used;
+        b->complete -= used;
         return 1;
 }
 
 size_t sh_code_framebuf_pending(const sh_code_framebuf *b)
 {
-        return b->broken ? 0 : b->len - b->tail;
+        return b->broken ? 0 : sh_buf_unread(&b->buf) - b->complete;
 }

@@ -283,6 +283,20 @@ START_TEST(test_the_splitter_gives_complete_lines_across_appends)
 }
 END_TEST
 
+START_TEST(test_the_splitter_takes_an_empty_append_as_nothing)
+{
+        sh_code_framebuf b;
+        const char *l;
+        size_t n;
+
+        sh_code_framebuf_init(&b, 16);
+        ck_assert_int_eq(sh_code_framebuf_append(&b, "", 0), 0);
+        ck_assert_int_eq(sh_code_framebuf_take(&b, &l, &n), 0);
+        ck_assert_uint_eq(sh_code_framebuf_pending(&b), 0);
+        sh_code_framebuf_done(&b);
+}
+END_TEST
+
 START_TEST(test_the_splitter_takes_a_line_of_exactly_its_bound)
 {
         sh_code_framebuf b;
@@ -329,7 +343,7 @@ START_TEST(test_the_splitter_breaks_on_an_open_line_over_its_bound_as_it_grows)
                 ck_assert_int_eq(sh_code_framebuf_append(&b, "xxxx", 4), 0);
         ck_assert_int_eq(sh_code_framebuf_append(&b, "x", 1), -1);
         ck_assert_int_eq(sh_code_framebuf_take(&b, &l, &n), -1);
-        ck_assert_ptr_null(b.p); /* what it held is dropped */
+        ck_assert_ptr_null(b.buf.p); /* what it held is dropped */
         sh_code_framebuf_done(&b);
 }
 END_TEST
@@ -429,6 +443,7 @@ static Suite *codeframe_suite(void)
         suite_add_tcase(s, tc);
         tc = tcase_create("splitter");
         tcase_add_test(tc, test_the_splitter_gives_complete_lines_across_appends);
+        tcase_add_test(tc, test_the_splitter_takes_an_empty_append_as_nothing);
         tcase_add_test(tc, test_the_splitter_takes_a_line_of_exactly_its_bound);
         tcase_add_test(tc, test_the_splitter_breaks_on_a_complete_line_over_its_bound);
         tcase_add_test(tc, test_the_splitter_breaks_on_an_open_line_over_its_bound_as_it_grows);

@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "sh/buf.h"
+
 struct cJSON;
 
 typedef enum sh_code_frame_type {
@@ -67,11 +69,8 @@ const char *sh_code_frame_type_name(sh_code_frame_type t);
  * can no longer be trusted. Memory: at most one partial line of max bytes and what one append
  * brought; the caller takes every line after each append. */
 typedef struct sh_code_framebuf {
-        char *p;
-        size_t len;  /* bytes held */
-        size_t off;  /* start of the first line not taken */
-        size_t tail; /* start of the line not yet complete (no '\n' from there on) */
-        size_t cap;
+        sh_buf buf;      /* the bytes not taken, from buf.off */
+        size_t complete; /* of them, those of complete lines (the open line's start) */
         size_t max;
         bool broken;
 } sh_code_framebuf;
