@@ -164,6 +164,13 @@ static void pump(unsigned ms)
         wire_loop_until(passed, &until, ms + WAIT_MS, "the time passing");
 }
 
+/* A cell that sleeps long, running (its context busy past the write). */
+static void run_sleeping(sh_code_ctx *c, cell *k)
+{
+        run(c, "import time\ntime.sleep(30)", 0, k);
+        pump(300);
+}
+
 static bool some_output(void *data)
 {
         return ((cell *)data)->out_len > 0;
@@ -264,8 +271,7 @@ START_TEST(a_delete_ends_the_running_cell_with_its_death)
         sh_code_ctx *c = ready_context(SH_CODE_PYTHON, NULL);
         cell k;
 
-        run(c, "import time\ntime.sleep(30)", 0, &k);
-        pump(300);
+        run_sleeping(c, &k);
         sh_code_context_delete(c);
         wire_loop_until(ended, &k, WAIT_MS, "the deleted context's cell's end");
         ck_assert_int_eq(k.how, SH_CODE_END_DEATH);
@@ -278,8 +284,7 @@ START_TEST(the_sets_end_ends_a_running_cell_with_its_death)
         sh_code_ctx *c = ready_context(SH_CODE_PYTHON, NULL);
         cell k;
 
-        run(c, "import time\ntime.sleep(30)", 0, &k);
-        pump(300);
+        run_sleeping(c, &k);
         sh_code_set_free(set);
         set = NULL;
         wire_loop_until(ended, &k, WAIT_MS, "the cell's end with its set");
