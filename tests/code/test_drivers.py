@@ -517,3 +517,20 @@ def test_javascript_a_cell_writing_junk_to_fd_3_does_not_stop_the_driver(ctx):
     assert fs[-1] == {"t": "done"}
     fs, _, _ = c.run("2 + 2")
     assert results(fs) == [{"text/plain": "4"}]
+
+
+def test_python_a_huge_exception_stays_within_the_error_frames_bound(ctx):
+    c = ctx("python").ready()
+    fs, _, _ = c.run("def f(n):\n    return f(n + 1) if n < 50 else 1 / 0\n"
+                     "try:\n    f(0)\nexcept Exception:\n    raise ValueError('\\x01' * 10**6)")
+    (e,) = errors(fs)
+    assert e["ename"] == "ValueError" and e["evalue"].startswith("\x01")
+    assert all(len(l) < 64 * 1024 for l in c.lines())
+
+
+def test_javascript_a_huge_error_stays_within_the_error_frames_bound(ctx):
+    c = ctx("javascript").ready()
+    fs, _, _ = c.run("throw new RangeError('\\x01'.repeat(1e6))")
+    (e,) = errors(fs)
+    assert e["ename"] == "RangeError" and e["evalue"].startswith("\x01")
+    assert all(len(l) < 64 * 1024 for l in c.lines())

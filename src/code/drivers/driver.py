@@ -242,8 +242,8 @@ class Driver:
             if len(f["traceback"]) >= len(tbl):
                 break
         if len(frame_line(f)) > ERROR_LINE_MAX:
-            f["traceback"] = [l[:200] for l in f["traceback"][:100]]
-            f["evalue"] = f["evalue"][:2000]
+            f["traceback"] = [l[:150] for l in f["traceback"][:40]]
+            f["evalue"] = f["evalue"][:1000]
         return f
 
     # ---- a cell --------------------------------------------------------------------------
