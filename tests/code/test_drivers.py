@@ -32,7 +32,7 @@ def has_matplotlib():
 class Context:
     """One driver process and its four pipes."""
 
-    def __init__(self, lang, cwd="", result_max=8 << 20):
+    def __init__(self, lang, cwd="", result_max=8 << 20, uid=None):
         src = open(os.path.join(DRIVERS, {"python": "driver.py", "javascript": "driver.js",
                                           "bash": "driver.sh"}[lang])).read()
         rm = str(result_max)
@@ -49,10 +49,14 @@ class Context:
 
         def fd3():
             os.dup2(frames_w, 3)
+            if uid is not None:  # a sandbox's uid: the pipes (this process's) are not its own
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
 
         self.proc = subprocess.Popen(argv, stdin=cells_r, stdout=out_w, stderr=err_w,
                                      pass_fds=(3,), preexec_fn=fd3, env=env,
-                                     start_new_session=True)
+                                     start_new_session=True, cwd="/")
         for fd in (cells_r, out_w, err_w, frames_w):
             os.close(fd)
         self.sel = selectors.DefaultSelector()
@@ -517,3 +521,42 @@ def test_javascript_a_cell_writing_junk_to_fd_3_does_not_stop_the_driver(ctx):
     assert fs[-1] == {"t": "done"}
     fs, _, _ = c.run("2 + 2")
     assert results(fs) == [{"text/plain": "4"}]
+
+
+def test_python_a_huge_exception_stays_within_the_error_frames_bound(ctx):
+    c = ctx("python").ready()
+    fs, _, _ = c.run("def f(n):\n    return f(n + 1) if n < 50 else 1 / 0\n"
+                     "try:\n    f(0)\nexcept Exception:\n    raise ValueError('\\x01' * 10**6)")
+    (e,) = errors(fs)
+    assert e["ename"] == "ValueError" and e["evalue"].startswith("\x01")
+    assert all(len(l) < 64 * 1024 for l in c.lines())
+
+
+def test_javascript_a_huge_error_stays_within_the_error_frames_bound(ctx):
+    c = ctx("javascript").ready()
+    fs, _, _ = c.run("throw new RangeError('\\x01'.repeat(1e6))")
+    (e,) = errors(fs)
+    assert e["ename"] == "RangeError" and e["evalue"].startswith("\x01")
+    assert all(len(l) < 64 * 1024 for l in c.lines())
+
+
+STDIN_CELL = {
+    "python": "import sys\nlen(sys.stdin.read())",
+    "javascript": "new Promise(r => { let n = 0; process.stdin.on('data', d => n += d.length)"
+                  ".on('end', () => r(n)); })",
+    "bash": "n=$(cat | wc -c); echo $n",
+}
+
+
+@pytest.mark.parametrize("lang", ["python", "javascript", "bash"])
+def test_a_driver_under_a_uid_that_does_not_own_its_pipes_reads_cells_and_its_stdin_is_empty(
+        ctx, lang):
+    # As in a sandbox: the daemon made the pipes, the driver runs as the sandbox's uid, so it
+    # cannot reopen them through /proc/self/fd (node's way to move them: it keeps them then).
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the driver as another uid")
+    c = ctx(lang, uid=65534).ready()
+    fs, out, _ = c.run(STDIN_CELL[lang])
+    assert results(fs) == [{"text/plain": "0"}] or out == "0\n"
+    fs, _, _ = c.run({"python": "x = 1", "javascript": "var x = 1", "bash": "x=1"}[lang])
+    assert errors(fs) == [] and fs[-1] == {"t": "done"}

@@ -230,8 +230,8 @@
     while (frameLine(f).length > ERROR_LINE_MAX && f.traceback.length > 2)
       f.traceback = f.traceback.slice(0, Math.floor(f.traceback.length / 2));
     if (frameLine(f).length > ERROR_LINE_MAX) {
-      f.traceback = f.traceback.slice(0, 100).map((l) => l.slice(0, 200));
-      f.evalue = f.evalue.slice(0, 2000);
+      f.traceback = f.traceback.slice(0, 40).map((l) => l.slice(0, 150));
+      f.evalue = f.evalue.slice(0, 1000);
     }
     return f;
   }

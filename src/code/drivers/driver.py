@@ -7,6 +7,12 @@
 # own context. The cells' pipe is moved off fd 0 to a close-on-exec fd (/dev/null on fd 0), and
 # fd 3 is made close-on-exec, so neither the cell's code reading stdin nor its children ever
 # see them.
+# SIGINT while a cell runs is a KeyboardInterrupt in it (the context lives on); between cells
+# it is ignored. Any exception a cell lets out, SystemExit included (sys.exit() in a cell), is
+# its error frame, as a notebook shows it; os._exit ends the context. Top-level await is not
+# supported. A result's bundle is kept within result_max bytes of its frame's line: text/plain
+# is cut when it alone passes it, the other types are left out biggest first, each said on the
+# cell's stderr.
 import ast
 import base64
 import builtins
@@ -242,8 +248,8 @@ class Driver:
             if len(f["traceback"]) >= len(tbl):
                 break
         if len(frame_line(f)) > ERROR_LINE_MAX:
-            f["traceback"] = [l[:200] for l in f["traceback"][:100]]
-            f["evalue"] = f["evalue"][:2000]
+            f["traceback"] = [l[:150] for l in f["traceback"][:40]]
+            f["evalue"] = f["evalue"][:1000]
         return f
 
     # ---- a cell --------------------------------------------------------------------------
