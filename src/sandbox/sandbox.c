@@ -1403,6 +1403,8 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
                                   .rate_charge_min = o->rate_charge_min,
                                   .input = o->input,
                                   .frames = o->frames,
+                                  .uid = sb->owner.uid,
+                                  .gid = sb->owner.gid,
                           },
                           fn, data,
                           &(sh_exec_owner){.ended = exec_ended,

@@ -323,6 +323,20 @@ START_TEST(a_command_with_input_and_frames_gets_fds_0_to_3_and_no_more)
 }
 END_TEST
 
+/* The input and frames pipes belong to the command's uid: it can open them again by their
+ * /proc/self/fd paths (what a driver without dup does to move them). */
+START_TEST(a_command_can_reopen_its_input_and_frames_pipes)
+{
+        seen s = {0};
+
+        run(&s, "exec 5</proc/self/fd/0 6>/proc/self/fd/3 && echo reopened",
+            &(sh_exec_opts){.input = true, .frames = true});
+        exited_ok(&s, "the command's end");
+        ck_assert_str_eq(text(&s, 0), "reopened\n");
+        seen_done(&s);
+}
+END_TEST
+
 /* ---- signals ---------------------------------------------------------------------------- */
 
 START_TEST(a_signal_reaches_the_commands_trap_and_the_command_goes_on)
@@ -362,6 +376,7 @@ static Suite *exec_io_suite(void)
         tcase_add_test(tc, a_paused_consumer_still_gets_each_frame_after_its_output);
         tcase_add_test(tc, frames_are_chunks_and_not_captured_for_the_exit);
         tcase_add_test(tc, a_command_with_input_and_frames_gets_fds_0_to_3_and_no_more);
+        tcase_add_test(tc, a_command_can_reopen_its_input_and_frames_pipes);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("signal");

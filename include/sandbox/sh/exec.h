@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sh/error.h"
 #include "sh/loop.h"
@@ -123,6 +124,12 @@ typedef struct sh_exec_spec {
          * fd 3 is delivered before that byte (unless the session ended meanwhile): a frame
          * can say "that was the output of this". false: no fd 3. */
         bool frames;
+        /* The command's uid and gid: its input and frames pipes are given to them (the daemon
+         * made them: root's, mode 0600), so it can open them again by their /proc/self/fd
+         * paths (node has no dup: its driver moves its cells off fd 0 that way). A daemon
+         * that cannot (no CAP_CHOWN) logs it and the pipes stay root's. */
+        uid_t uid;
+        gid_t gid;
 } sh_exec_spec;
 
 /* The session's owner (the sandbox): told when the session leaves it, so it can unlink it. */
