@@ -800,8 +800,8 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
                 goto fail;
         }
         /* The command's own pipes: its uid's (sh_exec_spec.uid). */
-        if ((0 && in_p[0] >= 0 && fchown(in_p[0], spec->uid, spec->gid) < 0) ||
-            (0 && fr_p[1] >= 0 && fchown(fr_p[1], spec->uid, spec->gid) < 0))
+        if ((in_p[0] >= 0 && fchown(in_p[0], spec->uid, spec->gid) < 0) ||
+            (fr_p[1] >= 0 && fchown(fr_p[1], spec->uid, spec->gid) < 0))
                 log_warn("exec-pipes-owner", e->log_id, "the pipes stay root's: %s",
                          strerror(errno));
         /* Merged, the command's stdout and stderr are one pipe: the worker dups the same end
