@@ -33,6 +33,10 @@ for b in build build-asan; do
         echo "=== image fixtures ==="
         /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/images \
             --junitxml="$out/pytest-images.xml" || status=1
+        # the code interpreter's drivers run as the daemon runs them: no daemon (~30 s)
+        echo "=== code drivers ==="
+        /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/code \
+            --junitxml="$out/pytest-code.xml" || status=1
         echo "=== bench smoke ($b) ==="
         SH_BIN="$PWD/$b/sandbox-host" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
             tests/bench/test_bench_smoke.py tests/bench/test_release_build.py \

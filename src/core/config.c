@@ -189,6 +189,14 @@ static const opt options[] = {
          "existing at start (unset: host volumes are refused)"},
         {"SANDBOX_HOST_VOLUME_MAX", T_UINT, OFF(volume_max), "16", 0, 64,
          "volumes one /v1 sandbox may mount (0: none)"},
+        {"SANDBOX_HOST_CODE_CONTEXTS_MAX", T_UINT, OFF(code_contexts_max), "16", 1, 1024,
+         "code interpreter contexts one /v1 sandbox may hold at once (each holds 4 daemon fds)"},
+        {"SANDBOX_HOST_CODE_CONTEXT_IDLE", T_SECS, OFF(code_context_idle_s), "30m", 1,
+         100ULL * 365 * 86400,
+         "how long a code context may stay idle before it is ended, seconds (suffixes s, m, h, "
+         "d)"},
+        {"SANDBOX_HOST_CODE_RESULT_MAX", T_SIZE, OFF(code_result_max), "8M", 1024, 1ULL << 30,
+         "largest MIME bundle of one code result, bytes (suffixes K, M, G, T)"},
 };
 
 const char *sh_config_help(void)

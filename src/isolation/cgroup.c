@@ -229,6 +229,7 @@ int sh_cg_for_each_pid(int dirfd, bool recursive, sh_cg_pid_cb cb, void *userdat
 typedef struct kill_walk {
         const char *controller;
         const char *cgpath;
+        int sig; /* SIGKILL for a kill */
         int count;
 } kill_walk;
 
@@ -260,9 +261,9 @@ static int kill_one(pid_t pid, void *userdata)
         if (strncmp(path, k->cgpath, cl) != 0 || (path[cl] != '\0' && path[cl] != '/'))
                 return 0;
         if (pidfd >= 0)
-                r = sh_pidfd_send_signal(pidfd, SIGKILL);
+                r = sh_pidfd_send_signal(pidfd, k->sig);
         else
-                r = kill(pid, SIGKILL); /* kernel < 5.3: no pidfd, the check is best effort */
+                r = kill(pid, k->sig); /* kernel < 5.3: no pidfd, the check is best effort */
         if (r == 0)
                 k->count++;
         return 0;
@@ -290,10 +291,10 @@ static char *cg_cgpath(sh_cgroup *cg, size_t h)
         return p;
 }
 
-static int kill_in(sh_cgroup *cg, size_t h, bool recursive)
+static int signal_in(sh_cgroup *cg, size_t h, bool recursive, int sig)
 {
         _cleanup_free_ char *cgpath = NULL;
-        kill_walk k = {.controller = cg->root->h[h].controller};
+        kill_walk k = {.controller = cg->root->h[h].controller, .sig = sig};
         _cleanup_close_ int fd = sh_cg_open(cg, h);
         int r;
 
@@ -311,12 +312,12 @@ static int kill_in(sh_cgroup *cg, size_t h, bool recursive)
 
 int sh_cg_kill_all_in(sh_cgroup *cg, size_t h)
 {
-        return kill_in(cg, h, true);
+        return signal_in(cg, h, true, SIGKILL);
 }
 
 int sh_cg_kill_own_in(sh_cgroup *cg, size_t h)
 {
-        return kill_in(cg, h, false);
+        return signal_in(cg, h, false, SIGKILL);
 }
 
 typedef struct sum_walk {
@@ -1427,6 +1428,16 @@ int sh_cgroup_exec_is_empty(sh_cgroup *cg, bool *ret, sh_error **err)
                 return sh_error_make(err, -k, "cannot read processes of cgroup '%s'", cg->relpath);
         *ret = k != -EEXIST;
         return 0;
+}
+
+int sh_cgroup_exec_signal(sh_cgroup *cg, int sig, sh_error **err)
+{
+        int k = signal_in(cg, freezer_hier(cg->root), true, sig);
+
+        if (k < 0)
+                return sh_error_make(err, -k, "cannot signal the processes of cgroup '%s'",
+                                     cg->relpath);
+        return k;
 }
 
 int sh_cgroup_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err)

@@ -792,8 +792,23 @@ static _Noreturn void exec_path(char **argv, char **envp)
         _exit(126);
 }
 
-static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **envp, int out_w,
-                                 int err_w, const int *procs, int nprocs)
+/* The command's standard fds as the EXEC carried them: out, err, and in (its fd 0, -1: /dev/null)
+ * and frames (its fd 3, -1: none) when its flags said so. */
+typedef struct exec_stdio {
+        int out, err, in, frames;
+} exec_stdio;
+
+/* fd onto `to`, inheritable: dup2 clears FD_CLOEXEC on the copy, but does nothing when fd is
+ * `to` already (the fds arrived close-on-exec: MSG_CMSG_CLOEXEC). */
+static int dup_onto(int fd, int to)
+{
+        if (fd == to)
+                return fcntl(fd, F_SETFD, 0);
+        return dup2(fd, to) < 0 ? -1 : 0;
+}
+
+static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **envp,
+                                 const exec_stdio *io, const int *procs, int nprocs)
 {
         sigset_t none;
         const char *step = "?";
@@ -803,14 +818,17 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
          * (setsid, double fork), can be found and killed with the exec. */
         for (i = 0; i < nprocs; i++)
                 if (write(procs[i], "0", 1) != 1) {
-                        dup2(err_w, 2);
+                        dup2(io->err, 2);
                         write_err("sandbox-host: cannot join the exec cgroup: ", strerror(errno),
                                   "\n");
                         _exit(125);
                 }
         setsid();
-        devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+        /* Every fd received is above 3 (0 to 2 are PID 1's /dev/null, 3 its control socket),
+         * so none is overwritten before it is dup'd. */
+        devnull = io->in >= 0 ? io->in : open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (devnull < 0 || dup_onto(devnull, 0) < 0 || dup_onto(io->out, 1) < 0 ||
+            dup_onto(io->err, 2) < 0 || (io->frames >= 0 && dup_onto(io->frames, 3) < 0))
                 _exit(125);
         /* Every disposition is already the default: PID 1 reset them all when it started
          * (worker_main) and never sets one again, and execve resets handlers. Only the mask
@@ -827,9 +845,9 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
                 _exit(125);
         }
         /* The resource limits (hard ones too) were set in PID 1 and are inherited. */
-        /* Only fds 0, 1 and 2 reach the command: no socket, epoll or directory fd of the
-         * daemon or the worker. */
-        sh_close_from(3);
+        /* Only fds 0, 1 and 2 (and 3, its frames pipe, when the exec has one) reach the
+         * command: no socket, epoll or directory fd of the daemon or the worker. */
+        sh_close_from(io->frames >= 0 ? 4 : 3);
         /* The volumes' group, the only supplementary one, for a sandbox with volumes. */
         r = sh_caps_drop_to_group(s->uid, s->gid, s->volume_gid, &step);
         if (r < 0) {
@@ -861,14 +879,24 @@ static size_t n_execs, cap_execs;
 static void start_exec(const sh_worker_spec *s, char *buf, size_t len, int *fds, int nfds)
 {
         char **argv = NULL, **envp = NULL;
-        uint32_t id = 0;
+        uint32_t id = 0, flags = 0;
+        exec_stdio io;
         pid_t pid;
-        int i;
+        int i, k;
 
-        if (nfds < 2 || sh_proto_decode_exec(buf, len, &id, &argv, &envp) < 0) {
+        /* the fds its flags say, then at most the procs fds a cgroup has */
+        if (nfds < 2 || sh_proto_decode_exec(buf, len, &id, &flags, &argv, &envp) < 0 ||
+            nfds < sh_proto_exec_stdio_fds(flags) ||
+            nfds - sh_proto_exec_stdio_fds(flags) > SH_EXEC_MAX_PROCS_FDS) {
                 send_msg(SH_MSG_EXITED, id, W_EXITCODE(125, 0), 0);
                 goto out;
         }
+        /* out, err, then the flags' extra fds in their order (sh/proto.h), then procs */
+        k = 2;
+        io.out = fds[0];
+        io.err = fds[1];
+        io.in = flags & SH_PROTO_EXEC_INPUT ? fds[k++] : -1;
+        io.frames = flags & SH_PROTO_EXEC_FRAMES ? fds[k++] : -1;
         if (n_execs == cap_execs) {
                 size_t nc = cap_execs ? cap_execs * 2 : 16;
                 running *nr = realloc(execs, nc * sizeof(*nr));
@@ -886,7 +914,7 @@ static void start_exec(const sh_worker_spec *s, char *buf, size_t len, int *fds,
                 goto out;
         }
         if (pid == 0)
-                exec_child(s, argv, envp, fds[0], fds[1], fds + 2, nfds - 2);
+                exec_child(s, argv, envp, &io, fds + k, nfds - k);
         execs[n_execs].id = id;
         execs[n_execs].pid = pid;
         n_execs++;

@@ -509,14 +509,25 @@ void sh_worker_spec_done(sh_worker_spec *s)
 
 /* ---- exec requests --------------------------------------------------------------------- */
 
-int sh_proto_encode_exec(uint32_t id, char *const *argv, char *const *envp, char **ret_buf,
-                         size_t *ret_len)
+int sh_proto_exec_stdio_fds(uint32_t flags)
+{
+        return 2 + !!(flags & SH_PROTO_EXEC_INPUT) + !!(flags & SH_PROTO_EXEC_FRAMES);
+}
+
+/* The header: type, id, argc, envc, flags (u32 each, host order); then argv's strings and
+ * envp's, each NUL-terminated. */
+#define EXEC_HDR 5
+
+int sh_proto_encode_exec(uint32_t id, uint32_t flags, char *const *argv, char *const *envp,
+                         char **ret_buf, size_t *ret_len)
 {
         uint32_t argc = 0, envc = 0;
-        size_t len = 16, off;
+        size_t len = EXEC_HDR * sizeof(uint32_t), off;
         char *buf;
-        uint32_t hdr[4];
+        uint32_t hdr[EXEC_HDR];
 
+        if (flags & ~(uint32_t)SH_PROTO_EXEC_FLAGS)
+                return -EINVAL;
         for (; argv[argc]; argc++)
                 len += strlen(argv[argc]) + 1;
         for (; envp[envc]; envc++)
@@ -530,6 +541,7 @@ int sh_proto_encode_exec(uint32_t id, char *const *argv, char *const *envp, char
         hdr[1] = id;
         hdr[2] = argc;
         hdr[3] = envc;
+        hdr[4] = flags;
         memcpy(buf, hdr, sizeof(hdr));
         off = sizeof(hdr);
         for (uint32_t i = 0; i < argc; i++) {
@@ -549,17 +561,18 @@ int sh_proto_encode_exec(uint32_t id, char *const *argv, char *const *envp, char
         return 0;
 }
 
-int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, char ***ret_argv,
-                         char ***ret_envp)
+int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, uint32_t *ret_flags,
+                         char ***ret_argv, char ***ret_envp)
 {
-        uint32_t hdr[4], i;
+        uint32_t hdr[EXEC_HDR], i;
         char **argv, **envp;
         size_t off = sizeof(hdr);
 
         if (len < sizeof(hdr))
                 return -EBADMSG;
         memcpy(hdr, buf, sizeof(hdr));
-        if (hdr[0] != SH_MSG_EXEC || hdr[2] == 0 || hdr[2] > len || hdr[3] > len)
+        if (hdr[0] != SH_MSG_EXEC || hdr[2] == 0 || hdr[2] > len || hdr[3] > len ||
+            (hdr[4] & ~(uint32_t)SH_PROTO_EXEC_FLAGS))
                 return -EBADMSG;
         *ret_id = hdr[1];
         argv = calloc((size_t)hdr[2] + 1, sizeof(char *));
@@ -583,6 +596,7 @@ int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, char ***ret_ar
                         envp[i - hdr[2]] = buf + off;
                 off = (size_t)(nul - buf) + 1;
         }
+        *ret_flags = hdr[4];
         *ret_argv = argv;
         *ret_envp = envp;
         return 0;

@@ -1,5 +1,5 @@
 /* execd.c: a sandbox's execd state (rec->execd, execd.h), which commands, sessions and metrics
- * share: made on first use, ended with its record; the registry of its last 1024 commands
+ * share (and code contexts): made on first use, ended with its record; the registry of its last 1024 commands
  * (their texts bounded together, the oldest finished ones forgotten first). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +84,7 @@ void os_execd_record_gone(os_record *rec)
                 return;
         os_metrics_gone(x);
         os_sessions_gone(x);
+        os_code_gone(x);
         /* Their processes die with the sandbox; the engine then ends each session with an
          * error event ("the sandbox was deleted"), which a foreground stream shows. */
         while (x->cmds)

@@ -60,6 +60,11 @@ typedef struct os_sse {
 
 /* Encode ev into q (whole events only). 0 or -ENOMEM. */
 int os_sse_event(os_sse *s, sh_buf *q, const sh_exec_event *ev, uint64_t now_ms);
+/* The last unterminated line of each stream, as at an exit (a code cell's end): 0 or -ENOMEM
+ * (nothing queued). */
+int os_sse_flush(os_sse *s, sh_buf *q, uint64_t now_ms);
+/* One event of any shape: o (the caller's, `type` and `timestamp` added) as one line. */
+int os_sse_object(sh_buf *q, const char *type, cJSON *o, uint64_t ts_ms);
 /* A session run's state, complete (the end marker seen, within the bound), or NULL. */
 const char *os_sse_session_state(os_sse *s, size_t *ret_len);
 void os_sse_done(os_sse *s);
@@ -108,6 +113,7 @@ typedef struct os_execd {
         unsigned n_sessions;
         os_metrics *metrics; /* metrics.c's, NULL until asked */
         uint64_t text_bytes; /* the remembered commands' texts together (OS_COMMAND_TEXTS_MAX) */
+        struct sh_code_set *code; /* its code contexts (code.c), NULL until asked */
 } os_execd;
 
 /* The sandbox's execd state, made on first use; NULL when out of memory or gone. */
@@ -202,6 +208,9 @@ int os_session_interrupt(os_execd *x, const char *id, size_t len);
 void os_cmd_kill(os_cmd *c, const char *why);
 /* A reference to a command dropped (the registry's, a logs answer's). */
 void os_cmd_unref(os_cmd *c);
+
+/* code.c: the record goes: its code contexts end (their running cells with their death). */
+void os_code_gone(os_execd *x);
 
 /* metrics.c: the record goes: its sampler stops, its watchers end. */
 void os_metrics_gone(os_execd *x);

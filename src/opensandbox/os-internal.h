@@ -345,6 +345,8 @@ extern const sh_route os_session_routes[];
 extern const size_t os_session_n_routes;
 extern const sh_route os_metrics_routes[];
 extern const size_t os_metrics_n_routes;
+extern const sh_route os_code_routes[]; /* code.c */
+extern const size_t os_code_n_routes;
 extern const sh_route os_files_routes[]; /* files.c */
 extern const size_t os_files_n_routes;
 extern const sh_route os_proxy_routes[]; /* proxy.c: execd and egress */

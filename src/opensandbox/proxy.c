@@ -1,8 +1,8 @@
 /* proxy.c: a sandbox's execd (`/v1/sandboxes/{id}/proxy/44772/…`) and egress API (`…/18080/…`),
  * served by the daemon itself (OPENSANDBOX.md sections 1, 3 and 4; nothing is proxied). The
  * surface's admission has checked the sandbox's token and the paused rule. execd: `GET /ping`;
- * `/code…` and `/v1/isolated…` are never served: 501 NOT_SUPPORTED, at once and without reading
- * a body (commands.c, sessions.c, metrics.c and files.c serve the rest). Egress: the
+ * `/v1/isolated…` is never served: 501 NOT_SUPPORTED, at once and without reading a body
+ * (commands.c, sessions.c, metrics.c, files.c and code.c serve the rest). Egress: the
  * sandbox's policy on the host's network (sh/network.h: GET, PATCH merged, DELETE of targets,
  * each answering the new status); the credential vault is not served. */
 #include <string.h>
@@ -27,11 +27,9 @@ static void execd_not_supported(sh_request *r)
         size_t len;
         const char *rest = sh_request_param(r, 1, &len);
 
-        if (rest &&
-            ((len >= 4 && memcmp(rest, "code", 4) == 0 && (len == 4 || rest[4] == '/')) ||
-             (len >= 11 && memcmp(rest, "v1/isolated", 11) == 0 && (len == 11 || rest[11] == '/'))))
-                os_reply_code(r, OS_E_NOT_SERVED,
-                              "code interpreters and isolated sessions are not served here");
+        if (rest && len >= 11 && memcmp(rest, "v1/isolated", 11) == 0 &&
+            (len == 11 || rest[11] == '/'))
+                os_reply_code(r, OS_E_NOT_SERVED, "isolated sessions are not served here");
         else
                 os_reply_code(r, OS_E_NOT_SERVED, "this execd route is not served by this host");
 }

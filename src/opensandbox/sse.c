@@ -218,6 +218,34 @@ int os_sse_event(os_sse *s, sh_buf *q, const sh_exec_event *ev, uint64_t now_ms)
         return r;
 }
 
+int os_sse_flush(os_sse *s, sh_buf *q, uint64_t now_ms)
+{
+        size_t keep = sh_buf_unread(q);
+        int r = flush_lines(s, q, now_ms);
+
+        if (r < 0)
+                q->len = q->off + keep;
+        return r;
+}
+
+int os_sse_object(sh_buf *q, const char *type, cJSON *o, uint64_t ts_ms)
+{
+        size_t keep = sh_buf_unread(q);
+        char *text;
+        int r = -ENOMEM;
+
+        if (cJSON_AddStringToObject(o, "type", type) &&
+            cJSON_AddNumberToObject(o, "timestamp", (double)ts_ms) &&
+            (text = cJSON_PrintUnformatted(o))) {
+                r = sh_buf_append_str(q, text) < 0 || sh_buf_append_str(q, "\n\n") < 0 ? -ENOMEM
+                                                                                       : 0;
+                free(text);
+        }
+        if (r < 0)
+                q->len = q->off + keep;
+        return r;
+}
+
 const char *os_sse_session_state(os_sse *s, size_t *ret_len)
 {
         char end[OS_NONCE_LEN + 3];

@@ -443,6 +443,7 @@ int sh_opensandbox_new(const sh_config *cfg, sh_loop *loop, sh_manager *mgr,
                 {os_session_routes, os_session_n_routes},
                 {os_metrics_routes, os_metrics_n_routes},
                 {os_files_routes, os_files_n_routes},
+                {os_code_routes, os_code_n_routes},
                 {os_proxy_routes, os_proxy_n_routes},
         };
         os_ctx *ctx;

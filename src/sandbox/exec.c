@@ -1,7 +1,8 @@
-/* exec.c: exec sessions: pipes from the sandbox read by the loop, typed events for the
- * consumer, the output kept for the exit event, heartbeats, the grace for descendants, the
- * kill of the exec cgroup (with its reason: asked, or the timeout), and the read rates sessions
- * share. */
+/* exec.c: exec sessions: pipes from the sandbox read by the loop (stdout, stderr, and frames,
+ * each of those delivered after the output written before it), the input pipe written from a
+ * bounded queue, typed events for the consumer, the output kept for the exit event,
+ * heartbeats, the grace for descendants, the kill of the exec cgroup (with its reason: asked,
+ * or the timeout) and signals to it, and the read rates sessions share. */
 #include "sh/exec.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +25,7 @@
 
 #define READ_CHUNK (256 * 1024)
 #define PIPE_SIZE  (1024 * 1024) /* exec pipes: fewer wake-ups per MB */
+#define NPIPES     3             /* read ends: stdout, stderr, frames (sh_exec_stream) */
 
 struct sh_exec {
         unsigned refs; /* the owner's (until ended) + the consumer's (until detach) */
@@ -34,8 +37,17 @@ struct sh_exec {
         struct sh_cgroup *cg;
         uint64_t ooms_before, ooms_after; /* cg's OOM kill counter at the start, at the end */
         bool ooms_read;                   /* ooms_after was read */
-        int fd[2];                        /* read ends: stdout, stderr (-1 once at EOF) */
-        sh_io *io[2];
+        int fd[NPIPES]; /* read ends: stdout, stderr, frames (-1 once at EOF, or none) */
+        sh_io *io[NPIPES];
+        /* Frames read but not delivered yet: the output written before them goes first. */
+        sh_buf frame;
+        sh_timer *frame_t; /* its delivery after a resume (nothing to wake the loop for it) */
+        /* Input: the write end of the command's fd 0 (-1: none, or closed), what is queued
+         * for it (written while in_io watches for room). */
+        bool input, in_closing; /* the spec has input; sh_exec_close_input was called */
+        int in_fd;
+        sh_io *in_io;
+        sh_buf in;
         bool paused;            /* the consumer is full: the pipes are not watched */
         sh_exec_rate *rate;     /* the rate its reads are billed to, or NULL (a reference) */
         size_t rate_charge_min; /* the least one read costs of it */
@@ -58,6 +70,8 @@ struct sh_exec {
 
 static void exec_unref(sh_exec *e);
 static void on_pipe(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data);
+static void on_frame_due(sh_loop *l, sh_timer *t, void *data);
+static void on_input(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data);
 
 /* ---- read rates ------------------------------------------------------------------------- */
 
@@ -96,21 +110,25 @@ void sh_exec_rate_unref(sh_exec_rate *r)
         free(r);
 }
 
-/* The pipes are watched unless the consumer paused the session or its rate is spent. */
+/* The pipes are watched unless the consumer paused the session or its rate is spent. Frames
+ * read before the pause are delivered from a timer: no pipe may wake the loop for them. */
 static void watch_pipes(sh_exec *e)
 {
         int k;
 
-        for (k = 0; k < 2; k++)
+        for (k = 0; k < NPIPES; k++)
                 if (e->fd[k] >= 0 && !e->io[k])
                         e->io[k] = sh_loop_add_io(e->env.loop, e->fd[k], EPOLLIN, on_pipe, e);
+        if (sh_buf_unread(&e->frame) && !e->frame_t &&
+            !(e->frame_t = sh_loop_add_timer(e->env.loop, 0, on_frame_due, e)))
+                log_warn("exec-frames-stalled", e->log_id, "cannot arm the frames' delivery");
 }
 
 static void unwatch_pipes(sh_exec *e)
 {
         int k;
 
-        for (k = 0; k < 2; k++)
+        for (k = 0; k < NPIPES; k++)
                 if (e->io[k]) {
                         sh_loop_del_io(e->env.loop, e->io[k]);
                         e->io[k] = NULL;
@@ -183,9 +201,14 @@ static void finish(sh_exec *e);
 
 /* The owner's reference goes once the command has exited and every holder of its pipes has
  * closed them: nothing more can come. */
+static bool pipes_closed(const sh_exec *e)
+{
+        return e->fd[0] < 0 && e->fd[1] < 0 && e->fd[2] < 0;
+}
+
 static void maybe_release(sh_exec *e)
 {
-        if (e->owner_released || !e->exited || e->fd[0] >= 0 || e->fd[1] >= 0)
+        if (e->owner_released || !e->exited || !pipes_closed(e))
                 return;
         e->owner_released = true;
         if (e->owner.ended)
@@ -197,45 +220,226 @@ static void maybe_finish(sh_exec *e)
 {
         if (e->ended || !e->exited)
                 return;
-        if (e->fd[0] < 0 && e->fd[1] < 0)
+        if (pipes_closed(e))
                 finish(e);
 }
 
-static void on_pipe(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+/* Reads go on: not paused by the consumer, its rate not spent, not ended. */
+static bool reading(const sh_exec *e)
 {
-        sh_exec *e = data;
-        static char chunk[READ_CHUNK]; /* one loop thread: one buffer */
-        int i = fd == e->fd[0] ? 0 : 1;
-        ssize_t n = read(fd, chunk, e->read_max);
+        return !e->paused && !e->rate_wait && !e->ended;
+}
+
+/* A chunk of stream k (read into p) to the consumer, billed to the rate; stdout's and
+ * stderr's kept for the exit event up to capture_max. */
+static void deliver(sh_exec *e, int k, const char *p, size_t n)
+{
         sh_exec_event ev = {.type = SH_EXEC_EV_CHUNK};
 
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                return;
-        if (n <= 0) {
-                stop_reading(e, i);
-                maybe_finish(e);
-                maybe_release(e);
-                return;
-        }
-        if (e->ended)
-                return; /* the last event is out: nothing more is kept */
-        {
-                size_t room = e->out[i].len < e->capture_max ? e->capture_max - e->out[i].len : 0;
-                size_t keep = (size_t)n < room ? (size_t)n : room;
+        if (k < 2) {
+                size_t room = e->out[k].len < e->capture_max ? e->capture_max - e->out[k].len : 0;
+                size_t keep = n < room ? n : room;
 
-                if (keep && sh_buf_append(&e->out[i], chunk, keep) < 0)
+                if (keep && sh_buf_append(&e->out[k], p, keep) < 0)
                         keep = 0;
-                if (keep < (size_t)n)
+                if (keep < n)
                         e->truncated = true;
         }
         /* The consumer pauses us if it is full: a consumer that does not read stops our
          * reads, and a full pipe then stops the command. Memory never grows with a silent
          * client. */
-        ev.chunk.stream = i == 0 ? SH_EXEC_STDOUT : SH_EXEC_STDERR;
-        ev.chunk.data = chunk;
-        ev.chunk.len = (size_t)n;
-        rate_charge(e, (size_t)n);
+        ev.chunk.stream = (sh_exec_stream)k;
+        ev.chunk.data = p;
+        ev.chunk.len = n;
+        rate_charge(e, n);
         emit(e, &ev);
+}
+
+/* One read of stdout or stderr (at most `max` bytes) delivered. The read's result: 0 at EOF
+ * (the pipe is closed), < 0 with errno. */
+static ssize_t read_output(sh_exec *e, int k, size_t max)
+{
+        static char chunk[READ_CHUNK]; /* one loop thread: one buffer */
+        ssize_t n = read(e->fd[k], chunk, max < e->read_max ? max : e->read_max);
+
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return n;
+        if (n <= 0) {
+                stop_reading(e, k);
+                return n;
+        }
+        if (!e->ended) /* the last event is out: nothing more is kept */
+                deliver(e, k, chunk, (size_t)n);
+        return n;
+}
+
+/* Before frames go out, the output written before them: every byte in the stdout and stderr
+ * pipes now was written before the frames already read were (each pipe keeps its order).
+ * What the pipes hold now is read, and no more: a command writing without pause must not
+ * keep the loop here. False when the reads stopped first (paused, the rate spent, ended): the
+ * frames wait. */
+static bool output_before_frames(sh_exec *e)
+{
+        for (int k = 0; k < 2; k++) {
+                int avail = 0;
+
+                if (e->fd[k] < 0)
+                        continue;
+                /* a pipe that cannot say: whatever one read finds */
+                if (ioctl(e->fd[k], FIONREAD, &avail) < 0)
+                        avail = (int)e->read_max;
+                while (avail > 0 && e->fd[k] >= 0) {
+                        ssize_t n;
+
+                        if (!reading(e))
+                                return false;
+                        n = read_output(e, k, (size_t)avail);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n <= 0)
+                                break; /* EAGAIN: nothing more there; EOF: closed */
+                        avail -= (int)n;
+                }
+        }
+        return reading(e);
+}
+
+/* The frames read, after the output before them (if the reads go on meanwhile). */
+static void deliver_frames(sh_exec *e)
+{
+        size_t n = sh_buf_unread(&e->frame);
+
+        if (!n || !output_before_frames(e))
+                return;
+        deliver(e, SH_EXEC_FRAMES, e->frame.p + e->frame.off, n);
+        /* kept until the event returned: it pointed into the buffer */
+        e->frame.off = e->frame.len = 0;
+}
+
+static void on_frame_due(sh_loop *l, sh_timer *t, void *data)
+{
+        sh_exec *e = data;
+
+        e->frame_t = NULL;
+        if (reading(e))
+                deliver_frames(e);
+}
+
+/* Frames are read only when those read before have gone out: at most read_max bytes wait. */
+static void on_frames(sh_exec *e)
+{
+        if (!sh_buf_unread(&e->frame)) {
+                ssize_t n;
+
+                if (sh_buf_reserve(&e->frame, e->read_max) < 0)
+                        return; /* out of memory: the pipe is looked at again */
+                n = read(e->fd[SH_EXEC_FRAMES], e->frame.p + e->frame.len, e->read_max);
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        return;
+                if (n <= 0) {
+                        stop_reading(e, SH_EXEC_FRAMES);
+                        maybe_finish(e);
+                        maybe_release(e);
+                        return;
+                }
+                if (e->ended)
+                        return;
+                e->frame.len += (size_t)n;
+        }
+        deliver_frames(e);
+}
+
+static void on_pipe(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        sh_exec *e = data;
+        int i = fd == e->fd[0] ? 0 : fd == e->fd[1] ? 1 : 2;
+        ssize_t n;
+
+        if (i == SH_EXEC_FRAMES) {
+                on_frames(e);
+                return;
+        }
+        n = read_output(e, i, e->read_max);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+                maybe_finish(e);
+                maybe_release(e);
+        }
+}
+
+/* ---- input ------------------------------------------------------------------------------ */
+
+/* The input is over: the command's fd 0 reaches EOF (or it is gone); what is queued goes. */
+static void input_end(sh_exec *e)
+{
+        sh_loop_del_io(e->env.loop, TAKE_PTR(e->in_io));
+        sh_close(e->in_fd);
+        e->in_fd = -1;
+        sh_buf_done(&e->in);
+}
+
+/* Write what is queued as far as the pipe takes it; watch for room while something is left.
+ * A command that closed its fd 0 or is gone (EPIPE: the daemon handles SIGPIPE) takes nothing
+ * more: the queue goes, and its exit comes as usual. */
+static void input_flush(sh_exec *e)
+{
+        while (sh_buf_unread(&e->in)) {
+                ssize_t n = write(e->in_fd, e->in.p + e->in.off, sh_buf_unread(&e->in));
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        break;
+                if (n <= 0) {
+                        if (errno != EPIPE)
+                                log_warn("exec-input-failed", e->log_id, "%s", strerror(errno));
+                        input_end(e);
+                        return;
+                }
+                e->in.off += (size_t)n;
+        }
+        if (sh_buf_unread(&e->in)) {
+                if (!e->in_io &&
+                    !(e->in_io = sh_loop_add_io(e->env.loop, e->in_fd, EPOLLOUT, on_input, e))) {
+                        log_warn("exec-input-failed", e->log_id, "cannot watch the input pipe");
+                        input_end(e);
+                }
+                return;
+        }
+        /* all written: nothing held (a queue may have been megabytes), no watch */
+        sh_buf_done(&e->in);
+        sh_loop_del_io(e->env.loop, TAKE_PTR(e->in_io));
+        if (e->in_closing)
+                input_end(e);
+}
+
+static void on_input(sh_loop *l, sh_io *io, int fd, uint32_t events, void *data)
+{
+        input_flush(data);
+}
+
+int sh_exec_write(sh_exec *e, const void *p, size_t n, sh_error **err)
+{
+        if (!e->input || e->in_closing || e->ended)
+                return sh_error_new(err, SH_E_INVALID, "the command takes no more input");
+        if (e->in_fd < 0 || n == 0)
+                return 0; /* the command is gone: its exit follows */
+        if (n > SH_EXEC_INPUT_MAX - sh_buf_unread(&e->in))
+                return sh_error_new(err, SH_E_UNAVAILABLE,
+                                    "more than %u bytes of input would be queued",
+                                    SH_EXEC_INPUT_MAX);
+        if (sh_buf_append(&e->in, p, n) < 0)
+                return sh_error_make(err, ENOMEM, "out of memory");
+        input_flush(e);
+        return 0;
+}
+
+void sh_exec_close_input(sh_exec *e)
+{
+        if (!e->input || e->in_closing)
+                return;
+        e->in_closing = true;
+        if (e->in_fd >= 0 && !sh_buf_unread(&e->in))
+                input_end(e);
 }
 
 void sh_exec_pause(sh_exec *e)
@@ -285,11 +489,14 @@ static void close_pipes(sh_exec *e)
 {
         int k;
 
-        for (k = 0; k < 2; k++)
+        for (k = 0; k < NPIPES; k++)
                 if (e->fd[k] >= 0)
                         stop_reading(e, k);
         e->paused = false;
         rate_wait_end(e);
+        sh_loop_cancel_timer(e->env.loop, TAKE_PTR(e->frame_t));
+        e->frame.off = e->frame.len = 0; /* not freed: a chunk event may point into it */
+        input_end(e);
 }
 
 static void on_grace(sh_loop *l, sh_timer *t, void *data)
@@ -370,10 +577,13 @@ static void exec_free(sh_exec *e)
         sh_loop_cancel_timer(e->env.loop, e->hb_t);
         sh_loop_cancel_timer(e->env.loop, e->timeout_t);
         sh_loop_cancel_timer(e->env.loop, e->rekill_t);
-        for (k = 0; k < 2; k++) {
+        sh_loop_cancel_timer(e->env.loop, e->frame_t);
+        for (k = 0; k < NPIPES; k++) {
                 sh_loop_del_io(e->env.loop, e->io[k]);
                 sh_close(e->fd[k]);
         }
+        input_end(e);
+        sh_buf_done(&e->frame);
         if (e->cg) {
                 sh_error *err = NULL;
 
@@ -489,6 +699,17 @@ void sh_exec_kill(sh_exec *e, const char *why)
         kill_tree(e);
 }
 
+void sh_exec_signal(sh_exec *e, int sig)
+{
+        sh_error *err = NULL;
+
+        if (!e || e->ended || !e->cg)
+                return;
+        if (sh_cgroup_exec_signal(e->cg, sig, &err) < 0)
+                log_warn("exec-signal-failed", e->log_id, "%s", err ? err->msg : "");
+        sh_error_release(&err);
+}
+
 static void on_timeout(sh_loop *l, sh_timer *t, void *data)
 {
         sh_exec *e = data;
@@ -526,8 +747,8 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
 {
         sh_exec *e;
         char name[32];
-        int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, procs[SH_EXEC_MAX_PROCS_FDS];
-        int nprocs = 0, i, r = -1;
+        int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, in_p[2] = {-1, -1}, fr_p[2] = {-1, -1};
+        int procs[SH_EXEC_MAX_PROCS_FDS], nprocs = 0, i, r = -1;
 
         e = calloc(1, sizeof(*e));
         if (!e) {
@@ -547,7 +768,9 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
         e->read_max = spec->read_max && spec->read_max < READ_CHUNK ? spec->read_max : READ_CHUNK;
         e->rate = rate_ref(spec->rate);
         e->rate_charge_min = spec->rate_charge_min;
-        e->fd[0] = e->fd[1] = -1;
+        e->fd[0] = e->fd[1] = e->fd[2] = -1;
+        e->input = spec->input;
+        e->in_fd = -1;
         e->fn = fn;
         e->data = data;
         e->last_event_ms = sh_now_ms();
@@ -564,19 +787,39 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
                 nprocs = 0;
                 goto fail;
         }
-        if (pipe2(out_p, O_CLOEXEC) < 0 || (!spec->merge_output && pipe2(err_p, O_CLOEXEC) < 0)) {
+        if (pipe2(out_p, O_CLOEXEC) < 0 || (!spec->merge_output && pipe2(err_p, O_CLOEXEC) < 0) ||
+            (spec->input && pipe2(in_p, O_CLOEXEC) < 0) ||
+            (spec->frames && pipe2(fr_p, O_CLOEXEC) < 0)) {
                 sh_error_make(err, errno, "pipe");
                 goto fail;
         }
+        /* The daemon's end of the input is never waited on: what the pipe does not take is
+         * queued (sh_exec_write). */
+        if (in_p[1] >= 0 && fcntl(in_p[1], F_SETFL, O_NONBLOCK) < 0) {
+                sh_error_make(err, errno, "setting up the input pipe");
+                goto fail;
+        }
+        /* The command's own pipes: its uid's (sh_exec_spec.uid). */
+        if ((in_p[0] >= 0 && fchown(in_p[0], spec->uid, spec->gid) < 0) ||
+            (fr_p[1] >= 0 && fchown(fr_p[1], spec->uid, spec->gid) < 0))
+                log_warn("exec-pipes-owner", e->log_id, "the pipes stay root's: %s",
+                         strerror(errno));
         /* Merged, the command's stdout and stderr are one pipe: the worker dups the same end
          * onto both. */
-        if (sh_worker_exec(spec->worker, e->id, spec->argv, spec->envp, out_p[1],
-                           spec->merge_output ? out_p[1] : err_p[1], procs, nprocs, err) < 0)
+        if (sh_worker_exec(spec->worker, e->id, spec->argv, spec->envp,
+                           &(sh_worker_stdio){.out = out_p[1],
+                                              .err = spec->merge_output ? out_p[1] : err_p[1],
+                                              .in = in_p[0],
+                                              .frames = fr_p[1]},
+                           procs, nprocs, err) < 0)
                 goto fail;
-        e->fd[0] = out_p[0];
-        e->fd[1] = err_p[0];
-        out_p[0] = err_p[0] = -1;
-        for (i = 0; i < 2 && e->fd[i] >= 0; i++) {
+        e->fd[SH_EXEC_STDOUT] = TAKE_FD(out_p[0]);
+        e->fd[SH_EXEC_STDERR] = TAKE_FD(err_p[0]);
+        e->fd[SH_EXEC_FRAMES] = TAKE_FD(fr_p[0]);
+        e->in_fd = TAKE_FD(in_p[1]);
+        for (i = 0; i < NPIPES; i++) {
+                if (e->fd[i] < 0)
+                        continue; /* merged: no stderr pipe; no frames */
                 /* A larger pipe means fewer wake-ups per megabyte of output (best effort:
                  * the limit is /proc/sys/fs/pipe-max-size). */
                 (void)fcntl(e->fd[i], F_SETPIPE_SZ, PIPE_SIZE);
@@ -607,6 +850,10 @@ out:
         sh_close(out_p[1]);
         sh_close(err_p[0]);
         sh_close(err_p[1]);
+        sh_close(in_p[0]);
+        sh_close(in_p[1]);
+        sh_close(fr_p[0]);
+        sh_close(fr_p[1]);
         for (i = 0; i < nprocs; i++)
                 close(procs[i]);
         return r;

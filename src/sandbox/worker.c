@@ -425,28 +425,36 @@ int sh_worker_start(sh_loop *l, int init_image, const sh_worker_spec *spec, cons
         return 0;
 }
 
-int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *envp, int out_w,
-                   int err_w, const int *procs, int nprocs, sh_error **err)
+int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *envp,
+                   const sh_worker_stdio *io, const int *procs, int nprocs, sh_error **err)
 {
         sh_proto_cmsg cbuf;
         struct iovec iov;
         struct msghdr mh = {0};
-        int fds[SH_PROTO_EXEC_FDS], n = 2, i, r;
+        int fds[SH_PROTO_EXEC_FDS], n = 0, i, r;
+        uint32_t flags = (io->in >= 0 ? SH_PROTO_EXEC_INPUT : 0) |
+                         (io->frames >= 0 ? SH_PROTO_EXEC_FRAMES : 0);
         _cleanup_free_ char *payload = NULL;
         size_t len;
 
         if (w->dead || w->reported_dead)
                 return sh_error_new(err, SH_E_SANDBOX_NOT_FOUND, "the sandbox worker is gone");
-        if (nprocs > SH_EXEC_MAX_PROCS_FDS)
+        if (nprocs < 0 || nprocs > SH_EXEC_MAX_PROCS_FDS)
                 return sh_error_make(err, EINVAL, "too many cgroup hierarchies");
-        r = sh_proto_encode_exec(id, argv, envp, &payload, &len);
+        r = sh_proto_encode_exec(id, flags, argv, envp, &payload, &len);
         if (r == -E2BIG)
                 return sh_error_new(err, SH_E_INVALID, "cmd and env together exceed %d bytes",
                                     SH_EXEC_MSG_MAX);
         if (r < 0)
                 return sh_error_make(err, -r, "encoding the exec request");
-        fds[0] = out_w;
-        fds[1] = err_w;
+        /* The order sandbox-init takes them in (sh/proto.h): out, err, the flags' extra fds,
+         * the procs fds. */
+        fds[n++] = io->out;
+        fds[n++] = io->err;
+        if (io->in >= 0)
+                fds[n++] = io->in;
+        if (io->frames >= 0)
+                fds[n++] = io->frames;
         for (i = 0; i < nprocs; i++)
                 fds[n++] = procs[i];
         iov.iov_base = payload;

@@ -1,6 +1,6 @@
 """OPENSANDBOX.md sections 1, 3 (what issue 12 owns of it) and 4: a sandbox's execd under
 `/v1/sandboxes/{id}/proxy/44772/…` and its egress API under `…/proxy/18080/…`, served by the
-daemon itself. `GET /ping` -> 200 empty; `/code…` and `/v1/isolated…` -> 501 NOT_SUPPORTED at once, never
+daemon itself. `GET /ping` -> 200 empty; `/v1/isolated…` -> 501 NOT_SUPPORTED at once, never (`/code…` is test_os_code.py's)
 reading a body (the files and directories of issue 14 are test_os_files*.py). Egress: `GET /policy`,
 `PATCH /policy` deny-only, `DELETE /policy`, credential vault -> 501. These daemons run without
 network (SANDBOX_HOST_EGRESS=off, shlib.base_env): the policy is deny-all, enforcementMode "none"
@@ -36,14 +36,10 @@ def test_ping_answers_the_sdk_health_check_form(osc, sbx):
 
 
 @pytest.mark.parametrize("method,sub,body", [
-    ("POST", "/code", {"code": "print(1)"}),
-    ("GET", "/code/contexts?language=python", None),
-    ("POST", "/code/context", {"language": "python"}),
-    ("DELETE", "/code/contexts/ctx-1", None),
     ("GET", "/v1/isolated/capabilities", None),
     ("POST", "/v1/isolated/sessions", {}),
 ])
-def test_code_and_isolated_routes_are_501_not_supported(osc, sbx, method, sub, body):
+def test_isolated_routes_are_501_not_supported(osc, sbx, method, sub, body):
     r = osc.execd(sbx["id"], method, sub, body=body, timeout=CALL)
     expect(r, 501, "NOT_SUPPORTED")
 
@@ -51,7 +47,7 @@ def test_code_and_isolated_routes_are_501_not_supported(osc, sbx, method, sub, b
 def test_a_declared_gigabyte_to_an_unserved_route_is_answered_before_its_body(daemon, sbx):
     """The 501 comes before any body byte is read: a client that declares 1 GiB and sends a
     few bytes gets its answer, and the daemon never waits for (or buffers) the rest."""
-    head = ("POST /v1/sandboxes/%s/proxy/44772/code HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    head = ("POST /v1/sandboxes/%s/proxy/44772/v1/isolated/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
             % (sbx["id"], 1 << 30)).encode()
     raw = shlib.raw_exchange(daemon.port, head + b"{", read_timeout=CALL)

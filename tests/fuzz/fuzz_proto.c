@@ -1,6 +1,6 @@
 /* fuzz_proto.c: the worker protocol's decoders (isolation/proto.c), which sandbox-init and the
  * daemon run on each other's bytes. Modes (first byte): '0' a spec (sh_worker_spec_decode),
- * '1' an exec payload (sh_proto_decode_exec), '2' a control message, '3' the fds of a
+ * '1' an exec payload (sh_proto_decode_exec: its flags too), '2' a control message, '3' the fds of a
  * received message's control data. Properties: what decodes encodes back to the same bytes
  * (the spec wholly, the exec as a prefix: bytes after its last string are not read). */
 #include "fuzz.h"
@@ -41,12 +41,16 @@ static void spec(fz *f)
 static void exec_payload(fz *f)
 {
         char *buf = fz_dup(f->p, f->n), *enc = NULL, **argv = NULL, **envp = NULL;
-        uint32_t id = 0;
+        uint32_t id = 0, flags = 0;
         size_t len = 0;
 
-        if (sh_proto_decode_exec(buf, f->n, &id, &argv, &envp) == 0) {
+        if (sh_proto_decode_exec(buf, f->n, &id, &flags, &argv, &envp) == 0) {
                 FZ_CHECK(argv[0] != NULL);
-                if (sh_proto_encode_exec(id, argv, envp, &enc, &len) == 0) {
+                /* only known flags; the fds they ask for fit one message with every procs fd */
+                FZ_CHECK((flags & ~(uint32_t)SH_PROTO_EXEC_FLAGS) == 0);
+                FZ_CHECK(sh_proto_exec_stdio_fds(flags) + SH_EXEC_MAX_PROCS_FDS <=
+                         SH_PROTO_EXEC_FDS);
+                if (sh_proto_encode_exec(id, flags, argv, envp, &enc, &len) == 0) {
                         FZ_CHECK(len <= f->n && memcmp(enc, buf, len) == 0);
                         free(enc);
                 } else {

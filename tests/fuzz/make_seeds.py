@@ -67,7 +67,9 @@ ALLOW = [(0x20, 0, 0, 4), (0x06, 0, 0, 0x7FFF0000)]  # ld arch; ret allow
 def proto():
     full = spec([(b"usr", False, b"/images/default/usr"), (b"bin", True, b"usr/bin"),
                  (b"lib", True, b"usr/lib")], [(7, 1024, 1024), (4, 0, 0)], ALLOW)
-    exec_msg = u32(6) + u32(7) + u32(2) + u32(1) + b"sh\0-c\0PATH=/usr/bin:/bin\0"
+    # type, id, argc, envc, flags (SH_PROTO_EXEC_INPUT 1, SH_PROTO_EXEC_FRAMES 2)
+    exec_msg = u32(6) + u32(7) + u32(2) + u32(1) + u32(0) + b"sh\0-c\0PATH=/usr/bin:/bin\0"
+    exec_io = u32(6) + u32(8) + u32(3) + u32(0) + u32(3) + b"python3\0-c\0pass\0"
     cmsg = struct.pack("<QII", 16 + 8, 1, 1) + struct.pack("<ii", 5, 6)
     return {
         "spec": b"0" + full,
@@ -87,11 +89,15 @@ def proto():
         "msg-volume-created": b"2" + u32(7) + u32(0) + u32(1) + u32(0),
         "exec": b"1" + exec_msg,
         "exec-cut": b"1" + exec_msg[:-3],
+        "exec-input-frames": b"1" + exec_io,  # a code interpreter's: fds 0 and 3 pipes
+        "exec-unknown-flag": b"1" + exec_io[:16] + u32(4) + exec_io[20:],  # refused
         "msg-setup-failed": b"2" + u32(3) + u32(0) + u32(5) + u32(13),
         "msg-exited": b"2" + u32(5) + u32(42) + u32(0x0900) + u32(0),
         "fds": b"3" + u8(40) + cmsg,
-        # a last record whose length runs past the buffer (test_proto.c has it as a unit test)
-        "fds-past-the-end": b"3" + u8(40) + cmsg + struct.pack("<QII", 16 + 8, 1, 1),
+        # a last record whose length runs past the buffer (test_proto.c has it as a unit test):
+        # a record of 4 fds, then a header claiming 2 more, filling the 48 bytes
+        "fds-past-the-end": b"3" + u8(48) + struct.pack("<QII", 16 + 16, 1, 1) +
+                            struct.pack("<iiii", 5, 6, 7, 8) + struct.pack("<QII", 16 + 8, 1, 1),
     }
 
 

@@ -7,7 +7,7 @@
 set -u
 src=$1
 cc=${2:-cc}
-layers="core fs isolation net egress images sandbox persist tools http cluster native opensandbox app"
+layers="core fs isolation net egress images sandbox persist tools code http cluster native opensandbox app"
 # What each layer may see (itself and everything below it), as CMakeLists.txt links them.
 declare -A sees=(
         [core]="core"
@@ -19,11 +19,12 @@ declare -A sees=(
         [sandbox]="sandbox egress images isolation fs net core"
         [persist]="persist sandbox egress images isolation fs net core"
         [tools]="tools isolation fs net core"
+        [code]="code sandbox egress images isolation fs net core"
         [http]="http core"
         [cluster]="cluster http net core"
-        [native]="native cluster http persist tools sandbox egress images isolation fs net core"
-        [opensandbox]="opensandbox cluster http persist tools sandbox egress images isolation fs net core"
-        [app]="app native opensandbox cluster http persist tools sandbox egress images isolation fs net core"
+        [native]="native cluster http persist tools code sandbox egress images isolation fs net core"
+        [opensandbox]="opensandbox cluster http persist tools code sandbox egress images isolation fs net core"
+        [app]="app native opensandbox cluster http persist tools code sandbox egress images isolation fs net core"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

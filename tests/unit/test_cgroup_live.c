@@ -522,25 +522,29 @@ static void child_tree(int wfd)
                 pause();
 }
 
-START_TEST(kill_reaches_every_descendant)
+/* child_tree's five processes started in cg (named rel below the subtree), their pids. */
+static void start_tree(sh_cgroup *cg, const char *rel, pid_t pids[5])
 {
-        sh_cgroup_root *r = open_root();
-        sh_cgroup *cg = create(r, NULL, "tree", NULL);
-        sh_error *err = NULL;
-        pid_t pids[5], pid;
-        int go, out, killed = 0;
+        int go, out;
+        pid_t pid;
 
         ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
         pid = spawn_held(&go, &out, child_tree);
         attach(cg, pid);
         release(go);
-        ck_assert(read_timeout(out, pids, sizeof(pids), 5000));
+        ck_assert(read_timeout(out, pids, 5 * sizeof(pid_t), 5000));
         close(out);
         for (int i = 0; i < 5; i++)
-                ck_assert(pid_in(pids[i], "tree"));
-        ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
-        /* as subreaper we inherit the orphans: reap until every one of the five is seen */
-        for (uint64_t end = ut_now_ms() + 5000; killed < 5 && ut_now_ms() < end;) {
+                ck_assert(pid_in(pids[i], rel));
+}
+
+/* As subreaper we inherit the orphans: reap until every one of the five is seen, each ended by
+ * sig. */
+static void reap_tree(const pid_t pids[5], int sig)
+{
+        int ended = 0;
+
+        for (uint64_t end = ut_now_ms() + 5000; ended < 5 && ut_now_ms() < end;) {
                 int st;
                 pid_t w = waitpid(-1, &st, WNOHANG);
 
@@ -550,13 +554,48 @@ START_TEST(kill_reaches_every_descendant)
                 }
                 for (int i = 0; i < 5; i++)
                         if (pids[i] == w) {
-                                ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+                                ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == sig,
                                               "pid %d status 0x%x", (int)w, st);
-                                killed++;
+                                ended++;
                         }
         }
-        ck_assert_int_eq(killed, 5);
+        ck_assert_int_eq(ended, 5);
+}
+
+START_TEST(kill_reaches_every_descendant)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *cg = create(r, NULL, "tree", NULL);
+        sh_error *err = NULL;
+        pid_t pids[5];
+
+        start_tree(cg, "tree", pids);
+        ck_assert_int_eq(sh_cgroup_kill(cg, &err), 0);
+        reap_tree(pids, SIGKILL);
         ck_assert(wait_empty(cg, 5000));
+        ck_assert_int_eq(sh_cgroup_destroy(cg, &err), 0);
+        sh_cgroup_free(cg);
+        destroy_root(r);
+}
+END_TEST
+
+/* An exec's interrupt (sh_exec_signal): the signal once to each process of the cgroup and
+ * below, however it detached, from one hierarchy (one signal each, not one per v1 hierarchy).
+ * SIGUSR1: its default ends them, and Check's runner has no handler for it (its SIGTERM
+ * handler, inherited by the children, would pass the signal on to the runner's group). */
+START_TEST(a_signal_reaches_every_process_of_an_exec_cgroup_once)
+{
+        sh_cgroup_root *r = open_root();
+        sh_cgroup *cg = create(r, NULL, "exec-sig", NULL);
+        sh_error *err = NULL;
+        pid_t pids[5];
+
+        start_tree(cg, "exec-sig", pids);
+        ck_assert_int_eq(sh_cgroup_exec_signal(cg, SIGUSR1, &err), 5);
+        reap_tree(pids, SIGUSR1);
+        ck_assert(wait_empty(cg, 5000));
+        /* nothing left to signal */
+        ck_assert_int_eq(sh_cgroup_exec_signal(cg, SIGUSR1, &err), 0);
         ck_assert_int_eq(sh_cgroup_destroy(cg, &err), 0);
         sh_cgroup_free(cg);
         destroy_root(r);
@@ -1211,6 +1250,7 @@ int main(void)
         tcase_add_test(tc, memory_limit_oom_kills);
         tcase_add_test(tc, pids_limit_stops_fork_loop);
         tcase_add_test(tc, kill_reaches_every_descendant);
+        tcase_add_test(tc, a_signal_reaches_every_process_of_an_exec_cgroup_once);
         tcase_add_test(tc, kill_of_a_fork_churn_finishes_from_the_loop);
         tcase_add_test(tc, bury_removes_a_cgroup_once_its_last_process_is_gone);
         tcase_add_test(tc, bury_with_kill_ends_the_stragglers);

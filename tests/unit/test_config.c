@@ -136,6 +136,12 @@ static const setting settings[] = {
         {"SANDBOX_HOST_VOLUME_HOST_ALLOW", "--volume-host-allow", "/data:/srv/x", K_STR,
          S(volume_host_allow), "/data:/srv/x", 0},
         {"SANDBOX_HOST_VOLUME_MAX", "--volume-max", "64", K_U64, S(volume_max), NULL, 64},
+        {"SANDBOX_HOST_CODE_CONTEXTS_MAX", "--code-contexts-max", "4", K_U64, S(code_contexts_max),
+         NULL, 4},
+        {"SANDBOX_HOST_CODE_CONTEXT_IDLE", "--code-context-idle", "2h", K_U64,
+         S(code_context_idle_s), NULL, 7200},
+        {"SANDBOX_HOST_CODE_RESULT_MAX", "--code-result-max", "64K", K_U64, S(code_result_max),
+         NULL, 65536},
 };
 
 static void check_setting(const sh_config *c, const setting *s, const char *how)
@@ -318,6 +324,12 @@ static const bad_value bad_values[] = {
         {"SANDBOX_HOST_VOLUME_HOST_ALLOW", "--volume-host-allow", "/data/../etc"},
         {"SANDBOX_HOST_VOLUME_HOST_ALLOW", "--volume-host-allow", "/srv:/.."},
         {"SANDBOX_HOST_VOLUME_MAX", "--volume-max", "65"},
+        {"SANDBOX_HOST_CODE_CONTEXTS_MAX", "--code-contexts-max", "0"},
+        {"SANDBOX_HOST_CODE_CONTEXTS_MAX", "--code-contexts-max", "1025"},
+        {"SANDBOX_HOST_CODE_CONTEXT_IDLE", "--code-context-idle", "0"},
+        {"SANDBOX_HOST_CODE_CONTEXT_IDLE", "--code-context-idle", "5x"},
+        {"SANDBOX_HOST_CODE_RESULT_MAX", "--code-result-max", "1000"},
+        {"SANDBOX_HOST_CODE_RESULT_MAX", "--code-result-max", "2G"},
 };
 
 /* Named volumes live below the state root unless put elsewhere; no host volume is allowed
@@ -342,6 +354,20 @@ START_TEST(test_volume_defaults_follow_the_state_root)
                 parse(&c, &msg, "SANDBOX_HOST_ROOT=/srv/sh", NULL, "--volume-root=/nfs/vols", NULL),
                 &msg);
         ck_assert_str_eq(c.volume_root, "/nfs/vols");
+        sh_config_done(&c);
+}
+END_TEST
+
+/* A sandbox holds 16 code contexts, each ended after 30 idle minutes, a result 8 MiB. */
+START_TEST(test_code_interpreter_defaults)
+{
+        sh_config c;
+        char *msg = NULL;
+
+        expect_ok(parse(&c, &msg, NULL, NULL), &msg);
+        ck_assert_uint_eq(c.code_contexts_max, 16);
+        ck_assert_uint_eq(c.code_context_idle_s, 30 * 60);
+        ck_assert_uint_eq(c.code_result_max, 8ULL << 20);
         sh_config_done(&c);
 }
 END_TEST
@@ -768,6 +794,7 @@ static Suite *config_suite(void)
         tc = tcase_create("disk");
         tcase_add_test(tc, test_disk_defaults_are_a_limit_sized_at_start);
         tcase_add_test(tc, test_volume_defaults_follow_the_state_root);
+        tcase_add_test(tc, test_code_interpreter_defaults);
         tcase_add_test(tc, test_the_automatic_disk_limit_is_a_share_of_the_volume);
         tcase_add_test(tc, test_disk_inode_limit_is_derived_when_unset);
         tcase_add_test(tc, test_disk_settings_that_contradict_are_invalid);

@@ -126,6 +126,50 @@ START_TEST(test_the_encoder_splits_lines_per_stream_and_ends_once)
 }
 END_TEST
 
+START_TEST(test_a_flush_sends_the_last_unterminated_lines_and_the_encoder_goes_on)
+{
+        os_sse s = {0};
+        sh_buf q = {0};
+        sh_exec_event ev;
+        char *t;
+
+        ev = chunk(SH_EXEC_STDOUT, "a\npart");
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 1), 0);
+        ev = chunk(SH_EXEC_STDERR, "err");
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 2), 0);
+        ck_assert_int_eq(os_sse_flush(&s, &q, 3), 0);
+        /* a code cell's stream goes on after a flush: the next cell's lines */
+        ev = chunk(SH_EXEC_STDOUT, "next\n");
+        ck_assert_int_eq(os_sse_event(&s, &q, &ev, 4), 0);
+        ck_assert_int_eq(os_sse_flush(&s, &q, 5), 0);
+        t = text_of(&q);
+        ck_assert_str_eq(t, "{\"type\":\"stdout\",\"text\":\"a\",\"timestamp\":1}\n\n"
+                            "{\"type\":\"stdout\",\"text\":\"part\",\"timestamp\":3}\n\n"
+                            "{\"type\":\"stderr\",\"text\":\"err\",\"timestamp\":3}\n\n"
+                            "{\"type\":\"stdout\",\"text\":\"next\",\"timestamp\":4}\n\n");
+        free(t);
+        os_sse_done(&s);
+        sh_buf_done(&q);
+}
+END_TEST
+
+START_TEST(test_an_object_event_is_the_object_with_its_type_and_timestamp_on_one_line)
+{
+        sh_buf q = {0};
+        cJSON *o = cJSON_Parse("{\"results\":{\"text/plain\":\"a\\nb\"},\"execution_count\":2}");
+        char *t;
+
+        ck_assert_ptr_nonnull(o);
+        ck_assert_int_eq(os_sse_object(&q, "result", o, 9), 0);
+        t = text_of(&q);
+        ck_assert_str_eq(t, "{\"results\":{\"text/plain\":\"a\\nb\"},\"execution_count\":2,"
+                            "\"type\":\"result\",\"timestamp\":9}\n\n");
+        free(t);
+        cJSON_Delete(o);
+        sh_buf_done(&q);
+}
+END_TEST
+
 START_TEST(test_failures_and_signals_are_error_events_with_the_code_as_text)
 {
         os_sse s = {0};
@@ -321,6 +365,9 @@ static Suite *os_sse_suite(void)
         tcase_add_test(tc, test_invalid_utf8_arrives_as_lone_surrogates_valid_utf8_unchanged);
         tcase_add_test(tc, test_the_encoder_splits_lines_per_stream_and_ends_once);
         tcase_add_test(tc, test_failures_and_signals_are_error_events_with_the_code_as_text);
+        tcase_add_test(tc, test_a_flush_sends_the_last_unterminated_lines_and_the_encoder_goes_on);
+        tcase_add_test(tc,
+                       test_an_object_event_is_the_object_with_its_type_and_timestamp_on_one_line);
         tcase_add_test(tc, test_a_session_runs_state_is_taken_out_of_its_output);
         suite_add_tcase(s, tc);
         tc = tcase_create("handshake");

@@ -937,11 +937,12 @@ START_TEST(test_exec_request_round_trips)
         char *argv[] = {"sh", "-c", "echo hi", NULL}, *envp[] = {"A=1", NULL};
         char *buf = NULL, **av = NULL, **ev = NULL;
         size_t len = 0;
-        uint32_t id = 0;
+        uint32_t id = 0, flags = 9;
 
-        ck_assert_int_eq(sh_proto_encode_exec(7, argv, envp, &buf, &len), 0);
-        ck_assert_int_eq(sh_proto_decode_exec(buf, len, &id, &av, &ev), 0);
+        ck_assert_int_eq(sh_proto_encode_exec(7, 0, argv, envp, &buf, &len), 0);
+        ck_assert_int_eq(sh_proto_decode_exec(buf, len, &id, &flags, &av, &ev), 0);
         ck_assert_uint_eq(id, 7);
+        ck_assert_uint_eq(flags, 0);
         ck_assert_str_eq(av[2], "echo hi");
         ck_assert_ptr_null(av[3]);
         ck_assert_str_eq(ev[0], "A=1");
@@ -949,7 +950,58 @@ START_TEST(test_exec_request_round_trips)
         free(av);
         free(ev);
         /* cut before the last string's NUL */
-        ck_assert_int_eq(sh_proto_decode_exec(buf, len - 1, &id, &av, &ev), -EBADMSG);
+        ck_assert_int_eq(sh_proto_decode_exec(buf, len - 1, &id, &flags, &av, &ev), -EBADMSG);
+        free(buf);
+}
+END_TEST
+
+START_TEST(test_exec_request_carries_which_extra_fds_it_has)
+{
+        char *argv[] = {"python3", NULL}, *envp[] = {NULL};
+        const uint32_t each[] = {SH_PROTO_EXEC_INPUT, SH_PROTO_EXEC_FRAMES,
+                                 SH_PROTO_EXEC_INPUT | SH_PROTO_EXEC_FRAMES};
+        char *buf = NULL, **av = NULL, **ev = NULL;
+        size_t len = 0;
+        uint32_t id = 0, flags = 0;
+
+        for (size_t i = 0; i < ARRAY_SIZE(each); i++) {
+                ck_assert_int_eq(sh_proto_encode_exec(3, each[i], argv, envp, &buf, &len), 0);
+                ck_assert_int_eq(sh_proto_decode_exec(buf, len, &id, &flags, &av, &ev), 0);
+                ck_assert_uint_eq(flags, each[i]);
+                ck_assert_str_eq(av[0], "python3");
+                free(av);
+                free(ev);
+                free(buf);
+        }
+        ck_assert_int_eq(sh_proto_exec_stdio_fds(0), 2);
+        ck_assert_int_eq(sh_proto_exec_stdio_fds(SH_PROTO_EXEC_INPUT), 3);
+        ck_assert_int_eq(sh_proto_exec_stdio_fds(SH_PROTO_EXEC_FRAMES), 3);
+        ck_assert_int_eq(sh_proto_exec_stdio_fds(SH_PROTO_EXEC_FLAGS), 4);
+        /* every fd of the most an EXEC carries fits one message */
+        ck_assert_int_ge(SH_PROTO_EXEC_FDS,
+                         sh_proto_exec_stdio_fds(SH_PROTO_EXEC_FLAGS) + SH_EXEC_MAX_PROCS_FDS);
+}
+END_TEST
+
+START_TEST(test_exec_request_with_an_unknown_flag_is_refused)
+{
+        char *argv[] = {"sh", NULL}, *envp[] = {NULL};
+        char *buf = NULL, **av = NULL, **ev = NULL;
+        size_t len = 0;
+        uint32_t id = 0, flags = 0, bad = SH_PROTO_EXEC_FRAMES << 1;
+
+        ck_assert_int_eq(sh_proto_encode_exec(3, bad, argv, envp, &buf, &len), -EINVAL);
+        ck_assert_int_eq(sh_proto_encode_exec(3, SH_PROTO_EXEC_INPUT, argv, envp, &buf, &len), 0);
+        /* the flags are the header's fifth u32 */
+        memcpy(buf + 4 * sizeof(uint32_t), &bad, sizeof(bad));
+        ck_assert_int_eq(sh_proto_decode_exec(buf, len, &id, &flags, &av, &ev), -EBADMSG);
+        bad = UINT32_MAX;
+        memcpy(buf + 4 * sizeof(uint32_t), &bad, sizeof(bad));
+        ck_assert_int_eq(sh_proto_decode_exec(buf, len, &id, &flags, &av, &ev), -EBADMSG);
+        /* a header cut before its flags */
+        ck_assert_int_eq(sh_proto_decode_exec(buf, 4 * sizeof(uint32_t), &id, &flags, &av, &ev),
+                         -EBADMSG);
+        ck_assert_uint_eq(flags, 0); /* untouched */
         free(buf);
 }
 END_TEST
@@ -1004,7 +1056,7 @@ END_TEST
 
 START_TEST(test_fds_travel_in_one_record)
 {
-        int fds[SH_PROTO_EXEC_FDS] = {10, 11, 12, 13, 14, 15}, got[SH_PROTO_EXEC_FDS] = {0};
+        int fds[SH_PROTO_EXEC_FDS] = {10, 11, 12, 13, 14, 15, 16, 17}, got[SH_PROTO_EXEC_FDS] = {0};
         sh_proto_cmsg cbuf;
         struct msghdr mh = {0};
 
@@ -1014,7 +1066,7 @@ START_TEST(test_fds_travel_in_one_record)
         ck_assert_int_eq(got[2], 12);
         ck_assert_int_eq(sh_proto_put_fds(&mh, &cbuf, SH_PROTO_EXEC_FDS, fds), 0);
         ck_assert_int_eq(sh_proto_take_fds(&mh, got), SH_PROTO_EXEC_FDS);
-        ck_assert_int_eq(got[SH_PROTO_EXEC_FDS - 1], 15);
+        ck_assert_int_eq(got[SH_PROTO_EXEC_FDS - 1], 10 + SH_PROTO_EXEC_FDS - 1);
         ck_assert_int_eq(sh_proto_put_fds(&mh, &cbuf, SH_PROTO_EXEC_FDS + 1, fds), -EINVAL);
         ck_assert_int_eq(sh_proto_put_fds(&mh, &cbuf, 0, fds), -EINVAL);
 }
@@ -1046,23 +1098,26 @@ END_TEST
  * inside the buffer are taken, nothing is read past it (found by tests/fuzz/fuzz_proto.c). */
 START_TEST(test_a_record_longer_than_the_buffer_gives_only_the_fds_inside_it)
 {
-        size_t len = sizeof(((sh_proto_cmsg *)0)->buf); /* 40: a record of 2 fds, a header */
+        size_t len = sizeof(((sh_proto_cmsg *)0)->buf); /* 48: a record of 4 fds, a header */
         unsigned char *buf = calloc(1, len);            /* exactly: ASan sees a read past it */
         struct msghdr mh = {.msg_control = buf, .msg_controllen = len};
+        struct cmsghdr first = {.cmsg_len = CMSG_LEN(4 * sizeof(int)),
+                                .cmsg_level = SOL_SOCKET,
+                                .cmsg_type = SCM_RIGHTS};
         struct cmsghdr h = {.cmsg_len = CMSG_LEN(2 * sizeof(int)),
                             .cmsg_level = SOL_SOCKET,
                             .cmsg_type = SCM_RIGHTS};
-        int fds[2] = {5, 6}, got[SH_PROTO_EXEC_FDS] = {0};
+        int fds[4] = {5, 6, 7, 8}, got[SH_PROTO_EXEC_FDS] = {0};
 
         ck_assert_ptr_nonnull(buf);
-        ck_assert_uint_eq(len, CMSG_SPACE(2 * sizeof(int)) + sizeof(h));
-        memcpy(buf, &h, sizeof(h));
+        ck_assert_uint_eq(len, CMSG_SPACE(4 * sizeof(int)) + sizeof(h));
+        memcpy(buf, &first, sizeof(first));
         memcpy(buf + CMSG_LEN(0), fds, sizeof(fds));
         /* the second record's header fills the buffer; its 2 fds would lie past it */
-        memcpy(buf + CMSG_SPACE(2 * sizeof(int)), &h, sizeof(h));
-        ck_assert_int_eq(sh_proto_take_fds(&mh, got), 2);
+        memcpy(buf + CMSG_SPACE(4 * sizeof(int)), &h, sizeof(h));
+        ck_assert_int_eq(sh_proto_take_fds(&mh, got), 4);
         ck_assert_int_eq(got[0], 5);
-        ck_assert_int_eq(got[1], 6);
+        ck_assert_int_eq(got[3], 8);
         free(buf);
 }
 END_TEST
@@ -1130,6 +1185,8 @@ static Suite *proto_suite(void)
 
         tc = tcase_create("exec");
         tcase_add_test(tc, test_exec_request_round_trips);
+        tcase_add_test(tc, test_exec_request_carries_which_extra_fds_it_has);
+        tcase_add_test(tc, test_exec_request_with_an_unknown_flag_is_refused);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("messages");

@@ -7,7 +7,8 @@
  * group the execs'); and
  * every source or target that leads through a link, out of its base, to a FIFO or into a
  * read-only part of the root fails the create, naming the volume, the step and the errno.
- * Needs root. */
+ * Beside the volumes, the exec request's own check: an EXEC carrying fewer fds than its flags
+ * name is refused (exit 125, never started). Needs root. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -234,7 +235,7 @@ static int run(worker *w, const char *script, char *out, size_t size)
 
         ck_assert(w->ready);
         ck_assert_int_eq(pipe2(pipefd, O_CLOEXEC), 0);
-        ck_assert_int_eq(sh_proto_encode_exec(id, argv, envp, &buf, &len), 0);
+        ck_assert_int_eq(sh_proto_encode_exec(id, 0, argv, envp, &buf, &len), 0);
         iov.iov_base = buf;
         iov.iov_len = len;
         fds[0] = fds[1] = pipefd[1];
@@ -279,6 +280,45 @@ static void assert_fails(sh_volume_spec *vols, int n, int index, int step, int e
 }
 
 /* ---- what a volume gives -------------------------------------------------------------- */
+
+/* The worker takes an EXEC's fds by its flags (out, err, input, frames, procs): one short of
+ * them is refused before any fork, as a malformed request. */
+START_TEST(test_an_exec_short_of_the_fds_its_flags_name_is_refused)
+{
+        char *argv[] = {"/bin/true", NULL}, *envp[] = {NULL};
+        char *buf = NULL;
+        size_t len = 0;
+        int pipefd[2], fds[3];
+        sh_proto_cmsg cbuf;
+        struct iovec iov;
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        worker w;
+        sh_msg m;
+
+        start(&w, NULL, 0);
+        ck_assert(w.ready);
+        ck_assert_int_eq(pipe2(pipefd, O_CLOEXEC), 0);
+        ck_assert_int_eq(sh_proto_encode_exec(41, SH_PROTO_EXEC_INPUT | SH_PROTO_EXEC_FRAMES, argv,
+                                              envp, &buf, &len),
+                         0);
+        iov.iov_base = buf;
+        iov.iov_len = len;
+        fds[0] = fds[1] = fds[2] = pipefd[1];
+        /* three fds where out, err, input and frames make four */
+        ck_assert_int_eq(sh_proto_put_fds(&mh, &cbuf, 3, fds), 0);
+        ck_assert_int_eq(sendmsg(w.sock, &mh, 0), (ssize_t)len);
+        free(buf);
+        close(pipefd[1]);
+        ck_assert_int_eq(recv_msg(&w, &m), 0);
+        ck_assert_uint_eq(m.type, SH_MSG_EXITED);
+        ck_assert_uint_eq(m.id, 41);
+        ck_assert(WIFEXITED(m.a) && WEXITSTATUS(m.a) == 125);
+        /* the worker closed what it got: nothing holds the pipe's write end */
+        ck_assert_int_eq(read(pipefd[0], fds, 1), 0);
+        close(pipefd[0]);
+        stop(&w);
+}
+END_TEST
 
 START_TEST(test_a_volume_is_read_and_written_through)
 {
@@ -553,6 +593,12 @@ static Suite *volumes_suite(void)
         tcase_add_test(tc, test_a_fifo_or_a_file_is_not_a_volume);
         tcase_add_test(tc, test_a_mount_path_through_a_link_or_a_read_only_part_is_refused);
         tcase_add_test(tc, test_a_claim_whose_quota_cannot_be_set_fails_and_is_removed);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("exec");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, test_an_exec_short_of_the_fds_its_flags_name_is_refused);
         suite_add_tcase(s, tc);
         return s;
 }

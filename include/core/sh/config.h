@@ -72,6 +72,10 @@ typedef struct sh_config {
         char *volume_root;       /* named volumes' directory; unset: {root}/volumes */
         char *volume_host_allow; /* NULL: no host volumes; absolute prefixes, ':' between */
         uint64_t volume_max;     /* volumes of one sandbox */
+        /* the code interpreter (code/, OPENSANDBOX.md section 3.3) */
+        uint64_t code_contexts_max;   /* contexts of one sandbox */
+        uint64_t code_context_idle_s; /* an idle context ends after this */
+        uint64_t code_result_max;     /* bytes of one result's MIME bundle */
 } sh_config;
 
 #define SH_DISK_MIN      (1ULL << 20)  /* smallest SANDBOX_HOST_DISK_MAX other than 0 */

@@ -156,6 +156,12 @@ int sh_cgroup_is_empty(sh_cgroup *cg, bool *ret, sh_error **err);
  * worker is in some hierarchies' leaves and not others'. */
 int sh_cgroup_exec_is_empty(sh_cgroup *cg, bool *ret, sh_error **err);
 
+/* Send sig once to every process of an exec's cgroup and below, found in one hierarchy as
+ * sh_cgroup_exec_is_empty finds them (the pids of the daemon's view; each checked to be in cg
+ * when signalled, so a recycled pid is never hit). No freeze: a process forked meanwhile may
+ * miss it. How many were signalled, or -1 with *err. */
+int sh_cgroup_exec_signal(sh_cgroup *cg, int sig, sh_error **err);
+
 /* How many times the OOM killer has killed a process in cg (v2 memory.events oom_kill; v1
  * memory.oom_control oom_kill). */
 int sh_cgroup_oom_kills(sh_cgroup *cg, uint64_t *ret, sh_error **err);

@@ -41,7 +41,8 @@ enum {
         SH_MSG_SETUP_FAILED, /* a = step (SH_STEP_*, below), b = errno */
         SH_MSG_STARTED,      /* id, a = pid inside the sandbox */
         SH_MSG_EXITED,       /* id, a = wait status */
-        SH_MSG_EXEC,         /* daemon -> worker: id + argv/env payload; fds: out, err, procs... */
+        SH_MSG_EXEC,         /* daemon -> worker: id + flags + argv/env payload; fds: out, err, the
+                      * flags' extra fds (input, frames), procs... */
         SH_MSG_VOLUME_CREATED, /* a = index of a volume whose directory the worker made (a pvc) */
 };
 
@@ -155,12 +156,26 @@ int sh_worker_spec_decode(const void *buf, size_t len, sh_worker_spec *ret);
 /* Free what decode allocated (the filter, the volumes). */
 void sh_worker_spec_done(sh_worker_spec *spec);
 
-/* Exec payload codec (pure). */
-int sh_proto_encode_exec(uint32_t id, char *const *argv, char *const *envp, char **ret_buf,
-                         size_t *ret_len);
-/* Decodes in place: the arrays are allocated, the strings point into buf. */
-int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, char ***ret_argv,
-                         char ***ret_envp);
+/* The extra fds an EXEC carries after out and err, in this order, each when its flag is set:
+ * the read end of the command's input (its fd 0, else /dev/null), the write end of its frames
+ * pipe (its fd 3, else no fd 3). */
+enum {
+        SH_PROTO_EXEC_INPUT = 1u << 0,
+        SH_PROTO_EXEC_FRAMES = 1u << 1,
+};
+#define SH_PROTO_EXEC_FLAGS (SH_PROTO_EXEC_INPUT | SH_PROTO_EXEC_FRAMES)
+/* The stdio fds (out, err and the flags' extra ones) an EXEC with these flags carries before
+ * its procs fds. */
+int sh_proto_exec_stdio_fds(uint32_t flags);
+
+/* Exec payload codec (pure): id, flags (SH_PROTO_EXEC_*), argv, envp. encode: -EINVAL for an
+ * unknown flag, -E2BIG past SH_EXEC_MSG_MAX, -ENOMEM. */
+int sh_proto_encode_exec(uint32_t id, uint32_t flags, char *const *argv, char *const *envp,
+                         char **ret_buf, size_t *ret_len);
+/* Decodes in place: the arrays are allocated, the strings point into buf. -EBADMSG for a
+ * wrong type, no argv, an unknown flag, a count past the bytes, a string without its NUL. */
+int sh_proto_decode_exec(char *buf, size_t len, uint32_t *ret_id, uint32_t *ret_flags,
+                         char ***ret_argv, char ***ret_envp);
 
 /* Control messages (pure). A fixed-size message as a datagram: build one, or check one that
  * arrived (`len` bytes): 0 with *ret filled, -EBADMSG for a wrong size or a type this side
@@ -170,8 +185,9 @@ int sh_proto_decode_msg(const void *buf, size_t len, sh_msg *ret);
 /* The type of any datagram: its first u32, or 0 when it is too short to hold one. */
 uint32_t sh_proto_msg_type(const void *buf, size_t len);
 
-/* The fds an EXEC carries (SCM_RIGHTS): out, err, then the exec cgroup's cgroup.procs fds. */
-#define SH_PROTO_EXEC_FDS (2 + SH_EXEC_MAX_PROCS_FDS)
+/* The fds an EXEC carries (SCM_RIGHTS): out, err, input and frames when its flags say so, then
+ * the exec cgroup's cgroup.procs fds. */
+#define SH_PROTO_EXEC_FDS (4 + SH_EXEC_MAX_PROCS_FDS)
 typedef union sh_proto_cmsg {
         char buf[CMSG_SPACE(sizeof(int) * SH_PROTO_EXEC_FDS)];
         struct cmsghdr align;

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sh/error.h"
 #include "sh/loop.h"
@@ -34,7 +35,12 @@ typedef struct sh_exec_rate sh_exec_rate;
 sh_exec_rate *sh_exec_rate_new(sh_loop *loop, uint64_t bytes_per_s);
 void sh_exec_rate_unref(sh_exec_rate *r); /* accepts NULL */
 
-typedef enum { SH_EXEC_STDOUT = 0, SH_EXEC_STDERR = 1 } sh_exec_stream;
+/* A chunk's stream: the command's fd 1, fd 2, or its fd 3 (frames: only for a spec with
+ * `frames`). */
+typedef enum { SH_EXEC_STDOUT = 0, SH_EXEC_STDERR = 1, SH_EXEC_FRAMES = 2 } sh_exec_stream;
+
+/* The most bytes of input queued at once (sh_exec_write). */
+#define SH_EXEC_INPUT_MAX (4u << 20)
 
 typedef enum {
         SH_EXEC_EV_CHUNK,     /* output as it was read */
@@ -109,6 +115,21 @@ typedef struct sh_exec_spec {
         sh_exec_rate *rate;       /* its reads billed to this rate (a reference taken); NULL:
                                    * unbilled */
         size_t rate_charge_min;   /* the least one read costs of the rate */
+        /* The command's fd 0 is the read end of a pipe the session writes what it is given
+         * into (sh_exec_write); false: /dev/null. */
+        bool input;
+        /* The command's fd 3 is the write end of a third pipe, read as stdout and stderr are
+         * and delivered as chunks of SH_EXEC_FRAMES (not captured: capture_max is stdout's
+         * and stderr's). Every byte the command wrote to fd 1 or 2 before it wrote a byte to
+         * fd 3 is delivered before that byte (unless the session ended meanwhile): a frame
+         * can say "that was the output of this". false: no fd 3. */
+        bool frames;
+        /* The command's uid and gid: its input and frames pipes are given to them (the daemon
+         * made them: root's, mode 0600), so it can open them again by their /proc/self/fd
+         * paths (node has no dup: its driver moves its cells off fd 0 that way). A daemon
+         * that cannot (no CAP_CHOWN) logs it and the pipes stay root's. */
+        uid_t uid;
+        gid_t gid;
 } sh_exec_spec;
 
 /* The session's owner (the sandbox): told when the session leaves it, so it can unlink it. */
@@ -137,6 +158,20 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
  * go on unless the session's rate is spent: they do once it is refilled). */
 void sh_exec_pause(sh_exec *e);
 void sh_exec_resume(sh_exec *e);
+
+/* Input (a spec with `input`): n bytes for the command's fd 0, queued and written from the loop
+ * as the pipe takes them, in order. At most SH_EXEC_INPUT_MAX bytes are queued at once: past
+ * it, SH_E_UNAVAILABLE (nothing of p queued). After the end, after sh_exec_close_input or
+ * without input: SH_E_INVALID. A command that closed its fd 0 or exited (EPIPE) is no error
+ * here: what is queued is dropped, and its exit comes as usual. */
+int sh_exec_write(sh_exec *e, const void *p, size_t n, sh_error **err);
+/* The command's fd 0 reaches EOF once what is queued has been written (a command gone: at
+ * once). No-op without input, or again. */
+void sh_exec_close_input(sh_exec *e);
+
+/* Send sig to every process of the exec's cgroup (an interrupt: SIGINT), the session going
+ * on: whatever they do about it, its end comes as usual. No-op after the end. */
+void sh_exec_signal(sh_exec *e, int sig);
 
 /* Kill the command and everything it started (found through the exec's cgroup), the consumer
  * staying attached: the session then ends as usual, with an exit event (signal 9) once the

@@ -380,6 +380,8 @@ typedef struct sh_exec_opts {
         size_t read_max;        /* bytes of one chunk at most (sh_exec_spec); 0: the engine's */
         sh_exec_rate *rate;     /* its reads billed to this rate (sh_exec_spec); NULL: none */
         size_t rate_charge_min; /* the least one read costs of it */
+        bool input;             /* fd 0 a pipe fed by sh_exec_write (sh_exec_spec) */
+        bool frames;            /* fd 3 a pipe read as SH_EXEC_FRAMES chunks (sh_exec_spec) */
 } sh_exec_opts;
 
 /* Run argv (NULL-terminated, non-empty) in sb with the environment: base variables, then the

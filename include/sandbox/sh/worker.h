@@ -49,9 +49,15 @@ typedef void (*sh_worker_fn)(sh_worker *w, sh_worker_ev ev, uint32_t id, int val
  * Events arrive through fn. */
 int sh_worker_start(sh_loop *l, int init_image, const sh_worker_spec *spec, const int *procs,
                     int nprocs, sh_worker_fn fn, void *data, sh_worker **ret, sh_error **err);
+/* The command's standard fds, as the daemon hands them to the worker. */
+typedef struct sh_worker_stdio {
+        int out, err; /* its fds 1 and 2 (the same fd for both: merged) */
+        int in;       /* its fd 0 (a pipe's read end); -1: /dev/null */
+        int frames;   /* its fd 3 (a pipe's write end); -1: no fd 3 */
+} sh_worker_stdio;
 /* Ask the worker to start an exec. The fds are sent, not kept (the caller closes its own). */
-int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *envp, int out_w,
-                   int err_w, const int *procs, int nprocs, sh_error **err);
+int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *envp,
+                   const sh_worker_stdio *io, const int *procs, int nprocs, sh_error **err);
 /* SIGKILL the worker: every process of its PID namespace dies with it. */
 void sh_worker_kill(sh_worker *w);
 bool sh_worker_alive(const sh_worker *w);
