@@ -10,7 +10,8 @@ PKGS=(build-essential cmake pkg-config git libmicrohttpd-dev libcjson-dev libsec
       python3-pytest-timeout python3-yaml python3-jsonschema
       clang clang-format cppcheck qemu-system-x86 cpio busybox-static e2fsprogs xfsprogs acl bubblewrap
       haproxy libc-ares-dev dnsmasq-base libnftables-dev libnftnl-dev libmnl-dev
-      docker-registry skopeo umoci zstd mmdebstrap python3-bcrypt python3-jwt python3-cryptography)
+      docker-registry skopeo umoci zstd mmdebstrap python3-bcrypt python3-jwt python3-cryptography
+      python3-matplotlib)
 # Node.js and npm for tests/k8s (manifest validation, `npm ci --prefix tests/k8s`). Any node
 # >= 18 with its npm does; a NodeSource nodejs (bundles npm, conflicts with Debian's npm
 # package) is left as it is.

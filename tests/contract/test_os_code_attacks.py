@@ -5,7 +5,6 @@ may reach past its own context: a forged or malformed frame, a closed or flooded
 that context only (killed; its cell ends in `error`), a context's children die with it, and a
 context that fills its sandbox's memory leaves every other sandbox answering."""
 import threading
-import time
 
 import pytest
 
@@ -54,10 +53,8 @@ def test_forged_frames_break_only_their_context(osc, sbx):
 def test_a_cell_closing_the_frames_channel_ends_in_error_without_hanging(osc, sbx):
     sid = sbx["id"]
     victim, other = new_context(osc, sid), new_context(osc, sid)
-    t0 = time.monotonic()
     st = cell(osc, sid, "import os\nos.close(3)\nprint('closed', flush=True)", victim, wait=30)
     assert st.assert_error()["ename"] == "ContextDied"
-    assert time.monotonic() - t0 < 30
     assert text_result(ok(osc, sid, "'fine'", other)) == "'fine'"
 
 
@@ -119,3 +116,22 @@ def test_a_context_filling_its_sandboxs_memory_leaves_other_sandboxes_answering(
     finally:
         osc.kill(small)
         osc.kill(other)
+
+
+def test_another_sandboxs_context_id_is_unknown_here(osc, sbx):
+    """A context lives in its sandbox's record: its id through another sandbox's execd (the
+    other's token) is 404 for every route, and the context is untouched."""
+    mine = sbx["id"]
+    theirs = osc.create_ok()["id"]
+    try:
+        cid = new_context(osc, theirs)
+        st = CellStream(osc, mine, {"code": "1", "context": {"id": cid}})
+        assert st.status == 404 and st.json()["code"] == "CONTEXT_NOT_FOUND", (st.status, st.body)
+        for method, path in (("GET", "/code/contexts/" + cid), ("DELETE", "/code/contexts/" + cid),
+                             ("DELETE", "/code?id=" + cid)):
+            expect(osc.execd(mine, method, path, timeout=CALL), 404, "CONTEXT_NOT_FOUND")
+        assert all(c["id"] != cid for c in osc.execd(mine, "GET", "/code/contexts",
+                                                     timeout=CALL).json())
+        assert text_result(ok(osc, theirs, "'mine'", cid)) == "'mine'"
+    finally:
+        osc.kill(theirs)
