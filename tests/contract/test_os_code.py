@@ -317,6 +317,23 @@ def test_a_javascript_context_keeps_state_and_shows_the_last_value(osc, sbx):
     assert e["ename"] == "TypeError" and e["traceback"], e
 
 
+@pytest.mark.parametrize("language,code", [
+    ("python", "import sys\nlen(sys.stdin.buffer.read())"),
+    ("javascript", "require('fs').readFileSync(0).length"),
+    ("bash", "wc -c"),
+])
+def test_a_cell_reads_nothing_of_the_cells_on_its_stdin(osc, sbx, language, code):
+    """The driver moved its cells off fd 0 (node by reopening its pipes, which are the sandbox
+    uid's): a cell that reads its stdin reads EOF at once, never the next cells."""
+    sid = sbx["id"]
+    if language == "javascript" and not codelib.has_in_sandbox(osc, sid, "node"):
+        pytest.skip("the test image has no node")
+    cid = new_context(osc, sid, language)
+    st = ok(osc, sid, code, cid, timeout=20000)
+    got = text_result(st) if language != "bash" else st.texts()[-1].strip()
+    assert got == "0", st.events
+
+
 def test_a_bash_context_keeps_variables_and_directory(osc, sbx):
     sid = sbx["id"]
     cid = new_context(osc, sid, "bash")
