@@ -41,15 +41,17 @@ void os_code_gone(os_execd *x)
         sh_code_set_free(TAKE_PTR(x->code));
 }
 
-/* A language asked by name, or answered 400. */
-static int lang_of(sh_request *r, const char *name, sh_code_lang *ret)
+/* A language asked by name (its sh_code_lang), or answered 400 (-1). By value: a pointer to the
+ * caller's variable handed on to sh_code_lang_parse makes the release build's GCC (-O3) see a
+ * dangling pointer in a later call (-Wdangling-pointer, a false positive). */
+static int lang_of(sh_request *r, const char *name)
 {
-        if (sh_code_lang_parse(name, ret) < 0) {
-                os_reply_code(r, OS_E_INVALID_REQUEST,
-                              "language '%.64s' is not served: python, javascript or bash", name);
-                return -1;
-        }
-        return 0;
+        for (int i = 0; i < SH_CODE_LANGS; i++)
+                if (strcmp(name, sh_code_lang_name((sh_code_lang)i)) == 0)
+                        return i;
+        os_reply_code(r, OS_E_INVALID_REQUEST,
+                      "language '%.64s' is not served: python, javascript or bash", name);
+        return -1;
 }
 
 static cJSON *context_json(sh_code_ctx *c)
@@ -123,7 +125,7 @@ static void api_create(sh_request *r)
         _cleanup_cjson_ cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty);
         const cJSON *lang = sh_json_opt(body, "language"), *cwd = sh_json_opt(body, "cwd");
         sh_code_set *set = NULL;
-        sh_code_lang l;
+        int l;
         sh_error *err = NULL;
         create_wait *w;
 
@@ -137,7 +139,7 @@ static void api_create(sh_request *r)
                 os_reply_code(r, OS_E_BAD_BODY, "'cwd' is a string");
                 return;
         }
-        if (lang_of(r, lang->valuestring, &l) < 0 || !(set = set_of(r, rec)))
+        if ((l = lang_of(r, lang->valuestring)) < 0 || !(set = set_of(r, rec)))
                 return;
         w = calloc(1, sizeof(*w));
         if (!w || !(w->tok = sh_request_wait(r, &create_ops, w))) {
@@ -145,8 +147,8 @@ static void api_create(sh_request *r)
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
-        if (sh_code_context_new(set, l, cwd ? cwd->valuestring : NULL, create_ready, w, &w->c,
-                                &err) < 0) {
+        if (sh_code_context_new(set, (sh_code_lang)l, cwd ? cwd->valuestring : NULL, create_ready,
+                                w, &w->c, &err) < 0) {
                 os_reply_code(r,
                               sh_error_kind_of(err) == SH_E_INVALID ? OS_E_INVALID_REQUEST
                                                                     : OS_E_RUNTIME,
@@ -167,47 +169,47 @@ static void add_one(sh_code_ctx *c, void *data)
                 cJSON_AddItemToArray(data, o);
 }
 
-/* The language query (absent: NULL; empty or unknown: answered 400). */
-static int query_lang(sh_request *r, bool *all, sh_code_lang *l)
+/* The language query: its language; absent: SH_CODE_LANGS (every one); empty or unknown:
+ * answered 400 (-1). */
+static int query_lang(sh_request *r)
 {
         const sh_query_param *q = sh_query_find(sh_request_query(r), "language");
 
-        *all = !q;
-        return q ? lang_of(r, q->val, l) : 0;
+        return q ? lang_of(r, q->val) : SH_CODE_LANGS;
 }
 
 static void api_list(sh_request *r)
 {
         os_execd *x = os_request_record(r)->execd;
         cJSON *a;
-        bool all;
-        sh_code_lang l = SH_CODE_PYTHON;
+        int l = query_lang(r);
 
-        if (query_lang(r, &all, &l) < 0)
+        if (l < 0)
                 return;
         if (!(a = cJSON_CreateArray())) {
                 os_reply_code(r, OS_E_RUNTIME, "out of memory");
                 return;
         }
         if (x)
-                sh_code_context_list(x->code, all, l, add_one, a);
+                sh_code_context_list(x->code, l == SH_CODE_LANGS,
+                                     l == SH_CODE_LANGS ? SH_CODE_PYTHON : (sh_code_lang)l, add_one,
+                                     a);
         os_reply_json(r, 200, a);
 }
 
 static void api_delete_lang(sh_request *r)
 {
         os_execd *x = os_request_record(r)->execd;
-        bool all;
-        sh_code_lang l;
+        int l = query_lang(r);
 
-        if (query_lang(r, &all, &l) < 0)
+        if (l < 0)
                 return;
-        if (all) {
+        if (l == SH_CODE_LANGS) {
                 os_reply_code(r, OS_E_MISSING_QUERY, "missing query parameter 'language'");
                 return;
         }
         if (x)
-                sh_code_context_delete_lang(x->code, l);
+                sh_code_context_delete_lang(x->code, (sh_code_lang)l);
         os_reply_empty(r, 200);
 }
 
@@ -508,7 +510,7 @@ static void api_run(sh_request *r)
         _cleanup_cjson_ cJSON *body = os_json_body(r, os_code_name(OS_E_BAD_BODY), &empty);
         const cJSON *ctx = NULL, *id, *lang;
         os_cell *cell;
-        sh_code_lang l = SH_CODE_PYTHON;
+        int l = SH_CODE_PYTHON;
         sh_code_set *set = NULL;
         sh_error *err = NULL;
 
@@ -535,7 +537,7 @@ static void api_run(sh_request *r)
                 if (!(cell->c = context_of(r, id->valuestring, strlen(id->valuestring))))
                         goto out;
         } else if ((cJSON_IsString(lang) && *lang->valuestring &&
-                    lang_of(r, lang->valuestring, &l) < 0) ||
+                    (l = lang_of(r, lang->valuestring)) < 0) ||
                    !(set = set_of(r, rec))) {
                 goto out;
         }
@@ -552,7 +554,7 @@ static void api_run(sh_request *r)
         }
         /* the stateless form: a context of its own, for this cell only */
         cell->starting = true;
-        if (sh_code_context_new(set, l, NULL, cell_ready, cell, &cell->c, &err) < 0) {
+        if (sh_code_context_new(set, (sh_code_lang)l, NULL, cell_ready, cell, &cell->c, &err) < 0) {
                 os_reply_code(r,
                               sh_error_kind_of(err) == SH_E_INVALID ? OS_E_INVALID_REQUEST
                                                                     : OS_E_RUNTIME,
