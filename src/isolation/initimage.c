@@ -2,8 +2,10 @@
  * sealed memfd every sandbox worker is exec'd from. */
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sh/macro.h"
@@ -62,12 +64,21 @@ int sh_init_image_open(sh_error **err)
         }
         if (fchmod(fd, 0500) < 0)
                 return sh_error_make(err, errno, "chmod of sandbox-init");
-        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
-                return sh_error_make(err, errno, "sealing sandbox-init");
+        /* F_SEAL_WRITE is EBUSY while the kernel sees a page of it referenced (the page cache's
+         * per-CPU batches, a migration or compaction under memory pressure: it waits ~150 ms
+         * itself): a start on a loaded machine failed so once. At start only, so waiting a
+         * little more, bounded, costs no request anything. */
+        for (int tries = 0; fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0;
+             tries++) {
+                if (errno != EBUSY || tries == 20)
+                        return sh_error_make(err, errno, "sealing sandbox-init: %s",
+                                             strerror(errno));
+                nanosleep(&(struct timespec){.tv_nsec = 50 * 1000 * 1000}, NULL);
+        }
         /* Its mode cannot change any more (6.3+), then no seal can be added or removed. */
         if (fcntl(fd, F_ADD_SEALS, F_SEAL_EXEC) < 0 && errno != EINVAL)
-                return sh_error_make(err, errno, "sealing sandbox-init");
+                return sh_error_make(err, errno, "sealing sandbox-init: %s", strerror(errno));
         if (fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL) < 0)
-                return sh_error_make(err, errno, "sealing sandbox-init");
+                return sh_error_make(err, errno, "sealing sandbox-init: %s", strerror(errno));
         return TAKE_FD(fd);
 }
