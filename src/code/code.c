@@ -21,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "sh/bgexec.h"
 #include "sh/buf.h"
 #include "sh/codeframe.h"
 #include "sh/exec.h"
@@ -420,7 +421,10 @@ int sh_code_context_new(sh_code_set *s, sh_code_lang lang, const char *cwd, sh_c
                         void *data, sh_code_ctx **ret, sh_error **err)
 {
         static const char *const env_text = "{\"MPLBACKEND\":\"Agg\",\"PYTHONUNBUFFERED\":\"1\"}";
-        const sh_exec_opts eo = {.input = true, .frames = true, .read_max = READ_MAX};
+        sh_exec_opts eo = {.input = true,
+                           .frames = true,
+                           .read_max = READ_MAX,
+                           .rate_charge_min = SH_BG_CHARGE_MIN};
         _cleanup_cjson_ cJSON *env = NULL;
         char *argv[8] = {0}, num[SH_CODE_ARGV_BUF];
         sh_code_ctx *c;
@@ -456,6 +460,13 @@ int sh_code_context_new(sh_code_set *s, sh_code_lang lang, const char *cwd, sh_c
             0) {
                 free(c);
                 return sh_error_new(err, SH_E_INVALID, "no such language");
+        }
+        /* Its reads billed to the sandbox's rate of unattended output: what a context writes
+         * between cells (a thread of its own printing on) is read and dropped, so it must not
+         * take the daemon's one thread at the pipe's speed. */
+        if (!(eo.rate = sh_bgexec_rate(s->sb, err))) {
+                free(c);
+                return -1;
         }
         sh_code_framebuf_init(&c->frames, c->frame_max);
         if (sh_sandbox_exec(s->sb, argv, env, &eo, on_exec, c, &c->e, err) < 0) {

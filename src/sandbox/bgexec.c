@@ -68,6 +68,13 @@ static book *book_of(sh_sandbox *sb, sh_error **err)
         return bk;
 }
 
+sh_exec_rate *sh_bgexec_rate(sh_sandbox *sb, sh_error **err)
+{
+        book *bk = book_of(sb, err);
+
+        return bk ? bk->rate : NULL;
+}
+
 int sh_bgexec_new(sh_sandbox *sb, const sh_bgexec_opts *o, sh_bgexec **ret, sh_error **err)
 {
         book *bk = book_of(sb, err);

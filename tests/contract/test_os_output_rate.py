@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+import codelib
 import execlib
 import shlib
 from oslib import expect
@@ -63,5 +64,21 @@ def test_a_background_command_writing_as_fast_as_it_can_is_read_at_most_the_rate
     assert r.status == 200, r
     uid = execlib.sandbox_uid(osc.native(sid))
     pid = _writer(uid, b"yes\0background-flood\0")
+    _assert_read_at_most_the_rate(pid)
+    expect(osc.execd(sid, "GET", "/ping"), 200)
+
+
+def test_a_code_contexts_output_between_cells_is_read_at_most_the_rate(osc, sbx):
+    """A cell leaves a writer behind: between cells nobody reads the context's output, so the
+    daemon drops it, billed to the sandbox's unattended rate like a background command's."""
+    sid = sbx["id"]
+    r = osc.execd(sid, "POST", "/code/context", body={"language": "python"})
+    assert r.status == 200, r
+    cid = r.json()["id"]
+    st = codelib.cell(osc, sid, "import subprocess\n"
+                      "subprocess.Popen(['yes', 'code-idle-flood'])\nNone", cid, wait=30)
+    st.assert_complete()
+    uid = execlib.sandbox_uid(osc.native(sid))
+    pid = _writer(uid, b"yes\0code-idle-flood\0")
     _assert_read_at_most_the_rate(pid)
     expect(osc.execd(sid, "GET", "/ping"), 200)

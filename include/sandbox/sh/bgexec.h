@@ -42,6 +42,12 @@ typedef struct sh_bgexec_opts {
  * free b. */
 typedef sh_exec_event_fn sh_bgexec_fn;
 
+/* The sandbox's one rate of unattended output (SH_BG_RATE a second; borrowed: an exec spec takes
+ * its own reference), made on first use: what any long-lived exec of the sandbox whose output
+ * may come with nobody reading it (a code context between cells) is billed to. NULL: out of
+ * memory (err). */
+sh_exec_rate *sh_bgexec_rate(sh_sandbox *sb, sh_error **err);
+
 /* A background command of sb, its log made: nothing runs yet. SH_E_UNAVAILABLE when sb runs
  * SANDBOX_HOST_BACKGROUND_MAX commands already; the log's error (its disk full). */
 int sh_bgexec_new(sh_sandbox *sb, const sh_bgexec_opts *o, sh_bgexec **ret, sh_error **err);
