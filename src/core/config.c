@@ -60,6 +60,10 @@ static const opt options[] = {
          "daemon's open files, 2 through /v1)"},
         {"SANDBOX_HOST_WARM_POOL", T_UINT, OFF(warm_pool), "0", 0, 64,
          "sandboxes kept started and ready for the next creates with default options (0: none)"},
+        {"SANDBOX_HOST_CGROUP_FAVOR_DYNMODS", T_BOOL, OFF(cgroup_favor_dynmods), "on", 0, 0,
+         "cgroup v1: hold a hierarchy with favordynmods, so that moving a process into a "
+         "cgroup (every exec, every create) never waits for an RCU grace period; forks and "
+         "exits on the node cost an atomic operation more (v2: the node's mount option)"},
         {"SANDBOX_HOST_MEMORY_MAX", T_SIZE, OFF(memory_max), "1G", 1 << 20, UINT64_MAX / 2,
          "memory limit of one sandbox, bytes (suffixes K, M, G, T)"},
         {"SANDBOX_HOST_PIDS_MAX", T_UINT, OFF(pids_max), "512", 1, 4194304,

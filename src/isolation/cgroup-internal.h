@@ -51,7 +51,8 @@ struct sh_cgroup_root {
         size_t nhier;
         sh_cg_hier h[SH_CG_MAX_HIER];
         /* v1 */
-        bool v1_memsw; /* memory.memsw.limit_in_bytes exists (swap accounting on) */
+        bool v1_memsw;   /* memory.memsw.limit_in_bytes exists (swap accounting on) */
+        int v1_favor_fd; /* a detached mount of the favordynmods hierarchy, or -1 */
         /* v2 */
         int v2_daemon_fd;        /* <subtree>/daemon, the leaf the daemon moved itself into */
         bool v2_kill;            /* cgroup.kill exists (Linux >= 5.14) */

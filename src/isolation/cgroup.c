@@ -10,7 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sh/list.h"
 #include "sh/remove.h"
@@ -1019,7 +1021,7 @@ int sh_cgroup_root_open(const char *instance, sh_cgroup_root **ret, sh_error **e
         r = calloc(1, sizeof(*r));
         if (!r)
                 return sh_error_make(err, ENOMEM, "out of memory");
-        r->v2_daemon_fd = -1;
+        r->v2_daemon_fd = r->v1_favor_fd = -1;
         for (size_t h = 0; h < SH_CG_MAX_HIER; h++)
                 r->h[h].own_fd = r->h[h].subtree_fd = -1;
         if (asprintf(&r->subtree_name, "sandbox-host.%s", instance) < 0) {
@@ -1076,8 +1078,68 @@ void sh_cgroup_root_free(sh_cgroup_root *r)
         for (size_t h = 0; h < SH_CG_MAX_HIER; h++)
                 hier_done(&r->h[h]);
         sh_close(r->v2_daemon_fd);
+        sh_close(r->v1_favor_fd);
         free(r->subtree_name);
         free(r);
+}
+
+/* ---- favordynmods -------------------------------------------------------------------------- */
+
+/* fsopen(2) and friends by number (glibc 2.36 declares them, but its <sys/mount.h> clashes
+ * with the kernel's mount headers, as in isolation/child.c). */
+#define FAV_FSCONFIG_SET_FLAG   0
+#define FAV_FSCONFIG_SET_STRING 1
+#define FAV_FSCONFIG_CMD_CREATE 6
+#define FAV_FSOPEN_CLOEXEC      1
+#define FAV_FSMOUNT_CLOEXEC     1
+
+/* Whether the cgroup2 mount at /sys/fs/cgroup has favordynmods among its super options. */
+static bool v2_mounted_favoring(void)
+{
+        _cleanup_free_ char *mountinfo = NULL;
+        const char *line;
+
+        if (sh_cg_read_file(AT_FDCWD, "/proc/self/mountinfo", SH_CG_MOUNTINFO_MAX, &mountinfo,
+                            NULL) < 0)
+                return false;
+        for (line = mountinfo; line && *line;) {
+                const char *end = strchr(line, '\n'), *sep = strstr(line, " - cgroup2 ");
+                size_t len = end ? (size_t)(end - line) : strlen(line);
+
+                if (sep && sep < line + len && strstr(line, " /sys/fs/cgroup ") &&
+                    memmem(sep, len - (size_t)(sep - line), "favordynmods", 12))
+                        return true;
+                line = end ? end + 1 : NULL;
+        }
+        return false;
+}
+
+int sh_cgroup_root_favor_dynmods(sh_cgroup_root *r, sh_error **err)
+{
+        _cleanup_close_ int fd = -1;
+        int mfd;
+
+        if (r->mode == SH_CG_V2)
+                return v2_mounted_favoring() ? 1 : 0;
+        if (r->mode != SH_CG_V1)
+                return 0;
+        if (r->v1_favor_fd >= 0)
+                return 1;
+        fd = (int)syscall(SYS_fsopen, "cgroup", FAV_FSOPEN_CLOEXEC);
+        if (fd < 0)
+                return sh_error_make(err, errno, "fsopen(cgroup)");
+        if (syscall(SYS_fsconfig, fd, FAV_FSCONFIG_SET_FLAG, "none", NULL, 0) < 0 ||
+            syscall(SYS_fsconfig, fd, FAV_FSCONFIG_SET_STRING, "name", SH_CG_FAVOR_NAME, 0) < 0 ||
+            syscall(SYS_fsconfig, fd, FAV_FSCONFIG_SET_FLAG, "favordynmods", NULL, 0) < 0 ||
+            syscall(SYS_fsconfig, fd, FAV_FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return sh_error_make(err, errno,
+                                     "cannot make the cgroup v1 hierarchy name=%s,favordynmods",
+                                     SH_CG_FAVOR_NAME);
+        mfd = (int)syscall(SYS_fsmount, fd, FAV_FSMOUNT_CLOEXEC, 0);
+        if (mfd < 0)
+                return sh_error_make(err, errno, "fsmount(name=%s)", SH_CG_FAVOR_NAME);
+        r->v1_favor_fd = mfd;
+        return 1;
 }
 
 sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r)

@@ -586,6 +586,33 @@ static void manager_release(sh_manager *m)
         free(m);
 }
 
+/* SANDBOX_HOST_CGROUP_FAVOR_DYNMODS (sh/cgroup.h): said in the start log either way; a
+ * failure leaves every cgroup attach as it was, slower only. */
+static void favor_dynmods(sh_manager *m)
+{
+        sh_error *err = NULL;
+        int r;
+
+        if (!m->cfg->cgroup_favor_dynmods) {
+                log_info("cgroup-favordynmods", NULL, "off (SANDBOX_HOST_CGROUP_FAVOR_DYNMODS)");
+                return;
+        }
+        r = sh_cgroup_root_favor_dynmods(m->cgroot, &err);
+        if (r < 0)
+                log_warn("cgroup-favordynmods", NULL,
+                         "%s: a cgroup attach may wait for an RCU grace period",
+                         err && err->msg ? err->msg : "");
+        else if (r == 0)
+                log_info("cgroup-favordynmods", NULL,
+                         "the node's cgroup2 is mounted without favordynmods: a cgroup attach may "
+                         "wait for an RCU grace period (docs/deployment.md)");
+        else
+                log_info("cgroup-favordynmods", NULL, "in effect (%s)",
+                         sh_cgroup_mode(m->cgroot) == SH_CG_V1 ? "name=" SH_CG_FAVOR_NAME " held"
+                                                               : "the node's cgroup2 mount");
+        sh_error_release(&err);
+}
+
 int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_error **err)
 {
         sh_manager *m = calloc(1, sizeof(*m));
@@ -690,6 +717,7 @@ int sh_manager_new(const sh_config *cfg, sh_loop *loop, sh_manager **ret, sh_err
                 sh_cgroup_root_set_loop(m->cgroot, m->loop);
                 sh_cgroup_root_on_lost(m->cgroot, cgroup_lost, m);
                 cg_mode = sh_cgroup_mode(m->cgroot);
+                favor_dynmods(m);
         }
         if (cfg->image_pull) {
                 const sh_cg_limits lim = {.memory_max = IMAGES_CG_MEMORY_MAX,

@@ -13,7 +13,8 @@ typedef struct sh_config {
         char *nfs_root; /* NULL: persist/restore are no-ops */
         char *images;   /* NULL: default image only */
         uint64_t max_sandboxes;
-        uint64_t warm_pool; /* ready sandboxes kept for the next default creates, 0: none */
+        uint64_t warm_pool;        /* ready sandboxes kept for the next default creates, 0: none */
+        bool cgroup_favor_dynmods; /* v1: hold a favordynmods hierarchy (sh/cgroup.h) */
         uint64_t memory_max;
         uint64_t pids_max;
         uint64_t cpu_max_milli; /* cores x 1000 */

@@ -68,6 +68,18 @@ int sh_cgroup_root_destroy(sh_cgroup_root *r, sh_error **err);
  * created from r must be freed (or buried) first. */
 void sh_cgroup_root_free(sh_cgroup_root *r);
 sh_cg_mode sh_cgroup_mode(const sh_cgroup_root *r);
+/* The name of the controller-less cgroup v1 hierarchy that sh_cgroup_root_favor_dynmods holds. */
+#define SH_CG_FAVOR_NAME "sandbox-host-favordynmods"
+/* Moving a process into a cgroup (every exec's, every create's) takes the kernel's
+ * cgroup_threadgroup_rwsem for writing, which waits for an RCU grace period (~14 ms on a KVM
+ * guest) unless a writer was there within the last one; `favordynmods` keeps the semaphore in
+ * its writer-friendly mode (forks and exits pay an atomic operation instead). It is a flag of
+ * a hierarchy's root, and the semaphore is global. v1: r holds a controller-less hierarchy
+ * name=SH_CG_FAVOR_NAME with that flag as a detached mount (fsopen + fsmount: mounted
+ * nowhere), shared by every daemon of the node, gone when the last one closes it. v2: the
+ * node's own mount decides (its options are never changed here). 1: in effect (v1: held; v2:
+ * the cgroup2 mount has it), 0: not (v2 without it), -1: the hierarchy cannot be made. */
+int sh_cgroup_root_favor_dynmods(sh_cgroup_root *r, sh_error **err);
 /* The root a cgroup handle refers to (for a service given only its parent cgroup). */
 sh_cgroup_root *sh_cgroup_root_of(const sh_cgroup *cg);
 
