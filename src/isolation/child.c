@@ -8,6 +8,7 @@
  * to the daemon as (step, errno) records. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <poll.h>
@@ -745,43 +746,56 @@ static void write_err(const char *a, const char *b, const char *c)
         (void)!write(2, c, strlen(c));
 }
 
-/* execvpe() searches the caller's PATH, not the command's: search the command's own. */
-static _Noreturn void exec_path(char **argv, char **envp)
+/* The value of `name` in envp, or NULL. */
+static const char *env_value(char *const *envp, const char *name)
 {
-        const char *path = "/usr/local/bin:/usr/bin:/bin", *p;
+        size_t n = strlen(name);
+
+        for (; *envp; envp++)
+                if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+                        return *envp + n + 1;
+        return NULL;
+}
+
+/* execve() of `name` as a shell finds it: through envp's PATH (execvpe() would search the
+ * caller's, not the command's). Returns only when it could not: the errno to report, EACCES
+ * when a match was found but could not be run. */
+static int exec_search(const char *name, char **argv, char **envp)
+{
+        const char *path = env_value(envp, "PATH"), *p;
         char buf[4096];
         bool denied = false;
-        int e;
-        char **v;
+        int e = ENOENT;
 
-        for (v = envp; *v; v++)
-                if (strncmp(*v, "PATH=", 5) == 0)
-                        path = *v + 5;
-        if (strchr(argv[0], '/')) {
-                execve(argv[0], argv, envp);
-                e = errno;
-        } else {
-                e = ENOENT;
-                for (p = path; *p || p == path;) {
-                        const char *colon = strchr(p, ':');
-                        size_t dl = colon ? (size_t)(colon - p) : strlen(p);
-                        int n = snprintf(buf, sizeof(buf), "%.*s%s%s", (int)dl, p, dl ? "/" : "",
-                                         argv[0]);
-
-                        if (n > 0 && (size_t)n < sizeof(buf)) {
-                                execve(buf, argv, envp);
-                                if (errno == EACCES)
-                                        denied = true;
-                                else if (errno != ENOENT && errno != ENOTDIR)
-                                        e = errno;
-                        }
-                        if (!colon)
-                                break;
-                        p = colon + 1;
-                }
-                if (denied && e == ENOENT)
-                        e = EACCES;
+        if (!path)
+                path = "/usr/local/bin:/usr/bin:/bin";
+        if (strchr(name, '/')) {
+                execve(name, argv, envp);
+                return errno;
         }
+        for (p = path; *p || p == path;) {
+                const char *colon = strchr(p, ':');
+                size_t dl = colon ? (size_t)(colon - p) : strlen(p);
+                int n = snprintf(buf, sizeof(buf), "%.*s%s%s", (int)dl, p, dl ? "/" : "", name);
+
+                if (n > 0 && (size_t)n < sizeof(buf)) {
+                        execve(buf, argv, envp);
+                        if (errno == EACCES)
+                                denied = true;
+                        else if (errno != ENOENT && errno != ENOTDIR)
+                                e = errno;
+                }
+                if (!colon)
+                        break;
+                p = colon + 1;
+        }
+        return denied && e == ENOENT ? EACCES : e;
+}
+
+static _Noreturn void exec_path(char **argv, char **envp)
+{
+        int e = exec_search(argv[0], argv, envp);
+
         /* As a shell would: 127 when it cannot be found, 126 when it cannot be executed. */
         if (e == ENOENT || e == ENOTDIR) {
                 write_err("sandbox-host: ", argv[0], ": command not found\n");
@@ -792,10 +806,176 @@ static _Noreturn void exec_path(char **argv, char **envp)
         _exit(126);
 }
 
+/* ---- a /v1 command's shell (SH_PROTO_EXEC_SHELL) ---------------------------------------- */
+
+/* `path` made logical as a shell's `cd` (-L) makes it: a relative one joined to `base`, then
+ * empty and "." components dropped and each ".." dropping the component before it, as text.
+ * -1 when it does not fit. */
+static int logical_path(const char *base, const char *path, char *out, size_t size)
+{
+        char in[PATH_MAX * 2];
+        size_t len = 0;
+        char *c, *save = NULL;
+        int n;
+
+        n = path[0] == '/' ? snprintf(in, sizeof(in), "%s", path)
+                           : snprintf(in, sizeof(in), "%s/%s", base, path);
+        if (n < 0 || (size_t)n >= sizeof(in) || size < 2)
+                return -1;
+        out[0] = '\0';
+        for (c = strtok_r(in, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+                size_t cl = strlen(c);
+
+                if (STREQ(c, "."))
+                        continue;
+                if (STREQ(c, "..")) {
+                        while (len > 0 && out[len - 1] != '/')
+                                len--;
+                        if (len > 0)
+                                len--; /* the slash before it */
+                        out[len] = '\0';
+                        continue;
+                }
+                if (len + 1 + cl + 1 > size)
+                        return -1;
+                out[len++] = '/';
+                memcpy(out + len, c, cl);
+                len += cl;
+                out[len] = '\0';
+        }
+        if (len == 0) {
+                out[0] = '/';
+                out[1] = '\0';
+        }
+        return 0;
+}
+
+/* The first executable regular file `name` in envp's PATH, as `command -v` finds it, into
+ * out. -1: none. */
+static int find_in_path(const char *name, char **envp, char *out, size_t size)
+{
+        const char *path = env_value(envp, "PATH"), *p;
+        struct stat st;
+
+        if (!path)
+                path = "/usr/local/bin:/usr/bin:/bin";
+        for (p = path; *p || p == path;) {
+                const char *colon = strchr(p, ':');
+                size_t dl = colon ? (size_t)(colon - p) : strlen(p);
+                int n = snprintf(out, size, "%.*s%s%s", (int)dl, p, dl ? "/" : "", name);
+
+                if (n > 0 && (size_t)n < size && stat(out, &st) == 0 && S_ISREG(st.st_mode) &&
+                    access(out, X_OK) == 0)
+                        return 0;
+                if (!colon)
+                        break;
+                p = colon + 1;
+        }
+        return -1;
+}
+
+/* The handshake line the daemon reads first on stdout: "<nonce> <word>\n". */
+static void say(const char *nonce, const char *word)
+{
+        char line[160];
+        int n = snprintf(line, sizeof(line), "%s %s\n", nonce, word);
+
+        if (n > 0 && (size_t)n < sizeof(line))
+                (void)!write(1, line, (size_t)n);
+}
+
+/* envp with PWD (and OLDPWD when `old` is set) as `pwd` and `old`, as the shell that entered
+ * the directory would export them. NULL without memory. */
+static char **env_with_pwd(char **envp, const char *pwd, const char *old)
+{
+        size_t n = 0, k = 0;
+        char **out;
+
+        while (envp[n])
+                n++;
+        out = calloc(n + 3, sizeof(char *));
+        if (!out || asprintf(&out[k++], "PWD=%s", pwd) < 0 ||
+            (old && asprintf(&out[k++], "OLDPWD=%s", old) < 0))
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                if (strncmp(envp[i], "PWD=", 4) != 0 &&
+                    !(old && strncmp(envp[i], "OLDPWD=", 7) == 0))
+                        out[k++] = envp[i];
+        return out;
+}
+
+/* argv is NONCE CWD TEXT: what the /v1 surface's shell wrapper did, done here without a shell
+ * of its own (one execve less per command, run.c). Enter CWD (`~` and `~/` are HOME; relative
+ * to /workspace; entered as a shell's `cd` enters it, logically) or say why not ("<nonce>
+ * nodir" when it cannot be stat'ed, "notdir", "noaccess" when it cannot be entered) and exit
+ * 125; find the shell, `bash` in envp's PATH, else `sh` (neither: say so on stderr and exit
+ * 127, before the handshake: the command never ran); say "<nonce> ok"; become `bash -c TEXT`
+ * with PWD (and OLDPWD after a change of directory) as the shell that entered it would
+ * export them. */
+static _Noreturn void exec_shell(char **argv, char **envp)
+{
+        const char *nonce = argv[0], *cwd = argv[1], *home = env_value(envp, "HOME");
+        const char *pwd = env_value(envp, "PWD");
+        char dir[PATH_MAX + 2], here[PATH_MAX], logical[PATH_MAX];
+        char shell[4096], *bash[] = {"bash", "-c", argv[2], NULL};
+        char *const sh[] = {"sh"};
+        char **env;
+        struct stat st, dot;
+        int n;
+
+        /* the directory it starts in, as a shell finds it: PWD when that names "." */
+        if (!pwd || pwd[0] != '/' || stat(pwd, &st) < 0 || stat(".", &dot) < 0 ||
+            st.st_dev != dot.st_dev || st.st_ino != dot.st_ino)
+                pwd = getcwd(here, sizeof(here)) ? here : "/workspace";
+        if (cwd[0] == '\0') {
+                env = env_with_pwd(envp, pwd, NULL);
+        } else {
+                if (STREQ(cwd, "~"))
+                        n = snprintf(dir, sizeof(dir), "%s", home ? home : "");
+                else if (strncmp(cwd, "~/", 2) == 0)
+                        n = snprintf(dir, sizeof(dir), "%s/%s", home ? home : "", cwd + 2);
+                else
+                        n = snprintf(dir, sizeof(dir), "%s", cwd);
+                if (n < 0 || (size_t)n >= sizeof(dir) || stat(dir, &st) < 0) {
+                        say(nonce, "nodir");
+                        _exit(125);
+                }
+                if (!S_ISDIR(st.st_mode)) {
+                        say(nonce, "notdir");
+                        _exit(125);
+                }
+                if (logical_path(pwd, dir, logical, sizeof(logical)) < 0 || chdir(logical) < 0) {
+                        say(nonce, "noaccess");
+                        _exit(125);
+                }
+                env = env_with_pwd(envp, logical, pwd);
+        }
+        if (!env) {
+                write_err("sandbox-host: ", "out of memory", "\n");
+                _exit(125);
+        }
+        /* the shell is found before the handshake: without one the command never ran (its
+         * start failed, the stream's error says why) */
+        if (find_in_path("bash", env, shell, sizeof(shell)) < 0) {
+                bash[0] = sh[0];
+                if (find_in_path("sh", env, shell, sizeof(shell)) < 0) {
+                        write_err("sandbox-host: no shell: neither bash nor sh is in PATH ",
+                                  env_value(env, "PATH") ? env_value(env, "PATH") : "", "\n");
+                        _exit(127);
+                }
+        }
+        say(nonce, "ok");
+        execve(shell, bash, env);
+        write_err("sandbox-host: ", shell, ": ");
+        write_err(strerror(errno), "", "\n");
+        _exit(126);
+}
+
 /* The command's standard fds as the EXEC carried them: out, err, and in (its fd 0, -1: /dev/null)
  * and frames (its fd 3, -1: none) when its flags said so. */
 typedef struct exec_stdio {
         int out, err, in, frames;
+        bool shell; /* SH_PROTO_EXEC_SHELL: argv is NONCE CWD TEXT (exec_shell) */
 } exec_stdio;
 
 /* fd onto `to`, inheritable: dup2 clears FD_CLOEXEC on the copy, but does nothing when fd is
@@ -863,6 +1043,8 @@ static _Noreturn void exec_child(const sh_worker_spec *s, char **argv, char **en
         /* The seccomp filter is PID 1's, inherited through fork (worker_main): nothing here
          * needs a call it refuses, and the kernel does not convert and JIT it again for
          * every exec. */
+        if (io->shell)
+                exec_shell(argv, envp);
         exec_path(argv, envp);
 }
 
@@ -887,7 +1069,8 @@ static void start_exec(const sh_worker_spec *s, char *buf, size_t len, int *fds,
         /* the fds its flags say, then at most the procs fds a cgroup has */
         if (nfds < 2 || sh_proto_decode_exec(buf, len, &id, &flags, &argv, &envp) < 0 ||
             nfds < sh_proto_exec_stdio_fds(flags) ||
-            nfds - sh_proto_exec_stdio_fds(flags) > SH_EXEC_MAX_PROCS_FDS) {
+            nfds - sh_proto_exec_stdio_fds(flags) > SH_EXEC_MAX_PROCS_FDS ||
+            ((flags & SH_PROTO_EXEC_SHELL) && !(argv[0] && argv[1] && argv[2] && !argv[3]))) {
                 send_msg(SH_MSG_EXITED, id, W_EXITCODE(125, 0), 0);
                 goto out;
         }
@@ -897,6 +1080,7 @@ static void start_exec(const sh_worker_spec *s, char *buf, size_t len, int *fds,
         io.err = fds[1];
         io.in = flags & SH_PROTO_EXEC_INPUT ? fds[k++] : -1;
         io.frames = flags & SH_PROTO_EXEC_FRAMES ? fds[k++] : -1;
+        io.shell = flags & SH_PROTO_EXEC_SHELL;
         if (n_execs == cap_execs) {
                 size_t nc = cap_execs ? cap_execs * 2 : 16;
                 running *nr = realloc(execs, nc * sizeof(*nr));

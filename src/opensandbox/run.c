@@ -1,7 +1,8 @@
 /* run.c: a run of a sandbox's shell (OPENSANDBOX.md section 3.1): a /command (foreground or
- * background) or a session's run, from its start to its end. Every run goes through a fixed
- * shell wrapper (the working directory, then `bash -c`, `sh -c` without bash; a session's
- * script, sessions.c) on the same engine as a native exec (sh_sandbox_exec: its own cgroup,
+ * background) or a session's run, from its start to its end. A command is entered by
+ * sandbox-init itself (its working directory, the handshake line, then `bash -c`, `sh -c`
+ * without bash: SH_PROTO_EXEC_SHELL); a session's run goes through its fixed script
+ * (sessions.c). Both run on the same engine as a native exec (sh_sandbox_exec: its own cgroup,
  * backpressure, the timeout), with no heartbeat of the engine's. Its SSE stream (sse.c
  * encodes) is a queued stream with a `ping` after 3 s of silence; the wrapper's handshake line
  * decides its answer (a 400 for a directory that cannot be entered); a background command
@@ -15,7 +16,7 @@
 #include "execd.h"
 #include "sh/random.h"
 
-/* A shell function of the wrapper and the session script: enter the directory $1 (`~` is
+/* A shell function of the session script: enter the directory $1 (`~` is
  * HOME; made first when $2 is set) or say why not on stdout ("<nonce> nodir", "notdir",
  * "noaccess"; the nonce in $__sh_n) and exit 125. */
 #define ENTER                                                                                      \
@@ -27,17 +28,6 @@
         "if [ ! -d \"$__sh_e\" ]; then printf '%s notdir\\n' \"$__sh_n\"; exit 125; fi\n"          \
         "cd -- \"$__sh_e\" 2>/dev/null || { printf '%s noaccess\\n' \"$__sh_n\"; exit 125; }\n"    \
         "}\n"
-
-/* The wrapper every /command runs through, as `/bin/sh -c WRAPPER sh NONCE CWD TEXT`. It
- * enters the working directory, says so on stdout before any byte of the command's own (the
- * daemon reads that line: a directory that cannot be entered is the request's 400, as
- * OpenSandbox's execd answers), then becomes `bash -c TEXT` (`sh -c` without bash). Client
- * text only ever reaches it as arguments, never inside the script. */
-static const char wrapper[] =
-        "__sh_n=$1 d=$2 c=$3\n" ENTER "if [ -n \"$d\" ]; then __sh_enter \"$d\"; fi\n"
-        "printf '%s ok\\n' \"$__sh_n\"\n"
-        "if command -v bash >/dev/null 2>&1; then exec bash -c \"$c\"; fi\n"
-        "exec sh -c \"$c\"\n";
 
 /* A session's run, as `bash -c SCRIPT bash NONCE CWD TEXT STATE FIRST` (sessions.c): the state
  * (its output silenced: nothing may come before the handshake line), the first run's directory
@@ -372,8 +362,9 @@ static os_cmd *cmd_new(sh_request *r, os_record *rec, os_execd *x, const os_run_
          * whose disk is full is told so at once); its output ours until the handshake's. */
         if (o->background &&
             sh_bgexec_new(os_record_sandbox(rec),
-                          &(sh_bgexec_opts){.timeout_ms = o->timeout_ms, .hold = true}, &c->bg,
-                          &err) < 0) {
+                          &(sh_bgexec_opts){
+                                  .timeout_ms = o->timeout_ms, .hold = true, .shell = !o->session},
+                          &c->bg, &err) < 0) {
                 if (sh_error_kind_of(err) == SH_E_UNAVAILABLE)
                         os_reply_code(r, OS_E_UNAVAILABLE, "%s", err->msg);
                 else
@@ -417,12 +408,16 @@ static int cmd_start(os_cmd *c, sh_sandbox *sb, const os_run_opts *o, sh_error *
         char *const session[] = {
                 "/bin/sh", "-c", (char *)launcher, "sh", script, nonce, cwd, text, state,
                 first,     NULL};
-        char *const command[] = {"/bin/sh", "-c", (char *)wrapper, "sh", nonce, cwd, text, NULL};
+        /* A command: sandbox-init enters its directory and says so (the handshake) itself,
+         * then becomes `bash -c TEXT` (SH_PROTO_EXEC_SHELL): one execve less than a shell
+         * wrapper, and the same lines. */
+        char *const command[] = {nonce, cwd, text, NULL};
         char *const *argv = o->session ? session : command;
         /* A streamed run is read OS_STREAM_READ at a time: one chunk of empty lines is an event
          * each, and what it queues before the backpressure sees it stays ~1 MiB. No heartbeat:
          * our `ping` counts. */
-        const sh_exec_opts eo = {.timeout_ms = o->timeout_ms, .read_max = OS_STREAM_READ};
+        const sh_exec_opts eo = {
+                .timeout_ms = o->timeout_ms, .read_max = OS_STREAM_READ, .shell = !o->session};
 
         if (c->bg)
                 return sh_bgexec_start(c->bg, argv, o->envs, on_event, c, err);

@@ -29,7 +29,7 @@ struct sh_bgexec {
         sh_sandbox *sb; /* a reference */
         book *bk;
         bool counted; /* a command's: under the book's bounds, on its list */
-        bool running, held;
+        bool running, held, shell;
         uint64_t timeout_ms;
         sh_exec *e; /* until its end */
         sh_ringlog log;
@@ -94,6 +94,7 @@ int sh_bgexec_new(sh_sandbox *sb, const sh_bgexec_opts *o, sh_bgexec **ret, sh_e
         b->bk = bk;
         b->counted = !o->log_name;
         b->held = o->hold;
+        b->shell = o->shell;
         b->timeout_ms = o->timeout_ms;
         if (b->counted) {
                 snprintf(name, sizeof(name), "c-%" PRIu64, bk->next_log++);
@@ -147,7 +148,8 @@ int sh_bgexec_start(sh_bgexec *b, char *const *argv, const cJSON *env, sh_bgexec
         const sh_exec_opts o = {.timeout_ms = b->timeout_ms,
                                 .merge_output = true,
                                 .rate = b->bk->rate,
-                                .rate_charge_min = SH_BG_CHARGE_MIN};
+                                .rate_charge_min = SH_BG_CHARGE_MIN,
+                                .shell = b->shell};
 
         b->fn = fn;
         b->data = data;

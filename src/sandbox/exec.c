@@ -810,7 +810,8 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
                            &(sh_worker_stdio){.out = out_p[1],
                                               .err = spec->merge_output ? out_p[1] : err_p[1],
                                               .in = in_p[0],
-                                              .frames = fr_p[1]},
+                                              .frames = fr_p[1],
+                                              .shell = spec->shell},
                            procs, nprocs, err) < 0)
                 goto fail;
         e->fd[SH_EXEC_STDOUT] = TAKE_FD(out_p[0]);

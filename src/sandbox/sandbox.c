@@ -1403,6 +1403,7 @@ int sh_sandbox_exec(sh_sandbox *sb, char *const *argv, const cJSON *env, const s
                                   .rate_charge_min = o->rate_charge_min,
                                   .input = o->input,
                                   .frames = o->frames,
+                                  .shell = o->shell,
                                   .uid = sb->owner.uid,
                                   .gid = sb->owner.gid,
                           },

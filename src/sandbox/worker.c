@@ -433,7 +433,8 @@ int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *en
         struct msghdr mh = {0};
         int fds[SH_PROTO_EXEC_FDS], n = 0, i, r;
         uint32_t flags = (io->in >= 0 ? SH_PROTO_EXEC_INPUT : 0) |
-                         (io->frames >= 0 ? SH_PROTO_EXEC_FRAMES : 0);
+                         (io->frames >= 0 ? SH_PROTO_EXEC_FRAMES : 0) |
+                         (io->shell ? SH_PROTO_EXEC_SHELL : 0);
         _cleanup_free_ char *payload = NULL;
         size_t len;
 

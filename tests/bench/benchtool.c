@@ -3,7 +3,8 @@
  * into the daemon. Subcommands (times in nanoseconds, one number per line unless stated):
  *
  *   forkloop N                       fork+execve+waitpid of /bin/true N times: N latencies
- *   execloop HOST PORT RID N         N execs of `true` on one keep-alive connection: latencies
+ *   execloop HOST PORT RID N [ARG...]  N execs of `true` (or of ARG...) on one keep-alive
+ *                                    connection: latencies
  *   forkpar K N                      K forkloops of N at once, started together: the first
  *                                    line is the wall time from the start to the last loop's
  *                                    end, then the K*N latencies
@@ -554,15 +555,14 @@ static uint64_t fork_true(void)
         return now_ns() - t0;
 }
 
-/* One exec of `true` on the connection; its time, or 0 when it did not answer 200 + exit 0. */
-static uint64_t exec_true(rd *r, sink *k, const char *rid)
+/* One exec of argv on the connection; its time, or 0 when it did not answer 200 + exit 0. */
+static uint64_t exec_argv(rd *r, sink *k, const char *rid, int argc, char **argv)
 {
-        char *argv[] = {"true"};
         uint64_t t0 = now_ns();
         int st;
 
         k->exit_code = -1;
-        post_exec(r->fd, rid, 1, argv);
+        post_exec(r->fd, rid, argc, argv);
         st = read_response(r, k);
         if (st != 200 || k->exit_code != 0) {
                 fprintf(stderr, "benchtool: exec answered %d, exit %d\n", st, k->exit_code);
@@ -735,13 +735,21 @@ static int cmd_forkloop(long n)
         return 0;
 }
 
-static int cmd_execloop(const char *host, int port, const char *rid, long n)
+/* One exec of `true`. */
+static uint64_t exec_true(rd *r, sink *k, const char *rid)
+{
+        char *argv[] = {"true"};
+
+        return exec_argv(r, k, rid, 1, argv);
+}
+
+static int cmd_execloop(const char *host, int port, const char *rid, long n, int argc, char **argv)
 {
         rd r = {.fd = http_connect(host, port)};
         sink k = {0};
 
         for (long i = 0; i < n; i++) {
-                uint64_t t = exec_true(&r, &k, rid);
+                uint64_t t = argc ? exec_argv(&r, &k, rid, argc, argv) : exec_true(&r, &k, rid);
 
                 if (!t)
                         return 1;
@@ -995,8 +1003,9 @@ int main(int argc, char **argv)
                 return cmd_b64check();
         if (argc == 3 && strcmp(argv[1], "forkloop") == 0)
                 return cmd_forkloop(atol(argv[2]));
-        if (argc == 6 && strcmp(argv[1], "execloop") == 0)
-                return cmd_execloop(argv[2], atoi(argv[3]), argv[4], atol(argv[5]));
+        if (argc >= 6 && strcmp(argv[1], "execloop") == 0)
+                return cmd_execloop(argv[2], atoi(argv[3]), argv[4], atol(argv[5]), argc - 6,
+                                    argv + 6);
         if (argc == 4 && strcmp(argv[1], "forkpar") == 0 && atoi(argv[2]) > 0 && atol(argv[3]) > 0)
                 return par_run(atoi(argv[2]), atol(argv[3]), par_fork, NULL);
         if (argc >= 6 && strcmp(argv[1], "execpar") == 0 && atol(argv[4]) > 0) {
@@ -1017,9 +1026,10 @@ int main(int argc, char **argv)
                 return cmd_oscmdloop(argv[2], atoi(argv[3]), argv[4], atol(argv[5]));
         if (argc == 6 && strcmp(argv[1], "osstream") == 0)
                 return cmd_osstream(argv[2], atoi(argv[3]), argv[4], argv[5]);
-        fprintf(stderr, "usage: benchtool forkloop N | execloop HOST PORT RID N | forkpar K N | "
-                        "execpar HOST PORT N RID... | lifeloop HOST PORT N E [MS [IMAGE]] | "
-                        "batchloop HOST PORT N | stream HOST PORT RID ARG... | pipecat FILE | "
-                        "oscmdloop HOST PORT ID N | osstream HOST PORT ID TEXT\n");
+        fprintf(stderr,
+                "usage: benchtool forkloop N | execloop HOST PORT RID N [ARG...] | forkpar K N | "
+                "execpar HOST PORT N RID... | lifeloop HOST PORT N E [MS [IMAGE]] | "
+                "batchloop HOST PORT N | stream HOST PORT RID ARG... | pipecat FILE | "
+                "oscmdloop HOST PORT ID N | osstream HOST PORT ID TEXT\n");
         return 2;
 }

@@ -106,6 +106,19 @@ def test_a_cwd_that_cannot_be_entered_is_a_400_before_any_stream(osc, sbx, cwd, 
     assert why in b["message"] and cwd in b["message"], b
 
 
+def test_a_cwd_the_sandbox_cannot_enter_is_a_400_saying_so(osc, sbx):
+    sid = sbx["id"]
+    stdout_of(osc, sid, "mkdir -p /tmp/locked/in && chmod 000 /tmp/locked")
+    for cwd in ("/tmp/locked", "/tmp/locked/in"):
+        st = Stream(osc, sid, body={"command": "echo never", "cwd": cwd})
+        assert st.status == 400, (st.status, st.body)
+        b = st.json()
+        # inside a directory it cannot search, even stat fails: "does not exist", as the
+        # shell's `[ -e ]` said
+        why = "cannot access" if cwd == "/tmp/locked" else "does not exist"
+        assert b["code"] == "INVALID_REQUEST_BODY" and why in b["message"], b
+
+
 @pytest.mark.parametrize("cwd", ["/tmp/$(touch /tmp/pwned-cwd)", "/tmp/`touch /tmp/pwned-cwd`",
                                  "/tmp'; touch /tmp/pwned-cwd; '", "-P"])
 def test_a_cwd_is_a_path_never_shell_text(osc, sbx, cwd):
@@ -119,6 +132,43 @@ def test_a_directory_with_odd_characters_is_entered_as_named(osc, sbx):
     name = "/tmp/it's $(not) a \\ \"dir\""
     stdout_of(osc, sid, 'mkdir -p "$D"', envs={"D": name})
     assert stdout_of(osc, sid, "pwd", cwd=name) == [name]
+
+
+def test_a_cwd_through_a_symlink_is_entered_as_a_shells_cd_enters_it(osc, sbx):
+    """Logically, as `cd` does: the link's name stays in pwd and PWD, `..` is taken as text,
+    and the directory it left is OLDPWD."""
+    sid = sbx["id"]
+    stdout_of(osc, sid, "mkdir -p /tmp/real/inner && ln -sfn /tmp/real /tmp/link")
+    assert stdout_of(osc, sid, 'pwd; pwd -P; printenv PWD; echo "$OLDPWD"',
+                     cwd="/tmp/link") == ["/tmp/link", "/tmp/real", "/tmp/link", "/workspace"]
+    assert stdout_of(osc, sid, "pwd", cwd="/tmp/link/inner/..") == ["/tmp/link"]
+    assert stdout_of(osc, sid, "pwd", cwd="/tmp//link/./inner/") == ["/tmp/link/inner"]
+
+
+def test_without_a_cwd_pwd_is_exported_and_oldpwd_is_the_sandboxs_own(osc):
+    j = osc.create_ok(env={"OLDPWD": "/tmp"})
+    try:
+        assert stdout_of(osc, j["id"], 'printenv PWD; echo "$OLDPWD"') == [
+            "/workspace", "/tmp"]
+    finally:
+        osc.kill(j["id"])
+
+
+def test_an_image_without_bash_runs_the_command_with_sh(start_daemon, tmp_path):
+    """OPENSANDBOX.md 3.1: `sh -c` when the image has no bash (here dash as /bin/sh, alone)."""
+    import shutil
+    root = tmp_path / "images" / "onlysh"
+    for d in ("bin", "lib/x86_64-linux-gnu", "lib64"):
+        (root / d).mkdir(parents=True)
+    shutil.copy2(os.path.realpath("/bin/dash"), root / "bin" / "sh")
+    for lib in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"):
+        shutil.copy2(os.path.realpath(lib), str(root) + lib)
+    d = start_daemon(env={"SANDBOX_HOST_IMAGES": str(tmp_path / "images")})
+    osc = oslib.os_client(d)
+    j = osc.create_ok(image={"uri": "registry.example/team/onlysh:1.0"})
+    assert stdout_of(osc, j["id"], 'echo "$0:${BASH_VERSION:-none}"; cd /tmp && pwd') == [
+        "sh:none", "/tmp"]
+    assert stdout_of(osc, j["id"], "pwd", cwd="/tmp") == ["/tmp"]
 
 
 def test_envs_apply_last_over_the_sandboxs_env(osc):
@@ -371,7 +421,7 @@ def test_a_paused_sandboxs_commands_sessions_and_metrics_are_409_then_serve_agai
 
 
 def test_a_command_that_cannot_start_gets_init_then_an_error_naming_why(start_daemon, tmp_path):
-    # an image with no shell at all: the wrapper itself cannot run
+    # an image with no shell at all: neither bash nor sh to run the command with
     images = tmp_path / "images"
     (images / "noshell" / "etc").mkdir(parents=True)
     (images / "noshell" / "etc" / "marker").write_text("no shell here")
@@ -381,9 +431,9 @@ def test_a_command_that_cannot_start_gets_init_then_an_error_naming_why(start_da
     st = run(osc, j["id"], "echo never")
     assert st.types == ["init", "error"], st.types
     e = st.final["error"]
-    assert not e["evalue"].isdigit() and "/bin/sh" in e["evalue"], e
+    assert not e["evalue"].isdigit() and "neither bash nor sh" in e["evalue"], e
     s = expect(osc.execd(j["id"], "GET", "/command/status/" + st.id, timeout=CALL), 200)
-    assert s["running"] is False and "/bin/sh" in s["error"], s
+    assert s["running"] is False and "neither bash nor sh" in s["error"], s
 
 
 def _rss_kib(pid):

@@ -67,7 +67,8 @@ ALLOW = [(0x20, 0, 0, 4), (0x06, 0, 0, 0x7FFF0000)]  # ld arch; ret allow
 def proto():
     full = spec([(b"usr", False, b"/images/default/usr"), (b"bin", True, b"usr/bin"),
                  (b"lib", True, b"usr/lib")], [(7, 1024, 1024), (4, 0, 0)], ALLOW)
-    # type, id, argc, envc, flags (SH_PROTO_EXEC_INPUT 1, SH_PROTO_EXEC_FRAMES 2)
+    # type, id, argc, envc, flags (SH_PROTO_EXEC_INPUT 1, SH_PROTO_EXEC_FRAMES 2,
+    # SH_PROTO_EXEC_SHELL 4)
     exec_msg = u32(6) + u32(7) + u32(2) + u32(1) + u32(0) + b"sh\0-c\0PATH=/usr/bin:/bin\0"
     exec_io = u32(6) + u32(8) + u32(3) + u32(0) + u32(3) + b"python3\0-c\0pass\0"
     cmsg = struct.pack("<QII", 16 + 8, 1, 1) + struct.pack("<ii", 5, 6)
@@ -90,7 +91,10 @@ def proto():
         "exec": b"1" + exec_msg,
         "exec-cut": b"1" + exec_msg[:-3],
         "exec-input-frames": b"1" + exec_io,  # a code interpreter's: fds 0 and 3 pipes
-        "exec-unknown-flag": b"1" + exec_io[:16] + u32(4) + exec_io[20:],  # refused
+        "exec-unknown-flag": b"1" + exec_io[:16] + u32(8) + exec_io[20:],  # refused
+        # a /v1 command: NONCE CWD TEXT, entered and run by sandbox-init (exec_shell)
+        "exec-shell": b"1" + u32(6) + u32(9) + u32(3) + u32(0) + u32(4) +
+                      b"0123456789abcdef0123456789abcdef\0~/sub\0echo hi\0",
         "msg-setup-failed": b"2" + u32(3) + u32(0) + u32(5) + u32(13),
         "msg-exited": b"2" + u32(5) + u32(42) + u32(0x0900) + u32(0),
         "fds": b"3" + u8(40) + cmsg,

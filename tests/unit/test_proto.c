@@ -976,6 +976,7 @@ START_TEST(test_exec_request_carries_which_extra_fds_it_has)
         ck_assert_int_eq(sh_proto_exec_stdio_fds(0), 2);
         ck_assert_int_eq(sh_proto_exec_stdio_fds(SH_PROTO_EXEC_INPUT), 3);
         ck_assert_int_eq(sh_proto_exec_stdio_fds(SH_PROTO_EXEC_FRAMES), 3);
+        ck_assert_int_eq(sh_proto_exec_stdio_fds(SH_PROTO_EXEC_SHELL), 2); /* no fd of its own */
         ck_assert_int_eq(sh_proto_exec_stdio_fds(SH_PROTO_EXEC_FLAGS), 4);
         /* every fd of the most an EXEC carries fits one message */
         ck_assert_int_ge(SH_PROTO_EXEC_FDS,
@@ -988,7 +989,7 @@ START_TEST(test_exec_request_with_an_unknown_flag_is_refused)
         char *argv[] = {"sh", NULL}, *envp[] = {NULL};
         char *buf = NULL, **av = NULL, **ev = NULL;
         size_t len = 0;
-        uint32_t id = 0, flags = 0, bad = SH_PROTO_EXEC_FRAMES << 1;
+        uint32_t id = 0, flags = 0, bad = SH_PROTO_EXEC_SHELL << 1;
 
         ck_assert_int_eq(sh_proto_encode_exec(3, bad, argv, envp, &buf, &len), -EINVAL);
         ck_assert_int_eq(sh_proto_encode_exec(3, SH_PROTO_EXEC_INPUT, argv, envp, &buf, &len), 0);

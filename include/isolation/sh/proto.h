@@ -162,8 +162,11 @@ void sh_worker_spec_done(sh_worker_spec *spec);
 enum {
         SH_PROTO_EXEC_INPUT = 1u << 0,
         SH_PROTO_EXEC_FRAMES = 1u << 1,
+        /* no fd: argv is exactly NONCE CWD TEXT, run as the /v1 surface's shell wrapper
+         * (sandbox-init's exec_shell: enter CWD, say "<nonce> ok", become `bash -c TEXT`) */
+        SH_PROTO_EXEC_SHELL = 1u << 2,
 };
-#define SH_PROTO_EXEC_FLAGS (SH_PROTO_EXEC_INPUT | SH_PROTO_EXEC_FRAMES)
+#define SH_PROTO_EXEC_FLAGS (SH_PROTO_EXEC_INPUT | SH_PROTO_EXEC_FRAMES | SH_PROTO_EXEC_SHELL)
 /* The stdio fds (out, err and the flags' extra ones) an EXEC with these flags carries before
  * its procs fds. */
 int sh_proto_exec_stdio_fds(uint32_t flags);

@@ -35,6 +35,7 @@ typedef struct sh_bgexec_opts {
         /* Its output goes to the owner's fn instead of the log until sh_bgexec_unhold (the
          * owner reads a line of its own first: the /v1 wrapper's handshake). */
         bool hold;
+        bool shell; /* its argv is NONCE CWD TEXT: the /v1 shell wrapper (sh_exec_opts) */
 } sh_bgexec_opts;
 
 /* The owner's: the output while held, then the end (exit or error, with its `why`), once,

@@ -124,6 +124,10 @@ typedef struct sh_exec_spec {
          * fd 3 is delivered before that byte (unless the session ended meanwhile): a frame
          * can say "that was the output of this". false: no fd 3. */
         bool frames;
+        /* argv is exactly NONCE CWD TEXT, run by sandbox-init as the /v1 surface's shell
+         * wrapper: CWD entered, "<nonce> ok" (or why not) on stdout, then `bash -c TEXT`
+         * (SH_PROTO_EXEC_SHELL). */
+        bool shell;
         /* The command's uid and gid: its input and frames pipes are given to them (the daemon
          * made them: root's, mode 0600), so it can open them again by their /proc/self/fd
          * paths (node has no dup: its driver moves its cells off fd 0 that way). A daemon

@@ -382,6 +382,7 @@ typedef struct sh_exec_opts {
         size_t rate_charge_min; /* the least one read costs of it */
         bool input;             /* fd 0 a pipe fed by sh_exec_write (sh_exec_spec) */
         bool frames;            /* fd 3 a pipe read as SH_EXEC_FRAMES chunks (sh_exec_spec) */
+        bool shell;             /* argv NONCE CWD TEXT, the /v1 shell wrapper (sh_exec_spec) */
 } sh_exec_opts;
 
 /* Run argv (NULL-terminated, non-empty) in sb with the environment: base variables, then the

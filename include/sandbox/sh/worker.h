@@ -54,6 +54,7 @@ typedef struct sh_worker_stdio {
         int out, err; /* its fds 1 and 2 (the same fd for both: merged) */
         int in;       /* its fd 0 (a pipe's read end); -1: /dev/null */
         int frames;   /* its fd 3 (a pipe's write end); -1: no fd 3 */
+        bool shell;   /* argv is NONCE CWD TEXT: the /v1 shell wrapper (SH_PROTO_EXEC_SHELL) */
 } sh_worker_stdio;
 /* Ask the worker to start an exec. The fds are sent, not kept (the caller closes its own). */
 int sh_worker_exec(sh_worker *w, uint32_t id, char *const *argv, char *const *envp,
