@@ -3,6 +3,7 @@
 #include "sh/linesplit.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,8 +34,32 @@ static int line_alloc(sh_linesplit *l)
         return 0;
 }
 
+/* The next '\n' and the next '\r' at or after i (n: none), each searched again only once i has
+ * passed it: every byte is looked at by each search at most once a feed, however the two
+ * alternate (a megabyte of "\r" costs one '\n' search, not one per line). memchr is the
+ * C library's vectorized search. */
+typedef struct eol_scan {
+        size_t nl, cr; /* SIZE_MAX: not searched yet */
+} eol_scan;
+
+static size_t next_eol(eol_scan *s, const char *p, size_t i, size_t n)
+{
+        const char *q;
+
+        if (s->nl == SIZE_MAX || s->nl < i) {
+                q = memchr(p + i, '\n', n - i);
+                s->nl = q ? (size_t)(q - p) : n;
+        }
+        if (s->cr == SIZE_MAX || s->cr < i) {
+                q = memchr(p + i, '\r', n - i);
+                s->cr = q ? (size_t)(q - p) : n;
+        }
+        return s->nl < s->cr ? s->nl : s->cr;
+}
+
 ssize_t sh_linesplit_feed(sh_linesplit *l, const char *p, size_t n, sh_line_fn fn, void *data)
 {
+        eol_scan scan = {SIZE_MAX, SIZE_MAX};
         size_t i = 0, j, run, k;
         int r;
 
@@ -57,8 +82,7 @@ ssize_t sh_linesplit_feed(sh_linesplit *l, const char *p, size_t n, sh_line_fn f
                         continue;
                 }
                 l->cr = false;
-                for (j = i; j < n && p[j] != '\n' && p[j] != '\r'; j++)
-                        ;
+                j = next_eol(&scan, p, i, n);
                 if (l->len == 0 && j < n && j - i <= l->max) {
                         /* a whole line in the input: no copy (its terminator comes next) */
                         r = fn(data, p + i, j - i);

@@ -5,10 +5,14 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include <cjson/cJSON.h>
 
@@ -859,6 +863,50 @@ void sh_quote_printable(const char *in, char *out, size_t size)
         out[i] = '\0';
 }
 
+/* The length of the run of json_plain bytes at the start of u[0..n): 16 bytes at a time with
+ * SSE2 (a signed compare below 0x20 also finds the bytes 0x80 and above; the first byte that
+ * is not plain is the mask's lowest bit), else 8 at a time (a word is plain unless a byte of
+ * it is below 0x20, 0x7f or above, '"' or '\\': the exact "has a byte below N" and "has a
+ * zero byte" word tests; a word that has one is finished byte by byte). */
+static size_t json_plain_run(const unsigned char *u, size_t n)
+{
+        const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+        size_t i = 0;
+
+#ifdef __SSE2__
+        const __m128i lo = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7f), quo = _mm_set1_epi8('"'),
+                      bsl = _mm_set1_epi8('\\');
+
+        for (; i + 16 <= n; i += 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(u + i));
+                __m128i bad =
+                        _mm_or_si128(_mm_or_si128(_mm_cmplt_epi8(v, lo), _mm_cmpeq_epi8(v, del)),
+                                     _mm_or_si128(_mm_cmpeq_epi8(v, quo), _mm_cmpeq_epi8(v, bsl)));
+                unsigned m = (unsigned)_mm_movemask_epi8(bad);
+
+                if (m)
+                        return i + (size_t)__builtin_ctz(m);
+        }
+#endif
+
+#define ZERO_BYTE(x) (((x)-ones) & ~(x))
+        for (; i + 8 <= n; i += 8) {
+                uint64_t v, q, b, d;
+
+                memcpy(&v, u + i, 8);
+                q = v ^ (ones * '"');
+                b = v ^ (ones * '\\');
+                d = v ^ (ones * 0x7f);
+                if (((v | ((v - ones * 0x20) & ~v) | ZERO_BYTE(d) | ZERO_BYTE(q) | ZERO_BYTE(b)) &
+                     high) != 0)
+                        break;
+        }
+#undef ZERO_BYTE
+        while (i < n && json_plain(u[i]))
+                i++;
+        return i;
+}
+
 size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
 {
         static const char hex[] = "0123456789abcdef";
@@ -871,8 +919,7 @@ size_t sh_json_quote_bytes(const char *s, size_t n, char *out)
                 size_t vl;
 
                 if (json_plain(c)) { /* a run of them at once: most text is */
-                        for (j = i + 1; j < n && json_plain(u[j]); j++)
-                                ;
+                        j = i + 1 + json_plain_run(u + i + 1, n - i - 1);
                         memcpy(out + o, u + i, j - i);
                         o += j - i;
                         i = j;

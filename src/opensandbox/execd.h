@@ -16,10 +16,16 @@
 
 /* ---- bounds (docs/opensandbox.md "Limits") ------------------------------------------------ */
 
-#define OS_SSE_LINE_MAX      (64u * 1024)      /* a longer line is cut into events of this size */
-#define OS_PING_MS           3000              /* silence before a `ping` event */
-#define OS_STREAM_HIGH       (1u << 20)        /* unread SSE bytes that pause the command */
-#define OS_STREAM_READ       (16u * 1024)      /* a streamed command's chunk (run.c: cmd_start) */
+#define OS_SSE_LINE_MAX (64u * 1024) /* a longer line is cut into events of this size */
+#define OS_PING_MS      3000         /* silence before a `ping` event */
+#define OS_STREAM_HIGH  (1u << 20)   /* unread SSE bytes that pause the command */
+/* A streamed command's reads (run.c: cmd_start, on_event): OS_STREAM_READ_MIN bytes at first
+ * and after a read whose events came to more than OS_STREAM_GROWTH times its bytes (empty
+ * lines: ~60 bytes an event), else OS_STREAM_READ. One read then adds at most ~1 MiB to the
+ * queue for output of such lines, ~4 MiB once when it changes to them, ~100 KiB for text. */
+#define OS_STREAM_READ       (64u * 1024)
+#define OS_STREAM_READ_MIN   (16u * 1024)
+#define OS_STREAM_GROWTH     16
 #define OS_COMMANDS_MAX      1024              /* commands a sandbox remembers */
 #define OS_COMMAND_TEXTS_MAX (4u << 20)        /* their texts (command, cwd, error) together */
 #define OS_SESSIONS_MAX      64                /* sessions of a sandbox */

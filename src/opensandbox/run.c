@@ -119,8 +119,8 @@ static void queue(os_cmd *c, const sh_exec_event *ev)
 
 /* ---- the command's life: its transitions -------------------------------------------------------- */
 
-/* STARTING -> BROKEN: what came first is not the wrapper's line: the image's /bin/sh is no
- * shell. Killed; its end explains. */
+/* STARTING -> BROKEN: what came first is not the handshake line (a session's: the image's shell
+ * is no shell). Killed; its end explains. */
 static void cmd_broken(os_cmd *c)
 {
         c->state = CMD_BROKEN;
@@ -290,7 +290,15 @@ static void on_event(sh_exec *e, const sh_exec_event *ev, void *data)
                 if (c->bg) {
                         sh_bgexec_append(c->bg, sub.chunk.data, sub.chunk.len);
                 } else if (c->qs) {
+                        size_t before = sh_buf_unread(sh_queued_stream_queue(c->qs));
+
                         queue(c, &sub);
+                        /* the next read's size from what this one's events came to */
+                        sh_exec_set_read_max(
+                                e, sh_buf_unread(sh_queued_stream_queue(c->qs)) - before >
+                                                   (size_t)OS_STREAM_GROWTH * sub.chunk.len
+                                           ? OS_STREAM_READ_MIN
+                                           : OS_STREAM_READ);
                         sh_queued_stream_pushed(c->qs); /* past its high mark: paused */
                 }
                 return;
@@ -413,15 +421,18 @@ static int cmd_start(os_cmd *c, sh_sandbox *sb, const os_run_opts *o, sh_error *
          * wrapper, and the same lines. */
         char *const command[] = {nonce, cwd, text, NULL};
         char *const *argv = o->session ? session : command;
-        /* A streamed run is read OS_STREAM_READ at a time: one chunk of empty lines is an event
-         * each, and what it queues before the backpressure sees it stays ~1 MiB. No heartbeat:
-         * our `ping` counts. */
+        /* A streamed run is read OS_STREAM_READ_MIN at a time at first, then as on_event says
+         * (execd.h): one chunk of empty lines is an event each, and what one read queues
+         * before the backpressure sees it stays bounded. No heartbeat: our `ping` counts. */
         const sh_exec_opts eo = {
                 .timeout_ms = o->timeout_ms, .read_max = OS_STREAM_READ, .shell = !o->session};
 
         if (c->bg)
                 return sh_bgexec_start(c->bg, argv, o->envs, on_event, c, err);
-        return sh_sandbox_exec(sb, argv, o->envs, &eo, on_event, c, &c->e, err);
+        if (sh_sandbox_exec(sb, argv, o->envs, &eo, on_event, c, &c->e, err) < 0)
+                return -1;
+        sh_exec_set_read_max(c->e, OS_STREAM_READ_MIN);
+        return 0;
 }
 
 void os_run_start(sh_request *r, os_record *rec, const os_run_opts *o)

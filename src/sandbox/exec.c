@@ -55,7 +55,8 @@ struct sh_exec {
         SH_LIST_FIELDS(sh_exec, waiting); /* in rate->waiting while rate_wait */
         sh_buf out[2];                    /* kept stdout / stderr, up to capture_max */
         uint64_t capture_max, heartbeat_ms, grace_ms, timeout_ms;
-        size_t read_max; /* bytes of one read, at most sizeof(chunk) */
+        size_t read_max; /* bytes of one read, at most read_cap */
+        size_t read_cap; /* the spec's read_max, at most sizeof(chunk) */
         bool truncated;
         bool started, exited, ended, detached, killed, owner_released;
         int status;
@@ -450,6 +451,11 @@ void sh_exec_pause(sh_exec *e)
         unwatch_pipes(e);
 }
 
+void sh_exec_set_read_max(sh_exec *e, size_t n)
+{
+        e->read_max = n == 0 ? 1 : n < e->read_cap ? n : e->read_cap;
+}
+
 void sh_exec_resume(sh_exec *e)
 {
         if (!e->paused)
@@ -766,6 +772,7 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
         e->timeout_ms = spec->timeout_ms;
         e->grace_ms = spec->grace_ms;
         e->read_max = spec->read_max && spec->read_max < READ_CHUNK ? spec->read_max : READ_CHUNK;
+        e->read_cap = e->read_max;
         e->rate = rate_ref(spec->rate);
         e->rate_charge_min = spec->rate_charge_min;
         e->fd[0] = e->fd[1] = e->fd[2] = -1;

@@ -132,6 +132,84 @@ START_TEST(test_a_cut_never_splits_a_utf8_character)
 }
 END_TEST
 
+/* The line ends of s[0..n) as a byte-at-a-time splitter finds them (the rules above, no max):
+ * the lengths of the lines, -1 after the last one. */
+static void reference_lines(const char *s, size_t n, long *out, size_t cap)
+{
+        size_t k = 0, len = 0;
+        bool cr = false;
+
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] == '\n' || s[i] == '\r') {
+                        if (!(s[i] == '\n' && cr && len == 0)) {
+                                ck_assert_uint_lt(k, cap);
+                                out[k++] = (long)len;
+                        }
+                        len = 0;
+                        cr = s[i] == '\r';
+                        continue;
+                }
+                cr = false;
+                len++;
+        }
+        ck_assert_uint_lt(k, cap);
+        out[k] = -1;
+}
+
+typedef struct counted {
+        long *want;
+        size_t n;
+} counted;
+
+static int count_line(void *data, const char *line, size_t len)
+{
+        counted *c = data;
+
+        (void)line;
+        ck_assert_int_eq(c->want[c->n], (long)len);
+        c->n++;
+        return 0;
+}
+
+/* The scan for the next terminator is vectorized and remembers where the next '\n' and '\r'
+ * are: the same lines as a byte-at-a-time splitter for any mix of the two, in any chunks, and a
+ * megabyte of '\r' without a '\n' is a megabyte of empty lines (each search looks at a byte
+ * once a feed: this test's time would be quadratic otherwise; ctest's timeout bounds it). */
+START_TEST(test_any_mix_of_terminators_in_any_chunks_splits_as_byte_by_byte)
+{
+        static const char alphabet[] = {'a', 'b', '\r', '\n'};
+        size_t n = 1 << 20, cap = n + 2;
+        char *s = malloc(n);
+        long *want = malloc(cap * sizeof(long));
+        unsigned seed = 27;
+
+        for (int round = 0; round < 3; round++) {
+                sh_linesplit l = {.max = MAX};
+                counted c = {.want = want};
+                size_t at = 0, lines = 0;
+
+                for (size_t i = 0; i < n; i++)
+                        s[i] = round == 0 ? '\r' : alphabet[rand_r(&seed) % (round == 1 ? 4 : 3)];
+                reference_lines(s, n, want, cap);
+                while (want[lines] >= 0)
+                        lines++;
+                while (at < n) {
+                        size_t chunk = 1 + (size_t)rand_r(&seed) % 70000;
+
+                        if (chunk > n - at)
+                                chunk = n - at;
+                        ck_assert_int_eq(sh_linesplit_feed(&l, s + at, chunk, count_line, &c),
+                                         (ssize_t)chunk);
+                        at += chunk;
+                }
+                ck_assert_uint_eq(c.n, lines);
+                sh_linesplit_done(&l);
+        }
+        free(s);
+        free(want);
+}
+END_TEST
+
 static Suite *linesplit_suite(void)
 {
         Suite *s = suite_create("linesplit");
@@ -141,6 +219,7 @@ static Suite *linesplit_suite(void)
         tcase_add_test(tc, test_crlf_split_between_two_reads_is_one_terminator);
         tcase_add_test(tc, test_a_line_of_exactly_max_bytes_is_one_and_longer_ones_are_cut);
         tcase_add_test(tc, test_a_cut_never_splits_a_utf8_character);
+        tcase_add_test(tc, test_any_mix_of_terminators_in_any_chunks_splits_as_byte_by_byte);
         suite_add_tcase(s, tc);
         return s;
 }

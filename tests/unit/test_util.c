@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -774,6 +775,36 @@ START_TEST(test_quote_valid_utf8_passes_through)
 }
 END_TEST
 
+/* Every byte value at every place of a run of plain text: escaped or kept exactly as one byte
+ * alone is. The runs are scanned 16 bytes at a time (SSE2), then 8, then one: 28 bytes, the
+ * first byte taken on its own, are 16 + 8 + 3, each way. */
+#define RUN 28
+START_TEST(test_quote_any_byte_at_any_offset_of_a_plain_run)
+{
+        char s[RUN], want[2 * RUN + 32], head[RUN], tail[RUN];
+
+        for (int c = 0; c < 256; c++) {
+                char alone[2] = {(char)c, 0};
+                char one[16];
+
+                snprintf(one, sizeof(one), "%s", quote(alone, 1));
+                one[strlen(one) - 1] = '\0'; /* without its quotes */
+                for (size_t at = 0; at < RUN; at++) {
+                        memset(s, 'x', sizeof(s));
+                        s[at] = (char)c;
+                        memset(head, 'x', at);
+                        head[at] = '\0';
+                        memset(tail, 'x', RUN - at - 1);
+                        tail[RUN - at - 1] = '\0';
+                        snprintf(want, sizeof(want), "\"%s%s%s\"", head, one + 1, tail);
+                        ck_assert_msg(strcmp(quote(s, RUN), want) == 0, "byte 0x%02x at %zu: %s", c,
+                                      at, quote(s, RUN));
+                }
+        }
+}
+END_TEST
+#undef RUN
+
 START_TEST(test_quote_invalid_bytes_become_surrogate_escapes)
 {
         ck_assert_str_eq(quote("\xff", 1), "\"\\udcff\"");
@@ -1236,6 +1267,7 @@ static Suite *util_suite(void)
         tcase_add_test(tc, test_quote_quotes_and_backslash);
         tcase_add_test(tc, test_quote_control_chars_escaped);
         tcase_add_test(tc, test_quote_valid_utf8_passes_through);
+        tcase_add_test(tc, test_quote_any_byte_at_any_offset_of_a_plain_run);
         tcase_add_test(tc, test_quote_invalid_bytes_become_surrogate_escapes);
         tcase_add_test(tc, test_quote_overlong_forms_are_invalid);
         tcase_add_test(tc, test_quote_surrogate_encodings_are_invalid);

@@ -162,6 +162,10 @@ int sh_exec_start(const sh_exec_env *env, const sh_exec_spec *spec, sh_exec_even
  * go on unless the session's rate is spent: they do once it is refilled). */
 void sh_exec_pause(sh_exec *e);
 void sh_exec_resume(sh_exec *e);
+/* The bytes of each next read of stdout and stderr: n, at most the spec's read_max (the
+ * engine's chunk without one), at least 1. For a consumer whose queue grows by a varying
+ * multiple of what it is given. */
+void sh_exec_set_read_max(sh_exec *e, size_t n);
 
 /* Input (a spec with `input`): n bytes for the command's fd 0, queued and written from the loop
  * as the pipe takes them, in order. At most SH_EXEC_INPUT_MAX bytes are queued at once: past
