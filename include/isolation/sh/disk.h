@@ -61,21 +61,22 @@ const char *sh_disk_mode_name(sh_disk_mode m);
 /* loop and tmpfs: the workspace is a filesystem of its own, mounted below the sandbox dir. */
 bool sh_disk_mounted(const sh_disk *d);
 
-/* One setup running in a child. */
+/* One setup: in a child (loop, project), or done inline and its end still to be told (tmpfs). */
 typedef struct sh_disk_job sh_disk_job;
 /* err NULL on success; projid is the project id given (project mode), else 0. */
 typedef void (*sh_disk_done_fn)(const sh_error *err, uint32_t projid, void *data);
 
-/* Give the workspace of the sandbox directory `dirfd` (O_PATH) its limit, in a child: loop
- * and tmpfs mount dir/disk and bind dir/disk/workspace (owned by uid:gid) at dir/workspace;
+/* Give the workspace of the sandbox directory `dirfd` (O_PATH) its limit, in a child (tmpfs:
+ * right here, a mount and a few directories, no child's fork and exit): loop and tmpfs mount
+ * dir/disk and bind dir/disk/workspace (owned by uid:gid) at dir/workspace;
  * project picks the first of base + slot, base + max + slot that holds nothing (a removed
  * sandbox's tree may still be charged to the other), sets its limits and gives it to
  * dir/workspace (inherited) and to dir/logs (made). root: also an overlay root's upper and
  * work (dir/disk/root/, or dir/root/ in the project). `done` runs from the loop when the
- * child has ended. */
+ * child has ended (tmpfs: from the loop's next turn), never before this returns. */
 int sh_disk_setup(sh_disk *d, sh_loop *l, int dirfd, uid_t uid, gid_t gid, unsigned slot, bool root,
                   sh_disk_done_fn done, void *data, sh_disk_job **ret, sh_error **err);
-/* SIGKILL the child; `done` still runs, with an error. */
+/* SIGKILL the child (tmpfs: nothing left to stop); `done` still runs, with an error. */
 void sh_disk_job_cancel(sh_disk_job *j);
 
 /* Unmount every mount at each of `paths` (absolute, in the daemon's namespace), in a child
