@@ -346,10 +346,10 @@ def test_full_background_logs_and_the_entrypoints_output_cost_the_daemon_no_memo
             osc.kill(sid)
 
 
-@no_rss_under_asan
-def test_streams_of_empty_lines_nobody_reads_hold_a_bounded_queue_each(start_daemon):
-    # One empty line is one event (~60 bytes): the bytes one read of the pipe gives may become
-    # many times their size in queued events before the backpressure can see them.
+def stalled_streams_growth(start_daemon, command, envs=None, n=4):
+    """The daemon's RSS growth (KiB) while n streams of `command` (which starts `sleep MARKER`
+    first, %s in it) run with nobody reading them: 2 s, then the streams are cut and every
+    process they started is checked gone."""
     d = start_daemon()
     osc = oslib.os_client(d)
     sid = osc.create_ok()["id"]
@@ -359,47 +359,8 @@ def test_streams_of_empty_lines_nobody_reads_hold_a_bounded_queue_each(start_dae
     m = execlib.marker()
     socks = []
     try:
-        body = json.dumps({"command": "sleep %s & yes ''" % m}).encode()
-        for _ in range(4):
-            s = socket.create_connection(("127.0.0.1", d.port), timeout=10)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-            s.sendall(b"POST /v1/sandboxes/%s/proxy/44772/command HTTP/1.1\r\nHost: x\r\n"
-                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                      % (sid.encode(), len(body), body))
-            assert b"200" in s.recv(1024)
-            socks.append(s)
-        time.sleep(2)  # each `yes ''` writes as fast as it can; nobody reads
-        grown = status_kib(pid, "VmRSS") - before
-    finally:
-        for s in socks:
-            s.close()
-    left = execlib.wait_gone(lambda: execlib.host_sleepers(m), timeout=15)
-    execlib.kill_pids([p[0] for p in left], pid)
-    assert not left
-    assert grown < 16 * 1024, "4 stalled streams of empty lines grew the RSS by %d KiB" % grown
-
-
-@no_rss_under_asan
-def test_streams_that_alternate_text_and_empty_lines_nobody_reads_hold_a_bounded_queue(
-        start_daemon):
-    # Reads grow to 64 KiB while the output's events are few bytes more than it (text), and
-    # fall back to 16 KiB after a read of empty lines (execd.h): output that alternates the two
-    # gets a 64 KiB read of empty lines after each read of text, ~4 MiB of events at most,
-    # before the backpressure pauses it.
-    d = start_daemon()
-    osc = oslib.os_client(d)
-    sid = osc.create_ok()["id"]
-    pid = d.proc.pid
-    run(osc, sid, "true").assert_complete()
-    before = status_kib(pid, "VmRSS")
-    m = execlib.marker()
-    script = ("import sys\nt = ('x' * 63 + '\\n') * 1024\ne = '\\n' * 65536\n"
-              "while True:\n    sys.stdout.write(t + e)\n    sys.stdout.flush()\n")
-    socks = []
-    try:
-        body = json.dumps({"command": "sleep %s & python3 -c \"$S\"" % m,
-                           "envs": {"S": script}}).encode()
-        for _ in range(4):
+        body = json.dumps({"command": command % m, "envs": envs or {}}).encode()
+        for _ in range(n):
             s = socket.create_connection(("127.0.0.1", d.port), timeout=10)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
             s.sendall(b"POST /v1/sandboxes/%s/proxy/44772/command HTTP/1.1\r\nHost: x\r\n"
@@ -415,6 +376,27 @@ def test_streams_that_alternate_text_and_empty_lines_nobody_reads_hold_a_bounded
     left = execlib.wait_gone(lambda: execlib.host_sleepers(m), timeout=15)
     execlib.kill_pids([p[0] for p in left], pid)
     assert not left
+    return grown
+
+
+@no_rss_under_asan
+def test_streams_of_empty_lines_nobody_reads_hold_a_bounded_queue_each(start_daemon):
+    # One empty line is one event (~60 bytes): the bytes one read of the pipe gives may become
+    # many times their size in queued events before the backpressure can see them.
+    grown = stalled_streams_growth(start_daemon, "sleep %s & yes ''")
+    assert grown < 16 * 1024, "4 stalled streams of empty lines grew the RSS by %d KiB" % grown
+
+
+@no_rss_under_asan
+def test_streams_that_alternate_text_and_empty_lines_nobody_reads_hold_a_bounded_queue(
+        start_daemon):
+    # Reads grow to 64 KiB while the output's events are few bytes more than it (text), and
+    # fall back to 16 KiB after a read of empty lines (execd.h): output that alternates the two
+    # gets a 64 KiB read of empty lines after each read of text, ~4 MiB of events at most,
+    # before the backpressure pauses it.
+    script = ("import sys\nt = ('x' * 63 + '\\n') * 1024\ne = '\\n' * 65536\n"
+              "while True:\n    sys.stdout.write(t + e)\n    sys.stdout.flush()\n")
+    grown = stalled_streams_growth(start_daemon, "sleep %s & python3 -c \"$S\"", {"S": script})
     # 4 x (the 1 MiB high mark + one read of 64 KiB of empty lines, ~4 MiB) and the buffers
     assert grown < 32 * 1024, "4 stalled streams grew the RSS by %d KiB" % grown
 
