@@ -757,37 +757,50 @@ static const char *env_value(char *const *envp, const char *name)
         return NULL;
 }
 
-/* execve() of `name` as a shell finds it: through envp's PATH (execvpe() would search the
- * caller's, not the command's). Returns only when it could not: the errno to report, EACCES
- * when a match was found but could not be run. */
+/* The next candidate for `name` in a PATH, as a shell tries them: *p the rest of the PATH (NULL
+ * once it is used up), the candidate into out. false when none is left; a candidate that does
+ * not fit `size` is skipped. */
+static bool path_next(const char **p, const char *name, char *out, size_t size)
+{
+        while (*p) {
+                const char *colon = strchr(*p, ':');
+                size_t dl = colon ? (size_t)(colon - *p) : strlen(*p);
+                int n = snprintf(out, size, "%.*s%s%s", (int)dl, *p, dl ? "/" : "", name);
+
+                *p = colon ? colon + 1 : NULL;
+                if (n > 0 && (size_t)n < size)
+                        return true;
+        }
+        return false;
+}
+
+/* envp's PATH (execvpe() would search the caller's, not the command's), or the default. */
+static const char *path_of(char **envp)
+{
+        const char *path = env_value(envp, "PATH");
+
+        return path ? path : "/usr/local/bin:/usr/bin:/bin";
+}
+
+/* execve() of `name` as a shell finds it, through envp's PATH. Returns only when it could not:
+ * the errno to report, EACCES when a match was found but could not be run. */
 static int exec_search(const char *name, char **argv, char **envp)
 {
-        const char *path = env_value(envp, "PATH"), *p;
+        const char *p = path_of(envp);
         char buf[4096];
         bool denied = false;
         int e = ENOENT;
 
-        if (!path)
-                path = "/usr/local/bin:/usr/bin:/bin";
         if (strchr(name, '/')) {
                 execve(name, argv, envp);
                 return errno;
         }
-        for (p = path; *p || p == path;) {
-                const char *colon = strchr(p, ':');
-                size_t dl = colon ? (size_t)(colon - p) : strlen(p);
-                int n = snprintf(buf, sizeof(buf), "%.*s%s%s", (int)dl, p, dl ? "/" : "", name);
-
-                if (n > 0 && (size_t)n < sizeof(buf)) {
-                        execve(buf, argv, envp);
-                        if (errno == EACCES)
-                                denied = true;
-                        else if (errno != ENOENT && errno != ENOTDIR)
-                                e = errno;
-                }
-                if (!colon)
-                        break;
-                p = colon + 1;
+        while (path_next(&p, name, buf, sizeof(buf))) {
+                execve(buf, argv, envp);
+                if (errno == EACCES)
+                        denied = true;
+                else if (errno != ENOENT && errno != ENOTDIR)
+                        e = errno;
         }
         return denied && e == ENOENT ? EACCES : e;
 }
@@ -854,23 +867,12 @@ static int logical_path(const char *base, const char *path, char *out, size_t si
  * out. -1: none. */
 static int find_in_path(const char *name, char **envp, char *out, size_t size)
 {
-        const char *path = env_value(envp, "PATH"), *p;
+        const char *p = path_of(envp);
         struct stat st;
 
-        if (!path)
-                path = "/usr/local/bin:/usr/bin:/bin";
-        for (p = path; *p || p == path;) {
-                const char *colon = strchr(p, ':');
-                size_t dl = colon ? (size_t)(colon - p) : strlen(p);
-                int n = snprintf(out, size, "%.*s%s%s", (int)dl, p, dl ? "/" : "", name);
-
-                if (n > 0 && (size_t)n < size && stat(out, &st) == 0 && S_ISREG(st.st_mode) &&
-                    access(out, X_OK) == 0)
+        while (path_next(&p, name, out, size))
+                if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
                         return 0;
-                if (!colon)
-                        break;
-                p = colon + 1;
-        }
         return -1;
 }
 

@@ -540,8 +540,6 @@ struct sh_disk_job {
         sh_disk_done_fn done;
         void *data;
         /* tmpfs: set up inline (sh_disk_setup), its end told from the loop */
-        sh_loop *loop;
-        sh_timer *timer;
         int step, errnum; /* its result: STEP_OK, or the failed step and its errno */
         bool cancelled;
 };
@@ -809,7 +807,6 @@ static void inline_done(sh_loop *l, sh_timer *t, void *data)
         sh_disk_job *j = data;
         sh_error *err = NULL;
 
-        j->timer = NULL; /* the loop frees a fired timer */
         if (j->step != STEP_OK)
                 sh_error_make(&err, j->errnum, "setting up the workspace's disk limit: %s: %s",
                               step_name(j->step), strerror(j->errnum));
@@ -827,11 +824,9 @@ static int setup_inline(sh_disk_job *j, sh_loop *l, int dirfd, sh_disk_job **ret
         setup_paths p;
 
         paths_of(&p, dirfd);
-        j->loop = l;
         j->step = setup_tmpfs_at(&p, j);
         j->errnum = j->step == STEP_OK ? 0 : errno ? errno : EIO;
-        j->timer = sh_loop_add_timer(l, 0, inline_done, j);
-        if (!j->timer) {
+        if (!sh_loop_add_timer(l, 0, inline_done, j)) {
                 free(j);
                 return sh_error_make(err, ENOMEM, "scheduling the disk limit's end");
         }
